@@ -1,0 +1,242 @@
+/*
+ * conch - a Connect/gRPC client for C
+ *
+ * call.h: RPCs of all four shapes over one API.
+ *
+ * A call is started with conch_call_start(), fed with conch_call_send() and
+ * conch_call_close_send(), and ends exactly once: its on_close handler runs
+ * with the final conch_status.  Responses arrive either pushed (on_message)
+ * or pulled (conch_call_recv()) when no message handler is set.  The caller
+ * owns the call handle and releases it with conch_call_free(), also after
+ * the call has ended.
+ */
+#ifndef CONCH_CALL_H
+#define CONCH_CALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include <conch/client.h>
+#include <conch/export.h>
+#include <conch/metadata.h>
+#include <conch/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The four RPC shapes. */
+typedef enum conch_stream_kind {
+  CONCH_STREAM_UNARY = 0,
+  CONCH_STREAM_CLIENT = 1,
+  CONCH_STREAM_SERVER = 2,
+  CONCH_STREAM_BIDI = 3
+} conch_stream_kind;
+
+/** MethodOptions.idempotency_level of the .proto. */
+typedef enum conch_idempotency {
+  CONCH_IDEMPOTENCY_UNKNOWN = 0,
+  CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS = 1,
+  CONCH_IDEMPOTENCY_IDEMPOTENT = 2
+} conch_idempotency;
+
+/**
+ * Describes one RPC method.  Generated stubs provide one per method; static
+ * storage is typical.  Retained by calls for their lifetime.
+ */
+typedef struct conch_method {
+  /** "/package.Service/Method" (no package: "/Service/Method"). */
+  const char *path;
+  conch_stream_kind kind;
+  /** protobuf-c descriptors; NULL means raw bytes (conch_call_send_raw(),
+      on_raw_message, conch_call_recv_raw()). */
+  const ProtobufCMessageDescriptor *input;
+  const ProtobufCMessageDescriptor *output;
+  conch_idempotency idempotency;
+} conch_method;
+
+typedef struct conch_call conch_call;
+
+/**
+ * Per-call options.  Initialise with CONCH_CALL_OPTS_INIT; the library reads
+ * only the fields that fall inside |struct_size|.
+ */
+typedef struct conch_call_opts {
+  size_t struct_size;
+  /** Deadline, from the start of the call; 0 = none.  Sent as
+      Connect-Timeout-Ms / grpc-timeout and enforced here. */
+  long timeout_ms;
+  /** Request metadata, copied at start.  May be NULL. */
+  const conch_metadata *headers;
+  /** Compression of request messages; CONCH_COMPRESSION_DEFAULT = the
+      client's. */
+  int send_compression;
+  void *reserved[8];
+} conch_call_opts;
+
+#define CONCH_CALL_OPTS_INIT                                                   \
+  { sizeof(conch_call_opts), 0, NULL, CONCH_COMPRESSION_DEFAULT, {0} }
+
+/**
+ * What a call reports.  Every member may be NULL.  All pointers passed to a
+ * handler are borrowed until it returns.  Handlers run on the thread that
+ * drives the client, never from inside conch_call_start().
+ */
+typedef struct conch_call_handler {
+  /** Response headers arrived (not for a trailers-only response). */
+  void (*on_headers)(conch_call *call, const conch_metadata *headers,
+                     void *user_data);
+  /** A response message of a typed method. */
+  void (*on_message)(conch_call *call, const ProtobufCMessage *msg,
+                     void *user_data);
+  /** A response message of a raw method (output descriptor NULL). */
+  void (*on_raw_message)(conch_call *call, const uint8_t *data, size_t len,
+                         void *user_data);
+  /** The send buffer has room again after a send returned CONCH_ERR_AGAIN. */
+  void (*on_send_ready)(conch_call *call, void *user_data);
+  /** The call ended.  Runs exactly once for every started call.  |trailers|
+      is never NULL.  The call may be freed from here. */
+  void (*on_close)(conch_call *call, const conch_status *status,
+                   const conch_metadata *trailers, void *user_data);
+} conch_call_handler;
+
+/**
+ * Starts a call of |method| on |c|.  |opts| may be NULL.  |handler| is copied;
+ * NULL means pull mode with no completion handler.  |user_data| is passed to
+ * every handler.  On success |*out| is the call and the request headers go
+ * out on the next loop turn; for every started call on_close runs exactly
+ * once.  Problems of the RPC itself (bad request metadata, deadline, failed
+ * connection) are reported through on_close, not here.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL argument, bad |opts|) or
+ * CONCH_ERR_NOMEM; on failure no handler ever runs.
+ */
+CONCH_EXTERN int conch_call_start(conch_client *c, const conch_method *method,
+                                  const conch_call_opts *opts,
+                                  const conch_call_handler *handler,
+                                  void *user_data, conch_call **out);
+
+/**
+ * Queues |msg| (serialized now; |msg| is borrowed for the call only).  Unary
+ * and server-streaming calls take exactly one message.
+ *
+ * Returns 0; CONCH_ERR_AGAIN if the send buffer is over its high-water mark
+ * (nothing queued; on_send_ready follows); CONCH_ERR_STATE after
+ * close_send, after a unary request, or once the call ended (the status says
+ * why); CONCH_ERR_INVALID (wrong message type); CONCH_ERR_LIMIT (over the send
+ * limit: the call ends with resource_exhausted); CONCH_ERR_CODEC or
+ * CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_call_send(conch_call *call, const ProtobufCMessage *msg);
+
+/** conch_call_send() for raw methods: |data| is a serialized message. */
+CONCH_EXTERN int conch_call_send_raw(conch_call *call, const void *data,
+                                     size_t len);
+
+/**
+ * Half-closes the request stream: no more messages.  The response may still
+ * be streaming.  Returns 0 or CONCH_ERR_STATE (already closed).
+ */
+CONCH_EXTERN int conch_call_close_send(conch_call *call);
+
+/**
+ * Cancels the call: RST_STREAM CANCEL is sent and the call ends with
+ * canceled, unless it has already ended.  Messages delivered before stay
+ * delivered.  on_close runs on the next loop turn.  Returns 0.
+ */
+CONCH_EXTERN int conch_call_cancel(conch_call *call);
+
+/**
+ * Frees |call|.  A call that has not ended is canceled first, and its
+ * on_close runs before this returns.  From inside one of the call's own
+ * handlers the release is deferred until the handler returns.  NULL is
+ * accepted.
+ */
+CONCH_EXTERN void conch_call_free(conch_call *call);
+
+/**
+ * Pull mode (no on_message/on_raw_message handler): takes the next response
+ * message.  On 0, |*msg| is owned by the caller, to be released with
+ * conch_message_free().  Flow-control credit is returned as messages are
+ * taken, so an unread call slows its sender.
+ *
+ * Returns 0; CONCH_ERR_AGAIN (none yet); CONCH_ERR_EOF (the call ended OK
+ * and every message was taken); CONCH_ERR_RPC (ended with an error, every
+ * message before it taken: see conch_call_status()); CONCH_ERR_STATE (push
+ * mode or a raw method).
+ */
+CONCH_EXTERN int conch_call_recv(conch_call *call, ProtobufCMessage **msg);
+
+/**
+ * conch_call_recv() for raw methods.  |*data| is borrowed until the next
+ * recv on |call| or its release.
+ */
+CONCH_EXTERN int conch_call_recv_raw(conch_call *call, const uint8_t **data,
+                                     size_t *len);
+
+/** Frees a message returned by conch_call_recv() or a *_sync function. */
+CONCH_EXTERN void conch_message_free(conch_client *c, ProtobufCMessage *msg);
+
+/** Non-zero once the call has ended. */
+CONCH_EXTERN int conch_call_done(const conch_call *call);
+
+/** The final status once ended, else NULL.  Borrowed from |call|. */
+CONCH_EXTERN const conch_status *conch_call_status(const conch_call *call);
+
+/** Response headers (empty until they arrive).  Borrowed, never NULL. */
+CONCH_EXTERN const conch_metadata *conch_call_headers(const conch_call *call);
+
+/** Response trailers (empty until the end).  Borrowed, never NULL. */
+CONCH_EXTERN const conch_metadata *conch_call_trailers(const conch_call *call);
+
+/** The |user_data| given at start. */
+CONCH_EXTERN void *conch_call_user_data(const conch_call *call);
+
+/** The client of |call|. */
+CONCH_EXTERN conch_client *conch_call_client(const conch_call *call);
+
+/* ---- Blocking layer: poll loops on the calling thread ------------------ */
+
+/**
+ * Sends |msg|, driving the client while the send buffer is full.  Returns as
+ * conch_call_send() but never CONCH_ERR_AGAIN.
+ */
+CONCH_EXTERN int conch_call_send_sync(conch_call *call,
+                                      const ProtobufCMessage *msg);
+
+/**
+ * Receives the next message (pull mode), driving the client until one is
+ * ready or the call ends.  Returns as conch_call_recv() but never
+ * CONCH_ERR_AGAIN.
+ */
+CONCH_EXTERN int conch_call_recv_sync(conch_call *call, ProtobufCMessage **msg);
+
+/**
+ * Drives the client until |call| has ended.  Unread messages stay queued.
+ * Returns 0 when the status is OK, CONCH_ERR_RPC otherwise.
+ */
+CONCH_EXTERN int conch_call_wait_sync(conch_call *call);
+
+/**
+ * A whole unary call.  On 0, |*resp| is owned by the caller
+ * (conch_message_free()).  On CONCH_ERR_RPC, |st| (initialised by the
+ * caller; may be NULL) holds the status and |*resp| is NULL.  |headers| and
+ * |trailers|, when not NULL, receive the response metadata (appended).
+ *
+ * Returns 0, CONCH_ERR_RPC, CONCH_ERR_INVALID, CONCH_ERR_RECURSIVE or
+ * CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_unary_sync(conch_client *c, const conch_method *method,
+                                  const conch_call_opts *opts,
+                                  const ProtobufCMessage *req,
+                                  ProtobufCMessage **resp, conch_status *st,
+                                  conch_metadata *headers,
+                                  conch_metadata *trailers);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CONCH_CALL_H */

@@ -1,0 +1,183 @@
+/*
+ * conch - a Connect/gRPC client for C
+ *
+ * client.h: a client is one target URL and the connections to it.
+ *
+ * Thread safety: a client and everything hanging off it (calls, metadata it
+ * handed out) is used by one thread at a time; the library takes no locks.
+ * The one exception is conch_client_wakeup().  Run many clients in many
+ * threads to use many cores.
+ */
+#ifndef CONCH_CLIENT_H
+#define CONCH_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <conch/export.h>
+#include <conch/mem.h>
+#include <conch/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct conch_client conch_client;
+typedef struct conch_client_opts conch_client_opts;
+
+/** Wire protocols; all share one core. */
+typedef enum conch_protocol {
+  CONCH_PROTOCOL_CONNECT = 0,
+  CONCH_PROTOCOL_GRPC = 1,
+  CONCH_PROTOCOL_GRPC_WEB = 2
+} conch_protocol;
+
+/** Message compressions. */
+typedef enum conch_compression {
+  /** In per-call options: use the client's setting. */
+  CONCH_COMPRESSION_DEFAULT = -1,
+  CONCH_COMPRESSION_IDENTITY = 0,
+  CONCH_COMPRESSION_GZIP = 1
+} conch_compression;
+
+/**
+ * Creates client options with the defaults: Connect protocol, no send
+ * compression, gzip accepted, compress-min-bytes 0, receive limit 4 MiB,
+ * no send limit, stream window 4 MiB, connection window 16 MiB, header list
+ * limit 256 KiB, connect timeout 30 s, TLS peer verification on with the
+ * system CA store.  Returns 0, CONCH_ERR_INVALID or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_client_opts_new(conch_client_opts **out);
+
+/** Frees |opts|.  NULL is accepted. */
+CONCH_EXTERN void conch_client_opts_free(conch_client_opts *opts);
+
+/**
+ * The allocator for the client and everything it creates.  The struct is
+ * copied; its functions and |user_data| are retained for the client's life.
+ * NULL restores the C library.
+ */
+CONCH_EXTERN int conch_client_opts_set_mem(conch_client_opts *opts,
+                                           const conch_mem *mem);
+
+/** The wire protocol.  Default CONCH_PROTOCOL_CONNECT. */
+CONCH_EXTERN int conch_client_opts_set_protocol(conch_client_opts *opts,
+                                                conch_protocol protocol);
+
+/**
+ * Compression of request messages.  Default identity.  Messages shorter than
+ * the compress-min-bytes threshold are sent uncompressed.
+ */
+CONCH_EXTERN int conch_client_opts_set_send_compression(conch_client_opts *opts,
+                                                        conch_compression c);
+
+/** Whether gzip responses are accepted (advertised).  Default 1. */
+CONCH_EXTERN int conch_client_opts_set_accept_gzip(conch_client_opts *opts,
+                                                   int on);
+
+/** Messages below |bytes| are not compressed.  Default 0. */
+CONCH_EXTERN int conch_client_opts_set_compress_min_bytes(
+    conch_client_opts *opts, size_t bytes);
+
+/** zlib level for gzip, -1 (default, 6) or 0..9. */
+CONCH_EXTERN int conch_client_opts_set_gzip_level(conch_client_opts *opts,
+                                                  int level);
+
+/**
+ * Largest response message accepted, after decompression; 0 = no limit.
+ * A larger one ends the call with resource_exhausted before it is buffered.
+ * Default 4 MiB.
+ */
+CONCH_EXTERN int conch_client_opts_set_recv_limit(conch_client_opts *opts,
+                                                  size_t bytes);
+
+/**
+ * Largest request message sent, after compression; 0 = no limit (the
+ * envelope format caps at 4 GiB - 1).  A larger one fails the call with
+ * resource_exhausted; nothing of it is sent.  Default 0.
+ */
+CONCH_EXTERN int conch_client_opts_set_send_limit(conch_client_opts *opts,
+                                                  size_t bytes);
+
+/** HTTP/2 flow-control windows.  Defaults 4 MiB (stream), 16 MiB (conn). */
+CONCH_EXTERN int conch_client_opts_set_windows(conch_client_opts *opts,
+                                               uint32_t stream_window,
+                                               uint32_t conn_window);
+
+/** Largest response header (or trailer) list accepted.  Default 256 KiB. */
+CONCH_EXTERN int conch_client_opts_set_max_header_list(conch_client_opts *opts,
+                                                       uint32_t bytes);
+
+/** Time allowed for TCP connect plus TLS handshake.  Default 30000 ms. */
+CONCH_EXTERN int conch_client_opts_set_connect_timeout(conch_client_opts *opts,
+                                                       long ms);
+
+/** The user-agent header.  Copied.  Default "conch/<version>". */
+CONCH_EXTERN int conch_client_opts_set_user_agent(conch_client_opts *opts,
+                                                  const char *ua);
+
+/**
+ * Trust the CA certificates in the PEM file |path| instead of the system
+ * store.  Copied.  NULL restores the system store.
+ */
+CONCH_EXTERN int conch_client_opts_set_ca_file(conch_client_opts *opts,
+                                               const char *path);
+
+/** Trust the CA certificates in the PEM text |pem| (|len| bytes, copied). */
+CONCH_EXTERN int conch_client_opts_set_ca_pem(conch_client_opts *opts,
+                                              const char *pem, size_t len);
+
+/**
+ * Present a client certificate: PEM files |cert_path| and |key_path|
+ * (copied; |key_path| NULL = the key is in |cert_path|).
+ */
+CONCH_EXTERN int conch_client_opts_set_client_cert_file(
+    conch_client_opts *opts, const char *cert_path, const char *key_path);
+
+/** Present a client certificate given as PEM text (copied). */
+CONCH_EXTERN int conch_client_opts_set_client_cert_pem(conch_client_opts *opts,
+                                                       const char *cert,
+                                                       size_t cert_len,
+                                                       const char *key,
+                                                       size_t key_len);
+
+/**
+ * Verify the server certificate chain and its name (DNS name or IP SAN).
+ * Default 1.  Turning it off is for tests only.
+ */
+CONCH_EXTERN int conch_client_opts_set_tls_verify(conch_client_opts *opts,
+                                                  int on);
+
+/**
+ * Creates a client for |url|: "http://host[:port][/prefix]" (h2c with prior
+ * knowledge) or "https://host[:port][/prefix]" (TLS, ALPN h2).  Hosts may be
+ * names, IPv4 literals or bracketed IPv6 literals.  |opts| may be NULL for
+ * the defaults; it is copied and may be freed afterwards.  No connection is
+ * made until the first call.
+ *
+ * Returns 0, CONCH_ERR_INVALID, CONCH_ERR_URL, CONCH_ERR_TLS (bad CA or
+ * certificate material), CONCH_ERR_IO (no wakeup descriptor) or
+ * CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_client_new(conch_client **out, const char *url,
+                                  const conch_client_opts *opts);
+
+/**
+ * Frees |c| and every call made on it.  Calls still running end with
+ * canceled, and their on_close runs before this returns.  Afterwards no call
+ * handle of |c| may be used or freed.  NULL is accepted.  From inside a
+ * callback of |c| it does nothing; use it after the callback returned.
+ */
+CONCH_EXTERN void conch_client_free(conch_client *c);
+
+/** The allocator of |c|: never NULL. */
+CONCH_EXTERN const conch_mem *conch_client_mem(const conch_client *c);
+
+/** Returns the protocol of |c|. */
+CONCH_EXTERN conch_protocol conch_client_protocol(const conch_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CONCH_CLIENT_H */
