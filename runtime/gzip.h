@@ -1,0 +1,45 @@
+/* gzip (RFC 1952) with zlib.  One context per client; streams are reset,
+   not re-created, between messages, so steady state allocates nothing but
+   output growth. */
+#ifndef CONCH_GZIP_H
+#define CONCH_GZIP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zlib.h>
+
+#include <conch/mem.h>
+
+#include "buf.h"
+
+typedef struct conch_gzip {
+  const conch_mem *mem;
+  z_stream inf;
+  z_stream def;
+  int inf_ready; /* inflateInit2 done */
+  int def_ready; /* deflateInit2 done */
+  int def_level; /* level |def| was set up with */
+} conch_gzip;
+
+void conch__gzip_init(conch_gzip *gz, const conch_mem *mem);
+void conch__gzip_clear(conch_gzip *gz);
+
+/* Appends one complete gzip member holding |in| to |out|.  |level| is -1 or
+   0..9.  Returns 0, CONCH_ERR_NOMEM, CONCH_ERR_GZIP, or CONCH_ERR_INVALID
+   for a |level| outside that range. */
+int conch__gzip_deflate(conch_gzip *gz, int level, const uint8_t *in,
+                        size_t n, conch_buf *out);
+
+/* Inflates |in| (one or more concatenated gzip members) and appends the
+   result to |out|.  Output is produced in bounded steps and never sized from
+   the gzip header or trailer.  Returns 0;
+     CONCH_ERR_LIMIT  output would exceed |max_out| bytes (0 = no limit)
+     CONCH_ERR_GZIP   not gzip, corrupt, bad CRC/length, or truncated
+     CONCH_ERR_NOMEM
+   On error |out| keeps its previous size (no partial output appended).
+   Empty input is an error: callers never inflate zero-length content. */
+int conch__gzip_inflate(conch_gzip *gz, const uint8_t *in, size_t n,
+                        size_t max_out, conch_buf *out);
+
+#endif
