@@ -1,0 +1,853 @@
+/* Calls: lifecycle, sending, delivery of messages (pushed to handlers or
+   queued for pull), flow-control credit, and the exactly-once end. */
+#include <string.h>
+
+#include "internal.h"
+
+/* A send returns CONCH_ERR_AGAIN while this much waits; on_send_ready fires
+   when it drains below half. */
+#define SEND_HIGH_WATER (1u << 20)
+
+/* ---- Handlers ----------------------------------------------------------- */
+
+static void enter(conch_call *call) { call->in_handler++; }
+
+/* Returns non-zero when |call| was released: the caller must not touch it
+   again.  Only the end of on_close can release (a call freed inside an
+   earlier handler is canceled here and released after its on_close). */
+static int leave(conch_call *call) {
+  call->in_handler--;
+  if (call->in_handler == 0 && call->user_freed) {
+    if (!call->finished) {
+      conch__call_fail(call, CONCH_CODE_CANCELED, CONCH_ERR_CANCELED,
+                       "call freed by the application");
+    }
+    return conch__call_maybe_release(call);
+  }
+  return 0;
+}
+
+void conch__call_emit_headers(conch_call *call) {
+  if (call->h.on_headers == NULL || call->finished) {
+    return;
+  }
+  enter(call);
+  call->h.on_headers(call, &call->headers, call->user_data);
+  leave(call);
+}
+
+/* Runs on_close once.  Returns non-zero when |call| was released. */
+static int deliver_close(conch_call *call) {
+  conch__list_remove(&call->done_link);
+  if (call->closed_cb) {
+    return 0;
+  }
+  call->closed_cb = 1;
+  if (call->h.on_close != NULL) {
+    enter(call);
+    call->h.on_close(call, &call->status, &call->trailers, call->user_data);
+    return leave(call);
+  }
+  return conch__call_maybe_release(call);
+}
+
+void conch__client_run_done(conch_client *c) {
+  while (!conch__list_empty(&c->done)) {
+    conch_call *call = CONCH_CONTAINER(c->done.next, conch_call, done_link);
+    deliver_close(call);
+  }
+  while (!conch__list_empty(&c->ready)) {
+    conch_call *call = CONCH_CONTAINER(c->ready.next, conch_call, ready_link);
+    conch__list_remove(&call->ready_link);
+    if (!call->finished && call->h.on_send_ready != NULL) {
+      enter(call);
+      call->h.on_send_ready(call, call->user_data);
+      leave(call);
+    }
+  }
+}
+
+/* ---- Lifecycle ---------------------------------------------------------- */
+
+static void pull_clear(conch_call *call) {
+  conch_client *c = call->client;
+  while (call->qlen > 0) {
+    conch_qmsg *m = &call->q[call->qhead];
+    protobuf_c_message_free_unpacked(m->msg, &c->pb_alloc);
+    call->qhead = (call->qhead + 1) % call->qcap;
+    call->qlen--;
+  }
+  conch__free(c->mem, call->q);
+  call->q = NULL;
+  call->qcap = 0;
+  conch__buf_free(&call->rawq, c->mem);
+  conch__buf_free(&call->rawcur, c->mem);
+}
+
+void conch__call_destroy(conch_call *call) {
+  conch_client *c = call->client;
+
+  if (call->conn != NULL && call->stream_live && call->conn->h2 != NULL) {
+    /* Only from conch_client_free: nghttp2 must not call back into it. */
+    nghttp2_session_set_stream_user_data(call->conn->h2, call->stream_id,
+                                         NULL);
+  }
+  conch__list_remove(&call->client_link);
+  conch__list_remove(&call->conn_link);
+  conch__list_remove(&call->queue_link);
+  conch__list_remove(&call->done_link);
+  conch__list_remove(&call->ready_link);
+  conch__timer_disarm(c, &call->deadline);
+  conch__metadata_clear(&call->req_headers);
+  conch__metadata_clear(&call->headers);
+  conch__metadata_clear(&call->trailers);
+  conch__env_reader_clear(&call->reader);
+  conch__buf_free(&call->sendbuf, c->mem);
+  conch__buf_free(&call->body, c->mem);
+  pull_clear(call);
+  conch_status_clear(&call->status);
+  conch__free(c->mem, call);
+}
+
+int conch__call_maybe_release(conch_call *call) {
+  if (call->user_freed && call->closed_cb && !call->stream_live &&
+      call->in_handler == 0) {
+    conch__call_destroy(call);
+    return 1;
+  }
+  return 0;
+}
+
+/* Gives back the stream-window credit not held by queued messages. */
+static void credit(conch_call *call) {
+  size_t n;
+  if (call->unconsumed <= call->held) {
+    return;
+  }
+  n = call->unconsumed - call->held;
+  call->unconsumed = call->held;
+  if (call->conn != NULL) {
+    conch__conn_consume(call->conn, call, n);
+  }
+}
+
+/* Settles the call: status is final, the stream is let go, on_close is
+   queued.  Idempotent. */
+static void call_end(conch_call *call) {
+  conch_client *c = call->client;
+  if (call->finished) {
+    return;
+  }
+  call->finished = 1;
+  conch__timer_disarm(c, &call->deadline);
+  conch__list_remove(&call->queue_link);
+  conch__list_remove(&call->ready_link);
+  if (call->conn != NULL && call->submitted && call->stream_live) {
+    nghttp2_session *h2 = call->conn->h2;
+    int local_closed =
+        h2 != NULL &&
+        nghttp2_session_get_stream_local_close(h2, call->stream_id) == 1;
+    if (!(call->remote_ended && local_closed)) {
+      /* After a complete response we only stop sending; anything else is
+         an abandoned stream. */
+      conch__conn_reset(call->conn, call,
+                        call->remote_ended ? NGHTTP2_NO_ERROR
+                                           : NGHTTP2_CANCEL);
+    }
+  }
+  /* The stream is gone or going: no reason to hold its window. */
+  call->held = 0;
+  credit(call);
+  if (!call->submitted) {
+    conch__list_remove(&call->conn_link);
+    call->conn = NULL;
+  }
+  conch__list_push(&c->done, &call->done_link);
+  conch__client_kick(c);
+}
+
+void conch__call_fail(conch_call *call, conch_code code, int local_err,
+                      const char *fmt, ...) {
+  va_list ap;
+  if (call->finished) {
+    return;
+  }
+  va_start(ap, fmt);
+  conch__status_vset(&call->status, call->client->mem, code,
+                     CONCH_ORIGIN_LOCAL, local_err, fmt, ap);
+  va_end(ap);
+  call_end(call);
+}
+
+void conch__call_finish(conch_call *call) { call_end(call); }
+
+void conch__call_end_with(conch_call *call, conch_status *st) {
+  if (call->finished) {
+    conch_status_clear(st);
+    return;
+  }
+  if (call->status.code == CONCH_CODE_OK) {
+    conch_status_clear(&call->status);
+    call->status = *st;
+    conch_status_init(st);
+  } else {
+    conch_status_clear(st);
+  }
+  call_end(call);
+}
+
+void conch__call_on_deadline(conch_call *call) {
+  conch__call_fail(call, CONCH_CODE_DEADLINE_EXCEEDED, CONCH_ERR_TIMEOUT,
+                   "deadline exceeded");
+}
+
+/* ---- Start -------------------------------------------------------------- */
+
+/* Request metadata is checked up front; a bad entry ends the call with
+   internal before anything is sent. */
+static int check_request_headers(conch_call *call) {
+  const conch_metadata *md = &call->req_headers;
+  size_t i;
+  for (i = 0; i < md->n; i++) {
+    const char *name = (const char *)md->strings.data + md->ents[i].name_off;
+    size_t nlen = md->ents[i].name_len;
+    const uint8_t *v = md->strings.data + md->ents[i].value_off;
+    if (!conch__metadata_name_ok(name, nlen)) {
+      conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_HEADER,
+                       "invalid request header name '%.*s'", (int)nlen, name);
+      return -1;
+    }
+    if (conch__metadata_reserved(name, nlen)) {
+      conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_HEADER,
+                       "request header '%.*s' is reserved for the protocol",
+                       (int)nlen, name);
+      return -1;
+    }
+    if (!conch__metadata_is_bin(name, nlen) &&
+        !conch__metadata_value_ok(v, md->ents[i].value_len)) {
+      conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_HEADER,
+                       "invalid value for request header '%.*s'", (int)nlen,
+                       name);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static uint8_t allowed_flags(conch_protocol p) {
+  switch (p) {
+  case CONCH_PROTOCOL_GRPC:
+    return CONCH_ENV_FLAGS_GRPC;
+  case CONCH_PROTOCOL_GRPC_WEB:
+    return CONCH_ENV_FLAGS_GRPC_WEB;
+  default:
+    return CONCH_ENV_FLAGS_CONNECT;
+  }
+}
+
+int conch_call_start(conch_client *c, const conch_method *method,
+                     const conch_call_opts *opts,
+                     const conch_call_handler *handler, void *user_data,
+                     conch_call **out) {
+  conch_call_opts o = CONCH_CALL_OPTS_INIT;
+  conch_call *call;
+  conch_conn *conn;
+  uint32_t max_len;
+  int rv;
+
+  if (c == NULL || method == NULL || method->path == NULL || out == NULL ||
+      method->path[0] != '/' || (int)method->kind < 0 ||
+      method->kind > CONCH_STREAM_BIDI) {
+    return CONCH_ERR_INVALID;
+  }
+  if (opts != NULL) {
+    size_t n = opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o);
+    if (n < sizeof(size_t)) {
+      return CONCH_ERR_INVALID;
+    }
+    memcpy(&o, opts, n);
+    o.struct_size = sizeof(o);
+  }
+  if (o.timeout_ms < 0 ||
+      (o.send_compression != CONCH_COMPRESSION_DEFAULT &&
+       o.send_compression != CONCH_COMPRESSION_IDENTITY &&
+       o.send_compression != CONCH_COMPRESSION_GZIP)) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch__timer_reserve(c, 1);
+  if (rv != 0) {
+    return rv;
+  }
+  call = conch__calloc(c->mem, 1, sizeof(*call));
+  if (call == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  call->client = c;
+  call->method = method;
+  if (handler != NULL) {
+    call->h = *handler;
+  }
+  call->user_data = user_data;
+  call->pull = call->h.on_message == NULL && call->h.on_raw_message == NULL;
+  call->deadline.idx = SIZE_MAX;
+  call->deadline.kind = CONCH_TIMER_CALL_DEADLINE;
+  call->send_comp = o.send_compression == CONCH_COMPRESSION_DEFAULT
+                        ? (conch_compression)c->o.send_compression
+                        : (conch_compression)o.send_compression;
+  conch__metadata_init(&call->req_headers, c->mem);
+  conch__metadata_init(&call->headers, c->mem);
+  conch__metadata_init(&call->trailers, c->mem);
+  conch_status_init(&call->status);
+  call->status.mem = c->mem;
+  max_len = c->o.recv_limit > 0xffffffffu ? 0 : (uint32_t)c->o.recv_limit;
+  conch__env_reader_init(&call->reader, c->mem, allowed_flags(c->o.protocol),
+                         max_len);
+  if (o.headers != NULL) {
+    rv = conch_metadata_append(&call->req_headers, o.headers);
+    if (rv != 0) {
+      conch__call_destroy(call);
+      return rv;
+    }
+  }
+  conch__list_push(&c->calls, &call->client_link);
+  *out = call;
+
+  if (o.timeout_ms > 0) {
+    call->deadline_at = conch__now_ms() + o.timeout_ms;
+    conch__timer_arm(c, &call->deadline, call->deadline_at);
+  }
+  if (check_request_headers(call) != 0) {
+    return 0; /* ended with internal; on_close follows */
+  }
+  conn = conch__conn_get(c, &call->status);
+  if (conn == NULL) {
+    call_end(call);
+    return 0;
+  }
+  call->conn = conn;
+  conch__list_push(&conn->calls, &call->conn_link);
+  conch__list_push(&conn->queue, &call->queue_link);
+  conch__conn_mark_dirty(conn);
+  return 0;
+}
+
+int conch__call_ready_to_submit(const conch_call *call) {
+  if (conch__proto_headers_wait_message(call)) {
+    return call->nsent > 0 || call->send_closed;
+  }
+  return 1;
+}
+
+/* ---- Sending ------------------------------------------------------------ */
+
+static int one_message_kind(const conch_call *call) {
+  return call->method->kind == CONCH_STREAM_UNARY ||
+         call->method->kind == CONCH_STREAM_SERVER;
+}
+
+static int send_check(conch_call *call) {
+  if (call->finished || call->send_closed) {
+    return CONCH_ERR_STATE;
+  }
+  if (conch__buf_size(&call->sendbuf) >= SEND_HIGH_WATER) {
+    if (!call->want_send_ready) {
+      call->want_send_ready = 1;
+    }
+    return CONCH_ERR_AGAIN;
+  }
+  return 0;
+}
+
+static void after_queue(conch_call *call) {
+  call->nsent++;
+  if (one_message_kind(call)) {
+    call->send_closed = 1; /* exactly one message: it also half-closes */
+  }
+  if (call->conn != NULL) {
+    conch__conn_resume(call->conn, call);
+  }
+}
+
+static int send_bytes(conch_call *call, const uint8_t *p, size_t n) {
+  int rv = conch__proto_frame_message(call, p, n);
+  if (rv != 0) {
+    return rv;
+  }
+  after_queue(call);
+  return 0;
+}
+
+int conch_call_send(conch_call *call, const ProtobufCMessage *msg) {
+  conch_client *c;
+  size_t n;
+  int rv;
+
+  if (call == NULL || msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (call->method->input == NULL || msg->descriptor != call->method->input) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = send_check(call);
+  if (rv != 0) {
+    return rv;
+  }
+  c = call->client;
+  n = protobuf_c_message_get_packed_size(msg);
+  conch__buf_reset(&c->scratch);
+  rv = conch__buf_reserve(&c->scratch, c->mem, n);
+  if (rv != 0) {
+    return rv;
+  }
+  if (protobuf_c_message_pack(msg, c->scratch.data) != n) {
+    return CONCH_ERR_CODEC;
+  }
+  c->scratch.len = n;
+  rv = send_bytes(call, c->scratch.data, n);
+  if (c->scratch.cap > (4u << 20)) {
+    /* Do not keep a huge scratch buffer after one big message. */
+    conch__buf_free(&c->scratch, c->mem);
+  }
+  return rv;
+}
+
+int conch_call_send_raw(conch_call *call, const void *data, size_t len) {
+  int rv;
+  if (call == NULL || (data == NULL && len > 0)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (call->method->input != NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = send_check(call);
+  if (rv != 0) {
+    return rv;
+  }
+  return send_bytes(call, data, len);
+}
+
+int conch_call_close_send(conch_call *call) {
+  if (call == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (call->send_closed) {
+    return CONCH_ERR_STATE;
+  }
+  call->send_closed = 1;
+  if (call->finished) {
+    return 0;
+  }
+  if (one_message_kind(call) && call->nsent == 0) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_STATE,
+                     "a %s call needs exactly one request message",
+                     call->method->kind == CONCH_STREAM_UNARY
+                         ? "unary"
+                         : "server-streaming");
+    return 0;
+  }
+  if (call->conn != NULL) {
+    conch__conn_resume(call->conn, call);
+  }
+  return 0;
+}
+
+size_t conch__call_send_pending(const conch_call *call) {
+  return conch__buf_size(&call->sendbuf);
+}
+
+void conch__call_sent(conch_call *call, size_t n) {
+  conch__buf_consume(&call->sendbuf, n);
+  if (call->want_send_ready &&
+      conch__buf_size(&call->sendbuf) < SEND_HIGH_WATER / 2 &&
+      !conch__linked(&call->ready_link)) {
+    call->want_send_ready = 0;
+    conch__list_push(&call->client->ready, &call->ready_link);
+  }
+}
+
+int conch_call_cancel(conch_call *call) {
+  if (call == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  conch__call_fail(call, CONCH_CODE_CANCELED, CONCH_ERR_CANCELED,
+                   "canceled by the application");
+  return 0;
+}
+
+void conch_call_free(conch_call *call) {
+  if (call == NULL || call->user_freed) {
+    return;
+  }
+  call->user_freed = 1;
+  if (call->in_handler > 0) {
+    return; /* leave() finishes the job */
+  }
+  if (!call->finished) {
+    conch__call_fail(call, CONCH_CODE_CANCELED, CONCH_ERR_CANCELED,
+                     "call freed by the application");
+  }
+  if (!call->closed_cb && deliver_close(call)) {
+    return; /* on_close ran (exactly once, before free returns) */
+  }
+  conch__call_maybe_release(call);
+}
+
+/* ---- Receiving ---------------------------------------------------------- */
+
+static int queue_push(conch_call *call, ProtobufCMessage *msg, size_t hold) {
+  conch_client *c = call->client;
+  if (call->qlen == call->qcap) {
+    size_t cap = call->qcap ? call->qcap * 2 : 4;
+    conch_qmsg *q = conch__malloc(c->mem, cap * sizeof(*q));
+    size_t i;
+    if (q == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+    for (i = 0; i < call->qlen; i++) {
+      q[i] = call->q[(call->qhead + i) % call->qcap];
+    }
+    conch__free(c->mem, call->q);
+    call->q = q;
+    call->qcap = cap;
+    call->qhead = 0;
+  }
+  call->q[(call->qhead + call->qlen) % call->qcap].msg = msg;
+  call->q[(call->qhead + call->qlen) % call->qcap].wire = hold;
+  call->qlen++;
+  return 0;
+}
+
+/* The share of not-yet-credited bytes a newly queued message holds. */
+static size_t take_hold(conch_call *call, size_t wire) {
+  size_t free_bytes = call->unconsumed - call->held;
+  size_t hold = wire < free_bytes ? wire : free_bytes;
+  call->held += hold;
+  return hold;
+}
+
+static int deliver_pull(conch_call *call, const uint8_t *p, size_t len) {
+  conch_client *c = call->client;
+  size_t wire = len + CONCH_ENV_PREFIX;
+  int rv;
+
+  if (call->method->output == NULL) {
+    uint32_t hdr[2];
+    hdr[0] = (uint32_t)len;
+    hdr[1] = (uint32_t)take_hold(call, wire);
+    rv = conch__buf_reserve(&call->rawq, c->mem, sizeof(hdr) + len);
+    if (rv == 0) {
+      conch__buf_append(&call->rawq, c->mem, hdr, sizeof(hdr));
+      conch__buf_append(&call->rawq, c->mem, p, len);
+    } else {
+      call->held -= hdr[1];
+    }
+    return rv;
+  }
+  {
+    ProtobufCMessage *msg =
+        protobuf_c_message_unpack(call->method->output, &c->pb_alloc, len, p);
+    size_t hold;
+    if (msg == NULL) {
+      conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_CODEC,
+                       "cannot decode %s (%zu bytes)",
+                       call->method->output->name, len);
+      return CONCH_ERR_CODEC;
+    }
+    hold = take_hold(call, wire);
+    rv = queue_push(call, msg, hold);
+    if (rv != 0) {
+      call->held -= hold;
+      protobuf_c_message_free_unpacked(msg, &c->pb_alloc);
+    }
+    return rv;
+  }
+}
+
+static int deliver_push(conch_call *call, const uint8_t *p, size_t len) {
+  conch_client *c = call->client;
+  if (call->method->output == NULL) {
+    if (call->h.on_raw_message != NULL) {
+      enter(call);
+      call->h.on_raw_message(call, p, len, call->user_data);
+      leave(call);
+    }
+    return 0;
+  }
+  {
+    ProtobufCMessage *msg = protobuf_c_message_unpack(
+        call->method->output, &c->arena_alloc, len, p);
+    if (msg == NULL) {
+      conch__arena_reset(c);
+      conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_CODEC,
+                       "cannot decode %s (%zu bytes)",
+                       call->method->output->name, len);
+      return CONCH_ERR_CODEC;
+    }
+    if (call->h.on_message != NULL) {
+      enter(call);
+      call->h.on_message(call, msg, call->user_data);
+      leave(call);
+    }
+    conch__arena_reset(c);
+  }
+  return 0;
+}
+
+int conch__call_deliver(conch_call *call, const uint8_t *p, size_t len) {
+  int rv;
+  if (call->finished) {
+    return 1;
+  }
+  call->nrecv++;
+  if (call->nrecv > 1 && (call->method->kind == CONCH_STREAM_UNARY ||
+                          call->method->kind == CONCH_STREAM_CLIENT)) {
+    /* Held back: the final status decides (a non-OK status wins over the
+       cardinality error). */
+    return 0;
+  }
+  rv = call->pull ? deliver_pull(call, p, len) : deliver_push(call, p, len);
+  if (rv == CONCH_ERR_NOMEM) {
+    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
+                     "out of memory receiving a message");
+  }
+  return call->finished ? 1 : 0;
+}
+
+/* ---- From the connection ------------------------------------------------ */
+
+enum { BLK_RESPONSE = 0, BLK_INFO = 1, BLK_TRAILERS = 2 };
+
+int conch__call_on_header(conch_call *call, const uint8_t *name, size_t nlen,
+                          const uint8_t *value, size_t vlen, int trailer) {
+  int rv;
+  (void)trailer;
+  if (name == NULL) { /* a header block begins */
+    call->blk = call->headers_done ? BLK_TRAILERS : BLK_RESPONSE;
+    call->blk_bytes = 0;
+    return 0;
+  }
+  if (call->finished) {
+    return 0;
+  }
+  call->blk_bytes += nlen + vlen + 32;
+  if (call->blk_bytes > call->client->o.max_header_list) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_LIMIT,
+                     "response header list larger than %u bytes",
+                     (unsigned)call->client->o.max_header_list);
+    return -1;
+  }
+  if (call->blk == BLK_INFO) {
+    return 0;
+  }
+  if (nlen > 0 && name[0] == ':') {
+    if (nlen == 7 && memcmp(name, ":status", 7) == 0 &&
+        call->blk == BLK_RESPONSE) {
+      int st = 0;
+      size_t i;
+      for (i = 0; i < vlen && i < 3; i++) {
+        st = st * 10 + (value[i] - '0');
+      }
+      call->http_status = st;
+      call->status.http_status = st;
+      if (st >= 100 && st < 200) {
+        call->blk = BLK_INFO;
+      }
+    }
+    return 0;
+  }
+  if (call->blk == BLK_TRAILERS) {
+    rv = conch__metadata_add_wire(&call->trailers, (const char *)name, nlen,
+                                  (const char *)value, vlen);
+  } else if (call->client->o.protocol == CONCH_PROTOCOL_CONNECT &&
+             call->method->kind == CONCH_STREAM_UNARY && nlen > 8 &&
+             strncmp((const char *)name, "trailer-", 8) == 0) {
+    /* Connect unary trailers travel as prefixed headers. */
+    rv = conch__metadata_add_wire(&call->trailers, (const char *)name + 8,
+                                  nlen - 8, (const char *)value, vlen);
+  } else {
+    rv = conch__metadata_add_wire(&call->headers, (const char *)name, nlen,
+                                  (const char *)value, vlen);
+  }
+  if (rv != 0) {
+    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                     "out of memory storing response headers");
+    return -1;
+  }
+  return 0;
+}
+
+void conch__call_on_headers_done(conch_call *call, int end_stream) {
+  if (call->blk == BLK_INFO) {
+    if (end_stream) {
+      conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                       "informational (1xx) response ended the stream");
+    }
+    return;
+  }
+  if (call->blk == BLK_RESPONSE) {
+    call->headers_done = 1;
+    call->got_trailers_only = end_stream;
+    if (!call->finished) {
+      conch__proto_on_headers(call);
+    }
+  } else {
+    call->got_http_trailers = 1;
+  }
+  if (end_stream) {
+    conch__call_on_remote_end(call);
+  }
+}
+
+void conch__call_on_data(conch_call *call, const uint8_t *data, size_t len) {
+  call->unconsumed += len;
+  if (!call->finished) {
+    conch__proto_on_data(call, data, len);
+  }
+  credit(call);
+}
+
+void conch__call_on_remote_end(conch_call *call) {
+  call->remote_ended = 1;
+  if (!call->finished) {
+    conch__proto_on_end(call);
+  }
+}
+
+void conch__call_on_stream_close(conch_call *call, uint32_t h2err) {
+  int deadline_passed;
+  conch_code code;
+
+  if (call->finished) {
+    return;
+  }
+  if (h2err == NGHTTP2_NO_ERROR) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "stream closed before the response was complete");
+    return;
+  }
+  deadline_passed =
+      call->deadline_at != 0 && conch__now_ms() >= call->deadline_at;
+  code = conch__code_from_rst(h2err, deadline_passed);
+  if (h2err == NGHTTP2_REFUSED_STREAM) {
+    conch__call_fail(call, code, CONCH_ERR_CONNECT,
+                     "stream refused by the server (not processed)");
+  } else {
+    conch__call_fail(call, code, CONCH_ERR_PROTO,
+                     "stream reset by the server: %s (0x%x)",
+                     nghttp2_http2_strerror(h2err), (unsigned)h2err);
+  }
+}
+
+/* ---- Pull --------------------------------------------------------------- */
+
+static int pull_end(const conch_call *call) {
+  if (!call->finished) {
+    return CONCH_ERR_AGAIN;
+  }
+  return call->status.code == CONCH_CODE_OK ? CONCH_ERR_EOF : CONCH_ERR_RPC;
+}
+
+static void give_back(conch_call *call, size_t hold) {
+  if (hold == 0) {
+    return;
+  }
+  call->held -= hold;
+  if (!call->finished) {
+    credit(call);
+    conch__client_kick(call->client);
+  }
+}
+
+int conch_call_recv(conch_call *call, ProtobufCMessage **msg) {
+  conch_qmsg m;
+  if (call == NULL || msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  *msg = NULL;
+  if (!call->pull || call->method->output == NULL) {
+    return CONCH_ERR_STATE;
+  }
+  if (call->qlen == 0) {
+    return pull_end(call);
+  }
+  m = call->q[call->qhead];
+  call->qhead = (call->qhead + 1) % call->qcap;
+  call->qlen--;
+  give_back(call, m.wire);
+  *msg = m.msg;
+  return 0;
+}
+
+int conch_call_recv_raw(conch_call *call, const uint8_t **data, size_t *len) {
+  conch_client *c;
+  uint32_t hdr[2];
+  size_t entry;
+  if (call == NULL || data == NULL || len == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (!call->pull || call->method->output != NULL) {
+    return CONCH_ERR_STATE;
+  }
+  c = call->client;
+  if (conch__buf_size(&call->rawq) == 0) {
+    conch__buf_reset(&call->rawcur);
+    return pull_end(call);
+  }
+  memcpy(hdr, conch__buf_head(&call->rawq), sizeof(hdr));
+  entry = sizeof(hdr) + hdr[0];
+  /* The message handed out must survive later arrivals, which may move the
+     queue: it moves to |rawcur|, by swapping buffers when it is the only
+     entry (the usual case for a reader that keeps up). */
+  if (conch__buf_size(&call->rawq) == entry) {
+    conch_buf t = call->rawcur;
+    call->rawcur = call->rawq;
+    call->rawq = t;
+    conch__buf_reset(&call->rawq);
+    conch__buf_consume(&call->rawcur, sizeof(hdr));
+  } else {
+    conch__buf_reset(&call->rawcur);
+    if (conch__buf_append(&call->rawcur, c->mem,
+                          conch__buf_head(&call->rawq) + sizeof(hdr),
+                          hdr[0]) != 0) {
+      return CONCH_ERR_NOMEM;
+    }
+    conch__buf_consume(&call->rawq, entry);
+  }
+  *data = conch__buf_head(&call->rawcur);
+  *len = hdr[0];
+  give_back(call, hdr[1]);
+  return 0;
+}
+
+void conch_message_free(conch_client *c, ProtobufCMessage *msg) {
+  if (c == NULL || msg == NULL) {
+    return;
+  }
+  protobuf_c_message_free_unpacked(msg, &c->pb_alloc);
+}
+
+/* ---- Accessors ---------------------------------------------------------- */
+
+int conch_call_done(const conch_call *call) {
+  return call != NULL && call->finished;
+}
+
+const conch_status *conch_call_status(const conch_call *call) {
+  return call != NULL && call->finished ? &call->status : NULL;
+}
+
+const conch_metadata *conch_call_headers(const conch_call *call) {
+  return &call->headers;
+}
+
+const conch_metadata *conch_call_trailers(const conch_call *call) {
+  return &call->trailers;
+}
+
+void *conch_call_user_data(const conch_call *call) {
+  return call != NULL ? call->user_data : NULL;
+}
+
+conch_client *conch_call_client(const conch_call *call) {
+  return call != NULL ? call->client : NULL;
+}

@@ -1,0 +1,757 @@
+/* The client: target, options, timers, and the three ways of driving I/O
+   (hooks, pull, blocking turns). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int64_t conch__now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- Version ------------------------------------------------------------ */
+
+static const conch_version_info version_info = {
+    1,
+    (CONCH_VERSION_MAJOR << 16) | (CONCH_VERSION_MINOR << 8) |
+        CONCH_VERSION_PATCH,
+    CONCH_VERSION_STRING};
+
+const conch_version_info *conch_version(void) { return &version_info; }
+
+/* ---- protobuf-c allocators -------------------------------------------- */
+
+static void *pb_alloc(void *ud, size_t n) {
+  return conch__malloc(ud, n);
+}
+static void pb_free(void *ud, void *p) { conch__free(ud, p); }
+
+/* The arena hands out memory for messages that handlers only borrow; it is
+   reset, not freed, after each one.  Requests that do not fit get blocks of
+   their own, and the next reset grows the main block to hold them all, so a
+   steady stream of messages allocates nothing. */
+#define ARENA_ALIGN 16
+
+static void *arena_alloc(void *ud, size_t n) {
+  conch_client *c = ud;
+  size_t need = (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+  void *p;
+
+  if (need >= n && c->arena_cap - c->arena_used >= need) {
+    p = c->arena + c->arena_used;
+    c->arena_used += need;
+    return p;
+  }
+  if (c->arena_nextra == c->arena_extracap) {
+    size_t cap = c->arena_extracap ? c->arena_extracap * 2 : 8;
+    void **x = conch__realloc(c->mem, c->arena_extra, cap * sizeof(void *));
+    if (x == NULL) {
+      return NULL;
+    }
+    c->arena_extra = x;
+    c->arena_extracap = cap;
+  }
+  p = conch__malloc(c->mem, n);
+  if (p == NULL) {
+    return NULL;
+  }
+  c->arena_extra[c->arena_nextra++] = p;
+  c->arena_over += need;
+  return p;
+}
+
+static void arena_free(void *ud, void *p) {
+  (void)ud;
+  (void)p;
+}
+
+void conch__arena_reset(conch_client *c) {
+  size_t i;
+  for (i = 0; i < c->arena_nextra; i++) {
+    conch__free(c->mem, c->arena_extra[i]);
+  }
+  c->arena_nextra = 0;
+  if (c->arena_over > 0) {
+    size_t cap = c->arena_cap + c->arena_over;
+    /* A cap of 1 MiB keeps one outsized message from pinning memory. */
+    if (cap <= (1u << 20)) {
+      uint8_t *p = conch__realloc(c->mem, c->arena, cap);
+      if (p != NULL) {
+        c->arena = p;
+        c->arena_cap = cap;
+      }
+    }
+    c->arena_over = 0;
+  }
+  c->arena_used = 0;
+}
+
+/* ---- URL ---------------------------------------------------------------- */
+
+static int parse_url(conch_client *c, const char *url) {
+  const char *p, *host, *host_end, *auth_end, *port = NULL;
+  size_t port_len = 0;
+  int tls;
+
+  if (strncmp(url, "http://", 7) == 0) {
+    tls = 0;
+    p = url + 7;
+  } else if (strncmp(url, "https://", 8) == 0) {
+    tls = 1;
+    p = url + 8;
+  } else {
+    return CONCH_ERR_URL;
+  }
+  host = p;
+  if (*p == '[') {
+    host = p + 1;
+    host_end = strchr(host, ']');
+    if (host_end == NULL || host_end == host) {
+      return CONCH_ERR_URL;
+    }
+    p = host_end + 1;
+  } else {
+    while (*p != '\0' && *p != ':' && *p != '/' && *p != '?' && *p != '#') {
+      if (*p == '@') {
+        return CONCH_ERR_URL; /* no userinfo */
+      }
+      p++;
+    }
+    host_end = p;
+    if (host_end == host) {
+      return CONCH_ERR_URL;
+    }
+  }
+  if (*p == ':') {
+    long v = 0;
+    port = ++p;
+    while (*p >= '0' && *p <= '9') {
+      v = v * 10 + (*p - '0');
+      if (v > 65535) {
+        return CONCH_ERR_URL;
+      }
+      p++;
+    }
+    port_len = (size_t)(p - port);
+    if (port_len == 0 || v == 0) {
+      return CONCH_ERR_URL;
+    }
+  }
+  auth_end = p;
+  if (*p != '\0' && *p != '/') {
+    return CONCH_ERR_URL; /* query or fragment */
+  }
+  for (const char *q = host; q < host_end; q++) {
+    if ((unsigned char)*q <= 0x20 || *q == '/' || *q == '%') {
+      return CONCH_ERR_URL;
+    }
+  }
+  c->tls = tls;
+  c->host = conch__strndup(c->mem, host, (size_t)(host_end - host));
+  if (port != NULL) {
+    c->port = conch__strndup(c->mem, port, port_len);
+  } else {
+    c->port = conch__strdup(c->mem, tls ? "443" : "80");
+  }
+  c->authority = conch__strndup(c->mem, url + (tls ? 8 : 7),
+                                (size_t)(auth_end - (url + (tls ? 8 : 7))));
+  {
+    /* The prefix keeps no trailing slash: method paths bring their own. */
+    size_t n = strlen(p);
+    while (n > 0 && p[n - 1] == '/') {
+      n--;
+    }
+    for (size_t i = 0; i < n; i++) {
+      if ((unsigned char)p[i] <= 0x20 || (unsigned char)p[i] >= 0x7f ||
+          p[i] == '?' || p[i] == '#') {
+        return CONCH_ERR_URL;
+      }
+    }
+    c->prefix = conch__strndup(c->mem, p, n);
+  }
+  if (c->host == NULL || c->port == NULL || c->authority == NULL ||
+      c->prefix == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  return 0;
+}
+
+/* ---- Client lifecycle -------------------------------------------------- */
+
+static void client_release(conch_client *c) {
+  const conch_mem *mem = c->mem;
+  conch_mem saved = *mem;
+
+  if (c->wake_fd >= 0) {
+    close(c->wake_fd);
+  }
+  conch__tls_ctx_free(c->tls_ctx);
+  conch__gzip_clear(&c->gz);
+  conch__buf_free(&c->scratch, mem);
+  conch__buf_free(&c->inflbuf, mem);
+  conch__arena_reset(c);
+  conch__free(mem, c->arena);
+  conch__free(mem, c->arena_extra);
+  conch__free(mem, c->heap);
+  conch__free(mem, c->host);
+  conch__free(mem, c->port);
+  conch__free(mem, c->authority);
+  conch__free(mem, c->prefix);
+  conch__free(mem, c->user_agent);
+  conch__opts_clear(&c->o, mem);
+  /* |mem| points into |c|: free with a copy. */
+  conch__free(&saved, c);
+}
+
+static int make_tls_ctx(conch_client *c) {
+  conch_tls_config cfg;
+  char err[256];
+  int rv;
+
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.ca_file = c->o.ca_file;
+  cfg.ca_pem = c->o.ca_pem;
+  cfg.ca_pem_len = c->o.ca_pem_len;
+  cfg.cert_file = c->o.cert_file;
+  cfg.key_file = c->o.key_file;
+  cfg.cert_pem = c->o.cert_pem;
+  cfg.cert_pem_len = c->o.cert_pem_len;
+  cfg.key_pem = c->o.key_pem;
+  cfg.key_pem_len = c->o.key_pem_len;
+  cfg.insecure_skip_verify = !c->o.tls_verify;
+  err[0] = '\0';
+  rv = conch__tls_ctx_new(&c->tls_ctx, c->mem, &cfg, err, sizeof(err));
+  return rv;
+}
+
+int conch_client_new(conch_client **out, const char *url,
+                     const conch_client_opts *opts) {
+  conch_client_opts defaults;
+  const conch_client_opts *o = opts;
+  conch_client *c;
+  int rv;
+
+  if (out == NULL || url == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (opts != NULL && opts->protocol != CONCH_PROTOCOL_CONNECT) {
+    return CONCH_ERR_UNSUPPORTED; /* gRPC and gRPC-Web: not yet */
+  }
+  if (o == NULL) {
+    conch__opts_defaults(&defaults);
+    o = &defaults;
+  }
+  c = conch__calloc(&o->mem, 1, sizeof(*c));
+  if (c == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  c->o.mem = o->mem;
+  c->mem = &c->o.mem;
+  c->wake_fd = -1;
+  c->hook_timer = -2;
+  conch__list_init(&c->conns);
+  conch__list_init(&c->calls);
+  conch__list_init(&c->done);
+  conch__list_init(&c->dirty);
+  conch__list_init(&c->ready);
+  conch__gzip_init(&c->gz, c->mem);
+  rv = conch__opts_copy(&c->o, o, c->mem);
+  if (rv != 0) {
+    c->o.mem = o->mem;
+    goto fail;
+  }
+  c->o.mem = o->mem; /* the copy took the struct from |o| anyway */
+  c->pb_alloc.alloc = pb_alloc;
+  c->pb_alloc.free = pb_free;
+  c->pb_alloc.allocator_data = (void *)c->mem;
+  c->arena_alloc.alloc = arena_alloc;
+  c->arena_alloc.free = arena_free;
+  c->arena_alloc.allocator_data = c;
+  rv = parse_url(c, url);
+  if (rv != 0) {
+    goto fail;
+  }
+  c->user_agent = conch__strdup(
+      c->mem, c->o.user_agent ? c->o.user_agent : "conch/" CONCH_VERSION_STRING);
+  if (c->user_agent == NULL) {
+    rv = CONCH_ERR_NOMEM;
+    goto fail;
+  }
+  if (c->tls) {
+    rv = make_tls_ctx(c);
+    if (rv != 0) {
+      goto fail;
+    }
+  }
+  c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->wake_fd < 0) {
+    rv = errno == ENOMEM ? CONCH_ERR_NOMEM : CONCH_ERR_IO;
+    goto fail;
+  }
+  *out = c;
+  return 0;
+
+fail:
+  client_release(c);
+  return rv;
+}
+
+void conch_client_free(conch_client *c) {
+  conch_link *l;
+
+  if (c == NULL || c->depth > 0) {
+    return;
+  }
+  c->depth++;
+  /* End every running call: on_close runs now, as documented. */
+  for (l = c->calls.next; l != &c->calls; l = l->next) {
+    conch_call *call = CONCH_CONTAINER(l, conch_call, client_link);
+    if (!call->finished) {
+      conch__call_fail(call, CONCH_CODE_CANCELED, CONCH_ERR_CANCELED,
+                       "client freed");
+    }
+  }
+  c->depth--;
+  conch__client_run_done(c);
+  while (!conch__list_empty(&c->conns)) {
+    conch_conn *conn = CONCH_CONTAINER(c->conns.next, conch_conn, link);
+    conch__conn_free(conn);
+  }
+  while (!conch__list_empty(&c->calls)) {
+    conch_call *call = CONCH_CONTAINER(c->calls.next, conch_call, client_link);
+    conch__call_destroy(call);
+  }
+  if (c->hooked && c->wake_watched) {
+    c->hooks.watch(c->wake_fd, CONCH_IO_REMOVE, c->hooks.user_data);
+  }
+  client_release(c);
+}
+
+const conch_mem *conch_client_mem(const conch_client *c) {
+  return c != NULL ? c->mem : conch_mem_default();
+}
+
+conch_protocol conch_client_protocol(const conch_client *c) {
+  return c->o.protocol;
+}
+
+/* ---- Timers ------------------------------------------------------------- */
+
+static void heap_swap(conch_client *c, size_t a, size_t b) {
+  conch_timer *t = c->heap[a];
+  c->heap[a] = c->heap[b];
+  c->heap[b] = t;
+  c->heap[a]->idx = a;
+  c->heap[b]->idx = b;
+}
+
+static void heap_up(conch_client *c, size_t i) {
+  while (i > 0) {
+    size_t parent = (i - 1) / 2;
+    if (c->heap[parent]->when <= c->heap[i]->when) {
+      break;
+    }
+    heap_swap(c, i, parent);
+    i = parent;
+  }
+}
+
+static void heap_down(conch_client *c, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < c->nheap && c->heap[l]->when < c->heap[m]->when) {
+      m = l;
+    }
+    if (r < c->nheap && c->heap[r]->when < c->heap[m]->when) {
+      m = r;
+    }
+    if (m == i) {
+      return;
+    }
+    heap_swap(c, i, m);
+    i = m;
+  }
+}
+
+void conch__timer_disarm(conch_client *c, conch_timer *t) {
+  size_t i = t->idx;
+  if (i == SIZE_MAX) {
+    return;
+  }
+  t->idx = SIZE_MAX;
+  c->nheap--;
+  if (i == c->nheap) {
+    return;
+  }
+  c->heap[i] = c->heap[c->nheap];
+  c->heap[i]->idx = i;
+  heap_up(c, i);
+  heap_down(c, c->heap[i]->idx);
+}
+
+/* The heap array grows in conch__timer_reserve() at call start, so arming
+   never fails. */
+int conch__timer_reserve(conch_client *c, size_t extra) {
+  size_t cap;
+  conch_timer **h;
+  if (c->heapcap - c->nheap >= extra) {
+    return 0;
+  }
+  cap = c->heapcap ? c->heapcap * 2 : 16;
+  while (cap - c->nheap < extra) {
+    cap *= 2;
+  }
+  h = conch__realloc(c->mem, c->heap, cap * sizeof(*h));
+  if (h == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  c->heap = h;
+  c->heapcap = cap;
+  return 0;
+}
+
+void conch__timer_arm(conch_client *c, conch_timer *t, int64_t when) {
+  conch__timer_disarm(c, t);
+  if (c->nheap == c->heapcap && conch__timer_reserve(c, 1) != 0) {
+    /* Out of memory for a timer: fire at the next turn instead of never. */
+    when = 0;
+    if (c->nheap == c->heapcap) {
+      return;
+    }
+  }
+  t->when = when;
+  t->idx = c->nheap;
+  c->heap[c->nheap++] = t;
+  heap_up(c, t->idx);
+}
+
+static void run_timers(conch_client *c, int64_t now) {
+  while (c->nheap > 0 && c->heap[0]->when <= now) {
+    conch_timer *t = c->heap[0];
+    conch__timer_disarm(c, t);
+    switch (t->kind) {
+    case CONCH_TIMER_CALL_DEADLINE:
+      conch__call_on_deadline(CONCH_CONTAINER(t, conch_call, deadline));
+      break;
+    case CONCH_TIMER_CONN_CONNECT:
+      conch__conn_on_timeout(CONCH_CONTAINER(t, conch_conn, connect_timer));
+      break;
+    default:
+      break;
+    }
+  }
+}
+
+/* ---- Driving ------------------------------------------------------------ */
+
+long conch_client_timeout_ms(conch_client *c) {
+  int64_t d;
+  if (c == NULL) {
+    return -1;
+  }
+  if (!conch__list_empty(&c->done) || !conch__list_empty(&c->dirty) ||
+      !conch__list_empty(&c->ready)) {
+    return 0;
+  }
+  if (c->nheap == 0) {
+    return -1;
+  }
+  d = c->heap[0]->when - conch__now_ms();
+  if (d <= 0) {
+    return 0;
+  }
+  return d > 0x7fffffff ? 0x7fffffff : (long)d;
+}
+
+/* Tells the hooks about the timer when it changed.  Called at the end of
+   each turn and after API calls made outside a turn. */
+void conch__client_kick(conch_client *c) {
+  long t;
+  if (!c->hooked || c->depth > 0) {
+    return;
+  }
+  t = conch_client_timeout_ms(c);
+  /* A pending timeout of 0 is always re-reported: the loop may have run the
+     previous one already. */
+  if (t != c->hook_timer || t == 0) {
+    c->hook_timer = t;
+    c->hooks.timer(t, c->hooks.user_data);
+  }
+}
+
+/* Ends a turn: delivers on_close handlers and flushes output until both
+   settle (flushing may fail connections, which finishes more calls). */
+static void turn_end(conch_client *c) {
+  int rounds;
+  for (rounds = 0; rounds < 64; rounds++) {
+    if (conch__list_empty(&c->done) && conch__list_empty(&c->dirty) &&
+        conch__list_empty(&c->ready)) {
+      break;
+    }
+    conch__client_run_done(c);
+    while (!conch__list_empty(&c->dirty)) {
+      conch_conn *conn = CONCH_CONTAINER(c->dirty.next, conch_conn, dirty);
+      conch__list_remove(&conn->dirty);
+      conn->flush_pending = 0;
+      conch__conn_flush(conn);
+    }
+  }
+}
+
+static void drain_wakeup(conch_client *c) {
+  uint64_t v;
+  ssize_t n = read(c->wake_fd, &v, sizeof(v));
+  (void)n;
+  if (c->wake_cb != NULL) {
+    c->wake_cb(c, c->wake_ud);
+  }
+}
+
+static conch_conn *conn_by_fd(conch_client *c, int fd) {
+  conch_link *l;
+  for (l = c->conns.next; l != &c->conns; l = l->next) {
+    conch_conn *conn = CONCH_CONTAINER(l, conch_conn, link);
+    if (conn->fd == fd) {
+      return conn;
+    }
+  }
+  return NULL;
+}
+
+static void dispatch_fd(conch_client *c, int fd, unsigned events) {
+  conch_conn *conn;
+  if (fd == c->wake_fd) {
+    drain_wakeup(c);
+    return;
+  }
+  conn = conn_by_fd(c, fd);
+  if (conn != NULL) {
+    conch__conn_on_io(conn, events);
+  }
+}
+
+int conch_client_on_io(conch_client *c, int fd, unsigned events) {
+  if (c == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (c->depth > 0) {
+    return CONCH_ERR_RECURSIVE;
+  }
+  c->depth++;
+  dispatch_fd(c, fd, events);
+  run_timers(c, conch__now_ms());
+  turn_end(c);
+  c->depth--;
+  conch__client_kick(c);
+  return 0;
+}
+
+int conch_client_on_timer(conch_client *c) {
+  if (c == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (c->depth > 0) {
+    return CONCH_ERR_RECURSIVE;
+  }
+  c->depth++;
+  c->hook_timer = -2; /* the timer fired: any new value must be reported */
+  run_timers(c, conch__now_ms());
+  turn_end(c);
+  c->depth--;
+  conch__client_kick(c);
+  return 0;
+}
+
+static unsigned conn_events(const conch_conn *conn) { return conn->watched; }
+
+size_t conch_client_pollfds(conch_client *c, struct pollfd *fds,
+                            size_t nfds) {
+  size_t n = 0;
+  conch_link *l;
+
+  if (c == NULL || c->depth > 0) {
+    return 0;
+  }
+  if (n < nfds) {
+    fds[n].fd = c->wake_fd;
+    fds[n].events = POLLIN;
+    fds[n].revents = 0;
+  }
+  n++;
+  for (l = c->conns.next; l != &c->conns; l = l->next) {
+    conch_conn *conn = CONCH_CONTAINER(l, conch_conn, link);
+    unsigned ev = conn_events(conn);
+    if (conn->fd < 0 || ev == 0) {
+      continue;
+    }
+    if (n < nfds) {
+      fds[n].fd = conn->fd;
+      fds[n].events = (short)(((ev & CONCH_IO_READ) ? POLLIN : 0) |
+                              ((ev & CONCH_IO_WRITE) ? POLLOUT : 0));
+      fds[n].revents = 0;
+    }
+    n++;
+  }
+  return n;
+}
+
+int conch_client_process(conch_client *c, const struct pollfd *fds,
+                         size_t nfds) {
+  size_t i;
+  if (c == NULL || (fds == NULL && nfds > 0)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (c->depth > 0) {
+    return CONCH_ERR_RECURSIVE;
+  }
+  c->depth++;
+  for (i = 0; i < nfds; i++) {
+    unsigned ev = 0;
+    if (fds[i].revents == 0) {
+      continue;
+    }
+    if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+      ev |= CONCH_IO_READ;
+    }
+    if (fds[i].revents & (POLLOUT | POLLERR)) {
+      ev |= CONCH_IO_WRITE;
+    }
+    dispatch_fd(c, fds[i].fd, ev);
+  }
+  run_timers(c, conch__now_ms());
+  turn_end(c);
+  c->depth--;
+  return 0;
+}
+
+int conch_client_run(conch_client *c, long timeout_ms) {
+  struct pollfd stackfds[16];
+  struct pollfd *fds = stackfds;
+  size_t n;
+  long t;
+  int rv;
+
+  if (c == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (c->depth > 0) {
+    return CONCH_ERR_RECURSIVE;
+  }
+  if (c->hooked) {
+    return CONCH_ERR_STATE;
+  }
+  n = conch_client_pollfds(c, stackfds, 16);
+  if (n > 16) {
+    fds = conch__malloc(c->mem, n * sizeof(*fds));
+    if (fds == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+    conch_client_pollfds(c, fds, n);
+  }
+  t = conch_client_timeout_ms(c);
+  if (timeout_ms >= 0 && (t < 0 || timeout_ms < t)) {
+    t = timeout_ms;
+  }
+  rv = poll(fds, (nfds_t)n, t > 0x7fffffff ? 0x7fffffff : (int)t);
+  if (rv < 0 && errno != EINTR) {
+    rv = CONCH_ERR_IO;
+  } else {
+    rv = conch_client_process(c, fds, rv > 0 ? n : 0);
+  }
+  if (fds != stackfds) {
+    conch__free(c->mem, fds);
+  }
+  return rv;
+}
+
+/* Reports the watch set of |fd| to the hooks when it changed. */
+void conch__client_watch(conch_client *c, int fd, unsigned *watched,
+                         unsigned want) {
+  if (*watched == want) {
+    return;
+  }
+  *watched = want;
+  if (c->hooked && fd >= 0) {
+    if (c->hooks.watch(fd, want == 0 ? CONCH_IO_REMOVE : want,
+                       c->hooks.user_data) != 0 &&
+        want != 0) {
+      /* The loop cannot watch this fd: the connection is of no use. */
+      conch_conn *conn = conn_by_fd(c, fd);
+      if (conn != NULL) {
+        conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_IO,
+                         "the event loop refused to watch fd %d", fd);
+      }
+    }
+  }
+}
+
+int conch_client_set_io_hooks(conch_client *c, const conch_io_hooks *hooks) {
+  conch_link *l;
+
+  if (c == NULL ||
+      (hooks != NULL && (hooks->watch == NULL || hooks->timer == NULL))) {
+    return CONCH_ERR_INVALID;
+  }
+  if (c->depth > 0) {
+    return CONCH_ERR_RECURSIVE;
+  }
+  if (c->hooked) {
+    /* Withdraw everything from the old hooks. */
+    c->hooks.watch(c->wake_fd, CONCH_IO_REMOVE, c->hooks.user_data);
+    for (l = c->conns.next; l != &c->conns; l = l->next) {
+      conch_conn *conn = CONCH_CONTAINER(l, conch_conn, link);
+      if (conn->fd >= 0 && conn->watched != 0) {
+        c->hooks.watch(conn->fd, CONCH_IO_REMOVE, c->hooks.user_data);
+      }
+    }
+    c->hooks.timer(-1, c->hooks.user_data);
+    c->hooked = 0;
+  }
+  if (hooks == NULL) {
+    return 0;
+  }
+  c->hooks = *hooks;
+  c->hooked = 1;
+  c->hook_timer = -2;
+  c->hooks.watch(c->wake_fd, CONCH_IO_READ, c->hooks.user_data);
+  c->wake_watched = CONCH_IO_READ;
+  for (l = c->conns.next; l != &c->conns; l = l->next) {
+    conch_conn *conn = CONCH_CONTAINER(l, conch_conn, link);
+    if (conn->fd >= 0 && conn->watched != 0) {
+      c->hooks.watch(conn->fd, conn->watched, c->hooks.user_data);
+    }
+  }
+  conch__client_kick(c);
+  return 0;
+}
+
+int conch_client_wakeup(conch_client *c) {
+  uint64_t one = 1;
+  if (c == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  /* eventfd writes are atomic and the fd lives as long as |c|. */
+  if (write(c->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+    return CONCH_ERR_IO;
+  }
+  return 0;
+}
+
+int conch_client_set_wakeup_cb(conch_client *c,
+                               void (*cb)(conch_client *c, void *user_data),
+                               void *user_data) {
+  if (c == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  c->wake_cb = cb;
+  c->wake_ud = user_data;
+  return 0;
+}

@@ -1,0 +1,931 @@
+/* One HTTP/2 connection: TCP (non-blocking), optional TLS, the nghttp2
+   session, and the batching of reads and writes.  Calls are multiplexed on
+   it; calls beyond the peer's MAX_CONCURRENT_STREAMS wait in |queue| with
+   their deadlines running. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define READ_BUF (256u << 10)
+/* Stop asking nghttp2 for frames once this much waits for the socket;
+   resume when it drains.  Bounds memory with big messages and windows. */
+#define OUT_HIGH_WATER (1u << 20)
+
+/* nghttp2 1.52 has only the ssize_t API (mem_send2/mem_recv2 came in
+   1.60); keep the casts in one place. */
+static long h2_mem_send(nghttp2_session *s, const uint8_t **data) {
+  return (long)nghttp2_session_mem_send(s, data);
+}
+static long h2_mem_recv(nghttp2_session *s, const uint8_t *in, size_t n) {
+  return (long)nghttp2_session_mem_recv(s, in, n);
+}
+
+/* ---- Failure ----------------------------------------------------------- */
+
+static void close_fd(conch_conn *conn) {
+  if (conn->fd < 0) {
+    return;
+  }
+  /* The loop stops watching before the fd is closed. */
+  conch__client_watch(conn->client, conn->fd, &conn->watched, 0);
+  close(conn->fd);
+  conn->fd = -1;
+}
+
+static void detach_calls(conch_conn *conn, conch_code code, int err,
+                         const char *msg) {
+  while (!conch__list_empty(&conn->queue)) {
+    conch_call *call = CONCH_CONTAINER(conn->queue.next, conch_call,
+                                       queue_link);
+    conch__list_remove(&call->queue_link);
+    conch__call_fail(call, code, err, "%s", msg);
+  }
+  while (!conch__list_empty(&conn->calls)) {
+    conch_call *call = CONCH_CONTAINER(conn->calls.next, conch_call,
+                                       conn_link);
+    conch__list_remove(&call->conn_link);
+    call->conn = NULL;
+    call->stream_live = 0;
+    conch__call_fail(call, code, err, "%s", msg);
+    conch__call_maybe_release(call);
+  }
+  conn->active = 0;
+}
+
+void conch__conn_fail(conch_conn *conn, conch_code code, int err,
+                      const char *fmt, ...) {
+  va_list ap;
+
+  if (conn->state == CONCH_CONN_DEAD) {
+    return;
+  }
+  va_start(ap, fmt);
+  vsnprintf(conn->errmsg, sizeof(conn->errmsg), fmt, ap);
+  va_end(ap);
+  conn->state = CONCH_CONN_DEAD;
+  conn->errcode = err;
+  conn->fail_code = code;
+  conch__timer_disarm(conn->client, &conn->connect_timer);
+  close_fd(conn);
+  detach_calls(conn, code, err, conn->errmsg);
+  /* The session may be inside a callback now; it is deleted when the dead
+     connection is flushed at the end of the turn. */
+  conch__conn_mark_dirty(conn);
+}
+
+void conch__conn_free(conch_conn *conn) {
+  conch_client *c = conn->client;
+
+  conch__timer_disarm(c, &conn->connect_timer);
+  close_fd(conn);
+  detach_calls(conn, CONCH_CODE_CANCELED, CONCH_ERR_CANCELED,
+               "connection closed");
+  conch__list_remove(&conn->link);
+  conch__list_remove(&conn->dirty);
+  if (conn->h2 != NULL) {
+    nghttp2_session_del(conn->h2);
+  }
+  conch__tls_free(conn->tls);
+  if (conn->addrs != NULL) {
+    freeaddrinfo(conn->addrs);
+  }
+  conch__buf_free(&conn->out, c->mem);
+  conch__free(c->mem, conn->rbuf);
+  conch__free(c->mem, conn->pbuf);
+  conch__free(c->mem, conn);
+}
+
+void conch__conn_mark_dirty(conch_conn *conn) {
+  if (conn->flush_pending) {
+    return;
+  }
+  conn->flush_pending = 1;
+  conch__list_push(&conn->client->dirty, &conn->dirty);
+  conch__client_kick(conn->client);
+}
+
+/* ---- Watching ---------------------------------------------------------- */
+
+static int tls_out_pending(conch_conn *conn) {
+  const uint8_t *p;
+  return conn->tls != NULL && conch__tls_pending(conn->tls, &p) > 0;
+}
+
+void conch__conn_update_watch(conch_conn *conn) {
+  unsigned want = 0;
+  if (conn->fd >= 0 && conn->state != CONCH_CONN_DEAD) {
+    want = CONCH_IO_READ;
+    if (conn->state == CONCH_CONN_CONNECTING ||
+        conch__buf_size(&conn->out) > 0 || tls_out_pending(conn)) {
+      want |= CONCH_IO_WRITE;
+    }
+    if (conn->state == CONCH_CONN_CONNECTING) {
+      want = CONCH_IO_WRITE;
+    }
+  }
+  conch__client_watch(conn->client, conn->fd, &conn->watched, want);
+}
+
+/* ---- Writing ----------------------------------------------------------- */
+
+/* Bytes for the socket, in order: TLS records (already encrypted) or the
+   plain buffer. */
+static size_t out_peek(conch_conn *conn, const uint8_t **p) {
+  if (conn->tls != NULL) {
+    return conch__tls_pending(conn->tls, p);
+  }
+  *p = conch__buf_head(&conn->out);
+  return conch__buf_size(&conn->out);
+}
+
+static void out_consume(conch_conn *conn, size_t n) {
+  if (conn->tls != NULL) {
+    conch__tls_consume(conn->tls, n);
+  } else {
+    conch__buf_consume(&conn->out, n);
+  }
+}
+
+/* Plaintext from nghttp2 goes to TLS or straight into the out buffer. */
+static int out_append(conch_conn *conn, const uint8_t *p, size_t n) {
+  if (conn->tls != NULL) {
+    return conch__tls_write(conn->tls, p, n);
+  }
+  return conch__buf_append(&conn->out, conn->client->mem, p, n);
+}
+
+static size_t out_size(conch_conn *conn) {
+  const uint8_t *p;
+  return out_peek(conn, &p);
+}
+
+/* Writes what is pending.  Returns 0 (written or would block) or fails the
+   connection and returns CONCH_ERR_CONNECT. */
+static int write_out(conch_conn *conn) {
+  for (;;) {
+    const uint8_t *p;
+    size_t n = out_peek(conn, &p);
+    ssize_t w;
+    if (n == 0 || conn->fd < 0) {
+      return 0;
+    }
+    w = send(conn->fd, p, n, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return 0;
+      }
+      conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                       "write to %s:%s failed: %s", conn->client->host,
+                       conn->client->port, strerror(errno));
+      return CONCH_ERR_CONNECT;
+    }
+    out_consume(conn, (size_t)w);
+    if ((size_t)w < n) {
+      return 0; /* the socket buffer is full: wait for POLLOUT */
+    }
+  }
+}
+
+static void release_dead(conch_conn *conn) { conch__conn_free(conn); }
+
+void conch__conn_flush(conch_conn *conn) {
+  if (conn->state == CONCH_CONN_DEAD) {
+    release_dead(conn);
+    return;
+  }
+  if (conn->state == CONCH_CONN_READY) {
+    conch__conn_submit_queued(conn);
+    while (out_size(conn) < OUT_HIGH_WATER) {
+      const uint8_t *data;
+      long n = h2_mem_send(conn->h2, &data);
+      if (n < 0) {
+        conch__conn_fail(conn, CONCH_CODE_INTERNAL, CONCH_ERR_SESSION,
+                         "HTTP/2 session error: %s",
+                         nghttp2_strerror((int)n));
+        release_dead(conn);
+        return;
+      }
+      if (n == 0) {
+        break;
+      }
+      if (out_append(conn, data, (size_t)n) != 0) {
+        conch__conn_fail(conn, CONCH_CODE_INTERNAL, CONCH_ERR_NOMEM,
+                         "out of memory writing to the connection");
+        release_dead(conn);
+        return;
+      }
+    }
+  }
+  if (write_out(conn) != 0) {
+    release_dead(conn);
+    return;
+  }
+  if (conn->state == CONCH_CONN_READY && out_size(conn) == 0 &&
+      !nghttp2_session_want_read(conn->h2) &&
+      !nghttp2_session_want_write(conn->h2)) {
+    /* The session is over (GOAWAY exchanged, or a fatal error sent). */
+    conch__conn_fail(conn,
+                     conn->fail_code != CONCH_CODE_OK ? conn->fail_code
+                                                      : CONCH_CODE_UNAVAILABLE,
+                     CONCH_ERR_CONNECT, "%s",
+                     conn->errmsg[0] ? conn->errmsg : "connection closed");
+    release_dead(conn);
+    return;
+  }
+  if (conn->state == CONCH_CONN_READY && out_size(conn) < OUT_HIGH_WATER &&
+      nghttp2_session_want_write(conn->h2)) {
+    /* More frames are waiting: come back this turn, after the socket took
+       what it could. */
+    if (out_size(conn) == 0) {
+      conch__conn_mark_dirty(conn);
+    }
+  }
+  conch__conn_update_watch(conn);
+}
+
+/* ---- nghttp2 callbacks ------------------------------------------------- */
+
+static conch_call *stream_call(conch_conn *conn, int32_t id) {
+  return nghttp2_session_get_stream_user_data(conn->h2, id);
+}
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame,
+                            void *ud) {
+  conch_conn *conn = ud;
+  conch_call *call;
+  (void)s;
+  if (frame->hd.type != NGHTTP2_HEADERS) {
+    return 0;
+  }
+  call = stream_call(conn, frame->hd.stream_id);
+  if (call != NULL) {
+    conch__call_on_header(call, NULL, 0, NULL, 0, -1);
+  }
+  return 0;
+}
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
+                     const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *ud) {
+  conch_conn *conn = ud;
+  conch_call *call;
+  (void)s;
+  (void)flags;
+  if (frame->hd.type != NGHTTP2_HEADERS) {
+    return 0;
+  }
+  call = stream_call(conn, frame->hd.stream_id);
+  if (call == NULL) {
+    return 0;
+  }
+  if (conch__call_on_header(call, name, namelen, value, valuelen, 0) != 0) {
+    /* The call has failed (e.g. header list too large): reset the stream. */
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+  return 0;
+}
+
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
+                         void *ud) {
+  conch_conn *conn = ud;
+  conch_call *call;
+  (void)s;
+
+  switch (frame->hd.type) {
+  case NGHTTP2_HEADERS:
+    call = stream_call(conn, frame->hd.stream_id);
+    if (call != NULL) {
+      conch__call_on_headers_done(
+          call, (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0);
+    }
+    break;
+  case NGHTTP2_DATA:
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+      call = stream_call(conn, frame->hd.stream_id);
+      if (call != NULL) {
+        conch__call_on_remote_end(call);
+      }
+    }
+    break;
+  case NGHTTP2_GOAWAY:
+    conn->goaway = 1;
+    if (frame->goaway.error_code != NGHTTP2_NO_ERROR) {
+      snprintf(conn->errmsg, sizeof(conn->errmsg),
+               "server sent GOAWAY (error code %u)",
+               (unsigned)frame->goaway.error_code);
+    } else {
+      snprintf(conn->errmsg, sizeof(conn->errmsg), "server sent GOAWAY");
+    }
+    conn->fail_code = CONCH_CODE_UNAVAILABLE;
+    /* Calls not yet sent go to another connection. */
+    while (!conch__list_empty(&conn->queue)) {
+      conch_call *q = CONCH_CONTAINER(conn->queue.next, conch_call,
+                                      queue_link);
+      conch_status st;
+      conch_conn *other;
+      conch__list_remove(&q->queue_link);
+      conch__list_remove(&q->conn_link);
+      q->conn = NULL;
+      conch_status_init(&st);
+      other = conch__conn_get(conn->client, &st);
+      if (other == NULL) {
+        conch__call_fail(q, st.code, st.local_err, "%s",
+                         conch_status_message(&st));
+        conch_status_clear(&st);
+        continue;
+      }
+      q->conn = other;
+      conch__list_push(&other->calls, &q->conn_link);
+      conch__list_push(&other->queue, &q->queue_link);
+      conch__conn_mark_dirty(other);
+    }
+    break;
+  default:
+    break;
+  }
+  return 0;
+}
+
+static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id,
+                         const uint8_t *data, size_t len, void *ud) {
+  conch_conn *conn = ud;
+  conch_call *call;
+  (void)flags;
+
+  /* The connection window is returned at once; the stream window follows
+     the application (call.c), which is what bounds memory per stream. */
+  if (nghttp2_session_consume_connection(s, len) != 0) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE; /* out of memory */
+  }
+  call = stream_call(conn, id);
+  if (call == NULL || call->finished) {
+    if (nghttp2_session_consume_stream(s, id, len) != 0) {
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+  }
+  conch__call_on_data(call, data, len);
+  return 0;
+}
+
+static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t err,
+                           void *ud) {
+  conch_conn *conn = ud;
+  conch_call *call = stream_call(conn, id);
+  (void)s;
+
+  if (call == NULL) {
+    return 0;
+  }
+  nghttp2_session_set_stream_user_data(conn->h2, id, NULL);
+  if (conn->active > 0) {
+    conn->active--;
+  }
+  call->stream_live = 0;
+  conch__list_remove(&call->conn_link);
+  call->conn = NULL;
+  conch__call_on_stream_close(call, err);
+  conch__call_maybe_release(call);
+  /* A slot is free: queued calls may go. */
+  if (!conch__list_empty(&conn->queue)) {
+    conch__conn_mark_dirty(conn);
+  }
+  return 0;
+}
+
+static int on_error(nghttp2_session *s, int lib_error, const char *msg,
+                    size_t len, void *ud) {
+  conch_conn *conn = ud;
+  (void)s;
+  (void)lib_error;
+  /* Kept to explain a session that later dies. */
+  snprintf(conn->errmsg, sizeof(conn->errmsg), "HTTP/2: %.*s",
+           (int)(len > 200 ? 200 : len), msg);
+  return 0;
+}
+
+static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf,
+                         size_t length, uint32_t *flags,
+                         nghttp2_data_source *source, void *ud) {
+  conch_call *call = source->ptr;
+  size_t n = conch__call_send_pending(call);
+  (void)s;
+  (void)id;
+  (void)buf;
+  (void)ud;
+
+  if (call->finished && !call->send_closed) {
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  if (n == 0) {
+    if (call->send_closed) {
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+      return 0;
+    }
+    call->deferred = 1;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  if (n > length) {
+    n = length;
+  } else if (call->send_closed) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+  }
+  *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+  return (ssize_t)n;
+}
+
+static int send_data(nghttp2_session *s, nghttp2_frame *frame,
+                     const uint8_t *framehd, size_t length,
+                     nghttp2_data_source *source, void *ud) {
+  conch_conn *conn = ud;
+  conch_call *call = source->ptr;
+  (void)s;
+  (void)frame; /* we never pad */
+
+  if (out_append(conn, framehd, 9) != 0 ||
+      out_append(conn, conch__buf_head(&call->sendbuf), length) != 0) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+  conch__call_sent(call, length);
+  return 0;
+}
+
+/* ---- Session setup ----------------------------------------------------- */
+
+static int start_session(conch_conn *conn) {
+  conch_client *c = conn->client;
+  nghttp2_session_callbacks *cbs;
+  nghttp2_option *opt;
+  nghttp2_mem mem;
+  nghttp2_settings_entry iv[3];
+  int rv;
+
+  /* conch_mem has nghttp2_mem's layout, field by field. */
+  mem.mem_user_data = c->mem->user_data;
+  mem.malloc = c->mem->malloc;
+  mem.free = c->mem->free;
+  mem.calloc = c->mem->calloc;
+  mem.realloc = c->mem->realloc;
+
+  rv = nghttp2_session_callbacks_new(&cbs);
+  if (rv != 0) {
+    return CONCH_ERR_NOMEM;
+  }
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs,
+                                                          on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs,
+                                                            on_data_chunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs,
+                                                         on_stream_close);
+  nghttp2_session_callbacks_set_error_callback2(cbs, on_error);
+  nghttp2_session_callbacks_set_send_data_callback(cbs, send_data);
+
+  rv = nghttp2_option_new(&opt);
+  if (rv != 0) {
+    nghttp2_session_callbacks_del(cbs);
+    return CONCH_ERR_NOMEM;
+  }
+  nghttp2_option_set_no_auto_window_update(opt, 1);
+  /* Until the server's SETTINGS arrive, assume what Go and grpc-go do. */
+  nghttp2_option_set_peer_max_concurrent_streams(opt, 100);
+  rv = nghttp2_session_client_new3(&conn->h2, cbs, conn, opt, &mem);
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(cbs);
+  if (rv != 0) {
+    conn->h2 = NULL;
+    return CONCH_ERR_NOMEM;
+  }
+  iv[0].settings_id = NGHTTP2_SETTINGS_ENABLE_PUSH;
+  iv[0].value = 0;
+  iv[1].settings_id = NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE;
+  iv[1].value = c->o.stream_window;
+  iv[2].settings_id = NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE;
+  iv[2].value = c->o.max_header_list;
+  rv = nghttp2_submit_settings(conn->h2, NGHTTP2_FLAG_NONE, iv, 3);
+  if (rv == 0) {
+    rv = nghttp2_session_set_local_window_size(conn->h2, NGHTTP2_FLAG_NONE, 0,
+                                               (int32_t)c->o.conn_window);
+  }
+  if (rv != 0) {
+    return nghttp2_is_fatal(rv) ? CONCH_ERR_NOMEM : CONCH_ERR_SESSION;
+  }
+  conn->state = CONCH_CONN_READY;
+  conch__timer_disarm(c, &conn->connect_timer);
+  conch__conn_mark_dirty(conn);
+  return 0;
+}
+
+/* ---- Connecting -------------------------------------------------------- */
+
+static void set_sockopts(int fd) {
+  int one = 1;
+  int fl = fcntl(fd, F_GETFL, 0);
+  if (fl >= 0) {
+    fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+  }
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* Starts connecting to |conn->addr| or the next address that works.
+   Returns 0 (in progress or connected) or fails the connection. */
+static int try_connect(conch_conn *conn, int last_errno) {
+  conch_client *c = conn->client;
+  for (; conn->addr != NULL; conn->addr = conn->addr->ai_next) {
+    struct addrinfo *ai = conn->addr;
+    int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (fd < 0) {
+      last_errno = errno;
+      continue;
+    }
+    set_sockopts(fd);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ||
+        errno == EINPROGRESS) {
+      conn->fd = fd;
+      conn->state = CONCH_CONN_CONNECTING;
+      conch__conn_update_watch(conn);
+      return 0;
+    }
+    last_errno = errno;
+    close(fd);
+  }
+  conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                   "cannot connect to %s:%s: %s", c->host, c->port,
+                   strerror(last_errno ? last_errno : ECONNREFUSED));
+  return CONCH_ERR_CONNECT;
+}
+
+static void tls_fail(conch_conn *conn) {
+  conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TLS,
+                   "TLS with %s:%s: %s", conn->client->host,
+                   conn->client->port, conch__tls_error(conn->tls));
+}
+
+/* Drives the TLS handshake after new input; starts HTTP/2 when done. */
+static void handshake(conch_conn *conn) {
+  int rv = conch__tls_handshake(conn->tls);
+  if (rv == 0) {
+    rv = start_session(conn);
+    if (rv != 0) {
+      conch__conn_fail(conn, CONCH_CODE_INTERNAL, rv,
+                       "cannot start HTTP/2: %s", conch_strerror(rv));
+    }
+  } else if (rv != CONCH_ERR_AGAIN) {
+    tls_fail(conn);
+    return;
+  }
+  if (write_out(conn) == 0) {
+    conch__conn_update_watch(conn);
+  }
+}
+
+static void on_connected(conch_conn *conn) {
+  conch_client *c = conn->client;
+  int rv;
+  if (c->tls) {
+    rv = conch__tls_new(&conn->tls, c->tls_ctx, c->host);
+    if (rv != 0) {
+      conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, rv,
+                       "TLS setup for %s failed: %s", c->host,
+                       conch_strerror(rv));
+      return;
+    }
+    conn->state = CONCH_CONN_HANDSHAKE;
+    handshake(conn);
+    return;
+  }
+  rv = start_session(conn);
+  if (rv != 0) {
+    conch__conn_fail(conn, CONCH_CODE_INTERNAL, rv, "cannot start HTTP/2: %s",
+                     conch_strerror(rv));
+    return;
+  }
+  conch__conn_update_watch(conn);
+}
+
+static void check_connect(conch_conn *conn) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+    err = errno;
+  }
+  if (err == EINPROGRESS || err == EALREADY) {
+    return;
+  }
+  if (err != 0) {
+    close_fd(conn);
+    conn->addr = conn->addr->ai_next;
+    try_connect(conn, err);
+    return;
+  }
+  on_connected(conn);
+}
+
+conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
+  conch_link *l;
+  conch_conn *conn;
+  struct addrinfo hints;
+  int rv;
+
+  for (l = c->conns.next; l != &c->conns; l = l->next) {
+    conn = CONCH_CONTAINER(l, conch_conn, link);
+    if (conn->state != CONCH_CONN_DEAD && !conn->goaway && !conn->closing) {
+      return conn;
+    }
+  }
+  conn = conch__calloc(c->mem, 1, sizeof(*conn));
+  if (conn == NULL) {
+    conch__status_set(st, c->mem, CONCH_CODE_RESOURCE_EXHAUSTED,
+                      CONCH_ORIGIN_LOCAL, CONCH_ERR_NOMEM, "out of memory");
+    return NULL;
+  }
+  conn->client = c;
+  conn->fd = -1;
+  conn->connect_timer.idx = SIZE_MAX;
+  conn->connect_timer.kind = CONCH_TIMER_CONN_CONNECT;
+  conch__list_init(&conn->calls);
+  conch__list_init(&conn->queue);
+  conn->rcap = READ_BUF;
+  conn->rbuf = conch__malloc(c->mem, conn->rcap);
+  if (conn->rbuf == NULL) {
+    conch__free(c->mem, conn);
+    conch__status_set(st, c->mem, CONCH_CODE_RESOURCE_EXHAUSTED,
+                      CONCH_ORIGIN_LOCAL, CONCH_ERR_NOMEM, "out of memory");
+    return NULL;
+  }
+  if (c->tls) {
+    conn->pcap = READ_BUF;
+    conn->pbuf = conch__malloc(c->mem, conn->pcap);
+    if (conn->pbuf == NULL) {
+      conch__free(c->mem, conn->rbuf);
+      conch__free(c->mem, conn);
+      conch__status_set(st, c->mem, CONCH_CODE_RESOURCE_EXHAUSTED,
+                        CONCH_ORIGIN_LOCAL, CONCH_ERR_NOMEM, "out of memory");
+      return NULL;
+    }
+  }
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_protocol = IPPROTO_TCP;
+  /* Blocking resolution; numeric hosts return at once. */
+  rv = getaddrinfo(c->host, c->port, &hints, &conn->addrs);
+  if (rv != 0) {
+    conch__status_set(st, c->mem, CONCH_CODE_UNAVAILABLE, CONCH_ORIGIN_LOCAL,
+                      CONCH_ERR_RESOLVE, "cannot resolve %s: %s", c->host,
+                      gai_strerror(rv));
+    conn->addrs = NULL;
+    conch__free(c->mem, conn->pbuf);
+    conch__free(c->mem, conn->rbuf);
+    conch__free(c->mem, conn);
+    return NULL;
+  }
+  conch__list_push(&c->conns, &conn->link);
+  conn->addr = conn->addrs;
+  conch__timer_arm(c, &conn->connect_timer,
+                   conch__now_ms() + c->o.connect_timeout_ms);
+  /* A failure here leaves a dead connection that fails the calls bound to
+     it at the end of the turn, with its message. */
+  try_connect(conn, 0);
+  return conn;
+}
+
+void conch__conn_on_timeout(conch_conn *conn) {
+  if (conn->state == CONCH_CONN_CONNECTING ||
+      conn->state == CONCH_CONN_HANDSHAKE) {
+    conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TIMEOUT,
+                     "connecting to %s:%s timed out after %ld ms",
+                     conn->client->host, conn->client->port,
+                     conn->client->o.connect_timeout_ms);
+  }
+}
+
+/* ---- Reading ----------------------------------------------------------- */
+
+/* Hands plaintext to nghttp2.  Returns 0 or fails the connection. */
+static int feed_h2(conch_conn *conn, const uint8_t *p, size_t n) {
+  long rv = h2_mem_recv(conn->h2, p, n);
+  if (conn->state == CONCH_CONN_DEAD) {
+    return CONCH_ERR_CONNECT;
+  }
+  if (rv < 0) {
+    conch__conn_fail(conn, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "HTTP/2 protocol error from %s:%s: %s",
+                     conn->client->host, conn->client->port,
+                     nghttp2_strerror((int)rv));
+    return CONCH_ERR_PROTO;
+  }
+  return 0;
+}
+
+static int feed_tls(conch_conn *conn, const uint8_t *p, size_t n) {
+  int rv = conch__tls_feed(conn->tls, p, n);
+  if (rv != 0) {
+    tls_fail(conn);
+    return rv;
+  }
+  if (conn->state == CONCH_CONN_HANDSHAKE) {
+    handshake(conn);
+    if (conn->state != CONCH_CONN_READY) {
+      return conn->state == CONCH_CONN_DEAD ? CONCH_ERR_TLS : 0;
+    }
+  }
+  for (;;) {
+    long got = conch__tls_read(conn->tls, conn->pbuf, conn->pcap);
+    if (got == CONCH_ERR_AGAIN) {
+      return 0;
+    }
+    if (got == CONCH_ERR_EOF) {
+      conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                       "connection closed by %s:%s", conn->client->host,
+                       conn->client->port);
+      return CONCH_ERR_CONNECT;
+    }
+    if (got < 0) {
+      tls_fail(conn);
+      return (int)got;
+    }
+    rv = feed_h2(conn, conn->pbuf, (size_t)got);
+    if (rv != 0) {
+      return rv;
+    }
+  }
+}
+
+static void on_readable(conch_conn *conn) {
+  int i;
+  /* Bounded so one busy connection cannot starve the rest of the loop. */
+  for (i = 0; i < 16 && conn->state != CONCH_CONN_DEAD; i++) {
+    ssize_t n = recv(conn->fd, conn->rbuf, conn->rcap, 0);
+    int rv;
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return;
+      }
+      conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                       "read from %s:%s failed: %s", conn->client->host,
+                       conn->client->port, strerror(errno));
+      return;
+    }
+    if (n == 0) {
+      conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                       "connection closed by %s:%s%s%s", conn->client->host,
+                       conn->client->port, conn->errmsg[0] ? " after " : "",
+                       conn->errmsg);
+      return;
+    }
+    if (conn->tls != NULL) {
+      rv = feed_tls(conn, conn->rbuf, (size_t)n);
+    } else {
+      rv = feed_h2(conn, conn->rbuf, (size_t)n);
+    }
+    if (rv != 0) {
+      return;
+    }
+    if ((size_t)n < conn->rcap) {
+      return;
+    }
+  }
+  /* More may be waiting; poll will say so again. */
+}
+
+void conch__conn_on_io(conch_conn *conn, unsigned events) {
+  if (conn->state == CONCH_CONN_DEAD) {
+    return;
+  }
+  if (conn->state == CONCH_CONN_CONNECTING) {
+    check_connect(conn);
+    return;
+  }
+  if (events & CONCH_IO_READ) {
+    on_readable(conn);
+  }
+  if (conn->state != CONCH_CONN_DEAD) {
+    /* Reading may have produced frames (SETTINGS ACK, WINDOW_UPDATE) and
+       writability means the socket takes more. */
+    conch__conn_mark_dirty(conn);
+  }
+}
+
+/* ---- Streams ----------------------------------------------------------- */
+
+int conch__conn_submit(conch_conn *conn, conch_call *call) {
+  conch_client *c = conn->client;
+  nghttp2_nv nva[64];
+  nghttp2_data_provider prd;
+  conch_buf store = CONCH_BUF_INIT;
+  long n;
+  int32_t id;
+
+  n = conch__proto_request_headers(call, nva, 64, &store);
+  if (n < 0) {
+    conch__buf_free(&store, c->mem);
+    if (n == CONCH_ERR_NOMEM) {
+      conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
+                       "out of memory building request headers");
+    } else if (!call->finished) {
+      conch__call_fail(call, CONCH_CODE_INTERNAL, (int)n,
+                       "cannot build request headers: %s",
+                       conch_strerror((int)n));
+    }
+    return (int)n;
+  }
+  prd.source.ptr = call;
+  prd.read_callback = data_read;
+  id = nghttp2_submit_request(conn->h2, NULL, nva, (size_t)n, &prd, call);
+  conch__buf_free(&store, c->mem);
+  if (id < 0) {
+    if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
+      /* Stream ids ran out: this connection takes no more calls. */
+      conn->goaway = 1;
+      conch__call_fail(call, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                       "connection out of stream ids");
+    } else {
+      conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_SESSION,
+                       "cannot submit request: %s", nghttp2_strerror(id));
+    }
+    return CONCH_ERR_SESSION;
+  }
+  call->stream_id = id;
+  call->submitted = 1;
+  call->stream_live = 1;
+  conn->active++;
+  conch__conn_mark_dirty(conn);
+  return 0;
+}
+
+void conch__conn_submit_queued(conch_conn *conn) {
+  uint32_t max;
+  conch_link *l, *next;
+
+  if (conn->state != CONCH_CONN_READY || conn->goaway) {
+    return;
+  }
+  max = nghttp2_session_get_remote_settings(
+      conn->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+  for (l = conn->queue.next; l != &conn->queue && conn->active < max;
+       l = next) {
+    conch_call *call = CONCH_CONTAINER(l, conch_call, queue_link);
+    next = l->next;
+    if (!conch__call_ready_to_submit(call)) {
+      continue; /* a Connect unary call waits for its message */
+    }
+    conch__list_remove(&call->queue_link);
+    conch__conn_submit(conn, call);
+  }
+}
+
+/* nghttp2 reports only out-of-memory as fatal from these calls; a session
+   that cannot queue a WINDOW_UPDATE or RST_STREAM would stall its streams,
+   so the connection goes. */
+static void check_fatal(conch_conn *conn, int rv) {
+  if (nghttp2_is_fatal(rv)) {
+    conch__conn_fail(conn, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
+                     "HTTP/2 session error: %s", nghttp2_strerror(rv));
+  }
+}
+
+void conch__conn_resume(conch_conn *conn, conch_call *call) {
+  if (call->submitted && call->stream_live && call->deferred &&
+      conn->h2 != NULL) {
+    call->deferred = 0;
+    check_fatal(conn, nghttp2_session_resume_data(conn->h2, call->stream_id));
+  }
+  conch__conn_mark_dirty(conn);
+}
+
+void conch__conn_consume(conch_conn *conn, conch_call *call, size_t n) {
+  if (n == 0 || conn->h2 == NULL || !call->stream_live) {
+    return;
+  }
+  check_fatal(conn,
+              nghttp2_session_consume_stream(conn->h2, call->stream_id, n));
+  conch__conn_mark_dirty(conn);
+}
+
+void conch__conn_reset(conch_conn *conn, conch_call *call, uint32_t h2err) {
+  if (!call->submitted || !call->stream_live || conn->h2 == NULL) {
+    return;
+  }
+  check_fatal(conn, nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE,
+                                              call->stream_id, h2err));
+  conch__conn_mark_dirty(conn);
+}

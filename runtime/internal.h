@@ -1,0 +1,364 @@
+/* The client's core structures, shared by client.c, conn.c, call.c,
+   protocol.c and blocking.c.  Nothing here is part of the ABI. */
+#ifndef CONCH_INTERNAL_H
+#define CONCH_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nghttp2/nghttp2.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include <conch/conch.h>
+
+#include "buf.h"
+#include "envelope.h"
+#include "gzip.h"
+#include "metadata_int.h"
+#include "mem_int.h"
+#include "status_int.h"
+#include "tls.h"
+
+/* ---- Intrusive doubly-linked lists ------------------------------------ */
+
+typedef struct conch_link {
+  struct conch_link *prev;
+  struct conch_link *next;
+} conch_link;
+
+static inline void conch__list_init(conch_link *head) {
+  head->prev = head->next = head;
+}
+static inline int conch__list_empty(const conch_link *head) {
+  return head->next == head;
+}
+static inline int conch__linked(const conch_link *l) { return l->next != NULL; }
+static inline void conch__list_push(conch_link *head, conch_link *l) {
+  l->prev = head->prev;
+  l->next = head;
+  head->prev->next = l;
+  head->prev = l;
+}
+static inline void conch__list_remove(conch_link *l) {
+  if (l->next == NULL) {
+    return;
+  }
+  l->prev->next = l->next;
+  l->next->prev = l->prev;
+  l->prev = l->next = NULL;
+}
+#define CONCH_CONTAINER(ptr, type, member)                                     \
+  ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+/* ---- Timers: one binary heap per client ------------------------------- */
+
+enum { CONCH_TIMER_CALL_DEADLINE = 1, CONCH_TIMER_CONN_CONNECT = 2 };
+
+typedef struct conch_timer {
+  int64_t when; /* monotonic ms */
+  size_t idx;   /* position in the heap, SIZE_MAX when not armed */
+  int kind;
+} conch_timer;
+
+int64_t conch__now_ms(void);
+
+/* ---- Options ----------------------------------------------------------- */
+
+struct conch_client_opts {
+  conch_mem mem;
+  conch_protocol protocol;
+  int send_compression;
+  int accept_gzip;
+  size_t compress_min_bytes;
+  int gzip_level;
+  size_t recv_limit;
+  size_t send_limit;
+  uint32_t stream_window;
+  uint32_t conn_window;
+  uint32_t max_header_list;
+  long connect_timeout_ms;
+  char *user_agent;
+  char *ca_file;
+  char *ca_pem;
+  size_t ca_pem_len;
+  char *cert_file;
+  char *key_file;
+  char *cert_pem;
+  size_t cert_pem_len;
+  char *key_pem;
+  size_t key_pem_len;
+  int tls_verify;
+};
+
+/* Copies |src| into |dst|, duplicating strings with |mem|. */
+int conch__opts_copy(conch_client_opts *dst, const conch_client_opts *src,
+                     const conch_mem *mem);
+/* Frees the strings of |o|, allocated with |mem|. */
+void conch__opts_clear(conch_client_opts *o, const conch_mem *mem);
+void conch__opts_defaults(conch_client_opts *o);
+
+/* ---- Connections ------------------------------------------------------- */
+
+typedef enum conch_conn_state {
+  CONCH_CONN_CONNECTING = 0, /* TCP connect in progress */
+  CONCH_CONN_HANDSHAKE,      /* TLS handshake */
+  CONCH_CONN_READY,          /* HTTP/2 up */
+  CONCH_CONN_DEAD            /* failed or closed; calls detached */
+} conch_conn_state;
+
+typedef struct conch_conn {
+  struct conch_client *client;
+  conch_link link; /* in client->conns */
+  conch_conn_state state;
+  int fd;
+  unsigned watched; /* CONCH_IO_* last reported to the hooks */
+  struct addrinfo *addrs;
+  struct addrinfo *addr; /* being tried */
+  conch_tls *tls;
+  nghttp2_session *h2;
+  conch_buf out;      /* bytes for the socket (ciphertext under TLS) */
+  uint8_t *rbuf;      /* socket reads */
+  size_t rcap;
+  uint8_t *pbuf;      /* TLS plaintext */
+  size_t pcap;
+  conch_timer connect_timer;
+  conch_link calls;   /* calls bound to this connection */
+  conch_link queue;   /* calls waiting for a stream slot or for READY */
+  size_t active;      /* streams submitted to nghttp2 and not closed */
+  int goaway;         /* GOAWAY received: no new streams */
+  int closing;        /* we decided to close once flushed */
+  int flush_pending;  /* output may be waiting: flush this turn */
+  conch_link dirty;   /* in client->dirty while flush_pending */
+  char errmsg[256];   /* why the connection failed */
+  int errcode;        /* CONCH_ERR_* for errmsg */
+  conch_code fail_code; /* code for calls failed by this connection */
+} conch_conn;
+
+/* ---- Calls ------------------------------------------------------------- */
+
+typedef enum conch_resp_enc {
+  CONCH_ENC_IDENTITY = 0,
+  CONCH_ENC_GZIP = 1,
+  CONCH_ENC_UNSUPPORTED = 2
+} conch_resp_enc;
+
+/* A received message waiting in pull mode. */
+typedef struct conch_qmsg {
+  ProtobufCMessage *msg;
+  size_t wire; /* bytes of stream window it holds */
+} conch_qmsg;
+
+struct conch_call {
+  struct conch_client *client;
+  conch_conn *conn;
+  const conch_method *method;
+  conch_call_handler h;
+  void *user_data;
+  int32_t stream_id; /* 0 until submitted */
+
+  conch_link client_link; /* client->calls */
+  conch_link conn_link;   /* conn->calls */
+  conch_link queue_link;  /* conn->queue */
+  conch_link done_link;   /* client->done: on_close to deliver */
+  conch_link ready_link;  /* client->ready: on_send_ready to deliver */
+
+  conch_timer deadline;
+  int64_t deadline_at; /* 0 = none */
+
+  conch_metadata req_headers;
+  conch_compression send_comp;
+
+  /* Sending. */
+  conch_buf sendbuf;  /* wire bytes not yet given to nghttp2 */
+  unsigned nsent;     /* messages queued */
+  unsigned send_closed : 1;  /* close_send called */
+  unsigned submitted : 1;    /* HEADERS given to nghttp2 */
+  unsigned deferred : 1;     /* data source returned DEFERRED */
+  unsigned want_send_ready : 1;
+  unsigned unary_compressed : 1; /* Connect unary body is gzip */
+
+  /* Receiving. */
+  int http_status;
+  int blk;            /* kind of the header block being received */
+  size_t blk_bytes;   /* its size so far, as HTTP/2 counts it */
+  unsigned headers_done : 1; /* final response headers seen */
+  unsigned remote_ended : 1; /* END_STREAM received */
+  unsigned got_end : 1;      /* end-stream / trailers seen */
+  unsigned got_trailers_only : 1; /* END_STREAM on the response headers */
+  unsigned got_http_trailers : 1; /* a trailing HEADERS block arrived */
+  unsigned body_over : 1;  /* unary body beyond the limit */
+  conch_resp_enc resp_enc;
+  conch_metadata headers;
+  conch_metadata trailers;
+  conch_env_reader reader;
+  conch_buf body;     /* Connect unary body, error bodies */
+  unsigned nrecv;     /* messages received */
+  size_t unconsumed;  /* stream-window bytes not yet credited back */
+
+  /* Pull mode. */
+  unsigned pull : 1;
+  conch_qmsg *q;
+  size_t qhead, qlen, qcap;
+  size_t held;        /* stream-window bytes held by queued messages */
+  conch_buf rawq;     /* raw pull: [u32 len][u32 hold][bytes]... */
+  conch_buf rawcur;   /* the raw message last returned */
+
+  /* End. */
+  unsigned finished : 1;   /* status final */
+  unsigned closed_cb : 1;  /* on_close delivered */
+  unsigned user_freed : 1; /* conch_call_free called */
+  unsigned in_handler;     /* depth of handlers of this call running */
+  unsigned stream_live : 1; /* nghttp2 still knows the stream */
+  conch_status status;
+};
+
+/* ---- The client -------------------------------------------------------- */
+
+struct conch_client {
+  conch_client_opts o;   /* o.mem is the allocator */
+  const conch_mem *mem;  /* &o.mem */
+  ProtobufCAllocator pb_alloc;   /* over mem: messages handed to users */
+  ProtobufCAllocator arena_alloc; /* over |arena|: borrowed messages */
+  int tls;               /* https */
+  char *host;            /* without brackets */
+  char *port;
+  char *authority;       /* host[:port] as in the URL */
+  char *prefix;          /* path prefix, "" or "/x" */
+  char *user_agent;
+  conch_tls_ctx *tls_ctx;
+
+  conch_link conns;
+  conch_link calls;
+  conch_link done;  /* finished calls whose on_close is pending */
+  conch_link dirty; /* connections with output to flush */
+  conch_link ready; /* calls whose on_send_ready is due */
+
+  conch_timer **heap;
+  size_t nheap;
+  size_t heapcap;
+
+  conch_gzip gz;
+  conch_buf scratch; /* request serialization */
+  conch_buf inflbuf; /* decompressed responses */
+
+  /* Arena for borrowed messages in push mode: reset after each handler. */
+  uint8_t *arena;
+  size_t arena_cap;
+  size_t arena_used;
+  size_t arena_over; /* bytes that did not fit, to size the next block */
+  void **arena_extra; /* overflow blocks */
+  size_t arena_nextra;
+  size_t arena_extracap;
+
+  /* I/O driving. */
+  conch_io_hooks hooks;
+  int hooked;
+  long hook_timer; /* last value reported, -2 none */
+  int wake_fd;
+  unsigned wake_watched;
+  void (*wake_cb)(conch_client *, void *);
+  void *wake_ud;
+  unsigned depth; /* > 0 while the client is dispatching */
+};
+
+/* ---- Internal entry points -------------------------------------------- */
+
+/* Timers (client.c). */
+void conch__timer_arm(conch_client *c, conch_timer *t, int64_t when);
+void conch__timer_disarm(conch_client *c, conch_timer *t);
+
+/* Marks |conn| as having output to flush at the end of this turn (or soon,
+   when called outside one). */
+void conch__conn_mark_dirty(conch_conn *conn);
+/* Gets the connection for a new call: the ready or connecting one, or a new
+   one.  Returns NULL and sets |st| when none can be made. */
+conch_conn *conch__conn_get(conch_client *c, conch_status *st);
+/* Flushes pending output; may fail the connection. */
+void conch__conn_flush(conch_conn *conn);
+/* Handles readiness of the connection's fd. */
+void conch__conn_on_io(conch_conn *conn, unsigned events);
+/* The connect timer fired. */
+void conch__conn_on_timeout(conch_conn *conn);
+/* Fails the connection: every call on it ends with |code|. */
+void conch__conn_fail(conch_conn *conn, conch_code code, int err,
+                      const char *fmt, ...) CONCH_PRINTF(4, 5);
+void conch__conn_free(conch_conn *conn);
+/* Submits queued calls while slots are free. */
+void conch__conn_submit_queued(conch_conn *conn);
+/* Sets up and submits the request HEADERS (+ data source) of |call|.
+   Returns 0 or fails the call. */
+int conch__conn_submit(conch_conn *conn, struct conch_call *call);
+/* The call's stream has new data to send. */
+void conch__conn_resume(conch_conn *conn, struct conch_call *call);
+/* Returns |n| bytes of window credit for |call|'s stream. */
+void conch__conn_consume(conch_conn *conn, struct conch_call *call, size_t n);
+/* Resets the stream of |call| with |h2err| and detaches the call. */
+void conch__conn_reset(conch_conn *conn, struct conch_call *call,
+                       uint32_t h2err);
+/* Updates what the loop watches for |conn|. */
+void conch__conn_update_watch(conch_conn *conn);
+
+/* Calls (call.c). */
+/* Ends |call| with |code| unless it already ended (first error wins). */
+void conch__call_fail(conch_call *call, conch_code code, int local_err,
+                      const char *fmt, ...) CONCH_PRINTF(4, 5);
+/* Ends |call| with its current status (OK unless set). */
+void conch__call_finish(conch_call *call);
+/* Runs on_close handlers of finished calls and releases freed ones. */
+void conch__client_run_done(conch_client *c);
+/* The deadline timer of |call| fired. */
+void conch__call_on_deadline(conch_call *call);
+/* Releases |call|'s memory once the user freed it, on_close ran and
+   nghttp2 let go.  Returns non-zero when released. */
+int conch__call_maybe_release(conch_call *call);
+/* Frees a call's memory unconditionally. */
+void conch__call_destroy(conch_call *call);
+
+/* Received response parts (call.c, from the nghttp2 callbacks). */
+int conch__call_on_header(conch_call *call, const uint8_t *name, size_t nlen,
+                          const uint8_t *value, size_t vlen, int trailer);
+void conch__call_on_headers_done(conch_call *call, int end_stream);
+void conch__call_on_data(conch_call *call, const uint8_t *data, size_t len);
+void conch__call_on_remote_end(conch_call *call);
+void conch__call_on_stream_close(conch_call *call, uint32_t h2err);
+/* The data source of |call| is asked for up to |len| bytes. */
+size_t conch__call_send_pending(const conch_call *call);
+
+/* Client internals (client.c). */
+void conch__client_kick(conch_client *c);
+void conch__client_watch(conch_client *c, int fd, unsigned *watched,
+                         unsigned want);
+void conch__arena_reset(conch_client *c);
+int conch__timer_reserve(conch_client *c, size_t extra);
+
+/* call.c, for conn.c */
+void conch__call_sent(conch_call *call, size_t n);
+int conch__call_ready_to_submit(const conch_call *call);
+/* Delivers one response message (already inflated if it was compressed).
+   |hold| is the stream-window credit it carries.  Returns 0 or non-zero
+   when the call ended. */
+int conch__call_deliver(conch_call *call, const uint8_t *p, size_t len);
+/* Sets the call's status from |st| (moved: |st| is left OK) and ends it. */
+void conch__call_end_with(conch_call *call, conch_status *st);
+
+/* Protocol (protocol.c). */
+/* Validates the response headers; may end the call. */
+void conch__proto_on_headers(conch_call *call);
+/* Response body bytes. */
+void conch__proto_on_data(conch_call *call, const uint8_t *data, size_t len);
+/* END_STREAM from the server: settles the status. */
+void conch__proto_on_end(conch_call *call);
+/* Serializes |msg| bytes (|n|) for the wire into |call->sendbuf|. */
+int conch__proto_frame_message(conch_call *call, const uint8_t *p, size_t n);
+/* Whether a call of this shape must have its one message before HEADERS. */
+int conch__proto_headers_wait_message(const conch_call *call);
+/* Builds the request header list for |call| into |nva| (room for |cap|
+   entries), with strings stored in |store|.  Returns the count or a
+   negative CONCH_ERR_*. */
+long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva,
+                                  size_t cap, conch_buf *store);
+
+/* Handlers run with the client's recursion guard (call.c). */
+void conch__call_emit_headers(conch_call *call);
+
+#endif

@@ -1,0 +1,301 @@
+/* Client options: an opaque object with typed setters. */
+#include <string.h>
+
+#include "internal.h"
+
+void conch__opts_defaults(conch_client_opts *o) {
+  memset(o, 0, sizeof(*o));
+  o->mem = *conch_mem_default();
+  o->protocol = CONCH_PROTOCOL_CONNECT;
+  o->send_compression = CONCH_COMPRESSION_IDENTITY;
+  o->accept_gzip = 1;
+  o->compress_min_bytes = 0;
+  o->gzip_level = -1;
+  o->recv_limit = 4u << 20;
+  o->send_limit = 0;
+  o->stream_window = 4u << 20;
+  o->conn_window = 16u << 20;
+  o->max_header_list = 256u << 10;
+  o->connect_timeout_ms = 30000;
+  o->tls_verify = 1;
+}
+
+/* Options own their strings: allocated with libc while the options object
+   stands alone (whatever conch_client_opts_set_mem() says, since that
+   allocator is for the client), and with the client's allocator in the copy
+   a client keeps (conch__opts_copy). */
+static const conch_mem *opts_mem(const conch_client_opts *o) {
+  (void)o;
+  return conch_mem_default();
+}
+
+void conch__opts_clear(conch_client_opts *o, const conch_mem *mem) {
+  conch__free(mem, o->user_agent);
+  conch__free(mem, o->ca_file);
+  conch__free(mem, o->ca_pem);
+  conch__free(mem, o->cert_file);
+  conch__free(mem, o->key_file);
+  conch__free(mem, o->cert_pem);
+  conch__free(mem, o->key_pem);
+  o->user_agent = o->ca_file = o->ca_pem = NULL;
+  o->cert_file = o->key_file = o->cert_pem = o->key_pem = NULL;
+}
+
+static int dup_field(const conch_mem *mem, char **dst, const char *src,
+                     size_t len) {
+  if (src == NULL) {
+    *dst = NULL;
+    return 0;
+  }
+  *dst = conch__strndup(mem, src, len);
+  return *dst == NULL ? CONCH_ERR_NOMEM : 0;
+}
+
+int conch__opts_copy(conch_client_opts *dst, const conch_client_opts *src,
+                     const conch_mem *mem) {
+  int rv = 0;
+
+  *dst = *src;
+  dst->user_agent = dst->ca_file = dst->ca_pem = NULL;
+  dst->cert_file = dst->key_file = dst->cert_pem = dst->key_pem = NULL;
+  rv |= dup_field(mem, &dst->user_agent, src->user_agent,
+                  src->user_agent ? strlen(src->user_agent) : 0);
+  rv |= dup_field(mem, &dst->ca_file, src->ca_file,
+                  src->ca_file ? strlen(src->ca_file) : 0);
+  rv |= dup_field(mem, &dst->ca_pem, src->ca_pem, src->ca_pem_len);
+  rv |= dup_field(mem, &dst->cert_file, src->cert_file,
+                  src->cert_file ? strlen(src->cert_file) : 0);
+  rv |= dup_field(mem, &dst->key_file, src->key_file,
+                  src->key_file ? strlen(src->key_file) : 0);
+  rv |= dup_field(mem, &dst->cert_pem, src->cert_pem, src->cert_pem_len);
+  rv |= dup_field(mem, &dst->key_pem, src->key_pem, src->key_pem_len);
+  if (rv != 0) {
+    conch__opts_clear(dst, mem);
+    return CONCH_ERR_NOMEM;
+  }
+  return 0;
+}
+
+int conch_client_opts_new(conch_client_opts **out) {
+  conch_client_opts *o;
+  if (out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  o = conch__malloc(conch_mem_default(), sizeof(*o));
+  if (o == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  conch__opts_defaults(o);
+  *out = o;
+  return 0;
+}
+
+void conch_client_opts_free(conch_client_opts *opts) {
+  if (opts == NULL) {
+    return;
+  }
+  conch__opts_clear(opts, opts_mem(opts));
+  conch__free(conch_mem_default(), opts);
+}
+
+int conch_client_opts_set_mem(conch_client_opts *opts, const conch_mem *mem) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (mem != NULL && (mem->malloc == NULL || mem->free == NULL ||
+                      mem->calloc == NULL || mem->realloc == NULL)) {
+    return CONCH_ERR_INVALID;
+  }
+  /* Strings already set were made with the previous allocator; the options
+     object itself always uses libc, so |mem| only applies to clients. */
+  opts->mem = mem != NULL ? *mem : *conch_mem_default();
+  return 0;
+}
+
+int conch_client_opts_set_protocol(conch_client_opts *opts,
+                                   conch_protocol protocol) {
+  if (opts == NULL || (protocol != CONCH_PROTOCOL_CONNECT &&
+                       protocol != CONCH_PROTOCOL_GRPC &&
+                       protocol != CONCH_PROTOCOL_GRPC_WEB)) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->protocol = protocol;
+  return 0;
+}
+
+int conch_client_opts_set_send_compression(conch_client_opts *opts,
+                                           conch_compression c) {
+  if (opts == NULL ||
+      (c != CONCH_COMPRESSION_IDENTITY && c != CONCH_COMPRESSION_GZIP)) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->send_compression = c;
+  return 0;
+}
+
+int conch_client_opts_set_accept_gzip(conch_client_opts *opts, int on) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->accept_gzip = on != 0;
+  return 0;
+}
+
+int conch_client_opts_set_compress_min_bytes(conch_client_opts *opts,
+                                             size_t bytes) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->compress_min_bytes = bytes;
+  return 0;
+}
+
+int conch_client_opts_set_gzip_level(conch_client_opts *opts, int level) {
+  if (opts == NULL || level < -1 || level > 9) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->gzip_level = level;
+  return 0;
+}
+
+int conch_client_opts_set_recv_limit(conch_client_opts *opts, size_t bytes) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->recv_limit = bytes;
+  return 0;
+}
+
+int conch_client_opts_set_send_limit(conch_client_opts *opts, size_t bytes) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->send_limit = bytes;
+  return 0;
+}
+
+int conch_client_opts_set_windows(conch_client_opts *opts,
+                                  uint32_t stream_window,
+                                  uint32_t conn_window) {
+  /* RFC 9113 6.9.1: windows are at most 2^31-1; below the 64 KiB default
+     the peer would stall on a single frame. */
+  if (opts == NULL || stream_window < 65535 || conn_window < 65535 ||
+      stream_window > 0x7fffffffu || conn_window > 0x7fffffffu) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->stream_window = stream_window;
+  opts->conn_window = conn_window;
+  return 0;
+}
+
+int conch_client_opts_set_max_header_list(conch_client_opts *opts,
+                                          uint32_t bytes) {
+  if (opts == NULL || bytes < 1024) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->max_header_list = bytes;
+  return 0;
+}
+
+int conch_client_opts_set_connect_timeout(conch_client_opts *opts, long ms) {
+  if (opts == NULL || ms <= 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->connect_timeout_ms = ms;
+  return 0;
+}
+
+static int set_string(conch_client_opts *opts, char **field, const char *s,
+                      size_t len) {
+  char *copy = NULL;
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (s != NULL) {
+    copy = conch__strndup(opts_mem(opts), s, len);
+    if (copy == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+  }
+  conch__free(opts_mem(opts), *field);
+  *field = copy;
+  return 0;
+}
+
+int conch_client_opts_set_user_agent(conch_client_opts *opts, const char *ua) {
+  size_t i, n;
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  n = ua != NULL ? strlen(ua) : 0;
+  for (i = 0; i < n; i++) {
+    if ((unsigned char)ua[i] < 0x20 || (unsigned char)ua[i] > 0x7e) {
+      return CONCH_ERR_HEADER;
+    }
+  }
+  return set_string(opts, &opts->user_agent, ua, n);
+}
+
+int conch_client_opts_set_ca_file(conch_client_opts *opts, const char *path) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  return set_string(opts, &opts->ca_file, path, path ? strlen(path) : 0);
+}
+
+int conch_client_opts_set_ca_pem(conch_client_opts *opts, const char *pem,
+                                 size_t len) {
+  int rv;
+  if (opts == NULL || (pem == NULL && len != 0)) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = set_string(opts, &opts->ca_pem, pem, len);
+  if (rv == 0) {
+    opts->ca_pem_len = pem != NULL ? len : 0;
+  }
+  return rv;
+}
+
+int conch_client_opts_set_client_cert_file(conch_client_opts *opts,
+                                           const char *cert_path,
+                                           const char *key_path) {
+  int rv;
+  if (opts == NULL || (cert_path == NULL && key_path != NULL)) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = set_string(opts, &opts->cert_file, cert_path,
+                  cert_path ? strlen(cert_path) : 0);
+  if (rv != 0) {
+    return rv;
+  }
+  return set_string(opts, &opts->key_file, key_path,
+                    key_path ? strlen(key_path) : 0);
+}
+
+int conch_client_opts_set_client_cert_pem(conch_client_opts *opts,
+                                          const char *cert, size_t cert_len,
+                                          const char *key, size_t key_len) {
+  int rv;
+  if (opts == NULL || (cert == NULL) != (key == NULL)) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = set_string(opts, &opts->cert_pem, cert, cert_len);
+  if (rv != 0) {
+    return rv;
+  }
+  rv = set_string(opts, &opts->key_pem, key, key_len);
+  if (rv != 0) {
+    return rv;
+  }
+  opts->cert_pem_len = cert != NULL ? cert_len : 0;
+  opts->key_pem_len = key != NULL ? key_len : 0;
+  return 0;
+}
+
+int conch_client_opts_set_tls_verify(conch_client_opts *opts, int on) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->tls_verify = on != 0;
+  return 0;
+}

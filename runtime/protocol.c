@@ -1,0 +1,583 @@
+/* Wire protocols over the shared call core: request headers, message
+   framing, and turning response headers, body and end into a status. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base64.h"
+#include "internal.h"
+
+/* ---- Helpers ------------------------------------------------------------ */
+
+/* Compares the media type of a content-type value (parameters after ';'
+   and surrounding blanks ignored, case-insensitive) with |want|. */
+static int media_type_is(const char *ctype, const char *want) {
+  size_t n, wn = strlen(want);
+  if (ctype == NULL) {
+    return 0;
+  }
+  while (*ctype == ' ' || *ctype == '\t') {
+    ctype++;
+  }
+  n = strcspn(ctype, ";");
+  while (n > 0 && (ctype[n - 1] == ' ' || ctype[n - 1] == '\t')) {
+    n--;
+  }
+  return n == wn && strncasecmp(ctype, want, wn) == 0;
+}
+
+static int media_type_prefix(const char *ctype, const char *prefix) {
+  if (ctype == NULL) {
+    return 0;
+  }
+  while (*ctype == ' ' || *ctype == '\t') {
+    ctype++;
+  }
+  return strncasecmp(ctype, prefix, strlen(prefix)) == 0;
+}
+
+static conch_resp_enc parse_encoding(const char *v) {
+  if (v == NULL || v[0] == '\0' || strcasecmp(v, "identity") == 0) {
+    return CONCH_ENC_IDENTITY;
+  }
+  if (strcasecmp(v, "gzip") == 0) {
+    return CONCH_ENC_GZIP;
+  }
+  return CONCH_ENC_UNSUPPORTED;
+}
+
+static int is_connect(const conch_call *call) {
+  return call->client->o.protocol == CONCH_PROTOCOL_CONNECT;
+}
+
+static int connect_unary(const conch_call *call) {
+  return is_connect(call) && call->method->kind == CONCH_STREAM_UNARY;
+}
+
+/* Inflates into the client's inflate buffer, capped by the receive limit.
+   Ends the call on failure and returns non-zero. */
+static int inflate_or_fail(conch_call *call, const uint8_t *p, size_t n,
+                           const char *what) {
+  conch_client *c = call->client;
+  int rv;
+  conch__buf_reset(&c->inflbuf);
+  rv = conch__gzip_inflate(&c->gz, p, n, c->o.recv_limit, &c->inflbuf);
+  if (rv == CONCH_ERR_LIMIT) {
+    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                     "%s larger than the receive limit of %zu bytes once "
+                     "decompressed",
+                     what, c->o.recv_limit);
+  } else if (rv == CONCH_ERR_NOMEM) {
+    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                     "out of memory decompressing %s", what);
+  } else if (rv != 0) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, rv, "invalid gzip in %s",
+                     what);
+  }
+  return rv;
+}
+
+static void shrink_inflbuf(conch_client *c) {
+  if (c->inflbuf.cap > (4u << 20)) {
+    conch__buf_free(&c->inflbuf, c->mem);
+  }
+}
+
+/* A status from a non-200 HTTP response without a usable body. */
+static void fail_http(conch_call *call) {
+  conch_status st;
+  conch_status_init(&st);
+  conch__connect_unary_error(&st, call->client->mem, call->http_status, 0,
+                             NULL, 0);
+  conch__call_end_with(call, &st);
+}
+
+/* ---- Request ------------------------------------------------------------ */
+
+int conch__proto_headers_wait_message(const conch_call *call) {
+  /* The one request message of these shapes goes out with the HEADERS;
+     Connect unary must know it anyway to say whether it is compressed. */
+  return call->method->kind == CONCH_STREAM_UNARY ||
+         call->method->kind == CONCH_STREAM_SERVER;
+}
+
+int conch__proto_frame_message(conch_call *call, const uint8_t *p, size_t n) {
+  conch_client *c = call->client;
+  int compress = call->send_comp == CONCH_COMPRESSION_GZIP &&
+                 n >= c->o.compress_min_bytes;
+  size_t start = conch__buf_size(&call->sendbuf);
+  size_t size;
+  int rv;
+
+  if (connect_unary(call)) {
+    rv = compress ? conch__gzip_deflate(&c->gz, c->o.gzip_level, p, n,
+                                        &call->sendbuf)
+                  : conch__buf_append(&call->sendbuf, c->mem, p, n);
+    if (rv != 0) {
+      return rv;
+    }
+    call->unary_compressed = compress;
+    size = conch__buf_size(&call->sendbuf) - start;
+  } else {
+    uint8_t prefix[CONCH_ENV_PREFIX] = {0};
+    rv = conch__buf_append(&call->sendbuf, c->mem, prefix, sizeof(prefix));
+    if (rv == 0) {
+      rv = compress ? conch__gzip_deflate(&c->gz, c->o.gzip_level, p, n,
+                                          &call->sendbuf)
+                    : conch__buf_append(&call->sendbuf, c->mem, p, n);
+    }
+    if (rv != 0) {
+      call->sendbuf.len = call->sendbuf.off + start;
+      return rv;
+    }
+    size = conch__buf_size(&call->sendbuf) - start - CONCH_ENV_PREFIX;
+    if (size <= 0xffffffffu) {
+      conch__env_write_prefix(conch__buf_head(&call->sendbuf) + start,
+                              compress ? CONCH_ENV_COMPRESSED : 0,
+                              (uint32_t)size);
+    }
+  }
+  if ((c->o.send_limit > 0 && size > c->o.send_limit) ||
+      size > 0xffffffffu) {
+    call->sendbuf.len = call->sendbuf.off + start;
+    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_LIMIT,
+                     "request message of %zu bytes exceeds the send limit "
+                     "of %zu bytes",
+                     size,
+                     c->o.send_limit > 0 ? c->o.send_limit
+                                         : (size_t)0xffffffffu);
+    return CONCH_ERR_LIMIT;
+  }
+  return 0;
+}
+
+/* Header entries are collected as offsets into |store| (which may move as
+   it grows) and turned into pointers at the end. */
+typedef struct hdr_list {
+  nghttp2_nv *nva;
+  size_t cap;
+  size_t n;
+  conch_buf *store;
+  const conch_mem *mem;
+  int err;
+} hdr_list;
+
+static void hdr_add(hdr_list *h, const char *name, size_t nlen,
+                    const void *value, size_t vlen) {
+  size_t off;
+  if (h->err != 0) {
+    return;
+  }
+  if (h->n == h->cap) {
+    h->err = CONCH_ERR_LIMIT;
+    return;
+  }
+  off = conch__buf_size(h->store);
+  if (conch__buf_append(h->store, h->mem, name, nlen) != 0 ||
+      conch__buf_append(h->store, h->mem, value, vlen) != 0) {
+    h->err = CONCH_ERR_NOMEM;
+    return;
+  }
+  h->nva[h->n].name = (uint8_t *)(uintptr_t)off;
+  h->nva[h->n].namelen = nlen;
+  h->nva[h->n].value = (uint8_t *)(uintptr_t)(off + nlen);
+  h->nva[h->n].valuelen = vlen;
+  h->nva[h->n].flags = NGHTTP2_NV_FLAG_NONE;
+  h->n++;
+}
+
+static void hdr_adds(hdr_list *h, const char *name, const char *value) {
+  hdr_add(h, name, strlen(name), value, strlen(value));
+}
+
+/* Appends the caller's metadata; binary values go out as unpadded
+   standard base64. */
+static void add_user_headers(hdr_list *h, const conch_metadata *md) {
+  size_t i;
+  for (i = 0; i < md->n && h->err == 0; i++) {
+    const conch_md_entry *e = &md->ents[i];
+    const char *name = (const char *)md->strings.data + e->name_off;
+    const uint8_t *v = md->strings.data + e->value_off;
+    if (conch__metadata_is_bin(name, e->name_len)) {
+      size_t elen = conch__b64_encoded_len(e->value_len);
+      char stackbuf[256];
+      char *enc = stackbuf;
+      if (elen > sizeof(stackbuf)) {
+        enc = conch__malloc(h->mem, elen);
+        if (enc == NULL) {
+          h->err = CONCH_ERR_NOMEM;
+          return;
+        }
+      }
+      conch__b64_encode(v, e->value_len, CONCH_B64_STD, enc);
+      hdr_add(h, name, e->name_len, enc, elen);
+      if (enc != stackbuf) {
+        conch__free(h->mem, enc);
+      }
+    } else {
+      hdr_add(h, name, e->name_len, v, e->value_len);
+    }
+  }
+}
+
+long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva,
+                                  size_t cap, conch_buf *store) {
+  conch_client *c = call->client;
+  hdr_list h;
+  char num[32];
+  size_t i;
+
+  h.nva = nva;
+  h.cap = cap;
+  h.n = 0;
+  h.store = store;
+  h.mem = c->mem;
+  h.err = 0;
+
+  hdr_adds(&h, ":method", "POST");
+  hdr_adds(&h, ":scheme", c->tls ? "https" : "http");
+  hdr_adds(&h, ":authority", c->authority);
+  {
+    size_t plen = strlen(c->prefix), mlen = strlen(call->method->path);
+    size_t off = conch__buf_size(store);
+    if (conch__buf_append(store, c->mem, ":path", 5) != 0 ||
+        conch__buf_append(store, c->mem, c->prefix, plen) != 0 ||
+        conch__buf_append(store, c->mem, call->method->path, mlen) != 0) {
+      return CONCH_ERR_NOMEM;
+    }
+    nva[h.n].name = (uint8_t *)(uintptr_t)off;
+    nva[h.n].namelen = 5;
+    nva[h.n].value = (uint8_t *)(uintptr_t)(off + 5);
+    nva[h.n].valuelen = plen + mlen;
+    nva[h.n].flags = NGHTTP2_NV_FLAG_NONE;
+    h.n++;
+  }
+  if (connect_unary(call)) {
+    hdr_adds(&h, "content-type", "application/proto");
+  } else {
+    hdr_adds(&h, "content-type", "application/connect+proto");
+  }
+  hdr_adds(&h, "connect-protocol-version", "1");
+  if (call->deadline_at != 0) {
+    int64_t left = call->deadline_at - conch__now_ms();
+    if (left <= 0) {
+      conch__call_fail(call, CONCH_CODE_DEADLINE_EXCEEDED, CONCH_ERR_TIMEOUT,
+                       "deadline exceeded before the request was sent");
+      return CONCH_ERR_TIMEOUT;
+    }
+    /* More than 10 digits means no limit worth sending. */
+    if (left <= 9999999999LL) {
+      snprintf(num, sizeof(num), "%lld", (long long)left);
+      hdr_adds(&h, "connect-timeout-ms", num);
+    }
+  }
+  if (connect_unary(call)) {
+    if (call->unary_compressed) {
+      hdr_adds(&h, "content-encoding", "gzip");
+    }
+    if (c->o.accept_gzip) {
+      hdr_adds(&h, "accept-encoding", "gzip");
+    }
+  } else {
+    if (call->send_comp == CONCH_COMPRESSION_GZIP) {
+      hdr_adds(&h, "connect-content-encoding", "gzip");
+    }
+    if (c->o.accept_gzip) {
+      hdr_adds(&h, "connect-accept-encoding", "gzip");
+    }
+  }
+  if (conch_metadata_find(&call->req_headers, "user-agent", 0) < 0) {
+    hdr_adds(&h, "user-agent", c->user_agent);
+  }
+  add_user_headers(&h, &call->req_headers);
+  if (h.err != 0) {
+    return h.err;
+  }
+  for (i = 0; i < h.n; i++) {
+    uint8_t *base = conch__buf_head(store);
+    nva[i].name = base + (uintptr_t)nva[i].name;
+    nva[i].value = base + (uintptr_t)nva[i].value;
+  }
+  return (long)h.n;
+}
+
+/* ---- Connect responses -------------------------------------------------- */
+
+static void connect_stream_headers(conch_call *call) {
+  const char *ctype = conch_metadata_get(&call->headers, "content-type", NULL);
+  const char *enc;
+
+  if (call->http_status != 200) {
+    fail_http(call);
+    return;
+  }
+  if (!media_type_prefix(ctype, "application/connect+")) {
+    conch__call_fail(call, CONCH_CODE_UNKNOWN, CONCH_ERR_PROTO,
+                     "unexpected response content-type '%s'",
+                     ctype != NULL ? ctype : "");
+    return;
+  }
+  if (!media_type_is(ctype, "application/connect+proto")) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "response content-type '%s' does not match the request "
+                     "codec (proto)",
+                     ctype);
+    return;
+  }
+  enc = conch_metadata_get(&call->headers, "connect-content-encoding", NULL);
+  call->resp_enc = parse_encoding(enc);
+  if (call->resp_enc == CONCH_ENC_UNSUPPORTED) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "unsupported response connect-content-encoding '%s'",
+                     enc);
+    return;
+  }
+  conch__call_emit_headers(call);
+}
+
+void conch__proto_on_headers(conch_call *call) {
+  if (connect_unary(call)) {
+    /* Validated with the body at the end; only a good one is announced. */
+    if (call->http_status == 200) {
+      conch__call_emit_headers(call);
+    }
+    return;
+  }
+  connect_stream_headers(call);
+}
+
+static int connect_end_stream(conch_call *call, uint8_t flags,
+                              const uint8_t *p, size_t len) {
+  conch_client *c = call->client;
+  conch_status st;
+  int rv;
+
+  if (flags & CONCH_ENV_COMPRESSED) {
+    if (call->resp_enc != CONCH_ENC_GZIP) {
+      conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                       "compressed end-stream message without a response "
+                       "encoding");
+      return 1;
+    }
+    if (len > 0) {
+      if (inflate_or_fail(call, p, len, "end-stream message") != 0) {
+        return 1;
+      }
+      p = c->inflbuf.data;
+      len = conch__buf_size(&c->inflbuf);
+    }
+  }
+  conch_status_init(&st);
+  rv = conch__connect_end_stream(p, len, c->mem, &st, &call->trailers);
+  shrink_inflbuf(c);
+  if (rv != 0) {
+    conch_status_clear(&st);
+    if (rv == CONCH_ERR_NOMEM) {
+      conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                       "out of memory parsing the end-stream message");
+    } else {
+      conch__call_fail(call, CONCH_CODE_INTERNAL, rv,
+                       "invalid end-stream message");
+    }
+    return 1;
+  }
+  call->got_end = 1;
+  if (st.code != CONCH_CODE_OK) {
+    /* Kept until the stream ends: bytes after the end-stream message
+       would still be an error of their own, but this one was first. */
+    conch_status_clear(&call->status);
+    call->status = st;
+  } else {
+    conch_status_clear(&st);
+  }
+  return 0;
+}
+
+static int on_envelope(void *ud, uint8_t flags, const uint8_t *p,
+                       size_t len) {
+  conch_call *call = ud;
+  conch_client *c = call->client;
+
+  if (call->finished) {
+    return 1;
+  }
+  if (call->got_end) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "data after the end-stream message");
+    return 1;
+  }
+  if (flags & CONCH_ENV_END_STREAM) {
+    return connect_end_stream(call, flags, p, len);
+  }
+  if (flags & CONCH_ENV_COMPRESSED) {
+    if (call->resp_enc != CONCH_ENC_GZIP) {
+      conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                       "received a compressed message but the response "
+                       "declared no encoding");
+      return 1;
+    }
+    if (len > 0) {
+      int rv;
+      if (inflate_or_fail(call, p, len, "response message") != 0) {
+        return 1;
+      }
+      rv = conch__call_deliver(call, c->inflbuf.data,
+                               conch__buf_size(&c->inflbuf));
+      shrink_inflbuf(c);
+      return rv;
+    }
+  }
+  return conch__call_deliver(call, p, len);
+}
+
+static void feed_envelopes(conch_call *call, const uint8_t *data, size_t len) {
+  conch_env_reader *r = &call->reader;
+  int rv;
+
+  if (call->got_end && len > 0) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "data after the end-stream message");
+    return;
+  }
+  rv = conch__env_reader_feed(r, data, len, on_envelope, call);
+  if (rv == 0 || call->finished) {
+    return;
+  }
+  if (rv == CONCH_ERR_LIMIT) {
+    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                     "response message of %u bytes exceeds the receive "
+                     "limit of %zu bytes",
+                     (unsigned)r->len, call->client->o.recv_limit);
+  } else if (rv == CONCH_ERR_PROTO) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, rv,
+                     "invalid envelope flags 0x%02x", (unsigned)r->flags);
+  } else if (rv == CONCH_ERR_NOMEM) {
+    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                     "out of memory receiving a message");
+  } else {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, rv, "cannot read response: %s",
+                     conch_strerror(rv));
+  }
+}
+
+static void unary_body(conch_call *call, const uint8_t *data, size_t len) {
+  conch_client *c = call->client;
+  size_t limit = c->o.recv_limit;
+
+  if (call->body_over) {
+    return;
+  }
+  if (limit > 0 && conch__buf_size(&call->body) + len > limit) {
+    if (call->http_status == 200) {
+      conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_LIMIT,
+                       "response message exceeds the receive limit of %zu "
+                       "bytes",
+                       limit);
+    }
+    call->body_over = 1; /* an error body that big is not worth reading */
+    return;
+  }
+  if (conch__buf_append(&call->body, c->mem, data, len) != 0) {
+    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
+                     "out of memory receiving the response");
+  }
+}
+
+void conch__proto_on_data(conch_call *call, const uint8_t *data, size_t len) {
+  if (connect_unary(call)) {
+    unary_body(call, data, len);
+    return;
+  }
+  feed_envelopes(call, data, len);
+}
+
+static void connect_unary_end(conch_call *call) {
+  conch_client *c = call->client;
+  const char *ctype = conch_metadata_get(&call->headers, "content-type", NULL);
+  const char *encv = conch_metadata_get(&call->headers, "content-encoding",
+                                        NULL);
+  conch_resp_enc enc = parse_encoding(encv);
+  const uint8_t *p = conch__buf_head(&call->body);
+  size_t n = conch__buf_size(&call->body);
+
+  if (call->http_status != 200) {
+    conch_status st;
+    int json = media_type_is(ctype, "application/json");
+    if (call->body_over || enc == CONCH_ENC_UNSUPPORTED) {
+      n = 0;
+    } else if (enc == CONCH_ENC_GZIP && n > 0) {
+      conch__buf_reset(&c->inflbuf);
+      if (conch__gzip_inflate(&c->gz, p, n, c->o.recv_limit, &c->inflbuf) ==
+          0) {
+        p = c->inflbuf.data;
+        n = conch__buf_size(&c->inflbuf);
+      } else {
+        n = 0; /* unreadable: the HTTP status speaks */
+      }
+    }
+    conch_status_init(&st);
+    conch__connect_unary_error(&st, c->mem, call->http_status, json, p, n);
+    shrink_inflbuf(c);
+    conch__call_end_with(call, &st);
+    return;
+  }
+  if (!media_type_prefix(ctype, "application/")) {
+    conch__call_fail(call, CONCH_CODE_UNKNOWN, CONCH_ERR_PROTO,
+                     "unexpected response content-type '%s'",
+                     ctype != NULL ? ctype : "");
+    return;
+  }
+  if (!media_type_is(ctype, "application/proto")) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "response content-type '%s' does not match the request "
+                     "codec (proto)",
+                     ctype);
+    return;
+  }
+  if (enc == CONCH_ENC_UNSUPPORTED) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "unsupported response content-encoding '%s'", encv);
+    return;
+  }
+  if (enc == CONCH_ENC_GZIP && n > 0) {
+    if (inflate_or_fail(call, p, n, "response message") != 0) {
+      return;
+    }
+    p = c->inflbuf.data;
+    n = conch__buf_size(&c->inflbuf);
+  }
+  conch__call_deliver(call, p, n);
+  shrink_inflbuf(c);
+  conch__buf_free(&call->body, c->mem);
+  conch__call_finish(call);
+}
+
+void conch__proto_on_end(conch_call *call) {
+  conch_env_reader *r = &call->reader;
+
+  if (connect_unary(call)) {
+    connect_unary_end(call);
+    return;
+  }
+  if (!call->got_end) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     conch__env_reader_at_boundary(r)
+                         ? "stream ended without an end-stream message"
+                         : "stream ended inside a message (truncated "
+                           "envelope)");
+    return;
+  }
+  if (!conch__env_reader_at_boundary(r)) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "data after the end-stream message");
+    return;
+  }
+  if (call->status.code == CONCH_CODE_OK &&
+      call->method->kind == CONCH_STREAM_CLIENT && call->nrecv != 1) {
+    conch__call_fail(call, CONCH_CODE_UNIMPLEMENTED, CONCH_ERR_PROTO,
+                     "client-streaming response had %u messages, not one",
+                     call->nrecv);
+    return;
+  }
+  conch__call_finish(call);
+}
