@@ -1,0 +1,36 @@
+/* Test peers: spawn a Node.js server script (tests/interop/node/server.mjs,
+   tests/fault/server.mjs) and learn the port it listens on.
+
+   The script must print a line "LISTENING <port>" to stdout once it accepts
+   connections, and exit when its stdin reaches EOF or on SIGTERM.  The
+   child's stdin is a pipe whose write end only this process holds, so the
+   peer goes away with us even if we crash; it also gets PR_SET_PDEATHSIG
+   SIGTERM (which fires when the thread that called conch_peer_start()
+   exits, so call it from a thread that outlives the peer).  Its stderr is
+   ours. */
+#ifndef CONCH_TEST_PEER_H
+#define CONCH_TEST_PEER_H
+
+#include <sys/types.h>
+
+typedef struct conch_peer {
+  pid_t pid;    /* the node process; -1 when none */
+  int port;     /* the port from its LISTENING line */
+  int stdin_fd; /* write end of its stdin (close-on-exec); -1 when none */
+} conch_peer;
+
+/* Runs `$CONCH_NODE script extra_args...` (CONCH_NODE unset or empty:
+   "node", looked up in PATH) and waits up to 20 s for its LISTENING line.
+   |extra_args| is a NULL-terminated list, or NULL for none.  Returns 0 with
+   |p| filled in, or -1 after printing why on stderr, with the child (if
+   any) killed and reaped and |p| set to pid -1, port 0, stdin_fd -1.  The
+   child's stdout is closed once the line has been read: the script must
+   print nothing else there. */
+int conch_peer_start(conch_peer *p, const char *script,
+                     const char *const *extra_args);
+
+/* Sends SIGTERM, closes stdin_fd, waits up to 5 s for the exit, then
+   SIGKILLs and reaps it.  Safe to call twice and on a failed start. */
+void conch_peer_stop(conch_peer *p);
+
+#endif
