@@ -1,0 +1,29 @@
+#!/bin/sh
+# Source rules a compiler does not enforce (STYLE.md 3.4, 3.10): library code
+# allocates through conch_mem, never prints, and avoids the banned string
+# functions.
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+status=0
+dirs="runtime"
+[ -d api ] && dirs="$dirs api"
+files=$(find $dirs -name '*.c' -o -name '*.h' | grep -v '/include/conch/adapters/' || true)
+
+ban() {
+  pattern=$1
+  why=$2
+  hits=$(grep -nE "$pattern" $files | grep -v 'conch-allow' || true)
+  if [ -n "$hits" ]; then
+    echo "$hits"
+    echo "check-source: $why" >&2
+    status=1
+  fi
+}
+ban '(^|[^_a-zA-Z.>])(malloc|calloc|realloc|free)\(' \
+    'raw allocation in library code: use conch__malloc & co (mem_int.h)'
+ban '(^|[^_a-zA-Z])(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets)\(' \
+    'banned string function'
+ban '(^|[^_a-zA-Z])(printf|puts|perror)\(|fprintf\((stdout|stderr)' \
+    'the library never prints'
+exit $status

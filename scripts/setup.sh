@@ -1,0 +1,48 @@
+#!/bin/sh
+# Installs what a fresh Debian 12 machine lacks to build and test conch:
+# Debian packages (as root, or through sudo) and the npm test peers.
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+
+PKGS="build-essential cmake pkg-config libnghttp2-dev libssl-dev zlib1g-dev \
+libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libcmocka-dev \
+libjansson-dev openssl curl valgrind clang libclang-rt-14-dev"
+
+missing=""
+for p in $PKGS; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing="$missing $p"
+  fi
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing$missing"
+  if [ "$(id -u)" = 0 ]; then
+    SUDO=""
+  elif command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+  else
+    echo "setup: need root to install:$missing" >&2
+    exit 1
+  fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+
+# The test peers (connect-node) need Node.js 20 or newer.
+if ! command -v node >/dev/null 2>&1; then
+  echo "setup: Node.js >= 20 is required for the test peers (not found)" >&2
+  exit 1
+fi
+major=$(node -p 'process.versions.node.split(".")[0]')
+if [ "$major" -lt 20 ]; then
+  echo "setup: Node.js >= 20 is required for the test peers (have $(node -v))" >&2
+  exit 1
+fi
+for d in tests/interop/node; do
+  stamp="$top/$d/node_modules/.package-lock.json"
+  if [ ! -f "$stamp" ] || [ "$top/$d/package-lock.json" -nt "$stamp" ]; then
+    echo "setup: npm ci in $d"
+    (cd "$top/$d" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+done
+echo "setup: done"

@@ -1,0 +1,70 @@
+#!/bin/sh
+# Sets up a fresh Debian 12 machine and runs every test of conch:
+#   source checks, gen/ freshness, the whole ctest suite once normally and
+#   once under ASan+UBSan, the unit tests under valgrind, the install check,
+#   and (with clang) a short libFuzzer run per fuzz target.
+# Environment: CONCH_JOBS (parallel jobs, default: cores),
+#   CONCH_FUZZ_SECONDS (per target, default 20; 0 skips fuzzing).
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+jobs=${CONCH_JOBS:-$(nproc)}
+fuzz_seconds=${CONCH_FUZZ_SECONDS:-20}
+
+step() { printf '\n==== %s\n' "$*"; }
+
+step "setup"
+sh scripts/setup.sh
+
+step "source checks"
+sh scripts/check-source.sh
+sh proto/regen.sh --check
+
+step "build (gcc, -Werror)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$jobs"
+step "tests"
+(cd build && ctest -j "$jobs" --output-on-failure)
+
+step "build (ASan+UBSan)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCONCH_SANITIZE=ON >/dev/null
+cmake --build build-asan -j "$jobs"
+step "tests under ASan+UBSan"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest -j "$jobs" --output-on-failure)
+
+step "unit tests under valgrind"
+for t in build/tests/test_*; do
+  [ -x "$t" ] || continue
+  valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect \
+    --error-exitcode=1 "$t" >/dev/null
+  echo "valgrind: $(basename "$t") clean"
+done
+
+step "install check"
+sh tests/install/check.sh build
+
+if [ "$fuzz_seconds" -gt 0 ] && command -v clang >/dev/null 2>&1; then
+  step "libFuzzer, ${fuzz_seconds}s per target"
+  CC=clang cmake -S . -B build-fuzz -DCONCH_FUZZ=ON -DCONCH_SANITIZE=ON \
+    -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  cmake --build build-fuzz -j "$jobs" >/dev/null
+  for f in build-fuzz/tests/fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    name=$(basename "$f")
+    corpus=tests/fuzz/corpus/${name#fuzz_}
+    work=$(mktemp -d)
+    # New inputs go to a scratch folder; the committed corpus is read only.
+    "$f" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
+      -artifact_prefix="$work/" "$work" "$corpus" >"$work/log" 2>&1 || {
+      tail -40 "$work/log"
+      echo "fuzz: $name found a problem; inputs in $work" >&2
+      exit 1
+    }
+    echo "fuzz: $name $(grep -o 'Done [0-9]* runs' "$work/log" | tail -1)"
+    rm -rf "$work"
+  done
+fi
+
+step "all tests passed"
