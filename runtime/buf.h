@@ -21,8 +21,9 @@ typedef struct conch_buf {
 static inline size_t conch__buf_size(const conch_buf *b) {
   return b->len - b->off;
 }
+/* NULL for a buffer that never held anything. */
 static inline uint8_t *conch__buf_head(const conch_buf *b) {
-  return b->data + b->off;
+  return b->data != NULL ? b->data + b->off : NULL;
 }
 
 /* Makes room for |extra| more bytes after |len|.  Returns 0 or

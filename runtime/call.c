@@ -245,13 +245,15 @@ static uint8_t allowed_flags(conch_protocol p) {
   }
 }
 
-int conch_call_start(conch_client *c, const conch_method *method,
-                     const conch_call_opts *opts,
-                     const conch_call_handler *handler, void *user_data,
-                     conch_call **out) {
+/* Makes a started call, not yet bound to a connection.  Returns 0 with
+   |*out| set (the call may already have ended, e.g. on bad metadata), or an
+   error with nothing allocated. */
+static int call_create(conch_client *c, const conch_method *method,
+                       const conch_call_opts *opts,
+                       const conch_call_handler *handler, void *user_data,
+                       conch_call **out) {
   conch_call_opts o = CONCH_CALL_OPTS_INIT;
   conch_call *call;
-  conch_conn *conn;
   uint32_t max_len;
   int rv;
 
@@ -316,8 +318,23 @@ int conch_call_start(conch_client *c, const conch_method *method,
     call->deadline_at = conch__now_ms() + o.timeout_ms;
     conch__timer_arm(c, &call->deadline, call->deadline_at);
   }
-  if (check_request_headers(call) != 0) {
-    return 0; /* ended with internal; on_close follows */
+  check_request_headers(call); /* may end it with internal */
+  return 0;
+}
+
+int conch_call_start(conch_client *c, const conch_method *method,
+                     const conch_call_opts *opts,
+                     const conch_call_handler *handler, void *user_data,
+                     conch_call **out) {
+  conch_call *call;
+  conch_conn *conn;
+  int rv = call_create(c, method, opts, handler, user_data, out);
+  if (rv != 0) {
+    return rv;
+  }
+  call = *out;
+  if (call->finished) {
+    return 0; /* on_close follows */
   }
   conn = conch__conn_get(c, &call->status);
   if (conn == NULL) {
@@ -329,6 +346,17 @@ int conch_call_start(conch_client *c, const conch_method *method,
   conch__list_push(&conn->queue, &call->queue_link);
   conch__conn_mark_dirty(conn);
   return 0;
+}
+
+int conch__call_new_detached(conch_client *c, const conch_method *method,
+                             const conch_call_opts *opts,
+                             const conch_call_handler *handler,
+                             void *user_data, conch_call **out) {
+  int rv = call_create(c, method, opts, handler, user_data, out);
+  if (rv == 0) {
+    (*out)->submitted = 1;
+  }
+  return rv;
 }
 
 int conch__call_ready_to_submit(const conch_call *call) {

@@ -299,6 +299,13 @@ void conch__conn_reset(conch_conn *conn, struct conch_call *call,
 void conch__conn_update_watch(conch_conn *conn);
 
 /* Calls (call.c). */
+/* Starts a call bound to no connection, as if its request had gone out:
+   tests and fuzz targets drive its response side with
+   conch__call_on_header() & co.  Returns as conch_call_start(). */
+int conch__call_new_detached(conch_client *c, const conch_method *method,
+                             const conch_call_opts *opts,
+                             const conch_call_handler *handler,
+                             void *user_data, conch_call **out);
 /* Ends |call| with |code| unless it already ended (first error wins). */
 void conch__call_fail(conch_call *call, conch_code code, int local_err,
                       const char *fmt, ...) CONCH_PRINTF(4, 5);

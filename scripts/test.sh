@@ -49,7 +49,10 @@ if [ "$fuzz_seconds" -gt 0 ] && command -v clang >/dev/null 2>&1; then
   step "libFuzzer, ${fuzz_seconds}s per target"
   CC=clang cmake -S . -B build-fuzz -DCONCH_FUZZ=ON -DCONCH_SANITIZE=ON \
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
-  cmake --build build-fuzz -j "$jobs" >/dev/null
+  targets=$(ls tests/fuzz/fuzz_*.c | sed 's|.*/||; s|\.c$||')
+  for t in $targets; do
+    cmake --build build-fuzz -j "$jobs" --target "$t" >/dev/null
+  done
   for f in build-fuzz/tests/fuzz/fuzz_*; do
     [ -x "$f" ] || continue
     name=$(basename "$f")

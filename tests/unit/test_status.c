@@ -905,8 +905,8 @@ static void test_end_stream_proto_errors(void **state) {
       "{\"error\":{\"code\":\"internal\",\"message\":1}}",
       "{\"error\":{\"code\":\"internal\",\"details\":{}}}",
       "{\"error\":{\"code\":\"internal\",\"details\":[{\"type\":\"a\"}]}}",
-      "{\"error\":{\"code\":\"internal\",\"details\":[{\"type\":\"a\","
-      "\"value\":\"!!\"}]}}",
+      ("{\"error\":{\"code\":\"internal\",\"details\":[{\"type\":\"a\","
+       "\"value\":\"!!\"}]}}"),
       /* mistyped metadata */
       "{\"metadata\":[]}",
       "{\"metadata\":\"a\"}",
