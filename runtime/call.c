@@ -626,6 +626,9 @@ int conch__call_deliver(conch_call *call, const uint8_t *p, size_t len) {
   if (call->finished) {
     return 1;
   }
+  if (p == NULL) {
+    p = (const uint8_t *)""; /* handlers always get a valid pointer */
+  }
   call->nrecv++;
   if (call->nrecv > 1 && (call->method->kind == CONCH_STREAM_UNARY ||
                           call->method->kind == CONCH_STREAM_CLIENT)) {

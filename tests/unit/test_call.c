@@ -1,0 +1,635 @@
+/* The response side of calls, without a network: detached calls fed
+   headers, bodies, END_STREAM and resets as nghttp2 would deliver them.
+   The cases follow the Connect client suites of the conformance tests
+   (CONNECT_PROTOCOL.md 9.2 C.11-C.14) and the status rules of 1.3 and 2.3. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+
+typedef struct result {
+  int closes;
+  int headers;
+  int messages;
+  size_t last_len;
+  uint8_t last[64];
+  conch_status st;
+  conch_metadata *trailers;
+} result;
+
+static void on_headers(conch_call *call, const conch_metadata *md, void *ud) {
+  result *r = ud;
+  (void)call;
+  (void)md;
+  r->headers++;
+}
+
+static void on_raw(conch_call *call, const uint8_t *p, size_t n, void *ud) {
+  result *r = ud;
+  (void)call;
+  r->messages++;
+  r->last_len = n;
+  memcpy(r->last, p, n < sizeof(r->last) ? n : sizeof(r->last));
+}
+
+static void on_close(conch_call *call, const conch_status *st,
+                     const conch_metadata *trailers, void *ud) {
+  result *r = ud;
+  (void)call;
+  r->closes++;
+  conch_status_copy(&r->st, st, NULL);
+  conch_metadata_append(r->trailers, trailers);
+}
+
+static const conch_call_handler handler = {on_headers, NULL, on_raw, NULL,
+                                           on_close};
+
+static conch_client *client;
+
+static int setup(void **state) {
+  (void)state;
+  return conch_client_new(&client, "http://127.0.0.1:1", NULL);
+}
+
+static int teardown(void **state) {
+  (void)state;
+  conch_client_free(client);
+  return 0;
+}
+
+typedef struct fixture {
+  conch_call *call;
+  result r;
+  conch_method m;
+} fixture;
+
+static void begin(fixture *f, conch_stream_kind kind, long timeout_ms) {
+  conch_call_opts opts = CONCH_CALL_OPTS_INIT;
+  memset(f, 0, sizeof(*f));
+  conch_status_init(&f->r.st);
+  assert_int_equal(conch_metadata_new(&f->r.trailers, NULL), 0);
+  f->m.path = "/t.v1.T/M";
+  f->m.kind = kind;
+  opts.timeout_ms = timeout_ms;
+  assert_int_equal(
+      conch__call_new_detached(client, &f->m, &opts, &handler, &f->r, &f->call),
+      0);
+}
+
+static void hdr(fixture *f, const char *name, const char *value) {
+  assert_int_equal(conch__call_on_header(f->call, (const uint8_t *)name,
+                                         strlen(name), (const uint8_t *)value,
+                                         strlen(value), 0),
+                   0);
+}
+
+/* A response header block: ":status", content-type (NULL: none), more
+   name/value pairs, NULL-terminated. */
+static void response(fixture *f, const char *status, const char *ctype,
+                     int end_stream, ...) {
+  va_list ap;
+  const char *n;
+  conch__call_on_header(f->call, NULL, 0, NULL, 0, 0);
+  hdr(f, ":status", status);
+  if (ctype != NULL) {
+    hdr(f, "content-type", ctype);
+  }
+  va_start(ap, end_stream);
+  while ((n = va_arg(ap, const char *)) != NULL) {
+    hdr(f, n, va_arg(ap, const char *));
+  }
+  va_end(ap);
+  conch__call_on_headers_done(f->call, end_stream);
+}
+
+static void body(fixture *f, const void *p, size_t n) {
+  conch__call_on_data(f->call, p, n);
+}
+
+static void body_str(fixture *f, const char *s) { body(f, s, strlen(s)); }
+
+static void env(fixture *f, uint8_t flags, const void *p, size_t n) {
+  uint8_t prefix[5];
+  conch__env_write_prefix(prefix, flags, (uint32_t)n);
+  body(f, prefix, 5);
+  body(f, p, n);
+}
+
+static void env_str(fixture *f, uint8_t flags, const char *s) {
+  env(f, flags, s, strlen(s));
+}
+
+static void end(fixture *f) {
+  conch__call_on_remote_end(f->call);
+}
+
+/* Delivers on_close and checks the code; returns the result. */
+static result *finish(fixture *f, conch_code want) {
+  conch__client_run_done(client);
+  assert_int_equal(f->r.closes, 1);
+  if (f->r.st.code != want) {
+    fail_msg("got %s (%s), want %s", conch_code_name(f->r.st.code),
+             conch_status_message(&f->r.st), conch_code_name(want));
+  }
+  return &f->r;
+}
+
+static void done(fixture *f) {
+  conch_call_free(f->call);
+  assert_int_equal(f->r.closes, 1);
+  conch_status_clear(&f->r.st);
+  conch_metadata_free(f->r.trailers);
+}
+
+static size_t gz(const char *s, uint8_t *out, size_t cap) {
+  conch_buf b = CONCH_BUF_INIT;
+  conch_gzip g;
+  size_t n;
+  conch__gzip_init(&g, conch_mem_default());
+  assert_int_equal(conch__gzip_deflate(&g, -1, (const uint8_t *)s, strlen(s),
+                                       &b),
+                   0);
+  n = conch__buf_size(&b);
+  assert_true(n <= cap);
+  memcpy(out, conch__buf_head(&b), n);
+  conch__buf_free(&b, conch_mem_default());
+  conch__gzip_clear(&g);
+  return n;
+}
+
+/* ---- Connect unary ------------------------------------------------------ */
+
+static void test_unary_ok_and_empty(void **state) {
+  fixture f;
+  (void)state;
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/proto", 0, "trailer-x-custom-trailer",
+           "v", NULL);
+  end(&f);
+  finish(&f, CONCH_CODE_OK);
+  assert_int_equal(f.r.messages, 1); /* the empty message */
+  assert_int_equal(f.r.last_len, 0);
+  assert_int_equal(f.r.headers, 1);
+  assert_string_equal(conch_metadata_get(f.r.trailers, "x-custom-trailer",
+                                         NULL),
+                      "v");
+  assert_null(conch_metadata_get(conch_call_headers(f.call),
+                                 "trailer-x-custom-trailer", NULL));
+  done(&f);
+
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/proto; charset=utf-8", 0, NULL);
+  body(&f, "\x0a\x02", 2);
+  body(&f, "ok", 2);
+  end(&f);
+  finish(&f, CONCH_CODE_OK);
+  assert_int_equal(f.r.last_len, 4);
+  assert_memory_equal(f.r.last, "\x0a\x02ok", 4);
+  done(&f);
+}
+
+static void test_unary_gzip_body(void **state) {
+  fixture f;
+  uint8_t z[128];
+  size_t n = gz("hello gzip", z, sizeof(z));
+  (void)state;
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/proto", 0, "content-encoding", "gzip",
+           NULL);
+  body(&f, z, n);
+  end(&f);
+  finish(&f, CONCH_CODE_OK);
+  assert_int_equal(f.r.last_len, 10);
+  assert_memory_equal(f.r.last, "hello gzip", 10);
+  done(&f);
+
+  /* A body that claims gzip but is not. */
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/proto", 0, "content-encoding", "gzip",
+           NULL);
+  body(&f, "nope", 4);
+  end(&f);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+}
+
+static void test_unary_unexpected(void **state) {
+  fixture f;
+  (void)state;
+  /* Not an application/ type at all. */
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "image/jpeg", 0, NULL);
+  body(&f, "\xff\xd8", 2);
+  end(&f);
+  finish(&f, CONCH_CODE_UNKNOWN);
+  done(&f);
+  /* The wrong codec. */
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/json", 0, NULL);
+  body_str(&f, "{}");
+  end(&f);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  /* An encoding we do not know. */
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/proto", 0, "content-encoding", "foo",
+           NULL);
+  body(&f, "x", 1);
+  end(&f);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  /* No content type. */
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", NULL, 1, NULL);
+  finish(&f, CONCH_CODE_UNKNOWN);
+  done(&f);
+}
+
+static void test_unary_errors(void **state) {
+  fixture f;
+  uint8_t z[256];
+  size_t n;
+  (void)state;
+  /* A proto body on an error status is ignored. */
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "403", "application/proto", 0, NULL);
+  body(&f, "\x0a\x02ok", 4);
+  end(&f);
+  finish(&f, CONCH_CODE_PERMISSION_DENIED);
+  assert_int_equal(f.r.st.origin, CONCH_ORIGIN_HTTP);
+  assert_int_equal(f.r.st.http_status, 403);
+  assert_int_equal(f.r.messages, 0);
+  done(&f);
+  /* A valid body code beats the status. */
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "422", "application/json", 0, NULL);
+  body_str(&f, "{\"code\":\"out_of_range\",\"message\":\"m\"}");
+  end(&f);
+  finish(&f, CONCH_CODE_OUT_OF_RANGE);
+  assert_string_equal(f.r.st.message, "m");
+  assert_int_equal(f.r.st.origin, CONCH_ORIGIN_SERVER);
+  done(&f);
+  /* A null code falls back to the status, keeping the message. */
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "401", "application/json; charset=utf-8", 0, NULL);
+  body_str(&f, "{\"code\":null,\"message\":\"who?\"}");
+  end(&f);
+  finish(&f, CONCH_CODE_UNAUTHENTICATED);
+  assert_string_equal(f.r.st.message, "who?");
+  done(&f);
+  /* A gzip error body with details. */
+  n = gz("{\"code\":\"resource_exhausted\",\"message\":\"slow down\","
+         "\"details\":[{\"type\":\"a.b.C\",\"value\":\"AQI\",\"debug\":1}]}",
+         z, sizeof(z));
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "429", "application/json", 0, "content-encoding", "gzip",
+           NULL);
+  body(&f, z, n);
+  end(&f);
+  finish(&f, CONCH_CODE_RESOURCE_EXHAUSTED);
+  assert_int_equal(f.r.st.ndetails, 1);
+  assert_string_equal(f.r.st.details[0].type_url,
+                      "type.googleapis.com/a.b.C");
+  assert_int_equal(f.r.st.details[0].len, 2);
+  done(&f);
+  /* Bare statuses map by the table. */
+  {
+    static const struct {
+      const char *status;
+      conch_code code;
+    } map[] = {{"400", CONCH_CODE_INTERNAL},
+               {"404", CONCH_CODE_UNIMPLEMENTED},
+               {"418", CONCH_CODE_UNKNOWN},
+               {"502", CONCH_CODE_UNAVAILABLE},
+               {"503", CONCH_CODE_UNAVAILABLE},
+               {"504", CONCH_CODE_UNAVAILABLE},
+               {"800", CONCH_CODE_UNKNOWN}};
+    size_t i;
+    for (i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+      begin(&f, CONCH_STREAM_UNARY, 0);
+      response(&f, map[i].status, NULL, 1, NULL);
+      finish(&f, map[i].code);
+      done(&f);
+    }
+  }
+}
+
+static void test_informational_skipped(void **state) {
+  fixture f;
+  (void)state;
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "100", NULL, 0, NULL);
+  response(&f, "200", "application/proto", 0, NULL);
+  body(&f, "\x0a\x02ok", 4);
+  end(&f);
+  finish(&f, CONCH_CODE_OK);
+  assert_int_equal(f.r.headers, 1);
+  done(&f);
+  /* A 1xx that ends the stream is broken. */
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "103", NULL, 1, NULL);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+}
+
+static void test_unary_limit(void **state) {
+  conch_client_opts *o;
+  conch_client *small;
+  conch_call *call;
+  conch_method m = {"/t.v1.T/M", CONCH_STREAM_UNARY, NULL, NULL, 0};
+  result r;
+  uint8_t big[200];
+  (void)state;
+
+  memset(&r, 0, sizeof(r));
+  conch_status_init(&r.st);
+  assert_int_equal(conch_metadata_new(&r.trailers, NULL), 0);
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_recv_limit(o, 100), 0);
+  assert_int_equal(conch_client_new(&small, "http://127.0.0.1:1", o), 0);
+  conch_client_opts_free(o);
+  assert_int_equal(
+      conch__call_new_detached(small, &m, NULL, &handler, &r, &call), 0);
+  conch__call_on_header(call, NULL, 0, NULL, 0, 0);
+  conch__call_on_header(call, (const uint8_t *)":status", 7,
+                        (const uint8_t *)"200", 3, 0);
+  conch__call_on_headers_done(call, 0);
+  memset(big, 0, sizeof(big));
+  conch__call_on_data(call, big, sizeof(big));
+  /* Ended at once, before END_STREAM. */
+  assert_true(conch_call_done(call));
+  assert_int_equal(conch_call_status(call)->code,
+                   CONCH_CODE_RESOURCE_EXHAUSTED);
+  conch_call_free(call);
+  conch_status_clear(&r.st);
+  conch_metadata_free(r.trailers);
+  conch_client_free(small);
+}
+
+/* ---- Connect streams ---------------------------------------------------- */
+
+#define STREAM_CT "application/connect+proto"
+
+static void test_stream_ok_empty_and_metadata(void **state) {
+  fixture f;
+  (void)state;
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", STREAM_CT, 0, NULL);
+  env(&f, 0, "", 0);
+  env_str(&f, 2, "{\"metadata\":{\"x-custom-trailer\":[\"a\",\"b\"],"
+                 "\"x-bin\":[\"AAE\"]}}");
+  end(&f);
+  finish(&f, CONCH_CODE_OK);
+  assert_int_equal(f.r.messages, 1);
+  assert_int_equal(f.r.last_len, 0);
+  assert_int_equal(conch_metadata_count(f.r.trailers), 3);
+  done(&f);
+  /* {"error": null} is success. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", STREAM_CT, 0, NULL);
+  env_str(&f, 2, "{\"error\":null}");
+  end(&f);
+  finish(&f, CONCH_CODE_OK);
+  done(&f);
+}
+
+static void test_stream_errors(void **state) {
+  fixture f;
+  uint8_t z[256];
+  size_t n;
+  (void)state;
+  /* An error after messages: the messages stay delivered. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", STREAM_CT, 0, NULL);
+  env(&f, 0, "a", 1);
+  env(&f, 0, "b", 1);
+  env_str(&f, 2, "{\"error\":{\"code\":\"aborted\",\"message\":\"m\"}}");
+  end(&f);
+  finish(&f, CONCH_CODE_ABORTED);
+  assert_int_equal(f.r.messages, 2);
+  done(&f);
+  /* Missing or unknown code in the end-stream error: unknown. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", STREAM_CT, 0, NULL);
+  env_str(&f, 2, "{\"error\":{\"message\":\"no code\"}}");
+  end(&f);
+  finish(&f, CONCH_CODE_UNKNOWN);
+  assert_string_equal(f.r.st.message, "no code");
+  done(&f);
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", STREAM_CT, 0, NULL);
+  env_str(&f, 2, "{\"error\":{\"code\":\"foobar\"}}");
+  end(&f);
+  finish(&f, CONCH_CODE_UNKNOWN);
+  done(&f);
+  /* A compressed end-stream (flags 0x03). */
+  n = gz("{\"error\":{\"code\":\"failed_precondition\",\"details\":[{\"type\":"
+         "\"x.Y\",\"value\":\"\"}],\"extra\":true}}",
+         z, sizeof(z));
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", STREAM_CT, 0, "connect-content-encoding", "gzip", NULL);
+  env(&f, 3, z, n);
+  end(&f);
+  finish(&f, CONCH_CODE_FAILED_PRECONDITION);
+  assert_int_equal(f.r.st.ndetails, 1);
+  done(&f);
+  /* A non-200 status: the body is not read. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "503", "text/plain", 0, NULL);
+  finish(&f, CONCH_CODE_UNAVAILABLE);
+  done(&f);
+}
+
+static void test_stream_unexpected(void **state) {
+  fixture f;
+  (void)state;
+  /* No end-stream: the message first, then internal. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", STREAM_CT, 0, NULL);
+  env(&f, 0, "m", 1);
+  end(&f);
+  finish(&f, CONCH_CODE_INTERNAL);
+  assert_int_equal(f.r.messages, 1);
+  done(&f);
+  /* Truncated envelope. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", STREAM_CT, 0, NULL);
+  body(&f, "\x00\x00\x00\x00\x0a" "abc", 8);
+  end(&f);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  /* Bytes after the end-stream message. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", STREAM_CT, 0, NULL);
+  env_str(&f, 2, "{}");
+  body(&f, "\0", 1);
+  end(&f);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  /* The JSON codec in reply to proto. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/connect+json", 0, NULL);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  /* Not a Connect streaming type. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/proto", 0, NULL);
+  finish(&f, CONCH_CODE_UNKNOWN);
+  done(&f);
+  /* A compressed message without an encoding. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", STREAM_CT, 0, "connect-content-encoding", "identity",
+           NULL);
+  env(&f, 1, "x", 1);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  /* An encoding we do not know. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", STREAM_CT, 0, "connect-content-encoding", "br", NULL);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  /* Trailers-only style: headers with END_STREAM and no body. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", STREAM_CT, 1, NULL);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+}
+
+static void test_client_stream_cardinality(void **state) {
+  fixture f;
+  (void)state;
+  begin(&f, CONCH_STREAM_CLIENT, 0);
+  response(&f, "200", STREAM_CT, 0, NULL);
+  env_str(&f, 2, "{\"code\":\"this is not an error\"}");
+  end(&f);
+  finish(&f, CONCH_CODE_UNIMPLEMENTED); /* no message */
+  done(&f);
+  begin(&f, CONCH_STREAM_CLIENT, 0);
+  response(&f, "200", STREAM_CT, 0, NULL);
+  env(&f, 0, "a", 1);
+  env(&f, 0, "b", 1);
+  env_str(&f, 2, "{}");
+  end(&f);
+  finish(&f, CONCH_CODE_UNIMPLEMENTED); /* two messages */
+  assert_int_equal(f.r.messages, 1);     /* the second is never delivered */
+  done(&f);
+  /* An end-stream error wins over cardinality. */
+  begin(&f, CONCH_STREAM_CLIENT, 0);
+  response(&f, "200", STREAM_CT, 0, NULL);
+  env(&f, 0, "a", 1);
+  env(&f, 0, "b", 1);
+  env_str(&f, 2, "{\"error\":{\"code\":\"not_found\"}}");
+  end(&f);
+  finish(&f, CONCH_CODE_NOT_FOUND);
+  done(&f);
+}
+
+/* ---- Resets and deadlines ----------------------------------------------- */
+
+static void test_resets(void **state) {
+  fixture f;
+  static const struct {
+    uint32_t err;
+    conch_code code;
+  } map[] = {{NGHTTP2_PROTOCOL_ERROR, CONCH_CODE_INTERNAL},
+             {NGHTTP2_INTERNAL_ERROR, CONCH_CODE_INTERNAL},
+             {NGHTTP2_REFUSED_STREAM, CONCH_CODE_UNAVAILABLE},
+             {NGHTTP2_CANCEL, CONCH_CODE_CANCELED},
+             {NGHTTP2_ENHANCE_YOUR_CALM, CONCH_CODE_RESOURCE_EXHAUSTED},
+             {NGHTTP2_INADEQUATE_SECURITY, CONCH_CODE_PERMISSION_DENIED},
+             {NGHTTP2_HTTP_1_1_REQUIRED, CONCH_CODE_INTERNAL},
+             {NGHTTP2_NO_ERROR, CONCH_CODE_INTERNAL}};
+  size_t i;
+  (void)state;
+  for (i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+    begin(&f, CONCH_STREAM_BIDI, 0);
+    response(&f, "200", STREAM_CT, 0, NULL);
+    env(&f, 0, "a", 1);
+    conch__call_on_stream_close(f.call, map[i].err);
+    finish(&f, map[i].code);
+    assert_int_equal(f.r.messages, 1);
+    done(&f);
+  }
+  /* CANCEL once our own deadline has passed is the deadline. */
+  begin(&f, CONCH_STREAM_BIDI, 1);
+  {
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  conch__call_on_stream_close(f.call, NGHTTP2_CANCEL);
+  finish(&f, CONCH_CODE_DEADLINE_EXCEEDED);
+  done(&f);
+}
+
+static void test_cancel_is_final(void **state) {
+  fixture f;
+  (void)state;
+  begin(&f, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/proto", 0, NULL);
+  assert_int_equal(conch_call_cancel(f.call), 0);
+  /* A response arriving after the cancel does not turn it into success. */
+  body(&f, "\x0a\x02ok", 4);
+  end(&f);
+  finish(&f, CONCH_CODE_CANCELED);
+  assert_int_equal(f.r.messages, 0);
+  done(&f);
+}
+
+static void test_bad_request_metadata(void **state) {
+  conch_metadata *md;
+  conch_call_opts opts = CONCH_CALL_OPTS_INIT;
+  conch_method m = {"/t.v1.T/M", CONCH_STREAM_UNARY, NULL, NULL, 0};
+  static const char *reserved[] = {"content-type", "te", "grpc-timeout",
+                                   "connect-timeout-ms", "host",
+                                   "trailer-connect-x", "x-grpc-web"};
+  size_t i;
+  (void)state;
+  for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++) {
+    result r;
+    conch_call *call;
+    memset(&r, 0, sizeof(r));
+    conch_status_init(&r.st);
+    assert_int_equal(conch_metadata_new(&r.trailers, NULL), 0);
+    assert_int_equal(conch_metadata_new(&md, NULL), 0);
+    assert_int_equal(conch_metadata_add_str(md, reserved[i], "v"), 0);
+    opts.headers = md;
+    assert_int_equal(conch_call_start(client, &m, &opts, &handler, &r, &call),
+                     0);
+    /* Ended before anything went out: no connection was even made. */
+    assert_true(conch_call_done(call));
+    assert_int_equal(conch_call_status(call)->code, CONCH_CODE_INTERNAL);
+    assert_int_equal(conch_call_status(call)->local_err, CONCH_ERR_HEADER);
+    assert_true(conch__list_empty(&client->conns));
+    conch__client_run_done(client);
+    assert_int_equal(r.closes, 1);
+    conch_call_free(call);
+    conch_metadata_free(md);
+    conch_status_clear(&r.st);
+    conch_metadata_free(r.trailers);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_unary_ok_and_empty),
+      cmocka_unit_test(test_unary_gzip_body),
+      cmocka_unit_test(test_unary_unexpected),
+      cmocka_unit_test(test_unary_errors),
+      cmocka_unit_test(test_informational_skipped),
+      cmocka_unit_test(test_unary_limit),
+      cmocka_unit_test(test_stream_ok_empty_and_metadata),
+      cmocka_unit_test(test_stream_errors),
+      cmocka_unit_test(test_stream_unexpected),
+      cmocka_unit_test(test_client_stream_cardinality),
+      cmocka_unit_test(test_resets),
+      cmocka_unit_test(test_cancel_is_final),
+      cmocka_unit_test(test_bad_request_metadata),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

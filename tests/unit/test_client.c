@@ -1,0 +1,168 @@
+/* Client construction: URLs, options, version, and the driving API's
+   argument checks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "failmem.h"
+#include "internal.h"
+
+static void check_url(const char *url, int tls, const char *host,
+                      const char *port, const char *authority,
+                      const char *prefix) {
+  conch_client *c;
+  assert_int_equal(conch_client_new(&c, url, NULL), 0);
+  assert_int_equal(c->tls, tls);
+  assert_string_equal(c->host, host);
+  assert_string_equal(c->port, port);
+  assert_string_equal(c->authority, authority);
+  assert_string_equal(c->prefix, prefix);
+  conch_client_free(c);
+}
+
+static void test_urls(void **state) {
+  (void)state;
+  check_url("http://127.0.0.1:8080", 0, "127.0.0.1", "8080", "127.0.0.1:8080",
+            "");
+  check_url("http://localhost", 0, "localhost", "80", "localhost", "");
+  check_url("https://example.com", 1, "example.com", "443", "example.com",
+            "");
+  check_url("https://example.com/", 1, "example.com", "443", "example.com",
+            "");
+  check_url("https://example.com:8443/api/v1/", 1, "example.com", "8443",
+            "example.com:8443", "/api/v1");
+  check_url("http://[::1]:49983", 0, "::1", "49983", "[::1]:49983", "");
+  check_url("https://[2001:db8::1]", 1, "2001:db8::1", "443", "[2001:db8::1]",
+            "");
+}
+
+static void test_bad_urls(void **state) {
+  static const char *bad[] = {
+      "", "ftp://x", "http://", "http://:80", "http://host:", "http://host:0",
+      "http://host:65536", "http://host:12ab", "http://user@host",
+      "http://host/path?query", "http://host#frag", "http://[::1",
+      "http://[]:80", "http://ho st", "https//host", "HTTP://host"};
+  size_t i;
+  (void)state;
+  for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    conch_client *c = (conch_client *)1;
+    int rv = conch_client_new(&c, bad[i], NULL);
+    if (rv != CONCH_ERR_URL) {
+      fail_msg("'%s' gave %d", bad[i], rv);
+    }
+    assert_ptr_equal(c, (conch_client *)1); /* untouched on failure */
+  }
+  assert_int_equal(conch_client_new(NULL, "http://x", NULL), CONCH_ERR_INVALID);
+}
+
+static void test_opts(void **state) {
+  conch_client_opts *o;
+  conch_client *c;
+  (void)state;
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_gzip_level(o, 10), CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_opts_set_gzip_level(o, 9), 0);
+  assert_int_equal(conch_client_opts_set_windows(o, 1000, 1 << 20),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_opts_set_windows(o, 1u << 31, 1 << 20),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_opts_set_windows(o, 1 << 20, 1 << 24), 0);
+  assert_int_equal(conch_client_opts_set_connect_timeout(o, 0),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_opts_set_user_agent(o, "bad\r\nua"),
+                   CONCH_ERR_HEADER);
+  assert_int_equal(conch_client_opts_set_user_agent(o, "mine/1.0"), 0);
+  assert_int_equal(conch_client_opts_set_protocol(o, (conch_protocol)7),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_opts_set_send_compression(o, 5),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_opts_set_client_cert_file(o, NULL, "k"),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_opts_set_ca_pem(o, NULL, 3),
+                   CONCH_ERR_INVALID);
+  /* A missing CA file is refused when the client is made, with TLS. */
+  assert_int_equal(conch_client_opts_set_ca_file(o, "/nonexistent/ca.pem"), 0);
+  assert_int_equal(conch_client_new(&c, "https://h", o), CONCH_ERR_TLS);
+  /* ... and ignored for cleartext. */
+  assert_int_equal(conch_client_new(&c, "http://h", o), 0);
+  assert_string_equal(c->user_agent, "mine/1.0");
+  assert_int_equal(c->o.stream_window, 1 << 20);
+  conch_client_free(c);
+  conch_client_opts_free(o);
+  conch_client_opts_free(NULL);
+}
+
+static void test_version_and_strerror(void **state) {
+  const conch_version_info *v = conch_version();
+  int rv;
+  (void)state;
+  assert_true(v->age >= 1);
+  assert_string_equal(v->version_str, CONCH_VERSION_STRING);
+  for (rv = 0; rv >= -30; rv--) {
+    assert_non_null(conch_strerror(rv));
+  }
+  assert_non_null(conch_strerror(CONCH_ERR_FATAL));
+  assert_non_null(conch_strerror(12345));
+}
+
+static void test_driving_arguments(void **state) {
+  conch_client *c;
+  struct pollfd fds[4];
+  (void)state;
+  assert_int_equal(conch_client_new(&c, "http://127.0.0.1:1", NULL), 0);
+  /* Idle: only the wakeup fd, no timer. */
+  assert_int_equal(conch_client_pollfds(c, fds, 4), 1);
+  assert_int_equal(conch_client_pollfds(c, NULL, 0), 1);
+  assert_int_equal(conch_client_timeout_ms(c), -1);
+  assert_int_equal(conch_client_process(c, NULL, 0), 0);
+  assert_int_equal(conch_client_run(c, 0), 0);
+  assert_int_equal(conch_client_on_timer(NULL), CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_set_io_hooks(c, &(conch_io_hooks){NULL, NULL,
+                                                                  NULL}),
+                   CONCH_ERR_INVALID);
+  conch_client_free(c);
+  conch_client_free(NULL);
+}
+
+static void test_new_survives_every_oom(void **state) {
+  size_t n;
+  (void)state;
+  for (n = 0;; n++) {
+    conch_client_opts *o;
+    conch_client *c = NULL;
+    int rv;
+    assert_int_equal(conch_client_opts_new(&o), 0);
+    assert_int_equal(conch_client_opts_set_mem(o, failmem_hooks()), 0);
+    assert_int_equal(conch_client_opts_set_user_agent(o, "x/1"), 0);
+    failmem_fail_at(n);
+    rv = conch_client_new(&c, "http://example.com:80/prefix", o);
+    conch_client_opts_free(o);
+    if (rv == 0) {
+      conch_client_free(c);
+    } else {
+      assert_int_equal(rv, CONCH_ERR_NOMEM);
+    }
+    assert_int_equal(failmem_live_blocks(), 0);
+    if (!failmem_fired()) {
+      assert_int_equal(rv, 0);
+      break;
+    }
+  }
+  failmem_fail_at((size_t)-1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_urls),
+      cmocka_unit_test(test_bad_urls),
+      cmocka_unit_test(test_opts),
+      cmocka_unit_test(test_version_and_strerror),
+      cmocka_unit_test(test_driving_arguments),
+      cmocka_unit_test(test_new_survives_every_oom),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
