@@ -42,6 +42,7 @@ static const conch_method m_unimpl = {
 
 static conch_peer h2c_peer;
 static conch_peer tls_peer;
+static conch_peer mtls_peer; /* requires a client certificate */
 static char h2c_url[64];
 static char tls_dir[] = "/tmp/conch-interop-XXXXXX";
 static int tls_port;
@@ -87,6 +88,20 @@ static int group_setup(void **state) {
     return -1;
   }
   tls_port = tls_peer.port;
+  {
+    char ca[256];
+    const char *mtls_args[7];
+    snprintf(ca, sizeof(ca), "%s/ca.pem", tls_dir);
+    memcpy(mtls_args, tls_args, 4 * sizeof(char *));
+    mtls_args[4] = "--tls-client-ca";
+    mtls_args[5] = ca;
+    mtls_args[6] = NULL;
+    if (conch_peer_start(&mtls_peer,
+                         CONCH_SOURCE_DIR "/tests/interop/node/server.mjs",
+                         mtls_args) != 0) {
+      return -1;
+    }
+  }
   return 0;
 }
 
@@ -95,6 +110,7 @@ static int group_teardown(void **state) {
   (void)state;
   conch_peer_stop(&h2c_peer);
   conch_peer_stop(&tls_peer);
+  conch_peer_stop(&mtls_peer);
   snprintf(cmd, sizeof(cmd), "rm -rf %s", tls_dir);
   if (system(cmd) != 0) {
     return -1;
@@ -899,6 +915,106 @@ static void test_tls(void **state) {
   tls_call(url, NULL, CONCH_CODE_UNAVAILABLE, NULL);
 }
 
+static void mtls_call(const char *cert, const char *key, conch_code want) {
+  conch_client_opts *o;
+  conch_client *c;
+  char url[64], ca[256];
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  ProtobufCMessage *resp = NULL;
+  conch_status st;
+  int rv;
+
+  snprintf(url, sizeof(url), "https://127.0.0.1:%d", mtls_peer.port);
+  snprintf(ca, sizeof(ca), "%s/ca.pem", tls_dir);
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_ca_file(o, ca), 0);
+  if (cert != NULL) {
+    assert_int_equal(conch_client_opts_set_client_cert_file(o, cert, key), 0);
+  }
+  c = new_client(url, o);
+  conch_client_opts_free(o);
+  conch_status_init(&st);
+  rv = conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st, NULL, NULL);
+  if (want == CONCH_CODE_OK) {
+    assert_int_equal(rv, 0);
+    conch_message_free(c, resp);
+  } else {
+    assert_int_equal(rv, CONCH_ERR_RPC);
+    assert_int_equal(st.code, want);
+  }
+  conch_status_clear(&st);
+  conch_client_free(c);
+}
+
+static void test_tls_client_cert(void **state) {
+  char cert[256], key[256];
+  (void)state;
+  snprintf(cert, sizeof(cert), "%s/client.pem", tls_dir);
+  snprintf(key, sizeof(key), "%s/client.key", tls_dir);
+  mtls_call(cert, key, CONCH_CODE_OK);
+  /* The server requires one. */
+  mtls_call(NULL, NULL, CONCH_CODE_UNAVAILABLE);
+}
+
+/* ---- Send side ---------------------------------------------------------- */
+
+static void test_send_limit_and_threshold(void **state) {
+  conch_client_opts *o;
+  conch_client *c;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  ProtobufCMessage *resp = NULL;
+  conch_status st;
+  uint8_t payload[4000];
+  conch_call *call;
+  (void)state;
+
+  memset(payload, 'a', sizeof(payload));
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_send_limit(o, 1000), 0);
+  assert_int_equal(
+      conch_client_opts_set_send_compression(o, CONCH_COMPRESSION_GZIP), 0);
+  assert_int_equal(conch_client_opts_set_compress_min_bytes(o, 100), 0);
+  c = new_client(h2c_url, o);
+  conch_client_opts_free(o);
+  conch_status_init(&st);
+
+  /* Under the threshold: sent as is. */
+  req.payload.data = payload;
+  req.payload.len = 50;
+  assert_int_equal(conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st,
+                                    NULL, NULL),
+                   0);
+  assert_null(seen_header((Conchtest__V1__Response *)resp, "content-encoding",
+                          0));
+  conch_message_free(c, resp);
+  /* 4000 compressible bytes fit the 1000-byte limit once gzipped. */
+  req.payload.len = sizeof(payload);
+  assert_int_equal(conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st,
+                                    NULL, NULL),
+                   0);
+  assert_true(bin_eq(seen_header((Conchtest__V1__Response *)resp,
+                                 "content-encoding", 0),
+                     "gzip"));
+  conch_message_free(c, resp);
+  /* Incompressible bytes do not: refused, nothing sent. */
+  fill(payload, sizeof(payload), 3);
+  assert_int_equal(conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st,
+                                    NULL, NULL),
+                   CONCH_ERR_RPC);
+  assert_int_equal(st.code, CONCH_CODE_RESOURCE_EXHAUSTED);
+  assert_int_equal(st.origin, CONCH_ORIGIN_LOCAL);
+  assert_int_equal(st.http_status, 0);
+  conch_status_clear(&st);
+  /* On a stream, the send is refused and the call ends. */
+  assert_int_equal(conch_call_start(c, &m_client, NULL, NULL, NULL, &call), 0);
+  assert_int_equal(conch_call_send(call, &req.base), CONCH_ERR_LIMIT);
+  assert_int_equal(conch_call_wait_sync(call), CONCH_ERR_RPC);
+  assert_int_equal(conch_call_status(call)->code,
+                   CONCH_CODE_RESOURCE_EXHAUSTED);
+  conch_call_free(call);
+  conch_client_free(c);
+}
+
 /* ---- Local refusals ----------------------------------------------------- */
 
 static void test_refused_locally(void **state) {
@@ -958,6 +1074,8 @@ int main(void) {
       cmocka_unit_test(test_big_messages),
       cmocka_unit_test(test_thousand_streams),
       cmocka_unit_test(test_tls),
+      cmocka_unit_test(test_tls_client_cert),
+      cmocka_unit_test(test_send_limit_and_threshold),
       cmocka_unit_test(test_refused_locally),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
