@@ -32,7 +32,8 @@ done
 (cd "$scratch/src" && protoc --proto_path=. --c_out="$scratch/out" $PROTOS)
 
 if [ "$check" = 1 ]; then
-  if ! diff -r -u "$scratch/out" "$gen" --exclude='*.conch.*' >&2; then
+  if ! diff -r -u "$scratch/out" "$gen" --exclude='*.conch.*' \
+       --exclude=CMakeLists.txt >&2; then
     echo "gen/ is stale: run 'cmake --build <build> --target regen'" >&2
     exit 1
   fi
