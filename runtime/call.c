@@ -101,6 +101,8 @@ void conch__call_destroy(conch_call *call) {
   conch__metadata_clear(&call->req_headers);
   conch__metadata_clear(&call->headers);
   conch__metadata_clear(&call->trailers);
+  conch__metadata_clear(&call->gfields[0]);
+  conch__metadata_clear(&call->gfields[1]);
   conch__env_reader_clear(&call->reader);
   conch__buf_free(&call->sendbuf, c->mem);
   conch__buf_free(&call->body, c->mem);
@@ -299,6 +301,8 @@ static int call_create(conch_client *c, const conch_method *method,
   conch__metadata_init(&call->req_headers, c->mem);
   conch__metadata_init(&call->headers, c->mem);
   conch__metadata_init(&call->trailers, c->mem);
+  conch__metadata_init(&call->gfields[0], c->mem);
+  conch__metadata_init(&call->gfields[1], c->mem);
   conch_status_init(&call->status);
   call->status.mem = c->mem;
   max_len = c->o.recv_limit > 0xffffffffu ? 0 : (uint32_t)c->o.recv_limit;
@@ -686,7 +690,14 @@ int conch__call_on_header(conch_call *call, const uint8_t *name, size_t nlen,
     }
     return 0;
   }
-  if (call->blk == BLK_TRAILERS) {
+  if (call->client->o.protocol != CONCH_PROTOCOL_CONNECT &&
+      conch__grpc_status_field((const char *)name, nlen)) {
+    /* grpc-status & co. are the protocol's, not metadata: kept apart per
+       block, because a trailer block overrides the headers. */
+    rv = conch__metadata_add_raw(
+        &call->gfields[call->blk == BLK_TRAILERS ? 1 : 0], (const char *)name,
+        nlen, value, vlen);
+  } else if (call->blk == BLK_TRAILERS) {
     rv = conch__metadata_add_wire(&call->trailers, (const char *)name, nlen,
                                   (const char *)value, vlen);
   } else if (call->client->o.protocol == CONCH_PROTOCOL_CONNECT &&

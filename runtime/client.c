@@ -242,9 +242,6 @@ int conch_client_new(conch_client **out, const char *url,
   if (out == NULL || url == NULL) {
     return CONCH_ERR_INVALID;
   }
-  if (opts != NULL && opts->protocol != CONCH_PROTOCOL_CONNECT) {
-    return CONCH_ERR_UNSUPPORTED; /* gRPC and gRPC-Web: not yet */
-  }
   if (o == NULL) {
     conch__opts_defaults(&defaults);
     o = &defaults;

@@ -187,9 +187,12 @@ struct conch_call {
   unsigned got_trailers_only : 1; /* END_STREAM on the response headers */
   unsigned got_http_trailers : 1; /* a trailing HEADERS block arrived */
   unsigned body_over : 1;  /* unary body beyond the limit */
+  unsigned moved_headers : 1; /* trailers-only: headers became trailers */
+  size_t body_bytes;       /* response body bytes seen */
   conch_resp_enc resp_enc;
   conch_metadata headers;
   conch_metadata trailers;
+  conch_metadata gfields[2]; /* gRPC status fields: [0] headers, [1] trailers */
   conch_env_reader reader;
   conch_buf body;     /* Connect unary body, error bodies */
   unsigned nrecv;     /* messages received */
@@ -357,6 +360,8 @@ void conch__proto_on_data(conch_call *call, const uint8_t *data, size_t len);
 void conch__proto_on_end(conch_call *call);
 /* Serializes |msg| bytes (|n|) for the wire into |call->sendbuf|. */
 int conch__proto_frame_message(conch_call *call, const uint8_t *p, size_t n);
+/* Non-zero for grpc-status, grpc-message and grpc-status-details-bin. */
+int conch__grpc_status_field(const char *name, size_t len);
 /* Whether a call of this shape must have its one message before HEADERS. */
 int conch__proto_headers_wait_message(const conch_call *call);
 /* Builds the request header list for |call| into |nva| (room for |cap|

@@ -50,6 +50,16 @@ static int is_connect(const conch_call *call) {
   return call->client->o.protocol == CONCH_PROTOCOL_CONNECT;
 }
 
+static int is_web(const conch_call *call) {
+  return call->client->o.protocol == CONCH_PROTOCOL_GRPC_WEB;
+}
+
+int conch__grpc_status_field(const char *name, size_t len) {
+  return (len == 11 && memcmp(name, "grpc-status", 11) == 0) ||
+         (len == 12 && memcmp(name, "grpc-message", 12) == 0) ||
+         (len == 23 && memcmp(name, "grpc-status-details-bin", 23) == 0);
+}
+
 static int connect_unary(const conch_call *call) {
   return is_connect(call) && call->method->kind == CONCH_STREAM_UNARY;
 }
@@ -93,6 +103,21 @@ static void fail_http(conch_call *call) {
 }
 
 /* ---- Request ------------------------------------------------------------ */
+
+/* grpc-timeout: at most 8 digits and a unit.  Milliseconds while they fit,
+   then coarser units, truncating: never more than the time left. */
+static void grpc_timeout(int64_t ms, char *out, size_t cap) {
+  if (ms <= 99999999) {
+    snprintf(out, cap, "%lldm", (long long)ms);
+  } else if (ms / 1000 <= 99999999) {
+    snprintf(out, cap, "%lldS", (long long)(ms / 1000));
+  } else if (ms / 60000 <= 99999999) {
+    snprintf(out, cap, "%lldM", (long long)(ms / 60000));
+  } else {
+    int64_t h = ms / 3600000;
+    snprintf(out, cap, "%lldH", (long long)(h > 99999999 ? 99999999 : h));
+  }
+}
 
 int conch__proto_headers_wait_message(const conch_call *call) {
   /* The one request message of these shapes goes out with the HEADERS;
@@ -252,12 +277,6 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva,
     nva[h.n].flags = NGHTTP2_NV_FLAG_NONE;
     h.n++;
   }
-  if (connect_unary(call)) {
-    hdr_adds(&h, "content-type", "application/proto");
-  } else {
-    hdr_adds(&h, "content-type", "application/connect+proto");
-  }
-  hdr_adds(&h, "connect-protocol-version", "1");
   if (call->deadline_at != 0) {
     int64_t left = call->deadline_at - conch__now_ms();
     if (left <= 0) {
@@ -265,11 +284,27 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva,
                        "deadline exceeded before the request was sent");
       return CONCH_ERR_TIMEOUT;
     }
-    /* More than 10 digits means no limit worth sending. */
-    if (left <= 9999999999LL) {
-      snprintf(num, sizeof(num), "%lld", (long long)left);
-      hdr_adds(&h, "connect-timeout-ms", num);
+    if (is_connect(call)) {
+      /* More than 10 digits means no limit worth sending. */
+      if (left <= 9999999999LL) {
+        snprintf(num, sizeof(num), "%lld", (long long)left);
+        hdr_adds(&h, "connect-timeout-ms", num);
+      }
+    } else {
+      grpc_timeout(left, num, sizeof(num));
+      hdr_adds(&h, "grpc-timeout", num);
     }
+  }
+  if (is_connect(call)) {
+    hdr_adds(&h, "content-type", connect_unary(call)
+                                     ? "application/proto"
+                                     : "application/connect+proto");
+    hdr_adds(&h, "connect-protocol-version", "1");
+  } else if (is_web(call)) {
+    hdr_adds(&h, "content-type", "application/grpc-web+proto");
+  } else {
+    hdr_adds(&h, "content-type", "application/grpc");
+    hdr_adds(&h, "te", "trailers");
   }
   if (connect_unary(call)) {
     if (call->unary_compressed) {
@@ -278,13 +313,24 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva,
     if (c->o.accept_gzip) {
       hdr_adds(&h, "accept-encoding", "gzip");
     }
-  } else {
+  } else if (is_connect(call)) {
     if (call->send_comp == CONCH_COMPRESSION_GZIP) {
       hdr_adds(&h, "connect-content-encoding", "gzip");
     }
     if (c->o.accept_gzip) {
       hdr_adds(&h, "connect-accept-encoding", "gzip");
     }
+  } else {
+    if (call->send_comp == CONCH_COMPRESSION_GZIP) {
+      hdr_adds(&h, "grpc-encoding", "gzip");
+    }
+    if (c->o.accept_gzip) {
+      hdr_adds(&h, "grpc-accept-encoding", "gzip");
+    }
+  }
+  if (is_web(call)) {
+    /* Browsers cannot set user-agent; gRPC-Web servers look here too. */
+    hdr_adds(&h, "x-user-agent", c->user_agent);
   }
   if (conch_metadata_find(&call->req_headers, "user-agent", 0) < 0) {
     hdr_adds(&h, "user-agent", c->user_agent);
@@ -335,7 +381,15 @@ static void connect_stream_headers(conch_call *call) {
   conch__call_emit_headers(call);
 }
 
+static void grpc_headers(conch_call *call);
+static void grpc_feed(conch_call *call, const uint8_t *data, size_t len);
+static void grpc_end(conch_call *call);
+
 void conch__proto_on_headers(conch_call *call) {
+  if (!is_connect(call)) {
+    grpc_headers(call);
+    return;
+  }
   if (connect_unary(call)) {
     /* Validated with the body at the end; only a good one is announced. */
     if (call->http_status == 200) {
@@ -430,16 +484,18 @@ static int on_envelope(void *ud, uint8_t flags, const uint8_t *p,
   return conch__call_deliver(call, p, len);
 }
 
-static void feed_envelopes(conch_call *call, const uint8_t *data, size_t len) {
+static void feed_envelopes(conch_call *call, const uint8_t *data, size_t len,
+                           conch_env_cb cb) {
   conch_env_reader *r = &call->reader;
   int rv;
 
   if (call->got_end && len > 0) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
-                     "data after the end-stream message");
+                     is_connect(call) ? "data after the end-stream message"
+                                      : "data after the trailers");
     return;
   }
-  rv = conch__env_reader_feed(r, data, len, on_envelope, call);
+  rv = conch__env_reader_feed(r, data, len, cb, call);
   if (rv == 0 || call->finished) {
     return;
   }
@@ -484,11 +540,16 @@ static void unary_body(conch_call *call, const uint8_t *data, size_t len) {
 }
 
 void conch__proto_on_data(conch_call *call, const uint8_t *data, size_t len) {
+  call->body_bytes += len;
+  if (!is_connect(call)) {
+    grpc_feed(call, data, len);
+    return;
+  }
   if (connect_unary(call)) {
     unary_body(call, data, len);
     return;
   }
-  feed_envelopes(call, data, len);
+  feed_envelopes(call, data, len, on_envelope);
 }
 
 static void connect_unary_end(conch_call *call) {
@@ -555,6 +616,10 @@ static void connect_unary_end(conch_call *call) {
 void conch__proto_on_end(conch_call *call) {
   conch_env_reader *r = &call->reader;
 
+  if (!is_connect(call)) {
+    grpc_end(call);
+    return;
+  }
   if (connect_unary(call)) {
     connect_unary_end(call);
     return;
@@ -580,4 +645,299 @@ void conch__proto_on_end(conch_call *call) {
     return;
   }
   conch__call_finish(call);
+}
+
+/* ---- gRPC and gRPC-Web responses ---------------------------------------- */
+
+/* "application/grpc" alone or followed by "+codec" or ";params". */
+static int grpc_family(const char *ctype, const char *base) {
+  size_t n = strlen(base);
+  if (ctype == NULL) {
+    return 0;
+  }
+  while (*ctype == ' ' || *ctype == '\t') {
+    ctype++;
+  }
+  if (strncasecmp(ctype, base, n) != 0) {
+    return 0;
+  }
+  return ctype[n] == '\0' || ctype[n] == '+' || ctype[n] == ';' ||
+         ctype[n] == ' ';
+}
+
+/* A trailers-only response: its headers are the trailers. */
+static void headers_are_trailers(conch_call *call) {
+  conch_metadata *h = &call->headers;
+  size_t i;
+  if (call->moved_headers) {
+    return;
+  }
+  call->moved_headers = 1;
+  for (i = 0; i < h->n; i++) {
+    const conch_md_entry *e = &h->ents[i];
+    const char *name = (const char *)h->strings.data + e->name_off;
+    if (strcmp(name, "content-type") == 0) {
+      continue;
+    }
+    if (conch__metadata_add_raw(&call->trailers, name, e->name_len,
+                                h->strings.data + e->value_off,
+                                e->value_len) != 0) {
+      conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
+                       "out of memory storing trailers");
+      return;
+    }
+  }
+  conch_metadata_remove(&call->trailers, "content-type");
+  {
+    /* Only content-type stays a header. */
+    size_t ctlen = 0;
+    const char *ct = conch_metadata_get(h, "content-type", &ctlen);
+    char *copy = ct != NULL ? conch__strndup(call->client->mem, ct, ctlen)
+                            : NULL;
+    conch_metadata_reset(h);
+    if (copy != NULL) {
+      conch__metadata_add_raw(h, "content-type", 12, copy, ctlen);
+      conch__free(call->client->mem, copy);
+    }
+  }
+}
+
+static void grpc_headers(conch_call *call) {
+  const char *ctype = conch_metadata_get(&call->headers, "content-type", NULL);
+  const char *base = is_web(call) ? "application/grpc-web" : "application/grpc";
+  const char *enc;
+  char proto_ct[40];
+
+  if (call->http_status != 200) {
+    fail_http(call);
+    return;
+  }
+  if (!grpc_family(ctype, base)) {
+    conch__call_fail(call, CONCH_CODE_UNKNOWN, CONCH_ERR_PROTO,
+                     "unexpected response content-type '%s'",
+                     ctype != NULL ? ctype : "");
+    return;
+  }
+  snprintf(proto_ct, sizeof(proto_ct), "%s+proto", base);
+  if (!media_type_is(ctype, base) && !media_type_is(ctype, proto_ct)) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "response content-type '%s' does not match the request "
+                     "codec (proto)",
+                     ctype);
+    return;
+  }
+  enc = conch_metadata_get(&call->headers, "grpc-encoding", NULL);
+  call->resp_enc = parse_encoding(enc);
+  if (call->resp_enc == CONCH_ENC_UNSUPPORTED) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "unsupported response grpc-encoding '%s'", enc);
+    return;
+  }
+  if (call->got_trailers_only) {
+    headers_are_trailers(call);
+    return;
+  }
+  conch__call_emit_headers(call);
+}
+
+/* Parses a gRPC-Web trailers block: "name: value" lines separated by CRLF
+   (LF tolerated), names case-insensitive, blanks around values trimmed. */
+static int web_trailers(conch_call *call, const uint8_t *p, size_t len) {
+  size_t i = 0;
+  while (i < len) {
+    size_t eol = i, end, colon, vs, ve;
+    char name[256];
+    size_t nlen, k;
+    int rv;
+    while (eol < len && p[eol] != '\n') {
+      eol++;
+    }
+    end = eol;
+    if (end > i && p[end - 1] == '\r') {
+      end--;
+    }
+    if (end > i) {
+      for (colon = i; colon < end && p[colon] != ':'; colon++) {
+      }
+      nlen = colon - i;
+      while (nlen > 0 && (p[i + nlen - 1] == ' ' || p[i + nlen - 1] == '\t')) {
+        nlen--;
+      }
+      if (colon == end || nlen == 0 || nlen >= sizeof(name)) {
+        return CONCH_ERR_PROTO;
+      }
+      for (k = 0; k < nlen; k++) {
+        uint8_t ch = p[i + k];
+        name[k] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+      }
+      name[nlen] = '\0';
+      vs = colon + 1;
+      ve = end;
+      while (vs < ve && (p[vs] == ' ' || p[vs] == '\t')) {
+        vs++;
+      }
+      while (ve > vs && (p[ve - 1] == ' ' || p[ve - 1] == '\t')) {
+        ve--;
+      }
+      if (conch__grpc_status_field(name, nlen)) {
+        rv = conch__metadata_add_raw(&call->gfields[1], name, nlen, p + vs,
+                                     ve - vs);
+      } else {
+        rv = conch__metadata_add_wire(&call->trailers, name, nlen,
+                                      (const char *)p + vs, ve - vs);
+      }
+      if (rv != 0) {
+        return rv;
+      }
+    }
+    i = eol + 1;
+  }
+  return 0;
+}
+
+static int on_grpc_envelope(void *ud, uint8_t flags, const uint8_t *p,
+                            size_t len) {
+  conch_call *call = ud;
+  conch_client *c = call->client;
+  int compressed = (flags & CONCH_ENV_COMPRESSED) != 0;
+
+  if (call->finished) {
+    return 1;
+  }
+  if (call->got_end) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "data after the trailers");
+    return 1;
+  }
+  if (compressed && call->resp_enc != CONCH_ENC_GZIP) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "received a compressed message but the response "
+                     "declared no encoding");
+    return 1;
+  }
+  if (compressed && len > 0) {
+    if (inflate_or_fail(call, p, len,
+                        (flags & CONCH_ENV_TRAILERS) ? "trailers"
+                                                     : "response message") !=
+        0) {
+      return 1;
+    }
+    p = c->inflbuf.data;
+    len = conch__buf_size(&c->inflbuf);
+  }
+  if (flags & CONCH_ENV_TRAILERS) {
+    int rv = web_trailers(call, p, len);
+    shrink_inflbuf(c);
+    if (rv != 0) {
+      conch__call_fail(call,
+                       rv == CONCH_ERR_NOMEM ? CONCH_CODE_RESOURCE_EXHAUSTED
+                                             : CONCH_CODE_INTERNAL,
+                       rv, "invalid gRPC-Web trailers");
+      return 1;
+    }
+    call->got_end = 1;
+    return 0;
+  }
+  {
+    int rv = conch__call_deliver(call, p, len);
+    shrink_inflbuf(c);
+    return rv;
+  }
+}
+
+static void grpc_feed(conch_call *call, const uint8_t *data, size_t len) {
+  feed_envelopes(call, data, len, on_grpc_envelope);
+}
+
+/* Settles the status from grpc-status, grpc-message and
+   grpc-status-details-bin of |fields| (3.3 steps 5-8). */
+static void grpc_resolve(conch_call *call, const conch_metadata *fields) {
+  conch_client *c = call->client;
+  size_t slen, mlen, dlen;
+  const char *sv = conch_metadata_get(fields, "grpc-status", &slen);
+  const char *mv = conch_metadata_get(fields, "grpc-message", &mlen);
+  const char *dv = conch_metadata_get(fields, "grpc-status-details-bin", &dlen);
+  conch_status st;
+  char *msg = NULL;
+  int code;
+
+  if (sv == NULL) {
+    conch__call_fail(call, CONCH_CODE_UNKNOWN, CONCH_ERR_PROTO,
+                     "response trailers carry no grpc-status");
+    return;
+  }
+  code = conch__grpc_status_parse(sv, slen);
+  if (code < 0) {
+    conch__call_fail(call, CONCH_CODE_UNKNOWN, CONCH_ERR_PROTO,
+                     "invalid grpc-status '%.*s'", (int)(slen > 32 ? 32 : slen),
+                     sv);
+    return;
+  }
+  if (mv != NULL && mlen > 0 &&
+      conch__grpc_message_decode(mv, mlen, c->mem, &msg) != 0) {
+    msg = NULL;
+  }
+  conch_status_init(&st);
+  st.mem = c->mem;
+  if (code != CONCH_CODE_OK) {
+    conch__status_set(&st, c->mem, (conch_code)code, CONCH_ORIGIN_SERVER, 0,
+                      msg != NULL ? "%s" : NULL, msg);
+  }
+  conch__free(c->mem, msg);
+  if (dv != NULL) {
+    int rv = conch__grpc_status_details(dv, dlen, c->mem, &st);
+    if (rv != 0) {
+      conch_status_clear(&st);
+      conch__call_fail(call,
+                       rv == CONCH_ERR_NOMEM ? CONCH_CODE_RESOURCE_EXHAUSTED
+                                             : CONCH_CODE_INTERNAL,
+                       rv, "invalid grpc-status-details-bin");
+      return;
+    }
+  }
+  st.http_status = call->http_status;
+  if (st.code == CONCH_CODE_OK &&
+      (call->method->kind == CONCH_STREAM_UNARY ||
+       call->method->kind == CONCH_STREAM_CLIENT) &&
+      call->nrecv != 1) {
+    conch_status_clear(&st);
+    conch__call_fail(call, CONCH_CODE_UNIMPLEMENTED, CONCH_ERR_PROTO,
+                     "%s response had %u messages, not one",
+                     call->method->kind == CONCH_STREAM_UNARY
+                         ? "unary"
+                         : "client-streaming",
+                     call->nrecv);
+    return;
+  }
+  conch__call_end_with(call, &st);
+}
+
+static void grpc_end(conch_call *call) {
+  if (!conch__env_reader_at_boundary(&call->reader)) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "stream ended inside a message (truncated envelope)");
+    return;
+  }
+  if (is_web(call)) {
+    if (call->got_end) {
+      grpc_resolve(call, &call->gfields[1]);
+    } else if (call->body_bytes == 0) {
+      headers_are_trailers(call);
+      if (!call->finished) {
+        grpc_resolve(call, &call->gfields[0]);
+      }
+    } else {
+      conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                       "response ended without a trailers frame");
+    }
+    return;
+  }
+  if (call->got_http_trailers) {
+    grpc_resolve(call, &call->gfields[1]);
+  } else if (call->got_trailers_only) {
+    grpc_resolve(call, &call->gfields[0]);
+  } else {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "response ended without trailers");
+  }
 }

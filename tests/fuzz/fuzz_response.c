@@ -5,9 +5,9 @@
    nothing.
 
    Input: byte 0 picks the shape (bits 0-1), pull mode (bit 2), a typed or
-   raw method (bit 3), the receive limit (bits 4-5) and whether the server
-   accepted gzip (bit 6, adds connect-content-encoding or content-encoding);
-   then operations until the input ends:
+   raw method (bit 3), the receive limit (bits 4-5) and the protocol (bits
+   6-7: Connect, gRPC, gRPC-Web, Connect); byte 1 bit 0 says whether the
+   response declares gzip; then operations until the input ends:
      0 name-len name value-len value   a header of the current block
      1                                 a header block begins
      2 flag                            the block ends (flag & 1: END_STREAM)
@@ -60,22 +60,24 @@ static void on_close(conch_call *call, const conch_status *st,
   }
 }
 
-static conch_client *clients[4];
+static conch_client *clients[4][3];
 
-static conch_client *client_for(unsigned limit_sel) {
+static conch_client *client_for(unsigned limit_sel, unsigned proto) {
   static const size_t limits[4] = {4u << 20, 16, 1024, 0};
-  if (clients[limit_sel] == NULL) {
+  if (clients[limit_sel][proto] == NULL) {
     conch_client_opts *o;
     if (conch_client_opts_new(&o) != 0) {
       abort();
     }
     conch_client_opts_set_recv_limit(o, limits[limit_sel]);
-    if (conch_client_new(&clients[limit_sel], "http://127.0.0.1:1", o) != 0) {
+    conch_client_opts_set_protocol(o, (conch_protocol)proto);
+    if (conch_client_new(&clients[limit_sel][proto], "http://127.0.0.1:1",
+                         o) != 0) {
       abort();
     }
     conch_client_opts_free(o);
   }
-  return clients[limit_sel];
+  return clients[limit_sel][proto];
 }
 
 static void drain(conch_call *call, int typed, seen *s) {
@@ -111,15 +113,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   conch_client *c;
   conch_call *call;
   seen s;
-  size_t i = 1;
-  int pull, typed;
+  size_t i = 2;
+  int pull, typed, gzip;
+  unsigned proto;
 
-  if (size < 1) {
+  if (size < 2) {
     return 0;
   }
   pull = (data[0] >> 2) & 1;
   typed = (data[0] >> 3) & 1;
-  c = client_for((data[0] >> 4) & 3);
+  proto = (data[0] >> 6) % 3;
+  gzip = data[1] & 1;
+  c = client_for((data[0] >> 4) & 3, proto);
   memset(&m, 0, sizeof(m));
   m.path = "/process.Process/Start";
   m.kind = kinds[data[0] & 3];
@@ -141,20 +146,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   conch__call_on_header(call, NULL, 0, NULL, 0, 0);
   conch__call_on_header(call, (const uint8_t *)":status", 7,
                         (const uint8_t *)"200", 3, 0);
-  if (m.kind == CONCH_STREAM_UNARY) {
+  {
+    static const char *const ctypes[3][2] = {
+        {"application/proto", "application/connect+proto"},
+        {"application/grpc", "application/grpc"},
+        {"application/grpc-web+proto", "application/grpc-web+proto"}};
+    static const char *const encs[3][2] = {
+        {"content-encoding", "connect-content-encoding"},
+        {"grpc-encoding", "grpc-encoding"},
+        {"grpc-encoding", "grpc-encoding"}};
+    int streaming = m.kind != CONCH_STREAM_UNARY;
+    const char *ct = ctypes[proto][streaming];
+    const char *en = encs[proto][streaming];
     conch__call_on_header(call, (const uint8_t *)"content-type", 12,
-                          (const uint8_t *)"application/proto", 17, 0);
-    if (data[0] & 0x40) {
-      conch__call_on_header(call, (const uint8_t *)"content-encoding", 16,
+                          (const uint8_t *)ct, strlen(ct), 0);
+    if (gzip) {
+      conch__call_on_header(call, (const uint8_t *)en, strlen(en),
                             (const uint8_t *)"gzip", 4, 0);
-    }
-  } else {
-    conch__call_on_header(call, (const uint8_t *)"content-type", 12,
-                          (const uint8_t *)"application/connect+proto", 25,
-                          0);
-    if (data[0] & 0x40) {
-      conch__call_on_header(call, (const uint8_t *)"connect-content-encoding",
-                            24, (const uint8_t *)"gzip", 4, 0);
     }
   }
   while (i < size && !conch_call_done(call)) {
@@ -216,7 +224,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (s.closes != 1) {
     abort();
   }
-  if (s.code == CONCH_CODE_OK && m.kind == CONCH_STREAM_UNARY &&
+  if (s.code == CONCH_CODE_OK &&
+      (m.kind == CONCH_STREAM_UNARY || m.kind == CONCH_STREAM_CLIENT) &&
       s.messages != 1) {
     abort();
   }

@@ -118,10 +118,35 @@ static int group_teardown(void **state) {
   return 0;
 }
 
+/* The protocol under test: the whole suite runs once per protocol. */
+static conch_protocol proto = CONCH_PROTOCOL_CONNECT;
+
 static conch_client *new_client(const char *url, conch_client_opts *o) {
   conch_client *c = NULL;
+  conch_client_opts *own = NULL;
+  if (o == NULL) {
+    assert_int_equal(conch_client_opts_new(&own), 0);
+    o = own;
+  }
+  assert_int_equal(conch_client_opts_set_protocol(o, proto), 0);
   assert_int_equal(conch_client_new(&c, url, o), 0);
+  conch_client_opts_free(own);
   return c;
+}
+
+/* The request header that says a message is compressed. */
+static const char *enc_header(int unary) {
+  if (proto != CONCH_PROTOCOL_CONNECT) {
+    return "grpc-encoding";
+  }
+  return unary ? "content-encoding" : "connect-content-encoding";
+}
+
+static const char *accept_header(int unary) {
+  if (proto != CONCH_PROTOCOL_CONNECT) {
+    return "grpc-accept-encoding";
+  }
+  return unary ? "accept-encoding" : "connect-accept-encoding";
 }
 
 /* ---- Helpers ------------------------------------------------------------ */
@@ -214,8 +239,17 @@ static void test_unary_echo(void **state) {
   assert_int_equal(r->payload.len, 5);
   assert_memory_equal(r->payload.data, "hello", 5);
   assert_int_equal(r->timeout_ms, -1);
-  assert_true(bin_eq(seen_header(r, "connect-protocol-version", 0), "1"));
-  assert_true(bin_eq(seen_header(r, "content-type", 0), "application/proto"));
+  if (proto == CONCH_PROTOCOL_CONNECT) {
+    assert_true(bin_eq(seen_header(r, "connect-protocol-version", 0), "1"));
+    assert_true(
+        bin_eq(seen_header(r, "content-type", 0), "application/proto"));
+  } else if (proto == CONCH_PROTOCOL_GRPC) {
+    assert_true(bin_eq(seen_header(r, "content-type", 0), "application/grpc"));
+    assert_true(bin_eq(seen_header(r, "te", 0), "trailers"));
+  } else {
+    assert_true(bin_eq(seen_header(r, "content-type", 0),
+                       "application/grpc-web+proto"));
+  }
   {
     const ProtobufCBinaryData *ua = seen_header(r, "user-agent", 0);
     assert_non_null(ua);
@@ -718,10 +752,14 @@ static void test_gzip_both_ways(void **state) {
                                     hdrs, NULL),
                    0);
   r = (Conchtest__V1__Response *)resp;
-  assert_true(bin_eq(seen_header(r, "content-encoding", 0), "gzip"));
-  assert_true(bin_eq(seen_header(r, "accept-encoding", 0), "gzip"));
-  assert_string_equal(conch_metadata_get(hdrs, "content-encoding", NULL),
-                      "gzip");
+  assert_true(bin_eq(seen_header(r, enc_header(1), 0), "gzip"));
+  assert_true(bin_eq(seen_header(r, accept_header(1), 0), "gzip"));
+  assert_string_equal(
+      conch_metadata_get(hdrs, proto == CONCH_PROTOCOL_CONNECT
+                                   ? "content-encoding"
+                                   : "grpc-encoding",
+                         NULL),
+      "gzip");
   assert_int_equal(r->payload.len, 64 << 10);
   assert_memory_equal(r->payload.data, payload, 64 << 10);
   conch_message_free(c, resp);
@@ -734,7 +772,7 @@ static void test_gzip_both_ways(void **state) {
     r = (Conchtest__V1__Response *)m;
     if (n == 0) {
       assert_true(
-          bin_eq(seen_header(r, "connect-content-encoding", 0), "gzip"));
+          bin_eq(seen_header(r, enc_header(0), 0), "gzip"));
     }
     assert_int_equal(r->payload.len, 64 << 10);
     assert_memory_equal(r->payload.data, payload, 64 << 10);
@@ -744,8 +782,7 @@ static void test_gzip_both_ways(void **state) {
   assert_int_equal(rv, CONCH_ERR_EOF);
   assert_int_equal(n, 3);
   assert_string_equal(
-      conch_metadata_get(conch_call_headers(call), "connect-content-encoding",
-                         NULL),
+      conch_metadata_get(conch_call_headers(call), enc_header(0), NULL),
       "gzip");
   conch_call_free(call);
   conch_metadata_free(hdrs);
@@ -984,17 +1021,20 @@ static void test_send_limit_and_threshold(void **state) {
   assert_int_equal(conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st,
                                     NULL, NULL),
                    0);
-  assert_null(seen_header((Conchtest__V1__Response *)resp, "content-encoding",
-                          0));
+  if (proto == CONCH_PROTOCOL_CONNECT) {
+    /* Connect unary names the body's encoding; gRPC declares the stream's
+       encoding up front and flags each message instead. */
+    assert_null(seen_header((Conchtest__V1__Response *)resp, enc_header(1), 0));
+  }
   conch_message_free(c, resp);
   /* 4000 compressible bytes fit the 1000-byte limit once gzipped. */
   req.payload.len = sizeof(payload);
   assert_int_equal(conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st,
                                     NULL, NULL),
                    0);
-  assert_true(bin_eq(seen_header((Conchtest__V1__Response *)resp,
-                                 "content-encoding", 0),
-                     "gzip"));
+  assert_true(bin_eq(
+      seen_header((Conchtest__V1__Response *)resp, enc_header(1), 0),
+      "gzip"));
   conch_message_free(c, resp);
   /* Incompressible bytes do not: refused, nothing sent. */
   fill(payload, sizeof(payload), 3);
@@ -1057,7 +1097,7 @@ static void test_refused_locally(void **state) {
   conch_client_free(c);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_echo),
       cmocka_unit_test(test_unary_empty_message),
@@ -1078,5 +1118,13 @@ int main(void) {
       cmocka_unit_test(test_send_limit_and_threshold),
       cmocka_unit_test(test_refused_locally),
   };
+  if (argc > 1 && strcmp(argv[1], "grpc") == 0) {
+    proto = CONCH_PROTOCOL_GRPC;
+  } else if (argc > 1 && strcmp(argv[1], "grpc-web") == 0) {
+    proto = CONCH_PROTOCOL_GRPC_WEB;
+  } else if (argc > 1 && strcmp(argv[1], "connect") != 0) {
+    fprintf(stderr, "usage: %s [connect|grpc|grpc-web]\n", argv[0]);
+    return 2;
+  }
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

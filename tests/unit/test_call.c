@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "base64.h"
 #include "internal.h"
 
 typedef struct result {
@@ -50,26 +51,47 @@ static void on_close(conch_call *call, const conch_status *st,
 static const conch_call_handler handler = {on_headers, NULL, on_raw, NULL,
                                            on_close};
 
-static conch_client *client;
+static conch_client *client;      /* Connect */
+static conch_client *grpc_client; /* gRPC */
+static conch_client *web_client;  /* gRPC-Web */
+
+static conch_client *make(conch_protocol p) {
+  conch_client_opts *o;
+  conch_client *c = NULL;
+  if (conch_client_opts_new(&o) != 0) {
+    return NULL;
+  }
+  conch_client_opts_set_protocol(o, p);
+  conch_client_new(&c, "http://127.0.0.1:1", o);
+  conch_client_opts_free(o);
+  return c;
+}
 
 static int setup(void **state) {
   (void)state;
-  return conch_client_new(&client, "http://127.0.0.1:1", NULL);
+  client = make(CONCH_PROTOCOL_CONNECT);
+  grpc_client = make(CONCH_PROTOCOL_GRPC);
+  web_client = make(CONCH_PROTOCOL_GRPC_WEB);
+  return client != NULL && grpc_client != NULL && web_client != NULL ? 0 : -1;
 }
 
 static int teardown(void **state) {
   (void)state;
   conch_client_free(client);
+  conch_client_free(grpc_client);
+  conch_client_free(web_client);
   return 0;
 }
 
 typedef struct fixture {
   conch_call *call;
+  conch_client *c;
   result r;
   conch_method m;
 } fixture;
 
-static void begin(fixture *f, conch_stream_kind kind, long timeout_ms) {
+static void begin_on(fixture *f, conch_client *c, conch_stream_kind kind,
+                     long timeout_ms) {
   conch_call_opts opts = CONCH_CALL_OPTS_INIT;
   memset(f, 0, sizeof(*f));
   conch_status_init(&f->r.st);
@@ -77,9 +99,13 @@ static void begin(fixture *f, conch_stream_kind kind, long timeout_ms) {
   f->m.path = "/t.v1.T/M";
   f->m.kind = kind;
   opts.timeout_ms = timeout_ms;
+  f->c = c;
   assert_int_equal(
-      conch__call_new_detached(client, &f->m, &opts, &handler, &f->r, &f->call),
-      0);
+      conch__call_new_detached(c, &f->m, &opts, &handler, &f->r, &f->call), 0);
+}
+
+static void begin(fixture *f, conch_stream_kind kind, long timeout_ms) {
+  begin_on(f, client, kind, timeout_ms);
 }
 
 static void hdr(fixture *f, const char *name, const char *value) {
@@ -131,7 +157,7 @@ static void end(fixture *f) {
 
 /* Delivers on_close and checks the code; returns the result. */
 static result *finish(fixture *f, conch_code want) {
-  conch__client_run_done(client);
+  conch__client_run_done(f->c);
   assert_int_equal(f->r.closes, 1);
   if (f->r.st.code != want) {
     fail_msg("got %s (%s), want %s", conch_code_name(f->r.st.code),
@@ -615,6 +641,278 @@ static void test_bad_request_metadata(void **state) {
   }
 }
 
+/* ---- gRPC --------------------------------------------------------------- */
+
+/* A trailer block (HEADERS with END_STREAM after the body). */
+static void trailers(fixture *f, ...) {
+  va_list ap;
+  const char *n;
+  conch__call_on_header(f->call, NULL, 0, NULL, 0, 0);
+  va_start(ap, f);
+  while ((n = va_arg(ap, const char *)) != NULL) {
+    hdr(f, n, va_arg(ap, const char *));
+  }
+  va_end(ap);
+  conch__call_on_headers_done(f->call, 1);
+}
+
+static void test_grpc_basic(void **state) {
+  fixture f;
+  (void)state;
+  begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc+proto", 0, "x-h", "1", NULL);
+  env(&f, 0, "\x0a\x02ok", 4);
+  trailers(&f, "grpc-status", "0", "x-custom-trailer", "t", NULL);
+  finish(&f, CONCH_CODE_OK);
+  assert_int_equal(f.r.messages, 1);
+  assert_string_equal(conch_metadata_get(f.r.trailers, "x-custom-trailer",
+                                         NULL),
+                      "t");
+  /* grpc-status is the protocol's: not surfaced as a trailer. */
+  assert_null(conch_metadata_get(f.r.trailers, "grpc-status", NULL));
+  done(&f);
+  /* Status with a percent-encoded message. */
+  begin_on(&f, grpc_client, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/grpc", 0, NULL);
+  trailers(&f, "grpc-status", "9", "grpc-message", "bad%20%E2%98%BA%zz",
+           NULL);
+  finish(&f, CONCH_CODE_FAILED_PRECONDITION);
+  assert_string_equal(f.r.st.message, "bad \xe2\x98\xba%zz");
+  assert_int_equal(f.r.st.origin, CONCH_ORIGIN_SERVER);
+  done(&f);
+}
+
+static void test_grpc_trailers_only(void **state) {
+  fixture f;
+  (void)state;
+  begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc", 1, "grpc-status", "5",
+           "grpc-message", "gone", "x-custom", "a", "x-custom", "b", NULL);
+  finish(&f, CONCH_CODE_NOT_FOUND);
+  assert_string_equal(f.r.st.message, "gone");
+  /* Everything but content-type is a trailer. */
+  assert_int_equal(conch_metadata_count(f.r.trailers), 2);
+  assert_null(conch_metadata_get(conch_call_headers(f.call), "x-custom",
+                                 NULL));
+  assert_int_equal(f.r.headers, 0);
+  done(&f);
+}
+
+static void test_grpc_unexpected(void **state) {
+  fixture f;
+  (void)state;
+  /* A trailer block overrides grpc-status in the headers. */
+  begin_on(&f, grpc_client, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/grpc", 0, "grpc-status", "8", NULL);
+  trailers(&f, "grpc-status", "9", NULL);
+  finish(&f, CONCH_CODE_FAILED_PRECONDITION);
+  done(&f);
+  /* A body and no trailers: internal, whatever the headers said. */
+  begin_on(&f, grpc_client, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/grpc", 0, "grpc-status", "9", NULL);
+  env(&f, 0, "x", 1);
+  end(&f);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  /* Trailers without grpc-status. */
+  begin_on(&f, grpc_client, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/grpc", 0, NULL);
+  trailers(&f, "x-y", "z", NULL);
+  finish(&f, CONCH_CODE_UNKNOWN);
+  done(&f);
+  /* Unparsable grpc-status. */
+  begin_on(&f, grpc_client, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/grpc", 0, NULL);
+  trailers(&f, "grpc-status", "017", NULL);
+  finish(&f, CONCH_CODE_UNKNOWN);
+  done(&f);
+  /* Cardinality of unary and client-stream. */
+  begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc", 0, NULL);
+  trailers(&f, "grpc-status", "0", NULL);
+  finish(&f, CONCH_CODE_UNIMPLEMENTED);
+  done(&f);
+  begin_on(&f, grpc_client, CONCH_STREAM_CLIENT, 0);
+  response(&f, "200", "application/grpc", 0, NULL);
+  env(&f, 0, "a", 1);
+  env(&f, 0, "b", 1);
+  trailers(&f, "grpc-status", "0", NULL);
+  finish(&f, CONCH_CODE_UNIMPLEMENTED);
+  done(&f);
+  /* Content types. */
+  begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "image/jpeg", 0, NULL);
+  finish(&f, CONCH_CODE_UNKNOWN);
+  done(&f);
+  begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc+json", 0, NULL);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc-web", 0, NULL);
+  finish(&f, CONCH_CODE_UNKNOWN);
+  done(&f);
+  /* Encodings. */
+  begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc", 0, "grpc-encoding", "foo", NULL);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc", 0, NULL);
+  env(&f, 1, "x", 1);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  /* The Connect end-stream flag means nothing in gRPC. */
+  begin_on(&f, grpc_client, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/grpc", 0, NULL);
+  env_str(&f, 2, "{}");
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  /* HTTP status first, even with a grpc-status. */
+  begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "504", "application/grpc", 1, "grpc-status", "0", NULL);
+  finish(&f, CONCH_CODE_UNAVAILABLE);
+  done(&f);
+}
+
+static void test_grpc_status_details(void **state) {
+  fixture f;
+  /* google.rpc.Status{code: 7, message: "no", details: [Any{type_url:
+     "type.googleapis.com/x.Y", value: "\x01"}]} */
+  static const uint8_t pb[] = {
+      0x08, 0x07, 0x12, 0x02, 'n', 'o', 0x1a, 0x1c, 0x0a, 0x17, 't', 'y',
+      'p', 'e', '.', 'g', 'o', 'o', 'g', 'l', 'e', 'a', 'p', 'i', 's', '.',
+      'c', 'o', 'm', '/', 'x', '.', 'Y', 0x12, 0x01, 0x01};
+  char b64[128];
+  size_t n = conch__b64_encode(pb, sizeof(pb), CONCH_B64_STD, b64);
+  (void)state;
+  b64[n] = '\0';
+  begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc", 0, NULL);
+  trailers(&f, "grpc-status", "7", "grpc-message", "no",
+           "grpc-status-details-bin", b64, NULL);
+  finish(&f, CONCH_CODE_PERMISSION_DENIED);
+  assert_int_equal(f.r.st.ndetails, 1);
+  assert_string_equal(f.r.st.details[0].type_url, "type.googleapis.com/x.Y");
+  done(&f);
+  /* Bad details: internal. */
+  begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc", 0, NULL);
+  trailers(&f, "grpc-status", "7", "grpc-status-details-bin", "!!!", NULL);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+}
+
+/* ---- gRPC-Web ------------------------------------------------------------ */
+
+static void test_grpc_web_trailers(void **state) {
+  fixture f;
+  uint8_t z[128];
+  size_t n;
+  (void)state;
+  begin_on(&f, web_client, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/grpc-web+proto", 0, NULL);
+  env(&f, 0, "a", 1);
+  env_str(&f, 0x80, "Grpc-Status: 0\r\nx-Custom-Trailer:  v1 \r\n"
+                    "x-custom-trailer: v2\r\n");
+  end(&f);
+  finish(&f, CONCH_CODE_OK);
+  assert_int_equal(f.r.messages, 1);
+  {
+    long i = conch_metadata_find(f.r.trailers, "x-custom-trailer", 0);
+    const char *nm;
+    const uint8_t *v;
+    size_t len;
+    assert_true(i >= 0);
+    assert_int_equal(conch_metadata_at(f.r.trailers, (size_t)i, &nm, &v, &len),
+                     0);
+    assert_string_equal((const char *)v, "v1");
+    i = conch_metadata_find(f.r.trailers, "x-custom-trailer", (size_t)i + 1);
+    assert_true(i >= 0);
+  }
+  done(&f);
+  /* LF line ends, a message, a non-OK status. */
+  begin_on(&f, web_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc-web", 0, NULL);
+  env_str(&f, 0x80, "grpc-status: 3\ngRPC-Message: bad%20arg\n");
+  end(&f);
+  finish(&f, CONCH_CODE_INVALID_ARGUMENT);
+  assert_string_equal(f.r.st.message, "bad arg");
+  done(&f);
+  /* A compressed trailers frame (0x81). */
+  n = gz("grpc-status: 0\r\n", z, sizeof(z));
+  begin_on(&f, web_client, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/grpc-web+proto", 0, "grpc-encoding",
+           "gzip", NULL);
+  env(&f, 0x81, z, n);
+  end(&f);
+  finish(&f, CONCH_CODE_OK);
+  done(&f);
+  /* Trailers-only: headers with the status, no body. */
+  begin_on(&f, web_client, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/grpc-web+proto", 1, "grpc-status", "14",
+           "x-t", "1", NULL);
+  finish(&f, CONCH_CODE_UNAVAILABLE);
+  assert_string_equal(conch_metadata_get(f.r.trailers, "x-t", NULL), "1");
+  done(&f);
+  /* Header 8 + frame 9 gives 9. */
+  begin_on(&f, web_client, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/grpc-web+proto", 0, "grpc-status", "8",
+           NULL);
+  env_str(&f, 0x80, "grpc-status: 9\r\n");
+  end(&f);
+  finish(&f, CONCH_CODE_FAILED_PRECONDITION);
+  done(&f);
+}
+
+static void test_grpc_web_unexpected(void **state) {
+  fixture f;
+  (void)state;
+  /* Messages but no trailers frame. */
+  begin_on(&f, web_client, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/grpc-web+proto", 0, NULL);
+  env(&f, 0, "a", 1);
+  end(&f);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  /* No status in the frame. */
+  begin_on(&f, web_client, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/grpc-web+proto", 0, NULL);
+  env_str(&f, 0x80, "x: y\r\n");
+  end(&f);
+  finish(&f, CONCH_CODE_UNKNOWN);
+  done(&f);
+  /* Bytes after the trailers frame. */
+  begin_on(&f, web_client, CONCH_STREAM_SERVER, 0);
+  response(&f, "200", "application/grpc-web+proto", 0, NULL);
+  env_str(&f, 0x80, "grpc-status: 0\r\n");
+  env(&f, 0, "late", 4);
+  end(&f);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+  /* Unary OK with no message (body trailers) and trailers-only. */
+  begin_on(&f, web_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc-web+proto", 0, NULL);
+  env_str(&f, 0x80, "grpc-status: 0\r\n");
+  end(&f);
+  finish(&f, CONCH_CODE_UNIMPLEMENTED);
+  done(&f);
+  begin_on(&f, web_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc-web+proto", 1, "grpc-status", "0",
+           NULL);
+  finish(&f, CONCH_CODE_UNIMPLEMENTED);
+  done(&f);
+  /* The wrong family / codec. */
+  begin_on(&f, web_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc", 0, NULL);
+  finish(&f, CONCH_CODE_UNKNOWN);
+  done(&f);
+  begin_on(&f, web_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc-web+json", 0, NULL);
+  finish(&f, CONCH_CODE_INTERNAL);
+  done(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ok_and_empty),
@@ -630,6 +928,12 @@ int main(void) {
       cmocka_unit_test(test_resets),
       cmocka_unit_test(test_cancel_is_final),
       cmocka_unit_test(test_bad_request_metadata),
+      cmocka_unit_test(test_grpc_basic),
+      cmocka_unit_test(test_grpc_trailers_only),
+      cmocka_unit_test(test_grpc_unexpected),
+      cmocka_unit_test(test_grpc_status_details),
+      cmocka_unit_test(test_grpc_web_trailers),
+      cmocka_unit_test(test_grpc_web_unexpected),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
