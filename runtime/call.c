@@ -272,7 +272,7 @@ static int call_create(conch_client *c, const conch_method *method,
     memcpy(&o, opts, n);
     o.struct_size = sizeof(o);
   }
-  if (o.timeout_ms < 0 ||
+  if (o.timeout_ms < 0 || o.deadline_grace_ms < 0 ||
       (o.send_compression != CONCH_COMPRESSION_DEFAULT &&
        o.send_compression != CONCH_COMPRESSION_IDENTITY &&
        o.send_compression != CONCH_COMPRESSION_GZIP)) {
@@ -320,7 +320,8 @@ static int call_create(conch_client *c, const conch_method *method,
 
   if (o.timeout_ms > 0) {
     call->deadline_at = conch__now_ms() + o.timeout_ms;
-    conch__timer_arm(c, &call->deadline, call->deadline_at);
+    conch__timer_arm(c, &call->deadline,
+                     call->deadline_at + o.deadline_grace_ms);
   }
   check_request_headers(call); /* may end it with internal */
   return 0;

@@ -259,6 +259,7 @@ int conch_client_new(conch_client **out, const char *url,
   conch__list_init(&c->done);
   conch__list_init(&c->dirty);
   conch__list_init(&c->ready);
+  conch__list_init(&c->alarms);
   conch__gzip_init(&c->gz, c->mem);
   rv = conch__opts_copy(&c->o, o, c->mem);
   if (rv != 0) {
@@ -325,6 +326,12 @@ void conch_client_free(conch_client *c) {
   while (!conch__list_empty(&c->calls)) {
     conch_call *call = CONCH_CONTAINER(c->calls.next, conch_call, client_link);
     conch__call_destroy(call);
+  }
+  while (!conch__list_empty(&c->alarms)) {
+    conch_alarm *a = CONCH_CONTAINER(c->alarms.next, conch_alarm, link);
+    conch__list_remove(&a->link);
+    conch__timer_disarm(c, &a->t);
+    conch__free(c->mem, a);
   }
   if (c->hooked && c->wake_watched) {
     c->hooks.watch(c->wake_fd, CONCH_IO_REMOVE, c->hooks.user_data);
@@ -441,6 +448,14 @@ static void run_timers(conch_client *c, int64_t now) {
     case CONCH_TIMER_CONN_CONNECT:
       conch__conn_on_timeout(CONCH_CONTAINER(t, conch_conn, connect_timer));
       break;
+    case CONCH_TIMER_ALARM: {
+      conch_alarm *a = CONCH_CONTAINER(t, conch_alarm, t);
+      conch__list_remove(&a->link);
+      a->firing = 1;
+      a->cb(c, a->user_data);
+      conch__free(c->mem, a);
+      break;
+    }
     default:
       break;
     }
@@ -751,4 +766,43 @@ int conch_client_set_wakeup_cb(conch_client *c,
   c->wake_cb = cb;
   c->wake_ud = user_data;
   return 0;
+}
+
+/* ---- Alarms ------------------------------------------------------------- */
+
+int conch_client_alarm(conch_client *c, long ms,
+                       void (*cb)(conch_client *c, void *user_data),
+                       void *user_data, conch_alarm **out) {
+  conch_alarm *a;
+  if (c == NULL || cb == NULL || ms < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  if (conch__timer_reserve(c, 1) != 0) {
+    return CONCH_ERR_NOMEM;
+  }
+  a = conch__calloc(c->mem, 1, sizeof(*a));
+  if (a == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  a->t.idx = SIZE_MAX;
+  a->t.kind = CONCH_TIMER_ALARM;
+  a->client = c;
+  a->cb = cb;
+  a->user_data = user_data;
+  conch__list_push(&c->alarms, &a->link);
+  conch__timer_arm(c, &a->t, conch__now_ms() + ms);
+  conch__client_kick(c);
+  if (out != NULL) {
+    *out = a;
+  }
+  return 0;
+}
+
+void conch_alarm_cancel(conch_alarm *a) {
+  if (a == NULL || a->firing) {
+    return;
+  }
+  conch__list_remove(&a->link);
+  conch__timer_disarm(a->client, &a->t);
+  conch__free(a->client->mem, a);
 }

@@ -52,7 +52,11 @@ static inline void conch__list_remove(conch_link *l) {
 
 /* ---- Timers: one binary heap per client ------------------------------- */
 
-enum { CONCH_TIMER_CALL_DEADLINE = 1, CONCH_TIMER_CONN_CONNECT = 2 };
+enum {
+  CONCH_TIMER_CALL_DEADLINE = 1,
+  CONCH_TIMER_CONN_CONNECT = 2,
+  CONCH_TIMER_ALARM = 3
+};
 
 typedef struct conch_timer {
   int64_t when; /* monotonic ms */
@@ -235,6 +239,7 @@ struct conch_client {
   conch_link done;  /* finished calls whose on_close is pending */
   conch_link dirty; /* connections with output to flush */
   conch_link ready; /* calls whose on_send_ready is due */
+  conch_link alarms;
 
   conch_timer **heap;
   size_t nheap;
@@ -262,6 +267,15 @@ struct conch_client {
   void (*wake_cb)(conch_client *, void *);
   void *wake_ud;
   unsigned depth; /* > 0 while the client is dispatching */
+};
+
+struct conch_alarm {
+  conch_timer t;
+  conch_link link; /* client->alarms */
+  conch_client *client;
+  void (*cb)(conch_client *, void *);
+  void *user_data;
+  int firing;
 };
 
 /* ---- Internal entry points -------------------------------------------- */

@@ -155,6 +155,92 @@ static void test_new_survives_every_oom(void **state) {
   failmem_fail_at((size_t)-1);
 }
 
+typedef struct alarm_log {
+  int fired[4];
+  conch_alarm *self;
+} alarm_log;
+
+static void alarm_cb(conch_client *c, void *ud) {
+  int *slot = ud;
+  (void)c;
+  (*slot)++;
+}
+
+static void alarm_cancels_itself(conch_client *c, void *ud) {
+  alarm_log *log = ud;
+  (void)c;
+  log->fired[3]++;
+  conch_alarm_cancel(log->self); /* a no-op from inside */
+}
+
+static void test_alarms(void **state) {
+  conch_client *c;
+  alarm_log log;
+  conch_alarm *a1, *a2;
+  int64_t t0 = conch__now_ms();
+  (void)state;
+  memset(&log, 0, sizeof(log));
+  assert_int_equal(conch_client_new(&c, "http://127.0.0.1:1", NULL), 0);
+  assert_int_equal(conch_client_alarm(c, 80, alarm_cb, &log.fired[0], &a1), 0);
+  assert_int_equal(conch_client_alarm(c, 20, alarm_cb, &log.fired[1], NULL), 0);
+  assert_int_equal(conch_client_alarm(c, 40, alarm_cb, &log.fired[2], &a2), 0);
+  assert_int_equal(conch_client_alarm(c, 0, alarm_cancels_itself, &log,
+                                      &log.self),
+                   0);
+  assert_int_equal(conch_client_timeout_ms(c), 0);
+  conch_alarm_cancel(a2);
+  while (log.fired[0] == 0) {
+    assert_int_equal(conch_client_run(c, -1), 0);
+  }
+  assert_true(conch__now_ms() - t0 >= 80);
+  assert_int_equal(log.fired[0], 1);
+  assert_int_equal(log.fired[1], 1);
+  assert_int_equal(log.fired[2], 0); /* canceled */
+  assert_int_equal(log.fired[3], 1);
+  assert_int_equal(conch_client_timeout_ms(c), -1);
+  /* Pending alarms are freed with the client, without running. */
+  assert_int_equal(conch_client_alarm(c, 100000, alarm_cb, &log.fired[0], NULL),
+                   0);
+  conch_client_free(c);
+  assert_int_equal(log.fired[0], 1);
+}
+
+static void on_close_count(conch_call *call, const conch_status *st,
+                           const conch_metadata *t, void *ud) {
+  int *n = ud;
+  (void)call;
+  (void)t;
+  assert_int_equal(st->code, CONCH_CODE_DEADLINE_EXCEEDED);
+  (*n)++;
+}
+
+static void test_deadline_grace(void **state) {
+  conch_client *c;
+  conch_call *call;
+  conch_call_opts opts = CONCH_CALL_OPTS_INIT;
+  conch_call_handler h = {NULL, NULL, NULL, NULL, on_close_count};
+  conch_method m = {"/t.v1.T/M", CONCH_STREAM_SERVER, NULL, NULL, 0};
+  int closes = 0;
+  int64_t t0;
+  (void)state;
+  assert_int_equal(conch_client_new(&c, "http://127.0.0.1:1", NULL), 0);
+  opts.timeout_ms = 30;
+  opts.deadline_grace_ms = 200;
+  t0 = conch__now_ms();
+  assert_int_equal(conch__call_new_detached(c, &m, &opts, &h, &closes, &call),
+                   0);
+  /* The deadline passes, the grace has not: the call is still open. */
+  assert_int_equal(conch_client_run(c, 100), 0);
+  assert_int_equal(closes, 0);
+  assert_false(conch_call_done(call));
+  while (closes == 0) {
+    assert_int_equal(conch_client_run(c, -1), 0);
+  }
+  assert_true(conch__now_ms() - t0 >= 230);
+  conch_call_free(call);
+  conch_client_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_urls),
@@ -163,6 +249,8 @@ int main(void) {
       cmocka_unit_test(test_version_and_strerror),
       cmocka_unit_test(test_driving_arguments),
       cmocka_unit_test(test_new_survives_every_oom),
+      cmocka_unit_test(test_alarms),
+      cmocka_unit_test(test_deadline_grace),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

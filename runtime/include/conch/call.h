@@ -73,11 +73,16 @@ typedef struct conch_call_opts {
   /** Compression of request messages; CONCH_COMPRESSION_DEFAULT = the
       client's. */
   int send_compression;
-  void *reserved[8];
+  /** How long past the deadline the client waits before ending the call
+      itself; 0 = not at all.  For servers that act on the deadline and
+      report it (envd ends a process at its deadline and sends its end):
+      the server's answer then arrives before the local timer fires. */
+  long deadline_grace_ms;
+  void *reserved[7];
 } conch_call_opts;
 
 #define CONCH_CALL_OPTS_INIT                                                   \
-  { sizeof(conch_call_opts), 0, NULL, CONCH_COMPRESSION_DEFAULT, {0} }
+  { sizeof(conch_call_opts), 0, NULL, CONCH_COMPRESSION_DEFAULT, 0, {0} }
 
 /**
  * What a call reports.  Every member may be NULL.  All pointers passed to a

@@ -116,6 +116,28 @@ CONCH_EXTERN int conch_client_set_wakeup_cb(conch_client *c,
                                                        void *user_data),
                                             void *user_data);
 
+/** A one-shot timer on a client's loop. */
+typedef struct conch_alarm conch_alarm;
+
+/**
+ * Runs |cb| on the thread that drives |c| once |ms| milliseconds have
+ * passed (0: on the next turn).  The alarm is owned by the client: it is
+ * freed after |cb| returns, by conch_alarm_cancel(), or by
+ * conch_client_free() (then |cb| never runs).  |out| may be NULL when the
+ * alarm will not be canceled.  Returns 0, CONCH_ERR_INVALID or
+ * CONCH_ERR_NOMEM (then |cb| never runs).
+ */
+CONCH_EXTERN int conch_client_alarm(conch_client *c, long ms,
+                                    void (*cb)(conch_client *c,
+                                               void *user_data),
+                                    void *user_data, conch_alarm **out);
+
+/**
+ * Cancels |a| before it fired: its callback will not run and it is freed.
+ * From inside its own callback it does nothing.  NULL is accepted.
+ */
+CONCH_EXTERN void conch_alarm_cancel(conch_alarm *a);
+
 #ifdef __cplusplus
 }
 #endif
