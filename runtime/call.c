@@ -73,7 +73,10 @@ static void pull_clear(conch_call *call) {
   conch_client *c = call->client;
   while (call->qlen > 0) {
     conch_qmsg *m = &call->q[call->qhead];
-    protobuf_c_message_free_unpacked(m->msg, &c->pb_alloc);
+    if (m->msg != NULL) {
+      protobuf_c_message_free_unpacked(m->msg, &c->pb_alloc);
+    }
+    conch__free(c->mem, m->gz);
     call->qhead = (call->qhead + 1) % call->qcap;
     call->qlen--;
   }
@@ -527,7 +530,34 @@ void conch_call_free(conch_call *call) {
 
 /* ---- Receiving ---------------------------------------------------------- */
 
-static int queue_push(conch_call *call, ProtobufCMessage *msg, size_t hold) {
+int conch__call_inflate(conch_call *call, const uint8_t *p, size_t n,
+                        const char *what) {
+  conch_client *c = call->client;
+  int rv;
+  conch__buf_reset(&c->inflbuf);
+  rv = conch__gzip_inflate(&c->gz, p, n, c->o.recv_limit, &c->inflbuf);
+  if (rv == CONCH_ERR_LIMIT) {
+    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                     "%s larger than the receive limit of %zu bytes once "
+                     "decompressed",
+                     what, c->o.recv_limit);
+  } else if (rv == CONCH_ERR_NOMEM) {
+    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                     "out of memory decompressing %s", what);
+  } else if (rv != 0) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, rv, "invalid gzip in %s",
+                     what);
+  }
+  return rv;
+}
+
+void conch__client_shrink_inflbuf(conch_client *c) {
+  if (c->inflbuf.cap > (4u << 20)) {
+    conch__buf_free(&c->inflbuf, c->mem);
+  }
+}
+
+static int queue_push(conch_call *call, const conch_qmsg *m) {
   conch_client *c = call->client;
   if (call->qlen == call->qcap) {
     size_t cap = call->qcap ? call->qcap * 2 : 4;
@@ -544,56 +574,91 @@ static int queue_push(conch_call *call, ProtobufCMessage *msg, size_t hold) {
     call->qcap = cap;
     call->qhead = 0;
   }
-  call->q[(call->qhead + call->qlen) % call->qcap].msg = msg;
-  call->q[(call->qhead + call->qlen) % call->qcap].wire = hold;
+  call->q[(call->qhead + call->qlen) % call->qcap] = *m;
   call->qlen++;
   return 0;
 }
 
-/* The share of not-yet-credited bytes a newly queued message holds. */
+/* A queued message holds back stream-window credit for all of its wire
+   bytes, including those of earlier chunks that were already credited while
+   it was incomplete (partial messages are credited so that one bigger than
+   the window can still arrive).  |held| may so exceed |unconsumed|; credit
+   then stops until the reader takes messages, which bounds what a slow
+   reader queues to about one window plus one message. */
 static size_t take_hold(conch_call *call, size_t wire) {
-  size_t free_bytes = call->unconsumed - call->held;
-  size_t hold = wire < free_bytes ? wire : free_bytes;
-  call->held += hold;
-  return hold;
+  call->held += wire;
+  return wire;
 }
 
-static int deliver_pull(conch_call *call, const uint8_t *p, size_t len) {
+/* Checks that |p| decodes, without keeping the result. */
+static int decodes(conch_call *call, const uint8_t *p, size_t len) {
   conch_client *c = call->client;
-  size_t wire = len + CONCH_ENV_PREFIX;
+  ProtobufCMessage *msg = protobuf_c_message_unpack(call->method->output,
+                                                    &c->arena_alloc, len, p);
+  conch__arena_reset(c);
+  return msg != NULL;
+}
+
+static int fail_decode(conch_call *call, size_t len) {
+  conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_CODEC,
+                   "cannot decode %s (%zu bytes)", call->method->output->name,
+                   len);
+  return CONCH_ERR_CODEC;
+}
+
+enum { RAWQ_GZIP = 1 };
+
+/* Pull mode.  |wire|/|wlen| is the payload as received; |p|/|len| the
+   same inflated (equal when not compressed). */
+static int deliver_pull(conch_call *call, const uint8_t *wire, size_t wlen,
+                        const uint8_t *p, size_t len, int compressed) {
+  conch_client *c = call->client;
+  size_t hold_bytes = wlen + CONCH_ENV_PREFIX;
   int rv;
 
   if (call->method->output == NULL) {
-    uint32_t hdr[2];
-    hdr[0] = (uint32_t)len;
-    hdr[1] = (uint32_t)take_hold(call, wire);
-    rv = conch__buf_reserve(&call->rawq, c->mem, sizeof(hdr) + len);
-    if (rv == 0) {
-      conch__buf_append(&call->rawq, c->mem, hdr, sizeof(hdr));
-      conch__buf_append(&call->rawq, c->mem, p, len);
-    } else {
-      call->held -= hdr[1];
+    /* [u32 len][u32 hold][u32 flags][bytes], the bytes as received. */
+    uint32_t hdr[3];
+    hdr[0] = (uint32_t)wlen;
+    hdr[1] = (uint32_t)hold_bytes;
+    hdr[2] = compressed ? RAWQ_GZIP : 0;
+    rv = conch__buf_reserve(&call->rawq, c->mem, sizeof(hdr) + wlen);
+    if (rv != 0) {
+      return rv;
     }
-    return rv;
+    conch__buf_append(&call->rawq, c->mem, hdr, sizeof(hdr));
+    conch__buf_append(&call->rawq, c->mem, wire, wlen);
+    take_hold(call, hold_bytes);
+    return 0;
   }
   {
-    ProtobufCMessage *msg =
-        protobuf_c_message_unpack(call->method->output, &c->pb_alloc, len, p);
-    size_t hold;
-    if (msg == NULL) {
-      conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_CODEC,
-                       "cannot decode %s (%zu bytes)",
-                       call->method->output->name, len);
-      return CONCH_ERR_CODEC;
+    conch_qmsg m = {NULL, NULL, 0, 0};
+    if (compressed) {
+      if (!decodes(call, p, len)) {
+        return fail_decode(call, len);
+      }
+      m.gz = conch__memdup(c->mem, wire, wlen);
+      if (m.gz == NULL) {
+        return CONCH_ERR_NOMEM;
+      }
+      m.gzlen = wlen;
+    } else {
+      m.msg = protobuf_c_message_unpack(call->method->output, &c->pb_alloc,
+                                        len, p);
+      if (m.msg == NULL) {
+        return fail_decode(call, len);
+      }
     }
-    hold = take_hold(call, wire);
-    rv = queue_push(call, msg, hold);
+    m.wire = hold_bytes;
+    rv = queue_push(call, &m);
     if (rv != 0) {
-      call->held -= hold;
-      protobuf_c_message_free_unpacked(msg, &c->pb_alloc);
+      protobuf_c_message_free_unpacked(m.msg, &c->pb_alloc);
+      conch__free(c->mem, m.gz);
+      return rv;
     }
-    return rv;
+    take_hold(call, hold_bytes);
   }
+  return 0;
 }
 
 static int deliver_push(conch_call *call, const uint8_t *p, size_t len) {
@@ -611,10 +676,7 @@ static int deliver_push(conch_call *call, const uint8_t *p, size_t len) {
         call->method->output, &c->arena_alloc, len, p);
     if (msg == NULL) {
       conch__arena_reset(c);
-      conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_CODEC,
-                       "cannot decode %s (%zu bytes)",
-                       call->method->output->name, len);
-      return CONCH_ERR_CODEC;
+      return fail_decode(call, len);
     }
     if (call->h.on_message != NULL) {
       enter(call);
@@ -626,13 +688,19 @@ static int deliver_push(conch_call *call, const uint8_t *p, size_t len) {
   return 0;
 }
 
-int conch__call_deliver(conch_call *call, const uint8_t *p, size_t len) {
+int conch__call_deliver(conch_call *call, const uint8_t *wire, size_t wlen,
+                        int compressed) {
+  conch_client *c = call->client;
+  const uint8_t *p = wire;
+  size_t len = wlen;
   int rv;
+
   if (call->finished) {
     return 1;
   }
-  if (p == NULL) {
-    p = (const uint8_t *)""; /* handlers always get a valid pointer */
+  compressed = compressed && wlen > 0; /* empty content is never inflated */
+  if (wire == NULL) {
+    wire = p = (const uint8_t *)""; /* handlers always get a valid pointer */
   }
   call->nrecv++;
   if (call->nrecv > 1 && (call->method->kind == CONCH_STREAM_UNARY ||
@@ -641,7 +709,18 @@ int conch__call_deliver(conch_call *call, const uint8_t *p, size_t len) {
        cardinality error). */
     return 0;
   }
-  rv = call->pull ? deliver_pull(call, p, len) : deliver_push(call, p, len);
+  if (compressed) {
+    if (conch__call_inflate(call, wire, wlen, "response message") != 0) {
+      return 1;
+    }
+    p = c->inflbuf.data != NULL ? c->inflbuf.data : (const uint8_t *)"";
+    len = conch__buf_size(&c->inflbuf);
+  }
+  rv = call->pull ? deliver_pull(call, wire, wlen, p, len, compressed)
+                  : deliver_push(call, p, len);
+  if (compressed) {
+    conch__client_shrink_inflbuf(c);
+  }
   if (rv == CONCH_ERR_NOMEM) {
     conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
                      "out of memory receiving a message");
@@ -802,6 +881,7 @@ static void give_back(conch_call *call, size_t hold) {
 }
 
 int conch_call_recv(conch_call *call, ProtobufCMessage **msg) {
+  conch_client *c;
   conch_qmsg m;
   if (call == NULL || msg == NULL) {
     return CONCH_ERR_INVALID;
@@ -813,7 +893,24 @@ int conch_call_recv(conch_call *call, ProtobufCMessage **msg) {
   if (call->qlen == 0) {
     return pull_end(call);
   }
+  c = call->client;
   m = call->q[call->qhead];
+  if (m.msg == NULL) {
+    /* Arrived compressed and was checked then: decode it now. */
+    conch__buf_reset(&c->inflbuf);
+    if (conch__gzip_inflate(&c->gz, m.gz, m.gzlen, c->o.recv_limit,
+                            &c->inflbuf) != 0) {
+      return CONCH_ERR_NOMEM; /* it inflated before: only memory can fail */
+    }
+    m.msg = protobuf_c_message_unpack(
+        call->method->output, &c->pb_alloc, conch__buf_size(&c->inflbuf),
+        c->inflbuf.data != NULL ? c->inflbuf.data : (const uint8_t *)"");
+    conch__client_shrink_inflbuf(c);
+    if (m.msg == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+    conch__free(c->mem, m.gz);
+  }
   call->qhead = (call->qhead + 1) % call->qcap;
   call->qlen--;
   give_back(call, m.wire);
@@ -823,7 +920,7 @@ int conch_call_recv(conch_call *call, ProtobufCMessage **msg) {
 
 int conch_call_recv_raw(conch_call *call, const uint8_t **data, size_t *len) {
   conch_client *c;
-  uint32_t hdr[2];
+  uint32_t hdr[3];
   size_t entry;
   if (call == NULL || data == NULL || len == NULL) {
     return CONCH_ERR_INVALID;
@@ -838,17 +935,23 @@ int conch_call_recv_raw(conch_call *call, const uint8_t **data, size_t *len) {
   }
   memcpy(hdr, conch__buf_head(&call->rawq), sizeof(hdr));
   entry = sizeof(hdr) + hdr[0];
-  /* The message handed out must survive later arrivals, which may move the
-     queue: it moves to |rawcur|, by swapping buffers when it is the only
-     entry (the usual case for a reader that keeps up). */
-  if (conch__buf_size(&call->rawq) == entry) {
+  conch__buf_reset(&call->rawcur);
+  if (hdr[2] & RAWQ_GZIP) {
+    if (conch__gzip_inflate(&c->gz, conch__buf_head(&call->rawq) + sizeof(hdr),
+                            hdr[0], c->o.recv_limit, &call->rawcur) != 0) {
+      return CONCH_ERR_NOMEM; /* it inflated before: only memory can fail */
+    }
+    conch__buf_consume(&call->rawq, entry);
+  } else if (conch__buf_size(&call->rawq) == entry) {
+    /* The message handed out must survive later arrivals, which may move
+       the queue: the only entry moves to |rawcur| by swapping buffers (the
+       usual case for a reader that keeps up); others are copied. */
     conch_buf t = call->rawcur;
     call->rawcur = call->rawq;
     call->rawq = t;
     conch__buf_reset(&call->rawq);
     conch__buf_consume(&call->rawcur, sizeof(hdr));
   } else {
-    conch__buf_reset(&call->rawcur);
     if (conch__buf_append(&call->rawcur, c->mem,
                           conch__buf_head(&call->rawq) + sizeof(hdr),
                           hdr[0]) != 0) {
@@ -856,8 +959,10 @@ int conch_call_recv_raw(conch_call *call, const uint8_t **data, size_t *len) {
     }
     conch__buf_consume(&call->rawq, entry);
   }
-  *data = conch__buf_head(&call->rawcur);
-  *len = hdr[0];
+  *data = conch__buf_head(&call->rawcur) != NULL
+              ? conch__buf_head(&call->rawcur)
+              : (const uint8_t *)"";
+  *len = conch__buf_size(&call->rawcur);
   give_back(call, hdr[1]);
   return 0;
 }

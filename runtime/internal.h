@@ -146,9 +146,13 @@ typedef enum conch_resp_enc {
   CONCH_ENC_UNSUPPORTED = 2
 } conch_resp_enc;
 
-/* A received message waiting in pull mode. */
+/* A received message waiting in pull mode: decoded, or (when it came
+   compressed) kept as received and decoded when taken, so that what waits
+   is bounded by the flow-control window and not by its inflated size. */
 typedef struct conch_qmsg {
-  ProtobufCMessage *msg;
+  ProtobufCMessage *msg; /* NULL: see |gz| */
+  uint8_t *gz;           /* gzip payload, validated on arrival */
+  size_t gzlen;
   size_t wire; /* bytes of stream window it holds */
 } conch_qmsg;
 
@@ -358,10 +362,16 @@ int conch__timer_reserve(conch_client *c, size_t extra);
 /* call.c, for conn.c */
 void conch__call_sent(conch_call *call, size_t n);
 int conch__call_ready_to_submit(const conch_call *call);
-/* Delivers one response message (already inflated if it was compressed).
-   |hold| is the stream-window credit it carries.  Returns 0 or non-zero
-   when the call ended. */
-int conch__call_deliver(conch_call *call, const uint8_t *p, size_t len);
+/* Delivers one response message: |p| is its payload as received, gzip when
+   |compressed|.  Returns 0, or non-zero when the call ended. */
+int conch__call_deliver(conch_call *call, const uint8_t *p, size_t len,
+                        int compressed);
+/* Inflates into the client's inflate buffer, capped by the receive limit;
+   ends the call on failure (naming |what|) and returns non-zero. */
+int conch__call_inflate(conch_call *call, const uint8_t *p, size_t n,
+                        const char *what);
+/* Lets go of an inflate buffer grown large by one message. */
+void conch__client_shrink_inflbuf(conch_client *c);
 /* Sets the call's status from |st| (moved: |st| is left OK) and ends it. */
 void conch__call_end_with(conch_call *call, conch_status *st);
 

@@ -64,34 +64,8 @@ static int connect_unary(const conch_call *call) {
   return is_connect(call) && call->method->kind == CONCH_STREAM_UNARY;
 }
 
-/* Inflates into the client's inflate buffer, capped by the receive limit.
-   Ends the call on failure and returns non-zero. */
-static int inflate_or_fail(conch_call *call, const uint8_t *p, size_t n,
-                           const char *what) {
-  conch_client *c = call->client;
-  int rv;
-  conch__buf_reset(&c->inflbuf);
-  rv = conch__gzip_inflate(&c->gz, p, n, c->o.recv_limit, &c->inflbuf);
-  if (rv == CONCH_ERR_LIMIT) {
-    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
-                     "%s larger than the receive limit of %zu bytes once "
-                     "decompressed",
-                     what, c->o.recv_limit);
-  } else if (rv == CONCH_ERR_NOMEM) {
-    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
-                     "out of memory decompressing %s", what);
-  } else if (rv != 0) {
-    conch__call_fail(call, CONCH_CODE_INTERNAL, rv, "invalid gzip in %s",
-                     what);
-  }
-  return rv;
-}
-
-static void shrink_inflbuf(conch_client *c) {
-  if (c->inflbuf.cap > (4u << 20)) {
-    conch__buf_free(&c->inflbuf, c->mem);
-  }
-}
+#define inflate_or_fail conch__call_inflate
+#define shrink_inflbuf conch__client_shrink_inflbuf
 
 /* A status from a non-200 HTTP response without a usable body. */
 static void fail_http(conch_call *call) {
@@ -450,7 +424,6 @@ static int connect_end_stream(conch_call *call, uint8_t flags,
 static int on_envelope(void *ud, uint8_t flags, const uint8_t *p,
                        size_t len) {
   conch_call *call = ud;
-  conch_client *c = call->client;
 
   if (call->finished) {
     return 1;
@@ -470,18 +443,9 @@ static int on_envelope(void *ud, uint8_t flags, const uint8_t *p,
                        "declared no encoding");
       return 1;
     }
-    if (len > 0) {
-      int rv;
-      if (inflate_or_fail(call, p, len, "response message") != 0) {
-        return 1;
-      }
-      rv = conch__call_deliver(call, c->inflbuf.data,
-                               conch__buf_size(&c->inflbuf));
-      shrink_inflbuf(c);
-      return rv;
-    }
   }
-  return conch__call_deliver(call, p, len);
+  return conch__call_deliver(call, p, len,
+                             (flags & CONCH_ENV_COMPRESSED) != 0);
 }
 
 static void feed_envelopes(conch_call *call, const uint8_t *data, size_t len,
@@ -600,15 +564,7 @@ static void connect_unary_end(conch_call *call) {
                      "unsupported response content-encoding '%s'", encv);
     return;
   }
-  if (enc == CONCH_ENC_GZIP && n > 0) {
-    if (inflate_or_fail(call, p, n, "response message") != 0) {
-      return;
-    }
-    p = c->inflbuf.data;
-    n = conch__buf_size(&c->inflbuf);
-  }
-  conch__call_deliver(call, p, n);
-  shrink_inflbuf(c);
+  conch__call_deliver(call, p, n, enc == CONCH_ENC_GZIP);
   conch__buf_free(&call->body, c->mem);
   conch__call_finish(call);
 }
@@ -815,18 +771,16 @@ static int on_grpc_envelope(void *ud, uint8_t flags, const uint8_t *p,
                      "declared no encoding");
     return 1;
   }
-  if (compressed && len > 0) {
-    if (inflate_or_fail(call, p, len,
-                        (flags & CONCH_ENV_TRAILERS) ? "trailers"
-                                                     : "response message") !=
-        0) {
-      return 1;
-    }
-    p = c->inflbuf.data;
-    len = conch__buf_size(&c->inflbuf);
-  }
   if (flags & CONCH_ENV_TRAILERS) {
-    int rv = web_trailers(call, p, len);
+    int rv;
+    if (compressed && len > 0) {
+      if (inflate_or_fail(call, p, len, "trailers") != 0) {
+        return 1;
+      }
+      p = c->inflbuf.data;
+      len = conch__buf_size(&c->inflbuf);
+    }
+    rv = web_trailers(call, p, len);
     shrink_inflbuf(c);
     if (rv != 0) {
       conch__call_fail(call,
@@ -838,11 +792,7 @@ static int on_grpc_envelope(void *ud, uint8_t flags, const uint8_t *p,
     call->got_end = 1;
     return 0;
   }
-  {
-    int rv = conch__call_deliver(call, p, len);
-    shrink_inflbuf(c);
-    return rv;
-  }
+  return conch__call_deliver(call, p, len, compressed);
 }
 
 static void grpc_feed(conch_call *call, const uint8_t *data, size_t len) {

@@ -192,12 +192,9 @@ static int read_port(int fd, const char *script) {
   }
 }
 
-int conch_peer_start(conch_peer *p, const char *script,
-                     const char *const *extra_args) {
-  const char *node = getenv("CONCH_NODE");
-  const char **argv;
-  size_t nextra = 0;
-  size_t i;
+int conch_peer_start_argv(conch_peer *p, const char *const *argv) {
+  const char *prog = argv[0];
+  const char *script = argv[1] != NULL ? argv[1] : "";
   int in_pipe[2] = {-1, -1};
   int out_pipe[2] = {-1, -1};
   long max_fd;
@@ -209,24 +206,6 @@ int conch_peer_start(conch_peer *p, const char *script,
   p->pid = -1;
   p->port = 0;
   p->stdin_fd = -1;
-  if (node == NULL || node[0] == '\0') {
-    node = "node";
-  }
-  while (extra_args != NULL && extra_args[nextra] != NULL) {
-    nextra++;
-  }
-  argv = calloc(nextra + 3, sizeof *argv);
-  if (argv == NULL) {
-    fprintf(stderr, "conch_peer: out of memory\n");
-    return -1;
-  }
-  argv[0] = node;
-  argv[1] = script;
-  for (i = 0; i < nextra; i++) {
-    argv[2 + i] = extra_args[i];
-  }
-  argv[2 + nextra] = NULL;
-
   max_fd = sysconf(_SC_OPEN_MAX);
   if (max_fd < 0 || max_fd > PEER_MAX_CLOSE_FD) {
     max_fd = PEER_MAX_CLOSE_FD;
@@ -245,8 +224,6 @@ int conch_peer_start(conch_peer *p, const char *script,
   if (pid == 0) {
     run_child(argv, in_pipe[0], out_pipe[1], parent, max_fd);
   }
-  free(argv);
-  argv = NULL;
   close_fd(&in_pipe[0]);
   close_fd(&out_pipe[1]);
   p->pid = pid;
@@ -261,31 +238,63 @@ int conch_peer_start(conch_peer *p, const char *script,
   }
   if (port == -2) {
     fprintf(stderr, "conch_peer: %s %s: no LISTENING line within %d s\n",
-            node, script, PEER_START_TIMEOUT_MS / 1000);
+            prog, script, PEER_START_TIMEOUT_MS / 1000);
     conch_peer_stop(p);
     return -1;
   }
   /* EOF: the child is exiting or already gone; tell how. */
   close_fd(&p->stdin_fd);
   if (wait_child(pid, &status, PEER_STOP_TIMEOUT_MS) == 1) {
-    fprintf(stderr, "conch_peer: %s %s ", node, script);
+    fprintf(stderr, "conch_peer: %s %s ", prog, script);
     describe_status(status);
     fprintf(stderr, " before printing LISTENING\n");
     p->pid = -1;
   } else {
     fprintf(stderr, "conch_peer: %s %s closed stdout without LISTENING\n",
-            node, script);
+            prog, script);
     conch_peer_stop(p);
   }
   return -1;
 
 fail:
-  free(argv);
   close_fd(&in_pipe[0]);
   close_fd(&in_pipe[1]);
   close_fd(&out_pipe[0]);
   close_fd(&out_pipe[1]);
   return -1;
+}
+
+int conch_peer_start(conch_peer *p, const char *script,
+                     const char *const *extra_args) {
+  const char *node = getenv("CONCH_NODE");
+  const char **argv;
+  size_t nextra = 0;
+  size_t i;
+  int rv;
+
+  if (node == NULL || node[0] == '\0') {
+    node = "node";
+  }
+  while (extra_args != NULL && extra_args[nextra] != NULL) {
+    nextra++;
+  }
+  argv = calloc(nextra + 3, sizeof *argv);
+  if (argv == NULL) {
+    fprintf(stderr, "conch_peer: out of memory\n");
+    p->pid = -1;
+    p->port = 0;
+    p->stdin_fd = -1;
+    return -1;
+  }
+  argv[0] = node;
+  argv[1] = script;
+  for (i = 0; i < nextra; i++) {
+    argv[2 + i] = extra_args[i];
+  }
+  argv[2 + nextra] = NULL;
+  rv = conch_peer_start_argv(p, argv);
+  free(argv);
+  return rv;
 }
 
 void conch_peer_stop(conch_peer *p) {

@@ -29,6 +29,10 @@ typedef struct conch_peer {
 int conch_peer_start(conch_peer *p, const char *script,
                      const char *const *extra_args);
 
+/* The same for any program: argv[0] (looked up in PATH) with argv[1..],
+   NULL-terminated. */
+int conch_peer_start_argv(conch_peer *p, const char *const *argv);
+
 /* Sends SIGTERM, closes stdin_fd, waits up to 5 s for the exit, then
    SIGKILLs and reaps it.  Safe to call twice and on a failed start. */
 void conch_peer_stop(conch_peer *p);

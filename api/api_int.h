@@ -1,0 +1,95 @@
+/* Internals of the commands/Process API.  It uses only the runtime's public
+   headers and the generated process.Process code. */
+#ifndef CONCH_API_INT_H
+#define CONCH_API_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <conch/conch.h>
+#include <conch/process.h>
+
+#include "process/process.pb-c.h"
+
+/* Allocation through a conch_mem (the library never calls malloc itself).
+   What is handed to the caller to free with a conch_ function uses
+   conch_mem_default(); a sandbox's own memory uses its client's. */
+static inline void *api_malloc(const conch_mem *m, size_t n) {
+  return m->malloc(n, m->user_data);
+}
+static inline void *api_calloc(const conch_mem *m, size_t k, size_t n) {
+  return m->calloc(k, n, m->user_data);
+}
+static inline void api_free(const conch_mem *m, void *p) {
+  if (p != NULL) {
+    m->free(p, m->user_data);
+  }
+}
+char *conch__api_strdup(const conch_mem *m, const char *s);
+
+/* Doubly-linked list of open process handles. */
+typedef struct conch_plink {
+  struct conch_plink *prev;
+  struct conch_plink *next;
+} conch_plink;
+
+struct conch_sandbox {
+  conch_client *client;
+  const conch_mem *mem;
+  conch_metadata *base;  /* sent with every request */
+  char *auth;            /* "Basic ..." for the default user, or NULL */
+  long timeout_ms;       /* -1 none */
+  long request_timeout_ms; /* -1 none */
+  long kill_grace_ms;
+  unsigned caps;
+  conch_plink procs;     /* open handles */
+};
+
+extern const conch_method conch__m_list;
+extern const conch_method conch__m_connect;
+extern const conch_method conch__m_start;
+extern const conch_method conch__m_update;
+extern const conch_method conch__m_stream_input;
+extern const conch_method conch__m_send_input;
+extern const conch_method conch__m_send_signal;
+extern const conch_method conch__m_close_stdin;
+
+/* Request metadata for a call: the sandbox's, plus Authorization for
+   |user| (NULL: the sandbox's default) and, for Start/Connect, the
+   keepalive interval.  Returns NULL when out of memory. */
+conch_metadata *conch__sb_headers(conch_sandbox *sb, const char *user,
+                                  int keepalive);
+
+/* Fills a protobuf selector from |sel|. */
+void conch__sb_selector(const conch_selector *sel,
+                        Process__ProcessSelector *out);
+
+/* Copies |src| into |st| when |st| is not NULL. */
+void conch__sb_status(conch_status *st, const conch_status *src);
+
+/* Sets |st| (when not NULL) to a locally made status. */
+void conch__sb_fail(conch_status *st, conch_code code, int err,
+                    const char *msg);
+
+/* A blocking unary call.  On 0 |*resp| is owned by the caller
+   (conch_message_free). */
+int conch__sb_unary(conch_sandbox *sb, const conch_method *m,
+                    const ProtobufCMessage *req, const char *user,
+                    ProtobufCMessage **resp, conch_status *st);
+
+/* The same on the loop: |done| runs with the status and the response
+   (borrowed), exactly once, unless this returns an error. */
+int conch__sb_unary_async(conch_sandbox *sb, const conch_method *m,
+                          const ProtobufCMessage *req,
+                          void (*done)(const conch_status *st,
+                                       const ProtobufCMessage *resp,
+                                       void *ud),
+                          void *ud);
+
+/* Closes every open handle (sandbox free). */
+void conch__proc_close_all(conch_sandbox *sb);
+
+/* Runs the client until *flag becomes non-zero. */
+int conch__sb_drive(conch_sandbox *sb, const int *flag);
+
+#endif

@@ -1,0 +1,475 @@
+/*
+ * conch - a Connect/gRPC client for C
+ *
+ * process.h: running processes in a sandbox through the process.Process
+ * service of the E2B sandbox daemon (envd), or `conch serve`.
+ *
+ * A sandbox is a target (URL, token, default user and timeouts).  On it:
+ *
+ *  - conch_run() runs a command to completion and returns its output in a
+ *    conch_exec_result (streamed = 0).  A non-zero exit is a result, not an
+ *    error.
+ *  - conch_stream() returns a conch_process handle: conch_process_next()
+ *    yields tagged chunks (stdout, stderr, pty) as they arrive, ordered
+ *    within each stream (not across them); conch_process_wait() returns the
+ *    result (streamed = 1, no buffers); conch_process_close() is the only
+ *    way to release the handle and, if the process still runs, ends it
+ *    (SIGTERM, a grace period, then SIGKILL), whatever state the caller is
+ *    in.  Freeing the sandbox closes every open handle the same way.
+ *  - conch_start() (background), conch_list(), conch_kill(), stdin,
+ *    conch_connect() (re-attach), and PTYs.
+ *
+ * Every blocking function has an asynchronous form that runs on the
+ * sandbox's client loop (conch_sandbox_native(), driven with the functions
+ * of conch/io.h); one thread can keep thousands of processes going.  The
+ * blocking forms drive that loop themselves: do not mix them with hooks.
+ *
+ * Errors: functions return 0 or a negative CONCH_ERR_*.  CONCH_ERR_RPC means
+ * the RPC failed; the conch_status passed in (initialised by the caller,
+ * may be NULL) then holds its Connect code and message, e.g. unavailable
+ * when the sandbox cannot be reached, not_found for an unknown pid,
+ * deadline_exceeded when the process outlived its timeout.
+ *
+ * Thread safety: a sandbox and its handles belong to one thread at a time.
+ */
+#ifndef CONCH_PROCESS_H
+#define CONCH_PROCESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <conch/conch.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** envd's address; also where `conch serve` listens by default. */
+#define CONCH_SANDBOX_DEFAULT_URL "http://127.0.0.1:49983"
+
+typedef struct conch_sandbox conch_sandbox;
+typedef struct conch_process conch_process;
+
+/** What a sandbox supports.  envd and `conch serve` support all of it. */
+enum {
+  /** Output streamed as it is produced (conch_stream, conch_connect). */
+  CONCH_CAP_STREAMING = 1u << 0,
+  /** Ordered stdin streams (conch_stdin_open: client streaming). */
+  CONCH_CAP_STDIN_STREAM = 1u << 1,
+  /** Pseudo-terminals. */
+  CONCH_CAP_PTY = 1u << 2,
+  CONCH_CAP_ALL = 0x7u
+};
+
+/**
+ * Sandbox options.  Initialise with CONCH_SANDBOX_OPTS_INIT; fields outside
+ * |struct_size| are not read.  Strings and metadata are copied.
+ */
+typedef struct conch_sandbox_opts {
+  size_t struct_size;
+  /** Where envd listens; NULL = CONCH_SANDBOX_DEFAULT_URL. */
+  const char *url;
+  /** Sent as X-Access-Token when not NULL. */
+  const char *access_token;
+  /** Default user for processes (Authorization: Basic); NULL = the
+      server's default user. */
+  const char *user;
+  /** Extra metadata for every request (e.g. E2b-Sandbox-Id), or NULL. */
+  const conch_metadata *headers;
+  /** Default lifetime of processes started by run, stream and pty: 0 =
+      60000 ms, -1 = none.  Enforced by the server (envd kills the process
+      at its deadline). */
+  long timeout_ms;
+  /** Time allowed for unary calls and for a process to report its start:
+      0 = 60000 ms, -1 = none. */
+  long request_timeout_ms;
+  /** conch_process_close(): time between SIGTERM and SIGKILL; 0 = 2000 ms. */
+  long kill_grace_ms;
+  /** What the target supports (CONCH_CAP_*); 0 = CONCH_CAP_ALL. */
+  unsigned capabilities;
+  /** Protocol, TLS and transport options for the client; NULL = defaults.
+      Copied. */
+  const conch_client_opts *client_opts;
+  void *reserved[8];
+} conch_sandbox_opts;
+
+#define CONCH_SANDBOX_OPTS_INIT                                                \
+  { sizeof(conch_sandbox_opts), NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, {0} }
+
+/**
+ * Creates a sandbox handle.  No connection is made until the first call.
+ * Returns 0, CONCH_ERR_INVALID, CONCH_ERR_URL, CONCH_ERR_TLS or
+ * CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_sandbox_new(conch_sandbox **out,
+                                   const conch_sandbox_opts *opts);
+
+/**
+ * Closes every process handle still open (each as conch_process_close()
+ * does, all at once: SIGTERM, the grace period, SIGKILL) and frees the
+ * sandbox.  Blocks while it does so.  NULL is accepted.
+ */
+CONCH_EXTERN void conch_sandbox_free(conch_sandbox *sb);
+
+/**
+ * The sandbox's RPC client, for the generated process.Process stubs
+ * (gen/process/process.conch.h) and for driving the loop of the
+ * asynchronous forms.  Borrowed; lives as long as |sb|.
+ */
+CONCH_EXTERN conch_client *conch_sandbox_native(conch_sandbox *sb);
+
+/** The sandbox's CONCH_CAP_* flags. */
+CONCH_EXTERN unsigned conch_sandbox_capabilities(const conch_sandbox *sb);
+
+/* ---- Options and results ------------------------------------------------ */
+
+/** One environment variable. */
+typedef struct conch_env {
+  const char *name;
+  const char *value;
+} conch_env;
+
+/**
+ * Options of a process.  Initialise with CONCH_PROC_OPTS_INIT; fields
+ * outside |struct_size| are not read.  Everything is copied.
+ */
+typedef struct conch_proc_opts {
+  size_t struct_size;
+  /** The program (looked up in PATH by the server's shell). */
+  const char *cmd;
+  /** Its arguments, not including the program itself. */
+  const char *const *args;
+  size_t nargs;
+  /** Environment added to the server's defaults (last one wins). */
+  const conch_env *env;
+  size_t nenv;
+  /** Working directory; NULL = the user's home.  "~" is expanded. */
+  const char *cwd;
+  /** User to run as; NULL = the sandbox's default. */
+  const char *user;
+  /** A tag to find the process by (conch_connect, conch_kill). */
+  const char *tag;
+  /** Non-zero: stdin is a pipe for conch_process_send_stdin(); zero:
+      /dev/null. */
+  int stdin_enabled;
+  /** Both non-zero: the process runs on a pseudo-terminal of this size and
+      its output comes as CONCH_CHUNK_PTY. */
+  uint32_t pty_cols;
+  uint32_t pty_rows;
+  /** Lifetime: 0 = the default (the sandbox's for run, stream and pty,
+      none for start), -1 = none, else ms.  Enforced by the server. */
+  long timeout_ms;
+  /** Time allowed for the process to report its start: 0 = the
+      sandbox's, -1 = none. */
+  long request_timeout_ms;
+  /** conch_run() only: called with each piece of output as it arrives
+      (borrowed bytes).  May be NULL. */
+  void (*on_stdout)(const uint8_t *data, size_t len, void *user_data);
+  void (*on_stderr)(const uint8_t *data, size_t len, void *user_data);
+  void *user_data;
+  void *reserved[8];
+} conch_proc_opts;
+
+#define CONCH_PROC_OPTS_INIT                                                   \
+  {                                                                            \
+    sizeof(conch_proc_opts), NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, 0, 0,  \
+        0, 0, 0, NULL, NULL, NULL, {0}                                         \
+  }
+
+/**
+ * How a process ended and what it wrote.  Caller-allocated;
+ * conch_exec_result_clear() frees what it holds.
+ */
+typedef struct conch_exec_result {
+  uint32_t pid;
+  /** Non-zero once the server reported the end (EndEvent). */
+  int ended;
+  /** The exit status; -1 when the process was killed by a signal or its
+      end is unknown. */
+  int exit_code;
+  /** Non-zero when the process exited (rather than being killed). */
+  int exited;
+  /** The server's words: "exit status 1", "signal: killed", ...; NULL when
+      the end is unknown. */
+  char *status;
+  /** The end's error text (absent on exit 0): NULL when none. */
+  char *error;
+  /** Output, when not streamed (conch_run): stdout, stderr, and both
+      together in arrival order.  Empty (NULL, 0) when |streamed|. */
+  uint8_t *out;
+  size_t out_len;
+  uint8_t *err;
+  size_t err_len;
+  uint8_t *text;
+  size_t text_len;
+  /** Non-zero when the output was streamed to the caller, so the buffers
+      above are empty by construction, not because there was no output. */
+  int streamed;
+  void *reserved[4];
+} conch_exec_result;
+
+/** Sets |r| empty. */
+CONCH_EXTERN void conch_exec_result_init(conch_exec_result *r);
+/** Frees what |r| holds and sets it empty.  NULL is accepted. */
+CONCH_EXTERN void conch_exec_result_clear(conch_exec_result *r);
+
+/** Which output a chunk is. */
+typedef enum conch_chunk_stream {
+  CONCH_CHUNK_STDOUT = 1,
+  CONCH_CHUNK_STDERR = 2,
+  CONCH_CHUNK_PTY = 3
+} conch_chunk_stream;
+
+/** A piece of output.  |data| is borrowed (see where it comes from). */
+typedef struct conch_chunk {
+  conch_chunk_stream stream;
+  const uint8_t *data;
+  size_t len;
+} conch_chunk;
+
+/** Picks a process: by |tag| when it is not NULL, else by |pid|. */
+typedef struct conch_selector {
+  uint32_t pid;
+  const char *tag;
+} conch_selector;
+
+/* ---- Running ------------------------------------------------------------ */
+
+/**
+ * Runs a process to its end and collects its output into |res|
+ * (initialised by the caller; conch_exec_result_clear() after).  Output
+ * callbacks of |o| run as output arrives.  A non-zero exit is a result.
+ *
+ * Returns 0 (the process ended; see |res|), CONCH_ERR_RPC (the RPC failed:
+ * |st| says why; |res| holds what arrived, and the process was ended if it
+ * might still run), CONCH_ERR_INVALID, CONCH_ERR_RECURSIVE or
+ * CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_run(conch_sandbox *sb, const conch_proc_opts *o,
+                           conch_exec_result *res, conch_status *st);
+
+/**
+ * Starts a process whose output the caller reads with conch_process_next().
+ * Checks CONCH_CAP_STREAMING before anything is sent (missing:
+ * CONCH_ERR_CAPABILITY).  Returns once the server reported the start (the
+ * pid is known), with |*out| set; release it with conch_process_close().
+ *
+ * Returns 0, CONCH_ERR_CAPABILITY, CONCH_ERR_RPC (|st| says why: e.g.
+ * invalid_argument for a missing cwd, unauthenticated for an unknown user;
+ * nothing is left running), CONCH_ERR_INVALID, CONCH_ERR_RECURSIVE or
+ * CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_stream(conch_sandbox *sb, const conch_proc_opts *o,
+                              conch_process **out, conch_status *st);
+
+/**
+ * Opens a pseudo-terminal process: conch_stream() with a PTY of
+ * |o->pty_cols| x |o->pty_rows| (default 80 x 24), `/bin/bash -i -l` when
+ * |o->cmd| is NULL, and TERM=xterm-256color, LANG and LC_ALL=C.UTF-8 added
+ * to the environment.  Needs CONCH_CAP_PTY.  Returns as conch_stream().
+ */
+CONCH_EXTERN int conch_pty_open(conch_sandbox *sb, const conch_proc_opts *o,
+                                conch_process **out, conch_status *st);
+
+/**
+ * Starts a process in the background and returns once its pid is known.
+ * It keeps running after this returns (by default without a time limit);
+ * use conch_kill(), or conch_connect() to follow it.
+ * Returns 0, CONCH_ERR_RPC, CONCH_ERR_INVALID, CONCH_ERR_RECURSIVE or
+ * CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_start(conch_sandbox *sb, const conch_proc_opts *o,
+                             uint32_t *pid, conch_status *st);
+
+/** conch_connect() flag: closing the handle leaves the process running. */
+#define CONCH_CONNECT_DETACHED 1u
+
+/**
+ * Re-attaches to a running (or recently ended) process: a handle as from
+ * conch_stream(), whose output starts with what the process writes from
+ * now on.  Unless |flags| has CONCH_CONNECT_DETACHED, closing the handle
+ * ends the process, as for conch_stream().  Needs CONCH_CAP_STREAMING.
+ * Returns as conch_stream(); not_found when no such process is known.
+ */
+CONCH_EXTERN int conch_connect(conch_sandbox *sb, const conch_selector *sel,
+                               unsigned flags, conch_process **out,
+                               conch_status *st);
+
+/* ---- Process handles ---------------------------------------------------- */
+
+/** The process id. */
+CONCH_EXTERN uint32_t conch_process_pid(const conch_process *p);
+
+/**
+ * The next chunk of output, blocking until one arrives.  |chunk->data| is
+ * borrowed until the next call on |p|.  KeepAlive events are skipped.
+ *
+ * Returns 0 (a chunk), CONCH_ERR_EOF (the process ended and all its output
+ * was read: conch_process_wait() gives the end), CONCH_ERR_RPC (the stream
+ * failed; conch_process_status() says why), CONCH_ERR_STATE (an
+ * asynchronous handle), CONCH_ERR_RECURSIVE.
+ */
+CONCH_EXTERN int conch_process_next(conch_process *p, conch_chunk *chunk);
+
+/**
+ * Waits for the end, reading and discarding unread output, and fills |res|
+ * (initialised by the caller) with streamed = 1 and empty buffers.
+ * Idempotent.  Returns 0, CONCH_ERR_RPC (the stream failed: |st| says why;
+ * |res| has what is known), CONCH_ERR_RECURSIVE or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_process_wait(conch_process *p, conch_exec_result *res,
+                                    conch_status *st);
+
+/**
+ * The only release of |p|.  If the process may still run (its end was not
+ * reported), it is ended: SIGTERM, then SIGKILL once the sandbox's grace
+ * period has passed (the server enforces this too, should the client go
+ * away), and the end is awaited.  Works after a finished iteration, an early
+ * break, an error or a passed deadline alike.  Blocks.  |p| is freed in
+ * every case.
+ *
+ * Returns 0 (the process is known to have ended), or CONCH_ERR_RPC when its
+ * end could not be confirmed (the sandbox was unreachable).  NULL is
+ * accepted (returns 0).
+ */
+CONCH_EXTERN int conch_process_close(conch_process *p);
+
+/** The status of the process's stream once it ended, else NULL. */
+CONCH_EXTERN const conch_status *conch_process_status(const conch_process *p);
+
+/** Sends |signal| (SIGTERM or SIGKILL) to the process.  Blocking. */
+CONCH_EXTERN int conch_process_signal(conch_process *p, int signal,
+                                      conch_status *st);
+
+/** Writes to the process's stdin (or its terminal, for a PTY). */
+CONCH_EXTERN int conch_process_send_stdin(conch_process *p, const void *data,
+                                          size_t len, conch_status *st);
+
+/** Closes the process's stdin (not for PTYs: send Ctrl-D, 0x04). */
+CONCH_EXTERN int conch_process_close_stdin(conch_process *p,
+                                           conch_status *st);
+
+/** Resizes the process's terminal. */
+CONCH_EXTERN int conch_process_resize(conch_process *p, uint32_t cols,
+                                      uint32_t rows, conch_status *st);
+
+/* ---- By pid or tag ------------------------------------------------------ */
+
+/** A running process as conch_list() reports it.  Everything is owned by
+    the list (conch_process_list_free()). */
+typedef struct conch_process_info {
+  uint32_t pid;
+  char *tag; /* NULL when none */
+  char *cmd;
+  char **args;
+  size_t nargs;
+  conch_env *env; /* as sent at start; strings owned */
+  size_t nenv;
+  char *cwd; /* NULL when not set */
+} conch_process_info;
+
+/** Lists running processes into |*list| (|*n| entries). */
+CONCH_EXTERN int conch_list(conch_sandbox *sb, conch_process_info **list,
+                            size_t *n, conch_status *st);
+
+/** Frees a list from conch_list().  NULL is accepted. */
+CONCH_EXTERN void conch_process_list_free(conch_process_info *list, size_t n);
+
+/** Sends |signal| (SIGTERM 15 or SIGKILL 9) to a process.  Other signals
+    are refused by the server (unimplemented). */
+CONCH_EXTERN int conch_kill(conch_sandbox *sb, const conch_selector *sel,
+                            int signal, conch_status *st);
+
+/** Writes to a process's stdin (or terminal, for a PTY process). */
+CONCH_EXTERN int conch_send_stdin(conch_sandbox *sb, const conch_selector *sel,
+                                  const void *data, size_t len,
+                                  conch_status *st);
+
+/** Closes a process's stdin. */
+CONCH_EXTERN int conch_close_stdin(conch_sandbox *sb,
+                                   const conch_selector *sel,
+                                   conch_status *st);
+
+/** Writes to a PTY process's terminal. */
+CONCH_EXTERN int conch_pty_send(conch_sandbox *sb, const conch_selector *sel,
+                                const void *data, size_t len,
+                                conch_status *st);
+
+/** Resizes a PTY process's terminal. */
+CONCH_EXTERN int conch_pty_resize(conch_sandbox *sb, const conch_selector *sel,
+                                  uint32_t cols, uint32_t rows,
+                                  conch_status *st);
+
+/** An ordered stdin stream (StreamInput: one client-streaming call). */
+typedef struct conch_stdin conch_stdin;
+
+/** Opens a stdin stream to a (non-PTY) process.  Needs
+    CONCH_CAP_STDIN_STREAM.  Blocks until the server accepted it. */
+CONCH_EXTERN int conch_stdin_open(conch_sandbox *sb, const conch_selector *sel,
+                                  conch_stdin **out, conch_status *st);
+
+/** Queues |data| for the process's stdin, in order.  Blocks only while the
+    send buffer is full. */
+CONCH_EXTERN int conch_stdin_write(conch_stdin *in, const void *data,
+                                   size_t len);
+
+/** Ends the stream, waits for the server's answer and frees |in|. */
+CONCH_EXTERN int conch_stdin_close(conch_stdin *in, conch_status *st);
+
+/* ---- Asynchronous forms ------------------------------------------------- */
+
+/**
+ * Events of an asynchronous process, on the sandbox's client loop.  Every
+ * member may be NULL.  Pointers are borrowed until the handler returns.
+ */
+typedef struct conch_process_handler {
+  /** The server reported the start. */
+  void (*on_start)(conch_process *p, uint32_t pid, void *user_data);
+  /** Output arrived. */
+  void (*on_chunk)(conch_process *p, const conch_chunk *chunk,
+                   void *user_data);
+  /** The stream ended: exactly once for every started process.  |st| is
+      OK when the process's end was reported.  |p| may be closed here. */
+  void (*on_end)(conch_process *p, const conch_exec_result *res,
+                 const conch_status *st, void *user_data);
+} conch_process_handler;
+
+/**
+ * conch_run() on the loop: output is collected into the result given to
+ * on_end (streamed = 0) and also passed to on_chunk.  |h| is copied.
+ * Returns 0 with |*out| set (release it with conch_process_close() or
+ * conch_process_close_async(), also after on_end), CONCH_ERR_INVALID or
+ * CONCH_ERR_NOMEM (no handler runs).
+ */
+CONCH_EXTERN int conch_run_async(conch_sandbox *sb, const conch_proc_opts *o,
+                                 const conch_process_handler *h,
+                                 void *user_data, conch_process **out);
+
+/** conch_stream() on the loop: output goes to on_chunk only (streamed = 1).
+    Returns as conch_run_async(), or CONCH_ERR_CAPABILITY. */
+CONCH_EXTERN int conch_stream_async(conch_sandbox *sb,
+                                    const conch_proc_opts *o,
+                                    const conch_process_handler *h,
+                                    void *user_data, conch_process **out);
+
+/**
+ * conch_process_close() on the loop: |done| (may be NULL) runs once |p| is
+ * released, with 0 or CONCH_ERR_RPC as conch_process_close() returns.
+ */
+CONCH_EXTERN void conch_process_close_async(conch_process *p,
+                                            void (*done)(int rv,
+                                                         void *user_data),
+                                            void *user_data);
+
+/** conch_kill() on the loop: |done| runs with the status. */
+CONCH_EXTERN int conch_kill_async(conch_sandbox *sb, const conch_selector *sel,
+                                  int signal,
+                                  void (*done)(const conch_status *st,
+                                               void *user_data),
+                                  void *user_data);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CONCH_PROCESS_H */

@@ -1,0 +1,1261 @@
+/* Process handles: Start and Connect streams turned into tagged chunks and
+   an exec result, blocking and asynchronous, and the close that always
+   ends the remote process. */
+#include <string.h>
+#include <time.h>
+
+#include "api_int.h"
+
+/* Past the lifetime it sent, a process stream waits this much longer for
+   the server's own report of the end before giving up locally. */
+#define LIFETIME_GRACE_MS 5000
+
+typedef enum proc_kind {
+  PK_RUN,
+  PK_STREAM,
+  PK_START,
+  PK_PTY,
+  PK_CONNECT
+} proc_kind;
+
+/* A growable output buffer for collected results. */
+typedef struct obuf {
+  uint8_t *p;
+  size_t len;
+  size_t cap;
+} obuf;
+
+struct conch_process {
+  conch_sandbox *sb;
+  const conch_mem *mem;
+  conch_plink link;
+  conch_call *call; /* Start or Connect, until released */
+  conch_process_handler h;
+  void *ud;
+  unsigned is_connect : 1;
+  unsigned async : 1;
+  unsigned collect : 1;
+  unsigned own : 1;
+  unsigned pty : 1;
+  unsigned started : 1;
+  unsigned start_told : 1;
+  unsigned ended : 1;
+  unsigned done : 1;     /* the stream is over; |st| is final */
+  unsigned end_told : 1; /* on_end ran */
+  unsigned closing : 1;
+  unsigned detaching : 1; /* our own handlers ignore the call now */
+  unsigned release_pending : 1;
+  unsigned escalated : 1;
+  unsigned in_handler;
+  uint32_t pid;
+  char *tag;
+  int64_t start_by; /* monotonic ms; 0 = no limit */
+  conch_alarm *start_alarm;
+  conch_exec_result res;
+  obuf out, err, text;
+  conch_status st;
+  ProtobufCMessage *cur; /* pull: the message behind the last chunk */
+  void (*on_out)(const uint8_t *, size_t, void *);
+  void (*on_err)(const uint8_t *, size_t, void *);
+  void *out_ud;
+  /* Closing. */
+  int pending;
+  int close_rv;
+  void (*close_done)(int, void *);
+  void *close_ud;
+};
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- Results ------------------------------------------------------------ */
+
+void conch_exec_result_init(conch_exec_result *r) {
+  memset(r, 0, sizeof(*r));
+  r->exit_code = -1;
+}
+
+void conch_exec_result_clear(conch_exec_result *r) {
+  const conch_mem *m = conch_mem_default();
+  if (r == NULL) {
+    return;
+  }
+  api_free(m, r->status);
+  api_free(m, r->error);
+  api_free(m, r->out);
+  api_free(m, r->err);
+  api_free(m, r->text);
+  conch_exec_result_init(r);
+}
+
+static int obuf_add(obuf *b, const uint8_t *p, size_t n) {
+  const conch_mem *m = conch_mem_default();
+  if (n == 0) {
+    return 0;
+  }
+  if (b->cap - b->len < n) {
+    size_t cap = b->cap ? b->cap : 4096;
+    uint8_t *q;
+    while (cap - b->len < n) {
+      cap *= 2;
+    }
+    q = m->realloc(b->p, cap, m->user_data);
+    if (q == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+    b->p = q;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, p, n);
+  b->len += n;
+  return 0;
+}
+
+/* Copies what is known of the end into |dst| (streamed: no buffers). */
+static int copy_end(conch_exec_result *dst, const conch_process *p,
+                    int with_output) {
+  const conch_mem *m = conch_mem_default();
+  conch_exec_result_clear(dst);
+  dst->pid = p->pid;
+  dst->ended = p->res.ended;
+  dst->exit_code = p->res.exit_code;
+  dst->exited = p->res.exited;
+  dst->streamed = !with_output;
+  if (p->res.status != NULL) {
+    dst->status = conch__api_strdup(m, p->res.status);
+  }
+  if (p->res.error != NULL) {
+    dst->error = conch__api_strdup(m, p->res.error);
+  }
+  if ((p->res.status != NULL && dst->status == NULL) ||
+      (p->res.error != NULL && dst->error == NULL)) {
+    return CONCH_ERR_NOMEM;
+  }
+  if (with_output) {
+    const obuf *bufs[3] = {&p->out, &p->err, &p->text};
+    uint8_t **ptrs[3] = {&dst->out, &dst->err, &dst->text};
+    size_t *lens[3] = {&dst->out_len, &dst->err_len, &dst->text_len};
+    int i;
+    for (i = 0; i < 3; i++) {
+      if (bufs[i]->len == 0) {
+        continue;
+      }
+      *ptrs[i] = api_malloc(m, bufs[i]->len);
+      if (*ptrs[i] == NULL) {
+        return CONCH_ERR_NOMEM;
+      }
+      memcpy(*ptrs[i], bufs[i]->p, bufs[i]->len);
+      *lens[i] = bufs[i]->len;
+    }
+  }
+  return 0;
+}
+
+/* ---- Events ------------------------------------------------------------- */
+
+static const Process__ProcessEvent *event_of(const conch_process *p,
+                                             const ProtobufCMessage *msg) {
+  if (p->is_connect) {
+    return ((const Process__ConnectResponse *)msg)->event;
+  }
+  return ((const Process__StartResponse *)msg)->event;
+}
+
+static void set_status(conch_process *p, conch_code code, const char *msg) {
+  if (p->st.code != CONCH_CODE_OK) {
+    return;
+  }
+  conch__sb_fail(&p->st, code, CONCH_ERR_PROTO, msg);
+}
+
+static void record_end(conch_process *p,
+                       const Process__ProcessEvent__EndEvent *e) {
+  const conch_mem *m = conch_mem_default();
+  if (p->ended) {
+    return;
+  }
+  p->ended = 1;
+  p->res.ended = 1;
+  p->res.exit_code = e->exit_code;
+  p->res.exited = e->exited;
+  if (e->status != NULL) {
+    p->res.status = conch__api_strdup(m, e->status);
+  }
+  if (e->_error_case == PROCESS__PROCESS_EVENT__END_EVENT___ERROR_ERROR &&
+      e->error != NULL) {
+    p->res.error = conch__api_strdup(m, e->error);
+  }
+}
+
+/* Handles one event.  Returns 1 when |chunk| holds output for the caller,
+   0 when there is nothing to pass on, -1 on a protocol error (|st| set). */
+static int proc_event(conch_process *p, const Process__ProcessEvent *ev,
+                      conch_chunk *chunk) {
+  const Process__ProcessEvent__DataEvent *d;
+  if (ev == NULL) {
+    return 0;
+  }
+  if (!p->started) {
+    if (ev->event_case != PROCESS__PROCESS_EVENT__EVENT_START ||
+        ev->start == NULL) {
+      set_status(p, CONCH_CODE_INTERNAL,
+                 "the server's first event was not the process start");
+      return -1;
+    }
+    p->started = 1;
+    p->pid = ev->start->pid;
+    p->res.pid = p->pid;
+    return 0;
+  }
+  switch (ev->event_case) {
+  case PROCESS__PROCESS_EVENT__EVENT_DATA:
+    d = ev->data;
+    if (d == NULL) {
+      return 0;
+    }
+    switch (d->output_case) {
+    case PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDOUT:
+      chunk->stream = CONCH_CHUNK_STDOUT;
+      chunk->data = d->stdout.data;
+      chunk->len = d->stdout.len;
+      break;
+    case PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDERR:
+      chunk->stream = CONCH_CHUNK_STDERR;
+      chunk->data = d->stderr.data;
+      chunk->len = d->stderr.len;
+      break;
+    case PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_PTY:
+      chunk->stream = CONCH_CHUNK_PTY;
+      chunk->data = d->pty.data;
+      chunk->len = d->pty.len;
+      break;
+    default:
+      return 0;
+    }
+    if (chunk->data == NULL) {
+      chunk->data = (const uint8_t *)"";
+    }
+    if (p->collect) {
+      obuf *b = chunk->stream == CONCH_CHUNK_STDERR ? &p->err : &p->out;
+      if (obuf_add(b, chunk->data, chunk->len) != 0 ||
+          obuf_add(&p->text, chunk->data, chunk->len) != 0) {
+        set_status(p, CONCH_CODE_RESOURCE_EXHAUSTED,
+                   "out of memory collecting output");
+        return -1;
+      }
+    }
+    if (chunk->stream == CONCH_CHUNK_STDERR) {
+      if (p->on_err != NULL) {
+        p->on_err(chunk->data, chunk->len, p->out_ud);
+      }
+    } else if (p->on_out != NULL) {
+      p->on_out(chunk->data, chunk->len, p->out_ud);
+    }
+    return 1;
+  case PROCESS__PROCESS_EVENT__EVENT_END:
+    if (ev->end != NULL) {
+      record_end(p, ev->end);
+    }
+    return 0;
+  default: /* keepalives, a repeated start */
+    return 0;
+  }
+}
+
+/* The stream is over: settle its status. */
+static void stream_over(conch_process *p, const conch_status *call_st) {
+  if (p->done) {
+    return;
+  }
+  p->done = 1;
+  if (call_st != NULL && call_st->code != CONCH_CODE_OK &&
+      p->st.code == CONCH_CODE_OK) {
+    conch_status_copy(&p->st, call_st, NULL);
+  }
+  if (p->st.code == CONCH_CODE_OK && !p->ended) {
+    set_status(p, CONCH_CODE_UNKNOWN,
+               p->started ? "the process stream ended without an end event"
+                          : "the process stream ended before the start");
+  }
+}
+
+/* ---- Lifecycle ---------------------------------------------------------- */
+
+static void plink_remove(conch_plink *l) {
+  if (l->next != NULL) {
+    l->prev->next = l->next;
+    l->next->prev = l->prev;
+    l->prev = l->next = NULL;
+  }
+}
+
+static void drop_call(conch_process *p) {
+  if (p->call != NULL) {
+    conch_call *call = p->call;
+    p->detaching = 1; /* on_close may run inside conch_call_free */
+    p->call = NULL;
+    conch_call_free(call);
+  }
+}
+
+static void proc_free(conch_process *p) {
+  const conch_mem *dm = conch_mem_default();
+  conch_alarm_cancel(p->start_alarm);
+  p->start_alarm = NULL;
+  if (p->cur != NULL) {
+    conch_message_free(p->sb->client, p->cur);
+    p->cur = NULL;
+  }
+  drop_call(p);
+  plink_remove(&p->link);
+  api_free(dm, p->out.p);
+  api_free(dm, p->err.p);
+  api_free(dm, p->text.p);
+  api_free(p->mem, p->tag);
+  conch_exec_result_clear(&p->res);
+  conch_status_clear(&p->st);
+  api_free(p->mem, p);
+}
+
+/* Ends a close: frees |p| (now or after the running handler) and reports. */
+static void close_finish(conch_process *p, int rv) {
+  void (*done)(int, void *) = p->close_done;
+  void *ud = p->close_ud;
+  p->close_rv = rv;
+  if (p->in_handler > 0) {
+    p->release_pending = 1;
+    return;
+  }
+  proc_free(p);
+  if (done != NULL) {
+    done(rv, ud);
+  }
+}
+
+static void leave_handler(conch_process *p) {
+  p->in_handler--;
+  if (p->in_handler == 0 && p->release_pending) {
+    void (*done)(int, void *) = p->close_done;
+    void *ud = p->close_ud;
+    int rv = p->close_rv;
+    proc_free(p);
+    if (done != NULL) {
+      done(rv, ud);
+    }
+  }
+}
+
+static void tell_end(conch_process *p) {
+  if (p->end_told || p->h.on_end == NULL) {
+    p->end_told = 1;
+    return;
+  }
+  p->end_told = 1;
+  {
+    conch_exec_result r;
+    conch_exec_result_init(&r);
+    copy_end(&r, p, p->collect);
+    p->in_handler++;
+    p->h.on_end(p, &r, &p->st, p->ud);
+    conch_exec_result_clear(&r);
+    leave_handler(p);
+  }
+}
+
+/* ---- Push mode (asynchronous handles) ----------------------------------- */
+
+static void kill_started(conch_process *p);
+
+static void push_msg(conch_call *call, const ProtobufCMessage *msg,
+                     void *ud) {
+  conch_process *p = ud;
+  conch_chunk chunk;
+  int was_started = p->started, r;
+
+  if (p->detaching) {
+    return;
+  }
+  r = proc_event(p, event_of(p, msg), &chunk);
+  if (r < 0) {
+    conch_call_cancel(call);
+    return;
+  }
+  if (!was_started && p->started) {
+    conch_alarm_cancel(p->start_alarm);
+    p->start_alarm = NULL;
+    if (p->closing) {
+      kill_started(p); /* closed before the start: end it now */
+      return;
+    }
+    if (p->h.on_start != NULL && !p->start_told) {
+      p->start_told = 1;
+      p->in_handler++;
+      p->h.on_start(p, p->pid, p->ud);
+      leave_handler(p);
+      return;
+    }
+  }
+  if (r == 1 && p->h.on_chunk != NULL && !p->closing) {
+    p->in_handler++;
+    p->h.on_chunk(p, &chunk, p->ud);
+    leave_handler(p);
+  }
+}
+
+static void push_close(conch_call *call, const conch_status *st,
+                       const conch_metadata *trailers, void *ud) {
+  conch_process *p = ud;
+  (void)call;
+  (void)trailers;
+  if (p->detaching) {
+    return;
+  }
+  conch_alarm_cancel(p->start_alarm);
+  p->start_alarm = NULL;
+  stream_over(p, st);
+  if (p->closing) {
+    /* Closed before the start was reported, and the stream is gone: the
+       server either never started it or we cannot tell. */
+    if (!p->started) {
+      int rv = st->origin == CONCH_ORIGIN_SERVER ? 0 : CONCH_ERR_RPC;
+      drop_call(p);
+      close_finish(p, rv);
+    }
+    return;
+  }
+  tell_end(p);
+}
+
+static const conch_call_handler push_handler = {NULL, push_msg, NULL, NULL,
+                                                push_close};
+
+static void start_timeout(conch_client *c, void *ud) {
+  conch_process *p = ud;
+  (void)c;
+  p->start_alarm = NULL;
+  if (!p->started && p->call != NULL) {
+    set_status(p, CONCH_CODE_DEADLINE_EXCEEDED,
+               "the process did not report its start in time");
+    conch_call_cancel(p->call);
+  }
+}
+
+/* ---- Starting ----------------------------------------------------------- */
+
+/* The Start request from |o|; the pieces live in |s|. */
+typedef struct start_parts {
+  Process__StartRequest req;
+  Process__ProcessConfig cfg;
+  Process__PTY pty;
+  Process__PTY__Size size;
+  Process__ProcessConfig__EnvsEntry *entries;
+  Process__ProcessConfig__EnvsEntry **envs;
+} start_parts;
+
+static int build_start(const conch_mem *m, const conch_proc_opts *o,
+                       start_parts *s) {
+  size_t i;
+  process__start_request__init(&s->req);
+  process__process_config__init(&s->cfg);
+  s->entries = NULL;
+  s->envs = NULL;
+  s->cfg.cmd = (char *)o->cmd;
+  s->cfg.args = (char **)o->args;
+  s->cfg.n_args = o->nargs;
+  if (o->nenv > 0) {
+    s->entries = api_calloc(m, o->nenv, sizeof(*s->entries));
+    s->envs = api_calloc(m, o->nenv, sizeof(*s->envs));
+    if (s->entries == NULL || s->envs == NULL) {
+      api_free(m, s->entries);
+      api_free(m, s->envs);
+      return CONCH_ERR_NOMEM;
+    }
+    for (i = 0; i < o->nenv; i++) {
+      process__process_config__envs_entry__init(&s->entries[i]);
+      s->entries[i].key = (char *)o->env[i].name;
+      s->entries[i].value = (char *)o->env[i].value;
+      s->envs[i] = &s->entries[i];
+    }
+    s->cfg.envs = s->envs;
+    s->cfg.n_envs = o->nenv;
+  }
+  if (o->cwd != NULL) {
+    s->cfg._cwd_case = PROCESS__PROCESS_CONFIG___CWD_CWD;
+    s->cfg.cwd = (char *)o->cwd;
+  }
+  s->req.process = &s->cfg;
+  if (o->tag != NULL) {
+    s->req._tag_case = PROCESS__START_REQUEST___TAG_TAG;
+    s->req.tag = (char *)o->tag;
+  }
+  s->req._stdin_case = PROCESS__START_REQUEST___STDIN_STDIN;
+  s->req.stdin = o->stdin_enabled != 0;
+  if (o->pty_cols != 0 && o->pty_rows != 0) {
+    process__pty__init(&s->pty);
+    process__pty__size__init(&s->size);
+    s->size.cols = o->pty_cols;
+    s->size.rows = o->pty_rows;
+    s->pty.size = &s->size;
+    s->req._pty_case = PROCESS__START_REQUEST___PTY_PTY;
+    s->req.pty = &s->pty;
+  }
+  return 0;
+}
+
+static void parts_free(const conch_mem *m, start_parts *s) {
+  api_free(m, s->entries);
+  api_free(m, s->envs);
+}
+
+static int read_opts(const conch_proc_opts *in, conch_proc_opts *o) {
+  conch_proc_opts d = CONCH_PROC_OPTS_INIT;
+  size_t n;
+  *o = d;
+  if (in == NULL) {
+    return 0;
+  }
+  n = in->struct_size < sizeof(*o) ? in->struct_size : sizeof(*o);
+  if (n < sizeof(size_t)) {
+    return CONCH_ERR_INVALID;
+  }
+  memcpy(o, in, n);
+  o->struct_size = sizeof(*o);
+  if (o->timeout_ms < -1 || o->request_timeout_ms < -1 ||
+      (o->nargs > 0 && o->args == NULL) || (o->nenv > 0 && o->env == NULL)) {
+    return CONCH_ERR_INVALID;
+  }
+  return 0;
+}
+
+/* Starts the Start (or Connect) call of a new handle. */
+static int proc_begin(conch_sandbox *sb, proc_kind kind,
+                      const conch_proc_opts *o, const conch_selector *sel,
+                      int async, const conch_process_handler *h, void *ud,
+                      conch_process **out) {
+  conch_process *p;
+  conch_call_opts co = CONCH_CALL_OPTS_INIT;
+  conch_metadata *md;
+  long life, reqto;
+  int rv;
+
+  p = api_calloc(sb->mem, 1, sizeof(*p));
+  if (p == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  p->sb = sb;
+  p->mem = sb->mem;
+  p->async = async != 0;
+  p->collect = kind == PK_RUN;
+  p->own = kind != PK_START;
+  p->is_connect = kind == PK_CONNECT;
+  p->pty = o != NULL && o->pty_cols != 0 && o->pty_rows != 0;
+  conch_exec_result_init(&p->res);
+  conch_status_init(&p->st);
+  if (h != NULL) {
+    p->h = *h;
+  }
+  p->ud = ud;
+  if (o != NULL && kind == PK_RUN) {
+    p->on_out = o->on_stdout;
+    p->on_err = o->on_stderr;
+    p->out_ud = o->user_data;
+  }
+  if (o != NULL && o->tag != NULL) {
+    p->tag = conch__api_strdup(sb->mem, o->tag);
+    if (p->tag == NULL) {
+      api_free(sb->mem, p);
+      return CONCH_ERR_NOMEM;
+    }
+  }
+  /* Lifetime, sent as the deadline and enforced by the server. */
+  life = o != NULL ? o->timeout_ms : 0;
+  if (life == 0) {
+    life = kind == PK_START || kind == PK_CONNECT ? -1 : sb->timeout_ms;
+  }
+  reqto = o != NULL && o->request_timeout_ms != 0 ? o->request_timeout_ms
+                                                  : sb->request_timeout_ms;
+  md = conch__sb_headers(sb, o != NULL ? o->user : NULL, 1);
+  if (md == NULL) {
+    proc_free(p);
+    return CONCH_ERR_NOMEM;
+  }
+  co.headers = md;
+  co.timeout_ms = life > 0 ? life : 0;
+  co.deadline_grace_ms = life > 0 ? LIFETIME_GRACE_MS : 0;
+  rv = conch_call_start(sb->client,
+                        kind == PK_CONNECT ? &conch__m_connect
+                                           : &conch__m_start,
+                        &co, async ? &push_handler : NULL, p, &p->call);
+  conch_metadata_free(md);
+  if (rv != 0) {
+    proc_free(p);
+    return rv;
+  }
+  p->link.next = sb->procs.next;
+  p->link.prev = &sb->procs;
+  sb->procs.next->prev = &p->link;
+  sb->procs.next = &p->link;
+  if (kind == PK_CONNECT) {
+    Process__ConnectRequest req = PROCESS__CONNECT_REQUEST__INIT;
+    Process__ProcessSelector ps;
+    conch__sb_selector(sel, &ps);
+    req.process = &ps;
+    rv = conch_call_send(p->call, &req.base);
+  } else {
+    start_parts parts;
+    rv = build_start(sb->mem, o, &parts);
+    if (rv == 0) {
+      rv = conch_call_send(p->call, &parts.req.base);
+      parts_free(sb->mem, &parts);
+    }
+  }
+  if (rv != 0 && rv != CONCH_ERR_STATE && rv != CONCH_ERR_LIMIT) {
+    proc_free(p);
+    return rv;
+  }
+  if (reqto > 0) {
+    p->start_by = now_ms() + reqto;
+    if (async &&
+        conch_client_alarm(sb->client, reqto, start_timeout, p,
+                           &p->start_alarm) != 0) {
+      proc_free(p);
+      return CONCH_ERR_NOMEM;
+    }
+  }
+  *out = p;
+  return 0;
+}
+
+/* Pull mode: waits for the start event.  On failure |st| says why. */
+static int wait_start(conch_process *p, conch_status *st) {
+  conch_client *c = p->sb->client;
+  for (;;) {
+    ProtobufCMessage *msg;
+    int rv = conch_call_recv(p->call, &msg);
+    if (rv == 0) {
+      conch_chunk chunk;
+      int r = proc_event(p, event_of(p, msg), &chunk);
+      conch_message_free(c, msg);
+      if (r < 0) {
+        conch_call_cancel(p->call);
+        break;
+      }
+      if (p->started) {
+        return 0;
+      }
+      continue;
+    }
+    if (rv == CONCH_ERR_EOF || rv == CONCH_ERR_RPC) {
+      break;
+    }
+    if (rv != CONCH_ERR_AGAIN) {
+      return rv;
+    }
+    {
+      long wait = -1;
+      if (p->start_by != 0) {
+        int64_t left = p->start_by - now_ms();
+        if (left <= 0) {
+          set_status(p, CONCH_CODE_DEADLINE_EXCEEDED,
+                     "the process did not report its start in time");
+          conch_call_cancel(p->call);
+          break;
+        }
+        wait = (long)left;
+      }
+      rv = conch_client_run(c, wait);
+      if (rv != 0) {
+        return rv;
+      }
+    }
+  }
+  stream_over(p, conch_call_status(p->call));
+  conch__sb_status(st, &p->st);
+  return CONCH_ERR_RPC;
+}
+
+/* ---- Blocking API ------------------------------------------------------- */
+
+static int check_sb(conch_sandbox *sb, const conch_proc_opts *o) {
+  return sb != NULL && o != NULL && o->cmd != NULL;
+}
+
+static int blocking_begin(conch_sandbox *sb, proc_kind kind,
+                          const conch_proc_opts *o, const conch_selector *sel,
+                          conch_process **out, conch_status *st) {
+  conch_process *p;
+  int rv = proc_begin(sb, kind, o, sel, 0, NULL, NULL, &p);
+  if (rv != 0) {
+    return rv;
+  }
+  rv = wait_start(p, st);
+  if (rv != 0) {
+    /* Nothing reported a start; make sure nothing runs (a tag still
+       reaches it) and release. */
+    conch_process_close(p);
+    return rv;
+  }
+  *out = p;
+  return 0;
+}
+
+int conch_stream(conch_sandbox *sb, const conch_proc_opts *o,
+                 conch_process **out, conch_status *st) {
+  conch_proc_opts oo;
+  int rv;
+  if (!check_sb(sb, o) || out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (!(sb->caps & CONCH_CAP_STREAMING) ||
+      (o->struct_size >= offsetof(conch_proc_opts, pty_rows) + 4 &&
+       o->pty_cols != 0 && o->pty_rows != 0 && !(sb->caps & CONCH_CAP_PTY))) {
+    return CONCH_ERR_CAPABILITY;
+  }
+  rv = read_opts(o, &oo);
+  if (rv != 0) {
+    return rv;
+  }
+  return blocking_begin(sb, oo.pty_cols && oo.pty_rows ? PK_PTY : PK_STREAM,
+                        &oo, NULL, out, st);
+}
+
+/* PTY defaults: the SDK's interactive login shell and terminal. */
+typedef struct pty_defaults {
+  conch_proc_opts o;
+  const char *args[2];
+  conch_env *env;
+} pty_defaults;
+
+static int pty_prepare(conch_sandbox *sb, const conch_proc_opts *in,
+                       pty_defaults *d) {
+  static const conch_env extra[3] = {{"TERM", "xterm-256color"},
+                                     {"LANG", "C.UTF-8"},
+                                     {"LC_ALL", "C.UTF-8"}};
+  size_t i;
+  int rv = read_opts(in, &d->o);
+  if (rv != 0) {
+    return rv;
+  }
+  if (d->o.cmd == NULL) {
+    d->o.cmd = "/bin/bash";
+    d->args[0] = "-i";
+    d->args[1] = "-l";
+    d->o.args = d->args;
+    d->o.nargs = 2;
+  }
+  if (d->o.pty_cols == 0 || d->o.pty_rows == 0) {
+    d->o.pty_cols = 80;
+    d->o.pty_rows = 24;
+  }
+  d->env = api_calloc(sb->mem, d->o.nenv + 3, sizeof(conch_env));
+  if (d->env == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  /* The terminal settings first: the caller's own env wins. */
+  for (i = 0; i < 3; i++) {
+    d->env[i] = extra[i];
+  }
+  for (i = 0; i < d->o.nenv; i++) {
+    d->env[3 + i] = d->o.env[i];
+  }
+  d->o.env = d->env;
+  d->o.nenv += 3;
+  return 0;
+}
+
+int conch_pty_open(conch_sandbox *sb, const conch_proc_opts *o,
+                   conch_process **out, conch_status *st) {
+  pty_defaults d;
+  int rv;
+  if (sb == NULL || out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if ((sb->caps & (CONCH_CAP_STREAMING | CONCH_CAP_PTY)) !=
+      (CONCH_CAP_STREAMING | CONCH_CAP_PTY)) {
+    return CONCH_ERR_CAPABILITY;
+  }
+  rv = pty_prepare(sb, o, &d);
+  if (rv != 0) {
+    return rv;
+  }
+  rv = blocking_begin(sb, PK_PTY, &d.o, NULL, out, st);
+  api_free(sb->mem, d.env);
+  return rv;
+}
+
+int conch_start(conch_sandbox *sb, const conch_proc_opts *o, uint32_t *pid,
+                conch_status *st) {
+  conch_proc_opts oo;
+  conch_process *p;
+  int rv;
+  if (!check_sb(sb, o) || pid == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = read_opts(o, &oo);
+  if (rv != 0) {
+    return rv;
+  }
+  rv = blocking_begin(sb, PK_START, &oo, NULL, &p, st);
+  if (rv != 0) {
+    return rv;
+  }
+  *pid = p->pid;
+  /* Not owned: closing only lets go of the stream; the process runs on. */
+  conch_process_close(p);
+  return 0;
+}
+
+int conch_connect(conch_sandbox *sb, const conch_selector *sel,
+                  unsigned flags, conch_process **out, conch_status *st) {
+  conch_process *p;
+  int rv;
+  if (sb == NULL || sel == NULL || out == NULL ||
+      (sel->tag == NULL && sel->pid == 0)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (!(sb->caps & CONCH_CAP_STREAMING)) {
+    return CONCH_ERR_CAPABILITY;
+  }
+  rv = proc_begin(sb, PK_CONNECT, NULL, sel, 0, NULL, NULL, &p);
+  if (rv != 0) {
+    return rv;
+  }
+  p->own = !(flags & CONCH_CONNECT_DETACHED);
+  if (sel->tag != NULL) {
+    p->tag = conch__api_strdup(sb->mem, sel->tag);
+  }
+  rv = wait_start(p, st);
+  if (rv != 0) {
+    p->own = 0; /* not ours to end: it was never reached */
+    conch_process_close(p);
+    return rv;
+  }
+  *out = p;
+  return 0;
+}
+
+uint32_t conch_process_pid(const conch_process *p) {
+  return p != NULL ? p->pid : 0;
+}
+
+const conch_status *conch_process_status(const conch_process *p) {
+  return p != NULL && p->done ? &p->st : NULL;
+}
+
+static int end_code(const conch_process *p) {
+  return p->ended && p->st.code == CONCH_CODE_OK ? CONCH_ERR_EOF
+                                                 : CONCH_ERR_RPC;
+}
+
+int conch_process_next(conch_process *p, conch_chunk *chunk) {
+  conch_client *c;
+  if (p == NULL || chunk == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (p->async || p->closing) {
+    return CONCH_ERR_STATE;
+  }
+  c = p->sb->client;
+  if (p->cur != NULL) {
+    conch_message_free(c, p->cur);
+    p->cur = NULL;
+  }
+  for (;;) {
+    ProtobufCMessage *msg;
+    int rv, r;
+    if (p->done) {
+      return end_code(p);
+    }
+    rv = conch_call_recv_sync(p->call, &msg);
+    if (rv == CONCH_ERR_EOF || rv == CONCH_ERR_RPC) {
+      stream_over(p, conch_call_status(p->call));
+      continue;
+    }
+    if (rv != 0) {
+      return rv;
+    }
+    r = proc_event(p, event_of(p, msg), chunk);
+    if (r == 1) {
+      p->cur = msg; /* the chunk points into it */
+      return 0;
+    }
+    conch_message_free(c, msg);
+    if (r < 0) {
+      conch_call_cancel(p->call);
+      stream_over(p, NULL);
+    }
+  }
+}
+
+int conch_process_wait(conch_process *p, conch_exec_result *res,
+                       conch_status *st) {
+  int rv;
+  if (p == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (p->async) {
+    while (!p->done) {
+      rv = conch_client_run(p->sb->client, -1);
+      if (rv != 0) {
+        return rv;
+      }
+    }
+  } else {
+    conch_chunk chunk;
+    do {
+      rv = conch_process_next(p, &chunk);
+    } while (rv == 0);
+    if (rv != CONCH_ERR_EOF && rv != CONCH_ERR_RPC) {
+      return rv;
+    }
+  }
+  if (res != NULL && copy_end(res, p, p->collect) != 0) {
+    return CONCH_ERR_NOMEM;
+  }
+  if (p->ended && p->st.code == CONCH_CODE_OK) {
+    return 0;
+  }
+  conch__sb_status(st, &p->st);
+  return CONCH_ERR_RPC;
+}
+
+int conch_run(conch_sandbox *sb, const conch_proc_opts *o,
+              conch_exec_result *res, conch_status *st) {
+  conch_proc_opts oo;
+  conch_process *p;
+  conch_chunk chunk;
+  int rv, crv;
+  if (!check_sb(sb, o) || res == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = read_opts(o, &oo);
+  if (rv != 0) {
+    return rv;
+  }
+  rv = blocking_begin(sb, PK_RUN, &oo, NULL, &p, st);
+  if (rv != 0) {
+    return rv;
+  }
+  do {
+    rv = conch_process_next(p, &chunk);
+  } while (rv == 0);
+  if (rv == CONCH_ERR_EOF || rv == CONCH_ERR_RPC) {
+    int cr = copy_end(res, p, 1);
+    res->streamed = 0;
+    if (cr != 0) {
+      rv = cr;
+    } else if (rv == CONCH_ERR_EOF) {
+      rv = 0;
+    } else {
+      conch__sb_status(st, &p->st);
+    }
+  }
+  /* Ends the process too if the stream broke before its end. */
+  crv = conch_process_close(p);
+  (void)crv;
+  return rv;
+}
+
+/* ---- Closing ------------------------------------------------------------ */
+
+static void maybe_done(conch_process *p) {
+  if (p->pending == 0) {
+    close_finish(p, p->close_rv);
+  }
+}
+
+static void kill_after_grace(conch_process *p);
+
+static void sig_done(const conch_status *st, const ProtobufCMessage *resp,
+                     void *ud) {
+  conch_process *p = ud;
+  (void)resp;
+  p->pending--;
+  /* not_found: already gone (and past retention). */
+  if (st->code != CONCH_CODE_OK && st->code != CONCH_CODE_NOT_FOUND &&
+      !p->ended) {
+    p->close_rv = CONCH_ERR_RPC;
+  }
+  maybe_done(p);
+}
+
+static void watch_msg(conch_call *call, const ProtobufCMessage *msg,
+                      void *ud) {
+  conch_process *p = ud;
+  const Process__ProcessEvent *ev =
+      ((const Process__ConnectResponse *)msg)->event;
+  (void)call;
+  if (ev != NULL && ev->event_case == PROCESS__PROCESS_EVENT__EVENT_END &&
+      ev->end != NULL) {
+    record_end(p, ev->end);
+  }
+}
+
+static void watch_close(conch_call *call, const conch_status *st,
+                        const conch_metadata *trailers, void *ud) {
+  conch_process *p = ud;
+  (void)trailers;
+  conch_call_free(call);
+  p->pending--;
+  if (p->ended || st->code == CONCH_CODE_NOT_FOUND) {
+    p->ended = 1;
+  } else if (st->code == CONCH_CODE_DEADLINE_EXCEEDED && !p->escalated) {
+    /* The grace period passed without a reported end: kill outright. */
+    kill_after_grace(p);
+  } else {
+    p->close_rv = CONCH_ERR_RPC;
+  }
+  maybe_done(p);
+}
+
+static int send_signal_async(conch_process *p, int sig) {
+  Process__SendSignalRequest req = PROCESS__SEND_SIGNAL_REQUEST__INIT;
+  Process__ProcessSelector ps;
+  conch_selector sel = {p->pid, p->started ? NULL : p->tag};
+  int rv;
+  conch__sb_selector(&sel, &ps);
+  req.process = &ps;
+  req.signal = (Process__Signal)sig;
+  rv = conch__sb_unary_async(p->sb, &conch__m_send_signal, &req.base,
+                             sig_done, p);
+  if (rv == 0) {
+    p->pending++;
+  } else {
+    p->close_rv = CONCH_ERR_RPC;
+  }
+  return rv;
+}
+
+static void kill_after_grace(conch_process *p) {
+  p->escalated = 1;
+  send_signal_async(p, 9);
+}
+
+/* SIGTERM now; a Connect whose deadline is the grace period watches for
+   the end.  envd kills a process at the deadline of a Connect, so the
+   SIGKILL happens even if this client goes away meanwhile. */
+static void kill_started(conch_process *p) {
+  static const conch_call_handler wh = {NULL, watch_msg, NULL, NULL,
+                                        watch_close};
+  conch_sandbox *sb = p->sb;
+  Process__ConnectRequest req = PROCESS__CONNECT_REQUEST__INIT;
+  Process__ProcessSelector ps;
+  conch_selector sel = {p->pid, NULL};
+  conch_call_opts co = CONCH_CALL_OPTS_INIT;
+  conch_metadata *md;
+  conch_call *watch;
+  long wait = sb->request_timeout_ms > 0 ? sb->request_timeout_ms : 60000;
+
+  drop_call(p); /* the process runs on without this stream */
+  send_signal_async(p, 15);
+  md = conch__sb_headers(sb, NULL, 0);
+  if (md == NULL) {
+    p->close_rv = CONCH_ERR_RPC;
+    maybe_done(p);
+    return;
+  }
+  co.headers = md;
+  co.timeout_ms = sb->kill_grace_ms;
+  co.deadline_grace_ms = wait;
+  if (conch_call_start(sb->client, &conch__m_connect, &co, &wh, p, &watch) !=
+      0) {
+    conch_metadata_free(md);
+    kill_after_grace(p);
+    maybe_done(p);
+    return;
+  }
+  conch_metadata_free(md);
+  conch__sb_selector(&sel, &ps);
+  req.process = &ps;
+  p->pending++;
+  conch_call_send(watch, &req.base);
+}
+
+void conch_process_close_async(conch_process *p,
+                               void (*done)(int rv, void *user_data),
+                               void *user_data) {
+  if (p == NULL) {
+    if (done != NULL) {
+      done(0, user_data);
+    }
+    return;
+  }
+  if (p->closing) {
+    return;
+  }
+  p->closing = 1;
+  p->close_done = done;
+  p->close_ud = user_data;
+  if (p->cur != NULL) {
+    conch_message_free(p->sb->client, p->cur);
+    p->cur = NULL;
+  }
+  if (p->ended || !p->own) {
+    close_finish(p, 0);
+    return;
+  }
+  if (p->started) {
+    kill_started(p);
+    return;
+  }
+  /* Not started. */
+  if (p->async && p->call != NULL && !conch_call_done(p->call)) {
+    return; /* push_msg kills it when the start arrives; push_close ends */
+  }
+  if (p->tag != NULL) {
+    drop_call(p);
+    send_signal_async(p, 9); /* by tag: the pid was never learned */
+    maybe_done(p);
+    return;
+  }
+  close_finish(p, p->st.origin == CONCH_ORIGIN_SERVER ? 0 : CONCH_ERR_RPC);
+}
+
+typedef struct close_wait {
+  int done;
+  int rv;
+} close_wait;
+
+static void close_waited(int rv, void *ud) {
+  close_wait *w = ud;
+  w->done = 1;
+  w->rv = rv;
+}
+
+int conch_process_close(conch_process *p) {
+  conch_sandbox *sb;
+  close_wait w = {0, 0};
+  int rv;
+  if (p == NULL) {
+    return 0;
+  }
+  sb = p->sb;
+  conch_process_close_async(p, close_waited, &w);
+  rv = conch__sb_drive(sb, &w.done);
+  return rv != 0 ? rv : w.rv;
+}
+
+typedef struct close_all_ctx {
+  int pending;
+  int zero;
+} close_all_ctx;
+
+static void one_closed(int rv, void *ud) {
+  close_all_ctx *c = ud;
+  (void)rv;
+  c->pending--;
+  c->zero = c->pending == 0;
+}
+
+void conch__proc_close_all(conch_sandbox *sb) {
+  close_all_ctx ctx = {0, 0};
+  conch_plink *l, *next;
+  for (l = sb->procs.next; l != &sb->procs; l = next) {
+    conch_process *p =
+        (conch_process *)(void *)((char *)l - offsetof(conch_process, link));
+    next = l->next;
+    if (!p->closing) {
+      ctx.pending++;
+      conch_process_close_async(p, one_closed, &ctx);
+    }
+  }
+  ctx.zero = ctx.pending == 0;
+  /* Every handle ends at once: SIGTERMs together, one grace period. */
+  while (!ctx.zero || sb->procs.next != &sb->procs) {
+    if (conch_client_run(sb->client, -1) != 0) {
+      break;
+    }
+  }
+  /* What could not be ended cleanly is released anyway. */
+  while (sb->procs.next != &sb->procs) {
+    conch_plink *h = sb->procs.next;
+    conch_process *p =
+        (conch_process *)(void *)((char *)h - offsetof(conch_process, link));
+    proc_free(p);
+  }
+}
+
+/* ---- Per-handle calls --------------------------------------------------- */
+
+static conch_selector self_sel(const conch_process *p) {
+  conch_selector s = {p->pid, NULL};
+  return s;
+}
+
+int conch_process_signal(conch_process *p, int signal, conch_status *st) {
+  conch_selector s;
+  if (p == NULL || !p->started) {
+    return CONCH_ERR_INVALID;
+  }
+  s = self_sel(p);
+  return conch_kill(p->sb, &s, signal, st);
+}
+
+int conch_process_send_stdin(conch_process *p, const void *data, size_t len,
+                             conch_status *st) {
+  conch_selector s;
+  if (p == NULL || !p->started) {
+    return CONCH_ERR_INVALID;
+  }
+  s = self_sel(p);
+  return p->pty ? conch_pty_send(p->sb, &s, data, len, st)
+                : conch_send_stdin(p->sb, &s, data, len, st);
+}
+
+int conch_process_close_stdin(conch_process *p, conch_status *st) {
+  conch_selector s;
+  if (p == NULL || !p->started) {
+    return CONCH_ERR_INVALID;
+  }
+  s = self_sel(p);
+  return conch_close_stdin(p->sb, &s, st);
+}
+
+int conch_process_resize(conch_process *p, uint32_t cols, uint32_t rows,
+                         conch_status *st) {
+  conch_selector s;
+  if (p == NULL || !p->started) {
+    return CONCH_ERR_INVALID;
+  }
+  s = self_sel(p);
+  return conch_pty_resize(p->sb, &s, cols, rows, st);
+}
+
+/* ---- Asynchronous starts ------------------------------------------------ */
+
+int conch_run_async(conch_sandbox *sb, const conch_proc_opts *o,
+                    const conch_process_handler *h, void *user_data,
+                    conch_process **out) {
+  conch_proc_opts oo;
+  int rv;
+  if (!check_sb(sb, o) || out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = read_opts(o, &oo);
+  if (rv != 0) {
+    return rv;
+  }
+  return proc_begin(sb, PK_RUN, &oo, NULL, 1, h, user_data, out);
+}
+
+int conch_stream_async(conch_sandbox *sb, const conch_proc_opts *o,
+                       const conch_process_handler *h, void *user_data,
+                       conch_process **out) {
+  conch_proc_opts oo;
+  int rv;
+  if (!check_sb(sb, o) || out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (!(sb->caps & CONCH_CAP_STREAMING)) {
+    return CONCH_ERR_CAPABILITY;
+  }
+  rv = read_opts(o, &oo);
+  if (rv != 0) {
+    return rv;
+  }
+  return proc_begin(sb, oo.pty_cols && oo.pty_rows ? PK_PTY : PK_STREAM, &oo,
+                    NULL, 1, h, user_data, out);
+}

@@ -1,0 +1,588 @@
+/* Sandboxes: the target, its defaults and headers, and the unary RPCs of
+   process.Process (List, SendSignal, SendInput, CloseStdin, Update). */
+#include <stdio.h>
+#include <string.h>
+
+#include "api_int.h"
+
+#define SVC "/process.Process/"
+
+const conch_method conch__m_list = {
+    SVC "List", CONCH_STREAM_UNARY, &process__list_request__descriptor,
+    &process__list_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
+const conch_method conch__m_connect = {
+    SVC "Connect", CONCH_STREAM_SERVER, &process__connect_request__descriptor,
+    &process__connect_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
+const conch_method conch__m_start = {
+    SVC "Start", CONCH_STREAM_SERVER, &process__start_request__descriptor,
+    &process__start_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
+const conch_method conch__m_update = {
+    SVC "Update", CONCH_STREAM_UNARY, &process__update_request__descriptor,
+    &process__update_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
+const conch_method conch__m_stream_input = {
+    SVC "StreamInput", CONCH_STREAM_CLIENT,
+    &process__stream_input_request__descriptor,
+    &process__stream_input_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
+const conch_method conch__m_send_input = {
+    SVC "SendInput", CONCH_STREAM_UNARY,
+    &process__send_input_request__descriptor,
+    &process__send_input_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
+const conch_method conch__m_send_signal = {
+    SVC "SendSignal", CONCH_STREAM_UNARY,
+    &process__send_signal_request__descriptor,
+    &process__send_signal_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
+const conch_method conch__m_close_stdin = {
+    SVC "CloseStdin", CONCH_STREAM_UNARY,
+    &process__close_stdin_request__descriptor,
+    &process__close_stdin_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
+
+/* ---- Sandbox ------------------------------------------------------------ */
+
+/* "Basic " + base64("<user>:"), padded as HTTP Basic requires. */
+static char *basic_auth(const conch_mem *mem, const char *user) {
+  static const char tbl[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  size_t n = strlen(user) + 1, i, o = 6;
+  char *out = api_malloc(mem, 6 + (n + 2) / 3 * 4 + 1);
+  if (out == NULL) {
+    return NULL;
+  }
+  memcpy(out, "Basic ", 6);
+  for (i = 0; i < n; i += 3) {
+    uint32_t v = 0;
+    size_t k, take = n - i < 3 ? n - i : 3;
+    for (k = 0; k < 3; k++) {
+      uint8_t b = 0;
+      if (k < take) {
+        b = (uint8_t)(i + k < n - 1 ? user[i + k] : ':');
+      }
+      v = (v << 8) | b;
+    }
+    out[o++] = tbl[(v >> 18) & 63];
+    out[o++] = tbl[(v >> 12) & 63];
+    out[o++] = take > 1 ? tbl[(v >> 6) & 63] : '=';
+    out[o++] = take > 2 ? tbl[v & 63] : '=';
+  }
+  out[o] = '\0';
+  return out;
+}
+
+static long or_default(long v, long dflt) { return v == 0 ? dflt : v; }
+
+int conch_sandbox_new(conch_sandbox **out, const conch_sandbox_opts *opts) {
+  conch_sandbox_opts o = CONCH_SANDBOX_OPTS_INIT;
+  conch_sandbox *sb;
+  const conch_mem *mem;
+  int rv;
+
+  if (out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (opts != NULL) {
+    size_t n = opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o);
+    if (n < sizeof(size_t)) {
+      return CONCH_ERR_INVALID;
+    }
+    memcpy(&o, opts, n);
+  }
+  if (o.timeout_ms < -1 || o.request_timeout_ms < -1 || o.kill_grace_ms < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  sb = api_calloc(conch_mem_default(), 1, sizeof(*sb));
+  if (sb == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  sb->procs.prev = sb->procs.next = &sb->procs;
+  rv = conch_client_new(&sb->client,
+                        o.url != NULL ? o.url : CONCH_SANDBOX_DEFAULT_URL,
+                        o.client_opts);
+  if (rv != 0) {
+    api_free(conch_mem_default(), sb);
+    return rv;
+  }
+  mem = conch_client_mem(sb->client);
+  sb->mem = mem;
+  sb->timeout_ms = or_default(o.timeout_ms, 60000);
+  sb->request_timeout_ms = or_default(o.request_timeout_ms, 60000);
+  sb->kill_grace_ms = or_default(o.kill_grace_ms, 2000);
+  sb->caps = o.capabilities != 0 ? o.capabilities : CONCH_CAP_ALL;
+  rv = conch_metadata_new(&sb->base, mem);
+  if (rv == 0 && o.headers != NULL) {
+    rv = conch_metadata_append(sb->base, o.headers);
+  }
+  if (rv == 0 && o.access_token != NULL) {
+    rv = conch_metadata_add_str(sb->base, "x-access-token", o.access_token);
+  }
+  if (rv == 0 && o.user != NULL) {
+    sb->auth = basic_auth(mem, o.user);
+    if (sb->auth == NULL) {
+      rv = CONCH_ERR_NOMEM;
+    }
+  }
+  if (rv != 0) {
+    conch_metadata_free(sb->base);
+    api_free(mem, sb->auth);
+    conch_client_free(sb->client);
+    api_free(conch_mem_default(), sb);
+    return rv;
+  }
+  *out = sb;
+  return 0;
+}
+
+void conch_sandbox_free(conch_sandbox *sb) {
+  if (sb == NULL) {
+    return;
+  }
+  conch__proc_close_all(sb);
+  conch_metadata_free(sb->base);
+  api_free(sb->mem, sb->auth);
+  conch_client_free(sb->client);
+  api_free(conch_mem_default(), sb);
+}
+
+conch_client *conch_sandbox_native(conch_sandbox *sb) {
+  return sb != NULL ? sb->client : NULL;
+}
+
+unsigned conch_sandbox_capabilities(const conch_sandbox *sb) {
+  return sb != NULL ? sb->caps : 0;
+}
+
+/* ---- Helpers ------------------------------------------------------------ */
+
+conch_metadata *conch__sb_headers(conch_sandbox *sb, const char *user,
+                                  int keepalive) {
+  conch_metadata *md;
+  int rv;
+  if (conch_metadata_new(&md, sb->mem) != 0) {
+    return NULL;
+  }
+  rv = conch_metadata_append(md, sb->base);
+  if (rv == 0 && user != NULL) {
+    char *auth = basic_auth(sb->mem, user);
+    rv = auth != NULL ? conch_metadata_add_str(md, "authorization", auth)
+                      : CONCH_ERR_NOMEM;
+    api_free(sb->mem, auth);
+  } else if (rv == 0 && sb->auth != NULL) {
+    rv = conch_metadata_add_str(md, "authorization", sb->auth);
+  }
+  if (rv == 0 && keepalive) {
+    /* What the SDKs send: keeps idle streams alive through proxies. */
+    rv = conch_metadata_add_str(md, "keepalive-ping-interval", "50");
+  }
+  if (rv != 0) {
+    conch_metadata_free(md);
+    return NULL;
+  }
+  return md;
+}
+
+void conch__sb_selector(const conch_selector *sel,
+                        Process__ProcessSelector *out) {
+  process__process_selector__init(out);
+  if (sel->tag != NULL) {
+    out->selector_case = PROCESS__PROCESS_SELECTOR__SELECTOR_TAG;
+    out->tag = (char *)sel->tag;
+  } else {
+    out->selector_case = PROCESS__PROCESS_SELECTOR__SELECTOR_PID;
+    out->pid = sel->pid;
+  }
+}
+
+void conch__sb_status(conch_status *st, const conch_status *src) {
+  if (st != NULL && src != NULL) {
+    conch_status_copy(st, src, NULL);
+  }
+}
+
+void conch__sb_fail(conch_status *st, conch_code code, int err,
+                    const char *msg) {
+  conch_status s;
+  if (st == NULL) {
+    return;
+  }
+  conch_status_init(&s);
+  s.code = code;
+  s.origin = CONCH_ORIGIN_LOCAL;
+  s.local_err = err;
+  s.message = (char *)msg;
+  conch_status_copy(st, &s, NULL);
+}
+
+int conch__sb_drive(conch_sandbox *sb, const int *flag) {
+  while (!*flag) {
+    int rv = conch_client_run(sb->client, -1);
+    if (rv != 0) {
+      return rv;
+    }
+  }
+  return 0;
+}
+
+static conch_call_opts call_opts(conch_sandbox *sb, conch_metadata *md) {
+  conch_call_opts o = CONCH_CALL_OPTS_INIT;
+  o.headers = md;
+  o.timeout_ms = sb->request_timeout_ms > 0 ? sb->request_timeout_ms : 0;
+  return o;
+}
+
+int conch__sb_unary(conch_sandbox *sb, const conch_method *m,
+                    const ProtobufCMessage *req, const char *user,
+                    ProtobufCMessage **resp, conch_status *st) {
+  conch_metadata *md = conch__sb_headers(sb, user, 0);
+  conch_call_opts o;
+  conch_status local;
+  int rv;
+
+  *resp = NULL;
+  if (md == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  o = call_opts(sb, md);
+  conch_status_init(&local);
+  rv = conch_unary_sync(sb->client, m, &o, req, resp, &local, NULL, NULL);
+  conch_metadata_free(md);
+  if (rv == CONCH_ERR_RPC) {
+    conch__sb_status(st, &local);
+  }
+  conch_status_clear(&local);
+  return rv;
+}
+
+typedef struct unary_ctx {
+  void (*done)(const conch_status *, const ProtobufCMessage *, void *);
+  void *ud;
+  const conch_mem *mem;
+} unary_ctx;
+
+/* The answers of process.Process's unary calls carry nothing but their
+   status; a message is only borrowed, so it is not kept. */
+static void unary_msg(conch_call *call, const ProtobufCMessage *msg,
+                      void *ud) {
+  (void)call;
+  (void)msg;
+  (void)ud;
+}
+
+static void unary_close(conch_call *call, const conch_status *st,
+                        const conch_metadata *trailers, void *ud) {
+  unary_ctx *u = ud;
+  (void)trailers;
+  u->done(st, NULL, u->ud);
+  api_free(u->mem, u);
+  conch_call_free(call);
+}
+
+int conch__sb_unary_async(conch_sandbox *sb, const conch_method *m,
+                          const ProtobufCMessage *req,
+                          void (*done)(const conch_status *st,
+                                       const ProtobufCMessage *resp,
+                                       void *ud),
+                          void *ud) {
+  static const conch_call_handler h = {NULL, unary_msg, NULL, NULL,
+                                       unary_close};
+  conch_metadata *md = conch__sb_headers(sb, NULL, 0);
+  unary_ctx *u = api_calloc(sb->mem, 1, sizeof(*u));
+  conch_call_opts o;
+  conch_call *call;
+  int rv;
+
+  if (md == NULL || u == NULL) {
+    conch_metadata_free(md);
+    api_free(sb->mem, u);
+    return CONCH_ERR_NOMEM;
+  }
+  u->done = done;
+  u->ud = ud;
+  u->mem = sb->mem;
+  o = call_opts(sb, md);
+  rv = conch_call_start(sb->client, m, &o, &h, u, &call);
+  conch_metadata_free(md);
+  if (rv != 0) {
+    api_free(sb->mem, u);
+    return rv;
+  }
+  rv = conch_call_send(call, req);
+  if (rv != 0 && rv != CONCH_ERR_STATE && rv != CONCH_ERR_LIMIT) {
+    conch_call_cancel(call); /* on_close still runs, with canceled */
+  }
+  return 0;
+}
+
+/* ---- By pid or tag ------------------------------------------------------ */
+
+static int check_sel(const conch_selector *sel) {
+  return sel != NULL && (sel->tag != NULL || sel->pid != 0);
+}
+
+int conch_kill(conch_sandbox *sb, const conch_selector *sel, int signal,
+               conch_status *st) {
+  Process__SendSignalRequest req = PROCESS__SEND_SIGNAL_REQUEST__INIT;
+  Process__ProcessSelector ps;
+  ProtobufCMessage *resp;
+  int rv;
+  if (sb == NULL || !check_sel(sel)) {
+    return CONCH_ERR_INVALID;
+  }
+  conch__sb_selector(sel, &ps);
+  req.process = &ps;
+  req.signal = (Process__Signal)signal;
+  rv = conch__sb_unary(sb, &conch__m_send_signal, &req.base, NULL, &resp, st);
+  conch_message_free(sb->client, resp);
+  return rv;
+}
+
+typedef struct kill_ctx {
+  void (*done)(const conch_status *, void *);
+  void *ud;
+  const conch_mem *mem;
+} kill_ctx;
+
+static void kill_done(const conch_status *st, const ProtobufCMessage *resp,
+                      void *ud) {
+  kill_ctx *k = ud;
+  (void)resp;
+  if (k->done != NULL) {
+    k->done(st, k->ud);
+  }
+  api_free(k->mem, k);
+}
+
+int conch_kill_async(conch_sandbox *sb, const conch_selector *sel, int signal,
+                     void (*done)(const conch_status *st, void *user_data),
+                     void *user_data) {
+  Process__SendSignalRequest req = PROCESS__SEND_SIGNAL_REQUEST__INIT;
+  Process__ProcessSelector ps;
+  kill_ctx *k;
+  int rv;
+  if (sb == NULL || !check_sel(sel)) {
+    return CONCH_ERR_INVALID;
+  }
+  k = api_calloc(sb->mem, 1, sizeof(*k));
+  if (k == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  k->done = done;
+  k->ud = user_data;
+  k->mem = sb->mem;
+  conch__sb_selector(sel, &ps);
+  req.process = &ps;
+  req.signal = (Process__Signal)signal;
+  rv = conch__sb_unary_async(sb, &conch__m_send_signal, &req.base, kill_done,
+                             k);
+  if (rv != 0) {
+    api_free(sb->mem, k);
+  }
+  return rv;
+}
+
+static int send_input(conch_sandbox *sb, const conch_selector *sel,
+                      const void *data, size_t len, int pty,
+                      conch_status *st) {
+  Process__SendInputRequest req = PROCESS__SEND_INPUT_REQUEST__INIT;
+  Process__ProcessSelector ps;
+  Process__ProcessInput in = PROCESS__PROCESS_INPUT__INIT;
+  ProtobufCMessage *resp;
+  int rv;
+  if (sb == NULL || !check_sel(sel) || (data == NULL && len > 0)) {
+    return CONCH_ERR_INVALID;
+  }
+  conch__sb_selector(sel, &ps);
+  if (pty) {
+    in.input_case = PROCESS__PROCESS_INPUT__INPUT_PTY;
+    in.pty.data = (uint8_t *)data;
+    in.pty.len = len;
+  } else {
+    in.input_case = PROCESS__PROCESS_INPUT__INPUT_STDIN;
+    in.stdin.data = (uint8_t *)data;
+    in.stdin.len = len;
+  }
+  req.process = &ps;
+  req.input = &in;
+  rv = conch__sb_unary(sb, &conch__m_send_input, &req.base, NULL, &resp, st);
+  conch_message_free(sb->client, resp);
+  return rv;
+}
+
+int conch_send_stdin(conch_sandbox *sb, const conch_selector *sel,
+                     const void *data, size_t len, conch_status *st) {
+  return send_input(sb, sel, data, len, 0, st);
+}
+
+int conch_pty_send(conch_sandbox *sb, const conch_selector *sel,
+                   const void *data, size_t len, conch_status *st) {
+  return send_input(sb, sel, data, len, 1, st);
+}
+
+int conch_close_stdin(conch_sandbox *sb, const conch_selector *sel,
+                      conch_status *st) {
+  Process__CloseStdinRequest req = PROCESS__CLOSE_STDIN_REQUEST__INIT;
+  Process__ProcessSelector ps;
+  ProtobufCMessage *resp;
+  int rv;
+  if (sb == NULL || !check_sel(sel)) {
+    return CONCH_ERR_INVALID;
+  }
+  conch__sb_selector(sel, &ps);
+  req.process = &ps;
+  rv = conch__sb_unary(sb, &conch__m_close_stdin, &req.base, NULL, &resp, st);
+  conch_message_free(sb->client, resp);
+  return rv;
+}
+
+int conch_pty_resize(conch_sandbox *sb, const conch_selector *sel,
+                     uint32_t cols, uint32_t rows, conch_status *st) {
+  Process__UpdateRequest req = PROCESS__UPDATE_REQUEST__INIT;
+  Process__ProcessSelector ps;
+  Process__PTY pty = PROCESS__PTY__INIT;
+  Process__PTY__Size size = PROCESS__PTY__SIZE__INIT;
+  ProtobufCMessage *resp;
+  int rv;
+  if (sb == NULL || !check_sel(sel) || cols == 0 || rows == 0) {
+    return CONCH_ERR_INVALID;
+  }
+  conch__sb_selector(sel, &ps);
+  size.cols = cols;
+  size.rows = rows;
+  pty.size = &size;
+  req.process = &ps;
+  req._pty_case = PROCESS__UPDATE_REQUEST___PTY_PTY;
+  req.pty = &pty;
+  rv = conch__sb_unary(sb, &conch__m_update, &req.base, NULL, &resp, st);
+  conch_message_free(sb->client, resp);
+  return rv;
+}
+
+/* ---- List --------------------------------------------------------------- */
+
+char *conch__api_strdup(const conch_mem *m, const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = api_malloc(m, n);
+  if (p != NULL) {
+    memcpy(p, s, n);
+  }
+  return p;
+}
+
+/* Lists handed to the caller use the C library's allocator. */
+#define LM conch_mem_default()
+
+static char *dup_or_null(const char *s) {
+  return s != NULL ? conch__api_strdup(LM, s) : NULL;
+}
+
+void conch_process_list_free(conch_process_info *list, size_t n) {
+  size_t i, k;
+  if (list == NULL) {
+    return;
+  }
+  for (i = 0; i < n; i++) {
+    conch_process_info *p = &list[i];
+    api_free(LM, p->tag);
+    api_free(LM, p->cmd);
+    api_free(LM, p->cwd);
+    for (k = 0; k < p->nargs; k++) {
+      api_free(LM, p->args[k]);
+    }
+    api_free(LM, p->args);
+    for (k = 0; k < p->nenv; k++) {
+      api_free(LM, (char *)p->env[k].name);
+      api_free(LM, (char *)p->env[k].value);
+    }
+    api_free(LM, p->env);
+  }
+  api_free(LM, list);
+}
+
+static int copy_info(conch_process_info *dst, const Process__ProcessInfo *src) {
+  const Process__ProcessConfig *cfg = src->config;
+  size_t k;
+  dst->pid = src->pid;
+  if (src->_tag_case == PROCESS__PROCESS_INFO___TAG_TAG) {
+    dst->tag = dup_or_null(src->tag);
+    if (dst->tag == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+  }
+  if (cfg == NULL) {
+    return 0;
+  }
+  dst->cmd = dup_or_null(cfg->cmd);
+  if (cfg->cmd != NULL && dst->cmd == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  if (cfg->_cwd_case == PROCESS__PROCESS_CONFIG___CWD_CWD) {
+    dst->cwd = dup_or_null(cfg->cwd);
+    if (dst->cwd == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+  }
+  if (cfg->n_args > 0) {
+    dst->args = api_calloc(LM, cfg->n_args, sizeof(char *));
+    if (dst->args == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+    for (k = 0; k < cfg->n_args; k++) {
+      dst->args[k] = conch__api_strdup(LM, cfg->args[k]);
+      if (dst->args[k] == NULL) {
+        return CONCH_ERR_NOMEM;
+      }
+      dst->nargs++;
+    }
+  }
+  if (cfg->n_envs > 0) {
+    dst->env = api_calloc(LM, cfg->n_envs, sizeof(conch_env));
+    if (dst->env == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+    for (k = 0; k < cfg->n_envs; k++) {
+      dst->env[k].name = conch__api_strdup(LM, cfg->envs[k]->key);
+      dst->env[k].value = conch__api_strdup(LM, cfg->envs[k]->value);
+      dst->nenv++;
+      if (dst->env[k].name == NULL || dst->env[k].value == NULL) {
+        return CONCH_ERR_NOMEM;
+      }
+    }
+  }
+  return 0;
+}
+
+int conch_list(conch_sandbox *sb, conch_process_info **list, size_t *n,
+               conch_status *st) {
+  Process__ListRequest req = PROCESS__LIST_REQUEST__INIT;
+  ProtobufCMessage *resp;
+  const Process__ListResponse *lr;
+  conch_process_info *out;
+  size_t i;
+  int rv;
+
+  if (sb == NULL || list == NULL || n == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  *list = NULL;
+  *n = 0;
+  rv = conch__sb_unary(sb, &conch__m_list, &req.base, NULL, &resp, st);
+  if (rv != 0) {
+    return rv;
+  }
+  lr = (const Process__ListResponse *)resp;
+  out = api_calloc(LM, lr->n_processes > 0 ? lr->n_processes : 1,
+                   sizeof(*out));
+  if (out == NULL) {
+    conch_message_free(sb->client, resp);
+    return CONCH_ERR_NOMEM;
+  }
+  for (i = 0; i < lr->n_processes; i++) {
+    rv = copy_info(&out[i], lr->processes[i]);
+    if (rv != 0) {
+      conch_process_list_free(out, i + 1);
+      conch_message_free(sb->client, resp);
+      return rv;
+    }
+  }
+  *list = out;
+  *n = lr->n_processes;
+  conch_message_free(sb->client, resp);
+  return 0;
+}

@@ -1,0 +1,114 @@
+/* Ordered stdin streams: one StreamInput call (client streaming), a start
+   message naming the process, then data messages in order. */
+#include <string.h>
+
+#include "api_int.h"
+
+struct conch_stdin {
+  conch_sandbox *sb;
+  conch_call *call;
+};
+
+static int send_event(conch_stdin *in, Process__StreamInputRequest *req) {
+  return conch_call_send_sync(in->call, &req->base);
+}
+
+int conch_stdin_open(conch_sandbox *sb, const conch_selector *sel,
+                     conch_stdin **out, conch_status *st) {
+  Process__StreamInputRequest req = PROCESS__STREAM_INPUT_REQUEST__INIT;
+  Process__StreamInputRequest__StartEvent start =
+      PROCESS__STREAM_INPUT_REQUEST__START_EVENT__INIT;
+  Process__ProcessSelector ps;
+  conch_call_opts co = CONCH_CALL_OPTS_INIT;
+  conch_metadata *md;
+  conch_stdin *in;
+  int rv;
+
+  if (sb == NULL || sel == NULL || out == NULL ||
+      (sel->tag == NULL && sel->pid == 0)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (!(sb->caps & CONCH_CAP_STDIN_STREAM)) {
+    return CONCH_ERR_CAPABILITY;
+  }
+  in = api_calloc(sb->mem, 1, sizeof(*in));
+  md = conch__sb_headers(sb, NULL, 0);
+  if (in == NULL || md == NULL) {
+    api_free(sb->mem, in);
+    conch_metadata_free(md);
+    return CONCH_ERR_NOMEM;
+  }
+  in->sb = sb;
+  co.headers = md;
+  rv = conch_call_start(sb->client, &conch__m_stream_input, &co, NULL, NULL,
+                        &in->call);
+  conch_metadata_free(md);
+  if (rv != 0) {
+    api_free(sb->mem, in);
+    return rv;
+  }
+  conch__sb_selector(sel, &ps);
+  start.process = &ps;
+  req.event_case = PROCESS__STREAM_INPUT_REQUEST__EVENT_START;
+  req.start = &start;
+  rv = send_event(in, &req);
+  if (rv == 0 && conch_call_done(in->call)) {
+    rv = CONCH_ERR_RPC; /* refused at once (e.g. not_found) */
+  }
+  if (rv != 0) {
+    if (rv == CONCH_ERR_RPC || conch_call_done(in->call)) {
+      conch_call_wait_sync(in->call);
+      conch__sb_status(st, conch_call_status(in->call));
+      rv = CONCH_ERR_RPC;
+    }
+    conch_call_free(in->call);
+    api_free(sb->mem, in);
+    return rv;
+  }
+  *out = in;
+  return 0;
+}
+
+int conch_stdin_write(conch_stdin *in, const void *data, size_t len) {
+  Process__StreamInputRequest req = PROCESS__STREAM_INPUT_REQUEST__INIT;
+  Process__StreamInputRequest__DataEvent ev =
+      PROCESS__STREAM_INPUT_REQUEST__DATA_EVENT__INIT;
+  Process__ProcessInput input = PROCESS__PROCESS_INPUT__INIT;
+  int rv;
+  if (in == NULL || (data == NULL && len > 0)) {
+    return CONCH_ERR_INVALID;
+  }
+  input.input_case = PROCESS__PROCESS_INPUT__INPUT_STDIN;
+  input.stdin.data = (uint8_t *)data;
+  input.stdin.len = len;
+  ev.input = &input;
+  req.event_case = PROCESS__STREAM_INPUT_REQUEST__EVENT_DATA;
+  req.data = &ev;
+  rv = send_event(in, &req);
+  if (rv == CONCH_ERR_STATE && conch_call_done(in->call)) {
+    return CONCH_ERR_RPC; /* the server ended the stream: see close */
+  }
+  return rv;
+}
+
+int conch_stdin_close(conch_stdin *in, conch_status *st) {
+  int rv;
+  if (in == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  conch_call_close_send(in->call);
+  rv = conch_call_wait_sync(in->call);
+  if (rv == CONCH_ERR_RPC) {
+    conch__sb_status(st, conch_call_status(in->call));
+  }
+  {
+    /* The empty StreamInputResponse, if any. */
+    ProtobufCMessage *m;
+    while (conch_call_recv(in->call, &m) == 0) {
+      conch_message_free(in->sb->client, m);
+    }
+  }
+  conch_call_free(in->call);
+  api_free(in->sb->mem, in);
+  return rv;
+}
