@@ -16,7 +16,8 @@ typedef struct conch_buf {
   size_t cap;
 } conch_buf;
 
-#define CONCH_BUF_INIT {NULL, 0, 0, 0}
+#define CONCH_BUF_INIT                                                         \
+  { NULL, 0, 0, 0 }
 
 static inline size_t conch__buf_size(const conch_buf *b) {
   return b->len - b->off;

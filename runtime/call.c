@@ -92,8 +92,7 @@ void conch__call_destroy(conch_call *call) {
 
   if (call->conn != NULL && call->stream_live && call->conn->h2 != NULL) {
     /* Only from conch_client_free: nghttp2 must not call back into it. */
-    nghttp2_session_set_stream_user_data(call->conn->h2, call->stream_id,
-                                         NULL);
+    nghttp2_session_set_stream_user_data(call->conn->h2, call->stream_id, NULL);
   }
   conch__list_remove(&call->client_link);
   conch__list_remove(&call->conn_link);
@@ -149,15 +148,13 @@ static void call_end(conch_call *call) {
   conch__list_remove(&call->ready_link);
   if (call->conn != NULL && call->submitted && call->stream_live) {
     nghttp2_session *h2 = call->conn->h2;
-    int local_closed =
-        h2 != NULL &&
-        nghttp2_session_get_stream_local_close(h2, call->stream_id) == 1;
+    int local_closed = h2 != NULL && nghttp2_session_get_stream_local_close(
+                                         h2, call->stream_id) == 1;
     if (!(call->remote_ended && local_closed)) {
       /* After a complete response we only stop sending; anything else is
          an abandoned stream. */
       conch__conn_reset(call->conn, call,
-                        call->remote_ended ? NGHTTP2_NO_ERROR
-                                           : NGHTTP2_CANCEL);
+                        call->remote_ended ? NGHTTP2_NO_ERROR : NGHTTP2_CANCEL);
     }
   }
   /* The stream is gone or going: no reason to hold its window. */
@@ -178,8 +175,8 @@ void conch__call_fail(conch_call *call, conch_code code, int local_err,
     return;
   }
   va_start(ap, fmt);
-  conch__status_vset(&call->status, call->client->mem, code,
-                     CONCH_ORIGIN_LOCAL, local_err, fmt, ap);
+  conch__status_vset(&call->status, call->client->mem, code, CONCH_ORIGIN_LOCAL,
+                     local_err, fmt, ap);
   va_end(ap);
   call_end(call);
 }
@@ -358,8 +355,8 @@ int conch_call_start(conch_client *c, const conch_method *method,
 
 int conch__call_new_detached(conch_client *c, const conch_method *method,
                              const conch_call_opts *opts,
-                             const conch_call_handler *handler,
-                             void *user_data, conch_call **out) {
+                             const conch_call_handler *handler, void *user_data,
+                             conch_call **out) {
   int rv = call_create(c, method, opts, handler, user_data, out);
   if (rv == 0) {
     (*out)->submitted = 1;
@@ -407,6 +404,11 @@ static void after_queue(conch_call *call) {
 static int send_bytes(conch_call *call, const uint8_t *p, size_t n) {
   int rv = conch__proto_frame_message(call, p, n);
   if (rv != 0) {
+    if (rv == CONCH_ERR_NOMEM && one_message_kind(call)) {
+      /* The call waits for this one message: without it, it is over. */
+      conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                       "out of memory queuing the request");
+    }
     return rv;
   }
   after_queue(call);
@@ -433,6 +435,10 @@ int conch_call_send(conch_call *call, const ProtobufCMessage *msg) {
   conch__buf_reset(&c->scratch);
   rv = conch__buf_reserve(&c->scratch, c->mem, n);
   if (rv != 0) {
+    if (one_message_kind(call)) {
+      conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                       "out of memory serializing the request");
+    }
     return rv;
   }
   if (protobuf_c_message_pack(msg, c->scratch.data) != n) {
@@ -545,8 +551,7 @@ int conch__call_inflate(conch_call *call, const uint8_t *p, size_t n,
     conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
                      "out of memory decompressing %s", what);
   } else if (rv != 0) {
-    conch__call_fail(call, CONCH_CODE_INTERNAL, rv, "invalid gzip in %s",
-                     what);
+    conch__call_fail(call, CONCH_CODE_INTERNAL, rv, "invalid gzip in %s", what);
   }
   return rv;
 }
@@ -593,8 +598,8 @@ static size_t take_hold(conch_call *call, size_t wire) {
 /* Checks that |p| decodes, without keeping the result. */
 static int decodes(conch_call *call, const uint8_t *p, size_t len) {
   conch_client *c = call->client;
-  ProtobufCMessage *msg = protobuf_c_message_unpack(call->method->output,
-                                                    &c->arena_alloc, len, p);
+  ProtobufCMessage *msg =
+      protobuf_c_message_unpack(call->method->output, &c->arena_alloc, len, p);
   conch__arena_reset(c);
   return msg != NULL;
 }
@@ -643,8 +648,8 @@ static int deliver_pull(conch_call *call, const uint8_t *wire, size_t wlen,
       }
       m.gzlen = wlen;
     } else {
-      m.msg = protobuf_c_message_unpack(call->method->output, &c->pb_alloc,
-                                        len, p);
+      m.msg =
+          protobuf_c_message_unpack(call->method->output, &c->pb_alloc, len, p);
       if (m.msg == NULL) {
         return fail_decode(call, len);
       }
@@ -672,8 +677,8 @@ static int deliver_push(conch_call *call, const uint8_t *p, size_t len) {
     return 0;
   }
   {
-    ProtobufCMessage *msg = protobuf_c_message_unpack(
-        call->method->output, &c->arena_alloc, len, p);
+    ProtobufCMessage *msg = protobuf_c_message_unpack(call->method->output,
+                                                      &c->arena_alloc, len, p);
     if (msg == NULL) {
       conch__arena_reset(c);
       return fail_decode(call, len);

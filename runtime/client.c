@@ -19,19 +19,17 @@ int64_t conch__now_ms(void) {
 
 /* ---- Version ------------------------------------------------------------ */
 
-static const conch_version_info version_info = {
-    1,
-    (CONCH_VERSION_MAJOR << 16) | (CONCH_VERSION_MINOR << 8) |
-        CONCH_VERSION_PATCH,
-    CONCH_VERSION_STRING};
+static const conch_version_info version_info = {1,
+                                                (CONCH_VERSION_MAJOR << 16) |
+                                                    (CONCH_VERSION_MINOR << 8) |
+                                                    CONCH_VERSION_PATCH,
+                                                CONCH_VERSION_STRING};
 
 const conch_version_info *conch_version(void) { return &version_info; }
 
 /* ---- protobuf-c allocators -------------------------------------------- */
 
-static void *pb_alloc(void *ud, size_t n) {
-  return conch__malloc(ud, n);
-}
+static void *pb_alloc(void *ud, size_t n) { return conch__malloc(ud, n); }
 static void pb_free(void *ud, void *p) { conch__free(ud, p); }
 
 /* The arena hands out memory for messages that handlers only borrow; it is
@@ -277,8 +275,9 @@ int conch_client_new(conch_client **out, const char *url,
   if (rv != 0) {
     goto fail;
   }
-  c->user_agent = conch__strdup(
-      c->mem, c->o.user_agent ? c->o.user_agent : "conch/" CONCH_VERSION_STRING);
+  c->user_agent =
+      conch__strdup(c->mem, c->o.user_agent ? c->o.user_agent
+                                            : "conch/" CONCH_VERSION_STRING);
   if (c->user_agent == NULL) {
     rv = CONCH_ERR_NOMEM;
     goto fail;
@@ -584,8 +583,7 @@ int conch_client_on_timer(conch_client *c) {
 
 static unsigned conn_events(const conch_conn *conn) { return conn->watched; }
 
-size_t conch_client_pollfds(conch_client *c, struct pollfd *fds,
-                            size_t nfds) {
+size_t conch_client_pollfds(conch_client *c, struct pollfd *fds, size_t nfds) {
   size_t n = 0;
   conch_link *l;
 

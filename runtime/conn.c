@@ -44,14 +44,13 @@ static void close_fd(conch_conn *conn) {
 static void detach_calls(conch_conn *conn, conch_code code, int err,
                          const char *msg) {
   while (!conch__list_empty(&conn->queue)) {
-    conch_call *call = CONCH_CONTAINER(conn->queue.next, conch_call,
-                                       queue_link);
+    conch_call *call =
+        CONCH_CONTAINER(conn->queue.next, conch_call, queue_link);
     conch__list_remove(&call->queue_link);
     conch__call_fail(call, code, err, "%s", msg);
   }
   while (!conch__list_empty(&conn->calls)) {
-    conch_call *call = CONCH_CONTAINER(conn->calls.next, conch_call,
-                                       conn_link);
+    conch_call *call = CONCH_CONTAINER(conn->calls.next, conch_call, conn_link);
     conch__list_remove(&call->conn_link);
     call->conn = NULL;
     call->stream_live = 0;
@@ -212,8 +211,7 @@ void conch__conn_flush(conch_conn *conn) {
       long n = h2_mem_send(conn->h2, &data);
       if (n < 0) {
         conch__conn_fail(conn, CONCH_CODE_INTERNAL, CONCH_ERR_SESSION,
-                         "HTTP/2 session error: %s",
-                         nghttp2_strerror((int)n));
+                         "HTTP/2 session error: %s", nghttp2_strerror((int)n));
         release_dead(conn);
         return;
       }
@@ -277,9 +275,8 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame,
 }
 
 static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
-                     const uint8_t *name, size_t namelen,
-                     const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *ud) {
+                     const uint8_t *name, size_t namelen, const uint8_t *value,
+                     size_t valuelen, uint8_t flags, void *ud) {
   conch_conn *conn = ud;
   conch_call *call;
   (void)s;
@@ -332,8 +329,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
     conn->fail_code = CONCH_CODE_UNAVAILABLE;
     /* Calls not yet sent go to another connection. */
     while (!conch__list_empty(&conn->queue)) {
-      conch_call *q = CONCH_CONTAINER(conn->queue.next, conch_call,
-                                      queue_link);
+      conch_call *q = CONCH_CONTAINER(conn->queue.next, conch_call, queue_link);
       conch_status st;
       conch_conn *other;
       conch__list_remove(&q->queue_link);
@@ -488,10 +484,8 @@ static int start_session(conch_conn *conn) {
                                                           on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs,
-                                                            on_data_chunk);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cbs,
-                                                         on_stream_close);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
   nghttp2_session_callbacks_set_error_callback2(cbs, on_error);
   nghttp2_session_callbacks_set_send_data_callback(cbs, send_data);
 
@@ -554,8 +548,7 @@ static int try_connect(conch_conn *conn, int last_errno) {
       continue;
     }
     set_sockopts(fd);
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ||
-        errno == EINPROGRESS) {
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
       conn->fd = fd;
       conn->state = CONCH_CONN_CONNECTING;
       conch__conn_update_watch(conn);
@@ -572,8 +565,8 @@ static int try_connect(conch_conn *conn, int last_errno) {
 
 static void tls_fail(conch_conn *conn) {
   conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TLS,
-                   "TLS with %s:%s: %s", conn->client->host,
-                   conn->client->port, conch__tls_error(conn->tls));
+                   "TLS with %s:%s: %s", conn->client->host, conn->client->port,
+                   conch__tls_error(conn->tls));
 }
 
 /* Drives the TLS handshake after new input; starts HTTP/2 when done. */
@@ -582,8 +575,8 @@ static void handshake(conch_conn *conn) {
   if (rv == 0) {
     rv = start_session(conn);
     if (rv != 0) {
-      conch__conn_fail(conn, CONCH_CODE_INTERNAL, rv,
-                       "cannot start HTTP/2: %s", conch_strerror(rv));
+      conch__conn_fail(conn, CONCH_CODE_INTERNAL, rv, "cannot start HTTP/2: %s",
+                       conch_strerror(rv));
     }
   } else if (rv != CONCH_ERR_AGAIN) {
     tls_fail(conn);
@@ -725,9 +718,8 @@ static int feed_h2(conch_conn *conn, const uint8_t *p, size_t n) {
   }
   if (rv < 0) {
     conch__conn_fail(conn, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
-                     "HTTP/2 protocol error from %s:%s: %s",
-                     conn->client->host, conn->client->port,
-                     nghttp2_strerror((int)rv));
+                     "HTTP/2 protocol error from %s:%s: %s", conn->client->host,
+                     conn->client->port, nghttp2_strerror((int)rv));
     return CONCH_ERR_PROTO;
   }
   return 0;

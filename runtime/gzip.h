@@ -28,8 +28,8 @@ void conch__gzip_clear(conch_gzip *gz);
 /* Appends one complete gzip member holding |in| to |out|.  |level| is -1 or
    0..9.  Returns 0, CONCH_ERR_NOMEM, CONCH_ERR_GZIP, or CONCH_ERR_INVALID
    for a |level| outside that range. */
-int conch__gzip_deflate(conch_gzip *gz, int level, const uint8_t *in,
-                        size_t n, conch_buf *out);
+int conch__gzip_deflate(conch_gzip *gz, int level, const uint8_t *in, size_t n,
+                        conch_buf *out);
 
 /* Inflates |in| (one or more concatenated gzip members) and appends the
    result to |out|.  Output is produced in bounded steps and never sized from

@@ -120,21 +120,21 @@ typedef struct conch_conn {
   struct addrinfo *addr; /* being tried */
   conch_tls *tls;
   nghttp2_session *h2;
-  conch_buf out;      /* bytes for the socket (ciphertext under TLS) */
-  uint8_t *rbuf;      /* socket reads */
+  conch_buf out; /* bytes for the socket (ciphertext under TLS) */
+  uint8_t *rbuf; /* socket reads */
   size_t rcap;
-  uint8_t *pbuf;      /* TLS plaintext */
+  uint8_t *pbuf; /* TLS plaintext */
   size_t pcap;
   conch_timer connect_timer;
-  conch_link calls;   /* calls bound to this connection */
-  conch_link queue;   /* calls waiting for a stream slot or for READY */
-  size_t active;      /* streams submitted to nghttp2 and not closed */
-  int goaway;         /* GOAWAY received: no new streams */
-  int closing;        /* we decided to close once flushed */
-  int flush_pending;  /* output may be waiting: flush this turn */
-  conch_link dirty;   /* in client->dirty while flush_pending */
-  char errmsg[256];   /* why the connection failed */
-  int errcode;        /* CONCH_ERR_* for errmsg */
+  conch_link calls;     /* calls bound to this connection */
+  conch_link queue;     /* calls waiting for a stream slot or for READY */
+  size_t active;        /* streams submitted to nghttp2 and not closed */
+  int goaway;           /* GOAWAY received: no new streams */
+  int closing;          /* we decided to close once flushed */
+  int flush_pending;    /* output may be waiting: flush this turn */
+  conch_link dirty;     /* in client->dirty while flush_pending */
+  char errmsg[256];     /* why the connection failed */
+  int errcode;          /* CONCH_ERR_* for errmsg */
   conch_code fail_code; /* code for calls failed by this connection */
 } conch_conn;
 
@@ -177,48 +177,48 @@ struct conch_call {
   conch_compression send_comp;
 
   /* Sending. */
-  conch_buf sendbuf;  /* wire bytes not yet given to nghttp2 */
-  unsigned nsent;     /* messages queued */
-  unsigned send_closed : 1;  /* close_send called */
-  unsigned submitted : 1;    /* HEADERS given to nghttp2 */
-  unsigned deferred : 1;     /* data source returned DEFERRED */
+  conch_buf sendbuf;        /* wire bytes not yet given to nghttp2 */
+  unsigned nsent;           /* messages queued */
+  unsigned send_closed : 1; /* close_send called */
+  unsigned submitted : 1;   /* HEADERS given to nghttp2 */
+  unsigned deferred : 1;    /* data source returned DEFERRED */
   unsigned want_send_ready : 1;
   unsigned unary_compressed : 1; /* Connect unary body is gzip */
 
   /* Receiving. */
   int http_status;
-  int blk;            /* kind of the header block being received */
-  size_t blk_bytes;   /* its size so far, as HTTP/2 counts it */
-  unsigned headers_done : 1; /* final response headers seen */
-  unsigned remote_ended : 1; /* END_STREAM received */
-  unsigned got_end : 1;      /* end-stream / trailers seen */
+  int blk;                        /* kind of the header block being received */
+  size_t blk_bytes;               /* its size so far, as HTTP/2 counts it */
+  unsigned headers_done : 1;      /* final response headers seen */
+  unsigned remote_ended : 1;      /* END_STREAM received */
+  unsigned got_end : 1;           /* end-stream / trailers seen */
   unsigned got_trailers_only : 1; /* END_STREAM on the response headers */
   unsigned got_http_trailers : 1; /* a trailing HEADERS block arrived */
-  unsigned body_over : 1;  /* unary body beyond the limit */
-  unsigned moved_headers : 1; /* trailers-only: headers became trailers */
-  size_t body_bytes;       /* response body bytes seen */
+  unsigned body_over : 1;         /* unary body beyond the limit */
+  unsigned moved_headers : 1;     /* trailers-only: headers became trailers */
+  size_t body_bytes;              /* response body bytes seen */
   conch_resp_enc resp_enc;
   conch_metadata headers;
   conch_metadata trailers;
   conch_metadata gfields[2]; /* gRPC status fields: [0] headers, [1] trailers */
   conch_env_reader reader;
-  conch_buf body;     /* Connect unary body, error bodies */
-  unsigned nrecv;     /* messages received */
-  size_t unconsumed;  /* stream-window bytes not yet credited back */
+  conch_buf body;    /* Connect unary body, error bodies */
+  unsigned nrecv;    /* messages received */
+  size_t unconsumed; /* stream-window bytes not yet credited back */
 
   /* Pull mode. */
   unsigned pull : 1;
   conch_qmsg *q;
   size_t qhead, qlen, qcap;
-  size_t held;        /* stream-window bytes held by queued messages */
-  conch_buf rawq;     /* raw pull: [u32 len][u32 hold][bytes]... */
-  conch_buf rawcur;   /* the raw message last returned */
+  size_t held;      /* stream-window bytes held by queued messages */
+  conch_buf rawq;   /* raw pull: [u32 len][u32 hold][bytes]... */
+  conch_buf rawcur; /* the raw message last returned */
 
   /* End. */
-  unsigned finished : 1;   /* status final */
-  unsigned closed_cb : 1;  /* on_close delivered */
-  unsigned user_freed : 1; /* conch_call_free called */
-  unsigned in_handler;     /* depth of handlers of this call running */
+  unsigned finished : 1;    /* status final */
+  unsigned closed_cb : 1;   /* on_close delivered */
+  unsigned user_freed : 1;  /* conch_call_free called */
+  unsigned in_handler;      /* depth of handlers of this call running */
   unsigned stream_live : 1; /* nghttp2 still knows the stream */
   conch_status status;
 };
@@ -226,15 +226,15 @@ struct conch_call {
 /* ---- The client -------------------------------------------------------- */
 
 struct conch_client {
-  conch_client_opts o;   /* o.mem is the allocator */
-  const conch_mem *mem;  /* &o.mem */
-  ProtobufCAllocator pb_alloc;   /* over mem: messages handed to users */
+  conch_client_opts o;            /* o.mem is the allocator */
+  const conch_mem *mem;           /* &o.mem */
+  ProtobufCAllocator pb_alloc;    /* over mem: messages handed to users */
   ProtobufCAllocator arena_alloc; /* over |arena|: borrowed messages */
-  int tls;               /* https */
-  char *host;            /* without brackets */
+  int tls;                        /* https */
+  char *host;                     /* without brackets */
   char *port;
-  char *authority;       /* host[:port] as in the URL */
-  char *prefix;          /* path prefix, "" or "/x" */
+  char *authority; /* host[:port] as in the URL */
+  char *prefix;    /* path prefix, "" or "/x" */
   char *user_agent;
   conch_tls_ctx *tls_ctx;
 
@@ -257,7 +257,7 @@ struct conch_client {
   uint8_t *arena;
   size_t arena_cap;
   size_t arena_used;
-  size_t arena_over; /* bytes that did not fit, to size the next block */
+  size_t arena_over;  /* bytes that did not fit, to size the next block */
   void **arena_extra; /* overflow blocks */
   size_t arena_nextra;
   size_t arena_extracap;
@@ -325,8 +325,8 @@ void conch__conn_update_watch(conch_conn *conn);
    conch__call_on_header() & co.  Returns as conch_call_start(). */
 int conch__call_new_detached(conch_client *c, const conch_method *method,
                              const conch_call_opts *opts,
-                             const conch_call_handler *handler,
-                             void *user_data, conch_call **out);
+                             const conch_call_handler *handler, void *user_data,
+                             conch_call **out);
 /* Ends |call| with |code| unless it already ended (first error wins). */
 void conch__call_fail(conch_call *call, conch_code code, int local_err,
                       const char *fmt, ...) CONCH_PRINTF(4, 5);
@@ -391,8 +391,8 @@ int conch__proto_headers_wait_message(const conch_call *call);
 /* Builds the request header list for |call| into |nva| (room for |cap|
    entries), with strings stored in |store|.  Returns the count or a
    negative CONCH_ERR_*. */
-long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva,
-                                  size_t cap, conch_buf *store);
+long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
+                                  conch_buf *store);
 
 /* Handlers run with the client's recursion guard (call.c). */
 void conch__call_emit_headers(conch_call *call);

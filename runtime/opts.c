@@ -114,9 +114,9 @@ int conch_client_opts_set_mem(conch_client_opts *opts, const conch_mem *mem) {
 
 int conch_client_opts_set_protocol(conch_client_opts *opts,
                                    conch_protocol protocol) {
-  if (opts == NULL || (protocol != CONCH_PROTOCOL_CONNECT &&
-                       protocol != CONCH_PROTOCOL_GRPC &&
-                       protocol != CONCH_PROTOCOL_GRPC_WEB)) {
+  if (opts == NULL ||
+      (protocol != CONCH_PROTOCOL_CONNECT && protocol != CONCH_PROTOCOL_GRPC &&
+       protocol != CONCH_PROTOCOL_GRPC_WEB)) {
     return CONCH_ERR_INVALID;
   }
   opts->protocol = protocol;

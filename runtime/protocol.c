@@ -71,8 +71,8 @@ static int connect_unary(const conch_call *call) {
 static void fail_http(conch_call *call) {
   conch_status st;
   conch_status_init(&st);
-  conch__connect_unary_error(&st, call->client->mem, call->http_status, 0,
-                             NULL, 0);
+  conch__connect_unary_error(&st, call->client->mem, call->http_status, 0, NULL,
+                             0);
   conch__call_end_with(call, &st);
 }
 
@@ -102,8 +102,8 @@ int conch__proto_headers_wait_message(const conch_call *call) {
 
 int conch__proto_frame_message(conch_call *call, const uint8_t *p, size_t n) {
   conch_client *c = call->client;
-  int compress = call->send_comp == CONCH_COMPRESSION_GZIP &&
-                 n >= c->o.compress_min_bytes;
+  int compress =
+      call->send_comp == CONCH_COMPRESSION_GZIP && n >= c->o.compress_min_bytes;
   size_t start = conch__buf_size(&call->sendbuf);
   size_t size;
   int rv;
@@ -136,15 +136,13 @@ int conch__proto_frame_message(conch_call *call, const uint8_t *p, size_t n) {
                               (uint32_t)size);
     }
   }
-  if ((c->o.send_limit > 0 && size > c->o.send_limit) ||
-      size > 0xffffffffu) {
+  if ((c->o.send_limit > 0 && size > c->o.send_limit) || size > 0xffffffffu) {
     call->sendbuf.len = call->sendbuf.off + start;
-    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_LIMIT,
-                     "request message of %zu bytes exceeds the send limit "
-                     "of %zu bytes",
-                     size,
-                     c->o.send_limit > 0 ? c->o.send_limit
-                                         : (size_t)0xffffffffu);
+    conch__call_fail(
+        call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_LIMIT,
+        "request message of %zu bytes exceeds the send limit "
+        "of %zu bytes",
+        size, c->o.send_limit > 0 ? c->o.send_limit : (size_t)0xffffffffu);
     return CONCH_ERR_LIMIT;
   }
   return 0;
@@ -219,8 +217,8 @@ static void add_user_headers(hdr_list *h, const conch_metadata *md) {
   }
 }
 
-long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva,
-                                  size_t cap, conch_buf *store) {
+long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
+                                  conch_buf *store) {
   conch_client *c = call->client;
   hdr_list h;
   char num[32];
@@ -270,9 +268,9 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva,
     }
   }
   if (is_connect(call)) {
-    hdr_adds(&h, "content-type", connect_unary(call)
-                                     ? "application/proto"
-                                     : "application/connect+proto");
+    hdr_adds(&h, "content-type",
+             connect_unary(call) ? "application/proto"
+                                 : "application/connect+proto");
     hdr_adds(&h, "connect-protocol-version", "1");
   } else if (is_web(call)) {
     hdr_adds(&h, "content-type", "application/grpc-web+proto");
@@ -348,8 +346,7 @@ static void connect_stream_headers(conch_call *call) {
   call->resp_enc = parse_encoding(enc);
   if (call->resp_enc == CONCH_ENC_UNSUPPORTED) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
-                     "unsupported response connect-content-encoding '%s'",
-                     enc);
+                     "unsupported response connect-content-encoding '%s'", enc);
     return;
   }
   conch__call_emit_headers(call);
@@ -374,8 +371,8 @@ void conch__proto_on_headers(conch_call *call) {
   connect_stream_headers(call);
 }
 
-static int connect_end_stream(conch_call *call, uint8_t flags,
-                              const uint8_t *p, size_t len) {
+static int connect_end_stream(conch_call *call, uint8_t flags, const uint8_t *p,
+                              size_t len) {
   conch_client *c = call->client;
   conch_status st;
   int rv;
@@ -421,8 +418,7 @@ static int connect_end_stream(conch_call *call, uint8_t flags,
   return 0;
 }
 
-static int on_envelope(void *ud, uint8_t flags, const uint8_t *p,
-                       size_t len) {
+static int on_envelope(void *ud, uint8_t flags, const uint8_t *p, size_t len) {
   conch_call *call = ud;
 
   if (call->finished) {
@@ -444,8 +440,7 @@ static int on_envelope(void *ud, uint8_t flags, const uint8_t *p,
       return 1;
     }
   }
-  return conch__call_deliver(call, p, len,
-                             (flags & CONCH_ENV_COMPRESSED) != 0);
+  return conch__call_deliver(call, p, len, (flags & CONCH_ENV_COMPRESSED) != 0);
 }
 
 static void feed_envelopes(conch_call *call, const uint8_t *data, size_t len,
@@ -519,8 +514,8 @@ void conch__proto_on_data(conch_call *call, const uint8_t *data, size_t len) {
 static void connect_unary_end(conch_call *call) {
   conch_client *c = call->client;
   const char *ctype = conch_metadata_get(&call->headers, "content-type", NULL);
-  const char *encv = conch_metadata_get(&call->headers, "content-encoding",
-                                        NULL);
+  const char *encv =
+      conch_metadata_get(&call->headers, "content-encoding", NULL);
   conch_resp_enc enc = parse_encoding(encv);
   const uint8_t *p = conch__buf_head(&call->body);
   size_t n = conch__buf_size(&call->body);
@@ -648,8 +643,8 @@ static void headers_are_trailers(conch_call *call) {
     /* Only content-type stays a header. */
     size_t ctlen = 0;
     const char *ct = conch_metadata_get(h, "content-type", &ctlen);
-    char *copy = ct != NULL ? conch__strndup(call->client->mem, ct, ctlen)
-                            : NULL;
+    char *copy =
+        ct != NULL ? conch__strndup(call->client->mem, ct, ctlen) : NULL;
     conch_metadata_reset(h);
     if (copy != NULL) {
       conch__metadata_add_raw(h, "content-type", 12, copy, ctlen);
@@ -851,12 +846,11 @@ static void grpc_resolve(conch_call *call, const conch_metadata *fields) {
        call->method->kind == CONCH_STREAM_CLIENT) &&
       call->nrecv != 1) {
     conch_status_clear(&st);
-    conch__call_fail(call, CONCH_CODE_UNIMPLEMENTED, CONCH_ERR_PROTO,
-                     "%s response had %u messages, not one",
-                     call->method->kind == CONCH_STREAM_UNARY
-                         ? "unary"
-                         : "client-streaming",
-                     call->nrecv);
+    conch__call_fail(
+        call, CONCH_CODE_UNIMPLEMENTED, CONCH_ERR_PROTO,
+        "%s response had %u messages, not one",
+        call->method->kind == CONCH_STREAM_UNARY ? "unary" : "client-streaming",
+        call->nrecv);
     return;
   }
   conch__call_end_with(call, &st);

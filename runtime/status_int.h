@@ -15,11 +15,11 @@
    still gets its code, with a NULL message.  Returns 1 if |st| was set, 0 if
    an earlier error was kept. */
 int conch__status_set(conch_status *st, const conch_mem *mem, conch_code code,
-                      conch_origin origin, int local_err, const char *fmt,
-                      ...) CONCH_PRINTF(6, 7);
-int conch__status_vset(conch_status *st, const conch_mem *mem,
-                       conch_code code, conch_origin origin, int local_err,
-                       const char *fmt, va_list ap);
+                      conch_origin origin, int local_err, const char *fmt, ...)
+    CONCH_PRINTF(6, 7);
+int conch__status_vset(conch_status *st, const conch_mem *mem, conch_code code,
+                       conch_origin origin, int local_err, const char *fmt,
+                       va_list ap);
 
 /* Appends one detail to |st|.  |type| is a message name or a type URL: one
    without '/' gets "type.googleapis.com/" in front.  Returns 0 or
@@ -63,13 +63,13 @@ int conch__connect_end_stream(const uint8_t *json, size_t len,
 
 /* Percent-decodes a grpc-message value into a new NUL-terminated string.
    Invalid sequences are kept verbatim.  Returns 0 or CONCH_ERR_NOMEM. */
-int conch__grpc_message_decode(const char *in, size_t len,
-                               const conch_mem *mem, char **out);
+int conch__grpc_message_decode(const char *in, size_t len, const conch_mem *mem,
+                               char **out);
 
 /* Percent-encodes |in| for grpc-message (bytes < 0x20, > 0x7E and '%' as
    %XX, uppercase).  Returns 0 or CONCH_ERR_NOMEM. */
-int conch__grpc_message_encode(const char *in, size_t len,
-                               const conch_mem *mem, char **out);
+int conch__grpc_message_encode(const char *in, size_t len, const conch_mem *mem,
+                               char **out);
 
 /* Decodes grpc-status-details-bin (base64 of google.rpc.Status) into |st|:
    code, message and details replace what |st| held (origin SERVER).

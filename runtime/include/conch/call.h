@@ -82,7 +82,9 @@ typedef struct conch_call_opts {
 } conch_call_opts;
 
 #define CONCH_CALL_OPTS_INIT                                                   \
-  { sizeof(conch_call_opts), 0, NULL, CONCH_COMPRESSION_DEFAULT, 0, {0} }
+  {                                                                            \
+    sizeof(conch_call_opts), 0, NULL, CONCH_COMPRESSION_DEFAULT, 0, { 0 }      \
+  }
 
 /**
  * What a call reports.  Every member may be NULL.  All pointers passed to a
@@ -125,7 +127,9 @@ CONCH_EXTERN int conch_call_start(conch_client *c, const conch_method *method,
 
 /**
  * Queues |msg| (serialized now; |msg| is borrowed for the call only).  Unary
- * and server-streaming calls take exactly one message.
+ * and server-streaming calls take exactly one message, which also
+ * half-closes them; if it cannot be queued the call ends (with
+ * resource_exhausted when memory ran out).
  *
  * Returns 0; CONCH_ERR_AGAIN if the send buffer is over its high-water mark
  * (nothing queued; on_send_ready follows); CONCH_ERR_STATE after

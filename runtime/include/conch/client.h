@@ -76,8 +76,8 @@ CONCH_EXTERN int conch_client_opts_set_accept_gzip(conch_client_opts *opts,
                                                    int on);
 
 /** Messages below |bytes| are not compressed.  Default 0. */
-CONCH_EXTERN int conch_client_opts_set_compress_min_bytes(
-    conch_client_opts *opts, size_t bytes);
+CONCH_EXTERN int
+conch_client_opts_set_compress_min_bytes(conch_client_opts *opts, size_t bytes);
 
 /** zlib level for gzip, -1 (default, 6) or 0..9. */
 CONCH_EXTERN int conch_client_opts_set_gzip_level(conch_client_opts *opts,
@@ -131,8 +131,9 @@ CONCH_EXTERN int conch_client_opts_set_ca_pem(conch_client_opts *opts,
  * Present a client certificate: PEM files |cert_path| and |key_path|
  * (copied; |key_path| NULL = the key is in |cert_path|).
  */
-CONCH_EXTERN int conch_client_opts_set_client_cert_file(
-    conch_client_opts *opts, const char *cert_path, const char *key_path);
+CONCH_EXTERN int conch_client_opts_set_client_cert_file(conch_client_opts *opts,
+                                                        const char *cert_path,
+                                                        const char *key_path);
 
 /** Present a client certificate given as PEM text (copied). */
 CONCH_EXTERN int conch_client_opts_set_client_cert_pem(conch_client_opts *opts,

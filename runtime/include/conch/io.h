@@ -90,8 +90,8 @@ CONCH_EXTERN long conch_client_timeout_ms(conch_client *c);
  * CONCH_ERR_RECURSIVE or CONCH_ERR_NOMEM; failures of a connection are
  * reported to its calls, not here.
  */
-CONCH_EXTERN int conch_client_process(conch_client *c,
-                                      const struct pollfd *fds, size_t nfds);
+CONCH_EXTERN int conch_client_process(conch_client *c, const struct pollfd *fds,
+                                      size_t nfds);
 
 /**
  * One turn of a blocking loop: poll for at most |timeout_ms| (-1: no limit

@@ -37,8 +37,7 @@ typedef struct conch_metadata conch_metadata;
  * library; retained, it must outlive the list).
  * Returns 0, CONCH_ERR_INVALID or CONCH_ERR_NOMEM.
  */
-CONCH_EXTERN int conch_metadata_new(conch_metadata **out,
-                                    const conch_mem *mem);
+CONCH_EXTERN int conch_metadata_new(conch_metadata **out, const conch_mem *mem);
 
 /** Frees |md| and everything in it.  NULL is accepted. */
 CONCH_EXTERN void conch_metadata_free(conch_metadata *md);
@@ -87,8 +86,7 @@ CONCH_EXTERN const char *conch_metadata_get(const conch_metadata *md,
                                             const char *name, size_t *len);
 
 /** Removes every pair named |name|; returns how many were removed. */
-CONCH_EXTERN size_t conch_metadata_remove(conch_metadata *md,
-                                          const char *name);
+CONCH_EXTERN size_t conch_metadata_remove(conch_metadata *md, const char *name);
 
 /** Removes every pair; the memory is kept for reuse. */
 CONCH_EXTERN void conch_metadata_reset(conch_metadata *md);
