@@ -1,5 +1,6 @@
 // The interop peer of conch's tests: conchtest.v1.TestService served by
-// connect-node (Connect, gRPC and gRPC-Web on one port).
+// connect-node (Connect, gRPC and gRPC-Web on one port), and the services
+// of protoc-gen-conch's test protos (stubgen.mjs).
 //
 //   node server.mjs [--port N] [--tls-cert F --tls-key F [--tls-client-ca F]]
 //                   [--http1]
@@ -53,6 +54,7 @@ import {
 import { compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
 
 import { TestService } from "./gen/conchtest/v1/test_pb.js";
+import { stubgenRoutes } from "./stubgen.mjs";
 
 const MIB = 1024 * 1024;
 // Room for 64 MiB messages plus envelope and slack.
@@ -302,6 +304,8 @@ const opt = parseArgs(process.argv.slice(2));
 const handler = connectNodeAdapter({
   routes(router) {
     router.service(TestService, testService);
+    // The services of protoc-gen-conch's tests (stubgen.mjs).
+    stubgenRoutes(router);
   },
   acceptCompression: [compressionGzip],
   compressMinBytes: 1024,

@@ -1,0 +1,1312 @@
+/* From the model to C text: the header, which is the manual of the stubs,
+   and the source.  Output is laid out as clang-format (LLVM, 80 columns,
+   2-space indent) would lay it out, for the common cases. */
+#include <stdarg.h>
+#include <string.h>
+
+#include "gen_int.h"
+
+#define WIDTH 80
+
+static const char *const kind_names[] = {
+    "CONCH_STREAM_UNARY", "CONCH_STREAM_CLIENT", "CONCH_STREAM_SERVER",
+    "CONCH_STREAM_BIDI"};
+
+static const char *const idempotency_names[] = {
+    "CONCH_IDEMPOTENCY_UNKNOWN", "CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS",
+    "CONCH_IDEMPOTENCY_IDEMPOTENT"};
+
+static int is_stream_in(const sg_method *m) {
+  return m->kind == SG_CLIENT || m->kind == SG_BIDI;
+}
+
+/* ---- Layout ------------------------------------------------------------ */
+
+static void spaces(sg_buf *b, size_t n) {
+  while (n-- > 0) {
+    sg_buf_putc(b, ' ');
+  }
+}
+
+/* Lays out |n| parameters packed from column |align|, where the first one
+   starts; writes them to |b| unless it is NULL.  Returns the lines used. */
+static size_t pack(sg_buf *b, size_t align, const char *const *params, size_t n,
+                   const char *close) {
+  size_t lines = 1, col = align, i;
+
+  for (i = 0; i < n; i++) {
+    size_t need = strlen(params[i]) + (i + 1 == n ? strlen(close) : 1);
+    if (i > 0) {
+      if (col + 1 + need <= WIDTH) {
+        if (b != NULL) {
+          sg_buf_putc(b, ' ');
+        }
+        col++;
+      } else {
+        if (b != NULL) {
+          sg_buf_putc(b, '\n');
+          spaces(b, align);
+        }
+        col = align;
+        lines++;
+      }
+    }
+    if (b != NULL) {
+      sg_buf_printf(b, "%s%s", params[i], i + 1 == n ? "" : ",");
+    }
+    col += strlen(params[i]) + (i + 1 == n ? 0 : 1);
+  }
+  return lines;
+}
+
+/* Writes |head| (which ends in '('), the |n| parameters and |close| the
+   way clang-format lays them out, near enough: on one line if they fit;
+   else, for an assignment, broken after the '=' if the rest then fits;
+   else packed and aligned after the '(', unless a parameter does not fit
+   there or a break after the '(' (indented by 4) saves three lines. */
+static void wrap(sg_buf *b, const char *indent, const char *head,
+                 const char *const *params, size_t n, const char *close) {
+  size_t col = strlen(indent) + strlen(head);
+  size_t total = col + strlen(close);
+  const char *eq;
+  size_t i;
+  int broken = 0;
+
+  for (i = 0; i < n; i++) {
+    total += strlen(params[i]) + (i > 0 ? 2 : 0);
+  }
+  if (total <= WIDTH) {
+    sg_buf_puts(b, indent);
+    sg_buf_puts(b, head);
+    for (i = 0; i < n; i++) {
+      sg_buf_printf(b, "%s%s", i > 0 ? ", " : "", params[i]);
+    }
+    sg_buf_printf(b, "%s\n", close);
+    return;
+  }
+  eq = strstr(head, " = ");
+  if (eq != NULL &&
+      strlen(indent) + 4 + strlen(eq + 3) + total - col <= WIDTH) {
+    /* "x = f(...)": clang-format breaks after the '=' when the call then
+       fits on one line. */
+    sg_buf_puts(b, indent);
+    sg_buf_add(b, head, (size_t)(eq - head) + 2);
+    sg_buf_putc(b, '\n');
+    spaces(b, strlen(indent) + 4);
+    sg_buf_puts(b, eq + 3);
+    for (i = 0; i < n; i++) {
+      sg_buf_printf(b, "%s%s", i > 0 ? ", " : "", params[i]);
+    }
+    sg_buf_printf(b, "%s\n", close);
+    return;
+  }
+  sg_buf_puts(b, indent);
+  sg_buf_puts(b, head);
+  for (i = 0; i < n; i++) {
+    if (col + strlen(params[i]) + (i + 1 == n ? strlen(close) : 1) > WIDTH) {
+      broken = 1;
+    }
+  }
+  if (!broken && n > 0) {
+    size_t aligned = pack(NULL, col, params, n, close);
+    size_t after = 1 + pack(NULL, strlen(indent) + 4, params, n, close);
+    broken = aligned >= after + 3;
+  }
+  if (broken) {
+    col = strlen(indent) + 4;
+    sg_buf_putc(b, '\n');
+    spaces(b, col);
+  }
+  pack(b, col, params, n, close);
+  sg_buf_printf(b, "%s\n", close);
+}
+
+/* Word-wraps |text| into lines of at most WIDTH columns, each starting with
+   |first| (the first line) or |rest|.  Runs of spaces inside a line are
+   kept (two after a full stop); at a break they go. */
+static void wrap_text(sg_buf *b, const char *first, const char *rest,
+                      const char *text) {
+  const char *lead = first;
+  size_t col = 0;
+  int start = 1;
+
+  while (*text != '\0') {
+    const char *w = text, *e;
+    size_t gap = 0, wl;
+    while (*w == ' ') {
+      w++;
+      gap++;
+    }
+    if (*w == '\0') {
+      break;
+    }
+    for (e = w; *e != '\0' && *e != ' '; e++) {
+    }
+    wl = (size_t)(e - w);
+    if (!start && col + gap + wl > WIDTH) {
+      sg_buf_putc(b, '\n');
+      start = 1;
+    }
+    if (start) {
+      sg_buf_puts(b, lead);
+      col = strlen(lead);
+      lead = rest;
+      start = 0;
+    } else {
+      spaces(b, gap);
+      col += gap;
+    }
+    sg_buf_add(b, w, wl);
+    col += wl;
+    text = e;
+  }
+  if (!start) {
+    sg_buf_putc(b, '\n');
+  }
+}
+
+/* A doc block of paragraphs.  Each paragraph is formatted, wrapped and set
+   apart by an empty " *" line. */
+typedef struct doc {
+  sg_buf *out;
+  sg_buf para;
+  int n;
+} doc;
+
+static void doc_open(doc *d, sg_buf *out) {
+  d->out = out;
+  d->n = 0;
+  sg_buf_init(&d->para);
+  sg_buf_puts(out, "\n/**\n");
+}
+
+static void doc_gap(doc *d) {
+  if (d->n++ > 0) {
+    sg_buf_puts(d->out, " *\n");
+  }
+}
+
+static void doc_para(doc *d, const char *fmt, ...) SG_PRINTF(2, 3);
+
+static void doc_para(doc *d, const char *fmt, ...) {
+  va_list ap;
+  sg_buf_reset(&d->para);
+  va_start(ap, fmt);
+  sg_buf_vprintf(&d->para, fmt, ap);
+  va_end(ap);
+  if (d->para.oom) {
+    d->out->oom = 1;
+  }
+  doc_gap(d);
+  wrap_text(d->out, " * ", " * ", sg_buf_str(&d->para));
+}
+
+/* Appends one line of a .proto comment, made safe inside a C comment:
+   no comment delimiters, no trigraphs ("??/" would splice lines), no
+   control characters, no trailing blanks or backslash. */
+static void safe_line(sg_buf *b, const char *s, size_t n) {
+  size_t start = b->len, i;
+  for (i = 0; i < n; i++) {
+    char c = s[i];
+    char prev = b->len > start ? b->data[b->len - 1] : '\0';
+    if (c == '\t') {
+      c = ' ';
+    } else if ((unsigned char)c < 0x20 || c == 0x7f) {
+      continue;
+    }
+    if ((prev == '*' && c == '/') || (prev == '/' && c == '*') ||
+        (prev == '?' && c == '?')) {
+      sg_buf_putc(b, ' ');
+    }
+    sg_buf_putc(b, c);
+  }
+  while (b->len > start &&
+         (b->data[b->len - 1] == ' ' || b->data[b->len - 1] == '\\')) {
+    b->data[--b->len] = '\0';
+  }
+}
+
+/* A .proto comment as its own paragraph, line by line as written, with the
+   indentation common to its lines removed. */
+static void doc_verbatim(doc *d, const char *text) {
+  const char *p, *nl;
+  size_t strip = (size_t)-1;
+  int any = 0, blank = 0;
+
+  for (p = text; *p != '\0'; p = *nl != '\0' ? nl + 1 : nl) {
+    size_t lead = 0;
+    nl = strchr(p, '\n');
+    if (nl == NULL) {
+      nl = p + strlen(p);
+    }
+    while (p + lead < nl && (p[lead] == ' ' || p[lead] == '\t')) {
+      lead++;
+    }
+    if (p + lead < nl && p[lead] != '\r' && lead < strip) {
+      strip = lead;
+    }
+  }
+  if (strip == (size_t)-1) {
+    return; /* only blank lines */
+  }
+  for (p = text; *p != '\0'; p = *nl != '\0' ? nl + 1 : nl) {
+    nl = strchr(p, '\n');
+    if (nl == NULL) {
+      nl = p + strlen(p);
+    }
+    sg_buf_reset(&d->para);
+    if ((size_t)(nl - p) > strip) {
+      safe_line(&d->para, p + strip, (size_t)(nl - p) - strip);
+    }
+    if (d->para.len == 0) {
+      blank = any; /* inner blank lines are kept, outer ones dropped */
+      continue;
+    }
+    if (!any) {
+      doc_gap(d);
+    } else if (blank) {
+      sg_buf_puts(d->out, " *\n");
+    }
+    any = 1;
+    blank = 0;
+    sg_buf_printf(d->out, " * %s\n", sg_buf_str(&d->para));
+  }
+  if (d->para.oom) {
+    d->out->oom = 1;
+  }
+}
+
+static void doc_close(doc *d) {
+  sg_buf_puts(d->out, " */\n");
+  sg_buf_free(&d->para);
+}
+
+/* A one-paragraph doc comment of a struct member, in the layout of
+   conch/call.h: continued under its text, closed on its last line. */
+static void member_doc(sg_buf *b, const char *text) {
+  sg_buf t;
+  const char *last;
+
+  sg_buf_init(&t);
+  wrap_text(&t, "  /** ", "      ", text);
+  if (t.oom || t.len == 0) {
+    b->oom = 1;
+    sg_buf_free(&t);
+    return;
+  }
+  t.data[--t.len] = '\0'; /* the final newline */
+  last = strrchr(t.data, '\n');
+  last = last != NULL ? last + 1 : t.data;
+  sg_buf_puts(b, t.data);
+  if (strlen(last) + 3 <= WIDTH) {
+    sg_buf_puts(b, " */\n");
+  } else {
+    sg_buf_puts(b, "\n      */\n");
+  }
+  sg_buf_free(&t);
+}
+
+/* A rule comment, "---- title ----...", filling the line (a title too
+   long for the line gets no fill). */
+static void rule(sg_buf *b, char fill, const char *title) {
+  size_t n = strlen(title) + 13; /* the rule without its fill */
+  sg_buf_printf(b, "/* %c%c%c%c %s", fill, fill, fill, fill, title);
+  if (n < WIDTH) {
+    sg_buf_putc(b, ' ');
+    while (n++ < WIDTH) {
+      sg_buf_putc(b, fill);
+    }
+  }
+  sg_buf_puts(b, " */\n");
+}
+
+/* ---- Header ------------------------------------------------------------ */
+
+/* The names of the guide, as a table of short lines. */
+static const char *const guide_names[] = {
+    "  p__s__m__method  the method descriptor (path, stream kind, types,",
+    "                   idempotency_level), for conch_call_*()",
+    "  P__S__M_Call     a started call: its conch_call |base|, typed",
+    "  P__S__M_Handler  typed handlers for push delivery",
+    "  p__s__m_start()  starts a call (with its request, for unary and",
+    "                   server streaming)",
+    "  p__s__m_recv()   takes the next response in pull mode;",
+    "                   p__s__m_recv_sync() blocks for it",
+    "  p__s__m_sync()   a whole unary call, blocking",
+    "  p__s__m_send()   sends a request (client streaming, bidi);",
+    "                   p__s__m_send_sync() blocks while the buffer is",
+    "                   full",
+    "  p__s__m_close_send()  ends the requests (client streaming, bidi)",
+    "  p__s__m_close_and_recv_sync()  ends the requests and blocks for",
+    "                   the response (client streaming)",
+    NULL};
+
+static void guide_para(sg_buf *b, const char *text) {
+  sg_buf_puts(b, " *\n");
+  wrap_text(b, " * ", " * ", text);
+}
+
+/* The header's first comment: the manual of every stub in it. */
+static void file_guide(sg_buf *b, const sg_file *f) {
+  const char *const *line;
+  sg_buf t;
+
+  sg_buf_init(&t);
+  sg_buf_printf(&t,
+                "Typed conch stubs for the services of %s, on protobuf-c's "
+                "%s.pb-c.h and the conch runtime (conch/call.h).",
+                f->name, f->base);
+  if (t.oom) {
+    b->oom = 1;
+  }
+  sg_buf_puts(b, "/*\n");
+  wrap_text(b, " * ", " * ", sg_buf_str(&t));
+  sg_buf_free(&t);
+  guide_para(b, "For method M of service S in package p, in protobuf-c's "
+                "naming (p__s__m itself is protobuf-c's service stub, so "
+                "ours add a suffix):");
+  sg_buf_puts(b, " *\n");
+  for (line = guide_names; *line != NULL; line++) {
+    sg_buf_printf(b, " * %s\n", *line);
+  }
+  guide_para(b, "and service S has p__s__methods[], its methods in .proto "
+                "order and then NULL, and p__s__n_methods.  What a shape "
+                "does not have is not generated, so misuse does not "
+                "compile.");
+  guide_para(b, "Ownership: requests are borrowed for the call of the "
+                "function (they are serialized at once).  A response from "
+                "_recv(), _recv_sync(), _sync() or _close_and_recv_sync() is "
+                "the caller's, to free with conch_message_free(client, "
+                "&msg->base); one given to a handler is borrowed until the "
+                "handler returns.  A started call is the caller's, to free "
+                "with conch_call_free(call.base).");
+  guide_para(b, "Functions return 0 or a negative CONCH_ERR_* "
+                "(conch/status.h); the outcome of the RPC itself is a "
+                "conch_status.  Handlers run on the thread that drives the "
+                "client, and on_close runs exactly once per started call.  "
+                "Where one of these names is taken already (by protobuf-c's "
+                "code or an earlier method), the method's prefixes get a "
+                "trailing '_', and its comment says so.");
+  sg_buf_puts(b, " */\n");
+}
+
+/* A declaration being put together: its head ("int f(") and parameters,
+   kept NUL-separated in one buffer. */
+typedef struct decl {
+  sg_buf text;
+  size_t off[10];
+  size_t n;
+} decl;
+
+static void decl_vadd(decl *d, const char *fmt, va_list ap) {
+  if (d->n == sizeof(d->off) / sizeof(d->off[0])) {
+    d->text.oom = 1; /* more parameters than any stub has: a bug */
+    return;
+  }
+  d->off[d->n++] = d->text.len;
+  sg_buf_vprintf(&d->text, fmt, ap);
+  sg_buf_putc(&d->text, '\0');
+}
+
+static void decl_start(decl *d, const char *fmt, ...) SG_PRINTF(2, 3);
+static void decl_add(decl *d, const char *fmt, ...) SG_PRINTF(2, 3);
+
+static void decl_start(decl *d, const char *fmt, ...) {
+  va_list ap;
+  sg_buf_reset(&d->text);
+  d->n = 0;
+  va_start(ap, fmt);
+  decl_vadd(d, fmt, ap);
+  va_end(ap);
+}
+
+static void decl_add(decl *d, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  decl_vadd(d, fmt, ap);
+  va_end(ap);
+}
+
+static void decl_end(sg_buf *b, decl *d, const char *indent,
+                     const char *close) {
+  const char *params[10];
+  size_t i;
+  if (d->text.oom || d->n == 0) {
+    b->oom = 1;
+    return;
+  }
+  for (i = 1; i < d->n; i++) {
+    params[i - 1] = d->text.data + d->off[i];
+  }
+  wrap(b, indent, d->text.data + d->off[0], params, d->n - 1, close);
+}
+
+/* Everything a method's code refers to. */
+typedef struct names {
+  const sg_method *m;
+  const char *B;    /* prefix of functions */
+  const char *req;  /* request type */
+  const char *resp; /* response type */
+  sg_buf call_t;    /* the call type */
+  sg_buf handler_t; /* the handler type */
+  sg_buf resp_desc; /* the response descriptor */
+} names;
+
+static void names_init(names *n, const sg_method *m) {
+  n->m = m;
+  n->B = m->lower;
+  n->req = m->in->c_name;
+  n->resp = m->out->c_name;
+  sg_buf_init(&n->call_t);
+  sg_buf_init(&n->handler_t);
+  sg_buf_init(&n->resp_desc);
+  sg_buf_printf(&n->call_t, "%s_Call", m->camel);
+  sg_buf_printf(&n->handler_t, "%s_Handler", m->camel);
+  sg_buf_printf(&n->resp_desc, "%s__descriptor", m->out->lower);
+}
+
+static int names_oom(const names *n) {
+  return n->call_t.oom || n->handler_t.oom || n->resp_desc.oom;
+}
+
+static void names_free(names *n) {
+  sg_buf_free(&n->call_t);
+  sg_buf_free(&n->handler_t);
+  sg_buf_free(&n->resp_desc);
+}
+
+#define CALL_T(n) sg_buf_str(&(n)->call_t)
+#define HANDLER_T(n) sg_buf_str(&(n)->handler_t)
+#define RESP_DESC(n) sg_buf_str(&(n)->resp_desc)
+
+static void header_descriptor(sg_buf *b, const names *n) {
+  const sg_method *m = n->m;
+  doc d;
+
+  doc_open(&d, b);
+  switch (m->kind) {
+  case SG_UNARY:
+    doc_para(&d, "%s, unary: one %s in, one %s out.", m->path + 1, n->req,
+             n->resp);
+    break;
+  case SG_SERVER:
+    doc_para(&d, "%s, server streaming: one %s in, a stream of %s out.",
+             m->path + 1, n->req, n->resp);
+    break;
+  case SG_CLIENT:
+    doc_para(&d, "%s, client streaming: a stream of %s in, one %s out.",
+             m->path + 1, n->req, n->resp);
+    break;
+  case SG_BIDI:
+    doc_para(&d,
+             "%s, bidirectional streaming: a stream of %s in, a stream of "
+             "%s out.",
+             m->path + 1, n->req, n->resp);
+    break;
+  }
+  if (m->leading != NULL) {
+    doc_verbatim(&d, m->leading);
+  }
+  if (m->trailing != NULL) {
+    doc_verbatim(&d, m->trailing);
+  }
+  if (m->idempotency == 1) {
+    doc_para(&d, "idempotency_level = NO_SIDE_EFFECTS: the call changes "
+                 "nothing on the server, so it is safe to repeat (Connect "
+                 "may send it as an HTTP GET).");
+  } else if (m->idempotency == 2) {
+    doc_para(&d, "idempotency_level = IDEMPOTENT: repeating the call has "
+                 "the effect of making it once.");
+  }
+  if (m->deprecated) {
+    doc_para(&d, "Deprecated in the .proto.");
+  }
+  if (m->taken != NULL) {
+    doc_para(&d,
+             "C names: the prefixes of this method are %s and %s, with a "
+             "trailing '_', because %s is taken by %s.",
+             m->lower, m->camel, m->taken, m->taken_by);
+  }
+  doc_para(&d, "The method descriptor, for the untyped functions of "
+               "conch/call.h.");
+  doc_close(&d);
+  sg_buf_printf(b, "extern const conch_method %s__method;\n", n->B);
+}
+
+static void header_types(sg_buf *b, const names *n, decl *dl) {
+  const sg_method *m = n->m;
+  doc d;
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "A call of %s: a typed view of the runtime's handle |base|.  Use "
+           "|base| with the rest of conch/call.h (conch_call_cancel(), "
+           "conch_call_status(), conch_call_headers(), "
+           "conch_call_wait_sync(), ...) and free it with "
+           "conch_call_free(call.base), also after the call ended.",
+           m->path + 1);
+  doc_close(&d);
+  sg_buf_printf(b, "typedef struct %s {\n  conch_call *base;\n} %s;\n",
+                CALL_T(n), CALL_T(n));
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "Handlers of one %s call; any member may be NULL.  Without "
+           "on_message the call is in pull mode: take responses with "
+           "%s_recv().  Retained: the struct must stay valid and unchanged "
+           "until on_close has returned (conch_call_user_data() of the call "
+           "returns it).  Handlers run on the thread that drives the "
+           "client, never inside %s_start(); what they receive is borrowed "
+           "until they return.",
+           m->path + 1, n->B, n->B);
+  doc_close(&d);
+  sg_buf_printf(b, "typedef struct %s {\n", HANDLER_T(n));
+  member_doc(b, "Response headers arrived (not for a trailers-only "
+                "response).");
+  decl_start(dl, "void (*on_headers)(");
+  decl_add(dl, "%s call", CALL_T(n));
+  decl_add(dl, "const conch_metadata *headers");
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "  ", ");");
+  member_doc(b, m->kind == SG_UNARY || m->kind == SG_CLIENT ? "The response."
+                                                            : "A response.");
+  decl_start(dl, "void (*on_message)(");
+  decl_add(dl, "%s call", CALL_T(n));
+  decl_add(dl, "const %s *msg", n->resp);
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "  ", ");");
+  if (is_stream_in(m)) {
+    member_doc(b, "The send buffer has room again after a send returned "
+                  "CONCH_ERR_AGAIN.");
+    decl_start(dl, "void (*on_send_ready)(");
+    decl_add(dl, "%s call", CALL_T(n));
+    decl_add(dl, "void *user_data");
+    decl_end(b, dl, "  ", ");");
+  }
+  member_doc(b, "The call ended with |status|; runs exactly once for every "
+                "started call.  |trailers| is never NULL.  The call may be "
+                "freed from here.");
+  decl_start(dl, "void (*on_close)(");
+  decl_add(dl, "%s call", CALL_T(n));
+  decl_add(dl, "const conch_status *status");
+  decl_add(dl, "const conch_metadata *trailers");
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "  ", ");");
+  member_doc(b, "Passed to every handler.");
+  sg_buf_printf(b, "  void *user_data;\n} %s;\n", HANDLER_T(n));
+}
+
+static void header_start(sg_buf *b, const names *n, decl *dl) {
+  const sg_method *m = n->m;
+  doc d;
+
+  doc_open(&d, b);
+  if (is_stream_in(m)) {
+    doc_para(&d,
+             "Starts a call of %s on |client|; send the requests with "
+             "%s_send() and end them with %s_close_send().  |opts| may be "
+             "NULL.  |handler| is retained (see %s); NULL means pull mode "
+             "without handlers.  On 0, |*out| is the call.  Failures of "
+             "the RPC itself (connection, deadline) end the call with a "
+             "status instead.",
+             m->path + 1, n->B, n->B, HANDLER_T(n));
+    doc_para(&d, "Returns 0, CONCH_ERR_INVALID (a NULL |client| or |out|, "
+                 "bad |opts|) or CONCH_ERR_NOMEM; then nothing was started "
+                 "and no handler runs.");
+  } else {
+    doc_para(&d,
+             "Starts a call of %s on |client| with the request |req| "
+             "(serialized here, borrowed for this call only), which also "
+             "ends the requests.  |opts| may be NULL.  |handler| is "
+             "retained (see %s); NULL means pull mode without handlers.  "
+             "On 0, |*out| is the call.  Failures of the RPC itself "
+             "(connection, deadline, a request over the send limit) end "
+             "the call with a status instead.",
+             m->path + 1, HANDLER_T(n));
+    doc_para(&d, "Returns 0, CONCH_ERR_INVALID (a NULL |client|, |req| or "
+                 "|out|, bad |opts|), CONCH_ERR_CODEC or CONCH_ERR_NOMEM; "
+                 "then nothing was started and no handler runs.  Once a "
+                 "call with handlers exists, a request that cannot be "
+                 "queued ends it as canceled instead.");
+  }
+  doc_close(&d);
+  decl_start(dl, "int %s_start(", n->B);
+  decl_add(dl, "conch_client *client");
+  decl_add(dl, "const conch_call_opts *opts");
+  if (!is_stream_in(m)) {
+    decl_add(dl, "const %s *req", n->req);
+  }
+  decl_add(dl, "const %s *handler", HANDLER_T(n));
+  decl_add(dl, "%s *out", CALL_T(n));
+  decl_end(b, dl, "", ");");
+}
+
+static void header_sync(sg_buf *b, const names *n, decl *dl) {
+  doc d;
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "Calls %s and waits for the answer, driving |client| on this "
+           "thread.  |req| is borrowed; |opts| may be NULL.  On 0, |*resp| "
+           "is the response, the caller's to free with "
+           "conch_message_free(); otherwise it is NULL.  |status| "
+           "(initialised with conch_status_init(); may be NULL) receives "
+           "the status of the RPC; |headers| and |trailers|, when not NULL, "
+           "receive the response metadata (appended).",
+           n->m->path + 1);
+  doc_para(&d, "Returns 0, CONCH_ERR_RPC (see |status|), CONCH_ERR_INVALID, "
+               "CONCH_ERR_RECURSIVE (called from a handler of |client|) or "
+               "CONCH_ERR_NOMEM.");
+  doc_close(&d);
+  decl_start(dl, "int %s_sync(", n->B);
+  decl_add(dl, "conch_client *client");
+  decl_add(dl, "const conch_call_opts *opts");
+  decl_add(dl, "const %s *req", n->req);
+  decl_add(dl, "%s **resp", n->resp);
+  decl_add(dl, "conch_status *status");
+  decl_add(dl, "conch_metadata *headers");
+  decl_add(dl, "conch_metadata *trailers");
+  decl_end(b, dl, "", ");");
+}
+
+static void header_recv(sg_buf *b, const names *n, decl *dl) {
+  doc d;
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "Pull mode: takes the next response of |call| without blocking.  "
+           "On 0, |*msg| is the caller's, to free with "
+           "conch_message_free(); otherwise it is NULL.  Responses not "
+           "taken hold the server back (flow control).");
+  doc_para(&d, "Returns 0; CONCH_ERR_AGAIN (none yet: drive the client); "
+               "CONCH_ERR_EOF (the call ended OK and every response was "
+               "taken); CONCH_ERR_RPC (it ended with an error: "
+               "conch_call_status(call.base)); CONCH_ERR_STATE (the call has "
+               "an on_message handler); CONCH_ERR_INVALID.");
+  doc_close(&d);
+  decl_start(dl, "int %s_recv(", n->B);
+  decl_add(dl, "%s call", CALL_T(n));
+  decl_add(dl, "%s **msg", n->resp);
+  decl_end(b, dl, "", ");");
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "%s_recv(), driving the client on this thread until a response "
+           "is ready or the call ends: never CONCH_ERR_AGAIN, and "
+           "CONCH_ERR_RECURSIVE when called from a handler.",
+           n->B);
+  doc_close(&d);
+  decl_start(dl, "int %s_recv_sync(", n->B);
+  decl_add(dl, "%s call", CALL_T(n));
+  decl_add(dl, "%s **msg", n->resp);
+  decl_end(b, dl, "", ");");
+}
+
+static void header_send(sg_buf *b, const names *n, decl *dl) {
+  doc d;
+
+  doc_open(&d, b);
+  doc_para(&d, "Queues the request |msg| on |call| (serialized here, "
+               "borrowed for this call only).");
+  doc_para(&d, "Returns 0; CONCH_ERR_AGAIN (the send buffer is full: "
+               "nothing was queued, on_send_ready follows); CONCH_ERR_STATE "
+               "(after close_send, or once the call ended: its status says "
+               "why); CONCH_ERR_LIMIT (over the send limit: the call ends "
+               "with resource_exhausted); CONCH_ERR_INVALID, CONCH_ERR_CODEC "
+               "or CONCH_ERR_NOMEM.");
+  doc_close(&d);
+  decl_start(dl, "int %s_send(", n->B);
+  decl_add(dl, "%s call", CALL_T(n));
+  decl_add(dl, "const %s *msg", n->req);
+  decl_end(b, dl, "", ");");
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "%s_send(), driving the client on this thread while the send "
+           "buffer is full: never CONCH_ERR_AGAIN, and CONCH_ERR_RECURSIVE "
+           "when called from a handler.",
+           n->B);
+  doc_close(&d);
+  decl_start(dl, "int %s_send_sync(", n->B);
+  decl_add(dl, "%s call", CALL_T(n));
+  decl_add(dl, "const %s *msg", n->req);
+  decl_end(b, dl, "", ");");
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "Ends the requests of |call|: no %s_send() after it.  Responses "
+           "may still arrive.  Returns 0, CONCH_ERR_STATE (already ended) or "
+           "CONCH_ERR_INVALID.",
+           n->B);
+  doc_close(&d);
+  decl_start(dl, "int %s_close_send(", n->B);
+  decl_add(dl, "%s call", CALL_T(n));
+  decl_end(b, dl, "", ");");
+}
+
+static void header_close_and_recv(sg_buf *b, const names *n, decl *dl) {
+  doc d;
+
+  doc_open(&d, b);
+  doc_para(&d, "Ends the requests of |call| (unless they already ended), "
+               "then waits, driving the client on this thread, for the "
+               "response and the end of the call.  Pull mode only.  On 0, "
+               "|*resp| is the caller's, to free with conch_message_free(); "
+               "otherwise it is NULL.");
+  doc_para(&d, "Returns 0; CONCH_ERR_RPC (the call failed: "
+               "conch_call_status(call.base)); CONCH_ERR_PROTO (it ended OK "
+               "without a response); CONCH_ERR_STATE (the call has an "
+               "on_message handler); CONCH_ERR_RECURSIVE (called from a "
+               "handler); CONCH_ERR_INVALID.");
+  doc_close(&d);
+  decl_start(dl, "int %s_close_and_recv_sync(", n->B);
+  decl_add(dl, "%s call", CALL_T(n));
+  decl_add(dl, "%s **resp", n->resp);
+  decl_end(b, dl, "", ");");
+}
+
+static int header_method(sg_buf *b, const sg_method *m, decl *dl) {
+  names n;
+  int rv = 0;
+
+  names_init(&n, m);
+  if (names_oom(&n)) {
+    names_free(&n);
+    return -1;
+  }
+  sg_buf_putc(b, '\n');
+  rule(b, '-', m->path + 1);
+  header_descriptor(b, &n);
+  header_types(b, &n, dl);
+  header_start(b, &n, dl);
+  if (m->kind == SG_UNARY) {
+    header_sync(b, &n, dl);
+  }
+  if (is_stream_in(m)) {
+    header_send(b, &n, dl);
+  }
+  header_recv(b, &n, dl);
+  if (m->kind == SG_CLIENT) {
+    header_close_and_recv(b, &n, dl);
+  }
+  names_free(&n);
+  return rv;
+}
+
+static int header_service(sg_buf *b, const sg_service *s, decl *dl) {
+  doc d;
+  size_t i;
+
+  sg_buf_putc(b, '\n');
+  rule(b, '=', s->full);
+  doc_open(&d, b);
+  doc_para(&d, "The methods of service %s, in .proto order, then NULL.",
+           s->full);
+  if (s->leading != NULL) {
+    doc_verbatim(&d, s->leading);
+  }
+  if (s->trailing != NULL) {
+    doc_verbatim(&d, s->trailing);
+  }
+  if (s->deprecated) {
+    doc_para(&d, "Deprecated in the .proto.");
+  }
+  if (s->taken != NULL) {
+    doc_para(&d,
+             "C names: %s and %s have a trailing '_' because %s is taken by "
+             "%s.",
+             s->table, s->count, s->taken, s->taken_by);
+  }
+  doc_close(&d);
+  sg_buf_printf(b, "extern const conch_method *const %s[%zu];\n", s->table,
+                s->nmethods + 1);
+  doc_open(&d, b);
+  doc_para(&d, "The number of methods of %s: %zu.", s->full, s->nmethods);
+  doc_close(&d);
+  sg_buf_printf(b, "extern const size_t %s;\n", s->count);
+  for (i = 0; i < s->nmethods; i++) {
+    if (header_method(b, &s->methods[i], dl) != 0) {
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int sg_emit_header(sg_buf *b, const sg_file *f) {
+  decl dl;
+  size_t i;
+  int rv = 0;
+
+  sg_buf_init(&dl.text);
+  dl.n = 0;
+  sg_buf_printf(b,
+                "/* Generated by protoc-gen-conch.  DO NOT EDIT! */\n"
+                "/* Generated from: %s */\n\n",
+                f->name);
+  file_guide(b, f);
+  sg_buf_printf(b,
+                "#ifndef CONCH_%s__INCLUDED\n"
+                "#define CONCH_%s__INCLUDED\n\n"
+                "#include <stddef.h>\n\n"
+                "#include <conch/call.h>\n\n"
+                "#include \"%s.pb-c.h\"\n\n"
+                "#ifdef __cplusplus\n"
+                "extern \"C\" {\n"
+                "#endif\n",
+                f->ident, f->ident, f->base);
+  if (f->nservices == 0) {
+    sg_buf_printf(b, "\n/* %s declares no services. */\n", f->name);
+  }
+  for (i = 0; i < f->nservices && rv == 0; i++) {
+    rv = header_service(b, &f->services[i], &dl);
+  }
+  sg_buf_printf(b,
+                "\n#ifdef __cplusplus\n"
+                "}\n"
+                "#endif\n\n"
+                "#endif /* CONCH_%s__INCLUDED */\n",
+                f->ident);
+  sg_buf_free(&dl.text);
+  return rv != 0 || b->oom ? -1 : 0;
+}
+
+/* ---- Source ------------------------------------------------------------ */
+
+/* The static helpers every source shares, as they are written out (the
+   lines stay within 72 columns so that these constants fit in 80). */
+static const char start_call_text[] =
+    "\n"
+    "/* Starts a call of |method| with the handler table |table|.  |h| (the\n"
+    "   caller's typed handlers, or NULL) is what the trampolines get as\n"
+    "   user_data.  The runtime only hands user_data back and never writes\n"
+    "   through it, so const is dropped, through a union: no cast to warn\n"
+    "   about.  |req|, for unary and server-streaming calls, goes out at\n"
+    "   once. */\n"
+    "static int start_call(conch_client *client, const conch_method *method,\n"
+    "                      const conch_call_opts *opts,\n"
+    "                      const conch_call_handler *table, const void *h,\n"
+    "                      const ProtobufCMessage *req, conch_call **out) {\n"
+    "  union {\n"
+    "    const void *in;\n"
+    "    void *out;\n"
+    "  } ud;\n"
+    "  conch_call *call;\n"
+    "  int rv;\n"
+    "\n"
+    "  if (h == NULL) {\n"
+    "    table = NULL; /* pull mode without handlers */\n"
+    "  }\n"
+    "  ud.in = h;\n"
+    "  rv = conch_call_start(client, method, opts, table, ud.out, &call);\n"
+    "  if (rv != 0) {\n"
+    "    return rv;\n"
+    "  }\n"
+    "  if (req != NULL) {\n"
+    "    rv = conch_call_send(call, req);\n"
+    "  }\n"
+    "  /* CONCH_ERR_STATE, CONCH_ERR_LIMIT: the call has ended already and\n"
+    "     its status says why.  Any other error leaves a call that can\n"
+    "     never send its request. */\n"
+    "  if (rv != 0 && rv != CONCH_ERR_STATE && rv != CONCH_ERR_LIMIT) {\n"
+    "    if (h == NULL) {\n"
+    "      conch_call_free(call); /* no handler to run */\n"
+    "      return rv;\n"
+    "    }\n"
+    "    /* Its on_close is due exactly once, and a failed start must not\n"
+    "       run it: the call ends as canceled instead. */\n"
+    "    conch_call_cancel(call);\n"
+    "  }\n"
+    "  *out = call;\n"
+    "  return 0;\n"
+    "}\n"
+    "\n"
+    "/* Takes the next response of |call|, blocking when |sync|.  Checking\n"
+    "   the type keeps a call struct made by hand for another method from\n"
+    "   handing out a message as the wrong type. */\n"
+    "static int pop(conch_call *call, const ProtobufCMessageDescriptor *type,\n"
+    "               int sync, ProtobufCMessage **msg) {\n"
+    "  ProtobufCMessage *m = NULL;\n"
+    "  int rv;\n"
+    "\n"
+    "  *msg = NULL;\n"
+    "  if (sync) {\n"
+    "    rv = conch_call_recv_sync(call, &m);\n"
+    "  } else {\n"
+    "    rv = conch_call_recv(call, &m);\n"
+    "  }\n"
+    "  if (rv != 0) {\n"
+    "    return rv;\n"
+    "  }\n"
+    "  if (m->descriptor != type) {\n"
+    "    conch_message_free(conch_call_client(call), m);\n"
+    "    return CONCH_ERR_INVALID;\n"
+    "  }\n"
+    "  *msg = m;\n"
+    "  return 0;\n"
+    "}\n";
+
+static const char close_and_pop_text[] =
+    "\n"
+    "/* Ends the requests of a client-streaming |call| and takes its one\n"
+    "   response once the call is over, so that the status is final. */\n"
+    "static int close_and_pop(conch_call *call,\n"
+    "                         const ProtobufCMessageDescriptor *type,\n"
+    "                         ProtobufCMessage **msg) {\n"
+    "  ProtobufCMessage *m;\n"
+    "  int rv;\n"
+    "\n"
+    "  *msg = NULL;\n"
+    "  rv = conch_call_close_send(call);\n"
+    "  if (rv != 0 && rv != CONCH_ERR_STATE) { /* STATE: closed before */\n"
+    "    return rv;\n"
+    "  }\n"
+    "  rv = pop(call, type, 1, &m);\n"
+    "  if (rv == CONCH_ERR_EOF) {\n"
+    "    return CONCH_ERR_PROTO; /* ended OK, but without its response */\n"
+    "  }\n"
+    "  if (rv != 0) {\n"
+    "    return rv;\n"
+    "  }\n"
+    "  rv = conch_call_wait_sync(call);\n"
+    "  if (rv != 0) {\n"
+    "    conch_message_free(conch_call_client(call), m);\n"
+    "    return rv;\n"
+    "  }\n"
+    "  *msg = m;\n"
+    "  return 0;\n"
+    "}\n";
+
+/* Writes the helpers the methods of |f| use: none without methods (an
+   unused static function would warn), close_and_pop() only for client
+   streaming. */
+static void source_helpers(sg_buf *b, const sg_file *f) {
+  int any = 0, client = 0;
+  size_t i, j;
+
+  for (i = 0; i < f->nservices; i++) {
+    for (j = 0; j < f->services[i].nmethods; j++) {
+      any = 1;
+      client |= f->services[i].methods[j].kind == SG_CLIENT;
+    }
+  }
+  if (any) {
+    sg_buf_puts(b, start_call_text);
+  }
+  if (client) {
+    sg_buf_puts(b, close_and_pop_text);
+  }
+}
+
+static void source_descriptor(sg_buf *b, const sg_method *m) {
+  sg_buf_printf(b,
+                "const conch_method %s__method = {\n"
+                "    .path = \"%s\",\n"
+                "    .kind = %s,\n"
+                "    .input = &%s__descriptor,\n"
+                "    .output = &%s__descriptor,\n"
+                "    .idempotency = %s,\n"
+                "};\n",
+                m->lower, m->path, kind_names[m->kind], m->in->lower,
+                m->out->lower, idempotency_names[m->idempotency]);
+}
+
+/* The trampolines: runtime handlers that forward to the typed ones. */
+static void source_trampolines(sg_buf *b, const names *n, decl *dl) {
+  const sg_method *m = n->m;
+  size_t k = m->index;
+
+  sg_buf_putc(b, '\n');
+  decl_start(dl, "static void m%zu_on_headers(", k);
+  decl_add(dl, "conch_call *call");
+  decl_add(dl, "const conch_metadata *headers");
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "", ") {");
+  sg_buf_printf(b,
+                "  const %s *h = user_data;\n"
+                "  %s typed = {call};\n\n"
+                "  if (h->on_headers != NULL) {\n",
+                HANDLER_T(n), CALL_T(n));
+  decl_start(dl, "h->on_headers(");
+  decl_add(dl, "typed");
+  decl_add(dl, "headers");
+  decl_add(dl, "h->user_data");
+  decl_end(b, dl, "    ", ");");
+  sg_buf_puts(b, "  }\n}\n\n");
+
+  decl_start(dl, "static void m%zu_on_message(", k);
+  decl_add(dl, "conch_call *call");
+  decl_add(dl, "const ProtobufCMessage *msg");
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "", ") {");
+  sg_buf_printf(b,
+                "  const %s *h = user_data;\n"
+                "  %s typed = {call};\n\n"
+                "  /* Installed only with h->on_message.  |msg| is the "
+                "base of a\n"
+                "     message of the method's output type. */\n",
+                HANDLER_T(n), CALL_T(n));
+  decl_start(dl, "h->on_message(");
+  decl_add(dl, "typed");
+  decl_add(dl, "(const %s *)msg", n->resp);
+  decl_add(dl, "h->user_data");
+  decl_end(b, dl, "  ", ");");
+  sg_buf_puts(b, "}\n\n");
+
+  if (is_stream_in(m)) {
+    decl_start(dl, "static void m%zu_on_send_ready(", k);
+    decl_add(dl, "conch_call *call");
+    decl_add(dl, "void *user_data");
+    decl_end(b, dl, "", ") {");
+    sg_buf_printf(b,
+                  "  const %s *h = user_data;\n"
+                  "  %s typed = {call};\n\n"
+                  "  if (h->on_send_ready != NULL) {\n"
+                  "    h->on_send_ready(typed, h->user_data);\n"
+                  "  }\n"
+                  "}\n\n",
+                  HANDLER_T(n), CALL_T(n));
+  }
+
+  decl_start(dl, "static void m%zu_on_close(", k);
+  decl_add(dl, "conch_call *call");
+  decl_add(dl, "const conch_status *status");
+  decl_add(dl, "const conch_metadata *trailers");
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "", ") {");
+  sg_buf_printf(b,
+                "  const %s *h = user_data;\n"
+                "  %s typed = {call};\n\n"
+                "  if (h->on_close != NULL) {\n",
+                HANDLER_T(n), CALL_T(n));
+  decl_start(dl, "h->on_close(");
+  decl_add(dl, "typed");
+  decl_add(dl, "status");
+  decl_add(dl, "trailers");
+  decl_add(dl, "h->user_data");
+  decl_end(b, dl, "    ", ");");
+  sg_buf_puts(b, "  }\n}\n\n");
+
+  /* Push and pull differ only in on_message, which the runtime reads at
+     start to choose the mode. */
+  sg_buf_printf(b,
+                "static const conch_call_handler m%zu_push = {\n"
+                "    .on_headers = m%zu_on_headers,\n"
+                "    .on_message = m%zu_on_message,\n",
+                k, k, k);
+  if (is_stream_in(m)) {
+    sg_buf_printf(b, "    .on_send_ready = m%zu_on_send_ready,\n", k);
+  }
+  sg_buf_printf(b,
+                "    .on_close = m%zu_on_close,\n"
+                "};\n\n"
+                "static const conch_call_handler m%zu_pull = {\n"
+                "    .on_headers = m%zu_on_headers,\n",
+                k, k, k);
+  if (is_stream_in(m)) {
+    sg_buf_printf(b, "    .on_send_ready = m%zu_on_send_ready,\n", k);
+  }
+  sg_buf_printf(b,
+                "    .on_close = m%zu_on_close,\n"
+                "};\n",
+                k);
+}
+
+static void source_start(sg_buf *b, const names *n, decl *dl) {
+  const sg_method *m = n->m;
+  size_t k = m->index;
+
+  sg_buf_putc(b, '\n');
+  decl_start(dl, "int %s_start(", n->B);
+  decl_add(dl, "conch_client *client");
+  decl_add(dl, "const conch_call_opts *opts");
+  if (!is_stream_in(m)) {
+    decl_add(dl, "const %s *req", n->req);
+  }
+  decl_add(dl, "const %s *handler", HANDLER_T(n));
+  decl_add(dl, "%s *out", CALL_T(n));
+  decl_end(b, dl, "", ") {");
+  sg_buf_printf(b,
+                "  const conch_call_handler *table = &m%zu_pull;\n\n"
+                "  if (%sout == NULL) {\n"
+                "    return CONCH_ERR_INVALID;\n"
+                "  }\n"
+                "  if (handler != NULL && handler->on_message != NULL) {\n"
+                "    table = &m%zu_push;\n"
+                "  }\n",
+                k, is_stream_in(m) ? "" : "req == NULL || ", k);
+  decl_start(dl, "return start_call(");
+  decl_add(dl, "client");
+  decl_add(dl, "&%s__method", n->B);
+  decl_add(dl, "opts");
+  decl_add(dl, "table");
+  decl_add(dl, "handler");
+  decl_add(dl, is_stream_in(m) ? "NULL" : "&req->base");
+  decl_add(dl, "&out->base");
+  decl_end(b, dl, "  ", ");");
+  sg_buf_puts(b, "}\n");
+}
+
+static void source_sync(sg_buf *b, const names *n, decl *dl) {
+  sg_buf_putc(b, '\n');
+  decl_start(dl, "int %s_sync(", n->B);
+  decl_add(dl, "conch_client *client");
+  decl_add(dl, "const conch_call_opts *opts");
+  decl_add(dl, "const %s *req", n->req);
+  decl_add(dl, "%s **resp", n->resp);
+  decl_add(dl, "conch_status *status");
+  decl_add(dl, "conch_metadata *headers");
+  decl_add(dl, "conch_metadata *trailers");
+  decl_end(b, dl, "", ") {");
+  sg_buf_puts(b, "  ProtobufCMessage *m = NULL;\n"
+                 "  int rv;\n\n"
+                 "  if (resp == NULL) {\n"
+                 "    return CONCH_ERR_INVALID;\n"
+                 "  }\n"
+                 "  *resp = NULL;\n"
+                 "  if (req == NULL) {\n"
+                 "    return CONCH_ERR_INVALID;\n"
+                 "  }\n");
+  decl_start(dl, "rv = conch_unary_sync(");
+  decl_add(dl, "client");
+  decl_add(dl, "&%s__method", n->B);
+  decl_add(dl, "opts");
+  decl_add(dl, "&req->base");
+  decl_add(dl, "&m");
+  decl_add(dl, "status");
+  decl_add(dl, "headers");
+  decl_add(dl, "trailers");
+  decl_end(b, dl, "  ", ");");
+  sg_buf_printf(b,
+                "  *resp = (%s *)m; /* m is the base of one */\n"
+                "  return rv;\n"
+                "}\n",
+                n->resp);
+}
+
+/* _recv(), _recv_sync() and _close_and_recv_sync() share one body. */
+static void source_take(sg_buf *b, const names *n, decl *dl, const char *suffix,
+                        const char *param, const char *how) {
+  sg_buf_putc(b, '\n');
+  decl_start(dl, "int %s%s(", n->B, suffix);
+  decl_add(dl, "%s call", CALL_T(n));
+  decl_add(dl, "%s **%s", n->resp, param);
+  decl_end(b, dl, "", ") {");
+  sg_buf_printf(b,
+                "  ProtobufCMessage *m = NULL;\n"
+                "  int rv;\n\n"
+                "  if (%s == NULL) {\n"
+                "    return CONCH_ERR_INVALID;\n"
+                "  }\n",
+                param);
+  decl_start(dl, "rv = %s(", how);
+  decl_add(dl, "call.base");
+  decl_add(dl, "&%s", RESP_DESC(n));
+  if (strcmp(how, "pop") == 0) {
+    decl_add(dl, "%s", strcmp(suffix, "_recv") == 0 ? "0" : "1");
+  }
+  decl_add(dl, "&m");
+  decl_end(b, dl, "  ", ");");
+  sg_buf_printf(b,
+                "  *%s = (%s *)m;\n"
+                "  return rv;\n"
+                "}\n",
+                param, n->resp);
+}
+
+static void source_send(sg_buf *b, const names *n, decl *dl) {
+  static const char *const fn[] = {"_send", "conch_call_send", "_send_sync",
+                                   "conch_call_send_sync"};
+  size_t i;
+
+  for (i = 0; i < 4; i += 2) {
+    sg_buf_putc(b, '\n');
+    decl_start(dl, "int %s%s(", n->B, fn[i]);
+    decl_add(dl, "%s call", CALL_T(n));
+    decl_add(dl, "const %s *msg", n->req);
+    decl_end(b, dl, "", ") {");
+    sg_buf_printf(b,
+                  "  if (msg == NULL) {\n"
+                  "    return CONCH_ERR_INVALID;\n"
+                  "  }\n"
+                  "  return %s(call.base, &msg->base);\n"
+                  "}\n",
+                  fn[i + 1]);
+  }
+  sg_buf_putc(b, '\n');
+  decl_start(dl, "int %s_close_send(", n->B);
+  decl_add(dl, "%s call", CALL_T(n));
+  decl_end(b, dl, "", ") {");
+  sg_buf_puts(b, "  return conch_call_close_send(call.base);\n}\n");
+}
+
+static int source_method(sg_buf *b, const sg_method *m, decl *dl) {
+  names n;
+
+  names_init(&n, m);
+  if (names_oom(&n)) {
+    names_free(&n);
+    return -1;
+  }
+  sg_buf_putc(b, '\n');
+  rule(b, '-', m->path + 1);
+  sg_buf_putc(b, '\n');
+  source_descriptor(b, m);
+  source_trampolines(b, &n, dl);
+  source_start(b, &n, dl);
+  if (m->kind == SG_UNARY) {
+    source_sync(b, &n, dl);
+  }
+  if (is_stream_in(m)) {
+    source_send(b, &n, dl);
+  }
+  source_take(b, &n, dl, "_recv", "msg", "pop");
+  source_take(b, &n, dl, "_recv_sync", "msg", "pop");
+  if (m->kind == SG_CLIENT) {
+    source_take(b, &n, dl, "_close_and_recv_sync", "resp", "close_and_pop");
+  }
+  names_free(&n);
+  return 0;
+}
+
+static int source_service(sg_buf *b, const sg_service *s, decl *dl) {
+  size_t i;
+
+  sg_buf_putc(b, '\n');
+  rule(b, '=', s->full);
+  for (i = 0; i < s->nmethods; i++) {
+    if (source_method(b, &s->methods[i], dl) != 0) {
+      return -1;
+    }
+  }
+  sg_buf_printf(b, "\nconst conch_method *const %s[%zu] = {\n", s->table,
+                s->nmethods + 1);
+  for (i = 0; i < s->nmethods; i++) {
+    sg_buf_printf(b, "    &%s__method,\n", s->methods[i].lower);
+  }
+  sg_buf_printf(b,
+                "    NULL,\n"
+                "};\n\n"
+                "const size_t %s = %zu;\n",
+                s->count, s->nmethods);
+  return 0;
+}
+
+int sg_emit_source(sg_buf *b, const sg_file *f) {
+  decl dl;
+  size_t i;
+  int rv = 0;
+
+  sg_buf_init(&dl.text);
+  dl.n = 0;
+  sg_buf_printf(b,
+                "/* Generated by protoc-gen-conch.  DO NOT EDIT! */\n"
+                "/* Generated from: %s */\n\n"
+                "#include \"%s.conch.h\"\n",
+                f->name, f->base);
+  source_helpers(b, f);
+  for (i = 0; i < f->nservices && rv == 0; i++) {
+    rv = source_service(b, &f->services[i], &dl);
+  }
+  sg_buf_free(&dl.text);
+  return rv != 0 || b->oom ? -1 : 0;
+}
