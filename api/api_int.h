@@ -9,6 +9,7 @@
 #include <conch/conch.h>
 #include <conch/process.h>
 
+#include "process/process.conch.h"
 #include "process/process.pb-c.h"
 
 /* Allocation through a conch_mem (the library never calls malloc itself).
@@ -36,23 +37,14 @@ typedef struct conch_plink {
 struct conch_sandbox {
   conch_client *client;
   const conch_mem *mem;
-  conch_metadata *base;  /* sent with every request */
-  char *auth;            /* "Basic ..." for the default user, or NULL */
-  long timeout_ms;       /* -1 none */
+  conch_metadata *base;    /* sent with every request */
+  char *auth;              /* "Basic ..." for the default user, or NULL */
+  long timeout_ms;         /* -1 none */
   long request_timeout_ms; /* -1 none */
   long kill_grace_ms;
   unsigned caps;
-  conch_plink procs;     /* open handles */
+  conch_plink procs; /* open handles */
 };
-
-extern const conch_method conch__m_list;
-extern const conch_method conch__m_connect;
-extern const conch_method conch__m_start;
-extern const conch_method conch__m_update;
-extern const conch_method conch__m_stream_input;
-extern const conch_method conch__m_send_input;
-extern const conch_method conch__m_send_signal;
-extern const conch_method conch__m_close_stdin;
 
 /* Request metadata for a call: the sandbox's, plus Authorization for
    |user| (NULL: the sandbox's default) and, for Start/Connect, the
@@ -82,8 +74,7 @@ int conch__sb_unary(conch_sandbox *sb, const conch_method *m,
 int conch__sb_unary_async(conch_sandbox *sb, const conch_method *m,
                           const ProtobufCMessage *req,
                           void (*done)(const conch_status *st,
-                                       const ProtobufCMessage *resp,
-                                       void *ud),
+                                       const ProtobufCMessage *resp, void *ud),
                           void *ud);
 
 /* Closes every open handle (sandbox free). */

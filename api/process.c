@@ -368,9 +368,9 @@ static void tell_end(conch_process *p) {
 /* ---- Push mode (asynchronous handles) ----------------------------------- */
 
 static void kill_started(conch_process *p);
+static void close_unstarted(conch_process *p);
 
-static void push_msg(conch_call *call, const ProtobufCMessage *msg,
-                     void *ud) {
+static void push_msg(conch_call *call, const ProtobufCMessage *msg, void *ud) {
   conch_process *p = ud;
   conch_chunk chunk;
   int was_started = p->started, r;
@@ -417,12 +417,8 @@ static void push_close(conch_call *call, const conch_status *st,
   p->start_alarm = NULL;
   stream_over(p, st);
   if (p->closing) {
-    /* Closed before the start was reported, and the stream is gone: the
-       server either never started it or we cannot tell. */
     if (!p->started) {
-      int rv = st->origin == CONCH_ORIGIN_SERVER ? 0 : CONCH_ERR_RPC;
-      drop_call(p);
-      close_finish(p, rv);
+      close_unstarted(p);
     }
     return;
   }
@@ -586,8 +582,8 @@ static int proc_begin(conch_sandbox *sb, proc_kind kind,
   co.timeout_ms = life > 0 ? life : 0;
   co.deadline_grace_ms = life > 0 ? LIFETIME_GRACE_MS : 0;
   rv = conch_call_start(sb->client,
-                        kind == PK_CONNECT ? &conch__m_connect
-                                           : &conch__m_start,
+                        kind == PK_CONNECT ? &process__process__connect__method
+                                           : &process__process__start__method,
                         &co, async ? &push_handler : NULL, p, &p->call);
   conch_metadata_free(md);
   if (rv != 0) {
@@ -618,9 +614,8 @@ static int proc_begin(conch_sandbox *sb, proc_kind kind,
   }
   if (reqto > 0) {
     p->start_by = now_ms() + reqto;
-    if (async &&
-        conch_client_alarm(sb->client, reqto, start_timeout, p,
-                           &p->start_alarm) != 0) {
+    if (async && conch_client_alarm(sb->client, reqto, start_timeout, p,
+                                    &p->start_alarm) != 0) {
       proc_free(p);
       return CONCH_ERR_NOMEM;
     }
@@ -731,9 +726,8 @@ typedef struct pty_defaults {
 
 static int pty_prepare(conch_sandbox *sb, const conch_proc_opts *in,
                        pty_defaults *d) {
-  static const conch_env extra[3] = {{"TERM", "xterm-256color"},
-                                     {"LANG", "C.UTF-8"},
-                                     {"LC_ALL", "C.UTF-8"}};
+  static const conch_env extra[3] = {
+      {"TERM", "xterm-256color"}, {"LANG", "C.UTF-8"}, {"LC_ALL", "C.UTF-8"}};
   size_t i;
   int rv = read_opts(in, &d->o);
   if (rv != 0) {
@@ -808,8 +802,8 @@ int conch_start(conch_sandbox *sb, const conch_proc_opts *o, uint32_t *pid,
   return 0;
 }
 
-int conch_connect(conch_sandbox *sb, const conch_selector *sel,
-                  unsigned flags, conch_process **out, conch_status *st) {
+int conch_connect(conch_sandbox *sb, const conch_selector *sel, unsigned flags,
+                  conch_process **out, conch_status *st) {
   conch_process *p;
   int rv;
   if (sb == NULL || sel == NULL || out == NULL ||
@@ -982,8 +976,7 @@ static void sig_done(const conch_status *st, const ProtobufCMessage *resp,
   maybe_done(p);
 }
 
-static void watch_msg(conch_call *call, const ProtobufCMessage *msg,
-                      void *ud) {
+static void watch_msg(conch_call *call, const ProtobufCMessage *msg, void *ud) {
   conch_process *p = ud;
   const Process__ProcessEvent *ev =
       ((const Process__ConnectResponse *)msg)->event;
@@ -1019,8 +1012,8 @@ static int send_signal_async(conch_process *p, int sig) {
   conch__sb_selector(&sel, &ps);
   req.process = &ps;
   req.signal = (Process__Signal)sig;
-  rv = conch__sb_unary_async(p->sb, &conch__m_send_signal, &req.base,
-                             sig_done, p);
+  rv = conch__sb_unary_async(p->sb, &process__process__send_signal__method,
+                             &req.base, sig_done, p);
   if (rv == 0) {
     p->pending++;
   } else {
@@ -1060,8 +1053,8 @@ static void kill_started(conch_process *p) {
   co.headers = md;
   co.timeout_ms = sb->kill_grace_ms;
   co.deadline_grace_ms = wait;
-  if (conch_call_start(sb->client, &conch__m_connect, &co, &wh, p, &watch) !=
-      0) {
+  if (conch_call_start(sb->client, &process__process__connect__method, &co, &wh,
+                       p, &watch) != 0) {
     conch_metadata_free(md);
     kill_after_grace(p);
     maybe_done(p);
@@ -1105,13 +1098,24 @@ void conch_process_close_async(conch_process *p,
   if (p->async && p->call != NULL && !conch_call_done(p->call)) {
     return; /* push_msg kills it when the start arrives; push_close ends */
   }
-  if (p->tag != NULL) {
-    drop_call(p);
+  close_unstarted(p);
+}
+
+/* The stream is over and never reported a start.  When the server said why
+   (a refused cwd, an unknown user, not_found), nothing runs.  Otherwise a
+   process may have started unseen: a tag still reaches it. */
+static void close_unstarted(conch_process *p) {
+  drop_call(p);
+  if (p->st.origin == CONCH_ORIGIN_SERVER) {
+    close_finish(p, 0);
+    return;
+  }
+  if (p->tag != NULL && !p->is_connect) {
     send_signal_async(p, 9); /* by tag: the pid was never learned */
     maybe_done(p);
     return;
   }
-  close_finish(p, p->st.origin == CONCH_ORIGIN_SERVER ? 0 : CONCH_ERR_RPC);
+  close_finish(p, CONCH_ERR_RPC);
 }
 
 typedef struct close_wait {
@@ -1258,4 +1262,46 @@ int conch_stream_async(conch_sandbox *sb, const conch_proc_opts *o,
   }
   return proc_begin(sb, oo.pty_cols && oo.pty_rows ? PK_PTY : PK_STREAM, &oo,
                     NULL, 1, h, user_data, out);
+}
+
+int conch_pty_open_async(conch_sandbox *sb, const conch_proc_opts *o,
+                         const conch_process_handler *h, void *user_data,
+                         conch_process **out) {
+  pty_defaults d;
+  int rv;
+  if (sb == NULL || out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if ((sb->caps & (CONCH_CAP_STREAMING | CONCH_CAP_PTY)) !=
+      (CONCH_CAP_STREAMING | CONCH_CAP_PTY)) {
+    return CONCH_ERR_CAPABILITY;
+  }
+  rv = pty_prepare(sb, o, &d);
+  if (rv != 0) {
+    return rv;
+  }
+  rv = proc_begin(sb, PK_PTY, &d.o, NULL, 1, h, user_data, out);
+  api_free(sb->mem, d.env);
+  return rv;
+}
+
+int conch_connect_async(conch_sandbox *sb, const conch_selector *sel,
+                        unsigned flags, const conch_process_handler *h,
+                        void *user_data, conch_process **out) {
+  int rv;
+  if (sb == NULL || sel == NULL || out == NULL ||
+      (sel->tag == NULL && sel->pid == 0)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (!(sb->caps & CONCH_CAP_STREAMING)) {
+    return CONCH_ERR_CAPABILITY;
+  }
+  rv = proc_begin(sb, PK_CONNECT, NULL, sel, 1, h, user_data, out);
+  if (rv == 0) {
+    (*out)->own = !(flags & CONCH_CONNECT_DETACHED);
+    if (sel->tag != NULL) {
+      (*out)->tag = conch__api_strdup(sb->mem, sel->tag);
+    }
+  }
+  return rv;
 }

@@ -5,37 +5,6 @@
 
 #include "api_int.h"
 
-#define SVC "/process.Process/"
-
-const conch_method conch__m_list = {
-    SVC "List", CONCH_STREAM_UNARY, &process__list_request__descriptor,
-    &process__list_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
-const conch_method conch__m_connect = {
-    SVC "Connect", CONCH_STREAM_SERVER, &process__connect_request__descriptor,
-    &process__connect_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
-const conch_method conch__m_start = {
-    SVC "Start", CONCH_STREAM_SERVER, &process__start_request__descriptor,
-    &process__start_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
-const conch_method conch__m_update = {
-    SVC "Update", CONCH_STREAM_UNARY, &process__update_request__descriptor,
-    &process__update_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
-const conch_method conch__m_stream_input = {
-    SVC "StreamInput", CONCH_STREAM_CLIENT,
-    &process__stream_input_request__descriptor,
-    &process__stream_input_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
-const conch_method conch__m_send_input = {
-    SVC "SendInput", CONCH_STREAM_UNARY,
-    &process__send_input_request__descriptor,
-    &process__send_input_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
-const conch_method conch__m_send_signal = {
-    SVC "SendSignal", CONCH_STREAM_UNARY,
-    &process__send_signal_request__descriptor,
-    &process__send_signal_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
-const conch_method conch__m_close_stdin = {
-    SVC "CloseStdin", CONCH_STREAM_UNARY,
-    &process__close_stdin_request__descriptor,
-    &process__close_stdin_response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
-
 /* ---- Sandbox ------------------------------------------------------------ */
 
 /* "Basic " + base64("<user>:"), padded as HTTP Basic requires. */
@@ -258,8 +227,7 @@ typedef struct unary_ctx {
 
 /* The answers of process.Process's unary calls carry nothing but their
    status; a message is only borrowed, so it is not kept. */
-static void unary_msg(conch_call *call, const ProtobufCMessage *msg,
-                      void *ud) {
+static void unary_msg(conch_call *call, const ProtobufCMessage *msg, void *ud) {
   (void)call;
   (void)msg;
   (void)ud;
@@ -277,8 +245,7 @@ static void unary_close(conch_call *call, const conch_status *st,
 int conch__sb_unary_async(conch_sandbox *sb, const conch_method *m,
                           const ProtobufCMessage *req,
                           void (*done)(const conch_status *st,
-                                       const ProtobufCMessage *resp,
-                                       void *ud),
+                                       const ProtobufCMessage *resp, void *ud),
                           void *ud) {
   static const conch_call_handler h = {NULL, unary_msg, NULL, NULL,
                                        unary_close};
@@ -328,7 +295,8 @@ int conch_kill(conch_sandbox *sb, const conch_selector *sel, int signal,
   conch__sb_selector(sel, &ps);
   req.process = &ps;
   req.signal = (Process__Signal)signal;
-  rv = conch__sb_unary(sb, &conch__m_send_signal, &req.base, NULL, &resp, st);
+  rv = conch__sb_unary(sb, &process__process__send_signal__method, &req.base,
+                       NULL, &resp, st);
   conch_message_free(sb->client, resp);
   return rv;
 }
@@ -369,8 +337,8 @@ int conch_kill_async(conch_sandbox *sb, const conch_selector *sel, int signal,
   conch__sb_selector(sel, &ps);
   req.process = &ps;
   req.signal = (Process__Signal)signal;
-  rv = conch__sb_unary_async(sb, &conch__m_send_signal, &req.base, kill_done,
-                             k);
+  rv = conch__sb_unary_async(sb, &process__process__send_signal__method,
+                             &req.base, kill_done, k);
   if (rv != 0) {
     api_free(sb->mem, k);
   }
@@ -378,8 +346,7 @@ int conch_kill_async(conch_sandbox *sb, const conch_selector *sel, int signal,
 }
 
 static int send_input(conch_sandbox *sb, const conch_selector *sel,
-                      const void *data, size_t len, int pty,
-                      conch_status *st) {
+                      const void *data, size_t len, int pty, conch_status *st) {
   Process__SendInputRequest req = PROCESS__SEND_INPUT_REQUEST__INIT;
   Process__ProcessSelector ps;
   Process__ProcessInput in = PROCESS__PROCESS_INPUT__INIT;
@@ -400,7 +367,8 @@ static int send_input(conch_sandbox *sb, const conch_selector *sel,
   }
   req.process = &ps;
   req.input = &in;
-  rv = conch__sb_unary(sb, &conch__m_send_input, &req.base, NULL, &resp, st);
+  rv = conch__sb_unary(sb, &process__process__send_input__method, &req.base,
+                       NULL, &resp, st);
   conch_message_free(sb->client, resp);
   return rv;
 }
@@ -426,7 +394,8 @@ int conch_close_stdin(conch_sandbox *sb, const conch_selector *sel,
   }
   conch__sb_selector(sel, &ps);
   req.process = &ps;
-  rv = conch__sb_unary(sb, &conch__m_close_stdin, &req.base, NULL, &resp, st);
+  rv = conch__sb_unary(sb, &process__process__close_stdin__method, &req.base,
+                       NULL, &resp, st);
   conch_message_free(sb->client, resp);
   return rv;
 }
@@ -449,7 +418,8 @@ int conch_pty_resize(conch_sandbox *sb, const conch_selector *sel,
   req.process = &ps;
   req._pty_case = PROCESS__UPDATE_REQUEST___PTY_PTY;
   req.pty = &pty;
-  rv = conch__sb_unary(sb, &conch__m_update, &req.base, NULL, &resp, st);
+  rv = conch__sb_unary(sb, &process__process__update__method, &req.base, NULL,
+                       &resp, st);
   conch_message_free(sb->client, resp);
   return rv;
 }
@@ -562,13 +532,13 @@ int conch_list(conch_sandbox *sb, conch_process_info **list, size_t *n,
   }
   *list = NULL;
   *n = 0;
-  rv = conch__sb_unary(sb, &conch__m_list, &req.base, NULL, &resp, st);
+  rv = conch__sb_unary(sb, &process__process__list__method, &req.base, NULL,
+                       &resp, st);
   if (rv != 0) {
     return rv;
   }
   lr = (const Process__ListResponse *)resp;
-  out = api_calloc(LM, lr->n_processes > 0 ? lr->n_processes : 1,
-                   sizeof(*out));
+  out = api_calloc(LM, lr->n_processes > 0 ? lr->n_processes : 1, sizeof(*out));
   if (out == NULL) {
     conch_message_free(sb->client, resp);
     return CONCH_ERR_NOMEM;

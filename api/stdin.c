@@ -7,14 +7,15 @@
 struct conch_stdin {
   conch_sandbox *sb;
   conch_call *call;
+  int pty; /* input goes to the terminal */
 };
 
 static int send_event(conch_stdin *in, Process__StreamInputRequest *req) {
   return conch_call_send_sync(in->call, &req->base);
 }
 
-int conch_stdin_open(conch_sandbox *sb, const conch_selector *sel,
-                     conch_stdin **out, conch_status *st) {
+static int input_open(conch_sandbox *sb, const conch_selector *sel, int pty,
+                      conch_stdin **out, conch_status *st) {
   Process__StreamInputRequest req = PROCESS__STREAM_INPUT_REQUEST__INIT;
   Process__StreamInputRequest__StartEvent start =
       PROCESS__STREAM_INPUT_REQUEST__START_EVENT__INIT;
@@ -39,9 +40,10 @@ int conch_stdin_open(conch_sandbox *sb, const conch_selector *sel,
     return CONCH_ERR_NOMEM;
   }
   in->sb = sb;
+  in->pty = pty;
   co.headers = md;
-  rv = conch_call_start(sb->client, &conch__m_stream_input, &co, NULL, NULL,
-                        &in->call);
+  rv = conch_call_start(sb->client, &process__process__stream_input__method,
+                        &co, NULL, NULL, &in->call);
   conch_metadata_free(md);
   if (rv != 0) {
     api_free(sb->mem, in);
@@ -69,6 +71,16 @@ int conch_stdin_open(conch_sandbox *sb, const conch_selector *sel,
   return 0;
 }
 
+int conch_stdin_open(conch_sandbox *sb, const conch_selector *sel,
+                     conch_stdin **out, conch_status *st) {
+  return input_open(sb, sel, 0, out, st);
+}
+
+int conch_pty_input_open(conch_sandbox *sb, const conch_selector *sel,
+                         conch_stdin **out, conch_status *st) {
+  return input_open(sb, sel, 1, out, st);
+}
+
 int conch_stdin_write(conch_stdin *in, const void *data, size_t len) {
   Process__StreamInputRequest req = PROCESS__STREAM_INPUT_REQUEST__INIT;
   Process__StreamInputRequest__DataEvent ev =
@@ -78,9 +90,15 @@ int conch_stdin_write(conch_stdin *in, const void *data, size_t len) {
   if (in == NULL || (data == NULL && len > 0)) {
     return CONCH_ERR_INVALID;
   }
-  input.input_case = PROCESS__PROCESS_INPUT__INPUT_STDIN;
-  input.stdin.data = (uint8_t *)data;
-  input.stdin.len = len;
+  if (in->pty) {
+    input.input_case = PROCESS__PROCESS_INPUT__INPUT_PTY;
+    input.pty.data = (uint8_t *)data;
+    input.pty.len = len;
+  } else {
+    input.input_case = PROCESS__PROCESS_INPUT__INPUT_STDIN;
+    input.stdin.data = (uint8_t *)data;
+    input.stdin.len = len;
+  }
   ev.input = &input;
   req.event_case = PROCESS__STREAM_INPUT_REQUEST__EVENT_DATA;
   req.data = &ev;

@@ -94,7 +94,11 @@ typedef struct conch_sandbox_opts {
 } conch_sandbox_opts;
 
 #define CONCH_SANDBOX_OPTS_INIT                                                \
-  { sizeof(conch_sandbox_opts), NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, {0} }
+  {                                                                            \
+    sizeof(conch_sandbox_opts), NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, {    \
+      0                                                                        \
+    }                                                                          \
+  }
 
 /**
  * Creates a sandbox handle.  No connection is made until the first call.
@@ -172,8 +176,10 @@ typedef struct conch_proc_opts {
 
 #define CONCH_PROC_OPTS_INIT                                                   \
   {                                                                            \
-    sizeof(conch_proc_opts), NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, 0, 0,  \
-        0, 0, 0, NULL, NULL, NULL, {0}                                         \
+    sizeof(conch_proc_opts), NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, 0, 0,   \
+        0, 0, 0, NULL, NULL, NULL, {                                           \
+      0                                                                        \
+    }                                                                          \
   }
 
 /**
@@ -346,8 +352,7 @@ CONCH_EXTERN int conch_process_send_stdin(conch_process *p, const void *data,
                                           size_t len, conch_status *st);
 
 /** Closes the process's stdin (not for PTYs: send Ctrl-D, 0x04). */
-CONCH_EXTERN int conch_process_close_stdin(conch_process *p,
-                                           conch_status *st);
+CONCH_EXTERN int conch_process_close_stdin(conch_process *p, conch_status *st);
 
 /** Resizes the process's terminal. */
 CONCH_EXTERN int conch_process_resize(conch_process *p, uint32_t cols,
@@ -386,14 +391,12 @@ CONCH_EXTERN int conch_send_stdin(conch_sandbox *sb, const conch_selector *sel,
                                   conch_status *st);
 
 /** Closes a process's stdin. */
-CONCH_EXTERN int conch_close_stdin(conch_sandbox *sb,
-                                   const conch_selector *sel,
+CONCH_EXTERN int conch_close_stdin(conch_sandbox *sb, const conch_selector *sel,
                                    conch_status *st);
 
 /** Writes to a PTY process's terminal. */
 CONCH_EXTERN int conch_pty_send(conch_sandbox *sb, const conch_selector *sel,
-                                const void *data, size_t len,
-                                conch_status *st);
+                                const void *data, size_t len, conch_status *st);
 
 /** Resizes a PTY process's terminal. */
 CONCH_EXTERN int conch_pty_resize(conch_sandbox *sb, const conch_selector *sel,
@@ -407,6 +410,13 @@ typedef struct conch_stdin conch_stdin;
     CONCH_CAP_STDIN_STREAM.  Blocks until the server accepted it. */
 CONCH_EXTERN int conch_stdin_open(conch_sandbox *sb, const conch_selector *sel,
                                   conch_stdin **out, conch_status *st);
+
+/** Opens an ordered input stream to a PTY process's terminal (keystrokes
+    in order).  Needs CONCH_CAP_STDIN_STREAM.  Write and close it as a stdin
+    stream. */
+CONCH_EXTERN int conch_pty_input_open(conch_sandbox *sb,
+                                      const conch_selector *sel,
+                                      conch_stdin **out, conch_status *st);
 
 /** Queues |data| for the process's stdin, in order.  Blocks only while the
     send buffer is full. */
@@ -426,8 +436,7 @@ typedef struct conch_process_handler {
   /** The server reported the start. */
   void (*on_start)(conch_process *p, uint32_t pid, void *user_data);
   /** Output arrived. */
-  void (*on_chunk)(conch_process *p, const conch_chunk *chunk,
-                   void *user_data);
+  void (*on_chunk)(conch_process *p, const conch_chunk *chunk, void *user_data);
   /** The stream ended: exactly once for every started process.  |st| is
       OK when the process's end was reported.  |p| may be closed here. */
   void (*on_end)(conch_process *p, const conch_exec_result *res,
@@ -447,26 +456,34 @@ CONCH_EXTERN int conch_run_async(conch_sandbox *sb, const conch_proc_opts *o,
 
 /** conch_stream() on the loop: output goes to on_chunk only (streamed = 1).
     Returns as conch_run_async(), or CONCH_ERR_CAPABILITY. */
-CONCH_EXTERN int conch_stream_async(conch_sandbox *sb,
-                                    const conch_proc_opts *o,
+CONCH_EXTERN int conch_stream_async(conch_sandbox *sb, const conch_proc_opts *o,
                                     const conch_process_handler *h,
                                     void *user_data, conch_process **out);
+
+/** conch_pty_open() on the loop.  Returns as conch_stream_async(). */
+CONCH_EXTERN int conch_pty_open_async(conch_sandbox *sb,
+                                      const conch_proc_opts *o,
+                                      const conch_process_handler *h,
+                                      void *user_data, conch_process **out);
+
+/** conch_connect() on the loop.  Returns as conch_stream_async(). */
+CONCH_EXTERN int conch_connect_async(conch_sandbox *sb,
+                                     const conch_selector *sel, unsigned flags,
+                                     const conch_process_handler *h,
+                                     void *user_data, conch_process **out);
 
 /**
  * conch_process_close() on the loop: |done| (may be NULL) runs once |p| is
  * released, with 0 or CONCH_ERR_RPC as conch_process_close() returns.
  */
-CONCH_EXTERN void conch_process_close_async(conch_process *p,
-                                            void (*done)(int rv,
-                                                         void *user_data),
-                                            void *user_data);
+CONCH_EXTERN void conch_process_close_async(
+    conch_process *p, void (*done)(int rv, void *user_data), void *user_data);
 
 /** conch_kill() on the loop: |done| runs with the status. */
-CONCH_EXTERN int conch_kill_async(conch_sandbox *sb, const conch_selector *sel,
-                                  int signal,
-                                  void (*done)(const conch_status *st,
-                                               void *user_data),
-                                  void *user_data);
+CONCH_EXTERN int
+conch_kill_async(conch_sandbox *sb, const conch_selector *sel, int signal,
+                 void (*done)(const conch_status *st, void *user_data),
+                 void *user_data);
 
 #ifdef __cplusplus
 }
