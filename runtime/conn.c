@@ -317,6 +317,14 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
       }
     }
     break;
+  case NGHTTP2_SETTINGS:
+    if (!(frame->hd.flags & NGHTTP2_FLAG_ACK) && !conn->peer_settings) {
+      /* Calls wait for this: until the server has said how many streams
+         it takes, requests sent beyond its limit would be refused. */
+      conn->peer_settings = 1;
+      conch__conn_mark_dirty(conn);
+    }
+    break;
   case NGHTTP2_GOAWAY:
     conn->goaway = 1;
     if (frame->goaway.error_code != NGHTTP2_NO_ERROR) {
@@ -868,7 +876,8 @@ void conch__conn_submit_queued(conch_conn *conn) {
   uint32_t max;
   conch_link *l, *next;
 
-  if (conn->state != CONCH_CONN_READY || conn->goaway) {
+  if (conn->state != CONCH_CONN_READY || conn->goaway ||
+      !conn->peer_settings) {
     return;
   }
   max = nghttp2_session_get_remote_settings(

@@ -130,6 +130,7 @@ typedef struct conch_conn {
   conch_link queue;     /* calls waiting for a stream slot or for READY */
   size_t active;        /* streams submitted to nghttp2 and not closed */
   int goaway;           /* GOAWAY received: no new streams */
+  int peer_settings;    /* the server's first SETTINGS arrived */
   int closing;          /* we decided to close once flushed */
   int flush_pending;    /* output may be waiting: flush this turn */
   conch_link dirty;     /* in client->dirty while flush_pending */

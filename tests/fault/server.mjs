@@ -3,7 +3,7 @@
 // Only Node's built-in modules; see README.md beside this file for every
 // scenario, the bytes it sends and the code the client must report.
 //
-//   node server.mjs [--port N] [--tls-cert F --tls-key F]
+//   node server.mjs [--port N] [--tls-cert F --tls-key F] [--max-streams N]
 //
 // Listens on 127.0.0.1 (port 0, the default, picks a free port), HTTP/2
 // cleartext with prior knowledge (or TLS with ALPN h2), and prints exactly
@@ -42,12 +42,13 @@ const CT_STREAM_PROTO = "application/connect+proto";
 
 function usage(msg) {
   process.stderr.write(`server.mjs: ${msg}\n` +
-    "usage: node server.mjs [--port N] [--tls-cert F --tls-key F]\n");
+    "usage: node server.mjs [--port N] [--tls-cert F --tls-key F] " +
+    "[--max-streams N]\n");
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const opt = { port: 0, cert: null, key: null };
+  const opt = { port: 0, cert: null, key: null, maxStreams: 1000 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -62,6 +63,11 @@ function parseArgs(argv) {
       opt.cert = value();
     } else if (a === "--tls-key") {
       opt.key = value();
+    } else if (a === "--max-streams") {
+      // A small SETTINGS_MAX_CONCURRENT_STREAMS makes clients queue calls.
+      const s = value();
+      if (!/^[0-9]+$/.test(s) || Number(s) < 1) usage(`bad stream count ${s}`);
+      opt.maxStreams = Number(s);
     } else {
       usage(`unknown argument ${a}`);
     }
@@ -435,7 +441,10 @@ async function onStream(stream, headers) {
 
 const opt = parseArgs(process.argv.slice(2));
 const h2Options = {
-  settings: { maxConcurrentStreams: 1000, initialWindowSize: 1024 * 1024 },
+  settings: {
+    maxConcurrentStreams: opt.maxStreams,
+    initialWindowSize: 1024 * 1024,
+  },
   maxSessionMemory: 256,
 };
 const server = http2.createServer(h2Options);

@@ -19,6 +19,8 @@
 
 static conch_peer peer;
 static char url[64];
+static conch_peer small_peer; /* SETTINGS_MAX_CONCURRENT_STREAMS = 2 */
+static char small_url[64];
 
 static int group_setup(void **state) {
   (void)state;
@@ -27,12 +29,23 @@ static int group_setup(void **state) {
     return -1;
   }
   snprintf(url, sizeof(url), "http://127.0.0.1:%d", peer.port);
+  {
+    const char *args[] = {"--max-streams", "2", NULL};
+    if (conch_peer_start(&small_peer,
+                         CONCH_SOURCE_DIR "/tests/fault/server.mjs",
+                         args) != 0) {
+      return -1;
+    }
+    snprintf(small_url, sizeof(small_url), "http://127.0.0.1:%d",
+             small_peer.port);
+  }
   return 0;
 }
 
 static int group_teardown(void **state) {
   (void)state;
   conch_peer_stop(&peer);
+  conch_peer_stop(&small_peer);
   return 0;
 }
 
@@ -214,10 +227,91 @@ static void test_bomb_limits(void **state) {
   }
 }
 
+/* Calls beyond the server's MAX_CONCURRENT_STREAMS wait their turn on the
+   one connection, and their deadlines run while they wait. */
+typedef struct waiter {
+  int closes;
+  conch_code code;
+  int64_t at;
+} waiter;
+
+static void waiter_close(conch_call *call, const conch_status *st,
+                         const conch_metadata *t, void *ud) {
+  waiter *w = ud;
+  (void)call;
+  (void)t;
+  w->closes++;
+  w->code = st->code;
+  w->at = conch__now_ms();
+}
+
+static void run_batch(conch_client *c, const char *scenario, long timeout_ms,
+                      waiter *w, int n) {
+  char path[128];
+  conch_method m;
+  conch_call_opts opts = CONCH_CALL_OPTS_INIT;
+  conch_call_handler h = {NULL, NULL, NULL, NULL, waiter_close};
+  conch_call *calls[8];
+  int i, open;
+
+  snprintf(path, sizeof(path), "/conchfault.v1.Fault/%s", scenario);
+  memset(&m, 0, sizeof(m));
+  m.path = path;
+  m.kind = CONCH_STREAM_UNARY;
+  opts.timeout_ms = timeout_ms;
+  for (i = 0; i < n; i++) {
+    memset(&w[i], 0, sizeof(w[i]));
+    assert_int_equal(conch_call_start(c, &m, &opts, &h, &w[i], &calls[i]), 0);
+    assert_int_equal(conch_call_send_raw(calls[i], MSG, 4), 0);
+  }
+  do {
+    assert_int_equal(conch_client_run(c, 100), 0);
+    for (open = 0, i = 0; i < n; i++) {
+      open += w[i].closes == 0;
+    }
+  } while (open > 0);
+  for (i = 0; i < n; i++) {
+    conch_call_free(calls[i]);
+  }
+}
+
+static void test_queued_calls(void **state) {
+  conch_client *c;
+  waiter w[6];
+  int64_t t0;
+  size_t nconns = 0;
+  conch_link *l;
+  int i;
+  (void)state;
+
+  assert_int_equal(conch_client_new(&c, small_url, NULL), 0);
+  /* Six calls, two slots: all answered, in turn. */
+  run_batch(c, "Echo", 0, w, 6);
+  for (i = 0; i < 6; i++) {
+    assert_int_equal(w[i].closes, 1);
+    assert_int_equal(w[i].code, CONCH_CODE_OK);
+  }
+  /* Six slow calls with a 400 ms deadline: the four that never got a slot
+     expire on time too. */
+  t0 = conch__now_ms();
+  run_batch(c, "SlowHeaders", 400, w, 6);
+  for (i = 0; i < 6; i++) {
+    assert_int_equal(w[i].code, CONCH_CODE_DEADLINE_EXCEEDED);
+    assert_true(w[i].at - t0 >= 390 && w[i].at - t0 < 1500);
+  }
+  for (l = c->conns.next; l != &c->conns; l = l->next) {
+    nconns++;
+  }
+  assert_int_equal(nconns, 1);
+  check_healthy(c);
+  conch_client_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_faults),
       cmocka_unit_test(test_bomb_limits),
+      cmocka_unit_test(test_queued_calls),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
