@@ -1,0 +1,817 @@
+/* The commands/Process API against `conch serve` (real processes on this
+   machine, so every "nothing left running" claim is checked in the OS
+   process table too). */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <conch/process.h>
+
+#include "peer.h"
+
+static conch_peer server;
+static char url[64];
+
+static int group_setup(void **state) {
+  const char *argv[] = {CONCH_BIN, "serve", "--listen", "127.0.0.1:0", NULL};
+  (void)state;
+  if (conch_peer_start_argv(&server, argv) != 0) {
+    return -1;
+  }
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d", server.port);
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  conch_peer_stop(&server);
+  return 0;
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* A live, non-zombie process in the OS table. */
+static int alive(uint32_t pid) {
+  char path[64], buf[512];
+  FILE *f;
+  char *p;
+  snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+  f = fopen(path, "r");
+  if (f == NULL) {
+    return 0;
+  }
+  p = fgets(buf, sizeof(buf), f);
+  fclose(f);
+  if (p == NULL) {
+    return 0;
+  }
+  p = strrchr(buf, ')');
+  return p != NULL && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+/* Gone within |ms| (the server reaps asynchronously). */
+static int gone_within(uint32_t pid, long ms) {
+  int64_t t0 = now_ms();
+  while (alive(pid)) {
+    if (now_ms() - t0 > ms) {
+      return 0;
+    }
+    sleep_ms(10);
+  }
+  return 1;
+}
+
+static conch_sandbox *sandbox(void) {
+  conch_sandbox_opts o = CONCH_SANDBOX_OPTS_INIT;
+  conch_sandbox *sb;
+  o.url = url;
+  o.kill_grace_ms = 500;
+  assert_int_equal(conch_sandbox_new(&sb, &o), 0);
+  return sb;
+}
+
+static conch_proc_opts sh(const char *script, const char **argv) {
+  conch_proc_opts o = CONCH_PROC_OPTS_INIT;
+  argv[0] = "-c";
+  argv[1] = script;
+  o.cmd = "/bin/sh";
+  o.args = argv;
+  o.nargs = 2;
+  return o;
+}
+
+static int listed(conch_sandbox *sb, uint32_t pid) {
+  conch_process_info *list;
+  size_t n, i;
+  int found = 0;
+  conch_status st;
+  conch_status_init(&st);
+  assert_int_equal(conch_list(sb, &list, &n, &st), 0);
+  for (i = 0; i < n; i++) {
+    found |= list[i].pid == pid;
+  }
+  conch_process_list_free(list, n);
+  return found;
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+static void test_run(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o = sh("echo out; echo err >&2; exit 3", argv);
+  conch_exec_result r;
+  conch_status st;
+  (void)state;
+
+  conch_exec_result_init(&r);
+  conch_status_init(&st);
+  assert_int_equal(conch_run(sb, &o, &r, &st), 0);
+  assert_int_equal(r.exit_code, 3);
+  assert_true(r.ended);
+  assert_true(r.exited);
+  assert_int_equal(r.streamed, 0);
+  assert_int_equal(r.out_len, 4);
+  assert_memory_equal(r.out, "out\n", 4);
+  assert_int_equal(r.err_len, 4);
+  assert_memory_equal(r.err, "err\n", 4);
+  assert_int_equal(r.text_len, 8);
+  assert_string_equal(r.status, "exit status 3");
+  assert_non_null(r.error);
+  assert_true(r.pid > 0);
+  assert_true(gone_within(r.pid, 2000));
+  conch_exec_result_clear(&r);
+
+  /* Exit 0: no error text. */
+  o = sh("printf hello", argv);
+  assert_int_equal(conch_run(sb, &o, &r, &st), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_null(r.error);
+  assert_int_equal(r.out_len, 5);
+  conch_exec_result_clear(&r);
+
+  /* An unknown command is a result (127), not an RPC error. */
+  {
+    conch_proc_opts u = CONCH_PROC_OPTS_INIT;
+    u.cmd = "no-such-command-conch";
+    assert_int_equal(conch_run(sb, &u, &r, &st), 0);
+    assert_int_equal(r.exit_code, 127);
+    assert_true(r.err_len > 0);
+    conch_exec_result_clear(&r);
+  }
+  conch_sandbox_free(sb);
+}
+
+typedef struct seen_out {
+  size_t out, err;
+} seen_out;
+
+static void on_out(const uint8_t *d, size_t n, void *ud) {
+  (void)d;
+  ((seen_out *)ud)->out += n;
+}
+
+static void on_err(const uint8_t *d, size_t n, void *ud) {
+  (void)d;
+  ((seen_out *)ud)->err += n;
+}
+
+static void test_run_options(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o = sh("echo \"$FOO-$BAR\"; pwd; echo e >&2", argv);
+  conch_env env[2] = {{"FOO", "foo"}, {"BAR", "bar"}};
+  conch_exec_result r;
+  conch_status st;
+  seen_out seen = {0, 0};
+  (void)state;
+
+  o.env = env;
+  o.nenv = 2;
+  o.cwd = "/tmp";
+  o.on_stdout = on_out;
+  o.on_stderr = on_err;
+  o.user_data = &seen;
+  conch_exec_result_init(&r);
+  conch_status_init(&st);
+  assert_int_equal(conch_run(sb, &o, &r, &st), 0);
+  assert_int_equal(r.out_len, strlen("foo-bar\n/tmp\n"));
+  assert_memory_equal(r.out, "foo-bar\n/tmp\n", r.out_len);
+  assert_int_equal(seen.out, r.out_len);
+  assert_int_equal(seen.err, 2);
+  conch_exec_result_clear(&r);
+
+  /* A missing cwd is an RPC error; nothing runs. */
+  o.cwd = "/nonexistent/dir";
+  assert_int_equal(conch_run(sb, &o, &r, &st), CONCH_ERR_RPC);
+  assert_int_equal(st.code, CONCH_CODE_INVALID_ARGUMENT);
+  conch_status_clear(&st);
+  conch_exec_result_clear(&r);
+
+  /* An unknown user. */
+  o.cwd = NULL;
+  o.user = "no-such-user-conch";
+  assert_int_equal(conch_run(sb, &o, &r, &st), CONCH_ERR_RPC);
+  assert_int_equal(st.code, CONCH_CODE_UNAUTHENTICATED);
+  conch_status_clear(&st);
+  conch_exec_result_clear(&r);
+  conch_sandbox_free(sb);
+}
+
+/* ---- stream ------------------------------------------------------------- */
+
+static void test_stream_order(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o = sh("i=0; while [ $i -lt 2000 ]; do echo o$i; "
+                         "echo e$i >&2; i=$((i+1)); done",
+                         argv);
+  conch_process *p;
+  conch_chunk c;
+  conch_exec_result r;
+  conch_status st;
+  char line[32];
+  size_t olen = 0, elen = 0;
+  static char obuf[64 << 10], ebuf[64 << 10];
+  int rv, i;
+  (void)state;
+
+  conch_status_init(&st);
+  assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
+  assert_true(conch_process_pid(p) > 0);
+  while ((rv = conch_process_next(p, &c)) == 0) {
+    if (c.stream == CONCH_CHUNK_STDOUT) {
+      assert_true(olen + c.len <= sizeof(obuf));
+      memcpy(obuf + olen, c.data, c.len);
+      olen += c.len;
+    } else {
+      assert_int_equal(c.stream, CONCH_CHUNK_STDERR);
+      assert_true(elen + c.len <= sizeof(ebuf));
+      memcpy(ebuf + elen, c.data, c.len);
+      elen += c.len;
+    }
+  }
+  assert_int_equal(rv, CONCH_ERR_EOF);
+  /* Each stream in order; nothing said about the order between them. */
+  {
+    size_t op = 0, ep = 0;
+    for (i = 0; i < 2000; i++) {
+      int n = snprintf(line, sizeof(line), "o%d\n", i);
+      assert_memory_equal(obuf + op, line, (size_t)n);
+      op += (size_t)n;
+      n = snprintf(line, sizeof(line), "e%d\n", i);
+      assert_memory_equal(ebuf + ep, line, (size_t)n);
+      ep += (size_t)n;
+    }
+    assert_int_equal(op, olen);
+    assert_int_equal(ep, elen);
+  }
+  conch_exec_result_init(&r);
+  assert_int_equal(conch_process_wait(p, &r, &st), 0);
+  assert_int_equal(r.streamed, 1);
+  assert_int_equal(r.exit_code, 0);
+  assert_null(r.out);
+  assert_int_equal(r.text_len, 0);
+  conch_exec_result_clear(&r);
+  assert_int_equal(conch_process_close(p), 0);
+  conch_sandbox_free(sb);
+}
+
+static void test_stream_break_early(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o = sh("while true; do echo tick; sleep 0.05; done", argv);
+  conch_process *p;
+  conch_chunk c;
+  conch_status st;
+  uint32_t pid;
+  int n = 0;
+  (void)state;
+
+  conch_status_init(&st);
+  assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
+  pid = conch_process_pid(p);
+  while (conch_process_next(p, &c) == 0) {
+    if (++n == 3) {
+      break; /* the caller walks away */
+    }
+  }
+  assert_true(alive(pid));
+  assert_int_equal(conch_process_close(p), 0);
+  assert_true(gone_within(pid, 3000));
+  assert_false(listed(sb, pid));
+  conch_sandbox_free(sb);
+}
+
+static void test_stream_sigterm_ignored(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  /* Ignores SIGTERM: close must fall back to SIGKILL after the grace. */
+  conch_proc_opts o = sh("trap '' TERM; echo ready; while true; do sleep "
+                         "0.05; done",
+                         argv);
+  conch_process *p;
+  conch_chunk c;
+  conch_status st;
+  uint32_t pid;
+  int64_t t0;
+  (void)state;
+
+  conch_status_init(&st);
+  assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
+  pid = conch_process_pid(p);
+  assert_int_equal(conch_process_next(p, &c), 0);
+  t0 = now_ms();
+  assert_int_equal(conch_process_close(p), 0);
+  assert_true(now_ms() - t0 >= 400); /* waited the 500 ms grace */
+  assert_true(gone_within(pid, 3000));
+  conch_sandbox_free(sb);
+}
+
+static void test_stream_deadline(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o = sh("echo start; sleep 30", argv);
+  conch_process *p;
+  conch_chunk c;
+  conch_exec_result r;
+  conch_status st;
+  uint32_t pid;
+  int rv;
+  (void)state;
+
+  o.timeout_ms = 500;
+  conch_status_init(&st);
+  assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
+  pid = conch_process_pid(p);
+  while ((rv = conch_process_next(p, &c)) == 0) {
+  }
+  assert_int_equal(rv, CONCH_ERR_RPC);
+  assert_int_equal(conch_process_status(p)->code,
+                   CONCH_CODE_DEADLINE_EXCEEDED);
+  conch_exec_result_init(&r);
+  assert_int_equal(conch_process_wait(p, &r, &st), CONCH_ERR_RPC);
+  assert_int_equal(st.code, CONCH_CODE_DEADLINE_EXCEEDED);
+  conch_status_clear(&st);
+  conch_exec_result_clear(&r);
+  assert_int_equal(conch_process_close(p), 0);
+  assert_true(gone_within(pid, 3000));
+  conch_sandbox_free(sb);
+}
+
+static void test_wait_discards(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o = sh("seq 1 200000", argv);
+  conch_process *p;
+  conch_chunk c;
+  conch_exec_result r, r2;
+  conch_status st;
+  (void)state;
+
+  conch_status_init(&st);
+  assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
+  conch_exec_result_init(&r);
+  conch_exec_result_init(&r2);
+  assert_int_equal(conch_process_wait(p, &r, &st), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(r.streamed, 1);
+  assert_int_equal(r.out_len, 0);
+  /* Idempotent. */
+  assert_int_equal(conch_process_wait(p, &r2, &st), 0);
+  assert_int_equal(r2.exit_code, 0);
+  assert_string_equal(r.status, r2.status);
+  assert_int_equal(conch_process_next(p, &c), CONCH_ERR_EOF);
+  conch_exec_result_clear(&r);
+  conch_exec_result_clear(&r2);
+  assert_int_equal(conch_process_close(p), 0);
+  conch_sandbox_free(sb);
+}
+
+static void test_sandbox_free_closes(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o = sh("sleep 30", argv);
+  conch_process *p[5];
+  uint32_t pids[5];
+  conch_status st;
+  int64_t t0;
+  int i;
+  (void)state;
+
+  conch_status_init(&st);
+  for (i = 0; i < 5; i++) {
+    assert_int_equal(conch_stream(sb, &o, &p[i], &st), 0);
+    pids[i] = conch_process_pid(p[i]);
+  }
+  t0 = now_ms();
+  conch_sandbox_free(sb); /* closes all five at once */
+  assert_true(now_ms() - t0 < 3000);
+  for (i = 0; i < 5; i++) {
+    assert_true(gone_within(pids[i], 3000));
+  }
+}
+
+static void test_capability(void **state) {
+  conch_sandbox_opts so = CONCH_SANDBOX_OPTS_INIT;
+  conch_sandbox *sb;
+  const char *argv[2];
+  conch_proc_opts o = sh("echo x", argv);
+  conch_process *p = NULL;
+  conch_process_info *list;
+  size_t n;
+  conch_status st;
+  (void)state;
+
+  so.url = url;
+  so.capabilities = CONCH_CAP_PTY; /* no streaming */
+  assert_int_equal(conch_sandbox_new(&sb, &so), 0);
+  conch_status_init(&st);
+  assert_int_equal(conch_list(sb, &list, &n, &st), 0);
+  conch_process_list_free(list, n);
+  assert_int_equal(conch_stream(sb, &o, &p, &st), CONCH_ERR_CAPABILITY);
+  assert_null(p);
+  {
+    size_t n2;
+    assert_int_equal(conch_list(sb, &list, &n2, &st), 0);
+    assert_int_equal(n2, n); /* nothing was started */
+    conch_process_list_free(list, n2);
+  }
+  conch_sandbox_free(sb);
+}
+
+/* ---- Background, re-attach, stdin, PTY ---------------------------------- */
+
+static void test_start_list_kill(void **state) {
+  conch_sandbox *sb = sandbox();
+  conch_proc_opts o = CONCH_PROC_OPTS_INIT;
+  const char *args[] = {"30"};
+  conch_process_info *list;
+  conch_selector sel = {0, "conch-test-sleeper"};
+  conch_status st;
+  uint32_t pid = 0;
+  size_t n, i;
+  int found = 0;
+  (void)state;
+
+  o.cmd = "sleep";
+  o.args = args;
+  o.nargs = 1;
+  o.tag = "conch-test-sleeper";
+  conch_status_init(&st);
+  assert_int_equal(conch_start(sb, &o, &pid, &st), 0);
+  assert_true(pid > 0);
+  sleep_ms(100);
+  assert_true(alive(pid)); /* the handle is gone; the process is not */
+  assert_int_equal(conch_list(sb, &list, &n, &st), 0);
+  for (i = 0; i < n; i++) {
+    if (list[i].pid == pid) {
+      found = 1;
+      assert_string_equal(list[i].tag, "conch-test-sleeper");
+      assert_string_equal(list[i].cmd, "sleep");
+      assert_int_equal(list[i].nargs, 1);
+      assert_string_equal(list[i].args[0], "30");
+    }
+  }
+  conch_process_list_free(list, n);
+  assert_true(found);
+  assert_int_equal(conch_kill(sb, &sel, SIGTERM, &st), 0);
+  assert_true(gone_within(pid, 3000));
+  /* Unknown now. */
+  sel.tag = NULL;
+  sel.pid = pid;
+  sleep_ms(100);
+  assert_int_equal(conch_kill(sb, &sel, SIGKILL, &st), CONCH_ERR_RPC);
+  assert_int_equal(st.code, CONCH_CODE_NOT_FOUND);
+  conch_status_clear(&st);
+  conch_sandbox_free(sb);
+}
+
+static void test_connect(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o = sh("sleep 0.3; echo hi; sleep 0.3; echo bye", argv);
+  conch_selector sel = {0, NULL};
+  conch_process *p;
+  conch_chunk c;
+  conch_status st;
+  char buf[64];
+  size_t len = 0;
+  uint32_t pid;
+  int rv;
+  (void)state;
+
+  conch_status_init(&st);
+  assert_int_equal(conch_start(sb, &o, &pid, &st), 0);
+  sel.pid = pid;
+  assert_int_equal(conch_connect(sb, &sel, 0, &p, &st), 0);
+  assert_int_equal(conch_process_pid(p), pid);
+  while ((rv = conch_process_next(p, &c)) == 0) {
+    assert_true(len + c.len < sizeof(buf));
+    memcpy(buf + len, c.data, c.len);
+    len += c.len;
+  }
+  assert_int_equal(rv, CONCH_ERR_EOF);
+  assert_int_equal(len, 7);
+  assert_memory_equal(buf, "hi\nbye\n", 7);
+  assert_int_equal(conch_process_close(p), 0);
+  /* Unknown pid. */
+  sel.pid = 999999;
+  assert_int_equal(conch_connect(sb, &sel, 0, &p, &st), CONCH_ERR_RPC);
+  assert_int_equal(st.code, CONCH_CODE_NOT_FOUND);
+  conch_status_clear(&st);
+  conch_sandbox_free(sb);
+}
+
+static void test_stdin(void **state) {
+  conch_sandbox *sb = sandbox();
+  conch_proc_opts o = CONCH_PROC_OPTS_INIT;
+  conch_process *p;
+  conch_stdin *in;
+  conch_selector sel;
+  conch_chunk c;
+  conch_status st;
+  char buf[64];
+  size_t len = 0;
+  int rv;
+  (void)state;
+
+  o.cmd = "cat";
+  o.stdin_enabled = 1;
+  conch_status_init(&st);
+  assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
+  assert_int_equal(conch_process_send_stdin(p, "abc", 3, &st), 0);
+  assert_int_equal(conch_process_next(p, &c), 0);
+  assert_int_equal(c.len, 3);
+  assert_memory_equal(c.data, "abc", 3);
+  /* The ordered stream. */
+  sel.pid = conch_process_pid(p);
+  sel.tag = NULL;
+  assert_int_equal(conch_stdin_open(sb, &sel, &in, &st), 0);
+  assert_int_equal(conch_stdin_write(in, "1", 1), 0);
+  assert_int_equal(conch_stdin_write(in, "2", 1), 0);
+  assert_int_equal(conch_stdin_write(in, "3", 1), 0);
+  assert_int_equal(conch_stdin_close(in, &st), 0);
+  assert_int_equal(conch_process_close_stdin(p, &st), 0);
+  while ((rv = conch_process_next(p, &c)) == 0) {
+    memcpy(buf + len, c.data, c.len);
+    len += c.len;
+  }
+  assert_int_equal(rv, CONCH_ERR_EOF);
+  assert_int_equal(len, 3);
+  assert_memory_equal(buf, "123", 3);
+  assert_int_equal(conch_process_close(p), 0);
+
+  /* stdin off: writing is refused by the server. */
+  o.stdin_enabled = 0;
+  o.cmd = "sleep";
+  {
+    const char *args[] = {"5"};
+    o.args = args;
+    o.nargs = 1;
+    assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
+    assert_int_equal(conch_process_send_stdin(p, "x", 1, &st), CONCH_ERR_RPC);
+    assert_int_equal(st.code, CONCH_CODE_INTERNAL);
+    conch_status_clear(&st);
+    assert_int_equal(conch_process_close(p), 0);
+  }
+  conch_sandbox_free(sb);
+}
+
+static void test_pty(void **state) {
+  conch_sandbox *sb = sandbox();
+  conch_proc_opts o = CONCH_PROC_OPTS_INIT;
+  const char *args[] = {"-c", "stty size; read x; stty size; echo got:$x"};
+  conch_process *p;
+  conch_chunk c;
+  conch_status st;
+  char buf[512];
+  size_t len = 0;
+  int rv, resized = 0;
+  (void)state;
+
+  o.cmd = "/bin/sh";
+  o.args = args;
+  o.nargs = 2;
+  o.pty_cols = 100;
+  o.pty_rows = 30;
+  conch_status_init(&st);
+  assert_int_equal(conch_pty_open(sb, &o, &p, &st), 0);
+  while ((rv = conch_process_next(p, &c)) == 0) {
+    assert_int_equal(c.stream, CONCH_CHUNK_PTY);
+    if (len + c.len >= sizeof(buf)) {
+      break;
+    }
+    memcpy(buf + len, c.data, c.len);
+    len += c.len;
+    buf[len] = '\0';
+    if (!resized && strstr(buf, "30 100") != NULL) {
+      assert_int_equal(conch_process_resize(p, 120, 40, &st), 0);
+      assert_int_equal(conch_process_send_stdin(p, "hello\r", 6, &st), 0);
+      resized = 1;
+    }
+  }
+  if (rv != CONCH_ERR_EOF) {
+    fail_msg("pty stream: %d %s; output: %.*s", rv,
+             conch_status_message(conch_process_status(p)), (int)len, buf);
+  }
+  assert_true(resized);
+  assert_non_null(strstr(buf, "40 120"));
+  assert_non_null(strstr(buf, "got:hello"));
+  assert_int_equal(conch_process_close(p), 0);
+  conch_sandbox_free(sb);
+}
+
+/* ---- Volume ------------------------------------------------------------- */
+
+static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long v = -1;
+  if (f == NULL) {
+    return -1;
+  }
+  while (fgets(line, sizeof(line), f) != NULL) {
+    if (strncmp(line, "VmRSS:", 6) == 0) {
+      v = strtol(line + 6, NULL, 10);
+    }
+  }
+  fclose(f);
+  return v;
+}
+
+static void test_large_output(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o = sh("head -c 1073741824 /dev/zero", argv);
+  conch_process *p;
+  conch_chunk c;
+  conch_status st;
+  unsigned long long total = 0;
+  long rss0, peak = 0;
+  int64_t t0;
+  int rv, k = 0;
+  (void)state;
+
+  o.timeout_ms = 300000;
+  conch_status_init(&st);
+  assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
+  rss0 = rss_kib();
+  t0 = now_ms();
+  while ((rv = conch_process_next(p, &c)) == 0) {
+    total += c.len;
+    if ((++k & 1023) == 0) {
+      long r = rss_kib();
+      peak = r > peak ? r : peak;
+    }
+  }
+  assert_int_equal(rv, CONCH_ERR_EOF);
+  assert_true(total == 1073741824ULL);
+  printf("  1 GiB streamed in %lld ms, RSS grew by at most %ld KiB\n",
+         (long long)(now_ms() - t0), peak - rss0);
+  /* Flow control bounds what is held: a stream window, not the output.
+     (ASan keeps up to 256 MiB of freed memory in quarantine.) */
+#if defined(__SANITIZE_ADDRESS__)
+  assert_true(peak - rss0 < 400 * 1024);
+#else
+  assert_true(peak - rss0 < 64 * 1024);
+#endif
+  assert_int_equal(conch_process_close(p), 0);
+  conch_sandbox_free(sb);
+}
+
+static void test_binary_output(void **state) {
+  conch_sandbox *sb = sandbox();
+  char path[] = "/tmp/conch-bin-XXXXXX";
+  uint8_t data[70000];
+  const char *argv[2];
+  char script[128];
+  conch_proc_opts o;
+  conch_exec_result r;
+  conch_status st;
+  int fd, i;
+  (void)state;
+
+  for (i = 0; i < (int)sizeof(data); i++) {
+    data[i] = (uint8_t)(i * 7 + (i >> 8));
+  }
+  fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, data, sizeof(data)), (ssize_t)sizeof(data));
+  close(fd);
+  snprintf(script, sizeof(script), "cat %s", path);
+  o = sh(script, argv);
+  conch_exec_result_init(&r);
+  conch_status_init(&st);
+  assert_int_equal(conch_run(sb, &o, &r, &st), 0);
+  assert_int_equal(r.out_len, sizeof(data));
+  assert_memory_equal(r.out, data, sizeof(data));
+  conch_exec_result_clear(&r);
+  unlink(path);
+  conch_sandbox_free(sb);
+}
+
+/* 1,000 processes at once from this thread, on one connection. */
+typedef struct many {
+  int ended;
+  int ok;
+} many;
+
+static void many_end(conch_process *p, const conch_exec_result *res,
+                     const conch_status *st, void *ud) {
+  many *m = ud;
+  m->ended++;
+  if (st->code == CONCH_CODE_OK && res->exit_code == 0 && res->out_len == 5 &&
+      memcmp(res->out, "done\n", 5) == 0) {
+    m->ok++;
+  }
+  conch_process_close_async(p, NULL, NULL);
+}
+
+/* The same 1,000 processes spawned directly by this process (posix_spawn
+   and waitpid): the baseline the figures are compared with. */
+extern char **environ;
+
+static int64_t local_baseline(int n) {
+  const char *argv[] = {"/bin/sh", "-c", "sleep 1; echo done >/dev/null",
+                        NULL};
+  pid_t *pids = calloc((size_t)n, sizeof(*pids));
+  int64_t t0 = now_ms();
+  int i, st;
+  for (i = 0; i < n; i++) {
+    assert_int_equal(posix_spawn(&pids[i], "/bin/sh", NULL, NULL,
+                                 (char *const *)argv, environ),
+                     0);
+  }
+  for (i = 0; i < n; i++) {
+    waitpid(pids[i], &st, 0);
+  }
+  free(pids);
+  return now_ms() - t0;
+}
+
+static void test_thousand_async(void **state) {
+  enum { N = 1000 };
+  conch_sandbox *sb = sandbox();
+  conch_client *c = conch_sandbox_native(sb);
+  conch_process_handler h = {NULL, NULL, many_end};
+  conch_process *p;
+  conch_proc_opts o = CONCH_PROC_OPTS_INIT;
+  const char *args[] = {"-c", "sleep 1; echo done"};
+  many m = {0, 0};
+  long rss0, rss1;
+  int64_t t0;
+  int i;
+  (void)state;
+
+  int64_t base = local_baseline(N);
+  o.cmd = "/bin/sh";
+  o.args = args;
+  o.nargs = 2;
+  rss0 = rss_kib();
+  t0 = now_ms();
+  for (i = 0; i < N; i++) {
+    assert_int_equal(conch_run_async(sb, &o, &h, &m, &p), 0);
+  }
+  rss1 = rss_kib();
+  while (m.ended < N) {
+    long r;
+    assert_int_equal(conch_client_run(c, 1000), 0);
+    r = rss_kib();
+    rss1 = r > rss1 ? r : rss1;
+    assert_true(now_ms() - t0 < 120000);
+  }
+  {
+    int64_t took = now_ms() - t0;
+    printf("  %d processes (sleep 1; echo) from one thread: %lld ms "
+           "(spawned directly here: %lld ms, ratio %.2f), client RSS +%ld "
+           "KiB peak\n",
+           N, (long long)took, (long long)base,
+           base > 0 ? (double)took / (double)base : 0.0, rss1 - rss0);
+  }
+  assert_int_equal(m.ok, N);
+  conch_sandbox_free(sb);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_run),
+      cmocka_unit_test(test_run_options),
+      cmocka_unit_test(test_stream_order),
+      cmocka_unit_test(test_stream_break_early),
+      cmocka_unit_test(test_stream_sigterm_ignored),
+      cmocka_unit_test(test_stream_deadline),
+      cmocka_unit_test(test_wait_discards),
+      cmocka_unit_test(test_sandbox_free_closes),
+      cmocka_unit_test(test_capability),
+      cmocka_unit_test(test_start_list_kill),
+      cmocka_unit_test(test_connect),
+      cmocka_unit_test(test_stdin),
+      cmocka_unit_test(test_pty),
+      cmocka_unit_test(test_large_output),
+      cmocka_unit_test(test_binary_output),
+      cmocka_unit_test(test_thousand_async),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

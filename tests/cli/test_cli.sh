@@ -1,0 +1,123 @@
+#!/bin/sh
+# The conch CLI end to end: every command against a `conch serve` of its
+# own (port 0), then the no-URL path that starts the background server on
+# envd's port and `conch serve --stop`.  Exit codes, stream separation,
+# stdin, signals, tags, attach, a PTY, and nothing left running.
+#
+#   test_cli.sh /path/to/conch
+set -u
+CONCH=$1
+fails=0
+tmp=$(mktemp -d)
+trap 'kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
+
+check() { # name expected actual
+  if [ "$2" = "$3" ]; then
+    echo "ok   $1"
+  else
+    echo "FAIL $1: expected [$2], got [$3]"
+    fails=$((fails + 1))
+  fi
+}
+
+alive() { [ -d "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+
+mkfifo "$tmp/srv"
+"$CONCH" serve --listen 127.0.0.1:0 >"$tmp/srv" 2>"$tmp/srv.err" </dev/null &
+srv=$!
+read -r _ port <"$tmp/srv"
+U="--url http://127.0.0.1:$port"
+echo "server on $port"
+
+# run: streams, exit codes, stdin.
+out=$("$CONCH" $U run -- sh -c 'echo out; echo err >&2; exit 3' 2>"$tmp/err")
+code=$?
+check "run stdout" "out" "$out"
+check "run stderr" "err" "$(cat "$tmp/err")"
+check "run exit code" "3" "$code"
+out=$(printf 'abc\ndef\n' | "$CONCH" $U run --stdin -- cat)
+check "run --stdin" "abc
+def" "$out"
+out=$("$CONCH" $U run --env FOO=bar --cwd /tmp -- sh -c 'echo $FOO; pwd')
+check "run --env --cwd" "bar
+/tmp" "$out"
+"$CONCH" $U run -- sh -c 'kill -9 $$' 2>/dev/null
+check "killed by signal 9 -> 137" "137" "$?"
+"$CONCH" $U run -- sh -c 'kill -15 $$' 2>/dev/null
+check "killed by signal 15 -> 143" "143" "$?"
+"$CONCH" $U run --cwd /nonexistent -- true 2>"$tmp/err"
+check "rpc failure exits 255" "255" "$?"
+check "rpc failure message" "conch: invalid_argument:" \
+  "$(cut -c1-24 "$tmp/err")"
+head -c 100000 /dev/urandom >"$tmp/bin"
+"$CONCH" $U run -- cat "$tmp/bin" >"$tmp/bin.out"
+check "binary output intact" "$(sha256sum <"$tmp/bin")" \
+  "$(sha256sum <"$tmp/bin.out")"
+"$CONCH" $U --timeout 1 run -- sleep 30 2>"$tmp/err"
+check "timeout ends the process" "255" "$?"
+
+# start, ps, attach, kill.
+pid=$("$CONCH" $U start --tag cli-test -- sleep 60)
+check "start prints a pid" "yes" "$(alive "$pid" && echo yes)"
+"$CONCH" $U ps >"$tmp/ps"
+check "ps lists it" "1" "$(grep -c "^$pid *cli-test *sleep 60" "$tmp/ps")"
+"$CONCH" $U kill -s TERM @cli-test
+check "kill by tag" "0" "$?"
+sleep 0.3
+check "killed process gone" "no" "$(alive "$pid" && echo yes || echo no)"
+"$CONCH" $U kill 999999 2>"$tmp/err"
+check "kill unknown pid" "255" "$?"
+pid=$("$CONCH" $U start -- sh -c 'sleep 0.5; echo late; exit 5')
+out=$("$CONCH" $U attach "$pid")
+code=$?
+check "attach output" "late" "$out"
+check "attach exit code" "5" "$code"
+
+# Interrupting run ends the remote process.
+"$CONCH" $U run --tag cli-int -- sleep 60 &
+runner=$!
+sleep 0.5
+pid=$("$CONCH" $U ps | awk '$2 == "cli-int" {print $1}')
+kill -INT "$runner"
+wait "$runner"
+check "interrupted run exits 130" "130" "$?"
+sleep 0.5
+check "interrupted run leaves nothing" "no" \
+  "$(alive "${pid:-0}" && echo yes || echo no)"
+
+# A PTY, through script(1) for a terminal.
+if command -v script >/dev/null 2>&1; then
+  out=$(printf 'echo hi-from-pty\nexit 7\n' | script -qec \
+    "stty cols 91 rows 33; $CONCH $U pty -- sh -c 'stty size; read l; eval \$l; read l; eval \$l'" \
+    /dev/null 2>&1)
+  case "$out" in
+  *"33 91"*hi-from-pty*) check "pty size and input" ok ok ;;
+  *) check "pty size and input" "33 91 ... hi-from-pty" "$out" ;;
+  esac
+fi
+
+# No URL: the background server on envd's port, then --stop.
+if ! bash -c 'exec 3<>/dev/tcp/127.0.0.1/49983' 2>/dev/null; then
+  out=$("$CONCH" run -- echo via-default)
+  check "no URL starts the local server" "via-default" "$out"
+  pid=$("$CONCH" start -- sleep 60)
+  check "start via default" "yes" "$(alive "$pid" && echo yes)"
+  out=$("$CONCH" ps | grep -c "sleep 60")
+  check "same server sees it" "1" "$out"
+  "$CONCH" serve --stop
+  check "serve --stop" "0" "$?"
+  sleep 0.3
+  check "stopping kills its children" "no" \
+    "$(alive "$pid" && echo yes || echo no)"
+else
+  echo "skip the default-port tests: something listens on 49983"
+fi
+
+kill "$srv"
+wait "$srv"
+check "server exits cleanly" "0" "$?"
+# Nothing the suite started runs on.
+left=$(ps -eo pid,args | grep -E 'sleep (30|60)$' | grep -v grep | wc -l)
+check "no child left running" "0" "$left"
+[ "$fails" = 0 ] && echo "all CLI checks passed"
+exit "$fails"

@@ -1,0 +1,709 @@
+/* The conch CLI's process commands: run, start, ps, kill, attach, pty, on
+   the commands/Process API.  With no URL they talk to the local server on
+   envd's address, starting `conch serve` in the background when none
+   answers. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <conch/process.h>
+
+#include "cli.h"
+
+#define LOCAL_HOST "127.0.0.1"
+#define LOCAL_PORT 49983
+
+/* ---- Small helpers ------------------------------------------------------ */
+
+static volatile sig_atomic_t got_signal;
+static volatile sig_atomic_t got_winch;
+
+static void on_signal(int sig) { got_signal = sig; }
+static void on_winch(int sig) {
+  (void)sig;
+  got_winch = 1;
+}
+
+static void catch_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  sa.sa_handler = on_winch;
+  sigaction(SIGWINCH, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+static void rpc_error(const char *what, int rv, const conch_status *st) {
+  if (rv == CONCH_ERR_RPC && st != NULL) {
+    fprintf(stderr, "conch: %s: %s\n", conch_code_name(st->code),
+            conch_status_message(st));
+  } else if (rv == CONCH_ERR_CAPABILITY) {
+    fprintf(stderr, "conch: %s: the sandbox does not support it\n", what);
+  } else {
+    fprintf(stderr, "conch: %s: %s\n", what, conch_strerror(rv));
+  }
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Writes all of |p| to |fd|.  Returns 0 or -1 (the reader went away). */
+static int write_all(int fd, const uint8_t *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* 128 + N for "signal: <name>" (Go's wording, as envd reports it). */
+static int signal_exit(const char *status) {
+  int n;
+  if (status == NULL || strncmp(status, "signal: ", 8) != 0) {
+    return 1;
+  }
+  status += 8;
+  for (n = 1; n < 65; n++) {
+    const char *name = strsignal(n);
+    size_t i, len;
+    if (name == NULL) {
+      continue;
+    }
+    len = strlen(name);
+    if (len != strlen(status)) {
+      continue;
+    }
+    for (i = 0; i < len; i++) {
+      char a = name[i], b = status[i];
+      if (a >= 'A' && a <= 'Z') {
+        a = (char)(a + 32);
+      }
+      if (b >= 'A' && b <= 'Z') {
+        b = (char)(b + 32);
+      }
+      if (a != b) {
+        break;
+      }
+    }
+    if (i == len) {
+      return 128 + n;
+    }
+  }
+  return 128 + SIGKILL; /* "killed" is what envd reports most */
+}
+
+static int exit_code_of(const conch_exec_result *r) {
+  if (r->exit_code >= 0) {
+    return r->exit_code > 255 ? 255 : r->exit_code;
+  }
+  return signal_exit(r->status);
+}
+
+/* ---- The local server --------------------------------------------------- */
+
+/* Where the pidfile of a background server lives. */
+static void pidfile_path(char *out, size_t cap, int port) {
+  const char *rt = getenv("XDG_RUNTIME_DIR");
+  char dir[256];
+  if (rt != NULL && rt[0] != '\0') {
+    snprintf(dir, sizeof(dir), "%s/conch", rt);
+  } else {
+    snprintf(dir, sizeof(dir), "/tmp/conch-%ld", (long)getuid());
+  }
+  mkdir(dir, 0700);
+  snprintf(out, cap, "%s/serve-%d.pid", dir, port);
+}
+
+static int port_answers(int port) {
+  struct sockaddr_in a;
+  int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+  if (fd < 0) {
+    return 0;
+  }
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  inet_pton(AF_INET, LOCAL_HOST, &a.sin_addr);
+  ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+  close(fd);
+  return ok;
+}
+
+/* Starts `conch serve` detached from this terminal and session; its pid goes
+   to the pidfile for `conch serve --stop`. */
+static int start_local_server(void) {
+  char pidfile[512], log[600], listen_arg[64];
+  pid_t pid;
+  int64_t t0;
+  FILE *f;
+
+  pidfile_path(pidfile, sizeof(pidfile), LOCAL_PORT);
+  snprintf(log, sizeof(log), "%.*s.log", (int)(strlen(pidfile) - 4), pidfile);
+  snprintf(listen_arg, sizeof(listen_arg), "%s:%d", LOCAL_HOST, LOCAL_PORT);
+  fflush(NULL);
+  pid = fork();
+  if (pid < 0) {
+    return -1;
+  }
+  if (pid == 0) {
+    int in = open("/dev/null", O_RDONLY);
+    int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    setsid();
+    if (in >= 0) {
+      dup2(in, STDIN_FILENO);
+    }
+    if (out >= 0) {
+      dup2(out, STDOUT_FILENO);
+      dup2(out, STDERR_FILENO);
+    }
+    execl("/proc/self/exe", "conch", "serve", "--listen", listen_arg,
+          (char *)NULL);
+    _exit(127);
+  }
+  f = fopen(pidfile, "w");
+  if (f != NULL) {
+    fprintf(f, "%ld\n", (long)pid);
+    fclose(f);
+  }
+  t0 = now_ms();
+  while (now_ms() - t0 < 10000) {
+    int status;
+    if (port_answers(LOCAL_PORT)) {
+      return 0;
+    }
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      fprintf(stderr, "conch: the local server did not start (see %s)\n", log);
+      unlink(pidfile);
+      return -1;
+    }
+    usleep(20000);
+  }
+  fprintf(stderr, "conch: the local server did not answer (see %s)\n", log);
+  return -1;
+}
+
+int conch_cli_serve_stop(void) {
+  char pidfile[512];
+  FILE *f;
+  long pid = 0;
+  int64_t t0;
+
+  pidfile_path(pidfile, sizeof(pidfile), LOCAL_PORT);
+  f = fopen(pidfile, "r");
+  if (f == NULL || fscanf(f, "%ld", &pid) != 1 || pid <= 1) {
+    if (f != NULL) {
+      fclose(f);
+    }
+    fprintf(stderr, "conch: no background server started by conch\n");
+    return 1;
+  }
+  fclose(f);
+  if (kill((pid_t)pid, SIGTERM) != 0) {
+    unlink(pidfile);
+    fprintf(stderr, "conch: the background server (pid %ld) is gone\n", pid);
+    return 1;
+  }
+  t0 = now_ms();
+  while (kill((pid_t)pid, 0) == 0 && now_ms() - t0 < 10000) {
+    usleep(20000);
+  }
+  unlink(pidfile);
+  return 0;
+}
+
+/* ---- Sandbox ------------------------------------------------------------ */
+
+static int open_sandbox(const cli_globals *g, conch_sandbox **sb) {
+  conch_sandbox_opts so = CONCH_SANDBOX_OPTS_INIT;
+  conch_client_opts *co = NULL;
+  char url[64];
+  int rv;
+
+  if (g->url == NULL) {
+    if (!port_answers(LOCAL_PORT) && start_local_server() != 0) {
+      return -1;
+    }
+    snprintf(url, sizeof(url), "http://%s:%d", LOCAL_HOST, LOCAL_PORT);
+    so.url = url;
+  } else {
+    so.url = g->url;
+  }
+  so.access_token = g->token;
+  so.user = g->user;
+  if (g->timeout_ms != 0) {
+    so.timeout_ms = g->timeout_ms;
+  }
+  if (g->cacert != NULL) {
+    if (conch_client_opts_new(&co) != 0 ||
+        conch_client_opts_set_ca_file(co, g->cacert) != 0) {
+      conch_client_opts_free(co);
+      return -1;
+    }
+    so.client_opts = co;
+  }
+  rv = conch_sandbox_new(sb, &so);
+  conch_client_opts_free(co);
+  if (rv != 0) {
+    fprintf(stderr, "conch: %s: %s\n", so.url, conch_strerror(rv));
+    return -1;
+  }
+  return 0;
+}
+
+static int parse_selector(const char *arg, conch_selector *sel) {
+  char *end;
+  unsigned long v;
+  sel->pid = 0;
+  sel->tag = NULL;
+  if (arg[0] == '@') {
+    if (arg[1] == '\0') {
+      return -1;
+    }
+    sel->tag = arg + 1;
+    return 0;
+  }
+  errno = 0;
+  v = strtoul(arg, &end, 10);
+  if (errno != 0 || *end != '\0' || v == 0 || v > 0xffffffffUL) {
+    return -1;
+  }
+  sel->pid = (uint32_t)v;
+  return 0;
+}
+
+/* ---- Process options ---------------------------------------------------- */
+
+typedef struct proc_args {
+  conch_proc_opts o;
+  conch_env env[64];
+  int use_stdin;
+} proc_args;
+
+static int parse_proc(int argc, char **argv, proc_args *pa, const char *cmd) {
+  conch_proc_opts d = CONCH_PROC_OPTS_INIT;
+  int i;
+  pa->o = d;
+  pa->use_stdin = 0;
+  for (i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    }
+    if (strcmp(a, "--cwd") == 0 && i + 1 < argc) {
+      pa->o.cwd = argv[++i];
+    } else if (strcmp(a, "--tag") == 0 && i + 1 < argc) {
+      pa->o.tag = argv[++i];
+    } else if (strcmp(a, "--env") == 0 && i + 1 < argc) {
+      char *kv = argv[++i], *eq = strchr(kv, '=');
+      if (eq == NULL || eq == kv || pa->o.nenv == 64) {
+        fprintf(stderr, "conch %s: --env needs NAME=VALUE\n", cmd);
+        return -1;
+      }
+      *eq = '\0';
+      pa->env[pa->o.nenv].name = kv;
+      pa->env[pa->o.nenv].value = eq + 1;
+      pa->o.nenv++;
+    } else if (strcmp(a, "--stdin") == 0) {
+      pa->use_stdin = 1;
+    } else if (a[0] == '-') {
+      fprintf(stderr, "conch %s: unknown option '%s'\n", cmd, a);
+      return -1;
+    } else {
+      break;
+    }
+  }
+  if (i >= argc) {
+    fprintf(stderr,
+            "usage: conch %s [--cwd D] [--env K=V]... [--tag T]%s -- CMD "
+            "[ARG...]\n",
+            cmd, strcmp(cmd, "run") == 0 ? " [--stdin]" : "");
+    return -1;
+  }
+  pa->o.env = pa->env;
+  pa->o.cmd = argv[i];
+  pa->o.args = (const char *const *)argv + i + 1;
+  pa->o.nargs = (size_t)(argc - i - 1);
+  pa->o.stdin_enabled = pa->use_stdin;
+  return 0;
+}
+
+/* ---- Streaming a process to this terminal ------------------------------- */
+
+typedef struct session {
+  conch_sandbox *sb;
+  conch_process *p;
+  conch_stdin *in; /* forwarding our stdin */
+  int forward;     /* forward stdin at all */
+  int pty;         /* stdin goes to a terminal, raw */
+  int started;
+  int ended;
+  int out_broken; /* our stdout went away */
+  int exit_code;
+  conch_status st;
+} session;
+
+static void s_start(conch_process *p, uint32_t pid, void *ud) {
+  session *s = ud;
+  (void)p;
+  (void)pid;
+  s->started = 1;
+}
+
+static void s_chunk(conch_process *p, const conch_chunk *c, void *ud) {
+  session *s = ud;
+  int fd = c->stream == CONCH_CHUNK_STDERR ? STDERR_FILENO : STDOUT_FILENO;
+  (void)p;
+  if (write_all(fd, c->data, c->len) != 0 && fd == STDOUT_FILENO) {
+    s->out_broken = 1;
+  }
+}
+
+static void s_end(conch_process *p, const conch_exec_result *r,
+                  const conch_status *st, void *ud) {
+  session *s = ud;
+  (void)p;
+  s->ended = 1;
+  conch_status_copy(&s->st, st, NULL);
+  s->exit_code = st->code == CONCH_CODE_OK ? exit_code_of(r) : 255;
+}
+
+static void resize_to_terminal(session *s) {
+  struct winsize ws;
+  conch_status st;
+  if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) {
+    return;
+  }
+  conch_status_init(&st);
+  conch_process_resize(s->p, ws.ws_col, ws.ws_row, &st);
+  conch_status_clear(&st);
+}
+
+/* Runs the loop until the process ends or we are told to stop.  Returns the
+   exit status for the CLI. */
+static int pump(session *s) {
+  conch_client *c = conch_sandbox_native(s->sb);
+  int stdin_open = s->forward;
+
+  while (!s->ended) {
+    struct pollfd fds[16];
+    size_t n = conch_client_pollfds(c, fds, 15);
+    size_t in_slot;
+    long t = conch_client_timeout_ms(c);
+    int rv;
+
+    if (n > 15) {
+      n = 15; /* more connections than slots: the rest wait a turn */
+    }
+    in_slot = n;
+    if (got_signal || s->out_broken) {
+      break;
+    }
+    if (got_winch && s->pty && s->started) {
+      got_winch = 0;
+      resize_to_terminal(s);
+    }
+    if (stdin_open && s->started && s->in == NULL) {
+      conch_selector sel = {conch_process_pid(s->p), NULL};
+      conch_status st;
+      conch_status_init(&st);
+      rv = s->pty ? conch_pty_input_open(s->sb, &sel, &s->in, &st)
+                  : conch_stdin_open(s->sb, &sel, &s->in, &st);
+      conch_status_clear(&st);
+      if (rv != 0) {
+        stdin_open = 0;
+      }
+      continue; /* the open ran the loop */
+    }
+    if (stdin_open && s->in != NULL) {
+      fds[n].fd = STDIN_FILENO;
+      fds[n].events = POLLIN;
+      fds[n].revents = 0;
+      n++;
+    }
+    rv = poll(fds, (nfds_t)n, t < 0 || t > 1000 ? 1000 : (int)t);
+    if (rv < 0 && errno != EINTR) {
+      break;
+    }
+    if (rv > 0 && in_slot < n && fds[in_slot].revents != 0) {
+      uint8_t buf[32768];
+      ssize_t r = read(STDIN_FILENO, buf, sizeof(buf));
+      if (r > 0) {
+        if (conch_stdin_write(s->in, buf, (size_t)r) != 0) {
+          stdin_open = 0;
+        }
+      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+        conch_status st;
+        conch_status_init(&st);
+        stdin_open = 0;
+        conch_stdin_close(s->in, &st);
+        s->in = NULL;
+        if (!s->pty) {
+          conch_process_close_stdin(s->p, &st);
+        }
+        conch_status_clear(&st);
+      }
+    }
+    conch_client_process(c, fds, rv > 0 ? in_slot : 0);
+  }
+  if (s->in != NULL) {
+    conch_status st;
+    conch_status_init(&st);
+    conch_stdin_close(s->in, &st);
+    conch_status_clear(&st);
+    s->in = NULL;
+  }
+  if (!s->ended) {
+    /* Interrupted: a streamed process ends with its handle. */
+    return got_signal ? 128 + got_signal : 1;
+  }
+  if (s->st.code != CONCH_CODE_OK) {
+    fprintf(stderr, "conch: %s: %s\n", conch_code_name(s->st.code),
+            conch_status_message(&s->st));
+    return 255;
+  }
+  return s->exit_code;
+}
+
+static const conch_process_handler session_handler = {s_start, s_chunk, s_end};
+
+static int finish_session(session *s, int code) {
+  int rv = conch_process_close(s->p);
+  (void)rv;
+  conch_status_clear(&s->st);
+  conch_sandbox_free(s->sb);
+  return code;
+}
+
+int conch_cli_run(const cli_globals *g, int argc, char **argv) {
+  proc_args pa;
+  session s;
+  int rv;
+
+  if (parse_proc(argc, argv, &pa, "run") != 0) {
+    return 2;
+  }
+  memset(&s, 0, sizeof(s));
+  conch_status_init(&s.st);
+  if (open_sandbox(g, &s.sb) != 0) {
+    return 255;
+  }
+  catch_signals();
+  s.forward = pa.use_stdin;
+  rv = conch_stream_async(s.sb, &pa.o, &session_handler, &s, &s.p);
+  if (rv != 0) {
+    rpc_error("run", rv, NULL);
+    conch_sandbox_free(s.sb);
+    return 255;
+  }
+  return finish_session(&s, pump(&s));
+}
+
+int conch_cli_attach(const cli_globals *g, int argc, char **argv) {
+  conch_selector sel;
+  session s;
+  int rv;
+
+  if (argc != 2 || parse_selector(argv[1], &sel) != 0) {
+    fprintf(stderr, "usage: conch attach PID|@TAG\n");
+    return 2;
+  }
+  memset(&s, 0, sizeof(s));
+  conch_status_init(&s.st);
+  if (open_sandbox(g, &s.sb) != 0) {
+    return 255;
+  }
+  catch_signals();
+  /* Detached: leaving (Ctrl-C) lets the process run on, as the SDKs'
+     connect does; `conch kill` ends it. */
+  rv = conch_connect_async(s.sb, &sel, CONCH_CONNECT_DETACHED, &session_handler,
+                           &s, &s.p);
+  if (rv != 0) {
+    rpc_error("attach", rv, NULL);
+    conch_sandbox_free(s.sb);
+    return 255;
+  }
+  return finish_session(&s, pump(&s));
+}
+
+int conch_cli_pty(const cli_globals *g, int argc, char **argv) {
+  conch_proc_opts o = CONCH_PROC_OPTS_INIT;
+  struct termios saved, raw;
+  struct winsize ws;
+  int tty = isatty(STDIN_FILENO);
+  session s;
+  int rv, code;
+
+  if (argc > 1 && strcmp(argv[1], "--") == 0) {
+    argc--;
+    argv++;
+  }
+  if (argc > 1) {
+    o.cmd = argv[1];
+    o.args = (const char *const *)argv + 2;
+    o.nargs = (size_t)(argc - 2);
+  }
+  if (tty && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+    o.pty_cols = ws.ws_col;
+    o.pty_rows = ws.ws_row;
+  }
+  o.timeout_ms = g->timeout_ms != 0 ? g->timeout_ms : -1;
+  memset(&s, 0, sizeof(s));
+  conch_status_init(&s.st);
+  if (open_sandbox(g, &s.sb) != 0) {
+    return 255;
+  }
+  catch_signals();
+  s.forward = 1;
+  s.pty = 1;
+  rv = conch_pty_open_async(s.sb, &o, &session_handler, &s, &s.p);
+  if (rv != 0) {
+    rpc_error("pty", rv, NULL);
+    conch_sandbox_free(s.sb);
+    return 255;
+  }
+  if (tty && tcgetattr(STDIN_FILENO, &saved) == 0) {
+    raw = saved;
+    cfmakeraw(&raw);
+    tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+  } else {
+    tty = 0;
+  }
+  code = pump(&s);
+  if (tty) {
+    tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+  }
+  return finish_session(&s, code);
+}
+
+int conch_cli_start(const cli_globals *g, int argc, char **argv) {
+  proc_args pa;
+  conch_sandbox *sb;
+  conch_status st;
+  uint32_t pid;
+  int rv;
+
+  if (parse_proc(argc, argv, &pa, "start") != 0) {
+    return 2;
+  }
+  if (open_sandbox(g, &sb) != 0) {
+    return 255;
+  }
+  if (g->timeout_ms != 0) {
+    pa.o.timeout_ms = g->timeout_ms;
+  }
+  conch_status_init(&st);
+  rv = conch_start(sb, &pa.o, &pid, &st);
+  if (rv != 0) {
+    rpc_error("start", rv, &st);
+    conch_status_clear(&st);
+    conch_sandbox_free(sb);
+    return 255;
+  }
+  printf("%u\n", pid);
+  conch_sandbox_free(sb);
+  return 0;
+}
+
+int conch_cli_ps(const cli_globals *g, int argc, char **argv) {
+  conch_sandbox *sb;
+  conch_process_info *list;
+  conch_status st;
+  size_t n, i, k;
+  int rv;
+  (void)argv;
+
+  if (argc != 1) {
+    fprintf(stderr, "usage: conch ps\n");
+    return 2;
+  }
+  if (open_sandbox(g, &sb) != 0) {
+    return 255;
+  }
+  conch_status_init(&st);
+  rv = conch_list(sb, &list, &n, &st);
+  if (rv != 0) {
+    rpc_error("ps", rv, &st);
+    conch_status_clear(&st);
+    conch_sandbox_free(sb);
+    return 255;
+  }
+  printf("%-8s %-16s %s\n", "PID", "TAG", "COMMAND");
+  for (i = 0; i < n; i++) {
+    printf("%-8u %-16s %s", list[i].pid,
+           list[i].tag != NULL ? list[i].tag : "-",
+           list[i].cmd != NULL ? list[i].cmd : "");
+    for (k = 0; k < list[i].nargs; k++) {
+      printf(" %s", list[i].args[k]);
+    }
+    printf("\n");
+  }
+  conch_process_list_free(list, n);
+  conch_sandbox_free(sb);
+  return 0;
+}
+
+int conch_cli_kill(const cli_globals *g, int argc, char **argv) {
+  conch_sandbox *sb;
+  conch_selector sel;
+  conch_status st;
+  int sig = SIGKILL, i = 1, rv;
+
+  if (argc >= 3 && strcmp(argv[1], "-s") == 0) {
+    const char *s = argv[2];
+    if (strcmp(s, "TERM") == 0 || strcmp(s, "SIGTERM") == 0 ||
+        strcmp(s, "15") == 0) {
+      sig = SIGTERM;
+    } else if (strcmp(s, "KILL") == 0 || strcmp(s, "SIGKILL") == 0 ||
+               strcmp(s, "9") == 0) {
+      sig = SIGKILL;
+    } else {
+      fprintf(stderr, "conch kill: only TERM and KILL can be sent\n");
+      return 2;
+    }
+    i = 3;
+  }
+  if (argc != i + 1 || parse_selector(argv[i], &sel) != 0) {
+    fprintf(stderr, "usage: conch kill [-s TERM|KILL] PID|@TAG\n");
+    return 2;
+  }
+  if (open_sandbox(g, &sb) != 0) {
+    return 255;
+  }
+  conch_status_init(&st);
+  rv = conch_kill(sb, &sel, sig, &st);
+  if (rv != 0) {
+    rpc_error("kill", rv, &st);
+  }
+  conch_status_clear(&st);
+  conch_sandbox_free(sb);
+  return rv == 0 ? 0 : 255;
+}

@@ -1,0 +1,399 @@
+/* conch serve: the interfaces between the serve_*.c modules.
+
+   serve_loop.c     epoll, timers
+   serve_main.c     options, listening socket, signals, lifetime, shutdown
+   serve_conn.c     one client connection: socket, TLS, nghttp2 session
+   serve_tls.c      the server-side OpenSSL context (ALPN h2)
+   serve_rpc.c      the Connect protocol, server side, on one HTTP/2 stream
+   serve_service.c  the process.Process RPCs
+   serve_proc.c     running processes: output, stdin, reaping, retention
+   serve_spawn.c    users, cwd and environment rules, fork/exec
+
+   Everything runs on one thread.  Objects that a callback may end (a
+   connection, a process) are not freed at once: they are marked dead and
+   freed between two loop turns, so that no event of the current turn can
+   reach freed memory. */
+#ifndef CONCH_SERVE_H
+#define CONCH_SERVE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include <conch/status.h>
+
+#include "buf.h"
+#include "envelope.h"
+#include "gzip.h"
+#include "process/process.pb-c.h"
+
+/* ---- Intrusive lists ---------------------------------------------------- */
+
+typedef struct srv_link {
+  struct srv_link *prev;
+  struct srv_link *next;
+} srv_link;
+
+static inline void srv_list_init(srv_link *head) {
+  head->prev = head->next = head;
+}
+static inline int srv_list_empty(const srv_link *head) {
+  return head->next == head;
+}
+static inline int srv_linked(const srv_link *l) { return l->next != NULL; }
+static inline void srv_list_push(srv_link *head, srv_link *l) {
+  l->prev = head->prev;
+  l->next = head;
+  head->prev->next = l;
+  head->prev = l;
+}
+static inline void srv_list_remove(srv_link *l) {
+  if (l->next == NULL) {
+    return;
+  }
+  l->prev->next = l->next;
+  l->next->prev = l->prev;
+  l->prev = l->next = NULL;
+}
+#define SRV_CONTAINER(ptr, type, member)                                       \
+  ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+/* ---- The loop (serve_loop.c) -------------------------------------------- */
+
+typedef struct srv_watch srv_watch;
+typedef void (*srv_watch_cb)(srv_watch *w, uint32_t events);
+
+/* One fd in the epoll set.  Level-triggered. */
+struct srv_watch {
+  int fd;
+  uint32_t events; /* EPOLLIN/EPOLLOUT wanted; 0 = not in the set */
+  srv_watch_cb cb;
+};
+
+typedef struct srv_timer srv_timer;
+typedef void (*srv_timer_cb)(srv_timer *t);
+
+struct srv_timer {
+  int64_t when; /* monotonic ms */
+  size_t idx;   /* heap position, SIZE_MAX when not armed */
+  srv_timer_cb cb;
+};
+
+typedef struct srv_loop {
+  int epfd;
+  srv_timer **heap;
+  size_t nheap;
+  size_t capheap;
+} srv_loop;
+
+int64_t srv_now_ms(void);
+int srv_loop_init(srv_loop *l);
+void srv_loop_clear(srv_loop *l);
+void srv_watch_init(srv_watch *w, int fd, srv_watch_cb cb);
+/* Sets the events wanted on |w|: 0 takes the fd out of the set (also so
+   that EPOLLHUP on an fd we do not want to read stops waking us). */
+int srv_watch_set(srv_loop *l, srv_watch *w, uint32_t events);
+void srv_timer_init(srv_timer *t, srv_timer_cb cb);
+int srv_timer_armed(const srv_timer *t);
+int srv_timer_arm(srv_loop *l, srv_timer *t, int64_t when);
+void srv_timer_cancel(srv_loop *l, srv_timer *t);
+/* Ms until the next timer (capped at |max_ms|), 0 when one is due. */
+int srv_loop_timeout(const srv_loop *l, int max_ms);
+/* Waits up to |max_ms|, runs the ready watchers, then the due timers.
+   Returns 0 or -1 (epoll failed). */
+int srv_loop_poll(srv_loop *l, int max_ms);
+
+/* ---- Configuration and the server (serve_main.c) ------------------------- */
+
+typedef struct srv_config {
+  const char *listen; /* HOST:PORT */
+  const char *tls_cert;
+  const char *tls_key;
+  const char *access_token;
+  int64_t retention_ms;  /* how long an ended process can be re-attached */
+  size_t max_message;    /* largest request message, after inflation */
+  size_t conn_buffered;  /* request bytes one connection may hold */
+  uint32_t max_streams;  /* SETTINGS_MAX_CONCURRENT_STREAMS */
+  size_t out_high;       /* a subscriber over this pauses its process */
+  size_t out_low;        /* ... until it is back under this */
+  size_t stdin_high;     /* queued stdin that pauses StreamInput */
+  size_t compress_min;   /* smallest response message gzipped */
+  int64_t kill_grace_ms; /* SIGTERM to SIGKILL at shutdown */
+  size_t max_conns;
+} srv_config;
+
+typedef struct srv_server srv_server;
+typedef struct srv_conn srv_conn;
+typedef struct srv_stream srv_stream;
+typedef struct srv_proc srv_proc;
+
+struct srv_server {
+  srv_config cfg;
+  srv_loop loop;
+  const conch_mem *mem;
+  conch_gzip gz;
+  SSL_CTX *tls;
+  srv_watch listen_w;
+  srv_watch sig_w;
+  srv_watch stdin_w;
+  srv_link conns;
+  srv_link dead_conns;
+  srv_link flush; /* connections with output to produce this turn */
+  size_t nconns;
+  srv_link procs; /* running and retained, newest last */
+  srv_link dead_procs;
+  uint64_t next_serial;
+  uid_t euid;
+  int stopping;    /* 1 once shutdown began */
+  int hard_killed; /* SIGKILL went out */
+  srv_timer stop_t;
+  srv_timer accept_t; /* out of descriptors: accept again later */
+};
+
+/* Begins the shutdown (signal, stdin closed). */
+void srv_server_stop(srv_server *srv);
+
+/* ---- Connections (serve_conn.c) ------------------------------------------ */
+
+struct srv_conn {
+  srv_link link; /* srv->conns, or srv->dead_conns */
+  srv_link flush_link;
+  srv_server *srv;
+  srv_watch w;
+  SSL *ssl;
+  int handshaking;
+  int sniffed; /* the first bytes were checked for the h2 preface */
+  nghttp2_session *h2;
+  uint8_t *wbuf; /* output nghttp2 produced that the socket did not take */
+  size_t wlen;
+  size_t woff;
+  srv_link streams;
+  size_t buffered; /* request bytes held by its streams */
+  int dead;
+  int closing; /* close once the output is flushed (HTTP/1 answer) */
+  srv_timer idle_t;
+  conch_buf h1; /* an HTTP/1 request being read, to answer it */
+};
+
+int srv_conn_accept(srv_server *srv, int fd);
+/* Produce and write what the session has to send (deferred to the end of
+   the turn). */
+void srv_conn_kick(srv_conn *c);
+void srv_conn_flush_all(srv_server *srv);
+void srv_conn_close(srv_conn *c);
+void srv_conn_free(srv_conn *c);
+/* Tell the client no new streams, finishing the running ones. */
+void srv_conn_goaway(srv_conn *c);
+/* Gives |n| request bytes of stream |id| back to flow control. */
+void srv_conn_consume(srv_conn *c, int32_t id, size_t n);
+
+/* ---- The Connect protocol on one stream (serve_rpc.c) -------------------- */
+
+enum srv_shape { SRV_UNARY = 0, SRV_SERVER_STREAM = 1, SRV_CLIENT_STREAM = 2 };
+
+typedef struct srv_method {
+  const char *path;
+  int shape;
+  const ProtobufCMessageDescriptor *input;
+  /* Unary and server streams: the request.  Client streams: each request
+     message.  |msg| is owned by the stream until the call returns. */
+  void (*on_message)(srv_stream *st, ProtobufCMessage *msg);
+  /* Client streams: the client half-closed. */
+  void (*on_end)(srv_stream *st);
+} srv_method;
+
+/* The user a request runs as (Authorization: Basic, else the server's). */
+typedef struct srv_user {
+  uid_t uid;
+  gid_t gid;
+  char *name;
+  char *home;
+  gid_t *groups;
+  int ngroups;
+} srv_user;
+
+enum { SRV_HDR_MAX = 64 * 1024 };
+
+struct srv_stream {
+  srv_link link; /* conn->streams */
+  srv_conn *conn;
+  int32_t id;
+  /* Request headers we act on (copies, NUL-terminated, NULL if absent). */
+  char *h_method;
+  char *h_path;
+  char *h_ctype;
+  char *h_encoding;  /* content-encoding / connect-content-encoding */
+  char *h_accept;    /* accept-encoding / connect-accept-encoding */
+  char *h_version;   /* connect-protocol-version */
+  char *h_timeout;   /* connect-timeout-ms */
+  char *h_keepalive; /* keepalive-ping-interval */
+  char *h_auth;      /* authorization */
+  char *h_token;     /* x-access-token */
+  size_t hdr_bytes;
+  const srv_method *m;
+  int rejected; /* answered during the headers: ignore the body */
+  int req_gzip;
+  int resp_gzip;
+  conch_buf body; /* unary request body */
+  conch_env_reader env;
+  int env_ready;
+  ProtobufCMessage *req; /* server streams: the one request, until END */
+  int nreq;
+  int req_done;     /* END_STREAM received */
+  int input_paused; /* request bytes are not given back to the window */
+  size_t unconsumed;
+  size_t held; /* request bytes buffered (counted in conn) */
+  /* Response. */
+  int started;          /* HEADERS submitted */
+  int finished;         /* the last byte of the response is queued */
+  int deferred;         /* the data source waits for output */
+  int sent_end;         /* END_STREAM went out */
+  int closed;           /* nghttp2 closed the stream */
+  int unary_err_status; /* HTTP status of a unary error, else 0 */
+  conch_buf out;
+  int64_t timeout_ms; /* Connect-Timeout-Ms, 0 = none */
+  srv_timer deadline_t;
+  int64_t keepalive_ms;
+  srv_timer keepalive_t;
+  srv_user user;
+  int have_user;
+  /* Service state. */
+  srv_proc *proc;     /* subscribed to, or waiting on its stdin */
+  srv_link sub_link;  /* proc->subs */
+  int over;           /* counted in proc->nover */
+  srv_link wait_link; /* proc->waiters (SendInput, StreamInput end) */
+  uint64_t wait_until;
+  srv_link in_link;      /* proc->in_paused */
+  uint64_t input_serial; /* StreamInput: the selected process, 0 = none */
+};
+
+/* nghttp2 callbacks land here (serve_conn.c forwards them). */
+srv_stream *srv_rpc_stream_new(srv_conn *c, int32_t id);
+int srv_rpc_header(srv_stream *st, const uint8_t *name, size_t namelen,
+                   const uint8_t *value, size_t valuelen);
+void srv_rpc_headers_done(srv_stream *st);
+void srv_rpc_data(srv_stream *st, const uint8_t *p, size_t n);
+void srv_rpc_request_end(srv_stream *st);
+/* The stream is gone (closed or reset, or its connection went away). */
+void srv_rpc_stream_free(srv_stream *st);
+/* The data source of every response. */
+ssize_t srv_rpc_read_out(nghttp2_session *s, int32_t id, uint8_t *buf,
+                         size_t len, uint32_t *flags, nghttp2_data_source *src,
+                         void *user_data);
+
+/* For the service.  Queues one response message (streams) or the response
+   (unary).  Returns 0 or -1 (out of memory; the stream is reset). */
+int srv_rpc_send(srv_stream *st, const ProtobufCMessage *msg);
+/* Queues an already serialized response message (stream shapes only). */
+int srv_rpc_send_packed(srv_stream *st, const uint8_t *p, size_t len);
+/* Ends the call: |code| 0 ends a stream well (a unary call must have sent
+   its response); otherwise the error, with a printf-style message. */
+void srv_rpc_finish(srv_stream *st, conch_code code, const char *fmt, ...)
+    CONCH_PRINTF(3, 4);
+void srv_rpc_vfinish(srv_stream *st, conch_code code, const char *fmt,
+                     va_list ap);
+/* Pause or resume reading the request (flow control). */
+void srv_rpc_pause_input(srv_stream *st, int paused);
+srv_server *srv_rpc_server(const srv_stream *st);
+/* Bytes queued for the client and not yet taken by nghttp2. */
+size_t srv_rpc_queued(const srv_stream *st);
+
+/* ---- The service (serve_service.c) --------------------------------------- */
+
+const srv_method *srv_service_route(const char *path);
+/* The stream is going away: drop what the service holds for it. */
+void srv_service_stream_gone(srv_stream *st);
+/* The keepalive interval passed without data. */
+void srv_service_keepalive(srv_stream *st);
+
+/* ---- Processes (serve_proc.c) -------------------------------------------- */
+
+struct srv_proc {
+  srv_link link; /* srv->procs or srv->dead_procs */
+  srv_server *srv;
+  uint64_t serial;
+  pid_t pid;
+  Process__StartRequest *req; /* as the client sent it */
+  const char *tag;            /* inside |req|, or NULL */
+  int pty;
+  srv_watch out_w; /* stdout pipe, or the PTY master */
+  srv_watch err_w; /* stderr pipe */
+  srv_watch in_w;  /* stdin pipe (not used for a PTY) */
+  long out_left;   /* after the reap: bytes still to read, -1 = to EOF */
+  long err_left;
+  int in_open;  /* input accepted: stdin pipe open, or a PTY */
+  int in_close; /* CloseStdin: close once the queue is written */
+  conch_buf in_q;
+  uint64_t in_queued;  /* bytes ever queued */
+  uint64_t in_written; /* bytes ever written */
+  srv_link subs;
+  size_t nover;
+  int paused;
+  srv_link waiters;
+  srv_link in_paused;
+  int reaped;
+  int wstatus;
+  int ended;
+  uint8_t *end_msg; /* the packed StartResponse holding the EndEvent */
+  size_t end_len;
+  srv_timer deadline_t;
+  srv_timer retain_t;
+  int dead;
+};
+
+typedef struct srv_spawned {
+  pid_t pid;
+  int out_fd; /* stdout, or the PTY master */
+  int err_fd; /* -1 for a PTY */
+  int in_fd;  /* -1 when stdin is off, or for a PTY */
+} srv_spawned;
+
+/* Takes ownership of |req| and the fds. */
+int srv_proc_add(srv_server *srv, Process__StartRequest *req,
+                 const srv_spawned *sp, srv_proc **out);
+srv_proc *srv_proc_find(srv_server *srv, const Process__ProcessSelector *sel);
+srv_proc *srv_proc_by_serial(srv_server *srv, uint64_t serial);
+void srv_proc_subscribe(srv_proc *p, srv_stream *st);
+void srv_proc_unsubscribe(srv_stream *st);
+/* A subscriber's queue fell under the low-water mark. */
+void srv_proc_sub_drained(srv_stream *st);
+/* Queues input; the caller checked the kind.  Returns 0, or -1 when the
+   queue is full. */
+int srv_proc_write_input(srv_proc *p, const uint8_t *data, size_t len);
+/* Makes |st| wait until the input queued so far is written; its
+   on_written then runs (now, if nothing is pending). */
+void srv_proc_wait_input(srv_proc *p, srv_stream *st);
+void srv_proc_unwait(srv_stream *st);
+void srv_proc_close_input(srv_proc *p);
+void srv_proc_set_deadline(srv_proc *p, int64_t timeout_ms);
+void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus);
+void srv_proc_free(srv_proc *p);
+/* Shutdown: signal every process group; |sig| SIGTERM or SIGKILL. */
+void srv_proc_signal_all(srv_server *srv, int sig);
+int srv_proc_running(const srv_server *srv);
+
+/* Service hooks the process code calls. */
+void srv_service_input_done(srv_stream *st, int err, const char *what);
+
+/* ---- Spawning (serve_spawn.c) -------------------------------------------- */
+
+/* 0; -1 unknown user; -2 out of memory. */
+int srv_user_lookup(const char *name, srv_user *u);
+int srv_user_by_uid(uid_t uid, srv_user *u);
+void srv_user_clear(srv_user *u);
+/* envd's cwd rules.  Returns 0 with |*out| (malloc'd), or a code with a
+   message in |err|. */
+conch_code srv_resolve_cwd(const char *cwd, const srv_user *u, char **out,
+                           char *err, size_t errlen);
+/* Forks and execs the request as |u|.  Returns 0, or a code with a
+   message in |err|. */
+conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
+                     int switch_user, const char *cwd, srv_spawned *out,
+                     char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,608 @@
+/* One client connection: a non-blocking socket, TLS (OpenSSL on the fd) or
+   cleartext with prior knowledge, and an nghttp2 server session driven by
+   mem_recv/mem_send.  Output is produced once per loop turn for every
+   connection that has something to say (srv_conn_flush_all), and only
+   while the socket takes it: a client that does not read stops getting
+   DATA, which is what back-pressures the processes. */
+#include "serve.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+
+#define CONN_READ_CHUNK 16384
+#define CONN_READ_BUDGET (1024 * 1024)
+#define CONN_IDLE_MS 10000 /* TLS handshake plus HTTP/2 preface */
+#define CONN_STREAM_WINDOW (1 << 20)
+#define CONN_WINDOW (16 << 20)
+#define CONN_H1_MAX 8192
+
+enum { IO_AGAIN = -1, IO_ERROR = -2 };
+
+static void conn_idle(srv_timer *t);
+static void conn_on_io(srv_watch *w, uint32_t events);
+
+/* ---- nghttp2 callbacks -------------------------------------------------- */
+
+static srv_stream *stream_of(nghttp2_session *s, int32_t id) {
+  return nghttp2_session_get_stream_user_data(s, id);
+}
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f,
+                            void *user_data) {
+  srv_conn *c = user_data;
+  srv_stream *st;
+
+  if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) {
+    return 0;
+  }
+  st = srv_rpc_stream_new(c, f->hd.stream_id);
+  if (st == NULL) {
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+  nghttp2_session_set_stream_user_data(s, f->hd.stream_id, st);
+  return 0;
+}
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *f,
+                     const uint8_t *name, size_t namelen, const uint8_t *value,
+                     size_t valuelen, uint8_t flags, void *user_data) {
+  srv_stream *st = stream_of(s, f->hd.stream_id);
+
+  (void)flags;
+  (void)user_data;
+  /* Request trailers carry nothing the Connect protocol uses. */
+  if (st == NULL || f->hd.type != NGHTTP2_HEADERS ||
+      f->headers.cat != NGHTTP2_HCAT_REQUEST) {
+    return 0;
+  }
+  return srv_rpc_header(st, name, namelen, value, valuelen);
+}
+
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f,
+                         void *user_data) {
+  srv_conn *c = user_data;
+  srv_stream *st;
+
+  /* The preface and a first frame arrived: the client is real. */
+  srv_timer_cancel(&c->srv->loop, &c->idle_t);
+  if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) {
+    return 0;
+  }
+  st = stream_of(s, f->hd.stream_id);
+  if (st == NULL) {
+    return 0;
+  }
+  if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    srv_rpc_headers_done(st);
+  }
+  if ((f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+    srv_rpc_request_end(st);
+  }
+  return 0;
+}
+
+static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id,
+                         const uint8_t *data, size_t len, void *user_data) {
+  srv_stream *st = stream_of(s, id);
+
+  (void)flags;
+  (void)user_data;
+  if (st == NULL) {
+    nghttp2_session_consume(s, id, len);
+    return 0;
+  }
+  srv_rpc_data(st, data, len);
+  return 0;
+}
+
+static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code,
+                           void *user_data) {
+  srv_stream *st = stream_of(s, id);
+
+  (void)code;
+  (void)user_data;
+  if (st != NULL) {
+    nghttp2_session_set_stream_user_data(s, id, NULL);
+    srv_rpc_stream_free(st);
+  }
+  return 0;
+}
+
+static int on_frame_send(nghttp2_session *s, const nghttp2_frame *f,
+                         void *user_data) {
+  srv_stream *st;
+
+  (void)user_data;
+  if ((f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS) ||
+      (f->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) {
+    return 0;
+  }
+  st = stream_of(s, f->hd.stream_id);
+  if (st == NULL) {
+    return 0;
+  }
+  st->sent_end = 1;
+  /* We answered before the request ended (an error): ask the client to
+     stop sending rather than reading what nobody wants. */
+  if (!st->req_done) {
+    nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, f->hd.stream_id,
+                              NGHTTP2_NO_ERROR);
+  }
+  return 0;
+}
+
+static int session_new(srv_conn *c) {
+  nghttp2_session_callbacks *cbs;
+  nghttp2_option *opt;
+  nghttp2_settings_entry iv[3];
+  int rv;
+
+  rv = nghttp2_session_callbacks_new(&cbs);
+  if (rv != 0) {
+    return -1;
+  }
+  rv = nghttp2_option_new(&opt);
+  if (rv != 0) {
+    nghttp2_session_callbacks_del(cbs);
+    return -1;
+  }
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs,
+                                                          on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
+  /* Window credit goes back only as requests are used (StreamInput into a
+     process that does not read its stdin stalls its client). */
+  nghttp2_option_set_no_auto_window_update(opt, 1);
+  rv = nghttp2_session_server_new2(&c->h2, cbs, c, opt);
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(cbs);
+  if (rv != 0) {
+    c->h2 = NULL;
+    return -1;
+  }
+  iv[0].settings_id = NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS;
+  iv[0].value = c->srv->cfg.max_streams;
+  iv[1].settings_id = NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE;
+  iv[1].value = CONN_STREAM_WINDOW;
+  iv[2].settings_id = NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE;
+  iv[2].value = SRV_HDR_MAX;
+  rv = nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, 3);
+  if (rv != 0) {
+    return -1;
+  }
+  rv = nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0,
+                                             CONN_WINDOW);
+  return rv != 0 ? -1 : 0;
+}
+
+/* ---- Lifecycle ----------------------------------------------------------- */
+
+int srv_conn_accept(srv_server *srv, int fd) {
+  srv_conn *c = calloc(1, sizeof(*c));
+  int rv;
+
+  if (c == NULL) {
+    close(fd);
+    return -1;
+  }
+  c->srv = srv;
+  srv_list_init(&c->streams);
+  srv_watch_init(&c->w, fd, conn_on_io);
+  srv_timer_init(&c->idle_t, conn_idle);
+  srv_list_push(&srv->conns, &c->link);
+  srv->nconns++;
+  rv = session_new(c);
+  if (rv != 0) {
+    goto fail;
+  }
+  if (srv->tls != NULL) {
+    c->ssl = SSL_new(srv->tls);
+    if (c->ssl == NULL || SSL_set_fd(c->ssl, fd) != 1) {
+      goto fail;
+    }
+    SSL_set_accept_state(c->ssl);
+    c->handshaking = 1;
+  }
+  if (srv_watch_set(&srv->loop, &c->w, EPOLLIN) != 0 ||
+      srv_timer_arm(&srv->loop, &c->idle_t, srv_now_ms() + CONN_IDLE_MS) != 0) {
+    goto fail;
+  }
+  srv_conn_kick(c);
+  return 0;
+
+fail:
+  ERR_clear_error();
+  srv_conn_close(c);
+  return -1;
+}
+
+void srv_conn_close(srv_conn *c) {
+  srv_server *srv = c->srv;
+
+  if (c->dead) {
+    return;
+  }
+  c->dead = 1;
+  srv_watch_set(&srv->loop, &c->w, 0);
+  srv_timer_cancel(&srv->loop, &c->idle_t);
+  srv_list_remove(&c->flush_link);
+  /* The streams go now, so that no process writes to them any more; the
+     session itself is freed after this loop turn. */
+  while (!srv_list_empty(&c->streams)) {
+    srv_stream *st = SRV_CONTAINER(c->streams.next, srv_stream, link);
+
+    if (c->h2 != NULL) {
+      nghttp2_session_set_stream_user_data(c->h2, st->id, NULL);
+    }
+    srv_rpc_stream_free(st);
+  }
+  srv_list_remove(&c->link);
+  srv->nconns--;
+  srv_list_push(&srv->dead_conns, &c->link);
+}
+
+void srv_conn_free(srv_conn *c) {
+  srv_list_remove(&c->link);
+  nghttp2_session_del(c->h2);
+  if (c->ssl != NULL) {
+    SSL_free(c->ssl);
+  }
+  if (c->w.fd >= 0) {
+    close(c->w.fd);
+  }
+  conch__buf_free(&c->h1, c->srv->mem);
+  free(c->wbuf);
+  free(c);
+}
+
+static void conn_idle(srv_timer *t) {
+  srv_conn *c = SRV_CONTAINER(t, srv_conn, idle_t);
+
+  srv_conn_close(c);
+}
+
+void srv_conn_kick(srv_conn *c) {
+  if (!c->dead && !srv_linked(&c->flush_link)) {
+    srv_list_push(&c->srv->flush, &c->flush_link);
+  }
+}
+
+void srv_conn_goaway(srv_conn *c) {
+  if (c->dead || c->h2 == NULL) {
+    return;
+  }
+  nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE,
+                        nghttp2_session_get_last_proc_stream_id(c->h2),
+                        NGHTTP2_NO_ERROR, NULL, 0);
+  srv_conn_kick(c);
+}
+
+void srv_conn_consume(srv_conn *c, int32_t id, size_t n) {
+  if (!c->dead && n > 0) {
+    nghttp2_session_consume(c->h2, id, n);
+    srv_conn_kick(c);
+  }
+}
+
+/* ---- Socket and TLS I/O -------------------------------------------------- */
+
+static int tls_error(srv_conn *c, int r) {
+  int e = SSL_get_error(c->ssl, r);
+
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    return IO_AGAIN;
+  }
+  ERR_clear_error();
+  return IO_ERROR;
+}
+
+/* Returns 1 when the handshake is done, 0 when it waits, -1 on failure. */
+static int tls_handshake(srv_conn *c) {
+  int r = SSL_do_handshake(c->ssl);
+
+  if (r == 1) {
+    c->handshaking = 0;
+    return 1;
+  }
+  return tls_error(c, r) == IO_AGAIN ? 0 : -1;
+}
+
+/* Bytes read, 0 at EOF, IO_AGAIN or IO_ERROR. */
+static ssize_t conn_recv(srv_conn *c, uint8_t *buf, size_t len) {
+  ssize_t n;
+
+  if (c->ssl == NULL) {
+    n = read(c->w.fd, buf, len);
+    if (n >= 0) {
+      return n;
+    }
+    return errno == EAGAIN || errno == EINTR ? IO_AGAIN : IO_ERROR;
+  }
+  n = SSL_read(c->ssl, buf, (int)len);
+  if (n > 0) {
+    return n;
+  }
+  if (SSL_get_error(c->ssl, (int)n) == SSL_ERROR_ZERO_RETURN) {
+    return 0;
+  }
+  return tls_error(c, (int)n);
+}
+
+static ssize_t conn_send(srv_conn *c, const uint8_t *p, size_t len) {
+  ssize_t n;
+
+  if (c->ssl == NULL) {
+    n = send(c->w.fd, p, len, MSG_NOSIGNAL);
+    if (n >= 0) {
+      return n;
+    }
+    return errno == EAGAIN || errno == EINTR ? IO_AGAIN : IO_ERROR;
+  }
+  n = SSL_write(c->ssl, p, (int)(len > INT32_MAX ? INT32_MAX : len));
+  return n > 0 ? n : tls_error(c, (int)n);
+}
+
+/* ---- HTTP/1 clients get one short answer --------------------------------- */
+
+static void http1_answer(srv_conn *c) {
+  static const char health[] = "HTTP/1.1 204 No Content\r\n"
+                               "Connection: close\r\n\r\n";
+  static const char body[] = "conch serve speaks HTTP/2 only: use h2c with "
+                             "prior knowledge, or TLS with ALPN h2\n";
+  char msg[512];
+  const char *req = (const char *)conch__buf_head(&c->h1);
+  size_t n = conch__buf_size(&c->h1);
+  const char *out = msg;
+  int len;
+
+  if (n >= 12 && memcmp(req, "GET /health ", 12) == 0) {
+    out = health;
+    len = (int)sizeof(health) - 1;
+  } else {
+    len = snprintf(msg, sizeof(msg),
+                   "HTTP/1.1 505 HTTP Version Not Supported\r\n"
+                   "Content-Type: text/plain; charset=utf-8\r\n"
+                   "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                   sizeof(body) - 1, body);
+  }
+  c->wbuf = malloc((size_t)len);
+  if (c->wbuf == NULL) {
+    srv_conn_close(c);
+    return;
+  }
+  memcpy(c->wbuf, out, (size_t)len);
+  c->wlen = (size_t)len;
+  c->woff = 0;
+  c->closing = 1;
+  srv_conn_kick(c);
+}
+
+static void http1_feed(srv_conn *c, const uint8_t *p, size_t n) {
+  const uint8_t *head;
+  size_t size;
+  size_t i;
+
+  if (c->closing) {
+    return;
+  }
+  if (conch__buf_size(&c->h1) + n > CONN_H1_MAX) {
+    n = CONN_H1_MAX - conch__buf_size(&c->h1);
+  }
+  if (conch__buf_append(&c->h1, c->srv->mem, p, n) != 0) {
+    srv_conn_close(c);
+    return;
+  }
+  head = conch__buf_head(&c->h1);
+  size = conch__buf_size(&c->h1);
+  for (i = 0; i + 1 < size; i++) {
+    if (head[i] == '\n' &&
+        (head[i + 1] == '\n' ||
+         (head[i + 1] == '\r' && i + 2 < size && head[i + 2] == '\n'))) {
+      http1_answer(c);
+      return;
+    }
+  }
+  if (size >= CONN_H1_MAX) {
+    http1_answer(c);
+  }
+}
+
+/* ---- Reading ------------------------------------------------------------- */
+
+static void conn_feed(srv_conn *c, const uint8_t *p, size_t n) {
+  static const char magic[] = "PRI ";
+  ssize_t rv;
+
+  if (!c->sniffed) {
+    size_t k = n < 4 ? n : 4;
+
+    c->sniffed = 1;
+    /* Anything but the HTTP/2 preface is HTTP/1 (curl without
+       --http2-prior-knowledge, a browser). */
+    if (memcmp(p, magic, k) != 0) {
+      c->sniffed = 2;
+    }
+  }
+  if (c->sniffed == 2) {
+    http1_feed(c, p, n);
+    return;
+  }
+  rv = nghttp2_session_mem_recv(c->h2, p, n);
+  if (rv < 0) {
+    srv_conn_close(c);
+    return;
+  }
+  srv_conn_kick(c);
+}
+
+static void conn_read(srv_conn *c) {
+  uint8_t buf[CONN_READ_CHUNK];
+  size_t total = 0;
+
+  while (!c->dead) {
+    ssize_t n;
+
+    if (c->handshaking) {
+      int r = tls_handshake(c);
+
+      if (r < 0) {
+        srv_conn_close(c);
+      }
+      if (r <= 0) {
+        return;
+      }
+    }
+    n = conn_recv(c, buf, sizeof(buf));
+    if (n == IO_AGAIN) {
+      return;
+    }
+    if (n <= 0) {
+      srv_conn_close(c);
+      return;
+    }
+    conn_feed(c, buf, (size_t)n);
+    total += (size_t)n;
+    /* Cleartext: let the others have a turn (epoll reports the rest).
+       TLS may hold decrypted bytes epoll cannot see, so read it dry. */
+    if (c->ssl == NULL && total >= CONN_READ_BUDGET) {
+      return;
+    }
+  }
+}
+
+/* ---- Writing ------------------------------------------------------------- */
+
+/* Writes the pending bytes.  Returns 1 when all went, 0 when the socket is
+   full, -1 on error. */
+static int write_pending(srv_conn *c) {
+  while (c->woff < c->wlen) {
+    ssize_t n = conn_send(c, c->wbuf + c->woff, c->wlen - c->woff);
+
+    if (n == IO_AGAIN) {
+      return 0;
+    }
+    if (n < 0) {
+      return -1;
+    }
+    c->woff += (size_t)n;
+  }
+  c->woff = c->wlen = 0;
+  return 1;
+}
+
+static int keep_pending(srv_conn *c, const uint8_t *p, size_t n) {
+  uint8_t *b = realloc(c->wbuf, n);
+
+  if (b == NULL) {
+    return -1;
+  }
+  memcpy(b, p, n);
+  c->wbuf = b;
+  c->wlen = n;
+  c->woff = 0;
+  return 0;
+}
+
+/* Moves what nghttp2 has to send onto the socket, as long as it takes it.
+   Returns 0, or -1 when the connection must close. */
+static int conn_produce(srv_conn *c) {
+  int rv;
+
+  if (c->handshaking) {
+    int r = tls_handshake(c);
+
+    if (r <= 0) {
+      return r;
+    }
+  }
+  rv = write_pending(c);
+  if (rv <= 0) {
+    return rv;
+  }
+  if (c->sniffed == 2) {
+    return c->closing ? -1 : 0;
+  }
+  /* Our SETTINGS wait for the client's first bytes: an HTTP/1 client must
+     not get HTTP/2 frames for an answer. */
+  if (!c->sniffed) {
+    return 0;
+  }
+  for (;;) {
+    const uint8_t *data;
+    ssize_t n = nghttp2_session_mem_send(c->h2, &data);
+    ssize_t w;
+
+    if (n < 0) {
+      return -1;
+    }
+    if (n == 0) {
+      break;
+    }
+    w = conn_send(c, data, (size_t)n);
+    if (w == IO_AGAIN) {
+      w = 0;
+    }
+    if (w < 0) {
+      return -1;
+    }
+    if (w < n) {
+      return keep_pending(c, data + w, (size_t)(n - w));
+    }
+  }
+  if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2)) {
+    return -1; /* GOAWAY exchanged, or a fatal session error */
+  }
+  return 0;
+}
+
+static void conn_update_watch(srv_conn *c) {
+  uint32_t ev = EPOLLIN;
+
+  if (c->wlen > c->woff) {
+    ev |= EPOLLOUT;
+  }
+  if (c->ssl != NULL && SSL_want_write(c->ssl)) {
+    ev |= EPOLLOUT;
+  }
+  if (srv_watch_set(&c->srv->loop, &c->w, ev) != 0) {
+    srv_conn_close(c);
+  }
+}
+
+static void conn_flush(srv_conn *c) {
+  int rv = conn_produce(c);
+
+  if (rv != 0) {
+    srv_conn_close(c);
+    return;
+  }
+  conn_update_watch(c);
+}
+
+void srv_conn_flush_all(srv_server *srv) {
+  while (!srv_list_empty(&srv->flush)) {
+    srv_conn *c = SRV_CONTAINER(srv->flush.next, srv_conn, flush_link);
+
+    srv_list_remove(&c->flush_link);
+    conn_flush(c);
+  }
+}
+
+static void conn_on_io(srv_watch *w, uint32_t events) {
+  srv_conn *c = SRV_CONTAINER(w, srv_conn, w);
+
+  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
+    conn_read(c);
+  }
+  srv_conn_kick(c);
+}

@@ -1,0 +1,207 @@
+/* The event loop: one epoll set, level-triggered, and a binary heap of
+   timers. */
+#include "serve.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOOP_MAX_EVENTS 128
+
+int64_t srv_now_ms(void) {
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int srv_loop_init(srv_loop *l) {
+  l->heap = NULL;
+  l->nheap = 0;
+  l->capheap = 0;
+  l->epfd = epoll_create1(EPOLL_CLOEXEC);
+  return l->epfd < 0 ? -1 : 0;
+}
+
+void srv_loop_clear(srv_loop *l) {
+  if (l->epfd >= 0) {
+    close(l->epfd);
+    l->epfd = -1;
+  }
+  free(l->heap);
+  l->heap = NULL;
+  l->nheap = l->capheap = 0;
+}
+
+void srv_watch_init(srv_watch *w, int fd, srv_watch_cb cb) {
+  w->fd = fd;
+  w->events = 0;
+  w->cb = cb;
+}
+
+int srv_watch_set(srv_loop *l, srv_watch *w, uint32_t events) {
+  struct epoll_event ev;
+  int op;
+  int rv;
+
+  if (w->fd < 0 || events == w->events) {
+    return 0;
+  }
+  ev.events = events;
+  ev.data.ptr = w;
+  if (events == 0) {
+    op = EPOLL_CTL_DEL;
+  } else if (w->events == 0) {
+    op = EPOLL_CTL_ADD;
+  } else {
+    op = EPOLL_CTL_MOD;
+  }
+  rv = epoll_ctl(l->epfd, op, w->fd, &ev);
+  if (rv != 0) {
+    return -1;
+  }
+  w->events = events;
+  return 0;
+}
+
+/* ---- Timers ---------------------------------------------------------------
+ */
+
+void srv_timer_init(srv_timer *t, srv_timer_cb cb) {
+  t->when = 0;
+  t->idx = SIZE_MAX;
+  t->cb = cb;
+}
+
+int srv_timer_armed(const srv_timer *t) { return t->idx != SIZE_MAX; }
+
+static void heap_set(srv_loop *l, size_t i, srv_timer *t) {
+  l->heap[i] = t;
+  t->idx = i;
+}
+
+static void heap_up(srv_loop *l, size_t i) {
+  srv_timer *t = l->heap[i];
+
+  while (i > 0) {
+    size_t parent = (i - 1) / 2;
+
+    if (l->heap[parent]->when <= t->when) {
+      break;
+    }
+    heap_set(l, i, l->heap[parent]);
+    i = parent;
+  }
+  heap_set(l, i, t);
+}
+
+static void heap_down(srv_loop *l, size_t i) {
+  srv_timer *t = l->heap[i];
+
+  for (;;) {
+    size_t child = 2 * i + 1;
+
+    if (child >= l->nheap) {
+      break;
+    }
+    if (child + 1 < l->nheap &&
+        l->heap[child + 1]->when < l->heap[child]->when) {
+      child++;
+    }
+    if (t->when <= l->heap[child]->when) {
+      break;
+    }
+    heap_set(l, i, l->heap[child]);
+    i = child;
+  }
+  heap_set(l, i, t);
+}
+
+void srv_timer_cancel(srv_loop *l, srv_timer *t) {
+  size_t i = t->idx;
+  srv_timer *last;
+
+  if (i == SIZE_MAX) {
+    return;
+  }
+  t->idx = SIZE_MAX;
+  last = l->heap[--l->nheap];
+  if (last == t) {
+    return;
+  }
+  heap_set(l, i, last);
+  heap_up(l, i);
+  heap_down(l, last->idx);
+}
+
+int srv_timer_arm(srv_loop *l, srv_timer *t, int64_t when) {
+  srv_timer_cancel(l, t);
+  if (l->nheap == l->capheap) {
+    size_t cap = l->capheap == 0 ? 64 : l->capheap * 2;
+    srv_timer **heap = realloc(l->heap, cap * sizeof(*heap));
+
+    if (heap == NULL) {
+      return -1;
+    }
+    l->heap = heap;
+    l->capheap = cap;
+  }
+  t->when = when;
+  heap_set(l, l->nheap++, t);
+  heap_up(l, t->idx);
+  return 0;
+}
+
+int srv_loop_timeout(const srv_loop *l, int max_ms) {
+  int64_t left;
+
+  if (l->nheap == 0) {
+    return max_ms;
+  }
+  left = l->heap[0]->when - srv_now_ms();
+  if (left <= 0) {
+    return 0;
+  }
+  return left < max_ms ? (int)left : max_ms;
+}
+
+static void run_timers(srv_loop *l) {
+  int64_t now = srv_now_ms();
+
+  /* One at a time: a callback may arm or cancel any timer. */
+  while (l->nheap > 0 && l->heap[0]->when <= now) {
+    srv_timer *t = l->heap[0];
+
+    srv_timer_cancel(l, t);
+    t->cb(t);
+  }
+}
+
+int srv_loop_poll(srv_loop *l, int max_ms) {
+  struct epoll_event evs[LOOP_MAX_EVENTS];
+  int n;
+  int i;
+
+  n = epoll_wait(l->epfd, evs, LOOP_MAX_EVENTS, srv_loop_timeout(l, max_ms));
+  if (n < 0) {
+    if (errno != EINTR) {
+      return -1;
+    }
+    n = 0;
+  }
+  for (i = 0; i < n; i++) {
+    srv_watch *w = evs[i].data.ptr;
+
+    /* An earlier callback of this turn may have stopped watching it; its
+       owner is freed only after the turn. */
+    if (w->events == 0) {
+      continue;
+    }
+    w->cb(w, evs[i].events);
+  }
+  run_timers(l);
+  return 0;
+}

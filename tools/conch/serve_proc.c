@@ -1,0 +1,708 @@
+/* Running processes.  Each has its output fds in the loop (two pipes, or a
+   PTY master), a stdin queue written without blocking, and the streams
+   subscribed to it (the Start stream and any Connect streams).  One read
+   is one DataEvent, sent to every subscriber; with none it is dropped, as
+   envd does (no replay).  When a subscriber has more than out_high bytes
+   queued the process's fds leave the loop until it drains, so the child
+   blocks in write(2): a slow reader slows the process, and memory stays
+   bounded.
+
+   A process ends (EndEvent) once it is reaped and its output is closed.
+   Output is read to EOF, except that after the reap only the bytes then in
+   the pipe are read: a background grandchild holding the pipe does not keep
+   the process alive (envd closes the pipes after the reap too).  Ended
+   processes stay for cfg.retention_ms so that a late Connect still gets
+   StartEvent + EndEvent. */
+#include "serve.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PIPE_CHUNK (32 * 1024) /* envd's stdChunkSize */
+#define PTY_CHUNK (16 * 1024)  /* envd's ptyChunkSize */
+#define INPUT_MAX (16u << 20)  /* queued stdin per process */
+#define PTY_SETTLE_MS 100      /* PTY output still in the kernel at reap */
+
+static void on_out(srv_watch *w, uint32_t events);
+static void on_err(srv_watch *w, uint32_t events);
+static void on_in(srv_watch *w, uint32_t events);
+static void on_deadline(srv_timer *t);
+static void on_retained(srv_timer *t);
+static void proc_maybe_end(srv_proc *p);
+static void flush_input(srv_proc *p);
+
+/* Go's names for the signals (syscall.Signal.String()), which envd puts
+   into EndEvent.status as "signal: <name>". */
+static const char *const signal_names[] = {
+    NULL,
+    "hangup",
+    "interrupt",
+    "quit",
+    "illegal instruction",
+    "trace/breakpoint trap",
+    "aborted",
+    "bus error",
+    "floating point exception",
+    "killed",
+    "user defined signal 1",
+    "segmentation fault",
+    "user defined signal 2",
+    "broken pipe",
+    "alarm clock",
+    "terminated",
+    "stack fault",
+    "child exited",
+    "continued",
+    "stopped (signal)",
+    "stopped",
+    "stopped (tty input)",
+    "stopped (tty output)",
+    "urgent I/O condition",
+    "CPU time limit exceeded",
+    "file size limit exceeded",
+    "virtual timer expired",
+    "profiling timer expired",
+    "window changed",
+    "I/O possible",
+    "power failure",
+    "bad system call",
+};
+
+/* ---- Interest in the fds --------------------------------------------------
+ */
+
+static size_t in_pending(const srv_proc *p) {
+  return conch__buf_size(&p->in_q);
+}
+
+static void proc_watch(srv_proc *p) {
+  srv_loop *l = &p->srv->loop;
+  uint32_t out_ev = 0;
+  uint32_t err_ev = 0;
+  uint32_t in_ev = 0;
+
+  if (p->out_w.fd >= 0) {
+    out_ev = p->paused ? 0 : EPOLLIN;
+    if (p->pty && in_pending(p) > 0) {
+      out_ev |= EPOLLOUT;
+    }
+  }
+  if (p->err_w.fd >= 0 && !p->paused) {
+    err_ev = EPOLLIN;
+  }
+  if (p->in_w.fd >= 0 && in_pending(p) > 0) {
+    in_ev = EPOLLOUT;
+  }
+  /* A failure here (no memory for epoll) leaves the fd as it was; the
+     process still ends when reaped. */
+  srv_watch_set(l, &p->out_w, out_ev);
+  srv_watch_set(l, &p->err_w, err_ev);
+  srv_watch_set(l, &p->in_w, in_ev);
+}
+
+static void close_watch(srv_proc *p, srv_watch *w) {
+  if (w->fd < 0) {
+    return;
+  }
+  srv_watch_set(&p->srv->loop, w, 0);
+  close(w->fd);
+  w->fd = -1;
+}
+
+/* ---- Creation and lookup --------------------------------------------------
+ */
+
+static void proc_discard(srv_proc *p) {
+  if (p->dead) {
+    return;
+  }
+  p->dead = 1;
+  srv_list_remove(&p->link);
+  srv_list_push(&p->srv->dead_procs, &p->link);
+}
+
+int srv_proc_add(srv_server *srv, Process__StartRequest *req,
+                 const srv_spawned *sp, srv_proc **out) {
+  srv_proc *p = calloc(1, sizeof(*p));
+  srv_link *l;
+
+  if (p == NULL) {
+    return -1;
+  }
+  /* The pid is ours now: an ended process that had it is forgotten. */
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    srv_proc *old = SRV_CONTAINER(l, srv_proc, link);
+
+    if (old->pid == sp->pid && old->ended) {
+      l = l->prev;
+      proc_discard(old);
+    }
+  }
+  p->srv = srv;
+  p->serial = ++srv->next_serial;
+  p->pid = sp->pid;
+  p->req = req;
+  if (req->_tag_case == PROCESS__START_REQUEST___TAG_TAG) {
+    p->tag = req->tag;
+  }
+  p->pty = req->_pty_case == PROCESS__START_REQUEST___PTY_PTY;
+  srv_watch_init(&p->out_w, sp->out_fd, on_out);
+  srv_watch_init(&p->err_w, sp->err_fd, on_err);
+  srv_watch_init(&p->in_w, sp->in_fd, on_in);
+  p->in_open = p->pty || sp->in_fd >= 0;
+  p->out_left = p->err_left = -1;
+  srv_list_init(&p->subs);
+  srv_list_init(&p->waiters);
+  srv_list_init(&p->in_paused);
+  srv_timer_init(&p->deadline_t, on_deadline);
+  srv_timer_init(&p->retain_t, on_retained);
+  srv_list_push(&srv->procs, &p->link);
+  proc_watch(p);
+  *out = p;
+  return 0;
+}
+
+srv_proc *srv_proc_by_serial(srv_server *srv, uint64_t serial) {
+  srv_link *l;
+
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+
+    if (p->serial == serial) {
+      return p;
+    }
+  }
+  return NULL;
+}
+
+/* By pid; by tag the newest running one, else the newest ended one. */
+srv_proc *srv_proc_find(srv_server *srv, const Process__ProcessSelector *sel) {
+  srv_proc *ended = NULL;
+  srv_link *l;
+
+  for (l = srv->procs.prev; l != &srv->procs; l = l->prev) {
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+
+    if (sel->selector_case == PROCESS__PROCESS_SELECTOR__SELECTOR_PID) {
+      if (p->pid == (pid_t)sel->pid) {
+        return p;
+      }
+      continue;
+    }
+    if (p->tag == NULL || strcmp(p->tag, sel->tag) != 0) {
+      continue;
+    }
+    if (!p->ended) {
+      return p;
+    }
+    if (ended == NULL) {
+      ended = p;
+    }
+  }
+  return ended;
+}
+
+int srv_proc_running(const srv_server *srv) {
+  const srv_link *l;
+  int n = 0;
+
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    const srv_proc *p = SRV_CONTAINER(l, const srv_proc, link);
+
+    n += !p->reaped;
+  }
+  return n;
+}
+
+void srv_proc_signal_all(srv_server *srv, int sig) {
+  srv_link *l;
+
+  /* Whole groups (every child is a session leader), ended ones too: a
+     grandchild may have outlived its parent. */
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+
+    kill(-p->pid, sig);
+    if (!p->reaped) {
+      kill(p->pid, sig);
+    }
+  }
+}
+
+void srv_proc_free(srv_proc *p) {
+  srv_server *srv = p->srv;
+
+  srv_timer_cancel(&srv->loop, &p->deadline_t);
+  srv_timer_cancel(&srv->loop, &p->retain_t);
+  close_watch(p, &p->out_w);
+  close_watch(p, &p->err_w);
+  close_watch(p, &p->in_w);
+  while (!srv_list_empty(&p->subs)) {
+    srv_stream *st = SRV_CONTAINER(p->subs.next, srv_stream, sub_link);
+
+    srv_proc_unsubscribe(st);
+  }
+  while (!srv_list_empty(&p->waiters)) {
+    srv_stream *st = SRV_CONTAINER(p->waiters.next, srv_stream, wait_link);
+
+    srv_proc_unwait(st);
+  }
+  while (!srv_list_empty(&p->in_paused)) {
+    srv_list_remove(p->in_paused.next);
+  }
+  conch__buf_free(&p->in_q, srv->mem);
+  free(p->end_msg);
+  protobuf_c_message_free_unpacked(&p->req->base, NULL);
+  srv_list_remove(&p->link);
+  free(p);
+}
+
+/* ---- Subscribers and back-pressure --------------------------------------- */
+
+static void set_paused(srv_proc *p, int paused) {
+  if (p->paused != paused) {
+    p->paused = paused;
+    proc_watch(p);
+  }
+}
+
+void srv_proc_subscribe(srv_proc *p, srv_stream *st) {
+  st->proc = p;
+  srv_list_push(&p->subs, &st->sub_link);
+  srv_timer_arm(&p->srv->loop, &st->keepalive_t,
+                srv_now_ms() + st->keepalive_ms);
+}
+
+void srv_proc_unsubscribe(srv_stream *st) {
+  srv_proc *p = st->proc;
+
+  if (p == NULL || !srv_linked(&st->sub_link)) {
+    return;
+  }
+  srv_list_remove(&st->sub_link);
+  srv_timer_cancel(&p->srv->loop, &st->keepalive_t);
+  if (st->over) {
+    st->over = 0;
+    p->nover--;
+    set_paused(p, p->nover > 0);
+  }
+  if (!srv_linked(&st->wait_link)) {
+    st->proc = NULL;
+  }
+}
+
+void srv_proc_sub_drained(srv_stream *st) {
+  srv_proc *p = st->proc;
+
+  if (p == NULL || !st->over) {
+    return;
+  }
+  st->over = 0;
+  p->nover--;
+  set_paused(p, p->nover > 0);
+}
+
+/* Sends one packed StartResponse to every subscriber. */
+static void broadcast(srv_proc *p, const uint8_t *msg, size_t len,
+                      int is_data) {
+  srv_server *srv = p->srv;
+  int64_t now = srv_now_ms();
+  srv_link *l;
+  srv_link *next;
+
+  for (l = p->subs.next; l != &p->subs; l = next) {
+    srv_stream *st = SRV_CONTAINER(l, srv_stream, sub_link);
+
+    next = l->next;
+    srv_rpc_send_packed(st, msg, len);
+    if (is_data) {
+      srv_timer_arm(&srv->loop, &st->keepalive_t, now + st->keepalive_ms);
+    }
+    if (!st->over && srv_rpc_queued(st) > srv->cfg.out_high) {
+      st->over = 1;
+      p->nover++;
+    }
+  }
+  set_paused(p, p->nover > 0);
+}
+
+static void emit_data(srv_proc *p, int kind, const uint8_t *buf, size_t n) {
+  Process__ProcessEvent__DataEvent de;
+  Process__ProcessEvent ev;
+  Process__StartResponse r = PROCESS__START_RESPONSE__INIT;
+  uint8_t *packed;
+  size_t len;
+
+  if (srv_list_empty(&p->subs)) {
+    return; /* nobody listens: envd drops it too */
+  }
+  process__process_event__data_event__init(&de);
+  process__process_event__init(&ev);
+  de.output_case = (Process__ProcessEvent__DataEvent__OutputCase)kind;
+  de.stdout.data = (uint8_t *)buf; /* the union's members share layout */
+  de.stdout.len = n;
+  ev.event_case = PROCESS__PROCESS_EVENT__EVENT_DATA;
+  ev.data = &de;
+  r.event = &ev;
+  len = protobuf_c_message_get_packed_size(&r.base);
+  packed = malloc(len);
+  if (packed == NULL) {
+    return;
+  }
+  protobuf_c_message_pack(&r.base, packed);
+  broadcast(p, packed, len, 1);
+  free(packed);
+}
+
+/* ---- Output -------------------------------------------------------------- */
+
+static void close_output(srv_proc *p, srv_watch *w) {
+  if (w == &p->out_w && p->pty) {
+    /* The master is the PTY input too. */
+    p->in_open = 0;
+    conch__buf_reset(&p->in_q);
+  }
+  close_watch(p, w);
+  proc_maybe_end(p);
+}
+
+static void read_output(srv_proc *p, srv_watch *w, int kind, long *left) {
+  uint8_t buf[PIPE_CHUNK];
+  size_t cap = p->pty ? PTY_CHUNK : PIPE_CHUNK;
+  ssize_t n;
+
+  if (*left >= 0 && (size_t)*left < cap) {
+    cap = (size_t)*left;
+  }
+  if (cap == 0) {
+    close_output(p, w);
+    return;
+  }
+  n = read(w->fd, buf, cap);
+  if (n > 0) {
+    if (*left >= 0) {
+      *left -= n;
+    }
+    emit_data(p, kind, buf, (size_t)n);
+    if (*left == 0) {
+      close_output(p, w);
+    }
+    return;
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+    return;
+  }
+  /* EOF, or EIO from a PTY master whose slave side is closed. */
+  close_output(p, w);
+}
+
+static void on_out(srv_watch *w, uint32_t events) {
+  srv_proc *p = SRV_CONTAINER(w, srv_proc, out_w);
+
+  if ((events & EPOLLOUT) != 0 && p->pty) {
+    flush_input(p);
+  }
+  if (w->fd >= 0 && !p->paused &&
+      (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
+    read_output(p, w,
+                p->pty ? PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_PTY
+                       : PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDOUT,
+                &p->out_left);
+  }
+}
+
+static void on_err(srv_watch *w, uint32_t events) {
+  srv_proc *p = SRV_CONTAINER(w, srv_proc, err_w);
+
+  if (!p->paused && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
+    read_output(p, w, PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDERR,
+                &p->err_left);
+  }
+}
+
+/* After the reap: what is in the pipe now is the rest of the output. */
+static void limit_output(srv_proc *p, srv_watch *w, long *left) {
+  int avail = 0;
+
+  if (w->fd < 0) {
+    return;
+  }
+  if (ioctl(w->fd, FIONREAD, &avail) != 0 || avail < 0) {
+    avail = 0;
+  }
+  *left = avail;
+  if (avail == 0) {
+    close_output(p, w);
+  }
+}
+
+/* ---- Input ----------------------------------------------------------------
+ */
+
+static int input_fd(const srv_proc *p) {
+  return p->pty ? p->out_w.fd : p->in_w.fd;
+}
+
+static void notify_waiters(srv_proc *p, int err) {
+  srv_link *l;
+  srv_link *next;
+
+  for (l = p->waiters.next; l != &p->waiters; l = next) {
+    srv_stream *st = SRV_CONTAINER(l, srv_stream, wait_link);
+
+    next = l->next;
+    if (err == 0 && st->wait_until > p->in_written) {
+      continue;
+    }
+    srv_proc_unwait(st);
+    srv_service_input_done(st, err, p->pty ? "tty" : "stdin");
+  }
+}
+
+static void resume_inputs(srv_proc *p) {
+  while (!srv_list_empty(&p->in_paused) &&
+         in_pending(p) <= p->srv->cfg.stdin_high / 2) {
+    srv_stream *st = SRV_CONTAINER(p->in_paused.next, srv_stream, in_link);
+
+    srv_list_remove(&st->in_link);
+    srv_rpc_pause_input(st, 0);
+  }
+}
+
+static void input_fail(srv_proc *p, int err) {
+  conch__buf_reset(&p->in_q);
+  p->in_written = p->in_queued;
+  if (!p->pty) {
+    close_watch(p, &p->in_w);
+    p->in_open = 0;
+  }
+  notify_waiters(p, err);
+  resume_inputs(p);
+  proc_watch(p);
+}
+
+static void flush_input(srv_proc *p) {
+  int fd = input_fd(p);
+
+  while (in_pending(p) > 0 && fd >= 0) {
+    ssize_t n = write(fd, conch__buf_head(&p->in_q), in_pending(p));
+
+    if (n > 0) {
+      conch__buf_consume(&p->in_q, (size_t)n);
+      p->in_written += (uint64_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && errno == EAGAIN) {
+      break;
+    }
+    input_fail(p, n < 0 ? errno : EPIPE);
+    return;
+  }
+  if (in_pending(p) == 0 && p->in_close && !p->pty) {
+    close_watch(p, &p->in_w);
+  }
+  notify_waiters(p, 0);
+  resume_inputs(p);
+  proc_watch(p);
+}
+
+static void on_in(srv_watch *w, uint32_t events) {
+  srv_proc *p = SRV_CONTAINER(w, srv_proc, in_w);
+
+  (void)events;
+  flush_input(p);
+}
+
+int srv_proc_write_input(srv_proc *p, const uint8_t *data, size_t len) {
+  if (len == 0) {
+    return 0;
+  }
+  if (in_pending(p) + len > INPUT_MAX ||
+      conch__buf_append(&p->in_q, p->srv->mem, data, len) != 0) {
+    return -1;
+  }
+  p->in_queued += len;
+  flush_input(p);
+  return 0;
+}
+
+void srv_proc_wait_input(srv_proc *p, srv_stream *st) {
+  st->wait_until = p->in_queued;
+  if (p->in_written >= st->wait_until) {
+    srv_service_input_done(st, 0, p->pty ? "tty" : "stdin");
+    return;
+  }
+  st->proc = p;
+  srv_list_push(&p->waiters, &st->wait_link);
+}
+
+void srv_proc_unwait(srv_stream *st) {
+  if (!srv_linked(&st->wait_link)) {
+    return;
+  }
+  srv_list_remove(&st->wait_link);
+  if (!srv_linked(&st->sub_link)) {
+    st->proc = NULL;
+  }
+}
+
+void srv_proc_close_input(srv_proc *p) {
+  if (p->pty || !p->in_open) {
+    return;
+  }
+  p->in_open = 0;
+  p->in_close = 1;
+  if (in_pending(p) == 0) {
+    close_watch(p, &p->in_w);
+  }
+}
+
+/* ---- The end ----------------------------------------------------------------
+ */
+
+static void end_texts(int ws, Process__ProcessEvent__EndEvent *e, char *status,
+                      size_t len) {
+  if (WIFEXITED(ws)) {
+    e->exit_code = WEXITSTATUS(ws);
+    e->exited = 1;
+    snprintf(status, len, "exit status %d", WEXITSTATUS(ws));
+  } else {
+    int sig = WIFSIGNALED(ws) ? WTERMSIG(ws) : 0;
+    size_t nsig = sizeof(signal_names) / sizeof(signal_names[0]);
+
+    e->exit_code = -1;
+    e->exited = 0;
+    if (sig > 0 && (size_t)sig < nsig) {
+      snprintf(status, len, "signal: %s%s", signal_names[sig],
+               WCOREDUMP(ws) ? " (core dumped)" : "");
+    } else {
+      snprintf(status, len, "signal: signal %d", sig);
+    }
+  }
+  e->status = status;
+  if (!e->exited || e->exit_code != 0) {
+    e->_error_case = PROCESS__PROCESS_EVENT__END_EVENT___ERROR_ERROR;
+    e->error = status;
+  }
+}
+
+static int pack_end(srv_proc *p) {
+  Process__ProcessEvent__EndEvent ee;
+  Process__ProcessEvent ev;
+  Process__StartResponse r = PROCESS__START_RESPONSE__INIT;
+  char status[128];
+
+  process__process_event__end_event__init(&ee);
+  process__process_event__init(&ev);
+  end_texts(p->wstatus, &ee, status, sizeof(status));
+  ev.event_case = PROCESS__PROCESS_EVENT__EVENT_END;
+  ev.end = &ee;
+  r.event = &ev;
+  p->end_len = protobuf_c_message_get_packed_size(&r.base);
+  p->end_msg = malloc(p->end_len);
+  if (p->end_msg == NULL) {
+    return -1;
+  }
+  protobuf_c_message_pack(&r.base, p->end_msg);
+  return 0;
+}
+
+static void proc_maybe_end(srv_proc *p) {
+  srv_server *srv = p->srv;
+
+  if (!p->reaped || p->ended || p->out_w.fd >= 0 || p->err_w.fd >= 0) {
+    return;
+  }
+  p->ended = 1;
+  srv_timer_cancel(&srv->loop, &p->deadline_t);
+  close_watch(p, &p->in_w);
+  p->in_open = 0;
+  input_fail(p, EPIPE);
+  if (pack_end(p) != 0) {
+    p->end_len = 0;
+  }
+  while (!srv_list_empty(&p->subs)) {
+    srv_stream *st = SRV_CONTAINER(p->subs.next, srv_stream, sub_link);
+
+    if (p->end_msg != NULL) {
+      srv_rpc_send_packed(st, p->end_msg, p->end_len);
+    }
+    srv_proc_unsubscribe(st);
+    srv_rpc_finish(
+        st, p->end_msg != NULL ? CONCH_CODE_OK : CONCH_CODE_RESOURCE_EXHAUSTED,
+        NULL);
+  }
+  srv_timer_arm(&srv->loop, &p->retain_t, srv_now_ms() + srv->cfg.retention_ms);
+}
+
+static void on_settled(srv_timer *t) {
+  srv_proc *p = SRV_CONTAINER(t, srv_proc, deadline_t);
+
+  limit_output(p, &p->out_w, &p->out_left);
+  proc_maybe_end(p);
+}
+
+void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus) {
+  srv_link *l;
+  srv_proc *p = NULL;
+
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    srv_proc *q = SRV_CONTAINER(l, srv_proc, link);
+
+    if (q->pid == pid && !q->reaped) {
+      p = q;
+      break;
+    }
+  }
+  if (p == NULL) {
+    return; /* an orphaned grandchild (we are a subreaper) */
+  }
+  p->reaped = 1;
+  p->wstatus = wstatus;
+  srv_timer_cancel(&srv->loop, &p->deadline_t);
+  if (!p->pty) {
+    input_fail(p, EPIPE); /* nobody reads the stdin pipe any more */
+    limit_output(p, &p->err_w, &p->err_left);
+    limit_output(p, &p->out_w, &p->out_left);
+    proc_maybe_end(p);
+    return;
+  }
+  if (p->out_w.fd < 0) {
+    proc_maybe_end(p); /* the master saw EIO before the reap */
+    return;
+  }
+  /* A PTY hands output on through a kernel work queue: give it a moment
+     before trusting FIONREAD (the deadline timer is free now). */
+  p->deadline_t.cb = on_settled;
+  srv_timer_arm(&srv->loop, &p->deadline_t, srv_now_ms() + PTY_SETTLE_MS);
+}
+
+static void on_deadline(srv_timer *t) {
+  srv_proc *p = SRV_CONTAINER(t, srv_proc, deadline_t);
+
+  if (!p->reaped) {
+    kill(p->pid, SIGKILL);
+  }
+}
+
+void srv_proc_set_deadline(srv_proc *p, int64_t timeout_ms) {
+  if (!p->reaped) {
+    srv_timer_arm(&p->srv->loop, &p->deadline_t, srv_now_ms() + timeout_ms);
+  }
+}
+
+static void on_retained(srv_timer *t) {
+  srv_proc *p = SRV_CONTAINER(t, srv_proc, retain_t);
+
+  proc_discard(p);
+}

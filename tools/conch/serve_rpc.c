@@ -1,0 +1,999 @@
+/* The Connect protocol, server side, on one HTTP/2 stream
+   (CONNECT_PROTOCOL.md 1-2, 5.1, 6, 8): request validation in the order
+   connect-go applies it, unary bodies and streamed envelopes in, responses
+   out with the status -> HTTP mapping, error JSON and end-stream JSON.
+   Only the proto codec is served. */
+#include "serve.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+#include <openssl/crypto.h>
+
+#include "base64.h"
+
+#define CT_UNARY "application/proto"
+#define CT_STREAM "application/connect+proto"
+#define DEFAULT_KEEPALIVE_MS 90000
+#define MAX_KEEPALIVE_S 1000000000LL
+
+/* Column 4 of CONNECT_PROTOCOL.md 5.1, by code number. */
+static const int code_http[] = {200, 499, 500, 400, 504, 404, 409, 403, 429,
+                                400, 409, 400, 501, 500, 503, 500, 401};
+
+static const char unauthorized_body[] =
+    "{\"code\":401,\"message\":\"unauthorized access, please provide a valid "
+    "access token or method signing if supported\"}\n";
+
+static void on_deadline(srv_timer *t);
+static void on_keepalive(srv_timer *t);
+
+srv_server *srv_rpc_server(const srv_stream *st) { return st->conn->srv; }
+
+size_t srv_rpc_queued(const srv_stream *st) {
+  return conch__buf_size(&st->out);
+}
+
+srv_stream *srv_rpc_stream_new(srv_conn *c, int32_t id) {
+  srv_stream *st = calloc(1, sizeof(*st));
+
+  if (st == NULL) {
+    return NULL;
+  }
+  st->conn = c;
+  st->id = id;
+  st->keepalive_ms = DEFAULT_KEEPALIVE_MS;
+  srv_timer_init(&st->deadline_t, on_deadline);
+  srv_timer_init(&st->keepalive_t, on_keepalive);
+  srv_list_push(&c->streams, &st->link);
+  return st;
+}
+
+static void set_held(srv_stream *st, size_t held) {
+  srv_conn *c = st->conn;
+
+  c->buffered = c->buffered - st->held + held;
+  st->held = held;
+  /* One connection may not hold more than its share of memory in
+     half-received messages; a client that tries is cut off. */
+  if (c->buffered > c->srv->cfg.conn_buffered && !c->dead) {
+    nghttp2_session_terminate_session(c->h2, NGHTTP2_ENHANCE_YOUR_CALM);
+    srv_conn_kick(c);
+  }
+}
+
+void srv_rpc_stream_free(srv_stream *st) {
+  srv_server *srv = st->conn->srv;
+  char **h[] = {&st->h_method, &st->h_path,    &st->h_ctype,   &st->h_encoding,
+                &st->h_accept, &st->h_version, &st->h_timeout, &st->h_keepalive,
+                &st->h_auth,   &st->h_token};
+  size_t i;
+
+  srv_service_stream_gone(st);
+  srv_timer_cancel(&srv->loop, &st->deadline_t);
+  srv_timer_cancel(&srv->loop, &st->keepalive_t);
+  set_held(st, 0);
+  for (i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
+    free(*h[i]);
+  }
+  conch__buf_free(&st->body, srv->mem);
+  conch__buf_free(&st->out, srv->mem);
+  if (st->env_ready) {
+    conch__env_reader_clear(&st->env);
+  }
+  if (st->req != NULL) {
+    protobuf_c_message_free_unpacked(st->req, NULL);
+  }
+  srv_user_clear(&st->user);
+  srv_list_remove(&st->link);
+  free(st);
+}
+
+/* ---- Request headers ---------------------------------------------------- */
+
+static int name_is(const uint8_t *name, size_t len, const char *want) {
+  return strlen(want) == len && memcmp(name, want, len) == 0;
+}
+
+static int keep(char **slot, const uint8_t *v, size_t n) {
+  char *s;
+
+  if (*slot != NULL) {
+    return 0; /* the first one counts */
+  }
+  s = malloc(n + 1);
+  if (s == NULL) {
+    return -1;
+  }
+  memcpy(s, v, n);
+  s[n] = '\0';
+  *slot = s;
+  return 0;
+}
+
+static char **header_slot(srv_stream *st, const uint8_t *name, size_t len) {
+  int streaming = st->m != NULL && st->m->shape != SRV_UNARY;
+
+  if (name_is(name, len, ":method")) {
+    return &st->h_method;
+  }
+  if (name_is(name, len, ":path")) {
+    return &st->h_path;
+  }
+  if (name_is(name, len, "content-type")) {
+    return &st->h_ctype;
+  }
+  if (name_is(name, len,
+              streaming ? "connect-content-encoding" : "content-encoding")) {
+    return &st->h_encoding;
+  }
+  if (name_is(name, len,
+              streaming ? "connect-accept-encoding" : "accept-encoding")) {
+    return &st->h_accept;
+  }
+  if (name_is(name, len, "connect-protocol-version")) {
+    return &st->h_version;
+  }
+  if (name_is(name, len, "connect-timeout-ms")) {
+    return &st->h_timeout;
+  }
+  if (name_is(name, len, "keepalive-ping-interval")) {
+    return &st->h_keepalive;
+  }
+  if (name_is(name, len, "authorization")) {
+    return &st->h_auth;
+  }
+  if (name_is(name, len, "x-access-token")) {
+    return &st->h_token;
+  }
+  return NULL;
+}
+
+int srv_rpc_header(srv_stream *st, const uint8_t *name, size_t namelen,
+                   const uint8_t *value, size_t valuelen) {
+  char **slot;
+
+  st->hdr_bytes += namelen + valuelen + 32;
+  if (st->hdr_bytes > SRV_HDR_MAX) {
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+  slot = header_slot(st, name, namelen);
+  if (slot == NULL) {
+    return 0;
+  }
+  if (keep(slot, value, valuelen) != 0) {
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+  /* Pseudo-headers come first: once the path is known, so is the shape,
+     and with it which encoding headers apply. */
+  if (slot == &st->h_path) {
+    char *q = strchr(st->h_path, '?');
+
+    if (q != NULL) {
+      *q = '\0';
+    }
+    st->m = srv_service_route(st->h_path);
+  }
+  return 0;
+}
+
+/* ---- Responses ----------------------------------------------------------- */
+
+static void stream_reset(srv_stream *st) {
+  srv_conn *c = st->conn;
+
+  st->finished = 1;
+  if (!c->dead) {
+    nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, st->id,
+                              NGHTTP2_INTERNAL_ERROR);
+    srv_conn_kick(c);
+  }
+}
+
+static void out_ready(srv_stream *st) {
+  srv_conn *c = st->conn;
+
+  if (st->deferred && !c->dead) {
+    st->deferred = 0;
+    nghttp2_session_resume_data(c->h2, st->id);
+  }
+  srv_conn_kick(c);
+}
+
+/* Submits the response HEADERS; the body comes from |st->out|.  |extra|
+   is one more header (name, value) or NULL. */
+static int respond(srv_stream *st, int status, const char *ctype,
+                   const char *encoding_name, const char *encoding,
+                   const char *const *extra, int with_body) {
+  nghttp2_nv nva[4];
+  size_t n = 0;
+  char code[8];
+  nghttp2_data_provider prd;
+  int rv;
+
+#define NV(k, v)                                                               \
+  do {                                                                         \
+    nva[n].name = (uint8_t *)(k);                                              \
+    nva[n].namelen = strlen(k);                                                \
+    nva[n].value = (uint8_t *)(v);                                             \
+    nva[n].valuelen = strlen(v);                                               \
+    nva[n].flags = NGHTTP2_NV_FLAG_NONE;                                       \
+    n++;                                                                       \
+  } while (0)
+
+  snprintf(code, sizeof(code), "%d", status);
+  NV(":status", code);
+  if (ctype != NULL) {
+    NV("content-type", ctype);
+  }
+  if (encoding != NULL) {
+    NV(encoding_name, encoding);
+  }
+  if (extra != NULL) {
+    NV(extra[0], extra[1]);
+  }
+#undef NV
+  prd.source.ptr = st;
+  prd.read_callback = srv_rpc_read_out;
+  rv = nghttp2_submit_response(st->conn->h2, st->id, nva, n,
+                               with_body ? &prd : NULL);
+  if (rv != 0) {
+    stream_reset(st);
+    return -1;
+  }
+  st->started = 1;
+  srv_conn_kick(st->conn);
+  return 0;
+}
+
+/* A response that is not a Connect message: health, 401, 404, 405, 415. */
+static void respond_plain(srv_stream *st, int status, const char *ctype,
+                          const char *body, const char *const *extra) {
+  srv_server *srv = st->conn->srv;
+
+  st->rejected = 1;
+  st->finished = 1;
+  if (body != NULL &&
+      conch__buf_append(&st->out, srv->mem, body, strlen(body)) != 0) {
+    stream_reset(st);
+    return;
+  }
+  respond(st, status, ctype, NULL, NULL, extra, body != NULL);
+}
+
+static int start_stream(srv_stream *st) {
+  if (st->started) {
+    return 0;
+  }
+  return respond(st, 200, CT_STREAM, "connect-content-encoding",
+                 st->resp_gzip ? "gzip" : NULL, NULL, 1);
+}
+
+/* Appends one envelope, gzipped when that pays. */
+static int queue_envelope(srv_stream *st, uint8_t flags, const uint8_t *p,
+                          size_t len) {
+  srv_server *srv = st->conn->srv;
+  conch_buf z = CONCH_BUF_INIT;
+  uint8_t prefix[CONCH_ENV_PREFIX];
+  int rv;
+
+  if (st->resp_gzip && len >= srv->cfg.compress_min) {
+    rv = conch__gzip_deflate(&srv->gz, -1, p, len, &z);
+    if (rv != 0) {
+      conch__buf_free(&z, srv->mem);
+      return -1;
+    }
+    flags |= CONCH_ENV_COMPRESSED;
+    p = conch__buf_head(&z);
+    len = conch__buf_size(&z);
+  }
+  conch__env_write_prefix(prefix, flags, (uint32_t)len);
+  rv = conch__buf_append(&st->out, srv->mem, prefix, sizeof(prefix));
+  if (rv == 0 && len > 0) {
+    rv = conch__buf_append(&st->out, srv->mem, p, len);
+  }
+  conch__buf_free(&z, srv->mem);
+  return rv;
+}
+
+int srv_rpc_send_packed(srv_stream *st, const uint8_t *p, size_t len) {
+  if (st->finished || st->conn->dead) {
+    return 0;
+  }
+  if (start_stream(st) != 0) {
+    return -1;
+  }
+  if (queue_envelope(st, 0, p, len) != 0) {
+    stream_reset(st);
+    return -1;
+  }
+  out_ready(st);
+  return 0;
+}
+
+static int send_unary(srv_stream *st, const uint8_t *p, size_t len) {
+  srv_server *srv = st->conn->srv;
+  const char *enc = NULL;
+  int rv;
+
+  if (st->resp_gzip && len >= srv->cfg.compress_min) {
+    rv = conch__gzip_deflate(&srv->gz, -1, p, len, &st->out);
+    enc = "gzip";
+  } else {
+    rv = conch__buf_append(&st->out, srv->mem, p, len);
+  }
+  if (rv != 0) {
+    stream_reset(st);
+    return -1;
+  }
+  st->finished = 1;
+  srv_service_stream_gone(st);
+  return respond(st, 200, CT_UNARY, "content-encoding", enc, NULL, 1);
+}
+
+int srv_rpc_send(srv_stream *st, const ProtobufCMessage *msg) {
+  size_t len = protobuf_c_message_get_packed_size(msg);
+  uint8_t stackbuf[512];
+  uint8_t *p = len <= sizeof(stackbuf) ? stackbuf : malloc(len);
+  int rv;
+
+  if (st->finished || st->conn->dead) {
+    return 0;
+  }
+  if (p == NULL) {
+    stream_reset(st);
+    return -1;
+  }
+  protobuf_c_message_pack(msg, p);
+  if (st->m->shape == SRV_UNARY) {
+    rv = send_unary(st, p, len);
+  } else {
+    rv = srv_rpc_send_packed(st, p, len);
+  }
+  if (p != stackbuf) {
+    free(p);
+  }
+  return rv;
+}
+
+/* JSON strings must be UTF-8; messages quote client input (user names,
+   tags, paths), so anything else becomes U+FFFD. */
+static char *utf8_clean(const char *s) {
+  size_t n = strlen(s);
+  char *out = malloc(n * 3 + 1);
+  size_t i = 0;
+  size_t o = 0;
+
+  if (out == NULL) {
+    return NULL;
+  }
+  while (i < n) {
+    unsigned char b = (unsigned char)s[i];
+    size_t k = b < 0x80             ? 1
+               : (b & 0xE0) == 0xC0 ? 2
+               : (b & 0xF0) == 0xE0 ? 3
+               : (b & 0xF8) == 0xF0 ? 4
+                                    : 0;
+    size_t j;
+
+    for (j = 1; k > 0 && j < k; j++) {
+      if (i + j >= n || ((unsigned char)s[i + j] & 0xC0) != 0x80) {
+        k = 0;
+      }
+    }
+    if (k == 0 || (k == 2 && b < 0xC2)) {
+      memcpy(out + o, "\xEF\xBF\xBD", 3);
+      o += 3;
+      i++;
+      continue;
+    }
+    memcpy(out + o, s + i, k);
+    o += k;
+    i += k;
+  }
+  out[o] = '\0';
+  return out;
+}
+
+/* {"code": ..., "message": ...}, or NULL for OK. */
+static json_t *error_json(conch_code code, const char *msg) {
+  json_t *e;
+  char *clean;
+
+  if (code == CONCH_CODE_OK) {
+    return NULL;
+  }
+  e = json_object();
+  if (e == NULL) {
+    return NULL;
+  }
+  json_object_set_new(e, "code", json_string(conch_code_name(code)));
+  if (msg != NULL && msg[0] != '\0') {
+    clean = utf8_clean(msg);
+    if (clean != NULL) {
+      json_object_set_new(e, "message", json_string(clean));
+      free(clean);
+    }
+  }
+  return e;
+}
+
+static void finish_unary_error(srv_stream *st, conch_code code,
+                               const char *msg) {
+  srv_server *srv = st->conn->srv;
+  json_t *e = error_json(code, msg);
+  char *s = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
+  int rv;
+
+  json_decref(e);
+  if (s == NULL) {
+    stream_reset(st);
+    return;
+  }
+  rv = conch__buf_append(&st->out, srv->mem, s, strlen(s));
+  free(s);
+  if (rv != 0) {
+    stream_reset(st);
+    return;
+  }
+  st->finished = 1;
+  st->unary_err_status = code_http[code];
+  respond(st, code_http[code], "application/json", NULL, NULL, NULL, 1);
+}
+
+static void finish_stream(srv_stream *st, conch_code code, const char *msg) {
+  srv_server *srv = st->conn->srv;
+  json_t *root = json_object();
+  json_t *e = error_json(code, msg);
+  uint8_t prefix[CONCH_ENV_PREFIX];
+  char *s;
+  int rv;
+
+  if (root != NULL && e != NULL) {
+    json_object_set_new(root, "error", e);
+  } else {
+    json_decref(e);
+  }
+  s = root != NULL ? json_dumps(root, JSON_COMPACT) : NULL;
+  json_decref(root);
+  if (s == NULL || start_stream(st) != 0) {
+    free(s);
+    stream_reset(st);
+    return;
+  }
+  /* The end-stream block goes uncompressed: flag 0x02 alone. */
+  conch__env_write_prefix(prefix, CONCH_ENV_END_STREAM, (uint32_t)strlen(s));
+  rv = conch__buf_append(&st->out, srv->mem, prefix, sizeof(prefix));
+  if (rv == 0) {
+    rv = conch__buf_append(&st->out, srv->mem, s, strlen(s));
+  }
+  free(s);
+  if (rv != 0) {
+    stream_reset(st);
+    return;
+  }
+  st->finished = 1;
+  out_ready(st);
+}
+
+void srv_rpc_vfinish(srv_stream *st, conch_code code, const char *fmt,
+                     va_list ap) {
+  char msg[1024];
+
+  if (st->finished || st->conn->dead) {
+    return;
+  }
+  msg[0] = '\0';
+  if (fmt != NULL) {
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+  }
+  srv_service_stream_gone(st);
+  srv_timer_cancel(&st->conn->srv->loop, &st->deadline_t);
+  srv_timer_cancel(&st->conn->srv->loop, &st->keepalive_t);
+  if (st->m == NULL || st->m->shape == SRV_UNARY) {
+    if (code != CONCH_CODE_OK) {
+      finish_unary_error(st, code, msg);
+    }
+    return;
+  }
+  finish_stream(st, code, msg);
+}
+
+void srv_rpc_finish(srv_stream *st, conch_code code, const char *fmt, ...) {
+  va_list ap;
+
+  va_start(ap, fmt);
+  srv_rpc_vfinish(st, code, fmt, ap);
+  va_end(ap);
+}
+
+ssize_t srv_rpc_read_out(nghttp2_session *s, int32_t id, uint8_t *buf,
+                         size_t len, uint32_t *flags, nghttp2_data_source *src,
+                         void *user_data) {
+  srv_stream *st = src->ptr;
+  srv_server *srv = st->conn->srv;
+  size_t avail = conch__buf_size(&st->out);
+  size_t n = avail < len ? avail : len;
+
+  (void)s;
+  (void)id;
+  (void)user_data;
+  if (n > 0) {
+    memcpy(buf, conch__buf_head(&st->out), n);
+    conch__buf_consume(&st->out, n);
+  }
+  if (conch__buf_size(&st->out) == 0) {
+    /* A burst is over: give its memory back. */
+    if (st->out.cap > 64 * 1024) {
+      conch__buf_free(&st->out, srv->mem);
+    }
+    if (st->finished) {
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+    } else if (n == 0) {
+      st->deferred = 1;
+      return NGHTTP2_ERR_DEFERRED;
+    }
+  }
+  if (st->over && conch__buf_size(&st->out) <= srv->cfg.out_low) {
+    srv_proc_sub_drained(st);
+  }
+  return (ssize_t)n;
+}
+
+static void on_deadline(srv_timer *t) {
+  srv_stream *st = SRV_CONTAINER(t, srv_stream, deadline_t);
+
+  srv_rpc_finish(st, CONCH_CODE_DEADLINE_EXCEEDED, "context deadline exceeded");
+}
+
+static void on_keepalive(srv_timer *t) {
+  srv_stream *st = SRV_CONTAINER(t, srv_stream, keepalive_t);
+
+  srv_service_keepalive(st);
+}
+
+void srv_rpc_pause_input(srv_stream *st, int paused) {
+  size_t n;
+
+  if (paused || !st->input_paused) {
+    st->input_paused = paused;
+    return;
+  }
+  st->input_paused = 0;
+  n = st->unconsumed;
+  st->unconsumed = 0;
+  srv_conn_consume(st->conn, st->id, n);
+}
+
+/* ---- Validation of the request headers ----------------------------------- */
+
+static int token_ok(const srv_stream *st, const char *want) {
+  size_t n = strlen(want);
+
+  return st->h_token != NULL && strlen(st->h_token) == n &&
+         CRYPTO_memcmp(st->h_token, want, n) == 0;
+}
+
+/* Connect-Timeout-Ms: 1 to 10 ASCII digits.  Returns 0 or -1 with the
+   message connect-go gives. */
+static int parse_timeout(srv_stream *st, char *err, size_t errlen) {
+  const char *v = st->h_timeout;
+  size_t i;
+  int64_t ms = 0;
+
+  if (v == NULL) {
+    return 0;
+  }
+  if (strlen(v) > 10) {
+    snprintf(err, errlen, "parse timeout: \"%s\" has >10 digits", v);
+    return -1;
+  }
+  for (i = 0; v[i] != '\0'; i++) {
+    if (v[i] < '0' || v[i] > '9') {
+      break;
+    }
+    ms = ms * 10 + (v[i] - '0');
+  }
+  if (i == 0 || v[i] != '\0') {
+    snprintf(err, errlen,
+             "parse timeout: strconv.ParseInt: parsing \"%s\": invalid "
+             "syntax",
+             v);
+    return -1;
+  }
+  st->timeout_ms = ms;
+  return 0;
+}
+
+/* Keepalive-Ping-Interval, seconds: missing or not a number gives the
+   default (as envd); zero or negative is refused (envd crashes). */
+static int parse_keepalive(srv_stream *st, char *err, size_t errlen) {
+  const char *v = st->h_keepalive;
+  char *end;
+  long long s;
+
+  if (v == NULL || st->m->shape != SRV_SERVER_STREAM) {
+    return 0;
+  }
+  errno = 0;
+  s = strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || (errno != 0 && s != LLONG_MIN)) {
+    return 0;
+  }
+  if (s <= 0) {
+    snprintf(err, errlen,
+             "invalid Keepalive-Ping-Interval '%s': must be a positive "
+             "number of seconds",
+             v);
+    return -1;
+  }
+  if (s > MAX_KEEPALIVE_S) {
+    s = MAX_KEEPALIVE_S;
+  }
+  st->keepalive_ms = s * 1000;
+  return 0;
+}
+
+/* Accept lists: comma-separated, optional spaces, no q-values. */
+static int accepts_gzip(const char *v) {
+  while (v != NULL && *v != '\0') {
+    size_t n;
+
+    while (*v == ' ' || *v == ',') {
+      v++;
+    }
+    n = strcspn(v, ", ");
+    if (n == 4 && strncasecmp(v, "gzip", 4) == 0) {
+      return 1;
+    }
+    v += n;
+  }
+  return 0;
+}
+
+static int parse_encodings(srv_stream *st, char *err, size_t errlen) {
+  const char *e = st->h_encoding;
+
+  if (e != NULL && e[0] != '\0' && strcmp(e, "identity") != 0) {
+    if (strcmp(e, "gzip") != 0) {
+      snprintf(err, errlen,
+               "unknown compression \"%s\": supported encodings are gzip", e);
+      return -1;
+    }
+    st->req_gzip = 1;
+  }
+  st->resp_gzip = accepts_gzip(st->h_accept);
+  return 0;
+}
+
+/* Authorization: Basic base64("user:password"), as Go's BasicAuth reads it:
+   anything else means "no user given". */
+static char *basic_user(const char *auth) {
+  static const char prefix[] = "Basic ";
+  size_t n;
+  uint8_t *raw;
+  size_t rawlen;
+  uint8_t *colon;
+  char *user;
+
+  if (auth == NULL || strncasecmp(auth, prefix, sizeof(prefix) - 1) != 0) {
+    return NULL;
+  }
+  auth += sizeof(prefix) - 1;
+  n = strlen(auth);
+  raw = malloc(conch__b64_decoded_max(n) + 1);
+  if (raw == NULL) {
+    return NULL;
+  }
+  if (conch__b64_decode(auth, n, CONCH_B64_STD, raw, &rawlen) != 0) {
+    free(raw);
+    return NULL;
+  }
+  colon = memchr(raw, ':', rawlen);
+  if (colon == NULL) {
+    free(raw);
+    return NULL;
+  }
+  user = malloc((size_t)(colon - raw) + 1);
+  if (user != NULL) {
+    memcpy(user, raw, (size_t)(colon - raw));
+    user[colon - raw] = '\0';
+  }
+  free(raw);
+  return user;
+}
+
+static conch_code resolve_user(srv_stream *st, char *err, size_t errlen) {
+  char *name = basic_user(st->h_auth);
+  int rv;
+
+  if (name == NULL) {
+    rv = srv_user_by_uid(st->conn->srv->euid, &st->user);
+  } else {
+    rv = srv_user_lookup(name, &st->user);
+    if (rv == -1) {
+      snprintf(err, errlen, "invalid username: '%s'", name);
+    }
+    free(name);
+  }
+  if (rv == -1) {
+    if (name == NULL) {
+      snprintf(err, errlen, "invalid default user");
+    }
+    return CONCH_CODE_UNAUTHENTICATED;
+  }
+  if (rv != 0) {
+    snprintf(err, errlen, "out of memory");
+    return CONCH_CODE_RESOURCE_EXHAUSTED;
+  }
+  st->have_user = 1;
+  return CONCH_CODE_OK;
+}
+
+/* The Connect-level checks, after routing.  Errors from here on are
+   Connect errors (unary: HTTP status + JSON; streams: end-stream). */
+static void check_connect(srv_stream *st) {
+  srv_server *srv = st->conn->srv;
+  char err[512];
+  conch_code code;
+
+  if (st->h_version != NULL && strcmp(st->h_version, "1") != 0) {
+    srv_rpc_finish(st, CONCH_CODE_INVALID_ARGUMENT,
+                   "connect-protocol-version must be \"1\": got \"%s\"",
+                   st->h_version);
+    return;
+  }
+  if (parse_timeout(st, err, sizeof(err)) != 0 ||
+      parse_encodings(st, err, sizeof(err)) != 0) {
+    code = strncmp(err, "unknown compression", 19) == 0
+               ? CONCH_CODE_UNIMPLEMENTED
+               : CONCH_CODE_INVALID_ARGUMENT;
+    srv_rpc_finish(st, code, "%s", err);
+    return;
+  }
+  code = resolve_user(st, err, sizeof(err));
+  if (code != CONCH_CODE_OK) {
+    srv_rpc_finish(st, code, "%s", err);
+    return;
+  }
+  if (parse_keepalive(st, err, sizeof(err)) != 0) {
+    srv_rpc_finish(st, CONCH_CODE_INVALID_ARGUMENT, "%s", err);
+    return;
+  }
+  if (st->h_timeout != NULL) {
+    if (st->timeout_ms == 0) {
+      srv_rpc_finish(st, CONCH_CODE_DEADLINE_EXCEEDED,
+                     "context deadline exceeded");
+      return;
+    }
+    srv_timer_arm(&srv->loop, &st->deadline_t, srv_now_ms() + st->timeout_ms);
+  }
+  if (st->m->shape != SRV_UNARY) {
+    conch__env_reader_init(&st->env, srv->mem, CONCH_ENV_COMPRESSED,
+                           (uint32_t)srv->cfg.max_message);
+    st->env_ready = 1;
+  }
+}
+
+void srv_rpc_headers_done(srv_stream *st) {
+  srv_server *srv = st->conn->srv;
+  const char *method = st->h_method != NULL ? st->h_method : "";
+  const char *path = st->h_path != NULL ? st->h_path : "";
+  int health = strcmp(path, "/health") == 0 &&
+               (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0);
+  const char *want;
+
+  if (srv->cfg.access_token != NULL && !health &&
+      !token_ok(st, srv->cfg.access_token)) {
+    respond_plain(st, 401, "application/json; charset=utf-8", unauthorized_body,
+                  NULL);
+    return;
+  }
+  if (health) {
+    respond_plain(st, 204, NULL, NULL, NULL);
+    return;
+  }
+  if (st->m == NULL) {
+    respond_plain(st, 404, "text/plain; charset=utf-8", "404 page not found\n",
+                  NULL);
+    return;
+  }
+  if (strcmp(method, "POST") != 0) {
+    static const char *const allow[] = {"allow", "POST"};
+
+    respond_plain(st, 405, NULL, NULL, allow);
+    return;
+  }
+  want = st->m->shape == SRV_UNARY ? CT_UNARY : CT_STREAM;
+  if (st->h_ctype == NULL || strcmp(st->h_ctype, want) != 0) {
+    const char *const accept[] = {"accept-post", want};
+
+    respond_plain(st, 415, NULL, NULL, accept);
+    return;
+  }
+  check_connect(st);
+}
+
+/* ---- Request bodies ------------------------------------------------------ */
+
+static int inflate_msg(srv_stream *st, const uint8_t **p, size_t *len,
+                       conch_buf *tmp) {
+  srv_server *srv = st->conn->srv;
+  int rv;
+
+  if (*len == 0) {
+    return 0; /* empty content is never inflated */
+  }
+  rv = conch__gzip_inflate(&srv->gz, *p, *len, srv->cfg.max_message, tmp);
+  if (rv == CONCH_ERR_LIMIT) {
+    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED,
+                   "message is larger than configured max %zu",
+                   srv->cfg.max_message);
+    return -1;
+  }
+  if (rv != 0) {
+    srv_rpc_finish(st, CONCH_CODE_INVALID_ARGUMENT,
+                   "decompress: gzip: invalid or truncated data");
+    return -1;
+  }
+  *p = conch__buf_head(tmp);
+  *len = conch__buf_size(tmp);
+  return 0;
+}
+
+/* Decodes one request message; NULL after answering the error. */
+static ProtobufCMessage *decode(srv_stream *st, const uint8_t *p, size_t len,
+                                int compressed) {
+  srv_server *srv = st->conn->srv;
+  conch_buf tmp = CONCH_BUF_INIT;
+  ProtobufCMessage *msg = NULL;
+
+  if (compressed && !st->req_gzip) {
+    srv_rpc_finish(st, CONCH_CODE_INTERNAL,
+                   "protocol error: sent compressed message without "
+                   "compression support");
+    return NULL;
+  }
+  if (compressed && inflate_msg(st, &p, &len, &tmp) != 0) {
+    conch__buf_free(&tmp, srv->mem);
+    return NULL;
+  }
+  msg = protobuf_c_message_unpack(st->m->input, NULL, len, p);
+  conch__buf_free(&tmp, srv->mem);
+  if (msg == NULL) {
+    srv_rpc_finish(st, CONCH_CODE_INVALID_ARGUMENT,
+                   "unmarshal into %s: invalid wire-format data",
+                   st->m->input->name);
+  }
+  return msg;
+}
+
+static int on_envelope(void *user_data, uint8_t flags, const uint8_t *payload,
+                       size_t len) {
+  srv_stream *st = user_data;
+  ProtobufCMessage *msg;
+
+  if (st->finished) {
+    return 1;
+  }
+  msg = decode(st, payload, len, (flags & CONCH_ENV_COMPRESSED) != 0);
+  if (msg == NULL) {
+    return 1;
+  }
+  st->nreq++;
+  if (st->m->shape == SRV_SERVER_STREAM) {
+    if (st->nreq > 1) {
+      protobuf_c_message_free_unpacked(msg, NULL);
+      srv_rpc_finish(st, CONCH_CODE_UNIMPLEMENTED,
+                     "unary request has multiple messages");
+      return 1;
+    }
+    st->req = msg;
+    return 0;
+  }
+  st->m->on_message(st, msg);
+  protobuf_c_message_free_unpacked(msg, NULL);
+  return st->finished ? 1 : 0;
+}
+
+static void data_unary(srv_stream *st, const uint8_t *p, size_t n) {
+  srv_server *srv = st->conn->srv;
+
+  if (conch__buf_size(&st->body) + n > srv->cfg.max_message) {
+    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED,
+                   "message size %zu is larger than configured max %zu",
+                   conch__buf_size(&st->body) + n, srv->cfg.max_message);
+    conch__buf_free(&st->body, srv->mem);
+    set_held(st, 0);
+    return;
+  }
+  if (conch__buf_append(&st->body, srv->mem, p, n) != 0) {
+    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  set_held(st, conch__buf_size(&st->body));
+}
+
+static void data_stream(srv_stream *st, const uint8_t *p, size_t n) {
+  srv_server *srv = st->conn->srv;
+  int rv = conch__env_reader_feed(&st->env, p, n, on_envelope, st);
+
+  if (rv == CONCH_ERR_LIMIT) {
+    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED,
+                   "message is larger than configured max %zu",
+                   srv->cfg.max_message);
+  } else if (rv == CONCH_ERR_PROTO) {
+    srv_rpc_finish(st, CONCH_CODE_INVALID_ARGUMENT,
+                   "protocol error: invalid envelope flags");
+  } else if (rv == CONCH_ERR_NOMEM) {
+    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  set_held(st, st->finished ? 0 : conch__buf_size(&st->env.body));
+}
+
+void srv_rpc_data(srv_stream *st, const uint8_t *p, size_t n) {
+  if (!st->finished && !st->rejected && st->m != NULL) {
+    if (st->m->shape == SRV_UNARY) {
+      data_unary(st, p, n);
+    } else {
+      data_stream(st, p, n);
+    }
+  }
+  if (st->input_paused && !st->finished) {
+    st->unconsumed += n;
+    return;
+  }
+  srv_conn_consume(st->conn, st->id, n);
+}
+
+static void end_unary(srv_stream *st) {
+  srv_server *srv = st->conn->srv;
+  ProtobufCMessage *msg;
+
+  msg = decode(st, conch__buf_head(&st->body), conch__buf_size(&st->body),
+               st->req_gzip);
+  conch__buf_free(&st->body, srv->mem);
+  set_held(st, 0);
+  if (msg == NULL) {
+    return;
+  }
+  st->m->on_message(st, msg);
+  protobuf_c_message_free_unpacked(msg, NULL);
+}
+
+void srv_rpc_request_end(srv_stream *st) {
+  ProtobufCMessage *msg;
+
+  st->req_done = 1;
+  if (st->finished || st->rejected || st->m == NULL) {
+    return;
+  }
+  if (st->m->shape == SRV_UNARY) {
+    end_unary(st);
+    return;
+  }
+  set_held(st, 0);
+  if (!conch__env_reader_at_boundary(&st->env)) {
+    srv_rpc_finish(st, CONCH_CODE_INVALID_ARGUMENT,
+                   "protocol error: incomplete envelope");
+    return;
+  }
+  if (st->m->shape == SRV_CLIENT_STREAM) {
+    st->m->on_end(st);
+    return;
+  }
+  if (st->req == NULL) {
+    srv_rpc_finish(st, CONCH_CODE_UNIMPLEMENTED,
+                   "unary request has zero messages");
+    return;
+  }
+  msg = st->req;
+  st->req = NULL;
+  st->m->on_message(st, msg);
+  protobuf_c_message_free_unpacked(msg, NULL);
+}

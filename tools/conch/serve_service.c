@@ -1,0 +1,500 @@
+/* The process.Process RPCs, with envd's codes and messages
+   (shared/ENVD.md, "envd behaviour, RPC by RPC"). */
+#include "serve.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+
+static void svc_list(srv_stream *st, ProtobufCMessage *m);
+static void svc_start(srv_stream *st, ProtobufCMessage *m);
+static void svc_connect(srv_stream *st, ProtobufCMessage *m);
+static void svc_update(srv_stream *st, ProtobufCMessage *m);
+static void svc_stream_input(srv_stream *st, ProtobufCMessage *m);
+static void svc_stream_input_end(srv_stream *st);
+static void svc_send_input(srv_stream *st, ProtobufCMessage *m);
+static void svc_send_signal(srv_stream *st, ProtobufCMessage *m);
+static void svc_close_stdin(srv_stream *st, ProtobufCMessage *m);
+
+#define SVC "/process.Process/"
+
+static const srv_method methods[] = {
+    {SVC "List", SRV_UNARY, &process__list_request__descriptor, svc_list, NULL},
+    {SVC "Start", SRV_SERVER_STREAM, &process__start_request__descriptor,
+     svc_start, NULL},
+    {SVC "Connect", SRV_SERVER_STREAM, &process__connect_request__descriptor,
+     svc_connect, NULL},
+    {SVC "Update", SRV_UNARY, &process__update_request__descriptor, svc_update,
+     NULL},
+    {SVC "StreamInput", SRV_CLIENT_STREAM,
+     &process__stream_input_request__descriptor, svc_stream_input,
+     svc_stream_input_end},
+    {SVC "SendInput", SRV_UNARY, &process__send_input_request__descriptor,
+     svc_send_input, NULL},
+    {SVC "SendSignal", SRV_UNARY, &process__send_signal_request__descriptor,
+     svc_send_signal, NULL},
+    {SVC "CloseStdin", SRV_UNARY, &process__close_stdin_request__descriptor,
+     svc_close_stdin, NULL},
+};
+
+const srv_method *srv_service_route(const char *path) {
+  size_t i;
+
+  for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+    if (strcmp(methods[i].path, path) == 0) {
+      return &methods[i];
+    }
+  }
+  return NULL;
+}
+
+void srv_service_stream_gone(srv_stream *st) {
+  srv_proc_unsubscribe(st);
+  srv_proc_unwait(st);
+  srv_list_remove(&st->in_link);
+}
+
+/* ---- Events ----------------------------------------------------------------
+ */
+
+/* StartResponse and ConnectResponse are the same on the wire. */
+static void send_event(srv_stream *st, Process__ProcessEvent *ev) {
+  Process__StartResponse r = PROCESS__START_RESPONSE__INIT;
+
+  r.event = ev;
+  srv_rpc_send(st, &r.base);
+}
+
+static void send_start_event(srv_stream *st, pid_t pid) {
+  Process__ProcessEvent__StartEvent se =
+      PROCESS__PROCESS_EVENT__START_EVENT__INIT;
+  Process__ProcessEvent ev;
+
+  process__process_event__init(&ev);
+  se.pid = (uint32_t)pid;
+  ev.event_case = PROCESS__PROCESS_EVENT__EVENT_START;
+  ev.start = &se;
+  send_event(st, &ev);
+}
+
+void srv_service_keepalive(srv_stream *st) {
+  Process__ProcessEvent__KeepAlive ka =
+      PROCESS__PROCESS_EVENT__KEEP_ALIVE__INIT;
+  Process__ProcessEvent ev;
+
+  if (st->proc == NULL || st->finished) {
+    return;
+  }
+  process__process_event__init(&ev);
+  ev.event_case = PROCESS__PROCESS_EVENT__EVENT_KEEPALIVE;
+  ev.keepalive = &ka;
+  send_event(st, &ev);
+  srv_timer_arm(&srv_rpc_server(st)->loop, &st->keepalive_t,
+                srv_now_ms() + st->keepalive_ms);
+}
+
+/* ---- Finding the process ------------------------------------------------- */
+
+static srv_proc *find(srv_stream *st, const Process__ProcessSelector *sel,
+                      int ended_ok) {
+  srv_proc *p;
+
+  if (sel == NULL ||
+      (sel->selector_case != PROCESS__PROCESS_SELECTOR__SELECTOR_PID &&
+       sel->selector_case != PROCESS__PROCESS_SELECTOR__SELECTOR_TAG)) {
+    srv_rpc_finish(st, CONCH_CODE_UNIMPLEMENTED,
+                   "invalid input type *process.ProcessSelector");
+    return NULL;
+  }
+  p = srv_proc_find(srv_rpc_server(st), sel);
+  if (p != NULL && (ended_ok || !p->ended)) {
+    return p;
+  }
+  if (sel->selector_case == PROCESS__PROCESS_SELECTOR__SELECTOR_PID) {
+    srv_rpc_finish(st, CONCH_CODE_NOT_FOUND, "process with pid %u not found",
+                   sel->pid);
+  } else {
+    srv_rpc_finish(st, CONCH_CODE_NOT_FOUND, "process with tag %s not found",
+                   sel->tag);
+  }
+  return NULL;
+}
+
+/* ---- List ------------------------------------------------------------------
+ */
+
+static void svc_list(srv_stream *st, ProtobufCMessage *m) {
+  srv_server *srv = srv_rpc_server(st);
+  Process__ListResponse resp = PROCESS__LIST_RESPONSE__INIT;
+  Process__ProcessInfo *infos;
+  Process__ProcessInfo **ptrs;
+  size_t n = 0;
+  srv_link *l;
+
+  (void)m;
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    n += !SRV_CONTAINER(l, srv_proc, link)->ended;
+  }
+  infos = calloc(n + 1, sizeof(*infos));
+  ptrs = calloc(n + 1, sizeof(*ptrs));
+  if (infos == NULL || ptrs == NULL) {
+    free(infos);
+    free(ptrs);
+    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+    Process__ProcessInfo *info = &infos[resp.n_processes];
+
+    if (p->ended) {
+      continue;
+    }
+    process__process_info__init(info);
+    info->config = p->req->process;
+    info->pid = (uint32_t)p->pid;
+    if (p->tag != NULL) {
+      info->_tag_case = PROCESS__PROCESS_INFO___TAG_TAG;
+      info->tag = (char *)p->tag;
+    }
+    ptrs[resp.n_processes++] = info;
+  }
+  resp.processes = ptrs;
+  srv_rpc_send(st, &resp.base);
+  free(infos);
+  free(ptrs);
+}
+
+/* ---- Start -----------------------------------------------------------------
+ */
+
+/* The request outlives the call (List shows it as sent): an owned copy. */
+static Process__StartRequest *copy_request(const Process__StartRequest *req) {
+  size_t len = protobuf_c_message_get_packed_size(&req->base);
+  uint8_t *buf = malloc(len > 0 ? len : 1);
+  ProtobufCMessage *copy;
+
+  if (buf == NULL) {
+    return NULL;
+  }
+  protobuf_c_message_pack(&req->base, buf);
+  copy = protobuf_c_message_unpack(&process__start_request__descriptor, NULL,
+                                   len, buf);
+  free(buf);
+  return (Process__StartRequest *)copy;
+}
+
+static void svc_start(srv_stream *st, ProtobufCMessage *m) {
+  Process__StartRequest *req = (Process__StartRequest *)m;
+  srv_server *srv = srv_rpc_server(st);
+  const Process__ProcessConfig *cfg = req->process;
+  const char *cwd_in = NULL;
+  Process__StartRequest *copy;
+  srv_spawned sp;
+  srv_proc *p;
+  char err[1024];
+  char *cwd = NULL;
+  conch_code code;
+
+  /* Not root: only our own user can be had (documented in README.md). */
+  if (srv->euid != 0 && st->user.uid != srv->euid) {
+    srv_rpc_finish(st, CONCH_CODE_PERMISSION_DENIED,
+                   "cannot run as user '%s': conch serve is not running as "
+                   "root",
+                   st->user.name);
+    return;
+  }
+  if (cfg != NULL && cfg->_cwd_case == PROCESS__PROCESS_CONFIG___CWD_CWD) {
+    cwd_in = cfg->cwd;
+  }
+  code = srv_resolve_cwd(cwd_in, &st->user, &cwd, err, sizeof(err));
+  if (code != CONCH_CODE_OK) {
+    srv_rpc_finish(st, code, "%s", err);
+    return;
+  }
+  copy = copy_request(req);
+  if (copy == NULL) {
+    free(cwd);
+    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  code = srv_spawn(copy, &st->user, srv->euid == 0, cwd, &sp, err, sizeof(err));
+  free(cwd);
+  if (code != CONCH_CODE_OK) {
+    protobuf_c_message_free_unpacked(&copy->base, NULL);
+    srv_rpc_finish(st, code, "%s", err);
+    return;
+  }
+  if (srv_proc_add(srv, copy, &sp, &p) != 0) {
+    /* Cannot track it: do not leave it running unseen. */
+    kill(-sp.pid, SIGKILL);
+    protobuf_c_message_free_unpacked(&copy->base, NULL);
+    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  if (st->timeout_ms > 0) {
+    srv_proc_set_deadline(p, st->timeout_ms);
+  }
+  send_start_event(st, p->pid);
+  srv_proc_subscribe(p, st);
+}
+
+/* ---- Connect ---------------------------------------------------------------
+ */
+
+static void svc_connect(srv_stream *st, ProtobufCMessage *m) {
+  Process__ConnectRequest *req = (Process__ConnectRequest *)m;
+  srv_proc *p = find(st, req->process, 1);
+
+  if (p == NULL) {
+    return;
+  }
+  send_start_event(st, p->pid);
+  if (p->ended) {
+    if (p->end_msg != NULL) {
+      srv_rpc_send_packed(st, p->end_msg, p->end_len);
+    }
+    srv_rpc_finish(st, CONCH_CODE_OK, NULL);
+    return;
+  }
+  /* The deadline of a Connect is the process's lifetime from now on. */
+  if (st->timeout_ms > 0) {
+    srv_proc_set_deadline(p, st->timeout_ms);
+  }
+  srv_proc_subscribe(p, st);
+}
+
+/* ---- Update ----------------------------------------------------------------
+ */
+
+static void svc_update(srv_stream *st, ProtobufCMessage *m) {
+  Process__UpdateRequest *req = (Process__UpdateRequest *)m;
+  Process__UpdateResponse resp = PROCESS__UPDATE_RESPONSE__INIT;
+  srv_proc *p = find(st, req->process, 0);
+  struct winsize ws;
+
+  if (p == NULL) {
+    return;
+  }
+  if (req->_pty_case == PROCESS__UPDATE_REQUEST___PTY_PTY && req->pty != NULL) {
+    if (!p->pty || p->out_w.fd < 0) {
+      srv_rpc_finish(st, CONCH_CODE_INTERNAL,
+                     "error resizing tty: tty not assigned to process");
+      return;
+    }
+    memset(&ws, 0, sizeof(ws));
+    if (req->pty->size != NULL) {
+      ws.ws_col = (unsigned short)req->pty->size->cols;
+      ws.ws_row = (unsigned short)req->pty->size->rows;
+    }
+    if (ioctl(p->out_w.fd, TIOCSWINSZ, &ws) != 0) {
+      srv_rpc_finish(st, CONCH_CODE_INTERNAL, "error resizing tty: %s",
+                     strerror(errno));
+      return;
+    }
+  }
+  srv_rpc_send(st, &resp.base);
+}
+
+/* ---- Input ------------------------------------------------------------------
+ */
+
+/* Checks |in| against the process; on success |data|/|len| is the input. */
+static int input_check(srv_stream *st, srv_proc *p,
+                       const Process__ProcessInput *in,
+                       const ProtobufCBinaryData **data) {
+  if (in == NULL || (in->input_case != PROCESS__PROCESS_INPUT__INPUT_STDIN &&
+                     in->input_case != PROCESS__PROCESS_INPUT__INPUT_PTY)) {
+    srv_rpc_finish(st, CONCH_CODE_UNIMPLEMENTED, "invalid input type <nil>");
+    return -1;
+  }
+  if (in->input_case == PROCESS__PROCESS_INPUT__INPUT_PTY) {
+    if (!p->pty) {
+      srv_rpc_finish(st, CONCH_CODE_INTERNAL,
+                     "error writing to tty: tty not assigned to process — "
+                     "input should be written to the stdin, not the tty");
+      return -1;
+    }
+    *data = &in->pty;
+  } else {
+    if (p->pty) {
+      srv_rpc_finish(st, CONCH_CODE_INTERNAL,
+                     "error writing to stdin: tty assigned to process — "
+                     "input should be written to the pty, not the stdin");
+      return -1;
+    }
+    *data = &in->stdin;
+  }
+  if (!p->in_open) {
+    srv_rpc_finish(st, CONCH_CODE_INTERNAL,
+                   "error writing to %s: stdin not enabled or closed",
+                   p->pty ? "tty" : "stdin");
+    return -1;
+  }
+  return 0;
+}
+
+static int write_input(srv_stream *st, srv_proc *p,
+                       const ProtobufCBinaryData *data) {
+  if (srv_proc_write_input(p, data->data, data->len) != 0) {
+    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED,
+                   "error writing to %s: input queue of process %d is full",
+                   p->pty ? "tty" : "stdin", (int)p->pid);
+    return -1;
+  }
+  return 0;
+}
+
+void srv_service_input_done(srv_stream *st, int err, const char *what) {
+  if (err != 0) {
+    srv_rpc_finish(st, CONCH_CODE_INTERNAL, "error writing to %s: write: %s",
+                   what, strerror(err));
+    return;
+  }
+  if (st->m->shape == SRV_UNARY) {
+    Process__SendInputResponse resp = PROCESS__SEND_INPUT_RESPONSE__INIT;
+
+    srv_rpc_send(st, &resp.base);
+  } else {
+    Process__StreamInputResponse resp = PROCESS__STREAM_INPUT_RESPONSE__INIT;
+
+    srv_rpc_send(st, &resp.base);
+    srv_rpc_finish(st, CONCH_CODE_OK, NULL);
+  }
+}
+
+static void svc_send_input(srv_stream *st, ProtobufCMessage *m) {
+  Process__SendInputRequest *req = (Process__SendInputRequest *)m;
+  const ProtobufCBinaryData *data;
+  srv_proc *p = find(st, req->process, 0);
+
+  if (p == NULL || input_check(st, p, req->input, &data) != 0 ||
+      write_input(st, p, data) != 0) {
+    return;
+  }
+  /* Answered once the bytes are in the pipe, as envd's blocking write. */
+  srv_proc_wait_input(p, st);
+}
+
+static void stream_input_data(srv_stream *st,
+                              const Process__StreamInputRequest *req) {
+  srv_server *srv = srv_rpc_server(st);
+  const ProtobufCBinaryData *data;
+  srv_proc *p;
+
+  if (st->input_serial == 0) {
+    srv_rpc_finish(st, CONCH_CODE_INTERNAL,
+                   "error writing to stdin: no process selected: the first "
+                   "message must be a start event");
+    return;
+  }
+  p = srv_proc_by_serial(srv, st->input_serial);
+  if (p == NULL || p->ended || p->dead) {
+    srv_rpc_finish(st, CONCH_CODE_INTERNAL,
+                   "error writing to stdin: stdin not enabled or closed");
+    return;
+  }
+  if (input_check(st, p, req->data != NULL ? req->data->input : NULL, &data) !=
+          0 ||
+      write_input(st, p, data) != 0) {
+    return;
+  }
+  /* Stop taking more from the client while the child does not read. */
+  if (conch__buf_size(&p->in_q) > srv->cfg.stdin_high &&
+      !srv_linked(&st->in_link)) {
+    srv_rpc_pause_input(st, 1);
+    srv_list_push(&p->in_paused, &st->in_link);
+  }
+}
+
+static void svc_stream_input(srv_stream *st, ProtobufCMessage *m) {
+  Process__StreamInputRequest *req = (Process__StreamInputRequest *)m;
+  srv_proc *p;
+
+  switch (req->event_case) {
+  case PROCESS__STREAM_INPUT_REQUEST__EVENT_START:
+    p = find(st, req->start != NULL ? req->start->process : NULL, 0);
+    if (p != NULL) {
+      st->input_serial = p->serial;
+    }
+    return;
+  case PROCESS__STREAM_INPUT_REQUEST__EVENT_DATA:
+    stream_input_data(st, req);
+    return;
+  case PROCESS__STREAM_INPUT_REQUEST__EVENT_KEEPALIVE:
+    return;
+  default:
+    srv_rpc_finish(st, CONCH_CODE_UNIMPLEMENTED, "invalid event type <nil>");
+  }
+}
+
+static void svc_stream_input_end(srv_stream *st) {
+  srv_proc *p = NULL;
+
+  srv_list_remove(&st->in_link);
+  if (st->input_serial != 0) {
+    p = srv_proc_by_serial(srv_rpc_server(st), st->input_serial);
+  }
+  if (p == NULL || p->ended || p->dead) {
+    srv_service_input_done(st, 0, "stdin");
+    return;
+  }
+  srv_proc_wait_input(p, st);
+}
+
+/* ---- Signals and stdin ----------------------------------------------------
+ */
+
+static void svc_send_signal(srv_stream *st, ProtobufCMessage *m) {
+  Process__SendSignalRequest *req = (Process__SendSignalRequest *)m;
+  Process__SendSignalResponse resp = PROCESS__SEND_SIGNAL_RESPONSE__INIT;
+  srv_proc *p = find(st, req->process, 0);
+  int sig;
+
+  if (p == NULL) {
+    return;
+  }
+  if (req->signal == PROCESS__SIGNAL__SIGNAL_SIGKILL) {
+    sig = SIGKILL;
+  } else if (req->signal == PROCESS__SIGNAL__SIGNAL_SIGTERM) {
+    sig = SIGTERM;
+  } else if (req->signal == PROCESS__SIGNAL__SIGNAL_UNSPECIFIED) {
+    srv_rpc_finish(st, CONCH_CODE_UNIMPLEMENTED,
+                   "invalid signal: SIGNAL_UNSPECIFIED");
+    return;
+  } else {
+    srv_rpc_finish(st, CONCH_CODE_UNIMPLEMENTED, "invalid signal: %d",
+                   (int)req->signal);
+    return;
+  }
+  /* Once reaped the pid may belong to someone else: the process is gone
+     anyway and its end is on the way. */
+  if (!p->reaped && kill(p->pid, sig) != 0) {
+    srv_rpc_finish(st, CONCH_CODE_INTERNAL, "error sending signal: %s",
+                   strerror(errno));
+    return;
+  }
+  srv_rpc_send(st, &resp.base);
+}
+
+static void svc_close_stdin(srv_stream *st, ProtobufCMessage *m) {
+  Process__CloseStdinRequest *req = (Process__CloseStdinRequest *)m;
+  Process__CloseStdinResponse resp = PROCESS__CLOSE_STDIN_RESPONSE__INIT;
+  srv_proc *p = find(st, req->process, 0);
+
+  if (p == NULL) {
+    return;
+  }
+  if (p->pty) {
+    srv_rpc_finish(st, CONCH_CODE_UNKNOWN,
+                   "error closing stdin: cannot close stdin for PTY process "
+                   "— send Ctrl+D (0x04) instead");
+    return;
+  }
+  srv_proc_close_input(p);
+  srv_rpc_send(st, &resp.base);
+}

@@ -1,0 +1,81 @@
+/* The server's TLS context: certificate and key from PEM files, TLS 1.2 or
+   newer, ALPN "h2" only (a client that offers no h2 gets the
+   no_application_protocol alert, as Go and Node servers do). */
+#include "serve_tls.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/err.h>
+
+static int alpn_select(SSL *ssl, const unsigned char **out,
+                       unsigned char *outlen, const unsigned char *in,
+                       unsigned int inlen, void *arg) {
+  unsigned int i = 0;
+
+  (void)ssl;
+  (void)arg;
+  while (i < inlen) {
+    unsigned int n = in[i];
+
+    if (i + 1 + n > inlen) {
+      break;
+    }
+    if (n == 2 && memcmp(in + i + 1, "h2", 2) == 0) {
+      *out = in + i + 1;
+      *outlen = (unsigned char)n;
+      return SSL_TLSEXT_ERR_OK;
+    }
+    i += 1 + n;
+  }
+  return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+static void print_errors(const char *what, const char *path) {
+  unsigned long e = ERR_get_error();
+  char buf[256];
+
+  if (e == 0) {
+    fprintf(stderr, "conch serve: %s %s failed\n", what, path);
+    return;
+  }
+  ERR_error_string_n(e, buf, sizeof(buf));
+  fprintf(stderr, "conch serve: %s %s: %s\n", what, path, buf);
+  ERR_clear_error();
+}
+
+SSL_CTX *srv_tls_new(const char *cert, const char *key) {
+  SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+
+  if (ctx == NULL) {
+    print_errors("TLS setup", "");
+    return NULL;
+  }
+  if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
+    print_errors("TLS setup", "");
+    goto fail;
+  }
+  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
+                               SSL_OP_CIPHER_SERVER_PREFERENCE);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+                            SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                            SSL_MODE_RELEASE_BUFFERS);
+  if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
+    print_errors("reading certificate", cert);
+    goto fail;
+  }
+  if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+    print_errors("reading key", key);
+    goto fail;
+  }
+  if (SSL_CTX_check_private_key(ctx) != 1) {
+    print_errors("checking key against certificate", key);
+    goto fail;
+  }
+  SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+  return ctx;
+
+fail:
+  SSL_CTX_free(ctx);
+  return NULL;
+}
