@@ -304,6 +304,86 @@ static void test_stream_break_early(void **state) {
   conch_sandbox_free(sb);
 }
 
+/* The caller's own code fails in the middle of the loop and unwinds: the
+   close on its error path ends the process like any other. */
+static int consume_until_error(conch_process *p) {
+  conch_chunk c;
+  int n = 0;
+  while (conch_process_next(p, &c) == 0) {
+    if (++n == 2) {
+      return -1; /* e.g. the caller's parser chokes on the output */
+    }
+  }
+  return 0;
+}
+
+static void test_stream_error_inside_loop(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o = sh("while true; do echo data; sleep 0.02; done", argv);
+  conch_process *p;
+  conch_status st;
+  uint32_t pid;
+  (void)state;
+
+  conch_status_init(&st);
+  assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
+  pid = conch_process_pid(p);
+  if (consume_until_error(p) != 0) {
+    assert_int_equal(conch_process_close(p), 0); /* the error path */
+  }
+  assert_true(gone_within(pid, 3000));
+  conch_sandbox_free(sb);
+}
+
+static void killed(const conch_status *st, void *ud) {
+  conch_code *code = ud;
+  *code = st->code;
+}
+
+static void test_signals_async_and_handle(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o = sh("sleep 30", argv);
+  conch_process *p;
+  conch_exec_result r;
+  conch_status st;
+  conch_selector sel = {0, NULL};
+  conch_code code = (conch_code)-1;
+  uint32_t pid;
+  (void)state;
+
+  conch_status_init(&st);
+  /* Through the handle. */
+  assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
+  assert_int_equal(conch_process_signal(p, SIGTERM, &st), 0);
+  conch_exec_result_init(&r);
+  assert_int_equal(conch_process_wait(p, &r, &st), 0);
+  assert_string_equal(r.status, "signal: terminated");
+  assert_int_equal(r.exit_code, -1);
+  assert_false(r.exited);
+  conch_exec_result_clear(&r);
+  assert_int_equal(conch_process_close(p), 0);
+  /* On the loop. */
+  assert_int_equal(conch_start(sb, &o, &pid, &st), 0);
+  sel.pid = pid;
+  assert_int_equal(conch_kill_async(sb, &sel, SIGKILL, killed, &code), 0);
+  while ((int)code == -1) {
+    assert_int_equal(conch_client_run(conch_sandbox_native(sb), 1000), 0);
+  }
+  assert_int_equal(code, CONCH_CODE_OK);
+  assert_true(gone_within(pid, 3000));
+  /* Only SIGTERM and SIGKILL. */
+  assert_int_equal(conch_start(sb, &o, &pid, &st), 0);
+  sel.pid = pid;
+  assert_int_equal(conch_kill(sb, &sel, SIGHUP, &st), CONCH_ERR_RPC);
+  assert_int_equal(st.code, CONCH_CODE_UNIMPLEMENTED);
+  conch_status_clear(&st);
+  assert_int_equal(conch_kill(sb, &sel, SIGKILL, &st), 0);
+  assert_true(gone_within(pid, 3000));
+  conch_sandbox_free(sb);
+}
+
 static void test_stream_sigterm_ignored(void **state) {
   conch_sandbox *sb = sandbox();
   const char *argv[2];
@@ -800,6 +880,8 @@ int main(void) {
       cmocka_unit_test(test_run_options),
       cmocka_unit_test(test_stream_order),
       cmocka_unit_test(test_stream_break_early),
+      cmocka_unit_test(test_stream_error_inside_loop),
+      cmocka_unit_test(test_signals_async_and_handle),
       cmocka_unit_test(test_stream_sigterm_ignored),
       cmocka_unit_test(test_stream_deadline),
       cmocka_unit_test(test_wait_discards),
