@@ -1305,3 +1305,67 @@ int conch_connect_async(conch_sandbox *sb, const conch_selector *sel,
   }
   return rv;
 }
+
+/* conch_start() on the loop: the handle lives until the start is known. */
+typedef struct start_ctx {
+  void (*done)(uint32_t, const conch_status *, void *);
+  void *ud;
+  const conch_mem *mem;
+  int told;
+} start_ctx;
+
+static void start_ctx_free(int rv, void *ud) {
+  start_ctx *s = ud;
+  (void)rv;
+  api_free(s->mem, s);
+}
+
+static void started_bg(conch_process *p, uint32_t pid, void *ud) {
+  start_ctx *s = ud;
+  conch_status ok;
+  conch_status_init(&ok);
+  s->told = 1;
+  s->done(pid, &ok, s->ud);
+  conch_process_close_async(p, start_ctx_free, s); /* not owned: detaches */
+}
+
+static void start_failed_bg(conch_process *p, const conch_exec_result *r,
+                            const conch_status *st, void *ud) {
+  start_ctx *s = ud;
+  (void)r;
+  if (!s->told) {
+    s->told = 1;
+    s->done(0, st, s->ud);
+    conch_process_close_async(p, start_ctx_free, s);
+  }
+}
+
+int conch_start_async(conch_sandbox *sb, const conch_proc_opts *o,
+                      void (*done)(uint32_t pid, const conch_status *st,
+                                   void *user_data),
+                      void *user_data) {
+  static const conch_process_handler h = {started_bg, NULL, start_failed_bg};
+  conch_proc_opts oo;
+  conch_process *p;
+  start_ctx *s;
+  int rv;
+  if (!check_sb(sb, o) || done == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = read_opts(o, &oo);
+  if (rv != 0) {
+    return rv;
+  }
+  s = api_calloc(sb->mem, 1, sizeof(*s));
+  if (s == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  s->done = done;
+  s->ud = user_data;
+  s->mem = sb->mem;
+  rv = proc_begin(sb, PK_START, &oo, NULL, 1, &h, s, &p);
+  if (rv != 0) {
+    api_free(sb->mem, s);
+  }
+  return rv;
+}

@@ -225,19 +225,18 @@ typedef struct unary_ctx {
   const conch_mem *mem;
 } unary_ctx;
 
-/* The answers of process.Process's unary calls carry nothing but their
-   status; a message is only borrowed, so it is not kept. */
-static void unary_msg(conch_call *call, const ProtobufCMessage *msg, void *ud) {
-  (void)call;
-  (void)msg;
-  (void)ud;
-}
-
+/* Pull mode: the response (if any) is taken once the call has ended and
+   lent to |done|. */
 static void unary_close(conch_call *call, const conch_status *st,
                         const conch_metadata *trailers, void *ud) {
   unary_ctx *u = ud;
+  ProtobufCMessage *m = NULL;
   (void)trailers;
-  u->done(st, NULL, u->ud);
+  if (st->code == CONCH_CODE_OK && conch_call_recv(call, &m) != 0) {
+    m = NULL;
+  }
+  u->done(st, m, u->ud);
+  conch_message_free(conch_call_client(call), m);
   api_free(u->mem, u);
   conch_call_free(call);
 }
@@ -247,8 +246,7 @@ int conch__sb_unary_async(conch_sandbox *sb, const conch_method *m,
                           void (*done)(const conch_status *st,
                                        const ProtobufCMessage *resp, void *ud),
                           void *ud) {
-  static const conch_call_handler h = {NULL, unary_msg, NULL, NULL,
-                                       unary_close};
+  static const conch_call_handler h = {NULL, NULL, NULL, NULL, unary_close};
   conch_metadata *md = conch__sb_headers(sb, NULL, 0);
   unary_ctx *u = api_calloc(sb->mem, 1, sizeof(*u));
   conch_call_opts o;
@@ -301,6 +299,7 @@ int conch_kill(conch_sandbox *sb, const conch_selector *sel, int signal,
   return rv;
 }
 
+/* Status-only asynchronous calls (kill, stdin, resize). */
 typedef struct kill_ctx {
   void (*done)(const conch_status *, void *);
   void *ud;
@@ -345,83 +344,168 @@ int conch_kill_async(conch_sandbox *sb, const conch_selector *sel, int signal,
   return rv;
 }
 
-static int send_input(conch_sandbox *sb, const conch_selector *sel,
-                      const void *data, size_t len, int pty, conch_status *st) {
-  Process__SendInputRequest req = PROCESS__SEND_INPUT_REQUEST__INIT;
+/* The requests of the selector calls, built on the caller's stack. */
+typedef struct sel_req {
   Process__ProcessSelector ps;
-  Process__ProcessInput in = PROCESS__PROCESS_INPUT__INIT;
-  ProtobufCMessage *resp;
-  int rv;
-  if (sb == NULL || !check_sel(sel) || (data == NULL && len > 0)) {
-    return CONCH_ERR_INVALID;
-  }
-  conch__sb_selector(sel, &ps);
+  Process__ProcessInput in;
+  Process__PTY pty;
+  Process__PTY__Size size;
+  union {
+    Process__SendInputRequest send;
+    Process__CloseStdinRequest close;
+    Process__UpdateRequest update;
+  } r;
+} sel_req;
+
+static const ProtobufCMessage *input_req(sel_req *q, const conch_selector *sel,
+                                         const void *data, size_t len,
+                                         int pty) {
+  conch__sb_selector(sel, &q->ps);
+  process__process_input__init(&q->in);
   if (pty) {
-    in.input_case = PROCESS__PROCESS_INPUT__INPUT_PTY;
-    in.pty.data = (uint8_t *)data;
-    in.pty.len = len;
+    q->in.input_case = PROCESS__PROCESS_INPUT__INPUT_PTY;
+    q->in.pty.data = (uint8_t *)data;
+    q->in.pty.len = len;
   } else {
-    in.input_case = PROCESS__PROCESS_INPUT__INPUT_STDIN;
-    in.stdin.data = (uint8_t *)data;
-    in.stdin.len = len;
+    q->in.input_case = PROCESS__PROCESS_INPUT__INPUT_STDIN;
+    q->in.stdin.data = (uint8_t *)data;
+    q->in.stdin.len = len;
   }
-  req.process = &ps;
-  req.input = &in;
-  rv = conch__sb_unary(sb, &process__process__send_input__method, &req.base,
-                       NULL, &resp, st);
+  process__send_input_request__init(&q->r.send);
+  q->r.send.process = &q->ps;
+  q->r.send.input = &q->in;
+  return &q->r.send.base;
+}
+
+static const ProtobufCMessage *close_req(sel_req *q,
+                                         const conch_selector *sel) {
+  conch__sb_selector(sel, &q->ps);
+  process__close_stdin_request__init(&q->r.close);
+  q->r.close.process = &q->ps;
+  return &q->r.close.base;
+}
+
+static const ProtobufCMessage *resize_req(sel_req *q, const conch_selector *sel,
+                                          uint32_t cols, uint32_t rows) {
+  conch__sb_selector(sel, &q->ps);
+  process__pty__init(&q->pty);
+  process__pty__size__init(&q->size);
+  q->size.cols = cols;
+  q->size.rows = rows;
+  q->pty.size = &q->size;
+  process__update_request__init(&q->r.update);
+  q->r.update.process = &q->ps;
+  q->r.update._pty_case = PROCESS__UPDATE_REQUEST___PTY_PTY;
+  q->r.update.pty = &q->pty;
+  return &q->r.update.base;
+}
+
+static int unary_blocking(conch_sandbox *sb, const conch_method *m,
+                          const ProtobufCMessage *req, conch_status *st) {
+  ProtobufCMessage *resp;
+  int rv = conch__sb_unary(sb, m, req, NULL, &resp, st);
   conch_message_free(sb->client, resp);
   return rv;
+}
+
+static int status_async(conch_sandbox *sb, const conch_method *m,
+                        const ProtobufCMessage *req,
+                        void (*done)(const conch_status *, void *),
+                        void *user_data) {
+  kill_ctx *k = api_calloc(sb->mem, 1, sizeof(*k));
+  int rv;
+  if (k == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  k->done = done;
+  k->ud = user_data;
+  k->mem = sb->mem;
+  rv = conch__sb_unary_async(sb, m, req, kill_done, k);
+  if (rv != 0) {
+    api_free(sb->mem, k);
+  }
+  return rv;
+}
+
+static int input_args_ok(conch_sandbox *sb, const conch_selector *sel,
+                         const void *data, size_t len) {
+  return sb != NULL && check_sel(sel) && (data != NULL || len == 0);
 }
 
 int conch_send_stdin(conch_sandbox *sb, const conch_selector *sel,
                      const void *data, size_t len, conch_status *st) {
-  return send_input(sb, sel, data, len, 0, st);
+  sel_req q;
+  if (!input_args_ok(sb, sel, data, len)) {
+    return CONCH_ERR_INVALID;
+  }
+  return unary_blocking(sb, &process__process__send_input__method,
+                        input_req(&q, sel, data, len, 0), st);
 }
 
 int conch_pty_send(conch_sandbox *sb, const conch_selector *sel,
                    const void *data, size_t len, conch_status *st) {
-  return send_input(sb, sel, data, len, 1, st);
+  sel_req q;
+  if (!input_args_ok(sb, sel, data, len)) {
+    return CONCH_ERR_INVALID;
+  }
+  return unary_blocking(sb, &process__process__send_input__method,
+                        input_req(&q, sel, data, len, 1), st);
 }
 
 int conch_close_stdin(conch_sandbox *sb, const conch_selector *sel,
                       conch_status *st) {
-  Process__CloseStdinRequest req = PROCESS__CLOSE_STDIN_REQUEST__INIT;
-  Process__ProcessSelector ps;
-  ProtobufCMessage *resp;
-  int rv;
+  sel_req q;
   if (sb == NULL || !check_sel(sel)) {
     return CONCH_ERR_INVALID;
   }
-  conch__sb_selector(sel, &ps);
-  req.process = &ps;
-  rv = conch__sb_unary(sb, &process__process__close_stdin__method, &req.base,
-                       NULL, &resp, st);
-  conch_message_free(sb->client, resp);
-  return rv;
+  return unary_blocking(sb, &process__process__close_stdin__method,
+                        close_req(&q, sel), st);
 }
 
 int conch_pty_resize(conch_sandbox *sb, const conch_selector *sel,
                      uint32_t cols, uint32_t rows, conch_status *st) {
-  Process__UpdateRequest req = PROCESS__UPDATE_REQUEST__INIT;
-  Process__ProcessSelector ps;
-  Process__PTY pty = PROCESS__PTY__INIT;
-  Process__PTY__Size size = PROCESS__PTY__SIZE__INIT;
-  ProtobufCMessage *resp;
-  int rv;
+  sel_req q;
   if (sb == NULL || !check_sel(sel) || cols == 0 || rows == 0) {
     return CONCH_ERR_INVALID;
   }
-  conch__sb_selector(sel, &ps);
-  size.cols = cols;
-  size.rows = rows;
-  pty.size = &size;
-  req.process = &ps;
-  req._pty_case = PROCESS__UPDATE_REQUEST___PTY_PTY;
-  req.pty = &pty;
-  rv = conch__sb_unary(sb, &process__process__update__method, &req.base, NULL,
-                       &resp, st);
-  conch_message_free(sb->client, resp);
-  return rv;
+  return unary_blocking(sb, &process__process__update__method,
+                        resize_req(&q, sel, cols, rows), st);
+}
+
+int conch_send_stdin_async(conch_sandbox *sb, const conch_selector *sel,
+                           const void *data, size_t len, int pty,
+                           void (*done)(const conch_status *st,
+                                        void *user_data),
+                           void *user_data) {
+  sel_req q;
+  if (!input_args_ok(sb, sel, data, len)) {
+    return CONCH_ERR_INVALID;
+  }
+  return status_async(sb, &process__process__send_input__method,
+                      input_req(&q, sel, data, len, pty != 0), done, user_data);
+}
+
+int conch_close_stdin_async(conch_sandbox *sb, const conch_selector *sel,
+                            void (*done)(const conch_status *st,
+                                         void *user_data),
+                            void *user_data) {
+  sel_req q;
+  if (sb == NULL || !check_sel(sel)) {
+    return CONCH_ERR_INVALID;
+  }
+  return status_async(sb, &process__process__close_stdin__method,
+                      close_req(&q, sel), done, user_data);
+}
+
+int conch_pty_resize_async(
+    conch_sandbox *sb, const conch_selector *sel, uint32_t cols, uint32_t rows,
+    void (*done)(const conch_status *st, void *user_data), void *user_data) {
+  sel_req q;
+  if (sb == NULL || !check_sel(sel) || cols == 0 || rows == 0) {
+    return CONCH_ERR_INVALID;
+  }
+  return status_async(sb, &process__process__update__method,
+                      resize_req(&q, sel, cols, rows), done, user_data);
 }
 
 /* ---- List --------------------------------------------------------------- */
@@ -518,13 +602,32 @@ static int copy_info(conch_process_info *dst, const Process__ProcessInfo *src) {
   return 0;
 }
 
+/* Converts a ListResponse into a list for the caller. */
+static int to_list(const Process__ListResponse *lr, conch_process_info **list,
+                   size_t *n) {
+  conch_process_info *out;
+  size_t i;
+  int rv;
+  out = api_calloc(LM, lr->n_processes > 0 ? lr->n_processes : 1, sizeof(*out));
+  if (out == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  for (i = 0; i < lr->n_processes; i++) {
+    rv = copy_info(&out[i], lr->processes[i]);
+    if (rv != 0) {
+      conch_process_list_free(out, i + 1);
+      return rv;
+    }
+  }
+  *list = out;
+  *n = lr->n_processes;
+  return 0;
+}
+
 int conch_list(conch_sandbox *sb, conch_process_info **list, size_t *n,
                conch_status *st) {
   Process__ListRequest req = PROCESS__LIST_REQUEST__INIT;
   ProtobufCMessage *resp;
-  const Process__ListResponse *lr;
-  conch_process_info *out;
-  size_t i;
   int rv;
 
   if (sb == NULL || list == NULL || n == NULL) {
@@ -537,22 +640,59 @@ int conch_list(conch_sandbox *sb, conch_process_info **list, size_t *n,
   if (rv != 0) {
     return rv;
   }
-  lr = (const Process__ListResponse *)resp;
-  out = api_calloc(LM, lr->n_processes > 0 ? lr->n_processes : 1, sizeof(*out));
-  if (out == NULL) {
-    conch_message_free(sb->client, resp);
+  rv = to_list((const Process__ListResponse *)resp, list, n);
+  conch_message_free(sb->client, resp);
+  return rv;
+}
+
+typedef struct list_ctx {
+  void (*done)(const conch_process_info *, size_t, const conch_status *,
+               void *);
+  void *ud;
+  const conch_mem *mem;
+} list_ctx;
+
+static void list_done(const conch_status *st, const ProtobufCMessage *resp,
+                      void *ud) {
+  list_ctx *l = ud;
+  conch_process_info *list = NULL;
+  size_t n = 0;
+  if (st->code == CONCH_CODE_OK && resp != NULL &&
+      to_list((const Process__ListResponse *)resp, &list, &n) != 0) {
+    conch_status nomem;
+    conch_status_init(&nomem);
+    nomem.code = CONCH_CODE_RESOURCE_EXHAUSTED;
+    nomem.origin = CONCH_ORIGIN_LOCAL;
+    nomem.local_err = CONCH_ERR_NOMEM;
+    l->done(NULL, 0, &nomem, l->ud);
+  } else {
+    l->done(list, n, st, l->ud);
+  }
+  conch_process_list_free(list, n);
+  api_free(l->mem, l);
+}
+
+int conch_list_async(conch_sandbox *sb,
+                     void (*done)(const conch_process_info *list, size_t n,
+                                  const conch_status *st, void *user_data),
+                     void *user_data) {
+  Process__ListRequest req = PROCESS__LIST_REQUEST__INIT;
+  list_ctx *l;
+  int rv;
+  if (sb == NULL || done == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  l = api_calloc(sb->mem, 1, sizeof(*l));
+  if (l == NULL) {
     return CONCH_ERR_NOMEM;
   }
-  for (i = 0; i < lr->n_processes; i++) {
-    rv = copy_info(&out[i], lr->processes[i]);
-    if (rv != 0) {
-      conch_process_list_free(out, i + 1);
-      conch_message_free(sb->client, resp);
-      return rv;
-    }
+  l->done = done;
+  l->ud = user_data;
+  l->mem = sb->mem;
+  rv = conch__sb_unary_async(sb, &process__process__list__method, &req.base,
+                             list_done, l);
+  if (rv != 0) {
+    api_free(sb->mem, l);
   }
-  *list = out;
-  *n = lr->n_processes;
-  conch_message_free(sb->client, resp);
-  return 0;
+  return rv;
 }

@@ -384,6 +384,89 @@ static void test_signals_async_and_handle(void **state) {
   conch_sandbox_free(sb);
 }
 
+/* The unary calls on the loop. */
+typedef struct async_log {
+  int steps;
+  uint32_t pid;
+  int listed;
+  conch_code last;
+} async_log;
+
+static void a_started(uint32_t pid, const conch_status *st, void *ud) {
+  async_log *l = ud;
+  l->pid = pid;
+  l->last = st->code;
+  l->steps++;
+}
+
+static void a_listed(const conch_process_info *list, size_t n,
+                     const conch_status *st, void *ud) {
+  async_log *l = ud;
+  size_t i;
+  for (i = 0; i < n; i++) {
+    l->listed |= list[i].pid == l->pid;
+  }
+  l->last = st->code;
+  l->steps++;
+}
+
+static void a_status(const conch_status *st, void *ud) {
+  async_log *l = ud;
+  l->last = st->code;
+  l->steps++;
+}
+
+static void drive_until(conch_sandbox *sb, async_log *l, int steps) {
+  while (l->steps < steps) {
+    assert_int_equal(conch_client_run(conch_sandbox_native(sb), 1000), 0);
+  }
+  assert_int_equal(l->last, CONCH_CODE_OK);
+}
+
+static void test_async_unary_forms(void **state) {
+  conch_sandbox *sb = sandbox();
+  conch_proc_opts o = CONCH_PROC_OPTS_INIT;
+  const char *args[] = {"-c", "read x; echo got:$x; sleep 30"};
+  async_log l;
+  conch_selector sel = {0, NULL};
+  conch_process *p;
+  conch_status st;
+  conch_chunk c;
+  (void)state;
+
+  memset(&l, 0, sizeof(l));
+  o.cmd = "/bin/sh";
+  o.args = args;
+  o.nargs = 2;
+  o.stdin_enabled = 1;
+  assert_int_equal(conch_start_async(sb, &o, a_started, &l), 0);
+  drive_until(sb, &l, 1);
+  assert_true(l.pid > 0 && alive(l.pid));
+  assert_int_equal(conch_list_async(sb, a_listed, &l), 0);
+  drive_until(sb, &l, 2);
+  assert_true(l.listed);
+  sel.pid = l.pid;
+  conch_status_init(&st);
+  assert_int_equal(conch_connect(sb, &sel, 0, &p, &st), 0);
+  assert_int_equal(conch_send_stdin_async(sb, &sel, "hi\n", 3, 0, a_status, &l),
+                   0);
+  drive_until(sb, &l, 3);
+  assert_int_equal(conch_close_stdin_async(sb, &sel, a_status, &l), 0);
+  drive_until(sb, &l, 4);
+  assert_int_equal(conch_process_next(p, &c), 0);
+  assert_int_equal(c.len, 7);
+  assert_memory_equal(c.data, "got:hi\n", 7);
+  /* Not a PTY: the server refuses a resize. */
+  assert_int_equal(conch_pty_resize_async(sb, &sel, 80, 24, a_status, &l), 0);
+  while (l.steps < 5) {
+    assert_int_equal(conch_client_run(conch_sandbox_native(sb), 1000), 0);
+  }
+  assert_int_equal(l.last, CONCH_CODE_INTERNAL);
+  assert_int_equal(conch_process_close(p), 0); /* owned: ends it */
+  assert_true(gone_within(l.pid, 3000));
+  conch_sandbox_free(sb);
+}
+
 static void test_stream_sigterm_ignored(void **state) {
   conch_sandbox *sb = sandbox();
   const char *argv[2];
@@ -882,6 +965,7 @@ int main(void) {
       cmocka_unit_test(test_stream_break_early),
       cmocka_unit_test(test_stream_error_inside_loop),
       cmocka_unit_test(test_signals_async_and_handle),
+      cmocka_unit_test(test_async_unary_forms),
       cmocka_unit_test(test_stream_sigterm_ignored),
       cmocka_unit_test(test_stream_deadline),
       cmocka_unit_test(test_wait_discards),

@@ -485,6 +485,41 @@ conch_kill_async(conch_sandbox *sb, const conch_selector *sel, int signal,
                  void (*done)(const conch_status *st, void *user_data),
                  void *user_data);
 
+/** conch_list() on the loop: |done| runs once with the list (borrowed
+    until it returns; NULL on error) and the status. */
+CONCH_EXTERN int conch_list_async(conch_sandbox *sb,
+                                  void (*done)(const conch_process_info *list,
+                                               size_t n, const conch_status *st,
+                                               void *user_data),
+                                  void *user_data);
+
+/** conch_send_stdin() (|pty| 0) or conch_pty_send() (|pty| 1) on the loop;
+    |data| is copied.  |done| (may be NULL) runs with the status. */
+CONCH_EXTERN int
+conch_send_stdin_async(conch_sandbox *sb, const conch_selector *sel,
+                       const void *data, size_t len, int pty,
+                       void (*done)(const conch_status *st, void *user_data),
+                       void *user_data);
+
+/** conch_close_stdin() on the loop. */
+CONCH_EXTERN int
+conch_close_stdin_async(conch_sandbox *sb, const conch_selector *sel,
+                        void (*done)(const conch_status *st, void *user_data),
+                        void *user_data);
+
+/** conch_pty_resize() on the loop. */
+CONCH_EXTERN int conch_pty_resize_async(
+    conch_sandbox *sb, const conch_selector *sel, uint32_t cols, uint32_t rows,
+    void (*done)(const conch_status *st, void *user_data), void *user_data);
+
+/** conch_start() on the loop: |done| runs once, with the pid (0 on error)
+    and the status; the process then runs on without a handle. */
+CONCH_EXTERN int conch_start_async(conch_sandbox *sb, const conch_proc_opts *o,
+                                   void (*done)(uint32_t pid,
+                                                const conch_status *st,
+                                                void *user_data),
+                                   void *user_data);
+
 #ifdef __cplusplus
 }
 #endif
