@@ -53,14 +53,14 @@ head -c 100000 /dev/urandom >"$tmp/bin"
 "$CONCH" $U run -- cat "$tmp/bin" >"$tmp/bin.out"
 check "binary output intact" "$(sha256sum <"$tmp/bin")" \
   "$(sha256sum <"$tmp/bin.out")"
-"$CONCH" $U --timeout 1 run -- sleep 30 2>"$tmp/err"
+"$CONCH" $U --timeout 1 run -- sleep 37 2>"$tmp/err"
 check "timeout ends the process" "255" "$?"
 
 # start, ps, attach, kill.
-pid=$("$CONCH" $U start --tag cli-test -- sleep 60)
+pid=$("$CONCH" $U start --tag cli-test -- sleep 67)
 check "start prints a pid" "yes" "$(alive "$pid" && echo yes)"
 "$CONCH" $U ps >"$tmp/ps"
-check "ps lists it" "1" "$(grep -c "^$pid *cli-test *sleep 60" "$tmp/ps")"
+check "ps lists it" "1" "$(grep -c "^$pid *cli-test *sleep 67" "$tmp/ps")"
 "$CONCH" $U kill -s TERM @cli-test
 check "kill by tag" "0" "$?"
 sleep 0.3
@@ -74,7 +74,7 @@ check "attach output" "late" "$out"
 check "attach exit code" "5" "$code"
 
 # Interrupting run ends the remote process.
-"$CONCH" $U run --tag cli-int -- sleep 60 &
+"$CONCH" $U run --tag cli-int -- sleep 67 &
 runner=$!
 sleep 0.5
 pid=$("$CONCH" $U ps | awk '$2 == "cli-int" {print $1}')
@@ -100,9 +100,9 @@ fi
 if ! bash -c 'exec 3<>/dev/tcp/127.0.0.1/49983' 2>/dev/null; then
   out=$("$CONCH" run -- echo via-default)
   check "no URL starts the local server" "via-default" "$out"
-  pid=$("$CONCH" start -- sleep 60)
+  pid=$("$CONCH" start -- sleep 67)
   check "start via default" "yes" "$(alive "$pid" && echo yes)"
-  out=$("$CONCH" ps | grep -c "sleep 60")
+  out=$("$CONCH" ps | grep -c "sleep 67")
   check "same server sees it" "1" "$out"
   "$CONCH" serve --stop
   check "serve --stop" "0" "$?"
@@ -116,8 +116,9 @@ fi
 kill "$srv"
 wait "$srv"
 check "server exits cleanly" "0" "$?"
-# Nothing the suite started runs on.
-left=$(ps -eo pid,args | grep -E 'sleep (30|60)$' | grep -v grep | wc -l)
+# Nothing this suite started runs on (its own durations: other suites may
+# run sleeps of their own at the same time).
+left=$(ps -eo pid,args | grep -E 'sleep (37|67)$' | grep -v grep | wc -l)
 check "no child left running" "0" "$left"
 [ "$fails" = 0 ] && echo "all CLI checks passed"
 exit "$fails"
