@@ -1077,6 +1077,16 @@ static void test_refused_locally(void **state) {
   conch_status_clear(&st);
   conch_client_free(c);
 
+  /* A name that does not resolve (RFC 6761 reserves .invalid). */
+  c = new_client("http://conch-test.invalid:80", NULL);
+  assert_int_equal(conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st,
+                                    NULL, NULL),
+                   CONCH_ERR_RPC);
+  assert_int_equal(st.code, CONCH_CODE_UNAVAILABLE);
+  assert_int_equal(st.local_err, CONCH_ERR_RESOLVE);
+  conch_status_clear(&st);
+  conch_client_free(c);
+
   /* Reserved or malformed metadata never leaves the process. */
   c = new_client(h2c_url, NULL);
   assert_int_equal(conch_metadata_new(&md, NULL), 0);
