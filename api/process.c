@@ -46,6 +46,10 @@ struct conch_process {
   unsigned detaching : 1; /* our own handlers ignore the call now */
   unsigned release_pending : 1;
   unsigned escalated : 1;
+  /* The runtime may still call our handlers for |call| (async handles, until
+     its on_close ran): the memory of |p| waits for that. */
+  unsigned call_open : 1;
+  unsigned free_when_closed : 1;
   unsigned in_handler;
   uint32_t pid;
   char *tag;
@@ -303,13 +307,19 @@ static void drop_call(conch_process *p) {
 
 static void proc_free(conch_process *p) {
   const conch_mem *dm = conch_mem_default();
+  drop_call(p);
+  if (p->call_open) {
+    /* Freed from inside one of the call's handlers: the runtime still owes
+       it its on_close, which finishes this (push_close). */
+    p->free_when_closed = 1;
+    return;
+  }
   conch_alarm_cancel(p->start_alarm);
   p->start_alarm = NULL;
   if (p->cur != NULL) {
     conch_message_free(p->sb->client, p->cur);
     p->cur = NULL;
   }
-  drop_call(p);
   plink_remove(&p->link);
   api_free(dm, p->out.p);
   api_free(dm, p->err.p);
@@ -410,7 +420,11 @@ static void push_close(conch_call *call, const conch_status *st,
   conch_process *p = ud;
   (void)call;
   (void)trailers;
+  p->call_open = 0; /* the runtime's last word on this call */
   if (p->detaching) {
+    if (p->free_when_closed) {
+      proc_free(p);
+    }
     return;
   }
   conch_alarm_cancel(p->start_alarm);
@@ -585,6 +599,7 @@ static int proc_begin(conch_sandbox *sb, proc_kind kind,
                         kind == PK_CONNECT ? &process__process__connect__method
                                            : &process__process__start__method,
                         &co, async ? &push_handler : NULL, p, &p->call);
+  p->call_open = rv == 0 && async;
   conch_metadata_free(md);
   if (rv != 0) {
     proc_free(p);
@@ -1173,11 +1188,13 @@ void conch__proc_close_all(conch_sandbox *sb) {
       break;
     }
   }
-  /* What could not be ended cleanly is released anyway. */
+  /* What could not be ended cleanly is released anyway; a handle whose
+     call still owes an on_close goes when the client is freed. */
   while (sb->procs.next != &sb->procs) {
     conch_plink *h = sb->procs.next;
     conch_process *p =
         (conch_process *)(void *)((char *)h - offsetof(conch_process, link));
+    plink_remove(&p->link);
     proc_free(p);
   }
 }
