@@ -63,13 +63,16 @@ static void detach_calls(conch_conn *conn, conch_code code, int err,
 void conch__conn_fail(conch_conn *conn, conch_code code, int err,
                       const char *fmt, ...) {
   va_list ap;
+  char msg[sizeof(conn->errmsg)];
 
   if (conn->state == CONCH_CONN_DEAD) {
     return;
   }
+  /* Formatted apart: the arguments may quote the previous errmsg. */
   va_start(ap, fmt);
-  vsnprintf(conn->errmsg, sizeof(conn->errmsg), fmt, ap);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
+  memcpy(conn->errmsg, msg, sizeof(msg));
   conn->state = CONCH_CONN_DEAD;
   conn->errcode = err;
   conn->fail_code = code;

@@ -193,6 +193,13 @@ static void test_faults(void **state) {
                conch_code_name(o.code), o.message, o.messages,
                (long long)o.elapsed_ms, conch_code_name(fc->code));
     }
+    {
+      /* Messages read once: a connection's message once quoted itself. */
+      const char *m = strstr(o.message, "connection closed by");
+      if (m != NULL && strstr(m + 1, "connection closed by") != NULL) {
+        fail_msg("%s: repeated message '%s'", fc->scenario, o.message);
+      }
+    }
     if (strcmp(fc->scenario, "RstRefused") == 0 ||
         strcmp(fc->scenario, "Goaway") == 0) {
       assert_true(o.retryable_hint);
