@@ -35,9 +35,14 @@ done
 gen=${1:-$top/gen}
 
 # The process service, and the plugin's own view of protoc's messages.
+# Then the conformance suite's schemas and the well-known types they import,
+# for tools/conformance-client (their outputs sit two folders deep, out of
+# libconch's gen/*/ globs).
 PROTOS="process/process.proto conch/plugin/descriptor.proto
-conch/plugin/plugin.proto"
-CONCH_PROTOS="process/process.proto"
+conch/plugin/plugin.proto google/protobuf/any.proto google/protobuf/empty.proto
+google/protobuf/struct.proto conformance/v1/config.proto
+conformance/v1/service.proto conformance/v1/client_compat.proto"
+CONCH_PROTOS="process/process.proto conformance/v1/service.proto"
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT INT TERM
