@@ -494,11 +494,21 @@ int conch_call_close_send(conch_call *call) {
 }
 
 size_t conch__call_send_pending(const conch_call *call) {
-  return conch__buf_size(&call->sendbuf);
+  return conch__buf_size(&call->sendbuf) - call->sent;
+}
+
+const uint8_t *conch__call_send_head(const conch_call *call) {
+  return conch__buf_head(&call->sendbuf) + call->sent;
 }
 
 void conch__call_sent(conch_call *call, size_t n) {
-  conch__buf_consume(&call->sendbuf, n);
+  if (one_message_kind(call) && !call->retried && !call->headers_done) {
+    call->sent += n; /* kept: see conch__call_on_stream_close() */
+    return;
+  }
+  conch__buf_consume(&call->sendbuf, call->sent + n);
+  call->sent = 0;
+  call->stream_sent += n;
   if (call->want_send_ready &&
       conch__buf_size(&call->sendbuf) < SEND_HIGH_WATER / 2 &&
       !conch__linked(&call->ready_link)) {
@@ -813,6 +823,11 @@ void conch__call_on_headers_done(conch_call *call, int end_stream) {
   }
   if (call->blk == BLK_RESPONSE) {
     call->headers_done = 1;
+    if (call->sent > 0) {
+      /* The server answered: the request cannot be refused any more. */
+      conch__buf_consume(&call->sendbuf, call->sent);
+      call->sent = 0;
+    }
     call->got_trailers_only = end_stream;
     if (!call->finished) {
       conch__proto_on_headers(call);
@@ -840,6 +855,43 @@ void conch__call_on_remote_end(conch_call *call) {
   }
 }
 
+/* A stream refused unprocessed (RST_STREAM REFUSED_STREAM, or above the
+   last stream id of a GOAWAY) is sent once more, on a connection that takes
+   new streams, if the whole request is still at hand: a one-message call,
+   or a streaming call that has sent nothing yet.  This is gRPC's
+   transparent retry; the deadline keeps running.  Returns 0 when the call
+   was queued again. */
+static int retry(conch_call *call) {
+  conch_conn *conn;
+  conch_status st;
+
+  if (call->retried || call->headers_done || call->body_bytes > 0) {
+    return -1;
+  }
+  if (!one_message_kind(call) && call->stream_sent > 0) {
+    return -1;
+  }
+  conch_status_init(&st);
+  conn = conch__conn_get(call->client, &st);
+  if (conn == NULL) {
+    conch_status_clear(&st);
+    return -1;
+  }
+  call->retried = 1;
+  call->sent = 0;
+  call->stream_id = 0;
+  call->submitted = 0;
+  call->deferred = 0;
+  call->stream_live = 0;
+  call->http_status = 0;
+  call->status.http_status = 0;
+  call->conn = conn;
+  conch__list_push(&conn->calls, &call->conn_link);
+  conch__list_push(&conn->queue, &call->queue_link);
+  conch__conn_mark_dirty(conn);
+  return 0;
+}
+
 void conch__call_on_stream_close(conch_call *call, uint32_t h2err) {
   int deadline_passed;
   conch_code code;
@@ -850,6 +902,9 @@ void conch__call_on_stream_close(conch_call *call, uint32_t h2err) {
   if (h2err == NGHTTP2_NO_ERROR) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
                      "stream closed before the response was complete");
+    return;
+  }
+  if (h2err == NGHTTP2_REFUSED_STREAM && retry(call) == 0) {
     return;
   }
   deadline_passed =

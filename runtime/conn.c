@@ -463,7 +463,7 @@ static int send_data(nghttp2_session *s, nghttp2_frame *frame,
   (void)frame; /* we never pad */
 
   if (out_append(conn, framehd, 9) != 0 ||
-      out_append(conn, conch__buf_head(&call->sendbuf), length) != 0) {
+      out_append(conn, conch__call_send_head(call), length) != 0) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
   conch__call_sent(call, length);
@@ -879,8 +879,7 @@ void conch__conn_submit_queued(conch_conn *conn) {
   uint32_t max;
   conch_link *l, *next;
 
-  if (conn->state != CONCH_CONN_READY || conn->goaway ||
-      !conn->peer_settings) {
+  if (conn->state != CONCH_CONN_READY || conn->goaway || !conn->peer_settings) {
     return;
   }
   max = nghttp2_session_get_remote_settings(

@@ -178,7 +178,14 @@ struct conch_call {
   conch_compression send_comp;
 
   /* Sending. */
-  conch_buf sendbuf;        /* wire bytes not yet given to nghttp2 */
+  conch_buf sendbuf; /* wire bytes not yet given to nghttp2 */
+  /* Of one-message calls (unary, server streaming) the request stays in
+     |sendbuf| until the response begins, with |sent| bytes of it given to
+     nghttp2: a stream the server refused unprocessed can then be sent
+     again.  Streaming requests drop bytes as they go. */
+  size_t sent;
+  size_t stream_sent;       /* streaming requests: bytes given to nghttp2 */
+  unsigned retried : 1;     /* the one transparent retry was used */
   unsigned nsent;           /* messages queued */
   unsigned send_closed : 1; /* close_send called */
   unsigned submitted : 1;   /* HEADERS given to nghttp2 */
@@ -352,6 +359,7 @@ void conch__call_on_remote_end(conch_call *call);
 void conch__call_on_stream_close(conch_call *call, uint32_t h2err);
 /* The data source of |call| is asked for up to |len| bytes. */
 size_t conch__call_send_pending(const conch_call *call);
+const uint8_t *conch__call_send_head(const conch_call *call);
 
 /* Client internals (client.c). */
 void conch__client_kick(conch_client *c);

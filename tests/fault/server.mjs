@@ -412,11 +412,50 @@ const scenarios = {
     stream.end("<html><body>503 Service Unavailable</body></html>");
   },
 
+  // The first request with a given x-fault-key header is refused
+  // unprocessed (RST_STREAM REFUSED_STREAM, or a GOAWAY below its stream id
+  // and a closed connection); later ones are echoed.  A client that retries
+  // refused streams transparently succeeds.
+  RefuseOnce: async (stream, headers) => {
+    if (firstTime(headers)) {
+      stream.close(NGHTTP2_REFUSED_STREAM);
+      return;
+    }
+    await echoAny(stream, headers);
+  },
+
+  GoawayOnce: async (stream, headers) => {
+    if (firstTime(headers)) {
+      await scenarios.Goaway(stream, headers);
+      return;
+    }
+    await echoAny(stream, headers);
+  },
+
   Http400Stream: async (stream) => {
     if ((await readBody(stream)) === null) return;
     respond(stream, { ":status": 400 }, { endStream: true });
   },
 };
+
+const seenKeys = new Set();
+
+function firstTime(headers) {
+  const key = String(headers["x-fault-key"] ?? "");
+  if (seenKeys.has(key)) return false;
+  seenKeys.add(key);
+  return true;
+}
+
+// Echo for unary requests, EchoStream for streaming ones.
+async function echoAny(stream, headers) {
+  const ctype = String(headers["content-type"] ?? "");
+  if (ctype.startsWith("application/connect+")) {
+    await scenarios.EchoStream(stream, headers);
+  } else {
+    await scenarios.Echo(stream, headers);
+  }
+}
 
 async function onStream(stream, headers) {
   stream.on("error", () => {}); // resets are part of the game

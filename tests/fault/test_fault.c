@@ -234,6 +234,88 @@ static void test_bomb_limits(void **state) {
   }
 }
 
+/* Refused streams are sent once more when the whole request is at hand
+   (gRPC's transparent retry); a second refusal is final. */
+static conch_code keyed_call(conch_client *c, const char *scenario,
+                             conch_stream_kind kind, const char *key,
+                             int send_first, int *messages) {
+  char path[128];
+  conch_method m;
+  conch_call_opts opts = CONCH_CALL_OPTS_INIT;
+  conch_metadata *md;
+  conch_call *call;
+  const uint8_t *data;
+  size_t len;
+  conch_code code;
+  int rv;
+
+  snprintf(path, sizeof(path), "/conchfault.v1.Fault/%s", scenario);
+  memset(&m, 0, sizeof(m));
+  m.path = path;
+  m.kind = kind;
+  assert_int_equal(conch_metadata_new(&md, NULL), 0);
+  assert_int_equal(conch_metadata_add_str(md, "x-fault-key", key), 0);
+  opts.headers = md;
+  opts.timeout_ms = 5000;
+  assert_int_equal(conch_call_start(c, &m, &opts, NULL, NULL, &call), 0);
+  conch_metadata_free(md);
+  if (send_first) {
+    assert_int_equal(conch_call_send_raw(call, MSG, 4), 0);
+  } else {
+    /* Nothing but HEADERS until the stream has been answered. */
+    int i;
+    for (i = 0; i < 20; i++) {
+      assert_int_equal(conch_client_run(c, 10), 0);
+    }
+    assert_int_equal(conch_call_send_raw(call, MSG, 4), 0);
+  }
+  if (kind == CONCH_STREAM_BIDI || kind == CONCH_STREAM_CLIENT) {
+    conch_call_close_send(call);
+  }
+  *messages = 0;
+  for (;;) {
+    rv = conch_call_recv_raw(call, &data, &len);
+    if (rv == 0) {
+      (*messages)++;
+      continue;
+    }
+    if (rv != CONCH_ERR_AGAIN) {
+      break;
+    }
+    assert_int_equal(conch_client_run(c, 50), 0);
+  }
+  code = conch_call_status(call)->code;
+  conch_call_free(call);
+  return code;
+}
+
+static void test_transparent_retry(void **state) {
+  conch_client *c;
+  int n;
+  (void)state;
+  assert_int_equal(conch_client_new(&c, url, NULL), 0);
+  /* One-message calls keep their request until answered. */
+  assert_int_equal(keyed_call(c, "RefuseOnce", U, "u1", 1, &n),
+                   CONCH_CODE_OK);
+  assert_int_equal(n, 1);
+  assert_int_equal(keyed_call(c, "RefuseOnce", S, "s1", 1, &n),
+                   CONCH_CODE_OK);
+  assert_int_equal(keyed_call(c, "GoawayOnce", U, "u2", 1, &n),
+                   CONCH_CODE_OK);
+  assert_int_equal(keyed_call(c, "GoawayOnce", S, "s2", 1, &n),
+                   CONCH_CODE_OK);
+  /* A stream that had sent nothing yet is retried too... */
+  assert_int_equal(
+      keyed_call(c, "RefuseOnce", CONCH_STREAM_BIDI, "b1", 0, &n),
+      CONCH_CODE_OK);
+  /* ...one whose messages went out is not: they may have been read. */
+  assert_int_equal(
+      keyed_call(c, "GoawayOnce", CONCH_STREAM_CLIENT, "c1", 1, &n),
+      CONCH_CODE_UNAVAILABLE);
+  check_healthy(c);
+  conch_client_free(c);
+}
+
 /* Calls beyond the server's MAX_CONCURRENT_STREAMS wait their turn on the
    one connection, and their deadlines run while they wait. */
 typedef struct waiter {
@@ -319,6 +401,7 @@ int main(void) {
       cmocka_unit_test(test_faults),
       cmocka_unit_test(test_bomb_limits),
       cmocka_unit_test(test_queued_calls),
+      cmocka_unit_test(test_transparent_retry),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
