@@ -447,6 +447,9 @@ static void run_timers(conch_client *c, int64_t now) {
     case CONCH_TIMER_CONN_CONNECT:
       conch__conn_on_timeout(CONCH_CONTAINER(t, conch_conn, connect_timer));
       break;
+    case CONCH_TIMER_CONN_KEEPALIVE:
+      conch__conn_on_keepalive(CONCH_CONTAINER(t, conch_conn, keepalive_timer));
+      break;
     case CONCH_TIMER_ALARM: {
       conch_alarm *a = CONCH_CONTAINER(t, conch_alarm, t);
       conch__list_remove(&a->link);

@@ -77,6 +77,7 @@ void conch__conn_fail(conch_conn *conn, conch_code code, int err,
   conn->errcode = err;
   conn->fail_code = code;
   conch__timer_disarm(conn->client, &conn->connect_timer);
+  conch__timer_disarm(conn->client, &conn->keepalive_timer);
   close_fd(conn);
   detach_calls(conn, code, err, conn->errmsg);
   /* The session may be inside a callback now; it is deleted when the dead
@@ -88,6 +89,7 @@ void conch__conn_free(conch_conn *conn) {
   conch_client *c = conn->client;
 
   conch__timer_disarm(c, &conn->connect_timer);
+  conch__timer_disarm(c, &conn->keepalive_timer);
   close_fd(conn);
   detach_calls(conn, CONCH_CODE_CANCELED, CONCH_ERR_CANCELED,
                "connection closed");
@@ -328,7 +330,20 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
       conch__conn_mark_dirty(conn);
     }
     break;
+  case NGHTTP2_PING:
+    if (frame->hd.flags & NGHTTP2_FLAG_ACK) {
+      conn->ping_sent = 0;
+    }
+    break;
   case NGHTTP2_GOAWAY:
+    if (frame->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM &&
+        frame->goaway.opaque_data_len == 14 &&
+        memcmp(frame->goaway.opaque_data, "too_many_pings", 14) == 0 &&
+        conn->client->o.keepalive_ms > 0) {
+      /* The server finds our pings too frequent: back off for the
+         connections to come (gRPC's rule). */
+      conn->client->o.keepalive_ms *= 2;
+    }
     conn->goaway = 1;
     if (frame->goaway.error_code != NGHTTP2_NO_ERROR) {
       snprintf(conn->errmsg, sizeof(conn->errmsg),
@@ -531,6 +546,11 @@ static int start_session(conch_conn *conn) {
   }
   conn->state = CONCH_CONN_READY;
   conch__timer_disarm(c, &conn->connect_timer);
+  conn->last_read = conch__now_ms();
+  if (c->o.keepalive_ms > 0) {
+    conch__timer_arm(c, &conn->keepalive_timer,
+                     conn->last_read + c->o.keepalive_ms);
+  }
   conch__conn_mark_dirty(conn);
   return 0;
 }
@@ -662,6 +682,8 @@ conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
   conn->fd = -1;
   conn->connect_timer.idx = SIZE_MAX;
   conn->connect_timer.kind = CONCH_TIMER_CONN_CONNECT;
+  conn->keepalive_timer.idx = SIZE_MAX;
+  conn->keepalive_timer.kind = CONCH_TIMER_CONN_KEEPALIVE;
   conch__list_init(&conn->calls);
   conch__list_init(&conn->queue);
   conn->rcap = READ_BUF;
@@ -707,6 +729,48 @@ conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
      it at the end of the turn, with its message. */
   try_connect(conn, 0);
   return conn;
+}
+
+void conch__conn_on_keepalive(conch_conn *conn) {
+  conch_client *c = conn->client;
+  int64_t now = conch__now_ms();
+  long interval = c->o.keepalive_ms;
+
+  if (conn->state != CONCH_CONN_READY || interval <= 0) {
+    return;
+  }
+  if (conn->ping_sent != 0) {
+    if (conn->last_read > conn->ping_sent) {
+      conn->ping_sent = 0; /* something came back meanwhile */
+    } else if (now - conn->ping_sent >= c->o.keepalive_timeout_ms) {
+      conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                       "keepalive: %s:%s did not answer a PING within %ld ms",
+                       c->host, c->port, c->o.keepalive_timeout_ms);
+      return;
+    } else {
+      conch__timer_arm(c, &conn->keepalive_timer,
+                       conn->ping_sent + c->o.keepalive_timeout_ms);
+      return;
+    }
+  }
+  if (now - conn->last_read < interval) {
+    conch__timer_arm(c, &conn->keepalive_timer, conn->last_read + interval);
+    return; /* recent traffic */
+  }
+  if (conch__list_empty(&conn->calls)) {
+    /* Nothing to keep alive: no pings without calls, as gRPC clients
+       default to. */
+    conch__timer_arm(c, &conn->keepalive_timer, now + interval);
+    return;
+  }
+  if (nghttp2_submit_ping(conn->h2, NGHTTP2_FLAG_NONE, NULL) != 0) {
+    conch__conn_fail(conn, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
+                     "out of memory sending a keepalive PING");
+    return;
+  }
+  conn->ping_sent = now;
+  conch__conn_mark_dirty(conn);
+  conch__timer_arm(c, &conn->keepalive_timer, now + c->o.keepalive_timeout_ms);
 }
 
 void conch__conn_on_timeout(conch_conn *conn) {
@@ -772,6 +836,9 @@ static int feed_tls(conch_conn *conn, const uint8_t *p, size_t n) {
 
 static void on_readable(conch_conn *conn) {
   int i;
+  /* Any byte read shows the peer alive; the keepalive timer reads this
+     lazily instead of being re-armed per read. */
+  conn->last_read = conch__now_ms();
   /* Bounded so one busy connection cannot starve the rest of the loop. */
   for (i = 0; i < 16 && conn->state != CONCH_CONN_DEAD; i++) {
     ssize_t n = recv(conn->fd, conn->rbuf, conn->rcap, 0);

@@ -55,7 +55,8 @@ static inline void conch__list_remove(conch_link *l) {
 enum {
   CONCH_TIMER_CALL_DEADLINE = 1,
   CONCH_TIMER_CONN_CONNECT = 2,
-  CONCH_TIMER_ALARM = 3
+  CONCH_TIMER_ALARM = 3,
+  CONCH_TIMER_CONN_KEEPALIVE = 4
 };
 
 typedef struct conch_timer {
@@ -81,6 +82,8 @@ struct conch_client_opts {
   uint32_t conn_window;
   uint32_t max_header_list;
   long connect_timeout_ms;
+  long keepalive_ms; /* 0: off; doubled after "too_many_pings" */
+  long keepalive_timeout_ms;
   char *user_agent;
   char *ca_file;
   char *ca_pem;
@@ -126,6 +129,9 @@ typedef struct conch_conn {
   uint8_t *pbuf; /* TLS plaintext */
   size_t pcap;
   conch_timer connect_timer;
+  conch_timer keepalive_timer;
+  int64_t last_read;    /* when bytes last arrived (ms) */
+  int64_t ping_sent;    /* 0: no keepalive PING outstanding */
   conch_link calls;     /* calls bound to this connection */
   conch_link queue;     /* calls waiting for a stream slot or for READY */
   size_t active;        /* streams submitted to nghttp2 and not closed */
@@ -308,6 +314,8 @@ void conch__conn_flush(conch_conn *conn);
 void conch__conn_on_io(conch_conn *conn, unsigned events);
 /* The connect timer fired. */
 void conch__conn_on_timeout(conch_conn *conn);
+/* The keepalive timer fired. */
+void conch__conn_on_keepalive(conch_conn *conn);
 /* Fails the connection: every call on it ends with |code|. */
 void conch__conn_fail(conch_conn *conn, conch_code code, int err,
                       const char *fmt, ...) CONCH_PRINTF(4, 5);

@@ -197,6 +197,17 @@ int conch_client_opts_set_max_header_list(conch_client_opts *opts,
   return 0;
 }
 
+int conch_client_opts_set_keepalive(conch_client_opts *opts, long interval_ms,
+                                    long timeout_ms) {
+  if (opts == NULL || interval_ms < 0 || timeout_ms < 0 ||
+      (interval_ms > 0 && interval_ms < 1000)) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->keepalive_ms = interval_ms;
+  opts->keepalive_timeout_ms = timeout_ms > 0 ? timeout_ms : 20000;
+  return 0;
+}
+
 int conch_client_opts_set_connect_timeout(conch_client_opts *opts, long ms) {
   if (opts == NULL || ms <= 0) {
     return CONCH_ERR_INVALID;

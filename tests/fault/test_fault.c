@@ -20,6 +20,8 @@
 static conch_peer peer;
 static char url[64];
 static conch_peer small_peer; /* SETTINGS_MAX_CONCURRENT_STREAMS = 2 */
+static conch_peer hole_peer;  /* answers nothing after its SETTINGS */
+static char hole_url[64];
 static char small_url[64];
 
 static int group_setup(void **state) {
@@ -39,6 +41,12 @@ static int group_setup(void **state) {
     snprintf(small_url, sizeof(small_url), "http://127.0.0.1:%d",
              small_peer.port);
   }
+  if (conch_peer_start(&hole_peer,
+                       CONCH_SOURCE_DIR "/tests/fault/blackhole.mjs",
+                       NULL) != 0) {
+    return -1;
+  }
+  snprintf(hole_url, sizeof(hole_url), "http://127.0.0.1:%d", hole_peer.port);
   return 0;
 }
 
@@ -46,6 +54,7 @@ static int group_teardown(void **state) {
   (void)state;
   conch_peer_stop(&peer);
   conch_peer_stop(&small_peer);
+  conch_peer_stop(&hole_peer);
   return 0;
 }
 
@@ -101,8 +110,8 @@ static void run(conch_client *c, const char *scenario, conch_stream_kind kind,
     /* Nothing may hang: every scenario ends well within this. */
     assert_true(conch__now_ms() - t0 < 15000);
   }
-  assert_int_equal(conch_call_wait_sync(call), rv == CONCH_ERR_EOF ? 0
-                                                                   : CONCH_ERR_RPC);
+  assert_int_equal(conch_call_wait_sync(call),
+                   rv == CONCH_ERR_EOF ? 0 : CONCH_ERR_RPC);
   out->code = conch_call_status(call)->code;
   snprintf(out->message, sizeof(out->message), "%s",
            conch_status_message(conch_call_status(call)));
@@ -295,25 +304,47 @@ static void test_transparent_retry(void **state) {
   (void)state;
   assert_int_equal(conch_client_new(&c, url, NULL), 0);
   /* One-message calls keep their request until answered. */
-  assert_int_equal(keyed_call(c, "RefuseOnce", U, "u1", 1, &n),
-                   CONCH_CODE_OK);
+  assert_int_equal(keyed_call(c, "RefuseOnce", U, "u1", 1, &n), CONCH_CODE_OK);
   assert_int_equal(n, 1);
-  assert_int_equal(keyed_call(c, "RefuseOnce", S, "s1", 1, &n),
-                   CONCH_CODE_OK);
-  assert_int_equal(keyed_call(c, "GoawayOnce", U, "u2", 1, &n),
-                   CONCH_CODE_OK);
-  assert_int_equal(keyed_call(c, "GoawayOnce", S, "s2", 1, &n),
-                   CONCH_CODE_OK);
+  assert_int_equal(keyed_call(c, "RefuseOnce", S, "s1", 1, &n), CONCH_CODE_OK);
+  assert_int_equal(keyed_call(c, "GoawayOnce", U, "u2", 1, &n), CONCH_CODE_OK);
+  assert_int_equal(keyed_call(c, "GoawayOnce", S, "s2", 1, &n), CONCH_CODE_OK);
   /* A stream that had sent nothing yet is retried too... */
-  assert_int_equal(
-      keyed_call(c, "RefuseOnce", CONCH_STREAM_BIDI, "b1", 0, &n),
-      CONCH_CODE_OK);
+  assert_int_equal(keyed_call(c, "RefuseOnce", CONCH_STREAM_BIDI, "b1", 0, &n),
+                   CONCH_CODE_OK);
   /* ...one whose messages went out is not: they may have been read. */
   assert_int_equal(
       keyed_call(c, "GoawayOnce", CONCH_STREAM_CLIENT, "c1", 1, &n),
       CONCH_CODE_UNAVAILABLE);
   check_healthy(c);
   conch_client_free(c);
+}
+
+/* Keepalive: a peer that stops answering is found out even by a call
+   without a deadline; a live peer's pings are answered and a slow call is
+   left alone. */
+static void test_keepalive(void **state) {
+  conch_client_opts *o;
+  conch_client *c;
+  outcome out;
+  (void)state;
+
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_keepalive(o, 500, 0),
+                   CONCH_ERR_INVALID); /* under a second */
+  assert_int_equal(conch_client_opts_set_keepalive(o, 1000, 600), 0);
+  assert_int_equal(conch_client_new(&c, hole_url, o), 0);
+  run(c, "Echo", U, 0, 0, &out);
+  assert_int_equal(out.code, CONCH_CODE_UNAVAILABLE);
+  assert_non_null(strstr(out.message, "keepalive"));
+  assert_true(out.elapsed_ms >= 1500 && out.elapsed_ms < 4000);
+  conch_client_free(c);
+
+  assert_int_equal(conch_client_new(&c, url, o), 0);
+  run(c, "SlowHeaders", U, 0, 0, &out); /* 5 s of silence, pings answered */
+  assert_int_equal(out.code, CONCH_CODE_OK);
+  conch_client_free(c);
+  conch_client_opts_free(o);
 }
 
 /* Calls beyond the server's MAX_CONCURRENT_STREAMS wait their turn on the
@@ -402,6 +433,7 @@ int main(void) {
       cmocka_unit_test(test_bomb_limits),
       cmocka_unit_test(test_queued_calls),
       cmocka_unit_test(test_transparent_retry),
+      cmocka_unit_test(test_keepalive),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

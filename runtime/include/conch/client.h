@@ -112,6 +112,20 @@ CONCH_EXTERN int conch_client_opts_set_max_header_list(conch_client_opts *opts,
 CONCH_EXTERN int conch_client_opts_set_connect_timeout(conch_client_opts *opts,
                                                        long ms);
 
+/**
+ * Keepalive: after |interval_ms| without anything read on a connection that
+ * has calls running, a PING is sent; without its ACK within |timeout_ms| the
+ * connection is taken for dead and its calls end with unavailable.
+ * |interval_ms| 0 (the default) turns it off; otherwise it is at least
+ * 1000 ms (gRPC clamps to 10 s; servers may answer pings more often than
+ * every few minutes with GOAWAY ENHANCE_YOUR_CALM "too_many_pings", after
+ * which the client doubles its interval for new connections).
+ * |timeout_ms| 0 means 20000.
+ */
+CONCH_EXTERN int conch_client_opts_set_keepalive(conch_client_opts *opts,
+                                                 long interval_ms,
+                                                 long timeout_ms);
+
 /** The user-agent header.  Copied.  Default "conch/<version>". */
 CONCH_EXTERN int conch_client_opts_set_user_agent(conch_client_opts *opts,
                                                   const char *ua);
