@@ -95,7 +95,7 @@ void conch__call_destroy(conch_call *call) {
     nghttp2_session_set_stream_user_data(call->conn->h2, call->stream_id, NULL);
   }
   conch__list_remove(&call->client_link);
-  conch__list_remove(&call->conn_link);
+  conch__conn_unbind(call);
   conch__list_remove(&call->queue_link);
   conch__list_remove(&call->done_link);
   conch__list_remove(&call->ready_link);
@@ -161,8 +161,7 @@ static void call_end(conch_call *call) {
   call->held = 0;
   credit(call);
   if (!call->submitted) {
-    conch__list_remove(&call->conn_link);
-    call->conn = NULL;
+    conch__conn_unbind(call);
   }
   conch__list_push(&c->done, &call->done_link);
   conch__client_kick(c);
@@ -346,8 +345,7 @@ int conch_call_start(conch_client *c, const conch_method *method,
     call_end(call);
     return 0;
   }
-  call->conn = conn;
-  conch__list_push(&conn->calls, &call->conn_link);
+  conch__conn_bind(conn, call);
   conch__list_push(&conn->queue, &call->queue_link);
   conch__conn_mark_dirty(conn);
   return 0;
@@ -885,8 +883,7 @@ static int retry(conch_call *call) {
   call->stream_live = 0;
   call->http_status = 0;
   call->status.http_status = 0;
-  call->conn = conn;
-  conch__list_push(&conn->calls, &call->conn_link);
+  conch__conn_bind(conn, call);
   conch__list_push(&conn->queue, &call->queue_link);
   conch__conn_mark_dirty(conn);
   return 0;

@@ -51,8 +51,7 @@ static void detach_calls(conch_conn *conn, conch_code code, int err,
   }
   while (!conch__list_empty(&conn->calls)) {
     conch_call *call = CONCH_CONTAINER(conn->calls.next, conch_call, conn_link);
-    conch__list_remove(&call->conn_link);
-    call->conn = NULL;
+    conch__conn_unbind(call);
     call->stream_live = 0;
     conch__call_fail(call, code, err, "%s", msg);
     conch__call_maybe_release(call);
@@ -327,6 +326,8 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
       /* Calls wait for this: until the server has said how many streams
          it takes, requests sent beyond its limit would be refused. */
       conn->peer_settings = 1;
+      conn->client->peer_max_streams = nghttp2_session_get_remote_settings(
+          conn->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
       conch__conn_mark_dirty(conn);
     }
     break;
@@ -359,8 +360,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
       conch_status st;
       conch_conn *other;
       conch__list_remove(&q->queue_link);
-      conch__list_remove(&q->conn_link);
-      q->conn = NULL;
+      conch__conn_unbind(q);
       conch_status_init(&st);
       other = conch__conn_get(conn->client, &st);
       if (other == NULL) {
@@ -369,8 +369,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
         conch_status_clear(&st);
         continue;
       }
-      q->conn = other;
-      conch__list_push(&other->calls, &q->conn_link);
+      conch__conn_bind(other, q);
       conch__list_push(&other->queue, &q->queue_link);
       conch__conn_mark_dirty(other);
     }
@@ -417,8 +416,7 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t err,
     conn->active--;
   }
   call->stream_live = 0;
-  conch__list_remove(&call->conn_link);
-  call->conn = NULL;
+  conch__conn_unbind(call);
   conch__call_on_stream_close(call, err);
   conch__call_maybe_release(call);
   /* A slot is free: queued calls may go. */
@@ -660,17 +658,55 @@ static void check_connect(conch_conn *conn) {
   on_connected(conn);
 }
 
+void conch__conn_bind(conch_conn *conn, conch_call *call) {
+  call->conn = conn;
+  conch__list_push(&conn->calls, &call->conn_link);
+  conn->ncalls++;
+}
+
+void conch__conn_unbind(conch_call *call) {
+  if (call->conn != NULL && conch__linked(&call->conn_link)) {
+    call->conn->ncalls--;
+  }
+  conch__list_remove(&call->conn_link);
+  call->conn = NULL;
+}
+
+/* How many calls |conn| takes at once: the server's limit once known,
+   else what clients assume until its SETTINGS arrive. */
+static size_t capacity(const conch_conn *conn) {
+  if (conn->state == CONCH_CONN_READY && conn->peer_settings) {
+    return nghttp2_session_get_remote_settings(
+        conn->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+  }
+  /* Not known yet: what this server said on another connection, or what
+     Go and grpc-go assume. */
+  return conn->client->peer_max_streams > 0 ? conn->client->peer_max_streams
+                                            : 100;
+}
+
 conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
   conch_link *l;
-  conch_conn *conn;
+  conch_conn *conn, *least = NULL;
   struct addrinfo hints;
+  int usable = 0;
   int rv;
 
   for (l = c->conns.next; l != &c->conns; l = l->next) {
     conn = CONCH_CONTAINER(l, conch_conn, link);
-    if (conn->state != CONCH_CONN_DEAD && !conn->goaway && !conn->closing) {
+    if (conn->state == CONCH_CONN_DEAD || conn->goaway || conn->closing) {
+      continue;
+    }
+    if (conn->ncalls < capacity(conn) || c->o.max_conns <= 1) {
       return conn;
     }
+    usable++;
+    if (least == NULL || conn->ncalls < least->ncalls) {
+      least = conn;
+    }
+  }
+  if (least != NULL && usable >= c->o.max_conns) {
+    return least; /* the pool is full: wait for a slot there */
   }
   conn = conch__calloc(c->mem, 1, sizeof(*conn));
   if (conn == NULL) {

@@ -83,6 +83,7 @@ struct conch_client_opts {
   uint32_t max_header_list;
   long connect_timeout_ms;
   long keepalive_ms; /* 0: off; doubled after "too_many_pings" */
+  int max_conns;     /* connections in the pool, >= 1 */
   long keepalive_timeout_ms;
   char *user_agent;
   char *ca_file;
@@ -135,6 +136,7 @@ typedef struct conch_conn {
   conch_link calls;     /* calls bound to this connection */
   conch_link queue;     /* calls waiting for a stream slot or for READY */
   size_t active;        /* streams submitted to nghttp2 and not closed */
+  size_t ncalls;        /* calls bound (in |calls|): its load */
   int goaway;           /* GOAWAY received: no new streams */
   int peer_settings;    /* the server's first SETTINGS arrived */
   int closing;          /* we decided to close once flushed */
@@ -258,6 +260,7 @@ struct conch_client {
   conch_link dirty; /* connections with output to flush */
   conch_link ready; /* calls whose on_send_ready is due */
   conch_link alarms;
+  size_t peer_max_streams; /* the server's stream limit, once one said it */
 
   conch_timer **heap;
   size_t nheap;
@@ -305,8 +308,13 @@ void conch__timer_disarm(conch_client *c, conch_timer *t);
 /* Marks |conn| as having output to flush at the end of this turn (or soon,
    when called outside one). */
 void conch__conn_mark_dirty(conch_conn *conn);
-/* Gets the connection for a new call: the ready or connecting one, or a new
-   one.  Returns NULL and sets |st| when none can be made. */
+/* Binds |call| to |conn| (conn->calls) and unbinds it, keeping the count
+   the pool balances on. */
+void conch__conn_bind(conch_conn *conn, struct conch_call *call);
+void conch__conn_unbind(struct conch_call *call);
+/* Gets the connection for a new call: one that takes new streams and has
+   room, else a new one while the pool may grow, else the least loaded.
+   Returns NULL and sets |st| when none can be made. */
 conch_conn *conch__conn_get(conch_client *c, conch_status *st);
 /* Flushes pending output; may fail the connection. */
 void conch__conn_flush(conch_conn *conn);

@@ -17,6 +17,7 @@ void conch__opts_defaults(conch_client_opts *o) {
   o->conn_window = 16u << 20;
   o->max_header_list = 256u << 10;
   o->connect_timeout_ms = 30000;
+  o->max_conns = 1;
   o->tls_verify = 1;
 }
 
@@ -205,6 +206,14 @@ int conch_client_opts_set_keepalive(conch_client_opts *opts, long interval_ms,
   }
   opts->keepalive_ms = interval_ms;
   opts->keepalive_timeout_ms = timeout_ms > 0 ? timeout_ms : 20000;
+  return 0;
+}
+
+int conch_client_opts_set_max_connections(conch_client_opts *opts, int n) {
+  if (opts == NULL || n < 1 || n > 1024) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->max_conns = n;
   return 0;
 }
 

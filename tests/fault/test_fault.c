@@ -427,11 +427,48 @@ static void test_queued_calls(void **state) {
   conch_client_free(c);
 }
 
+static size_t count_conns(conch_client *c) {
+  size_t n = 0;
+  conch_link *l;
+  for (l = c->conns.next; l != &c->conns; l = l->next) {
+    conch_conn *conn = CONCH_CONTAINER(l, conch_conn, link);
+    n += conn->state != CONCH_CONN_DEAD;
+  }
+  return n;
+}
+
+/* With a pool, a full connection makes room on a new one. */
+static void test_pool(void **state) {
+  conch_client_opts *o;
+  conch_client *c;
+  waiter w[6];
+  int64_t t0;
+  int i;
+  (void)state;
+
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_max_connections(o, 3), 0);
+  assert_int_equal(conch_client_new(&c, small_url, o), 0);
+  conch_client_opts_free(o);
+  run_batch(c, "Echo", 0, w, 1); /* learns the limit of 2 */
+  t0 = conch__now_ms();
+  run_batch(c, "SlowHeaders", 400, w, 6);
+  for (i = 0; i < 6; i++) {
+    assert_int_equal(w[i].code, CONCH_CODE_DEADLINE_EXCEEDED);
+    assert_true(w[i].at - t0 < 1500);
+  }
+  /* Two streams on each of three connections. */
+  assert_int_equal(count_conns(c), 3);
+  check_healthy(c);
+  conch_client_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_faults),
       cmocka_unit_test(test_bomb_limits),
       cmocka_unit_test(test_queued_calls),
+      cmocka_unit_test(test_pool),
       cmocka_unit_test(test_transparent_retry),
       cmocka_unit_test(test_keepalive),
   };

@@ -108,6 +108,16 @@ CONCH_EXTERN int conch_client_opts_set_windows(conch_client_opts *opts,
 CONCH_EXTERN int conch_client_opts_set_max_header_list(conch_client_opts *opts,
                                                        uint32_t bytes);
 
+/**
+ * Size of the connection pool.  Calls are multiplexed on a connection up
+ * to the server's SETTINGS_MAX_CONCURRENT_STREAMS; beyond that a new
+ * connection opens, up to |n|; when all are full, calls wait for a slot on
+ * the least loaded one (their deadlines running).  Default 1: one
+ * connection, calls beyond the limit wait.  1..1024.
+ */
+CONCH_EXTERN int conch_client_opts_set_max_connections(conch_client_opts *opts,
+                                                       int n);
+
 /** Time allowed for TCP connect plus TLS handshake.  Default 30000 ms. */
 CONCH_EXTERN int conch_client_opts_set_connect_timeout(conch_client_opts *opts,
                                                        long ms);
