@@ -316,17 +316,20 @@ const pid_t *noted_pids(size_t *n) {
 /* ---- Raw HTTP/2
  * ------------------------------------------------------------------ */
 
+typedef struct h2_body {
+  const uint8_t *p;
+  size_t len;
+  struct h2_body *next;
+} h2_body;
+
 struct h2_conn {
   int fd;
   nghttp2_session *s;
   int pending;
   int last_id;
+  h2_body *bodies; /* freed with the connection: a reset stream never
+                      reads its body to the end */
 };
-
-typedef struct h2_body {
-  const uint8_t *p;
-  size_t len;
-} h2_body;
 
 static ssize_t h2_send_cb(nghttp2_session *s, const uint8_t *data, size_t len,
                           int flags, void *ud) {
@@ -452,7 +455,6 @@ static ssize_t h2_read_body(nghttp2_session *s, int32_t id, uint8_t *buf,
   b->len -= n;
   if (b->len == 0) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
-    free(b);
   }
   return (ssize_t)n;
 }
@@ -500,6 +502,10 @@ int h2_submit(h2_conn *c, const char *method, const char *path,
   if (id < 0) {
     free(b);
     return -1;
+  }
+  if (b != NULL) {
+    b->next = c->bodies;
+    c->bodies = b;
   }
   c->pending++;
   c->last_id = id;
@@ -558,6 +564,12 @@ void h2_close(h2_conn *c) {
   }
   nghttp2_session_del(c->s);
   close(c->fd);
+  while (c->bodies != NULL) {
+    h2_body *b = c->bodies;
+
+    c->bodies = b->next;
+    free(b);
+  }
   free(c);
 }
 

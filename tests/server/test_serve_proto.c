@@ -172,6 +172,29 @@ static void test_connect_headers(void **state) {
   assert_error(&r, 0, "unimplemented",
                "unknown compression \"br\": supported encodings are gzip");
   h2_resp_free(&r);
+  /* A message quoting bytes that are not UTF-8 (a surrogate, a code
+     point past U+10FFFF) keeps its message, with U+FFFD for each byte. */
+  {
+    static const char *const surrogate[] = {"content-type", "application/proto",
+                                            "authorization",
+                                            "Basic 7aCAOg==", NULL};
+    static const char *const too_big[] = {"content-type", "application/proto",
+                                          "authorization",
+                                          "Basic 9JCAgMOpOg==", NULL};
+
+    assert_int_equal(
+        h2_request(srv.port, "POST", SVC "List", surrogate, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 401);
+    assert_error(&r, 0, "unauthenticated",
+                 "invalid username: '\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD'");
+    h2_resp_free(&r);
+    assert_int_equal(
+        h2_request(srv.port, "POST", SVC "List", too_big, NULL, 0, &r), 0);
+    assert_error(&r, 0, "unauthenticated",
+                 "invalid username: '\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"
+                 "\xEF\xBF\xBD\xC3\xA9'");
+    h2_resp_free(&r);
+  }
   /* Streams answer 200 with the error in the end-stream message. */
   assert_int_equal(h2_request(srv.port, "POST", SVC "Start", br_stream,
                               (const uint8_t *)"", 0, &r),
@@ -459,6 +482,99 @@ static void test_stream_flood(void **state) {
   assert_serving(&srv);
 }
 
+/* A StreamInput call into a process that does not read its stdin stops
+   taking window credit.  When such a call goes away (reset here), the
+   bytes it held must go back to the connection's window: 16 of them used
+   to leave the connection unable to carry a request body at all. */
+static void test_paused_input_reset(void **state) {
+  enum { NSTREAMS = 24, NMSG = 24, MSGLEN = 64 * 1024 };
+  Process__StreamInputRequest req = PROCESS__STREAM_INPUT_REQUEST__INIT;
+  Process__StreamInputRequest__StartEvent se =
+      PROCESS__STREAM_INPUT_REQUEST__START_EVENT__INIT;
+  Process__StreamInputRequest__DataEvent de =
+      PROCESS__STREAM_INPUT_REQUEST__DATA_EVENT__INIT;
+  Process__SendSignalRequest sig = PROCESS__SEND_SIGNAL_REQUEST__INIT;
+  Process__ProcessSelector sel;
+  Process__ProcessInput in;
+  conch_client *cl = client_new(srv.url);
+  h2_resp *resps = calloc(NSTREAMS + 1, sizeof(*resps));
+  uint8_t *chunk = calloc(1, MSGLEN);
+  uint8_t *body;
+  uint8_t *e;
+  size_t len;
+  size_t n;
+  conch_call *call;
+  run_result r;
+  h2_conn *c;
+  int ids[NSTREAMS];
+  pid_t pid;
+  int i;
+
+  (void)state;
+  call = start_call(cl, NULL, &r, &pid, "sleep", "60", NULL);
+  assert_non_null(call);
+  note_pid(pid);
+  process__process_selector__init(&sel);
+  sel.selector_case = PROCESS__PROCESS_SELECTOR__SELECTOR_PID;
+  sel.pid = (uint32_t)pid;
+  se.process = &sel;
+  req.event_case = PROCESS__STREAM_INPUT_REQUEST__EVENT_START;
+  req.start = &se;
+  e = envelope(0, &req.base, &n);
+  body = malloc(n + NMSG * (MSGLEN + 64));
+  memcpy(body, e, n);
+  len = n;
+  free(e);
+  process__process_input__init(&in);
+  in.input_case = PROCESS__PROCESS_INPUT__INPUT_STDIN;
+  in.stdin.data = chunk;
+  in.stdin.len = MSGLEN;
+  de.input = &in;
+  req.event_case = PROCESS__STREAM_INPUT_REQUEST__EVENT_DATA;
+  req.data = &de;
+  e = envelope(0, &req.base, &n);
+  for (i = 0; i < NMSG; i++) {
+    memcpy(body + len, e, n);
+    len += n;
+  }
+  free(e);
+
+  /* Each call fills what window it has, then waits on `sleep`. */
+  assert_int_equal(h2_open(&c, srv.port), 0);
+  for (i = 0; i < NSTREAMS; i++) {
+    ids[i] = h2_submit(c, "POST", SVC "StreamInput", stream_hdrs, body, len,
+                       &resps[i]);
+    assert_true(ids[i] > 0);
+  }
+  h2_run(c, 1500);
+  for (i = 0; i < NSTREAMS; i++) {
+    h2_rst(c, ids[i]);
+  }
+  h2_run(c, 200);
+
+  /* A request with a body still goes through on the same connection. */
+  sig.process = &sel;
+  sig.signal = PROCESS__SIGNAL__SIGNAL_SIGKILL;
+  n = protobuf_c_message_get_packed_size(&sig.base);
+  protobuf_c_message_pack(&sig.base, body);
+  assert_true(h2_submit(c, "POST", SVC "SendSignal", unary_hdrs, body, n,
+                        &resps[NSTREAMS]) > 0);
+  assert_int_equal(h2_run(c, 5000), 0);
+  assert_int_equal(resps[NSTREAMS].status, 200);
+  h2_close(c);
+  for (i = 0; i <= NSTREAMS; i++) {
+    h2_resp_free(&resps[i]);
+  }
+  drain_call(cl, call, &r);
+  conch_call_free(call);
+  assert_string_equal(r.status, "signal: killed");
+  conch_client_free(cl);
+  free(resps);
+  free(body);
+  free(chunk);
+  assert_serving(&srv);
+}
+
 static void test_garbage(void **state) {
   static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
   struct sockaddr_in sa;
@@ -708,6 +824,7 @@ int main(void) {
       cmocka_unit_test(test_big_headers),
       cmocka_unit_test(test_gzip),
       cmocka_unit_test(test_stream_flood),
+      cmocka_unit_test(test_paused_input_reset),
       cmocka_unit_test(test_garbage),
       cmocka_unit_test(test_http1),
       cmocka_unit_test(test_retention_expiry),

@@ -78,6 +78,13 @@ void srv_rpc_stream_free(srv_stream *st) {
   srv_timer_cancel(&srv->loop, &st->deadline_t);
   srv_timer_cancel(&srv->loop, &st->keepalive_t);
   set_held(st, 0);
+  /* Bytes a paused stream held back count against the connection's
+     window too: without them back, a few streams reset while paused
+     leave the connection no window for any request body. */
+  if (st->unconsumed > 0 && !st->conn->dead) {
+    nghttp2_session_consume_connection(st->conn->h2, st->unconsumed);
+    srv_conn_kick(st->conn);
+  }
   for (i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
     free(*h[i]);
   }
@@ -379,14 +386,22 @@ static char *utf8_clean(const char *s) {
                : (b & 0xF0) == 0xE0 ? 3
                : (b & 0xF8) == 0xF0 ? 4
                                     : 0;
+    uint32_t cp = b & (0x7F >> k);
     size_t j;
 
     for (j = 1; k > 0 && j < k; j++) {
       if (i + j >= n || ((unsigned char)s[i + j] & 0xC0) != 0x80) {
         k = 0;
+      } else {
+        cp = cp << 6 | ((unsigned char)s[i + j] & 0x3F);
       }
     }
-    if (k == 0 || (k == 2 && b < 0xC2)) {
+    /* Well-formed is not enough: jansson refuses overlong forms,
+       surrogates and code points past U+10FFFF, and a refused message
+       would be dropped from the error. */
+    if (k == 0 || (k == 2 && cp < 0x80) ||
+        (k == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+        (k == 4 && (cp < 0x10000 || cp > 0x10FFFF))) {
       memcpy(out + o, "\xEF\xBF\xBD", 3);
       o += 3;
       i++;
