@@ -39,7 +39,8 @@ if [ "$major" -lt 20 ]; then
   echo "setup: Node.js >= 20 is required for the test peers (have $(node -v))" >&2
   exit 1
 fi
-for d in tests/interop/node tests/server/node tests/conformance/node; do
+for d in tests/interop/node tests/server/node tests/conformance/node \
+  tests/api/node; do
   stamp="$top/$d/node_modules/.package-lock.json"
   if [ ! -f "$stamp" ] || [ "$top/$d/package-lock.json" -nt "$stamp" ]; then
     echo "setup: npm ci in $d"

@@ -1,6 +1,8 @@
-/* The commands/Process API against `conch serve` (real processes on this
-   machine, so every "nothing left running" claim is checked in the OS
-   process table too). */
+/* The commands/Process API against a process.Process server: `conch serve`
+   (argv[1] "conch", the default) or the envd-like connect-node server of
+   tests/api/node/server.mjs (argv[1] "node"; `npm ci` there first).  Both
+   run real processes on this machine, so every "nothing left running"
+   claim is checked in the OS process table too. */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -23,12 +25,23 @@
 
 static conch_peer server;
 static char url[64];
+/* Which server: 0 `conch serve`, 1 tests/api/node/server.mjs. */
+static int use_node;
 
 static int group_setup(void **state) {
-  const char *argv[] = {CONCH_BIN, "serve", "--listen", "127.0.0.1:0", NULL};
   (void)state;
-  if (conch_peer_start_argv(&server, argv) != 0) {
-    return -1;
+  if (use_node) {
+    if (conch_peer_start(&server, CONCH_SOURCE_DIR "/tests/api/node/server.mjs",
+                         NULL) != 0) {
+      fprintf(stderr, "cannot start the connect-node process server; run "
+                      "`npm ci` in tests/api/node\n");
+      return -1;
+    }
+  } else {
+    const char *argv[] = {CONCH_BIN, "serve", "--listen", "127.0.0.1:0", NULL};
+    if (conch_peer_start_argv(&server, argv) != 0) {
+      return -1;
+    }
   }
   snprintf(url, sizeof(url), "http://127.0.0.1:%d", server.port);
   return 0;
@@ -39,6 +52,17 @@ static int group_teardown(void **state) {
   conch_peer_stop(&server);
   return 0;
 }
+
+/* A test that needs what the Node server does not have is skipped there,
+   saying why; nothing else is ever skipped. */
+#define SKIP_ON_NODE(why)                                                      \
+  do {                                                                         \
+    if (use_node) {                                                            \
+      printf("  skipped against the Node server: %s\n", why);                  \
+      fflush(stdout);                                                          \
+      skip();                                                                  \
+    }                                                                          \
+  } while (0)
 
 static int64_t now_ms(void) {
   struct timespec ts;
@@ -743,7 +767,7 @@ static void test_stdin(void **state) {
 }
 
 static void test_pty(void **state) {
-  conch_sandbox *sb = sandbox();
+  conch_sandbox *sb;
   conch_proc_opts o = CONCH_PROC_OPTS_INIT;
   const char *args[] = {"-c", "stty size; read x; stty size; echo got:$x"};
   conch_process *p;
@@ -753,6 +777,10 @@ static void test_pty(void **state) {
   size_t len = 0;
   int rv, resized = 0;
   (void)state;
+
+  SKIP_ON_NODE("no PTYs in server.mjs (Node has no openpty without a native "
+               "module); its Start with a pty answers unimplemented");
+  sb = sandbox();
 
   o.cmd = "/bin/sh";
   o.args = args;
@@ -804,6 +832,16 @@ static long rss_kib(void) {
   return v;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+/* libasan's allocator statistics (sanitizer/allocator_interface.h, which
+   gcc does not install): bytes in live allocations, without the quarantine. */
+size_t __sanitizer_get_current_allocated_bytes(void);
+
+static long heap_kib(void) {
+  return (long)(__sanitizer_get_current_allocated_bytes() / 1024);
+}
+#endif
+
 static void test_large_output(void **state) {
   conch_sandbox *sb = sandbox();
   const char *argv[2];
@@ -813,6 +851,9 @@ static void test_large_output(void **state) {
   conch_status st;
   unsigned long long total = 0;
   long rss0, peak = 0;
+#if defined(__SANITIZE_ADDRESS__)
+  long heap0, heap_peak = 0;
+#endif
   int64_t t0;
   int rv, k = 0;
   (void)state;
@@ -821,12 +862,19 @@ static void test_large_output(void **state) {
   conch_status_init(&st);
   assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
   rss0 = rss_kib();
+#if defined(__SANITIZE_ADDRESS__)
+  heap0 = heap_kib();
+#endif
   t0 = now_ms();
   while ((rv = conch_process_next(p, &c)) == 0) {
     total += c.len;
     if ((++k & 1023) == 0) {
       long r = rss_kib();
       peak = r > peak ? r : peak;
+#if defined(__SANITIZE_ADDRESS__)
+      r = heap_kib();
+      heap_peak = r > heap_peak ? r : heap_peak;
+#endif
     }
   }
   assert_int_equal(rv, CONCH_ERR_EOF);
@@ -834,9 +882,15 @@ static void test_large_output(void **state) {
   printf("  1 GiB streamed in %lld ms, RSS grew by at most %ld KiB\n",
          (long long)(now_ms() - t0), peak - rss0);
   /* Flow control bounds what is held: a stream window, not the output.
-     (ASan keeps up to 256 MiB of freed memory in quarantine.) */
+     Under ASan the RSS also holds the quarantine (up to 256 MiB of freed
+     memory, whose footprint depends on the mix of sizes freed: about 1.3
+     times that with conch serve's framing, up to 1.7 times with
+     connect-node's), so there the live heap is what is bounded. */
 #if defined(__SANITIZE_ADDRESS__)
-  assert_true(peak - rss0 < 400 * 1024);
+  printf("  live heap (ASan's count) grew by at most %ld KiB\n",
+         heap_peak - heap0);
+  assert_true(heap_peak - heap0 < 64 * 1024);
+  assert_true(peak - rss0 < 1024 * 1024); /* not the whole output */
 #else
   assert_true(peak - rss0 < 64 * 1024);
 #endif
@@ -957,7 +1011,7 @@ static void test_thousand_async(void **state) {
   conch_sandbox_free(sb);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_run),
       cmocka_unit_test(test_run_options),
@@ -979,5 +1033,13 @@ int main(void) {
       cmocka_unit_test(test_binary_output),
       cmocka_unit_test(test_thousand_async),
   };
+  if (argc > 1 && strcmp(argv[1], "node") == 0) {
+    use_node = 1;
+  } else if (argc > 1 && strcmp(argv[1], "conch") != 0) {
+    fprintf(stderr, "usage: %s [conch|node]\n", argv[0]);
+    return 2;
+  }
+  printf("server: %s\n",
+         use_node ? "tests/api/node/server.mjs (connect-node)" : "conch serve");
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
