@@ -3,104 +3,6 @@
 
 #include "process/process.conch.h"
 
-/* Starts a call of |method| with the handler table |table|.  |h| (the
-   caller's typed handlers, or NULL) is what the trampolines get as
-   user_data.  The runtime only hands user_data back and never writes
-   through it, so const is dropped, through a union: no cast to warn
-   about.  |req|, for unary and server-streaming calls, goes out at
-   once. */
-static int start_call(conch_client *client, const conch_method *method,
-                      const conch_call_opts *opts,
-                      const conch_call_handler *table, const void *h,
-                      const ProtobufCMessage *req, conch_call **out) {
-  union {
-    const void *in;
-    void *out;
-  } ud;
-  conch_call *call;
-  int rv;
-
-  if (h == NULL) {
-    table = NULL; /* pull mode without handlers */
-  }
-  ud.in = h;
-  rv = conch_call_start(client, method, opts, table, ud.out, &call);
-  if (rv != 0) {
-    return rv;
-  }
-  if (req != NULL) {
-    rv = conch_call_send(call, req);
-  }
-  /* CONCH_ERR_STATE, CONCH_ERR_LIMIT: the call has ended already and
-     its status says why.  Any other error leaves a call that can
-     never send its request. */
-  if (rv != 0 && rv != CONCH_ERR_STATE && rv != CONCH_ERR_LIMIT) {
-    if (h == NULL) {
-      conch_call_free(call); /* no handler to run */
-      return rv;
-    }
-    /* Its on_close is due exactly once, and a failed start must not
-       run it: the call ends as canceled instead. */
-    conch_call_cancel(call);
-  }
-  *out = call;
-  return 0;
-}
-
-/* Takes the next response of |call|, blocking when |sync|.  Checking
-   the type keeps a call struct made by hand for another method from
-   handing out a message as the wrong type. */
-static int pop(conch_call *call, const ProtobufCMessageDescriptor *type,
-               int sync, ProtobufCMessage **msg) {
-  ProtobufCMessage *m = NULL;
-  int rv;
-
-  *msg = NULL;
-  if (sync) {
-    rv = conch_call_recv_sync(call, &m);
-  } else {
-    rv = conch_call_recv(call, &m);
-  }
-  if (rv != 0) {
-    return rv;
-  }
-  if (m->descriptor != type) {
-    conch_message_free(conch_call_client(call), m);
-    return CONCH_ERR_INVALID;
-  }
-  *msg = m;
-  return 0;
-}
-
-/* Ends the requests of a client-streaming |call| and takes its one
-   response once the call is over, so that the status is final. */
-static int close_and_pop(conch_call *call,
-                         const ProtobufCMessageDescriptor *type,
-                         ProtobufCMessage **msg) {
-  ProtobufCMessage *m;
-  int rv;
-
-  *msg = NULL;
-  rv = conch_call_close_send(call);
-  if (rv != 0 && rv != CONCH_ERR_STATE) { /* STATE: closed before */
-    return rv;
-  }
-  rv = pop(call, type, 1, &m);
-  if (rv == CONCH_ERR_EOF) {
-    return CONCH_ERR_PROTO; /* ended OK, but without its response */
-  }
-  if (rv != 0) {
-    return rv;
-  }
-  rv = conch_call_wait_sync(call);
-  if (rv != 0) {
-    conch_message_free(conch_call_client(call), m);
-    return rv;
-  }
-  *msg = m;
-  return 0;
-}
-
 /* ==== process.Process ==================================================== */
 
 /* ---- process.Process/List ----------------------------------------------- */
@@ -167,8 +69,8 @@ int process__process__list_start(conch_client *client,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m0_push;
   }
-  return start_call(client, &process__process__list__method, opts, table,
-                    handler, &req->base, &out->base);
+  return conch_stub_start(client, &process__process__list__method, opts, table,
+                          handler, &req->base, &out->base);
 }
 
 int process__process__list_sync(conch_client *client,
@@ -201,7 +103,7 @@ int process__process__list_recv(Process__Process__List_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__list_response__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &process__list_response__descriptor, 0, &m);
   *msg = (Process__ListResponse *)m;
   return rv;
 }
@@ -214,7 +116,7 @@ int process__process__list_recv_sync(Process__Process__List_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__list_response__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &process__list_response__descriptor, 1, &m);
   *msg = (Process__ListResponse *)m;
   return rv;
 }
@@ -283,8 +185,8 @@ int process__process__connect_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m1_push;
   }
-  return start_call(client, &process__process__connect__method, opts, table,
-                    handler, &req->base, &out->base);
+  return conch_stub_start(client, &process__process__connect__method, opts,
+                          table, handler, &req->base, &out->base);
 }
 
 int process__process__connect_recv(Process__Process__Connect_Call call,
@@ -295,7 +197,8 @@ int process__process__connect_recv(Process__Process__Connect_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__connect_response__descriptor, 0, &m);
+  rv =
+      conch_stub_recv(call.base, &process__connect_response__descriptor, 0, &m);
   *msg = (Process__ConnectResponse *)m;
   return rv;
 }
@@ -308,7 +211,8 @@ int process__process__connect_recv_sync(Process__Process__Connect_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__connect_response__descriptor, 1, &m);
+  rv =
+      conch_stub_recv(call.base, &process__connect_response__descriptor, 1, &m);
   *msg = (Process__ConnectResponse *)m;
   return rv;
 }
@@ -377,8 +281,8 @@ int process__process__start_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m2_push;
   }
-  return start_call(client, &process__process__start__method, opts, table,
-                    handler, &req->base, &out->base);
+  return conch_stub_start(client, &process__process__start__method, opts, table,
+                          handler, &req->base, &out->base);
 }
 
 int process__process__start_recv(Process__Process__Start_Call call,
@@ -389,7 +293,7 @@ int process__process__start_recv(Process__Process__Start_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__start_response__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &process__start_response__descriptor, 0, &m);
   *msg = (Process__StartResponse *)m;
   return rv;
 }
@@ -402,7 +306,7 @@ int process__process__start_recv_sync(Process__Process__Start_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__start_response__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &process__start_response__descriptor, 1, &m);
   *msg = (Process__StartResponse *)m;
   return rv;
 }
@@ -471,8 +375,8 @@ int process__process__update_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m3_push;
   }
-  return start_call(client, &process__process__update__method, opts, table,
-                    handler, &req->base, &out->base);
+  return conch_stub_start(client, &process__process__update__method, opts,
+                          table, handler, &req->base, &out->base);
 }
 
 int process__process__update_sync(conch_client *client,
@@ -505,7 +409,7 @@ int process__process__update_recv(Process__Process__Update_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__update_response__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &process__update_response__descriptor, 0, &m);
   *msg = (Process__UpdateResponse *)m;
   return rv;
 }
@@ -518,7 +422,7 @@ int process__process__update_recv_sync(Process__Process__Update_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__update_response__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &process__update_response__descriptor, 1, &m);
   *msg = (Process__UpdateResponse *)m;
   return rv;
 }
@@ -597,8 +501,8 @@ int process__process__stream_input_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m4_push;
   }
-  return start_call(client, &process__process__stream_input__method, opts,
-                    table, handler, NULL, &out->base);
+  return conch_stub_start(client, &process__process__stream_input__method, opts,
+                          table, handler, NULL, &out->base);
 }
 
 int process__process__stream_input_send(
@@ -632,7 +536,8 @@ int process__process__stream_input_recv(Process__Process__StreamInput_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__stream_input_response__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &process__stream_input_response__descriptor,
+                       0, &m);
   *msg = (Process__StreamInputResponse *)m;
   return rv;
 }
@@ -646,7 +551,8 @@ int process__process__stream_input_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__stream_input_response__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &process__stream_input_response__descriptor,
+                       1, &m);
   *msg = (Process__StreamInputResponse *)m;
   return rv;
 }
@@ -660,8 +566,9 @@ int process__process__stream_input_close_and_recv_sync(
   if (resp == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv =
-      close_and_pop(call.base, &process__stream_input_response__descriptor, &m);
+  rv = conch_stub_close_and_recv(call.base,
+                                 &process__stream_input_response__descriptor,
+                                 &m);
   *resp = (Process__StreamInputResponse *)m;
   return rv;
 }
@@ -730,8 +637,8 @@ int process__process__send_input_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m5_push;
   }
-  return start_call(client, &process__process__send_input__method, opts, table,
-                    handler, &req->base, &out->base);
+  return conch_stub_start(client, &process__process__send_input__method, opts,
+                          table, handler, &req->base, &out->base);
 }
 
 int process__process__send_input_sync(
@@ -762,7 +669,8 @@ int process__process__send_input_recv(Process__Process__SendInput_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__send_input_response__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &process__send_input_response__descriptor, 0,
+                       &m);
   *msg = (Process__SendInputResponse *)m;
   return rv;
 }
@@ -775,7 +683,8 @@ int process__process__send_input_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__send_input_response__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &process__send_input_response__descriptor, 1,
+                       &m);
   *msg = (Process__SendInputResponse *)m;
   return rv;
 }
@@ -844,8 +753,8 @@ int process__process__send_signal_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m6_push;
   }
-  return start_call(client, &process__process__send_signal__method, opts, table,
-                    handler, &req->base, &out->base);
+  return conch_stub_start(client, &process__process__send_signal__method, opts,
+                          table, handler, &req->base, &out->base);
 }
 
 int process__process__send_signal_sync(
@@ -876,7 +785,8 @@ int process__process__send_signal_recv(Process__Process__SendSignal_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__send_signal_response__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &process__send_signal_response__descriptor, 0,
+                       &m);
   *msg = (Process__SendSignalResponse *)m;
   return rv;
 }
@@ -889,7 +799,8 @@ int process__process__send_signal_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__send_signal_response__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &process__send_signal_response__descriptor, 1,
+                       &m);
   *msg = (Process__SendSignalResponse *)m;
   return rv;
 }
@@ -958,8 +869,8 @@ int process__process__close_stdin_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m7_push;
   }
-  return start_call(client, &process__process__close_stdin__method, opts, table,
-                    handler, &req->base, &out->base);
+  return conch_stub_start(client, &process__process__close_stdin__method, opts,
+                          table, handler, &req->base, &out->base);
 }
 
 int process__process__close_stdin_sync(
@@ -990,7 +901,8 @@ int process__process__close_stdin_recv(Process__Process__CloseStdin_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__close_stdin_response__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &process__close_stdin_response__descriptor, 0,
+                       &m);
   *msg = (Process__CloseStdinResponse *)m;
   return rv;
 }
@@ -1003,7 +915,8 @@ int process__process__close_stdin_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &process__close_stdin_response__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &process__close_stdin_response__descriptor, 1,
+                       &m);
   *msg = (Process__CloseStdinResponse *)m;
   return rv;
 }

@@ -872,131 +872,6 @@ int sg_emit_header(sg_buf *b, const sg_file *f) {
 
 /* ---- Source ------------------------------------------------------------ */
 
-/* The static helpers every source shares, as they are written out (the
-   lines stay within 72 columns so that these constants fit in 80). */
-static const char start_call_text[] =
-    "\n"
-    "/* Starts a call of |method| with the handler table |table|.  |h| (the\n"
-    "   caller's typed handlers, or NULL) is what the trampolines get as\n"
-    "   user_data.  The runtime only hands user_data back and never writes\n"
-    "   through it, so const is dropped, through a union: no cast to warn\n"
-    "   about.  |req|, for unary and server-streaming calls, goes out at\n"
-    "   once. */\n"
-    "static int start_call(conch_client *client, const conch_method *method,\n"
-    "                      const conch_call_opts *opts,\n"
-    "                      const conch_call_handler *table, const void *h,\n"
-    "                      const ProtobufCMessage *req, conch_call **out) {\n"
-    "  union {\n"
-    "    const void *in;\n"
-    "    void *out;\n"
-    "  } ud;\n"
-    "  conch_call *call;\n"
-    "  int rv;\n"
-    "\n"
-    "  if (h == NULL) {\n"
-    "    table = NULL; /* pull mode without handlers */\n"
-    "  }\n"
-    "  ud.in = h;\n"
-    "  rv = conch_call_start(client, method, opts, table, ud.out, &call);\n"
-    "  if (rv != 0) {\n"
-    "    return rv;\n"
-    "  }\n"
-    "  if (req != NULL) {\n"
-    "    rv = conch_call_send(call, req);\n"
-    "  }\n"
-    "  /* CONCH_ERR_STATE, CONCH_ERR_LIMIT: the call has ended already and\n"
-    "     its status says why.  Any other error leaves a call that can\n"
-    "     never send its request. */\n"
-    "  if (rv != 0 && rv != CONCH_ERR_STATE && rv != CONCH_ERR_LIMIT) {\n"
-    "    if (h == NULL) {\n"
-    "      conch_call_free(call); /* no handler to run */\n"
-    "      return rv;\n"
-    "    }\n"
-    "    /* Its on_close is due exactly once, and a failed start must not\n"
-    "       run it: the call ends as canceled instead. */\n"
-    "    conch_call_cancel(call);\n"
-    "  }\n"
-    "  *out = call;\n"
-    "  return 0;\n"
-    "}\n"
-    "\n"
-    "/* Takes the next response of |call|, blocking when |sync|.  Checking\n"
-    "   the type keeps a call struct made by hand for another method from\n"
-    "   handing out a message as the wrong type. */\n"
-    "static int pop(conch_call *call, const ProtobufCMessageDescriptor *type,\n"
-    "               int sync, ProtobufCMessage **msg) {\n"
-    "  ProtobufCMessage *m = NULL;\n"
-    "  int rv;\n"
-    "\n"
-    "  *msg = NULL;\n"
-    "  if (sync) {\n"
-    "    rv = conch_call_recv_sync(call, &m);\n"
-    "  } else {\n"
-    "    rv = conch_call_recv(call, &m);\n"
-    "  }\n"
-    "  if (rv != 0) {\n"
-    "    return rv;\n"
-    "  }\n"
-    "  if (m->descriptor != type) {\n"
-    "    conch_message_free(conch_call_client(call), m);\n"
-    "    return CONCH_ERR_INVALID;\n"
-    "  }\n"
-    "  *msg = m;\n"
-    "  return 0;\n"
-    "}\n";
-
-static const char close_and_pop_text[] =
-    "\n"
-    "/* Ends the requests of a client-streaming |call| and takes its one\n"
-    "   response once the call is over, so that the status is final. */\n"
-    "static int close_and_pop(conch_call *call,\n"
-    "                         const ProtobufCMessageDescriptor *type,\n"
-    "                         ProtobufCMessage **msg) {\n"
-    "  ProtobufCMessage *m;\n"
-    "  int rv;\n"
-    "\n"
-    "  *msg = NULL;\n"
-    "  rv = conch_call_close_send(call);\n"
-    "  if (rv != 0 && rv != CONCH_ERR_STATE) { /* STATE: closed before */\n"
-    "    return rv;\n"
-    "  }\n"
-    "  rv = pop(call, type, 1, &m);\n"
-    "  if (rv == CONCH_ERR_EOF) {\n"
-    "    return CONCH_ERR_PROTO; /* ended OK, but without its response */\n"
-    "  }\n"
-    "  if (rv != 0) {\n"
-    "    return rv;\n"
-    "  }\n"
-    "  rv = conch_call_wait_sync(call);\n"
-    "  if (rv != 0) {\n"
-    "    conch_message_free(conch_call_client(call), m);\n"
-    "    return rv;\n"
-    "  }\n"
-    "  *msg = m;\n"
-    "  return 0;\n"
-    "}\n";
-
-/* Writes the helpers the methods of |f| use: none without methods (an
-   unused static function would warn), close_and_pop() only for client
-   streaming. */
-static void source_helpers(sg_buf *b, const sg_file *f) {
-  int any = 0, client = 0;
-  size_t i, j;
-
-  for (i = 0; i < f->nservices; i++) {
-    for (j = 0; j < f->services[i].nmethods; j++) {
-      any = 1;
-      client |= f->services[i].methods[j].kind == SG_CLIENT;
-    }
-  }
-  if (any) {
-    sg_buf_puts(b, start_call_text);
-  }
-  if (client) {
-    sg_buf_puts(b, close_and_pop_text);
-  }
-}
-
 static void source_descriptor(sg_buf *b, const sg_method *m) {
   sg_buf_printf(b,
                 "const conch_method %s__method = {\n"
@@ -1134,7 +1009,7 @@ static void source_start(sg_buf *b, const names *n, decl *dl) {
                 "    table = &m%zu_push;\n"
                 "  }\n",
                 k, is_stream_in(m) ? "" : "req == NULL || ", k);
-  decl_start(dl, "return start_call(");
+  decl_start(dl, "return conch_stub_start(");
   decl_add(dl, "client");
   decl_add(dl, "&%s__method", n->B);
   decl_add(dl, "opts");
@@ -1201,7 +1076,7 @@ static void source_take(sg_buf *b, const names *n, decl *dl, const char *suffix,
   decl_start(dl, "rv = %s(", how);
   decl_add(dl, "call.base");
   decl_add(dl, "&%s", RESP_DESC(n));
-  if (strcmp(how, "pop") == 0) {
+  if (strcmp(how, "conch_stub_recv") == 0) {
     decl_add(dl, "%s", strcmp(suffix, "_recv") == 0 ? "0" : "1");
   }
   decl_add(dl, "&m");
@@ -1259,10 +1134,11 @@ static int source_method(sg_buf *b, const sg_method *m, decl *dl) {
   if (is_stream_in(m)) {
     source_send(b, &n, dl);
   }
-  source_take(b, &n, dl, "_recv", "msg", "pop");
-  source_take(b, &n, dl, "_recv_sync", "msg", "pop");
+  source_take(b, &n, dl, "_recv", "msg", "conch_stub_recv");
+  source_take(b, &n, dl, "_recv_sync", "msg", "conch_stub_recv");
   if (m->kind == SG_CLIENT) {
-    source_take(b, &n, dl, "_close_and_recv_sync", "resp", "close_and_pop");
+    source_take(b, &n, dl, "_close_and_recv_sync", "resp",
+                "conch_stub_close_and_recv");
   }
   names_free(&n);
   return 0;
@@ -1303,7 +1179,6 @@ int sg_emit_source(sg_buf *b, const sg_file *f) {
                 "/* Generated from: %s */\n\n"
                 "#include \"%s.conch.h\"\n",
                 f->name, f->base);
-  source_helpers(b, f);
   for (i = 0; i < f->nservices && rv == 0; i++) {
     rv = source_service(b, &f->services[i], &dl);
   }

@@ -3,104 +3,6 @@
 
 #include "conformance/v1/service.conch.h"
 
-/* Starts a call of |method| with the handler table |table|.  |h| (the
-   caller's typed handlers, or NULL) is what the trampolines get as
-   user_data.  The runtime only hands user_data back and never writes
-   through it, so const is dropped, through a union: no cast to warn
-   about.  |req|, for unary and server-streaming calls, goes out at
-   once. */
-static int start_call(conch_client *client, const conch_method *method,
-                      const conch_call_opts *opts,
-                      const conch_call_handler *table, const void *h,
-                      const ProtobufCMessage *req, conch_call **out) {
-  union {
-    const void *in;
-    void *out;
-  } ud;
-  conch_call *call;
-  int rv;
-
-  if (h == NULL) {
-    table = NULL; /* pull mode without handlers */
-  }
-  ud.in = h;
-  rv = conch_call_start(client, method, opts, table, ud.out, &call);
-  if (rv != 0) {
-    return rv;
-  }
-  if (req != NULL) {
-    rv = conch_call_send(call, req);
-  }
-  /* CONCH_ERR_STATE, CONCH_ERR_LIMIT: the call has ended already and
-     its status says why.  Any other error leaves a call that can
-     never send its request. */
-  if (rv != 0 && rv != CONCH_ERR_STATE && rv != CONCH_ERR_LIMIT) {
-    if (h == NULL) {
-      conch_call_free(call); /* no handler to run */
-      return rv;
-    }
-    /* Its on_close is due exactly once, and a failed start must not
-       run it: the call ends as canceled instead. */
-    conch_call_cancel(call);
-  }
-  *out = call;
-  return 0;
-}
-
-/* Takes the next response of |call|, blocking when |sync|.  Checking
-   the type keeps a call struct made by hand for another method from
-   handing out a message as the wrong type. */
-static int pop(conch_call *call, const ProtobufCMessageDescriptor *type,
-               int sync, ProtobufCMessage **msg) {
-  ProtobufCMessage *m = NULL;
-  int rv;
-
-  *msg = NULL;
-  if (sync) {
-    rv = conch_call_recv_sync(call, &m);
-  } else {
-    rv = conch_call_recv(call, &m);
-  }
-  if (rv != 0) {
-    return rv;
-  }
-  if (m->descriptor != type) {
-    conch_message_free(conch_call_client(call), m);
-    return CONCH_ERR_INVALID;
-  }
-  *msg = m;
-  return 0;
-}
-
-/* Ends the requests of a client-streaming |call| and takes its one
-   response once the call is over, so that the status is final. */
-static int close_and_pop(conch_call *call,
-                         const ProtobufCMessageDescriptor *type,
-                         ProtobufCMessage **msg) {
-  ProtobufCMessage *m;
-  int rv;
-
-  *msg = NULL;
-  rv = conch_call_close_send(call);
-  if (rv != 0 && rv != CONCH_ERR_STATE) { /* STATE: closed before */
-    return rv;
-  }
-  rv = pop(call, type, 1, &m);
-  if (rv == CONCH_ERR_EOF) {
-    return CONCH_ERR_PROTO; /* ended OK, but without its response */
-  }
-  if (rv != 0) {
-    return rv;
-  }
-  rv = conch_call_wait_sync(call);
-  if (rv != 0) {
-    conch_message_free(conch_call_client(call), m);
-    return rv;
-  }
-  *msg = m;
-  return 0;
-}
-
 /* ==== connectrpc.conformance.v1.ConformanceService ======================= */
 
 /* ---- connectrpc.conformance.v1.ConformanceService/Unary ----------------- */
@@ -168,7 +70,7 @@ int connectrpc__conformance__v1__conformance_service__unary_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m0_push;
   }
-  return start_call(
+  return conch_stub_start(
       client, &connectrpc__conformance__v1__conformance_service__unary__method,
       opts, table, handler, &req->base, &out->base);
 }
@@ -204,8 +106,9 @@ int connectrpc__conformance__v1__conformance_service__unary_recv(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &connectrpc__conformance__v1__unary_response__descriptor,
-           0, &m);
+  rv = conch_stub_recv(call.base,
+                       &connectrpc__conformance__v1__unary_response__descriptor,
+                       0, &m);
   *msg = (Connectrpc__Conformance__V1__UnaryResponse *)m;
   return rv;
 }
@@ -219,8 +122,9 @@ int connectrpc__conformance__v1__conformance_service__unary_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &connectrpc__conformance__v1__unary_response__descriptor,
-           1, &m);
+  rv = conch_stub_recv(call.base,
+                       &connectrpc__conformance__v1__unary_response__descriptor,
+                       1, &m);
   *msg = (Connectrpc__Conformance__V1__UnaryResponse *)m;
   return rv;
 }
@@ -291,7 +195,7 @@ int connectrpc__conformance__v1__conformance_service__server_stream_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m1_push;
   }
-  return start_call(
+  return conch_stub_start(
       client,
       &connectrpc__conformance__v1__conformance_service__server_stream__method,
       opts, table, handler, &req->base, &out->base);
@@ -306,9 +210,9 @@ int connectrpc__conformance__v1__conformance_service__server_stream_recv(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base,
-           &connectrpc__conformance__v1__server_stream_response__descriptor, 0,
-           &m);
+  rv = conch_stub_recv(
+      call.base,
+      &connectrpc__conformance__v1__server_stream_response__descriptor, 0, &m);
   *msg = (Connectrpc__Conformance__V1__ServerStreamResponse *)m;
   return rv;
 }
@@ -322,9 +226,9 @@ int connectrpc__conformance__v1__conformance_service__server_stream_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base,
-           &connectrpc__conformance__v1__server_stream_response__descriptor, 1,
-           &m);
+  rv = conch_stub_recv(
+      call.base,
+      &connectrpc__conformance__v1__server_stream_response__descriptor, 1, &m);
   *msg = (Connectrpc__Conformance__V1__ServerStreamResponse *)m;
   return rv;
 }
@@ -405,7 +309,7 @@ int connectrpc__conformance__v1__conformance_service__client_stream_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m2_push;
   }
-  return start_call(
+  return conch_stub_start(
       client,
       &connectrpc__conformance__v1__conformance_service__client_stream__method,
       opts, table, handler, NULL, &out->base);
@@ -443,9 +347,9 @@ int connectrpc__conformance__v1__conformance_service__client_stream_recv(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base,
-           &connectrpc__conformance__v1__client_stream_response__descriptor, 0,
-           &m);
+  rv = conch_stub_recv(
+      call.base,
+      &connectrpc__conformance__v1__client_stream_response__descriptor, 0, &m);
   *msg = (Connectrpc__Conformance__V1__ClientStreamResponse *)m;
   return rv;
 }
@@ -459,9 +363,9 @@ int connectrpc__conformance__v1__conformance_service__client_stream_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base,
-           &connectrpc__conformance__v1__client_stream_response__descriptor, 1,
-           &m);
+  rv = conch_stub_recv(
+      call.base,
+      &connectrpc__conformance__v1__client_stream_response__descriptor, 1, &m);
   *msg = (Connectrpc__Conformance__V1__ClientStreamResponse *)m;
   return rv;
 }
@@ -475,7 +379,7 @@ int connectrpc__conformance__v1__conformance_service__client_stream_close_and_re
   if (resp == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = close_and_pop(
+  rv = conch_stub_close_and_recv(
       call.base,
       &connectrpc__conformance__v1__client_stream_response__descriptor, &m);
   *resp = (Connectrpc__Conformance__V1__ClientStreamResponse *)m;
@@ -558,7 +462,7 @@ int connectrpc__conformance__v1__conformance_service__bidi_stream_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m3_push;
   }
-  return start_call(
+  return conch_stub_start(
       client,
       &connectrpc__conformance__v1__conformance_service__bidi_stream__method,
       opts, table, handler, NULL, &out->base);
@@ -596,9 +500,9 @@ int connectrpc__conformance__v1__conformance_service__bidi_stream_recv(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base,
-           &connectrpc__conformance__v1__bidi_stream_response__descriptor, 0,
-           &m);
+  rv = conch_stub_recv(
+      call.base, &connectrpc__conformance__v1__bidi_stream_response__descriptor,
+      0, &m);
   *msg = (Connectrpc__Conformance__V1__BidiStreamResponse *)m;
   return rv;
 }
@@ -612,9 +516,9 @@ int connectrpc__conformance__v1__conformance_service__bidi_stream_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base,
-           &connectrpc__conformance__v1__bidi_stream_response__descriptor, 1,
-           &m);
+  rv = conch_stub_recv(
+      call.base, &connectrpc__conformance__v1__bidi_stream_response__descriptor,
+      1, &m);
   *msg = (Connectrpc__Conformance__V1__BidiStreamResponse *)m;
   return rv;
 }
@@ -685,7 +589,7 @@ int connectrpc__conformance__v1__conformance_service__unimplemented_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m4_push;
   }
-  return start_call(
+  return conch_stub_start(
       client,
       &connectrpc__conformance__v1__conformance_service__unimplemented__method,
       opts, table, handler, &req->base, &out->base);
@@ -723,9 +627,9 @@ int connectrpc__conformance__v1__conformance_service__unimplemented_recv(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base,
-           &connectrpc__conformance__v1__unimplemented_response__descriptor, 0,
-           &m);
+  rv = conch_stub_recv(
+      call.base,
+      &connectrpc__conformance__v1__unimplemented_response__descriptor, 0, &m);
   *msg = (Connectrpc__Conformance__V1__UnimplementedResponse *)m;
   return rv;
 }
@@ -739,9 +643,9 @@ int connectrpc__conformance__v1__conformance_service__unimplemented_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base,
-           &connectrpc__conformance__v1__unimplemented_response__descriptor, 1,
-           &m);
+  rv = conch_stub_recv(
+      call.base,
+      &connectrpc__conformance__v1__unimplemented_response__descriptor, 1, &m);
   *msg = (Connectrpc__Conformance__V1__UnimplementedResponse *)m;
   return rv;
 }
@@ -812,7 +716,7 @@ int connectrpc__conformance__v1__conformance_service__idempotent_unary_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m5_push;
   }
-  return start_call(
+  return conch_stub_start(
       client,
       &connectrpc__conformance__v1__conformance_service__idempotent_unary__method,
       opts, table, handler, &req->base, &out->base);
@@ -850,9 +754,10 @@ int connectrpc__conformance__v1__conformance_service__idempotent_unary_recv(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base,
-           &connectrpc__conformance__v1__idempotent_unary_response__descriptor,
-           0, &m);
+  rv = conch_stub_recv(
+      call.base,
+      &connectrpc__conformance__v1__idempotent_unary_response__descriptor, 0,
+      &m);
   *msg = (Connectrpc__Conformance__V1__IdempotentUnaryResponse *)m;
   return rv;
 }
@@ -866,9 +771,10 @@ int connectrpc__conformance__v1__conformance_service__idempotent_unary_recv_sync
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base,
-           &connectrpc__conformance__v1__idempotent_unary_response__descriptor,
-           1, &m);
+  rv = conch_stub_recv(
+      call.base,
+      &connectrpc__conformance__v1__idempotent_unary_response__descriptor, 1,
+      &m);
   *msg = (Connectrpc__Conformance__V1__IdempotentUnaryResponse *)m;
   return rv;
 }

@@ -244,6 +244,56 @@ CONCH_EXTERN int conch_unary_sync(conch_client *c, const conch_method *method,
                                   conch_metadata *headers,
                                   conch_metadata *trailers);
 
+/* ---- For generated stubs ----------------------------------------------
+ * What protoc-gen-conch's typed wrappers are made of.  Hand-written code
+ * may use them too, but the typed wrappers are the friendlier door.
+ */
+
+/**
+ * Starts a call of |method| and, when |req| is not NULL (unary and
+ * server-streaming calls), sends it at once.  |table| is used only when
+ * |handlers| is not NULL: |handlers| becomes its user_data, read-only (the
+ * runtime hands it back and never writes through it).  With no handlers
+ * the call is in pull mode.
+ *
+ * A request the call could not take ends the call: with no handlers the
+ * call is freed and the error returned; with handlers it ends canceled
+ * and its on_close runs once, as for any call.  A call that ended before
+ * its request went out (CONCH_ERR_STATE, CONCH_ERR_LIMIT from the send)
+ * is returned in |*out| with 0: its status says why.
+ *
+ * Returns 0 (|*out| set), or what conch_call_start() or conch_call_send()
+ * return.
+ */
+CONCH_EXTERN int conch_stub_start(conch_client *c, const conch_method *method,
+                                  const conch_call_opts *opts,
+                                  const conch_call_handler *table,
+                                  const void *handlers,
+                                  const ProtobufCMessage *req,
+                                  conch_call **out);
+
+/**
+ * conch_call_recv(), or conch_call_recv_sync() when |sync|, that hands
+ * out only a message of the descriptor |type|: any other (a call struct
+ * made by hand for another method) is freed and CONCH_ERR_INVALID
+ * returned.  |*msg| is NULL on any error.
+ */
+CONCH_EXTERN int conch_stub_recv(conch_call *call,
+                                 const ProtobufCMessageDescriptor *type,
+                                 int sync, ProtobufCMessage **msg);
+
+/**
+ * Ends the requests of a client-streaming |call| (if not ended before),
+ * takes its one response and waits for the call's end, so that the
+ * status is final when it returns.  A call that ended OK without a
+ * response is CONCH_ERR_PROTO; one that failed is CONCH_ERR_RPC (its
+ * status says why) and |*msg| is NULL.
+ */
+CONCH_EXTERN int
+conch_stub_close_and_recv(conch_call *call,
+                          const ProtobufCMessageDescriptor *type,
+                          ProtobufCMessage **msg);
+
 #ifdef __cplusplus
 }
 #endif

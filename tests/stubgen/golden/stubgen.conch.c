@@ -3,104 +3,6 @@
 
 #include "stubgen.conch.h"
 
-/* Starts a call of |method| with the handler table |table|.  |h| (the
-   caller's typed handlers, or NULL) is what the trampolines get as
-   user_data.  The runtime only hands user_data back and never writes
-   through it, so const is dropped, through a union: no cast to warn
-   about.  |req|, for unary and server-streaming calls, goes out at
-   once. */
-static int start_call(conch_client *client, const conch_method *method,
-                      const conch_call_opts *opts,
-                      const conch_call_handler *table, const void *h,
-                      const ProtobufCMessage *req, conch_call **out) {
-  union {
-    const void *in;
-    void *out;
-  } ud;
-  conch_call *call;
-  int rv;
-
-  if (h == NULL) {
-    table = NULL; /* pull mode without handlers */
-  }
-  ud.in = h;
-  rv = conch_call_start(client, method, opts, table, ud.out, &call);
-  if (rv != 0) {
-    return rv;
-  }
-  if (req != NULL) {
-    rv = conch_call_send(call, req);
-  }
-  /* CONCH_ERR_STATE, CONCH_ERR_LIMIT: the call has ended already and
-     its status says why.  Any other error leaves a call that can
-     never send its request. */
-  if (rv != 0 && rv != CONCH_ERR_STATE && rv != CONCH_ERR_LIMIT) {
-    if (h == NULL) {
-      conch_call_free(call); /* no handler to run */
-      return rv;
-    }
-    /* Its on_close is due exactly once, and a failed start must not
-       run it: the call ends as canceled instead. */
-    conch_call_cancel(call);
-  }
-  *out = call;
-  return 0;
-}
-
-/* Takes the next response of |call|, blocking when |sync|.  Checking
-   the type keeps a call struct made by hand for another method from
-   handing out a message as the wrong type. */
-static int pop(conch_call *call, const ProtobufCMessageDescriptor *type,
-               int sync, ProtobufCMessage **msg) {
-  ProtobufCMessage *m = NULL;
-  int rv;
-
-  *msg = NULL;
-  if (sync) {
-    rv = conch_call_recv_sync(call, &m);
-  } else {
-    rv = conch_call_recv(call, &m);
-  }
-  if (rv != 0) {
-    return rv;
-  }
-  if (m->descriptor != type) {
-    conch_message_free(conch_call_client(call), m);
-    return CONCH_ERR_INVALID;
-  }
-  *msg = m;
-  return 0;
-}
-
-/* Ends the requests of a client-streaming |call| and takes its one
-   response once the call is over, so that the status is final. */
-static int close_and_pop(conch_call *call,
-                         const ProtobufCMessageDescriptor *type,
-                         ProtobufCMessage **msg) {
-  ProtobufCMessage *m;
-  int rv;
-
-  *msg = NULL;
-  rv = conch_call_close_send(call);
-  if (rv != 0 && rv != CONCH_ERR_STATE) { /* STATE: closed before */
-    return rv;
-  }
-  rv = pop(call, type, 1, &m);
-  if (rv == CONCH_ERR_EOF) {
-    return CONCH_ERR_PROTO; /* ended OK, but without its response */
-  }
-  if (rv != 0) {
-    return rv;
-  }
-  rv = conch_call_wait_sync(call);
-  if (rv != 0) {
-    conch_message_free(conch_call_client(call), m);
-    return rv;
-  }
-  *msg = m;
-  return 0;
-}
-
 /* ==== Echo =============================================================== */
 
 /* ---- Echo/Unary --------------------------------------------------------- */
@@ -165,8 +67,8 @@ int echo__unary_start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m0_push;
   }
-  return start_call(client, &echo__unary__method, opts, table, handler,
-                    &req->base, &out->base);
+  return conch_stub_start(client, &echo__unary__method, opts, table, handler,
+                          &req->base, &out->base);
 }
 
 int echo__unary_sync(conch_client *client, const conch_call_opts *opts,
@@ -195,7 +97,7 @@ int echo__unary_recv(Echo__Unary_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -207,7 +109,7 @@ int echo__unary_recv_sync(Echo__Unary_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -275,8 +177,8 @@ int echo__server_stream_start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m1_push;
   }
-  return start_call(client, &echo__server_stream__method, opts, table, handler,
-                    &req->base, &out->base);
+  return conch_stub_start(client, &echo__server_stream__method, opts, table,
+                          handler, &req->base, &out->base);
 }
 
 int echo__server_stream_recv(Echo__ServerStream_Call call, Pong **msg) {
@@ -286,7 +188,7 @@ int echo__server_stream_recv(Echo__ServerStream_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -298,7 +200,7 @@ int echo__server_stream_recv_sync(Echo__ServerStream_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -376,8 +278,8 @@ int echo__client_stream_start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m2_push;
   }
-  return start_call(client, &echo__client_stream__method, opts, table, handler,
-                    NULL, &out->base);
+  return conch_stub_start(client, &echo__client_stream__method, opts, table,
+                          handler, NULL, &out->base);
 }
 
 int echo__client_stream_send(Echo__ClientStream_Call call, const Ping *msg) {
@@ -406,7 +308,7 @@ int echo__client_stream_recv(Echo__ClientStream_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -418,7 +320,7 @@ int echo__client_stream_recv_sync(Echo__ClientStream_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -431,7 +333,7 @@ int echo__client_stream_close_and_recv_sync(Echo__ClientStream_Call call,
   if (resp == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = close_and_pop(call.base, &pong__descriptor, &m);
+  rv = conch_stub_close_and_recv(call.base, &pong__descriptor, &m);
   *resp = (Pong *)m;
   return rv;
 }
@@ -508,8 +410,8 @@ int echo__bidi_start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m3_push;
   }
-  return start_call(client, &echo__bidi__method, opts, table, handler, NULL,
-                    &out->base);
+  return conch_stub_start(client, &echo__bidi__method, opts, table, handler,
+                          NULL, &out->base);
 }
 
 int echo__bidi_send(Echo__Bidi_Call call, const Ping *msg) {
@@ -537,7 +439,7 @@ int echo__bidi_recv(Echo__Bidi_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -549,7 +451,7 @@ int echo__bidi_recv_sync(Echo__Bidi_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -617,8 +519,8 @@ int echo__lookup_start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m4_push;
   }
-  return start_call(client, &echo__lookup__method, opts, table, handler,
-                    &req->base, &out->base);
+  return conch_stub_start(client, &echo__lookup__method, opts, table, handler,
+                          &req->base, &out->base);
 }
 
 int echo__lookup_sync(conch_client *client, const conch_call_opts *opts,
@@ -648,7 +550,7 @@ int echo__lookup_recv(Echo__Lookup_Call call, Ping__Inner__Deeper **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &ping__inner__deeper__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &ping__inner__deeper__descriptor, 0, &m);
   *msg = (Ping__Inner__Deeper *)m;
   return rv;
 }
@@ -660,7 +562,7 @@ int echo__lookup_recv_sync(Echo__Lookup_Call call, Ping__Inner__Deeper **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &ping__inner__deeper__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &ping__inner__deeper__descriptor, 1, &m);
   *msg = (Ping__Inner__Deeper *)m;
   return rv;
 }
@@ -727,8 +629,8 @@ int echo__put_start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m5_push;
   }
-  return start_call(client, &echo__put__method, opts, table, handler,
-                    &req->base, &out->base);
+  return conch_stub_start(client, &echo__put__method, opts, table, handler,
+                          &req->base, &out->base);
 }
 
 int echo__put_sync(conch_client *client, const conch_call_opts *opts,
@@ -757,7 +659,7 @@ int echo__put_recv(Echo__Put_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -769,7 +671,7 @@ int echo__put_recv_sync(Echo__Put_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -850,8 +752,8 @@ int switch__get__start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m6_push;
   }
-  return start_call(client, &switch__get___method, opts, table, handler,
-                    &req->base, &out->base);
+  return conch_stub_start(client, &switch__get___method, opts, table, handler,
+                          &req->base, &out->base);
 }
 
 int switch__get__sync(conch_client *client, const conch_call_opts *opts,
@@ -880,7 +782,7 @@ int switch__get__recv(Switch__Get__Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -892,7 +794,7 @@ int switch__get__recv_sync(Switch__Get__Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -960,8 +862,8 @@ int switch__get_sync_start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m7_push;
   }
-  return start_call(client, &switch__get_sync__method, opts, table, handler,
-                    &req->base, &out->base);
+  return conch_stub_start(client, &switch__get_sync__method, opts, table,
+                          handler, &req->base, &out->base);
 }
 
 int switch__get_sync_sync(conch_client *client, const conch_call_opts *opts,
@@ -990,7 +892,7 @@ int switch__get_sync_recv(Switch__GetSync_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1002,7 +904,7 @@ int switch__get_sync_recv_sync(Switch__GetSync_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1069,8 +971,8 @@ int switch__fetch__start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m8_push;
   }
-  return start_call(client, &switch__fetch___method, opts, table, handler,
-                    &req->base, &out->base);
+  return conch_stub_start(client, &switch__fetch___method, opts, table, handler,
+                          &req->base, &out->base);
 }
 
 int switch__fetch__recv(Switch__Fetch__Call call, Pong **msg) {
@@ -1080,7 +982,7 @@ int switch__fetch__recv(Switch__Fetch__Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1092,7 +994,7 @@ int switch__fetch__recv_sync(Switch__Fetch__Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1160,8 +1062,8 @@ int switch__fetch_recv_start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m9_push;
   }
-  return start_call(client, &switch__fetch_recv__method, opts, table, handler,
-                    &req->base, &out->base);
+  return conch_stub_start(client, &switch__fetch_recv__method, opts, table,
+                          handler, &req->base, &out->base);
 }
 
 int switch__fetch_recv_sync(conch_client *client, const conch_call_opts *opts,
@@ -1190,7 +1092,7 @@ int switch__fetch_recv_recv(Switch__FetchRecv_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1202,7 +1104,7 @@ int switch__fetch_recv_recv_sync(Switch__FetchRecv_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1280,8 +1182,8 @@ int switch__put__start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m10_push;
   }
-  return start_call(client, &switch__put___method, opts, table, handler, NULL,
-                    &out->base);
+  return conch_stub_start(client, &switch__put___method, opts, table, handler,
+                          NULL, &out->base);
 }
 
 int switch__put__send(Switch__Put__Call call, const Ping *msg) {
@@ -1309,7 +1211,7 @@ int switch__put__recv(Switch__Put__Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1321,7 +1223,7 @@ int switch__put__recv_sync(Switch__Put__Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1389,8 +1291,8 @@ int switch__put_send_start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m11_push;
   }
-  return start_call(client, &switch__put_send__method, opts, table, handler,
-                    &req->base, &out->base);
+  return conch_stub_start(client, &switch__put_send__method, opts, table,
+                          handler, &req->base, &out->base);
 }
 
 int switch__put_send_sync(conch_client *client, const conch_call_opts *opts,
@@ -1419,7 +1321,7 @@ int switch__put_send_recv(Switch__PutSend_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1431,7 +1333,7 @@ int switch__put_send_recv_sync(Switch__PutSend_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1499,8 +1401,8 @@ int switch__methods_start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m12_push;
   }
-  return start_call(client, &switch__methods__method, opts, table, handler,
-                    &req->base, &out->base);
+  return conch_stub_start(client, &switch__methods__method, opts, table,
+                          handler, &req->base, &out->base);
 }
 
 int switch__methods_sync(conch_client *client, const conch_call_opts *opts,
@@ -1529,7 +1431,7 @@ int switch__methods_recv(Switch__Methods_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1541,7 +1443,7 @@ int switch__methods_recv_sync(Switch__Methods_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1609,8 +1511,8 @@ int switch__get__thing_start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m13_push;
   }
-  return start_call(client, &switch__get__thing__method, opts, table, handler,
-                    &req->base, &out->base);
+  return conch_stub_start(client, &switch__get__thing__method, opts, table,
+                          handler, &req->base, &out->base);
 }
 
 int switch__get__thing_sync(conch_client *client, const conch_call_opts *opts,
@@ -1639,7 +1541,7 @@ int switch__get__thing_recv(Switch__GetThing_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1651,7 +1553,7 @@ int switch__get__thing_recv_sync(Switch__GetThing_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1719,8 +1621,8 @@ int switch__get_thing__start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m14_push;
   }
-  return start_call(client, &switch__get_thing___method, opts, table, handler,
-                    &req->base, &out->base);
+  return conch_stub_start(client, &switch__get_thing___method, opts, table,
+                          handler, &req->base, &out->base);
 }
 
 int switch__get_thing__sync(conch_client *client, const conch_call_opts *opts,
@@ -1749,7 +1651,7 @@ int switch__get_thing__recv(Switch__GetThing__Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1761,7 +1663,7 @@ int switch__get_thing__recv_sync(Switch__GetThing__Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1839,8 +1741,8 @@ int switch__gather_start(conch_client *client, const conch_call_opts *opts,
   if (handler != NULL && handler->on_message != NULL) {
     table = &m15_push;
   }
-  return start_call(client, &switch__gather__method, opts, table, handler, NULL,
-                    &out->base);
+  return conch_stub_start(client, &switch__gather__method, opts, table, handler,
+                          NULL, &out->base);
 }
 
 int switch__gather_send(Switch__Gather_Call call, const Struct *msg) {
@@ -1868,7 +1770,7 @@ int switch__gather_recv(Switch__Gather_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1880,7 +1782,7 @@ int switch__gather_recv_sync(Switch__Gather_Call call, Pong **msg) {
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -1892,7 +1794,7 @@ int switch__gather_close_and_recv_sync(Switch__Gather_Call call, Pong **resp) {
   if (resp == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = close_and_pop(call.base, &pong__descriptor, &m);
+  rv = conch_stub_close_and_recv(call.base, &pong__descriptor, &m);
   *resp = (Pong *)m;
   return rv;
 }

@@ -3,75 +3,6 @@
 
 #include "stubgen/renamed.conch.h"
 
-/* Starts a call of |method| with the handler table |table|.  |h| (the
-   caller's typed handlers, or NULL) is what the trampolines get as
-   user_data.  The runtime only hands user_data back and never writes
-   through it, so const is dropped, through a union: no cast to warn
-   about.  |req|, for unary and server-streaming calls, goes out at
-   once. */
-static int start_call(conch_client *client, const conch_method *method,
-                      const conch_call_opts *opts,
-                      const conch_call_handler *table, const void *h,
-                      const ProtobufCMessage *req, conch_call **out) {
-  union {
-    const void *in;
-    void *out;
-  } ud;
-  conch_call *call;
-  int rv;
-
-  if (h == NULL) {
-    table = NULL; /* pull mode without handlers */
-  }
-  ud.in = h;
-  rv = conch_call_start(client, method, opts, table, ud.out, &call);
-  if (rv != 0) {
-    return rv;
-  }
-  if (req != NULL) {
-    rv = conch_call_send(call, req);
-  }
-  /* CONCH_ERR_STATE, CONCH_ERR_LIMIT: the call has ended already and
-     its status says why.  Any other error leaves a call that can
-     never send its request. */
-  if (rv != 0 && rv != CONCH_ERR_STATE && rv != CONCH_ERR_LIMIT) {
-    if (h == NULL) {
-      conch_call_free(call); /* no handler to run */
-      return rv;
-    }
-    /* Its on_close is due exactly once, and a failed start must not
-       run it: the call ends as canceled instead. */
-    conch_call_cancel(call);
-  }
-  *out = call;
-  return 0;
-}
-
-/* Takes the next response of |call|, blocking when |sync|.  Checking
-   the type keeps a call struct made by hand for another method from
-   handing out a message as the wrong type. */
-static int pop(conch_call *call, const ProtobufCMessageDescriptor *type,
-               int sync, ProtobufCMessage **msg) {
-  ProtobufCMessage *m = NULL;
-  int rv;
-
-  *msg = NULL;
-  if (sync) {
-    rv = conch_call_recv_sync(call, &m);
-  } else {
-    rv = conch_call_recv(call, &m);
-  }
-  if (rv != 0) {
-    return rv;
-  }
-  if (m->descriptor != type) {
-    conch_message_free(conch_call_client(call), m);
-    return CONCH_ERR_INVALID;
-  }
-  *msg = m;
-  return 0;
-}
-
 /* ==== stubgen.renamed.Notes ============================================== */
 
 /* ---- stubgen.renamed.Notes/Take ----------------------------------------- */
@@ -137,8 +68,8 @@ int alt__names__notes__take_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m0_push;
   }
-  return start_call(client, &alt__names__notes__take__method, opts, table,
-                    handler, &req->base, &out->base);
+  return conch_stub_start(client, &alt__names__notes__take__method, opts, table,
+                          handler, &req->base, &out->base);
 }
 
 int alt__names__notes__take_sync(conch_client *client,
@@ -171,7 +102,7 @@ int alt__names__notes__take_recv(Alt__Names__Notes__Take_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &alt__names__note__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &alt__names__note__descriptor, 0, &m);
   *msg = (Alt__Names__Note *)m;
   return rv;
 }
@@ -184,7 +115,7 @@ int alt__names__notes__take_recv_sync(Alt__Names__Notes__Take_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &alt__names__note__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &alt__names__note__descriptor, 1, &m);
   *msg = (Alt__Names__Note *)m;
   return rv;
 }
@@ -263,8 +194,8 @@ int alt__names__notes__watch_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m1_push;
   }
-  return start_call(client, &alt__names__notes__watch__method, opts, table,
-                    handler, NULL, &out->base);
+  return conch_stub_start(client, &alt__names__notes__watch__method, opts,
+                          table, handler, NULL, &out->base);
 }
 
 int alt__names__notes__watch_send(Alt__Names__Notes__Watch_Call call,
@@ -295,7 +226,7 @@ int alt__names__notes__watch_recv(Alt__Names__Notes__Watch_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &alt__names__note__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &alt__names__note__descriptor, 0, &m);
   *msg = (Alt__Names__Note *)m;
   return rv;
 }
@@ -308,7 +239,7 @@ int alt__names__notes__watch_recv_sync(Alt__Names__Notes__Watch_Call call,
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &alt__names__note__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &alt__names__note__descriptor, 1, &m);
   *msg = (Alt__Names__Note *)m;
   return rv;
 }

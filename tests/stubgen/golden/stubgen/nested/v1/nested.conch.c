@@ -3,104 +3,6 @@
 
 #include "stubgen/nested/v1/nested.conch.h"
 
-/* Starts a call of |method| with the handler table |table|.  |h| (the
-   caller's typed handlers, or NULL) is what the trampolines get as
-   user_data.  The runtime only hands user_data back and never writes
-   through it, so const is dropped, through a union: no cast to warn
-   about.  |req|, for unary and server-streaming calls, goes out at
-   once. */
-static int start_call(conch_client *client, const conch_method *method,
-                      const conch_call_opts *opts,
-                      const conch_call_handler *table, const void *h,
-                      const ProtobufCMessage *req, conch_call **out) {
-  union {
-    const void *in;
-    void *out;
-  } ud;
-  conch_call *call;
-  int rv;
-
-  if (h == NULL) {
-    table = NULL; /* pull mode without handlers */
-  }
-  ud.in = h;
-  rv = conch_call_start(client, method, opts, table, ud.out, &call);
-  if (rv != 0) {
-    return rv;
-  }
-  if (req != NULL) {
-    rv = conch_call_send(call, req);
-  }
-  /* CONCH_ERR_STATE, CONCH_ERR_LIMIT: the call has ended already and
-     its status says why.  Any other error leaves a call that can
-     never send its request. */
-  if (rv != 0 && rv != CONCH_ERR_STATE && rv != CONCH_ERR_LIMIT) {
-    if (h == NULL) {
-      conch_call_free(call); /* no handler to run */
-      return rv;
-    }
-    /* Its on_close is due exactly once, and a failed start must not
-       run it: the call ends as canceled instead. */
-    conch_call_cancel(call);
-  }
-  *out = call;
-  return 0;
-}
-
-/* Takes the next response of |call|, blocking when |sync|.  Checking
-   the type keeps a call struct made by hand for another method from
-   handing out a message as the wrong type. */
-static int pop(conch_call *call, const ProtobufCMessageDescriptor *type,
-               int sync, ProtobufCMessage **msg) {
-  ProtobufCMessage *m = NULL;
-  int rv;
-
-  *msg = NULL;
-  if (sync) {
-    rv = conch_call_recv_sync(call, &m);
-  } else {
-    rv = conch_call_recv(call, &m);
-  }
-  if (rv != 0) {
-    return rv;
-  }
-  if (m->descriptor != type) {
-    conch_message_free(conch_call_client(call), m);
-    return CONCH_ERR_INVALID;
-  }
-  *msg = m;
-  return 0;
-}
-
-/* Ends the requests of a client-streaming |call| and takes its one
-   response once the call is over, so that the status is final. */
-static int close_and_pop(conch_call *call,
-                         const ProtobufCMessageDescriptor *type,
-                         ProtobufCMessage **msg) {
-  ProtobufCMessage *m;
-  int rv;
-
-  *msg = NULL;
-  rv = conch_call_close_send(call);
-  if (rv != 0 && rv != CONCH_ERR_STATE) { /* STATE: closed before */
-    return rv;
-  }
-  rv = pop(call, type, 1, &m);
-  if (rv == CONCH_ERR_EOF) {
-    return CONCH_ERR_PROTO; /* ended OK, but without its response */
-  }
-  if (rv != 0) {
-    return rv;
-  }
-  rv = conch_call_wait_sync(call);
-  if (rv != 0) {
-    conch_message_free(conch_call_client(call), m);
-    return rv;
-  }
-  *msg = m;
-  return 0;
-}
-
 /* ==== stubgen.nested.v1.Deep ============================================= */
 
 /* ---- stubgen.nested.v1.Deep/Unary --------------------------------------- */
@@ -167,8 +69,8 @@ int stubgen__nested__v1__deep__unary_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m0_push;
   }
-  return start_call(client, &stubgen__nested__v1__deep__unary__method, opts,
-                    table, handler, &req->base, &out->base);
+  return conch_stub_start(client, &stubgen__nested__v1__deep__unary__method,
+                          opts, table, handler, &req->base, &out->base);
 }
 
 int stubgen__nested__v1__deep__unary_sync(
@@ -201,7 +103,8 @@ int stubgen__nested__v1__deep__unary_recv(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &stubgen__nested__v1__outer__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &stubgen__nested__v1__outer__descriptor, 0,
+                       &m);
   *msg = (Stubgen__Nested__V1__Outer *)m;
   return rv;
 }
@@ -215,7 +118,8 @@ int stubgen__nested__v1__deep__unary_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &stubgen__nested__v1__outer__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &stubgen__nested__v1__outer__descriptor, 1,
+                       &m);
   *msg = (Stubgen__Nested__V1__Outer *)m;
   return rv;
 }
@@ -285,8 +189,9 @@ int stubgen__nested__v1__deep__server_stream_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m1_push;
   }
-  return start_call(client, &stubgen__nested__v1__deep__server_stream__method,
-                    opts, table, handler, &req->base, &out->base);
+  return conch_stub_start(client,
+                          &stubgen__nested__v1__deep__server_stream__method,
+                          opts, table, handler, &req->base, &out->base);
 }
 
 int stubgen__nested__v1__deep__server_stream_recv(
@@ -298,8 +203,9 @@ int stubgen__nested__v1__deep__server_stream_recv(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &stubgen__nested__v1__outer__middle__inner__descriptor, 0,
-           &m);
+  rv = conch_stub_recv(call.base,
+                       &stubgen__nested__v1__outer__middle__inner__descriptor,
+                       0, &m);
   *msg = (Stubgen__Nested__V1__Outer__Middle__Inner *)m;
   return rv;
 }
@@ -313,8 +219,9 @@ int stubgen__nested__v1__deep__server_stream_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &stubgen__nested__v1__outer__middle__inner__descriptor, 1,
-           &m);
+  rv = conch_stub_recv(call.base,
+                       &stubgen__nested__v1__outer__middle__inner__descriptor,
+                       1, &m);
   *msg = (Stubgen__Nested__V1__Outer__Middle__Inner *)m;
   return rv;
 }
@@ -394,8 +301,9 @@ int stubgen__nested__v1__deep__client_stream_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m2_push;
   }
-  return start_call(client, &stubgen__nested__v1__deep__client_stream__method,
-                    opts, table, handler, NULL, &out->base);
+  return conch_stub_start(client,
+                          &stubgen__nested__v1__deep__client_stream__method,
+                          opts, table, handler, NULL, &out->base);
 }
 
 int stubgen__nested__v1__deep__client_stream_send(
@@ -428,7 +336,8 @@ int stubgen__nested__v1__deep__client_stream_recv(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &stubgen__nested__v1__outer__middle__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base,
+                       &stubgen__nested__v1__outer__middle__descriptor, 0, &m);
   *msg = (Stubgen__Nested__V1__Outer__Middle *)m;
   return rv;
 }
@@ -442,7 +351,8 @@ int stubgen__nested__v1__deep__client_stream_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &stubgen__nested__v1__outer__middle__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base,
+                       &stubgen__nested__v1__outer__middle__descriptor, 1, &m);
   *msg = (Stubgen__Nested__V1__Outer__Middle *)m;
   return rv;
 }
@@ -456,8 +366,8 @@ int stubgen__nested__v1__deep__client_stream_close_and_recv_sync(
   if (resp == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = close_and_pop(call.base, &stubgen__nested__v1__outer__middle__descriptor,
-                     &m);
+  rv = conch_stub_close_and_recv(
+      call.base, &stubgen__nested__v1__outer__middle__descriptor, &m);
   *resp = (Stubgen__Nested__V1__Outer__Middle *)m;
   return rv;
 }
@@ -536,8 +446,8 @@ int stubgen__nested__v1__deep__bidi_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m3_push;
   }
-  return start_call(client, &stubgen__nested__v1__deep__bidi__method, opts,
-                    table, handler, NULL, &out->base);
+  return conch_stub_start(client, &stubgen__nested__v1__deep__bidi__method,
+                          opts, table, handler, NULL, &out->base);
 }
 
 int stubgen__nested__v1__deep__bidi_send(
@@ -571,7 +481,7 @@ int stubgen__nested__v1__deep__bidi_recv(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 0, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -584,7 +494,7 @@ int stubgen__nested__v1__deep__bidi_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &pong__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &pong__descriptor, 1, &m);
   *msg = (Pong *)m;
   return rv;
 }
@@ -665,8 +575,8 @@ int stubgen__nested__v1__static__mirror_start(
   if (handler != NULL && handler->on_message != NULL) {
     table = &m4_push;
   }
-  return start_call(client, &stubgen__nested__v1__static__mirror__method, opts,
-                    table, handler, &req->base, &out->base);
+  return conch_stub_start(client, &stubgen__nested__v1__static__mirror__method,
+                          opts, table, handler, &req->base, &out->base);
 }
 
 int stubgen__nested__v1__static__mirror_sync(
@@ -698,7 +608,8 @@ int stubgen__nested__v1__static__mirror_recv(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &stubgen__nested__v1__outer__descriptor, 0, &m);
+  rv = conch_stub_recv(call.base, &stubgen__nested__v1__outer__descriptor, 0,
+                       &m);
   *msg = (Stubgen__Nested__V1__Outer *)m;
   return rv;
 }
@@ -712,7 +623,8 @@ int stubgen__nested__v1__static__mirror_recv_sync(
   if (msg == NULL) {
     return CONCH_ERR_INVALID;
   }
-  rv = pop(call.base, &stubgen__nested__v1__outer__descriptor, 1, &m);
+  rv = conch_stub_recv(call.base, &stubgen__nested__v1__outer__descriptor, 1,
+                       &m);
   *msg = (Stubgen__Nested__V1__Outer *)m;
   return rv;
 }
