@@ -297,6 +297,9 @@ static int call_create(conch_client *c, const conch_method *method,
   call->send_comp = o.send_compression == CONCH_COMPRESSION_DEFAULT
                         ? (conch_compression)c->o.send_compression
                         : (conch_compression)o.send_compression;
+  call->get = o.http_get != 0 && c->o.protocol == CONCH_PROTOCOL_CONNECT &&
+              method->kind == CONCH_STREAM_UNARY &&
+              method->idempotency == CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS;
   conch__metadata_init(&call->req_headers, c->mem);
   conch__metadata_init(&call->headers, c->mem);
   conch__metadata_init(&call->trailers, c->mem);

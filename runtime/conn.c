@@ -956,7 +956,10 @@ int conch__conn_submit(conch_conn *conn, conch_call *call) {
   }
   prd.source.ptr = call;
   prd.read_callback = data_read;
-  id = nghttp2_submit_request(conn->h2, NULL, nva, (size_t)n, &prd, call);
+  /* A GET has its request in the URL: HEADERS with END_STREAM.  Its
+     sendbuf stays, so that a transparent retry builds the same URL. */
+  id = nghttp2_submit_request(conn->h2, NULL, nva, (size_t)n,
+                              call->get ? NULL : &prd, call);
   conch__buf_free(&store, c->mem);
   if (id < 0) {
     if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {

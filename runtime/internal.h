@@ -75,6 +75,7 @@ struct conch_client_opts {
   int send_compression;
   int accept_gzip;
   size_t compress_min_bytes;
+  size_t get_max_url; /* 0: no limit */
   int gzip_level;
   size_t recv_limit;
   size_t send_limit;
@@ -200,6 +201,7 @@ struct conch_call {
   unsigned deferred : 1;    /* data source returned DEFERRED */
   unsigned want_send_ready : 1;
   unsigned unary_compressed : 1; /* Connect unary body is gzip */
+  unsigned get : 1;              /* Connect unary as GET: no body */
 
   /* Receiving. */
   int http_status;

@@ -151,6 +151,14 @@ int conch_client_opts_set_compress_min_bytes(conch_client_opts *opts,
   return 0;
 }
 
+int conch_client_opts_set_get_max_url(conch_client_opts *opts, size_t bytes) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->get_max_url = bytes;
+  return 0;
+}
+
 int conch_client_opts_set_gzip_level(conch_client_opts *opts, int level) {
   if (opts == NULL || level < -1 || level > 9) {
     return CONCH_ERR_INVALID;

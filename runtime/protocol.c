@@ -217,6 +217,32 @@ static void add_user_headers(hdr_list *h, const conch_metadata *md) {
   }
 }
 
+/* Appends the query of a Connect GET to |store|: the request body
+   (sendbuf, compressed or not) as unpadded URL-safe base64, in
+   connect-go's order. */
+static int get_query(conch_call *call, conch_buf *store) {
+  conch_client *c = call->client;
+  const char *q = call->unary_compressed
+                      ? "?connect=v1&base64=1&compression=gzip"
+                        "&encoding=proto&message="
+                      : "?connect=v1&base64=1&encoding=proto&message=";
+  size_t n = conch__buf_size(&call->sendbuf);
+  size_t elen = conch__b64_encoded_len(n);
+  size_t at;
+
+  if (conch__buf_append(store, c->mem, q, strlen(q)) != 0) {
+    return CONCH_ERR_NOMEM;
+  }
+  at = conch__buf_size(store);
+  if (conch__buf_reserve(store, c->mem, elen) != 0) {
+    return CONCH_ERR_NOMEM;
+  }
+  conch__b64_encode(conch__buf_head(&call->sendbuf), n, CONCH_B64_URL,
+                    (char *)conch__buf_head(store) + at);
+  store->len += elen;
+  return 0;
+}
+
 long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
                                   conch_buf *store) {
   conch_client *c = call->client;
@@ -231,24 +257,35 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
   h.mem = c->mem;
   h.err = 0;
 
-  hdr_adds(&h, ":method", "POST");
-  hdr_adds(&h, ":scheme", c->tls ? "https" : "http");
-  hdr_adds(&h, ":authority", c->authority);
   {
     size_t plen = strlen(c->prefix), mlen = strlen(call->method->path);
     size_t off = conch__buf_size(store);
+    size_t vlen;
+
     if (conch__buf_append(store, c->mem, ":path", 5) != 0 ||
         conch__buf_append(store, c->mem, c->prefix, plen) != 0 ||
         conch__buf_append(store, c->mem, call->method->path, mlen) != 0) {
       return CONCH_ERR_NOMEM;
     }
+    if (call->get && get_query(call, store) != 0) {
+      return CONCH_ERR_NOMEM;
+    }
+    vlen = conch__buf_size(store) - off - 5;
+    if (call->get && c->o.get_max_url > 0 && vlen > c->o.get_max_url) {
+      call->get = 0; /* too long for a GET: POST after all */
+      store->len = store->off + off + 5 + plen + mlen;
+      vlen = plen + mlen;
+    }
     nva[h.n].name = (uint8_t *)(uintptr_t)off;
     nva[h.n].namelen = 5;
     nva[h.n].value = (uint8_t *)(uintptr_t)(off + 5);
-    nva[h.n].valuelen = plen + mlen;
+    nva[h.n].valuelen = vlen;
     nva[h.n].flags = NGHTTP2_NV_FLAG_NONE;
     h.n++;
   }
+  hdr_adds(&h, ":method", call->get ? "GET" : "POST");
+  hdr_adds(&h, ":scheme", c->tls ? "https" : "http");
+  hdr_adds(&h, ":authority", c->authority);
   if (call->deadline_at != 0) {
     int64_t left = call->deadline_at - conch__now_ms();
     if (left <= 0) {
@@ -267,7 +304,9 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
       hdr_adds(&h, "grpc-timeout", num);
     }
   }
-  if (is_connect(call)) {
+  if (call->get) {
+    /* The query says it all: no content-type, no protocol version. */
+  } else if (is_connect(call)) {
     hdr_adds(&h, "content-type",
              connect_unary(call) ? "application/proto"
                                  : "application/connect+proto");
@@ -279,7 +318,7 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
     hdr_adds(&h, "te", "trailers");
   }
   if (connect_unary(call)) {
-    if (call->unary_compressed) {
+    if (call->unary_compressed && !call->get) {
       hdr_adds(&h, "content-encoding", "gzip");
     }
     if (c->o.accept_gzip) {

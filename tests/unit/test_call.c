@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -151,9 +152,7 @@ static void env_str(fixture *f, uint8_t flags, const char *s) {
   env(f, flags, s, strlen(s));
 }
 
-static void end(fixture *f) {
-  conch__call_on_remote_end(f->call);
-}
+static void end(fixture *f) { conch__call_on_remote_end(f->call); }
 
 /* Delivers on_close and checks the code; returns the result. */
 static result *finish(fixture *f, conch_code want) {
@@ -178,9 +177,8 @@ static size_t gz(const char *s, uint8_t *out, size_t cap) {
   conch_gzip g;
   size_t n;
   conch__gzip_init(&g, conch_mem_default());
-  assert_int_equal(conch__gzip_deflate(&g, -1, (const uint8_t *)s, strlen(s),
-                                       &b),
-                   0);
+  assert_int_equal(
+      conch__gzip_deflate(&g, -1, (const uint8_t *)s, strlen(s), &b), 0);
   n = conch__buf_size(&b);
   assert_true(n <= cap);
   memcpy(out, conch__buf_head(&b), n);
@@ -195,16 +193,15 @@ static void test_unary_ok_and_empty(void **state) {
   fixture f;
   (void)state;
   begin(&f, CONCH_STREAM_UNARY, 0);
-  response(&f, "200", "application/proto", 0, "trailer-x-custom-trailer",
-           "v", NULL);
+  response(&f, "200", "application/proto", 0, "trailer-x-custom-trailer", "v",
+           NULL);
   end(&f);
   finish(&f, CONCH_CODE_OK);
   assert_int_equal(f.r.messages, 1); /* the empty message */
   assert_int_equal(f.r.last_len, 0);
   assert_int_equal(f.r.headers, 1);
-  assert_string_equal(conch_metadata_get(f.r.trailers, "x-custom-trailer",
-                                         NULL),
-                      "v");
+  assert_string_equal(
+      conch_metadata_get(f.r.trailers, "x-custom-trailer", NULL), "v");
   assert_null(conch_metadata_get(conch_call_headers(f.call),
                                  "trailer-x-custom-trailer", NULL));
   done(&f);
@@ -226,8 +223,7 @@ static void test_unary_gzip_body(void **state) {
   size_t n = gz("hello gzip", z, sizeof(z));
   (void)state;
   begin(&f, CONCH_STREAM_UNARY, 0);
-  response(&f, "200", "application/proto", 0, "content-encoding", "gzip",
-           NULL);
+  response(&f, "200", "application/proto", 0, "content-encoding", "gzip", NULL);
   body(&f, z, n);
   end(&f);
   finish(&f, CONCH_CODE_OK);
@@ -237,8 +233,7 @@ static void test_unary_gzip_body(void **state) {
 
   /* A body that claims gzip but is not. */
   begin(&f, CONCH_STREAM_UNARY, 0);
-  response(&f, "200", "application/proto", 0, "content-encoding", "gzip",
-           NULL);
+  response(&f, "200", "application/proto", 0, "content-encoding", "gzip", NULL);
   body(&f, "nope", 4);
   end(&f);
   finish(&f, CONCH_CODE_INTERNAL);
@@ -264,8 +259,7 @@ static void test_unary_unexpected(void **state) {
   done(&f);
   /* An encoding we do not know. */
   begin(&f, CONCH_STREAM_UNARY, 0);
-  response(&f, "200", "application/proto", 0, "content-encoding", "foo",
-           NULL);
+  response(&f, "200", "application/proto", 0, "content-encoding", "foo", NULL);
   body(&f, "x", 1);
   end(&f);
   finish(&f, CONCH_CODE_INTERNAL);
@@ -314,14 +308,12 @@ static void test_unary_errors(void **state) {
          "\"details\":[{\"type\":\"a.b.C\",\"value\":\"AQI\",\"debug\":1}]}",
          z, sizeof(z));
   begin(&f, CONCH_STREAM_UNARY, 0);
-  response(&f, "429", "application/json", 0, "content-encoding", "gzip",
-           NULL);
+  response(&f, "429", "application/json", 0, "content-encoding", "gzip", NULL);
   body(&f, z, n);
   end(&f);
   finish(&f, CONCH_CODE_RESOURCE_EXHAUSTED);
   assert_int_equal(f.r.st.ndetails, 1);
-  assert_string_equal(f.r.st.details[0].type_url,
-                      "type.googleapis.com/a.b.C");
+  assert_string_equal(f.r.st.details[0].type_url, "type.googleapis.com/a.b.C");
   assert_int_equal(f.r.st.details[0].len, 2);
   done(&f);
   /* Bare statuses map by the table. */
@@ -329,13 +321,11 @@ static void test_unary_errors(void **state) {
     static const struct {
       const char *status;
       conch_code code;
-    } map[] = {{"400", CONCH_CODE_INTERNAL},
-               {"404", CONCH_CODE_UNIMPLEMENTED},
-               {"418", CONCH_CODE_UNKNOWN},
-               {"502", CONCH_CODE_UNAVAILABLE},
-               {"503", CONCH_CODE_UNAVAILABLE},
-               {"504", CONCH_CODE_UNAVAILABLE},
-               {"800", CONCH_CODE_UNKNOWN}};
+    } map[] = {
+        {"400", CONCH_CODE_INTERNAL},    {"404", CONCH_CODE_UNIMPLEMENTED},
+        {"418", CONCH_CODE_UNKNOWN},     {"502", CONCH_CODE_UNAVAILABLE},
+        {"503", CONCH_CODE_UNAVAILABLE}, {"504", CONCH_CODE_UNAVAILABLE},
+        {"800", CONCH_CODE_UNKNOWN}};
     size_t i;
     for (i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
       begin(&f, CONCH_STREAM_UNARY, 0);
@@ -408,8 +398,9 @@ static void test_stream_ok_empty_and_metadata(void **state) {
   begin(&f, CONCH_STREAM_SERVER, 0);
   response(&f, "200", STREAM_CT, 0, NULL);
   env(&f, 0, "", 0);
-  env_str(&f, 2, "{\"metadata\":{\"x-custom-trailer\":[\"a\",\"b\"],"
-                 "\"x-bin\":[\"AAE\"]}}");
+  env_str(&f, 2,
+          "{\"metadata\":{\"x-custom-trailer\":[\"a\",\"b\"],"
+          "\"x-bin\":[\"AAE\"]}}");
   end(&f);
   finish(&f, CONCH_CODE_OK);
   assert_int_equal(f.r.messages, 1);
@@ -486,7 +477,10 @@ static void test_stream_unexpected(void **state) {
   /* Truncated envelope. */
   begin(&f, CONCH_STREAM_SERVER, 0);
   response(&f, "200", STREAM_CT, 0, NULL);
-  body(&f, "\x00\x00\x00\x00\x0a" "abc", 8);
+  body(&f,
+       "\x00\x00\x00\x00\x0a"
+       "abc",
+       8);
   end(&f);
   finish(&f, CONCH_CODE_INTERNAL);
   done(&f);
@@ -543,7 +537,7 @@ static void test_client_stream_cardinality(void **state) {
   env_str(&f, 2, "{}");
   end(&f);
   finish(&f, CONCH_CODE_UNIMPLEMENTED); /* two messages */
-  assert_int_equal(f.r.messages, 1);     /* the second is never delivered */
+  assert_int_equal(f.r.messages, 1);    /* the second is never delivered */
   done(&f);
   /* An end-stream error wins over cardinality. */
   begin(&f, CONCH_STREAM_CLIENT, 0);
@@ -611,9 +605,10 @@ static void test_bad_request_metadata(void **state) {
   conch_metadata *md;
   conch_call_opts opts = CONCH_CALL_OPTS_INIT;
   conch_method m = {"/t.v1.T/M", CONCH_STREAM_UNARY, NULL, NULL, 0};
-  static const char *reserved[] = {"content-type", "te", "grpc-timeout",
-                                   "connect-timeout-ms", "host",
-                                   "trailer-connect-x", "x-grpc-web"};
+  static const char *reserved[] = {"content-type", "te",
+                                   "grpc-timeout", "connect-timeout-ms",
+                                   "host",         "trailer-connect-x",
+                                   "x-grpc-web"};
   size_t i;
   (void)state;
   for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++) {
@@ -641,6 +636,144 @@ static void test_bad_request_metadata(void **state) {
   }
 }
 
+/* ---- Connect GET --------------------------------------------------------- */
+
+/* The value of header |name| among the |n| entries of |nva|, as a string
+   in |out|; NULL when absent. */
+static const char *nv_get(const nghttp2_nv *nva, long n, const char *name,
+                          char *out, size_t cap) {
+  long i;
+  for (i = 0; i < n; i++) {
+    if (nva[i].namelen == strlen(name) &&
+        memcmp(nva[i].name, name, nva[i].namelen) == 0) {
+      size_t len = nva[i].valuelen < cap - 1 ? nva[i].valuelen : cap - 1;
+      memcpy(out, nva[i].value, len);
+      out[len] = 0;
+      return out;
+    }
+  }
+  return NULL;
+}
+
+/* Builds the request headers of a unary call carrying |msg| with
+   http_get set; *|get| tells whether it became a GET. */
+static long get_headers(conch_client *c, conch_idempotency idem,
+                        const char *msg, nghttp2_nv *nva, conch_buf *store,
+                        fixture *f) {
+  conch_call_opts opts = CONCH_CALL_OPTS_INIT;
+  long n;
+
+  memset(f, 0, sizeof(*f));
+  conch_status_init(&f->r.st);
+  assert_int_equal(conch_metadata_new(&f->r.trailers, NULL), 0);
+  f->m.path = "/t.v1.T/Get";
+  f->m.kind = CONCH_STREAM_UNARY;
+  f->m.idempotency = idem;
+  f->c = c;
+  opts.http_get = 1;
+  assert_int_equal(
+      conch__call_new_detached(c, &f->m, &opts, &handler, &f->r, &f->call), 0);
+  assert_int_equal(
+      conch__proto_frame_message(f->call, (const uint8_t *)msg, strlen(msg)),
+      0);
+  n = conch__proto_request_headers(f->call, nva, 64, store);
+  assert_true(n > 0);
+  return n;
+}
+
+static void get_done(fixture *f, conch_buf *store) {
+  conch__buf_free(store, conch_mem_default());
+  conch_call_cancel(f->call);
+  conch__client_run_done(f->c);
+  done(f);
+}
+
+static void test_connect_get(void **state) {
+  static const char msg[] = "\x01\xfb\xff?&=+/ message";
+  nghttp2_nv nva[64];
+  conch_buf store = CONCH_BUF_INIT;
+  conch_client_opts *o;
+  conch_client *gz_client, *capped, *grpc;
+  char v[512], want[512], b64[128];
+  fixture f;
+  long n;
+  (void)state;
+
+  /* Identity: the message in the query as unpadded URL-safe base64, in
+     connect-go's parameter order; no body headers. */
+  n = get_headers(client, CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS, msg, nva, &store,
+                  &f);
+  b64[conch__b64_encode((const uint8_t *)msg, strlen(msg), CONCH_B64_URL,
+                        b64)] = 0;
+  snprintf(want, sizeof(want),
+           "/t.v1.T/Get?connect=v1&base64=1&encoding=proto&message=%s", b64);
+  assert_string_equal(nv_get(nva, n, ":method", v, sizeof(v)), "GET");
+  assert_string_equal(nv_get(nva, n, ":path", v, sizeof(v)), want);
+  assert_null(strchr(b64, '=')); /* unpadded */
+  assert_null(nv_get(nva, n, "content-type", v, sizeof(v)));
+  assert_null(nv_get(nva, n, "connect-protocol-version", v, sizeof(v)));
+  assert_null(nv_get(nva, n, "content-encoding", v, sizeof(v)));
+  assert_string_equal(nv_get(nva, n, "accept-encoding", v, sizeof(v)), "gzip");
+  assert_true(f.call->get);
+  get_done(&f, &store);
+
+  /* A method that may have side effects goes as POST. */
+  n = get_headers(client, CONCH_IDEMPOTENCY_IDEMPOTENT, msg, nva, &store, &f);
+  assert_string_equal(nv_get(nva, n, ":method", v, sizeof(v)), "POST");
+  assert_string_equal(nv_get(nva, n, ":path", v, sizeof(v)), "/t.v1.T/Get");
+  assert_string_equal(nv_get(nva, n, "content-type", v, sizeof(v)),
+                      "application/proto");
+  get_done(&f, &store);
+
+  /* gzip: compression=gzip in the query, not content-encoding. */
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  conch_client_opts_set_send_compression(o, CONCH_COMPRESSION_GZIP);
+  assert_int_equal(conch_client_new(&gz_client, "http://127.0.0.1:1", o), 0);
+  conch_client_opts_set_send_compression(o, CONCH_COMPRESSION_IDENTITY);
+  /* "/t.v1.T/Get" (11) + query (44) + 22 base64 characters for the 16
+     bytes of |msg| = 77 bytes: one over. */
+  conch_client_opts_set_get_max_url(o, 76);
+  assert_int_equal(conch_client_new(&capped, "http://127.0.0.1:1", o), 0);
+  conch_client_opts_set_get_max_url(o, 0);
+  conch_client_opts_set_protocol(o, CONCH_PROTOCOL_GRPC);
+  assert_int_equal(conch_client_new(&grpc, "http://127.0.0.1:1", o), 0);
+  conch_client_opts_free(o);
+
+  n = get_headers(gz_client, CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS, msg, nva,
+                  &store, &f);
+  assert_string_equal(nv_get(nva, n, ":method", v, sizeof(v)), "GET");
+  assert_non_null(strstr(nv_get(nva, n, ":path", v, sizeof(v)),
+                         "?connect=v1&base64=1&compression=gzip"
+                         "&encoding=proto&message=H4sI")); /* gzip magic */
+  assert_null(nv_get(nva, n, "content-encoding", v, sizeof(v)));
+  get_done(&f, &store);
+
+  /* Over the URL limit: POST after all, with its body headers. */
+  n = get_headers(capped, CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS, msg, nva, &store,
+                  &f);
+  assert_string_equal(nv_get(nva, n, ":method", v, sizeof(v)), "POST");
+  assert_string_equal(nv_get(nva, n, ":path", v, sizeof(v)), "/t.v1.T/Get");
+  assert_string_equal(nv_get(nva, n, "content-type", v, sizeof(v)),
+                      "application/proto");
+  assert_false(f.call->get);
+  get_done(&f, &store);
+  /* A short message fits. */
+  n = get_headers(capped, CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS, "x", nva, &store,
+                  &f);
+  assert_string_equal(nv_get(nva, n, ":method", v, sizeof(v)), "GET");
+  get_done(&f, &store);
+
+  /* GET is the Connect protocol's only. */
+  n = get_headers(grpc, CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS, msg, nva, &store,
+                  &f);
+  assert_string_equal(nv_get(nva, n, ":method", v, sizeof(v)), "POST");
+  get_done(&f, &store);
+
+  conch_client_free(gz_client);
+  conch_client_free(capped);
+  conch_client_free(grpc);
+}
+
 /* ---- gRPC --------------------------------------------------------------- */
 
 /* A trailer block (HEADERS with END_STREAM after the body). */
@@ -665,17 +798,15 @@ static void test_grpc_basic(void **state) {
   trailers(&f, "grpc-status", "0", "x-custom-trailer", "t", NULL);
   finish(&f, CONCH_CODE_OK);
   assert_int_equal(f.r.messages, 1);
-  assert_string_equal(conch_metadata_get(f.r.trailers, "x-custom-trailer",
-                                         NULL),
-                      "t");
+  assert_string_equal(
+      conch_metadata_get(f.r.trailers, "x-custom-trailer", NULL), "t");
   /* grpc-status is the protocol's: not surfaced as a trailer. */
   assert_null(conch_metadata_get(f.r.trailers, "grpc-status", NULL));
   done(&f);
   /* Status with a percent-encoded message. */
   begin_on(&f, grpc_client, CONCH_STREAM_SERVER, 0);
   response(&f, "200", "application/grpc", 0, NULL);
-  trailers(&f, "grpc-status", "9", "grpc-message", "bad%20%E2%98%BA%zz",
-           NULL);
+  trailers(&f, "grpc-status", "9", "grpc-message", "bad%20%E2%98%BA%zz", NULL);
   finish(&f, CONCH_CODE_FAILED_PRECONDITION);
   assert_string_equal(f.r.st.message, "bad \xe2\x98\xba%zz");
   assert_int_equal(f.r.st.origin, CONCH_ORIGIN_SERVER);
@@ -686,14 +817,13 @@ static void test_grpc_trailers_only(void **state) {
   fixture f;
   (void)state;
   begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
-  response(&f, "200", "application/grpc", 1, "grpc-status", "5",
-           "grpc-message", "gone", "x-custom", "a", "x-custom", "b", NULL);
+  response(&f, "200", "application/grpc", 1, "grpc-status", "5", "grpc-message",
+           "gone", "x-custom", "a", "x-custom", "b", NULL);
   finish(&f, CONCH_CODE_NOT_FOUND);
   assert_string_equal(f.r.st.message, "gone");
   /* Everything but content-type is a trailer. */
   assert_int_equal(conch_metadata_count(f.r.trailers), 2);
-  assert_null(conch_metadata_get(conch_call_headers(f.call), "x-custom",
-                                 NULL));
+  assert_null(conch_metadata_get(conch_call_headers(f.call), "x-custom", NULL));
   assert_int_equal(f.r.headers, 0);
   done(&f);
 }
@@ -780,9 +910,9 @@ static void test_grpc_status_details(void **state) {
   /* google.rpc.Status{code: 7, message: "no", details: [Any{type_url:
      "type.googleapis.com/x.Y", value: "\x01"}]} */
   static const uint8_t pb[] = {
-      0x08, 0x07, 0x12, 0x02, 'n', 'o', 0x1a, 0x1c, 0x0a, 0x17, 't', 'y',
-      'p', 'e', '.', 'g', 'o', 'o', 'g', 'l', 'e', 'a', 'p', 'i', 's', '.',
-      'c', 'o', 'm', '/', 'x', '.', 'Y', 0x12, 0x01, 0x01};
+      0x08, 0x07, 0x12, 0x02, 'n', 'o', 0x1a, 0x1c, 0x0a, 0x17, 't',  'y',
+      'p',  'e',  '.',  'g',  'o', 'o', 'g',  'l',  'e',  'a',  'p',  'i',
+      's',  '.',  'c',  'o',  'm', '/', 'x',  '.',  'Y',  0x12, 0x01, 0x01};
   char b64[128];
   size_t n = conch__b64_encode(pb, sizeof(pb), CONCH_B64_STD, b64);
   (void)state;
@@ -813,8 +943,9 @@ static void test_grpc_web_trailers(void **state) {
   begin_on(&f, web_client, CONCH_STREAM_SERVER, 0);
   response(&f, "200", "application/grpc-web+proto", 0, NULL);
   env(&f, 0, "a", 1);
-  env_str(&f, 0x80, "Grpc-Status: 0\r\nx-Custom-Trailer:  v1 \r\n"
-                    "x-custom-trailer: v2\r\n");
+  env_str(&f, 0x80,
+          "Grpc-Status: 0\r\nx-Custom-Trailer:  v1 \r\n"
+          "x-custom-trailer: v2\r\n");
   end(&f);
   finish(&f, CONCH_CODE_OK);
   assert_int_equal(f.r.messages, 1);
@@ -842,8 +973,8 @@ static void test_grpc_web_trailers(void **state) {
   /* A compressed trailers frame (0x81). */
   n = gz("grpc-status: 0\r\n", z, sizeof(z));
   begin_on(&f, web_client, CONCH_STREAM_SERVER, 0);
-  response(&f, "200", "application/grpc-web+proto", 0, "grpc-encoding",
-           "gzip", NULL);
+  response(&f, "200", "application/grpc-web+proto", 0, "grpc-encoding", "gzip",
+           NULL);
   env(&f, 0x81, z, n);
   end(&f);
   finish(&f, CONCH_CODE_OK);
@@ -928,6 +1059,7 @@ int main(void) {
       cmocka_unit_test(test_resets),
       cmocka_unit_test(test_cancel_is_final),
       cmocka_unit_test(test_bad_request_metadata),
+      cmocka_unit_test(test_connect_get),
       cmocka_unit_test(test_grpc_basic),
       cmocka_unit_test(test_grpc_trailers_only),
       cmocka_unit_test(test_grpc_unexpected),

@@ -521,9 +521,7 @@ static const cc_method *pick_method(const CompatRequest *req, char *err,
 }
 
 /* What conch does not do, refused up front (config.yaml declares none of
-   it, so a runner never asks).  use_get_http_method is not refused but
-   ignored, as the suite allows for clients without Connect GET: the call
-   goes out as POST. */
+   it, so a runner never asks). */
 static int check_supported(const CompatRequest *req, char *err, size_t errlen) {
   if (req->http_version != HTTP_VERSION(2) &&
       req->http_version != HTTP_VERSION(UNSPECIFIED)) {
@@ -668,6 +666,9 @@ static int start(cc_rpc *r, char *err, size_t errlen) {
     return -1;
   }
   opts.headers = md;
+  /* GET only where it may be: Connect unary of a NO_SIDE_EFFECTS method
+     (conch decides; anything else goes as POST). */
+  opts.http_get = r->req->use_get_http_method;
   if (r->req->_timeout_ms_case == PRESENT(TIMEOUT_MS_TIMEOUT_MS)) {
     /* conch reads 0 as "no deadline"; a zero timeout is one that has
        already passed, so make it the shortest one. */

@@ -78,12 +78,18 @@ typedef struct conch_call_opts {
       report it (envd ends a process at its deadline and sends its end):
       the server's answer then arrives before the local timer fires. */
   long deadline_grace_ms;
-  void *reserved[7];
+  /** 1: a Connect unary call of a method marked NO_SIDE_EFFECTS goes as
+      an HTTP GET, its request in the query (cacheable by HTTP caches);
+      any other call ignores it and goes as POST, and so does a request
+      whose URL would pass the client's limit
+      (conch_client_opts_set_get_max_url()). */
+  int http_get;
+  void *reserved[6];
 } conch_call_opts;
 
 #define CONCH_CALL_OPTS_INIT                                                   \
   {                                                                            \
-    sizeof(conch_call_opts), 0, NULL, CONCH_COMPRESSION_DEFAULT, 0, { 0 }      \
+    sizeof(conch_call_opts), 0, NULL, CONCH_COMPRESSION_DEFAULT, 0, 0, { 0 }   \
   }
 
 /**

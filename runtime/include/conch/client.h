@@ -79,6 +79,12 @@ CONCH_EXTERN int conch_client_opts_set_accept_gzip(conch_client_opts *opts,
 CONCH_EXTERN int
 conch_client_opts_set_compress_min_bytes(conch_client_opts *opts, size_t bytes);
 
+/** The longest URL (path and query) a Connect GET may have; a longer one
+    goes as POST.  0 (default): no limit.  Proxies and CDNs often refuse
+    request lines over 8 KiB; 4096 is safe. */
+CONCH_EXTERN int conch_client_opts_set_get_max_url(conch_client_opts *opts,
+                                                   size_t bytes);
+
 /** zlib level for gzip, -1 (default, 6) or 0..9. */
 CONCH_EXTERN int conch_client_opts_set_gzip_level(conch_client_opts *opts,
                                                   int level);

@@ -141,22 +141,22 @@ function requestInfo(ctx, requests, timeoutMs) {
     if (!byName.has(name)) byName.set(name, []);
     byName.get(name).push(String(raw[i + 1]));
   }
-  const info = create(ConformancePayload_RequestInfoSchema, {
+  const init = {
     requestHeaders: [...byName].map(([name, value]) => ({ name, value })),
     requests,
     timeoutMs,
-  });
+  };
   if (ctx.requestMethod === "GET") {
     const params = new Map();
     for (const [k, v] of new URL(ctx.url).searchParams) {
       if (!params.has(k)) params.set(k, []);
       params.get(k).push(v);
     }
-    info.connectGetInfo = {
+    init.connectGetInfo = {
       queryParams: [...params].map(([name, value]) => ({ name, value })),
     };
   }
-  return info;
+  return create(ConformancePayload_RequestInfoSchema, init);
 }
 
 function addHeaders(target, list) {
@@ -543,7 +543,21 @@ function checkRequest(req, res) {
     feedback(`expected HTTP version ${version}; instead got ` +
       `${req.httpVersionMajor}`);
   }
-  const ct = one("content-type", feedback) ?? "";
+  let ct = one("content-type", feedback) ?? "";
+  let getEncoding;
+  if (req.method === "GET") {
+    // A Connect GET has no body and no content-type: the query says it.
+    const q = new URL(req.url ?? "/", "http://x").searchParams;
+    if (q.get("connect") !== "v1") {
+      feedback(`GET without connect=v1 in the query ("${req.url}")`);
+    }
+    if (ct !== "") feedback("GET request with a content-type");
+    const enc = q.get("encoding");
+    if (enc === null) feedback("GET without encoding in the query");
+    if (q.get("message") === null) feedback("GET without message");
+    ct = q.get("connect") === "v1" && enc !== null ? `application/${enc}` : "";
+    getEncoding = q.get("compression") ?? "identity";
+  }
   const protocol = one("x-expect-protocol", feedback);
   if (protocol !== undefined) {
     const got = protocolOf(ct);
@@ -575,7 +589,7 @@ function checkRequest(req, res) {
     const header = protocolOf(ct) >= 2 ? "grpc-encoding"
       : ct.startsWith("application/connect+") ? "connect-content-encoding"
         : "content-encoding";
-    const got = one(header, feedback) ?? "identity";
+    const got = getEncoding ?? one(header, feedback) ?? "identity";
     const want = COMPRESSION_NAMES[Number(compression)];
     if (got !== want) {
       feedback(`expected compression ${want}; instead got ${got} (${header})`);

@@ -537,8 +537,35 @@ const grpcWebCompressed = {
   ],
 };
 
+// connect_with_get.yaml: IdempotentUnary as an HTTP GET (server.mjs checks
+// the method against x-expect-http-method and reports the query).
+const connectWithGet = {
+  name: "Connect with GET",
+  relevantProtocols: ["PROTOCOL_CONNECT"],
+  relevantCompressions: ["COMPRESSION_IDENTITY"],
+  relevantCodecs: ["CODEC_JSON", "CODEC_PROTO"],
+  reliesOnConnectGet: true,
+  testCases: [
+    tc("success", UNARY, [{ "@type": `${T}IdempotentUnaryRequest`,
+      responseDefinition: { responseHeaders: RESP_HDRS, responseData: DATA,
+        responseTrailers: RESP_TRLS } }], {
+      service: "connectrpc.conformance.v1.ConformanceService",
+      method: "IdempotentUnary", useGetHttpMethod: true,
+      requestHeaders: HDRS }),
+  ],
+};
+
+// Ours: the same over gzip, which puts compression=gzip in the query.
+const connectWithGetGzip = {
+  ...connectWithGet,
+  name: "Connect with GET, gzip",
+  relevantCompressions: ["COMPRESSION_GZIP"],
+};
+
 export const suites = [
   basic,
+  connectWithGet,
+  connectWithGetGzip,
   errors,
   duplicateMetadata,
   timeouts,
