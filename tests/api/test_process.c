@@ -942,6 +942,10 @@ static void many_end(conch_process *p, const conch_exec_result *res,
   if (st->code == CONCH_CODE_OK && res->exit_code == 0 && res->out_len == 5 &&
       memcmp(res->out, "done\n", 5) == 0) {
     m->ok++;
+  } else if (m->ended - m->ok == 1) { /* the first failure, for the log */
+    printf("  first failure: %s: %s (exit %d, %zu bytes out)\n",
+           conch_code_name(st->code), conch_status_message(st),
+           res->exit_code, res->out_len);
   }
   conch_process_close_async(p, NULL, NULL);
 }
@@ -986,6 +990,11 @@ static void test_thousand_async(void **state) {
   o.cmd = "/bin/sh";
   o.args = args;
   o.nargs = 2;
+  /* What is measured is concurrency, not lifetimes: on a loaded machine
+     (sanitizers, other jobs) 1,000 starts may take longer than run's
+     default 60 s lifetime or the sandbox's start timeout. */
+  o.timeout_ms = -1;
+  o.request_timeout_ms = -1;
   rss0 = rss_kib();
   t0 = now_ms();
   for (i = 0; i < N; i++) {
@@ -997,7 +1006,7 @@ static void test_thousand_async(void **state) {
     assert_int_equal(conch_client_run(c, 1000), 0);
     r = rss_kib();
     rss1 = r > rss1 ? r : rss1;
-    assert_true(now_ms() - t0 < 120000);
+    assert_true(now_ms() - t0 < 300000);
   }
   {
     int64_t took = now_ms() - t0;

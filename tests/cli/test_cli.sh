@@ -77,10 +77,21 @@ check "kill by tag" "0" "$?"
 check "killed process gone" "no" "$(still_alive "$pid")"
 "$CONCH" $U kill 999999 2>"$tmp/err"
 check "kill unknown pid" "255" "$?"
-pid=$("$CONCH" $U start -- sh -c 'sleep 0.5; echo late; exit 5')
-out=$("$CONCH" $U attach "$pid")
+# Output is not replayed, so the process ticks until attach has seen a
+# tick (it is subscribed), then says its last word.
+pid=$("$CONCH" $U start -- sh -c \
+  "while [ ! -e '$tmp/go' ]; do echo tick; sleep 0.1; done; echo late; exit 5")
+"$CONCH" $U attach "$pid" >"$tmp/attach" &
+attacher=$!
+i=0
+while ! grep -q tick "$tmp/attach" 2>/dev/null && [ "$i" -lt 100 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+touch "$tmp/go"
+wait "$attacher"
 code=$?
-check "attach output" "late" "$out"
+check "attach output" "late" "$(grep -v '^tick$' "$tmp/attach")"
 check "attach exit code" "5" "$code"
 
 # Interrupting run ends the remote process.
