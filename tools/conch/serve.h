@@ -200,6 +200,8 @@ typedef struct srv_method {
   const char *path;
   int shape;
   const ProtobufCMessageDescriptor *input;
+  /* The response message (what srv_rpc_send_packed() is handed). */
+  const ProtobufCMessageDescriptor *output;
   /* Unary and server streams: the request.  Client streams: each request
      message.  |msg| is owned by the stream until the call returns. */
   void (*on_message)(srv_stream *st, ProtobufCMessage *msg);
@@ -236,7 +238,9 @@ struct srv_stream {
   char *h_token;     /* x-access-token */
   size_t hdr_bytes;
   const srv_method *m;
-  int rejected; /* answered during the headers: ignore the body */
+  int json;          /* the JSON codec (else proto) */
+  const char *ctype; /* the response content type (static), once accepted */
+  int rejected;      /* answered during the headers: ignore the body */
   int req_gzip;
   int resp_gzip;
   conch_buf body; /* unary request body */

@@ -2,7 +2,14 @@
    (CONNECT_PROTOCOL.md 1-2, 5.1, 6, 8): request validation in the order
    connect-go applies it, unary bodies and streamed envelopes in, responses
    out with the status -> HTTP mapping, error JSON and end-stream JSON.
-   Only the proto codec is served. */
+   Both codecs are served, as envd (connect-go) serves them: proto
+   (application/proto, application/connect+proto) and JSON
+   (application/json, application/connect+json, also with
+   "; charset=utf-8"), the proto3 JSON mapping of runtime/pbjson.c, which is
+   what the E2B SDKs speak.  A response uses the request's codec and its
+   content type as connect-go canonicalizes it.  The JSON codec works on
+   whole messages: it allocates per message and decodes (Start, Connect:
+   unpacks the packed event, then writes it out) once per subscriber. */
 #include "serve.h"
 
 #include <errno.h>
@@ -16,9 +23,8 @@
 #include <openssl/crypto.h>
 
 #include "base64.h"
+#include "pbjson.h"
 
-#define CT_UNARY "application/proto"
-#define CT_STREAM "application/connect+proto"
 #define DEFAULT_KEEPALIVE_MS 90000
 #define MAX_KEEPALIVE_S 1000000000LL
 
@@ -29,6 +35,19 @@ static const int code_http[] = {200, 499, 500, 400, 504, 404, 409, 403, 429,
 static const char unauthorized_body[] =
     "{\"code\":401,\"message\":\"unauthorized access, please provide a valid "
     "access token or method signing if supported\"}\n";
+
+/* The content types served, canonical (connect-go's form), per shape:
+   proto first, then JSON with and without the charset.  The 415 answer
+   lists them as connect-go does, sorted. */
+static const char *const ctypes[2][3] = {
+    {"application/proto", "application/json",
+     "application/json; charset=utf-8"},
+    {"application/connect+proto", "application/connect+json",
+     "application/connect+json; charset=utf-8"}};
+static const char *const accept_post[2] = {
+    "application/json, application/json; charset=utf-8, application/proto",
+    "application/connect+json, application/connect+json; charset=utf-8, "
+    "application/connect+proto"};
 
 static void on_deadline(srv_timer *t);
 static void on_keepalive(srv_timer *t);
@@ -277,7 +296,7 @@ static int start_stream(srv_stream *st) {
   if (st->started) {
     return 0;
   }
-  return respond(st, 200, CT_STREAM, "connect-content-encoding",
+  return respond(st, 200, st->ctype, "connect-content-encoding",
                  st->resp_gzip ? "gzip" : NULL, NULL, 1);
 }
 
@@ -308,10 +327,7 @@ static int queue_envelope(srv_stream *st, uint8_t flags, const uint8_t *p,
   return rv;
 }
 
-int srv_rpc_send_packed(srv_stream *st, const uint8_t *p, size_t len) {
-  if (st->finished || st->conn->dead) {
-    return 0;
-  }
+static int send_payload(srv_stream *st, const uint8_t *p, size_t len) {
   if (start_stream(st) != 0) {
     return -1;
   }
@@ -321,6 +337,29 @@ int srv_rpc_send_packed(srv_stream *st, const uint8_t *p, size_t len) {
   }
   out_ready(st);
   return 0;
+}
+
+static int send_json(srv_stream *st, const ProtobufCMessage *msg);
+
+int srv_rpc_send_packed(srv_stream *st, const uint8_t *p, size_t len) {
+  ProtobufCMessage *msg;
+  int rv;
+
+  if (st->finished || st->conn->dead) {
+    return 0;
+  }
+  if (!st->json) {
+    return send_payload(st, p, len);
+  }
+  /* Packed once for every subscriber; written as JSON for each one. */
+  msg = protobuf_c_message_unpack(st->m->output, NULL, len, p);
+  if (msg == NULL) {
+    stream_reset(st);
+    return -1;
+  }
+  rv = send_json(st, msg);
+  protobuf_c_message_free_unpacked(msg, NULL);
+  return rv;
 }
 
 static int send_unary(srv_stream *st, const uint8_t *p, size_t len) {
@@ -340,18 +379,51 @@ static int send_unary(srv_stream *st, const uint8_t *p, size_t len) {
   }
   st->finished = 1;
   srv_service_stream_gone(st);
-  return respond(st, 200, CT_UNARY, "content-encoding", enc, NULL, 1);
+  return respond(st, 200, st->ctype, "content-encoding", enc, NULL, 1);
+}
+
+/* Writes |msg| as proto3 JSON and sends that as the unary response or as
+   one stream message. */
+static int send_json(srv_stream *st, const ProtobufCMessage *msg) {
+  srv_server *srv = st->conn->srv;
+  conch_buf b = CONCH_BUF_INIT;
+  char err[256];
+  int rv = conch__pbjson_encode(msg, srv->mem, &b, err, sizeof(err));
+
+  if (rv == CONCH_ERR_NOMEM) {
+    conch__buf_free(&b, srv->mem);
+    stream_reset(st);
+    return -1;
+  }
+  if (rv != 0) {
+    /* connect-go: a message the codec cannot write ends the call. */
+    conch__buf_free(&b, srv->mem);
+    srv_rpc_finish(st, CONCH_CODE_INTERNAL, "marshal message: %s", err);
+    return -1;
+  }
+  if (st->m->shape == SRV_UNARY) {
+    rv = send_unary(st, conch__buf_head(&b), conch__buf_size(&b));
+  } else {
+    rv = send_payload(st, conch__buf_head(&b), conch__buf_size(&b));
+  }
+  conch__buf_free(&b, srv->mem);
+  return rv;
 }
 
 int srv_rpc_send(srv_stream *st, const ProtobufCMessage *msg) {
-  size_t len = protobuf_c_message_get_packed_size(msg);
+  size_t len;
   uint8_t stackbuf[512];
-  uint8_t *p = len <= sizeof(stackbuf) ? stackbuf : malloc(len);
+  uint8_t *p;
   int rv;
 
   if (st->finished || st->conn->dead) {
     return 0;
   }
+  if (st->json) {
+    return send_json(st, msg);
+  }
+  len = protobuf_c_message_get_packed_size(msg);
+  p = len <= sizeof(stackbuf) ? stackbuf : malloc(len);
   if (p == NULL) {
     stream_reset(st);
     return -1;
@@ -360,7 +432,7 @@ int srv_rpc_send(srv_stream *st, const ProtobufCMessage *msg) {
   if (st->m->shape == SRV_UNARY) {
     rv = send_unary(st, p, len);
   } else {
-    rv = srv_rpc_send_packed(st, p, len);
+    rv = send_payload(st, p, len);
   }
   if (p != stackbuf) {
     free(p);
@@ -795,13 +867,141 @@ static void check_connect(srv_stream *st) {
   }
 }
 
+/* HTTP token characters (RFC 9110 5.6.2), as Go's mime package takes
+   them. */
+static int is_token(int c) {
+  return c > 0x20 && c < 0x7f && strchr("()<>@,;:\\\"/[]?=", c) == NULL;
+}
+
+static const char *skip_space(const char *p) {
+  while (*p == ' ' || *p == '\t') {
+    p++;
+  }
+  return p;
+}
+
+/* One "; name=value" of a media type (value a token or a quoted string),
+   the name lower-cased into |name| and the value unquoted into |value|.
+   Returns the rest, or NULL when there is none or it does not parse. */
+static const char *media_param(const char *p, char *name, size_t namecap,
+                               char *value, size_t valcap) {
+  size_t n = 0;
+
+  p = skip_space(p);
+  if (*p != ';') {
+    return NULL;
+  }
+  p = skip_space(p + 1);
+  while (is_token((unsigned char)*p)) {
+    if (n + 1 < namecap) {
+      name[n++] = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+    }
+    p++;
+  }
+  name[n] = '\0';
+  p = skip_space(p);
+  if (n == 0 || *p != '=') {
+    return NULL;
+  }
+  p = skip_space(p + 1);
+  n = 0;
+  if (*p == '"') {
+    for (p++; *p != '"'; p++) {
+      if (*p == '\0') {
+        return NULL;
+      }
+      if (*p == '\\' && p[1] != '\0') {
+        p++;
+      }
+      if (n + 1 < valcap) {
+        value[n++] = *p;
+      }
+    }
+    p++;
+  } else {
+    while (is_token((unsigned char)*p)) {
+      if (n + 1 < valcap) {
+        value[n++] = *p;
+      }
+      p++;
+    }
+    if (n == 0) {
+      return NULL;
+    }
+  }
+  value[n] = '\0';
+  return p;
+}
+
+/* Picks the codec from the content type, which connect-go compares after
+   canonicalizing it (mime.ParseMediaType, then FormatMediaType): type and
+   parameter names in lower case, spaces around ';' and '=' dropped, a
+   quoted value unquoted, the charset value lower-cased, one trailing ';'
+   ignored.  The only parameter served is charset=utf-8, on JSON.  Sets
+   |st->json| and the canonical |st->ctype|; returns 0, or -1 for a 415. */
+static int accept_ctype(srv_stream *st) {
+  const char *v = st->h_ctype;
+  const char *p;
+  char canon[96];
+  char name[16];
+  char value[16];
+  size_t n;
+  size_t i;
+  int charset = 0;
+  int shape = st->m->shape != SRV_UNARY;
+
+  if (v == NULL) {
+    return -1;
+  }
+  v = skip_space(v);
+  p = strchr(v, ';');
+  n = p != NULL ? (size_t)(p - v) : strlen(v);
+  while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t')) {
+    n--;
+  }
+  if (n >= 64) {
+    return -1;
+  }
+  for (i = 0; i < n; i++) {
+    canon[i] = (char)(v[i] >= 'A' && v[i] <= 'Z' ? v[i] - 'A' + 'a' : v[i]);
+  }
+  canon[n] = '\0';
+  while (p != NULL && *skip_space(p) != '\0') {
+    const char *next = media_param(p, name, sizeof(name), value, sizeof(value));
+
+    if (next == NULL) {
+      p = skip_space(p);
+      if (p[0] == ';' && *skip_space(p + 1) == '\0') {
+        break; /* Go lets a trailing ';' pass */
+      }
+      return -1;
+    }
+    if (strcmp(name, "charset") != 0 || charset ||
+        strcasecmp(value, "utf-8") != 0) {
+      return -1;
+    }
+    charset = 1;
+    p = next;
+  }
+  if (charset) {
+    memcpy(canon + n, "; charset=utf-8", sizeof("; charset=utf-8"));
+  }
+  for (i = 0; i < 3; i++) {
+    if (strcmp(canon, ctypes[shape][i]) == 0) {
+      st->json = i > 0;
+      st->ctype = ctypes[shape][i];
+      return 0;
+    }
+  }
+  return -1;
+}
+
 void srv_rpc_headers_done(srv_stream *st) {
   srv_server *srv = st->conn->srv;
   const char *method = st->h_method != NULL ? st->h_method : "";
   const char *path = st->h_path != NULL ? st->h_path : "";
   int health = strcmp(path, "/health") == 0 &&
                (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0);
-  const char *want;
 
   if (srv->cfg.access_token != NULL && !health &&
       !token_ok(st, srv->cfg.access_token)) {
@@ -824,9 +1024,9 @@ void srv_rpc_headers_done(srv_stream *st) {
     respond_plain(st, 405, NULL, NULL, allow);
     return;
   }
-  want = st->m->shape == SRV_UNARY ? CT_UNARY : CT_STREAM;
-  if (st->h_ctype == NULL || strcmp(st->h_ctype, want) != 0) {
-    const char *const accept[] = {"accept-post", want};
+  if (accept_ctype(st) != 0) {
+    const char *const accept[] = {"accept-post",
+                                  accept_post[st->m->shape != SRV_UNARY]};
 
     respond_plain(st, 415, NULL, NULL, accept);
     return;
@@ -861,6 +1061,25 @@ static int inflate_msg(srv_stream *st, const uint8_t **p, size_t *len,
   return 0;
 }
 
+static ProtobufCMessage *decode_json(srv_stream *st, const uint8_t *p,
+                                     size_t len) {
+  ProtobufCMessage *msg = NULL;
+  char err[512];
+  int rv =
+      conch__pbjson_decode(st->m->input, p, len, NULL, &msg, err, sizeof(err));
+
+  if (rv == CONCH_ERR_NOMEM) {
+    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return NULL;
+  }
+  if (rv != 0) {
+    srv_rpc_finish(st, CONCH_CODE_INVALID_ARGUMENT, "unmarshal into %s: %s",
+                   st->m->input->name, err);
+    return NULL;
+  }
+  return msg;
+}
+
 /* Decodes one request message; NULL after answering the error. */
 static ProtobufCMessage *decode(srv_stream *st, const uint8_t *p, size_t len,
                                 int compressed) {
@@ -876,6 +1095,21 @@ static ProtobufCMessage *decode(srv_stream *st, const uint8_t *p, size_t len,
   }
   if (compressed && inflate_msg(st, &p, &len, &tmp) != 0) {
     conch__buf_free(&tmp, srv->mem);
+    return NULL;
+  }
+  if (st->json && len > 0) {
+    msg = decode_json(st, p, len);
+    conch__buf_free(&tmp, srv->mem);
+    return msg;
+  }
+  if (st->json && st->m->shape == SRV_UNARY) {
+    /* Empty envelopes are empty messages whatever the codec; an empty
+       unary body is not JSON (connect-go's codec says so). */
+    conch__buf_free(&tmp, srv->mem);
+    srv_rpc_finish(st, CONCH_CODE_INVALID_ARGUMENT,
+                   "unmarshal into %s: zero-length payload is not a valid "
+                   "JSON object",
+                   st->m->input->name);
     return NULL;
   }
   msg = protobuf_c_message_unpack(st->m->input, NULL, len, p);

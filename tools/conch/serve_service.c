@@ -23,22 +23,24 @@ static void svc_close_stdin(srv_stream *st, ProtobufCMessage *m);
 #define SVC "/process.Process/"
 
 static const srv_method methods[] = {
-    {SVC "List", SRV_UNARY, &process__list_request__descriptor, svc_list, NULL},
+    {SVC "List", SRV_UNARY, &process__list_request__descriptor,
+     &process__list_response__descriptor, svc_list, NULL},
     {SVC "Start", SRV_SERVER_STREAM, &process__start_request__descriptor,
-     svc_start, NULL},
+     &process__start_response__descriptor, svc_start, NULL},
     {SVC "Connect", SRV_SERVER_STREAM, &process__connect_request__descriptor,
-     svc_connect, NULL},
-    {SVC "Update", SRV_UNARY, &process__update_request__descriptor, svc_update,
-     NULL},
+     &process__connect_response__descriptor, svc_connect, NULL},
+    {SVC "Update", SRV_UNARY, &process__update_request__descriptor,
+     &process__update_response__descriptor, svc_update, NULL},
     {SVC "StreamInput", SRV_CLIENT_STREAM,
-     &process__stream_input_request__descriptor, svc_stream_input,
+     &process__stream_input_request__descriptor,
+     &process__stream_input_response__descriptor, svc_stream_input,
      svc_stream_input_end},
     {SVC "SendInput", SRV_UNARY, &process__send_input_request__descriptor,
-     svc_send_input, NULL},
+     &process__send_input_response__descriptor, svc_send_input, NULL},
     {SVC "SendSignal", SRV_UNARY, &process__send_signal_request__descriptor,
-     svc_send_signal, NULL},
+     &process__send_signal_response__descriptor, svc_send_signal, NULL},
     {SVC "CloseStdin", SRV_UNARY, &process__close_stdin_request__descriptor,
-     svc_close_stdin, NULL},
+     &process__close_stdin_response__descriptor, svc_close_stdin, NULL},
 };
 
 const srv_method *srv_service_route(const char *path) {

@@ -1,6 +1,8 @@
 // conch serve against clients nobody here wrote: connect-node (every RPC of
-// process.Process, binary codec, HTTP/2) and `buf curl` (a few RPCs).
-// The server binary comes from $CONCH_SERVE_BIN.
+// process.Process over HTTP/2, once with the binary codec and once with
+// JSON, useBinaryFormat: false, which is what the E2B SDKs use) and
+// `buf curl` (a few RPCs, JSON in and out of buf).  The server binary comes
+// from $CONCH_SERVE_BIN.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFile } from "node:child_process";
@@ -21,8 +23,10 @@ const bufBin = path.join(here, "../node_modules/.bin/buf");
 
 let server;
 let port;
-let client;
 const started = [];
+// One client per codec, and the content types the server answered with.
+const clients = {};
+const seenTypes = { binary: new Set(), json: new Set() };
 
 before(async () => {
   server = spawn(bin, ["serve", "--listen", "127.0.0.1:0"], {
@@ -36,12 +40,19 @@ before(async () => {
       if (m) resolve(Number(m[1]));
     });
   });
-  const transport = createConnectTransport({
-    baseUrl: `http://127.0.0.1:${port}`,
-    httpVersion: "2",
-    useBinaryFormat: true,
-  });
-  client = createClient(Process, transport);
+  for (const format of ["binary", "json"]) {
+    const transport = createConnectTransport({
+      baseUrl: `http://127.0.0.1:${port}`,
+      httpVersion: "2",
+      useBinaryFormat: format === "binary",
+      interceptors: [(next) => async (req) => {
+        const res = await next(req);
+        seenTypes[format].add(res.header.get("content-type"));
+        return res;
+      }],
+    });
+    clients[format] = createClient(Process, transport);
+  }
 });
 
 after(async () => {
@@ -80,7 +91,7 @@ async function collect(stream, onStart) {
   return r;
 }
 
-const start = (cmd, args = [], extra = {}, opts = {}) => {
+const startWith = (client) => (cmd, args = [], extra = {}, opts = {}) => {
   const { process: proc, ...rest } = extra;
   return client.start({ ...rest, process: { cmd, args, ...proc } }, opts);
 };
@@ -94,155 +105,169 @@ async function expectCode(promise, code, message) {
   });
 }
 
-test("Start: events, output, exit status", async () => {
-  const r = await collect(start("sh", ["-c", "echo out; echo err >&2; exit 2"]));
-  assert.equal(r.kinds[0], "start");
-  assert.equal(r.kinds.at(-1), "end");
-  assert.equal(r.out, "out\n");
-  assert.equal(r.err, "err\n");
-  assert.equal(r.end.exitCode, 2);
-  assert.equal(r.end.exited, true);
-  assert.equal(r.end.status, "exit status 2");
-  assert.equal(r.end.error, "exit status 2");
+for (const format of ["binary", "json"]) {
+  // This codec's client (made in before()).
+  const c = () => clients[format];
+  const start = (...a) => startWith(c())(...a);
 
-  const ok = await collect(start("echo", ["hi"]));
-  assert.equal(ok.end.status, "exit status 0");
-  assert.equal(ok.end.error, undefined);
+  test(`${format}: Start: events, output, exit status`, async () => {
+    const r = await collect(start("sh", ["-c", "echo out; echo err >&2; exit 2"]));
+    assert.equal(r.kinds[0], "start");
+    assert.equal(r.kinds.at(-1), "end");
+    assert.equal(r.out, "out\n");
+    assert.equal(r.err, "err\n");
+    assert.equal(r.end.exitCode, 2);
+    assert.equal(r.end.exited, true);
+    assert.equal(r.end.status, "exit status 2");
+    assert.equal(r.end.error, "exit status 2");
 
-  const missing = await collect(start("no-such-cmd-conch"));
-  assert.equal(missing.end.exitCode, 127);
-  assert.match(missing.err, /no-such-cmd-conch/);
-});
+    const ok = await collect(start("echo", ["hi"]));
+    assert.equal(ok.end.status, "exit status 0");
+    assert.equal(ok.end.error, undefined);
 
-test("Start: envs, cwd, user errors", async () => {
-  const r = await collect(start("sh", ["-c", "echo $A:$(pwd)"], {
-    process: { envs: { A: "b" }, cwd: "/tmp" },
-  }));
-  assert.equal(r.out, "b:/tmp\n");
-  await expectCode(collect(start("pwd", [], { process: { cwd: "/nope/x" } })),
-    Code.InvalidArgument, "cwd '/nope/x' does not exist");
-  const auth = "Basic " + Buffer.from("no-such-user-conch:").toString("base64");
-  await expectCode(collect(start("true", [], {}, {
-    headers: { authorization: auth },
-  })), Code.Unauthenticated, "invalid username: 'no-such-user-conch'");
-});
+    const missing = await collect(start("no-such-cmd-conch"));
+    assert.equal(missing.end.exitCode, 127);
+    assert.match(missing.err, /no-such-cmd-conch/);
+  });
 
-test("List, Connect by pid and tag, SendSignal", async () => {
-  let listed;
-  let attached;
-  const r = await collect(start("sleep", ["30"], { tag: "node-tag" }),
-    async (pid) => {
-      listed = (await client.list({})).processes.find((p) => p.pid === pid);
-      // Two re-attached clients at once, then the kill.
-      const a = collect(client.connect({ process: byPid(pid) }));
-      const b = collect(client.connect({ process: byTag("node-tag") }));
-      await new Promise((res) => setTimeout(res, 200));
-      await client.sendSignal({ process: byPid(pid), signal: Signal.SIGTERM });
-      attached = await Promise.all([a, b]);
+  test(`${format}: Start: envs, cwd, user errors`, async () => {
+    const r = await collect(start("sh", ["-c", "echo $A:$(pwd)"], {
+      process: { envs: { A: "b" }, cwd: "/tmp" },
+    }));
+    assert.equal(r.out, "b:/tmp\n");
+    await expectCode(collect(start("pwd", [], { process: { cwd: "/nope/x" } })),
+      Code.InvalidArgument, "cwd '/nope/x' does not exist");
+    const auth = "Basic " + Buffer.from("no-such-user-conch:").toString("base64");
+    await expectCode(collect(start("true", [], {}, {
+      headers: { authorization: auth },
+    })), Code.Unauthenticated, "invalid username: 'no-such-user-conch'");
+  });
+
+  test(`${format}: List, Connect by pid and tag, SendSignal`, async () => {
+    let listed;
+    let attached;
+    const r = await collect(start("sleep", ["30"], { tag: `node-tag-${format}` }),
+      async (pid) => {
+        listed = (await c().list({})).processes.find((p) => p.pid === pid);
+        // Two re-attached clients at once, then the kill.
+        const a = collect(c().connect({ process: byPid(pid) }));
+        const b = collect(c().connect({ process: byTag(`node-tag-${format}`) }));
+        await new Promise((res) => setTimeout(res, 200));
+        await c().sendSignal({ process: byPid(pid), signal: Signal.SIGTERM });
+        attached = await Promise.all([a, b]);
+      });
+    assert.equal(listed.tag, `node-tag-${format}`);
+    assert.equal(listed.config.cmd, "sleep");
+    assert.deepEqual(listed.config.args, ["30"]);
+    assert.equal(r.end.status, "signal: terminated");
+    assert.equal(r.end.exitCode, -1);
+    for (const a of attached) {
+      assert.equal(a.pid, r.pid);
+      assert.equal(a.end.status, "signal: terminated");
+    }
+    await expectCode(c().sendSignal({ process: byPid(r.pid), signal: 2 }),
+      Code.NotFound);
+    await expectCode(c().sendSignal({ process: byPid(999999),
+      signal: Signal.SIGKILL }), Code.NotFound,
+      "process with pid 999999 not found");
+    // Ended within 30 s: StartEvent and EndEvent again.
+    const late = await collect(c().connect({ process: byPid(r.pid) }));
+    assert.deepEqual(late.kinds, ["start", "end"]);
+  });
+
+  test(`${format}: SendSignal: unsupported signal`, async () => {
+    await collect(start("sleep", ["30"]), async (pid) => {
+      await expectCode(c().sendSignal({ process: byPid(pid),
+        signal: Signal.UNSPECIFIED }), Code.Unimplemented,
+        "invalid signal: SIGNAL_UNSPECIFIED");
+      await c().sendSignal({ process: byPid(pid), signal: Signal.SIGKILL });
     });
-  assert.equal(listed.tag, "node-tag");
-  assert.equal(listed.config.cmd, "sleep");
-  assert.deepEqual(listed.config.args, ["30"]);
-  assert.equal(r.end.status, "signal: terminated");
-  assert.equal(r.end.exitCode, -1);
-  for (const a of attached) {
-    assert.equal(a.pid, r.pid);
-    assert.equal(a.end.status, "signal: terminated");
-  }
-  await expectCode(client.sendSignal({ process: byPid(r.pid), signal: 2 }),
-    Code.NotFound);
-  await expectCode(client.sendSignal({ process: byPid(999999),
-    signal: Signal.SIGKILL }), Code.NotFound,
-    "process with pid 999999 not found");
-  // Ended within 30 s: StartEvent and EndEvent again.
-  const late = await collect(client.connect({ process: byPid(r.pid) }));
-  assert.deepEqual(late.kinds, ["start", "end"]);
-});
-
-test("SendSignal: unsupported signal", async () => {
-  await collect(start("sleep", ["30"]), async (pid) => {
-    await expectCode(client.sendSignal({ process: byPid(pid),
-      signal: Signal.UNSPECIFIED }), Code.Unimplemented,
-      "invalid signal: SIGNAL_UNSPECIFIED");
-    await client.sendSignal({ process: byPid(pid), signal: Signal.SIGKILL });
   });
-});
 
-test("SendInput, CloseStdin", async () => {
-  const r = await collect(start("cat"), async (pid) => {
-    await client.sendInput({ process: byPid(pid),
-      input: { input: { case: "stdin", value: bytes("abc\n") } } });
-    await expectCode(client.sendInput({ process: byPid(pid), input: {} }),
-      Code.Unimplemented, "invalid input type <nil>");
-    await client.closeStdin({ process: byPid(pid) });
+  test(`${format}: SendInput, CloseStdin`, async () => {
+    const r = await collect(start("cat"), async (pid) => {
+      await c().sendInput({ process: byPid(pid),
+        input: { input: { case: "stdin", value: bytes("abc\n") } } });
+      await expectCode(c().sendInput({ process: byPid(pid), input: {} }),
+        Code.Unimplemented, "invalid input type <nil>");
+      await c().closeStdin({ process: byPid(pid) });
+    });
+    assert.equal(r.out, "abc\n");
+    assert.equal(r.end.exitCode, 0);
   });
-  assert.equal(r.out, "abc\n");
-  assert.equal(r.end.exitCode, 0);
-});
 
-test("StreamInput", async () => {
-  const r = await collect(start("cat"), async (pid) => {
-    async function* input() {
-      yield { event: { case: "start", value: { process: byPid(pid) } } };
-      for (const s of ["one ", "two ", "three\n"]) {
-        yield { event: { case: "data",
-          value: { input: { input: { case: "stdin", value: bytes(s) } } } } };
+  test(`${format}: StreamInput`, async () => {
+    const r = await collect(start("cat"), async (pid) => {
+      async function* input() {
+        yield { event: { case: "start", value: { process: byPid(pid) } } };
+        for (const s of ["one ", "two ", "three\n"]) {
+          yield { event: { case: "data",
+            value: { input: { input: { case: "stdin", value: bytes(s) } } } } };
+        }
+        yield { event: { case: "keepalive", value: {} } };
       }
-      yield { event: { case: "keepalive", value: {} } };
-    }
-    await client.streamInput(input());
-    await client.closeStdin({ process: byPid(pid) });
+      await c().streamInput(input());
+      await c().closeStdin({ process: byPid(pid) });
+    });
+    assert.equal(r.out, "one two three\n");
   });
-  assert.equal(r.out, "one two three\n");
-});
 
-test("PTY: input, Update resize", async () => {
-  let seen = "";
-  const stream = start("sh", [], { pty: { size: { cols: 90, rows: 20 } } });
-  const r = { pty: "" };
-  let pid = 0;
-  for await (const res of stream) {
-    const ev = res.event.event;
-    if (ev.case === "start") {
-      pid = ev.value.pid;
-      started.push(pid);
-      await client.sendInput({ process: byPid(pid),
-        input: { input: { case: "pty", value: bytes("stty size\n") } } });
-    } else if (ev.case === "data") {
-      assert.equal(ev.value.output.case, "pty");
-      seen += text(ev.value.output.value);
-      if (seen.includes("20 90") && !seen.includes("stage2")) {
-        seen += "stage2";
-        await client.update({ process: byPid(pid),
-          pty: { size: { cols: 132, rows: 43 } } });
-        await client.sendInput({ process: byPid(pid),
-          input: { input: { case: "pty", value: bytes("stty size; exit\n") } } });
+  test(`${format}: PTY: input, Update resize`, async () => {
+    let seen = "";
+    const stream = start("sh", [], { pty: { size: { cols: 90, rows: 20 } } });
+    const r = { pty: "" };
+    let pid = 0;
+    for await (const res of stream) {
+      const ev = res.event.event;
+      if (ev.case === "start") {
+        pid = ev.value.pid;
+        started.push(pid);
+        await c().sendInput({ process: byPid(pid),
+          input: { input: { case: "pty", value: bytes("stty size\n") } } });
+      } else if (ev.case === "data") {
+        assert.equal(ev.value.output.case, "pty");
+        seen += text(ev.value.output.value);
+        if (seen.includes("20 90") && !seen.includes("stage2")) {
+          seen += "stage2";
+          await c().update({ process: byPid(pid),
+            pty: { size: { cols: 132, rows: 43 } } });
+          await c().sendInput({ process: byPid(pid),
+            input: { input: { case: "pty", value: bytes("stty size; exit\n") } } });
+        }
+      } else if (ev.case === "end") {
+        r.end = ev.value;
       }
-    } else if (ev.case === "end") {
-      r.end = ev.value;
     }
-  }
-  assert.match(seen, /20 90/);
-  assert.match(seen, /43 132/);
-  assert.equal(r.end.exitCode, 0);
-  await expectCode(client.update({ process: byPid(999999),
-    pty: { size: { cols: 1, rows: 1 } } }), Code.NotFound);
-});
+    assert.match(seen, /20 90/);
+    assert.match(seen, /43 132/);
+    assert.equal(r.end.exitCode, 0);
+    await expectCode(c().update({ process: byPid(999999),
+      pty: { size: { cols: 1, rows: 1 } } }), Code.NotFound);
+  });
 
-test("Deadline ends the stream and the process", async () => {
-  let pid = 0;
-  await expectCode(collect(start("sleep", ["30"], {}, { timeoutMs: 600 }),
-    (p) => { pid = p; }), Code.DeadlineExceeded);
-  await new Promise((res) => setTimeout(res, 400));
-  assert.throws(() => process.kill(pid, 0), /ESRCH/);
-});
+  test(`${format}: Deadline ends the stream and the process`, async () => {
+    let pid = 0;
+    await expectCode(collect(start("sleep", ["30"], {}, { timeoutMs: 600 }),
+      (p) => { pid = p; }), Code.DeadlineExceeded);
+    await new Promise((res) => setTimeout(res, 400));
+    assert.throws(() => process.kill(pid, 0), /ESRCH/);
+  });
 
-test("Keepalive events", async () => {
-  const r = await collect(start("sleep", ["3.2"], {}, {
-    headers: { "keepalive-ping-interval": "1" },
-  }));
-  assert.ok(r.kinds.filter((k) => k === "keepalive").length >= 2,
-    r.kinds.join(","));
+  test(`${format}: Keepalive events`, async () => {
+    const r = await collect(start("sleep", ["3.2"], {}, {
+      headers: { "keepalive-ping-interval": "1" },
+    }));
+    assert.ok(r.kinds.filter((k) => k === "keepalive").length >= 2,
+      r.kinds.join(","));
+  });
+
+}
+
+test("the JSON client spoke JSON, the binary client proto", () => {
+  assert.deepEqual([...seenTypes.json].sort(),
+    ["application/connect+json", "application/json"]);
+  assert.deepEqual([...seenTypes.binary].sort(),
+    ["application/connect+proto", "application/proto"]);
 });
 
 // ---- buf curl ----------------------------------------------------------------
