@@ -6,8 +6,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 
 PKGS="build-essential cmake pkg-config libnghttp2-dev libssl-dev zlib1g-dev \
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libcmocka-dev \
-libjansson-dev libuv1-dev libevent-dev openssl curl valgrind clang \
-libclang-rt-14-dev"
+libjansson-dev libuv1-dev libevent-dev libhttp-parser-dev openssl curl \
+valgrind clang libclang-rt-14-dev"
 
 missing=""
 for p in $PKGS; do

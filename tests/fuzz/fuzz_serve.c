@@ -1,8 +1,11 @@
 /* `conch serve` fed a client's bytes: the HTTP/2 session, the request
    headers, Connect bodies and envelopes, gzip, protobuf and the checks of
    every RPC.  The bytes go over a socketpair into a real srv_conn, which
-   runs on the server's own modules (tools/conch: serve_conn.c, serve_rpc.c,
-   serve_service.c, serve_proc.c, serve_loop.c) driven by the loop below.
+   runs on the server's own modules (tools/conch: serve_conn.c, serve_h1.c,
+   serve_rpc.c, serve_service.c, serve_proc.c, serve_loop.c) driven by the
+   loop below.  Input that does not start with the HTTP/2 preface is
+   HTTP/1.1 (serve_h1.c: libhttp-parser, then an in-memory HTTP/2 client
+   session into the same server session); the h1_* seeds are such.
 
    Nothing here may run a command, switch users or touch the file system,
    whatever the input asks for:
@@ -521,6 +524,14 @@ static void feed(const uint8_t *p, size_t n, size_t chunk) {
       stuck = 0;
     }
     if (!turn() && w <= 0 && ++stuck > 100) {
+      srv_conn *c = SRV_CONTAINER(srv.conns.next, srv_conn, link);
+
+      /* HTTP/1.1 reads only a bounded way ahead of the request being
+         answered (pipelining behind a stream that does not end): the
+         rest of the input is dropped.  HTTP/2 always reads. */
+      if (c->h1 != NULL) {
+        return;
+      }
       fprintf(stderr, "fuzz_serve: the server stopped reading\n");
       abort();
     }

@@ -1001,7 +1001,171 @@ static void seeds_processes(void) {
   finish("backpressure", F_SMALL | CHUNK_512);
 }
 
+/* ---- HTTP/1.1 ---------------------------------------------------------------
+ */
+
+static bytes text(const char *s) { return raw(s, strlen(s)); }
+
+/* A request with Content-Length; |extra| is more header lines. */
+static bytes h1(const char *method, const char *path, const char *ctype,
+                const char *extra, bytes body) {
+  char head[1024];
+
+  snprintf(head, sizeof(head),
+           "%s %s HTTP/1.1\r\nHost: sandbox\r\n%s%s%sContent-Length: "
+           "%zu\r\n%s\r\n",
+           method, path, ctype != NULL ? "Content-Type: " : "",
+           ctype != NULL ? ctype : "", ctype != NULL ? "\r\n" : "", body.len,
+           extra != NULL ? extra : "");
+  return cat(text(head), body);
+}
+
+/* The same, its body chunked |step| bytes at a time, with trailers. */
+static bytes h1_chunked(const char *path, const char *ctype, bytes body,
+                        size_t step) {
+  char head[512];
+  bytes r;
+  size_t off;
+
+  snprintf(head, sizeof(head),
+           "POST %s HTTP/1.1\r\nHost: sandbox\r\nContent-Type: %s\r\n"
+           "Transfer-Encoding: chunked\r\n\r\n",
+           path, ctype);
+  r = text(head);
+  for (off = 0; off < body.len; off += step) {
+    size_t k = body.len - off < step ? body.len - off : step;
+    char size[32];
+
+    snprintf(size, sizeof(size), "%zx%s\r\n", k, off == 0 ? ";x=y" : "");
+    r = cat(r, text(size));
+    r = cat(r, raw(body.p + off, k));
+    r = cat(r, text("\r\n"));
+  }
+  free(body.p);
+  return cat(r, text("0\r\nX-Trailer: 1\r\n\r\n"));
+}
+
+static void bytes_seed(const char *name, uint8_t flags, bytes b) {
+  char path[4096];
+  FILE *f;
+
+  snprintf(path, sizeof(path), "%s/%s", outdir, name);
+  f = fopen(path, "wb");
+  if (f == NULL || fwrite(&flags, 1, 1, f) != 1 ||
+      (b.len > 0 && fwrite(b.p, 1, b.len, f) != b.len) || fclose(f) != 0) {
+    die(path);
+  }
+  free(b.p);
+}
+
+#define UNARY_CT "application/proto"
+#define STREAM_CT "application/connect+proto"
+#define HEALTH "GET /health HTTP/1.1\r\nHost: sandbox\r\n\r\n"
+
+static void seeds_http1_calls(void) {
+  char big[1500];
+  start_spec sp;
+  static const char *const sh_args[] = {"-c", "echo hi", NULL};
+
+  bytes_seed("h1_list", 0,
+             cat(h1("POST", SVC "List", UNARY_CT, NULL, none()), text(HEALTH)));
+  bytes_seed("h1_list_gzip", 0,
+             h1("POST", SVC "List", UNARY_CT,
+                "Content-Encoding: gzip\r\nAccept-Encoding: gzip\r\n",
+                gzip(none())));
+  bytes_seed(
+      "h1_start_true", 0,
+      cat(cat(h1("POST", SVC "Start", STREAM_CT,
+                 "Connect-Protocol-Version: 1\r\n", env(start_cmd("true"))),
+              h1("POST", SVC "List", UNARY_CT, NULL, none())),
+          text(HEALTH)));
+  memset(&sp, 0, sizeof(sp));
+  sp.cmd = "cat";
+  sp.tag = "h1";
+  sp.args = sh_args;
+  bytes_seed("h1_start_cat", 0,
+             cat(h1("POST", SVC "Start", STREAM_CT,
+                    "Keepalive-Ping-Interval: 1\r\nConnect-Timeout-Ms: "
+                    "5000\r\n",
+                    env(start_req(&sp))),
+                 h1("POST", SVC "SendInput", UNARY_CT, NULL,
+                    send_input_req(sel_tag("h1"), 1, "x"))));
+  bytes_seed("h1_start_leave", F_LEAVE,
+             h1("POST", SVC "Start", STREAM_CT, NULL, env(start_req(&sp))));
+  bytes_seed("h1_start_stop", F_STOP,
+             cat(h1("POST", SVC "Start", STREAM_CT, NULL, env(start_req(&sp))),
+                 text(HEALTH)));
+  bytes_seed("h1_start_chunk7", CHUNK_7,
+             h1("POST", SVC "Start", STREAM_CT, NULL, env(start_cmd("false"))));
+  bytes_seed("h1_connect_web", F_SNDBUF,
+             h1("POST", SVC "Connect", STREAM_CT, NULL,
+                env(connect_req(sel_pid(PID_WEB)))));
+  bytes_seed(
+      "h1_stream_input", 0,
+      h1_chunked(SVC "StreamInput", STREAM_CT,
+                 cat(cat(si_start(sel_pid(PID_WEB)), si_data(1, "hello\n")),
+                     cat(si_keepalive(), si_data(1, "again\n"))),
+                 5));
+  bytes_seed("h1_stream_input_tty", F_SMALL | CHUNK_64,
+             h1_chunked(SVC "StreamInput", STREAM_CT,
+                        cat(si_start(sel_tag("tty")),
+                            cat(si_data(2, "0123456789abcdef0123456789"),
+                                si_data(2, "0123456789abcdef0123456789"))),
+                        512));
+  bytes_seed("h1_signal_chunked", 0,
+             h1_chunked(SVC "SendSignal", UNARY_CT,
+                        signal_req(sel_pid(PID_WEB), 9), 2));
+  bytes_seed("h1_close_stdin", CHUNK_64,
+             cat(h1("POST", SVC "CloseStdin", UNARY_CT, NULL,
+                    close_stdin_req(sel_tag("web"))),
+                 h1("POST", SVC "Update", UNARY_CT, NULL,
+                    update_req(sel_tag("tty"), 100, 40))));
+  bytes_seed(
+      "h1_token", F_TOKEN,
+      cat(h1("POST", SVC "List", UNARY_CT, NULL, none()),
+          h1("POST", SVC "List", UNARY_CT, "X-Access-Token: tok\r\n", none())));
+  memset(big, 'z', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  bytes_seed("h1_too_big", F_SMALL,
+             cat(h1("POST", SVC "SendInput", UNARY_CT, NULL,
+                    send_input_req(sel_pid(PID_WEB), 1, big)),
+                 text(HEALTH)));
+  bytes_seed("h1_early_answer", 0,
+             cat(h1("POST", "/nope", UNARY_CT, NULL, text("0123456789")),
+                 text(HEALTH)));
+  bytes_seed("h1_expect_wait", 0,
+             text("POST " SVC "SendSignal HTTP/1.1\r\nHost: x\r\n"
+                  "Content-Type: application/proto\r\nContent-Length: 9\r\n"
+                  "Expect: 100-continue\r\n\r\n"));
+  {
+    bytes body = env(start_cmd("true"));
+    char head[256];
+
+    snprintf(head, sizeof(head),
+             "POST " SVC "Start HTTP/1.0\r\nContent-Type: "
+             "application/connect+proto\r\nContent-Length: %zu\r\n\r\n",
+             body.len);
+    bytes_seed("h1_http10_stream", 0, cat(text(head), body));
+  }
+  {
+    bytes many = none();
+    int i;
+
+    /* More answers than a small socket buffer holds, in one go. */
+    for (i = 0; i < 90; i++) {
+      many = cat(many, h1("POST", SVC "List", UNARY_CT, NULL, none()));
+    }
+    bytes_seed("h1_pipeline_many", F_SNDBUF, many);
+  }
+  bytes_seed("h1_expect", 0,
+             h1("POST", SVC "SendSignal", UNARY_CT, "Expect: 100-continue\r\n",
+                signal_req(sel_pid(PID_OLD), 15)));
+}
+
 static void seeds_http1(void) {
+  bytes many = text("GET /health HTTP/1.1\r\nHost: x\r\n");
+  int i;
+
   raw_seed("http1_health", 0, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
   raw_seed("http1_post", 0,
            "POST /process.Process/List HTTP/1.1\r\nHost: x\r\n"
@@ -1010,6 +1174,61 @@ static void seeds_http1(void) {
   raw_seed("preface_short", CHUNK_7, "PRI * HTTP/2.0\r\n\r\nSM");
   raw_seed("preface_2", 0, "PR");
   raw_seed("preface_bad", 0, "PRI * HTTP/1.1\r\n\r\nXX\r\n\r\n");
+  raw_seed("h1_head", 0,
+           "HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n"
+           "HEAD /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+           "HEAD /process.Process/List HTTP/1.1\r\nHost: x\r\n\r\n");
+  raw_seed("h1_http10", 0,
+           "POST /process.Process/List HTTP/1.0\r\nConnection: keep-alive"
+           "\r\nContent-Type: application/proto\r\nContent-Length: 0\r\n\r\n"
+           "GET /health HTTP/1.0\r\n\r\nGET /health HTTP/1.0\r\n\r\n");
+  raw_seed("h1_absolute", 0,
+           "GET http://sandbox:49983/health?x=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+           "GET https://sandbox?x HTTP/1.1\r\nHost: x\r\n\r\n");
+  raw_seed("h1_upgrade", 0,
+           "GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, "
+           "HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQ"
+           "\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  raw_seed("h1_connection_list", 0,
+           "POST /process.Process/List HTTP/1.1\r\nHost: x\r\nConnection: "
+           "keep-alive, X-Drop\r\nX-Drop: 1\r\nTE: trailers\r\nContent-Type: "
+           "application/proto\r\nContent-Length: 0\r\nX-Obs: a\r\n b\r\n\r\n");
+  raw_seed("h1_no_host", 0, "GET /health HTTP/1.1\r\n\r\n");
+  raw_seed("h1_two_hosts", 0,
+           "GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n");
+  raw_seed("h1_bad_chunk", 0,
+           "POST /process.Process/List HTTP/1.1\r\nHost: x\r\n"
+           "Transfer-Encoding: chunked\r\n\r\n1\r\nab\r\n");
+  raw_seed("h1_cl_te", 0,
+           "POST /process.Process/List HTTP/1.1\r\nHost: x\r\n"
+           "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  raw_seed("h1_version", 0, "GET /health HTTP/2.0\r\nHost: x\r\n\r\n");
+  raw_seed("h1_methods", 0, "FOO /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  raw_seed("h1_put", 0,
+           "PUT /health HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab");
+  raw_seed("h1_connect", 0, "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n");
+  raw_seed("h1_expect_bad", 0,
+           "POST /process.Process/List HTTP/1.1\r\nHost: x\r\n"
+           "Expect: nope\r\nContent-Length: 1\r\n\r\nx");
+  raw_seed("h1_garbage", CHUNK_7, "\r\n\r\n\x01\x02\x03 / HTTP/1.1\r\n\r\n");
+  for (i = 0; i < 110; i++) {
+    char line[32];
+
+    snprintf(line, sizeof(line), "X-%d: v\r\n", i);
+    many = cat(many, text(line));
+  }
+  bytes_seed("h1_many_headers", 0, cat(many, text("\r\n")));
+  {
+    char url[8300];
+
+    memset(url, 'u', sizeof(url) - 1);
+    url[0] = '/';
+    url[sizeof(url) - 1] = '\0';
+    bytes_seed("h1_long_url", 0,
+               cat(cat(text("GET "), text(url)),
+                   text(" HTTP/1.1\r\nHost: x\r\n\r\n")));
+  }
+  seeds_http1_calls();
 }
 
 int main(int argc, char **argv) {

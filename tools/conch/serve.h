@@ -3,7 +3,8 @@
    serve_loop.c     epoll, timers
    serve_main.c     options, listening socket, signals, lifetime, shutdown
    serve_conn.c     one client connection: socket, TLS, nghttp2 session
-   serve_tls.c      the server-side OpenSSL context (ALPN h2)
+   serve_h1.c       HTTP/1.1 connections, bridged into that nghttp2 session
+   serve_tls.c      the server-side OpenSSL context (ALPN h2, http/1.1)
    serve_rpc.c      the Connect protocol, server side, on one HTTP/2 stream
    serve_service.c  the process.Process RPCs
    serve_proc.c     running processes: output, stdin, reaping, retention
@@ -167,7 +168,9 @@ struct srv_conn {
   srv_watch w;
   SSL *ssl;
   int handshaking;
-  int sniffed; /* the first bytes were checked for the h2 preface */
+  int sniffed;      /* 0 not yet known, 1 HTTP/2, 2 HTTP/1.1 */
+  uint8_t sniff[4]; /* first bytes, held until the protocol is known */
+  size_t nsniff;
   nghttp2_session *h2;
   uint8_t *wbuf; /* output nghttp2 produced that the socket did not take */
   size_t wlen;
@@ -175,9 +178,8 @@ struct srv_conn {
   srv_link streams;
   size_t buffered; /* request bytes held by its streams */
   int dead;
-  int closing; /* close once the output is flushed (HTTP/1 answer) */
   srv_timer idle_t;
-  conch_buf h1; /* an HTTP/1 request being read, to answer it */
+  struct srv_h1 *h1; /* HTTP/1.1: the bridge into |h2| (serve_h1.c) */
 };
 
 int srv_conn_accept(srv_server *srv, int fd);
@@ -191,6 +193,32 @@ void srv_conn_free(srv_conn *c);
 void srv_conn_goaway(srv_conn *c);
 /* Gives |n| request bytes of stream |id| back to flow control. */
 void srv_conn_consume(srv_conn *c, int32_t id, size_t n);
+
+enum { SRV_IO_AGAIN = -1, SRV_IO_ERROR = -2 };
+/* Writes to the socket (TLS or not): bytes written, SRV_IO_AGAIN or
+   SRV_IO_ERROR. */
+ssize_t srv_conn_send(srv_conn *c, const uint8_t *p, size_t len);
+
+/* ---- HTTP/1.1 (serve_h1.c) ----------------------------------------------- */
+
+typedef struct srv_h1 srv_h1;
+
+/* Makes |c| an HTTP/1.1 connection: its requests go to |c->h2| through an
+   in-memory HTTP/2 client session.  Returns 0 or -1 (close |c|). */
+int srv_h1_start(srv_conn *c);
+void srv_h1_free(srv_conn *c);
+/* How many bytes the connection may read now (0: the read-ahead is
+   full; stop reading). */
+size_t srv_h1_room(const srv_conn *c);
+/* Bytes read from the socket.  Returns 0 or -1 (out of memory). */
+int srv_h1_feed(srv_conn *c, const uint8_t *p, size_t n);
+/* Parses, moves frames between the sessions and writes the socket.
+   Returns 0, or -1 when the connection must close now. */
+int srv_h1_produce(srv_conn *c);
+/* EPOLLIN / EPOLLOUT as the connection needs them. */
+uint32_t srv_h1_events(const srv_conn *c);
+/* Server shutdown: finish the current request, then close. */
+void srv_h1_goaway(srv_conn *c);
 
 /* ---- The Connect protocol on one stream (serve_rpc.c) -------------------- */
 

@@ -1,9 +1,12 @@
 /* One client connection: a non-blocking socket, TLS (OpenSSL on the fd) or
-   cleartext with prior knowledge, and an nghttp2 server session driven by
-   mem_recv/mem_send.  Output is produced once per loop turn for every
-   connection that has something to say (srv_conn_flush_all), and only
-   while the socket takes it: a client that does not read stops getting
-   DATA, which is what back-pressures the processes. */
+   cleartext, and an nghttp2 server session driven by mem_recv/mem_send.
+   The protocol is HTTP/2 when TLS chose ALPN h2 or the first bytes are the
+   HTTP/2 preface (prior knowledge), HTTP/1.1 otherwise: then serve_h1.c
+   stands between the socket and the session.  Output is produced once per
+   loop turn for every connection that has something to say
+   (srv_conn_flush_all), and only while the socket takes it: a client that
+   does not read stops getting DATA, which is what back-pressures the
+   processes. */
 #include "serve.h"
 
 #include <errno.h>
@@ -21,9 +24,8 @@
 #define CONN_IDLE_MS 10000 /* TLS handshake plus HTTP/2 preface */
 #define CONN_STREAM_WINDOW (1 << 20)
 #define CONN_WINDOW (16 << 20)
-#define CONN_H1_MAX 8192
 
-enum { IO_AGAIN = -1, IO_ERROR = -2 };
+enum { IO_AGAIN = SRV_IO_AGAIN, IO_ERROR = SRV_IO_ERROR };
 
 static void conn_idle(srv_timer *t);
 static void conn_on_io(srv_watch *w, uint32_t events);
@@ -70,8 +72,11 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f,
   srv_conn *c = user_data;
   srv_stream *st;
 
-  /* The preface and a first frame arrived: the client is real. */
-  srv_timer_cancel(&c->srv->loop, &c->idle_t);
+  /* The preface and a first frame arrived: the client is real.  (Over
+     HTTP/1.1 the frames are ours; serve_h1.c runs the timer.) */
+  if (c->h1 == NULL) {
+    srv_timer_cancel(&c->srv->loop, &c->idle_t);
+  }
   if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) {
     return 0;
   }
@@ -253,6 +258,7 @@ void srv_conn_close(srv_conn *c) {
 
 void srv_conn_free(srv_conn *c) {
   srv_list_remove(&c->link);
+  srv_h1_free(c);
   nghttp2_session_del(c->h2);
   if (c->ssl != NULL) {
     SSL_free(c->ssl);
@@ -260,7 +266,6 @@ void srv_conn_free(srv_conn *c) {
   if (c->w.fd >= 0) {
     close(c->w.fd);
   }
-  conch__buf_free(&c->h1, c->srv->mem);
   free(c->wbuf);
   free(c);
 }
@@ -279,6 +284,10 @@ void srv_conn_kick(srv_conn *c) {
 
 void srv_conn_goaway(srv_conn *c) {
   if (c->dead || c->h2 == NULL) {
+    return;
+  }
+  if (c->h1 != NULL) {
+    srv_h1_goaway(c);
     return;
   }
   nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE,
@@ -309,9 +318,21 @@ static int tls_error(srv_conn *c, int r) {
 /* Returns 1 when the handshake is done, 0 when it waits, -1 on failure. */
 static int tls_handshake(srv_conn *c) {
   int r = SSL_do_handshake(c->ssl);
+  const unsigned char *alpn = NULL;
+  unsigned int alpnlen = 0;
 
   if (r == 1) {
     c->handshaking = 0;
+    /* ALPN decides; a client without ALPN is sniffed like cleartext. */
+    SSL_get0_alpn_selected(c->ssl, &alpn, &alpnlen);
+    if (alpnlen == 2 && memcmp(alpn, "h2", 2) == 0) {
+      c->sniffed = 1;
+    } else if (alpnlen == 8 && memcmp(alpn, "http/1.1", 8) == 0) {
+      c->sniffed = 2;
+      if (srv_h1_start(c) != 0) {
+        return -1;
+      }
+    }
     return 1;
   }
   return tls_error(c, r) == IO_AGAIN ? 0 : -1;
@@ -338,7 +359,7 @@ static ssize_t conn_recv(srv_conn *c, uint8_t *buf, size_t len) {
   return tls_error(c, (int)n);
 }
 
-static ssize_t conn_send(srv_conn *c, const uint8_t *p, size_t len) {
+ssize_t srv_conn_send(srv_conn *c, const uint8_t *p, size_t len) {
   ssize_t n;
 
   if (c->ssl == NULL) {
@@ -352,89 +373,18 @@ static ssize_t conn_send(srv_conn *c, const uint8_t *p, size_t len) {
   return n > 0 ? n : tls_error(c, (int)n);
 }
 
-/* ---- HTTP/1 clients get one short answer --------------------------------- */
-
-static void http1_answer(srv_conn *c) {
-  static const char health[] = "HTTP/1.1 204 No Content\r\n"
-                               "Connection: close\r\n\r\n";
-  static const char body[] = "conch serve speaks HTTP/2 only: use h2c with "
-                             "prior knowledge, or TLS with ALPN h2\n";
-  char msg[512];
-  const char *req = (const char *)conch__buf_head(&c->h1);
-  size_t n = conch__buf_size(&c->h1);
-  const char *out = msg;
-  int len;
-
-  if (n >= 12 && memcmp(req, "GET /health ", 12) == 0) {
-    out = health;
-    len = (int)sizeof(health) - 1;
-  } else {
-    len = snprintf(msg, sizeof(msg),
-                   "HTTP/1.1 505 HTTP Version Not Supported\r\n"
-                   "Content-Type: text/plain; charset=utf-8\r\n"
-                   "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                   sizeof(body) - 1, body);
-  }
-  c->wbuf = malloc((size_t)len);
-  if (c->wbuf == NULL) {
-    srv_conn_close(c);
-    return;
-  }
-  memcpy(c->wbuf, out, (size_t)len);
-  c->wlen = (size_t)len;
-  c->woff = 0;
-  c->closing = 1;
-  srv_conn_kick(c);
-}
-
-static void http1_feed(srv_conn *c, const uint8_t *p, size_t n) {
-  const uint8_t *head;
-  size_t size;
-  size_t i;
-
-  if (c->closing) {
-    return;
-  }
-  if (conch__buf_size(&c->h1) + n > CONN_H1_MAX) {
-    n = CONN_H1_MAX - conch__buf_size(&c->h1);
-  }
-  if (conch__buf_append(&c->h1, c->srv->mem, p, n) != 0) {
-    srv_conn_close(c);
-    return;
-  }
-  head = conch__buf_head(&c->h1);
-  size = conch__buf_size(&c->h1);
-  for (i = 0; i + 1 < size; i++) {
-    if (head[i] == '\n' &&
-        (head[i + 1] == '\n' ||
-         (head[i + 1] == '\r' && i + 2 < size && head[i + 2] == '\n'))) {
-      http1_answer(c);
-      return;
-    }
-  }
-  if (size >= CONN_H1_MAX) {
-    http1_answer(c);
-  }
-}
-
 /* ---- Reading ------------------------------------------------------------- */
 
-static void conn_feed(srv_conn *c, const uint8_t *p, size_t n) {
-  static const char magic[] = "PRI ";
+static void conn_deliver(srv_conn *c, const uint8_t *p, size_t n) {
   ssize_t rv;
 
-  if (!c->sniffed) {
-    size_t k = n < 4 ? n : 4;
-
-    c->sniffed = 1;
-    /* Anything but the HTTP/2 preface is HTTP/1 (curl without
-       --http2-prior-knowledge, a browser). */
-    if (memcmp(p, magic, k) != 0) {
-      c->sniffed = 2;
-    }
+  if (n == 0 || c->dead) {
+    return;
   }
-  if (c->sniffed == 2) {
-    http1_feed(c, p, n);
+  if (c->h1 != NULL) {
+    if (srv_h1_feed(c, p, n) != 0) {
+      srv_conn_close(c);
+    }
     return;
   }
   rv = nghttp2_session_mem_recv(c->h2, p, n);
@@ -445,11 +395,39 @@ static void conn_feed(srv_conn *c, const uint8_t *p, size_t n) {
   srv_conn_kick(c);
 }
 
-static void conn_read(srv_conn *c) {
+static void conn_feed(srv_conn *c, const uint8_t *p, size_t n) {
+  static const uint8_t magic[4] = {'P', 'R', 'I', ' '};
+
+  if (!c->sniffed) {
+    size_t k = n < 4 - c->nsniff ? n : 4 - c->nsniff;
+    int h2;
+
+    memcpy(c->sniff + c->nsniff, p, k);
+    c->nsniff += k;
+    p += k;
+    n -= k;
+    h2 = memcmp(c->sniff, magic, c->nsniff) == 0;
+    if (h2 && c->nsniff < 4) {
+      return; /* "PR": could still be either */
+    }
+    /* Anything but the HTTP/2 preface is HTTP/1.1 (curl without
+       --http2-prior-knowledge, undici, a browser). */
+    c->sniffed = h2 ? 1 : 2;
+    if (!h2 && srv_h1_start(c) != 0) {
+      srv_conn_close(c);
+      return;
+    }
+    conn_deliver(c, c->sniff, c->nsniff);
+  }
+  conn_deliver(c, p, n);
+}
+
+static void conn_read(srv_conn *c, uint32_t events) {
   uint8_t buf[CONN_READ_CHUNK];
   size_t total = 0;
 
   while (!c->dead) {
+    size_t want = sizeof(buf);
     ssize_t n;
 
     if (c->handshaking) {
@@ -462,7 +440,25 @@ static void conn_read(srv_conn *c) {
         return;
       }
     }
-    n = conn_recv(c, buf, sizeof(buf));
+    /* HTTP/1.1 reads only as far ahead as it may (what TLS decrypted
+       already is taken, though: epoll would not tell of it). */
+    if (c->h1 != NULL) {
+      size_t room = srv_h1_room(c);
+
+      if (room == 0 && c->ssl != NULL && SSL_pending(c->ssl) > 0) {
+        room = (size_t)SSL_pending(c->ssl);
+      }
+      if (room == 0) {
+        /* Not watching EPOLLIN, but a hang-up is reported anyway: the
+           peer is gone for good. */
+        if ((events & (EPOLLHUP | EPOLLERR)) != 0) {
+          srv_conn_close(c);
+        }
+        return;
+      }
+      want = room < want ? room : want;
+    }
+    n = conn_recv(c, buf, want);
     if (n == IO_AGAIN) {
       return;
     }
@@ -486,7 +482,7 @@ static void conn_read(srv_conn *c) {
    full, -1 on error. */
 static int write_pending(srv_conn *c) {
   while (c->woff < c->wlen) {
-    ssize_t n = conn_send(c, c->wbuf + c->woff, c->wlen - c->woff);
+    ssize_t n = srv_conn_send(c, c->wbuf + c->woff, c->wlen - c->woff);
 
     if (n == IO_AGAIN) {
       return 0;
@@ -525,12 +521,12 @@ static int conn_produce(srv_conn *c) {
       return r;
     }
   }
+  if (c->h1 != NULL) {
+    return srv_h1_produce(c);
+  }
   rv = write_pending(c);
   if (rv <= 0) {
     return rv;
-  }
-  if (c->sniffed == 2) {
-    return c->closing ? -1 : 0;
   }
   /* Our SETTINGS wait for the client's first bytes: an HTTP/1 client must
      not get HTTP/2 frames for an answer. */
@@ -548,7 +544,7 @@ static int conn_produce(srv_conn *c) {
     if (n == 0) {
       break;
     }
-    w = conn_send(c, data, (size_t)n);
+    w = srv_conn_send(c, data, (size_t)n);
     if (w == IO_AGAIN) {
       w = 0;
     }
@@ -566,7 +562,7 @@ static int conn_produce(srv_conn *c) {
 }
 
 static void conn_update_watch(srv_conn *c) {
-  uint32_t ev = EPOLLIN;
+  uint32_t ev = c->h1 != NULL ? srv_h1_events(c) : EPOLLIN;
 
   if (c->wlen > c->woff) {
     ev |= EPOLLOUT;
@@ -602,7 +598,7 @@ static void conn_on_io(srv_watch *w, uint32_t events) {
   srv_conn *c = SRV_CONTAINER(w, srv_conn, w);
 
   if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
-    conn_read(c);
+    conn_read(c, events);
   }
   srv_conn_kick(c);
 }

@@ -35,12 +35,14 @@ static const char usage_text[] =
     "                   [--access-token TOKEN]\n"
     "\n"
     "Runs a local envd-compatible process server (process.Process over the\n"
-    "Connect protocol, HTTP/2).  Prints \"LISTENING <port>\" once ready.\n"
+    "Connect protocol, HTTP/1.1 and HTTP/2).  Prints \"LISTENING <port>\"\n"
+    "once ready.\n"
     "\n"
     "  --listen HOST:PORT    address to listen on (default " DEFAULT_LISTEN
     ";\n"
     "                        port 0 picks a free port)\n"
-    "  --tls-cert FILE       serve TLS (ALPN h2) with this PEM certificate\n"
+    "  --tls-cert FILE       serve TLS (ALPN h2, http/1.1) with this PEM\n"
+    "                        certificate\n"
     "  --tls-key FILE        ... and this PEM key\n"
     "  --access-token TOKEN  require X-Access-Token: TOKEN (401 otherwise)\n";
 

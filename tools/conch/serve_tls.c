@@ -1,6 +1,8 @@
 /* The server's TLS context: certificate and key from PEM files, TLS 1.2 or
-   newer, ALPN "h2" only (a client that offers no h2 gets the
-   no_application_protocol alert, as Go and Node servers do). */
+   newer, ALPN "h2" preferred, else "http/1.1" (a client that offers
+   neither gets the no_application_protocol alert, as Go and Node servers
+   do; one that offers no ALPN at all is served as cleartext is: HTTP/2
+   with prior knowledge, else HTTP/1.1). */
 #include "serve_tls.h"
 
 #include <stdio.h>
@@ -8,25 +10,37 @@
 
 #include <openssl/err.h>
 
-static int alpn_select(SSL *ssl, const unsigned char **out,
-                       unsigned char *outlen, const unsigned char *in,
-                       unsigned int inlen, void *arg) {
+/* Finds |want| in the client's ALPN list. */
+static int alpn_find(const unsigned char *in, unsigned int inlen,
+                     const char *want, const unsigned char **out,
+                     unsigned char *outlen) {
+  size_t wlen = strlen(want);
   unsigned int i = 0;
 
-  (void)ssl;
-  (void)arg;
   while (i < inlen) {
     unsigned int n = in[i];
 
     if (i + 1 + n > inlen) {
       break;
     }
-    if (n == 2 && memcmp(in + i + 1, "h2", 2) == 0) {
+    if (n == wlen && memcmp(in + i + 1, want, n) == 0) {
       *out = in + i + 1;
       *outlen = (unsigned char)n;
-      return SSL_TLSEXT_ERR_OK;
+      return 1;
     }
     i += 1 + n;
+  }
+  return 0;
+}
+
+static int alpn_select(SSL *ssl, const unsigned char **out,
+                       unsigned char *outlen, const unsigned char *in,
+                       unsigned int inlen, void *arg) {
+  (void)ssl;
+  (void)arg;
+  if (alpn_find(in, inlen, "h2", out, outlen) ||
+      alpn_find(in, inlen, "http/1.1", out, outlen)) {
+    return SSL_TLSEXT_ERR_OK;
   }
   return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
