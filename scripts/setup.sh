@@ -34,13 +34,16 @@ if ! command -v node >/dev/null 2>&1; then
   echo "setup: Node.js >= 20 is required for the test peers (not found)" >&2
   exit 1
 fi
-major=$(node -p 'process.versions.node.split(".")[0]')
-if [ "$major" -lt 20 ]; then
-  echo "setup: Node.js >= 20 is required for the test peers (have $(node -v))" >&2
+# 20.18.1: the e2b SDK's floor (tests/e2b); the other peers need 20.
+if ! node -e 'const [a, b, c] = process.versions.node.split(".").map(Number);
+  process.exit(a > 20 || (a === 20 && (b > 18 || (b === 18 && c >= 1))) ? 0 : 1)'
+then
+  echo "setup: Node.js >= 20.18.1 is required for the test peers" \
+    "(have $(node -v))" >&2
   exit 1
 fi
 for d in tests/interop/node tests/server/node tests/conformance/node \
-  tests/api/node; do
+  tests/api/node tests/e2b; do
   stamp="$top/$d/node_modules/.package-lock.json"
   if [ ! -f "$stamp" ] || [ "$top/$d/package-lock.json" -nt "$stamp" ]; then
     echo "setup: npm ci in $d"

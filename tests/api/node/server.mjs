@@ -4,17 +4,19 @@
 // (Node's nghttp2 binding and connect-node's framing, flow control and
 // compression), to catch what the API assumes of one server only.
 //
-//   node server.mjs [--port N] [--retention-ms N] [--access-token T]
+//   node server.mjs [--port N] [--retention-ms N] [--access-token T] [--http1]
 //
-// Listens on 127.0.0.1 (h2c, prior knowledge; port 0, the default, picks a
-// free port) and prints exactly one line "LISTENING <port>" to stdout once
-// it accepts connections.  Exits on SIGTERM/SIGINT/SIGHUP, and when its stdin
-// (if a pipe or socket) closes; on its way out it SIGKILLs every process
-// group it started, so no child outlives it.
+// Listens on 127.0.0.1 (h2c, prior knowledge; with --http1 plain HTTP/1.1
+// instead, as envd itself serves and as E2B's SDKs reach it; port 0, the
+// default, picks a free port) and prints exactly one line "LISTENING <port>"
+// to stdout once it accepts connections.  Exits on SIGTERM/SIGINT/SIGHUP,
+// and when its stdin (if a pipe or socket) closes; on its way out it
+// SIGKILLs every process group it started, so no child outlives it.
 //
 // Behaviour: /work/shared/ENVD.md ("envd behaviour, RPC by RPC"), with envd's
 // codes and messages; see README.md here for what is left out (PTYs, core
 // dump notes, a subreaper).
+import * as http from "node:http";
 import * as http2 from "node:http2";
 import { execFile, spawn } from "node:child_process";
 import * as fs from "node:fs";
@@ -69,13 +71,13 @@ function usage(msg) {
   process.stderr.write(
     `server.mjs: ${msg}\n` +
       "usage: node server.mjs [--port N] [--retention-ms N] " +
-      "[--access-token T]\n",
+      "[--access-token T] [--http1]\n",
   );
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const opt = { port: 0, retentionMs: 30000, token: null };
+  const opt = { port: 0, retentionMs: 30000, token: null, http1: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -96,6 +98,9 @@ function parseArgs(argv) {
         break;
       case "--access-token":
         opt.token = value();
+        break;
+      case "--http1":
+        opt.http1 = true;
         break;
       default:
         usage(`unknown argument ${a}`);
@@ -971,27 +976,48 @@ function handler(req, res) {
   connectHandler(req, res);
 }
 
-const server = http2.createServer({
-  settings: {
-    maxConcurrentStreams: 4096,
-    initialWindowSize: 4 * MIB,
-    maxFrameSize: 1 * MIB,
-    maxHeaderListSize: 64 * KIB,
-  },
-  maxSessionMemory: 1024, // MB; the default 10 refuses streams under load
-  maxOutstandingPings: 64,
-}, handler);
-
-server.on("session", (session) => {
-  session.on("connect", () => {
-    try {
-      session.setLocalWindowSize(32 * MIB);
-    } catch {
-      // The session may already be gone.
-    }
+// HTTP/2 without TLS (prior knowledge), or with --http1 plain HTTP/1.1:
+// one call per connection at a time, Connect's streams as chunked bodies
+// (connect-node serves both codecs and gzip on either).
+function http2Server() {
+  const s = http2.createServer({
+    settings: {
+      maxConcurrentStreams: 4096,
+      initialWindowSize: 4 * MIB,
+      maxFrameSize: 1 * MIB,
+      maxHeaderListSize: 64 * KIB,
+    },
+    maxSessionMemory: 1024, // MB; the default 10 refuses streams under load
+    maxOutstandingPings: 64,
+  }, handler);
+  s.on("session", (session) => {
+    session.on("connect", () => {
+      try {
+        session.setLocalWindowSize(32 * MIB);
+      } catch {
+        // The session may already be gone.
+      }
+    });
+    session.on("error", () => {});
   });
-  session.on("error", () => {});
-});
+  return s;
+}
+
+function http1Server() {
+  const s = http.createServer({
+    // A Start stream lasts as long as its process: no whole-request limit
+    // (Node's default is 300 s), and headers are small.
+    requestTimeout: 0,
+    maxHeaderSize: 64 * KIB,
+    // Idle keep-alive connections stay a while (clients reuse them; Node's
+    // 5 s default races a client about to send on one).
+    keepAliveTimeout: 65000,
+  }, handler);
+  s.on("clientError", (_e, socket) => socket.destroy());
+  return s;
+}
+
+const server = opt.http1 ? http1Server() : http2Server();
 server.on("error", (e) => {
   process.stderr.write(`server.mjs: ${e.stack ?? e}\n`);
   process.exit(1);

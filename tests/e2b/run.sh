@@ -1,0 +1,118 @@
+#!/bin/bash
+# Starts one envd-compatible server on 127.0.0.1 (a free port, with an access
+# token), runs the E2B SDK suite (sdk_test.mjs) against it, stops it.
+#
+#   run.sh conch_serve /path/to/conch     `conch serve`
+#   run.sh node_server                    tests/api/node/server.mjs --http1
+#
+# Needs Node.js >= 20.18.1 and `npm ci` in tests/e2b (and in tests/api/node
+# for node_server); scripts/setup.sh does both.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+target=${1:-}
+conch=${2:-}
+
+die() {
+  echo "run.sh: $*" >&2
+  exit 1
+}
+
+# ---- Prerequisites ----------------------------------------------------------
+command -v node >/dev/null 2>&1 || die "node not found (Node.js >= 20.18.1 needed)"
+node -e '
+const [a, b, c] = process.versions.node.split(".").map(Number);
+process.exit(a > 20 || (a === 20 && (b > 18 || (b === 18 && c >= 1))) ? 0 : 1);
+' || die "Node.js >= 20.18.1 needed (have $(node -v))"
+
+# node_modules matches the pins of package.json (`npm ci` was run).
+need_modules() { # dir package
+  node -e '
+const [dir, pkg] = process.argv.slice(1);
+const want = require(dir + "/package.json").dependencies[pkg];
+let have;
+try { have = require(dir + "/node_modules/" + pkg + "/package.json").version; }
+catch { have = null; }
+if (have !== want) {
+  console.error(`run.sh: ${dir}/node_modules has ${pkg} ${have ?? "missing"}, ` +
+    `package.json pins ${want}: run \`npm ci\` in ${dir} (scripts/setup.sh does it)`);
+  process.exit(1);
+}' "$1" "$2" || exit 1
+}
+need_modules "$here" e2b
+
+token="e2b-suite-$$-$RANDOM"
+case "$target" in
+  conch_serve)
+    [ -x "$conch" ] || die "usage: run.sh conch_serve /path/to/conch (got '$conch')"
+    server=("$conch" serve --listen 127.0.0.1:0 --access-token "$token")
+    suite_flags=()
+    ;;
+  node_server)
+    need_modules "$top/tests/api/node" @connectrpc/connect-node
+    server=(node "$top/tests/api/node/server.mjs" --http1 --port 0
+      --access-token "$token")
+    # No PTYs there (Node has no openpty without a native module).
+    suite_flags=(--no-pty)
+    ;;
+  *)
+    die "usage: run.sh conch_serve /path/to/conch | run.sh node_server"
+    ;;
+esac
+
+# ---- The server -------------------------------------------------------------
+tmp=$(mktemp -d)
+srv=""
+cleanup() {
+  exec 3>&- # the server's stdin: it exits when it closes
+  if [ -n "$srv" ]; then
+    for _ in $(seq 50); do
+      kill -0 "$srv" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$srv" 2>/dev/null; then
+      echo "run.sh: the server did not exit 5 s after its stdin closed; SIGTERM"
+      kill -TERM "$srv" 2>/dev/null
+      sleep 1
+      kill -KILL "$srv" 2>/dev/null
+    fi
+    wait "$srv" 2>/dev/null
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
+
+mkfifo "$tmp/in" "$tmp/out"
+# stdin a pipe this script holds (fd 3): the server goes when the script
+# goes, however it ends.
+"${server[@]}" <"$tmp/in" >"$tmp/out" 2>"$tmp/err" &
+srv=$!
+exec 3>"$tmp/in"
+exec 4<"$tmp/out"
+port=""
+if read -t 30 -r word port <&4 && [ "$word" = LISTENING ]; then
+  :
+else
+  echo "run.sh: ${server[*]} printed no 'LISTENING <port>' within 30 s:"
+  cat "$tmp/err"
+  exit 1
+fi
+# Keep draining its stdout.
+cat <&4 >"$tmp/out.rest" 3>&- &
+exec 4<&-
+echo "server: ${server[*]/$token/TOKEN} on port $port (pid $srv)"
+
+# ---- The suite ----------------------------------------------------------------
+node "$here/sdk_test.mjs" --url "http://127.0.0.1:$port" \
+  --access-token "$token" "${suite_flags[@]}" 3>&-
+rc=$?
+if ! kill -0 "$srv" 2>/dev/null; then
+  echo "run.sh: the server exited during the suite"
+  rc=1
+fi
+if [ -s "$tmp/err" ]; then
+  echo "--- server stderr (last 40 lines) ---"
+  tail -n 40 "$tmp/err"
+fi
+exit "$rc"
