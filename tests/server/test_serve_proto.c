@@ -269,6 +269,63 @@ static void test_malformed(void **state) {
   h2_resp_free(&r);
   free(two);
   free(env);
+
+  /* Strings that are not UTF-8 (proto3 requires it; envd's protobuf-go
+     refuses them): in a oneof of a nested message, unary ... */
+  {
+    Process__SendSignalRequest sig = PROCESS__SEND_SIGNAL_REQUEST__INIT;
+    Process__ProcessSelector sel;
+    Process__ProcessConfig__EnvsEntry e;
+    Process__ProcessConfig__EnvsEntry *ep = &e;
+    uint8_t buf[64];
+
+    process__process_selector__init(&sel);
+    sel.selector_case = PROCESS__PROCESS_SELECTOR__SELECTOR_TAG;
+    sel.tag = "a\xC3\x28"; /* a broken 2-byte sequence */
+    sig.process = &sel;
+    sig.signal = PROCESS__SIGNAL__SIGNAL_SIGKILL;
+    len = protobuf_c_message_pack(&sig.base, buf);
+    assert_int_equal(h2_request(srv.port, "POST", SVC "SendSignal", unary_hdrs,
+                                buf, len, &r),
+                     0);
+    assert_int_equal(r.status, 400);
+    assert_error(&r, 0, "invalid_argument",
+                 "unmarshal into process.SendSignalRequest: proto: field "
+                 "process.ProcessSelector.tag contains invalid UTF-8");
+    h2_resp_free(&r);
+    /* ... and a surrogate in a map value of a stream's request; nothing
+       is started. */
+    process__process_config__envs_entry__init(&e);
+    e.key = "K";
+    e.value = "\xED\xA0\x80";
+    cfg.n_envs = 1;
+    cfg.envs = &ep;
+    env = envelope(0, &start.base, &len);
+    assert_int_equal(
+        h2_request(srv.port, "POST", SVC "Start", stream_hdrs, env, len, &r),
+        0);
+    assert_error(&r, 1, "invalid_argument",
+                 "unmarshal into process.StartRequest: proto: field "
+                 "process.ProcessConfig.EnvsEntry.value contains invalid "
+                 "UTF-8");
+    h2_resp_free(&r);
+    free(env);
+    /* Valid multi-byte text is fine. */
+    e.value = "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x88";
+    cfg.cmd = "true";
+    env = envelope(0, &start.base, &len);
+    assert_int_equal(
+        h2_request(srv.port, "POST", SVC "Start", stream_hdrs, env, len, &r),
+        0);
+    assert_int_equal(r.status, 200);
+    {
+      char c[64], m[256];
+      connect_error(&r, 1, c, sizeof(c), m, sizeof(m));
+      assert_string_equal(c, ""); /* the end-stream has no error */
+    }
+    h2_resp_free(&r);
+    free(env);
+  }
   assert_serving(&srv);
 }
 

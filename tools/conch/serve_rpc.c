@@ -1080,6 +1080,102 @@ static ProtobufCMessage *decode_json(srv_stream *st, const uint8_t *p,
   return msg;
 }
 
+/* Length of the UTF-8 sequence at |p| (at most |n| bytes), or 0 when it
+   is not well-formed: overlong forms, surrogates and code points past
+   U+10FFFF are not (protobuf-go's check, RFC 3629). */
+static size_t utf8_seq(const unsigned char *p, size_t n) {
+  unsigned b = p[0];
+  size_t k = b < 0x80             ? 1
+             : (b & 0xE0) == 0xC0 ? 2
+             : (b & 0xF0) == 0xE0 ? 3
+             : (b & 0xF8) == 0xF0 ? 4
+                                  : 0;
+  uint32_t cp;
+  size_t j;
+
+  if (k == 0 || k > n) {
+    return 0;
+  }
+  cp = k == 1 ? b : b & (0x7F >> k);
+  for (j = 1; j < k; j++) {
+    if ((p[j] & 0xC0) != 0x80) {
+      return 0;
+    }
+    cp = cp << 6 | (p[j] & 0x3F);
+  }
+  if ((k == 2 && cp < 0x80) || (k == 3 && cp < 0x800) ||
+      (k == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+      (cp >= 0xD800 && cp <= 0xDFFF)) {
+    return 0;
+  }
+  return k;
+}
+
+static int utf8_valid(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t n = strlen(s);
+
+  while (n > 0) {
+    size_t k = utf8_seq(p, n);
+    if (k == 0) {
+      return 0;
+    }
+    p += k;
+    n -= k;
+  }
+  return 1;
+}
+
+/* The first string field of |m| (nested messages, repeated fields and
+   map entries included) that is not UTF-8, or NULL.  proto3 strings must
+   be UTF-8: envd (protobuf-go) refuses a request with one, and a string
+   that is not would later make JSON answers (List) impossible. */
+static const ProtobufCFieldDescriptor *
+bad_utf8(const ProtobufCMessage *m, const ProtobufCMessageDescriptor **owner) {
+  const ProtobufCMessageDescriptor *d = m->descriptor;
+  unsigned i;
+
+  for (i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+    const char *base = (const char *)m;
+    const void *at = base + f->offset;
+    size_t n = 1, j;
+
+    if (f->type != PROTOBUF_C_TYPE_STRING &&
+        f->type != PROTOBUF_C_TYPE_MESSAGE) {
+      continue;
+    }
+    if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+        *(const uint32_t *)(base + f->quantifier_offset) != f->id) {
+      continue;
+    }
+    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+      n = *(const size_t *)(base + f->quantifier_offset);
+      at = *(void *const *)at;
+    }
+    for (j = 0; j < n; j++) {
+      const void *v = f->label == PROTOBUF_C_LABEL_REPEATED
+                          ? ((void *const *)at)[j]
+                          : *(void *const *)at;
+      if (v == NULL) {
+        continue;
+      }
+      if (f->type == PROTOBUF_C_TYPE_STRING) {
+        if (!utf8_valid(v)) {
+          *owner = d;
+          return f;
+        }
+      } else {
+        const ProtobufCFieldDescriptor *bad = bad_utf8(v, owner);
+        if (bad != NULL) {
+          return bad;
+        }
+      }
+    }
+  }
+  return NULL;
+}
+
 /* Decodes one request message; NULL after answering the error. */
 static ProtobufCMessage *decode(srv_stream *st, const uint8_t *p, size_t len,
                                 int compressed) {
@@ -1118,6 +1214,19 @@ static ProtobufCMessage *decode(srv_stream *st, const uint8_t *p, size_t len,
     srv_rpc_finish(st, CONCH_CODE_INVALID_ARGUMENT,
                    "unmarshal into %s: invalid wire-format data",
                    st->m->input->name);
+    return NULL;
+  }
+  {
+    const ProtobufCMessageDescriptor *owner = NULL;
+    const ProtobufCFieldDescriptor *bad = bad_utf8(msg, &owner);
+    if (bad != NULL) {
+      srv_rpc_finish(st, CONCH_CODE_INVALID_ARGUMENT,
+                     "unmarshal into %s: proto: field %s.%s contains invalid "
+                     "UTF-8",
+                     st->m->input->name, owner->name, bad->name);
+      protobuf_c_message_free_unpacked(msg, NULL);
+      return NULL;
+    }
   }
   return msg;
 }
