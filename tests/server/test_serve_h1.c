@@ -550,6 +550,10 @@ static void test_health_keepalive(void **state) {
   assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 204);
   assert_null(hdr(&r, "connection", v, sizeof(v)));
+  /* An IMF-fixdate, e.g. "Mon, 30 Nov 2026 15:00:31 GMT" (RFC 9110). */
+  assert_non_null(hdr(&r, "date", v, sizeof(v)));
+  assert_int_equal(strlen(v), 29);
+  assert_string_equal(v + 25, " GMT");
   h1_sendf(c, "HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n");
   assert_int_equal(read_resp(c, &r, 1, WAIT_MS), 0);
   assert_int_equal(r.status, 204);

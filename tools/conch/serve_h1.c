@@ -37,6 +37,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <http_parser.h>
 #include <openssl/err.h>
@@ -310,18 +311,36 @@ static void ex_try_complete(srv_h1 *h) {
   srv_timer_arm(&c->srv->loop, &c->idle_t, srv_now_ms() + H1_IDLE_MS);
 }
 
+/* "Date: <IMF-fixdate>\r\n" (RFC 9110 6.6.1: an origin server with a
+   clock sends it) into |out|; its length. */
+static int date_header(char *out, size_t cap) {
+  time_t now = time(NULL);
+  struct tm tm;
+
+  if (gmtime_r(&now, &tm) == NULL) {
+    out[0] = '\0';
+    return 0;
+  }
+  return (int)strftime(out, cap, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+}
+
 /* An answer made here; the connection closes after it. */
 static void put_simple(srv_h1 *h, int status) {
-  char head[256];
+  char head[320];
   char body[64];
+  char date[64];
   int bn = snprintf(body, sizeof(body), "%d %s\n", status, reason_of(status));
-  int n = snprintf(head, sizeof(head),
-                   "HTTP/1.1 %d %s\r\n"
-                   "Content-Type: text/plain; charset=utf-8\r\n"
-                   "Content-Length: %d\r\n%s"
-                   "Connection: close\r\n\r\n",
-                   status, reason_of(status), bn,
-                   status == 405 ? "Allow: GET, HEAD, POST\r\n" : "");
+  int n;
+
+  date_header(date, sizeof(date));
+  n = snprintf(head, sizeof(head),
+               "HTTP/1.1 %d %s\r\n"
+               "%s"
+               "Content-Type: text/plain; charset=utf-8\r\n"
+               "Content-Length: %d\r\n%s"
+               "Connection: close\r\n\r\n",
+               status, reason_of(status), date, bn,
+               status == 405 ? "Allow: GET, HEAD, POST\r\n" : "");
 
   put(h, head, (size_t)n);
   put(h, body, (size_t)bn);
@@ -826,6 +845,8 @@ static void commit(srv_h1 *h, int ended) {
   }
   n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", h->status,
                reason_of(h->status));
+  put(h, line, (size_t)n);
+  n = date_header(line, sizeof(line));
   put(h, line, (size_t)n);
   put(h, conch__buf_head(&h->rhead), conch__buf_size(&h->rhead));
   if (!nobody) {
