@@ -1,0 +1,166 @@
+/* Workloads for process servers (tools/bench/serve.sh), driven through
+   conch's commands API so that the client is the same for every server:
+
+     serve-bench output URL BYTES       one process writing BYTES to stdout
+                                        (head -c BYTES /dev/zero), read
+                                        through conch_stream()
+     serve-bench spawn URL N CONC       N processes (/bin/true) run with
+                                        conch_run_async(), CONC at a time
+
+   Prints one JSON line: the units done (bytes or calls), wall seconds and
+   this client's CPU seconds. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <conch/conch.h>
+#include <conch/process.h>
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+         (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static conch_sandbox *sandbox(const char *url) {
+  conch_sandbox_opts o = CONCH_SANDBOX_OPTS_INIT;
+  conch_sandbox *sb;
+
+  o.url = url;
+  o.timeout_ms = -1; /* measured, not limited */
+  o.request_timeout_ms = -1;
+  if (conch_sandbox_new(&sb, &o) != 0) {
+    fprintf(stderr, "serve-bench: cannot make a sandbox for %s\n", url);
+    exit(1);
+  }
+  return sb;
+}
+
+static int bench_output(const char *url, unsigned long long bytes) {
+  conch_sandbox *sb = sandbox(url);
+  conch_proc_opts o = CONCH_PROC_OPTS_INIT;
+  char count[32];
+  const char *args[3];
+  conch_process *p;
+  conch_chunk c;
+  conch_status st;
+  unsigned long long got = 0;
+  double t0, c0;
+  int rv;
+
+  snprintf(count, sizeof(count), "%llu", bytes);
+  args[0] = "-c";
+  args[1] = count;
+  args[2] = "/dev/zero";
+  o.cmd = "head";
+  o.args = args;
+  o.nargs = 3;
+  conch_status_init(&st);
+  t0 = now_s();
+  c0 = cpu_s();
+  if (conch_stream(sb, &o, &p, &st) != 0) {
+    fprintf(stderr, "serve-bench: stream: %s\n", conch_status_message(&st));
+    return 1;
+  }
+  while ((rv = conch_process_next(p, &c)) == 0) {
+    got += c.len;
+  }
+  conch_process_close(p);
+  if (rv != CONCH_ERR_EOF || got != bytes) {
+    fprintf(stderr, "serve-bench: got %llu of %llu bytes (%s)\n", got, bytes,
+            conch_strerror(rv));
+    return 1;
+  }
+  printf("{\"bytes\":%llu,\"seconds\":%.6f,\"cpu_seconds\":%.6f}\n", got,
+         now_s() - t0, cpu_s() - c0);
+  conch_status_clear(&st);
+  conch_sandbox_free(sb);
+  return 0;
+}
+
+typedef struct spawn_state {
+  conch_sandbox *sb;
+  conch_proc_opts o;
+  int started, ended, ok, n;
+} spawn_state;
+
+static void spawn_one(spawn_state *s);
+
+static void spawn_end(conch_process *p, const conch_exec_result *res,
+                      const conch_status *st, void *ud) {
+  spawn_state *s = ud;
+
+  s->ended++;
+  if (st->code == CONCH_CODE_OK && res->exit_code == 0) {
+    s->ok++;
+  }
+  conch_process_close_async(p, NULL, NULL);
+  if (s->started < s->n) {
+    spawn_one(s);
+  }
+}
+
+static void spawn_one(spawn_state *s) {
+  static const conch_process_handler h = {NULL, NULL, spawn_end};
+  conch_process *p;
+
+  if (conch_run_async(s->sb, &s->o, &h, s, &p) != 0) {
+    fprintf(stderr, "serve-bench: conch_run_async failed\n");
+    exit(1);
+  }
+  s->started++;
+}
+
+static int bench_spawn(const char *url, int n, int conc) {
+  spawn_state s;
+  conch_client *c;
+  double t0, c0;
+  int i;
+
+  memset(&s, 0, sizeof(s));
+  s.sb = sandbox(url);
+  s.o = (conch_proc_opts)CONCH_PROC_OPTS_INIT;
+  s.o.cmd = "/bin/true";
+  s.n = n;
+  c = conch_sandbox_native(s.sb);
+  t0 = now_s();
+  c0 = cpu_s();
+  for (i = 0; i < conc && i < n; i++) {
+    spawn_one(&s);
+  }
+  while (s.ended < n) {
+    if (conch_client_run(c, 1000) != 0) {
+      fprintf(stderr, "serve-bench: client loop failed\n");
+      return 1;
+    }
+  }
+  if (s.ok != n) {
+    fprintf(stderr, "serve-bench: %d of %d processes failed\n", n - s.ok, n);
+    return 1;
+  }
+  printf("{\"calls\":%d,\"seconds\":%.6f,\"cpu_seconds\":%.6f}\n", n,
+         now_s() - t0, cpu_s() - c0);
+  conch_sandbox_free(s.sb);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "output") == 0) {
+    return bench_output(argv[2], strtoull(argv[3], NULL, 10));
+  }
+  if (argc == 5 && strcmp(argv[1], "spawn") == 0) {
+    return bench_spawn(argv[2], atoi(argv[3]), atoi(argv[4]));
+  }
+  fprintf(stderr, "usage: serve-bench output URL BYTES\n"
+                  "       serve-bench spawn URL N CONC\n");
+  return 2;
+}
