@@ -225,6 +225,15 @@ static int make_tls_ctx(conch_client *c) {
   cfg.key_pem = c->o.key_pem;
   cfg.key_pem_len = c->o.key_pem_len;
   cfg.insecure_skip_verify = !c->o.tls_verify;
+  /* gRPC needs HTTP/2 whatever the setting (with CONCH_HTTP_1_1 its calls
+     fail before connecting). */
+  if (c->o.protocol != CONCH_PROTOCOL_GRPC) {
+    if (c->o.http_version == CONCH_HTTP_AUTO) {
+      cfg.alpn = CONCH_TLS_ALPN_ANY;
+    } else if (c->o.http_version == CONCH_HTTP_1_1) {
+      cfg.alpn = CONCH_TLS_ALPN_H1;
+    }
+  }
   err[0] = '\0';
   rv = conch__tls_ctx_new(&c->tls_ctx, c->mem, &cfg, err, sizeof(err));
   return rv;
@@ -282,6 +291,7 @@ int conch_client_new(conch_client **out, const char *url,
     rv = CONCH_ERR_NOMEM;
     goto fail;
   }
+  c->h1 = c->o.http_version == CONCH_HTTP_1_1;
   if (c->tls) {
     rv = make_tls_ctx(c);
     if (rv != 0) {

@@ -41,6 +41,8 @@ static void close_fd(conch_conn *conn) {
   conn->fd = -1;
 }
 
+void conch__conn_close_fd(conch_conn *conn) { close_fd(conn); }
+
 static void detach_calls(conch_conn *conn, conch_code code, int err,
                          const char *msg) {
   while (!conch__list_empty(&conn->queue)) {
@@ -97,6 +99,7 @@ void conch__conn_free(conch_conn *conn) {
   if (conn->h2 != NULL) {
     nghttp2_session_del(conn->h2);
   }
+  conch__h1_free(conn->h1);
   conch__tls_free(conn->tls);
   if (conn->addrs != NULL) {
     freeaddrinfo(conn->addrs);
@@ -126,7 +129,7 @@ static int tls_out_pending(conch_conn *conn) {
 void conch__conn_update_watch(conch_conn *conn) {
   unsigned want = 0;
   if (conn->fd >= 0 && conn->state != CONCH_CONN_DEAD) {
-    want = CONCH_IO_READ;
+    want = conn->h1 == NULL || conch__h1_want_read(conn) ? CONCH_IO_READ : 0;
     if (conn->state == CONCH_CONN_CONNECTING ||
         conch__buf_size(&conn->out) > 0 || tls_out_pending(conn)) {
       want |= CONCH_IO_WRITE;
@@ -171,6 +174,12 @@ static size_t out_size(conch_conn *conn) {
   return out_peek(conn, &p);
 }
 
+int conch__conn_write(conch_conn *conn, const uint8_t *p, size_t n) {
+  return out_append(conn, p, n);
+}
+
+size_t conch__conn_out_size(conch_conn *conn) { return out_size(conn); }
+
 /* Writes what is pending.  Returns 0 (written or would block) or fails the
    connection and returns CONCH_ERR_CONNECT. */
 static int write_out(conch_conn *conn) {
@@ -188,6 +197,12 @@ static int write_out(conch_conn *conn) {
       }
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         return 0;
+      }
+      if (conn->h1 != NULL) {
+        /* Often the server closing an idle connection: the bridge knows
+           whether the request may go again. */
+        conch__h1_on_close(conn, strerror(errno));
+        return conn->state == CONCH_CONN_DEAD ? CONCH_ERR_CONNECT : 0;
       }
       conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                        "write to %s:%s failed: %s", conn->client->host,
@@ -208,7 +223,13 @@ void conch__conn_flush(conch_conn *conn) {
     release_dead(conn);
     return;
   }
-  if (conn->state == CONCH_CONN_READY) {
+  if (conn->state == CONCH_CONN_READY && conn->h1 != NULL) {
+    conch__conn_submit_queued(conn);
+    if (conch__h1_pump(conn) != 0) {
+      release_dead(conn);
+      return;
+    }
+  } else if (conn->state == CONCH_CONN_READY) {
     conch__conn_submit_queued(conn);
     while (out_size(conn) < OUT_HIGH_WATER) {
       const uint8_t *data;
@@ -299,6 +320,42 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
   return 0;
 }
 
+/* Moves a call waiting in a connection's queue to the connection the pool
+   picks now. */
+static void requeue(conch_call *q) {
+  conch_status st;
+  conch_conn *other;
+  conch__list_remove(&q->queue_link);
+  conch__conn_unbind(q);
+  conch_status_init(&st);
+  other = conch__conn_get(q->client, &st);
+  if (other == NULL) {
+    conch__call_fail(q, st.code, st.local_err, "%s", conch_status_message(&st));
+    conch_status_clear(&st);
+    return;
+  }
+  conch__conn_bind(other, q);
+  conch__list_push(&other->queue, &q->queue_link);
+  conch__conn_mark_dirty(other);
+}
+
+/* The first connection found to speak HTTP/1.1 took every call made while
+   it connected, but carries one at a time: the others go to the pool,
+   which now opens connections for them. */
+static void rehome_queued(conch_conn *conn) {
+  conch_link moved;
+  conch__list_init(&moved);
+  while (conn->queue.next != &conn->queue &&
+         conn->queue.next->next != &conn->queue) {
+    conch_call *q = CONCH_CONTAINER(conn->queue.prev, conch_call, queue_link);
+    conch__list_remove(&q->queue_link);
+    conch__list_push(&moved, &q->queue_link);
+  }
+  while (!conch__list_empty(&moved)) {
+    requeue(CONCH_CONTAINER(moved.next, conch_call, queue_link));
+  }
+}
+
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
                          void *ud) {
   conch_conn *conn = ud;
@@ -356,22 +413,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
     conn->fail_code = CONCH_CODE_UNAVAILABLE;
     /* Calls not yet sent go to another connection. */
     while (!conch__list_empty(&conn->queue)) {
-      conch_call *q = CONCH_CONTAINER(conn->queue.next, conch_call, queue_link);
-      conch_status st;
-      conch_conn *other;
-      conch__list_remove(&q->queue_link);
-      conch__conn_unbind(q);
-      conch_status_init(&st);
-      other = conch__conn_get(conn->client, &st);
-      if (other == NULL) {
-        conch__call_fail(q, st.code, st.local_err, "%s",
-                         conch_status_message(&st));
-        conch_status_clear(&st);
-        continue;
-      }
-      conch__conn_bind(other, q);
-      conch__list_push(&other->queue, &q->queue_link);
-      conch__conn_mark_dirty(other);
+      requeue(CONCH_CONTAINER(conn->queue.next, conch_call, queue_link));
     }
     break;
   default:
@@ -475,8 +517,14 @@ static int send_data(nghttp2_session *s, nghttp2_frame *frame,
   (void)s;
   (void)frame; /* we never pad */
 
-  if (out_append(conn, framehd, 9) != 0 ||
-      out_append(conn, conch__call_send_head(call), length) != 0) {
+  if (conn->h1 != NULL) {
+    /* HTTP/1.1: the frame goes to the bridge, not to the socket. */
+    if (conch__h1_frame(conn, framehd, conch__call_send_head(call), length) !=
+        0) {
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+  } else if (out_append(conn, framehd, 9) != 0 ||
+             out_append(conn, conch__call_send_head(call), length) != 0) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
   conch__call_sent(call, length);
@@ -542,10 +590,21 @@ static int start_session(conch_conn *conn) {
   if (rv != 0) {
     return nghttp2_is_fatal(rv) ? CONCH_ERR_NOMEM : CONCH_ERR_SESSION;
   }
+  if (conn->tls != NULL ? !conch__tls_is_h2(conn->tls)
+                        : c->o.http_version == CONCH_HTTP_1_1) {
+    rv = conch__h1_new(conn);
+    if (rv != 0) {
+      return rv;
+    }
+    if (!c->h1) {
+      c->h1 = 1;
+      rehome_queued(conn);
+    }
+  }
   conn->state = CONCH_CONN_READY;
   conch__timer_disarm(c, &conn->connect_timer);
   conn->last_read = conch__now_ms();
-  if (c->o.keepalive_ms > 0) {
+  if (c->o.keepalive_ms > 0 && conn->h1 == NULL) {
     conch__timer_arm(c, &conn->keepalive_timer,
                      conn->last_read + c->o.keepalive_ms);
   }
@@ -675,6 +734,10 @@ void conch__conn_unbind(conch_call *call) {
 /* How many calls |conn| takes at once: the server's limit once known,
    else what clients assume until its SETTINGS arrive. */
 static size_t capacity(const conch_conn *conn) {
+  if (conn->h1 != NULL ||
+      (conn->client->h1 && conn->state != CONCH_CONN_READY)) {
+    return 1; /* HTTP/1.1: one exchange at a time */
+  }
   if (conn->state == CONCH_CONN_READY && conn->peer_settings) {
     return nghttp2_session_get_remote_settings(
         conn->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
@@ -685,6 +748,15 @@ static size_t capacity(const conch_conn *conn) {
                                             : 100;
 }
 
+/* HTTP/1.1 carries one call per connection: without a size from the user
+   the pool takes CONCH_H1_POOL of them. */
+static int pool_limit(const conch_client *c) {
+  if (c->h1 && !c->o.max_conns_set) {
+    return CONCH_H1_POOL;
+  }
+  return c->o.max_conns;
+}
+
 conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
   conch_link *l;
   conch_conn *conn, *least = NULL;
@@ -692,12 +764,20 @@ conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
   int usable = 0;
   int rv;
 
+  if (c->o.protocol == CONCH_PROTOCOL_GRPC &&
+      c->o.http_version == CONCH_HTTP_1_1) {
+    conch__status_set(st, c->mem, CONCH_CODE_UNIMPLEMENTED, CONCH_ORIGIN_LOCAL,
+                      CONCH_ERR_INVALID,
+                      "gRPC needs HTTP/2, and the client is set to HTTP/1.1 "
+                      "(use Connect or gRPC-Web over HTTP/1.1)");
+    return NULL;
+  }
   for (l = c->conns.next; l != &c->conns; l = l->next) {
     conn = CONCH_CONTAINER(l, conch_conn, link);
     if (conn->state == CONCH_CONN_DEAD || conn->goaway || conn->closing) {
       continue;
     }
-    if (conn->ncalls < capacity(conn) || c->o.max_conns <= 1) {
+    if (conn->ncalls < capacity(conn) || pool_limit(c) <= 1) {
       return conn;
     }
     usable++;
@@ -705,7 +785,7 @@ conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
       least = conn;
     }
   }
-  if (least != NULL && usable >= c->o.max_conns) {
+  if (least != NULL && usable >= pool_limit(c)) {
     return least; /* the pool is full: wait for a slot there */
   }
   conn = conch__calloc(c->mem, 1, sizeof(*conn));
@@ -772,8 +852,8 @@ void conch__conn_on_keepalive(conch_conn *conn) {
   int64_t now = conch__now_ms();
   long interval = c->o.keepalive_ms;
 
-  if (conn->state != CONCH_CONN_READY || interval <= 0) {
-    return;
+  if (conn->state != CONCH_CONN_READY || interval <= 0 || conn->h1 != NULL) {
+    return; /* HTTP/1.1 has no PING */
   }
   if (conn->ping_sent != 0) {
     if (conn->last_read > conn->ping_sent) {
@@ -823,7 +903,12 @@ void conch__conn_on_timeout(conch_conn *conn) {
 
 /* Hands plaintext to nghttp2.  Returns 0 or fails the connection. */
 static int feed_h2(conch_conn *conn, const uint8_t *p, size_t n) {
-  long rv = h2_mem_recv(conn->h2, p, n);
+  long rv;
+  if (conn->h1 != NULL) {
+    conch__h1_recv(conn, p, n);
+    return conn->state == CONCH_CONN_DEAD ? CONCH_ERR_CONNECT : 0;
+  }
+  rv = h2_mem_recv(conn->h2, p, n);
   if (conn->state == CONCH_CONN_DEAD) {
     return CONCH_ERR_CONNECT;
   }
@@ -853,6 +938,10 @@ static int feed_tls(conch_conn *conn, const uint8_t *p, size_t n) {
     if (got == CONCH_ERR_AGAIN) {
       return 0;
     }
+    if (got == CONCH_ERR_EOF && conn->h1 != NULL) {
+      conch__h1_on_close(conn, "closed by the server");
+      return conn->state == CONCH_CONN_DEAD ? CONCH_ERR_CONNECT : 0;
+    }
     if (got == CONCH_ERR_EOF) {
       conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                        "connection closed by %s:%s", conn->client->host,
@@ -876,7 +965,9 @@ static void on_readable(conch_conn *conn) {
      lazily instead of being re-armed per read. */
   conn->last_read = conch__now_ms();
   /* Bounded so one busy connection cannot starve the rest of the loop. */
-  for (i = 0; i < 16 && conn->state != CONCH_CONN_DEAD; i++) {
+  for (i = 0; i < 16 && conn->state != CONCH_CONN_DEAD && conn->fd >= 0 &&
+              (conn->h1 == NULL || conch__h1_want_read(conn));
+       i++) {
     ssize_t n = recv(conn->fd, conn->rbuf, conn->rcap, 0);
     int rv;
     if (n < 0) {
@@ -886,9 +977,17 @@ static void on_readable(conch_conn *conn) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         return;
       }
+      if (conn->h1 != NULL) {
+        conch__h1_on_close(conn, strerror(errno));
+        return;
+      }
       conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                        "read from %s:%s failed: %s", conn->client->host,
                        conn->client->port, strerror(errno));
+      return;
+    }
+    if (n == 0 && conn->h1 != NULL) {
+      conch__h1_on_close(conn, "closed by the server");
       return;
     }
     if (n == 0) {

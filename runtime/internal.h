@@ -85,6 +85,8 @@ struct conch_client_opts {
   long connect_timeout_ms;
   long keepalive_ms; /* 0: off; doubled after "too_many_pings" */
   int max_conns;     /* connections in the pool, >= 1 */
+  int max_conns_set; /* set by the user (else HTTP/1.1 uses H1_POOL) */
+  conch_http_version http_version;
   long keepalive_timeout_ms;
   char *user_agent;
   char *ca_file;
@@ -125,6 +127,7 @@ typedef struct conch_conn {
   struct addrinfo *addr; /* being tried */
   conch_tls *tls;
   nghttp2_session *h2;
+  struct conch_h1 *h1; /* HTTP/1.1 bridge (h1.c); NULL for HTTP/2 */
   conch_buf out; /* bytes for the socket (ciphertext under TLS) */
   uint8_t *rbuf; /* socket reads */
   size_t rcap;
@@ -263,6 +266,7 @@ struct conch_client {
   conch_link ready; /* calls whose on_send_ready is due */
   conch_link alarms;
   size_t peer_max_streams; /* the server's stream limit, once one said it */
+  int h1;                  /* connections speak HTTP/1.1 (forced or ALPN) */
 
   conch_timer **heap;
   size_t nheap;
@@ -344,6 +348,34 @@ void conch__conn_reset(conch_conn *conn, struct conch_call *call,
                        uint32_t h2err);
 /* Updates what the loop watches for |conn|. */
 void conch__conn_update_watch(conch_conn *conn);
+/* Queues |n| plaintext bytes for the socket (through TLS when on). */
+int conch__conn_write(conch_conn *conn, const uint8_t *p, size_t n);
+/* Bytes waiting for the socket. */
+size_t conch__conn_out_size(conch_conn *conn);
+/* Stops watching and closes the socket; the connection stays until its
+   sessions are done (HTTP/1.1 bridge). */
+void conch__conn_close_fd(conch_conn *conn);
+
+/* HTTP/1.1 (h1.c).  A connection in HTTP/1.1 mode keeps its nghttp2
+   client session; the bridge is an in-memory nghttp2 server session that
+   turns each stream into an HTTP/1.1 exchange on the socket. */
+/* The pool size for HTTP/1.1 when the user did not set one. */
+#define CONCH_H1_POOL 16
+int conch__h1_new(conch_conn *conn);
+void conch__h1_free(struct conch_h1 *h);
+/* Moves frames between the two sessions and request bytes to the socket.
+   Returns 0, or non-zero when the connection failed. */
+int conch__h1_pump(conch_conn *conn);
+/* A DATA frame the client session hands out without copying (its send
+   callback): header and payload go to the bridge.  Returns 0 or -1. */
+int conch__h1_frame(conch_conn *conn, const uint8_t *hd, const uint8_t *data,
+                    size_t len);
+/* Plaintext read from the socket. */
+void conch__h1_recv(conch_conn *conn, const uint8_t *p, size_t n);
+/* The socket reached EOF or failed (|why|): settles the exchange. */
+void conch__h1_on_close(conch_conn *conn, const char *why);
+/* Whether the bridge takes more input from the socket now. */
+int conch__h1_want_read(const conch_conn *conn);
 
 /* Calls (call.c). */
 /* Starts a call bound to no connection, as if its request had gone out:

@@ -222,6 +222,17 @@ int conch_client_opts_set_max_connections(conch_client_opts *opts, int n) {
     return CONCH_ERR_INVALID;
   }
   opts->max_conns = n;
+  opts->max_conns_set = 1;
+  return 0;
+}
+
+int conch_client_opts_set_http_version(conch_client_opts *opts,
+                                       conch_http_version v) {
+  if (opts == NULL ||
+      (v != CONCH_HTTP_AUTO && v != CONCH_HTTP_1_1 && v != CONCH_HTTP_2)) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->http_version = v;
   return 0;
 }
 

@@ -30,9 +30,12 @@
   "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:"                       \
   "DHE-RSA-CHACHA20-POLY1305"
 
-/* ALPN wire format: length-prefixed names.  Only h2: there is no HTTP/1.1
-   transport to fall back to. */
+/* ALPN wire format: length-prefixed names. */
 static const unsigned char alpn_h2[] = {2, 'h', '2'};
+static const unsigned char alpn_any[] = {2,   'h', '2', 8,   'h', 't',
+                                         't', 'p', '/', '1', '.', '1'};
+static const unsigned char alpn_h1[] = {8,   'h', 't', 't', 'p',
+                                        '/', '1', '.', '1'};
 
 struct conch_tls_ctx {
   const conch_mem *mem;
@@ -42,6 +45,7 @@ struct conch_tls_ctx {
   BIO_METHOD *bio_method;
   size_t refs;
   int verify;
+  int alpn; /* CONCH_TLS_ALPN_* */
 };
 
 enum { TLS_HANDSHAKE, TLS_OPEN, TLS_FAILED };
@@ -58,6 +62,7 @@ struct conch_tls {
   int peer_closed; /* close_notify received */
   int shut;        /* close_notify queued */
   int oom;         /* |out| could not grow inside an OpenSSL call */
+  int h2;          /* ALPN selected "h2" */
   int first_in;    /* first byte received, or -1 */
   int vdepth;      /* chain depth of the first verify failure, or -1 */
   char vsubject[160];
@@ -462,7 +467,11 @@ static int ctx_setup(conch_tls_ctx *ctx, const conch_tls_config *cfg, char *err,
                     "cannot set TLS versions and ciphers");
   }
   /* Returns 0 on success, unlike its neighbours. */
-  if (SSL_CTX_set_alpn_protos(sc, alpn_h2, sizeof(alpn_h2)) != 0) {
+  if ((ctx->alpn == CONCH_TLS_ALPN_ANY
+           ? SSL_CTX_set_alpn_protos(sc, alpn_any, sizeof(alpn_any))
+       : ctx->alpn == CONCH_TLS_ALPN_H1
+           ? SSL_CTX_set_alpn_protos(sc, alpn_h1, sizeof(alpn_h1))
+           : SSL_CTX_set_alpn_protos(sc, alpn_h2, sizeof(alpn_h2))) != 0) {
     return ctx_fail(err, errlen, CONCH_ERR_NOMEM, "cannot set ALPN");
   }
   /* HTTP/2 forbids renegotiation (RFC 9113 9.2.1). */
@@ -523,6 +532,7 @@ int conch__tls_ctx_new(conch_tls_ctx **out, const conch_mem *mem,
   ctx->mem = mem;
   ctx->refs = 1;
   ctx->verify = !cfg->insecure_skip_verify;
+  ctx->alpn = cfg->alpn;
   ERR_clear_error();
   rv = ctx_setup(ctx, cfg, err, errlen);
   ERR_clear_error();
@@ -818,7 +828,15 @@ int conch__tls_handshake(conch_tls *t) {
     }
   }
   SSL_get0_alpn_selected(t->ssl, &proto, &n);
-  if (n != 2 || memcmp(proto, "h2", 2) != 0) {
+  t->h2 = n == 2 && memcmp(proto, "h2", 2) == 0;
+  if (t->ctx->alpn == CONCH_TLS_ALPN_H2 && !t->h2) {
+    return alpn_fail(t, proto, n);
+  }
+  if (t->ctx->alpn != CONCH_TLS_ALPN_H2 && !t->h2 && n != 0 &&
+      (n != 8 || memcmp(proto, "http/1.1", 8) != 0)) {
+    return alpn_fail(t, proto, n);
+  }
+  if (t->ctx->alpn == CONCH_TLS_ALPN_H1 && t->h2) {
     return alpn_fail(t, proto, n);
   }
   t->state = TLS_OPEN;
@@ -914,3 +932,5 @@ void conch__tls_consume(conch_tls *t, size_t n) {
 }
 
 const char *conch__tls_error(const conch_tls *t) { return t->err; }
+
+int conch__tls_is_h2(const conch_tls *t) { return t != NULL && t->h2; }

@@ -21,8 +21,9 @@
    checks pending() after each of them.
 
    Policy (CONNECT_PROTOCOL.md 10.1): TLS 1.2 or newer; under TLS 1.2 only
-   ECDHE/DHE key exchange with AEAD ciphers; ALPN offers only "h2" and the
-   handshake fails unless the server selects it; no renegotiation.  A DNS
+   ECDHE/DHE key exchange with AEAD ciphers; ALPN offers "h2" and the
+   handshake fails unless the server selects it, unless the configuration
+   also allows "http/1.1" (see conch_tls_config.alpn); no renegotiation.  A DNS
    host name goes into SNI and is checked against the certificate without
    partial wildcards ("f*.example.com"); an IP literal gets no SNI and is
    checked against the certificate's IP address SANs (9.1).
@@ -75,7 +76,14 @@ typedef struct conch_tls_config {
      host name.  For tests and self-signed development servers only.  The
      sense is inverted so that a zeroed struct is the safe default. */
   int insecure_skip_verify;
+  /* ALPN: CONCH_TLS_ALPN_H2 (0, the default) offers "h2" and requires it;
+     CONCH_TLS_ALPN_ANY offers "h2" and "http/1.1" and accepts either (or
+     no ALPN, taken as HTTP/1.1); CONCH_TLS_ALPN_H1 offers only
+     "http/1.1". */
+  int alpn;
 } conch_tls_config;
+
+enum { CONCH_TLS_ALPN_H2 = 0, CONCH_TLS_ALPN_ANY = 1, CONCH_TLS_ALPN_H1 = 2 };
 
 /* The TLS context of one client (an SSL_CTX). */
 typedef struct conch_tls_ctx conch_tls_ctx;
@@ -196,5 +204,8 @@ void conch__tls_consume(conch_tls *t, size_t n);
      read failed: decryption failed or bad record mac
    "" when nothing failed.  Never NULL; valid until |t| is freed. */
 const char *conch__tls_error(const conch_tls *t);
+
+/* Non-zero when the handshake selected ALPN "h2". */
+int conch__tls_is_h2(const conch_tls *t);
 
 #endif

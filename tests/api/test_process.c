@@ -1,6 +1,9 @@
 /* The commands/Process API against a process.Process server: `conch serve`
    (argv[1] "conch", the default) or the envd-like connect-node server of
-   tests/api/node/server.mjs (argv[1] "node"; `npm ci` there first).  Both
+   tests/api/node/server.mjs (argv[1] "node"; `npm ci` there first).  With
+   "conch-h1" or "node-h1" the client speaks HTTP/1.1, as it must to a real
+   envd (conch serve answers both on one port; the Node server is started
+   with --http1).  Both
    run real processes on this machine, so every "nothing left running"
    claim is checked in the OS process table too. */
 #include <errno.h>
@@ -27,12 +30,15 @@ static conch_peer server;
 static char url[64];
 /* Which server: 0 `conch serve`, 1 tests/api/node/server.mjs. */
 static int use_node;
+/* Client options of every sandbox: NULL, or HTTP/1.1. */
+static conch_client_opts *client_opts;
 
 static int group_setup(void **state) {
   (void)state;
   if (use_node) {
+    const char *h1_args[] = {"--http1", NULL};
     if (conch_peer_start(&server, CONCH_SOURCE_DIR "/tests/api/node/server.mjs",
-                         NULL) != 0) {
+                         client_opts != NULL ? h1_args : NULL) != 0) {
       fprintf(stderr, "cannot start the connect-node process server; run "
                       "`npm ci` in tests/api/node\n");
       return -1;
@@ -111,6 +117,7 @@ static conch_sandbox *sandbox(void) {
   conch_sandbox *sb;
   o.url = url;
   o.kill_grace_ms = 500;
+  o.client_opts = client_opts;
   assert_int_equal(conch_sandbox_new(&sb, &o), 0);
   return sb;
 }
@@ -612,6 +619,7 @@ static void test_capability(void **state) {
   (void)state;
 
   so.url = url;
+  so.client_opts = client_opts;
   so.capabilities = CONCH_CAP_PTY; /* no streaming */
   assert_int_equal(conch_sandbox_new(&sb, &so), 0);
   conch_status_init(&st);
@@ -1042,13 +1050,29 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_binary_output),
       cmocka_unit_test(test_thousand_async),
   };
-  if (argc > 1 && strcmp(argv[1], "node") == 0) {
+  int rv;
+  if (argc > 1 && strncmp(argv[1], "node", 4) == 0) {
     use_node = 1;
-  } else if (argc > 1 && strcmp(argv[1], "conch") != 0) {
-    fprintf(stderr, "usage: %s [conch|node]\n", argv[0]);
+  }
+  if (argc > 1 && strstr(argv[1], "-h1") != NULL) {
+    if (conch_client_opts_new(&client_opts) != 0 ||
+        conch_client_opts_set_http_version(client_opts, CONCH_HTTP_1_1) != 0 ||
+        /* One call per connection: room for test_thousand_async's 1,000
+           concurrent processes without queueing them 16 at a time. */
+        conch_client_opts_set_max_connections(client_opts, 128) != 0) {
+      return 1;
+    }
+  }
+  if (argc > 1 && strcmp(argv[1], "node") != 0 &&
+      strcmp(argv[1], "conch") != 0 && strcmp(argv[1], "node-h1") != 0 &&
+      strcmp(argv[1], "conch-h1") != 0) {
+    fprintf(stderr, "usage: %s [conch|node|conch-h1|node-h1]\n", argv[0]);
     return 2;
   }
-  printf("server: %s\n",
-         use_node ? "tests/api/node/server.mjs (connect-node)" : "conch serve");
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  printf("server: %s%s\n",
+         use_node ? "tests/api/node/server.mjs (connect-node)" : "conch serve",
+         client_opts != NULL ? ", HTTP/1.1" : "");
+  rv = cmocka_run_group_tests(tests, group_setup, group_teardown);
+  conch_client_opts_free(client_opts);
+  return rv;
 }

@@ -1,6 +1,11 @@
 /* conch against a connect-node server (tests/interop/node/server.mjs):
    the four shapes, errors with details, metadata, deadlines, cancellation,
-   gzip both ways, big messages, 1,000 streams on one connection, TLS. */
+   gzip both ways, big messages, 1,000 streams on one connection, TLS.
+
+   Run as `test_interop <protocol> [h1]`: with "h1" every server listens
+   with HTTP/1.1 only (node:http / node:https, ALPN "http/1.1"), cleartext
+   clients are set to CONCH_HTTP_1_1 and TLS clients stay on
+   CONCH_HTTP_AUTO, which must settle on HTTP/1.1. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,6 +51,24 @@ static conch_peer mtls_peer; /* requires a client certificate */
 static char h2c_url[64];
 static char tls_dir[] = "/tmp/conch-interop-XXXXXX";
 static int tls_port;
+static int h1; /* the servers speak HTTP/1.1 only */
+
+/* Starts server.mjs with |args| (NULL-terminated, may be NULL), adding
+   --http1 in HTTP/1.1 runs. */
+static int start_server(conch_peer *p, const char *const *args) {
+  const char *all[12];
+  size_t n = 0;
+  while (args != NULL && args[n] != NULL && n < 10) {
+    all[n] = args[n];
+    n++;
+  }
+  if (h1) {
+    all[n++] = "--http1";
+  }
+  all[n] = NULL;
+  return conch_peer_start(p, CONCH_SOURCE_DIR "/tests/interop/node/server.mjs",
+                          all);
+}
 
 /* ---- Fixture ------------------------------------------------------------ */
 
@@ -55,9 +78,7 @@ static int group_setup(void **state) {
   const char *tls_args[5];
   (void)state;
 
-  if (conch_peer_start(&h2c_peer,
-                       CONCH_SOURCE_DIR "/tests/interop/node/server.mjs",
-                       NULL) != 0) {
+  if (start_server(&h2c_peer, NULL) != 0) {
     fprintf(stderr, "cannot start the connect-node server; run `npm ci` in "
                     "tests/interop/node\n");
     return -1;
@@ -82,9 +103,7 @@ static int group_setup(void **state) {
   tls_args[2] = "--tls-key";
   tls_args[3] = key;
   tls_args[4] = NULL;
-  if (conch_peer_start(&tls_peer,
-                       CONCH_SOURCE_DIR "/tests/interop/node/server.mjs",
-                       tls_args) != 0) {
+  if (start_server(&tls_peer, tls_args) != 0) {
     return -1;
   }
   tls_port = tls_peer.port;
@@ -96,9 +115,7 @@ static int group_setup(void **state) {
     mtls_args[4] = "--tls-client-ca";
     mtls_args[5] = ca;
     mtls_args[6] = NULL;
-    if (conch_peer_start(&mtls_peer,
-                         CONCH_SOURCE_DIR "/tests/interop/node/server.mjs",
-                         mtls_args) != 0) {
+    if (start_server(&mtls_peer, mtls_args) != 0) {
       return -1;
     }
   }
@@ -129,6 +146,9 @@ static conch_client *new_client(const char *url, conch_client_opts *o) {
     o = own;
   }
   assert_int_equal(conch_client_opts_set_protocol(o, proto), 0);
+  if (h1 && strncmp(url, "http://", 7) == 0) {
+    assert_int_equal(conch_client_opts_set_http_version(o, CONCH_HTTP_1_1), 0);
+  }
   assert_int_equal(conch_client_new(&c, url, o), 0);
   conch_client_opts_free(own);
   return c;
@@ -520,13 +540,18 @@ static void test_client_stream(void **state) {
 }
 
 static void test_bidi_full_duplex(void **state) {
-  conch_client *c = new_client(h2c_url, NULL);
+  conch_client *c;
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   conch_call *call;
   ProtobufCMessage *m;
   char buf[32];
   unsigned i;
   (void)state;
+
+  if (h1) {
+    skip(); /* full duplex needs HTTP/2 */
+  }
+  c = new_client(h2c_url, NULL);
 
   assert_int_equal(conch_call_start(c, &m_bidi, NULL, NULL, NULL, &call), 0);
   for (i = 0; i < 20; i++) {
@@ -566,6 +591,24 @@ static void test_bidi_half_duplex(void **state) {
   }
   assert_int_equal(conch_call_close_send(call), 0);
   assert_int_equal(conch_call_send(call, &req.base), CONCH_ERR_STATE);
+  if (h1) {
+    /* connect-node refuses bidi over HTTP/1.1: 505 and Connection: close.
+       The call ends with the mapped code and the next call gets a fresh
+       connection. */
+    ProtobufCMessage *resp = NULL;
+    conch_status st;
+    assert_int_equal(conch_call_recv_sync(call, &m), CONCH_ERR_RPC);
+    assert_int_equal(conch_call_status(call)->http_status, 505);
+    assert_int_equal(conch_call_status(call)->code, CONCH_CODE_UNKNOWN);
+    conch_call_free(call);
+    conch_status_init(&st);
+    assert_int_equal(
+        conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st, NULL, NULL),
+        0);
+    conch_message_free(c, resp);
+    conch_client_free(c);
+    return;
+  }
   while ((rv = conch_call_recv_sync(call, &m)) == 0) {
     assert_int_equal(((Conchtest__V1__Response *)m)->index, n);
     n++;
@@ -855,7 +898,9 @@ static void test_big_messages(void **state) {
 /* ---- Many streams ------------------------------------------------------- */
 
 static void test_thousand_streams(void **state) {
-  enum { N = 1000 };
+  /* HTTP/1.1 carries one call per connection: fewer calls, through the
+     pool's 16 connections. */
+  const int N = h1 ? 64 : 1000;
   conch_client *c = new_client(h2c_url, NULL);
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   conch_call **calls = calloc(N, sizeof(*calls));
@@ -891,7 +936,11 @@ static void test_thousand_streams(void **state) {
   for (l = c->conns.next; l != &c->conns; l = l->next) {
     nconns++;
   }
-  assert_int_equal(nconns, 1);
+  if (h1) {
+    assert_int_equal(nconns, CONCH_H1_POOL);
+  } else {
+    assert_int_equal(nconns, 1);
+  }
   free(calls);
   free(k);
   conch_client_free(c);
@@ -950,6 +999,129 @@ static void test_tls(void **state) {
   /* A cleartext client against the TLS port fails cleanly. */
   snprintf(url, sizeof(url), "http://127.0.0.1:%d", tls_port);
   tls_call(url, NULL, CONCH_CODE_UNAVAILABLE, NULL);
+  /* AUTO (used above) settled on what the server speaks; CONCH_HTTP_2
+     refuses an HTTP/1.1-only server and CONCH_HTTP_1_1 an HTTP/2-only one
+     (the ALPN sets do not meet); gRPC over HTTP/1.1 is refused locally. */
+  snprintf(url, sizeof(url), "https://127.0.0.1:%d", tls_port);
+  {
+    conch_client_opts *o;
+    conch_client *c;
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    ProtobufCMessage *resp = NULL;
+    conch_status st;
+    int v, rv;
+    for (v = 0; v < 2; v++) {
+      assert_int_equal(conch_client_opts_new(&o), 0);
+      assert_int_equal(conch_client_opts_set_ca_file(o, ca), 0);
+      assert_int_equal(conch_client_opts_set_http_version(
+                           o, v == 0 ? CONCH_HTTP_2 : CONCH_HTTP_1_1),
+                       0);
+      c = new_client(url, o);
+      conch_client_opts_free(o);
+      conch_status_init(&st);
+      rv = conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st, NULL,
+                            NULL);
+      if ((v == 0 && h1) || (v == 1 && !h1 && proto != CONCH_PROTOCOL_GRPC)) {
+        assert_int_equal(rv, CONCH_ERR_RPC);
+        assert_int_equal(st.code, CONCH_CODE_UNAVAILABLE);
+        if (strstr(conch_status_message(&st), "application protocol") == NULL &&
+            strstr(conch_status_message(&st), "ALPN") == NULL) {
+          fail_msg("no ALPN failure in '%s'", conch_status_message(&st));
+        }
+      } else if (v == 1 && proto == CONCH_PROTOCOL_GRPC) {
+        assert_int_equal(rv, CONCH_ERR_RPC);
+        assert_int_equal(st.code, CONCH_CODE_UNIMPLEMENTED);
+        assert_non_null(strstr(conch_status_message(&st), "HTTP/2"));
+      } else {
+        assert_int_equal(rv, 0);
+        conch_message_free(c, resp);
+        resp = NULL;
+      }
+      conch_status_clear(&st);
+      conch_client_free(c);
+    }
+  }
+}
+
+/* ---- HTTP/1.1 specifics ------------------------------------------------- */
+
+static size_t count_conns(conch_client *c) {
+  size_t n = 0;
+  conch_link *l;
+  for (l = c->conns.next; l != &c->conns; l = l->next) {
+    n++;
+  }
+  return n;
+}
+
+/* Sequential calls reuse one kept-alive connection. */
+static void test_keep_alive(void **state) {
+  conch_client *c;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  ProtobufCMessage *resp = NULL;
+  conch_status st;
+  int i;
+  (void)state;
+
+  if (!h1 || proto == CONCH_PROTOCOL_GRPC) {
+    skip();
+  }
+  c = new_client(h2c_url, NULL);
+  req.response_count = 2;
+  for (i = 0; i < 5; i++) {
+    conch_call *call;
+    ProtobufCMessage *m;
+    int n = 0, rv;
+    conch_status_init(&st);
+    req.payload.data = (uint8_t *)"ka";
+    req.payload.len = 2;
+    assert_int_equal(
+        conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st, NULL, NULL),
+        0);
+    conch_message_free(c, resp);
+    resp = NULL;
+    conch_status_clear(&st);
+    assert_int_equal(conch_call_start(c, &m_server, NULL, NULL, NULL, &call),
+                     0);
+    assert_int_equal(conch_call_send(call, &req.base), 0);
+    while ((rv = conch_call_recv_sync(call, &m)) == 0) {
+      n++;
+      conch_message_free(c, m);
+    }
+    assert_int_equal(rv, CONCH_ERR_EOF);
+    assert_int_equal(n, 2);
+    conch_call_free(call);
+    assert_int_equal(count_conns(c), 1);
+  }
+  conch_client_free(c);
+}
+
+/* gRPC needs HTTP/2: refused locally, with a message that says so. */
+static void test_grpc_refused_over_h1(void **state) {
+  conch_client_opts *o;
+  conch_client *c = NULL;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  ProtobufCMessage *resp = NULL;
+  conch_status st;
+  (void)state;
+
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_protocol(o, CONCH_PROTOCOL_GRPC), 0);
+  assert_int_equal(conch_client_opts_set_http_version(o, CONCH_HTTP_1_1), 0);
+  assert_int_equal(conch_client_opts_set_http_version(o, (conch_http_version)7),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_new(&c, h2c_url, o), 0);
+  conch_client_opts_free(o);
+  conch_status_init(&st);
+  assert_int_equal(
+      conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st, NULL, NULL),
+      CONCH_ERR_RPC);
+  assert_int_equal(st.code, CONCH_CODE_UNIMPLEMENTED);
+  assert_int_equal(st.origin, CONCH_ORIGIN_LOCAL);
+  assert_non_null(strstr(conch_status_message(&st), "HTTP/2"));
+  assert_int_equal(count_conns(c), 0);
+  conch_status_clear(&st);
+  conch_client_free(c);
 }
 
 static void mtls_call(const char *cert, const char *key, conch_code want) {
@@ -1127,14 +1299,19 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_tls_client_cert),
       cmocka_unit_test(test_send_limit_and_threshold),
       cmocka_unit_test(test_refused_locally),
+      cmocka_unit_test(test_keep_alive),
+      cmocka_unit_test(test_grpc_refused_over_h1),
   };
   if (argc > 1 && strcmp(argv[1], "grpc") == 0) {
     proto = CONCH_PROTOCOL_GRPC;
   } else if (argc > 1 && strcmp(argv[1], "grpc-web") == 0) {
     proto = CONCH_PROTOCOL_GRPC_WEB;
   } else if (argc > 1 && strcmp(argv[1], "connect") != 0) {
-    fprintf(stderr, "usage: %s [connect|grpc|grpc-web]\n", argv[0]);
+    fprintf(stderr, "usage: %s [connect|grpc|grpc-web] [h1]\n", argv[0]);
     return 2;
+  }
+  if (argc > 2 && strcmp(argv[2], "h1") == 0) {
+    h1 = 1;
   }
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

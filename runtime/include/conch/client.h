@@ -40,6 +40,17 @@ typedef enum conch_compression {
   CONCH_COMPRESSION_GZIP = 1
 } conch_compression;
 
+/** HTTP versions a client may speak (conch_client_opts_set_http_version). */
+typedef enum conch_http_version {
+  /** http:// is HTTP/2 with prior knowledge; https:// offers ALPN "h2" and
+      "http/1.1" and speaks what the server picks. */
+  CONCH_HTTP_AUTO = 0,
+  /** HTTP/1.1 for both schemes (https:// offers only ALPN "http/1.1"). */
+  CONCH_HTTP_1_1 = 1,
+  /** HTTP/2 only: a TLS server that does not select "h2" is an error. */
+  CONCH_HTTP_2 = 2
+} conch_http_version;
+
 /**
  * Creates client options with the defaults: Connect protocol, no send
  * compression, gzip accepted, compress-min-bytes 0, receive limit 4 MiB,
@@ -119,10 +130,48 @@ CONCH_EXTERN int conch_client_opts_set_max_header_list(conch_client_opts *opts,
  * to the server's SETTINGS_MAX_CONCURRENT_STREAMS; beyond that a new
  * connection opens, up to |n|; when all are full, calls wait for a slot on
  * the least loaded one (their deadlines running).  Default 1: one
- * connection, calls beyond the limit wait.  1..1024.
+ * connection, calls beyond the limit wait; over HTTP/1.1 (one call per
+ * connection) the default is 16.  1..1024.
  */
 CONCH_EXTERN int conch_client_opts_set_max_connections(conch_client_opts *opts,
                                                        int n);
+
+/**
+ * The HTTP version.  Default CONCH_HTTP_AUTO: "http://" URLs speak HTTP/2
+ * with prior knowledge (h2c), "https://" URLs offer ALPN "h2" and
+ * "http/1.1" and use what the server selects (no ALPN at all counts as
+ * HTTP/1.1).  CONCH_HTTP_2 keeps ALPN to "h2": a server that does not
+ * select it fails the connection (unavailable).  CONCH_HTTP_1_1 speaks
+ * HTTP/1.1 for both schemes.
+ *
+ * Over HTTP/1.1:
+ *  - Connect and gRPC-Web work for every call shape.  Bidi streams work
+ *    half-duplex (send everything, close, read); a server may also answer
+ *    while the request streams, but that is up to the server.
+ *  - gRPC needs HTTP/2 trailers: with CONCH_HTTP_1_1 every gRPC call ends
+ *    with unimplemented; with CONCH_HTTP_AUTO a gRPC client still offers
+ *    only "h2".
+ *  - A connection carries one call at a time, and is kept alive for the
+ *    next one when the response was complete and neither side said
+ *    "Connection: close".  Concurrent calls open more connections: the
+ *    pool holds conch_client_opts_set_max_connections() of them, or 16
+ *    when that was not set.
+ *  - A request that got no response byte on a reused connection that the
+ *    server closed (the keep-alive race) is retried once on a new one,
+ *    like a refused HTTP/2 stream.
+ *  - Canceling a call, or its deadline, closes its connection: HTTP/1.1
+ *    cannot abandon one request otherwise.
+ *  - Keepalive (PING) does not exist in HTTP/1.1: the keepalive setting
+ *    does nothing there.  Flow-control windows still bound what is read
+ *    ahead of a slow consumer.
+ *  - Requests whose body is at hand when they are sent (up to about 1 MiB;
+ *    unary and server-streaming calls) carry Content-Length; others are
+ *    sent chunked.
+ *
+ * Returns 0 or CONCH_ERR_INVALID.
+ */
+CONCH_EXTERN int conch_client_opts_set_http_version(conch_client_opts *opts,
+                                                    conch_http_version v);
 
 /** Time allowed for TCP connect plus TLS handshake.  Default 30000 ms. */
 CONCH_EXTERN int conch_client_opts_set_connect_timeout(conch_client_opts *opts,
@@ -136,7 +185,8 @@ CONCH_EXTERN int conch_client_opts_set_connect_timeout(conch_client_opts *opts,
  * 1000 ms (gRPC clamps to 10 s; servers may answer pings more often than
  * every few minutes with GOAWAY ENHANCE_YOUR_CALM "too_many_pings", after
  * which the client doubles its interval for new connections).
- * |timeout_ms| 0 means 20000.
+ * |timeout_ms| 0 means 20000.  HTTP/1.1 has no PING: there the setting does
+ * nothing.
  */
 CONCH_EXTERN int conch_client_opts_set_keepalive(conch_client_opts *opts,
                                                  long interval_ms,
@@ -181,7 +231,8 @@ CONCH_EXTERN int conch_client_opts_set_tls_verify(conch_client_opts *opts,
 
 /**
  * Creates a client for |url|: "http://host[:port][/prefix]" (h2c with prior
- * knowledge) or "https://host[:port][/prefix]" (TLS, ALPN h2).  Hosts may be
+ * knowledge) or "https://host[:port][/prefix]" (TLS, ALPN h2 or http/1.1;
+ * see conch_client_opts_set_http_version()).  Hosts may be
  * names, IPv4 literals or bracketed IPv6 literals.  |opts| may be NULL for
  * the defaults; it is copied and may be freed afterwards.  No connection is
  * made until the first call.
