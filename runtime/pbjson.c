@@ -2,12 +2,15 @@
    conch_buf, and a decoder over jansson's parse tree that builds messages
    the way protobuf_c_message_unpack() does.  Behaviour follows protojson
    (encoding/protojson of protobuf-go), which connect-go and so envd use;
-   where it and protobuf-es disagree, protojson wins. */
+   where it and protobuf-es disagree, protojson wins.  The well-known types
+   (their own JSON forms, and built-in descriptors for Any's payloads) take
+   a third of the file; they would move to a pbjson_wkt.c of their own. */
 #include "pbjson.h"
 
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,15 +63,6 @@ static size_t elem_size(ProtobufCType t) {
 
 static void *member(const ProtobufCMessage *m, unsigned off) {
   return (char *)(uintptr_t)m + off;
-}
-
-/* Well-known types carry JSON mappings of their own that this codec does
-   not implement; writing them in the generic form would be wrong JSON.
-   Empty is the exception: its mapping is the generic {}. */
-static int is_wkt(const ProtobufCMessageDescriptor *d) {
-  return d->package_name != NULL &&
-         strcmp(d->package_name, "google.protobuf") == 0 &&
-         strcmp(d->name, "google.protobuf.Empty") != 0;
 }
 
 /* Whether |key| is the json name of the field |name|: protoc's
@@ -158,14 +152,366 @@ static int is_map(const ProtobufCMessageDescriptor *parent,
          strcmp(e->name + pn + 1, e->short_name) == 0;
 }
 
+/* ---- Well-known types ----------------------------------------------------
+
+   Recognised by full name, their fields looked up by number and type, so
+   that any compiled copy of the google/protobuf protos works (protobuf-c ships
+   none).  Any's payloads of these types must resolve without the caller's
+   help, so the runtime carries descriptors of its own for them below,
+   shaped as protoc-c would generate them. */
+
+typedef enum wkt {
+  WKT_NONE = 0,
+  WKT_ANY,
+  WKT_TIMESTAMP,
+  WKT_DURATION,
+  WKT_WRAPPER,
+  WKT_STRUCT,
+  WKT_VALUE,
+  WKT_LIST,
+  WKT_FIELDMASK,
+  WKT_EMPTY
+} wkt;
+
+static wkt wkt_of(const ProtobufCMessageDescriptor *d) {
+  static const struct {
+    const char *name;
+    wkt kind;
+  } names[] = {{"Any", WKT_ANY},
+               {"Timestamp", WKT_TIMESTAMP},
+               {"Duration", WKT_DURATION},
+               {"DoubleValue", WKT_WRAPPER},
+               {"FloatValue", WKT_WRAPPER},
+               {"Int64Value", WKT_WRAPPER},
+               {"UInt64Value", WKT_WRAPPER},
+               {"Int32Value", WKT_WRAPPER},
+               {"UInt32Value", WKT_WRAPPER},
+               {"BoolValue", WKT_WRAPPER},
+               {"StringValue", WKT_WRAPPER},
+               {"BytesValue", WKT_WRAPPER},
+               {"Struct", WKT_STRUCT},
+               {"Value", WKT_VALUE},
+               {"ListValue", WKT_LIST},
+               {"FieldMask", WKT_FIELDMASK},
+               {"Empty", WKT_EMPTY}};
+  size_t i;
+
+  if (d == NULL || d->name == NULL ||
+      strncmp(d->name, "google.protobuf.", 16) != 0) {
+    return WKT_NONE;
+  }
+  for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    if (strcmp(d->name + 16, names[i].name) == 0) {
+      return names[i].kind;
+    }
+  }
+  return WKT_NONE;
+}
+
+#define ANY_SCALAR (-1)
+
+/* Field |id| of |d| if it has type |t| (ANY_SCALAR: any but message) and is
+   repeated or not as |repeated| says; else NULL. */
+static const ProtobufCFieldDescriptor *
+wkt_field(const ProtobufCMessageDescriptor *d, uint32_t id, int t,
+          int repeated) {
+  unsigned i;
+
+  for (i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+
+    if (f->id != id) {
+      continue;
+    }
+    if ((t == ANY_SCALAR ? f->type == PROTOBUF_C_TYPE_MESSAGE
+                         : (int)f->type != t) ||
+        (f->label == PROTOBUF_C_LABEL_REPEATED) != (repeated != 0)) {
+      return NULL;
+    }
+    return f;
+  }
+  return NULL;
+}
+
+static int is_null_enum(const ProtobufCEnumDescriptor *ed) {
+  return ed != NULL && ed->name != NULL &&
+         strcmp(ed->name, "google.protobuf.NullValue") == 0;
+}
+
+/* Fields that take JSON null as a value (protojson's isKnownValue and
+   isNullValue): google.protobuf.Value and google.protobuf.NullValue. */
+static int null_ok(const ProtobufCFieldDescriptor *f) {
+  if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+    return wkt_of(f->descriptor) == WKT_VALUE;
+  }
+  return f->type == PROTOBUF_C_TYPE_ENUM && is_null_enum(f->descriptor);
+}
+
+/* Built-in descriptors.  Proto3 strings default to NULL (protoc-c: the
+   empty string); everything that reads them takes both. */
+#define B_FIELD(nm, num, lab, ty, q, o, desc, fl)                              \
+  {                                                                            \
+    nm, num, PROTOBUF_C_LABEL_##lab, PROTOBUF_C_TYPE_##ty, q, o, desc, NULL,   \
+        fl, 0, NULL, NULL                                                      \
+  }
+#define B_MSG(var, full, sname, type, nf, flds, sorted, nr, ranges)            \
+  static const ProtobufCMessageDescriptor var = {                              \
+      PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,                                    \
+      full,                                                                    \
+      sname,                                                                   \
+      sname,                                                                   \
+      "google.protobuf",                                                       \
+      sizeof(type),                                                            \
+      nf,                                                                      \
+      flds,                                                                    \
+      sorted,                                                                  \
+      nr,                                                                      \
+      ranges,                                                                  \
+      NULL,                                                                    \
+      NULL,                                                                    \
+      NULL,                                                                    \
+      NULL}
+
+static const unsigned b_sorted0[] = {0};
+static const unsigned b_sorted01[] = {0, 1};
+static const unsigned b_sorted10[] = {1, 0};
+static const ProtobufCIntRange b_ranges0[] = {{0, 0}};
+static const ProtobufCIntRange b_ranges1[] = {{1, 0}, {0, 1}};
+static const ProtobufCIntRange b_ranges2[] = {{1, 0}, {0, 2}};
+
+#define B_WRAPPER(var, sname, ctype, ty)                                       \
+  typedef struct {                                                             \
+    ProtobufCMessage base;                                                     \
+    ctype value;                                                               \
+  } var##_t;                                                                   \
+  static const ProtobufCFieldDescriptor var##_f[] = {                          \
+      B_FIELD("value", 1, NONE, ty, 0, offsetof(var##_t, value), NULL, 0)};    \
+  B_MSG(var, "google.protobuf." sname, sname, var##_t, 1, var##_f, b_sorted0,  \
+        1, b_ranges1)
+
+B_WRAPPER(b_double, "DoubleValue", double, DOUBLE);
+B_WRAPPER(b_float, "FloatValue", float, FLOAT);
+B_WRAPPER(b_int64, "Int64Value", int64_t, INT64);
+B_WRAPPER(b_uint64, "UInt64Value", uint64_t, UINT64);
+B_WRAPPER(b_int32, "Int32Value", int32_t, INT32);
+B_WRAPPER(b_uint32, "UInt32Value", uint32_t, UINT32);
+B_WRAPPER(b_bool, "BoolValue", protobuf_c_boolean, BOOL);
+B_WRAPPER(b_string, "StringValue", char *, STRING);
+B_WRAPPER(b_bytes, "BytesValue", ProtobufCBinaryData, BYTES);
+
+typedef struct {
+  ProtobufCMessage base;
+  int64_t seconds;
+  int32_t nanos;
+} b_time_t;
+static const ProtobufCFieldDescriptor b_time_f[] = {
+    B_FIELD("seconds", 1, NONE, INT64, 0, offsetof(b_time_t, seconds), NULL, 0),
+    B_FIELD("nanos", 2, NONE, INT32, 0, offsetof(b_time_t, nanos), NULL, 0)};
+B_MSG(b_timestamp, "google.protobuf.Timestamp", "Timestamp", b_time_t, 2,
+      b_time_f, b_sorted10, 1, b_ranges2);
+B_MSG(b_duration, "google.protobuf.Duration", "Duration", b_time_t, 2, b_time_f,
+      b_sorted10, 1, b_ranges2);
+
+typedef struct {
+  ProtobufCMessage base;
+  char *type_url;
+  ProtobufCBinaryData value;
+} b_any_t;
+static const ProtobufCFieldDescriptor b_any_f[] = {
+    B_FIELD("type_url", 1, NONE, STRING, 0, offsetof(b_any_t, type_url), NULL,
+            0),
+    B_FIELD("value", 2, NONE, BYTES, 0, offsetof(b_any_t, value), NULL, 0)};
+B_MSG(b_any, "google.protobuf.Any", "Any", b_any_t, 2, b_any_f, b_sorted01, 1,
+      b_ranges2);
+
+typedef struct {
+  ProtobufCMessage base;
+  size_t n;
+  void *arr;
+} b_rep_t; /* FieldMask, Struct and ListValue: one repeated field */
+static const ProtobufCFieldDescriptor b_mask_f[] = {
+    B_FIELD("paths", 1, REPEATED, STRING, offsetof(b_rep_t, n),
+            offsetof(b_rep_t, arr), NULL, 0)};
+B_MSG(b_fieldmask, "google.protobuf.FieldMask", "FieldMask", b_rep_t, 1,
+      b_mask_f, b_sorted0, 1, b_ranges1);
+B_MSG(b_empty, "google.protobuf.Empty", "Empty", ProtobufCMessage, 0, NULL,
+      NULL, 0, b_ranges0);
+
+static const ProtobufCEnumValue b_null_v[] = {
+    {"NULL_VALUE", "GOOGLE_PROTOBUF__NULL_VALUE__NULL_VALUE", 0}};
+static const ProtobufCEnumValueIndex b_null_by_name[] = {{"NULL_VALUE", 0}};
+static const ProtobufCIntRange b_null_ranges[] = {{0, 0}, {0, 1}};
+static const ProtobufCEnumDescriptor b_null = {
+    PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+    "google.protobuf.NullValue",
+    "NullValue",
+    "Google__Protobuf__NullValue",
+    "google.protobuf",
+    1,
+    b_null_v,
+    1,
+    b_null_by_name,
+    1,
+    b_null_ranges,
+    NULL,
+    NULL,
+    NULL,
+    NULL};
+
+typedef struct {
+  ProtobufCMessage base;
+  uint32_t kind_case;
+  union {
+    int32_t null_value;
+    double number_value;
+    char *string_value;
+    protobuf_c_boolean bool_value;
+    ProtobufCMessage *struct_value;
+    ProtobufCMessage *list_value;
+  } u;
+} b_value_t;
+typedef struct {
+  ProtobufCMessage base;
+  char *key;
+  ProtobufCMessage *value;
+} b_entry_t;
+
+static const ProtobufCMessageDescriptor b_struct;
+static const ProtobufCMessageDescriptor b_value;
+static const ProtobufCMessageDescriptor b_list;
+
+#define B_KIND(nm, num, ty, desc)                                              \
+  B_FIELD(nm, num, NONE, ty, offsetof(b_value_t, kind_case),                   \
+          offsetof(b_value_t, u), desc, PROTOBUF_C_FIELD_FLAG_ONEOF)
+static const ProtobufCFieldDescriptor b_value_f[] = {
+    B_KIND("null_value", 1, ENUM, &b_null),
+    B_KIND("number_value", 2, DOUBLE, NULL),
+    B_KIND("string_value", 3, STRING, NULL),
+    B_KIND("bool_value", 4, BOOL, NULL),
+    B_KIND("struct_value", 5, MESSAGE, &b_struct),
+    B_KIND("list_value", 6, MESSAGE, &b_list)};
+static const unsigned b_value_sorted[] = {3, 5, 0, 1, 2, 4};
+static const ProtobufCIntRange b_ranges6[] = {{1, 0}, {0, 6}};
+B_MSG(b_value, "google.protobuf.Value", "Value", b_value_t, 6, b_value_f,
+      b_value_sorted, 1, b_ranges6);
+
+static const ProtobufCFieldDescriptor b_entry_f[] = {
+    B_FIELD("key", 1, NONE, STRING, 0, offsetof(b_entry_t, key), NULL, 0),
+    B_FIELD("value", 2, NONE, MESSAGE, 0, offsetof(b_entry_t, value), &b_value,
+            0)};
+B_MSG(b_entry, "google.protobuf.Struct.FieldsEntry", "FieldsEntry", b_entry_t,
+      2, b_entry_f, b_sorted01, 1, b_ranges2);
+static const ProtobufCFieldDescriptor b_struct_f[] = {
+    B_FIELD("fields", 1, REPEATED, MESSAGE, offsetof(b_rep_t, n),
+            offsetof(b_rep_t, arr), &b_entry, 0)};
+B_MSG(b_struct, "google.protobuf.Struct", "Struct", b_rep_t, 1, b_struct_f,
+      b_sorted0, 1, b_ranges1);
+static const ProtobufCFieldDescriptor b_list_f[] = {
+    B_FIELD("values", 1, REPEATED, MESSAGE, offsetof(b_rep_t, n),
+            offsetof(b_rep_t, arr), &b_value, 0)};
+B_MSG(b_list, "google.protobuf.ListValue", "ListValue", b_rep_t, 1, b_list_f,
+      b_sorted0, 1, b_ranges1);
+
+/* The descriptor of an Any's |url|: the caller's resolver first, then the
+   built-in well-known types by the name after the last '/' (as protobuf-go
+   and protobuf-es read type URLs). */
+static const ProtobufCMessageDescriptor *resolve_url(const conch_pbjson_opts *o,
+                                                     const char *url) {
+  static const ProtobufCMessageDescriptor *const builtin[] = {
+      &b_any,    &b_timestamp, &b_duration, &b_double,    &b_float,  &b_int64,
+      &b_uint64, &b_int32,     &b_uint32,   &b_bool,      &b_string, &b_bytes,
+      &b_struct, &b_value,     &b_list,     &b_fieldmask, &b_empty};
+  const ProtobufCMessageDescriptor *d = NULL;
+  const char *name = strrchr(url, '/');
+  size_t i;
+
+  if (o != NULL && o->resolve != NULL) {
+    d = o->resolve(url, o->user_data);
+  }
+  name = name != NULL ? name + 1 : url;
+  for (i = 0; d == NULL && i < sizeof(builtin) / sizeof(builtin[0]); i++) {
+    if (strcmp(builtin[i]->name, name) == 0) {
+      d = builtin[i];
+    }
+  }
+  return d;
+}
+
+/* Seconds of 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z; the largest
+   Duration, 10000 years. */
+#define TS_MIN INT64_C(-62135596800)
+#define TS_MAX INT64_C(253402300799)
+#define DUR_MAX INT64_C(315576000000)
+
+/* Days since 1970-01-01 of a proleptic Gregorian date, and back (Howard
+   Hinnant's algorithms). */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
+  int64_t era;
+  unsigned yoe;
+  unsigned doy;
+  unsigned doe;
+
+  y -= m <= 2;
+  era = (y >= 0 ? y : y - 399) / 400;
+  yoe = (unsigned)(y - era * 400);
+  doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + (int64_t)doe - 719468;
+}
+
+static void civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d) {
+  int64_t era;
+  unsigned doe;
+  unsigned yoe;
+  unsigned doy;
+  unsigned mp;
+
+  z += 719468;
+  era = (z >= 0 ? z : z - 146096) / 146097;
+  doe = (unsigned)(z - era * 146097);
+  yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  mp = (5 * doy + 2) / 153;
+  *d = doy - (153 * mp + 2) / 5 + 1;
+  *m = mp < 10 ? mp + 3 : mp - 9;
+  *y = (int64_t)yoe + era * 400 + (*m <= 2);
+}
+
+/* Whether |s| is a protobuf full name: identifiers joined by dots. */
+static int valid_full_name(const char *s, size_t n) {
+  size_t i = 0;
+
+  for (;;) {
+    if (i >= n || !((s[i] >= 'a' && s[i] <= 'z') ||
+                    (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '_')) {
+      return 0;
+    }
+    i++;
+    while (i < n &&
+           ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+            (s[i] >= '0' && s[i] <= '9') || s[i] == '_')) {
+      i++;
+    }
+    if (i == n) {
+      return 1;
+    }
+    if (s[i] != '.') {
+      return 0;
+    }
+    i++;
+  }
+}
+
 /* ---- Encoding ------------------------------------------------------------ */
 
 typedef struct enc {
   const conch_mem *mem;
+  const conch_pbjson_opts *opts;
   conch_buf *out;
   char *err;
   size_t errlen;
   int rv;
+  int oom; /* an allocation for an Any's payload failed */
 } enc;
 
 static int enc_message(enc *e, const ProtobufCMessage *m,
@@ -301,13 +647,13 @@ static int put_string(enc *e, const char *s, size_t n,
   return put(e, "\"", 1);
 }
 
-/* "<jsonName>": */
-static int put_name(enc *e, const char *name) {
+/* |name| in lowerCamelCase, unquoted: protoc's json name, and protojson's
+   JSONCamelCase of a FieldMask path. */
+static int put_camel(enc *e, const char *name) {
   char chunk[64];
   size_t n = 0;
   int up = 0;
 
-  chunk[n++] = '"';
   for (; *name != '\0'; name++) {
     char c = *name;
 
@@ -327,7 +673,12 @@ static int put_name(enc *e, const char *name) {
     }
     chunk[n++] = c;
   }
-  if (put(e, chunk, n) != 0) {
+  return put(e, chunk, n);
+}
+
+/* "<jsonName>": */
+static int put_name(enc *e, const char *name) {
+  if (put(e, "\"", 1) != 0 || put_camel(e, name) != 0) {
     return -1;
   }
   return put(e, "\":", 2);
@@ -492,6 +843,9 @@ static int enc_value(enc *e, const ProtobufCMessageDescriptor *md,
     int32_t v = *(const int32_t *)p;
     unsigned i;
 
+    if (is_null_enum(ed)) {
+      return put(e, "null", 4); /* whatever the number, as protojson */
+    }
     for (i = 0; i < ed->n_values; i++) {
       if (ed->values[i].value == v) {
         if (put(e, "\"", 1) != 0 || put_str(e, ed->values[i].name) != 0) {
@@ -817,24 +1171,11 @@ static int present(const ProtobufCMessage *m,
   }
 }
 
-static int enc_message(enc *e, const ProtobufCMessage *m,
-                       const ProtobufCMessageDescriptor *d, unsigned depth) {
+static int enc_fields(enc *e, const ProtobufCMessage *m,
+                      const ProtobufCMessageDescriptor *d, unsigned depth,
+                      int first) {
   unsigned i;
-  int first = 1;
 
-  if (is_wkt(d)) {
-    return enc_fail(e, CONCH_ERR_UNSUPPORTED,
-                    "%s: well-known types have their own JSON mapping, which "
-                    "is not supported",
-                    d->name);
-  }
-  if (depth > MAX_DEPTH) {
-    return enc_fail(e, CONCH_ERR_CODEC, "%s: nested more than %d deep", d->name,
-                    MAX_DEPTH);
-  }
-  if (put(e, "{", 1) != 0) {
-    return -1;
-  }
   for (i = 0; m != NULL && i < d->n_fields; i++) {
     const ProtobufCFieldDescriptor *f = &d->fields[i];
     int rv;
@@ -859,11 +1200,309 @@ static int enc_message(enc *e, const ProtobufCMessage *m,
       return -1;
     }
   }
+  return 0;
+}
+
+/* Storage of |f| in |m|, or zeros when there is no message (a map entry
+   without its value). */
+static const void *fval(const ProtobufCMessage *m,
+                        const ProtobufCFieldDescriptor *f) {
+  static const union {
+    uint64_t u;
+    double d;
+    void *p;
+    ProtobufCBinaryData b;
+  } zero;
+
+  return m != NULL ? member(m, f->offset) : (const void *)&zero;
+}
+
+static int layout_fail(enc *e, const ProtobufCMessageDescriptor *d) {
+  return enc_fail(e, CONCH_ERR_CODEC,
+                  "%s: the descriptor does not have the well-known layout",
+                  d->name);
+}
+
+/* ".5", ".500001": 0, 3, 6 or 9 digits, as protojson writes them. */
+static size_t put_nanos(char *p, size_t cap, int32_t n) {
+  if (n == 0) {
+    return 0;
+  }
+  if (n % 1000000 == 0) {
+    return (size_t)snprintf(p, cap, ".%03d", (int)(n / 1000000));
+  }
+  if (n % 1000 == 0) {
+    return (size_t)snprintf(p, cap, ".%06d", (int)(n / 1000));
+  }
+  return (size_t)snprintf(p, cap, ".%09d", (int)n);
+}
+
+/* Timestamp as "1972-01-01T10:00:20.021Z", Duration as "-1.5s". */
+static int enc_time(enc *e, const ProtobufCMessage *m,
+                    const ProtobufCMessageDescriptor *d, wkt k) {
+  const ProtobufCFieldDescriptor *sf =
+      wkt_field(d, 1, PROTOBUF_C_TYPE_INT64, 0);
+  const ProtobufCFieldDescriptor *nf =
+      wkt_field(d, 2, PROTOBUF_C_TYPE_INT32, 0);
+  char buf[80];
+  size_t o;
+  int64_t s;
+  int32_t n;
+
+  if (sf == NULL || nf == NULL) {
+    return layout_fail(e, d);
+  }
+  s = *(const int64_t *)fval(m, sf);
+  n = *(const int32_t *)fval(m, nf);
+  if (k == WKT_TIMESTAMP) {
+    int64_t days = (s >= 0 ? s : s - 86399) / 86400;
+    int64_t rem = s - days * 86400;
+    int64_t y;
+    unsigned mo;
+    unsigned dd;
+
+    if (s < TS_MIN || s > TS_MAX) {
+      return enc_fail(e, CONCH_ERR_CODEC,
+                      "%s: seconds %" PRId64 " out of range", d->name, s);
+    }
+    if (n < 0 || n > 999999999) {
+      return enc_fail(e, CONCH_ERR_CODEC, "%s: nanos %" PRId32 " out of range",
+                      d->name, n);
+    }
+    civil_from_days(days, &y, &mo, &dd);
+    o = (size_t)snprintf(buf, sizeof(buf), "\"%04d-%02u-%02uT%02d:%02d:%02d",
+                         (int)y, mo, dd, (int)(rem / 3600),
+                         (int)(rem / 60 % 60), (int)(rem % 60));
+  } else {
+    if (s < -DUR_MAX || s > DUR_MAX) {
+      return enc_fail(e, CONCH_ERR_CODEC,
+                      "%s: seconds %" PRId64 " out of range", d->name, s);
+    }
+    if (n <= -1000000000 || n >= 1000000000) {
+      return enc_fail(e, CONCH_ERR_CODEC, "%s: nanos %" PRId32 " out of range",
+                      d->name, n);
+    }
+    if ((s > 0 && n < 0) || (s < 0 && n > 0)) {
+      return enc_fail(e, CONCH_ERR_CODEC,
+                      "%s: signs of seconds and nanos do not match", d->name);
+    }
+    o = (size_t)snprintf(buf, sizeof(buf), "\"%s%" PRId64,
+                         s < 0 || n < 0 ? "-" : "", s < 0 ? -s : s);
+    n = n < 0 ? -n : n;
+  }
+  o += put_nanos(buf + o, sizeof(buf) - o, n);
+  buf[o++] = k == WKT_TIMESTAMP ? 'Z' : 's';
+  buf[o++] = '"';
+  return put(e, buf, o);
+}
+
+/* Value: its kind as plain JSON. */
+static int enc_kind(enc *e, const ProtobufCMessage *m,
+                    const ProtobufCMessageDescriptor *d, unsigned depth) {
+  unsigned i;
+
+  for (i = 0; m != NULL && i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+
+    if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) == 0 || !present(m, f)) {
+      continue;
+    }
+    if (f->type == PROTOBUF_C_TYPE_DOUBLE &&
+        !isfinite(*(const double *)member(m, f->offset))) {
+      return enc_fail(e, CONCH_ERR_CODEC, "%s.%s: %g cannot be written as JSON",
+                      d->name, f->name, *(const double *)member(m, f->offset));
+    }
+    return enc_value(e, d, f, member(m, f->offset), depth);
+  }
+  return enc_fail(e, CONCH_ERR_CODEC, "%s: none of the oneof fields is set",
+                  d->name);
+}
+
+/* FieldMask: the paths in lowerCamelCase, joined by commas, when that form
+   reads back as them (protojson's rule). */
+static int enc_fieldmask(enc *e, const ProtobufCMessage *m,
+                         const ProtobufCMessageDescriptor *d) {
+  const ProtobufCFieldDescriptor *f =
+      wkt_field(d, 1, PROTOBUF_C_TYPE_STRING, 1);
+  size_t n;
+  char *const *arr;
+  size_t i;
+
+  if (f == NULL) {
+    return layout_fail(e, d);
+  }
+  n = m != NULL ? *(const size_t *)member(m, f->quantifier_offset) : 0;
+  arr = m != NULL ? *(char *const *const *)member(m, f->offset) : NULL;
+  if (put(e, "\"", 1) != 0) {
+    return -1;
+  }
+  for (i = 0; arr != NULL && i < n; i++) {
+    const char *p = arr[i] != NULL ? arr[i] : "";
+    size_t j;
+
+    if (!valid_full_name(p, strlen(p))) {
+      return enc_fail(e, CONCH_ERR_CODEC,
+                      "%s.paths contains invalid path: \"%.40s\"", d->name, p);
+    }
+    /* Reversible: no upper case, and each '_' before a lower-case letter. */
+    for (j = 0; p[j] != '\0'; j++) {
+      if ((p[j] >= 'A' && p[j] <= 'Z') ||
+          (p[j] == '_' && !(p[j + 1] >= 'a' && p[j + 1] <= 'z'))) {
+        return enc_fail(e, CONCH_ERR_CODEC,
+                        "%s.paths contains irreversible value \"%.40s\"",
+                        d->name, p);
+      }
+    }
+    if ((i > 0 && put(e, ",", 1) != 0) || put_camel(e, p) != 0) {
+      return -1;
+    }
+  }
+  return put(e, "\"", 1);
+}
+
+static void *enc_pb_alloc(void *ud, size_t n) {
+  enc *e = ud;
+  void *p = conch__malloc(e->mem, n);
+
+  if (p == NULL) {
+    e->oom = 1;
+  }
+  return p;
+}
+
+static void enc_pb_free(void *ud, void *p) {
+  enc *e = ud;
+
+  conch__free(e->mem, p);
+}
+
+/* Any: {"@type": url, ...fields}, or {"@type": url, "value": <form>} for a
+   well-known payload. */
+static int enc_any(enc *e, const ProtobufCMessage *m,
+                   const ProtobufCMessageDescriptor *d, unsigned depth) {
+  const ProtobufCFieldDescriptor *tf =
+      wkt_field(d, 1, PROTOBUF_C_TYPE_STRING, 0);
+  const ProtobufCFieldDescriptor *vf =
+      wkt_field(d, 2, PROTOBUF_C_TYPE_BYTES, 0);
+  ProtobufCAllocator pba = {enc_pb_alloc, enc_pb_free, e};
+  const ProtobufCMessageDescriptor *pd;
+  const ProtobufCBinaryData *val;
+  const char *url;
+  ProtobufCMessage *sub;
+  int rv;
+
+  if (tf == NULL || vf == NULL) {
+    return layout_fail(e, d);
+  }
+  url = *(char *const *)fval(m, tf);
+  url = url != NULL ? url : "";
+  val = fval(m, vf);
+  if (url[0] == '\0') {
+    if (val->len == 0) {
+      return put(e, "{}", 2);
+    }
+    return enc_fail(e, CONCH_ERR_CODEC, "%s: type_url is not set", d->name);
+  }
+  pd = resolve_url(e->opts, url);
+  if (pd == NULL) {
+    return enc_fail(e, CONCH_ERR_CODEC,
+                    "%s: cannot resolve type URL \"%.200s\"", d->name, url);
+  }
+  if (depth + 1 > MAX_DEPTH) {
+    return enc_fail(e, CONCH_ERR_CODEC, "%s: nested more than %d deep",
+                    pd->name, MAX_DEPTH);
+  }
+  e->oom = 0;
+  sub = protobuf_c_message_unpack(pd, &pba, val->len, val->data);
+  if (sub == NULL) {
+    if (e->oom) {
+      return enc_fail(e, CONCH_ERR_NOMEM, "out of memory");
+    }
+    return enc_fail(e, CONCH_ERR_CODEC,
+                    "%s: cannot unpack the value of \"%.200s\" (%zu bytes)",
+                    d->name, url, val->len);
+  }
+  rv = put(e, "{\"@type\":", 9);
+  if (rv == 0) {
+    rv = put_string(e, url, strlen(url), d, tf);
+  }
+  if (rv == 0 && wkt_of(pd) != WKT_NONE) {
+    rv = put(e, ",\"value\":", 9);
+    if (rv == 0) {
+      rv = enc_message(e, sub, pd, depth + 1);
+    }
+  } else if (rv == 0) {
+    rv = enc_fields(e, sub, pd, depth + 1, 0);
+  }
+  protobuf_c_message_free_unpacked(sub, &pba);
+  if (rv != 0) {
+    return -1;
+  }
+  return put(e, "}", 1);
+}
+
+static int enc_wkt(enc *e, const ProtobufCMessage *m,
+                   const ProtobufCMessageDescriptor *d, wkt k, unsigned depth) {
+  const ProtobufCFieldDescriptor *f;
+
+  switch (k) {
+  case WKT_ANY:
+    return enc_any(e, m, d, depth);
+  case WKT_TIMESTAMP:
+  case WKT_DURATION:
+    return enc_time(e, m, d, k);
+  case WKT_WRAPPER:
+    f = wkt_field(d, 1, ANY_SCALAR, 0);
+    if (f == NULL) {
+      return layout_fail(e, d);
+    }
+    return enc_value(e, d, f, fval(m, f), depth);
+  case WKT_STRUCT:
+    f = wkt_field(d, 1, PROTOBUF_C_TYPE_MESSAGE, 1);
+    if (f == NULL || !is_map(d, f)) {
+      return layout_fail(e, d);
+    }
+    return m != NULL ? enc_map(e, d, f, m, depth) : put(e, "{}", 2);
+  case WKT_LIST:
+    f = wkt_field(d, 1, PROTOBUF_C_TYPE_MESSAGE, 1);
+    if (f == NULL) {
+      return layout_fail(e, d);
+    }
+    return m != NULL ? enc_list(e, d, f, m, depth) : put(e, "[]", 2);
+  case WKT_VALUE:
+    return enc_kind(e, m, d, depth);
+  case WKT_FIELDMASK:
+    return enc_fieldmask(e, m, d);
+  default:
+    return layout_fail(e, d);
+  }
+}
+
+static int enc_message(enc *e, const ProtobufCMessage *m,
+                       const ProtobufCMessageDescriptor *d, unsigned depth) {
+  wkt k = wkt_of(d);
+
+  if (depth > MAX_DEPTH) {
+    return enc_fail(e, CONCH_ERR_CODEC, "%s: nested more than %d deep", d->name,
+                    MAX_DEPTH);
+  }
+  if (k != WKT_NONE && k != WKT_EMPTY) {
+    return enc_wkt(e, m, d, k, depth);
+  }
+  if (put(e, "{", 1) != 0 || enc_fields(e, m, d, depth, 1) != 0) {
+    return -1;
+  }
   return put(e, "}", 1);
 }
 
 int conch__pbjson_encode(const ProtobufCMessage *m, const conch_mem *mem,
                          conch_buf *out, char *err, size_t errlen) {
+  return conch__pbjson_encode_ex(m, NULL, mem, out, err, errlen);
+}
+
+int conch__pbjson_encode_ex(const ProtobufCMessage *m,
+                            const conch_pbjson_opts *opts, const conch_mem *mem,
+                            conch_buf *out, char *err, size_t errlen) {
   enc e;
   size_t size0 = conch__buf_size(out);
 
@@ -871,6 +1510,8 @@ int conch__pbjson_encode(const ProtobufCMessage *m, const conch_mem *mem,
     err[0] = '\0';
   }
   e.mem = mem != NULL ? mem : conch_mem_default();
+  e.opts = opts;
+  e.oom = 0;
   e.out = out;
   e.err = err;
   e.errlen = errlen;
@@ -886,6 +1527,7 @@ int conch__pbjson_encode(const ProtobufCMessage *m, const conch_mem *mem,
 
 typedef struct dec {
   ProtobufCAllocator *alloc;
+  const conch_pbjson_opts *opts;
   char *err;
   size_t errlen;
   int rv;
@@ -897,6 +1539,10 @@ typedef struct dec {
 
 static int dec_message(dec *d, const ProtobufCMessageDescriptor *md,
                        const json_t *obj, ProtobufCMessage *m, unsigned depth);
+static int dec_msg(dec *d, const ProtobufCMessageDescriptor *pmd,
+                   const ProtobufCFieldDescriptor *pf,
+                   const ProtobufCMessageDescriptor *sd, const json_t *v,
+                   ProtobufCMessage *m, unsigned depth);
 
 static int dec_fail(dec *d, int rv, const char *fmt, ...) CONCH_PRINTF(3, 4);
 static int dec_fail(dec *d, int rv, const char *fmt, ...) {
@@ -994,16 +1640,12 @@ static ProtobufCMessage *new_message(dec *d,
                                      const ProtobufCMessageDescriptor *md) {
   ProtobufCMessage *m;
 
-  if (is_wkt(md)) {
-    dec_fail(d, CONCH_ERR_UNSUPPORTED,
-             "%s: well-known types have their own JSON mapping, which is not "
-             "supported",
-             md->name);
-    return NULL;
-  }
   m = dalloc(d, md->sizeof_message);
-  if (m != NULL) {
+  if (m != NULL && md->message_init != NULL) {
     protobuf_c_message_init(md, m);
+  } else if (m != NULL) { /* our built-in well-known types */
+    memset(m, 0, md->sizeof_message);
+    m->descriptor = md;
   }
   return m;
 }
@@ -1475,6 +2117,10 @@ static int dec_value(dec *d, const ProtobufCMessageDescriptor *md,
     int32_t x = 0;
     char buf[64];
 
+    if (json_is_null(v) && is_null_enum(f->descriptor)) {
+      *(int32_t *)slot = 0;
+      return 0;
+    }
     rc = json_enum(f->descriptor, v, &x);
     if (rc == DISCARD) {
       return DISCARD;
@@ -1510,7 +2156,8 @@ static int dec_value(dec *d, const ProtobufCMessageDescriptor *md,
     const ProtobufCMessageDescriptor *sd = f->descriptor;
     ProtobufCMessage *sub;
 
-    if (!json_is_object(v)) {
+    if (!json_is_object(v) &&
+        (wkt_of(sd) == WKT_NONE || wkt_of(sd) == WKT_EMPTY)) {
       return field_fail(d, md, f, "expected an object (%s), got %s", sd->name,
                         jtype(v));
     }
@@ -1519,7 +2166,7 @@ static int dec_value(dec *d, const ProtobufCMessageDescriptor *md,
       return -1;
     }
     *(ProtobufCMessage **)slot = sub;
-    return dec_message(d, sd, v, sub, depth + 1);
+    return dec_msg(d, md, f, sd, v, sub, depth + 1);
   }
   default:
     return field_fail(d, md, f, "unknown type %d", (int)f->type);
@@ -1581,7 +2228,7 @@ static int dec_list(dec *d, const ProtobufCMessageDescriptor *md,
     const json_t *el = json_array_get(v, i);
     int rc;
 
-    if (json_is_null(el)) {
+    if (json_is_null(el) && !null_ok(f)) {
       return field_fail(d, md, f, "element %zu is null", i);
     }
     (*count)++;
@@ -1722,7 +2369,7 @@ static int dec_map(dec *d, const ProtobufCMessageDescriptor *md,
     if (*count == n) {
       break; /* jansson keeps its size; this cannot happen */
     }
-    if (json_is_null(val)) {
+    if (json_is_null(val) && !null_ok(&ed->fields[1])) {
       return field_fail(d, md, f, "key \"%.40s\": the value is null", key);
     }
     ent = new_message(d, ed);
@@ -1807,7 +2454,7 @@ static int dec_fields(dec *d, const ProtobufCMessageDescriptor *md,
       return field_fail(d, md, f, "duplicate field (\"%.40s\")", key);
     }
     seen[i] |= SEEN;
-    if (json_is_null(val)) {
+    if (json_is_null(val) && !null_ok(f)) {
       continue; /* null is the default: nothing to set */
     }
     if (f->label == PROTOBUF_C_LABEL_REPEATED) {
@@ -1862,10 +2509,506 @@ static int dec_message(dec *d, const ProtobufCMessageDescriptor *md,
   return rv;
 }
 
+/* ---- Decoding well-known types ------------------------------------------ */
+
+/* A failure in a well-known type below the field |pf| of |pmd| (both NULL
+   at the top), named after that field. */
+static int wkt_fail(dec *d, const ProtobufCMessageDescriptor *pmd,
+                    const ProtobufCFieldDescriptor *pf, const char *fmt, ...)
+    CONCH_PRINTF(4, 5);
+static int wkt_fail(dec *d, const ProtobufCMessageDescriptor *pmd,
+                    const ProtobufCFieldDescriptor *pf, const char *fmt, ...) {
+  char what[320];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof(what), fmt, ap);
+  va_end(ap);
+  if (pf == NULL) {
+    return dec_fail(d, CONCH_ERR_CODEC, "%s", what);
+  }
+  return dec_fail(d, CONCH_ERR_CODEC, "field %s.%s: %s", pmd->name, pf->name,
+                  what);
+}
+
+static int dlayout_fail(dec *d, const ProtobufCMessageDescriptor *sd) {
+  return dec_fail(d, CONCH_ERR_CODEC,
+                  "%s: the descriptor does not have the well-known layout",
+                  sd->name);
+}
+
+/* |n| digits at |s| as a number in [lo, hi], or -1. */
+static int digits(const char *s, int n, int lo, int hi) {
+  int v = 0;
+  int i;
+
+  for (i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') {
+      return -1;
+    }
+    v = v * 10 + (s[i] - '0');
+  }
+  return v >= lo && v <= hi ? v : -1;
+}
+
+/* RFC 3339 as protojson takes it (Go's time.Parse with RFC3339Nano, at
+   most 9 fraction digits): YYYY-MM-DDTHH:MM:SS[.f](Z|+HH:MM|-HH:MM). */
+static int parse_timestamp(const char *s, size_t n, int64_t *secs,
+                           int32_t *nanos) {
+  static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  int y, mo, dd, h, mi, sec;
+  int32_t ns = 0;
+  size_t i = 19;
+  int64_t off = 0;
+
+  if (n < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' ||
+      s[16] != ':') {
+    return -1;
+  }
+  y = digits(s, 4, 0, 9999);
+  mo = digits(s + 5, 2, 1, 12);
+  dd = digits(s + 8, 2, 1, 31);
+  h = digits(s + 11, 2, 0, 23);
+  mi = digits(s + 14, 2, 0, 59);
+  sec = digits(s + 17, 2, 0, 59);
+  if (y < 0 || mo < 0 || dd < 0 || h < 0 || mi < 0 || sec < 0 ||
+      dd > mdays[mo - 1] ||
+      (mo == 2 && dd == 29 &&
+       !(y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)))) {
+    return -1;
+  }
+  if (s[i] == '.') {
+    int k = 0;
+
+    i++;
+    while (i < n && s[i] >= '0' && s[i] <= '9') {
+      if (k == 9) {
+        return -1;
+      }
+      ns = ns * 10 + (s[i] - '0');
+      k++;
+      i++;
+    }
+    if (k == 0) {
+      return -1;
+    }
+    for (; k < 9; k++) {
+      ns *= 10;
+    }
+  }
+  if (i + 1 == n && s[i] == 'Z') {
+    off = 0;
+  } else if (i + 6 == n && (s[i] == '+' || s[i] == '-') && s[i + 3] == ':') {
+    int oh = digits(s + i + 1, 2, 0, 23);
+    int om = digits(s + i + 4, 2, 0, 59);
+
+    if (oh < 0 || om < 0) {
+      return -1;
+    }
+    off = (int64_t)(oh * 60 + om) * 60 * (s[i] == '-' ? -1 : 1);
+  } else {
+    return -1;
+  }
+  *secs = days_from_civil(y, (unsigned)mo, (unsigned)dd) * 86400 + h * 3600 +
+          mi * 60 + sec - off;
+  *nanos = ns;
+  return 0;
+}
+
+/* protojson's parseDuration: [+-](0|[1-9][0-9]*)?(.[0-9]{0,9})?s, where
+   the integer part or the dot must be there; the sign applies to both. */
+static int parse_duration(const char *s, size_t n, int64_t *secs,
+                          int32_t *nanos) {
+  size_t i = 0;
+  int neg = 0;
+  uint64_t ip = 0;
+  int32_t ns = 0;
+  int k;
+
+  if (n < 2 || s[n - 1] != 's') {
+    return -1;
+  }
+  n--;
+  if (s[0] == '-' || s[0] == '+') {
+    neg = s[0] == '-';
+    i++;
+  }
+  if (i == n) {
+    return -1;
+  }
+  if (s[i] == '0') {
+    i++;
+  } else if (s[i] >= '1' && s[i] <= '9') {
+    while (i < n && s[i] >= '0' && s[i] <= '9') {
+      unsigned dgt = (unsigned)(s[i] - '0');
+
+      if (ip > ((uint64_t)INT64_MAX - dgt) / 10) {
+        return -1;
+      }
+      ip = ip * 10 + dgt;
+      i++;
+    }
+  } else if (s[i] != '.') {
+    return -1;
+  }
+  if (i < n) {
+    if (s[i] != '.') {
+      return -1;
+    }
+    i++;
+    for (k = 0; k < 9 && i < n && s[i] >= '0' && s[i] <= '9'; k++, i++) {
+      ns = ns * 10 + (s[i] - '0');
+    }
+    if (i < n) {
+      return -1;
+    }
+    for (; k < 9; k++) {
+      ns *= 10;
+    }
+  }
+  *secs = neg ? -(int64_t)ip : (int64_t)ip;
+  *nanos = neg ? -ns : ns;
+  return 0;
+}
+
+static int dec_time(dec *d, const ProtobufCMessageDescriptor *pmd,
+                    const ProtobufCFieldDescriptor *pf,
+                    const ProtobufCMessageDescriptor *sd, const json_t *v,
+                    ProtobufCMessage *m, wkt k) {
+  const ProtobufCFieldDescriptor *sf =
+      wkt_field(sd, 1, PROTOBUF_C_TYPE_INT64, 0);
+  const ProtobufCFieldDescriptor *nf =
+      wkt_field(sd, 2, PROTOBUF_C_TYPE_INT32, 0);
+  int64_t secs = 0;
+  int32_t nanos = 0;
+  char buf[64];
+  int rc;
+
+  if (sf == NULL || nf == NULL) {
+    return dlayout_fail(d, sd);
+  }
+  if (!json_is_string(v)) {
+    return wkt_fail(d, pmd, pf, "expected a string (%s), got %s", sd->name,
+                    jtype(v));
+  }
+  if (k == WKT_TIMESTAMP) {
+    rc = parse_timestamp(json_string_value(v), json_string_length(v), &secs,
+                         &nanos);
+    if (rc == 0 && (secs < TS_MIN || secs > TS_MAX)) {
+      return wkt_fail(d, pmd, pf, "%s out of range (%s)",
+                      show(v, buf, sizeof(buf)), sd->name);
+    }
+  } else {
+    rc = parse_duration(json_string_value(v), json_string_length(v), &secs,
+                        &nanos);
+    if (rc == 0 && (secs < -DUR_MAX || secs > DUR_MAX)) {
+      return wkt_fail(d, pmd, pf, "%s out of range (%s)",
+                      show(v, buf, sizeof(buf)), sd->name);
+    }
+  }
+  if (rc != 0) {
+    return wkt_fail(d, pmd, pf, "invalid %s value %s", sd->name,
+                    show(v, buf, sizeof(buf)));
+  }
+  *(int64_t *)member(m, sf->offset) = secs;
+  *(int32_t *)member(m, nf->offset) = nanos;
+  return 0;
+}
+
+/* FieldMask: "fooBar,baz.qux" becomes the paths foo_bar and baz.qux. */
+static int dec_fieldmask(dec *d, const ProtobufCMessageDescriptor *pmd,
+                         const ProtobufCFieldDescriptor *pf,
+                         const ProtobufCMessageDescriptor *sd, const json_t *v,
+                         ProtobufCMessage *m) {
+  const ProtobufCFieldDescriptor *f =
+      wkt_field(sd, 1, PROTOBUF_C_TYPE_STRING, 1);
+  const char *s;
+  size_t n;
+  size_t np = 1;
+  size_t i;
+  size_t start;
+  size_t *count;
+  char ***arrp;
+
+  if (f == NULL) {
+    return dlayout_fail(d, sd);
+  }
+  if (!json_is_string(v)) {
+    return wkt_fail(d, pmd, pf, "expected a string (%s), got %s", sd->name,
+                    jtype(v));
+  }
+  s = json_string_value(v);
+  n = json_string_length(v);
+  while (n > 0 && strchr(" \t\n\v\f\r", s[0]) != NULL) {
+    s++;
+    n--;
+  }
+  while (n > 0 && strchr(" \t\n\v\f\r", s[n - 1]) != NULL) {
+    n--;
+  }
+  if (n == 0) {
+    return 0;
+  }
+  for (i = 0; i < n; i++) {
+    np += s[i] == ',';
+  }
+  count = member(m, f->quantifier_offset);
+  arrp = member(m, f->offset);
+  *arrp = dalloc(d, np * sizeof(char *));
+  if (*arrp == NULL) {
+    return -1;
+  }
+  *count = 0;
+  for (start = 0; start <= n; start = i + 1) {
+    size_t len;
+    size_t up = 0;
+    size_t j;
+    size_t o = 0;
+    char *p;
+
+    for (i = start; i < n && s[i] != ','; i++) {
+      up += s[i] >= 'A' && s[i] <= 'Z';
+    }
+    len = i - start;
+    if (memchr(s + start, '_', len) != NULL) {
+      return wkt_fail(d, pmd, pf, "%s.paths contains invalid path: \"%.*s\"",
+                      sd->name, (int)(len > 40 ? 40 : len), s + start);
+    }
+    p = dalloc(d, len + up + 1);
+    if (p == NULL) {
+      return -1;
+    }
+    (*arrp)[(*count)++] = p;
+    for (j = start; j < i; j++) {
+      if (s[j] >= 'A' && s[j] <= 'Z') {
+        p[o++] = '_';
+        p[o++] = (char)(s[j] - 'A' + 'a');
+      } else {
+        p[o++] = s[j];
+      }
+    }
+    p[o] = '\0';
+    if (!valid_full_name(p, o)) {
+      return wkt_fail(d, pmd, pf, "%s.paths contains invalid path: \"%.*s\"",
+                      sd->name, (int)(len > 40 ? 40 : len), s + start);
+    }
+  }
+  return 0;
+}
+
+/* Value: the kind follows the JSON type; a string is always string_value,
+   even "NaN" (protojson). */
+static int dec_kind(dec *d, const ProtobufCMessageDescriptor *sd,
+                    const json_t *v, ProtobufCMessage *m, unsigned depth) {
+  static const int types[] = {0,
+                              PROTOBUF_C_TYPE_ENUM,
+                              PROTOBUF_C_TYPE_DOUBLE,
+                              PROTOBUF_C_TYPE_STRING,
+                              PROTOBUF_C_TYPE_BOOL,
+                              PROTOBUF_C_TYPE_MESSAGE,
+                              PROTOBUF_C_TYPE_MESSAGE};
+  const ProtobufCFieldDescriptor *f;
+  uint32_t id;
+
+  switch (json_typeof(v)) {
+  case JSON_NULL:
+    id = 1;
+    break;
+  case JSON_INTEGER:
+  case JSON_REAL:
+    id = 2;
+    break;
+  case JSON_STRING:
+    id = 3;
+    break;
+  case JSON_TRUE:
+  case JSON_FALSE:
+    id = 4;
+    break;
+  case JSON_OBJECT:
+    id = 5;
+    break;
+  default:
+    id = 6;
+    break;
+  }
+  f = wkt_field(sd, id, types[id], 0);
+  if (f == NULL || (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) == 0 ||
+      (id == 1 && !is_null_enum(f->descriptor)) ||
+      (id == 5 && wkt_of(f->descriptor) != WKT_STRUCT) ||
+      (id == 6 && wkt_of(f->descriptor) != WKT_LIST)) {
+    return dlayout_fail(d, sd);
+  }
+  return dec_singular(d, sd, f, v, m, depth);
+}
+
+/* Any: the payload is read (the object's other members, or its "value"
+   for a well-known type) and packed into value. */
+static int dec_any(dec *d, const ProtobufCMessageDescriptor *pmd,
+                   const ProtobufCFieldDescriptor *pf,
+                   const ProtobufCMessageDescriptor *sd, const json_t *v,
+                   ProtobufCMessage *m, unsigned depth) {
+  const ProtobufCFieldDescriptor *tf =
+      wkt_field(sd, 1, PROTOBUF_C_TYPE_STRING, 0);
+  const ProtobufCFieldDescriptor *vf =
+      wkt_field(sd, 2, PROTOBUF_C_TYPE_BYTES, 0);
+  const ProtobufCMessageDescriptor *pd;
+  const json_t *t;
+  const json_t *val;
+  const char *url;
+  ProtobufCMessage *sub;
+  ProtobufCBinaryData *bin;
+  char *copy;
+  size_t n;
+  wkt k;
+  int rc;
+
+  if (tf == NULL || vf == NULL) {
+    return dlayout_fail(d, sd);
+  }
+  if (!json_is_object(v)) {
+    return wkt_fail(d, pmd, pf, "expected an object (%s), got %s", sd->name,
+                    jtype(v));
+  }
+  t = json_object_get(v, "@type");
+  if (t == NULL) {
+    return 0; /* no type: every member is unknown, and dropped */
+  }
+  if (!json_is_string(t) || json_string_length(t) == 0) {
+    return wkt_fail(d, pmd, pf, "%s: @type must be a non-empty string",
+                    sd->name);
+  }
+  url = json_string_value(t);
+  pd = resolve_url(d->opts, url);
+  if (pd == NULL) {
+    return wkt_fail(d, pmd, pf, "%s: cannot resolve type URL \"%.200s\"",
+                    sd->name, url);
+  }
+  k = wkt_of(pd);
+  val = json_object_get(v, "value");
+  if (k != WKT_NONE && val == NULL && k != WKT_EMPTY) {
+    return wkt_fail(d, pmd, pf, "%s: missing \"value\" for %s", sd->name,
+                    pd->name);
+  }
+  if (k == WKT_EMPTY && val != NULL && !json_is_object(val)) {
+    return wkt_fail(d, pmd, pf, "%s: expected an object (%s), got %s", sd->name,
+                    pd->name, jtype(val));
+  }
+  sub = new_message(d, pd);
+  if (sub == NULL) {
+    return -1;
+  }
+  if (k == WKT_NONE) {
+    rc = dec_message(d, pd, v, sub, depth + 1);
+  } else {
+    rc = val != NULL ? dec_msg(d, NULL, NULL, pd, val, sub, depth + 1) : 0;
+  }
+  if (rc == 0) {
+    copy = dalloc(d, strlen(url) + 1);
+    rc = copy != NULL ? 0 : -1;
+  }
+  if (rc == 0) {
+    memcpy(copy, url, strlen(url) + 1);
+    *(char **)member(m, tf->offset) = copy;
+    n = protobuf_c_message_get_packed_size(sub);
+    bin = member(m, vf->offset);
+    if (n > 0) {
+      bin->data = dalloc(d, n);
+      if (bin->data == NULL) {
+        rc = -1;
+      } else {
+        bin->len = protobuf_c_message_pack(sub, bin->data);
+      }
+    }
+  }
+  protobuf_c_message_free_unpacked(sub, d->alloc);
+  return rc;
+}
+
+/* |v| into |m|, a |sd| message, at |depth|: a well-known type in its own
+   form, anything else from an object.  |pf| of |pmd| is the field it
+   came in (both NULL at the top). */
+static int dec_msg(dec *d, const ProtobufCMessageDescriptor *pmd,
+                   const ProtobufCFieldDescriptor *pf,
+                   const ProtobufCMessageDescriptor *sd, const json_t *v,
+                   ProtobufCMessage *m, unsigned depth) {
+  const ProtobufCFieldDescriptor *f;
+  wkt k = wkt_of(sd);
+
+  if (depth > MAX_DEPTH) {
+    return dec_fail(d, CONCH_ERR_CODEC, "%s: nested more than %d deep",
+                    sd->name, MAX_DEPTH);
+  }
+  switch (k) {
+  case WKT_ANY:
+    return dec_any(d, pmd, pf, sd, v, m, depth);
+  case WKT_TIMESTAMP:
+  case WKT_DURATION:
+    return dec_time(d, pmd, pf, sd, v, m, k);
+  case WKT_WRAPPER:
+    f = wkt_field(sd, 1, ANY_SCALAR, 0);
+    if (f == NULL) {
+      return dlayout_fail(d, sd);
+    }
+    if (json_is_null(v)) {
+      return wkt_fail(d, pmd, pf, "expected a value (%s), got null", sd->name);
+    }
+    if (dec_singular(d, sd, f, v, m, depth) == 0) {
+      return 0;
+    }
+    if (pf != NULL && d->rv == CONCH_ERR_CODEC && d->errlen > 0) {
+      /* Named after the field, not after the wrapper's "value". */
+      char what[256];
+      const char *colon = strstr(d->err, ": ");
+
+      snprintf(what, sizeof(what), "%s", colon != NULL ? colon + 2 : d->err);
+      snprintf(d->err, d->errlen, "field %s.%s: %s", pmd->name, pf->name, what);
+    }
+    return -1;
+  case WKT_STRUCT:
+  case WKT_LIST:
+    f = wkt_field(sd, 1, PROTOBUF_C_TYPE_MESSAGE, 1);
+    if (f == NULL || (k == WKT_STRUCT) != is_map(sd, f)) {
+      return dlayout_fail(d, sd);
+    }
+    if (k == WKT_STRUCT ? !json_is_object(v) : !json_is_array(v)) {
+      return wkt_fail(d, pmd, pf, "expected %s (%s), got %s",
+                      k == WKT_STRUCT ? "an object" : "an array", sd->name,
+                      jtype(v));
+    }
+    return k == WKT_STRUCT ? dec_map(d, sd, f, v, m, depth)
+                           : dec_list(d, sd, f, v, m, depth);
+  case WKT_VALUE:
+    return dec_kind(d, sd, v, m, depth);
+  case WKT_FIELDMASK:
+    return dec_fieldmask(d, pmd, pf, sd, v, m);
+  default:
+    if (!json_is_object(v)) {
+      if (pf == NULL) {
+        return dec_fail(d, CONCH_ERR_CODEC,
+                        "%s: expected a JSON object, got %s", sd->name,
+                        jtype(v));
+      }
+      return wkt_fail(d, pmd, pf, "expected an object (%s), got %s", sd->name,
+                      jtype(v));
+    }
+    return dec_message(d, sd, v, m, depth);
+  }
+}
+
 int conch__pbjson_decode(const ProtobufCMessageDescriptor *desc,
                          const uint8_t *json, size_t len,
                          ProtobufCAllocator *alloc, ProtobufCMessage **out,
                          char *err, size_t errlen) {
+  return conch__pbjson_decode_ex(desc, json, len, NULL, alloc, out, err,
+                                 errlen);
+}
+
+int conch__pbjson_decode_ex(const ProtobufCMessageDescriptor *desc,
+                            const uint8_t *json, size_t len,
+                            const conch_pbjson_opts *opts,
+                            ProtobufCAllocator *alloc, ProtobufCMessage **out,
+                            char *err, size_t errlen) {
   ProtobufCAllocator libc = {libc_alloc, libc_free, NULL};
   dec d;
   json_error_t je;
@@ -1877,15 +3020,19 @@ int conch__pbjson_decode(const ProtobufCMessageDescriptor *desc,
     err[0] = '\0';
   }
   d.alloc = alloc != NULL ? alloc : &libc;
+  d.opts = opts;
   d.err = err;
   d.errlen = errlen;
   d.rv = 0;
-  root = json_loadb((const char *)json, len, JSON_REJECT_DUPLICATES, &je);
+  root = json_loadb((const char *)json, len,
+                    JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
   if (root == NULL && json_error_code(&je) == json_error_numeric_overflow) {
     /* An integer past 64 bits, maybe in a field we drop anyway: read every
        integer as a double instead, as protojson copes with the number. */
     root = json_loadb((const char *)json, len,
-                      JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &je);
+                      JSON_REJECT_DUPLICATES | JSON_DECODE_ANY |
+                          JSON_DECODE_INT_AS_REAL,
+                      &je);
   }
   if (root == NULL) {
     if (json_error_code(&je) == json_error_out_of_memory) {
@@ -1896,12 +3043,13 @@ int conch__pbjson_decode(const ProtobufCMessageDescriptor *desc,
     }
     return d.rv;
   }
-  if (!json_is_object(root)) {
+  if (!json_is_object(root) &&
+      (wkt_of(desc) == WKT_NONE || wkt_of(desc) == WKT_EMPTY)) {
     dec_fail(&d, CONCH_ERR_CODEC, "%s: expected a JSON object, got %s",
              desc->name, jtype(root));
   } else {
     m = new_message(&d, desc);
-    if (m != NULL && dec_message(&d, desc, root, m, 0) != 0) {
+    if (m != NULL && dec_msg(&d, NULL, NULL, desc, root, m, 0) != 0) {
       protobuf_c_message_free_unpacked(m, d.alloc);
       m = NULL;
     }

@@ -9,11 +9,15 @@
    field is a repeated field of the nested message "<CamelName>Entry" with
    fields key = 1 and value = 2, which is how protoc lowers map<K, V>.
 
-   Well-known types (google.protobuf.*) have JSON forms of their own
-   (Timestamp as an RFC 3339 string, Struct as a bare object, wrappers as
-   their value, ...).  They are refused with CONCH_ERR_UNSUPPORTED instead of
-   being written in the generic form, except google.protobuf.Empty, whose
-   special form is the generic one. */
+   Well-known types (google.protobuf.*) take their own JSON forms, as
+   protojson writes and reads them: Timestamp as an RFC 3339 string, Duration
+   as "1.5s", the wrappers as their value, Struct, Value and ListValue as
+   arbitrary JSON, NullValue as null, FieldMask as comma-joined lowerCamelCase
+   paths, Empty as {}, and Any as {"@type": url, ...fields} (a well-known
+   payload: {"@type": url, "value": <its form>}).  They are recognised by
+   full name and field numbers, so any compiled copy of them works.  Other
+   google.protobuf.* messages (Api, Type, descriptor.proto, ...) take the
+   generic form, as in protojson. */
 #ifndef CONCH_PBJSON_H
 #define CONCH_PBJSON_H
 
@@ -25,6 +29,22 @@
 #include <conch/mem.h>
 
 #include "buf.h"
+
+/* Options of the _ex functions.  Zero-initialise; NULL options are all
+   zero. */
+typedef struct conch_pbjson_opts {
+  /* Finds the message type of a google.protobuf.Any: |type_url| is the
+     Any's whole type_url ("type.googleapis.com/pkg.Msg"); return its
+     descriptor, or NULL when unknown.  May be NULL.  Well-known types need
+     no resolver: when it is NULL or returns NULL, a URL whose last '/'
+     is followed by the name of a well-known type resolves to a built-in
+     descriptor.  A URL that resolves to nothing is an error (an Any cannot
+     be written or read without its type).  The descriptor must stay valid
+     for the call. */
+  const ProtobufCMessageDescriptor *(*resolve)(const char *type_url,
+                                               void *user_data);
+  void *user_data; /* passed to |resolve| */
+} conch_pbjson_opts;
 
 /* Appends the canonical proto3 JSON of |m| to |out|, grown with |mem| (NULL:
    the C library).  Fields without presence are left out at their default;
@@ -40,11 +60,25 @@
    as the integer 0); no random spaces (protojson adds some on purpose).
    Returns 0; CONCH_ERR_NOMEM; CONCH_ERR_CODEC with the reason in |err| (a
    string that is not UTF-8, a NULL element of a repeated message field,
-   nesting beyond 1000 levels); CONCH_ERR_UNSUPPORTED for a well-known type.
+   nesting beyond 1000 levels).
    On error |out| holds what it held before.  |err| (|errlen| bytes, may be
-   0) gets a NUL-terminated message on every error. */
+   0) gets a NUL-terminated message on every error.
+   Same as conch__pbjson_encode_ex() with NULL options. */
 int conch__pbjson_encode(const ProtobufCMessage *m, const conch_mem *mem,
                          conch_buf *out, char *err, size_t errlen);
+
+/* conch__pbjson_encode() with |opts| (NULL: none).  Well-known types in
+   |m| are refused with CONCH_ERR_CODEC and a reason when protojson refuses
+   them: a Timestamp out of 0001-01-01..9999-12-31 or with nanos out of
+   [0, 1e9), a Duration beyond +-315576000000 s, with |nanos| >= 1e9 or
+   signs that differ, a Value with no kind or a NaN or infinite number, a
+   FieldMask path that is not a dotted identifier or does not survive the
+   lowerCamelCase round trip, an Any with a value but no type_url, whose
+   type does not resolve, or whose value does not unpack as that type.
+   An Any's value is unpacked with |mem|. */
+int conch__pbjson_encode_ex(const ProtobufCMessage *m,
+                            const conch_pbjson_opts *opts, const conch_mem *mem,
+                            conch_buf *out, char *err, size_t errlen);
 
 /* Parses |len| bytes of JSON as a |d| message into |*out|, allocated with
    |alloc| (NULL: protobuf-c's default, the C library) the way
@@ -66,13 +100,32 @@ int conch__pbjson_encode(const ProtobufCMessage *m, const conch_mem *mem,
    JSON number that has a fraction or exponent and lies above 2^53 is
    refused (jansson holds it as a double; quote it to be exact); a float
    field given a JSON number is rounded through double.
-   Returns 0; CONCH_ERR_NOMEM; CONCH_ERR_CODEC with the reason in |err|;
-   CONCH_ERR_UNSUPPORTED for a well-known type.  On error |*out| is NULL.
-   |err| (|errlen| bytes, may be 0) gets a NUL-terminated message on every
-   error. */
+   Returns 0; CONCH_ERR_NOMEM; CONCH_ERR_CODEC with the reason in |err|.
+   On error |*out| is NULL.  |err| (|errlen| bytes, may be 0) gets a
+   NUL-terminated message on every error.
+   Same as conch__pbjson_decode_ex() with NULL options. */
 int conch__pbjson_decode(const ProtobufCMessageDescriptor *d,
                          const uint8_t *json, size_t len,
                          ProtobufCAllocator *alloc, ProtobufCMessage **out,
                          char *err, size_t errlen);
+
+/* conch__pbjson_decode() with |opts| (NULL: none).  |d| may itself be a
+   well-known type, whose JSON need not be an object ("1.5s").
+   Well-known types are read as protojson reads them: null for a Value
+   field (or a NullValue one) is a Value holding null_value, not "unset";
+   a Timestamp is YYYY-MM-DDTHH:MM:SS[.1-9 digits](Z|+HH:MM|-HH:MM) within
+   0001-01-01T00:00:00Z..9999-12-31T23:59:59.999999999Z; a Duration is
+   [+-]digits[.0-9 digits]s within +-315576000000 s; an Any with no
+   "@type" member is an empty Any (DiscardUnknown), and one whose type does
+   not resolve is an error naming the URL; an Any's value is packed with
+   |alloc|.  Refused where protojson takes them: Go's time.Parse also takes
+   a one-digit hour, a ',' before the fraction and a zone hour of 24 (its
+   fallback parser); a FieldMask is trimmed of ASCII white space only (Go:
+   Unicode). */
+int conch__pbjson_decode_ex(const ProtobufCMessageDescriptor *d,
+                            const uint8_t *json, size_t len,
+                            const conch_pbjson_opts *opts,
+                            ProtobufCAllocator *alloc, ProtobufCMessage **out,
+                            char *err, size_t errlen);
 
 #endif

@@ -167,7 +167,8 @@ static void test_bad_json(void **state) {
   static const char *const bodies[][2] = {
       {"{", "unmarshal into process.ListRequest: syntax error"},
       {"[]", "unmarshal into process.ListRequest: "},
-      {"null", "unmarshal into process.ListRequest: syntax error"},
+      {"null", "unmarshal into process.ListRequest: process.ListRequest: "
+               "expected a JSON object, got null"},
       {"{\"a\":1}x", "unmarshal into process.ListRequest: syntax error"},
       {"\xff", "unmarshal into process.ListRequest: syntax error"},
   };

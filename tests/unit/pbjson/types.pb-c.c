@@ -247,6 +247,63 @@ void   pbjsontest__oneofs__free_unpacked
   assert(message->base.descriptor == &pbjsontest__oneofs__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   pbjsontest__wkt__vmap_entry__init
+                     (Pbjsontest__Wkt__VmapEntry         *message)
+{
+  static const Pbjsontest__Wkt__VmapEntry init_value = PBJSONTEST__WKT__VMAP_ENTRY__INIT;
+  *message = init_value;
+}
+void   pbjsontest__wkt__tmap_entry__init
+                     (Pbjsontest__Wkt__TmapEntry         *message)
+{
+  static const Pbjsontest__Wkt__TmapEntry init_value = PBJSONTEST__WKT__TMAP_ENTRY__INIT;
+  *message = init_value;
+}
+void   pbjsontest__wkt__init
+                     (Pbjsontest__Wkt         *message)
+{
+  static const Pbjsontest__Wkt init_value = PBJSONTEST__WKT__INIT;
+  *message = init_value;
+}
+size_t pbjsontest__wkt__get_packed_size
+                     (const Pbjsontest__Wkt *message)
+{
+  assert(message->base.descriptor == &pbjsontest__wkt__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t pbjsontest__wkt__pack
+                     (const Pbjsontest__Wkt *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &pbjsontest__wkt__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t pbjsontest__wkt__pack_to_buffer
+                     (const Pbjsontest__Wkt *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &pbjsontest__wkt__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Pbjsontest__Wkt *
+       pbjsontest__wkt__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Pbjsontest__Wkt *)
+     protobuf_c_message_unpack (&pbjsontest__wkt__descriptor,
+                                allocator, len, data);
+}
+void   pbjsontest__wkt__free_unpacked
+                     (Pbjsontest__Wkt *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &pbjsontest__wkt__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor pbjsontest__scalars__field_descriptors[20] =
 {
   {
@@ -1583,6 +1640,523 @@ const ProtobufCMessageDescriptor pbjsontest__oneofs__descriptor =
   pbjsontest__oneofs__field_indices_by_name,
   1,  pbjsontest__oneofs__number_ranges,
   (ProtobufCMessageInit) pbjsontest__oneofs__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor pbjsontest__wkt__vmap_entry__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt__VmapEntry, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt__VmapEntry, value),
+    &google__protobuf__value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned pbjsontest__wkt__vmap_entry__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
+};
+static const ProtobufCIntRange pbjsontest__wkt__vmap_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor pbjsontest__wkt__vmap_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "pbjsontest.Wkt.VmapEntry",
+  "VmapEntry",
+  "Pbjsontest__Wkt__VmapEntry",
+  "pbjsontest",
+  sizeof(Pbjsontest__Wkt__VmapEntry),
+  2,
+  pbjsontest__wkt__vmap_entry__field_descriptors,
+  pbjsontest__wkt__vmap_entry__field_indices_by_name,
+  1,  pbjsontest__wkt__vmap_entry__number_ranges,
+  (ProtobufCMessageInit) pbjsontest__wkt__vmap_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor pbjsontest__wkt__tmap_entry__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt__TmapEntry, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt__TmapEntry, value),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned pbjsontest__wkt__tmap_entry__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
+};
+static const ProtobufCIntRange pbjsontest__wkt__tmap_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor pbjsontest__wkt__tmap_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "pbjsontest.Wkt.TmapEntry",
+  "TmapEntry",
+  "Pbjsontest__Wkt__TmapEntry",
+  "pbjsontest",
+  sizeof(Pbjsontest__Wkt__TmapEntry),
+  2,
+  pbjsontest__wkt__tmap_entry__field_descriptors,
+  pbjsontest__wkt__tmap_entry__field_indices_by_name,
+  1,  pbjsontest__wkt__tmap_entry__number_ranges,
+  (ProtobufCMessageInit) pbjsontest__wkt__tmap_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor pbjsontest__wkt__field_descriptors[30] =
+{
+  {
+    "ts",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, ts),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "dur",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, dur),
+    &google__protobuf__duration__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "dbl",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, dbl),
+    &google__protobuf__double_value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "flt",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, flt),
+    &google__protobuf__float_value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "i64",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, i64),
+    &google__protobuf__int64_value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "u64",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, u64),
+    &google__protobuf__uint64_value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "i32",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, i32),
+    &google__protobuf__int32_value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "u32",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, u32),
+    &google__protobuf__uint32_value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bo",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, bo),
+    &google__protobuf__bool_value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "str",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, str),
+    &google__protobuf__string_value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "by",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, by),
+    &google__protobuf__bytes_value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "st",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, st),
+    &google__protobuf__struct__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "val",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, val),
+    &google__protobuf__value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lv",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, lv),
+    &google__protobuf__list_value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "nv",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, nv),
+    &google__protobuf__null_value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fm",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, fm),
+    &google__protobuf__field_mask__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "empty",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, empty),
+    &google__protobuf__empty__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "any",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, any),
+    &google__protobuf__any__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "vals",
+    19,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Pbjsontest__Wkt, n_vals),
+    offsetof(Pbjsontest__Wkt, vals),
+    &google__protobuf__value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "vmap",
+    20,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Pbjsontest__Wkt, n_vmap),
+    offsetof(Pbjsontest__Wkt, vmap),
+    &pbjsontest__wkt__vmap_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "anys",
+    21,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Pbjsontest__Wkt, n_anys),
+    offsetof(Pbjsontest__Wkt, anys),
+    &google__protobuf__any__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "tmap",
+    22,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Pbjsontest__Wkt, n_tmap),
+    offsetof(Pbjsontest__Wkt, tmap),
+    &pbjsontest__wkt__tmap_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "durs",
+    23,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Pbjsontest__Wkt, n_durs),
+    offsetof(Pbjsontest__Wkt, durs),
+    &google__protobuf__duration__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "i32s",
+    24,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Pbjsontest__Wkt, n_i32s),
+    offsetof(Pbjsontest__Wkt, i32s),
+    &google__protobuf__int32_value__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "o_val",
+    25,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Pbjsontest__Wkt, kind_case),
+    offsetof(Pbjsontest__Wkt, o_val),
+    &google__protobuf__value__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "o_null",
+    26,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    offsetof(Pbjsontest__Wkt, kind_case),
+    offsetof(Pbjsontest__Wkt, o_null),
+    &google__protobuf__null_value__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "o_ts",
+    27,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Pbjsontest__Wkt, kind_case),
+    offsetof(Pbjsontest__Wkt, o_ts),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "opt_null",
+    28,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    offsetof(Pbjsontest__Wkt, _opt_null_case),
+    offsetof(Pbjsontest__Wkt, opt_null),
+    &google__protobuf__null_value__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "nulls",
+    29,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_ENUM,
+    offsetof(Pbjsontest__Wkt, n_nulls),
+    offsetof(Pbjsontest__Wkt, nulls),
+    &google__protobuf__null_value__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "child",
+    30,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Pbjsontest__Wkt, child),
+    &pbjsontest__wkt__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned pbjsontest__wkt__field_indices_by_name[] = {
+  17,   /* field[17] = any */
+  20,   /* field[20] = anys */
+  8,   /* field[8] = bo */
+  10,   /* field[10] = by */
+  29,   /* field[29] = child */
+  2,   /* field[2] = dbl */
+  1,   /* field[1] = dur */
+  22,   /* field[22] = durs */
+  16,   /* field[16] = empty */
+  3,   /* field[3] = flt */
+  15,   /* field[15] = fm */
+  6,   /* field[6] = i32 */
+  23,   /* field[23] = i32s */
+  4,   /* field[4] = i64 */
+  13,   /* field[13] = lv */
+  28,   /* field[28] = nulls */
+  14,   /* field[14] = nv */
+  25,   /* field[25] = o_null */
+  26,   /* field[26] = o_ts */
+  24,   /* field[24] = o_val */
+  27,   /* field[27] = opt_null */
+  11,   /* field[11] = st */
+  9,   /* field[9] = str */
+  21,   /* field[21] = tmap */
+  0,   /* field[0] = ts */
+  7,   /* field[7] = u32 */
+  5,   /* field[5] = u64 */
+  12,   /* field[12] = val */
+  18,   /* field[18] = vals */
+  19,   /* field[19] = vmap */
+};
+static const ProtobufCIntRange pbjsontest__wkt__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 30 }
+};
+const ProtobufCMessageDescriptor pbjsontest__wkt__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "pbjsontest.Wkt",
+  "Wkt",
+  "Pbjsontest__Wkt",
+  "pbjsontest",
+  sizeof(Pbjsontest__Wkt),
+  30,
+  pbjsontest__wkt__field_descriptors,
+  pbjsontest__wkt__field_indices_by_name,
+  1,  pbjsontest__wkt__number_ranges,
+  (ProtobufCMessageInit) pbjsontest__wkt__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue pbjsontest__color__enum_values_by_number[4] =

@@ -4,8 +4,9 @@
 //   node vectors.mjs DESCRIPTOR_SET > vectors.json     (gen.sh runs this)
 //
 // Each case is a JSON text parsed with fromJsonString(..., {
-// ignoreUnknownFields: true }) (connect-go's codec discards unknown fields
-// and unknown enum names too).  Recorded: whether protobuf-es accepted it,
+// ignoreUnknownFields: true, registry }) (connect-go's codec discards
+// unknown fields and unknown enum names too; the registry, of every type in
+// the descriptor set, resolves Any).  Recorded: whether protobuf-es accepted it,
 // the binary form of the result (hex) and its canonical JSON (toJsonString
 // with default options, which connect-es uses).
 //
@@ -16,6 +17,12 @@
 //   map_order     protobuf-es keeps a map's insertion order (JavaScript puts
 //                 integer-like keys first); protojson sorts keys, so the
 //                 test compares such cases as JSON values, not as text
+//   member_order  set on every case with an Any: protojson writes "@type"
+//                 first, protobuf-es last; compared as JSON values too
+//   lossy         our output reads back as another message (as protojson's
+//                 does)
+//   bin_differs   protobuf-es's binary form is not what protojson makes of
+//                 the case (the test does not compare it)
 // Our codec follows protojson.  The packages come from tests/server/node
 // (npm ci there).
 import { readFileSync } from "node:fs";
@@ -44,6 +51,9 @@ const R = "pbjsontest.Repeats";
 const M = "pbjsontest.Maps";
 const O = "pbjsontest.Oneofs";
 const P2 = "pbjsontest2.P2";
+const W = "pbjsontest.Wkt";
+const BAD_PATH = { expect_ok: false,
+  note: "protojson: each path must be a dotted identifier" };
 
 // [type, json text, overrides?]
 const cases = [
@@ -306,6 +316,283 @@ const cases = [
   [P2, "{}", { expect_ok: false, note: "required field r missing" }],
   [P2, '{"r":1,"child":{}}', { expect_ok: false,
     note: "required field r missing in child" }],
+
+  // ---- well-known types ----------------------------------------------------
+  // Timestamp
+  [W, '{"ts":"1970-01-01T00:00:00Z"}'],
+  [W, '{"ts":"2024-02-29T12:34:56.5Z"}'],
+  [W, '{"ts":"2024-02-29T12:34:56.123456Z"}'],
+  [W, '{"ts":"2024-02-29T12:34:56.123456789Z"}'],
+  [W, '{"ts":"2024-02-29T12:34:56.120000001Z"}'],
+  [W, '{"ts":"2024-02-29T12:34:56.000Z"}'],
+  [W, '{"ts":"0001-01-01T00:00:00Z"}'],
+  [W, '{"ts":"9999-12-31T23:59:59.999999999Z"}'],
+  [W, '{"ts":"1970-01-01T01:00:00+01:00"}'],
+  [W, '{"ts":"1969-12-31T23:59:59.999-00:30"}'],
+  [W, '{"ts":"2000-01-01T00:00:00.5+05:30"}'],
+  [W, '{"ts":"0001-01-01T00:30:00+00:30"}'],
+  [W, '{"ts":"9999-12-31T22:59:59-01:00"}'],
+  [W, '{"ts":null}'],
+  [W, '{"ts":"0000-12-31T23:59:59Z"}'],
+  [W, '{"ts":"0001-01-01T00:00:00+00:01"}'],
+  [W, '{"ts":"9999-12-31T23:59:59-01:00"}'],
+  [W, '{"ts":"10000-01-01T00:00:00Z"}'],
+  [W, '{"ts":"2023-02-29T00:00:00Z"}', { expect_ok: false,
+    note: "Go's time.Parse checks the day of the month; Date rolls over" }],
+  [W, '{"ts":"2024-04-31T00:00:00Z"}', { expect_ok: false,
+    note: "Go's time.Parse checks the day of the month; Date rolls over" }],
+  [W, '{"ts":"2024-13-01T00:00:00Z"}'],
+  [W, '{"ts":"2024-01-01T24:00:00Z"}', { expect_ok: false,
+    note: "Go's time.Parse takes hours 0-23 only" }],
+  [W, '{"ts":"2024-01-01T00:60:00Z"}'],
+  [W, '{"ts":"2024-01-01T00:00:60Z"}'],
+  [W, '{"ts":"2024-01-01t00:00:00Z"}'],
+  [W, '{"ts":"2024-01-01T00:00:00z"}'],
+  [W, '{"ts":"2024-01-01T00:00:00"}'],
+  [W, '{"ts":"2024-01-01 00:00:00Z"}'],
+  [W, '{"ts":"2024-01-01T00:00:00.Z"}'],
+  [W, '{"ts":"2024-01-01T00:00:00.1234567891Z"}'],
+  [W, '{"ts":"2024-01-01T00:00:00+0100"}'],
+  [W, '{"ts":"2024-01-01T00:00:00+24:00"}'],
+  [W, '{"ts":"2024-1-01T00:00:00Z"}'],
+  [W, '{"ts":""}'],
+  [W, '{"ts":1}'],
+  [W, '{"ts":{"seconds":1}}'],
+  // Duration
+  [W, '{"dur":"0s"}'],
+  [W, '{"dur":"1s"}'],
+  [W, '{"dur":"-1s"}'],
+  [W, '{"dur":"1.5s"}'],
+  [W, '{"dur":"-1.5s"}'],
+  [W, '{"dur":"0.000000001s"}'],
+  [W, '{"dur":"-0.5s"}'],
+  [W, '{"dur":"1.000s"}'],
+  [W, '{"dur":"1.010s"}'],
+  [W, '{"dur":"1.000001s"}'],
+  [W, '{"dur":"1.123456780s"}'],
+  [W, '{"dur":"315576000000s"}'],
+  [W, '{"dur":"-315576000000.999999999s"}'],
+  [W, '{"dur":"-0s"}'],
+  [W, '{"dur":"+1s"}', { expect_ok: true, expect_canon: '{"dur":"1s"}',
+    note: "protojson's parseDuration takes a '+'" }],
+  [W, '{"dur":".5s"}', { expect_ok: true, expect_canon: '{"dur":"0.500s"}',
+    note: "protojson's parseDuration takes a missing integer part" }],
+  [W, '{"dur":"1.s"}', { expect_ok: true, expect_canon: '{"dur":"1s"}',
+    note: "protojson's parseDuration takes an empty fraction" }],
+  [W, '{"dur":"01s"}', { expect_ok: false,
+    note: "protojson's parseDuration refuses leading zeros" }],
+  [W, '{"dur":"1.0000000001s"}'],
+  [W, '{"dur":"315576000001s"}'],
+  [W, '{"dur":"-315576000001s"}'],
+  [W, '{"dur":"99999999999999999999s"}'],
+  [W, '{"dur":"1"}'],
+  [W, '{"dur":"1S"}'],
+  [W, '{"dur":"1.5e3s"}'],
+  [W, '{"dur":"-s"}'],
+  [W, '{"dur":"s"}'],
+  [W, '{"dur":" 1s"}'],
+  [W, '{"dur":"1s "}', { expect_ok: false,
+    note: "protojson: the last byte must be 's' (protobuf-es's pattern is " +
+      "not anchored at the end)" }],
+  [W, '{"dur":1}'],
+  [W, '{"durs":["1s","0s","-0.001s"]}'],
+  // Wrappers
+  [W, '{"dbl":0,"flt":0,"i64":"0","u64":"0","i32":0,"u32":0,"bo":false,' +
+    '"str":"","by":""}'],
+  [W, '{"dbl":"NaN","flt":"-Infinity","i64":"-9223372036854775808",' +
+    '"u64":"18446744073709551615","i32":-2147483648,"u32":4294967295,' +
+    '"bo":true,"str":"x\\u00e9","by":"AQ=="}'],
+  [W, '{"i64":5,"u64":"7","dbl":"1.5","flt":0.1,"i32":"3"}', {
+    expect_canon: '{"dbl":1.5,"flt":0.1,"i64":"5","u64":"7","i32":3}',
+    note: "protojson writes a FloatValue as a float; protobuf-es as a double" }],
+  [W, '{"dbl":null,"i32":null,"str":null}'],
+  [W, '{"i32s":[1,0,-1]}'],
+  [W, '{"i32s":[1,null]}'],
+  [W, '{"i32":"x"}'],
+  [W, '{"i32":1.5}'],
+  [W, '{"u32":-1}'],
+  [W, '{"bo":"true"}'],
+  [W, '{"i32":{"value":1}}'],
+  [W, '{"str":1}'],
+  [W, '{"by":"!"}'],
+  // Struct, Value, ListValue, NullValue
+  [W, '{"st":{"a":1,"b":"s","c":true,"d":null,"e":[1,"x",null,{"f":[]}],' +
+    '"g":{"h":{}},"i":-2.5e-8,"j":false}}', { map_order: true }],
+  [W, '{"st":{}}'],
+  [W, '{"st":{"z":1,"a":2,"m":3}}', { map_order: true }],
+  [W, '{"st":null}'],
+  [W, '{"val":null}'],
+  [W, '{"val":1.5}'],
+  [W, '{"val":"NaN"}'],
+  [W, '{"val":[]}'],
+  [W, '{"val":{}}'],
+  [W, '{"val":false}'],
+  [W, '{"val":12345678901234567890}'],
+  [W, '{"val":1e300}'],
+  [W, '{"val":{"a":[{"b":null}]}}'],
+  [W, '{"lv":[1,[2,[3]],{"a":null},null,"s",true]}'],
+  [W, '{"lv":[]}'],
+  [W, '{"lv":null}'],
+  [W, '{"vals":[null,1,"a",[],{}]}'],
+  [W, '{"vals":[]}'],
+  [W, '{"vals":null}', { expect_ok: false,
+    note: "protojson: null for a repeated google.protobuf.Value is an error" }],
+  [W, '{"vmap":{"a":null,"b":{"c":1},"c":[]}}', { map_order: true }],
+  [W, '{"vmap":null}'],
+  [W, '{"nv":null}'],
+  [W, '{"nv":"NULL_VALUE"}'],
+  [W, '{"nv":0}'],
+  [W, '{"nv":"BOGUS"}'],
+  [W, '{"oNull":null}'],
+  [W, '{"oVal":null}'],
+  [W, '{"oTs":null}'],
+  [W, '{"oVal":{"a":1}}'],
+  [W, '{"oVal":null,"oNull":null}'],
+  [W, '{"oTs":null,"oNull":null}', { expect_ok: true,
+    expect_canon: '{"oNull":null}',
+    note: "protojson skips a null member (not Value or NullValue) before " +
+      "it checks the oneof" }],
+  [W, '{"optNull":null}'],
+  [W, '{"optNull":"NULL_VALUE"}'],
+  [W, '{"nulls":[null,"NULL_VALUE",0]}'],
+  [W, '{"st":[]}'],
+  [W, '{"st":1}'],
+  [W, '{"st":"x"}'],
+  [W, '{"lv":{}}'],
+  [W, '{"st":{"a":1,"a":2}}', { expect_ok: false,
+    note: "protojson: duplicate key; JSON.parse keeps the last" }],
+  [W, '{"nv":1}', { lossy: true, note: "protojson writes any NullValue " +
+    "as null, which reads back as 0: not the same message" }],
+  [W, '{"nv":{}}'],
+  // FieldMask
+  [W, '{"fm":"a,fooBar,x.yZ"}'],
+  [W, '{"fm":""}'],
+  [W, '{"fm":"a.b.c"}'],
+  [W, '{"fm":"fooBar2"}'],
+  [W, '{"fm":"FooBar"}'],
+  [W, '{"fm":" a,b "}', { expect_canon: '{"fm":"a,b"}', bin_differs: true,
+    note: "protojson trims white space around the string" }],
+  [W, '{"fm":"a, b"}', BAD_PATH],
+  [W, '{"fm":"foo_bar"}'],
+  [W, '{"fm":"a,,b"}', BAD_PATH],
+  [W, '{"fm":"a,"}', BAD_PATH],
+  [W, '{"fm":"1a"}', BAD_PATH],
+  [W, '{"fm":"a..b"}', BAD_PATH],
+  [W, '{"fm":"a-b"}', BAD_PATH],
+  [W, '{"fm":["a"]}'],
+  // Empty
+  [W, '{"empty":{}}'],
+  [W, '{"empty":{"x":1}}'],
+  [W, '{"empty":1}'],
+  [W, '{"empty":null}'],
+  // Any
+  [W, '{"any":{}}'],
+  [W, '{"any":null}'],
+  [W, '{"any":{"@type":"type.googleapis.com/pbjsontest.Scalars","i32":5,' +
+    '"s":"x","color":"COLOR_RED"}}'],
+  [W, '{"any":{"s":"x","@type":"type.googleapis.com/pbjsontest.Scalars"}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/pbjsontest.Scalars"}}'],
+  [W, '{"any":{"@type":"example.com/a/b/pbjsontest.Scalars","i32":1}}', {
+    expect_canon: '{"any":{"@type":"example.com/a/b/pbjsontest.Scalars","i32":1}}',
+    bin_differs: true, note: "protobuf-es rewrites the type URL; protojson " +
+      "keeps it" }],
+  [W, '{"any":{"@type":"pbjsontest.Scalars","i32":1}}', {
+    expect_canon: '{"any":{"@type":"pbjsontest.Scalars","i32":1}}',
+    bin_differs: true, note: "protobuf-es rewrites the type URL; protojson " +
+      "keeps it" }],
+  [W, '{"any":{"@type":"type.googleapis.com/pbjsontest.Scalars","i32":1,' +
+    '"bogus":2}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Timestamp",' +
+    '"value":"2020-01-01T00:00:00.100Z"}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Duration",' +
+    '"value":"-1.5s"}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Int32Value",' +
+    '"value":0}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Int64Value",' +
+    '"value":"-5"}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.StringValue",' +
+    '"value":"s"}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.BytesValue",' +
+    '"value":"AAE="}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Struct",' +
+    '"value":{"a":[1,null]}}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Value",' +
+    '"value":null}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Value",' +
+    '"value":{"x":"y"}}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.ListValue",' +
+    '"value":[]}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.FieldMask",' +
+    '"value":"a.bC,d"}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Empty",' +
+    '"value":{}}}', {
+    expect_canon: '{"any":{"@type":"type.googleapis.com/google.protobuf.Empty",' +
+      '"value":{}}}',
+    note: "protojson writes the value of an Empty" }],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Empty"}}',
+    {
+    expect_canon: '{"any":{"@type":"type.googleapis.com/google.protobuf.Empty",' +
+      '"value":{}}}',
+    note: "protojson writes the value of an Empty" }],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Any",' +
+    '"value":{"@type":"type.googleapis.com/pbjsontest.Scalars","i32":1}}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Any",' +
+    '"value":{"@type":"type.googleapis.com/google.protobuf.Any",' +
+    '"value":{"@type":"type.googleapis.com/google.protobuf.BoolValue",' +
+    '"value":true}}}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Any",' +
+    '"value":{}}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/pbjsontest.Wkt",' +
+    '"ts":"1970-01-01T00:00:01Z","val":null,"any":{"@type":' +
+    '"type.googleapis.com/google.protobuf.Duration","value":"1s"}}}'],
+  [W, '{"anys":[{"@type":"type.googleapis.com/google.protobuf.BoolValue",' +
+    '"value":false},{},{"@type":"type.googleapis.com/pbjsontest.Maps",' +
+    '"ss":{"k":"v"}}]}'],
+  [W, '{"any":{"@type":"type.googleapis.com/nope.Nope"}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/"}}'],
+  [W, '{"any":{"@type":1}}'],
+  [W, '{"any":{"@type":""}}'],
+  [W, '{"any":{"@type":null}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Timestamp"}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Timestamp",' +
+    '"value":1}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Int32Value",' +
+    '"value":null}}', { expect_ok: false,
+    note: "protojson: null is no int32" }],
+  [W, '{"any":{"@type":"type.googleapis.com/google.protobuf.Empty",' +
+    '"value":1}}', { expect_ok: false,
+    note: "protojson: an Empty is an object" }],
+  [W, '{"any":{"@type":"type.googleapis.com/pbjsontest.Scalars",' +
+    '"i32":"x"}}'],
+  [W, '{"any":{"@type":"type.googleapis.com/pbjsontest.Scalars",' +
+    '"@type":"type.googleapis.com/pbjsontest.Scalars"}}', { expect_ok: false,
+    note: "protojson: duplicate @type" }],
+  [W, '{"any":{"i32":1}}', { expect_ok: true, expect_canon: '{"any":{}}',
+    note: "protojson with DiscardUnknown reads an Any without @type as " +
+      "empty" }],
+  [W, '{"any":[]}'],
+  [W, '{"tmap":{"b":"1970-01-01T00:00:00Z","a":"2000-01-01T00:00:00.001Z"}}',
+    { map_order: true }],
+  [W, '{"tmap":{"a":null}}'],
+  [W, '{"child":{"child":{"ts":"1970-01-01T00:00:00Z","val":null}}}'],
+  // As the top-level message.
+  ["google.protobuf.Timestamp", '"1970-01-01T00:00:00.000000001Z"'],
+  ["google.protobuf.Timestamp", '{}'],
+  ["google.protobuf.Duration", '"1.5s"'],
+  ["google.protobuf.Int64Value", '"12"'],
+  ["google.protobuf.Int64Value", 'null', { expect_ok: false,
+    note: "protojson: null is no int64" }],
+  ["google.protobuf.BoolValue", 'false'],
+  ["google.protobuf.Value", 'null'],
+  ["google.protobuf.Value", '[1,"a",{"b":null}]'],
+  ["google.protobuf.Struct", '{"a":{"b":[]}}'],
+  ["google.protobuf.Struct", '[]'],
+  ["google.protobuf.ListValue", '[null,[]]'],
+  ["google.protobuf.FieldMask", '"a,bC"'],
+  ["google.protobuf.Empty", '{}'],
+  ["google.protobuf.Any",
+    '{"@type":"type.googleapis.com/google.protobuf.Value","value":1}'],
+  ["google.protobuf.Any", '{}'],
 ];
 
 const hex = (b) => Buffer.from(b).toString("hex");
@@ -315,16 +602,19 @@ for (const [typeName, json, extra = {}] of cases) {
   if (!desc) throw new Error(`no message ${typeName}`);
   const v = { type: typeName, json };
   try {
-    const msg = pb.fromJsonString(desc, json, { ignoreUnknownFields: true });
+    const msg = pb.fromJsonString(desc, json,
+      { ignoreUnknownFields: true, registry });
     const bin = pb.toBinary(desc, msg);
     // The canonical form of what the binary holds, as a reader sees it.
     v.ok = true;
     v.bin = hex(bin);
-    v.canon = pb.toJsonString(desc, pb.fromBinary(desc, bin));
+    v.canon = pb.toJsonString(desc, pb.fromBinary(desc, bin), { registry });
   } catch (e) {
     v.ok = false;
     v.es_error = String(e.message ?? e);
   }
+  // protojson writes "@type" first, protobuf-es last.
+  if (json.includes('"@type"')) v.member_order = true;
   Object.assign(v, extra);
   vectors.push(v);
 }
