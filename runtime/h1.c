@@ -529,7 +529,7 @@ static int p_headers_complete(http_parser *p) {
   conch_h1 *h = p->data;
   nghttp2_data_provider prd;
   nghttp2_nv *nva;
-  char status[4];
+  char status[8]; /* 3 digits (200-999 checked below) */
   long n;
   int rv, nobody;
 
