@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "pbjson.h"
 
 /* A send returns CONCH_ERR_AGAIN while this much waits; on_send_ready fires
    when it drains below half. */
@@ -416,6 +417,38 @@ static int send_bytes(conch_call *call, const uint8_t *p, size_t n) {
   return 0;
 }
 
+static void json_opts(const conch_client *c, conch_pbjson_opts *jo) {
+  jo->resolve = c->o.json_resolve;
+  jo->user_data = c->o.json_resolve_ud;
+}
+
+/* The JSON codec: |msg| into the client's scratch buffer.  A message that
+   cannot be written (an Any whose type does not resolve, a string that is
+   not UTF-8, ...) ends the call with internal, naming the reason. */
+static int encode_json(conch_call *call, const ProtobufCMessage *msg) {
+  conch_client *c = call->client;
+  conch_pbjson_opts jo;
+  char err[256];
+  int rv;
+
+  json_opts(c, &jo);
+  rv = conch__pbjson_encode_ex(msg, &jo, c->mem, &c->scratch, err, sizeof(err));
+  if (rv == CONCH_ERR_NOMEM) {
+    if (one_message_kind(call)) {
+      conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                       "out of memory serializing the request");
+    }
+    return rv;
+  }
+  if (rv != 0) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_CODEC,
+                     "cannot encode %s as JSON: %s", msg->descriptor->name,
+                     err);
+    return CONCH_ERR_CODEC;
+  }
+  return 0;
+}
+
 int conch_call_send(conch_call *call, const ProtobufCMessage *msg) {
   conch_client *c;
   size_t n;
@@ -432,21 +465,30 @@ int conch_call_send(conch_call *call, const ProtobufCMessage *msg) {
     return rv;
   }
   c = call->client;
-  n = protobuf_c_message_get_packed_size(msg);
   conch__buf_reset(&c->scratch);
-  rv = conch__buf_reserve(&c->scratch, c->mem, n);
-  if (rv != 0) {
-    if (one_message_kind(call)) {
-      conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
-                       "out of memory serializing the request");
+  if (c->o.codec == CONCH_CODEC_JSON) {
+    rv = encode_json(call, msg);
+    if (rv != 0) {
+      return rv;
     }
-    return rv;
+    n = conch__buf_size(&c->scratch);
+  } else {
+    n = protobuf_c_message_get_packed_size(msg);
+    rv = conch__buf_reserve(&c->scratch, c->mem, n);
+    if (rv != 0) {
+      if (one_message_kind(call)) {
+        conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                         "out of memory serializing the request");
+      }
+      return rv;
+    }
+    if (protobuf_c_message_pack(msg, c->scratch.data) != n) {
+      return CONCH_ERR_CODEC;
+    }
+    c->scratch.len = n;
   }
-  if (protobuf_c_message_pack(msg, c->scratch.data) != n) {
-    return CONCH_ERR_CODEC;
-  }
-  c->scratch.len = n;
-  rv = send_bytes(call, c->scratch.data, n);
+  rv = send_bytes(
+      call, c->scratch.data != NULL ? c->scratch.data : (const uint8_t *)"", n);
   if (c->scratch.cap > (4u << 20)) {
     /* Do not keep a huge scratch buffer after one big message. */
     conch__buf_free(&c->scratch, c->mem);
@@ -606,20 +648,42 @@ static size_t take_hold(conch_call *call, size_t wire) {
   return wire;
 }
 
+/* Decodes |p| as the call's output with the client's codec, allocating
+   with |alloc|.  Returns 0, CONCH_ERR_NOMEM (JSON only: protobuf-c does not
+   tell) or CONCH_ERR_CODEC with the reason in |err| ("" when none). */
+static int decode(conch_call *call, ProtobufCAllocator *alloc, const uint8_t *p,
+                  size_t len, ProtobufCMessage **out, char *err,
+                  size_t errlen) {
+  conch_client *c = call->client;
+  err[0] = '\0';
+  if (c->o.codec == CONCH_CODEC_JSON) {
+    conch_pbjson_opts jo;
+    json_opts(c, &jo);
+    return conch__pbjson_decode_ex(call->method->output, p, len, &jo, alloc,
+                                   out, err, errlen);
+  }
+  *out = protobuf_c_message_unpack(call->method->output, alloc, len, p);
+  return *out != NULL ? 0 : CONCH_ERR_CODEC;
+}
+
+static int fail_decode(conch_call *call, size_t len, int rv, const char *err) {
+  if (rv == CONCH_ERR_NOMEM) {
+    return rv; /* conch__call_deliver() says so */
+  }
+  conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_CODEC,
+                   "cannot decode %s (%zu bytes)%s%s",
+                   call->method->output->name, len, err[0] ? ": " : "", err);
+  return CONCH_ERR_CODEC;
+}
+
 /* Checks that |p| decodes, without keeping the result. */
 static int decodes(conch_call *call, const uint8_t *p, size_t len) {
   conch_client *c = call->client;
-  ProtobufCMessage *msg =
-      protobuf_c_message_unpack(call->method->output, &c->arena_alloc, len, p);
+  ProtobufCMessage *msg = NULL;
+  char err[256];
+  int rv = decode(call, &c->arena_alloc, p, len, &msg, err, sizeof(err));
   conch__arena_reset(c);
-  return msg != NULL;
-}
-
-static int fail_decode(conch_call *call, size_t len) {
-  conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_CODEC,
-                   "cannot decode %s (%zu bytes)", call->method->output->name,
-                   len);
-  return CONCH_ERR_CODEC;
+  return rv == 0 ? 0 : fail_decode(call, len, rv, err);
 }
 
 enum { RAWQ_GZIP = 1 };
@@ -650,8 +714,9 @@ static int deliver_pull(conch_call *call, const uint8_t *wire, size_t wlen,
   {
     conch_qmsg m = {NULL, NULL, 0, 0};
     if (compressed) {
-      if (!decodes(call, p, len)) {
-        return fail_decode(call, len);
+      rv = decodes(call, p, len);
+      if (rv != 0) {
+        return rv;
       }
       m.gz = conch__memdup(c->mem, wire, wlen);
       if (m.gz == NULL) {
@@ -659,10 +724,10 @@ static int deliver_pull(conch_call *call, const uint8_t *wire, size_t wlen,
       }
       m.gzlen = wlen;
     } else {
-      m.msg =
-          protobuf_c_message_unpack(call->method->output, &c->pb_alloc, len, p);
-      if (m.msg == NULL) {
-        return fail_decode(call, len);
+      char err[256];
+      rv = decode(call, &c->pb_alloc, p, len, &m.msg, err, sizeof(err));
+      if (rv != 0) {
+        return fail_decode(call, len, rv, err);
       }
     }
     m.wire = hold_bytes;
@@ -688,11 +753,12 @@ static int deliver_push(conch_call *call, const uint8_t *p, size_t len) {
     return 0;
   }
   {
-    ProtobufCMessage *msg = protobuf_c_message_unpack(call->method->output,
-                                                      &c->arena_alloc, len, p);
-    if (msg == NULL) {
+    ProtobufCMessage *msg = NULL;
+    char err[256];
+    int rv = decode(call, &c->arena_alloc, p, len, &msg, err, sizeof(err));
+    if (rv != 0) {
       conch__arena_reset(c);
-      return fail_decode(call, len);
+      return fail_decode(call, len, rv, err);
     }
     if (call->h.on_message != NULL) {
       enter(call);
@@ -962,12 +1028,16 @@ int conch_call_recv(conch_call *call, ProtobufCMessage **msg) {
                             &c->inflbuf) != 0) {
       return CONCH_ERR_NOMEM; /* it inflated before: only memory can fail */
     }
-    m.msg = protobuf_c_message_unpack(
-        call->method->output, &c->pb_alloc, conch__buf_size(&c->inflbuf),
-        c->inflbuf.data != NULL ? c->inflbuf.data : (const uint8_t *)"");
-    conch__client_shrink_inflbuf(c);
-    if (m.msg == NULL) {
-      return CONCH_ERR_NOMEM;
+    {
+      char err[256];
+      int rv = decode(call, &c->pb_alloc,
+                      c->inflbuf.data != NULL ? c->inflbuf.data
+                                              : (const uint8_t *)"",
+                      conch__buf_size(&c->inflbuf), &m.msg, err, sizeof(err));
+      conch__client_shrink_inflbuf(c);
+      if (rv != 0) {
+        return CONCH_ERR_NOMEM; /* it decoded before: only memory can fail */
+      }
     }
     conch__free(c->mem, m.gz);
   }

@@ -356,6 +356,8 @@ conch_protocol conch_client_protocol(const conch_client *c) {
   return c->o.protocol;
 }
 
+conch_codec conch_client_codec(const conch_client *c) { return c->o.codec; }
+
 /* ---- Timers ------------------------------------------------------------- */
 
 static void heap_swap(conch_client *c, size_t a, size_t b) {

@@ -72,6 +72,9 @@ int64_t conch__now_ms(void);
 struct conch_client_opts {
   conch_mem mem;
   conch_protocol protocol;
+  conch_codec codec;
+  conch_json_resolver json_resolve; /* JSON codec: Any types; may be NULL */
+  void *json_resolve_ud;
   int send_compression;
   int accept_gzip;
   size_t compress_min_bytes;

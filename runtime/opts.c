@@ -7,6 +7,7 @@ void conch__opts_defaults(conch_client_opts *o) {
   memset(o, 0, sizeof(*o));
   o->mem = *conch_mem_default();
   o->protocol = CONCH_PROTOCOL_CONNECT;
+  o->codec = CONCH_CODEC_PROTO;
   o->send_compression = CONCH_COMPRESSION_IDENTITY;
   o->accept_gzip = 1;
   o->compress_min_bytes = 0;
@@ -121,6 +122,26 @@ int conch_client_opts_set_protocol(conch_client_opts *opts,
     return CONCH_ERR_INVALID;
   }
   opts->protocol = protocol;
+  return 0;
+}
+
+int conch_client_opts_set_codec(conch_client_opts *opts, conch_codec codec) {
+  if (opts == NULL ||
+      (codec != CONCH_CODEC_PROTO && codec != CONCH_CODEC_JSON)) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->codec = codec;
+  return 0;
+}
+
+int conch_client_opts_set_json_resolver(conch_client_opts *opts,
+                                        conch_json_resolver fn,
+                                        void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->json_resolve = fn;
+  opts->json_resolve_ud = fn != NULL ? user_data : NULL;
   return 0;
 }
 

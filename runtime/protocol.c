@@ -60,6 +60,14 @@ int conch__grpc_status_field(const char *name, size_t len) {
          (len == 23 && memcmp(name, "grpc-status-details-bin", 23) == 0);
 }
 
+static int is_json(const conch_call *call) {
+  return call->client->o.codec == CONCH_CODEC_JSON;
+}
+
+static const char *codec_name(const conch_call *call) {
+  return is_json(call) ? "json" : "proto";
+}
+
 static int connect_unary(const conch_call *call) {
   return is_connect(call) && call->method->kind == CONCH_STREAM_UNARY;
 }
@@ -217,21 +225,61 @@ static void add_user_headers(hdr_list *h, const conch_metadata *md) {
   }
 }
 
-/* Appends the query of a Connect GET to |store|: the request body
-   (sendbuf, compressed or not) as unpadded URL-safe base64, in
-   connect-go's order. */
+/* Appends |n| bytes of |p| to |store| percent-encoded for a query value:
+   everything but RFC 3986's unreserved characters becomes %HH. */
+static int percent_encode(conch_buf *store, const conch_mem *mem,
+                          const uint8_t *p, size_t n) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t i;
+  char *out;
+  if (n == 0) {
+    return 0;
+  }
+  if (conch__buf_reserve(store, mem, 3 * n) != 0) {
+    return CONCH_ERR_NOMEM;
+  }
+  out = (char *)conch__buf_head(store) + conch__buf_size(store);
+  for (i = 0; i < n; i++) {
+    uint8_t ch = p[i];
+    if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+        (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_' ||
+        ch == '~') {
+      *out++ = (char)ch;
+    } else {
+      *out++ = '%';
+      *out++ = hex[ch >> 4];
+      *out++ = hex[ch & 15];
+    }
+  }
+  store->len = (size_t)((uint8_t *)out - store->data);
+  return 0;
+}
+
+/* Appends the query of a Connect GET to |store|, in connect-go's order:
+   the request body (sendbuf) as unpadded URL-safe base64 when it is binary
+   or compressed, else (uncompressed JSON) percent-encoded (1.2). */
 static int get_query(conch_call *call, conch_buf *store) {
   conch_client *c = call->client;
-  const char *q = call->unary_compressed
-                      ? "?connect=v1&base64=1&compression=gzip"
-                        "&encoding=proto&message="
-                      : "?connect=v1&base64=1&encoding=proto&message=";
+  int json = is_json(call);
+  const char *q;
   size_t n = conch__buf_size(&call->sendbuf);
   size_t elen = conch__b64_encoded_len(n);
   size_t at;
 
+  if (call->unary_compressed) {
+    q = json ? "?connect=v1&base64=1&compression=gzip"
+               "&encoding=json&message="
+             : "?connect=v1&base64=1&compression=gzip"
+               "&encoding=proto&message=";
+  } else {
+    q = json ? "?connect=v1&encoding=json&message="
+             : "?connect=v1&base64=1&encoding=proto&message=";
+  }
   if (conch__buf_append(store, c->mem, q, strlen(q)) != 0) {
     return CONCH_ERR_NOMEM;
+  }
+  if (json && !call->unary_compressed) {
+    return percent_encode(store, c->mem, conch__buf_head(&call->sendbuf), n);
   }
   at = conch__buf_size(store);
   if (conch__buf_reserve(store, c->mem, elen) != 0) {
@@ -307,14 +355,22 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
   if (call->get) {
     /* The query says it all: no content-type, no protocol version. */
   } else if (is_connect(call)) {
-    hdr_adds(&h, "content-type",
-             connect_unary(call) ? "application/proto"
-                                 : "application/connect+proto");
+    if (connect_unary(call)) {
+      hdr_adds(&h, "content-type",
+               is_json(call) ? "application/json" : "application/proto");
+    } else {
+      hdr_adds(&h, "content-type",
+               is_json(call) ? "application/connect+json"
+                             : "application/connect+proto");
+    }
     hdr_adds(&h, "connect-protocol-version", "1");
   } else if (is_web(call)) {
-    hdr_adds(&h, "content-type", "application/grpc-web+proto");
+    hdr_adds(&h, "content-type",
+             is_json(call) ? "application/grpc-web+json"
+                           : "application/grpc-web+proto");
   } else {
-    hdr_adds(&h, "content-type", "application/grpc");
+    hdr_adds(&h, "content-type",
+             is_json(call) ? "application/grpc+json" : "application/grpc");
     hdr_adds(&h, "te", "trailers");
   }
   if (connect_unary(call)) {
@@ -374,11 +430,12 @@ static void connect_stream_headers(conch_call *call) {
                      ctype != NULL ? ctype : "");
     return;
   }
-  if (!media_type_is(ctype, "application/connect+proto")) {
+  if (!media_type_is(ctype, is_json(call) ? "application/connect+json"
+                                          : "application/connect+proto")) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
                      "response content-type '%s' does not match the request "
-                     "codec (proto)",
-                     ctype);
+                     "codec (%s)",
+                     ctype, codec_name(call));
     return;
   }
   enc = conch_metadata_get(&call->headers, "connect-content-encoding", NULL);
@@ -586,11 +643,13 @@ static void connect_unary_end(conch_call *call) {
                      ctype != NULL ? ctype : "");
     return;
   }
-  if (!media_type_is(ctype, "application/proto")) {
+  /* Parameters are ignored: "application/json; charset=utf-8" is JSON. */
+  if (!media_type_is(ctype, is_json(call) ? "application/json"
+                                          : "application/proto")) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
                      "response content-type '%s' does not match the request "
-                     "codec (proto)",
-                     ctype);
+                     "codec (%s)",
+                     ctype, codec_name(call));
     return;
   }
   if (enc == CONCH_ENC_UNSUPPORTED) {
@@ -696,7 +755,7 @@ static void grpc_headers(conch_call *call) {
   const char *ctype = conch_metadata_get(&call->headers, "content-type", NULL);
   const char *base = is_web(call) ? "application/grpc-web" : "application/grpc";
   const char *enc;
-  char proto_ct[40];
+  char codec_ct[40];
 
   if (call->http_status != 200) {
     fail_http(call);
@@ -708,12 +767,14 @@ static void grpc_headers(conch_call *call) {
                      ctype != NULL ? ctype : "");
     return;
   }
-  snprintf(proto_ct, sizeof(proto_ct), "%s+proto", base);
-  if (!media_type_is(ctype, base) && !media_type_is(ctype, proto_ct)) {
+  /* The bare form is proto. */
+  snprintf(codec_ct, sizeof(codec_ct), "%s+%s", base, codec_name(call));
+  if (!media_type_is(ctype, codec_ct) &&
+      (is_json(call) || !media_type_is(ctype, base))) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
                      "response content-type '%s' does not match the request "
-                     "codec (proto)",
-                     ctype);
+                     "codec (%s)",
+                     ctype, codec_name(call));
     return;
   }
   enc = conch_metadata_get(&call->headers, "grpc-encoding", NULL);

@@ -2,10 +2,12 @@
    the four shapes, errors with details, metadata, deadlines, cancellation,
    gzip both ways, big messages, 1,000 streams on one connection, TLS.
 
-   Run as `test_interop <protocol> [h1]`: with "h1" every server listens
-   with HTTP/1.1 only (node:http / node:https, ALPN "http/1.1"), cleartext
-   clients are set to CONCH_HTTP_1_1 and TLS clients stay on
-   CONCH_HTTP_AUTO, which must settle on HTTP/1.1. */
+   Run as `test_interop <protocol> [h1] [json]`: with "h1" every server
+   listens with HTTP/1.1 only (node:http / node:https, ALPN "http/1.1"),
+   cleartext clients are set to CONCH_HTTP_1_1 and TLS clients stay on
+   CONCH_HTTP_AUTO, which must settle on HTTP/1.1.  With "json" every
+   client speaks the JSON codec (connect-node serves it for all three
+   protocols). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -137,6 +139,8 @@ static int group_teardown(void **state) {
 
 /* The protocol under test: the whole suite runs once per protocol. */
 static conch_protocol proto = CONCH_PROTOCOL_CONNECT;
+/* The codec under test: proto, and JSON in runs of their own. */
+static conch_codec codec = CONCH_CODEC_PROTO;
 
 static conch_client *new_client(const char *url, conch_client_opts *o) {
   conch_client *c = NULL;
@@ -146,6 +150,7 @@ static conch_client *new_client(const char *url, conch_client_opts *o) {
     o = own;
   }
   assert_int_equal(conch_client_opts_set_protocol(o, proto), 0);
+  assert_int_equal(conch_client_opts_set_codec(o, codec), 0);
   if (h1 && strncmp(url, "http://", 7) == 0) {
     assert_int_equal(conch_client_opts_set_http_version(o, CONCH_HTTP_1_1), 0);
   }
@@ -259,16 +264,22 @@ static void test_unary_echo(void **state) {
   assert_int_equal(r->payload.len, 5);
   assert_memory_equal(r->payload.data, "hello", 5);
   assert_int_equal(r->timeout_ms, -1);
+  assert_int_equal(conch_client_codec(c), codec);
   if (proto == CONCH_PROTOCOL_CONNECT) {
     assert_true(bin_eq(seen_header(r, "connect-protocol-version", 0), "1"));
-    assert_true(
-        bin_eq(seen_header(r, "content-type", 0), "application/proto"));
+    assert_true(bin_eq(seen_header(r, "content-type", 0),
+                       codec == CONCH_CODEC_JSON ? "application/json"
+                                                 : "application/proto"));
   } else if (proto == CONCH_PROTOCOL_GRPC) {
-    assert_true(bin_eq(seen_header(r, "content-type", 0), "application/grpc"));
+    assert_true(bin_eq(seen_header(r, "content-type", 0),
+                       codec == CONCH_CODEC_JSON ? "application/grpc+json"
+                                                 : "application/grpc"));
     assert_true(bin_eq(seen_header(r, "te", 0), "trailers"));
   } else {
     assert_true(bin_eq(seen_header(r, "content-type", 0),
-                       "application/grpc-web+proto"));
+                       codec == CONCH_CODEC_JSON
+                           ? "application/grpc-web+json"
+                           : "application/grpc-web+proto"));
   }
   {
     const ProtobufCBinaryData *ua = seen_header(r, "user-agent", 0);
@@ -1307,11 +1318,23 @@ int main(int argc, char **argv) {
   } else if (argc > 1 && strcmp(argv[1], "grpc-web") == 0) {
     proto = CONCH_PROTOCOL_GRPC_WEB;
   } else if (argc > 1 && strcmp(argv[1], "connect") != 0) {
-    fprintf(stderr, "usage: %s [connect|grpc|grpc-web] [h1]\n", argv[0]);
+    fprintf(stderr, "usage: %s [connect|grpc|grpc-web] [h1] [json]\n",
+            argv[0]);
     return 2;
   }
-  if (argc > 2 && strcmp(argv[2], "h1") == 0) {
-    h1 = 1;
+  {
+    int i;
+    for (i = 2; i < argc; i++) {
+      if (strcmp(argv[i], "h1") == 0) {
+        h1 = 1;
+      } else if (strcmp(argv[i], "json") == 0) {
+        codec = CONCH_CODEC_JSON;
+      } else {
+        fprintf(stderr, "usage: %s [connect|grpc|grpc-web] [h1] [json]\n",
+                argv[0]);
+        return 2;
+      }
+    }
   }
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -15,6 +15,16 @@
 #include "base64.h"
 #include "internal.h"
 
+/* Messages for the JSON codec cases (compiled here, as test_pbjson does). */
+#include "pbjson/google/protobuf/any.pb-c.c"
+#include "pbjson/google/protobuf/duration.pb-c.c"
+#include "pbjson/google/protobuf/empty.pb-c.c"
+#include "pbjson/google/protobuf/field_mask.pb-c.c"
+#include "pbjson/google/protobuf/struct.pb-c.c"
+#include "pbjson/google/protobuf/timestamp.pb-c.c"
+#include "pbjson/google/protobuf/wrappers.pb-c.c"
+#include "pbjson/types.pb-c.c"
+
 typedef struct result {
   int closes;
   int headers;
@@ -1044,6 +1054,458 @@ static void test_grpc_web_unexpected(void **state) {
   done(&f);
 }
 
+/* ---- JSON codec --------------------------------------------------------- */
+
+typedef struct jresult {
+  int closes;
+  int messages;
+  char s[64]; /* Scalars.s of the last message */
+  int32_t i32;
+  conch_status st;
+} jresult;
+
+static void j_on_message(conch_call *call, const ProtobufCMessage *m,
+                         void *ud) {
+  jresult *r = ud;
+  const Pbjsontest__Scalars *sc = (const Pbjsontest__Scalars *)m;
+  (void)call;
+  r->messages++;
+  snprintf(r->s, sizeof(r->s), "%s", sc->s);
+  r->i32 = sc->i32;
+}
+
+static void j_on_close(conch_call *call, const conch_status *st,
+                       const conch_metadata *trailers, void *ud) {
+  jresult *r = ud;
+  (void)call;
+  (void)trailers;
+  r->closes++;
+  conch_status_copy(&r->st, st, NULL);
+}
+
+static const conch_call_handler j_push = {NULL, j_on_message, NULL, NULL,
+                                          j_on_close};
+static const conch_call_handler j_pull = {NULL, NULL, NULL, NULL, j_on_close};
+
+static const conch_method j_methods[] = {
+    {"/t.v1.T/U", CONCH_STREAM_UNARY, &pbjsontest__scalars__descriptor,
+     &pbjsontest__scalars__descriptor, CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS},
+    {"/t.v1.T/C", CONCH_STREAM_CLIENT, &pbjsontest__scalars__descriptor,
+     &pbjsontest__scalars__descriptor, CONCH_IDEMPOTENCY_UNKNOWN},
+    {"/t.v1.T/S", CONCH_STREAM_SERVER, &pbjsontest__scalars__descriptor,
+     &pbjsontest__scalars__descriptor, CONCH_IDEMPOTENCY_UNKNOWN},
+    {"/t.v1.T/B", CONCH_STREAM_BIDI, &pbjsontest__scalars__descriptor,
+     &pbjsontest__scalars__descriptor, CONCH_IDEMPOTENCY_UNKNOWN},
+    {"/t.v1.T/A", CONCH_STREAM_UNARY, &google__protobuf__any__descriptor,
+     &google__protobuf__any__descriptor, CONCH_IDEMPOTENCY_UNKNOWN},
+};
+
+static const ProtobufCMessageDescriptor *resolve_scalars(const char *url,
+                                                         void *ud) {
+  (void)ud;
+  return strcmp(url, "type.googleapis.com/pbjsontest.Scalars") == 0
+             ? &pbjsontest__scalars__descriptor
+             : NULL;
+}
+
+static conch_client *make_json(conch_protocol p, int gzip, int resolver) {
+  conch_client_opts *o;
+  conch_client *c = NULL;
+  if (conch_client_opts_new(&o) != 0) {
+    return NULL;
+  }
+  conch_client_opts_set_protocol(o, p);
+  assert_int_equal(conch_client_opts_set_codec(o, CONCH_CODEC_JSON), 0);
+  assert_int_equal(conch_client_opts_set_codec(o, (conch_codec)2),
+                   CONCH_ERR_INVALID);
+  if (gzip) {
+    conch_client_opts_set_send_compression(o, CONCH_COMPRESSION_GZIP);
+  }
+  if (resolver) {
+    assert_int_equal(
+        conch_client_opts_set_json_resolver(o, resolve_scalars, NULL), 0);
+  }
+  conch_client_new(&c, "http://127.0.0.1:1", o);
+  conch_client_opts_free(o);
+  assert_non_null(c);
+  assert_int_equal(conch_client_codec(c), CONCH_CODEC_JSON);
+  return c;
+}
+
+typedef struct jfixture {
+  fixture f; /* f.r is unused: results go to |jr| */
+  jresult jr;
+} jfixture;
+
+static void jbegin(jfixture *j, conch_client *c, const conch_method *m,
+                   int pull) {
+  memset(j, 0, sizeof(*j));
+  conch_status_init(&j->jr.st);
+  j->f.c = c;
+  assert_int_equal(conch__call_new_detached(c, m, NULL,
+                                            pull ? &j_pull : &j_push, &j->jr,
+                                            &j->f.call),
+                   0);
+}
+
+static jresult *jfinish(jfixture *j, conch_code want) {
+  conch__client_run_done(j->f.c);
+  assert_int_equal(j->jr.closes, 1);
+  if (j->jr.st.code != want) {
+    fail_msg("got %s (%s), want %s", conch_code_name(j->jr.st.code),
+             conch_status_message(&j->jr.st), conch_code_name(want));
+  }
+  return &j->jr;
+}
+
+static void jdone(jfixture *j) {
+  conch_call_free(j->f.call);
+  conch_status_clear(&j->jr.st);
+}
+
+static void test_json_connect_unary(void **state) {
+  conch_client *c = make_json(CONCH_PROTOCOL_CONNECT, 0, 0);
+  jfixture j;
+  ProtobufCMessage *m;
+  (void)state;
+
+  /* JSON to a JSON request, with the charset connect servers add. */
+  jbegin(&j, c, &j_methods[0], 0);
+  response(&j.f, "200", "application/json; charset=utf-8", 0, NULL);
+  body_str(&j.f, "{\"s\":\"ok\",\"i32\":7,\"unknownField\":[1]}");
+  end(&j.f);
+  jfinish(&j, CONCH_CODE_OK);
+  assert_int_equal(j.jr.messages, 1);
+  assert_string_equal(j.jr.s, "ok");
+  assert_int_equal(j.jr.i32, 7);
+  jdone(&j);
+
+  /* Pulled. */
+  jbegin(&j, c, &j_methods[0], 1);
+  response(&j.f, "200", "application/json", 0, NULL);
+  body_str(&j.f, "{\"i32\":\"-3\"}");
+  end(&j.f);
+  jfinish(&j, CONCH_CODE_OK);
+  assert_int_equal(conch_call_recv(j.f.call, &m), 0);
+  assert_int_equal(((Pbjsontest__Scalars *)m)->i32, -3);
+  conch_message_free(c, m);
+  jdone(&j);
+
+  /* Proto to a JSON request: the wrong codec. */
+  jbegin(&j, c, &j_methods[0], 0);
+  response(&j.f, "200", "application/proto", 0, NULL);
+  body(&j.f, "\x08\x07", 2);
+  end(&j.f);
+  assert_non_null(strstr(
+      conch_status_message(&jfinish(&j, CONCH_CODE_INTERNAL)->st), "(json)"));
+  assert_int_equal(j.jr.messages, 0);
+  jdone(&j);
+
+  /* Not JSON of the type: internal, saying why. */
+  jbegin(&j, c, &j_methods[0], 0);
+  response(&j.f, "200", "application/json", 0, NULL);
+  body_str(&j.f, "{\"i32\":\"x\"}");
+  end(&j.f);
+  assert_non_null(strstr(
+      conch_status_message(&jfinish(&j, CONCH_CODE_INTERNAL)->st), "i32"));
+  jdone(&j);
+  jbegin(&j, c, &j_methods[0], 1);
+  response(&j.f, "200", "application/json", 0, NULL);
+  body_str(&j.f, "\x08\x07");
+  end(&j.f);
+  jfinish(&j, CONCH_CODE_INTERNAL);
+  jdone(&j);
+
+  /* Errors are JSON in every codec, as before. */
+  jbegin(&j, c, &j_methods[0], 0);
+  response(&j.f, "404", "application/json", 0, NULL);
+  body_str(&j.f, "{\"code\":\"not_found\",\"message\":\"m\"}");
+  end(&j.f);
+  jfinish(&j, CONCH_CODE_NOT_FOUND);
+  jdone(&j);
+  conch_client_free(c);
+}
+
+/* An envelope of |s| gzipped. */
+static void env_gz(fixture *f, const char *s) {
+  uint8_t z[256];
+  size_t n = gz(s, z, sizeof(z));
+  env(f, 1, z, n);
+}
+
+static void test_json_connect_stream(void **state) {
+  conch_client *c = make_json(CONCH_PROTOCOL_CONNECT, 0, 0);
+  jfixture j;
+  ProtobufCMessage *m;
+  (void)state;
+
+  jbegin(&j, c, &j_methods[2], 0);
+  response(&j.f, "200", "application/connect+json", 0, NULL);
+  env_str(&j.f, 0, "{\"s\":\"a\"}");
+  env_str(&j.f, 0, "{\"s\":\"b\"}");
+  env_str(&j.f, 2, "{}");
+  end(&j.f);
+  jfinish(&j, CONCH_CODE_OK);
+  assert_int_equal(j.jr.messages, 2);
+  assert_string_equal(j.jr.s, "b");
+  jdone(&j);
+
+  /* Pulled, gzip: kept compressed until taken, checked on arrival. */
+  jbegin(&j, c, &j_methods[3], 1);
+  response(&j.f, "200", "application/connect+json", 0,
+           "connect-content-encoding", "gzip", NULL);
+  env_gz(&j.f, "{\"s\":\"zipped\"}");
+  env_str(&j.f, 2, "{}");
+  end(&j.f);
+  jfinish(&j, CONCH_CODE_OK);
+  assert_int_equal(conch_call_recv(j.f.call, &m), 0);
+  assert_string_equal(((Pbjsontest__Scalars *)m)->s, "zipped");
+  conch_message_free(c, m);
+  assert_int_equal(conch_call_recv(j.f.call, &m), CONCH_ERR_EOF);
+  jdone(&j);
+  jbegin(&j, c, &j_methods[3], 1);
+  response(&j.f, "200", "application/connect+json", 0,
+           "connect-content-encoding", "gzip", NULL);
+  env_gz(&j.f, "{\"s\":1}");
+  jfinish(&j, CONCH_CODE_INTERNAL);
+  assert_int_equal(conch_call_recv(j.f.call, &m), CONCH_ERR_RPC);
+  jdone(&j);
+
+  /* The proto form of the stream type. */
+  jbegin(&j, c, &j_methods[3], 0);
+  response(&j.f, "200", "application/connect+proto", 0, NULL);
+  jfinish(&j, CONCH_CODE_INTERNAL);
+  jdone(&j);
+  /* Not Connect at all. */
+  jbegin(&j, c, &j_methods[3], 0);
+  response(&j.f, "200", "application/json", 0, NULL);
+  jfinish(&j, CONCH_CODE_UNKNOWN);
+  jdone(&j);
+  conch_client_free(c);
+}
+
+static void test_json_grpc(void **state) {
+  conch_client *g = make_json(CONCH_PROTOCOL_GRPC, 0, 0);
+  conch_client *w = make_json(CONCH_PROTOCOL_GRPC_WEB, 0, 0);
+  static const char *const bad_grpc[] = {"application/grpc",
+                                         "application/grpc+proto"};
+  static const char *const bad_web[] = {"application/grpc-web",
+                                        "application/grpc-web+proto"};
+  jfixture j;
+  size_t i;
+  (void)state;
+
+  jbegin(&j, g, &j_methods[0], 0);
+  response(&j.f, "200", "application/grpc+json", 0, NULL);
+  env_str(&j.f, 0, "{\"s\":\"g\"}");
+  trailers(&j.f, "grpc-status", "0", NULL);
+  jfinish(&j, CONCH_CODE_OK);
+  assert_string_equal(j.jr.s, "g");
+  jdone(&j);
+
+  jbegin(&j, w, &j_methods[1], 0);
+  response(&j.f, "200", "application/grpc-web+json", 0, NULL);
+  env_str(&j.f, 0, "{\"s\":\"w\"}");
+  env_str(&j.f, 0x80, "grpc-status: 0\r\n");
+  end(&j.f);
+  jfinish(&j, CONCH_CODE_OK);
+  assert_string_equal(j.jr.s, "w");
+  jdone(&j);
+
+  for (i = 0; i < 2; i++) {
+    jbegin(&j, g, &j_methods[0], 0);
+    response(&j.f, "200", bad_grpc[i], 0, NULL);
+    jfinish(&j, CONCH_CODE_INTERNAL);
+    jdone(&j);
+    jbegin(&j, w, &j_methods[0], 0);
+    response(&j.f, "200", bad_web[i], 0, NULL);
+    jfinish(&j, CONCH_CODE_INTERNAL);
+    jdone(&j);
+  }
+  /* A message that is not JSON. */
+  jbegin(&j, g, &j_methods[3], 0);
+  response(&j.f, "200", "application/grpc+json", 0, NULL);
+  env_str(&j.f, 0, "\x0a\x01g");
+  jfinish(&j, CONCH_CODE_INTERNAL);
+  jdone(&j);
+  conch_client_free(g);
+  conch_client_free(w);
+}
+
+/* The request side: content types, the JSON body, GET. */
+static void test_json_requests(void **state) {
+  static const struct {
+    conch_protocol p;
+    int m;
+    const char *ctype;
+  } cases[] = {
+      {CONCH_PROTOCOL_CONNECT, 0, "application/json"},
+      {CONCH_PROTOCOL_CONNECT, 3, "application/connect+json"},
+      {CONCH_PROTOCOL_GRPC, 0, "application/grpc+json"},
+      {CONCH_PROTOCOL_GRPC_WEB, 1, "application/grpc-web+json"},
+  };
+  Pbjsontest__Scalars sc = PBJSONTEST__SCALARS__INIT;
+  nghttp2_nv nva[64];
+  conch_buf store = CONCH_BUF_INIT;
+  conch_call_opts opts = CONCH_CALL_OPTS_INIT;
+  char v[512];
+  jfixture j;
+  size_t i;
+  long n;
+  (void)state;
+
+  sc.s = "a b&c";
+  sc.i32 = 1;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    conch_client *c = make_json(cases[i].p, 0, 0);
+    const uint8_t *body_at;
+    size_t blen;
+    jbegin(&j, c, &j_methods[cases[i].m], 0);
+    assert_int_equal(conch_call_send(j.f.call, &sc.base), 0);
+    n = conch__proto_request_headers(j.f.call, nva, 64, &store);
+    assert_true(n > 0);
+    assert_string_equal(nv_get(nva, n, "content-type", v, sizeof(v)),
+                        cases[i].ctype);
+    body_at = conch__call_send_head(j.f.call);
+    blen = conch__call_send_pending(j.f.call);
+    if (!(cases[i].p == CONCH_PROTOCOL_CONNECT && cases[i].m == 0)) {
+      assert_int_equal(body_at[0], 0); /* envelope flags */
+      body_at += 5;
+      blen -= 5;
+    }
+    assert_int_equal(blen, strlen("{\"i32\":1,\"s\":\"a b&c\"}"));
+    assert_memory_equal(body_at, "{\"i32\":1,\"s\":\"a b&c\"}", blen);
+    conch__buf_free(&store, conch_mem_default());
+    conch_call_cancel(j.f.call);
+    conch__client_run_done(c);
+    jdone(&j);
+    conch_client_free(c);
+  }
+
+  /* GET: uncompressed JSON percent-encoded, no base64=1. */
+  {
+    conch_client *c = make_json(CONCH_PROTOCOL_CONNECT, 0, 0);
+    conch_client *cz = make_json(CONCH_PROTOCOL_CONNECT, 1, 0);
+    opts.http_get = 1;
+    memset(&j, 0, sizeof(j));
+    conch_status_init(&j.jr.st);
+    j.f.c = c;
+    assert_int_equal(conch__call_new_detached(c, &j_methods[0], &opts, &j_push,
+                                              &j.jr, &j.f.call),
+                     0);
+    assert_int_equal(conch_call_send(j.f.call, &sc.base), 0);
+    n = conch__proto_request_headers(j.f.call, nva, 64, &store);
+    assert_string_equal(nv_get(nva, n, ":method", v, sizeof(v)), "GET");
+    assert_string_equal(nv_get(nva, n, ":path", v, sizeof(v)),
+                        "/t.v1.T/U?connect=v1&encoding=json&message="
+                        "%7B%22i32%22%3A1%2C%22s%22%3A%22a%20b%26c%22%7D");
+    assert_null(nv_get(nva, n, "content-type", v, sizeof(v)));
+    conch__buf_free(&store, conch_mem_default());
+    conch_call_cancel(j.f.call);
+    conch__client_run_done(c);
+    jdone(&j);
+
+    /* Compressed: base64=1 as for proto. */
+    memset(&j, 0, sizeof(j));
+    conch_status_init(&j.jr.st);
+    j.f.c = cz;
+    assert_int_equal(conch__call_new_detached(cz, &j_methods[0], &opts, &j_push,
+                                              &j.jr, &j.f.call),
+                     0);
+    assert_int_equal(conch_call_send(j.f.call, &sc.base), 0);
+    n = conch__proto_request_headers(j.f.call, nva, 64, &store);
+    assert_non_null(strstr(nv_get(nva, n, ":path", v, sizeof(v)),
+                           "?connect=v1&base64=1&compression=gzip"
+                           "&encoding=json&message=H4sI"));
+    conch__buf_free(&store, conch_mem_default());
+    conch_call_cancel(j.f.call);
+    conch__client_run_done(cz);
+    jdone(&j);
+    conch_client_free(c);
+    conch_client_free(cz);
+  }
+}
+
+/* google.protobuf.Any: well-known types without a resolver, others only
+   with one; an unresolvable type is a clear internal error both ways. */
+static void test_json_any(void **state) {
+  conch_client *plain = make_json(CONCH_PROTOCOL_CONNECT, 0, 0);
+  conch_client *res = make_json(CONCH_PROTOCOL_CONNECT, 0, 1);
+  Google__Protobuf__Any any = GOOGLE__PROTOBUF__ANY__INIT;
+  Pbjsontest__Scalars sc = PBJSONTEST__SCALARS__INIT;
+  uint8_t packed[64];
+  ProtobufCMessage *m;
+  jfixture j;
+  (void)state;
+
+  sc.i32 = 5;
+  any.type_url = "type.googleapis.com/pbjsontest.Scalars";
+  any.value.data = packed;
+  any.value.len = protobuf_c_message_pack(&sc.base, packed);
+
+  /* Without a resolver: refused, the call ends with internal. */
+  jbegin(&j, plain, &j_methods[4], 0);
+  assert_int_equal(conch_call_send(j.f.call, &any.base), CONCH_ERR_CODEC);
+  assert_non_null(strstr(
+      conch_status_message(&jfinish(&j, CONCH_CODE_INTERNAL)->st), "JSON"));
+  jdone(&j);
+  /* A well-known type needs none. */
+  jbegin(&j, plain, &j_methods[4], 1);
+  any.type_url = "type.googleapis.com/google.protobuf.Empty";
+  any.value.len = 0;
+  assert_int_equal(conch_call_send(j.f.call, &any.base), 0);
+  response(&j.f, "200", "application/json", 0, NULL);
+  body_str(&j.f, "{\"@type\":\"type.googleapis.com/google.protobuf."
+                 "Duration\",\"value\":\"1.5s\"}");
+  end(&j.f);
+  jfinish(&j, CONCH_CODE_OK);
+  assert_int_equal(conch_call_recv(j.f.call, &m), 0);
+  assert_string_equal(((Google__Protobuf__Any *)m)->type_url,
+                      "type.googleapis.com/google.protobuf.Duration");
+  conch_message_free(plain, m);
+  jdone(&j);
+  /* An unknown type in a response. */
+  jbegin(&j, plain, &j_methods[4], 0);
+  response(&j.f, "200", "application/json", 0, NULL);
+  body_str(&j.f, "{\"@type\":\"type.googleapis.com/pbjsontest.Scalars\","
+                 "\"i32\":5}");
+  end(&j.f);
+  jfinish(&j, CONCH_CODE_INTERNAL);
+  jdone(&j);
+
+  /* With the resolver, both ways. */
+  any.type_url = "type.googleapis.com/pbjsontest.Scalars";
+  any.value.len = protobuf_c_message_pack(&sc.base, packed);
+  jbegin(&j, res, &j_methods[4], 1);
+  assert_int_equal(conch_call_send(j.f.call, &any.base), 0);
+  {
+    char sent[128];
+    size_t sl = conch__call_send_pending(j.f.call);
+    assert_true(sl < sizeof(sent));
+    memcpy(sent, conch__call_send_head(j.f.call), sl);
+    sent[sl] = '\0';
+    assert_non_null(strstr(sent, "\"i32\":5"));
+  }
+  response(&j.f, "200", "application/json", 0, NULL);
+  body_str(&j.f, "{\"@type\":\"type.googleapis.com/pbjsontest.Scalars\","
+                 "\"i32\":6}");
+  end(&j.f);
+  jfinish(&j, CONCH_CODE_OK);
+  assert_int_equal(conch_call_recv(j.f.call, &m), 0);
+  {
+    Google__Protobuf__Any *a = (Google__Protobuf__Any *)m;
+    Pbjsontest__Scalars *got =
+        pbjsontest__scalars__unpack(NULL, a->value.len, a->value.data);
+    assert_non_null(got);
+    assert_int_equal(got->i32, 6);
+    pbjsontest__scalars__free_unpacked(got, NULL);
+  }
+  conch_message_free(res, m);
+  jdone(&j);
+  conch_client_free(plain);
+  conch_client_free(res);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ok_and_empty),
@@ -1066,6 +1528,11 @@ int main(void) {
       cmocka_unit_test(test_grpc_status_details),
       cmocka_unit_test(test_grpc_web_trailers),
       cmocka_unit_test(test_grpc_web_unexpected),
+      cmocka_unit_test(test_json_connect_unary),
+      cmocka_unit_test(test_json_connect_stream),
+      cmocka_unit_test(test_json_grpc),
+      cmocka_unit_test(test_json_requests),
+      cmocka_unit_test(test_json_any),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

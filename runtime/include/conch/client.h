@@ -32,6 +32,27 @@ typedef enum conch_protocol {
   CONCH_PROTOCOL_GRPC_WEB = 2
 } conch_protocol;
 
+/** Message codecs (CONNECT_PROTOCOL.md 0): how messages are serialized. */
+typedef enum conch_codec {
+  /** Protobuf binary: application/proto, application/connect+proto,
+      application/grpc, application/grpc-web+proto. */
+  CONCH_CODEC_PROTO = 0,
+  /** Canonical proto3 JSON: application/json, application/connect+json,
+      application/grpc+json, application/grpc-web+json. */
+  CONCH_CODEC_JSON = 1
+} conch_codec;
+
+struct ProtobufCMessageDescriptor;
+
+/**
+ * Finds the message type of a google.protobuf.Any for the JSON codec:
+ * |type_url| is the Any's whole type_url ("type.googleapis.com/pkg.Msg").
+ * Returns its descriptor (valid for the client's life), or NULL when
+ * unknown.
+ */
+typedef const struct ProtobufCMessageDescriptor *(*conch_json_resolver)(
+    const char *type_url, void *user_data);
+
 /** Message compressions. */
 typedef enum conch_compression {
   /** In per-call options: use the client's setting. */
@@ -52,7 +73,8 @@ typedef enum conch_http_version {
 } conch_http_version;
 
 /**
- * Creates client options with the defaults: Connect protocol, no send
+ * Creates client options with the defaults: Connect protocol, proto codec,
+ * no send
  * compression, gzip accepted, compress-min-bytes 0, receive limit 4 MiB,
  * no send limit, stream window 4 MiB, connection window 16 MiB, header list
  * limit 256 KiB, connect timeout 30 s, TLS peer verification on with the
@@ -74,6 +96,33 @@ CONCH_EXTERN int conch_client_opts_set_mem(conch_client_opts *opts,
 /** The wire protocol.  Default CONCH_PROTOCOL_CONNECT. */
 CONCH_EXTERN int conch_client_opts_set_protocol(conch_client_opts *opts,
                                                 conch_protocol protocol);
+
+/**
+ * The codec of request and response messages.  Default CONCH_CODEC_PROTO.
+ * With CONCH_CODEC_JSON messages travel as canonical proto3 JSON (as
+ * connect-go's and connect-es's JSON codecs write them; unknown fields in
+ * responses are ignored), a Connect GET carries its uncompressed request
+ * percent-encoded in the query (encoding=json), and a response in the other
+ * codec ends the call with internal.  The receive and send limits apply to
+ * the JSON bytes.  Raw methods (NULL descriptors) pass their bytes through
+ * untouched; only the content type says JSON.  Error details stay binary
+ * (google.protobuf.Any) in every codec.  Returns 0 or CONCH_ERR_INVALID.
+ */
+CONCH_EXTERN int conch_client_opts_set_codec(conch_client_opts *opts,
+                                             conch_codec codec);
+
+/**
+ * The resolver the JSON codec uses for google.protobuf.Any fields, and
+ * |user_data| for it; NULL (the default) for none.  Any of the well-known
+ * types (google.protobuf.*) needs none: a URL the resolver does not know
+ * whose name is a well-known type resolves to a built-in descriptor.  An
+ * Any of any other type that does not resolve cannot be written or read:
+ * the send fails, or the response ends the call, with internal.  The
+ * resolver runs on the thread that drives the client.
+ */
+CONCH_EXTERN int conch_client_opts_set_json_resolver(conch_client_opts *opts,
+                                                     conch_json_resolver fn,
+                                                     void *user_data);
 
 /**
  * Compression of request messages.  Default identity.  Messages shorter than
@@ -257,6 +306,9 @@ CONCH_EXTERN const conch_mem *conch_client_mem(const conch_client *c);
 
 /** Returns the protocol of |c|. */
 CONCH_EXTERN conch_protocol conch_client_protocol(const conch_client *c);
+
+/** Returns the codec of |c|. */
+CONCH_EXTERN conch_codec conch_client_codec(const conch_client *c);
 
 #ifdef __cplusplus
 }
