@@ -41,6 +41,7 @@ typedef struct cc_client {
   struct cc_client *next;
   conch_client *c;
   Connectrpc__Conformance__V1__Protocol protocol;
+  int json; /* CODEC_JSON, else proto */
   int gzip;
   uint32_t recv_limit;
   char *host;
@@ -97,6 +98,7 @@ static void settings_of(const CompatRequest *req, cc_client *k) {
   const Connectrpc__Conformance__V1__TLSCreds *creds = req->client_tls_creds;
   memset(k, 0, sizeof(*k));
   k->protocol = req->protocol;
+  k->json = req->codec == CONNECTRPC__CONFORMANCE__V1__CODEC__CODEC_JSON;
   k->gzip = req->compression ==
             CONNECTRPC__CONFORMANCE__V1__COMPRESSION__COMPRESSION_GZIP;
   k->recv_limit = req->message_receive_limit;
@@ -108,10 +110,11 @@ static void settings_of(const CompatRequest *req, cc_client *k) {
 }
 
 static int same_settings(const cc_client *a, const cc_client *b) {
-  return a->protocol == b->protocol && a->gzip == b->gzip &&
-         a->recv_limit == b->recv_limit && strcmp(a->host, b->host) == 0 &&
-         a->port == b->port && bin_equal(&a->ca, &b->ca) &&
-         bin_equal(&a->cert, &b->cert) && bin_equal(&a->key, &b->key);
+  return a->protocol == b->protocol && a->json == b->json &&
+         a->gzip == b->gzip && a->recv_limit == b->recv_limit &&
+         strcmp(a->host, b->host) == 0 && a->port == b->port &&
+         bin_equal(&a->ca, &b->ca) && bin_equal(&a->cert, &b->cert) &&
+         bin_equal(&a->key, &b->key);
 }
 
 static conch_protocol protocol_of(Connectrpc__Conformance__V1__Protocol p) {
@@ -125,9 +128,61 @@ static conch_protocol protocol_of(Connectrpc__Conformance__V1__Protocol p) {
   }
 }
 
+/* The message types of the suite, for google.protobuf.Any in JSON
+   (ConformancePayload.RequestInfo.requests holds the requests as Any);
+   well-known types resolve without help. */
+static const ProtobufCMessageDescriptor *const suite_types[] = {
+    &connectrpc__conformance__v1__unary_response_definition__descriptor,
+    &connectrpc__conformance__v1__stream_response_definition__descriptor,
+    &connectrpc__conformance__v1__unary_request__descriptor,
+    &connectrpc__conformance__v1__unary_response__descriptor,
+    &connectrpc__conformance__v1__idempotent_unary_request__descriptor,
+    &connectrpc__conformance__v1__idempotent_unary_response__descriptor,
+    &connectrpc__conformance__v1__server_stream_request__descriptor,
+    &connectrpc__conformance__v1__server_stream_response__descriptor,
+    &connectrpc__conformance__v1__client_stream_request__descriptor,
+    &connectrpc__conformance__v1__client_stream_response__descriptor,
+    &connectrpc__conformance__v1__bidi_stream_request__descriptor,
+    &connectrpc__conformance__v1__bidi_stream_response__descriptor,
+    &connectrpc__conformance__v1__unimplemented_request__descriptor,
+    &connectrpc__conformance__v1__unimplemented_response__descriptor,
+    &connectrpc__conformance__v1__conformance_payload__descriptor,
+    &connectrpc__conformance__v1__conformance_payload__request_info__descriptor,
+    &connectrpc__conformance__v1__conformance_payload__connect_get_info__descriptor,
+    &connectrpc__conformance__v1__error__descriptor,
+    &connectrpc__conformance__v1__header__descriptor,
+    &connectrpc__conformance__v1__raw_httprequest__descriptor,
+    &connectrpc__conformance__v1__raw_httprequest__encoded_query_param__descriptor,
+    &connectrpc__conformance__v1__message_contents__descriptor,
+    &connectrpc__conformance__v1__stream_contents__descriptor,
+    &connectrpc__conformance__v1__stream_contents__stream_item__descriptor,
+    &connectrpc__conformance__v1__raw_httpresponse__descriptor,
+};
+
+static const ProtobufCMessageDescriptor *resolve_any(const char *type_url,
+                                                     void *user_data) {
+  const char *name = strrchr(type_url, '/');
+  size_t i;
+  (void)user_data;
+  name = name != NULL ? name + 1 : type_url;
+  for (i = 0; i < sizeof(suite_types) / sizeof(suite_types[0]); i++) {
+    if (strcmp(suite_types[i]->name, name) == 0) {
+      return suite_types[i];
+    }
+  }
+  return NULL;
+}
+
 /* Options for |k|.  Returns 0 or a CONCH_ERR_*. */
 static int make_opts(const cc_client *k, conch_client_opts *o) {
   int rv = conch_client_opts_set_protocol(o, protocol_of(k->protocol));
+  if (rv == 0) {
+    rv = conch_client_opts_set_codec(o, k->json ? CONCH_CODEC_JSON
+                                                : CONCH_CODEC_PROTO);
+  }
+  if (rv == 0) {
+    rv = conch_client_opts_set_json_resolver(o, resolve_any, NULL);
+  }
   /* As the reference client: gzip is sent and accepted only in the gzip
      runs; otherwise neither side compresses. */
   if (rv == 0) {

@@ -534,8 +534,9 @@ static int check_supported(const CompatRequest *req, char *err, size_t errlen) {
     snprintf(err, errlen, "protocol %d is not supported", (int)req->protocol);
     return -1;
   }
-  if (req->codec != CODEC(PROTO) && req->codec != CODEC(UNSPECIFIED)) {
-    snprintf(err, errlen, "codec %d is not supported (proto only)",
+  if (req->codec != CODEC(PROTO) && req->codec != CODEC(JSON) &&
+      req->codec != CODEC(UNSPECIFIED)) {
+    snprintf(err, errlen, "codec %d is not supported (proto and JSON only)",
              (int)req->codec);
     return -1;
   }

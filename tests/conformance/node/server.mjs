@@ -55,7 +55,7 @@ import * as http2 from "node:http2";
 import { fstatSync, readFileSync } from "node:fs";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, createRegistry, toBinary } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import {
   Code,
@@ -73,6 +73,7 @@ import {
   IdempotentUnaryRequestSchema,
   ServerStreamRequestSchema,
   UnaryRequestSchema,
+  file_conformance_v1_service,
 } from "./gen/conformance/v1/service_pb.js";
 import { Compression } from "./gen/conformance/v1/config_pb.js";
 
@@ -465,6 +466,9 @@ const connectHandler = connectNodeAdapter({
   },
   acceptCompression: [compressionGzip],
   compressMinBytes: 0,
+  // The JSON codec writes RequestInfo.requests (google.protobuf.Any) with
+  // the suite's types, as the reference server does (Go's global registry).
+  jsonOptions: { registry: createRegistry(file_conformance_v1_service) },
   contextValues(req) {
     return createContextValues().set(kRequest, slots.get(req) ?? null);
   },

@@ -406,6 +406,8 @@ const endStream = (obj) => ({ flags: 2,
 const connectUnexpected = {
   name: "Connect Unexpected Responses",
   mode: "TEST_MODE_CLIENT",
+  // Raw responses in the proto codec, as upstream (relevantCodecs).
+  relevantCodecs: ["CODEC_PROTO"],
   relevantProtocols: ["PROTOCOL_CONNECT"],
   relevantCompressions: ["COMPRESSION_IDENTITY"],
   testCases: [
@@ -453,6 +455,8 @@ const grpcTrailer = (status, msg) => [hdr("grpc-status", status),
 const grpcUnexpected = {
   name: "gRPC Unexpected Responses",
   mode: "TEST_MODE_CLIENT",
+  // Raw responses in the proto codec, as upstream (relevantCodecs).
+  relevantCodecs: ["CODEC_PROTO"],
   relevantProtocols: ["PROTOCOL_GRPC"],
   relevantCompressions: ["COMPRESSION_IDENTITY"],
   testCases: [
@@ -498,6 +502,8 @@ const webTrailers = (text, flags = 128) => ({ flags, payload: { text } });
 const grpcWebUnexpected = {
   name: "gRPC-Web Unexpected Responses",
   mode: "TEST_MODE_CLIENT",
+  // Raw responses in the proto codec, as upstream (relevantCodecs).
+  relevantCodecs: ["CODEC_PROTO"],
   relevantProtocols: ["PROTOCOL_GRPC_WEB"],
   testCases: [
     tc("trailers-in-body/mixed-case", UNARY, [raw({
@@ -524,6 +530,8 @@ const grpcWebUnexpected = {
 const grpcWebCompressed = {
   name: "gRPC-Web Compressed Trailers",
   mode: "TEST_MODE_CLIENT",
+  // Raw responses in the proto codec, as upstream (relevantCodecs).
+  relevantCodecs: ["CODEC_PROTO"],
   relevantProtocols: ["PROTOCOL_GRPC_WEB"],
   relevantCompressions: ["COMPRESSION_GZIP"],
   testCases: [
