@@ -7,7 +7,8 @@
 
    Input: byte 0: bit 0 the first call is server-streaming (else unary),
    bit 1 the second too, bit 2 gRPC-Web (else Connect), bit 3 the server
-   keeps the connection open at the end (the calls then end by deadline);
+   keeps the connection open at the end (the calls then end by their 50 ms
+   deadline);
    then chunks until the input ends: one length byte, that many bytes,
    written to the socket as one piece with the client run in between. */
 #define _GNU_SOURCE /* accept4 */
@@ -105,7 +106,7 @@ static conch_call *start(conch_client *c, conch_method *m, int server,
   memset(m, 0, sizeof(*m));
   m->path = "/conchfault.v1.Fault/Fuzz";
   m->kind = server ? CONCH_STREAM_SERVER : CONCH_STREAM_UNARY;
-  o.timeout_ms = 300;
+  o.timeout_ms = 50; /* short: undecided inputs end by it */
   if (conch_call_start(c, m, &o, &handler, s, &call) != 0) {
     abort();
   }
@@ -174,7 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   if (!s1.closes || (call2 != NULL && !s2.closes)) {
-    abort(); /* a hang: deadlines are 300 ms */
+    abort(); /* a hang: deadlines are 50 ms */
   }
   conch_call_free(call1);
   conch_call_free(call2);
