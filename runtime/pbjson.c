@@ -544,7 +544,7 @@ static int put_str(enc *e, const char *s) { return put(e, s, strlen(s)); }
 /* Length of the UTF-8 sequence at |s| (|n| bytes left), or 0 when it is
    not valid UTF-8: overlong forms, surrogates and code points past
    U+10FFFF are invalid, as in Go's utf8 package. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
+size_t conch__utf8_seq(const unsigned char *s, size_t n) {
   unsigned c = s[0];
 
   if (c < 0x80) {
@@ -595,7 +595,7 @@ static int put_string(enc *e, const char *s, size_t n,
     size_t k;
 
     if (c >= 0x80) {
-      k = utf8_seq(p + i, n - i);
+      k = conch__utf8_seq(p + i, n - i);
       if (k == 0) {
         return enc_fail(e, CONCH_ERR_CODEC,
                         "field %s.%s: string is not valid UTF-8 (byte %zu)",

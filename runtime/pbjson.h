@@ -128,4 +128,9 @@ int conch__pbjson_decode_ex(const ProtobufCMessageDescriptor *d,
                             ProtobufCAllocator *alloc, ProtobufCMessage **out,
                             char *err, size_t errlen);
 
+/* Length of the UTF-8 sequence at |s| (|n| > 0 bytes left), or 0 when it
+   is not valid UTF-8: overlong forms, surrogates and code points past
+   U+10FFFF are invalid, as in Go's utf8 package (and for jansson). */
+size_t conch__utf8_seq(const unsigned char *s, size_t n);
+
 #endif

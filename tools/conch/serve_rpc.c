@@ -452,28 +452,12 @@ static char *utf8_clean(const char *s) {
     return NULL;
   }
   while (i < n) {
-    unsigned char b = (unsigned char)s[i];
-    size_t k = b < 0x80             ? 1
-               : (b & 0xE0) == 0xC0 ? 2
-               : (b & 0xF0) == 0xE0 ? 3
-               : (b & 0xF8) == 0xF0 ? 4
-                                    : 0;
-    uint32_t cp = b & (0x7F >> k);
-    size_t j;
-
-    for (j = 1; k > 0 && j < k; j++) {
-      if (i + j >= n || ((unsigned char)s[i + j] & 0xC0) != 0x80) {
-        k = 0;
-      } else {
-        cp = cp << 6 | ((unsigned char)s[i + j] & 0x3F);
-      }
-    }
     /* Well-formed is not enough: jansson refuses overlong forms,
        surrogates and code points past U+10FFFF, and a refused message
        would be dropped from the error. */
-    if (k == 0 || (k == 2 && cp < 0x80) ||
-        (k == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (k == 4 && (cp < 0x10000 || cp > 0x10FFFF))) {
+    size_t k = conch__utf8_seq((const unsigned char *)s + i, n - i);
+
+    if (k == 0) {
       memcpy(out + o, "\xEF\xBF\xBD", 3);
       o += 3;
       i++;
@@ -1080,43 +1064,12 @@ static ProtobufCMessage *decode_json(srv_stream *st, const uint8_t *p,
   return msg;
 }
 
-/* Length of the UTF-8 sequence at |p| (at most |n| bytes), or 0 when it
-   is not well-formed: overlong forms, surrogates and code points past
-   U+10FFFF are not (protobuf-go's check, RFC 3629). */
-static size_t utf8_seq(const unsigned char *p, size_t n) {
-  unsigned b = p[0];
-  size_t k = b < 0x80             ? 1
-             : (b & 0xE0) == 0xC0 ? 2
-             : (b & 0xF0) == 0xE0 ? 3
-             : (b & 0xF8) == 0xF0 ? 4
-                                  : 0;
-  uint32_t cp;
-  size_t j;
-
-  if (k == 0 || k > n) {
-    return 0;
-  }
-  cp = k == 1 ? b : b & (0x7F >> k);
-  for (j = 1; j < k; j++) {
-    if ((p[j] & 0xC0) != 0x80) {
-      return 0;
-    }
-    cp = cp << 6 | (p[j] & 0x3F);
-  }
-  if ((k == 2 && cp < 0x80) || (k == 3 && cp < 0x800) ||
-      (k == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-      (cp >= 0xD800 && cp <= 0xDFFF)) {
-    return 0;
-  }
-  return k;
-}
-
 static int utf8_valid(const char *s) {
   const unsigned char *p = (const unsigned char *)s;
   size_t n = strlen(s);
 
   while (n > 0) {
-    size_t k = utf8_seq(p, n);
+    size_t k = conch__utf8_seq(p, n);
     if (k == 0) {
       return 0;
     }
