@@ -1,4 +1,4 @@
-/* Fuzz target: the proto3 JSON codec (runtime/pbjson.c).  The bytes are
+/* Fuzz target: the proto3 JSON codec (runtime/pbjson*.c).  The bytes are
    decoded as every process.proto request message (and, for the types that
    process.proto lacks, as the unit test's messages: all scalars, maps of
    every key type, oneofs, proto2 presence, fields of every well-known type,

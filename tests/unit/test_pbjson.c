@@ -1,4 +1,4 @@
-/* Unit tests for runtime/pbjson.c, the proto3 JSON codec: the vectors of
+/* Unit tests for runtime/pbjson*.c, the proto3 JSON codec: the vectors of
    pbjson/vectors.json (what protobuf-es makes of each case, with
    protojson's verdict where the two differ; pbjson/gen.sh regenerates
    them), process.proto messages as conch serve sends them, number

@@ -5,7 +5,7 @@
    Both codecs are served, as envd (connect-go) serves them: proto
    (application/proto, application/connect+proto) and JSON
    (application/json, application/connect+json, also with
-   "; charset=utf-8"), the proto3 JSON mapping of runtime/pbjson.c, which is
+   "; charset=utf-8"), the proto3 JSON mapping of runtime/pbjson*.c, which is
    what the E2B SDKs speak.  A response uses the request's codec and its
    content type as connect-go canonicalizes it.  The JSON codec works on
    whole messages: it allocates per message and decodes (Start, Connect:
