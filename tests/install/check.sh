@@ -1,6 +1,9 @@
 #!/bin/sh
 # Installs the build in BUILD_DIR into a scratch prefix and builds a consumer
-# with find_package(conch) and with pkg-config, then runs both.
+# with find_package(conch) and with pkg-config, then runs both.  Then builds
+# conch from source inside two other projects, once with add_subdirectory()
+# (both libraries, linking the shared one) and once with FetchContent (the
+# static library alone), and runs what they made.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 build=$1
@@ -15,4 +18,26 @@ PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig"
 export PKG_CONFIG_PATH
 cc -o "$scratch/pc" "$here/consumer.c" $(pkg-config --cflags --libs conch)
 LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/pc"
+top=$(cd "$here/../.." && pwd)
+jobs=${CONCH_JOBS:-$(nproc)}
+cmake -S "$here/embed" -B "$scratch/embed-sub" -DCONCH_EMBED=subdirectory \
+  -DCONCH_SOURCE="$top" >/dev/null
+cmake --build "$scratch/embed-sub" -j "$jobs" >/dev/null
+"$scratch/embed-sub/embedder"
+ldd "$scratch/embed-sub/embedder" | grep -q 'libconch\.so' || {
+  echo "install check: add_subdirectory build did not link libconch.so" >&2
+  exit 1
+}
+cmake -S "$here/embed" -B "$scratch/embed-fc" -DCONCH_EMBED=fetchcontent \
+  -DCONCH_SOURCE="$top" -DCONCH_BUILD_SHARED=OFF >/dev/null
+cmake --build "$scratch/embed-fc" -j "$jobs" >/dev/null
+"$scratch/embed-fc/embedder"
+if ldd "$scratch/embed-fc/embedder" | grep -q 'libconch\.so'; then
+  echo "install check: static-only FetchContent build linked libconch.so" >&2
+  exit 1
+fi
+[ ! -e "$scratch/embed-fc/_deps/conch-build/libconch.so" ] || {
+  echo "install check: CONCH_BUILD_SHARED=OFF still built libconch.so" >&2
+  exit 1
+}
 echo "install check: ok"
