@@ -146,7 +146,12 @@ CONCH_EXTERN int conch_call_start(conch_client *c, const conch_method *method,
  */
 CONCH_EXTERN int conch_call_send(conch_call *call, const ProtobufCMessage *msg);
 
-/** conch_call_send() for raw methods: |data| is a serialized message. */
+/**
+ * conch_call_send() for raw methods: |data| is a serialized message.
+ *
+ * Returns what conch_call_send() returns; CONCH_ERR_INVALID also for a method
+ * that is not raw, or |data| NULL with |len| > 0.
+ */
 CONCH_EXTERN int conch_call_send_raw(conch_call *call, const void *data,
                                      size_t len);
 
@@ -187,6 +192,10 @@ CONCH_EXTERN int conch_call_recv(conch_call *call, ProtobufCMessage **msg);
 /**
  * conch_call_recv() for raw methods.  |*data| is borrowed until the next
  * recv on |call| or its release.
+ *
+ * Returns 0 (|*data| and |*len| set) or what conch_call_recv() returns;
+ * CONCH_ERR_STATE also for a method that is not raw; CONCH_ERR_NOMEM when
+ * memory for the message ran out (it stays queued).
  */
 CONCH_EXTERN int conch_call_recv_raw(conch_call *call, const uint8_t **data,
                                      size_t *len);
@@ -194,7 +203,11 @@ CONCH_EXTERN int conch_call_recv_raw(conch_call *call, const uint8_t **data,
 /** Frees a message returned by conch_call_recv() or a *_sync function. */
 CONCH_EXTERN void conch_message_free(conch_client *c, ProtobufCMessage *msg);
 
-/** Non-zero once the call has ended. */
+/**
+ * Non-zero once the call has ended.
+ *
+ * Returns 1 or 0 (0 for NULL).
+ */
 CONCH_EXTERN int conch_call_done(const conch_call *call);
 
 /** The final status once ended, else NULL.  Borrowed from |call|. */
@@ -283,6 +296,9 @@ CONCH_EXTERN int conch_stub_start(conch_client *c, const conch_method *method,
  * out only a message of the descriptor |type|: any other (a call struct
  * made by hand for another method) is freed and CONCH_ERR_INVALID
  * returned.  |*msg| is NULL on any error.
+ *
+ * Returns 0 or what conch_call_recv() (conch_call_recv_sync()) returns;
+ * CONCH_ERR_INVALID for a NULL |msg| or a message of another type.
  */
 CONCH_EXTERN int conch_stub_recv(conch_call *call,
                                  const ProtobufCMessageDescriptor *type,

@@ -89,11 +89,18 @@ CONCH_EXTERN void conch_client_opts_free(conch_client_opts *opts);
  * The allocator for the client and everything it creates.  The struct is
  * copied; its functions and |user_data| are retained for the client's life.
  * NULL restores the C library.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, or a |mem| with a NULL
+ * function).
  */
 CONCH_EXTERN int conch_client_opts_set_mem(conch_client_opts *opts,
                                            const conch_mem *mem);
 
-/** The wire protocol.  Default CONCH_PROTOCOL_CONNECT. */
+/**
+ * The wire protocol.  Default CONCH_PROTOCOL_CONNECT.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts| or an unknown protocol).
+ */
 CONCH_EXTERN int conch_client_opts_set_protocol(conch_client_opts *opts,
                                                 conch_protocol protocol);
 
@@ -119,6 +126,8 @@ CONCH_EXTERN int conch_client_opts_set_codec(conch_client_opts *opts,
  * Any of any other type that does not resolve cannot be written or read:
  * the send fails, or the response ends the call, with internal.  The
  * resolver runs on the thread that drives the client.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
  */
 CONCH_EXTERN int conch_client_opts_set_json_resolver(conch_client_opts *opts,
                                                      conch_json_resolver fn,
@@ -127,25 +136,42 @@ CONCH_EXTERN int conch_client_opts_set_json_resolver(conch_client_opts *opts,
 /**
  * Compression of request messages.  Default identity.  Messages shorter than
  * the compress-min-bytes threshold are sent uncompressed.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts| or an unknown compression).
  */
 CONCH_EXTERN int conch_client_opts_set_send_compression(conch_client_opts *opts,
                                                         conch_compression c);
 
-/** Whether gzip responses are accepted (advertised).  Default 1. */
+/**
+ * Whether gzip responses are accepted (advertised).  Default 1.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
 CONCH_EXTERN int conch_client_opts_set_accept_gzip(conch_client_opts *opts,
                                                    int on);
 
-/** Messages below |bytes| are not compressed.  Default 0. */
+/**
+ * Messages below |bytes| are not compressed.  Default 0.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
 CONCH_EXTERN int
 conch_client_opts_set_compress_min_bytes(conch_client_opts *opts, size_t bytes);
 
 /** The longest URL (path and query) a Connect GET may have; a longer one
     goes as POST.  0 (default): no limit.  Proxies and CDNs often refuse
-    request lines over 8 KiB; 4096 is safe. */
+    request lines over 8 KiB; 4096 is safe.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
 CONCH_EXTERN int conch_client_opts_set_get_max_url(conch_client_opts *opts,
                                                    size_t bytes);
 
-/** zlib level for gzip, -1 (default, 6) or 0..9. */
+/**
+ * zlib level for gzip, -1 (default, 6) or 0..9.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, |level| outside -1..9).
+ */
 CONCH_EXTERN int conch_client_opts_set_gzip_level(conch_client_opts *opts,
                                                   int level);
 
@@ -153,6 +179,8 @@ CONCH_EXTERN int conch_client_opts_set_gzip_level(conch_client_opts *opts,
  * Largest response message accepted, after decompression; 0 = no limit.
  * A larger one ends the call with resource_exhausted before it is buffered.
  * Default 4 MiB.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
  */
 CONCH_EXTERN int conch_client_opts_set_recv_limit(conch_client_opts *opts,
                                                   size_t bytes);
@@ -161,16 +189,27 @@ CONCH_EXTERN int conch_client_opts_set_recv_limit(conch_client_opts *opts,
  * Largest request message sent, after compression; 0 = no limit (the
  * envelope format caps at 4 GiB - 1).  A larger one fails the call with
  * resource_exhausted; nothing of it is sent.  Default 0.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
  */
 CONCH_EXTERN int conch_client_opts_set_send_limit(conch_client_opts *opts,
                                                   size_t bytes);
 
-/** HTTP/2 flow-control windows.  Defaults 4 MiB (stream), 16 MiB (conn). */
+/**
+ * HTTP/2 flow-control windows.  Defaults 4 MiB (stream), 16 MiB (conn).
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, a window under 65535 or over
+ * 2^31-1).
+ */
 CONCH_EXTERN int conch_client_opts_set_windows(conch_client_opts *opts,
                                                uint32_t stream_window,
                                                uint32_t conn_window);
 
-/** Largest response header (or trailer) list accepted.  Default 256 KiB. */
+/**
+ * Largest response header (or trailer) list accepted.  Default 256 KiB.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, |bytes| under 1024).
+ */
 CONCH_EXTERN int conch_client_opts_set_max_header_list(conch_client_opts *opts,
                                                        uint32_t bytes);
 
@@ -181,6 +220,8 @@ CONCH_EXTERN int conch_client_opts_set_max_header_list(conch_client_opts *opts,
  * the least loaded one (their deadlines running).  Default 1: one
  * connection, calls beyond the limit wait; over HTTP/1.1 (one call per
  * connection) the default is 16.  1..1024.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, |n| outside 1..1024).
  */
 CONCH_EXTERN int conch_client_opts_set_max_connections(conch_client_opts *opts,
                                                        int n);
@@ -222,7 +263,11 @@ CONCH_EXTERN int conch_client_opts_set_max_connections(conch_client_opts *opts,
 CONCH_EXTERN int conch_client_opts_set_http_version(conch_client_opts *opts,
                                                     conch_http_version v);
 
-/** Time allowed for TCP connect plus TLS handshake.  Default 30000 ms. */
+/**
+ * Time allowed for TCP connect plus TLS handshake.  Default 30000 ms.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, |ms| <= 0).
+ */
 CONCH_EXTERN int conch_client_opts_set_connect_timeout(conch_client_opts *opts,
                                                        long ms);
 
@@ -236,35 +281,59 @@ CONCH_EXTERN int conch_client_opts_set_connect_timeout(conch_client_opts *opts,
  * which the client doubles its interval for new connections).
  * |timeout_ms| 0 means 20000.  HTTP/1.1 has no PING: there the setting does
  * nothing.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, a negative value,
+ * |interval_ms| between 1 and 999).
  */
 CONCH_EXTERN int conch_client_opts_set_keepalive(conch_client_opts *opts,
                                                  long interval_ms,
                                                  long timeout_ms);
 
-/** The user-agent header.  Copied.  Default "conch/<version>". */
+/**
+ * The user-agent header.  Copied.  Default "conch/<version>".
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |opts|); CONCH_ERR_HEADER (a byte
+ * outside printable ASCII, nothing changed); CONCH_ERR_NOMEM.
+ */
 CONCH_EXTERN int conch_client_opts_set_user_agent(conch_client_opts *opts,
                                                   const char *ua);
 
 /**
  * Trust the CA certificates in the PEM file |path| instead of the system
  * store.  Copied.  NULL restores the system store.
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |opts|) or CONCH_ERR_NOMEM. The file is
+ * read when a connection is made, not here.
  */
 CONCH_EXTERN int conch_client_opts_set_ca_file(conch_client_opts *opts,
                                                const char *path);
 
-/** Trust the CA certificates in the PEM text |pem| (|len| bytes, copied). */
+/**
+ * Trust the CA certificates in the PEM text |pem| (|len| bytes, copied).
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |opts|, or NULL |pem| with |len| > 0) or
+ * CONCH_ERR_NOMEM. The PEM is parsed when a connection is made, not here.
+ */
 CONCH_EXTERN int conch_client_opts_set_ca_pem(conch_client_opts *opts,
                                               const char *pem, size_t len);
 
 /**
  * Present a client certificate: PEM files |cert_path| and |key_path|
  * (copied; |key_path| NULL = the key is in |cert_path|).
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |opts|, a key without a certificate) or
+ * CONCH_ERR_NOMEM. The files are read when a connection is made, not here.
  */
 CONCH_EXTERN int conch_client_opts_set_client_cert_file(conch_client_opts *opts,
                                                         const char *cert_path,
                                                         const char *key_path);
 
-/** Present a client certificate given as PEM text (copied). */
+/**
+ * Present a client certificate given as PEM text (copied).
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |opts|, a certificate without a key or a
+ * key without a certificate) or CONCH_ERR_NOMEM.
+ */
 CONCH_EXTERN int conch_client_opts_set_client_cert_pem(conch_client_opts *opts,
                                                        const char *cert,
                                                        size_t cert_len,
@@ -274,6 +343,8 @@ CONCH_EXTERN int conch_client_opts_set_client_cert_pem(conch_client_opts *opts,
 /**
  * Verify the server certificate chain and its name (DNS name or IP SAN).
  * Default 1.  Turning it off is for tests only.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
  */
 CONCH_EXTERN int conch_client_opts_set_tls_verify(conch_client_opts *opts,
                                                   int on);

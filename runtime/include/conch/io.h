@@ -63,10 +63,20 @@ typedef struct conch_io_hooks {
 CONCH_EXTERN int conch_client_set_io_hooks(conch_client *c,
                                            const conch_io_hooks *hooks);
 
-/** Reports that |fd| is ready for |events| (CONCH_IO_READ|CONCH_IO_WRITE). */
+/**
+ * Reports that |fd| is ready for |events| (CONCH_IO_READ|CONCH_IO_WRITE).
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |c|) or CONCH_ERR_RECURSIVE (called from
+ * inside one of the client's callbacks: nothing done).
+ */
 CONCH_EXTERN int conch_client_on_io(conch_client *c, int fd, unsigned events);
 
-/** Reports that the timer set through the hooks fired. */
+/**
+ * Reports that the timer set through the hooks fired.
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |c|) or CONCH_ERR_RECURSIVE (called from
+ * inside one of the client's callbacks: nothing done).
+ */
 CONCH_EXTERN int conch_client_on_timer(conch_client *c);
 
 /**
@@ -110,6 +120,8 @@ CONCH_EXTERN int conch_client_wakeup(conch_client *c);
 /**
  * Sets the function run on the driving thread after conch_client_wakeup().
  * Several wakeups may be folded into one run.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |c|).
  */
 CONCH_EXTERN int conch_client_set_wakeup_cb(conch_client *c,
                                             void (*cb)(conch_client *c,

@@ -54,7 +54,12 @@ CONCH_EXTERN void conch_metadata_free(conch_metadata *md);
 CONCH_EXTERN int conch_metadata_add(conch_metadata *md, const char *name,
                                     const void *value, size_t len);
 
-/** conch_metadata_add() with a NUL-terminated |value|. */
+/**
+ * conch_metadata_add() with a NUL-terminated |value|.
+ *
+ * Returns what conch_metadata_add() returns; CONCH_ERR_INVALID also for a
+ * NULL |value|.
+ */
 CONCH_EXTERN int conch_metadata_add_str(conch_metadata *md, const char *name,
                                         const char *value);
 
