@@ -20,15 +20,15 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include "../unit/pbjson/types.pb-c.c"
-#include "../unit/pbjson/types2.pb-c.c"
-#include "../unit/pbjson/google/protobuf/any.pb-c.c"
-#include "../unit/pbjson/google/protobuf/duration.pb-c.c"
-#include "../unit/pbjson/google/protobuf/empty.pb-c.c"
-#include "../unit/pbjson/google/protobuf/field_mask.pb-c.c"
-#include "../unit/pbjson/google/protobuf/struct.pb-c.c"
-#include "../unit/pbjson/google/protobuf/timestamp.pb-c.c"
-#include "../unit/pbjson/google/protobuf/wrappers.pb-c.c"
+#include "pbjson/types.pb-c.c"
+#include "pbjson/types2.pb-c.c"
+#include "google/protobuf/any.pb-c.c"
+#include "google/protobuf/duration.pb-c.c"
+#include "google/protobuf/empty.pb-c.c"
+#include "google/protobuf/field_mask.pb-c.c"
+#include "google/protobuf/struct.pb-c.c"
+#include "google/protobuf/timestamp.pb-c.c"
+#include "google/protobuf/wrappers.pb-c.c"
 #pragma GCC diagnostic pop
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

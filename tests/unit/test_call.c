@@ -16,13 +16,13 @@
 #include "internal.h"
 
 /* Messages for the JSON codec cases (compiled here, as test_pbjson does). */
-#include "pbjson/google/protobuf/any.pb-c.c"
-#include "pbjson/google/protobuf/duration.pb-c.c"
-#include "pbjson/google/protobuf/empty.pb-c.c"
-#include "pbjson/google/protobuf/field_mask.pb-c.c"
-#include "pbjson/google/protobuf/struct.pb-c.c"
-#include "pbjson/google/protobuf/timestamp.pb-c.c"
-#include "pbjson/google/protobuf/wrappers.pb-c.c"
+#include "google/protobuf/any.pb-c.c"
+#include "google/protobuf/duration.pb-c.c"
+#include "google/protobuf/empty.pb-c.c"
+#include "google/protobuf/field_mask.pb-c.c"
+#include "google/protobuf/struct.pb-c.c"
+#include "google/protobuf/timestamp.pb-c.c"
+#include "google/protobuf/wrappers.pb-c.c"
 #include "pbjson/types.pb-c.c"
 
 typedef struct result {

@@ -31,13 +31,13 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #include "pbjson/types.pb-c.c"
 #include "pbjson/types2.pb-c.c"
-#include "pbjson/google/protobuf/any.pb-c.c"
-#include "pbjson/google/protobuf/duration.pb-c.c"
-#include "pbjson/google/protobuf/empty.pb-c.c"
-#include "pbjson/google/protobuf/field_mask.pb-c.c"
-#include "pbjson/google/protobuf/struct.pb-c.c"
-#include "pbjson/google/protobuf/timestamp.pb-c.c"
-#include "pbjson/google/protobuf/wrappers.pb-c.c"
+#include "google/protobuf/any.pb-c.c"
+#include "google/protobuf/duration.pb-c.c"
+#include "google/protobuf/empty.pb-c.c"
+#include "google/protobuf/field_mask.pb-c.c"
+#include "google/protobuf/struct.pb-c.c"
+#include "google/protobuf/timestamp.pb-c.c"
+#include "google/protobuf/wrappers.pb-c.c"
 #pragma GCC diagnostic pop
 
 static const ProtobufCMessageDescriptor *resolve(const char *url, void *ud);
