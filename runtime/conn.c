@@ -591,7 +591,7 @@ static int start_session(conch_conn *conn) {
     return nghttp2_is_fatal(rv) ? CONCH_ERR_NOMEM : CONCH_ERR_SESSION;
   }
   if (conn->tls != NULL ? !conch__tls_is_h2(conn->tls)
-                        : c->o.http_version == CONCH_HTTP_1_1) {
+                        : c->o.http_version == CONCH_HTTP_1_1 || c->h1) {
     rv = conch__h1_new(conn);
     if (rv != 0) {
       return rv;
@@ -901,9 +901,49 @@ void conch__conn_on_timeout(conch_conn *conn) {
 
 /* ---- Reading ----------------------------------------------------------- */
 
+/* An http:// target with CONCH_HTTP_AUTO is tried with HTTP/2 (prior
+   knowledge) first.  No request goes out before the server's SETTINGS
+   (conch__conn_submit_queued), so when the first byte back is the 'H' of
+   an HTTP/1.x status line instead (no HTTP/2 frame can start with 0x48:
+   its length would exceed any SETTINGS_MAX_FRAME_SIZE the server could
+   have announced before saying anything), nothing was sent but the
+   preface: the client switches to HTTP/1.1 for good, and the calls
+   waiting here move to new connections.  The cost is the round trip of
+   the first connection, once per client.  gRPC cannot do that: its calls
+   fail, saying why. */
+static int h1_fallback(conch_conn *conn) {
+  conch_client *c = conn->client;
+  conch_link *l;
+
+  if (c->o.protocol == CONCH_PROTOCOL_GRPC) {
+    conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_PROTO,
+                     "%s:%s speaks HTTP/1.x, not HTTP/2, and gRPC needs "
+                     "HTTP/2 (Connect and gRPC-Web work over HTTP/1.1)",
+                     c->host, c->port);
+    return CONCH_ERR_PROTO;
+  }
+  c->h1 = 1;
+  conn->goaway = 1; /* the pool must not pick this one again */
+  while ((l = conn->calls.next) != &conn->calls) {
+    requeue(CONCH_CONTAINER(l, conch_call, conn_link));
+  }
+  conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                   "%s:%s speaks HTTP/1.x: retried over HTTP/1.1", c->host,
+                   c->port);
+  return CONCH_ERR_CONNECT;
+}
+
 /* Hands plaintext to nghttp2.  Returns 0 or fails the connection. */
 static int feed_h2(conch_conn *conn, const uint8_t *p, size_t n) {
   long rv;
+  if (!conn->seen_bytes && n > 0) {
+    conn->seen_bytes = 1;
+    if (p[0] == 'H' && conn->tls == NULL && conn->h1 == NULL &&
+        !conn->peer_settings &&
+        conn->client->o.http_version == CONCH_HTTP_AUTO) {
+      return h1_fallback(conn);
+    }
+  }
   if (conn->h1 != NULL) {
     conch__h1_recv(conn, p, n);
     return conn->state == CONCH_CONN_DEAD ? CONCH_ERR_CONNECT : 0;

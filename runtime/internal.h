@@ -146,6 +146,7 @@ typedef struct conch_conn {
   size_t ncalls;        /* calls bound (in |calls|): its load */
   int goaway;           /* GOAWAY received: no new streams */
   int peer_settings;    /* the server's first SETTINGS arrived */
+  int seen_bytes;       /* the server said something (HTTP/2 or not) */
   int closing;          /* we decided to close once flushed */
   int flush_pending;    /* output may be waiting: flush this turn */
   conch_link dirty;     /* in client->dirty while flush_pending */
@@ -269,7 +270,7 @@ struct conch_client {
   conch_link ready; /* calls whose on_send_ready is due */
   conch_link alarms;
   size_t peer_max_streams; /* the server's stream limit, once one said it */
-  int h1;                  /* connections speak HTTP/1.1 (forced or ALPN) */
+  int h1; /* connections speak HTTP/1.1 (forced, ALPN, or found out) */
 
   conch_timer **heap;
   size_t nheap;

@@ -1107,6 +1107,81 @@ static void test_keep_alive(void **state) {
   conch_client_free(c);
 }
 
+/* CONCH_HTTP_AUTO on an http:// URL: HTTP/2 with prior knowledge against
+   an HTTP/2 server; against an HTTP/1.1-only one the first connection
+   finds out from the server's first byte and the calls go over HTTP/1.1
+   without failing, a client-streaming call with its messages queued
+   before the answer included; the client remembers (no second probe).
+   gRPC, which needs HTTP/2, fails saying why. */
+static void test_auto_detects_h1(void **state) {
+  conch_client_opts *o;
+  conch_client *c;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  ProtobufCMessage *resp = NULL, *m;
+  conch_call *call;
+  conch_status st;
+  int round, i;
+  (void)state;
+
+  for (round = 0; round < 2; round++) {
+    assert_int_equal(conch_client_opts_new(&o), 0);
+    assert_int_equal(conch_client_opts_set_protocol(o, proto), 0);
+    assert_int_equal(conch_client_opts_set_codec(o, codec), 0);
+    assert_int_equal(conch_client_new(&c, h2c_url, o), 0);
+    conch_client_opts_free(o);
+    if (round == 1) {
+      /* Streams started before anything came back from the server. */
+      assert_int_equal(conch_call_start(c, &m_client, NULL, NULL, NULL, &call),
+                       0);
+      for (i = 0; i < 3; i++) {
+        req.payload.data = (uint8_t *)"abc";
+        req.payload.len = 3;
+        assert_int_equal(conch_call_send(call, &req.base), 0);
+      }
+      assert_int_equal(conch_call_close_send(call), 0);
+      assert_int_equal(conch_call_recv_sync(call, &m), 0);
+      assert_int_equal(((Conchtest__V1__Response *)m)->message_count, 3);
+      assert_int_equal(((Conchtest__V1__Response *)m)->total_bytes, 9);
+      conch_message_free(c, m);
+      assert_int_equal(conch_call_recv_sync(call, &m), CONCH_ERR_EOF);
+      conch_call_free(call);
+    }
+    for (i = 0; i < 3; i++) {
+      conch_status_init(&st);
+      req.payload.data = (uint8_t *)"auto";
+      req.payload.len = 4;
+      assert_int_equal(conch_unary_sync(c, &m_unary, NULL, &req.base, &resp,
+                                        &st, NULL, NULL),
+                       0);
+      conch_message_free(c, resp);
+      resp = NULL;
+      conch_status_clear(&st);
+      /* One live connection: the probe is gone, kept-alive reuse. */
+      assert_int_equal(count_conns(c), 1);
+    }
+    assert_int_equal(c->h1, h1);
+    conch_client_free(c);
+  }
+
+  if (!h1) {
+    return;
+  }
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_protocol(o, CONCH_PROTOCOL_GRPC), 0);
+  assert_int_equal(conch_client_new(&c, h2c_url, o), 0);
+  conch_client_opts_free(o);
+  conch_status_init(&st);
+  assert_int_equal(
+      conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st, NULL, NULL),
+      CONCH_ERR_RPC);
+  assert_int_equal(st.code, CONCH_CODE_UNAVAILABLE);
+  if (strstr(conch_status_message(&st), "gRPC needs HTTP/2") == NULL) {
+    fail_msg("unexpected message '%s'", conch_status_message(&st));
+  }
+  conch_status_clear(&st);
+  conch_client_free(c);
+}
+
 /* gRPC needs HTTP/2: refused locally, with a message that says so. */
 static void test_grpc_refused_over_h1(void **state) {
   conch_client_opts *o;
@@ -1312,6 +1387,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_refused_locally),
       cmocka_unit_test(test_keep_alive),
       cmocka_unit_test(test_grpc_refused_over_h1),
+      cmocka_unit_test(test_auto_detects_h1),
   };
   if (argc > 1 && strcmp(argv[1], "grpc") == 0) {
     proto = CONCH_PROTOCOL_GRPC;

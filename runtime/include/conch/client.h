@@ -63,7 +63,8 @@ typedef enum conch_compression {
 
 /** HTTP versions a client may speak (conch_client_opts_set_http_version). */
 typedef enum conch_http_version {
-  /** http:// is HTTP/2 with prior knowledge; https:// offers ALPN "h2" and
+  /** http:// tries HTTP/2 with prior knowledge and falls back to HTTP/1.1
+      when the server answers in HTTP/1.x; https:// offers ALPN "h2" and
       "http/1.1" and speaks what the server picks. */
   CONCH_HTTP_AUTO = 0,
   /** HTTP/1.1 for both schemes (https:// offers only ALPN "http/1.1"). */
@@ -228,11 +229,22 @@ CONCH_EXTERN int conch_client_opts_set_max_connections(conch_client_opts *opts,
 
 /**
  * The HTTP version.  Default CONCH_HTTP_AUTO: "http://" URLs speak HTTP/2
- * with prior knowledge (h2c), "https://" URLs offer ALPN "h2" and
- * "http/1.1" and use what the server selects (no ALPN at all counts as
- * HTTP/1.1).  CONCH_HTTP_2 keeps ALPN to "h2": a server that does not
- * select it fails the connection (unavailable).  CONCH_HTTP_1_1 speaks
+ * with prior knowledge (h2c), and a server that answers in HTTP/1.x
+ * instead is spoken to in HTTP/1.1 (see below); "https://" URLs offer ALPN
+ * "h2" and "http/1.1" and use what the server selects (no ALPN at all
+ * counts as HTTP/1.1).  CONCH_HTTP_2 keeps to HTTP/2: a TLS server that
+ * does not select "h2" fails the connection (unavailable), and so does a
+ * cleartext server that does not speak h2c.  CONCH_HTTP_1_1 speaks
  * HTTP/1.1 for both schemes.
+ *
+ * Finding out over cleartext costs nothing extra with an HTTP/2 server and
+ * one round trip, once per client, with an HTTP/1.x one: no request is
+ * sent on a new connection before the server's first bytes (its SETTINGS)
+ * arrive; when those are an HTTP/1.x status line (the server's answer to
+ * the HTTP/2 preface), that connection is dropped, the client remembers
+ * that the target speaks HTTP/1.1, and the waiting calls go out over
+ * HTTP/1.1 on new connections without failing.  gRPC calls, which need
+ * HTTP/2, then fail with unavailable, saying why.
  *
  * Over HTTP/1.1:
  *  - Connect and gRPC-Web work for every call shape.  Bidi streams work
@@ -240,7 +252,7 @@ CONCH_EXTERN int conch_client_opts_set_max_connections(conch_client_opts *opts,
  *    while the request streams, but that is up to the server.
  *  - gRPC needs HTTP/2 trailers: with CONCH_HTTP_1_1 every gRPC call ends
  *    with unimplemented; with CONCH_HTTP_AUTO a gRPC client still offers
- *    only "h2".
+ *    only "h2" over TLS.
  *  - A connection carries one call at a time, and is kept alive for the
  *    next one when the response was complete and neither side said
  *    "Connection: close".  Concurrent calls open more connections: the
