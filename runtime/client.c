@@ -332,6 +332,7 @@ void conch_client_free(conch_client *c) {
     conch_conn *conn = CONCH_CONTAINER(c->conns.next, conch_conn, link);
     conch__conn_free(conn);
   }
+  conch__resolve_client_free(c);
   while (!conch__list_empty(&c->calls)) {
     conch_call *call = CONCH_CONTAINER(c->calls.next, conch_call, client_link);
     conch__call_destroy(call);
@@ -532,10 +533,21 @@ static void turn_end(conch_client *c) {
   }
 }
 
+void conch__client_turn(conch_client *c) {
+  if (c->depth > 0) {
+    return; /* the turn under way flushes */
+  }
+  c->depth++;
+  turn_end(c);
+  c->depth--;
+  conch__client_kick(c);
+}
+
 static void drain_wakeup(conch_client *c) {
   uint64_t v;
   ssize_t n = read(c->wake_fd, &v, sizeof(v));
   (void)n;
+  conch__resolve_drain(c);
   if (c->wake_cb != NULL) {
     c->wake_cb(c, c->wake_ud);
   }

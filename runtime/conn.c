@@ -75,6 +75,7 @@ void conch__conn_fail(conch_conn *conn, conch_code code, int err,
   va_end(ap);
   memcpy(conn->errmsg, msg, sizeof(msg));
   conn->state = CONCH_CONN_DEAD;
+  conch__resolve_abandon(conn);
   conn->errcode = err;
   conn->fail_code = code;
   conch__timer_disarm(conn->client, &conn->connect_timer);
@@ -101,9 +102,8 @@ void conch__conn_free(conch_conn *conn) {
   }
   conch__h1_free(conn->h1);
   conch__tls_free(conn->tls);
-  if (conn->addrs != NULL) {
-    freeaddrinfo(conn->addrs);
-  }
+  conch__resolve_abandon(conn);
+  conch__free(c->mem, conn->addrs);
   conch__buf_free(&conn->out, c->mem);
   conch__free(c->mem, conn->rbuf);
   conch__free(c->mem, conn->pbuf);
@@ -219,6 +219,15 @@ static int write_out(conch_conn *conn) {
 static void release_dead(conch_conn *conn) { conch__conn_free(conn); }
 
 void conch__conn_flush(conch_conn *conn) {
+  if (conn->state == CONCH_CONN_RESOLVING) {
+    if (!conn->resolve_started) {
+      conch__resolve_start(conn);
+    }
+    conch__resolve_apply(conn);
+    if (conn->state == CONCH_CONN_RESOLVING) {
+      return; /* nothing to say before the answer */
+    }
+  }
   if (conn->state == CONCH_CONN_DEAD) {
     release_dead(conn);
     return;
@@ -624,19 +633,20 @@ static void set_sockopts(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-/* Starts connecting to |conn->addr| or the next address that works.
-   Returns 0 (in progress or connected) or fails the connection. */
+/* Starts connecting to |conn->addrs[next_addr]| or the next address that
+   works.  Returns 0 (in progress or connected) or fails the connection. */
 static int try_connect(conch_conn *conn, int last_errno) {
   conch_client *c = conn->client;
-  for (; conn->addr != NULL; conn->addr = conn->addr->ai_next) {
-    struct addrinfo *ai = conn->addr;
-    int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+  for (; conn->next_addr < conn->naddrs; conn->next_addr++) {
+    const conch_addr *a = &conn->addrs[conn->next_addr];
+    int fd = socket(a->family, SOCK_STREAM, 0);
     if (fd < 0) {
       last_errno = errno;
       continue;
     }
     set_sockopts(fd);
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
+    if (connect(fd, (const struct sockaddr *)&a->sa, a->len) == 0 ||
+        errno == EINPROGRESS) {
       conn->fd = fd;
       conn->state = CONCH_CONN_CONNECTING;
       conch__conn_update_watch(conn);
@@ -649,6 +659,11 @@ static int try_connect(conch_conn *conn, int last_errno) {
                    "cannot connect to %s:%s: %s", c->host, c->port,
                    strerror(last_errno ? last_errno : ECONNREFUSED));
   return CONCH_ERR_CONNECT;
+}
+
+void conch__conn_connect(conch_conn *conn) {
+  conn->next_addr = 0;
+  try_connect(conn, 0);
 }
 
 static void tls_fail(conch_conn *conn) {
@@ -710,7 +725,7 @@ static void check_connect(conch_conn *conn) {
   }
   if (err != 0) {
     close_fd(conn);
-    conn->addr = conn->addr->ai_next;
+    conn->next_addr++;
     try_connect(conn, err);
     return;
   }
@@ -760,7 +775,6 @@ static int pool_limit(const conch_client *c) {
 conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
   conch_link *l;
   conch_conn *conn, *least = NULL;
-  struct addrinfo hints;
   int usable = 0;
   int rv;
 
@@ -821,29 +835,26 @@ conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
       return NULL;
     }
   }
-  memset(&hints, 0, sizeof(hints));
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_protocol = IPPROTO_TCP;
-  /* Blocking resolution; numeric hosts return at once. */
-  rv = getaddrinfo(c->host, c->port, &hints, &conn->addrs);
-  if (rv != 0) {
-    conch__status_set(st, c->mem, CONCH_CODE_UNAVAILABLE, CONCH_ORIGIN_LOCAL,
-                      CONCH_ERR_RESOLVE, "cannot resolve %s: %s", c->host,
-                      gai_strerror(rv));
-    conn->addrs = NULL;
+  rv = conch__resolve_numeric(conn, st);
+  if (rv < 0) {
     conch__free(c->mem, conn->pbuf);
     conch__free(c->mem, conn->rbuf);
     conch__free(c->mem, conn);
     return NULL;
   }
   conch__list_push(&c->conns, &conn->link);
-  conn->addr = conn->addrs;
+  /* The connect timeout covers the lookup too. */
   conch__timer_arm(c, &conn->connect_timer,
                    conch__now_ms() + c->o.connect_timeout_ms);
+  if (rv == 1) {
+    /* A name: looked up at the end of the turn (resolve.c). */
+    conn->state = CONCH_CONN_RESOLVING;
+    conch__conn_mark_dirty(conn);
+    return conn;
+  }
   /* A failure here leaves a dead connection that fails the calls bound to
      it at the end of the turn, with its message. */
-  try_connect(conn, 0);
+  conch__conn_connect(conn);
   return conn;
 }
 
@@ -890,6 +901,13 @@ void conch__conn_on_keepalive(conch_conn *conn) {
 }
 
 void conch__conn_on_timeout(conch_conn *conn) {
+  if (conn->state == CONCH_CONN_RESOLVING) {
+    conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TIMEOUT,
+                     "looking up %s timed out after %ld ms (the connect "
+                     "timeout)",
+                     conn->client->host, conn->client->o.connect_timeout_ms);
+    return;
+  }
   if (conn->state == CONCH_CONN_CONNECTING ||
       conn->state == CONCH_CONN_HANDSHAKE) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TIMEOUT,

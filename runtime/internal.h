@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <nghttp2/nghttp2.h>
 #include <protobuf-c/protobuf-c.h>
@@ -102,6 +103,7 @@ struct conch_client_opts {
   char *key_pem;
   size_t key_pem_len;
   int tls_verify;
+  conch_resolver resolver; /* start NULL: the default (resolve.c) */
 };
 
 /* Copies |src| into |dst|, duplicating strings with |mem|. */
@@ -113,8 +115,16 @@ void conch__opts_defaults(conch_client_opts *o);
 
 /* ---- Connections ------------------------------------------------------- */
 
+/* An address to connect to. */
+typedef struct conch_addr {
+  int family;
+  socklen_t len;
+  struct sockaddr_storage sa;
+} conch_addr;
+
 typedef enum conch_conn_state {
   CONCH_CONN_CONNECTING = 0, /* TCP connect in progress */
+  CONCH_CONN_RESOLVING,      /* looking the host name up (resolve.c) */
   CONCH_CONN_HANDSHAKE,      /* TLS handshake */
   CONCH_CONN_READY,          /* HTTP/2 up */
   CONCH_CONN_DEAD            /* failed or closed; calls detached */
@@ -126,8 +136,11 @@ typedef struct conch_conn {
   conch_conn_state state;
   int fd;
   unsigned watched; /* CONCH_IO_* last reported to the hooks */
-  struct addrinfo *addrs;
-  struct addrinfo *addr; /* being tried */
+  conch_addr *addrs; /* where the host is, in the order to try */
+  size_t naddrs;
+  size_t next_addr;                  /* the one being tried */
+  struct conch_resolve_req *resolving; /* the lookup under way */
+  int resolve_started;
   conch_tls *tls;
   nghttp2_session *h2;
   struct conch_h1 *h1; /* HTTP/1.1 bridge (h1.c); NULL for HTTP/2 */
@@ -298,6 +311,7 @@ struct conch_client {
   void (*wake_cb)(conch_client *, void *);
   void *wake_ud;
   unsigned depth; /* > 0 while the client is dispatching */
+  struct resolver_pool *resolver_pool; /* the default resolver's threads */
 };
 
 struct conch_alarm {
@@ -332,6 +346,25 @@ void conch__conn_flush(conch_conn *conn);
 void conch__conn_on_io(conch_conn *conn, unsigned events);
 /* The connect timer fired. */
 void conch__conn_on_timeout(conch_conn *conn);
+/* Starts connecting to the first of |conn->addrs| (after a lookup). */
+void conch__conn_connect(conch_conn *conn);
+
+/* Name resolution (resolve.c). */
+/* Fills |conn->addrs| when the host is an address: 0; 1 when it is a name
+   to look up; -1 with |st| set on an error. */
+int conch__resolve_numeric(conch_conn *conn, conch_status *st);
+/* Starts the lookup of a RESOLVING connection (end of turn only). */
+void conch__resolve_start(conch_conn *conn);
+/* Applies an answer that arrived: connects, or fails the connection. */
+void conch__resolve_apply(conch_conn *conn);
+/* The connection no longer wants its lookup (failed, freed). */
+void conch__resolve_abandon(conch_conn *conn);
+/* Hands the default resolver's answers to their connections. */
+void conch__resolve_drain(conch_client *c);
+/* Detaches the default resolver's threads from a client being freed. */
+void conch__resolve_client_free(conch_client *c);
+/* Ends a turn now when outside one (answers from the caller's loop). */
+void conch__client_turn(conch_client *c);
 /* The keepalive timer fired. */
 void conch__conn_on_keepalive(conch_conn *conn);
 /* Fails the connection: every call on it ends with |code|. */

@@ -352,6 +352,19 @@ int conch_client_opts_set_client_cert_pem(conch_client_opts *opts,
   return 0;
 }
 
+int conch_client_opts_set_resolver(conch_client_opts *opts,
+                                   const conch_resolver *r) {
+  if (opts == NULL || (r != NULL && r->start == NULL)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (r != NULL) {
+    opts->resolver = *r;
+  } else {
+    memset(&opts->resolver, 0, sizeof(opts->resolver));
+  }
+  return 0;
+}
+
 int conch_client_opts_set_tls_verify(conch_client_opts *opts, int on) {
   if (opts == NULL) {
     return CONCH_ERR_INVALID;

@@ -34,10 +34,11 @@ step "tests under ASan+UBSan"
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest -j "$jobs" --output-on-failure)
 
-step "wakeup under ThreadSanitizer"
+step "wakeup and the resolver threads under ThreadSanitizer"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DCONCH_TSAN=ON >/dev/null
-cmake --build build-tsan -j "$jobs" --target test_wakeup >/dev/null
+cmake --build build-tsan -j "$jobs" --target test_wakeup test_resolve >/dev/null
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_wakeup
+TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_resolve
 
 step "unit tests under valgrind"
 for t in build/tests/test_*; do

@@ -276,6 +276,59 @@ CONCH_EXTERN int conch_client_opts_set_http_version(conch_client_opts *opts,
                                                     conch_http_version v);
 
 /**
+ * Name resolution.  A host that is an IP address is used as it is; a
+ * host name is looked up without blocking the thread that drives the
+ * client: by default with getaddrinfo() on a few threads of the client's
+ * own (at most 8 at once, only while lookups are pending; the rest wait
+ * their turn), or by the caller's resolver set here (uv_getaddrinfo(), a
+ * c-ares channel, a cache...).  The lookup starts when a connection is
+ * needed, at the end of a turn of the client, never inside one of its
+ * callbacks into nghttp2; the connect timeout counts from its start, and
+ * a call's deadline covers it as it covers connecting.  Each new
+ * connection looks the name up again (no cache).
+ *
+ * |start| begins looking up |host| (without brackets) and |port| (a
+ * number, as text) for |req| and returns 0, or non-zero when it cannot
+ * (the connection then fails with unavailable, and no answer may follow).
+ * After 0, the resolver calls conch_resolve_done(req, ...) exactly once,
+ * on the thread that drives the client: from inside |start| itself, or
+ * later from its own loop.  |cancel| (may be NULL) tells that the client
+ * no longer wants the answer (the connection failed or the client was
+ * freed); conch_resolve_done() must still be called once for |req|, and
+ * may then come after the client is freed.
+ */
+typedef struct conch_resolve_req conch_resolve_req;
+typedef struct conch_resolver {
+  int (*start)(conch_resolve_req *req, const char *host, const char *port,
+               void *user_data);
+  void (*cancel)(conch_resolve_req *req, void *user_data);
+  void *user_data;
+} conch_resolver;
+
+/**
+ * Uses |r| (copied) to look host names up; NULL restores the default.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, or |r| without |start|).
+ */
+CONCH_EXTERN int conch_client_opts_set_resolver(conch_client_opts *opts,
+                                                const conch_resolver *r);
+
+struct addrinfo;
+
+/**
+ * The answer to |req|: the addresses in |res| (a getaddrinfo() list, read
+ * and copied here: its IPv4 and IPv6 entries are tried in order), or, with
+ * |res| NULL or holding none, a failure described by |error| (may be
+ * NULL), with which the connection fails (unavailable).  |req| is invalid
+ * afterwards.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |req|).
+ */
+CONCH_EXTERN int conch_resolve_done(conch_resolve_req *req,
+                                    const struct addrinfo *res,
+                                    const char *error);
+
+/**
  * Time allowed for TCP connect plus TLS handshake.  Default 30000 ms.
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, |ms| <= 0).
