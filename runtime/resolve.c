@@ -32,7 +32,7 @@
 #define DEFAULT_WORKERS 8
 
 struct conch_resolve_req {
-  conch_conn *conn; /* NULL once the client no longer wants the answer */
+  conch_conn *conn;  /* NULL once the client no longer wants the answer */
   conch_addr *addrs; /* the answer, until applied (client allocator) */
   size_t naddrs;
   int answered;
@@ -112,13 +112,11 @@ int conch__resolve_numeric(conch_conn *conn, conch_status *st) {
   n = copy_addrs(c, res, &conn->addrs);
   freeaddrinfo(res);
   if (n <= 0) {
-    conch__status_set(st, c->mem,
-                      n < 0 ? CONCH_CODE_RESOURCE_EXHAUSTED
-                            : CONCH_CODE_UNAVAILABLE,
-                      CONCH_ORIGIN_LOCAL,
-                      n < 0 ? CONCH_ERR_NOMEM : CONCH_ERR_RESOLVE,
-                      n < 0 ? "out of memory" : "cannot resolve %s",
-                      c->host);
+    conch__status_set(
+        st, c->mem,
+        n < 0 ? CONCH_CODE_RESOURCE_EXHAUSTED : CONCH_CODE_UNAVAILABLE,
+        CONCH_ORIGIN_LOCAL, n < 0 ? CONCH_ERR_NOMEM : CONCH_ERR_RESOLVE,
+        n < 0 ? "out of memory" : "cannot resolve %s", c->host);
     return -1;
   }
   conn->naddrs = (size_t)n;

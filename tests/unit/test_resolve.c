@@ -207,8 +207,8 @@ static void test_connect_timeout_covers_lookup(void **state) {
 /* ---- Answers from inside start() ---------------------------------------- */
 
 typedef struct sync_answer {
-  int port;      /* 0: fail with |error| */
-  int refuse;    /* start() returns non-zero */
+  int port;   /* 0: fail with |error| */
+  int refuse; /* start() returns non-zero */
   const char *error;
   int starts;
 } sync_answer;
@@ -335,7 +335,8 @@ static void test_default_resolver(void **state) {
   conch_client_free(c);
 }
 
-/* ---- 1,000 names from one thread ------------------------------------------ */
+/* ---- 1,000 names from one thread ------------------------------------------
+ */
 
 #define NAMES 1000
 
