@@ -91,10 +91,10 @@ srv=$!
 exec 3>"$tmp/in"
 exec 4<"$tmp/out"
 port=""
-if read -t 30 -r word port <&4 && [ "$word" = LISTENING ]; then
+if read -t 120 -r word port <&4 && [ "$word" = LISTENING ]; then
   :
 else
-  echo "run.sh: ${server[*]} printed no 'LISTENING <port>' within 30 s:"
+  echo "run.sh: ${server[*]} printed no 'LISTENING <port>' within 120 s:"
   cat "$tmp/err"
   exit 1
 fi

@@ -24,7 +24,7 @@
 
 #include "envelope.h"
 
-#define START_TIMEOUT_MS 20000
+#define START_TIMEOUT_MS 120000
 
 long long now_ms(void) {
   struct timespec ts;

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PEER_START_TIMEOUT_MS 20000
+#define PEER_START_TIMEOUT_MS 120000 /* Node on a loaded 2-core machine */
 #define PEER_STOP_TIMEOUT_MS 5000
 #define PEER_LINE_MAX 512
 #define PEER_MAX_CLOSE_FD 65536

@@ -20,7 +20,7 @@ typedef struct conch_peer {
 } conch_peer;
 
 /* Runs `$CONCH_NODE script extra_args...` (CONCH_NODE unset or empty:
-   "node", looked up in PATH) and waits up to 20 s for its LISTENING line.
+   "node", looked up in PATH) and waits up to 120 s for its LISTENING line.
    |extra_args| is a NULL-terminated list, or NULL for none.  Returns 0 with
    |p| filled in, or -1 after printing why on stderr, with the child (if
    any) killed and reaped and |p| set to pid -1, port 0, stdin_fd -1.  The
