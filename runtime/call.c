@@ -322,7 +322,7 @@ static int call_create(conch_client *c, const conch_method *method,
   *out = call;
 
   if (o.timeout_ms > 0) {
-    call->deadline_at = conch__now_ms() + o.timeout_ms;
+    call->deadline_at = conch__client_now(c) + o.timeout_ms;
     conch__timer_arm(c, &call->deadline,
                      call->deadline_at + o.deadline_grace_ms);
   }
@@ -973,8 +973,8 @@ void conch__call_on_stream_close(conch_call *call, uint32_t h2err) {
   if (h2err == NGHTTP2_REFUSED_STREAM && retry(call) == 0) {
     return;
   }
-  deadline_passed =
-      call->deadline_at != 0 && conch__now_ms() >= call->deadline_at;
+  deadline_passed = call->deadline_at != 0 &&
+                    conch__client_now(call->client) >= call->deadline_at;
   code = conch__code_from_rst(h2err, deadline_passed);
   if (h2err == NGHTTP2_REFUSED_STREAM) {
     conch__call_fail(call, code, CONCH_ERR_CONNECT,

@@ -17,6 +17,10 @@ int64_t conch__now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t conch__client_now(const conch_client *c) {
+  return c->o.clock != NULL ? c->o.clock(c->o.clock_ud) : conch__now_ms();
+}
+
 /* ---- Version ------------------------------------------------------------ */
 
 static const conch_version_info version_info = {1,
@@ -491,7 +495,7 @@ long conch_client_timeout_ms(conch_client *c) {
   if (c->nheap == 0) {
     return -1;
   }
-  d = c->heap[0]->when - conch__now_ms();
+  d = c->heap[0]->when - conch__client_now(c);
   if (d <= 0) {
     return 0;
   }
@@ -585,7 +589,7 @@ int conch_client_on_io(conch_client *c, int fd, unsigned events) {
   }
   c->depth++;
   dispatch_fd(c, fd, events);
-  run_timers(c, conch__now_ms());
+  run_timers(c, conch__client_now(c));
   turn_end(c);
   c->depth--;
   conch__client_kick(c);
@@ -601,7 +605,7 @@ int conch_client_on_timer(conch_client *c) {
   }
   c->depth++;
   c->hook_timer = -2; /* the timer fired: any new value must be reported */
-  run_timers(c, conch__now_ms());
+  run_timers(c, conch__client_now(c));
   turn_end(c);
   c->depth--;
   conch__client_kick(c);
@@ -663,7 +667,7 @@ int conch_client_process(conch_client *c, const struct pollfd *fds,
     }
     dispatch_fd(c, fds[i].fd, ev);
   }
-  run_timers(c, conch__now_ms());
+  run_timers(c, conch__client_now(c));
   turn_end(c);
   c->depth--;
   return 0;
@@ -815,7 +819,7 @@ int conch_client_alarm(conch_client *c, long ms,
   a->cb = cb;
   a->user_data = user_data;
   conch__list_push(&c->alarms, &a->link);
-  conch__timer_arm(c, &a->t, conch__now_ms() + ms);
+  conch__timer_arm(c, &a->t, conch__client_now(c) + ms);
   conch__client_kick(c);
   if (out != NULL) {
     *out = a;

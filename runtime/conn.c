@@ -612,7 +612,7 @@ static int start_session(conch_conn *conn) {
   }
   conn->state = CONCH_CONN_READY;
   conch__timer_disarm(c, &conn->connect_timer);
-  conn->last_read = conch__now_ms();
+  conn->last_read = conch__client_now(conn->client);
   if (c->o.keepalive_ms > 0 && conn->h1 == NULL) {
     conch__timer_arm(c, &conn->keepalive_timer,
                      conn->last_read + c->o.keepalive_ms);
@@ -845,7 +845,7 @@ conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
   conch__list_push(&c->conns, &conn->link);
   /* The connect timeout covers the lookup too. */
   conch__timer_arm(c, &conn->connect_timer,
-                   conch__now_ms() + c->o.connect_timeout_ms);
+                   conch__client_now(c) + c->o.connect_timeout_ms);
   if (rv == 1) {
     /* A name: looked up at the end of the turn (resolve.c). */
     conn->state = CONCH_CONN_RESOLVING;
@@ -860,7 +860,7 @@ conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
 
 void conch__conn_on_keepalive(conch_conn *conn) {
   conch_client *c = conn->client;
-  int64_t now = conch__now_ms();
+  int64_t now = conch__client_now(c);
   long interval = c->o.keepalive_ms;
 
   if (conn->state != CONCH_CONN_READY || interval <= 0 || conn->h1 != NULL) {
@@ -1021,7 +1021,7 @@ static void on_readable(conch_conn *conn) {
   int i;
   /* Any byte read shows the peer alive; the keepalive timer reads this
      lazily instead of being re-armed per read. */
-  conn->last_read = conch__now_ms();
+  conn->last_read = conch__client_now(conn->client);
   /* Bounded so one busy connection cannot starve the rest of the loop. */
   for (i = 0; i < 16 && conn->state != CONCH_CONN_DEAD && conn->fd >= 0 &&
               (conn->h1 == NULL || conch__h1_want_read(conn));

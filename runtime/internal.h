@@ -67,6 +67,8 @@ typedef struct conch_timer {
 } conch_timer;
 
 int64_t conch__now_ms(void);
+/* The client's clock (conch_client_opts_set_clock), in ms. */
+int64_t conch__client_now(const struct conch_client *c);
 
 /* ---- Options ----------------------------------------------------------- */
 
@@ -104,6 +106,8 @@ struct conch_client_opts {
   size_t key_pem_len;
   int tls_verify;
   conch_resolver resolver; /* start NULL: the default (resolve.c) */
+  int64_t (*clock)(void *user_data); /* NULL: CLOCK_MONOTONIC */
+  void *clock_ud;
 };
 
 /* Copies |src| into |dst|, duplicating strings with |mem|. */

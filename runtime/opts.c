@@ -352,6 +352,17 @@ int conch_client_opts_set_client_cert_pem(conch_client_opts *opts,
   return 0;
 }
 
+int conch_client_opts_set_clock(conch_client_opts *opts,
+                                int64_t (*now_ms)(void *user_data),
+                                void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->clock = now_ms;
+  opts->clock_ud = now_ms != NULL ? user_data : NULL;
+  return 0;
+}
+
 int conch_client_opts_set_resolver(conch_client_opts *opts,
                                    const conch_resolver *r) {
   if (opts == NULL || (r != NULL && r->start == NULL)) {

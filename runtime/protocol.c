@@ -335,7 +335,7 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
   hdr_adds(&h, ":scheme", c->tls ? "https" : "http");
   hdr_adds(&h, ":authority", c->authority);
   if (call->deadline_at != 0) {
-    int64_t left = call->deadline_at - conch__now_ms();
+    int64_t left = call->deadline_at - conch__client_now(call->client);
     if (left <= 0) {
       conch__call_fail(call, CONCH_CODE_DEADLINE_EXCEEDED, CONCH_ERR_TIMEOUT,
                        "deadline exceeded before the request was sent");

@@ -169,10 +169,79 @@ static void test_deadline_during_tls_handshake(void **state) {
   close(lfd);
 }
 
+/* ---- Time from the client's own clock ---------------------------------- */
+
+static int64_t sim_now = 5000000;
+static long sim_timer = -1;
+
+static int64_t sim_clock(void *ud) {
+  (void)ud;
+  return sim_now;
+}
+
+static int sim_watch(int fd, unsigned events, void *ud) {
+  (void)fd;
+  (void)events;
+  (void)ud;
+  return 0;
+}
+
+static int sim_set_timer(long ms, void *ud) {
+  (void)ud;
+  sim_timer = ms;
+  return 0;
+}
+
+/* A 60 s deadline passes in simulated time, at once in real time: the
+   hooks are told the timer by the client's clock, and the call ends when
+   that clock says so, not before. */
+static void test_deadline_by_the_clients_clock(void **state) {
+  int port, lfd = listener(16, &port); /* TCP completes; nobody speaks */
+  conch_io_hooks hooks = {sim_watch, sim_set_timer, NULL};
+  conch_call_opts opts = CONCH_CALL_OPTS_INIT;
+  conch_call_handler h = {NULL, NULL, NULL, NULL, on_close};
+  conch_method m = {"/t.v1.T/M", CONCH_STREAM_UNARY, NULL, NULL, 0};
+  conch_client_opts *o;
+  conch_client *c;
+  conch_call *call;
+  conch_status st;
+  char url[64];
+  int64_t t0 = conch__now_ms();
+  (void)state;
+
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_clock(o, sim_clock, NULL), 0);
+  assert_int_equal(conch_client_opts_set_connect_timeout(o, 600000), 0);
+  assert_int_equal(conch_client_new(&c, url, o), 0);
+  conch_client_opts_free(o);
+  assert_int_equal(conch_client_set_io_hooks(c, &hooks), 0);
+  conch_status_init(&st);
+  opts.timeout_ms = 60000;
+  assert_int_equal(conch_call_start(c, &m, &opts, &h, &st, &call), 0);
+  assert_int_equal(conch_call_send_raw(call, (const uint8_t *)"", 0), 0);
+  assert_int_equal(conch_client_on_timer(c), 0); /* a turn: it connects */
+  assert_true(sim_timer > 59000 && sim_timer <= 60000);
+  sim_now += 59999;
+  assert_int_equal(conch_client_on_timer(c), 0);
+  assert_false(conch_call_done(call));
+  assert_true(sim_timer >= 0 && sim_timer <= 1);
+  sim_now += 1;
+  assert_int_equal(conch_client_on_timer(c), 0);
+  assert_true(conch_call_done(call));
+  assert_int_equal(st.code, CONCH_CODE_DEADLINE_EXCEEDED);
+  assert_true(conch__now_ms() - t0 < 30000); /* not a minute of real time */
+  conch_call_free(call);
+  conch_status_clear(&st);
+  conch_client_free(c);
+  close(lfd);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deadline_during_tcp_connect),
       cmocka_unit_test(test_deadline_during_tls_handshake),
+      cmocka_unit_test(test_deadline_by_the_clients_clock),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -329,6 +329,21 @@ CONCH_EXTERN int conch_resolve_done(conch_resolve_req *req,
                                     const char *error);
 
 /**
+ * The clock the client reads for deadlines, timeouts and keepalive:
+ * |now_ms| returns milliseconds that never go back (any origin), called on
+ * the driving thread with |user_data|.  NULL (the default) is
+ * CLOCK_MONOTONIC.  For simulations and tests that move time themselves:
+ * conch_client_run() still waits in real time, so such a caller drives the
+ * client with hooks (conch_client_set_io_hooks) and calls
+ * conch_client_on_timer() when its own time reaches the timer it was told.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_client_opts_set_clock(conch_client_opts *opts,
+                                             int64_t (*now_ms)(void *user_data),
+                                             void *user_data);
+
+/**
  * Time allowed for TCP connect plus TLS handshake.  Default 30000 ms.
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, |ms| <= 0).
