@@ -126,7 +126,8 @@ typedef struct srv_config {
   size_t compress_min;   /* smallest response message gzipped */
   int64_t kill_grace_ms; /* SIGTERM to SIGKILL at shutdown */
   size_t max_conns;
-  int signal_pid_only; /* envd's way: signals and deadlines to the pid */
+  int signal_pid_only; /* envd's way: signals and deadlines to the pid,
+                          piped children in our process group */
 } srv_config;
 
 typedef struct srv_server srv_server;
@@ -433,10 +434,11 @@ void srv_user_clear(srv_user *u);
    message in |err|. */
 conch_code srv_resolve_cwd(const char *cwd, const srv_user *u, char **out,
                            char *err, size_t errlen);
-/* Forks and execs the request as |u|.  Returns 0, or a code with a
-   message in |err|. */
+/* Forks and execs the request as |u|, in a session of its own (with
+   |envd_groups|, only a PTY child, as envd does).  Returns 0, or a code
+   with a message in |err|. */
 conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
-                     int switch_user, const char *cwd, srv_spawned *out,
-                     char *err, size_t errlen);
+                     int switch_user, int envd_groups, const char *cwd,
+                     srv_spawned *out, char *err, size_t errlen);
 
 #endif

@@ -335,6 +335,7 @@ static int session_signal(pid_t sid, int sig, int guarded, int *in_group) {
 }
 
 static int proc_kill(srv_proc *p, int sig, int groups) {
+  proc_stat ps;
   int in_group = 0;
   int n;
 
@@ -354,7 +355,7 @@ static int proc_kill(srv_proc *p, int sig, int groups) {
     }
     return 1;
   }
-  if (kill(p->pid, 0) == 0 || errno == EPERM) {
+  if (read_stat(p->pid, &ps) == 0) {
     return 0; /* P is a new process: our session is empty */
   }
   n = session_signal(p->pid, sig, 1, &in_group);

@@ -228,7 +228,8 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
-  code = srv_spawn(copy, &st->user, srv->euid == 0, cwd, &sp, err, sizeof(err));
+  code = srv_spawn(copy, &st->user, srv->euid == 0, srv->cfg.signal_pid_only,
+                   cwd, &sp, err, sizeof(err));
   free(cwd);
   if (code != CONCH_CODE_OK) {
     protobuf_c_message_free_unpacked(&copy->base, NULL);
@@ -238,6 +239,7 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
   if (srv_proc_add(srv, copy, &sp, &p) != 0) {
     /* Cannot track it: do not leave it running unseen. */
     kill(-sp.pid, SIGKILL);
+    kill(sp.pid, SIGKILL); /* not a group leader with --signal-pid-only */
     protobuf_c_message_free_unpacked(&copy->base, NULL);
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return;
