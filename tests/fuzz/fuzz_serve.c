@@ -571,7 +571,8 @@ static void add_proc(const char *cmd, const char *tag, int pty, int stdin_on) {
   if (copy == NULL) {
     abort();
   }
-  if (srv_spawn(copy, NULL, 0, 0, "/", &sp, err, sizeof(err)) != CONCH_CODE_OK ||
+  if (srv_spawn(copy, NULL, 0, 0, "/", &sp, err, sizeof(err)) !=
+          CONCH_CODE_OK ||
       srv_proc_add(&srv, copy, &sp, &p) != 0) {
     abort();
   }

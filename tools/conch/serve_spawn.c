@@ -3,8 +3,9 @@
    exit 127, not a start error), with envd's environment (PATH, HOME, USER,
    LOGNAME, then the request's envs, the last one winning) and its cwd
    rules, as the requested user.  Each child leads its own session and
-   process group (with --signal-pid-only, as envd: only PTY children).  A failure between fork and exec comes back through a
-   close-on-exec pipe, as Go's os/exec does it. */
+   process group (with --signal-pid-only, as envd: only PTY children).  A
+   failure between fork and exec comes back through a close-on-exec pipe, as
+   Go's os/exec does it. */
 #include "serve.h"
 
 #include <errno.h>
