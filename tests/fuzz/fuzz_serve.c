@@ -364,14 +364,15 @@ static int kid_start(fake_kid *k, const Process__StartRequest *req,
 }
 
 conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
-                     int switch_user, const char *cwd, srv_spawned *out,
-                     char *err, size_t errlen) {
+                     int switch_user, int envd_groups, const char *cwd,
+                     srv_spawned *out, char *err, size_t errlen) {
   const char *cmd = req->process != NULL ? req->process->cmd : "";
   fake_kid *k;
   ssize_t w;
 
   (void)u;
   (void)switch_user;
+  (void)envd_groups;
   (void)cwd;
   k = strcmp(cmd, "fail") != 0 ? kid_slot() : NULL;
   if (k == NULL) {
@@ -570,7 +571,8 @@ static void add_proc(const char *cmd, const char *tag, int pty, int stdin_on) {
   if (copy == NULL) {
     abort();
   }
-  if (srv_spawn(copy, NULL, 0, "/", &sp, err, sizeof(err)) != CONCH_CODE_OK ||
+  if (srv_spawn(copy, NULL, 0, 0, "/", &sp, err, sizeof(err)) !=
+          CONCH_CODE_OK ||
       srv_proc_add(&srv, copy, &sp, &p) != 0) {
     abort();
   }

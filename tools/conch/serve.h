@@ -126,6 +126,8 @@ typedef struct srv_config {
   size_t compress_min;   /* smallest response message gzipped */
   int64_t kill_grace_ms; /* SIGTERM to SIGKILL at shutdown */
   size_t max_conns;
+  int signal_pid_only; /* envd's way: signals and deadlines to the pid,
+                          piped children in our process group */
 } srv_config;
 
 typedef struct srv_server srv_server;
@@ -373,7 +375,8 @@ struct srv_proc {
   int ended;
   uint8_t *end_msg; /* the packed StartResponse holding the EndEvent */
   size_t end_len;
-  srv_timer deadline_t;
+  srv_timer deadline_t; /* SIGKILL to its group; may outlive the leader */
+  srv_timer settle_t;   /* PTY: output still in the kernel at the reap */
   srv_timer retain_t;
   int dead;
 };
@@ -402,10 +405,19 @@ int srv_proc_write_input(srv_proc *p, const uint8_t *data, size_t len);
 void srv_proc_wait_input(srv_proc *p, srv_stream *st);
 void srv_proc_unwait(srv_stream *st);
 void srv_proc_close_input(srv_proc *p);
+/* The deadline of the process's group; after the leader's end it still
+   reaches what is left of the group (none with cfg.signal_pid_only). */
 void srv_proc_set_deadline(srv_proc *p, int64_t timeout_ms);
+/* Signals what |p| started: its process group (and, for a PTY, the job
+   groups of its session); only the pid with cfg.signal_pid_only.  After
+   the leader was reaped, only members still found in its session that
+   descend from this server.  Returns how many targets were signalled
+   (0: nothing left), or -1 with errno. */
+int srv_proc_kill(srv_proc *p, int sig);
 void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus);
 void srv_proc_free(srv_proc *p);
-/* Shutdown: signal every process group; |sig| SIGTERM or SIGKILL. */
+/* Shutdown: signal every process group (also with cfg.signal_pid_only);
+   |sig| SIGTERM or SIGKILL. */
 void srv_proc_signal_all(srv_server *srv, int sig);
 int srv_proc_running(const srv_server *srv);
 
@@ -422,10 +434,11 @@ void srv_user_clear(srv_user *u);
    message in |err|. */
 conch_code srv_resolve_cwd(const char *cwd, const srv_user *u, char **out,
                            char *err, size_t errlen);
-/* Forks and execs the request as |u|.  Returns 0, or a code with a
-   message in |err|. */
+/* Forks and execs the request as |u|, in a session of its own (with
+   |envd_groups|, only a PTY child, as envd does).  Returns 0, or a code
+   with a message in |err|. */
 conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
-                     int switch_user, const char *cwd, srv_spawned *out,
-                     char *err, size_t errlen);
+                     int switch_user, int envd_groups, const char *cwd,
+                     srv_spawned *out, char *err, size_t errlen);
 
 #endif

@@ -138,6 +138,11 @@ static int parse_args(int argc, char **argv, srv_config *cfg) {
     if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
       return 1;
     }
+    /* Hidden, for measurements: envd's pid-only signals (README). */
+    if (strcmp(arg, "--signal-pid-only") == 0) {
+      cfg->signal_pid_only = 1;
+      continue;
+    }
     if (strncmp(arg, "--", 2) != 0) {
       fprintf(stderr, "conch serve: unexpected argument %s\n%s", arg,
               usage_text);

@@ -101,6 +101,16 @@ void srv_service_keepalive(srv_stream *st) {
 
 /* ---- Finding the process ------------------------------------------------- */
 
+static void not_found(srv_stream *st, const Process__ProcessSelector *sel) {
+  if (sel->selector_case == PROCESS__PROCESS_SELECTOR__SELECTOR_PID) {
+    srv_rpc_finish(st, CONCH_CODE_NOT_FOUND, "process with pid %u not found",
+                   sel->pid);
+  } else {
+    srv_rpc_finish(st, CONCH_CODE_NOT_FOUND, "process with tag %s not found",
+                   sel->tag);
+  }
+}
+
 static srv_proc *find(srv_stream *st, const Process__ProcessSelector *sel,
                       int ended_ok) {
   srv_proc *p;
@@ -116,13 +126,7 @@ static srv_proc *find(srv_stream *st, const Process__ProcessSelector *sel,
   if (p != NULL && (ended_ok || !p->ended)) {
     return p;
   }
-  if (sel->selector_case == PROCESS__PROCESS_SELECTOR__SELECTOR_PID) {
-    srv_rpc_finish(st, CONCH_CODE_NOT_FOUND, "process with pid %u not found",
-                   sel->pid);
-  } else {
-    srv_rpc_finish(st, CONCH_CODE_NOT_FOUND, "process with tag %s not found",
-                   sel->tag);
-  }
+  not_found(st, sel);
   return NULL;
 }
 
@@ -224,7 +228,8 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
-  code = srv_spawn(copy, &st->user, srv->euid == 0, cwd, &sp, err, sizeof(err));
+  code = srv_spawn(copy, &st->user, srv->euid == 0, srv->cfg.signal_pid_only,
+                   cwd, &sp, err, sizeof(err));
   free(cwd);
   if (code != CONCH_CODE_OK) {
     protobuf_c_message_free_unpacked(&copy->base, NULL);
@@ -234,6 +239,7 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
   if (srv_proc_add(srv, copy, &sp, &p) != 0) {
     /* Cannot track it: do not leave it running unseen. */
     kill(-sp.pid, SIGKILL);
+    kill(sp.pid, SIGKILL); /* not a group leader with --signal-pid-only */
     protobuf_c_message_free_unpacked(&copy->base, NULL);
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return;
@@ -257,6 +263,10 @@ static void svc_connect(srv_stream *st, ProtobufCMessage *m) {
   }
   send_start_event(st, p->pid);
   if (p->ended) {
+    /* What is left of its group still gets the deadline (README). */
+    if (st->timeout_ms > 0) {
+      srv_proc_set_deadline(p, st->timeout_ms);
+    }
     if (p->end_msg != NULL) {
       srv_rpc_send_packed(st, p->end_msg, p->end_len);
     }
@@ -454,10 +464,16 @@ static void svc_stream_input_end(srv_stream *st) {
 static void svc_send_signal(srv_stream *st, ProtobufCMessage *m) {
   Process__SendSignalRequest *req = (Process__SendSignalRequest *)m;
   Process__SendSignalResponse resp = PROCESS__SEND_SIGNAL_RESPONSE__INIT;
-  srv_proc *p = find(st, req->process, 0);
+  srv_proc *p = find(st, req->process, 1);
   int sig;
+  int n;
 
   if (p == NULL) {
+    return;
+  }
+  if (p->ended && req->signal != PROCESS__SIGNAL__SIGNAL_SIGKILL &&
+      req->signal != PROCESS__SIGNAL__SIGNAL_SIGTERM) {
+    not_found(st, req->process); /* as before: the lookup fails first */
     return;
   }
   if (req->signal == PROCESS__SIGNAL__SIGNAL_SIGKILL) {
@@ -473,11 +489,17 @@ static void svc_send_signal(srv_stream *st, ProtobufCMessage *m) {
                    (int)req->signal);
     return;
   }
-  /* Once reaped the pid may belong to someone else: the process is gone
-     anyway and its end is on the way. */
-  if (!p->reaped && kill(p->pid, sig) != 0) {
+  /* The whole group.  Once reaped the pid may belong to someone else:
+     only members still found in its session are signalled.  An ended
+     process is not_found (as envd) unless some of its group is left. */
+  n = srv_proc_kill(p, sig);
+  if (n < 0) {
     srv_rpc_finish(st, CONCH_CODE_INTERNAL, "error sending signal: %s",
                    strerror(errno));
+    return;
+  }
+  if (n == 0 && p->ended) {
+    not_found(st, req->process);
     return;
   }
   srv_rpc_send(st, &resp.base);
