@@ -1107,6 +1107,16 @@ static void watch_close(conch_call *call, const conch_status *st,
   maybe_done(p);
 }
 
+/* Time allowed to a call of a close: |dflt| (0: the sandbox's request
+   timeout), but no more than the silence bound when liveness is on. */
+static long close_bound(const conch_sandbox *sb, long dflt) {
+  long t = dflt > 0 ? dflt : sb->request_timeout_ms;
+  if (sb->silence_ms > 0 && (t <= 0 || t > sb->silence_ms)) {
+    t = sb->silence_ms;
+  }
+  return t > 0 ? t : 0;
+}
+
 static int send_signal_async(conch_process *p, int sig) {
   Process__SendSignalRequest req = PROCESS__SEND_SIGNAL_REQUEST__INIT;
   Process__ProcessSelector ps;
@@ -1115,12 +1125,10 @@ static int send_signal_async(conch_process *p, int sig) {
   conch__sb_selector(&sel, &ps);
   req.process = &ps;
   req.signal = (Process__Signal)sig;
-  /* After a stream was found silent, the server gets no more time for
-     the signal than the silence bound. */
+  /* A server that does not answer a signal within the silence bound is
+     not going to: closing stays bounded when it froze or went away. */
   rv = conch__sb_unary_async_to(p->sb, &process__process__send_signal__method,
-                                &req.base,
-                                p->live_failed ? p->sb->silence_ms : 0,
-                                sig_done, p);
+                                &req.base, close_bound(p->sb, 0), sig_done, p);
   if (rv == 0) {
     p->pending++;
   } else {
@@ -1159,7 +1167,7 @@ static void kill_started(conch_process *p) {
   }
   co.headers = md;
   co.timeout_ms = sb->kill_grace_ms;
-  co.deadline_grace_ms = p->live_failed ? sb->silence_ms : wait;
+  co.deadline_grace_ms = close_bound(sb, wait);
   if (conch_call_start(sb->client, &process__process__connect__method, &co, &wh,
                        p, &watch) != 0) {
     conch_metadata_free(md);
