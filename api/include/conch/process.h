@@ -334,7 +334,9 @@ CONCH_EXTERN uint32_t conch_process_pid(const conch_process *p);
 
 /**
  * The next chunk of output, blocking until one arrives.  |chunk->data| is
- * borrowed until the next call on |p|.  KeepAlive events are skipped.
+ * borrowed until the next call on |p|.  KeepAlive events are skipped.  A
+ * server that sends nothing (not even keepalives) for the liveness bound
+ * (conch_sandbox_opts.keepalive_ms) ends the stream with unavailable.
  *
  * Returns 0 (a chunk), CONCH_ERR_EOF (the process ended and all its output
  * was read: conch_process_wait() gives the end), CONCH_ERR_RPC (the stream
@@ -361,8 +363,12 @@ CONCH_EXTERN int conch_process_wait(conch_process *p, conch_exec_result *res,
  * every case.
  *
  * Returns 0 (the process is known to have ended), or CONCH_ERR_RPC when its
- * end could not be confirmed (the sandbox was unreachable).  NULL is
- * accepted (returns 0).
+ * end could not be confirmed (the sandbox was unreachable).  With liveness
+ * on, each call of the close (the signal, the wait for the end) gets no more
+ * than the liveness bound, so a dead or frozen server does not hang it; a
+ * server that resumes later still ends the process at its lifetime
+ * (timeout_ms), as servers do not end a process whose stream went away.
+ * NULL is accepted (returns 0).
  */
 CONCH_EXTERN int conch_process_close(conch_process *p);
 
@@ -445,11 +451,16 @@ CONCH_EXTERN int conch_pty_input_open(conch_sandbox *sb,
                                       conch_stdin **out, conch_status *st);
 
 /** Queues |data| for the process's stdin, in order.  Blocks only while the
-    send buffer is full. */
+    send buffer is full, and no longer than the liveness bound: a server
+    that takes nothing for that long ends the stream with unavailable.
+    Returns 0, CONCH_ERR_RPC (the stream ended: conch_stdin_close() says
+    why), CONCH_ERR_INVALID or CONCH_ERR_NOMEM. */
 CONCH_EXTERN int conch_stdin_write(conch_stdin *in, const void *data,
                                    size_t len);
 
-/** Ends the stream, waits for the server's answer and frees |in|. */
+/** Ends the stream, waits for the server's answer (no longer than the
+    liveness bound) and frees |in|.  Returns 0 or CONCH_ERR_RPC (|st| says
+    why: unavailable when the server did not answer in time). */
 CONCH_EXTERN int conch_stdin_close(conch_stdin *in, conch_status *st);
 
 /* ---- Asynchronous forms ------------------------------------------------- */
