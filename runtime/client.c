@@ -239,6 +239,19 @@ static int make_tls_ctx(conch_client *c) {
   return rv;
 }
 
+int conch_client_keepalive_default(conch_client *c, long interval_ms,
+                                   long timeout_ms) {
+  if (c == NULL || interval_ms < 0 || timeout_ms < 0 ||
+      (interval_ms > 0 && interval_ms < 1000)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (!c->o.keepalive_set) {
+    c->o.keepalive_ms = interval_ms;
+    c->o.keepalive_timeout_ms = timeout_ms > 0 ? timeout_ms : 20000;
+  }
+  return 0;
+}
+
 int conch_client_new(conch_client **out, const char *url,
                      const conch_client_opts *opts) {
   conch_client_opts defaults;

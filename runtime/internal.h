@@ -92,6 +92,7 @@ struct conch_client_opts {
   int max_conns_set; /* set by the user (else HTTP/1.1 uses H1_POOL) */
   conch_http_version http_version;
   long keepalive_timeout_ms;
+  int keepalive_set; /* conch_client_opts_set_keepalive() was called */
   char *user_agent;
   char *ca_file;
   char *ca_pem;

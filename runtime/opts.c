@@ -235,6 +235,7 @@ int conch_client_opts_set_keepalive(conch_client_opts *opts, long interval_ms,
   }
   opts->keepalive_ms = interval_ms;
   opts->keepalive_timeout_ms = timeout_ms > 0 ? timeout_ms : 20000;
+  opts->keepalive_set = 1;
   return 0;
 }
 

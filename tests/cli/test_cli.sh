@@ -56,6 +56,18 @@ check "run --env --cwd" "bar
 check "killed by signal 9 -> 137" "137" "$?"
 "$CONCH" $U run -- sh -c 'kill -15 $$' 2>/dev/null
 check "killed by signal 15 -> 143" "143" "$?"
+# A core dump: Go (envd) and conch serve say "signal: segmentation fault
+# (core dumped)"; still 128 + 11, as a shell says.
+"$CONCH" $U run --cwd "$tmp" -- sh -c 'ulimit -c unlimited; kill -SEGV $$' \
+  2>/dev/null
+check "core-dumping SIGSEGV -> 139" "139" "$?"
+[ -e "$tmp/core" ] || echo "note: no core file in $tmp (core_pattern:" \
+  "$(cat /proc/sys/kernel/core_pattern)): the (core dumped) case was not met"
+rm -f "$tmp/core"
+"$CONCH" $U run -- sh -c 'ulimit -c 0; kill -SEGV $$' 2>/dev/null
+check "SIGSEGV without a core -> 139" "139" "$?"
+"$CONCH" $U run -- sh -c 'kill -USR1 $$' 2>/dev/null
+check "killed by SIGUSR1 -> 138" "138" "$?"
 "$CONCH" $U run --cwd /nonexistent -- true 2>"$tmp/err"
 check "rpc failure exits 255" "255" "$?"
 check "rpc failure message" "conch: invalid_argument:" \
@@ -94,21 +106,36 @@ code=$?
 check "attach output" "late" "$(grep -v '^tick$' "$tmp/attach")"
 check "attach exit code" "5" "$code"
 
-# Interrupting run ends the remote process.
-"$CONCH" $U run --tag cli-int -- sleep 67 &
-runner=$!
-pid=
-i=0
-while [ -z "$pid" ] && [ "$i" -lt 50 ]; do
-  sleep 0.1
-  pid=$("$CONCH" $U ps | awk '$2 == "cli-int" {print $1}')
-  i=$((i + 1))
+# Every signal a terminal user sends to end a program (Ctrl-C, Ctrl-\,
+# kill, a closed terminal) ends the remote process as Ctrl-C does, and the
+# CLI exits 128 + N.
+n=0
+for sig in INT QUIT TERM HUP; do
+  n=$((n + 1))
+  "$CONCH" $U run --tag "cli-$sig" -- sleep 67 &
+  runner=$!
+  pid=
+  i=0
+  while [ -z "$pid" ] && [ "$i" -lt 100 ]; do
+    sleep 0.1
+    pid=$("$CONCH" $U ps | awk -v t="cli-$sig" '$2 == t {print $1}')
+    i=$((i + 1))
+  done
+  check "run to be interrupted by $sig started" "yes" \
+    "$([ -n "$pid" ] && echo yes)"
+  kill "-$sig" "$runner"
+  wait "$runner"
+  code=$?
+  case $sig in
+  INT) want=130 ;;
+  QUIT) want=131 ;;
+  TERM) want=143 ;;
+  HUP) want=129 ;;
+  esac
+  check "run interrupted by $sig exits $want" "$want" "$code"
+  check "run interrupted by $sig leaves nothing" "no" \
+    "$(still_alive "${pid:-0}")"
 done
-check "interrupted run started" "yes" "$([ -n "$pid" ] && echo yes)"
-kill -INT "$runner"
-wait "$runner"
-check "interrupted run exits 130" "130" "$?"
-check "interrupted run leaves nothing" "no" "$(still_alive "${pid:-0}")"
 
 # A PTY, through script(1) for a terminal.
 if command -v script >/dev/null 2>&1; then

@@ -38,14 +38,19 @@ static void on_winch(int sig) {
   got_winch = 1;
 }
 
+/* Every signal a terminal user sends to end a program: Ctrl-C (INT),
+   Ctrl-\ (QUIT), kill (TERM) and a closed terminal (HUP).  Each ends a
+   streamed process as its handle's close does; the CLI then exits 128+N. */
 static void catch_signals(void) {
+  static const int ending[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP};
   struct sigaction sa;
+  size_t i;
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+  for (i = 0; i < sizeof(ending) / sizeof(ending[0]); i++) {
+    sigaction(ending[i], &sa, NULL);
+  }
   sa.sa_handler = on_winch;
   sigaction(SIGWINCH, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
@@ -84,40 +89,72 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
   return 0;
 }
 
-/* 128 + N for "signal: <name>" (Go's wording, as envd reports it). */
+/* Go's names of the signals (syscall.Signal.String() on Linux), which envd
+   and `conch serve` report as "signal: <name>", followed by " (core
+   dumped)" when the process dumped core; "signal: signal N" for others. */
+static const char *const go_signal_names[] = {
+    NULL,
+    "hangup",
+    "interrupt",
+    "quit",
+    "illegal instruction",
+    "trace/breakpoint trap",
+    "aborted",
+    "bus error",
+    "floating point exception",
+    "killed",
+    "user defined signal 1",
+    "segmentation fault",
+    "user defined signal 2",
+    "broken pipe",
+    "alarm clock",
+    "terminated",
+    "stack fault",
+    "child exited",
+    "continued",
+    "stopped (signal)",
+    "stopped",
+    "stopped (tty input)",
+    "stopped (tty output)",
+    "urgent I/O condition",
+    "CPU time limit exceeded",
+    "file size limit exceeded",
+    "virtual timer expired",
+    "profiling timer expired",
+    "window changed",
+    "I/O possible",
+    "power failure",
+    "bad system call",
+};
+
+/* 128 + N for a status "signal: <name>[ (core dumped)]", as a shell
+   reports a child killed by signal N. */
 static int signal_exit(const char *status) {
-  int n;
+  static const char core[] = " (core dumped)";
+  size_t len, i, nnames = sizeof(go_signal_names) / sizeof(go_signal_names[0]);
   if (status == NULL || strncmp(status, "signal: ", 8) != 0) {
     return 1;
   }
   status += 8;
-  for (n = 1; n < 65; n++) {
-    const char *name = strsignal(n);
-    size_t i, len;
-    if (name == NULL) {
-      continue;
-    }
-    len = strlen(name);
-    if (len != strlen(status)) {
-      continue;
-    }
-    for (i = 0; i < len; i++) {
-      char a = name[i], b = status[i];
-      if (a >= 'A' && a <= 'Z') {
-        a = (char)(a + 32);
-      }
-      if (b >= 'A' && b <= 'Z') {
-        b = (char)(b + 32);
-      }
-      if (a != b) {
-        break;
-      }
-    }
-    if (i == len) {
-      return 128 + n;
+  len = strlen(status);
+  if (len > sizeof(core) - 1 &&
+      strcmp(status + len - (sizeof(core) - 1), core) == 0) {
+    len -= sizeof(core) - 1;
+  }
+  for (i = 1; i < nnames; i++) {
+    if (strlen(go_signal_names[i]) == len &&
+        strncmp(go_signal_names[i], status, len) == 0) {
+      return 128 + (int)i;
     }
   }
-  return 128 + SIGKILL; /* "killed" is what envd reports most */
+  if (len > 7 && strncmp(status, "signal ", 7) == 0) {
+    char *end;
+    long n = strtol(status + 7, &end, 10);
+    if (end == status + len && n > 0 && n < 128) {
+      return 128 + (int)n;
+    }
+  }
+  return 128 + SIGKILL; /* unknown words: "killed" is what envd reports most */
 }
 
 static int exit_code_of(const conch_exec_result *r) {
@@ -460,6 +497,8 @@ static int pump(session *s) {
         if (conch_stdin_write(s->in, buf, (size_t)r) != 0) {
           stdin_open = 0;
         }
+      } else if (r < 0 && errno == EIO) {
+        got_signal = SIGHUP; /* our terminal is gone: as its hangup */
       } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
         conch_status st;
         conch_status_init(&st);

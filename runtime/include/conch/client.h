@@ -437,6 +437,18 @@ CONCH_EXTERN int conch_client_new(conch_client **out, const char *url,
  */
 CONCH_EXTERN void conch_client_free(conch_client *c);
 
+/**
+ * Turns keepalive on for |c| as conch_client_opts_set_keepalive() would,
+ * unless the options |c| was made with chose a keepalive setting themselves
+ * (on or off): for libraries that take a caller's options and want PINGs by
+ * default.  Applies to connections opened afterwards; call it before the
+ * first call.  Returns 0 (applied or left as the caller chose) or
+ * CONCH_ERR_INVALID.
+ */
+CONCH_EXTERN int conch_client_keepalive_default(conch_client *c,
+                                                long interval_ms,
+                                                long timeout_ms);
+
 /** The allocator of |c|: never NULL. */
 CONCH_EXTERN const conch_mem *conch_client_mem(const conch_client *c);
 
