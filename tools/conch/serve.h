@@ -126,6 +126,10 @@ typedef struct srv_config {
   size_t compress_min;   /* smallest response message gzipped */
   int64_t kill_grace_ms; /* SIGTERM to SIGKILL at shutdown */
   size_t max_conns;
+  int64_t idle_ms;   /* a connection with no request in progress */
+  int64_t header_ms; /* handshake, preface and request headers; also the
+                        idle limit before a first authenticated request */
+  int64_t body_ms;   /* one request message, from its first byte */
 } srv_config;
 
 typedef struct srv_server srv_server;
@@ -178,11 +182,18 @@ struct srv_conn {
   srv_link streams;
   size_t buffered; /* request bytes held by its streams */
   int dead;
-  srv_timer idle_t;
+  srv_timer idle_t;  /* see conn_arm_idle() */
+  int authed;        /* a request passed the access-token check */
+  int rd_eof;        /* the client shut its write side */
+  int idle_closing;  /* idle: GOAWAY sent, the next expiry closes */
   struct srv_h1 *h1; /* HTTP/1.1: the bridge into |h2| (serve_h1.c) */
 };
 
 int srv_conn_accept(srv_server *srv, int fd);
+/* At the connection limit: closes the oldest connection that has neither
+   shown the access token nor a request in progress.  Returns 0, or -1 if
+   there is none. */
+int srv_conn_evict(srv_server *srv);
 /* Produce and write what the session has to send (deferred to the end of
    the turn). */
 void srv_conn_kick(srv_conn *c);
@@ -193,6 +204,10 @@ void srv_conn_free(srv_conn *c);
 void srv_conn_goaway(srv_conn *c);
 /* Gives |n| request bytes of stream |id| back to flow control. */
 void srv_conn_consume(srv_conn *c, int32_t id, size_t n);
+/* A stream of |c| began or went away: the idle timer follows. */
+void srv_conn_streams_changed(srv_conn *c);
+/* The idle limit of |c| now (header_ms until it is authenticated). */
+int64_t srv_conn_idle_ms(const srv_conn *c);
 
 enum { SRV_IO_AGAIN = -1, SRV_IO_ERROR = -2 };
 /* Writes to the socket (TLS or not): bytes written, SRV_IO_AGAIN or
@@ -219,6 +234,8 @@ int srv_h1_produce(srv_conn *c);
 uint32_t srv_h1_events(const srv_conn *c);
 /* Server shutdown: finish the current request, then close. */
 void srv_h1_goaway(srv_conn *c);
+/* The client shut its write side: answer what it sent, then close. */
+void srv_h1_eof(srv_conn *c);
 
 /* ---- The Connect protocol on one stream (serve_rpc.c) -------------------- */
 
@@ -292,6 +309,8 @@ struct srv_stream {
   srv_timer deadline_t;
   int64_t keepalive_ms;
   srv_timer keepalive_t;
+  srv_timer recv_t; /* headers, then each request message (body_ms) */
+  int headers_in;   /* the header block ended */
   srv_user user;
   int have_user;
   /* Service state. */

@@ -59,6 +59,9 @@ static void config_defaults(srv_config *cfg) {
   cfg->compress_min = 1024;
   cfg->kill_grace_ms = 2000;
   cfg->max_conns = 4096;
+  cfg->idle_ms = 60000;
+  cfg->header_ms = 10000;
+  cfg->body_ms = 60000;
 }
 
 /* ---- Options ---------------------------------------------------------------
@@ -94,6 +97,20 @@ static int set_number(srv_config *cfg, const char *name, const char *v) {
       return -1;
     }
     cfg->max_message = (size_t)n;
+  } else if (strcmp(name, "--idle-timeout-ms") == 0 ||
+             strcmp(name, "--header-timeout-ms") == 0 ||
+             strcmp(name, "--body-timeout-ms") == 0) {
+    if (parse_num(name, v, 100, 86400000LL, &n) != 0) {
+      return -1;
+    }
+    *(name[2] == 'i'   ? &cfg->idle_ms
+      : name[2] == 'h' ? &cfg->header_ms
+                       : &cfg->body_ms) = n;
+  } else if (strcmp(name, "--max-connections") == 0) {
+    if (parse_num(name, v, 1, 1000000, &n) != 0) {
+      return -1;
+    }
+    cfg->max_conns = (size_t)n;
   } else if (strcmp(name, "--kill-grace-ms") == 0) {
     if (parse_num(name, v, 0, 60000, &n) != 0) {
       return -1;
@@ -261,7 +278,7 @@ static void on_listen(srv_watch *w, uint32_t events) {
       }
       return;
     }
-    if (srv->nconns >= srv->cfg.max_conns) {
+    if (srv->nconns >= srv->cfg.max_conns && srv_conn_evict(srv) != 0) {
       close(fd);
       continue;
     }
