@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 #include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "support.h"
 
@@ -511,6 +513,97 @@ static void test_slots_held_by_strangers(void **state) {
   (void)closed;
 }
 
+/* ---- TLS -------------------------------------------------------------------
+ */
+
+/* A TLS handshake offering only |ciphers| (TLS 1.2) or TLS 1.3, with ALPN
+   h2.  Returns 1 when it succeeded (the ALPN chosen in |alpn|), 0 if
+   not. */
+static int tls_try(int port, int v13, const char *ciphers, char *alpn,
+                   size_t alpnlen) {
+  static const unsigned char protos[] = "\x02h2";
+  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+  SSL *ssl;
+  int fd = tcp_open(port);
+  int ok;
+  const unsigned char *sel = NULL;
+  unsigned int sellen = 0;
+
+  assert_non_null(ctx);
+  assert_true(fd >= 0);
+  if (v13) {
+    SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+  } else {
+    SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+    /* Level 0: let the client offer what the server must refuse. */
+    SSL_CTX_set_security_level(ctx, 0);
+    assert_int_equal(SSL_CTX_set_cipher_list(ctx, ciphers), 1);
+  }
+  SSL_CTX_set_alpn_protos(ctx, protos, sizeof(protos) - 1);
+  ssl = SSL_new(ctx);
+  assert_non_null(ssl);
+  SSL_set_fd(ssl, fd);
+  ok = SSL_connect(ssl) == 1;
+  alpn[0] = '\0';
+  if (ok) {
+    SSL_get0_alpn_selected(ssl, &sel, &sellen);
+    snprintf(alpn, alpnlen, "%.*s", (int)sellen, sel);
+    SSL_shutdown(ssl);
+  }
+  ERR_clear_error();
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  close(fd);
+  return ok;
+}
+
+/* Only forward-secret AEAD suites, which are also the only ones HTTP/2 may
+   use (RFC 9113 9.2.2): no CBC, no static RSA key exchange. */
+static void test_tls_suites(void **state) {
+  char dir[] = "/tmp/conch-serve-limits-XXXXXX";
+  char cmd[768];
+  char cert[128];
+  char key[128];
+  char alpn[32];
+  const char *args[5];
+  serve_peer p;
+
+  (void)state;
+  assert_non_null(mkdtemp(dir));
+  snprintf(cert, sizeof(cert), "%s/rsa.pem", dir);
+  snprintf(key, sizeof(key), "%s/rsa.key", dir);
+  /* RSA, so that static RSA key exchange is possible at all. */
+  snprintf(cmd, sizeof(cmd),
+           "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
+           "/CN=127.0.0.1 -keyout %s -out %s >/dev/null 2>&1",
+           key, cert);
+  assert_int_equal(system(cmd), 0);
+  args[0] = "--tls-cert";
+  args[1] = cert;
+  args[2] = "--tls-key";
+  args[3] = key;
+  args[4] = NULL;
+  assert_int_equal(serve_start(&p, args), 0);
+
+  assert_int_equal(tls_try(p.port, 0, "AES128-GCM-SHA256", alpn, 32), 0);
+  assert_int_equal(tls_try(p.port, 0, "AES128-SHA", alpn, 32), 0);
+  assert_int_equal(tls_try(p.port, 0, "ECDHE-RSA-AES128-SHA", alpn, 32), 0);
+  assert_int_equal(tls_try(p.port, 0, "ECDHE-RSA-AES256-SHA384", alpn, 32), 0);
+  assert_int_equal(tls_try(p.port, 0, "DHE-RSA-AES128-GCM-SHA256", alpn, 32),
+                   0);
+  assert_int_equal(tls_try(p.port, 0, "ECDHE-RSA-AES128-GCM-SHA256", alpn, 32),
+                   1);
+  assert_string_equal(alpn, "h2");
+  assert_int_equal(tls_try(p.port, 0, "ECDHE-RSA-CHACHA20-POLY1305", alpn, 32),
+                   1);
+  assert_int_equal(tls_try(p.port, 1, NULL, alpn, 32), 1);
+  assert_string_equal(alpn, "h2");
+
+  assert_int_equal(serve_stop(&p, 10000), 0);
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest all[] = {
       cmocka_unit_test(test_idle_prefaces_closed),
@@ -524,6 +617,7 @@ int main(void) {
       cmocka_unit_test(test_half_close_h2),
       cmocka_unit_test(test_half_close_h1),
       cmocka_unit_test(test_slots_held_by_strangers),
+      cmocka_unit_test(test_tls_suites),
   };
 
   if (getenv("SERVE_TEST_FILTER") != NULL) {
