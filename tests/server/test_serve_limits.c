@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -513,6 +515,103 @@ static void test_slots_held_by_strangers(void **state) {
   (void)closed;
 }
 
+/* ---- Out of descriptors ----------------------------------------------------
+ */
+
+/* The lowest descriptor number |pid| has free: with that as its limit, it
+   can open no more. */
+static int free_fd(pid_t pid) {
+  char path[64];
+  struct stat sb;
+  int n;
+
+  for (n = 0;; n++) {
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, n);
+    if (lstat(path, &sb) != 0) {
+      return n;
+    }
+  }
+}
+
+static const char start_json[] =
+    "{\"process\":{\"cmd\":\"/bin/echo\",\"args\":[\"fine\"]}}";
+
+/* A Start on |c|: the Connect error code in |code| ("" when it ran). */
+static void start_on(h2_conn *c, char *code, size_t codelen) {
+  uint8_t env[5 + sizeof(start_json)];
+  char msg[256];
+  h2_resp r;
+
+  env[0] = 0;
+  env[1] = env[2] = env[3] = 0;
+  env[4] = (uint8_t)(sizeof(start_json) - 1);
+  memcpy(env + 5, start_json, sizeof(start_json) - 1);
+  assert_true(h2_submit(c, "POST", SVC "Start",
+                        (const char *const[]){"content-type",
+                                              "application/connect+json", NULL},
+                        env, 5 + sizeof(start_json) - 1, &r) > 0);
+  assert_int_equal(h2_run(c, WAIT_MS), 0);
+  assert_int_equal(r.status, 200);
+  connect_error(&r, 1, code, codelen, msg, sizeof(msg));
+  print_message("Start: \"%s\" %s\n", code, msg);
+  h2_resp_free(&r);
+}
+
+/* With no descriptor left, a Start fails as resource_exhausted (it is not
+   the request's fault), a new client is turned away at once instead of
+   hanging in the backlog, and all is well again once descriptors are
+   back. */
+static void test_out_of_descriptors(void **state) {
+  serve_peer p;
+  h2_conn *c;
+  h2_resp r;
+  char code[64];
+  struct rlimit old;
+  struct rlimit low;
+  long long t0;
+  long long took;
+  int rv;
+
+  (void)state;
+  assert_int_equal(serve_start(&p, NULL), 0);
+  assert_int_equal(h2_open(&c, p.port), 0);
+  start_on(c, code, sizeof(code));
+  assert_string_equal(code, "");
+
+  assert_int_equal(prlimit(p.pid, RLIMIT_NOFILE, NULL, &old), 0);
+  low = old;
+  low.rlim_cur = (rlim_t)free_fd(p.pid);
+  assert_int_equal(prlimit(p.pid, RLIMIT_NOFILE, &low, NULL), 0);
+
+  start_on(c, code, sizeof(code));
+  assert_string_equal(code, "resource_exhausted");
+
+  t0 = now_ms();
+  rv = h2_request(p.port, "GET", "/health", NULL, NULL, 0, &r);
+  took = now_ms() - t0;
+  print_message("new client out of descriptors: %s after %lld ms\n",
+                rv == 0 ? "answered" : "refused", took);
+  assert_int_not_equal(r.status, 204);
+  assert_true(took < 5000); /* not hanging until our 10 s limit */
+  h2_resp_free(&r);
+
+  assert_int_equal(prlimit(p.pid, RLIMIT_NOFILE, &old, NULL), 0);
+  t0 = now_ms();
+  do {
+    rv = h2_request(p.port, "GET", "/health", NULL, NULL, 0, &r);
+    if (rv != 0 || r.status != 204) {
+      h2_resp_free(&r);
+      sleep_ms(50);
+    }
+  } while ((rv != 0 || r.status != 204) && now_ms() - t0 < WAIT_MS);
+  assert_int_equal(r.status, 204);
+  h2_resp_free(&r);
+  start_on(c, code, sizeof(code));
+  assert_string_equal(code, "");
+  h2_close(c);
+  assert_int_equal(serve_stop(&p, 10000), 0);
+}
+
 /* ---- TLS -------------------------------------------------------------------
  */
 
@@ -617,6 +716,7 @@ int main(void) {
       cmocka_unit_test(test_half_close_h2),
       cmocka_unit_test(test_half_close_h1),
       cmocka_unit_test(test_slots_held_by_strangers),
+      cmocka_unit_test(test_out_of_descriptors),
       cmocka_unit_test(test_tls_suites),
   };
 

@@ -158,6 +158,7 @@ struct srv_server {
   int hard_killed; /* SIGKILL went out */
   srv_timer stop_t;
   srv_timer accept_t; /* out of descriptors: accept again later */
+  int spare_fd;       /* held back for srv_conn_shed(), or -1 */
 };
 
 /* Begins the shutdown (signal, stdin closed). */
@@ -194,6 +195,10 @@ int srv_conn_accept(srv_server *srv, int fd);
    shown the access token nor a request in progress.  Returns 0, or -1 if
    there is none. */
 int srv_conn_evict(srv_server *srv);
+/* Out of descriptors: accepts the clients waiting on |listen_fd| with the
+   spare descriptor and closes them, so they fail now instead of hanging
+   in the backlog. */
+void srv_conn_shed(srv_server *srv, int listen_fd);
 /* Produce and write what the session has to send (deferred to the end of
    the turn). */
 void srv_conn_kick(srv_conn *c);

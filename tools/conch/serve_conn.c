@@ -10,6 +10,7 @@
 #include "serve.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,6 +320,24 @@ void srv_conn_streams_changed(srv_conn *c) {
   if (srv_timer_arm(l, &c->idle_t, srv_now_ms() + srv_conn_idle_ms(c)) != 0) {
     srv_conn_kick(c);
   }
+}
+
+void srv_conn_shed(srv_server *srv, int listen_fd) {
+  int i;
+
+  if (srv->spare_fd < 0) {
+    return;
+  }
+  close(srv->spare_fd);
+  for (i = 0; i < 64; i++) {
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+    if (fd < 0) {
+      break;
+    }
+    close(fd);
+  }
+  srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
 int srv_conn_evict(srv_server *srv) {

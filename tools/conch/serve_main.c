@@ -269,10 +269,13 @@ static void on_listen(srv_watch *w, uint32_t events) {
     int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
     if (fd < 0) {
-      /* Out of descriptors or memory: the listening socket stays readable,
-         so stop watching it for a moment instead of spinning. */
+      /* Out of descriptors or memory: the waiting clients are turned away
+         at once rather than left hanging (srv_conn_shed), and the
+         listening socket, still readable, rests a moment instead of
+         spinning. */
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
           errno == ENOMEM) {
+        srv_conn_shed(srv, w->fd);
         srv_watch_set(&srv->loop, w, 0);
         srv_timer_arm(&srv->loop, &srv->accept_t, srv_now_ms() + 100);
       }
@@ -503,6 +506,9 @@ static void server_clear(srv_server *srv) {
   if (srv->sig_w.fd >= 0) {
     close(srv->sig_w.fd);
   }
+  if (srv->spare_fd >= 0) {
+    close(srv->spare_fd);
+  }
   if (srv->tls != NULL) {
     SSL_CTX_free(srv->tls);
   }
@@ -524,6 +530,7 @@ static int server_init(srv_server *srv, int *port) {
   srv_watch_init(&srv->listen_w, -1, on_listen);
   srv_watch_init(&srv->sig_w, -1, on_signal);
   srv_watch_init(&srv->stdin_w, -1, on_stdin);
+  srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (srv_loop_init(&srv->loop) != 0) {
     fprintf(stderr, "conch serve: epoll: %s\n", strerror(errno));
     return -1;
