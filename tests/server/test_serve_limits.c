@@ -515,6 +515,67 @@ static void test_slots_held_by_strangers(void **state) {
   (void)closed;
 }
 
+/* ---- Memory ----------------------------------------------------------------
+ */
+
+/* VmHWM (peak resident set) of |pid| in KiB, or -1. */
+static long peak_kb(pid_t pid) {
+  char path[64];
+  char line[256];
+  FILE *f;
+  long kb = -1;
+
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  f = fopen(path, "r");
+  if (f == NULL) {
+    return -1;
+  }
+  while (fgets(line, sizeof(line), f) != NULL) {
+    if (strncmp(line, "VmHWM:", 6) == 0) {
+      kb = strtol(line + 6, NULL, 10);
+    }
+  }
+  fclose(f);
+  return kb;
+}
+
+/* A 15 MiB JSON body of empty arrays: within the size limit, but its parse
+   tree would be ~50 times that.  It is refused before any tree is built. */
+static void test_json_bomb(void **state) {
+  size_t n = 15u << 20;
+  uint8_t *body = malloc(n);
+  long before = peak_kb(fast.pid);
+  long after;
+  char code[64];
+  char msg[256];
+  h2_resp r;
+  size_t i;
+
+  (void)state;
+  assert_non_null(body);
+  body[0] = '[';
+  for (i = 1; i + 3 < n; i += 3) {
+    memcpy(body + i, "[],", 3);
+  }
+  memcpy(body + i - 1, "]", 1);
+  n = i;
+  assert_int_equal(h2_request(fast.port, "POST", SVC "List",
+                              (const char *const[]){"content-type",
+                                                    "application/json", NULL},
+                              body, n, &r),
+                   0);
+  after = peak_kb(fast.pid);
+  connect_error(&r, 0, code, sizeof(code), msg, sizeof(msg));
+  print_message("JSON bomb of %zu bytes: \"%s\" %s; server peak RSS %ld -> "
+                "%ld KiB\n",
+                n, code, msg, before, after);
+  assert_string_equal(code, "resource_exhausted");
+  /* The body itself is 15 MiB; its tree would be hundreds. */
+  assert_true(after - before < 150 * 1024);
+  h2_resp_free(&r);
+  free(body);
+}
+
 /* ---- Out of descriptors ----------------------------------------------------
  */
 
@@ -716,6 +777,7 @@ int main(void) {
       cmocka_unit_test(test_half_close_h2),
       cmocka_unit_test(test_half_close_h1),
       cmocka_unit_test(test_slots_held_by_strangers),
+      cmocka_unit_test(test_json_bomb),
       cmocka_unit_test(test_out_of_descriptors),
       cmocka_unit_test(test_tls_suites),
   };

@@ -270,6 +270,8 @@ typedef struct srv_user {
 } srv_user;
 
 enum { SRV_HDR_MAX = 64 * 1024 };
+/* Values (objects, arrays, members, elements) a JSON request may hold. */
+enum { SRV_JSON_MAX_VALUES = 256 * 1024 };
 
 struct srv_stream {
   srv_link link; /* conn->streams */
