@@ -32,6 +32,7 @@ static serve_peer fast; /* idle 1500, header 1000, body 1500 ms */
 /* Long header timeout and a small connection limit: whatever frees a
    slot within seconds is the eviction, not a timer. */
 static serve_peer capped;
+static serve_peer procs; /* --max-processes 3 */
 
 static int group_setup(void **state) {
   static const char *const fast_args[] = {"--idle-timeout-ms",
@@ -43,10 +44,12 @@ static int group_setup(void **state) {
                                           NULL};
   static const char *const capped_args[] = {
       "--max-connections", "32", "--header-timeout-ms", "60000", NULL};
+  static const char *const procs_args[] = {"--max-processes", "3", NULL};
 
   (void)state;
   if (serve_start(&fast, fast_args) != 0 ||
-      serve_start(&capped, capped_args) != 0) {
+      serve_start(&capped, capped_args) != 0 ||
+      serve_start(&procs, procs_args) != 0) {
     return -1;
   }
   return 0;
@@ -55,11 +58,13 @@ static int group_setup(void **state) {
 static int group_teardown(void **state) {
   int a;
   int b;
+  int c;
 
   (void)state;
   a = serve_stop(&fast, 10000);
   b = serve_stop(&capped, 10000);
-  return a == 0 && b == 0 ? 0 : -1;
+  c = serve_stop(&procs, 10000);
+  return a == 0 && b == 0 && c == 0 ? 0 : -1;
 }
 
 /* ---- Raw HTTP/2 frames -----------------------------------------------------
@@ -576,6 +581,108 @@ static void test_json_bomb(void **state) {
   free(body);
 }
 
+/* ---- Processes -------------------------------------------------------------
+ */
+
+/* At --max-processes running, a Start fails resource_exhausted; an ended
+   process (retained for re-attach) makes room. */
+static void test_process_cap(void **state) {
+  conch_client *c = client_new(procs.url);
+  conch_call *calls[3];
+  conch_call *extra;
+  run_result r;
+  pid_t pids[3];
+  pid_t pid;
+  char msg[256];
+  long long t0;
+  int i;
+
+  (void)state;
+  for (i = 0; i < 3; i++) {
+    calls[i] = start_call(c, NULL, &r, &pids[i], "sleep", "30", NULL);
+    assert_non_null(calls[i]);
+    note_pid(pids[i]);
+  }
+  extra = start_call(c, NULL, &r, &pid, "sleep", "30", NULL);
+  assert_null(extra);
+  print_message("4th Start: %d %s\n", (int)r.code, r.message);
+  assert_int_equal(r.code, CONCH_CODE_RESOURCE_EXHAUSTED);
+  /* Once one ended, there is room again. */
+  assert_int_equal(send_signal(c, pids[0], NULL, 9, msg, sizeof(msg)),
+                   CONCH_CODE_OK);
+  conch_call_free(calls[0]);
+  t0 = now_ms();
+  do {
+    extra = start_call(c, NULL, &r, &pid, "sleep", "30", NULL);
+    if (extra == NULL) {
+      sleep_ms(50);
+    }
+  } while (extra == NULL && now_ms() - t0 < WAIT_MS);
+  assert_non_null(extra);
+  note_pid(pid);
+  send_signal(c, pid, NULL, 9, msg, sizeof(msg));
+  send_signal(c, pids[1], NULL, 9, msg, sizeof(msg));
+  send_signal(c, pids[2], NULL, 9, msg, sizeof(msg));
+  conch_call_free(extra);
+  conch_call_free(calls[1]);
+  conch_call_free(calls[2]);
+  conch_client_free(c);
+}
+
+/* Processes with 1 MiB tags: List (every process's StartRequest) stays
+   under 4 MiB, what our client and gRPC's receive by default.  Ended ones
+   are forgotten to make room; running ones past the budget are refused. */
+static void test_list_fits(void **state) {
+  size_t tagn = 1u << 20;
+  char *tag = malloc(tagn + 1);
+  conch_client *c = client_new(procs.url);
+  Process__ListResponse *l = NULL;
+  conch_call *calls[5];
+  pid_t pids[5];
+  char msg[256];
+  start_opts o;
+  conch_code code;
+  run_result r;
+  int i;
+
+  (void)state;
+  assert_non_null(tag);
+  memset(&o, 0, sizeof(o));
+  o.tag = tag;
+  for (i = 0; i < 6; i++) {
+    memset(tag, 'a' + i, tagn);
+    tag[tagn] = '\0';
+    run_cmd(c, &o, &r, "true", NULL);
+    assert_int_equal(r.code, CONCH_CODE_OK);
+  }
+  assert_int_equal(list_procs(c, &l), CONCH_CODE_OK);
+  conch_message_free(c, &l->base);
+  for (i = 0; i < 5; i++) {
+    memset(tag, 'k' + i, tagn);
+    calls[i] = start_call(c, &o, &r, &pids[i], "sleep", "30", NULL);
+    if (calls[i] == NULL) {
+      break;
+    }
+    note_pid(pids[i]);
+  }
+  print_message("running with 1 MiB tags: %d admitted, then %d %s\n", i,
+                (int)r.code, r.message);
+  code = list_procs(c, &l);
+  print_message("List: %d\n", (int)code);
+  assert_int_equal(code, CONCH_CODE_OK);
+  assert_int_equal(l->n_processes, (size_t)i);
+  conch_message_free(c, &l->base);
+  assert_int_equal(i, 2);
+  assert_int_equal(r.code, CONCH_CODE_RESOURCE_EXHAUSTED);
+  assert_non_null(strstr(r.message, "configurations"));
+  while (i-- > 0) {
+    send_signal(c, pids[i], NULL, 9, msg, sizeof(msg));
+    conch_call_free(calls[i]);
+  }
+  conch_client_free(c);
+  free(tag);
+}
+
 /* ---- Out of descriptors ----------------------------------------------------
  */
 
@@ -778,6 +885,8 @@ int main(void) {
       cmocka_unit_test(test_half_close_h1),
       cmocka_unit_test(test_slots_held_by_strangers),
       cmocka_unit_test(test_json_bomb),
+      cmocka_unit_test(test_process_cap),
+      cmocka_unit_test(test_list_fits),
       cmocka_unit_test(test_out_of_descriptors),
       cmocka_unit_test(test_tls_suites),
   };

@@ -130,6 +130,7 @@ typedef struct srv_config {
   int64_t header_ms; /* handshake, preface and request headers; also the
                         idle limit before a first authenticated request */
   int64_t body_ms;   /* one request message, from its first byte */
+  size_t max_procs;  /* processes held: running, and ended ones retained */
 } srv_config;
 
 typedef struct srv_server srv_server;
@@ -270,6 +271,10 @@ typedef struct srv_user {
 } srv_user;
 
 enum { SRV_HDR_MAX = 64 * 1024 };
+/* The StartRequests of all processes held (running and retained) are
+   what List sends back: they may total this much, so that a List stays
+   under 4 MiB, the receive limit of gRPC and conch clients by default. */
+enum { SRV_CONFIG_BUDGET = 3 * 1024 * 1024 };
 /* Values (objects, arrays, members, elements) a JSON request may hold. */
 enum { SRV_JSON_MAX_VALUES = 256 * 1024 };
 
@@ -431,6 +436,8 @@ void srv_proc_close_input(srv_proc *p);
 void srv_proc_set_deadline(srv_proc *p, int64_t timeout_ms);
 void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus);
 void srv_proc_free(srv_proc *p);
+/* Forgets the oldest ended process.  Returns 0, or -1 if none is held. */
+int srv_proc_drop_ended(srv_server *srv);
 /* Shutdown: signal every process group; |sig| SIGTERM or SIGKILL. */
 void srv_proc_signal_all(srv_server *srv, int sig);
 int srv_proc_running(const srv_server *srv);

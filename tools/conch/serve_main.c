@@ -62,6 +62,7 @@ static void config_defaults(srv_config *cfg) {
   cfg->idle_ms = 60000;
   cfg->header_ms = 10000;
   cfg->body_ms = 60000;
+  cfg->max_procs = 1024;
 }
 
 /* ---- Options ---------------------------------------------------------------
@@ -106,6 +107,11 @@ static int set_number(srv_config *cfg, const char *name, const char *v) {
     *(name[2] == 'i'   ? &cfg->idle_ms
       : name[2] == 'h' ? &cfg->header_ms
                        : &cfg->body_ms) = n;
+  } else if (strcmp(name, "--max-processes") == 0) {
+    if (parse_num(name, v, 1, 1000000, &n) != 0) {
+      return -1;
+    }
+    cfg->max_procs = (size_t)n;
   } else if (strcmp(name, "--max-connections") == 0) {
     if (parse_num(name, v, 1, 1000000, &n) != 0) {
       return -1;
