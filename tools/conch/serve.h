@@ -128,6 +128,11 @@ typedef struct srv_config {
   size_t max_conns;
   int signal_pid_only; /* envd's way: signals and deadlines to the pid,
                           piped children in our process group */
+  int64_t idle_ms;   /* a connection with no request in progress */
+  int64_t header_ms; /* handshake, preface and request headers; also the
+                        idle limit before a first authenticated request */
+  int64_t body_ms;   /* one request message, from its first byte */
+  size_t max_procs;  /* processes held: running, and ended ones retained */
 } srv_config;
 
 typedef struct srv_server srv_server;
@@ -156,6 +161,7 @@ struct srv_server {
   int hard_killed; /* SIGKILL went out */
   srv_timer stop_t;
   srv_timer accept_t; /* out of descriptors: accept again later */
+  int spare_fd;       /* held back for srv_conn_shed(), or -1 */
 };
 
 /* Begins the shutdown (signal, stdin closed). */
@@ -180,11 +186,22 @@ struct srv_conn {
   srv_link streams;
   size_t buffered; /* request bytes held by its streams */
   int dead;
-  srv_timer idle_t;
+  srv_timer idle_t;  /* see conn_arm_idle() */
+  int authed;        /* a request passed the access-token check */
+  int rd_eof;        /* the client shut its write side */
+  int idle_closing;  /* idle: GOAWAY sent, the next expiry closes */
   struct srv_h1 *h1; /* HTTP/1.1: the bridge into |h2| (serve_h1.c) */
 };
 
 int srv_conn_accept(srv_server *srv, int fd);
+/* At the connection limit: closes the oldest connection that has neither
+   shown the access token nor a request in progress.  Returns 0, or -1 if
+   there is none. */
+int srv_conn_evict(srv_server *srv);
+/* Out of descriptors: accepts the clients waiting on |listen_fd| with the
+   spare descriptor and closes them, so they fail now instead of hanging
+   in the backlog. */
+void srv_conn_shed(srv_server *srv, int listen_fd);
 /* Produce and write what the session has to send (deferred to the end of
    the turn). */
 void srv_conn_kick(srv_conn *c);
@@ -195,6 +212,10 @@ void srv_conn_free(srv_conn *c);
 void srv_conn_goaway(srv_conn *c);
 /* Gives |n| request bytes of stream |id| back to flow control. */
 void srv_conn_consume(srv_conn *c, int32_t id, size_t n);
+/* A stream of |c| began or went away: the idle timer follows. */
+void srv_conn_streams_changed(srv_conn *c);
+/* The idle limit of |c| now (header_ms until it is authenticated). */
+int64_t srv_conn_idle_ms(const srv_conn *c);
 
 enum { SRV_IO_AGAIN = -1, SRV_IO_ERROR = -2 };
 /* Writes to the socket (TLS or not): bytes written, SRV_IO_AGAIN or
@@ -221,6 +242,8 @@ int srv_h1_produce(srv_conn *c);
 uint32_t srv_h1_events(const srv_conn *c);
 /* Server shutdown: finish the current request, then close. */
 void srv_h1_goaway(srv_conn *c);
+/* The client shut its write side: answer what it sent, then close. */
+void srv_h1_eof(srv_conn *c);
 
 /* ---- The Connect protocol on one stream (serve_rpc.c) -------------------- */
 
@@ -250,6 +273,12 @@ typedef struct srv_user {
 } srv_user;
 
 enum { SRV_HDR_MAX = 64 * 1024 };
+/* The StartRequests of all processes held (running and retained) are
+   what List sends back: they may total this much, so that a List stays
+   under 4 MiB, the receive limit of gRPC and conch clients by default. */
+enum { SRV_CONFIG_BUDGET = 3 * 1024 * 1024 };
+/* Values (objects, arrays, members, elements) a JSON request may hold. */
+enum { SRV_JSON_MAX_VALUES = 256 * 1024 };
 
 struct srv_stream {
   srv_link link; /* conn->streams */
@@ -294,6 +323,8 @@ struct srv_stream {
   srv_timer deadline_t;
   int64_t keepalive_ms;
   srv_timer keepalive_t;
+  srv_timer recv_t; /* headers, then each request message (body_ms) */
+  int headers_in;   /* the header block ended */
   srv_user user;
   int have_user;
   /* Service state. */
@@ -416,6 +447,8 @@ void srv_proc_set_deadline(srv_proc *p, int64_t timeout_ms);
 int srv_proc_kill(srv_proc *p, int sig);
 void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus);
 void srv_proc_free(srv_proc *p);
+/* Forgets the oldest ended process.  Returns 0, or -1 if none is held. */
+int srv_proc_drop_ended(srv_server *srv);
 /* Shutdown: signal every process group (also with cfg.signal_pid_only);
    |sig| SIGTERM or SIGKILL. */
 void srv_proc_signal_all(srv_server *srv, int sig);

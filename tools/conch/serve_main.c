@@ -59,6 +59,10 @@ static void config_defaults(srv_config *cfg) {
   cfg->compress_min = 1024;
   cfg->kill_grace_ms = 2000;
   cfg->max_conns = 4096;
+  cfg->idle_ms = 60000;
+  cfg->header_ms = 10000;
+  cfg->body_ms = 60000;
+  cfg->max_procs = 1024;
 }
 
 /* ---- Options ---------------------------------------------------------------
@@ -94,6 +98,25 @@ static int set_number(srv_config *cfg, const char *name, const char *v) {
       return -1;
     }
     cfg->max_message = (size_t)n;
+  } else if (strcmp(name, "--idle-timeout-ms") == 0 ||
+             strcmp(name, "--header-timeout-ms") == 0 ||
+             strcmp(name, "--body-timeout-ms") == 0) {
+    if (parse_num(name, v, 100, 86400000LL, &n) != 0) {
+      return -1;
+    }
+    *(name[2] == 'i'   ? &cfg->idle_ms
+      : name[2] == 'h' ? &cfg->header_ms
+                       : &cfg->body_ms) = n;
+  } else if (strcmp(name, "--max-processes") == 0) {
+    if (parse_num(name, v, 1, 1000000, &n) != 0) {
+      return -1;
+    }
+    cfg->max_procs = (size_t)n;
+  } else if (strcmp(name, "--max-connections") == 0) {
+    if (parse_num(name, v, 1, 1000000, &n) != 0) {
+      return -1;
+    }
+    cfg->max_conns = (size_t)n;
   } else if (strcmp(name, "--kill-grace-ms") == 0) {
     if (parse_num(name, v, 0, 60000, &n) != 0) {
       return -1;
@@ -257,16 +280,19 @@ static void on_listen(srv_watch *w, uint32_t events) {
     int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
     if (fd < 0) {
-      /* Out of descriptors or memory: the listening socket stays readable,
-         so stop watching it for a moment instead of spinning. */
+      /* Out of descriptors or memory: the waiting clients are turned away
+         at once rather than left hanging (srv_conn_shed), and the
+         listening socket, still readable, rests a moment instead of
+         spinning. */
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
           errno == ENOMEM) {
+        srv_conn_shed(srv, w->fd);
         srv_watch_set(&srv->loop, w, 0);
         srv_timer_arm(&srv->loop, &srv->accept_t, srv_now_ms() + 100);
       }
       return;
     }
-    if (srv->nconns >= srv->cfg.max_conns) {
+    if (srv->nconns >= srv->cfg.max_conns && srv_conn_evict(srv) != 0) {
       close(fd);
       continue;
     }
@@ -491,6 +517,9 @@ static void server_clear(srv_server *srv) {
   if (srv->sig_w.fd >= 0) {
     close(srv->sig_w.fd);
   }
+  if (srv->spare_fd >= 0) {
+    close(srv->spare_fd);
+  }
   if (srv->tls != NULL) {
     SSL_CTX_free(srv->tls);
   }
@@ -512,6 +541,7 @@ static int server_init(srv_server *srv, int *port) {
   srv_watch_init(&srv->listen_w, -1, on_listen);
   srv_watch_init(&srv->sig_w, -1, on_signal);
   srv_watch_init(&srv->stdin_w, -1, on_stdin);
+  srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (srv_loop_init(&srv->loop) != 0) {
     fprintf(stderr, "conch serve: epoll: %s\n", strerror(errno));
     return -1;

@@ -130,6 +130,20 @@ static void proc_discard(srv_proc *p) {
   srv_list_push(&p->srv->dead_procs, &p->link);
 }
 
+int srv_proc_drop_ended(srv_server *srv) {
+  srv_link *l;
+
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+
+    if (p->ended) {
+      proc_discard(p);
+      return 0;
+    }
+  }
+  return -1;
+}
+
 int srv_proc_add(srv_server *srv, Process__StartRequest *req,
                  const srv_spawned *sp, srv_proc **out) {
   srv_proc *p = calloc(1, sizeof(*p));

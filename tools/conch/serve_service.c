@@ -194,6 +194,46 @@ static Process__StartRequest *copy_request(const Process__StartRequest *req) {
   return (Process__StartRequest *)copy;
 }
 
+/* Room for one more process: at most max_procs held, and their
+   configurations within SRV_CONFIG_BUDGET; ended ones make room first,
+   oldest first.  Returns 0, or -1 (answered resource_exhausted). */
+static int admit(srv_stream *st, const Process__StartRequest *req) {
+  srv_server *srv = srv_rpc_server(st);
+  size_t need = protobuf_c_message_get_packed_size(&req->base);
+
+  for (;;) {
+    size_t n = 0;
+    size_t running = 0;
+    size_t held = 0;
+    srv_link *l;
+
+    for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+      srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+
+      n++;
+      running += !p->ended;
+      held += protobuf_c_message_get_packed_size(&p->req->base);
+    }
+    if (n < srv->cfg.max_procs && held + need <= SRV_CONFIG_BUDGET) {
+      return 0;
+    }
+    if (srv_proc_drop_ended(srv) == 0) {
+      continue;
+    }
+    if (running >= srv->cfg.max_procs) {
+      srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED,
+                     "too many processes: %zu running, the limit is %zu",
+                     running, srv->cfg.max_procs);
+    } else {
+      srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED,
+                     "process configurations too large: %zu bytes held "
+                     "and %zu more asked, the limit is %d",
+                     held, need, SRV_CONFIG_BUDGET);
+    }
+    return -1;
+  }
+}
+
 static void svc_start(srv_stream *st, ProtobufCMessage *m) {
   Process__StartRequest *req = (Process__StartRequest *)m;
   srv_server *srv = srv_rpc_server(st);
@@ -212,6 +252,9 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
                    "cannot run as user '%s': conch serve is not running as "
                    "root",
                    st->user.name);
+    return;
+  }
+  if (admit(st, req) != 0) {
     return;
   }
   if (cfg != NULL && cfg->_cwd_case == PROCESS__PROCESS_CONFIG___CWD_CWD) {

@@ -564,5 +564,10 @@ done:
   if (e == 0) {
     return CONCH_CODE_OK;
   }
-  return e < 0 ? CONCH_CODE_RESOURCE_EXHAUSTED : CONCH_CODE_INVALID_ARGUMENT;
+  /* Out of descriptors, processes or memory is the server's state, not a
+     fault in the request. */
+  if (e < 0 || e == EMFILE || e == ENFILE || e == EAGAIN || e == ENOMEM) {
+    return CONCH_CODE_RESOURCE_EXHAUSTED;
+  }
+  return CONCH_CODE_INVALID_ARGUMENT;
 }
