@@ -210,6 +210,13 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
                    st->user.name);
     return;
   }
+  if (!srv_user_allowed(srv, st->user.name, st->user.uid)) {
+    srv_rpc_finish(st, CONCH_CODE_PERMISSION_DENIED,
+                   "cannot run as user '%s': conch serve runs processes as "
+                   "its own user only (see --allow-user)",
+                   st->user.name);
+    return;
+  }
   if (cfg != NULL && cfg->_cwd_case == PROCESS__PROCESS_CONFIG___CWD_CWD) {
     cwd_in = cfg->cwd;
   }
