@@ -99,6 +99,23 @@ static int parse_url(conch_client *c, const char *url) {
   size_t port_len = 0;
   int tls;
 
+  if (strncmp(url, "unix:", 5) == 0) {
+    size_t n = strlen(url + 5);
+    if (n == 0 || n >= CONCH_UNIX_PATH_MAX) {
+      return CONCH_ERR_URL;
+    }
+    c->tls = 0;
+    c->unix_path = conch__strdup(c->mem, url + 5);
+    c->host = conch__strdup(c->mem, "localhost");
+    c->port = conch__strdup(c->mem, "80");
+    c->authority = conch__strdup(c->mem, "localhost");
+    c->prefix = conch__strdup(c->mem, "");
+    if (c->unix_path == NULL || c->host == NULL || c->port == NULL ||
+        c->authority == NULL || c->prefix == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+    return 0;
+  }
   if (strncmp(url, "http://", 7) == 0) {
     tls = 0;
     p = url + 7;
@@ -175,6 +192,12 @@ static int parse_url(conch_client *c, const char *url) {
     }
     c->prefix = conch__strndup(c->mem, p, n);
   }
+  if (c->o.unix_path != NULL) {
+    c->unix_path = conch__strdup(c->mem, c->o.unix_path);
+    if (c->unix_path == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+  }
   if (c->host == NULL || c->port == NULL || c->authority == NULL ||
       c->prefix == NULL) {
     return CONCH_ERR_NOMEM;
@@ -203,6 +226,7 @@ static void client_release(conch_client *c) {
   conch__free(mem, c->port);
   conch__free(mem, c->authority);
   conch__free(mem, c->prefix);
+  conch__free(mem, c->unix_path);
   conch__free(mem, c->user_agent);
   conch__opts_clear(&c->o, mem);
   /* |mem| points into |c|: free with a copy. */

@@ -105,6 +105,8 @@ struct conch_client_opts {
   size_t key_pem_len;
   int tls_verify;
   conch_resolver resolver; /* start NULL: the default (resolve.c) */
+  char *unix_path;   /* connect to this Unix socket instead of host:port */
+  int unix_peer_any; /* 0: the socket's server must be our euid or root */
 };
 
 /* Copies |src| into |dst|, duplicating strings with |mem|. */
@@ -113,6 +115,15 @@ int conch__opts_copy(conch_client_opts *dst, const conch_client_opts *src,
 /* Frees the strings of |o|, allocated with |mem|. */
 void conch__opts_clear(conch_client_opts *o, const conch_mem *mem);
 void conch__opts_defaults(conch_client_opts *o);
+
+/* Unix domain sockets (unix.c). */
+struct conch_conn;
+/* Starts connecting |conn| to the client's socket path; like TCP, a
+   failure leaves the connection dead with its message. */
+void conch__unix_connect(struct conch_conn *conn);
+/* Once connected: 0 when the peer is acceptable (our euid or root, unless
+   the options allow any), else the connection is failed and -1. */
+int conch__unix_peer_check(struct conch_conn *conn);
 
 /* ---- Connections ------------------------------------------------------- */
 
@@ -274,6 +285,7 @@ struct conch_client {
   char *port;
   char *authority; /* host[:port] as in the URL */
   char *prefix;    /* path prefix, "" or "/x" */
+  char *unix_path; /* a Unix socket to connect to (opts or "unix:" URL) */
   char *user_agent;
   conch_tls_ctx *tls_ctx;
 

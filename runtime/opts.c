@@ -39,6 +39,8 @@ void conch__opts_clear(conch_client_opts *o, const conch_mem *mem) {
   conch__free(mem, o->key_file);
   conch__free(mem, o->cert_pem);
   conch__free(mem, o->key_pem);
+  conch__free(mem, o->unix_path);
+  o->unix_path = NULL;
   o->user_agent = o->ca_file = o->ca_pem = NULL;
   o->cert_file = o->key_file = o->cert_pem = o->key_pem = NULL;
 }
@@ -60,6 +62,9 @@ int conch__opts_copy(conch_client_opts *dst, const conch_client_opts *src,
   *dst = *src;
   dst->user_agent = dst->ca_file = dst->ca_pem = NULL;
   dst->cert_file = dst->key_file = dst->cert_pem = dst->key_pem = NULL;
+  dst->unix_path = NULL;
+  rv |= dup_field(mem, &dst->unix_path, src->unix_path,
+                  src->unix_path ? strlen(src->unix_path) : 0);
   rv |= dup_field(mem, &dst->user_agent, src->user_agent,
                   src->user_agent ? strlen(src->user_agent) : 0);
   rv |= dup_field(mem, &dst->ca_file, src->ca_file,
@@ -371,5 +376,26 @@ int conch_client_opts_set_tls_verify(conch_client_opts *opts, int on) {
     return CONCH_ERR_INVALID;
   }
   opts->tls_verify = on != 0;
+  return 0;
+}
+
+int conch_client_opts_set_unix_socket(conch_client_opts *opts,
+                                      const char *path) {
+  size_t n;
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  n = path != NULL ? strlen(path) : 0;
+  if (path != NULL && (n == 0 || n >= CONCH_UNIX_PATH_MAX)) {
+    return CONCH_ERR_INVALID;
+  }
+  return set_string(opts, &opts->unix_path, path, n);
+}
+
+int conch_client_opts_set_unix_peer_any(conch_client_opts *opts, int on) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->unix_peer_any = on != 0;
   return 0;
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The conch CLI end to end: every command against a `conch serve` of its
 # own (port 0), then the no-URL path that starts the background server on
-# envd's port and `conch serve --stop`.  Exit codes, stream separation,
+# the private Unix socket (a runtime directory of its own) and
+# `conch serve --stop`.  Attacks on both: test_security.sh.  Exit codes, stream separation,
 # stdin, signals, tags, attach, a PTY, and nothing left running.
 #
 #   test_cli.sh /path/to/conch
@@ -34,7 +35,7 @@ still_alive() {
 }
 
 mkfifo "$tmp/srv"
-"$CONCH" serve --listen 127.0.0.1:0 >"$tmp/srv" 2>"$tmp/srv.err" </dev/null &
+"$CONCH" serve --listen 127.0.0.1:0 --no-token >"$tmp/srv" 2>"$tmp/srv.err" </dev/null &
 srv=$!
 read -r _ port <"$tmp/srv"
 U="--url http://127.0.0.1:$port"
@@ -148,20 +149,24 @@ if command -v script >/dev/null 2>&1; then
   esac
 fi
 
-# No URL: the background server on envd's port, then --stop.
-if ! bash -c 'exec 3<>/dev/tcp/127.0.0.1/49983' 2>/dev/null; then
-  out=$("$CONCH" run -- echo via-default)
-  check "no URL starts the local server" "via-default" "$out"
-  pid=$("$CONCH" start -- sleep 67)
-  check "start via default" "yes" "$(alive "$pid" && echo yes)"
-  out=$("$CONCH" ps | grep -c "sleep 67")
-  check "same server sees it" "1" "$out"
-  "$CONCH" serve --stop
-  check "serve --stop" "0" "$?"
-  check "stopping kills its children" "no" "$(still_alive "$pid")"
-else
-  echo "skip the default-port tests: something listens on 49983"
-fi
+# No URL: the background server on the private socket, then --stop.
+mkdir -m 700 "$tmp/xdg"
+export XDG_RUNTIME_DIR="$tmp/xdg"
+out=$("$CONCH" run -- echo via-default)
+check "no URL starts the local server" "via-default" "$out"
+check "its socket" "yes" "$([ -S "$tmp/xdg/conch/serve.sock" ] && echo yes)"
+pid=$("$CONCH" start -- sleep 67)
+check "start via default" "yes" "$(alive "$pid" && echo yes)"
+out=$("$CONCH" ps | grep -c "sleep 67")
+check "same server sees it" "1" "$out"
+"$CONCH" serve --stop
+check "serve --stop" "0" "$?"
+check "stopping kills its children" "no" "$(still_alive "$pid")"
+check "the socket is gone" "no" \
+  "$([ -e "$tmp/xdg/conch/serve.sock" ] && echo yes || echo no)"
+"$CONCH" serve --stop 2>/dev/null
+check "serve --stop with none running" "1" "$?"
+unset XDG_RUNTIME_DIR
 
 kill "$srv"
 wait "$srv"

@@ -81,6 +81,7 @@ int serve_start(serve_peer *p, const char *const *extra) {
   int out[2];
   size_t n = 0;
   int tls = 0;
+  int token = 0;
   pid_t parent = getpid();
   pid_t pid;
 
@@ -88,9 +89,13 @@ int serve_start(serve_peer *p, const char *const *extra) {
   argv[n++] = "serve";
   argv[n++] = "--listen";
   argv[n++] = "127.0.0.1:0";
-  while (extra != NULL && *extra != NULL && n < 30) {
+  while (extra != NULL && *extra != NULL && n < 29) {
     tls |= strcmp(*extra, "--tls-cert") == 0;
+    token |= strncmp(*extra, "--access-token", 14) == 0;
     argv[n++] = *extra++;
+  }
+  if (!token) {
+    argv[n++] = "--no-token"; /* loopback only; the Host check applies */
   }
   argv[n] = NULL;
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {

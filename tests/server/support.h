@@ -22,8 +22,9 @@ typedef struct serve_peer {
   char url[64]; /* http://127.0.0.1:<port> (https:// with TLS) */
 } serve_peer;
 
-/* Runs `conch serve --listen 127.0.0.1:0 extra...` (CONCH_SERVE_BIN) and
-   waits for its LISTENING line.  Returns 0 or -1 (printed why). */
+/* Runs `conch serve --listen 127.0.0.1:0 extra...` (CONCH_SERVE_BIN; with
+   --no-token unless |extra| gives a token) and waits for its LISTENING line.
+   Returns 0 or -1 (printed why). */
 int serve_start(serve_peer *p, const char *const *extra);
 /* SIGTERM, then waits up to |wait_ms|.  Returns the exit status (0..255),
    128+signal, or -1 if it had to be SIGKILLed. */

@@ -19,8 +19,11 @@
 static serve_peer srv;
 
 static int group_setup(void **state) {
+  /* test_users runs as other users (a root server switches). */
+  static const char *const args[] = {"--allow-user", "*", NULL};
+
   (void)state;
-  return serve_start(&srv, NULL);
+  return serve_start(&srv, args);
 }
 
 static int group_teardown(void **state) {

@@ -111,11 +111,22 @@ int srv_loop_poll(srv_loop *l, int max_ms);
 
 /* ---- Configuration and the server (serve_main.c) ------------------------- */
 
+enum { SRV_MAX_ALLOW = 16 };
+
 typedef struct srv_config {
-  const char *listen; /* HOST:PORT */
+  const char *listen; /* HOST:PORT or unix:PATH */
   const char *tls_cert;
   const char *tls_key;
-  const char *access_token;
+  const char *access_token; /* NULL: none required */
+  /* A TCP listener without a token: only requests whose Host/:authority is
+     a loopback name (DNS rebinding). */
+  int host_check;
+  /* Unix socket peers (SO_PEERCRED) accepted besides our euid and root. */
+  uid_t allow_uids[SRV_MAX_ALLOW];
+  size_t nallow_uids;
+  /* Users processes may run as besides the server's own; "*" any. */
+  const char *allow_users[SRV_MAX_ALLOW];
+  size_t nallow_users;
   int64_t retention_ms;  /* how long an ended process can be re-attached */
   size_t max_message;    /* largest request message, after inflation */
   size_t conn_buffered;  /* request bytes one connection may hold */
@@ -166,6 +177,12 @@ struct srv_server {
 
 /* Begins the shutdown (signal, stdin closed). */
 void srv_server_stop(srv_server *srv);
+/* Whether processes may run as |name| (uid |uid|): the server's own user,
+   or one the operator allowed (--allow-user). */
+int srv_user_allowed(const srv_server *srv, const char *name, uid_t uid);
+/* Whether |authority| (Host or :authority, NULL when absent) passes the
+   host check of cfg.host_check. */
+int srv_authority_ok(const srv_server *srv, const char *authority);
 
 /* ---- Connections (serve_conn.c) ------------------------------------------ */
 
@@ -295,6 +312,7 @@ struct srv_stream {
   char *h_keepalive; /* keepalive-ping-interval */
   char *h_auth;      /* authorization */
   char *h_token;     /* x-access-token */
+  char *h_authority; /* :authority, else host */
   size_t hdr_bytes;
   const srv_method *m;
   int json;          /* the JSON codec (else proto) */

@@ -97,9 +97,10 @@ static void set_held(srv_stream *st, size_t held) {
 void srv_rpc_stream_free(srv_stream *st) {
   srv_conn *c = st->conn;
   srv_server *srv = st->conn->srv;
-  char **h[] = {&st->h_method, &st->h_path,    &st->h_ctype,   &st->h_encoding,
-                &st->h_accept, &st->h_version, &st->h_timeout, &st->h_keepalive,
-                &st->h_auth,   &st->h_token};
+  char **h[] = {&st->h_method,   &st->h_path,      &st->h_ctype,
+                &st->h_encoding, &st->h_accept,    &st->h_version,
+                &st->h_timeout,  &st->h_keepalive, &st->h_auth,
+                &st->h_token,    &st->h_authority};
   size_t i;
 
   srv_service_stream_gone(st);
@@ -187,6 +188,9 @@ static char **header_slot(srv_stream *st, const uint8_t *name, size_t len) {
   }
   if (name_is(name, len, "x-access-token")) {
     return &st->h_token;
+  }
+  if (name_is(name, len, ":authority") || name_is(name, len, "host")) {
+    return &st->h_authority;
   }
   return NULL;
 }
@@ -1054,6 +1058,11 @@ void srv_rpc_headers_done(srv_stream *st) {
 
   st->headers_in = 1;
   srv_timer_cancel(&srv->loop, &st->recv_t);
+  if (srv->cfg.host_check && !srv_authority_ok(srv, st->h_authority)) {
+    respond_plain(st, 403, "text/plain; charset=utf-8",
+                  "403 forbidden: the Host is not a loopback name\n", NULL);
+    return;
+  }
   if (srv->cfg.access_token != NULL && !health &&
       !token_ok(st, srv->cfg.access_token)) {
     respond_plain(st, 401, "application/json; charset=utf-8", unauthorized_body,

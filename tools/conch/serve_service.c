@@ -254,6 +254,13 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
                    st->user.name);
     return;
   }
+  if (!srv_user_allowed(srv, st->user.name, st->user.uid)) {
+    srv_rpc_finish(st, CONCH_CODE_PERMISSION_DENIED,
+                   "cannot run as user '%s': conch serve runs processes as "
+                   "its own user only (see --allow-user)",
+                   st->user.name);
+    return;
+  }
   if (admit(st, req) != 0) {
     return;
   }

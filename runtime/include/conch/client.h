@@ -414,11 +414,44 @@ CONCH_EXTERN int conch_client_opts_set_client_cert_pem(conch_client_opts *opts,
 CONCH_EXTERN int conch_client_opts_set_tls_verify(conch_client_opts *opts,
                                                   int on);
 
+/** The longest Unix socket path, plus one (sun_path of Linux). */
+#define CONCH_UNIX_PATH_MAX 108
+
+/**
+ * Connect to the Unix domain socket at |path| instead of the URL's host and
+ * port (as curl's CURLOPT_UNIX_SOCKET_PATH): the URL still gives the scheme
+ * (http:// h2c, https:// TLS over the socket, its host checked against the
+ * certificate), the :authority / Host and the path prefix.  |path| is a
+ * file system path of 1 to CONCH_UNIX_PATH_MAX - 1 bytes, copied; NULL
+ * goes back to TCP.  A "unix:" URL (conch_client_new()) does the same.
+ *
+ * Once connected, the server's credentials (SO_PEERCRED) are checked: its
+ * effective uid must be the client's or root's, else the connection fails
+ * with unavailable (CONCH_ERR_CONNECT, "peer uid N is neither ours nor
+ * root") and nothing is sent; conch_client_opts_set_unix_peer_any() lifts
+ * the check.  Returns 0, CONCH_ERR_INVALID (NULL |opts|, empty or too long
+ * |path|) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_client_opts_set_unix_socket(conch_client_opts *opts,
+                                                   const char *path);
+
+/**
+ * |on| 1: accept a Unix socket server of any uid (see
+ * conch_client_opts_set_unix_socket()).  Default 0.  Returns 0 or
+ * CONCH_ERR_INVALID.
+ */
+CONCH_EXTERN int conch_client_opts_set_unix_peer_any(conch_client_opts *opts,
+                                                     int on);
+
 /**
  * Creates a client for |url|: "http://host[:port][/prefix]" (h2c with prior
  * knowledge) or "https://host[:port][/prefix]" (TLS, ALPN h2 or http/1.1;
  * see conch_client_opts_set_http_version()).  Hosts may be
- * names, IPv4 literals or bracketed IPv6 literals.  |opts| may be NULL for
+ * names, IPv4 literals or bracketed IPv6 literals.  "unix:PATH" is h2c
+ * (or HTTP/1.1 when set) over the Unix domain socket PATH (the rest of the
+ * URL, no prefix), with :authority "localhost" and the peer check of
+ * conch_client_opts_set_unix_socket(); it overrides a socket path set in
+ * |opts|.  |opts| may be NULL for
  * the defaults; it is copied and may be freed afterwards.  No connection is
  * made until the first call.
  *
