@@ -56,7 +56,8 @@ static void sleep_ms(long ms) {
 }
 
 static int start_server(conch_peer *p, char *u, size_t n) {
-  const char *argv[] = {CONCH_BIN, "serve", "--listen", "127.0.0.1:0", NULL};
+  const char *argv[] = {CONCH_BIN, "serve", "--listen", "127.0.0.1:0",
+                        "--no-token", NULL};
   if (conch_peer_start_argv(p, argv) != 0) {
     return -1;
   }
