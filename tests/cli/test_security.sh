@@ -294,6 +294,22 @@ check "a symlinked serve.log is refused" 255 "$?"
 check "... says why" yes "$(contains "$tmp/e" "symlink")"
 check "the log's target is intact" precious "$(cat "$tmp/victim")"
 
+# An XDG_RUNTIME_DIR of another user's (a sudo shell's) is not used.
+if [ "$(id -u)" = 0 ]; then
+  mkdir -m 777 "$tmp/xdg-other"
+  chown 65534 "$tmp/xdg-other"
+  mkdir -m 700 "$tmp/fallback"
+  out=$(XDG_RUNTIME_DIR=$tmp/xdg-other TMPDIR=$tmp/fallback timeout 20 \
+    "$CONCH" run -- echo in)
+  check "another user's XDG_RUNTIME_DIR: the fallback" in "$out"
+  check "... nothing made in it" no \
+    "$([ -e "$tmp/xdg-other/conch" ] && echo yes || echo no)"
+  XDG_RUNTIME_DIR=$tmp/xdg-other TMPDIR=$tmp/fallback "$CONCH" serve --stop
+  check "... and --stop finds it there" 0 "$?"
+else
+  skip "another user's XDG_RUNTIME_DIR: not root"
+fi
+
 # --stop signals only a server that answers on our socket, never a pid
 # from a file.
 sleep 89 &
