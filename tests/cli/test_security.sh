@@ -157,6 +157,11 @@ if command -v curl >/dev/null 2>&1; then
   check "a List with Host rebind.example -> 403" 403 \
     "$(code -X POST -H "Host: rebind.example" -H 'Content-Type: application/json' \
       -d '{}' "http://127.0.0.1:$port/process.Process/List")"
+  for h in localhost.rebind.example 127.0.0.1.rebind.example "localhost:x" \
+    "[::2]"; do
+    check "Host $h -> 403" 403 \
+      "$(code -H "Host: $h" "http://127.0.0.1:$port/health")"
+  done
   check "Host localhost -> 204" 204 \
     "$(code -H "Host: localhost:$port" "http://127.0.0.1:$port/health")"
   check "Host 127.0.0.1 -> 204" 204 "$(code "http://127.0.0.1:$port/health")"
