@@ -223,7 +223,9 @@ if [ "$can_switch" = yes ]; then
   check "--allow-uid 65534 lets nobody in" in "$out"
   # The other way: a socket whose server is nobody's is refused by root's
   # client (nothing is sent to it).
-  start_server as_nobody -- --listen "unix:$tmp/open/nobody.sock"
+  # (setpriv execs the server: $srv is its pid, for the cleanup)
+  start_server env -u XDG_RUNTIME_DIR setpriv --reuid=65534 --regid=65534 \
+    --clear-groups -- --listen "unix:$tmp/open/nobody.sock"
   out=$(as_nobody "$CONCH" --url "unix:$tmp/open/nobody.sock" run --cwd / -- id -u)
   check "nobody's client on nobody's server" 65534 "$out"
   CONCH_TOKEN=leak-$$ "$CONCH" --url "unix:$tmp/open/nobody.sock" \
@@ -238,6 +240,7 @@ fi
 if [ "$taken" = no ] && command -v node >/dev/null 2>&1; then
   "$CONCH" serve --stop >/dev/null 2>&1
   : >"$tmp/squat"
+  : >"$tmp/squat.up"
   # An HTTP/2 (h2c) squatter that records every request's headers and body.
   node -e '
 const fs = require("fs");
@@ -314,6 +317,22 @@ if [ "$(id -u)" = 0 ]; then
 else
   skip "another user's XDG_RUNTIME_DIR: not root"
 fi
+
+# Three CLIs at once with no server: one server wins the socket's lock,
+# every CLI gets its answer from it.
+mkdir -m 700 "$tmp/xdg-race"
+racers=()
+for i in 1 2 3; do
+  XDG_RUNTIME_DIR=$tmp/xdg-race timeout 30 "$CONCH" run -- echo "race$i" \
+    >"$tmp/race$i" 2>&1 &
+  racers+=("$!")
+done
+wait "${racers[@]}"
+check "three CLIs at once" "race1 race2 race3" \
+  "$(cat "$tmp/race1" "$tmp/race2" "$tmp/race3" | tr '\n' ' ' | sed 's/ $//')"
+check "... one server" 1 \
+  "$(grep -c '^LISTENING' "$tmp/xdg-race/conch/serve.log")"
+XDG_RUNTIME_DIR=$tmp/xdg-race "$CONCH" serve --stop
 
 # --stop signals only a server that answers on our socket, never a pid
 # from a file.
