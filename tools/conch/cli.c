@@ -323,9 +323,10 @@ int conch_cli_serve_stop(void) {
   }
   pidfd = (int)syscall(SYS_pidfd_open, (pid_t)cred.pid, 0);
   pf.fd = fd;
-  pf.events = POLLIN | POLLRDHUP;
+  pf.events = POLLRDHUP; /* not POLLIN: the server may greet us */
   pf.revents = 0;
-  if (pidfd < 0 || poll(&pf, 1, 0) != 0) {
+  if (pidfd < 0 || poll(&pf, 1, 0) < 0 ||
+      (pf.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
     /* No pidfd, or the connection already ended: the server may be gone
        and its pid reused; signal nothing. */
     fprintf(stderr, "conch: the background server (pid %ld) is going away\n",

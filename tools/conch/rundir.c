@@ -18,7 +18,10 @@ int conch_rundir_open(char *path, size_t cap, char *err, size_t errlen) {
   struct stat sb;
   int n, fd;
 
-  if (xdg != NULL && xdg[0] == '/') {
+  /* XDG_RUNTIME_DIR is the user's own (a sudo shell may keep another
+     user's): use it only then. */
+  if (xdg != NULL && xdg[0] == '/' && stat(xdg, &sb) == 0 &&
+      S_ISDIR(sb.st_mode) && sb.st_uid == geteuid()) {
     n = snprintf(path, cap, "%s/conch", xdg);
   } else {
     n = snprintf(path, cap, "%s/conch-%ld",

@@ -5,11 +5,11 @@
 
 #include <stddef.h>
 
-/* Finds or creates the directory: $XDG_RUNTIME_DIR/conch, else
-   ${TMPDIR:-/tmp}/conch-<euid>.  It must be a real directory (not a
-   symlink), owned by our euid, with no access for group or others.
-   Returns an O_DIRECTORY descriptor of it (close-on-exec) with its path in
-   |path|, or -1 with a message in |err|. */
+/* Finds or creates the directory: $XDG_RUNTIME_DIR/conch when
+   XDG_RUNTIME_DIR is a directory of ours, else ${TMPDIR:-/tmp}/conch-<euid>. It
+   must be a real directory (not a symlink), owned by our euid, with no access
+   for group or others. Returns an O_DIRECTORY descriptor of it (close-on-exec)
+   with its path in |path|, or -1 with a message in |err|. */
 int conch_rundir_open(char *path, size_t cap, char *err, size_t errlen);
 
 /* Opens |name| in the directory |dirfd| without following a symlink, and

@@ -290,8 +290,7 @@ static int parse_args(int argc, char **argv, srv_config *cfg) {
   return 0;
 }
 
-/* ---- The access token
- * --------------------------------------------------------
+/* ---- The access token -------------------------------------------------------
  */
 
 /* A token goes in a header: visible ASCII, no spaces. */

@@ -71,7 +71,9 @@ enum {
  */
 typedef struct conch_sandbox_opts {
   size_t struct_size;
-  /** Where envd listens; NULL = CONCH_SANDBOX_DEFAULT_URL. */
+  /** Where envd listens; NULL = CONCH_SANDBOX_DEFAULT_URL.  "unix:PATH"
+      reaches a Unix socket (conch_client_new()); so does an http:// URL
+      with conch_client_opts_set_unix_socket() in |client_opts|. */
   const char *url;
   /** Sent as X-Access-Token when not NULL. */
   const char *access_token;
