@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -467,6 +468,58 @@ static void test_shutdown_tree(void **state) {
   assert_int_equal(proc_leftovers(0, pids, 2, NULL), 0);
 }
 
+/* kill -9 of the server: the leaders die of their parent-death signal, the
+   rest of their groups by the keeper (serve_keeper.c). */
+static void test_server_killed(void **state) {
+  serve_peer p;
+  conch_client *c;
+  start_opts o = {0};
+  run_result r;
+  conch_call *calls[3];
+  pid_t pids[3];
+  long long t0;
+  int left = 0;
+  int ws;
+
+  (void)state;
+  assert_int_equal(serve_start(&p, NULL), 0);
+  c = client_new(p.url);
+  calls[0] = start_tree(c, NULL, &r, &pids[0], "611.1");
+  calls[1] = start_call(c, NULL, &r, &pids[1], "sh", "-c",
+                        "sh -c 'trap \"\" TERM HUP; sleep 611.2' & wait", NULL);
+  o.pty_cols = 80;
+  o.pty_rows = 24;
+  calls[2] = start_call(c, &o, &r, &pids[2], "sh", "-c",
+                        "sleep 611.3 & sleep 611.3 & wait", NULL);
+  assert_non_null(calls[1]);
+  assert_non_null(calls[2]);
+  assert_true(wait_count("sleep 611.2", 1, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count("sleep 611.3", 2, WAIT_MS, NULL) >= 0);
+  t0 = now_ms();
+  kill(p.pid, SIGKILL);
+  waitpid(p.pid, &ws, 0);
+  p.pid = -1;
+  close(p.stdin_fd);
+  wait_count("sleep 611.1", 0, WAIT_MS, &left);
+  left += proc_count_cmdline("sleep 611.2");
+  wait_count("sleep 611.2", 0, WAIT_MS, NULL);
+  wait_count("sleep 611.3", 0, WAIT_MS, NULL);
+  measure("server killed (SIGKILL): tree, TERM+HUP-ignoring grandchild, PTY "
+          "tree",
+          (long)(now_ms() - t0),
+          proc_count_cmdline("sleep 611.1") +
+              proc_count_cmdline("sleep 611.2") +
+              proc_count_cmdline("sleep 611.3"));
+  assert_int_equal(proc_count_cmdline("sleep 611.1"), 0);
+  assert_int_equal(proc_count_cmdline("sleep 611.2"), 0);
+  assert_int_equal(proc_count_cmdline("sleep 611.3"), 0);
+  assert_int_equal(proc_leftovers(0, pids, 3, NULL), 0);
+  conch_call_free(calls[0]);
+  conch_call_free(calls[1]);
+  conch_call_free(calls[2]);
+  conch_client_free(c);
+}
+
 static void test_pid_only_leaks(void **state) {
   static const char *const args[] = {"--signal-pid-only", NULL};
   serve_peer p;
@@ -730,6 +783,7 @@ int main(void) {
       cmocka_unit_test(test_pty_job_groups),
       cmocka_unit_test(test_many_trees),
       cmocka_unit_test(test_shutdown_tree),
+      cmocka_unit_test(test_server_killed),
       cmocka_unit_test(test_pid_only_leaks),
       cmocka_unit_test(test_leader_on_pid_only_server),
       cmocka_unit_test(test_leader_on_group_server),

@@ -121,6 +121,18 @@ static void close_watch(srv_proc *p, srv_watch *w) {
 /* ---- Creation and lookup --------------------------------------------------
  */
 
+/* Tells the keeper (serve_keeper.c) of a group that runs or no longer has
+   its leader.  A full pipe loses the note (the keeper reads at once). */
+static void keeper_note(srv_server *srv, pid_t pid, int running) {
+  int32_t v = running ? (int32_t)pid : -(int32_t)pid;
+  ssize_t n;
+
+  if (srv->keeper_on) {
+    n = write(srv->keeper_fd, &v, sizeof(v));
+    (void)n;
+  }
+}
+
 static void proc_discard(srv_proc *p) {
   if (p->dead) {
     return;
@@ -167,6 +179,7 @@ int srv_proc_add(srv_server *srv, Process__StartRequest *req,
   srv_timer_init(&p->settle_t, on_settled);
   srv_timer_init(&p->retain_t, on_retained);
   srv_list_push(&srv->procs, &p->link);
+  keeper_note(srv, p->pid, 1);
   proc_watch(p);
   *out = p;
   return 0;
@@ -812,6 +825,7 @@ void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus) {
   }
   p->reaped = 1;
   p->wstatus = wstatus;
+  keeper_note(srv, pid, 0);
   /* A deadline stays for what is left of the group (policy in README). */
   if (srv->cfg.signal_pid_only) {
     srv_timer_cancel(&srv->loop, &p->deadline_t);
