@@ -468,6 +468,53 @@ static void test_shutdown_tree(void **state) {
   assert_int_equal(proc_leftovers(0, pids, 2, NULL), 0);
 }
 
+/* The deadline is the whole group's lifetime: a background child of a
+   shell that ended at once dies at the Start's deadline, even past the
+   retention period (the entry waits for its deadline). */
+static void test_deadline_outlives_retention(void **state) {
+  static const char *const args[] = {"--retention-ms", "300", NULL};
+  serve_peer p;
+  conch_client *c;
+  start_opts o = {0};
+  run_result r;
+  conch_call *call;
+  pid_t pid;
+  long long t0;
+  long ms;
+  int left = 0;
+
+  (void)state;
+  assert_int_equal(serve_start(&p, args), 0);
+  c = client_new(p.url);
+  o.timeout_ms = 4000;
+  t0 = now_ms();
+  call = start_call(c, &o, &r, &pid, "sh", "-c", "sleep 612.1 &", NULL);
+  assert_non_null(call);
+  drain_call(c, call, &r);
+  conch_call_free(call);
+  assert_string_equal(r.status, "exit status 0");
+  assert_true(wait_count("sleep 612.1", 1, WAIT_MS, NULL) >= 0);
+  /* Past the retention, the entry is still there for its deadline. */
+  sleep_ms(600);
+  if (now_ms() - t0 < 2500) { /* well before the deadline */
+    call = connect_call(c, pid, NULL, 0, NULL);
+    memset(&r, 0, sizeof(r));
+    drain_call(c, call, &r);
+    conch_call_free(call);
+    assert_true(r.has_end);
+    assert_int_equal(proc_count_cmdline("sleep 612.1"), 1);
+  }
+  wait_count("sleep 612.1", 0, WAIT_MS, &left);
+  ms = (long)(now_ms() - t0);
+  measure("Start deadline 4000 ms, background child of an ended shell, "
+          "retention 300 ms (ms from Start)",
+          ms, left);
+  assert_int_equal(left, 0);
+  assert_true(ms >= 3500);
+  conch_client_free(c);
+  assert_int_equal(serve_stop(&p, 15000), 0);
+}
+
 /* kill -9 of the server: the leaders die of their parent-death signal, the
    rest of their groups by the keeper (serve_keeper.c). */
 static void test_server_killed(void **state) {
@@ -783,6 +830,7 @@ int main(void) {
       cmocka_unit_test(test_pty_job_groups),
       cmocka_unit_test(test_many_trees),
       cmocka_unit_test(test_shutdown_tree),
+      cmocka_unit_test(test_deadline_outlives_retention),
       cmocka_unit_test(test_server_killed),
       cmocka_unit_test(test_pid_only_leaks),
       cmocka_unit_test(test_leader_on_pid_only_server),
