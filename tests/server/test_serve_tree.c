@@ -299,8 +299,11 @@ static void trapping_case(int late) {
     drain_call(c, call, &r);
   }
   conch_call_free(call);
-  /* The leader is gone; the trapping grandchild is not, yet. */
-  assert_int_equal(proc_count_cmdline(marker), 1);
+  /* The leader is gone; the trapping grandchild is not, yet (unless a
+     stalled host let the grace pass meanwhile). */
+  if (now_ms() - t0 < 1500) {
+    assert_int_equal(proc_count_cmdline(marker), 1);
+  }
   wait_count(marker, 0, WAIT_MS, &left);
   ms = (long)(now_ms() - t0);
   measure(late ? "close sequence (grace 2000 ms), TERM-trapping grandchild, "
