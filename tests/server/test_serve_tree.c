@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -146,9 +147,10 @@ static conch_call *start_tree(conch_client *c, const start_opts *o,
   snprintf(script, sizeof(script),
            "sh -c 'sleep %s & sleep %s; :' & sleep %s & wait", secs, secs,
            secs);
+  snprintf(marker, sizeof(marker), "sleep %s", secs);
+  assert_int_equal(proc_count_cmdline(marker), 0); /* none from before */
   call = start_call(c, o, r, pid, "sh", "-c", script, NULL);
   assert_non_null(call);
-  snprintf(marker, sizeof(marker), "sleep %s", secs);
   assert_true(wait_count(marker, 3, WAIT_MS, NULL) >= 0);
   return call;
 }
@@ -298,8 +300,11 @@ static void trapping_case(int late) {
     drain_call(c, call, &r);
   }
   conch_call_free(call);
-  /* The leader is gone; the trapping grandchild is not, yet. */
-  assert_int_equal(proc_count_cmdline(marker), 1);
+  /* The leader is gone; the trapping grandchild is not, yet (unless a
+     stalled host let the grace pass meanwhile). */
+  if (now_ms() - t0 < 1500) {
+    assert_int_equal(proc_count_cmdline(marker), 1);
+  }
   wait_count(marker, 0, WAIT_MS, &left);
   ms = (long)(now_ms() - t0);
   measure(late ? "close sequence (grace 2000 ms), TERM-trapping grandchild, "
@@ -467,6 +472,105 @@ static void test_shutdown_tree(void **state) {
   assert_int_equal(proc_leftovers(0, pids, 2, NULL), 0);
 }
 
+/* The deadline is the whole group's lifetime: a background child of a
+   shell that ended at once dies at the Start's deadline, even past the
+   retention period (the entry waits for its deadline). */
+static void test_deadline_outlives_retention(void **state) {
+  static const char *const args[] = {"--retention-ms", "300", NULL};
+  serve_peer p;
+  conch_client *c;
+  start_opts o = {0};
+  run_result r;
+  conch_call *call;
+  pid_t pid;
+  long long t0;
+  long ms;
+  int left = 0;
+
+  (void)state;
+  assert_int_equal(serve_start(&p, args), 0);
+  c = client_new(p.url);
+  o.timeout_ms = 4000;
+  t0 = now_ms();
+  call = start_call(c, &o, &r, &pid, "sh", "-c", "sleep 612.1 &", NULL);
+  assert_non_null(call);
+  drain_call(c, call, &r);
+  conch_call_free(call);
+  assert_string_equal(r.status, "exit status 0");
+  assert_true(wait_count("sleep 612.1", 1, WAIT_MS, NULL) >= 0);
+  /* Past the retention, the entry is still there for its deadline. */
+  sleep_ms(600);
+  if (now_ms() - t0 < 2500) { /* well before the deadline */
+    call = connect_call(c, pid, NULL, 0, NULL);
+    memset(&r, 0, sizeof(r));
+    drain_call(c, call, &r);
+    conch_call_free(call);
+    assert_true(r.has_end);
+    assert_int_equal(proc_count_cmdline("sleep 612.1"), 1);
+  }
+  wait_count("sleep 612.1", 0, WAIT_MS, &left);
+  ms = (long)(now_ms() - t0);
+  measure("Start deadline 4000 ms, background child of an ended shell, "
+          "retention 300 ms (ms from Start)",
+          ms, left);
+  assert_int_equal(left, 0);
+  assert_true(ms >= 3500);
+  conch_client_free(c);
+  assert_int_equal(serve_stop(&p, 15000), 0);
+}
+
+/* kill -9 of the server: the leaders die of their parent-death signal, the
+   rest of their groups by the keeper (serve_keeper.c). */
+static void test_server_killed(void **state) {
+  serve_peer p;
+  conch_client *c;
+  start_opts o = {0};
+  run_result r;
+  conch_call *calls[3];
+  pid_t pids[3];
+  long long t0;
+  int left = 0;
+  int ws;
+
+  (void)state;
+  assert_int_equal(serve_start(&p, NULL), 0);
+  c = client_new(p.url);
+  calls[0] = start_tree(c, NULL, &r, &pids[0], "611.1");
+  calls[1] = start_call(c, NULL, &r, &pids[1], "sh", "-c",
+                        "sh -c 'trap \"\" TERM HUP; sleep 611.2' & wait", NULL);
+  o.pty_cols = 80;
+  o.pty_rows = 24;
+  calls[2] = start_call(c, &o, &r, &pids[2], "sh", "-c",
+                        "sleep 611.3 & sleep 611.3 & wait", NULL);
+  assert_non_null(calls[1]);
+  assert_non_null(calls[2]);
+  assert_true(wait_count("sleep 611.2", 1, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count("sleep 611.3", 2, WAIT_MS, NULL) >= 0);
+  t0 = now_ms();
+  kill(p.pid, SIGKILL);
+  waitpid(p.pid, &ws, 0);
+  p.pid = -1;
+  close(p.stdin_fd);
+  wait_count("sleep 611.1", 0, WAIT_MS, &left);
+  left += proc_count_cmdline("sleep 611.2");
+  wait_count("sleep 611.2", 0, WAIT_MS, NULL);
+  wait_count("sleep 611.3", 0, WAIT_MS, NULL);
+  measure("server killed (SIGKILL): tree, TERM+HUP-ignoring grandchild, PTY "
+          "tree",
+          (long)(now_ms() - t0),
+          proc_count_cmdline("sleep 611.1") +
+              proc_count_cmdline("sleep 611.2") +
+              proc_count_cmdline("sleep 611.3"));
+  assert_int_equal(proc_count_cmdline("sleep 611.1"), 0);
+  assert_int_equal(proc_count_cmdline("sleep 611.2"), 0);
+  assert_int_equal(proc_count_cmdline("sleep 611.3"), 0);
+  assert_int_equal(proc_leftovers(0, pids, 3, NULL), 0);
+  conch_call_free(calls[0]);
+  conch_call_free(calls[1]);
+  conch_call_free(calls[2]);
+  conch_client_free(c);
+}
+
 static void test_pid_only_leaks(void **state) {
   static const char *const args[] = {"--signal-pid-only", NULL};
   serve_peer p;
@@ -491,6 +595,10 @@ static void test_pid_only_leaks(void **state) {
   assert_true(wait_count("sleep 607.1", 0, 2500, &left) < 0);
   measure("pid-only server, close sequence (grace 1000 ms), plain tree", -1,
           left);
+  if (left != 3 && system("ps -eo pid,ppid,pgid,sid,etimes,args | "
+                          "grep -e '60[0-9]\\.' >&2") != 0) {
+    fprintf(stderr, "(ps failed)\n");
+  }
   assert_int_equal(left, 3);
 
   /* The deadline: the same. */
@@ -730,6 +838,8 @@ int main(void) {
       cmocka_unit_test(test_pty_job_groups),
       cmocka_unit_test(test_many_trees),
       cmocka_unit_test(test_shutdown_tree),
+      cmocka_unit_test(test_deadline_outlives_retention),
+      cmocka_unit_test(test_server_killed),
       cmocka_unit_test(test_pid_only_leaks),
       cmocka_unit_test(test_leader_on_pid_only_server),
       cmocka_unit_test(test_leader_on_group_server),
