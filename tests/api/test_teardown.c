@@ -455,8 +455,11 @@ static void on_end_async(conch_process *p, const conch_exec_result *r,
 
 /* Open handles of every long-lived kind on a server of its own: a blocking
    stream, an asynchronous one, a stdin stream; the server is then killed
-   (kill -9) or frozen (SIGSTOP).  HTTP/1.1 when |h1|. */
-static void under_open_handles(int freeze, int h1, const char *m) {
+   (kill -9) or frozen (SIGSTOP).  HTTP/1.1 when |h1|; HTTP/2 without
+   PINGs when |no_ping| (the caller's client options turned them off, which
+   the sandbox's default must not override). */
+static void under_open_handles(int freeze, int h1, int no_ping,
+                               const char *m) {
   static const conch_process_handler h = {NULL, NULL, on_end_async};
   conch_sandbox_opts o = CONCH_SANDBOX_OPTS_INIT;
   conch_client_opts *co = NULL;
@@ -475,9 +478,14 @@ static void under_open_handles(int freeze, int h1, const char *m) {
   char what[96];
 
   assert_int_equal(start_server(&srv, u, sizeof(u)), 0);
-  if (h1) {
+  if (h1 || no_ping) {
     assert_int_equal(conch_client_opts_new(&co), 0);
+  }
+  if (h1) {
     assert_int_equal(conch_client_opts_set_http_version(co, CONCH_HTTP_1_1), 0);
+  }
+  if (no_ping) {
+    assert_int_equal(conch_client_opts_set_keepalive(co, 0, 0), 0);
   }
   o.url = u;
   o.kill_grace_ms = 500;
@@ -521,12 +529,19 @@ static void under_open_handles(int freeze, int h1, const char *m) {
   }
   assert_true(ea.ended);
   assert_int_equal(ea.code, CONCH_CODE_UNAVAILABLE);
-  printf("  %s server, HTTP/%s: blocking handle unavailable after %lld ms, "
+  printf("  %s server, HTTP/%s%s: blocking handle unavailable after %lld ms, "
          "asynchronous after %lld ms (bound %d ms)\n",
          freeze ? "frozen" : "killed", h1 ? "1.1" : "2",
-         (long long)(tb - t0), (long long)(ea.t - t0), BOUND_MS);
+         no_ping ? " without PINGs" : "", (long long)(tb - t0), (long long)(ea.t - t0), BOUND_MS);
   assert_true(tb - t0 <= BOUND_MS + 2000);
   assert_true(ea.t - t0 <= BOUND_MS + 2000);
+  if (freeze && !h1 && !no_ping) {
+    /* PINGs found it (2 x KEEPALIVE_MS), before the stream's bound. */
+    assert_true(tb - t0 < BOUND_MS - 1000);
+  } else if (freeze) {
+    /* No PINGs: the keepalive events' bound did. */
+    assert_true(tb - t0 >= BOUND_MS - 500);
+  }
   /* The stdin stream: writes go nowhere, the close is bounded. */
   t0 = now_ms();
   rv = conch_stdin_write(in, "y", 1);
@@ -567,17 +582,22 @@ static void under_open_handles(int freeze, int h1, const char *m) {
 
 static void test_server_frozen_h2(void **state) {
   (void)state;
-  under_open_handles(1, 0, "7791309");
+  under_open_handles(1, 0, 0, "7791309");
+}
+
+static void test_server_frozen_h2_no_ping(void **state) {
+  (void)state;
+  under_open_handles(1, 0, 1, "7791312");
 }
 
 static void test_server_frozen_h1(void **state) {
   (void)state;
-  under_open_handles(1, 1, "7791310");
+  under_open_handles(1, 1, 0, "7791310");
 }
 
 static void test_server_killed(void **state) {
   (void)state;
-  under_open_handles(0, 0, "7791311");
+  under_open_handles(0, 0, 0, "7791311");
 }
 
 /* An argument runs only the tests that match it (cmocka's filter). */
@@ -591,6 +611,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_trees_plain_and_trapping),
       cmocka_unit_test(test_hundred_handles),
       cmocka_unit_test(test_server_frozen_h2),
+      cmocka_unit_test(test_server_frozen_h2_no_ping),
       cmocka_unit_test(test_server_frozen_h1),
       cmocka_unit_test(test_server_killed),
   };
