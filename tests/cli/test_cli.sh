@@ -197,6 +197,38 @@ if command -v script >/dev/null 2>&1; then
   *"33 91"*hi-from-pty*) check "pty size and input" ok ok ;;
   *) check "pty size and input" "33 91 ... hi-from-pty" "$out" ;;
   esac
+  # A closed terminal (script(1) killed: the master side goes away) ends
+  # run's remote process, as Ctrl-C does.
+  script -qec "exec $CONCH $U run --tag cli-tty -- sleep 67" /dev/null \
+    </dev/null >/dev/null 2>&1 &
+  term=$!
+  pid=
+  i=0
+  while [ -z "$pid" ] && [ "$i" -lt 100 ]; do
+    sleep 0.1
+    pid=$("$CONCH" $U ps | awk '$2 == "cli-tty" {print $1}')
+    i=$((i + 1))
+  done
+  check "run on a terminal started" "yes" "$([ -n "$pid" ] && echo yes)"
+  kill -KILL "$term"
+  wait "$term" 2>/dev/null
+  check "a closed terminal leaves nothing" "no" "$(still_alive "${pid:-0}")"
+  # The same for pty (raw mode: Ctrl-C goes to the remote terminal).
+  script -qec "exec $CONCH $U pty -- sleep 68" /dev/null \
+    </dev/null >/dev/null 2>&1 &
+  term=$!
+  pid=
+  i=0
+  while [ -z "$pid" ] && [ "$i" -lt 100 ]; do
+    sleep 0.1
+    pid=$("$CONCH" $U ps | awk '$3 == "sleep" && $4 == "68" {print $1}')
+    i=$((i + 1))
+  done
+  check "pty on a terminal started" "yes" "$([ -n "$pid" ] && echo yes)"
+  kill -KILL "$term"
+  wait "$term" 2>/dev/null
+  check "a closed terminal ends pty's process" "no" \
+    "$(still_alive "${pid:-0}")"
 fi
 
 # No URL: the background server on envd's port, then --stop.
@@ -219,7 +251,7 @@ wait "$srv"
 check "server exits cleanly" "0" "$?"
 # Nothing this suite started runs on (its own durations: other suites may
 # run sleeps of their own at the same time).
-left=$(ps -eo pid,args | grep -E 'sleep (37|67|97|98)$' | grep -v grep | wc -l)
+left=$(ps -eo pid,args | grep -E 'sleep (37|67|68|97|98)$' | grep -v grep | wc -l)
 check "no child left running" "0" "$left"
 [ "$fails" = 0 ] && echo "all CLI checks passed"
 exit "$fails"
