@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -298,8 +299,11 @@ static void trapping_case(int late) {
     drain_call(c, call, &r);
   }
   conch_call_free(call);
-  /* The leader is gone; the trapping grandchild is not, yet. */
-  assert_int_equal(proc_count_cmdline(marker), 1);
+  /* The leader is gone; the trapping grandchild is not, yet (unless a
+     stalled host let the grace pass meanwhile). */
+  if (now_ms() - t0 < 1500) {
+    assert_int_equal(proc_count_cmdline(marker), 1);
+  }
   wait_count(marker, 0, WAIT_MS, &left);
   ms = (long)(now_ms() - t0);
   measure(late ? "close sequence (grace 2000 ms), TERM-trapping grandchild, "
@@ -467,6 +471,105 @@ static void test_shutdown_tree(void **state) {
   assert_int_equal(proc_leftovers(0, pids, 2, NULL), 0);
 }
 
+/* The deadline is the whole group's lifetime: a background child of a
+   shell that ended at once dies at the Start's deadline, even past the
+   retention period (the entry waits for its deadline). */
+static void test_deadline_outlives_retention(void **state) {
+  static const char *const args[] = {"--retention-ms", "300", NULL};
+  serve_peer p;
+  conch_client *c;
+  start_opts o = {0};
+  run_result r;
+  conch_call *call;
+  pid_t pid;
+  long long t0;
+  long ms;
+  int left = 0;
+
+  (void)state;
+  assert_int_equal(serve_start(&p, args), 0);
+  c = client_new(p.url);
+  o.timeout_ms = 4000;
+  t0 = now_ms();
+  call = start_call(c, &o, &r, &pid, "sh", "-c", "sleep 612.1 &", NULL);
+  assert_non_null(call);
+  drain_call(c, call, &r);
+  conch_call_free(call);
+  assert_string_equal(r.status, "exit status 0");
+  assert_true(wait_count("sleep 612.1", 1, WAIT_MS, NULL) >= 0);
+  /* Past the retention, the entry is still there for its deadline. */
+  sleep_ms(600);
+  if (now_ms() - t0 < 2500) { /* well before the deadline */
+    call = connect_call(c, pid, NULL, 0, NULL);
+    memset(&r, 0, sizeof(r));
+    drain_call(c, call, &r);
+    conch_call_free(call);
+    assert_true(r.has_end);
+    assert_int_equal(proc_count_cmdline("sleep 612.1"), 1);
+  }
+  wait_count("sleep 612.1", 0, WAIT_MS, &left);
+  ms = (long)(now_ms() - t0);
+  measure("Start deadline 4000 ms, background child of an ended shell, "
+          "retention 300 ms (ms from Start)",
+          ms, left);
+  assert_int_equal(left, 0);
+  assert_true(ms >= 3500);
+  conch_client_free(c);
+  assert_int_equal(serve_stop(&p, 15000), 0);
+}
+
+/* kill -9 of the server: the leaders die of their parent-death signal, the
+   rest of their groups by the keeper (serve_keeper.c). */
+static void test_server_killed(void **state) {
+  serve_peer p;
+  conch_client *c;
+  start_opts o = {0};
+  run_result r;
+  conch_call *calls[3];
+  pid_t pids[3];
+  long long t0;
+  int left = 0;
+  int ws;
+
+  (void)state;
+  assert_int_equal(serve_start(&p, NULL), 0);
+  c = client_new(p.url);
+  calls[0] = start_tree(c, NULL, &r, &pids[0], "611.1");
+  calls[1] = start_call(c, NULL, &r, &pids[1], "sh", "-c",
+                        "sh -c 'trap \"\" TERM HUP; sleep 611.2' & wait", NULL);
+  o.pty_cols = 80;
+  o.pty_rows = 24;
+  calls[2] = start_call(c, &o, &r, &pids[2], "sh", "-c",
+                        "sleep 611.3 & sleep 611.3 & wait", NULL);
+  assert_non_null(calls[1]);
+  assert_non_null(calls[2]);
+  assert_true(wait_count("sleep 611.2", 1, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count("sleep 611.3", 2, WAIT_MS, NULL) >= 0);
+  t0 = now_ms();
+  kill(p.pid, SIGKILL);
+  waitpid(p.pid, &ws, 0);
+  p.pid = -1;
+  close(p.stdin_fd);
+  wait_count("sleep 611.1", 0, WAIT_MS, &left);
+  left += proc_count_cmdline("sleep 611.2");
+  wait_count("sleep 611.2", 0, WAIT_MS, NULL);
+  wait_count("sleep 611.3", 0, WAIT_MS, NULL);
+  measure("server killed (SIGKILL): tree, TERM+HUP-ignoring grandchild, PTY "
+          "tree",
+          (long)(now_ms() - t0),
+          proc_count_cmdline("sleep 611.1") +
+              proc_count_cmdline("sleep 611.2") +
+              proc_count_cmdline("sleep 611.3"));
+  assert_int_equal(proc_count_cmdline("sleep 611.1"), 0);
+  assert_int_equal(proc_count_cmdline("sleep 611.2"), 0);
+  assert_int_equal(proc_count_cmdline("sleep 611.3"), 0);
+  assert_int_equal(proc_leftovers(0, pids, 3, NULL), 0);
+  conch_call_free(calls[0]);
+  conch_call_free(calls[1]);
+  conch_call_free(calls[2]);
+  conch_client_free(c);
+}
+
 static void test_pid_only_leaks(void **state) {
   static const char *const args[] = {"--signal-pid-only", NULL};
   serve_peer p;
@@ -519,6 +622,206 @@ static void test_pid_only_leaks(void **state) {
   assert_int_equal(proc_count_cmdline("sleep 607.2"), 0);
 }
 
+/* ---- The client's shield against a pid-only server (tree-leader.sh) --------
+ */
+
+static char *leader_text(void) {
+  static char buf[8192];
+  FILE *f = fopen(CONCH_SOURCE_DIR "/tools/conch/tree-leader.sh", "r");
+  size_t n;
+
+  assert_non_null(f);
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return buf;
+}
+
+/* Starts `sh -c <tree-leader> tree-leader 2 sh -c script`. */
+static conch_call *start_led(conch_client *c, const start_opts *o,
+                             run_result *r, pid_t *pid, const char *script) {
+  return start_call(c, o, r, pid, "/bin/sh", "-c", leader_text(), "tree-leader",
+                    "2", "sh", "-c", script, NULL);
+}
+
+static void test_leader_on_pid_only_server(void **state) {
+  static const char *const args[] = {"--signal-pid-only", NULL};
+  static const char tree[] =
+      "sh -c 'sleep 608.1 & sleep 608.1; :' & sleep 608.1 & wait";
+  serve_peer p;
+  conch_client *c;
+  start_opts o = {0};
+  run_result r;
+  conch_call *call;
+  pid_t pid;
+  long long t0;
+  long ms;
+  int left = 0;
+  char msg[256];
+
+  (void)state;
+  assert_int_equal(serve_start(&p, args), 0);
+  c = client_new(p.url);
+
+  /* The close sequence, plain tree: TERM is forwarded to the group. */
+  call = start_led(c, NULL, &r, &pid, tree);
+  assert_non_null(call);
+  assert_true(wait_count("sleep 608.1", 3, WAIT_MS, NULL) >= 0);
+  t0 = now_ms();
+  close_sequence(c, pid, 2000, &r);
+  assert_true(r.has_end);
+  assert_string_equal(r.status, "signal: terminated");
+  wait_count("sleep 608.1", 0, WAIT_MS, &left);
+  measure("pid-only server + tree-leader, close sequence (grace 2000 ms), "
+          "plain tree",
+          (long)(now_ms() - t0), left);
+  assert_int_equal(left, 0);
+  conch_call_free(call);
+
+  /* A grandchild that ignores TERM: KILLed by the leader's grace timer,
+     after the leader's end. */
+  call = start_led(c, NULL, &r, &pid,
+                   "sh -c 'trap \"\" TERM; sleep 608.2' & wait");
+  assert_non_null(call);
+  assert_true(wait_count("sleep 608.2", 1, WAIT_MS, NULL) >= 0);
+  t0 = now_ms();
+  close_sequence(c, pid, 2000, &r);
+  assert_true(r.has_end);
+  wait_count("sleep 608.2", 0, WAIT_MS, &left);
+  ms = (long)(now_ms() - t0);
+  measure("pid-only server + tree-leader, close sequence (grace 2000 ms), "
+          "TERM-trapping grandchild",
+          ms, left);
+  assert_int_equal(left, 0);
+  assert_true(ms >= 1500);
+  conch_call_free(call);
+
+  /* SendSignal KILL: the leader cannot forward it; its watcher sees it
+     die and KILLs the group. */
+  call = start_led(c, NULL, &r, &pid, "sleep 608.3 & sleep 608.3 & wait");
+  assert_non_null(call);
+  assert_true(wait_count("sleep 608.3", 2, WAIT_MS, NULL) >= 0);
+  t0 = now_ms();
+  assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
+                   CONCH_CODE_OK);
+  wait_count("sleep 608.3", 0, WAIT_MS, &left);
+  measure("pid-only server + tree-leader, SendSignal KILL, 2 children",
+          (long)(now_ms() - t0), left);
+  assert_int_equal(left, 0);
+  drain_call(c, call, &r);
+  conch_call_free(call);
+  assert_string_equal(r.status, "signal: killed");
+
+  /* The Start deadline (SIGKILL to the leader): the same. */
+  o.timeout_ms = 3000;
+  call = start_led(c, &o, &r, &pid, "sleep 608.4 & sleep 608.4 & wait");
+  assert_non_null(call);
+  assert_true(wait_count("sleep 608.4", 2, WAIT_MS, NULL) >= 0);
+  drain_call(c, call, &r); /* ends with the deadline, as the server's */
+  conch_call_free(call);
+  assert_int_equal(r.code, CONCH_CODE_DEADLINE_EXCEEDED);
+  t0 = now_ms();
+  wait_count("sleep 608.4", 0, WAIT_MS, &left);
+  measure("pid-only server + tree-leader, Start deadline 3000 ms, 2 children "
+          "(ms after the call's deadline)",
+          (long)(now_ms() - t0), left);
+  assert_int_equal(left, 0);
+  /* Nor do the leader's helpers stay (orphans come to the server). */
+  t0 = now_ms();
+  while (proc_leftovers(p.pid, NULL, 0, NULL) != 0 && now_ms() - t0 < WAIT_MS) {
+    sleep_ms(10);
+  }
+  assert_int_equal(proc_leftovers(p.pid, NULL, 0, NULL), 0);
+
+  /* What it keeps: exit codes, a death by signal, stdin, CloseStdin. */
+  run_cmd(c, NULL, &r, "/bin/sh", "-c", leader_text(), "tree-leader", "2", "sh",
+          "-c", "echo out; echo err >&2; exit 3", NULL);
+  assert_string_equal(r.out, "out\n");
+  assert_string_equal(r.err, "err\n");
+  assert_int_equal(r.exit_code, 3);
+  assert_string_equal(r.status, "exit status 3");
+  run_cmd(c, NULL, &r, "/bin/sh", "-c", leader_text(), "tree-leader", "2", "sh",
+          "-c", "kill -s TERM $$", NULL);
+  assert_string_equal(r.status, "signal: terminated");
+  run_cmd(c, NULL, &r, "/bin/sh", "-c", leader_text(), "tree-leader", "2",
+          "nonexistent-command-608", NULL);
+  assert_int_equal(r.exit_code, 127);
+  call = start_led(c, NULL, &r, &pid, "cat; echo done");
+  assert_non_null(call);
+  assert_int_equal(
+      send_input(c, pid, NULL, 0, "hello\n", 6, 0, msg, sizeof(msg)),
+      CONCH_CODE_OK);
+  assert_int_equal(close_stdin(c, pid, msg, sizeof(msg)), CONCH_CODE_OK);
+  drain_call(c, call, &r);
+  conch_call_free(call);
+  assert_string_equal(r.out, "hello\ndone\n");
+  assert_int_equal(r.exit_code, 0);
+  conch_client_free(c);
+  assert_int_equal(serve_stop(&p, 15000), 0);
+  assert_int_equal(proc_count_cmdline("sleep 608.1"), 0);
+}
+
+/* On a server that signals groups the leader steps aside (exec). */
+static void test_leader_on_group_server(void **state) {
+  conch_client *c = client_new(srv.url);
+  run_result r;
+  conch_call *call;
+  pid_t pid;
+  int left = 0;
+
+  (void)state;
+  call = start_led(c, NULL, &r, &pid,
+                   "sh -c 'trap \"\" TERM; sleep 610.1' & sleep 610.1 & wait");
+  assert_non_null(call);
+  assert_true(wait_count("sleep 610.1", 2, WAIT_MS, NULL) >= 0);
+  close_sequence(c, pid, 1000, &r);
+  assert_string_equal(r.status, "signal: terminated");
+  wait_count("sleep 610.1", 0, WAIT_MS, &left);
+  assert_int_equal(left, 0);
+  conch_call_free(call);
+  run_cmd(c, NULL, &r, "/bin/sh", "-c", leader_text(), "tree-leader", "2", "sh",
+          "-c", "exit 5", NULL);
+  assert_string_equal(r.status, "exit status 5");
+  conch_client_free(c);
+}
+
+/* envd gives a PTY process a session: when its leader dies, the kernel
+   hangs up its foreground group (SIGHUP), so a shell's plain children go
+   too, even on a pid-only server (no job control in `sh -c`). */
+static void test_pty_on_pid_only_server(void **state) {
+  static const char *const args[] = {"--signal-pid-only", NULL};
+  serve_peer p;
+  conch_client *c;
+  start_opts o = {0};
+  run_result r;
+  conch_call *call;
+  pid_t pid;
+  long long t0;
+  int left = 0;
+
+  (void)state;
+  assert_int_equal(serve_start(&p, args), 0);
+  c = client_new(p.url);
+  o.pty_cols = 80;
+  o.pty_rows = 24;
+  call = start_call(c, &o, &r, &pid, "sh", "-c",
+                    "sh -c 'sleep 609.1 & sleep 609.1; :' & sleep 609.1 & "
+                    "wait",
+                    NULL);
+  assert_non_null(call);
+  assert_true(wait_count("sleep 609.1", 3, WAIT_MS, NULL) >= 0);
+  t0 = now_ms();
+  close_sequence(c, pid, 2000, &r);
+  wait_count("sleep 609.1", 0, 5000, &left);
+  measure("pid-only server, PTY, close sequence (grace 2000 ms), plain tree "
+          "(kernel SIGHUP)",
+          (long)(now_ms() - t0), left);
+  conch_call_free(call);
+  conch_client_free(c);
+  assert_int_equal(serve_stop(&p, 15000), 0);
+  assert_int_equal(left, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_term_tree),
@@ -530,7 +833,12 @@ int main(void) {
       cmocka_unit_test(test_pty_job_groups),
       cmocka_unit_test(test_many_trees),
       cmocka_unit_test(test_shutdown_tree),
+      cmocka_unit_test(test_deadline_outlives_retention),
+      cmocka_unit_test(test_server_killed),
       cmocka_unit_test(test_pid_only_leaks),
+      cmocka_unit_test(test_leader_on_pid_only_server),
+      cmocka_unit_test(test_leader_on_group_server),
+      cmocka_unit_test(test_pty_on_pid_only_server),
   };
 
   if (getenv("SERVE_TEST_FILTER") != NULL) {

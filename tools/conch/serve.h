@@ -9,6 +9,7 @@
    serve_service.c  the process.Process RPCs
    serve_proc.c     running processes: output, stdin, reaping, retention
    serve_spawn.c    users, cwd and environment rules, fork/exec
+   serve_keeper.c   the process that kills our groups if we are killed
 
    Everything runs on one thread.  Objects that a callback may end (a
    connection, a process) are not freed at once: they are marked dead and
@@ -156,10 +157,18 @@ struct srv_server {
   int hard_killed; /* SIGKILL went out */
   srv_timer stop_t;
   srv_timer accept_t; /* out of descriptors: accept again later */
+  int keeper_on;      /* a keeper runs (serve_keeper.c) */
+  int keeper_fd;      /* ... and this is its pipe */
 };
 
 /* Begins the shutdown (signal, stdin closed). */
 void srv_server_stop(srv_server *srv);
+
+/* ---- The keeper (serve_keeper.c) ----------------------------------------- */
+
+/* Starts the process that kills our process groups if we are killed.
+   Returns 0 or -1 (none then). */
+int srv_keeper_start(srv_server *srv);
 
 /* ---- Connections (serve_conn.c) ------------------------------------------ */
 

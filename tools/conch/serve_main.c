@@ -491,6 +491,9 @@ static void server_clear(srv_server *srv) {
   if (srv->sig_w.fd >= 0) {
     close(srv->sig_w.fd);
   }
+  if (srv->keeper_on) {
+    close(srv->keeper_fd); /* EOF: the keeper exits (no group left) */
+  }
   if (srv->tls != NULL) {
     SSL_CTX_free(srv->tls);
   }
@@ -525,6 +528,11 @@ static int server_init(srv_server *srv, int *port) {
   srv->listen_w.fd = listen_on(srv->cfg.listen, port);
   if (srv->listen_w.fd < 0) {
     return -1;
+  }
+  /* Children die with us even on SIGKILL (serve_keeper.c).  Before we
+     become a subreaper: the keeper must not be reparented to us. */
+  if (srv_keeper_start(srv) != 0) {
+    fprintf(stderr, "conch serve: no keeper process: %s\n", strerror(errno));
   }
   if (srv_watch_set(&srv->loop, &srv->listen_w, EPOLLIN) != 0 ||
       setup_signals(srv) != 0 || watch_stdin(srv) != 0) {

@@ -121,6 +121,18 @@ static void close_watch(srv_proc *p, srv_watch *w) {
 /* ---- Creation and lookup --------------------------------------------------
  */
 
+/* Tells the keeper (serve_keeper.c) of a group that runs or no longer has
+   its leader.  A full pipe loses the note (the keeper reads at once). */
+static void keeper_note(srv_server *srv, pid_t pid, int running) {
+  int32_t v = running ? (int32_t)pid : -(int32_t)pid;
+  ssize_t n;
+
+  if (srv->keeper_on) {
+    n = write(srv->keeper_fd, &v, sizeof(v));
+    (void)n;
+  }
+}
+
 static void proc_discard(srv_proc *p) {
   if (p->dead) {
     return;
@@ -167,6 +179,7 @@ int srv_proc_add(srv_server *srv, Process__StartRequest *req,
   srv_timer_init(&p->settle_t, on_settled);
   srv_timer_init(&p->retain_t, on_retained);
   srv_list_push(&srv->procs, &p->link);
+  keeper_note(srv, p->pid, 1);
   proc_watch(p);
   *out = p;
   return 0;
@@ -369,14 +382,79 @@ int srv_proc_kill(srv_proc *p, int sig) {
   return proc_kill(p, sig, !p->srv->cfg.signal_pid_only);
 }
 
+static int cmp_pid(const void *a, const void *b) {
+  pid_t x = *(const pid_t *)a;
+  pid_t y = *(const pid_t *)b;
+
+  return x < y ? -1 : x > y;
+}
+
+/* Signals, in one pass over /proc, our descendants in the sessions |sids|
+   (sorted), each by its pid: for shutdown, where more passes follow. */
+static void sessions_signal(const pid_t *sids, size_t n, int sig) {
+  DIR *d = opendir("/proc");
+  struct dirent *e;
+
+  if (d == NULL) {
+    return;
+  }
+  while ((e = readdir(d)) != NULL) {
+    long pid;
+    proc_stat ps;
+    pid_t sid;
+
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') {
+      continue;
+    }
+    pid = strtol(e->d_name, NULL, 10);
+    if (read_stat(pid, &ps) != 0 || ps.state == 'Z' || ps.state == 'X') {
+      continue;
+    }
+    sid = (pid_t)ps.sid;
+    if (bsearch(&sid, sids, n, sizeof(*sids), cmp_pid) != NULL &&
+        descends_from_us(ps.ppid)) {
+      kill((pid_t)pid, sig);
+    }
+  }
+  closedir(d);
+}
+
 void srv_proc_signal_all(srv_server *srv, int sig) {
+  pid_t *sids;
+  size_t n = 0;
   srv_link *l;
 
   /* Whole groups, ended processes too: a grandchild may have outlived its
-     parent.  Even a pid-only server kills its groups at shutdown. */
+     parent.  Even a pid-only server kills its groups at shutdown.  Running
+     leaders: kill(-pid); the rest (PTY sessions, groups whose leader is
+     reaped) in one pass over /proc, however many processes there are. */
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    proc_kill(SRV_CONTAINER(l, srv_proc, link), sig, 1);
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+
+    if (!p->reaped && kill(-p->pid, sig) != 0) {
+      kill(p->pid, sig);
+    }
+    n++;
   }
+  sids = malloc((n > 0 ? n : 1) * sizeof(*sids));
+  if (sids == NULL) {
+    return;
+  }
+  n = 0;
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+    proc_stat ps;
+
+    /* A reaped leader's pid in use again: a stranger's, not our session. */
+    if ((!p->reaped && p->pty) || (p->reaped && read_stat(p->pid, &ps) != 0)) {
+      sids[n++] = p->pid;
+    }
+  }
+  if (n > 0) {
+    qsort(sids, n, sizeof(*sids), cmp_pid);
+    sessions_signal(sids, n, sig);
+  }
+  free(sids);
 }
 
 void srv_proc_free(srv_proc *p) {
@@ -812,6 +890,7 @@ void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus) {
   }
   p->reaped = 1;
   p->wstatus = wstatus;
+  keeper_note(srv, pid, 0);
   /* A deadline stays for what is left of the group (policy in README). */
   if (srv->cfg.signal_pid_only) {
     srv_timer_cancel(&srv->loop, &p->deadline_t);

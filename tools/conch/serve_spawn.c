@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -286,6 +287,7 @@ typedef struct child_plan {
   int pty;    /* fds[] is the PTY slave: make it the controlling tty */
   int setsid; /* a session (and group) of its own */
   int report; /* write end of the error pipe */
+  pid_t server; /* our pid, to notice that we died before prctl() */
 } child_plan;
 
 static void child_fail(const child_plan *c, int err) {
@@ -324,6 +326,12 @@ static void child_run(const child_plan *c) {
         setgid(c->user->gid) != 0 || setuid(c->user->uid) != 0) {
       child_fail(c, errno);
     }
+  }
+  /* Dies with the server (kill -9 too).  After setuid(), which clears it;
+     a set-user-ID program run later clears it as well. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (getppid() != c->server) {
+    _exit(127);
   }
   if (chdir(c->cwd) != 0) {
     child_fail(c, errno);
@@ -527,6 +535,7 @@ conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
   /* envd: a PTY child gets a session, a piped one stays in our group. */
   plan.setsid = pty || !envd_groups;
   plan.report = f.report[1];
+  plan.server = getpid();
   pid = fork();
   if (pid < 0) {
     e = errno;
