@@ -35,6 +35,9 @@
 
 static conch_peer server;
 static char url[64];
+/* `test_teardown pid-only`: servers run with --signal-pid-only (envd's way:
+   signals reach the pid only), and the leaks are reported, not failed. */
+static int pid_only;
 
 /* Every wait for a condition: generous, for a loaded 2-core machine. */
 #define WAIT_MS 20000
@@ -56,7 +59,8 @@ static void sleep_ms(long ms) {
 }
 
 static int start_server(conch_peer *p, char *u, size_t n) {
-  const char *argv[] = {CONCH_BIN, "serve", "--listen", "127.0.0.1:0", NULL};
+  const char *argv[] = {CONCH_BIN, "serve", "--listen", "127.0.0.1:0",
+                        pid_only ? "--signal-pid-only" : NULL, NULL};
   if (conch_peer_start_argv(p, argv) != 0) {
     return -1;
   }
@@ -169,6 +173,13 @@ static int leaks_after(const char *what, const char *mark, int64_t t_close) {
   return n;
 }
 
+/* The cases' verdict: no process left (reported only in pid-only mode). */
+static void no_leak(int n) {
+  if (!pid_only) {
+    assert_int_equal(n, 0);
+  }
+}
+
 /* ---- Helpers ------------------------------------------------------------ */
 
 static conch_sandbox *sandbox_at(const char *u, long keepalive_ms,
@@ -235,7 +246,7 @@ static void test_break_early(void **state) {
   wait_marked(m, TREE_N);
   t = now_ms();
   assert_int_equal(conch_process_close(p), 0);
-  assert_int_equal(leaks_after("break early", m, t), 0);
+  no_leak(leaks_after("break early", m, t));
   conch_sandbox_free(sb);
 }
 
@@ -279,9 +290,8 @@ static void test_error_in_chunk_callback(void **state) {
   }
   assert_true(c.closed);
   assert_int_equal(c.rv, 0);
-  assert_int_equal(leaks_after("error raised in a chunk callback", m,
-                               c.t_close),
-                   0);
+  no_leak(leaks_after("error raised in a chunk callback", m,
+                               c.t_close));
   conch_sandbox_free(sb);
 }
 
@@ -305,7 +315,7 @@ static void test_cancel_from_another_handle(void **state) {
   assert_int_equal(conch_process_wait(p, &r, &st), 0);
   assert_string_equal(r.status, "signal: terminated");
   assert_int_equal(conch_process_close(p), 0);
-  assert_int_equal(leaks_after("cancel (TERM) from another handle", m, t), 0);
+  no_leak(leaks_after("cancel (TERM) from another handle", m, t));
   conch_exec_result_clear(&r);
   conch_sandbox_free(other);
   conch_sandbox_free(sb);
@@ -339,8 +349,7 @@ static void test_closed_during_grace(void **state) {
   /* The sandbox goes while the handle is in its grace period. */
   conch_sandbox_free(sb);
   assert_true(c.closed);
-  assert_int_equal(leaks_after("sandbox freed during the grace period", m, t),
-                   0);
+  no_leak(leaks_after("sandbox freed during the grace period", m, t));
 }
 
 static void test_client_killed_during_grace(void **state) {
@@ -384,8 +393,7 @@ static void test_client_killed_during_grace(void **state) {
   t = now_ms();
   kill(child, SIGKILL);
   assert_int_equal(waitpid(child, &status, 0), child);
-  assert_int_equal(leaks_after("client killed during the grace period", m, t),
-                   0);
+  no_leak(leaks_after("client killed during the grace period", m, t));
 }
 
 static void test_trees_plain_and_trapping(void **state) {
@@ -401,15 +409,13 @@ static void test_trees_plain_and_trapping(void **state) {
   wait_marked(m1, TREE_N);
   t = now_ms();
   assert_int_equal(conch_process_close(p), 0);
-  assert_int_equal(leaks_after("shell with children and grandchildren", m1, t),
-                   0);
+  no_leak(leaks_after("shell with children and grandchildren", m1, t));
   assert_int_equal(
       conch_stream(sb, sh(&s, TRAPPED, m2, m2, m2, m2, m2, m2), &p, &st), 0);
   wait_marked(m2, TREE_N);
   t = now_ms();
   assert_int_equal(conch_process_close(p), 0);
-  assert_int_equal(leaks_after("the same trapping TERM (grace 2000 ms)", m2, t),
-                   0);
+  no_leak(leaks_after("the same trapping TERM (grace 2000 ms)", m2, t));
   conch_sandbox_free(sb);
 }
 
@@ -431,8 +437,7 @@ static void test_hundred_handles(void **state) {
   wait_marked(m, 2 * N);
   t = now_ms();
   conch_sandbox_free(sb);
-  assert_int_equal(leaks_after("100 handles freed by conch_sandbox_free", m, t),
-                   0);
+  no_leak(leaks_after("100 handles freed by conch_sandbox_free", m, t));
 }
 
 /* ---- Dead and frozen servers -------------------------------------------- */
@@ -568,15 +573,15 @@ static void under_open_handles(int freeze, int h1, int no_ping,
     kill(srv.pid, SIGCONT);
     left = leaks_after(what, m, t0);
     conch_peer_stop(&srv);
-    assert_int_equal(left, 0);
+    no_leak(left);
   } else {
-    /* Nobody is left to end them: say what remains (they were started by
-       the dead server; leaks_after kills them). */
+    /* No client can reach them any more: only the server's own
+       provisions (a parent-death signal, a subreaper) can end them.  Say
+       what remains (leaks_after kills it), without failing on it. */
     conch_peer_stop(&srv);
     left = leaks_after(what, m, t0);
-    printf("  (after kill -9 of the server, %d of its processes remain: "
-           "nothing can end them)\n",
-           left);
+    printf("  (after kill -9 of the server, %d of its processes remain%s)\n",
+           left, left > 0 ? ": no client can reach them" : "");
   }
 }
 
@@ -600,8 +605,10 @@ static void test_server_killed(void **state) {
   under_open_handles(0, 0, 0, "7791311");
 }
 
-/* An argument runs only the tests that match it (cmocka's filter). */
+/* test_teardown [pid-only] [FILTER]: FILTER runs only the tests that match
+   it (cmocka's filter). */
 int main(int argc, char **argv) {
+  int a = 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_break_early),
       cmocka_unit_test(test_error_in_chunk_callback),
@@ -615,8 +622,14 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_server_frozen_h1),
       cmocka_unit_test(test_server_killed),
   };
-  if (argc > 1) {
-    cmocka_set_test_filter(argv[1]);
+  if (argc > a && strcmp(argv[a], "pid-only") == 0) {
+    pid_only = 1;
+    a++;
   }
+  if (argc > a) {
+    cmocka_set_test_filter(argv[a]);
+  }
+  printf("server: conch serve%s\n",
+         pid_only ? " --signal-pid-only (leaks reported, not failed)" : "");
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
