@@ -147,9 +147,10 @@ static conch_call *start_tree(conch_client *c, const start_opts *o,
   snprintf(script, sizeof(script),
            "sh -c 'sleep %s & sleep %s; :' & sleep %s & wait", secs, secs,
            secs);
+  snprintf(marker, sizeof(marker), "sleep %s", secs);
+  assert_int_equal(proc_count_cmdline(marker), 0); /* none from before */
   call = start_call(c, o, r, pid, "sh", "-c", script, NULL);
   assert_non_null(call);
-  snprintf(marker, sizeof(marker), "sleep %s", secs);
   assert_true(wait_count(marker, 3, WAIT_MS, NULL) >= 0);
   return call;
 }
@@ -594,6 +595,10 @@ static void test_pid_only_leaks(void **state) {
   assert_true(wait_count("sleep 607.1", 0, 2500, &left) < 0);
   measure("pid-only server, close sequence (grace 1000 ms), plain tree", -1,
           left);
+  if (left != 3 && system("ps -eo pid,ppid,pgid,sid,etimes,args | "
+                          "grep -e '60[0-9]\\.' >&2") != 0) {
+    fprintf(stderr, "(ps failed)\n");
+  }
   assert_int_equal(left, 3);
 
   /* The deadline: the same. */
