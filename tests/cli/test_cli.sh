@@ -10,7 +10,9 @@ set -u
 CONCH=$1
 fails=0
 tmp=$(mktemp -d)
-trap 'kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
+srv2=
+trap 'kill -CONT $srv2 2>/dev/null; kill "$srv" $srv2 2>/dev/null; rm -rf "$tmp"' \
+  EXIT INT TERM
 
 check() { # name expected actual
   if [ "$2" = "$3" ]; then
@@ -138,6 +140,55 @@ for sig in INT QUIT TERM HUP; do
     "$(still_alive "${pid:-0}")"
 done
 
+# A frozen server (SIGSTOP) does not hang attach or run: with
+# CONCH_KEEPALIVE=1 they end with unavailable (exit 255) within
+# 2 x 1 + 5 s of silence, and run's attempt to end its process is bounded
+# too.  Once the server runs again, the process's lifetime (--timeout)
+# ends it.
+mkfifo "$tmp/srv2"
+"$CONCH" serve --listen 127.0.0.1:0 >"$tmp/srv2" 2>>"$tmp/srv.err" </dev/null &
+srv2=$!
+read -r _ port2 <"$tmp/srv2"
+U2="--url http://127.0.0.1:$port2"
+pid=$("$CONCH" $U2 start -- sleep 97)
+CONCH_KEEPALIVE=1 "$CONCH" $U2 attach "$pid" >/dev/null 2>"$tmp/attach.err" &
+attacher=$!
+CONCH_KEEPALIVE=1 "$CONCH" $U2 --timeout 12 run -- sleep 98 2>"$tmp/run.err" &
+runner=$!
+i=0
+while ! "$CONCH" $U2 ps | grep -q "sleep 98" && [ "$i" -lt 100 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+kill -STOP "$srv2"
+t0=$(date +%s)
+wait "$attacher"
+check "attach to a frozen server exits 255" "255" "$?"
+wait "$runner"
+check "run on a frozen server exits 255" "255" "$?"
+took=$(($(date +%s) - t0))
+check "frozen server noticed and closes bounded (<= 30 s, took $took s)" yes \
+  "$([ "$took" -le 30 ] && echo yes)"
+check "attach says unavailable" "conch: unavailable:" \
+  "$(cut -c1-19 "$tmp/attach.err" | head -1)"
+check "run says unavailable" "conch: unavailable:" \
+  "$(cut -c1-19 "$tmp/run.err" | head -1)"
+kill -CONT "$srv2"
+i=0
+while ps -eo args | grep -q '^sleep 98$' && [ "$i" -lt 300 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+check "run's process ends at its lifetime once the server runs again" "0" \
+  "$(ps -eo args | grep -c '^sleep 98$')"
+"$CONCH" $U2 kill "$pid"
+check "attach left its process to kill" "0" "$?"
+CONCH_KEEPALIVE=soon "$CONCH" $U2 ps 2>"$tmp/err"
+check "a bad CONCH_KEEPALIVE is refused" "255" "$?"
+kill "$srv2"
+wait "$srv2"
+srv2=
+
 # A PTY, through script(1) for a terminal.
 if command -v script >/dev/null 2>&1; then
   out=$(printf 'echo hi-from-pty\nexit 7\n' | script -qec \
@@ -147,6 +198,38 @@ if command -v script >/dev/null 2>&1; then
   *"33 91"*hi-from-pty*) check "pty size and input" ok ok ;;
   *) check "pty size and input" "33 91 ... hi-from-pty" "$out" ;;
   esac
+  # A closed terminal (script(1) killed: the master side goes away) ends
+  # run's remote process, as Ctrl-C does.
+  script -qec "exec $CONCH $U run --tag cli-tty -- sleep 67" /dev/null \
+    </dev/null >/dev/null 2>&1 &
+  term=$!
+  pid=
+  i=0
+  while [ -z "$pid" ] && [ "$i" -lt 100 ]; do
+    sleep 0.1
+    pid=$("$CONCH" $U ps | awk '$2 == "cli-tty" {print $1}')
+    i=$((i + 1))
+  done
+  check "run on a terminal started" "yes" "$([ -n "$pid" ] && echo yes)"
+  kill -KILL "$term"
+  wait "$term" 2>/dev/null
+  check "a closed terminal leaves nothing" "no" "$(still_alive "${pid:-0}")"
+  # The same for pty (raw mode: Ctrl-C goes to the remote terminal).
+  script -qec "exec $CONCH $U pty -- sleep 68" /dev/null \
+    </dev/null >/dev/null 2>&1 &
+  term=$!
+  pid=
+  i=0
+  while [ -z "$pid" ] && [ "$i" -lt 100 ]; do
+    sleep 0.1
+    pid=$("$CONCH" $U ps | awk '$3 == "sleep" && $4 == "68" {print $1}')
+    i=$((i + 1))
+  done
+  check "pty on a terminal started" "yes" "$([ -n "$pid" ] && echo yes)"
+  kill -KILL "$term"
+  wait "$term" 2>/dev/null
+  check "a closed terminal ends pty's process" "no" \
+    "$(still_alive "${pid:-0}")"
 fi
 
 # No URL: the background server on the private socket, then --stop.
@@ -173,7 +256,7 @@ wait "$srv"
 check "server exits cleanly" "0" "$?"
 # Nothing this suite started runs on (its own durations: other suites may
 # run sleeps of their own at the same time).
-left=$(ps -eo pid,args | grep -E 'sleep (37|67)$' | grep -v grep | wc -l)
+left=$(ps -eo pid,args | grep -E 'sleep (37|67|68|97|98)$' | grep -v grep | wc -l)
 check "no child left running" "0" "$left"
 [ "$fails" = 0 ] && echo "all CLI checks passed"
 exit "$fails"

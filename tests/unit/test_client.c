@@ -177,6 +177,31 @@ static void test_driving_arguments(void **state) {
   conch_client_free(NULL);
 }
 
+/* Arguments of conch_client_keepalive_default (its effect, PINGs on unless
+   the caller's options chose, is measured against a frozen server in
+   tests/api/test_teardown.c). */
+static void test_keepalive_default(void **state) {
+  conch_client_opts *o;
+  conch_client *c;
+  (void)state;
+  assert_int_equal(conch_client_keepalive_default(NULL, 1000, 0),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_new(&c, "http://127.0.0.1:1", NULL), 0);
+  assert_int_equal(conch_client_keepalive_default(c, 999, 0), CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_keepalive_default(c, -1, 0), CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_keepalive_default(c, 1000, -1),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_keepalive_default(c, 10000, 10000), 0);
+  assert_int_equal(conch_client_keepalive_default(c, 0, 0), 0);
+  conch_client_free(c);
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_keepalive(o, 0, 0), 0);
+  assert_int_equal(conch_client_new(&c, "http://127.0.0.1:1", o), 0);
+  assert_int_equal(conch_client_keepalive_default(c, 5000, 0), 0);
+  conch_client_free(c);
+  conch_client_opts_free(o);
+}
+
 static void test_new_survives_every_oom(void **state) {
   size_t n;
   static const char *const urls[] = {"http://example.com:80/prefix",
@@ -304,6 +329,7 @@ int main(void) {
       cmocka_unit_test(test_unix_socket),
       cmocka_unit_test(test_version_and_strerror),
       cmocka_unit_test(test_driving_arguments),
+      cmocka_unit_test(test_keepalive_default),
       cmocka_unit_test(test_new_survives_every_oom),
       cmocka_unit_test(test_alarms),
       cmocka_unit_test(test_deadline_grace),

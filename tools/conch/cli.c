@@ -358,6 +358,31 @@ out:
 
 /* ---- Sandbox ------------------------------------------------------------ */
 
+/* CONCH_KEEPALIVE: the liveness interval in seconds, or "off". */
+static int keepalive_from_env(long *ms) {
+  const char *v = getenv("CONCH_KEEPALIVE");
+  char *end;
+  long s;
+  if (v == NULL || v[0] == '\0') {
+    return 0;
+  }
+  if (strcmp(v, "off") == 0) {
+    *ms = -1;
+    return 0;
+  }
+  errno = 0;
+  s = strtol(v, &end, 10);
+  if (errno != 0 || *end != '\0' || s < 1 || s > 86400) {
+    fprintf(stderr,
+            "conch: CONCH_KEEPALIVE must be seconds (1-86400) or off, not "
+            "'%s'\n",
+            v);
+    return -1;
+  }
+  *ms = s * 1000;
+  return 0;
+}
+
 static int open_sandbox(const cli_globals *g, conch_sandbox **sb) {
   conch_sandbox_opts so = CONCH_SANDBOX_OPTS_INIT;
   conch_client_opts *co = NULL;
@@ -385,6 +410,9 @@ static int open_sandbox(const cli_globals *g, conch_sandbox **sb) {
   }
   so.access_token = g->token;
   so.user = g->user;
+  if (keepalive_from_env(&so.keepalive_ms) != 0) {
+    return -1;
+  }
   if (g->timeout_ms != 0) {
     so.timeout_ms = g->timeout_ms;
   }

@@ -51,7 +51,9 @@ static void usage(FILE *f) {
           "/tmp/conch-<uid>/), starting `conch serve` in the background\n"
           "when none answers; `conch serve --stop` ends it.  URL is\n"
           "http[s]://HOST[:PORT] or unix:PATH.  CONCH_TOKEN gives the\n"
-          "access token.\n\ncommands:\n");
+          "access token.  CONCH_KEEPALIVE=SEC (default 10, or off): a\n"
+          "server silent for 2 x SEC + 5 s ends a stream with unavailable.\n"
+          "\ncommands:\n");
   for (i = 0; i < NCOMMANDS; i++) {
     fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
   }

@@ -115,7 +115,9 @@ typedef struct conch_sandbox_opts {
    *    ends with unavailable (the server took nothing for that long).
    * The blocking forms measure silence while they wait; asynchronous
    * handles on the loop, which the caller must keep driving.  -1 turns all
-   * of it off (Keepalive-Ping-Interval is then 50, as the SDKs send).
+   * of it off (Keepalive-Ping-Interval is then 50, as the SDKs send): for a
+   * server that ignores Keepalive-Ping-Interval, whose quiet processes
+   * would otherwise be taken for a dead server.
    */
   long keepalive_ms;
   void *reserved[7];
