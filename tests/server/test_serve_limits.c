@@ -257,6 +257,26 @@ static void test_idle_after_request(void **state) {
   h2_close(c);
 }
 
+/* Our client keeps its connection between calls: once the server closed
+   it as idle, the next call still goes through (on a new one). */
+static void test_client_after_idle_close(void **state) {
+  conch_client *c = client_new(fast.url);
+  Process__ListResponse *l = NULL;
+  int i;
+
+  (void)state;
+  for (i = 0; i < 2; i++) {
+    assert_int_equal(list_procs(c, &l), CONCH_CODE_OK);
+    conch_message_free(c, &l->base);
+    /* Past the 1.5 s idle timeout (how long past does not matter: the
+       call must work either way). */
+    sleep_ms(2500);
+  }
+  assert_int_equal(list_procs(c, &l), CONCH_CODE_OK);
+  conch_message_free(c, &l->base);
+  conch_client_free(c);
+}
+
 /* A HEADERS frame without END_HEADERS blocks the whole connection until
    its CONTINUATION: it may not wait for it forever. */
 static void test_headers_without_end(void **state) {
@@ -1040,6 +1060,7 @@ int main(void) {
   const struct CMUnitTest all[] = {
       cmocka_unit_test(test_idle_prefaces_closed),
       cmocka_unit_test(test_idle_after_request),
+      cmocka_unit_test(test_client_after_idle_close),
       cmocka_unit_test(test_headers_without_end),
       cmocka_unit_test(test_body_trickle_h2),
       cmocka_unit_test(test_body_trickle_h1),
