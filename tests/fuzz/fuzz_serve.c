@@ -595,6 +595,13 @@ static void server_init(unsigned flags) {
   cfg->compress_min = 1024;
   cfg->kill_grace_ms = 2000;
   cfg->max_conns = 4096;
+  cfg->idle_ms = 60000;
+  cfg->header_ms = 10000;
+  cfg->body_ms = 60000;
+  cfg->max_procs = 1024;
+  cfg->max_buffered = 128u << 20;
+  cfg->stdin_total = 64u << 20;
+  srv.spare_fd = -1;
   if (flags & F_TOKEN) {
     cfg->access_token = "tok";
   }
@@ -611,6 +618,9 @@ static void server_init(unsigned flags) {
     cfg->out_low = 1024;
     cfg->stdin_high = 2048;
     cfg->compress_min = 16;
+    cfg->max_procs = 4;
+    cfg->max_buffered = 16384;
+    cfg->stdin_total = 4096;
   }
   srv.mem = conch_mem_default();
   conch__gzip_init(&srv.gz, srv.mem);

@@ -42,9 +42,15 @@ static int group_setup(void **state) {
                                           "--body-timeout-ms",
                                           "1500",
                                           NULL};
-  static const char *const capped_args[] = {
-      "--max-connections", "32", "--header-timeout-ms", "60000", NULL};
-  static const char *const procs_args[] = {"--max-processes", "3", NULL};
+  static const char *const capped_args[] = {"--max-connections",
+                                            "32",
+                                            "--header-timeout-ms",
+                                            "60000",
+                                            "--max-buffered-bytes",
+                                            "4194304",
+                                            NULL};
+  static const char *const procs_args[] = {
+      "--max-processes", "3", "--max-stdin-bytes", "1048576", NULL};
 
   (void)state;
   if (serve_start(&fast, fast_args) != 0 ||
@@ -245,10 +251,30 @@ static void test_idle_after_request(void **state) {
   assert_int_equal(r.status, 200);
   t0 = now_ms();
   assert_int_equal(wait_closed(h2_fd(c), WAIT_MS), 1);
-  /* Not before the idle timeout (1.5 s) */
-  assert_true(now_ms() - t0 >= 1000);
+  /* Not at once: it was idle, not refused. */
+  assert_true(now_ms() - t0 >= 300);
   h2_resp_free(&r);
   h2_close(c);
+}
+
+/* Our client keeps its connection between calls: once the server closed
+   it as idle, the next call still goes through (on a new one). */
+static void test_client_after_idle_close(void **state) {
+  conch_client *c = client_new(fast.url);
+  Process__ListResponse *l = NULL;
+  int i;
+
+  (void)state;
+  for (i = 0; i < 2; i++) {
+    assert_int_equal(list_procs(c, &l), CONCH_CODE_OK);
+    conch_message_free(c, &l->base);
+    /* Past the 1.5 s idle timeout (how long past does not matter: the
+       call must work either way). */
+    sleep_ms(2500);
+  }
+  assert_int_equal(list_procs(c, &l), CONCH_CODE_OK);
+  conch_message_free(c, &l->base);
+  conch_client_free(c);
 }
 
 /* A HEADERS frame without END_HEADERS blocks the whole connection until
@@ -581,8 +607,121 @@ static void test_json_bomb(void **state) {
   free(body);
 }
 
+/* Sends the head of an HTTP/1.1 List whose JSON body is |len| bytes, and
+   |sent| bytes of that body (spaces). */
+static int h1_partial_list(int port, size_t len, size_t sent) {
+  char head[256];
+  char *spaces = malloc(sent);
+  int fd = tcp_open(port);
+  int n;
+
+  assert_true(fd >= 0);
+  assert_non_null(spaces);
+  memset(spaces, ' ', sent);
+  n = snprintf(head, sizeof(head),
+               "POST " SVC "List HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               "Content-Type: application/json\r\n"
+               "Content-Length: %zu\r\n\r\n",
+               len);
+  send_all(fd, head, (size_t)n);
+  /* The server may answer and stop reading before all went. */
+  while (sent > 0) {
+    ssize_t k = send(fd, spaces, sent, MSG_NOSIGNAL);
+
+    if (k <= 0) {
+      break;
+    }
+    sent -= (size_t)k;
+  }
+  free(spaces);
+  return fd;
+}
+
+/* Reads an answer (up to |cap| - 1 bytes, NUL-terminated). */
+static size_t h1_answer(int fd, char *buf, size_t cap) {
+  size_t len = 0;
+  long long t0 = now_ms();
+
+  while (len < cap - 1 && now_ms() - t0 < WAIT_MS) {
+    struct pollfd pfd = {fd, POLLIN, 0};
+    ssize_t k;
+
+    if (poll(&pfd, 1, 100) <= 0) {
+      continue;
+    }
+    k = recv(fd, buf + len, cap - 1 - len, 0);
+    if (k <= 0) {
+      break;
+    }
+    len += (size_t)k;
+    if (strstr(buf, "\r\n\r\n") != NULL && len > 0 &&
+        memmem(buf, len, "}", 1) != NULL) {
+      break;
+    }
+  }
+  buf[len] = '\0';
+  return len;
+}
+
+/* Request bodies being received are held in memory: each connection has
+   its cap, and all of them together --max-buffered-bytes (4 MiB here).
+   The request that would go past it is answered resource_exhausted; the
+   others go on. */
+static void test_buffered_budget(void **state) {
+  size_t body = 3u << 20;
+  int fds[2];
+  char buf[1024];
+  long long t0 = now_ms();
+  int refused = -1;
+  int i;
+
+  (void)state;
+  fds[0] = h1_partial_list(capped.port, body + 2, body);
+  fds[1] = h1_partial_list(capped.port, body + 2, body);
+  /* One of the two is answered at once, its body not complete. */
+  while (refused < 0 && now_ms() - t0 < WAIT_MS) {
+    struct pollfd pfd[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+
+    if (poll(pfd, 2, 100) <= 0) {
+      continue;
+    }
+    refused = (pfd[0].revents & POLLIN) != 0 ? 0 : 1;
+  }
+  assert_true(refused >= 0);
+  h1_answer(fds[refused], buf, sizeof(buf));
+  print_message("a 3 MiB body past the 4 MiB budget: after %lld ms: %.40s\n",
+                now_ms() - t0, buf);
+  assert_non_null(strstr(buf, "resource_exhausted"));
+  close(fds[refused]);
+  /* The other completes its request and is answered. */
+  i = 1 - refused;
+  send_all(fds[i], "{}", 2);
+  h1_answer(fds[i], buf, sizeof(buf));
+  assert_true(strncmp(buf, "HTTP/1.1 200 ", 13) == 0);
+  close(fds[i]);
+}
+
 /* ---- Processes -------------------------------------------------------------
  */
+
+/* Waits until List shows no process (ended ones are not listed, and are
+   what the caps let go of first). */
+static void wait_no_procs(conch_client *c) {
+  long long t0 = now_ms();
+  size_t n;
+
+  do {
+    Process__ListResponse *l = NULL;
+
+    assert_int_equal(list_procs(c, &l), CONCH_CODE_OK);
+    n = l->n_processes;
+    conch_message_free(c, &l->base);
+    if (n > 0) {
+      sleep_ms(50);
+    }
+  } while (n > 0 && now_ms() - t0 < WAIT_MS);
+  assert_int_equal(n, 0);
+}
 
 /* At --max-processes running, a Start fails resource_exhausted; an ended
    process (retained for re-attach) makes room. */
@@ -626,6 +765,7 @@ static void test_process_cap(void **state) {
   conch_call_free(extra);
   conch_call_free(calls[1]);
   conch_call_free(calls[2]);
+  wait_no_procs(c);
   conch_client_free(c);
 }
 
@@ -679,8 +819,75 @@ static void test_list_fits(void **state) {
     send_signal(c, pids[i], NULL, 9, msg, sizeof(msg));
     conch_call_free(calls[i]);
   }
+  wait_no_procs(c);
   conch_client_free(c);
   free(tag);
+}
+
+/* Stdin queued for processes that do not read it: 16 MiB per process, and
+   --max-stdin-bytes (1 MiB here) for all of them.  (A SendInput is
+   answered once its input is written, so the first one stays open.) */
+static void test_stdin_budget(void **state) {
+  static const char *const proto_hdrs[] = {"content-type", "application/proto",
+                                           NULL};
+  size_t n = 600 * 1024;
+  uint8_t *data = calloc(1, n);
+  conch_client *c = client_new(procs.url);
+  Process__SendInputRequest req = PROCESS__SEND_INPUT_REQUEST__INIT;
+  Process__ProcessSelector sel = PROCESS__PROCESS_SELECTOR__INIT;
+  Process__ProcessInput in = PROCESS__PROCESS_INPUT__INIT;
+  conch_call *calls[2];
+  pid_t pids[2];
+  start_opts o;
+  run_result r;
+  h2_conn *h;
+  h2_resp first;
+  uint8_t *packed;
+  char msg[256];
+  conch_code code;
+  int i;
+
+  (void)state;
+  assert_non_null(data);
+  memset(&o, 0, sizeof(o));
+  o.stdin_mode = 1;
+  for (i = 0; i < 2; i++) {
+    calls[i] = start_call(c, &o, &r, &pids[i], "tail", "-f", "/dev/null", NULL);
+    assert_non_null(calls[i]);
+    note_pid(pids[i]);
+  }
+  sel.selector_case = PROCESS__PROCESS_SELECTOR__SELECTOR_PID;
+  sel.pid = (uint32_t)pids[0];
+  in.input_case = PROCESS__PROCESS_INPUT__INPUT_STDIN;
+  in.stdin.data = data;
+  in.stdin.len = n;
+  req.process = &sel;
+  req.input = &in;
+  packed = malloc(protobuf_c_message_get_packed_size(&req.base));
+  assert_non_null(packed);
+  protobuf_c_message_pack(&req.base, packed);
+  assert_int_equal(h2_open(&h, procs.port), 0);
+  assert_true(h2_submit(h, "POST", SVC "SendInput", proto_hdrs, packed,
+                        protobuf_c_message_get_packed_size(&req.base),
+                        &first) > 0);
+  /* Sent, and not answered: the input waits for a reader. */
+  assert_int_not_equal(h2_run(h, 1000), 0);
+  assert_int_equal(first.done, 0);
+
+  code = send_input(c, pids[1], NULL, 0, data, n, 0, msg, sizeof(msg));
+  print_message("another 600 KiB of unread stdin: %d %s\n", (int)code, msg);
+  assert_int_equal(code, CONCH_CODE_RESOURCE_EXHAUSTED);
+  for (i = 0; i < 2; i++) {
+    send_signal(c, pids[i], NULL, 9, msg, sizeof(msg));
+    conch_call_free(calls[i]);
+  }
+  h2_run(h, WAIT_MS);
+  h2_resp_free(&first);
+  h2_close(h);
+  free(packed);
+  wait_no_procs(c);
+  conch_client_free(c);
+  free(data);
 }
 
 /* ---- Out of descriptors ----------------------------------------------------
@@ -875,6 +1082,7 @@ int main(void) {
   const struct CMUnitTest all[] = {
       cmocka_unit_test(test_idle_prefaces_closed),
       cmocka_unit_test(test_idle_after_request),
+      cmocka_unit_test(test_client_after_idle_close),
       cmocka_unit_test(test_headers_without_end),
       cmocka_unit_test(test_body_trickle_h2),
       cmocka_unit_test(test_body_trickle_h1),
@@ -885,8 +1093,10 @@ int main(void) {
       cmocka_unit_test(test_half_close_h1),
       cmocka_unit_test(test_slots_held_by_strangers),
       cmocka_unit_test(test_json_bomb),
+      cmocka_unit_test(test_buffered_budget),
       cmocka_unit_test(test_process_cap),
       cmocka_unit_test(test_list_fits),
+      cmocka_unit_test(test_stdin_budget),
       cmocka_unit_test(test_out_of_descriptors),
       cmocka_unit_test(test_tls_suites),
   };

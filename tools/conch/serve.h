@@ -140,11 +140,13 @@ typedef struct srv_config {
   size_t max_conns;
   int signal_pid_only; /* envd's way: signals and deadlines to the pid,
                           piped children in our process group */
-  int64_t idle_ms;   /* a connection with no request in progress */
-  int64_t header_ms; /* handshake, preface and request headers; also the
-                        idle limit before a first authenticated request */
-  int64_t body_ms;   /* one request message, from its first byte */
-  size_t max_procs;  /* processes held: running, and ended ones retained */
+  int64_t idle_ms;     /* a connection with no request in progress */
+  int64_t header_ms;   /* handshake, preface and request headers; also the
+                          idle limit before a first authenticated request */
+  int64_t body_ms;     /* one request message, from its first byte */
+  size_t max_procs;    /* processes held: running, and ended ones retained */
+  size_t max_buffered; /* request bytes all connections may hold */
+  size_t stdin_total;  /* stdin queued for all processes */
 } srv_config;
 
 typedef struct srv_server srv_server;
@@ -165,7 +167,8 @@ struct srv_server {
   srv_link dead_conns;
   srv_link flush; /* connections with output to produce this turn */
   size_t nconns;
-  srv_link procs; /* running and retained, newest last */
+  size_t buffered; /* request bytes held by every connection */
+  srv_link procs;  /* running and retained, newest last */
   srv_link dead_procs;
   uint64_t next_serial;
   uid_t euid;

@@ -100,6 +100,8 @@ static void config_defaults(srv_config *cfg) {
   cfg->header_ms = 10000;
   cfg->body_ms = 60000;
   cfg->max_procs = 1024;
+  cfg->max_buffered = 128u << 20;
+  cfg->stdin_total = 64u << 20;
 }
 
 /* ---- Options ---------------------------------------------------------------
@@ -149,6 +151,16 @@ static int set_number(srv_config *cfg, const char *name, const char *v) {
       return -1;
     }
     cfg->max_procs = (size_t)n;
+  } else if (strcmp(name, "--max-stdin-bytes") == 0) {
+    if (parse_num(name, v, 1024, 1LL << 40, &n) != 0) {
+      return -1;
+    }
+    cfg->stdin_total = (size_t)n;
+  } else if (strcmp(name, "--max-buffered-bytes") == 0) {
+    if (parse_num(name, v, 1024, 1LL << 40, &n) != 0) {
+      return -1;
+    }
+    cfg->max_buffered = (size_t)n;
   } else if (strcmp(name, "--max-connections") == 0) {
     if (parse_num(name, v, 1, 1000000, &n) != 0) {
       return -1;

@@ -759,11 +759,23 @@ static void on_in(srv_watch *w, uint32_t events) {
   flush_input(p);
 }
 
+/* Stdin queued for every process. */
+static size_t in_pending_all(const srv_server *srv) {
+  const srv_link *l;
+  size_t n = 0;
+
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    n += in_pending(SRV_CONTAINER(l, const srv_proc, link));
+  }
+  return n;
+}
+
 int srv_proc_write_input(srv_proc *p, const uint8_t *data, size_t len) {
   if (len == 0) {
     return 0;
   }
   if (in_pending(p) + len > INPUT_MAX ||
+      in_pending_all(p->srv) + len > p->srv->cfg.stdin_total ||
       conch__buf_append(&p->in_q, p->srv->mem, data, len) != 0) {
     return -1;
   }

@@ -81,17 +81,42 @@ srv_stream *srv_rpc_stream_new(srv_conn *c, int32_t id) {
   return st;
 }
 
-static void set_held(srv_stream *st, size_t held) {
+/* Records that |st| holds |held| request bytes.  Returns 0, or -1 (nothing
+   changed) when growing would take the server past --max-buffered-bytes:
+   many connections, each under its own cap, may not add up to more. */
+static int set_held(srv_stream *st, size_t held) {
   srv_conn *c = st->conn;
+  srv_server *srv = c->srv;
 
+  if (held > st->held &&
+      srv->buffered - st->held + held > srv->cfg.max_buffered) {
+    return -1;
+  }
+  srv->buffered = srv->buffered - st->held + held;
   c->buffered = c->buffered - st->held + held;
   st->held = held;
   /* One connection may not hold more than its share of memory in
      half-received messages; a client that tries is cut off. */
-  if (c->buffered > c->srv->cfg.conn_buffered && !c->dead) {
+  if (c->buffered > srv->cfg.conn_buffered && !c->dead) {
     nghttp2_session_terminate_session(c->h2, NGHTTP2_ENHANCE_YOUR_CALM);
     srv_conn_kick(c);
   }
+  return 0;
+}
+
+static void over_budget(srv_stream *st) {
+  srv_server *srv = st->conn->srv;
+
+  conch__buf_free(&st->body, srv->mem);
+  if (st->env_ready) {
+    conch__env_reader_clear(&st->env);
+    st->env_ready = 0;
+  }
+  set_held(st, 0);
+  srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED,
+                 "server busy: requests being received hold more than %zu "
+                 "bytes",
+                 srv->cfg.max_buffered);
 }
 
 void srv_rpc_stream_free(srv_stream *st) {
@@ -1335,11 +1360,14 @@ static void data_unary(srv_stream *st, const uint8_t *p, size_t n) {
     set_held(st, 0);
     return;
   }
+  if (set_held(st, conch__buf_size(&st->body) + n) != 0) {
+    over_budget(st);
+    return;
+  }
   if (conch__buf_append(&st->body, srv->mem, p, n) != 0) {
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
-  set_held(st, conch__buf_size(&st->body));
 }
 
 static void data_stream(srv_stream *st, const uint8_t *p, size_t n) {
@@ -1356,7 +1384,9 @@ static void data_stream(srv_stream *st, const uint8_t *p, size_t n) {
   } else if (rv == CONCH_ERR_NOMEM) {
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
   }
-  set_held(st, st->finished ? 0 : conch__buf_size(&st->env.body));
+  if (set_held(st, st->finished ? 0 : conch__buf_size(&st->env.body)) != 0) {
+    over_budget(st);
+  }
   recv_update(st);
 }
 
