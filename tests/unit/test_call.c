@@ -521,7 +521,7 @@ static void test_stream_unexpected(void **state) {
   done(&f);
   /* An encoding we do not know. */
   begin(&f, CONCH_STREAM_SERVER, 0);
-  response(&f, "200", STREAM_CT, 0, "connect-content-encoding", "br", NULL);
+  response(&f, "200", STREAM_CT, 0, "connect-content-encoding", "foo", NULL);
   finish(&f, CONCH_CODE_INTERNAL);
   done(&f);
   /* Trailers-only style: headers with END_STREAM and no body. */

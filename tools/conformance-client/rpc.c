@@ -86,6 +86,26 @@ struct cc_rpc {
   size_t cap;
 };
 
+int cc_compression(int suite) {
+  switch (suite) {
+  case COMPRESSION(UNSPECIFIED):
+  case COMPRESSION(IDENTITY):
+    return CONCH_COMPRESSION_IDENTITY;
+  case COMPRESSION(GZIP):
+    return CONCH_COMPRESSION_GZIP;
+  case COMPRESSION(BR):
+    return CONCH_COMPRESSION_BR;
+  case COMPRESSION(ZSTD):
+    return CONCH_COMPRESSION_ZSTD;
+  case COMPRESSION(DEFLATE):
+    return CONCH_COMPRESSION_DEFLATE;
+  case COMPRESSION(SNAPPY):
+    return CONCH_COMPRESSION_SNAPPY;
+  default:
+    return -1;
+  }
+}
+
 /* ---- Small helpers ------------------------------------------------------ */
 
 /* This tool's memory failures end the process: a conformance run cannot
@@ -540,10 +560,8 @@ static int check_supported(const CompatRequest *req, char *err, size_t errlen) {
              (int)req->codec);
     return -1;
   }
-  if (req->compression != COMPRESSION(IDENTITY) &&
-      req->compression != COMPRESSION(GZIP) &&
-      req->compression != COMPRESSION(UNSPECIFIED)) {
-    snprintf(err, errlen, "compression %d is not supported (gzip only)",
+  if (cc_compression(req->compression) < 0) {
+    snprintf(err, errlen, "compression %d is not supported",
              (int)req->compression);
     return -1;
   }
