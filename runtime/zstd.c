@@ -145,6 +145,8 @@ int conch__zstd_decompress(struct conch_zstd **zs, const conch_mem *mem,
   ZSTD_inBuffer ib;
   ZSTD_outBuffer ob;
   size_t room, r, in_before;
+  unsigned long long fcs; /* content size the current frame declares */
+  size_t frame_out;       /* bytes it has produced */
   int rv;
 
   rv = zs_get(zs, mem);
@@ -157,6 +159,8 @@ int conch__zstd_decompress(struct conch_zstd **zs, const conch_mem *mem,
   ib.src = in;
   ib.size = n;
   ib.pos = 0;
+  fcs = ZSTD_getFrameContentSize(in, n);
+  frame_out = 0;
   for (;;) {
     rv = conch__comp_room(out, mem, conch__buf_size(out) - base, max_out,
                           SIZE_MAX, &room);
@@ -169,6 +173,7 @@ int conch__zstd_decompress(struct conch_zstd **zs, const conch_mem *mem,
     in_before = ib.pos;
     r = ZSTD_decompressStream((*zs)->dctx, &ob, &ib);
     out->len += ob.pos;
+    frame_out += ob.pos;
     if (max_out != 0 && conch__buf_size(out) - base > max_out) {
       rv = CONCH_ERR_LIMIT;
       break;
@@ -179,9 +184,23 @@ int conch__zstd_decompress(struct conch_zstd **zs, const conch_mem *mem,
                : zs_err(r);
       break;
     }
-    if (r == 0 && ib.pos == ib.size) {
-      break; /* the last frame ended and is all out (several may follow
-                each other) */
+    if (r == 0) {
+      /* A frame ended and is all out.  libzstd checks the declared
+         content size on some paths only (not when the output came in
+         small steps): check it here, so the outcome never depends on
+         the buffer sizes. */
+      if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != ZSTD_CONTENTSIZE_ERROR &&
+          fcs != frame_out) {
+        rv = CONCH_ERR_COMPRESSION;
+        break;
+      }
+      if (ib.pos == ib.size) {
+        break; /* several frames may follow each other */
+      }
+      fcs = ZSTD_getFrameContentSize((const uint8_t *)in + ib.pos,
+                                     ib.size - ib.pos);
+      frame_out = 0;
+      continue;
     }
     if (ob.pos == ob.size) {
       continue; /* output full: there may be more to flush */
