@@ -45,7 +45,8 @@
 // x-expect-* headers; te for gRPC; timeout header syntax; one request per
 // test case; no request trailers): each problem is a line
 // "FEEDBACK {"test": ..., "message": ...}" on stdout, after LISTENING.
-// Response compression: gzip when the client accepts it, for every message
+// Response compression: the request's (gzip, br, zstd, deflate or snappy),
+// else the first of the client's accepted list, for every message
 // (connect-go's default compress-min-bytes, 0).  Where connect-node's wire
 // forms differ from connect-go's: headers go out with the first response
 // message, not ahead of delays; gRPC-Web errors always end with a trailers
@@ -63,7 +64,8 @@ import {
   createContextKey,
   createContextValues,
 } from "@connectrpc/connect";
-import { compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
+import { compressionBrotli, compressionGzip, connectNodeAdapter } from
+  "@connectrpc/connect-node";
 
 import {
   BidiStreamRequestSchema,
@@ -76,6 +78,14 @@ import {
   file_conformance_v1_service,
 } from "./gen/conformance/v1/service_pb.js";
 import { Compression } from "./gen/conformance/v1/config_pb.js";
+// deflate, zstd and snappy as the interop peer speaks them (Node's zlib,
+// @mongodb-js/zstd, the snappy package's frame format); their packages are
+// installed in tests/interop/node (scripts/setup.sh does both).
+import {
+  compressionDeflate,
+  compressionSnappy,
+  compressionZstd,
+} from "../../interop/node/compressions.mjs";
 
 // ---------------------------------------------------------------------------
 // Command line
@@ -464,7 +474,8 @@ const connectHandler = connectNodeAdapter({
   routes(router) {
     router.service(ConformanceService, service);
   },
-  acceptCompression: [compressionGzip],
+  acceptCompression: [compressionGzip, compressionBrotli, compressionZstd,
+    compressionDeflate, compressionSnappy],
   compressMinBytes: 0,
   // The JSON codec writes RequestInfo.requests (google.protobuf.Any) with
   // the suite's types, as the reference server does (Go's global registry).
