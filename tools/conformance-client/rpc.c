@@ -543,9 +543,11 @@ static const cc_method *pick_method(const CompatRequest *req, char *err,
 /* What conch does not do, refused up front (config.yaml declares none of
    it, so a runner never asks). */
 static int check_supported(const CompatRequest *req, char *err, size_t errlen) {
-  if (req->http_version != HTTP_VERSION(2) &&
+  if (req->http_version != HTTP_VERSION(1) &&
+      req->http_version != HTTP_VERSION(2) &&
       req->http_version != HTTP_VERSION(UNSPECIFIED)) {
-    snprintf(err, errlen, "HTTP version %d is not supported (HTTP/2 only)",
+    snprintf(err, errlen,
+             "HTTP version %d is not supported (HTTP/1.1 and HTTP/2 only)",
              (int)req->http_version);
     return -1;
   }

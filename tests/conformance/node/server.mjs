@@ -2,14 +2,17 @@
 // connect-node, standing in for the conformance suite's reference server
 // when conch's conformance client is tested.
 //
-//   node server.mjs [--tls-cert F --tls-key F [--tls-client-ca F]]
+//   node server.mjs [--tls-cert F --tls-key F [--tls-client-ca F]] [--http1]
 //
 // Listens on 127.0.0.1 (a free port) and prints one line "LISTENING <port>"
 // to stdout once it accepts connections.  Connect, gRPC and gRPC-Web share
 // the port; HTTP/2 only: cleartext with prior knowledge (h2c) by default,
 // TLS with ALPN "h2" with --tls-cert/--tls-key, and then a client
 // certificate signed by F is required with --tls-client-ca.  Exits on
-// SIGTERM/SIGINT, and when its stdin (a pipe or socket) closes.
+// SIGTERM/SIGINT, and when its stdin (a pipe or socket) closes.  With
+// --http1 it speaks HTTP/1.1 instead (cleartext, or TLS with ALPN
+// "http/1.1"): the suite's HTTP/1.1 cases (Connect and gRPC-Web; no
+// full-duplex bidi).
 //
 // Behaviour, as the reference server's (connectrpc/conformance
 // internal/app/referenceserver), restated:
@@ -51,7 +54,9 @@
 // message, not ahead of delays; gRPC-Web errors always end with a trailers
 // frame (connect-go answers trailers-only when there are no custom
 // headers).
+import * as http from "node:http";
 import * as http2 from "node:http2";
+import * as https from "node:https";
 import { fstatSync, readFileSync } from "node:fs";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 
@@ -92,15 +97,20 @@ import {
 function usage(msg) {
   process.stderr.write(
     `server.mjs: ${msg}\n` +
-      "usage: node server.mjs [--tls-cert F --tls-key F [--tls-client-ca F]]\n",
+      "usage: node server.mjs [--tls-cert F --tls-key F [--tls-client-ca F]] " +
+      "[--http1]\n",
   );
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const opt = { cert: null, key: null, clientCa: null };
+  const opt = { cert: null, key: null, clientCa: null, http1: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
+    if (a === "--http1") {
+      opt.http1 = true;
+      continue;
+    }
     if (i + 1 >= argv.length) usage(`${a} needs a value`);
     switch (a) {
       case "--tls-cert":
@@ -300,7 +310,11 @@ async function sendRaw(slot, raw) {
     res.end(body ?? undefined);
   } catch (e) {
     process.stderr.write(`server.mjs: raw response: ${e.message}\n`);
-    res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+    if (res.stream !== undefined) {
+      res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+    } else {
+      res.destroy();
+    }
   }
   return new ConnectError("raw response sent instead", Code.Aborted);
 }
@@ -634,6 +648,12 @@ function checkRequest(req, res) {
 
 function handler(req, res) {
   if (checkRequest(req, res) === null) return;
+  if (req.httpVersionMajor === 1) {
+    // connect-node answers every bidi call over HTTP/1.1 with 505; the
+    // reference server (connect-go) serves them half duplex, as the suite
+    // expects.  The version is read only for that check.
+    Object.defineProperty(req, "httpVersion", { value: "2.0" });
+  }
   const slot = { rawHeaders: req.rawHeaders ?? [], res, raw: false };
   slots.set(req, slot);
   connectHandler(req, guardResponse(slot));
@@ -644,21 +664,37 @@ const h2Options = {
   maxSessionMemory: 256,
 };
 
+const tlsClientCa = opt.clientCa !== null
+  ? { ca: readFileSync(opt.clientCa), requestCert: true,
+    rejectUnauthorized: true }
+  : {};
 let server;
-if (opt.cert !== null) {
+if (opt.http1 && opt.cert !== null) {
+  server = https.createServer({
+    cert: readFileSync(opt.cert),
+    key: readFileSync(opt.key),
+    ALPNProtocols: ["http/1.1"],
+    ...tlsClientCa,
+  }, handler);
+} else if (opt.http1) {
+  server = http.createServer(handler);
+} else if (opt.cert !== null) {
   server = http2.createSecureServer({
     ...h2Options,
     cert: readFileSync(opt.cert),
     key: readFileSync(opt.key),
     allowHTTP1: false,
     ALPNProtocols: ["h2"],
-    ...(opt.clientCa !== null
-      ? { ca: readFileSync(opt.clientCa), requestCert: true,
-        rejectUnauthorized: true }
-      : {}),
+    ...tlsClientCa,
   }, handler);
 } else {
   server = http2.createServer(h2Options, handler);
+}
+if (opt.http1) {
+  // As Go's http.Server (the reference server's): idle connections are
+  // kept, not closed after Node's 5 s, which races a client's next request
+  // on them.
+  server.keepAliveTimeout = 0;
 }
 
 server.on("session", (session) => session.on("error", () => {}));
