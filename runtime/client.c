@@ -215,7 +215,7 @@ static void client_release(conch_client *c) {
     close(c->wake_fd);
   }
   conch__tls_ctx_free(c->tls_ctx);
-  conch__gzip_clear(&c->gz);
+  conch__comps_clear(&c->comps);
   conch__buf_free(&c->scratch, mem);
   conch__buf_free(&c->inflbuf, mem);
   conch__arena_reset(c);
@@ -304,7 +304,7 @@ int conch_client_new(conch_client **out, const char *url,
   conch__list_init(&c->dirty);
   conch__list_init(&c->ready);
   conch__list_init(&c->alarms);
-  conch__gzip_init(&c->gz, c->mem);
+  conch__comps_init(&c->comps, c->mem);
   rv = conch__opts_copy(&c->o, o, c->mem);
   if (rv != 0) {
     c->o.mem = o->mem;

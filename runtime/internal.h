@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "envelope.h"
+#include "compress.h"
 #include "gzip.h"
 #include "metadata_int.h"
 #include "mem_int.h"
@@ -76,11 +77,9 @@ struct conch_client_opts {
   conch_codec codec;
   conch_json_resolver json_resolve; /* JSON codec: Any types; may be NULL */
   void *json_resolve_ud;
-  int send_compression;
-  int accept_gzip;
+  conch_comp_opts comp; /* send, accepted list, levels, registered */
   size_t compress_min_bytes;
   size_t get_max_url; /* 0: no limit */
-  int gzip_level;
   size_t recv_limit;
   size_t send_limit;
   uint32_t stream_window;
@@ -182,18 +181,16 @@ typedef struct conch_conn {
 
 /* ---- Calls ------------------------------------------------------------- */
 
-typedef enum conch_resp_enc {
-  CONCH_ENC_IDENTITY = 0,
-  CONCH_ENC_GZIP = 1,
-  CONCH_ENC_UNSUPPORTED = 2
-} conch_resp_enc;
+/* A response's compression: a compression id (conch_comp_opts), or: */
+#define CONCH_ENC_IDENTITY CONCH_COMPRESSION_IDENTITY
+#define CONCH_ENC_UNSUPPORTED (-1)
 
 /* A received message waiting in pull mode: decoded, or (when it came
    compressed) kept as received and decoded when taken, so that what waits
    is bounded by the flow-control window and not by its inflated size. */
 typedef struct conch_qmsg {
   ProtobufCMessage *msg; /* NULL: see |gz| */
-  uint8_t *gz;           /* gzip payload, validated on arrival */
+  uint8_t *gz;           /* compressed payload, validated on arrival */
   size_t gzlen;
   size_t wire; /* bytes of stream window it holds */
 } conch_qmsg;
@@ -216,7 +213,7 @@ struct conch_call {
   int64_t deadline_at; /* 0 = none */
 
   conch_metadata req_headers;
-  conch_compression send_comp;
+  int send_comp; /* compression id */
 
   /* Sending. */
   conch_buf sendbuf; /* wire bytes not yet given to nghttp2 */
@@ -232,7 +229,7 @@ struct conch_call {
   unsigned submitted : 1;   /* HEADERS given to nghttp2 */
   unsigned deferred : 1;    /* data source returned DEFERRED */
   unsigned want_send_ready : 1;
-  unsigned unary_compressed : 1; /* Connect unary body is gzip */
+  unsigned unary_compressed : 1; /* Connect unary body is send_comp */
   unsigned get : 1;              /* Connect unary as GET: no body */
 
   /* Receiving. */
@@ -247,7 +244,7 @@ struct conch_call {
   unsigned body_over : 1;         /* unary body beyond the limit */
   unsigned moved_headers : 1;     /* trailers-only: headers became trailers */
   size_t body_bytes;              /* response body bytes seen */
-  conch_resp_enc resp_enc;
+  int resp_enc; /* compression id or CONCH_ENC_UNSUPPORTED */
   conch_metadata headers;
   conch_metadata trailers;
   conch_metadata gfields[2]; /* gRPC status fields: [0] headers, [1] trailers */
@@ -302,7 +299,7 @@ struct conch_client {
   size_t nheap;
   size_t heapcap;
 
-  conch_gzip gz;
+  conch_comps comps;
   conch_buf scratch; /* request serialization */
   conch_buf inflbuf; /* decompressed responses */
 
@@ -471,7 +468,8 @@ int conch__timer_reserve(conch_client *c, size_t extra);
 /* call.c, for conn.c */
 void conch__call_sent(conch_call *call, size_t n);
 int conch__call_ready_to_submit(const conch_call *call);
-/* Delivers one response message: |p| is its payload as received, gzip when
+/* Delivers one response message: |p| is its payload as received,
+   compressed with the response's compression (resp_enc) when
    |compressed|.  Returns 0, or non-zero when the call ended. */
 int conch__call_deliver(conch_call *call, const uint8_t *p, size_t len,
                         int compressed);
