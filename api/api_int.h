@@ -42,6 +42,8 @@ struct conch_sandbox {
   long timeout_ms;         /* -1 none */
   long request_timeout_ms; /* -1 none */
   long kill_grace_ms;
+  long keepalive_ms; /* -1 off */
+  long silence_ms;   /* a stream silent this long is dead; 0 = off */
   unsigned caps;
   conch_plink procs; /* open handles */
 };
@@ -76,6 +78,20 @@ int conch__sb_unary_async(conch_sandbox *sb, const conch_method *m,
                           void (*done)(const conch_status *st,
                                        const ProtobufCMessage *resp, void *ud),
                           void *ud);
+
+/* conch__sb_unary_async() with its own timeout (ms; 0 = the sandbox's). */
+int conch__sb_unary_async_to(conch_sandbox *sb, const conch_method *m,
+                             const ProtobufCMessage *req, long timeout_ms,
+                             void (*done)(const conch_status *st,
+                                          const ProtobufCMessage *resp,
+                                          void *ud),
+                             void *ud);
+
+/* Monotonic milliseconds. */
+int64_t conch__api_now_ms(void);
+
+/* The status of a stream found silent for |ms| (liveness). */
+void conch__sb_silent(conch_status *st, long ms);
 
 /* Closes every open handle (sandbox free). */
 void conch__proc_close_all(conch_sandbox *sb);

@@ -50,11 +50,17 @@ struct conch_process {
      its on_close ran): the memory of |p| waits for that. */
   unsigned call_open : 1;
   unsigned free_when_closed : 1;
+  unsigned live_failed : 1; /* the stream was found silent (liveness) */
   unsigned in_handler;
   uint32_t pid;
   char *tag;
   int64_t start_by; /* monotonic ms; 0 = no limit */
   conch_alarm *start_alarm;
+  /* Liveness: when the stream last received something, and the alarm that
+     checks it (asynchronous handles). */
+  int64_t last_rx;
+  int64_t live_due;
+  conch_alarm *live_alarm;
   conch_exec_result res;
   obuf out, err, text;
   conch_status st;
@@ -297,6 +303,8 @@ static void plink_remove(conch_plink *l) {
 }
 
 static void drop_call(conch_process *p) {
+  conch_alarm_cancel(p->live_alarm);
+  p->live_alarm = NULL;
   if (p->call != NULL) {
     conch_call *call = p->call;
     p->detaching = 1; /* on_close may run inside conch_call_free */
@@ -316,6 +324,8 @@ static void proc_free(conch_process *p) {
   }
   conch_alarm_cancel(p->start_alarm);
   p->start_alarm = NULL;
+  conch_alarm_cancel(p->live_alarm);
+  p->live_alarm = NULL;
   if (p->cur != NULL) {
     conch_message_free(p->sb->client, p->cur);
     p->cur = NULL;
@@ -388,6 +398,7 @@ static void push_msg(conch_call *call, const ProtobufCMessage *msg, void *ud) {
   if (p->detaching) {
     return;
   }
+  p->last_rx = now_ms();
   r = proc_event(p, event_of(p, msg), &chunk);
   if (r < 0) {
     conch_call_cancel(call);
@@ -421,6 +432,8 @@ static void push_close(conch_call *call, const conch_status *st,
   (void)call;
   (void)trailers;
   p->call_open = 0; /* the runtime's last word on this call */
+  conch_alarm_cancel(p->live_alarm);
+  p->live_alarm = NULL;
   if (p->detaching) {
     if (p->free_when_closed) {
       proc_free(p);
@@ -441,6 +454,49 @@ static void push_close(conch_call *call, const conch_status *st,
 
 static const conch_call_handler push_handler = {NULL, push_msg, NULL, NULL,
                                                 push_close};
+
+/* The stream heard nothing for the sandbox's silence bound: it ends with
+   unavailable (the server is gone, frozen or cut off). */
+static void live_fail(conch_process *p) {
+  if (p->st.code == CONCH_CODE_OK) {
+    conch__sb_silent(&p->st, p->sb->silence_ms);
+  }
+  p->live_failed = 1;
+  if (p->call != NULL) {
+    conch_call_cancel(p->call);
+  }
+}
+
+static void live_check(conch_client *c, void *ud);
+
+static void live_arm(conch_process *p, int64_t due) {
+  int64_t now = now_ms();
+  p->live_due = due;
+  if (conch_client_alarm(p->sb->client, due > now ? (long)(due - now) : 0,
+                         live_check, p, &p->live_alarm) != 0) {
+    p->live_alarm = NULL; /* out of memory: PINGs still watch HTTP/2 */
+  }
+}
+
+/* Asynchronous handles: the alarm at the end of the silence bound.  An
+   alarm that runs late (the loop was not driven) gives the loop one more
+   second to read what may be waiting before it judges. */
+static void live_check(conch_client *c, void *ud) {
+  conch_process *p = ud;
+  int64_t now = now_ms(), bound = p->sb->silence_ms;
+  (void)c;
+  p->live_alarm = NULL;
+  if (p->done || p->call == NULL || p->detaching || p->closing) {
+    return;
+  }
+  if (now - p->last_rx < bound) {
+    live_arm(p, p->last_rx + bound);
+  } else if (now - p->live_due > 1000) {
+    live_arm(p, now + 1000);
+  } else {
+    live_fail(p);
+  }
+}
 
 static void start_timeout(conch_client *c, void *ud) {
   conch_process *p = ud;
@@ -627,6 +683,10 @@ static int proc_begin(conch_sandbox *sb, proc_kind kind,
     proc_free(p);
     return rv;
   }
+  p->last_rx = now_ms();
+  if (async && sb->silence_ms > 0) {
+    live_arm(p, p->last_rx + sb->silence_ms);
+  }
   if (reqto > 0) {
     p->start_by = now_ms() + reqto;
     if (async && conch_client_alarm(sb->client, reqto, start_timeout, p,
@@ -639,12 +699,59 @@ static int proc_begin(conch_sandbox *sb, proc_kind kind,
   return 0;
 }
 
+/* Pull mode: the next message of the stream, driving the loop while none
+   is there, within the start deadline (until the start) and the silence
+   bound (measured from when this wait began: a caller that did not read
+   for a while is not a silent server).  Returns as conch_call_recv(), never
+   CONCH_ERR_AGAIN; CONCH_ERR_RPC with |p->st| set when a bound passed. */
+static int pull_recv(conch_process *p, ProtobufCMessage **msg) {
+  conch_client *c = p->sb->client;
+  int64_t since = now_ms(), bound = p->sb->silence_ms;
+  for (;;) {
+    long wait = -1;
+    int64_t now;
+    int rv = conch_call_recv(p->call, msg);
+    if (rv == 0) {
+      p->last_rx = now_ms();
+      return 0;
+    }
+    if (rv != CONCH_ERR_AGAIN) {
+      return rv;
+    }
+    now = now_ms();
+    if (!p->started && p->start_by != 0) {
+      int64_t left = p->start_by - now;
+      if (left <= 0) {
+        set_status(p, CONCH_CODE_DEADLINE_EXCEEDED,
+                   "the process did not report its start in time");
+        conch_call_cancel(p->call);
+        return CONCH_ERR_RPC;
+      }
+      wait = (long)left;
+    }
+    if (bound > 0) {
+      int64_t left = since + bound - now;
+      if (left <= 0) {
+        live_fail(p);
+        return CONCH_ERR_RPC;
+      }
+      if (wait < 0 || left < wait) {
+        wait = (long)left;
+      }
+    }
+    rv = conch_client_run(c, wait);
+    if (rv != 0) {
+      return rv;
+    }
+  }
+}
+
 /* Pull mode: waits for the start event.  On failure |st| says why. */
 static int wait_start(conch_process *p, conch_status *st) {
   conch_client *c = p->sb->client;
   for (;;) {
     ProtobufCMessage *msg;
-    int rv = conch_call_recv(p->call, &msg);
+    int rv = pull_recv(p, &msg);
     if (rv == 0) {
       conch_chunk chunk;
       int r = proc_event(p, event_of(p, msg), &chunk);
@@ -661,26 +768,7 @@ static int wait_start(conch_process *p, conch_status *st) {
     if (rv == CONCH_ERR_EOF || rv == CONCH_ERR_RPC) {
       break;
     }
-    if (rv != CONCH_ERR_AGAIN) {
-      return rv;
-    }
-    {
-      long wait = -1;
-      if (p->start_by != 0) {
-        int64_t left = p->start_by - now_ms();
-        if (left <= 0) {
-          set_status(p, CONCH_CODE_DEADLINE_EXCEEDED,
-                     "the process did not report its start in time");
-          conch_call_cancel(p->call);
-          break;
-        }
-        wait = (long)left;
-      }
-      rv = conch_client_run(c, wait);
-      if (rv != 0) {
-        return rv;
-      }
-    }
+    return rv;
   }
   stream_over(p, conch_call_status(p->call));
   conch__sb_status(st, &p->st);
@@ -878,7 +966,7 @@ int conch_process_next(conch_process *p, conch_chunk *chunk) {
     if (p->done) {
       return end_code(p);
     }
-    rv = conch_call_recv_sync(p->call, &msg);
+    rv = pull_recv(p, &msg);
     if (rv == CONCH_ERR_EOF || rv == CONCH_ERR_RPC) {
       stream_over(p, conch_call_status(p->call));
       continue;
@@ -1019,6 +1107,16 @@ static void watch_close(conch_call *call, const conch_status *st,
   maybe_done(p);
 }
 
+/* Time allowed to a call of a close: |dflt| (0: the sandbox's request
+   timeout), but no more than the silence bound when liveness is on. */
+static long close_bound(const conch_sandbox *sb, long dflt) {
+  long t = dflt > 0 ? dflt : sb->request_timeout_ms;
+  if (sb->silence_ms > 0 && (t <= 0 || t > sb->silence_ms)) {
+    t = sb->silence_ms;
+  }
+  return t > 0 ? t : 0;
+}
+
 static int send_signal_async(conch_process *p, int sig) {
   Process__SendSignalRequest req = PROCESS__SEND_SIGNAL_REQUEST__INIT;
   Process__ProcessSelector ps;
@@ -1027,8 +1125,10 @@ static int send_signal_async(conch_process *p, int sig) {
   conch__sb_selector(&sel, &ps);
   req.process = &ps;
   req.signal = (Process__Signal)sig;
-  rv = conch__sb_unary_async(p->sb, &process__process__send_signal__method,
-                             &req.base, sig_done, p);
+  /* A server that does not answer a signal within the silence bound is
+     not going to: closing stays bounded when it froze or went away. */
+  rv = conch__sb_unary_async_to(p->sb, &process__process__send_signal__method,
+                                &req.base, close_bound(p->sb, 0), sig_done, p);
   if (rv == 0) {
     p->pending++;
   } else {
@@ -1067,7 +1167,7 @@ static void kill_started(conch_process *p) {
   }
   co.headers = md;
   co.timeout_ms = sb->kill_grace_ms;
-  co.deadline_grace_ms = wait;
+  co.deadline_grace_ms = close_bound(sb, wait);
   if (conch_call_start(sb->client, &process__process__connect__method, &co, &wh,
                        p, &watch) != 0) {
     conch_metadata_free(md);

@@ -2,6 +2,7 @@
    process.Process (List, SendSignal, SendInput, CloseStdin, Update). */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "api_int.h"
 
@@ -54,7 +55,8 @@ int conch_sandbox_new(conch_sandbox **out, const conch_sandbox_opts *opts) {
     }
     memcpy(&o, opts, n);
   }
-  if (o.timeout_ms < -1 || o.request_timeout_ms < -1 || o.kill_grace_ms < 0) {
+  if (o.timeout_ms < -1 || o.request_timeout_ms < -1 || o.kill_grace_ms < 0 ||
+      o.keepalive_ms < -1 || (o.keepalive_ms > 0 && o.keepalive_ms < 1000)) {
     return CONCH_ERR_INVALID;
   }
   sb = api_calloc(conch_mem_default(), 1, sizeof(*sb));
@@ -74,8 +76,17 @@ int conch_sandbox_new(conch_sandbox **out, const conch_sandbox_opts *opts) {
   sb->timeout_ms = or_default(o.timeout_ms, 60000);
   sb->request_timeout_ms = or_default(o.request_timeout_ms, 60000);
   sb->kill_grace_ms = or_default(o.kill_grace_ms, 2000);
+  sb->keepalive_ms = or_default(o.keepalive_ms, CONCH_KEEPALIVE_DEFAULT_MS);
+  sb->silence_ms = sb->keepalive_ms > 0 ? 2 * sb->keepalive_ms + 5000 : 0;
   sb->caps = o.capabilities != 0 ? o.capabilities : CONCH_CAP_ALL;
-  rv = conch_metadata_new(&sb->base, mem);
+  /* HTTP/2 PINGs, unless the caller's client options chose otherwise. */
+  rv = sb->keepalive_ms > 0
+           ? conch_client_keepalive_default(sb->client, sb->keepalive_ms,
+                                            sb->keepalive_ms)
+           : 0;
+  if (rv == 0) {
+    rv = conch_metadata_new(&sb->base, mem);
+  }
   if (rv == 0 && o.headers != NULL) {
     rv = conch_metadata_append(sb->base, o.headers);
   }
@@ -137,8 +148,13 @@ conch_metadata *conch__sb_headers(conch_sandbox *sb, const char *user,
     rv = conch_metadata_add_str(md, "authorization", sb->auth);
   }
   if (rv == 0 && keepalive) {
-    /* What the SDKs send: keeps idle streams alive through proxies. */
-    rv = conch_metadata_add_str(md, "keepalive-ping-interval", "50");
+    /* The server sends a keepalive event after this many seconds without
+       output: liveness for the stream, and idle streams kept open through
+       proxies.  Off: what the SDKs send. */
+    char secs[24];
+    snprintf(secs, sizeof(secs), "%ld",
+             sb->keepalive_ms > 0 ? (sb->keepalive_ms + 999) / 1000 : 50L);
+    rv = conch_metadata_add_str(md, "keepalive-ping-interval", secs);
   }
   if (rv != 0) {
     conch_metadata_free(md);
@@ -177,6 +193,21 @@ void conch__sb_fail(conch_status *st, conch_code code, int err,
   s.local_err = err;
   s.message = (char *)msg;
   conch_status_copy(st, &s, NULL);
+}
+
+int64_t conch__api_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void conch__sb_silent(conch_status *st, long ms) {
+  char msg[160];
+  snprintf(msg, sizeof(msg),
+           "the server said nothing for %ld ms (keepalive): it is gone, "
+           "frozen or unreachable",
+           ms);
+  conch__sb_fail(st, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TIMEOUT, msg);
 }
 
 int conch__sb_drive(conch_sandbox *sb, const int *flag) {
@@ -246,6 +277,15 @@ int conch__sb_unary_async(conch_sandbox *sb, const conch_method *m,
                           void (*done)(const conch_status *st,
                                        const ProtobufCMessage *resp, void *ud),
                           void *ud) {
+  return conch__sb_unary_async_to(sb, m, req, 0, done, ud);
+}
+
+int conch__sb_unary_async_to(conch_sandbox *sb, const conch_method *m,
+                             const ProtobufCMessage *req, long timeout_ms,
+                             void (*done)(const conch_status *st,
+                                          const ProtobufCMessage *resp,
+                                          void *ud),
+                             void *ud) {
   static const conch_call_handler h = {NULL, NULL, NULL, NULL, unary_close};
   conch_metadata *md = conch__sb_headers(sb, NULL, 0);
   unary_ctx *u = api_calloc(sb->mem, 1, sizeof(*u));
@@ -262,6 +302,9 @@ int conch__sb_unary_async(conch_sandbox *sb, const conch_method *m,
   u->ud = ud;
   u->mem = sb->mem;
   o = call_opts(sb, md);
+  if (timeout_ms > 0) {
+    o.timeout_ms = timeout_ms;
+  }
   rv = conch_call_start(sb->client, m, &o, &h, u, &call);
   conch_metadata_free(md);
   if (rv != 0) {

@@ -7,11 +7,67 @@
 struct conch_stdin {
   conch_sandbox *sb;
   conch_call *call;
-  int pty; /* input goes to the terminal */
+  int pty;         /* input goes to the terminal */
+  int live_failed; /* the server took nothing for the silence bound */
+  conch_status st; /* then: why */
 };
 
+/* Liveness: the server made no progress on the stream for the bound. */
+static int silent(conch_stdin *in) {
+  in->live_failed = 1;
+  conch__sb_silent(&in->st, in->sb->silence_ms);
+  conch_call_cancel(in->call);
+  return CONCH_ERR_RPC;
+}
+
+/* Drives the loop for at most |left| ms (-1: no bound). */
+static int run_for(conch_stdin *in, int64_t since) {
+  long wait = -1;
+  if (in->sb->silence_ms > 0) {
+    int64_t left = since + in->sb->silence_ms - conch__api_now_ms();
+    if (left <= 0) {
+      return silent(in);
+    }
+    wait = (long)left;
+  }
+  return conch_client_run(in->sb->client, wait);
+}
+
+/* Sends |req|, driving the loop while the send buffer is full, for no
+   longer than the silence bound. */
 static int send_event(conch_stdin *in, Process__StreamInputRequest *req) {
-  return conch_call_send_sync(in->call, &req->base);
+  int64_t since = conch__api_now_ms();
+  for (;;) {
+    int rv = conch_call_send(in->call, &req->base);
+    if (rv != CONCH_ERR_AGAIN) {
+      return rv;
+    }
+    rv = run_for(in, since);
+    if (rv != 0) {
+      return rv;
+    }
+  }
+}
+
+/* Waits for the end of the call, for no longer than the silence bound. */
+static int wait_end(conch_stdin *in) {
+  int64_t since = conch__api_now_ms();
+  while (!conch_call_done(in->call)) {
+    if (run_for(in, since) != 0) {
+      break;
+    }
+  }
+  return conch_call_wait_sync(in->call); /* a cancel ends it at once */
+}
+
+static void in_status(const conch_stdin *in, conch_status *st) {
+  conch__sb_status(st, in->live_failed ? &in->st : conch_call_status(in->call));
+}
+
+static void in_free(conch_stdin *in) {
+  conch_call_free(in->call);
+  conch_status_clear(&in->st);
+  api_free(in->sb->mem, in);
 }
 
 static int input_open(conch_sandbox *sb, const conch_selector *sel, int pty,
@@ -41,6 +97,7 @@ static int input_open(conch_sandbox *sb, const conch_selector *sel, int pty,
   }
   in->sb = sb;
   in->pty = pty;
+  conch_status_init(&in->st);
   co.headers = md;
   rv = conch_call_start(sb->client, &process__process__stream_input__method,
                         &co, NULL, NULL, &in->call);
@@ -60,11 +117,10 @@ static int input_open(conch_sandbox *sb, const conch_selector *sel, int pty,
   if (rv != 0) {
     if (rv == CONCH_ERR_RPC || conch_call_done(in->call)) {
       conch_call_wait_sync(in->call);
-      conch__sb_status(st, conch_call_status(in->call));
+      in_status(in, st);
       rv = CONCH_ERR_RPC;
     }
-    conch_call_free(in->call);
-    api_free(sb->mem, in);
+    in_free(in);
     return rv;
   }
   *out = in;
@@ -102,6 +158,9 @@ int conch_stdin_write(conch_stdin *in, const void *data, size_t len) {
   ev.input = &input;
   req.event_case = PROCESS__STREAM_INPUT_REQUEST__EVENT_DATA;
   req.data = &ev;
+  if (in->live_failed) {
+    return CONCH_ERR_RPC;
+  }
   rv = send_event(in, &req);
   if (rv == CONCH_ERR_STATE && conch_call_done(in->call)) {
     return CONCH_ERR_RPC; /* the server ended the stream: see close */
@@ -115,9 +174,9 @@ int conch_stdin_close(conch_stdin *in, conch_status *st) {
     return CONCH_ERR_INVALID;
   }
   conch_call_close_send(in->call);
-  rv = conch_call_wait_sync(in->call);
+  rv = wait_end(in);
   if (rv == CONCH_ERR_RPC) {
-    conch__sb_status(st, conch_call_status(in->call));
+    in_status(in, st);
   }
   {
     /* The empty StreamInputResponse, if any. */
@@ -126,7 +185,6 @@ int conch_stdin_close(conch_stdin *in, conch_status *st) {
       conch_message_free(in->sb->client, m);
     }
   }
-  conch_call_free(in->call);
-  api_free(in->sb->mem, in);
+  in_free(in);
   return rv;
 }

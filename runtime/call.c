@@ -274,8 +274,7 @@ static int call_create(conch_client *c, const conch_method *method,
   }
   if (o.timeout_ms < 0 || o.deadline_grace_ms < 0 ||
       (o.send_compression != CONCH_COMPRESSION_DEFAULT &&
-       o.send_compression != CONCH_COMPRESSION_IDENTITY &&
-       o.send_compression != CONCH_COMPRESSION_GZIP)) {
+       !conch__comp_valid(&c->o.comp, o.send_compression))) {
     return CONCH_ERR_INVALID;
   }
   rv = conch__timer_reserve(c, 1);
@@ -296,8 +295,8 @@ static int call_create(conch_client *c, const conch_method *method,
   call->deadline.idx = SIZE_MAX;
   call->deadline.kind = CONCH_TIMER_CALL_DEADLINE;
   call->send_comp = o.send_compression == CONCH_COMPRESSION_DEFAULT
-                        ? (conch_compression)c->o.send_compression
-                        : (conch_compression)o.send_compression;
+                        ? c->o.comp.send
+                        : o.send_compression;
   call->get = o.http_get != 0 && c->o.protocol == CONCH_PROTOCOL_CONNECT &&
               method->kind == CONCH_STREAM_UNARY &&
               method->idempotency == CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS;
@@ -594,7 +593,8 @@ int conch__call_inflate(conch_call *call, const uint8_t *p, size_t n,
   conch_client *c = call->client;
   int rv;
   conch__buf_reset(&c->inflbuf);
-  rv = conch__gzip_inflate(&c->gz, p, n, c->o.recv_limit, &c->inflbuf);
+  rv = conch__comp_decompress(&c->comps, &c->o.comp, call->resp_enc, p, n,
+                              c->o.recv_limit, &c->inflbuf);
   if (rv == CONCH_ERR_LIMIT) {
     conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
                      "%s larger than the receive limit of %zu bytes once "
@@ -604,7 +604,8 @@ int conch__call_inflate(conch_call *call, const uint8_t *p, size_t n,
     conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
                      "out of memory decompressing %s", what);
   } else if (rv != 0) {
-    conch__call_fail(call, CONCH_CODE_INTERNAL, rv, "invalid gzip in %s", what);
+    conch__call_fail(call, CONCH_CODE_INTERNAL, rv, "invalid %s data in %s",
+                     conch__comp_name(&c->o.comp, call->resp_enc), what);
   }
   return rv;
 }
@@ -1024,8 +1025,8 @@ int conch_call_recv(conch_call *call, ProtobufCMessage **msg) {
   if (m.msg == NULL) {
     /* Arrived compressed and was checked then: decode it now. */
     conch__buf_reset(&c->inflbuf);
-    if (conch__gzip_inflate(&c->gz, m.gz, m.gzlen, c->o.recv_limit,
-                            &c->inflbuf) != 0) {
+    if (conch__comp_decompress(&c->comps, &c->o.comp, call->resp_enc, m.gz,
+                               m.gzlen, c->o.recv_limit, &c->inflbuf) != 0) {
       return CONCH_ERR_NOMEM; /* it inflated before: only memory can fail */
     }
     {
@@ -1067,8 +1068,9 @@ int conch_call_recv_raw(conch_call *call, const uint8_t **data, size_t *len) {
   entry = sizeof(hdr) + hdr[0];
   conch__buf_reset(&call->rawcur);
   if (hdr[2] & RAWQ_GZIP) {
-    if (conch__gzip_inflate(&c->gz, conch__buf_head(&call->rawq) + sizeof(hdr),
-                            hdr[0], c->o.recv_limit, &call->rawcur) != 0) {
+    if (conch__comp_decompress(&c->comps, &c->o.comp, call->resp_enc,
+                               conch__buf_head(&call->rawq) + sizeof(hdr),
+                               hdr[0], c->o.recv_limit, &call->rawcur) != 0) {
       return CONCH_ERR_NOMEM; /* it inflated before: only memory can fail */
     }
     conch__buf_consume(&call->rawq, entry);

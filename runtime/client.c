@@ -103,6 +103,23 @@ static int parse_url(conch_client *c, const char *url) {
   size_t port_len = 0;
   int tls;
 
+  if (strncmp(url, "unix:", 5) == 0) {
+    size_t n = strlen(url + 5);
+    if (n == 0 || n >= CONCH_UNIX_PATH_MAX) {
+      return CONCH_ERR_URL;
+    }
+    c->tls = 0;
+    c->unix_path = conch__strdup(c->mem, url + 5);
+    c->host = conch__strdup(c->mem, "localhost");
+    c->port = conch__strdup(c->mem, "80");
+    c->authority = conch__strdup(c->mem, "localhost");
+    c->prefix = conch__strdup(c->mem, "");
+    if (c->unix_path == NULL || c->host == NULL || c->port == NULL ||
+        c->authority == NULL || c->prefix == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+    return 0;
+  }
   if (strncmp(url, "http://", 7) == 0) {
     tls = 0;
     p = url + 7;
@@ -179,6 +196,12 @@ static int parse_url(conch_client *c, const char *url) {
     }
     c->prefix = conch__strndup(c->mem, p, n);
   }
+  if (c->o.unix_path != NULL) {
+    c->unix_path = conch__strdup(c->mem, c->o.unix_path);
+    if (c->unix_path == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+  }
   if (c->host == NULL || c->port == NULL || c->authority == NULL ||
       c->prefix == NULL) {
     return CONCH_ERR_NOMEM;
@@ -196,7 +219,7 @@ static void client_release(conch_client *c) {
     close(c->wake_fd);
   }
   conch__tls_ctx_free(c->tls_ctx);
-  conch__gzip_clear(&c->gz);
+  conch__comps_clear(&c->comps);
   conch__buf_free(&c->scratch, mem);
   conch__buf_free(&c->inflbuf, mem);
   conch__arena_reset(c);
@@ -207,6 +230,7 @@ static void client_release(conch_client *c) {
   conch__free(mem, c->port);
   conch__free(mem, c->authority);
   conch__free(mem, c->prefix);
+  conch__free(mem, c->unix_path);
   conch__free(mem, c->user_agent);
   conch__opts_clear(&c->o, mem);
   /* |mem| points into |c|: free with a copy. */
@@ -243,6 +267,19 @@ static int make_tls_ctx(conch_client *c) {
   return rv;
 }
 
+int conch_client_keepalive_default(conch_client *c, long interval_ms,
+                                   long timeout_ms) {
+  if (c == NULL || interval_ms < 0 || timeout_ms < 0 ||
+      (interval_ms > 0 && interval_ms < 1000)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (!c->o.keepalive_set) {
+    c->o.keepalive_ms = interval_ms;
+    c->o.keepalive_timeout_ms = timeout_ms > 0 ? timeout_ms : 20000;
+  }
+  return 0;
+}
+
 int conch_client_new(conch_client **out, const char *url,
                      const conch_client_opts *opts) {
   conch_client_opts defaults;
@@ -271,7 +308,7 @@ int conch_client_new(conch_client **out, const char *url,
   conch__list_init(&c->dirty);
   conch__list_init(&c->ready);
   conch__list_init(&c->alarms);
-  conch__gzip_init(&c->gz, c->mem);
+  conch__comps_init(&c->comps, c->mem);
   rv = conch__opts_copy(&c->o, o, c->mem);
   if (rv != 0) {
     c->o.mem = o->mem;

@@ -725,8 +725,17 @@ static void check_connect(conch_conn *conn) {
   }
   if (err != 0) {
     close_fd(conn);
+    if (conn->client->unix_path != NULL) { /* one address only */
+      conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                       "cannot connect to %s: %s", conn->client->unix_path,
+                       strerror(err));
+      return;
+    }
     conn->next_addr++;
     try_connect(conn, err);
+    return;
+  }
+  if (conn->client->unix_path != NULL && conch__unix_peer_check(conn) != 0) {
     return;
   }
   on_connected(conn);
@@ -834,6 +843,13 @@ conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
                         CONCH_ORIGIN_LOCAL, CONCH_ERR_NOMEM, "out of memory");
       return NULL;
     }
+  }
+  if (c->unix_path != NULL) {
+    conch__list_push(&c->conns, &conn->link);
+    conch__timer_arm(c, &conn->connect_timer,
+                     conch__now_ms() + c->o.connect_timeout_ms);
+    conch__unix_connect(conn);
+    return conn;
   }
   rv = conch__resolve_numeric(conn, st);
   if (rv < 0) {

@@ -1,6 +1,8 @@
 /* gzip members (RFC 1952) with zlib.  windowBits 31 = 15 + 16: gzip
    wrapper only, so zlib-wrapped ("deflate") and raw deflate input are
-   rejected rather than guessed at. */
+   rejected rather than guessed at.  The same code speaks the zlib format
+   (RFC 1950, windowBits 15) for the "deflate" compression, which takes
+   exactly one stream. */
 #include "gzip.h"
 
 #include <limits.h>
@@ -11,6 +13,7 @@
 #include "mem_int.h"
 
 #define GZ_WINDOW_BITS 31
+#define ZLIB_WINDOW_BITS 15
 
 /* Output grows by the amount produced so far (doubling), at least this
    much, and never by more than the limit still allows. */
@@ -40,6 +43,12 @@ static void stream_setup(conch_gzip *gz, z_stream *zs) {
 void conch__gzip_init(conch_gzip *gz, const conch_mem *mem) {
   memset(gz, 0, sizeof(*gz));
   gz->mem = mem;
+  gz->wbits = GZ_WINDOW_BITS;
+}
+
+void conch__gzip_init_zlib(conch_gzip *gz, const conch_mem *mem) {
+  conch__gzip_init(gz, mem);
+  gz->wbits = ZLIB_WINDOW_BITS;
 }
 
 void conch__gzip_clear(conch_gzip *gz) {
@@ -86,7 +95,7 @@ static int deflate_prepare(conch_gzip *gz, int level) {
     return zr == Z_OK ? 0 : CONCH_ERR_GZIP;
   }
   stream_setup(gz, &gz->def);
-  zr = deflateInit2(&gz->def, level, Z_DEFLATED, GZ_WINDOW_BITS, 8,
+  zr = deflateInit2(&gz->def, level, Z_DEFLATED, gz->wbits, 8,
                     Z_DEFAULT_STRATEGY);
   if (zr != Z_OK) {
     return zerr(zr);
@@ -168,7 +177,7 @@ static int inflate_prepare(conch_gzip *gz) {
     return zr == Z_OK ? 0 : CONCH_ERR_GZIP;
   }
   stream_setup(gz, &gz->inf);
-  zr = inflateInit2(&gz->inf, GZ_WINDOW_BITS);
+  zr = inflateInit2(&gz->inf, gz->wbits);
   if (zr != Z_OK) {
     return zerr(zr);
   }
@@ -210,7 +219,7 @@ static int inflate_room(conch_buf *out, const conch_mem *mem, size_t done,
   return 0;
 }
 
-static int inflate_run(z_stream *zs, const uint8_t *in, size_t n,
+static int inflate_run(z_stream *zs, int multi, const uint8_t *in, size_t n,
                        size_t max_out, conch_buf *out, const conch_mem *mem) {
   size_t base = conch__buf_size(out);
   size_t left = n;
@@ -236,6 +245,9 @@ static int inflate_run(z_stream *zs, const uint8_t *in, size_t n,
     if (zr == Z_STREAM_END) {
       if (zs->avail_in == 0 && left == 0) {
         return 0;
+      }
+      if (!multi) {
+        return CONCH_ERR_GZIP; /* bytes after the one zlib stream */
       }
       /* Another member follows (RFC 1952 2.2).  Anything that is not a
          gzip header fails in inflate() as Z_DATA_ERROR. */
@@ -269,7 +281,8 @@ int conch__gzip_inflate(conch_gzip *gz, const uint8_t *in, size_t n,
   if (rv != 0) {
     return rv;
   }
-  rv = inflate_run(&gz->inf, in, n, max_out, out, gz->mem);
+  rv = inflate_run(&gz->inf, gz->wbits == GZ_WINDOW_BITS, in, n, max_out, out,
+                   gz->mem);
   if (rv != 0) {
     out->len = out->off + keep;
   }

@@ -20,9 +20,13 @@ typedef struct conch_gzip {
   int inf_ready; /* inflateInit2 done */
   int def_ready; /* deflateInit2 done */
   int def_level; /* level |def| was set up with */
+  int wbits;     /* 31: gzip; 15: zlib format */
 } conch_gzip;
 
 void conch__gzip_init(conch_gzip *gz, const conch_mem *mem);
+/* The same for the zlib format (RFC 1950): one stream per message, no
+   concatenation; otherwise as gzip below. */
+void conch__gzip_init_zlib(conch_gzip *gz, const conch_mem *mem);
 void conch__gzip_clear(conch_gzip *gz);
 
 /* Appends one complete gzip member holding |in| to |out|.  |level| is -1 or

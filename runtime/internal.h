@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "envelope.h"
+#include "compress.h"
 #include "gzip.h"
 #include "metadata_int.h"
 #include "mem_int.h"
@@ -78,11 +79,9 @@ struct conch_client_opts {
   conch_codec codec;
   conch_json_resolver json_resolve; /* JSON codec: Any types; may be NULL */
   void *json_resolve_ud;
-  int send_compression;
-  int accept_gzip;
+  conch_comp_opts comp; /* send, accepted list, levels, registered */
   size_t compress_min_bytes;
   size_t get_max_url; /* 0: no limit */
-  int gzip_level;
   size_t recv_limit;
   size_t send_limit;
   uint32_t stream_window;
@@ -94,6 +93,7 @@ struct conch_client_opts {
   int max_conns_set; /* set by the user (else HTTP/1.1 uses H1_POOL) */
   conch_http_version http_version;
   long keepalive_timeout_ms;
+  int keepalive_set; /* conch_client_opts_set_keepalive() was called */
   char *user_agent;
   char *ca_file;
   char *ca_pem;
@@ -108,6 +108,8 @@ struct conch_client_opts {
   conch_resolver resolver; /* start NULL: the default (resolve.c) */
   int64_t (*clock)(void *user_data); /* NULL: CLOCK_MONOTONIC */
   void *clock_ud;
+  char *unix_path;   /* connect to this Unix socket instead of host:port */
+  int unix_peer_any; /* 0: the socket's server must be our euid or root */
 };
 
 /* Copies |src| into |dst|, duplicating strings with |mem|. */
@@ -116,6 +118,15 @@ int conch__opts_copy(conch_client_opts *dst, const conch_client_opts *src,
 /* Frees the strings of |o|, allocated with |mem|. */
 void conch__opts_clear(conch_client_opts *o, const conch_mem *mem);
 void conch__opts_defaults(conch_client_opts *o);
+
+/* Unix domain sockets (unix.c). */
+struct conch_conn;
+/* Starts connecting |conn| to the client's socket path; like TCP, a
+   failure leaves the connection dead with its message. */
+void conch__unix_connect(struct conch_conn *conn);
+/* Once connected: 0 when the peer is acceptable (our euid or root, unless
+   the options allow any), else the connection is failed and -1. */
+int conch__unix_peer_check(struct conch_conn *conn);
 
 /* ---- Connections ------------------------------------------------------- */
 
@@ -174,18 +185,16 @@ typedef struct conch_conn {
 
 /* ---- Calls ------------------------------------------------------------- */
 
-typedef enum conch_resp_enc {
-  CONCH_ENC_IDENTITY = 0,
-  CONCH_ENC_GZIP = 1,
-  CONCH_ENC_UNSUPPORTED = 2
-} conch_resp_enc;
+/* A response's compression: a compression id (conch_comp_opts), or: */
+#define CONCH_ENC_IDENTITY CONCH_COMPRESSION_IDENTITY
+#define CONCH_ENC_UNSUPPORTED (-1)
 
 /* A received message waiting in pull mode: decoded, or (when it came
    compressed) kept as received and decoded when taken, so that what waits
    is bounded by the flow-control window and not by its inflated size. */
 typedef struct conch_qmsg {
   ProtobufCMessage *msg; /* NULL: see |gz| */
-  uint8_t *gz;           /* gzip payload, validated on arrival */
+  uint8_t *gz;           /* compressed payload, validated on arrival */
   size_t gzlen;
   size_t wire; /* bytes of stream window it holds */
 } conch_qmsg;
@@ -208,7 +217,7 @@ struct conch_call {
   int64_t deadline_at; /* 0 = none */
 
   conch_metadata req_headers;
-  conch_compression send_comp;
+  int send_comp; /* compression id */
 
   /* Sending. */
   conch_buf sendbuf; /* wire bytes not yet given to nghttp2 */
@@ -224,7 +233,7 @@ struct conch_call {
   unsigned submitted : 1;   /* HEADERS given to nghttp2 */
   unsigned deferred : 1;    /* data source returned DEFERRED */
   unsigned want_send_ready : 1;
-  unsigned unary_compressed : 1; /* Connect unary body is gzip */
+  unsigned unary_compressed : 1; /* Connect unary body is send_comp */
   unsigned get : 1;              /* Connect unary as GET: no body */
 
   /* Receiving. */
@@ -239,7 +248,7 @@ struct conch_call {
   unsigned body_over : 1;         /* unary body beyond the limit */
   unsigned moved_headers : 1;     /* trailers-only: headers became trailers */
   size_t body_bytes;              /* response body bytes seen */
-  conch_resp_enc resp_enc;
+  int resp_enc; /* compression id or CONCH_ENC_UNSUPPORTED */
   conch_metadata headers;
   conch_metadata trailers;
   conch_metadata gfields[2]; /* gRPC status fields: [0] headers, [1] trailers */
@@ -277,6 +286,7 @@ struct conch_client {
   char *port;
   char *authority; /* host[:port] as in the URL */
   char *prefix;    /* path prefix, "" or "/x" */
+  char *unix_path; /* a Unix socket to connect to (opts or "unix:" URL) */
   char *user_agent;
   conch_tls_ctx *tls_ctx;
 
@@ -293,7 +303,7 @@ struct conch_client {
   size_t nheap;
   size_t heapcap;
 
-  conch_gzip gz;
+  conch_comps comps;
   conch_buf scratch; /* request serialization */
   conch_buf inflbuf; /* decompressed responses */
 
@@ -462,7 +472,8 @@ int conch__timer_reserve(conch_client *c, size_t extra);
 /* call.c, for conn.c */
 void conch__call_sent(conch_call *call, size_t n);
 int conch__call_ready_to_submit(const conch_call *call);
-/* Delivers one response message: |p| is its payload as received, gzip when
+/* Delivers one response message: |p| is its payload as received,
+   compressed with the response's compression (resp_enc) when
    |compressed|.  Returns 0, or non-zero when the call ended. */
 int conch__call_deliver(conch_call *call, const uint8_t *p, size_t len,
                         int compressed);

@@ -1,4 +1,5 @@
 /* Client options: an opaque object with typed setters. */
+#include <stddef.h>
 #include <string.h>
 
 #include "internal.h"
@@ -8,10 +9,8 @@ void conch__opts_defaults(conch_client_opts *o) {
   o->mem = *conch_mem_default();
   o->protocol = CONCH_PROTOCOL_CONNECT;
   o->codec = CONCH_CODEC_PROTO;
-  o->send_compression = CONCH_COMPRESSION_IDENTITY;
-  o->accept_gzip = 1;
+  conch__comp_opts_defaults(&o->comp);
   o->compress_min_bytes = 0;
-  o->gzip_level = -1;
   o->recv_limit = 4u << 20;
   o->send_limit = 0;
   o->stream_window = 4u << 20;
@@ -39,6 +38,8 @@ void conch__opts_clear(conch_client_opts *o, const conch_mem *mem) {
   conch__free(mem, o->key_file);
   conch__free(mem, o->cert_pem);
   conch__free(mem, o->key_pem);
+  conch__free(mem, o->unix_path);
+  o->unix_path = NULL;
   o->user_agent = o->ca_file = o->ca_pem = NULL;
   o->cert_file = o->key_file = o->cert_pem = o->key_pem = NULL;
 }
@@ -60,6 +61,9 @@ int conch__opts_copy(conch_client_opts *dst, const conch_client_opts *src,
   *dst = *src;
   dst->user_agent = dst->ca_file = dst->ca_pem = NULL;
   dst->cert_file = dst->key_file = dst->cert_pem = dst->key_pem = NULL;
+  dst->unix_path = NULL;
+  rv |= dup_field(mem, &dst->unix_path, src->unix_path,
+                  src->unix_path ? strlen(src->unix_path) : 0);
   rv |= dup_field(mem, &dst->user_agent, src->user_agent,
                   src->user_agent ? strlen(src->user_agent) : 0);
   rv |= dup_field(mem, &dst->ca_file, src->ca_file,
@@ -147,19 +151,157 @@ int conch_client_opts_set_json_resolver(conch_client_opts *opts,
 
 int conch_client_opts_set_send_compression(conch_client_opts *opts,
                                            conch_compression c) {
-  if (opts == NULL ||
-      (c != CONCH_COMPRESSION_IDENTITY && c != CONCH_COMPRESSION_GZIP)) {
+  if (opts == NULL || !conch__comp_valid(&opts->comp, (int)c)) {
     return CONCH_ERR_INVALID;
   }
-  opts->send_compression = c;
+  opts->comp.send = (int)c;
+  return 0;
+}
+
+int conch_client_opts_set_send_compression_name(conch_client_opts *opts,
+                                                const char *name) {
+  int id;
+
+  if (opts == NULL || name == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  id = conch__comp_lookup(&opts->comp, name, strlen(name));
+  if (id < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->comp.send = id;
+  return 0;
+}
+
+static int is_space(char ch) {
+  return ch == ' ' || ch == '\t';
+}
+
+int conch_client_opts_set_accept_compression(conch_client_opts *opts,
+                                             const char *names) {
+  uint8_t ids[CONCH__COMP_MAX];
+  size_t n = 0, len;
+  const char *p = names;
+  int id;
+
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  while (p != NULL && *p != '\0') {
+    while (is_space(*p)) {
+      p++;
+    }
+    len = strcspn(p, ",");
+    while (len > 0 && is_space(p[len - 1])) {
+      len--;
+    }
+    if (len > 0) {
+      id = conch__comp_lookup(&opts->comp, p, len);
+      if (id < 0) {
+        return CONCH_ERR_INVALID;
+      }
+      if (id != CONCH_COMPRESSION_IDENTITY && memchr(ids, id, n) == NULL) {
+        ids[n++] = (uint8_t)id;
+      }
+    }
+    p += strcspn(p, ",");
+    if (*p == ',') {
+      p++;
+    }
+  }
+  memcpy(opts->comp.accept, ids, n);
+  opts->comp.naccept = n;
   return 0;
 }
 
 int conch_client_opts_set_accept_gzip(conch_client_opts *opts, int on) {
+  conch_comp_opts *o;
+  uint8_t *at;
+
   if (opts == NULL) {
     return CONCH_ERR_INVALID;
   }
-  opts->accept_gzip = on != 0;
+  o = &opts->comp;
+  at = memchr(o->accept, CONCH_COMPRESSION_GZIP, o->naccept);
+  if (on && at == NULL) {
+    o->accept[o->naccept++] = CONCH_COMPRESSION_GZIP;
+  } else if (!on && at != NULL) {
+    memmove(at, at + 1, o->naccept - (size_t)(at - o->accept) - 1);
+    o->naccept--;
+  }
+  return 0;
+}
+
+static int level_ok(int id, int level) {
+  if (level == -1) {
+    return 1;
+  }
+  switch (id) {
+  case CONCH_COMPRESSION_GZIP:
+  case CONCH_COMPRESSION_DEFLATE:
+    return level >= 0 && level <= 9;
+  case CONCH_COMPRESSION_BR:
+    return level >= 0 && level <= 11;
+  case CONCH_COMPRESSION_ZSTD:
+    return level >= 1 && level <= 22;
+  case CONCH_COMPRESSION_IDENTITY:
+  case CONCH_COMPRESSION_SNAPPY:
+    return 0;
+  default:
+    return level >= -1;
+  }
+}
+
+int conch_client_opts_set_compression_level(conch_client_opts *opts, int id,
+                                            int level) {
+  if (opts == NULL || !conch__comp_valid(&opts->comp, id) ||
+      !level_ok(id, level)) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->comp.level[id] = level;
+  return 0;
+}
+
+static int token_char(unsigned char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+         (ch >= '0' && ch <= '9') ||
+         (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+int conch_client_opts_add_compression(conch_client_opts *opts,
+                                      const conch_compressor *comp, int *id) {
+  conch_comp_custom *cc;
+  size_t len, i;
+
+  if (opts == NULL || comp == NULL ||
+      comp->struct_size < offsetof(conch_compressor, user_data) +
+                              sizeof(comp->user_data) ||
+      comp->name == NULL || comp->compress == NULL ||
+      comp->decompress == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  len = strlen(comp->name);
+  if (len == 0 || len > CONCH_COMPRESSION_NAME_MAX ||
+      conch__comp_lookup(&opts->comp, comp->name, len) >= 0) {
+    return CONCH_ERR_INVALID;
+  }
+  for (i = 0; i < len; i++) {
+    if (!token_char((unsigned char)comp->name[i])) {
+      return CONCH_ERR_INVALID;
+    }
+  }
+  if (opts->comp.ncustom == CONCH_COMPRESSION_CUSTOM_MAX) {
+    return CONCH_ERR_LIMIT;
+  }
+  cc = &opts->comp.custom[opts->comp.ncustom];
+  memcpy(cc->name, comp->name, len + 1);
+  cc->compress = comp->compress;
+  cc->decompress = comp->decompress;
+  cc->user_data = comp->user_data;
+  if (id != NULL) {
+    *id = CONCH__COMP_NBUILTIN + (int)opts->comp.ncustom;
+  }
+  opts->comp.ncustom++;
   return 0;
 }
 
@@ -184,7 +326,7 @@ int conch_client_opts_set_gzip_level(conch_client_opts *opts, int level) {
   if (opts == NULL || level < -1 || level > 9) {
     return CONCH_ERR_INVALID;
   }
-  opts->gzip_level = level;
+  opts->comp.level[CONCH_COMPRESSION_GZIP] = level;
   return 0;
 }
 
@@ -235,6 +377,7 @@ int conch_client_opts_set_keepalive(conch_client_opts *opts, long interval_ms,
   }
   opts->keepalive_ms = interval_ms;
   opts->keepalive_timeout_ms = timeout_ms > 0 ? timeout_ms : 20000;
+  opts->keepalive_set = 1;
   return 0;
 }
 
@@ -381,5 +524,26 @@ int conch_client_opts_set_tls_verify(conch_client_opts *opts, int on) {
     return CONCH_ERR_INVALID;
   }
   opts->tls_verify = on != 0;
+  return 0;
+}
+
+int conch_client_opts_set_unix_socket(conch_client_opts *opts,
+                                      const char *path) {
+  size_t n;
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  n = path != NULL ? strlen(path) : 0;
+  if (path != NULL && (n == 0 || n >= CONCH_UNIX_PATH_MAX)) {
+    return CONCH_ERR_INVALID;
+  }
+  return set_string(opts, &opts->unix_path, path, n);
+}
+
+int conch_client_opts_set_unix_peer_any(conch_client_opts *opts, int on) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->unix_peer_any = on != 0;
   return 0;
 }

@@ -36,14 +36,34 @@ static int media_type_prefix(const char *ctype, const char *prefix) {
   return strncasecmp(ctype, prefix, strlen(prefix)) == 0;
 }
 
-static conch_resp_enc parse_encoding(const char *v) {
-  if (v == NULL || v[0] == '\0' || strcasecmp(v, "identity") == 0) {
+/* Any compression the client knows is decoded, advertised or not. */
+static int parse_encoding(const conch_call *call, const char *v) {
+  int id;
+
+  if (v == NULL || v[0] == '\0') {
     return CONCH_ENC_IDENTITY;
   }
-  if (strcasecmp(v, "gzip") == 0) {
-    return CONCH_ENC_GZIP;
+  id = conch__comp_lookup(&call->client->o.comp, v, strlen(v));
+  return id >= 0 ? id : CONCH_ENC_UNSUPPORTED;
+}
+
+static const char *send_comp_name(const conch_call *call) {
+  return conch__comp_name(&call->client->o.comp, call->send_comp);
+}
+
+/* |p|/|n| compressed with the call's send compression onto |out|; a
+   failure other than memory ends the call (the codec is at fault). */
+static int compress_onto(conch_call *call, const uint8_t *p, size_t n,
+                         conch_buf *out) {
+  conch_client *c = call->client;
+  int rv = conch__comp_compress(&c->comps, &c->o.comp, call->send_comp, p, n,
+                                out);
+  if (rv != 0 && rv != CONCH_ERR_NOMEM) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, rv,
+                     "cannot compress the request with %s",
+                     send_comp_name(call));
   }
-  return CONCH_ENC_UNSUPPORTED;
+  return rv;
 }
 
 static int is_connect(const conch_call *call) {
@@ -110,15 +130,14 @@ int conch__proto_headers_wait_message(const conch_call *call) {
 
 int conch__proto_frame_message(conch_call *call, const uint8_t *p, size_t n) {
   conch_client *c = call->client;
-  int compress =
-      call->send_comp == CONCH_COMPRESSION_GZIP && n >= c->o.compress_min_bytes;
+  int compress = call->send_comp != CONCH_COMPRESSION_IDENTITY &&
+                 n >= c->o.compress_min_bytes;
   size_t start = conch__buf_size(&call->sendbuf);
   size_t size;
   int rv;
 
   if (connect_unary(call)) {
-    rv = compress ? conch__gzip_deflate(&c->gz, c->o.gzip_level, p, n,
-                                        &call->sendbuf)
+    rv = compress ? compress_onto(call, p, n, &call->sendbuf)
                   : conch__buf_append(&call->sendbuf, c->mem, p, n);
     if (rv != 0) {
       return rv;
@@ -129,8 +148,7 @@ int conch__proto_frame_message(conch_call *call, const uint8_t *p, size_t n) {
     uint8_t prefix[CONCH_ENV_PREFIX] = {0};
     rv = conch__buf_append(&call->sendbuf, c->mem, prefix, sizeof(prefix));
     if (rv == 0) {
-      rv = compress ? conch__gzip_deflate(&c->gz, c->o.gzip_level, p, n,
-                                          &call->sendbuf)
+      rv = compress ? compress_onto(call, p, n, &call->sendbuf)
                     : conch__buf_append(&call->sendbuf, c->mem, p, n);
     }
     if (rv != 0) {
@@ -267,10 +285,13 @@ static int get_query(conch_call *call, conch_buf *store) {
   size_t at;
 
   if (call->unary_compressed) {
-    q = json ? "?connect=v1&base64=1&compression=gzip"
-               "&encoding=json&message="
-             : "?connect=v1&base64=1&compression=gzip"
-               "&encoding=proto&message=";
+    const char *name = send_comp_name(call);
+    q = json ? "&encoding=json&message=" : "&encoding=proto&message=";
+    if (conch__buf_append(store, c->mem, "?connect=v1&base64=1&compression=",
+                          33) != 0 ||
+        conch__buf_append(store, c->mem, name, strlen(name)) != 0) {
+      return CONCH_ERR_NOMEM;
+    }
   } else {
     q = json ? "?connect=v1&encoding=json&message="
              : "?connect=v1&base64=1&encoding=proto&message=";
@@ -289,6 +310,18 @@ static int get_query(conch_call *call, conch_buf *store) {
                     (char *)conch__buf_head(store) + at);
   store->len += elen;
   return 0;
+}
+
+/* The accepted list (with the send compression) under |name|; nothing
+   when it is identity only. */
+static void accept_header(hdr_list *h, const conch_call *call,
+                          const char *name) {
+  char v[CONCH__COMP_ACCEPT_MAX];
+  size_t n = conch__comp_accept_value(&call->client->o.comp, call->send_comp, v);
+
+  if (n > 0) {
+    hdr_add(h, name, strlen(name), v, n);
+  }
 }
 
 long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
@@ -375,25 +408,18 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
   }
   if (connect_unary(call)) {
     if (call->unary_compressed && !call->get) {
-      hdr_adds(&h, "content-encoding", "gzip");
+      hdr_adds(&h, "content-encoding", send_comp_name(call));
     }
-    if (c->o.accept_gzip) {
-      hdr_adds(&h, "accept-encoding", "gzip");
-    }
-  } else if (is_connect(call)) {
-    if (call->send_comp == CONCH_COMPRESSION_GZIP) {
-      hdr_adds(&h, "connect-content-encoding", "gzip");
-    }
-    if (c->o.accept_gzip) {
-      hdr_adds(&h, "connect-accept-encoding", "gzip");
-    }
+    accept_header(&h, call, "accept-encoding");
   } else {
-    if (call->send_comp == CONCH_COMPRESSION_GZIP) {
-      hdr_adds(&h, "grpc-encoding", "gzip");
+    const char *enc_name =
+        is_connect(call) ? "connect-content-encoding" : "grpc-encoding";
+    if (call->send_comp != CONCH_COMPRESSION_IDENTITY) {
+      hdr_adds(&h, enc_name, send_comp_name(call));
     }
-    if (c->o.accept_gzip) {
-      hdr_adds(&h, "grpc-accept-encoding", "gzip");
-    }
+    accept_header(&h, call,
+                  is_connect(call) ? "connect-accept-encoding"
+                                   : "grpc-accept-encoding");
   }
   if (is_web(call)) {
     /* Browsers cannot set user-agent; gRPC-Web servers look here too. */
@@ -439,7 +465,7 @@ static void connect_stream_headers(conch_call *call) {
     return;
   }
   enc = conch_metadata_get(&call->headers, "connect-content-encoding", NULL);
-  call->resp_enc = parse_encoding(enc);
+  call->resp_enc = parse_encoding(call, enc);
   if (call->resp_enc == CONCH_ENC_UNSUPPORTED) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
                      "unsupported response connect-content-encoding '%s'", enc);
@@ -474,7 +500,7 @@ static int connect_end_stream(conch_call *call, uint8_t flags, const uint8_t *p,
   int rv;
 
   if (flags & CONCH_ENV_COMPRESSED) {
-    if (call->resp_enc != CONCH_ENC_GZIP) {
+    if (call->resp_enc <= CONCH_ENC_IDENTITY) {
       conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
                        "compressed end-stream message without a response "
                        "encoding");
@@ -529,7 +555,7 @@ static int on_envelope(void *ud, uint8_t flags, const uint8_t *p, size_t len) {
     return connect_end_stream(call, flags, p, len);
   }
   if (flags & CONCH_ENV_COMPRESSED) {
-    if (call->resp_enc != CONCH_ENC_GZIP) {
+    if (call->resp_enc <= CONCH_ENC_IDENTITY) {
       conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
                        "received a compressed message but the response "
                        "declared no encoding");
@@ -612,7 +638,7 @@ static void connect_unary_end(conch_call *call) {
   const char *ctype = conch_metadata_get(&call->headers, "content-type", NULL);
   const char *encv =
       conch_metadata_get(&call->headers, "content-encoding", NULL);
-  conch_resp_enc enc = parse_encoding(encv);
+  int enc = parse_encoding(call, encv);
   const uint8_t *p = conch__buf_head(&call->body);
   size_t n = conch__buf_size(&call->body);
 
@@ -621,10 +647,10 @@ static void connect_unary_end(conch_call *call) {
     int json = media_type_is(ctype, "application/json");
     if (call->body_over || enc == CONCH_ENC_UNSUPPORTED) {
       n = 0;
-    } else if (enc == CONCH_ENC_GZIP && n > 0) {
+    } else if (enc != CONCH_ENC_IDENTITY && n > 0) {
       conch__buf_reset(&c->inflbuf);
-      if (conch__gzip_inflate(&c->gz, p, n, c->o.recv_limit, &c->inflbuf) ==
-          0) {
+      if (conch__comp_decompress(&c->comps, &c->o.comp, enc, p, n,
+                                 c->o.recv_limit, &c->inflbuf) == 0) {
         p = c->inflbuf.data;
         n = conch__buf_size(&c->inflbuf);
       } else {
@@ -657,7 +683,8 @@ static void connect_unary_end(conch_call *call) {
                      "unsupported response content-encoding '%s'", encv);
     return;
   }
-  conch__call_deliver(call, p, n, enc == CONCH_ENC_GZIP);
+  call->resp_enc = enc;
+  conch__call_deliver(call, p, n, enc != CONCH_ENC_IDENTITY);
   conch__buf_free(&call->body, c->mem);
   conch__call_finish(call);
 }
@@ -778,7 +805,7 @@ static void grpc_headers(conch_call *call) {
     return;
   }
   enc = conch_metadata_get(&call->headers, "grpc-encoding", NULL);
-  call->resp_enc = parse_encoding(enc);
+  call->resp_enc = parse_encoding(call, enc);
   if (call->resp_enc == CONCH_ENC_UNSUPPORTED) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
                      "unsupported response grpc-encoding '%s'", enc);
@@ -860,7 +887,7 @@ static int on_grpc_envelope(void *ud, uint8_t flags, const uint8_t *p,
                      "data after the trailers");
     return 1;
   }
-  if (compressed && call->resp_enc != CONCH_ENC_GZIP) {
+  if (compressed && call->resp_enc <= CONCH_ENC_IDENTITY) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
                      "received a compressed message but the response "
                      "declared no encoding");

@@ -70,7 +70,7 @@ const char *conch_strerror(int rv) {
   case CONCH_ERR_CANCELED:
     return "operation canceled";
   case CONCH_ERR_GZIP:
-    return "invalid gzip data";
+    return "invalid compressed data";
   case CONCH_ERR_HEADER:
     return "metadata name or value not allowed";
   case CONCH_ERR_URL:

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Sets up a fresh Debian 12 machine (scripts/setup.sh), builds conch when
 # needed, and runs the conch CLI with the given arguments.  Without --url
-# the CLI talks to the embedded local server on 127.0.0.1:49983 and starts
+# the CLI talks to the embedded local server on its private Unix socket
+# ($XDG_RUNTIME_DIR/conch/serve.sock, else /tmp/conch-<uid>/) and starts
 # it in the background when none answers (`conch serve --stop` ends it).
 #
 #   ./scripts/conch.sh run -- uname -a

@@ -44,7 +44,8 @@ static int group_setup(void **state) {
       return -1;
     }
   } else {
-    const char *argv[] = {CONCH_BIN, "serve", "--listen", "127.0.0.1:0", NULL};
+    const char *argv[] = {CONCH_BIN,     "serve",      "--listen",
+                          "127.0.0.1:0", "--no-token", NULL};
     if (conch_peer_start_argv(&server, argv) != 0) {
       return -1;
     }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The conch CLI end to end: every command against a `conch serve` of its
 # own (port 0), then the no-URL path that starts the background server on
-# envd's port and `conch serve --stop`.  Exit codes, stream separation,
+# the private Unix socket (a runtime directory of its own) and
+# `conch serve --stop`.  Attacks on both: test_security.sh.  Exit codes, stream separation,
 # stdin, signals, tags, attach, a PTY, and nothing left running.
 #
 #   test_cli.sh /path/to/conch
@@ -9,7 +10,9 @@ set -u
 CONCH=$1
 fails=0
 tmp=$(mktemp -d)
-trap 'kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
+srv2=
+trap 'kill -CONT $srv2 2>/dev/null; kill "$srv" $srv2 2>/dev/null; rm -rf "$tmp"' \
+  EXIT INT TERM
 
 check() { # name expected actual
   if [ "$2" = "$3" ]; then
@@ -34,7 +37,7 @@ still_alive() {
 }
 
 mkfifo "$tmp/srv"
-"$CONCH" serve --listen 127.0.0.1:0 >"$tmp/srv" 2>"$tmp/srv.err" </dev/null &
+"$CONCH" serve --listen 127.0.0.1:0 --no-token >"$tmp/srv" 2>"$tmp/srv.err" </dev/null &
 srv=$!
 read -r _ port <"$tmp/srv"
 U="--url http://127.0.0.1:$port"
@@ -56,6 +59,18 @@ check "run --env --cwd" "bar
 check "killed by signal 9 -> 137" "137" "$?"
 "$CONCH" $U run -- sh -c 'kill -15 $$' 2>/dev/null
 check "killed by signal 15 -> 143" "143" "$?"
+# A core dump: Go (envd) and conch serve say "signal: segmentation fault
+# (core dumped)"; still 128 + 11, as a shell says.
+"$CONCH" $U run --cwd "$tmp" -- sh -c 'ulimit -c unlimited; kill -SEGV $$' \
+  2>/dev/null
+check "core-dumping SIGSEGV -> 139" "139" "$?"
+[ -e "$tmp/core" ] || echo "note: no core file in $tmp (core_pattern:" \
+  "$(cat /proc/sys/kernel/core_pattern)): the (core dumped) case was not met"
+rm -f "$tmp/core"
+"$CONCH" $U run -- sh -c 'ulimit -c 0; kill -SEGV $$' 2>/dev/null
+check "SIGSEGV without a core -> 139" "139" "$?"
+"$CONCH" $U run -- sh -c 'kill -USR1 $$' 2>/dev/null
+check "killed by SIGUSR1 -> 138" "138" "$?"
 "$CONCH" $U run --cwd /nonexistent -- true 2>"$tmp/err"
 check "rpc failure exits 255" "255" "$?"
 check "rpc failure message" "conch: invalid_argument:" \
@@ -94,21 +109,85 @@ code=$?
 check "attach output" "late" "$(grep -v '^tick$' "$tmp/attach")"
 check "attach exit code" "5" "$code"
 
-# Interrupting run ends the remote process.
-"$CONCH" $U run --tag cli-int -- sleep 67 &
+# Every signal a terminal user sends to end a program (Ctrl-C, Ctrl-\,
+# kill, a closed terminal) ends the remote process as Ctrl-C does, and the
+# CLI exits 128 + N.
+n=0
+for sig in INT QUIT TERM HUP; do
+  n=$((n + 1))
+  "$CONCH" $U run --tag "cli-$sig" -- sleep 67 &
+  runner=$!
+  pid=
+  i=0
+  while [ -z "$pid" ] && [ "$i" -lt 100 ]; do
+    sleep 0.1
+    pid=$("$CONCH" $U ps | awk -v t="cli-$sig" '$2 == t {print $1}')
+    i=$((i + 1))
+  done
+  check "run to be interrupted by $sig started" "yes" \
+    "$([ -n "$pid" ] && echo yes)"
+  kill "-$sig" "$runner"
+  wait "$runner"
+  code=$?
+  case $sig in
+  INT) want=130 ;;
+  QUIT) want=131 ;;
+  TERM) want=143 ;;
+  HUP) want=129 ;;
+  esac
+  check "run interrupted by $sig exits $want" "$want" "$code"
+  check "run interrupted by $sig leaves nothing" "no" \
+    "$(still_alive "${pid:-0}")"
+done
+
+# A frozen server (SIGSTOP) does not hang attach or run: with
+# CONCH_KEEPALIVE=1 they end with unavailable (exit 255) within
+# 2 x 1 + 5 s of silence, and run's attempt to end its process is bounded
+# too.  Once the server runs again, the process's lifetime (--timeout)
+# ends it.
+mkfifo "$tmp/srv2"
+"$CONCH" serve --listen 127.0.0.1:0 >"$tmp/srv2" 2>>"$tmp/srv.err" </dev/null &
+srv2=$!
+read -r _ port2 <"$tmp/srv2"
+U2="--url http://127.0.0.1:$port2"
+pid=$("$CONCH" $U2 start -- sleep 97)
+CONCH_KEEPALIVE=1 "$CONCH" $U2 attach "$pid" >/dev/null 2>"$tmp/attach.err" &
+attacher=$!
+CONCH_KEEPALIVE=1 "$CONCH" $U2 --timeout 12 run -- sleep 98 2>"$tmp/run.err" &
 runner=$!
-pid=
 i=0
-while [ -z "$pid" ] && [ "$i" -lt 50 ]; do
+while ! "$CONCH" $U2 ps | grep -q "sleep 98" && [ "$i" -lt 100 ]; do
   sleep 0.1
-  pid=$("$CONCH" $U ps | awk '$2 == "cli-int" {print $1}')
   i=$((i + 1))
 done
-check "interrupted run started" "yes" "$([ -n "$pid" ] && echo yes)"
-kill -INT "$runner"
+kill -STOP "$srv2"
+t0=$(date +%s)
+wait "$attacher"
+check "attach to a frozen server exits 255" "255" "$?"
 wait "$runner"
-check "interrupted run exits 130" "130" "$?"
-check "interrupted run leaves nothing" "no" "$(still_alive "${pid:-0}")"
+check "run on a frozen server exits 255" "255" "$?"
+took=$(($(date +%s) - t0))
+check "frozen server noticed and closes bounded (<= 30 s, took $took s)" yes \
+  "$([ "$took" -le 30 ] && echo yes)"
+check "attach says unavailable" "conch: unavailable:" \
+  "$(cut -c1-19 "$tmp/attach.err" | head -1)"
+check "run says unavailable" "conch: unavailable:" \
+  "$(cut -c1-19 "$tmp/run.err" | head -1)"
+kill -CONT "$srv2"
+i=0
+while ps -eo args | grep -q '^sleep 98$' && [ "$i" -lt 300 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+check "run's process ends at its lifetime once the server runs again" "0" \
+  "$(ps -eo args | grep -c '^sleep 98$')"
+"$CONCH" $U2 kill "$pid"
+check "attach left its process to kill" "0" "$?"
+CONCH_KEEPALIVE=soon "$CONCH" $U2 ps 2>"$tmp/err"
+check "a bad CONCH_KEEPALIVE is refused" "255" "$?"
+kill "$srv2"
+wait "$srv2"
+srv2=
 
 # A PTY, through script(1) for a terminal.
 if command -v script >/dev/null 2>&1; then
@@ -119,29 +198,65 @@ if command -v script >/dev/null 2>&1; then
   *"33 91"*hi-from-pty*) check "pty size and input" ok ok ;;
   *) check "pty size and input" "33 91 ... hi-from-pty" "$out" ;;
   esac
+  # A closed terminal (script(1) killed: the master side goes away) ends
+  # run's remote process, as Ctrl-C does.
+  script -qec "exec $CONCH $U run --tag cli-tty -- sleep 67" /dev/null \
+    </dev/null >/dev/null 2>&1 &
+  term=$!
+  pid=
+  i=0
+  while [ -z "$pid" ] && [ "$i" -lt 100 ]; do
+    sleep 0.1
+    pid=$("$CONCH" $U ps | awk '$2 == "cli-tty" {print $1}')
+    i=$((i + 1))
+  done
+  check "run on a terminal started" "yes" "$([ -n "$pid" ] && echo yes)"
+  kill -KILL "$term"
+  wait "$term" 2>/dev/null
+  check "a closed terminal leaves nothing" "no" "$(still_alive "${pid:-0}")"
+  # The same for pty (raw mode: Ctrl-C goes to the remote terminal).
+  script -qec "exec $CONCH $U pty -- sleep 68" /dev/null \
+    </dev/null >/dev/null 2>&1 &
+  term=$!
+  pid=
+  i=0
+  while [ -z "$pid" ] && [ "$i" -lt 100 ]; do
+    sleep 0.1
+    pid=$("$CONCH" $U ps | awk '$3 == "sleep" && $4 == "68" {print $1}')
+    i=$((i + 1))
+  done
+  check "pty on a terminal started" "yes" "$([ -n "$pid" ] && echo yes)"
+  kill -KILL "$term"
+  wait "$term" 2>/dev/null
+  check "a closed terminal ends pty's process" "no" \
+    "$(still_alive "${pid:-0}")"
 fi
 
-# No URL: the background server on envd's port, then --stop.
-if ! bash -c 'exec 3<>/dev/tcp/127.0.0.1/49983' 2>/dev/null; then
-  out=$("$CONCH" run -- echo via-default)
-  check "no URL starts the local server" "via-default" "$out"
-  pid=$("$CONCH" start -- sleep 67)
-  check "start via default" "yes" "$(alive "$pid" && echo yes)"
-  out=$("$CONCH" ps | grep -c "sleep 67")
-  check "same server sees it" "1" "$out"
-  "$CONCH" serve --stop
-  check "serve --stop" "0" "$?"
-  check "stopping kills its children" "no" "$(still_alive "$pid")"
-else
-  echo "skip the default-port tests: something listens on 49983"
-fi
+# No URL: the background server on the private socket, then --stop.
+mkdir -m 700 "$tmp/xdg"
+export XDG_RUNTIME_DIR="$tmp/xdg"
+out=$("$CONCH" run -- echo via-default)
+check "no URL starts the local server" "via-default" "$out"
+check "its socket" "yes" "$([ -S "$tmp/xdg/conch/serve.sock" ] && echo yes)"
+pid=$("$CONCH" start -- sleep 67)
+check "start via default" "yes" "$(alive "$pid" && echo yes)"
+out=$("$CONCH" ps | grep -c "sleep 67")
+check "same server sees it" "1" "$out"
+"$CONCH" serve --stop
+check "serve --stop" "0" "$?"
+check "stopping kills its children" "no" "$(still_alive "$pid")"
+check "the socket is gone" "no" \
+  "$([ -e "$tmp/xdg/conch/serve.sock" ] && echo yes || echo no)"
+"$CONCH" serve --stop 2>/dev/null
+check "serve --stop with none running" "1" "$?"
+unset XDG_RUNTIME_DIR
 
 kill "$srv"
 wait "$srv"
 check "server exits cleanly" "0" "$?"
 # Nothing this suite started runs on (its own durations: other suites may
 # run sleeps of their own at the same time).
-left=$(ps -eo pid,args | grep -E 'sleep (37|67)$' | grep -v grep | wc -l)
+left=$(ps -eo pid,args | grep -E 'sleep (37|67|68|97|98)$' | grep -v grep | wc -l)
 check "no child left running" "0" "$left"
 [ "$fails" = 0 ] && echo "all CLI checks passed"
 exit "$fails"

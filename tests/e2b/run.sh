@@ -2,7 +2,10 @@
 # Starts one envd-compatible server on 127.0.0.1 (a free port, with an access
 # token), runs the E2B SDK suite (sdk_test.mjs) against it, stops it.
 #
-#   run.sh conch_serve /path/to/conch     `conch serve`
+#   run.sh conch_serve /path/to/conch     `conch serve` (token from CONCH_TOKEN)
+#   run.sh conch_serve_no_token /path/to/conch
+#                                         `conch serve --no-token`, as for the
+#                                         SDK's debug mode: a few run: cases
 #   run.sh node_server                    tests/api/node/server.mjs --http1
 #
 # Needs Node.js >= 20.18.1 and `npm ci` in tests/e2b (and in tests/api/node
@@ -45,18 +48,24 @@ token="e2b-suite-$$-$RANDOM"
 case "$target" in
   conch_serve)
     [ -x "$conch" ] || die "usage: run.sh conch_serve /path/to/conch (got '$conch')"
-    server=("$conch" serve --listen 127.0.0.1:0 --access-token "$token")
-    suite_flags=()
+    server=(env CONCH_TOKEN="$token" "$conch" serve --listen 127.0.0.1:0)
+    suite_flags=(--access-token "$token")
+    ;;
+  conch_serve_no_token)
+    [ -x "$conch" ] || die "usage: run.sh conch_serve_no_token /path/to/conch"
+    server=("$conch" serve --listen 127.0.0.1:0 --no-token)
+    suite_flags=(--only '^(run: (stdout|cwd|envs)|commands.list|no process)')
     ;;
   node_server)
     need_modules "$top/tests/api/node" @connectrpc/connect-node
     server=(node "$top/tests/api/node/server.mjs" --http1 --port 0
       --access-token "$token")
     # No PTYs there (Node has no openpty without a native module).
-    suite_flags=(--no-pty)
+    suite_flags=(--access-token "$token" --no-pty)
     ;;
   *)
-    die "usage: run.sh conch_serve /path/to/conch | run.sh node_server"
+    die "usage: run.sh conch_serve|conch_serve_no_token /path/to/conch |" \
+      "run.sh node_server"
     ;;
 esac
 
@@ -105,7 +114,7 @@ echo "server: ${server[*]/$token/TOKEN} on port $port (pid $srv)"
 
 # ---- The suite ----------------------------------------------------------------
 node "$here/sdk_test.mjs" --url "http://127.0.0.1:$port" \
-  --access-token "$token" "${suite_flags[@]}" 3>&-
+  "${suite_flags[@]}" 3>&-
 rc=$?
 if ! kill -0 "$srv" 2>/dev/null; then
   echo "run.sh: the server exited during the suite"

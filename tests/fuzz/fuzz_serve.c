@@ -364,14 +364,15 @@ static int kid_start(fake_kid *k, const Process__StartRequest *req,
 }
 
 conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
-                     int switch_user, const char *cwd, srv_spawned *out,
-                     char *err, size_t errlen) {
+                     int switch_user, int envd_groups, const char *cwd,
+                     srv_spawned *out, char *err, size_t errlen) {
   const char *cmd = req->process != NULL ? req->process->cmd : "";
   fake_kid *k;
   ssize_t w;
 
   (void)u;
   (void)switch_user;
+  (void)envd_groups;
   (void)cwd;
   k = strcmp(cmd, "fail") != 0 ? kid_slot() : NULL;
   if (k == NULL) {
@@ -570,7 +571,8 @@ static void add_proc(const char *cmd, const char *tag, int pty, int stdin_on) {
   if (copy == NULL) {
     abort();
   }
-  if (srv_spawn(copy, NULL, 0, "/", &sp, err, sizeof(err)) != CONCH_CODE_OK ||
+  if (srv_spawn(copy, NULL, 0, 0, "/", &sp, err, sizeof(err)) !=
+          CONCH_CODE_OK ||
       srv_proc_add(&srv, copy, &sp, &p) != 0) {
     abort();
   }
@@ -593,9 +595,21 @@ static void server_init(unsigned flags) {
   cfg->compress_min = 1024;
   cfg->kill_grace_ms = 2000;
   cfg->max_conns = 4096;
+  cfg->idle_ms = 60000;
+  cfg->header_ms = 10000;
+  cfg->body_ms = 60000;
+  cfg->max_procs = 1024;
+  cfg->max_buffered = 128u << 20;
+  cfg->stdin_total = 64u << 20;
+  srv.spare_fd = -1;
   if (flags & F_TOKEN) {
     cfg->access_token = "tok";
   }
+  /* --allow-user '*': requests may name other users, as before that
+     option existed (the seeds do).  The Host check (a TCP listener
+     without a token) stays off: the seeds say "Host: x". */
+  cfg->allow_users[0] = "*";
+  cfg->nallow_users = 1;
   if (flags & F_SMALL) {
     cfg->max_message = 1024;
     cfg->conn_buffered = 8192;
@@ -604,6 +618,9 @@ static void server_init(unsigned flags) {
     cfg->out_low = 1024;
     cfg->stdin_high = 2048;
     cfg->compress_min = 16;
+    cfg->max_procs = 4;
+    cfg->max_buffered = 16384;
+    cfg->stdin_total = 4096;
   }
   srv.mem = conch_mem_default();
   conch__gzip_init(&srv.gz, srv.mem);

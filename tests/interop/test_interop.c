@@ -844,6 +844,279 @@ static void test_gzip_both_ways(void **state) {
   conch_client_free(c);
 }
 
+/* Every compression against connect-node's (compressions.mjs: Node's zlib
+   for gzip, br and deflate, libzstd for zstd, the Rust snap crate for
+   snappy) and "x-xor", registered on both sides through their APIs. */
+static const char *const comp_names[] = {"gzip",    "br",     "zstd",
+                                         "deflate", "snappy", "x-xor"};
+#define NCOMP (sizeof(comp_names) / sizeof(comp_names[0]))
+
+static int xor_compress(void *ud, int level, const uint8_t *in, size_t len,
+                        conch_compress_out *out) {
+  uint8_t buf[4096];
+  size_t i, k = 0;
+  int rv;
+  (void)ud;
+  (void)level;
+  buf[k++] = 0x5a;
+  for (i = 0; i < len; i++) {
+    buf[k++] = in[i] ^ 0x5a;
+    if (k == sizeof(buf)) {
+      rv = conch_compress_out_write(out, buf, k);
+      if (rv != 0) {
+        return rv;
+      }
+      k = 0;
+    }
+  }
+  return conch_compress_out_write(out, buf, k);
+}
+
+static int xor_decompress(void *ud, const uint8_t *in, size_t len,
+                          conch_compress_out *out) {
+  uint8_t buf[4096];
+  size_t i, k = 0;
+  int rv;
+  (void)ud;
+  if (in[0] != 0x5a) {
+    return CONCH_ERR_COMPRESSION;
+  }
+  for (i = 1; i < len; i++) {
+    buf[k++] = in[i] ^ 0x5a;
+    if (k == sizeof(buf) || i + 1 == len) {
+      rv = conch_compress_out_write(out, buf, k);
+      if (rv != 0) {
+        return rv;
+      }
+      k = 0;
+    }
+  }
+  return 0;
+}
+
+static conch_client *comp_client(const char *send, const char *accept,
+                                 size_t recv_limit) {
+  conch_client_opts *o;
+  conch_compressor x = CONCH_COMPRESSOR_INIT;
+  conch_client *c;
+  int id;
+
+  x.name = "x-xor";
+  x.compress = xor_compress;
+  x.decompress = xor_decompress;
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_add_compression(o, &x, &id), 0);
+  assert_int_equal(id, CONCH_COMPRESSION_CUSTOM_FIRST);
+  assert_int_equal(conch_client_opts_set_send_compression_name(o, send), 0);
+  assert_int_equal(conch_client_opts_set_accept_compression(o, accept), 0);
+  if (recv_limit != 0) {
+    assert_int_equal(conch_client_opts_set_recv_limit(o, recv_limit), 0);
+  }
+  c = new_client(h2c_url, o);
+  conch_client_opts_free(o);
+  return c;
+}
+
+/* Compressible but not trivial: text-like runs with some noise. */
+static void fill_text(uint8_t *p, size_t n, uint32_t seed) {
+  static const char words[] = "conch speaks every compression it accepts. ";
+  size_t i;
+  for (i = 0; i < n; i++) {
+    p[i] = (uint8_t)words[i % (sizeof(words) - 1)];
+    if (i % 331 == 0) {
+      seed = seed * 1103515245u + 12345u;
+      p[i] = (uint8_t)(seed >> 16);
+    }
+  }
+}
+
+/* Requests sent in each compression (the server echoes and says what it
+   received), responses received in the same one (the server answers in
+   the request's compression). */
+static void test_compressions_both_ways(void **state) {
+  size_t plen = 64u << 10;
+  uint8_t *payload = malloc(plen);
+  size_t i;
+  (void)state;
+
+  assert_non_null(payload);
+  fill_text(payload, plen, 7);
+  for (i = 0; i < NCOMP; i++) {
+    const char *name = comp_names[i];
+    conch_client *c = comp_client(name, "", 0);
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    Conchtest__V1__Response *r;
+    ProtobufCMessage *resp = NULL, *m;
+    conch_metadata *hdrs;
+    conch_status st;
+    conch_call *call;
+    int rv, n = 0;
+
+    print_message("compression %s\n", name);
+    assert_int_equal(conch_metadata_new(&hdrs, NULL), 0);
+    req.payload.data = payload;
+    req.payload.len = plen;
+    conch_status_init(&st);
+    rv = conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st, hdrs,
+                          NULL);
+    if (rv != 0) {
+      fail_msg("%s: %s", name, conch_status_message(&st));
+    }
+    r = (Conchtest__V1__Response *)resp;
+    assert_true(bin_eq(seen_header(r, enc_header(1), 0), name));
+    /* The send compression is advertised, and only it (accepted: none). */
+    assert_true(bin_eq(seen_header(r, accept_header(1), 0), name));
+    assert_string_equal(
+        conch_metadata_get(hdrs, enc_header(1),
+                           NULL),
+        name);
+    assert_int_equal(r->payload.len, plen);
+    assert_memory_equal(r->payload.data, payload, plen);
+    conch_message_free(c, resp);
+
+    /* A server stream: each message compressed, both ways. */
+    req.response_count = 3;
+    assert_int_equal(conch_call_start(c, &m_server, NULL, NULL, NULL, &call),
+                     0);
+    assert_int_equal(conch_call_send(call, &req.base), 0);
+    while ((rv = conch_call_recv_sync(call, &m)) == 0) {
+      r = (Conchtest__V1__Response *)m;
+      if (n == 0) {
+        assert_true(bin_eq(seen_header(r, enc_header(0), 0), name));
+      }
+      assert_int_equal(r->payload.len, plen);
+      assert_memory_equal(r->payload.data, payload, plen);
+      n++;
+      conch_message_free(c, m);
+    }
+    if (rv != CONCH_ERR_EOF) {
+      fail_msg("%s stream: %s", name,
+               conch_status_message(conch_call_status(call)));
+    }
+    assert_int_equal(n, 3);
+    assert_string_equal(
+        conch_metadata_get(conch_call_headers(call), enc_header(0), NULL),
+        name);
+    conch_call_free(call);
+    conch_metadata_free(hdrs);
+    conch_client_free(c);
+  }
+  free(payload);
+}
+
+/* Nothing sent compressed; the server answers in the first compression of
+   the accepted list it has. */
+static void test_compressions_accepted(void **state) {
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  uint8_t payload[20000];
+  size_t i;
+  (void)state;
+
+  fill_text(payload, sizeof(payload), 3);
+  req.payload.data = payload;
+  req.payload.len = sizeof(payload);
+  for (i = 0; i <= NCOMP; i++) {
+    /* Each alone, then a list in preference order. */
+    const char *accept = i < NCOMP ? comp_names[i] : "snappy,zstd,br";
+    const char *want = i < NCOMP ? comp_names[i] : "snappy";
+    conch_client *c = comp_client("identity", accept, 0);
+    ProtobufCMessage *resp = NULL, *m;
+    Conchtest__V1__Response *r;
+    conch_metadata *hdrs;
+    conch_status st;
+    conch_call *call;
+    int rv;
+
+    assert_int_equal(conch_metadata_new(&hdrs, NULL), 0);
+    conch_status_init(&st);
+    req.response_count = 0;
+    rv = conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st, hdrs,
+                          NULL);
+    if (rv != 0) {
+      fail_msg("%s: %s", accept, conch_status_message(&st));
+    }
+    r = (Conchtest__V1__Response *)resp;
+    assert_null(seen_header(r, enc_header(1), 0));
+    assert_true(bin_eq(seen_header(r, accept_header(1), 0), accept));
+    assert_string_equal(
+        conch_metadata_get(hdrs, enc_header(1),
+                           NULL),
+        want);
+    assert_memory_equal(r->payload.data, payload, sizeof(payload));
+    conch_message_free(c, resp);
+
+    req.response_count = 2;
+    assert_int_equal(conch_call_start(c, &m_server, NULL, NULL, NULL, &call),
+                     0);
+    assert_int_equal(conch_call_send(call, &req.base), 0);
+    while ((rv = conch_call_recv_sync(call, &m)) == 0) {
+      r = (Conchtest__V1__Response *)m;
+      assert_memory_equal(r->payload.data, payload, sizeof(payload));
+      conch_message_free(c, m);
+    }
+    assert_int_equal(rv, CONCH_ERR_EOF);
+    assert_string_equal(
+        conch_metadata_get(conch_call_headers(call), enc_header(0), NULL),
+        want);
+    conch_call_free(call);
+    conch_metadata_free(hdrs);
+    conch_client_free(c);
+  }
+}
+
+/* The receive limit is on the decoded size: a response that is small on
+   the wire but over the limit once decoded fails with resource_exhausted;
+   one just under it passes (JSON: base64 makes 3 bytes 4).  (Not x-xor:
+   it does not shrink anything.) */
+static void test_compressed_limit(void **state) {
+  size_t limit = 1u << 20;
+  size_t under = codec == CONCH_CODEC_JSON ? limit / 4 * 3 - 4096
+                                           : limit - 4096;
+  size_t i;
+  (void)state;
+
+  for (i = 0; i + 1 < NCOMP; i++) {
+    conch_client *c = comp_client("identity", comp_names[i], limit);
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    ProtobufCMessage *resp = NULL, *m;
+    conch_metadata *hdrs;
+    conch_status st;
+    conch_call *call;
+
+    assert_int_equal(conch_metadata_new(&hdrs, NULL), 0);
+    conch_status_init(&st);
+    req.response_size = (uint32_t)under;
+    assert_int_equal(conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st,
+                                      hdrs, NULL),
+                     0);
+    assert_string_equal(
+        conch_metadata_get(hdrs, enc_header(1),
+                           NULL),
+        comp_names[i]);
+    assert_int_equal(((Conchtest__V1__Response *)resp)->payload.len, under);
+    conch_message_free(c, resp);
+
+    req.response_size = 8u << 20; /* 8 MiB of a 256-byte pattern */
+    assert_int_equal(conch_unary_sync(c, &m_unary, NULL, &req.base, &resp, &st,
+                                      NULL, NULL),
+                     CONCH_ERR_RPC);
+    assert_int_equal(st.code, CONCH_CODE_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(conch_status_message(&st), "decompressed"));
+    conch_status_clear(&st);
+
+    req.response_count = 1;
+    assert_int_equal(conch_call_start(c, &m_server, NULL, NULL, NULL, &call),
+                     0);
+    assert_int_equal(conch_call_send(call, &req.base), 0);
+    assert_int_equal(conch_call_recv_sync(call, &m), CONCH_ERR_RPC);
+    assert_int_equal(conch_call_status(call)->code,
+                     CONCH_CODE_RESOURCE_EXHAUSTED);
+    conch_call_free(call);
+    conch_metadata_free(hdrs);
+    conch_client_free(c);
+  }
+}
+
 static void test_big_messages(void **state) {
   conch_client_opts *o;
   conch_client *c;
@@ -1379,6 +1652,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_deadline),
       cmocka_unit_test(test_cancel),
       cmocka_unit_test(test_gzip_both_ways),
+      cmocka_unit_test(test_compressions_both_ways),
+      cmocka_unit_test(test_compressions_accepted),
+      cmocka_unit_test(test_compressed_limit),
       cmocka_unit_test(test_big_messages),
       cmocka_unit_test(test_thousand_streams),
       cmocka_unit_test(test_tls),

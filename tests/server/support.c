@@ -81,6 +81,7 @@ int serve_start(serve_peer *p, const char *const *extra) {
   int out[2];
   size_t n = 0;
   int tls = 0;
+  int token = 0;
   pid_t parent = getpid();
   pid_t pid;
 
@@ -88,9 +89,13 @@ int serve_start(serve_peer *p, const char *const *extra) {
   argv[n++] = "serve";
   argv[n++] = "--listen";
   argv[n++] = "127.0.0.1:0";
-  while (extra != NULL && *extra != NULL && n < 30) {
+  while (extra != NULL && *extra != NULL && n < 29) {
     tls |= strcmp(*extra, "--tls-cert") == 0;
+    token |= strncmp(*extra, "--access-token", 14) == 0;
     argv[n++] = *extra++;
+  }
+  if (!token) {
+    argv[n++] = "--no-token"; /* loopback only; the Host check applies */
   }
   argv[n] = NULL;
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
@@ -327,6 +332,7 @@ struct h2_conn {
   nghttp2_session *s;
   int pending;
   int last_id;
+  int wr_shut;     /* h2_shutdown_write(): sends are dropped */
   h2_body *bodies; /* freed with the connection: a reset stream never
                       reads its body to the end */
 };
@@ -338,6 +344,9 @@ static ssize_t h2_send_cb(nghttp2_session *s, const uint8_t *data, size_t len,
 
   (void)s;
   (void)flags;
+  if (c->wr_shut) {
+    return (ssize_t)len;
+  }
   n = send(c->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n < 0) {
     return errno == EAGAIN ? NGHTTP2_ERR_WOULDBLOCK
@@ -554,6 +563,68 @@ int h2_run(h2_conn *c, int ms) {
     }
     if (n > 0 && nghttp2_session_mem_recv(c->s, buf, (size_t)n) < 0) {
       return -1;
+    }
+  }
+}
+
+int h2_fd(h2_conn *c) { return c->fd; }
+
+int h2_shutdown_write(h2_conn *c) {
+  long long deadline = now_ms() + 10000;
+
+  while (nghttp2_session_want_write(c->s) && now_ms() < deadline) {
+    struct pollfd pfd = {c->fd, POLLOUT, 0};
+
+    if (nghttp2_session_send(c->s) != 0) {
+      return -1;
+    }
+    poll(&pfd, 1, 100);
+  }
+  if (nghttp2_session_want_write(c->s) || shutdown(c->fd, SHUT_WR) != 0) {
+    return -1;
+  }
+  c->wr_shut = 1;
+  return 0;
+}
+
+int tcp_open(int port) {
+  struct sockaddr_in sa;
+  int one = 1;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  if (fd < 0) {
+    return -1;
+  }
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+    close(fd);
+    return -1;
+  }
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+int wait_closed(int fd, int ms) {
+  long long deadline = now_ms() + ms;
+
+  for (;;) {
+    struct pollfd pfd = {fd, POLLIN, 0};
+    long long left = deadline - now_ms();
+    char buf[4096];
+    ssize_t n;
+
+    if (left <= 0) {
+      return 0;
+    }
+    if (poll(&pfd, 1, (int)left) <= 0) {
+      continue;
+    }
+    n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+      return 1;
     }
   }
 }

@@ -22,8 +22,9 @@ typedef struct serve_peer {
   char url[64]; /* http://127.0.0.1:<port> (https:// with TLS) */
 } serve_peer;
 
-/* Runs `conch serve --listen 127.0.0.1:0 extra...` (CONCH_SERVE_BIN) and
-   waits for its LISTENING line.  Returns 0 or -1 (printed why). */
+/* Runs `conch serve --listen 127.0.0.1:0 extra...` (CONCH_SERVE_BIN; with
+   --no-token unless |extra| gives a token) and waits for its LISTENING line.
+   Returns 0 or -1 (printed why). */
 int serve_start(serve_peer *p, const char *const *extra);
 /* SIGTERM, then waits up to |wait_ms|.  Returns the exit status (0..255),
    128+signal, or -1 if it had to be SIGKILLed. */
@@ -73,6 +74,15 @@ int h2_run(h2_conn *c, int ms);
 int h2_rst(h2_conn *c, int32_t id);
 int h2_last_id(h2_conn *c);
 void h2_close(h2_conn *c);
+int h2_fd(h2_conn *c);
+/* Sends what the session has queued, then shutdown(SHUT_WR); later frames
+   (a SETTINGS ack, window updates) are dropped.  Returns 0 or -1. */
+int h2_shutdown_write(h2_conn *c);
+/* A blocking TCP connection to 127.0.0.1:|port|, or -1. */
+int tcp_open(int port);
+/* Reads and drops what |fd| receives until the peer closes it (1) or |ms|
+   passes (0). */
+int wait_closed(int fd, int ms);
 void h2_resp_free(h2_resp *r);
 /* One request on its own connection.  Returns 0 when it completed. */
 int h2_request(int port, const char *method, const char *path,

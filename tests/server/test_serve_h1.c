@@ -531,7 +531,7 @@ static void assert_health(int port) {
   h1c *c = h1_open(port);
   h1_resp r;
 
-  h1_sendf(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  h1_sendf(c, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
   assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 204);
   h1_close(c);
@@ -546,7 +546,7 @@ static void test_health_keepalive(void **state) {
   char v[64];
 
   (void)state;
-  h1_sendf(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  h1_sendf(c, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
   assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 204);
   assert_null(hdr(&r, "connection", v, sizeof(v)));
@@ -554,7 +554,7 @@ static void test_health_keepalive(void **state) {
   assert_non_null(hdr(&r, "date", v, sizeof(v)));
   assert_int_equal(strlen(v), 29);
   assert_string_equal(v + 25, " GMT");
-  h1_sendf(c, "HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  h1_sendf(c, "HEAD /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
   assert_int_equal(read_resp(c, &r, 1, WAIT_MS), 0);
   assert_int_equal(r.status, 204);
   /* The third request on the same connection. */
@@ -565,7 +565,7 @@ static void test_health_keepalive(void **state) {
   assert_int_equal((size_t)strtoul(v, NULL, 10), r.len);
   resp_free(&r);
   /* Routing and Connect errors come through as over HTTP/2. */
-  h1_sendf(c, "GET " SVC "List HTTP/1.1\r\nHost: x\r\n\r\n");
+  h1_sendf(c, "GET " SVC "List HTTP/1.1\r\nHost: localhost\r\n\r\n");
   assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 405);
   assert_non_null(hdr(&r, "allow", v, sizeof(v)));
@@ -761,7 +761,7 @@ static void test_chunked_request(void **state) {
   /* StreamInput (a client stream), its body chunked and sent in pieces
      split inside the envelopes. */
   body = stream_input(&len, ev.pid, "hello over h1\n");
-  h1_sendf(b, "POST " SVC "StreamInput HTTP/1.1\r\nHost: x\r\n"
+  h1_sendf(b, "POST " SVC "StreamInput HTTP/1.1\r\nHost: localhost\r\n"
               "Content-Type: application/connect+proto\r\n"
               "Transfer-Encoding: chunked\r\n\r\n");
   send_chunked(b, body, len, 7);
@@ -775,7 +775,7 @@ static void test_chunked_request(void **state) {
   }
   /* A unary call with a chunked body, on the same connection. */
   body = signal_req(&len, ev.pid, PROCESS__SIGNAL__SIGNAL_SIGKILL);
-  h1_sendf(b, "POST " SVC "SendSignal HTTP/1.1\r\nHost: x\r\n"
+  h1_sendf(b, "POST " SVC "SendSignal HTTP/1.1\r\nHost: localhost\r\n"
               "Content-Type: application/proto\r\n"
               "Transfer-Encoding: chunked\r\n\r\n");
   send_chunked(b, body, len, 3);
@@ -802,15 +802,15 @@ static void test_pipelining(void **state) {
   events ev;
   int hn;
   static const char rest[] =
-      "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
-      "POST " SVC "List HTTP/1.1\r\nHost: x\r\n"
+      "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n"
+      "POST " SVC "List HTTP/1.1\r\nHost: localhost\r\n"
       "Content-Type: application/proto\r\nContent-Length: 0\r\n\r\n"
-      "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+      "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
 
   (void)state;
   /* Three requests behind a stream, in one write: each waits its turn. */
   hn = snprintf(head, sizeof(head),
-                "POST " SVC "Start HTTP/1.1\r\nHost: x\r\n"
+                "POST " SVC "Start HTTP/1.1\r\nHost: localhost\r\n"
                 "Content-Type: application/connect+proto\r\n"
                 "Content-Length: %zu\r\n\r\n",
                 len);
@@ -849,7 +849,7 @@ static void test_expect_continue(void **state) {
 
   (void)state;
   h1_sendf(c,
-           "POST " SVC "SendSignal HTTP/1.1\r\nHost: x\r\n"
+           "POST " SVC "SendSignal HTTP/1.1\r\nHost: localhost\r\n"
            "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
            "Expect: 100-continue\r\n\r\n",
            len);
@@ -863,18 +863,19 @@ static void test_expect_continue(void **state) {
   /* Refused before the body: no 100, and the body that follows anyway is
      read and dropped; the connection goes on. */
   h1_sendf(c,
-           "POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n"
+           "POST /nope HTTP/1.1\r\nHost: localhost\r\nContent-Length: %zu\r\n"
            "Expect: 100-continue\r\n\r\n",
            len);
   assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 404);
   resp_free(&r);
   h1_send(c, req, len);
-  h1_sendf(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  h1_sendf(c, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
   assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 204);
   /* An expectation we do not know. */
-  h1_sendf(c, "POST " SVC "List HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+  h1_sendf(c, "POST " SVC
+              "List HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n"
               "Expect: magic\r\n\r\n");
   assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 417);
@@ -910,20 +911,26 @@ static void test_malformed(void **state) {
   REFUSED("\x01\x02 garbage\r\n\r\n", 400);
   REFUSED("GET /health HTTP/1.1\r\n\r\n", 400); /* no Host */
   REFUSED("GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400);
-  REFUSED("GET /health HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n", 400);
-  REFUSED("POST " SVC "List HTTP/1.1\r\nHost: x\r\n"
+  REFUSED("GET /health HTTP/1.1\r\nHost: localhost\r\nBad Name: v\r\n\r\n",
+          400);
+  REFUSED("POST " SVC "List HTTP/1.1\r\nHost: localhost\r\n"
           "Transfer-Encoding: chunked\r\n\r\nzz\r\n",
           400);
-  REFUSED("POST " SVC "List HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+  REFUSED("POST " SVC
+          "List HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n"
           "Content-Length: 2\r\n\r\nab",
           400);
-  REFUSED("GET health HTTP/1.1\r\nHost: x\r\n\r\n", 400);
-  REFUSED("FOO /health HTTP/1.1\r\nHost: x\r\n\r\n", 405);
-  REFUSED("PUT /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405);
-  REFUSED("CONNECT example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n", 405);
-  REFUSED("GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505);
+  REFUSED("GET health HTTP/1.1\r\nHost: localhost\r\n\r\n", 400);
+  REFUSED("FOO /health HTTP/1.1\r\nHost: localhost\r\n\r\n", 405);
+  REFUSED(
+      "PUT /health HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
+      405);
+  REFUSED("CONNECT example.com:443 HTTP/1.1\r\nHost: localhost\r\n\r\n", 405);
+  REFUSED("GET /health HTTP/2.0\r\nHost: localhost\r\n\r\n", 505);
   REFUSED("GET /health HTTP/1.0\r\n\r\n", 204);
-  REFUSED("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 204);
+  REFUSED(
+      "GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+      204);
   /* HTTP/1.0 keep-alive, with a length. */
   {
     h1c *c = h1_open(srv.port);
@@ -951,13 +958,14 @@ static void test_oversized(void **state) {
 
   (void)state;
   assert_non_null(big);
-  k = (size_t)snprintf(big, 256, "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ");
+  k = (size_t)snprintf(big, 256,
+                       "GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: ");
   memset(big + k, 'a', n);
   k += n;
   memcpy(big + k, "\r\n\r\n", 4);
   assert_refused(big, k + 4, 431);
   /* Too many fields. */
-  k = (size_t)snprintf(big, 256, "GET /health HTTP/1.1\r\nHost: x\r\n");
+  k = (size_t)snprintf(big, 256, "GET /health HTTP/1.1\r\nHost: localhost\r\n");
   for (i = 0; i < 120; i++) {
     k += (size_t)snprintf(big + k, 32, "X-%d: y\r\n", i);
   }
@@ -967,7 +975,7 @@ static void test_oversized(void **state) {
   memcpy(big, "GET /", 5);
   memset(big + 5, 'a', 9000);
   k = 5 + 9000;
-  k += (size_t)snprintf(big + k, 64, " HTTP/1.1\r\nHost: x\r\n\r\n");
+  k += (size_t)snprintf(big + k, 64, " HTTP/1.1\r\nHost: localhost\r\n\r\n");
   assert_refused(big, k, 414);
   free(big);
   assert_health(srv.port);
@@ -1106,7 +1114,7 @@ static void test_slow_writer(void **state) {
   data[60000] = '\0';
   start_on(a, &sr, &ev, NULL, argv);
   setsockopt(b->fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof(snd));
-  h1_sendf(b, "POST " SVC "StreamInput HTTP/1.1\r\nHost: x\r\n"
+  h1_sendf(b, "POST " SVC "StreamInput HTTP/1.1\r\nHost: localhost\r\n"
               "Content-Type: application/connect+proto\r\n"
               "Transfer-Encoding: chunked\r\n\r\n");
   env = si_start_env(&len, ev.pid);
@@ -1335,7 +1343,7 @@ static void test_shutdown(void **state) {
   (void)state;
   assert_int_equal(serve_start(&p, NULL), 0);
   idle = h1_open(p.port);
-  h1_sendf(idle, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  h1_sendf(idle, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
   assert_int_equal(read_resp(idle, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 204);
   busy = h1_open(p.port);

@@ -665,10 +665,11 @@ static void test_garbage(void **state) {
 /* HTTP/1.1 is served too (test_serve_h1.c has the rest): one request
    each way, on one keep-alive connection. */
 static void test_http1(void **state) {
-  static const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
-  static const char post[] = "POST /process.Process/List HTTP/1.1\r\n"
-                             "Host: x\r\nContent-Type: application/proto\r\n"
-                             "Content-Length: 0\r\n\r\n";
+  static const char req[] = "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  static const char post[] =
+      "POST /process.Process/List HTTP/1.1\r\n"
+      "Host: localhost\r\nContent-Type: application/proto\r\n"
+      "Content-Length: 0\r\n\r\n";
   struct sockaddr_in sa;
   char buf[1024];
   int fd;

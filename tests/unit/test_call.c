@@ -529,7 +529,7 @@ static void test_stream_unexpected(void **state) {
   done(&f);
   /* An encoding we do not know. */
   begin(&f, CONCH_STREAM_SERVER, 0);
-  response(&f, "200", STREAM_CT, 0, "connect-content-encoding", "br", NULL);
+  response(&f, "200", STREAM_CT, 0, "connect-content-encoding", "foo", NULL);
   finish(&f, CONCH_CODE_INTERNAL);
   done(&f);
   /* Trailers-only style: headers with END_STREAM and no body. */
@@ -1511,10 +1511,193 @@ static void test_json_any(void **state) {
   conch_client_free(res);
 }
 
+/* |s| compressed with compression |id| into |out| (cap bytes). */
+static size_t zip(int id, const char *s, uint8_t *out, size_t cap) {
+  conch_comp_opts co;
+  conch_comps cs;
+  conch_buf b = CONCH_BUF_INIT;
+  size_t n;
+  conch__comp_opts_defaults(&co);
+  conch__comps_init(&cs, conch_mem_default());
+  assert_int_equal(conch__comp_compress(&cs, &co, id, (const uint8_t *)s,
+                                        strlen(s), &b),
+                   0);
+  n = conch__buf_size(&b);
+  assert_true(n <= cap);
+  memcpy(out, conch__buf_head(&b), n);
+  conch__buf_free(&b, conch_mem_default());
+  conch__comps_clear(&cs);
+  return n;
+}
+
+/* Every built-in compression through calls of each protocol: responses
+   decoded from the declared encoding, a compressed end-stream, corrupt
+   data internal (naming the compression), the decoded size against the
+   receive limit; and the request headers that name and advertise it. */
+static void test_compressions(void **state) {
+  static const struct {
+    int id;
+    const char *name;
+  } comps[] = {{CONCH_COMPRESSION_GZIP, "gzip"},
+               {CONCH_COMPRESSION_BR, "br"},
+               {CONCH_COMPRESSION_ZSTD, "zstd"},
+               {CONCH_COMPRESSION_DEFLATE, "deflate"},
+               {CONCH_COMPRESSION_SNAPPY, "snappy"}};
+  static const char text[] = "hello, compressed world";
+  nghttp2_nv nva[64];
+  conch_buf store = CONCH_BUF_INIT;
+  char v[512], want[64];
+  uint8_t z[256];
+  size_t i, n;
+  fixture f;
+  long nh;
+  (void)state;
+
+  for (i = 0; i < sizeof(comps) / sizeof(comps[0]); i++) {
+    const char *name = comps[i].name;
+    conch_client_opts *o;
+    conch_client *c, *g, *small;
+
+    n = zip(comps[i].id, text, z, sizeof(z));
+    /* Connect unary: the body in content-encoding. */
+    begin(&f, CONCH_STREAM_UNARY, 0);
+    response(&f, "200", "application/proto", 0, "content-encoding", name,
+             NULL);
+    body(&f, z, n);
+    end(&f);
+    finish(&f, CONCH_CODE_OK);
+    assert_int_equal(f.r.last_len, strlen(text));
+    assert_memory_equal(f.r.last, text, strlen(text));
+    done(&f);
+    /* Connect stream: flagged envelopes and a compressed end-stream. */
+    begin(&f, CONCH_STREAM_SERVER, 0);
+    response(&f, "200", STREAM_CT, 0, "connect-content-encoding", name, NULL);
+    env(&f, 1, z, n);
+    env(&f, 0, text, strlen(text)); /* any message may go uncompressed */
+    {
+      uint8_t ze[64];
+      size_t ne = zip(comps[i].id, "{}", ze, sizeof(ze));
+      env(&f, 3, ze, ne);
+    }
+    end(&f);
+    finish(&f, CONCH_CODE_OK);
+    assert_int_equal(f.r.messages, 2);
+    done(&f);
+    /* gRPC. */
+    begin_on(&f, grpc_client, CONCH_STREAM_SERVER, 0);
+    response(&f, "200", "application/grpc", 0, "grpc-encoding", name, NULL);
+    env(&f, 1, z, n);
+    trailers(&f, "grpc-status", "0", NULL);
+    finish(&f, CONCH_CODE_OK);
+    assert_int_equal(f.r.last_len, strlen(text));
+    assert_memory_equal(f.r.last, text, strlen(text));
+    done(&f);
+    /* Not what it claims to be. */
+    begin_on(&f, grpc_client, CONCH_STREAM_SERVER, 0);
+    response(&f, "200", "application/grpc", 0, "grpc-encoding", name, NULL);
+    env(&f, 1, "\x01not compressed at all", 22);
+    finish(&f, CONCH_CODE_INTERNAL);
+    snprintf(want, sizeof(want), "invalid %s data", name);
+    assert_non_null(strstr(conch_status_message(&f.r.st), want));
+    done(&f);
+
+    /* The receive limit is on the decoded size: 23 bytes decoded pass a
+       limit of 23 and not one of 22, whatever the wire size. */
+    assert_int_equal(conch_client_opts_new(&o), 0);
+    assert_int_equal(conch_client_opts_set_recv_limit(o, strlen(text) - 1), 0);
+    assert_int_equal(conch_client_new(&small, "http://127.0.0.1:1", o), 0);
+    conch_client_opts_free(o);
+    begin_on(&f, small, CONCH_STREAM_SERVER, 0);
+    response(&f, "200", STREAM_CT, 0, "connect-content-encoding", name, NULL);
+    env(&f, 1, z, n);
+    finish(&f, CONCH_CODE_RESOURCE_EXHAUSTED);
+    done(&f);
+    conch_client_free(small);
+
+    /* Request headers: the send compression named and advertised first,
+       then the accepted list. */
+    assert_int_equal(conch_client_opts_new(&o), 0);
+    assert_int_equal(conch_client_opts_set_send_compression_name(o, name), 0);
+    assert_int_equal(conch_client_opts_set_accept_compression(o, "zstd, br"),
+                     0);
+    assert_int_equal(conch_client_new(&c, "http://127.0.0.1:1", o), 0);
+    assert_int_equal(conch_client_opts_set_protocol(o, CONCH_PROTOCOL_GRPC),
+                     0);
+    assert_int_equal(conch_client_new(&g, "http://127.0.0.1:1", o), 0);
+    conch_client_opts_free(o);
+    if (strcmp(name, "zstd") == 0 || strcmp(name, "br") == 0) {
+      snprintf(want, sizeof(want), "zstd,br"); /* listed already */
+    } else {
+      snprintf(want, sizeof(want), "%s,zstd,br", name);
+    }
+    /* Connect unary: the body compressed, content-encoding. */
+    begin_on(&f, c, CONCH_STREAM_UNARY, 0);
+    assert_int_equal(conch__proto_frame_message(f.call, (const uint8_t *)text,
+                                                strlen(text)),
+                     0);
+    nh = conch__proto_request_headers(f.call, nva, 64, &store);
+    assert_true(nh > 0);
+    assert_string_equal(nv_get(nva, nh, "content-encoding", v, sizeof(v)),
+                        name);
+    assert_string_equal(nv_get(nva, nh, "accept-encoding", v, sizeof(v)),
+                        want);
+    conch__buf_free(&store, conch_mem_default());
+    conch_call_cancel(f.call);
+    conch__client_run_done(c);
+    done(&f);
+    /* Connect stream. */
+    begin_on(&f, c, CONCH_STREAM_BIDI, 0);
+    nh = conch__proto_request_headers(f.call, nva, 64, &store);
+    assert_string_equal(
+        nv_get(nva, nh, "connect-content-encoding", v, sizeof(v)), name);
+    assert_string_equal(
+        nv_get(nva, nh, "connect-accept-encoding", v, sizeof(v)), want);
+    conch__buf_free(&store, conch_mem_default());
+    conch_call_cancel(f.call);
+    conch__client_run_done(c);
+    done(&f);
+    /* gRPC; a per-call identity overrides the client's compression. */
+    begin_on(&f, g, CONCH_STREAM_BIDI, 0);
+    nh = conch__proto_request_headers(f.call, nva, 64, &store);
+    assert_string_equal(nv_get(nva, nh, "grpc-encoding", v, sizeof(v)), name);
+    assert_string_equal(nv_get(nva, nh, "grpc-accept-encoding", v, sizeof(v)),
+                        want);
+    conch__buf_free(&store, conch_mem_default());
+    conch_call_cancel(f.call);
+    conch__client_run_done(g);
+    done(&f);
+    {
+      conch_call_opts opts = CONCH_CALL_OPTS_INIT;
+      conch_call *call;
+      opts.send_compression = CONCH_COMPRESSION_IDENTITY;
+      memset(&f, 0, sizeof(f));
+      f.m.path = "/t.v1.T/M";
+      f.m.kind = CONCH_STREAM_BIDI;
+      assert_int_equal(
+          conch__call_new_detached(g, &f.m, &opts, NULL, NULL, &call), 0);
+      nh = conch__proto_request_headers(call, nva, 64, &store);
+      assert_null(nv_get(nva, nh, "grpc-encoding", v, sizeof(v)));
+      assert_string_equal(
+          nv_get(nva, nh, "grpc-accept-encoding", v, sizeof(v)), "zstd,br");
+      conch__buf_free(&store, conch_mem_default());
+      conch_call_free(call);
+      conch__client_run_done(g);
+      /* An id nothing is registered under. */
+      opts.send_compression = CONCH_COMPRESSION_CUSTOM_FIRST;
+      assert_int_equal(
+          conch__call_new_detached(g, &f.m, &opts, NULL, NULL, &call),
+          CONCH_ERR_INVALID);
+    }
+    conch_client_free(c);
+    conch_client_free(g);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ok_and_empty),
       cmocka_unit_test(test_unary_gzip_body),
+      cmocka_unit_test(test_compressions),
       cmocka_unit_test(test_unary_unexpected),
       cmocka_unit_test(test_unary_errors),
       cmocka_unit_test(test_informational_skipped),

@@ -78,7 +78,7 @@ static void test_opts(void **state) {
   assert_int_equal(conch_client_opts_set_user_agent(o, "mine/1.0"), 0);
   assert_int_equal(conch_client_opts_set_protocol(o, (conch_protocol)7),
                    CONCH_ERR_INVALID);
-  assert_int_equal(conch_client_opts_set_send_compression(o, 5),
+  assert_int_equal(conch_client_opts_set_send_compression(o, 42),
                    CONCH_ERR_INVALID);
   assert_int_equal(conch_client_opts_set_client_cert_file(o, NULL, "k"),
                    CONCH_ERR_INVALID);
@@ -94,6 +94,55 @@ static void test_opts(void **state) {
   conch_client_free(c);
   conch_client_opts_free(o);
   conch_client_opts_free(NULL);
+}
+
+/* Unix sockets: the "unix:" URL and the option (over an http:// URL). */
+static void test_unix_socket(void **state) {
+  char longpath[CONCH_UNIX_PATH_MAX + 8];
+  conch_client_opts *o;
+  conch_client *c = NULL;
+  (void)state;
+  assert_int_equal(conch_client_new(&c, "unix:/run/x/serve.sock", NULL), 0);
+  assert_string_equal(c->unix_path, "/run/x/serve.sock");
+  assert_string_equal(c->authority, "localhost");
+  assert_string_equal(c->prefix, "");
+  assert_int_equal(c->tls, 0);
+  conch_client_free(c);
+  c = (conch_client *)1;
+  assert_int_equal(conch_client_new(&c, "unix:", NULL), CONCH_ERR_URL);
+  memset(longpath, 'a', sizeof(longpath));
+  memcpy(longpath, "unix:/", 6);
+  longpath[5 + CONCH_UNIX_PATH_MAX] = '\0'; /* one byte over */
+  assert_int_equal(conch_client_new(&c, longpath, NULL), CONCH_ERR_URL);
+  longpath[5 + CONCH_UNIX_PATH_MAX - 1] = '\0'; /* the longest */
+  assert_int_equal(conch_client_new(&c, longpath, NULL), 0);
+  conch_client_free(c);
+
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_unix_socket(o, ""), CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_opts_set_unix_socket(o, longpath + 4),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_opts_set_unix_socket(NULL, "/s"),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_opts_set_unix_peer_any(NULL, 1),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_opts_set_unix_socket(o, "/tmp/a.sock"), 0);
+  assert_int_equal(conch_client_opts_set_unix_peer_any(o, 1), 0);
+  assert_int_equal(conch_client_new(&c, "http://box:8080/p", o), 0);
+  assert_string_equal(c->unix_path, "/tmp/a.sock");
+  assert_string_equal(c->authority, "box:8080");
+  assert_string_equal(c->prefix, "/p");
+  assert_int_equal(c->o.unix_peer_any, 1);
+  conch_client_free(c);
+  /* The URL's path wins over the option's. */
+  assert_int_equal(conch_client_new(&c, "unix:/b.sock", o), 0);
+  assert_string_equal(c->unix_path, "/b.sock");
+  conch_client_free(c);
+  assert_int_equal(conch_client_opts_set_unix_socket(o, NULL), 0);
+  assert_int_equal(conch_client_new(&c, "http://box", o), 0);
+  assert_null(c->unix_path);
+  conch_client_free(c);
+  conch_client_opts_free(o);
 }
 
 static void test_version_and_strerror(void **state) {
@@ -128,28 +177,59 @@ static void test_driving_arguments(void **state) {
   conch_client_free(NULL);
 }
 
+/* Arguments of conch_client_keepalive_default (its effect, PINGs on unless
+   the caller's options chose, is measured against a frozen server in
+   tests/api/test_teardown.c). */
+static void test_keepalive_default(void **state) {
+  conch_client_opts *o;
+  conch_client *c;
+  (void)state;
+  assert_int_equal(conch_client_keepalive_default(NULL, 1000, 0),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_new(&c, "http://127.0.0.1:1", NULL), 0);
+  assert_int_equal(conch_client_keepalive_default(c, 999, 0), CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_keepalive_default(c, -1, 0), CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_keepalive_default(c, 1000, -1),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_keepalive_default(c, 10000, 10000), 0);
+  assert_int_equal(conch_client_keepalive_default(c, 0, 0), 0);
+  conch_client_free(c);
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_keepalive(o, 0, 0), 0);
+  assert_int_equal(conch_client_new(&c, "http://127.0.0.1:1", o), 0);
+  assert_int_equal(conch_client_keepalive_default(c, 5000, 0), 0);
+  conch_client_free(c);
+  conch_client_opts_free(o);
+}
+
 static void test_new_survives_every_oom(void **state) {
   size_t n;
+  static const char *const urls[] = {"http://example.com:80/prefix",
+                                     "unix:/other.sock"};
+  size_t u;
   (void)state;
-  for (n = 0;; n++) {
-    conch_client_opts *o;
-    conch_client *c = NULL;
-    int rv;
-    assert_int_equal(conch_client_opts_new(&o), 0);
-    assert_int_equal(conch_client_opts_set_mem(o, failmem_hooks()), 0);
-    assert_int_equal(conch_client_opts_set_user_agent(o, "x/1"), 0);
-    failmem_fail_at(n);
-    rv = conch_client_new(&c, "http://example.com:80/prefix", o);
-    conch_client_opts_free(o);
-    if (rv == 0) {
-      conch_client_free(c);
-    } else {
-      assert_int_equal(rv, CONCH_ERR_NOMEM);
-    }
-    assert_int_equal(failmem_live_blocks(), 0);
-    if (!failmem_fired()) {
-      assert_int_equal(rv, 0);
-      break;
+  for (u = 0; u < 2; u++) {
+    for (n = 0;; n++) {
+      conch_client_opts *o;
+      conch_client *c = NULL;
+      int rv;
+      assert_int_equal(conch_client_opts_new(&o), 0);
+      assert_int_equal(conch_client_opts_set_mem(o, failmem_hooks()), 0);
+      assert_int_equal(conch_client_opts_set_user_agent(o, "x/1"), 0);
+      assert_int_equal(conch_client_opts_set_unix_socket(o, "/s.sock"), 0);
+      failmem_fail_at(n);
+      rv = conch_client_new(&c, urls[u], o);
+      conch_client_opts_free(o);
+      if (rv == 0) {
+        conch_client_free(c);
+      } else {
+        assert_int_equal(rv, CONCH_ERR_NOMEM);
+      }
+      assert_int_equal(failmem_live_blocks(), 0);
+      if (!failmem_fired()) {
+        assert_int_equal(rv, 0);
+        break;
+      }
     }
   }
   failmem_fail_at((size_t)-1);
@@ -246,8 +326,10 @@ int main(void) {
       cmocka_unit_test(test_urls),
       cmocka_unit_test(test_bad_urls),
       cmocka_unit_test(test_opts),
+      cmocka_unit_test(test_unix_socket),
       cmocka_unit_test(test_version_and_strerror),
       cmocka_unit_test(test_driving_arguments),
+      cmocka_unit_test(test_keepalive_default),
       cmocka_unit_test(test_new_survives_every_oom),
       cmocka_unit_test(test_alarms),
       cmocka_unit_test(test_deadline_grace),

@@ -32,7 +32,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 mkfifo "$out/c" "$out/n"
-"$conch" serve --listen 127.0.0.1:0 >"$out/c" </dev/null &
+"$conch" serve --listen 127.0.0.1:0 --no-token >"$out/c" </dev/null &
 cpid=$!
 read -r _ cport <"$out/c"
 node "$top/tests/api/node/server.mjs" --port 0 >"$out/n" </dev/null &

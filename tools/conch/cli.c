@@ -1,7 +1,7 @@
 /* The conch CLI's process commands: run, start, ps, kill, attach, pty, on
    the commands/Process API.  With no URL they talk to the local server on
-   envd's address, starting `conch serve` in the background when none
-   answers. */
+   the private Unix socket of the user's runtime directory, starting
+   `conch serve` in the background when none answers. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -10,22 +10,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include <conch/process.h>
 
 #include "cli.h"
-
-#define LOCAL_HOST "127.0.0.1"
-#define LOCAL_PORT 49983
+#include "rundir.h"
 
 /* ---- Small helpers ------------------------------------------------------ */
 
@@ -38,14 +38,19 @@ static void on_winch(int sig) {
   got_winch = 1;
 }
 
+/* Every signal a terminal user sends to end a program: Ctrl-C (INT),
+   Ctrl-\ (QUIT), kill (TERM) and a closed terminal (HUP).  Each ends a
+   streamed process as its handle's close does; the CLI then exits 128+N. */
 static void catch_signals(void) {
+  static const int ending[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP};
   struct sigaction sa;
+  size_t i;
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+  for (i = 0; i < sizeof(ending) / sizeof(ending[0]); i++) {
+    sigaction(ending[i], &sa, NULL);
+  }
   sa.sa_handler = on_winch;
   sigaction(SIGWINCH, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
@@ -84,40 +89,72 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
   return 0;
 }
 
-/* 128 + N for "signal: <name>" (Go's wording, as envd reports it). */
+/* Go's names of the signals (syscall.Signal.String() on Linux), which envd
+   and `conch serve` report as "signal: <name>", followed by " (core
+   dumped)" when the process dumped core; "signal: signal N" for others. */
+static const char *const go_signal_names[] = {
+    NULL,
+    "hangup",
+    "interrupt",
+    "quit",
+    "illegal instruction",
+    "trace/breakpoint trap",
+    "aborted",
+    "bus error",
+    "floating point exception",
+    "killed",
+    "user defined signal 1",
+    "segmentation fault",
+    "user defined signal 2",
+    "broken pipe",
+    "alarm clock",
+    "terminated",
+    "stack fault",
+    "child exited",
+    "continued",
+    "stopped (signal)",
+    "stopped",
+    "stopped (tty input)",
+    "stopped (tty output)",
+    "urgent I/O condition",
+    "CPU time limit exceeded",
+    "file size limit exceeded",
+    "virtual timer expired",
+    "profiling timer expired",
+    "window changed",
+    "I/O possible",
+    "power failure",
+    "bad system call",
+};
+
+/* 128 + N for a status "signal: <name>[ (core dumped)]", as a shell
+   reports a child killed by signal N. */
 static int signal_exit(const char *status) {
-  int n;
+  static const char core[] = " (core dumped)";
+  size_t len, i, nnames = sizeof(go_signal_names) / sizeof(go_signal_names[0]);
   if (status == NULL || strncmp(status, "signal: ", 8) != 0) {
     return 1;
   }
   status += 8;
-  for (n = 1; n < 65; n++) {
-    const char *name = strsignal(n);
-    size_t i, len;
-    if (name == NULL) {
-      continue;
-    }
-    len = strlen(name);
-    if (len != strlen(status)) {
-      continue;
-    }
-    for (i = 0; i < len; i++) {
-      char a = name[i], b = status[i];
-      if (a >= 'A' && a <= 'Z') {
-        a = (char)(a + 32);
-      }
-      if (b >= 'A' && b <= 'Z') {
-        b = (char)(b + 32);
-      }
-      if (a != b) {
-        break;
-      }
-    }
-    if (i == len) {
-      return 128 + n;
+  len = strlen(status);
+  if (len > sizeof(core) - 1 &&
+      strcmp(status + len - (sizeof(core) - 1), core) == 0) {
+    len -= sizeof(core) - 1;
+  }
+  for (i = 1; i < nnames; i++) {
+    if (strlen(go_signal_names[i]) == len &&
+        strncmp(go_signal_names[i], status, len) == 0) {
+      return 128 + (int)i;
     }
   }
-  return 128 + SIGKILL; /* "killed" is what envd reports most */
+  if (len > 7 && strncmp(status, "signal ", 7) == 0) {
+    char *end;
+    long n = strtol(status + 7, &end, 10);
+    if (end == status + len && n > 0 && n < 128) {
+      return 128 + (int)n;
+    }
+  }
+  return 128 + SIGKILL; /* unknown words: "killed" is what envd reports most */
 }
 
 static int exit_code_of(const conch_exec_result *r) {
@@ -129,146 +166,261 @@ static int exit_code_of(const conch_exec_result *r) {
 
 /* ---- The local server --------------------------------------------------- */
 
-/* Where the pidfile of a background server lives. */
-static void pidfile_path(char *out, size_t cap, int port) {
-  const char *rt = getenv("XDG_RUNTIME_DIR");
-  char dir[256];
-  if (rt != NULL && rt[0] != '\0') {
-    snprintf(dir, sizeof(dir), "%s/conch", rt);
-  } else {
-    snprintf(dir, sizeof(dir), "/tmp/conch-%ld", (long)getuid());
+/* The CLI and its background server meet on a Unix socket in the private
+   runtime directory (rundir.c): nobody else can create or replace it, the
+   server serves only our uid and root (SO_PEERCRED), and the runtime checks
+   that the server is ours or root's (conch_client_opts_set_unix_socket). */
+typedef struct local_server {
+  int dirfd;
+  char dir[200];
+  char sock[256];
+} local_server;
+
+static int local_open(local_server *ls) {
+  char err[512];
+  int n;
+
+  ls->dirfd = conch_rundir_open(ls->dir, sizeof(ls->dir), err, sizeof(err));
+  if (ls->dirfd < 0) {
+    fprintf(stderr, "conch: %s\n", err);
+    return -1;
   }
-  mkdir(dir, 0700);
-  snprintf(out, cap, "%s/serve-%d.pid", dir, port);
+  n = snprintf(ls->sock, sizeof(ls->sock), "%s/serve.sock", ls->dir);
+  if (n < 0 || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+    fprintf(stderr, "conch: %s/serve.sock: path too long for a socket\n",
+            ls->dir);
+    close(ls->dirfd);
+    return -1;
+  }
+  return 0;
 }
 
-static int port_answers(int port) {
-  struct sockaddr_in a;
-  int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+/* A connected socket to the local server, or -1. */
+static int local_connect(const local_server *ls) {
+  struct sockaddr_un a;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  if (fd < 0) {
+    return -1;
+  }
+  memset(&a, 0, sizeof(a));
+  a.sun_family = AF_UNIX;
+  memcpy(a.sun_path, ls->sock, strlen(ls->sock));
+  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static int local_answers(const local_server *ls) {
+  int fd = local_connect(ls);
   if (fd < 0) {
     return 0;
   }
-  memset(&a, 0, sizeof(a));
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)port);
-  inet_pton(AF_INET, LOCAL_HOST, &a.sin_addr);
-  ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
   close(fd);
-  return ok;
+  return 1;
 }
 
-/* Starts `conch serve` detached from this terminal and session; its pid goes
-   to the pidfile for `conch serve --stop`. */
-static int start_local_server(void) {
-  char pidfile[512], log[600], listen_arg[64];
+/* Whether a server holds the socket's lock (starting, or serving). */
+static int local_locked(const local_server *ls) {
+  int fd = conch_rundir_openat(ls->dirfd, "serve.sock.lock", O_RDONLY);
+  int held;
+
+  if (fd < 0) {
+    return 0;
+  }
+  held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return held;
+}
+
+/* Starts `conch serve` on the private socket, detached from this terminal
+   and session, its output appended to serve.log next to the socket. */
+static int start_local_server(const local_server *ls) {
+  char listen_arg[300];
   pid_t pid;
   int64_t t0;
-  FILE *f;
+  int log = conch_rundir_openat(ls->dirfd, "serve.log",
+                                O_WRONLY | O_CREAT | O_APPEND);
+  int status;
 
-  pidfile_path(pidfile, sizeof(pidfile), LOCAL_PORT);
-  snprintf(log, sizeof(log), "%.*s.log", (int)(strlen(pidfile) - 4), pidfile);
-  snprintf(listen_arg, sizeof(listen_arg), "%s:%d", LOCAL_HOST, LOCAL_PORT);
+  if (log < 0) {
+    fprintf(stderr, "conch: %s/serve.log: %s\n", ls->dir,
+            errno == ELOOP   ? "a symlink (refused)"
+            : errno == EPERM ? "not a regular file of ours (refused)"
+                             : strerror(errno));
+    return -1;
+  }
+  snprintf(listen_arg, sizeof(listen_arg), "unix:%s", ls->sock);
   fflush(NULL);
   pid = fork();
   if (pid < 0) {
+    close(log);
     return -1;
   }
   if (pid == 0) {
     int in = open("/dev/null", O_RDONLY);
-    int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
     setsid();
     if (in >= 0) {
       dup2(in, STDIN_FILENO);
     }
-    if (out >= 0) {
-      dup2(out, STDOUT_FILENO);
-      dup2(out, STDERR_FILENO);
-    }
+    dup2(log, STDOUT_FILENO);
+    dup2(log, STDERR_FILENO);
+    unsetenv("CONCH_TOKEN"); /* the socket's peer check is the guard */
     execl("/proc/self/exe", "conch", "serve", "--listen", listen_arg,
           (char *)NULL);
     _exit(127);
   }
-  f = fopen(pidfile, "w");
-  if (f != NULL) {
-    fprintf(f, "%ld\n", (long)pid);
-    fclose(f);
-  }
+  close(log);
   t0 = now_ms();
-  while (now_ms() - t0 < 10000) {
-    int status;
-    if (port_answers(LOCAL_PORT)) {
+  while (now_ms() - t0 < 20000) {
+    if (local_answers(ls)) {
       return 0;
     }
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      fprintf(stderr, "conch: the local server did not start (see %s)\n", log);
-      unlink(pidfile);
+    /* Ours gave up (another CLI's server won the lock): wait for that one
+       while it holds the lock. */
+    if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) {
+      pid = 0;
+    }
+    if (pid == 0 && !local_locked(ls) && !local_answers(ls)) {
+      fprintf(stderr, "conch: the local server did not start (see %s/%s)\n",
+              ls->dir, "serve.log");
       return -1;
     }
     usleep(20000);
   }
-  fprintf(stderr, "conch: the local server did not answer (see %s)\n", log);
+  fprintf(stderr, "conch: the local server did not answer (see %s/%s)\n",
+          ls->dir, "serve.log");
   return -1;
 }
 
+/* `conch serve --stop`: the pid comes from the socket itself (SO_PEERCRED of
+   the listener), pinned with a pidfd while the connection shows the server
+   alive, so no stale file can make us signal another process. */
 int conch_cli_serve_stop(void) {
-  char pidfile[512];
-  FILE *f;
-  long pid = 0;
+  local_server ls;
+  struct ucred cred;
+  socklen_t len = sizeof(cred);
+  struct pollfd pf;
+  int fd, pidfd, rv = 1;
   int64_t t0;
 
-  pidfile_path(pidfile, sizeof(pidfile), LOCAL_PORT);
-  f = fopen(pidfile, "r");
-  if (f == NULL || fscanf(f, "%ld", &pid) != 1 || pid <= 1) {
-    if (f != NULL) {
-      fclose(f);
+  if (local_open(&ls) != 0) {
+    return 1;
+  }
+  fd = local_connect(&ls);
+  if (fd < 0) {
+    fprintf(stderr, "conch: no background server (nothing answers on %s)\n",
+            ls.sock);
+    close(ls.dirfd);
+    return 1;
+  }
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+      cred.pid <= 1 || (cred.uid != geteuid() && cred.uid != 0)) {
+    fprintf(stderr, "conch: %s: not a server of ours\n", ls.sock);
+    goto out;
+  }
+  pidfd = (int)syscall(SYS_pidfd_open, (pid_t)cred.pid, 0);
+  pf.fd = fd;
+  pf.events = POLLRDHUP; /* not POLLIN: the server may greet us */
+  pf.revents = 0;
+  if (pidfd < 0 || poll(&pf, 1, 0) < 0 ||
+      (pf.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+    /* No pidfd, or the connection already ended: the server may be gone
+       and its pid reused; signal nothing. */
+    fprintf(stderr, "conch: the background server (pid %ld) is going away\n",
+            (long)cred.pid);
+    if (pidfd >= 0) {
+      close(pidfd);
     }
-    fprintf(stderr, "conch: no background server started by conch\n");
-    return 1;
+    goto out;
   }
-  fclose(f);
-  if (kill((pid_t)pid, SIGTERM) != 0) {
-    unlink(pidfile);
-    fprintf(stderr, "conch: the background server (pid %ld) is gone\n", pid);
-    return 1;
+  if (syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) != 0) {
+    fprintf(stderr, "conch: cannot stop pid %ld: %s\n", (long)cred.pid,
+            strerror(errno));
+    close(pidfd);
+    goto out;
   }
+  /* The pidfd turns readable when the process has exited. */
   t0 = now_ms();
-  while (kill((pid_t)pid, 0) == 0 && now_ms() - t0 < 10000) {
-    usleep(20000);
+  pf.fd = pidfd;
+  pf.events = POLLIN;
+  while (now_ms() - t0 < 20000 && poll(&pf, 1, 100) == 0) {
   }
-  unlink(pidfile);
-  return 0;
+  close(pidfd);
+  rv = 0;
+out:
+  close(fd);
+  close(ls.dirfd);
+  return rv;
 }
 
 /* ---- Sandbox ------------------------------------------------------------ */
 
+/* CONCH_KEEPALIVE: the liveness interval in seconds, or "off". */
+static int keepalive_from_env(long *ms) {
+  const char *v = getenv("CONCH_KEEPALIVE");
+  char *end;
+  long s;
+  if (v == NULL || v[0] == '\0') {
+    return 0;
+  }
+  if (strcmp(v, "off") == 0) {
+    *ms = -1;
+    return 0;
+  }
+  errno = 0;
+  s = strtol(v, &end, 10);
+  if (errno != 0 || *end != '\0' || s < 1 || s > 86400) {
+    fprintf(stderr,
+            "conch: CONCH_KEEPALIVE must be seconds (1-86400) or off, not "
+            "'%s'\n",
+            v);
+    return -1;
+  }
+  *ms = s * 1000;
+  return 0;
+}
+
 static int open_sandbox(const cli_globals *g, conch_sandbox **sb) {
   conch_sandbox_opts so = CONCH_SANDBOX_OPTS_INIT;
   conch_client_opts *co = NULL;
-  char url[64];
+  local_server ls;
   int rv;
 
+  if (conch_client_opts_new(&co) != 0) {
+    return -1;
+  }
+  so.url = g->url;
   if (g->url == NULL) {
-    if (!port_answers(LOCAL_PORT) && start_local_server() != 0) {
-      return -1;
-    }
-    snprintf(url, sizeof(url), "http://%s:%d", LOCAL_HOST, LOCAL_PORT);
-    so.url = url;
-  } else {
-    so.url = g->url;
-  }
-  so.access_token = g->token;
-  so.user = g->user;
-  if (g->timeout_ms != 0) {
-    so.timeout_ms = g->timeout_ms;
-  }
-  if (g->cacert != NULL) {
-    if (conch_client_opts_new(&co) != 0 ||
-        conch_client_opts_set_ca_file(co, g->cacert) != 0) {
+    if (local_open(&ls) != 0) {
       conch_client_opts_free(co);
       return -1;
     }
-    so.client_opts = co;
+    rv = local_answers(&ls) ? 0 : start_local_server(&ls);
+    close(ls.dirfd);
+    /* The socket, with the runtime's check that its server is ours or
+       root's. */
+    if (rv != 0 || conch_client_opts_set_unix_socket(co, ls.sock) != 0) {
+      conch_client_opts_free(co);
+      return -1;
+    }
+    so.url = "http://localhost";
   }
+  so.access_token = g->token;
+  so.user = g->user;
+  if (keepalive_from_env(&so.keepalive_ms) != 0) {
+    return -1;
+  }
+  if (g->timeout_ms != 0) {
+    so.timeout_ms = g->timeout_ms;
+  }
+  if (g->cacert != NULL && conch_client_opts_set_ca_file(co, g->cacert) != 0) {
+    conch_client_opts_free(co);
+    return -1;
+  }
+  so.client_opts = co;
   rv = conch_sandbox_new(sb, &so);
   conch_client_opts_free(co);
   if (rv != 0) {
@@ -460,6 +612,8 @@ static int pump(session *s) {
         if (conch_stdin_write(s->in, buf, (size_t)r) != 0) {
           stdin_open = 0;
         }
+      } else if (r < 0 && errno == EIO) {
+        got_signal = SIGHUP; /* our terminal is gone: as its hangup */
       } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
         conch_status st;
         conch_status_init(&st);

@@ -47,9 +47,13 @@ static void usage(FILE *f) {
           "             [--cacert FILE] <command> [options]\n"
           "\n"
           "Without --url (or CONCH_URL) conch talks to the local server on\n"
-          "127.0.0.1:49983, starting `conch serve` in the background when\n"
-          "none answers; `conch serve --stop` ends it.  CONCH_TOKEN gives\n"
-          "the access token.\n\ncommands:\n");
+          "a private Unix socket ($XDG_RUNTIME_DIR/conch/serve.sock, else\n"
+          "/tmp/conch-<uid>/), starting `conch serve` in the background\n"
+          "when none answers; `conch serve --stop` ends it.  URL is\n"
+          "http[s]://HOST[:PORT] or unix:PATH.  CONCH_TOKEN gives the\n"
+          "access token.  CONCH_KEEPALIVE=SEC (default 10, or off): a\n"
+          "server silent for 2 x SEC + 5 s ends a stream with unavailable.\n"
+          "\ncommands:\n");
   for (i = 0; i < NCOMMANDS; i++) {
     fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
   }

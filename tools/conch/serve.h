@@ -9,6 +9,7 @@
    serve_service.c  the process.Process RPCs
    serve_proc.c     running processes: output, stdin, reaping, retention
    serve_spawn.c    users, cwd and environment rules, fork/exec
+   serve_keeper.c   the process that kills our groups if we are killed
 
    Everything runs on one thread.  Objects that a callback may end (a
    connection, a process) are not freed at once: they are marked dead and
@@ -111,11 +112,22 @@ int srv_loop_poll(srv_loop *l, int max_ms);
 
 /* ---- Configuration and the server (serve_main.c) ------------------------- */
 
+enum { SRV_MAX_ALLOW = 16 };
+
 typedef struct srv_config {
-  const char *listen; /* HOST:PORT */
+  const char *listen; /* HOST:PORT or unix:PATH */
   const char *tls_cert;
   const char *tls_key;
-  const char *access_token;
+  const char *access_token; /* NULL: none required */
+  /* A TCP listener without a token: only requests whose Host/:authority is
+     a loopback name (DNS rebinding). */
+  int host_check;
+  /* Unix socket peers (SO_PEERCRED) accepted besides our euid and root. */
+  uid_t allow_uids[SRV_MAX_ALLOW];
+  size_t nallow_uids;
+  /* Users processes may run as besides the server's own; "*" any. */
+  const char *allow_users[SRV_MAX_ALLOW];
+  size_t nallow_users;
   int64_t retention_ms;  /* how long an ended process can be re-attached */
   size_t max_message;    /* largest request message, after inflation */
   size_t conn_buffered;  /* request bytes one connection may hold */
@@ -126,6 +138,15 @@ typedef struct srv_config {
   size_t compress_min;   /* smallest response message gzipped */
   int64_t kill_grace_ms; /* SIGTERM to SIGKILL at shutdown */
   size_t max_conns;
+  int signal_pid_only; /* envd's way: signals and deadlines to the pid,
+                          piped children in our process group */
+  int64_t idle_ms;     /* a connection with no request in progress */
+  int64_t header_ms;   /* handshake, preface and request headers; also the
+                          idle limit before a first authenticated request */
+  int64_t body_ms;     /* one request message, from its first byte */
+  size_t max_procs;    /* processes held: running, and ended ones retained */
+  size_t max_buffered; /* request bytes all connections may hold */
+  size_t stdin_total;  /* stdin queued for all processes */
 } srv_config;
 
 typedef struct srv_server srv_server;
@@ -146,7 +167,8 @@ struct srv_server {
   srv_link dead_conns;
   srv_link flush; /* connections with output to produce this turn */
   size_t nconns;
-  srv_link procs; /* running and retained, newest last */
+  size_t buffered; /* request bytes held by every connection */
+  srv_link procs;  /* running and retained, newest last */
   srv_link dead_procs;
   uint64_t next_serial;
   uid_t euid;
@@ -154,10 +176,25 @@ struct srv_server {
   int hard_killed; /* SIGKILL went out */
   srv_timer stop_t;
   srv_timer accept_t; /* out of descriptors: accept again later */
+  int spare_fd;       /* held back for srv_conn_shed(), or -1 */
+  int keeper_on;      /* a keeper runs (serve_keeper.c) */
+  int keeper_fd;      /* ... and this is its pipe */
 };
 
 /* Begins the shutdown (signal, stdin closed). */
 void srv_server_stop(srv_server *srv);
+/* Whether processes may run as |name| (uid |uid|): the server's own user,
+   or one the operator allowed (--allow-user). */
+int srv_user_allowed(const srv_server *srv, const char *name, uid_t uid);
+/* Whether |authority| (Host or :authority, NULL when absent) passes the
+   host check of cfg.host_check. */
+int srv_authority_ok(const srv_server *srv, const char *authority);
+
+/* ---- The keeper (serve_keeper.c) ----------------------------------------- */
+
+/* Starts the process that kills our process groups if we are killed.
+   Returns 0 or -1 (none then). */
+int srv_keeper_start(srv_server *srv);
 
 /* ---- Connections (serve_conn.c) ------------------------------------------ */
 
@@ -178,11 +215,22 @@ struct srv_conn {
   srv_link streams;
   size_t buffered; /* request bytes held by its streams */
   int dead;
-  srv_timer idle_t;
+  srv_timer idle_t;  /* see conn_arm_idle() */
+  int authed;        /* a request passed the access-token check */
+  int rd_eof;        /* the client shut its write side */
+  int idle_closing;  /* idle: GOAWAY sent, the next expiry closes */
   struct srv_h1 *h1; /* HTTP/1.1: the bridge into |h2| (serve_h1.c) */
 };
 
 int srv_conn_accept(srv_server *srv, int fd);
+/* At the connection limit: closes the oldest connection that has neither
+   shown the access token nor a request in progress.  Returns 0, or -1 if
+   there is none. */
+int srv_conn_evict(srv_server *srv);
+/* Out of descriptors: accepts the clients waiting on |listen_fd| with the
+   spare descriptor and closes them, so they fail now instead of hanging
+   in the backlog. */
+void srv_conn_shed(srv_server *srv, int listen_fd);
 /* Produce and write what the session has to send (deferred to the end of
    the turn). */
 void srv_conn_kick(srv_conn *c);
@@ -193,6 +241,10 @@ void srv_conn_free(srv_conn *c);
 void srv_conn_goaway(srv_conn *c);
 /* Gives |n| request bytes of stream |id| back to flow control. */
 void srv_conn_consume(srv_conn *c, int32_t id, size_t n);
+/* A stream of |c| began or went away: the idle timer follows. */
+void srv_conn_streams_changed(srv_conn *c);
+/* The idle limit of |c| now (header_ms until it is authenticated). */
+int64_t srv_conn_idle_ms(const srv_conn *c);
 
 enum { SRV_IO_AGAIN = -1, SRV_IO_ERROR = -2 };
 /* Writes to the socket (TLS or not): bytes written, SRV_IO_AGAIN or
@@ -219,6 +271,8 @@ int srv_h1_produce(srv_conn *c);
 uint32_t srv_h1_events(const srv_conn *c);
 /* Server shutdown: finish the current request, then close. */
 void srv_h1_goaway(srv_conn *c);
+/* The client shut its write side: answer what it sent, then close. */
+void srv_h1_eof(srv_conn *c);
 
 /* ---- The Connect protocol on one stream (serve_rpc.c) -------------------- */
 
@@ -248,6 +302,12 @@ typedef struct srv_user {
 } srv_user;
 
 enum { SRV_HDR_MAX = 64 * 1024 };
+/* The StartRequests of all processes held (running and retained) are
+   what List sends back: they may total this much, so that a List stays
+   under 4 MiB, the receive limit of gRPC and conch clients by default. */
+enum { SRV_CONFIG_BUDGET = 3 * 1024 * 1024 };
+/* Values (objects, arrays, members, elements) a JSON request may hold. */
+enum { SRV_JSON_MAX_VALUES = 256 * 1024 };
 
 struct srv_stream {
   srv_link link; /* conn->streams */
@@ -264,6 +324,7 @@ struct srv_stream {
   char *h_keepalive; /* keepalive-ping-interval */
   char *h_auth;      /* authorization */
   char *h_token;     /* x-access-token */
+  char *h_authority; /* :authority, else host */
   size_t hdr_bytes;
   const srv_method *m;
   int json;          /* the JSON codec (else proto) */
@@ -292,6 +353,8 @@ struct srv_stream {
   srv_timer deadline_t;
   int64_t keepalive_ms;
   srv_timer keepalive_t;
+  srv_timer recv_t; /* headers, then each request message (body_ms) */
+  int headers_in;   /* the header block ended */
   srv_user user;
   int have_user;
   /* Service state. */
@@ -373,7 +436,8 @@ struct srv_proc {
   int ended;
   uint8_t *end_msg; /* the packed StartResponse holding the EndEvent */
   size_t end_len;
-  srv_timer deadline_t;
+  srv_timer deadline_t; /* SIGKILL to its group; may outlive the leader */
+  srv_timer settle_t;   /* PTY: output still in the kernel at the reap */
   srv_timer retain_t;
   int dead;
 };
@@ -402,10 +466,21 @@ int srv_proc_write_input(srv_proc *p, const uint8_t *data, size_t len);
 void srv_proc_wait_input(srv_proc *p, srv_stream *st);
 void srv_proc_unwait(srv_stream *st);
 void srv_proc_close_input(srv_proc *p);
+/* The deadline of the process's group; after the leader's end it still
+   reaches what is left of the group (none with cfg.signal_pid_only). */
 void srv_proc_set_deadline(srv_proc *p, int64_t timeout_ms);
+/* Signals what |p| started: its process group (and, for a PTY, the job
+   groups of its session); only the pid with cfg.signal_pid_only.  After
+   the leader was reaped, only members still found in its session that
+   descend from this server.  Returns how many targets were signalled
+   (0: nothing left), or -1 with errno. */
+int srv_proc_kill(srv_proc *p, int sig);
 void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus);
 void srv_proc_free(srv_proc *p);
-/* Shutdown: signal every process group; |sig| SIGTERM or SIGKILL. */
+/* Forgets the oldest ended process.  Returns 0, or -1 if none is held. */
+int srv_proc_drop_ended(srv_server *srv);
+/* Shutdown: signal every process group (also with cfg.signal_pid_only);
+   |sig| SIGTERM or SIGKILL. */
 void srv_proc_signal_all(srv_server *srv, int sig);
 int srv_proc_running(const srv_server *srv);
 
@@ -422,10 +497,11 @@ void srv_user_clear(srv_user *u);
    message in |err|. */
 conch_code srv_resolve_cwd(const char *cwd, const srv_user *u, char **out,
                            char *err, size_t errlen);
-/* Forks and execs the request as |u|.  Returns 0, or a code with a
-   message in |err|. */
+/* Forks and execs the request as |u|, in a session of its own (with
+   |envd_groups|, only a PTY child, as envd does).  Returns 0, or a code
+   with a message in |err|. */
 conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
-                     int switch_user, const char *cwd, srv_spawned *out,
-                     char *err, size_t errlen);
+                     int switch_user, int envd_groups, const char *cwd,
+                     srv_spawned *out, char *err, size_t errlen);
 
 #endif

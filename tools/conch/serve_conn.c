@@ -10,6 +10,7 @@
 #include "serve.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@
 
 #define CONN_READ_CHUNK 16384
 #define CONN_READ_BUDGET (1024 * 1024)
-#define CONN_IDLE_MS 10000 /* TLS handshake plus HTTP/2 preface */
+#define CONN_CLOSE_MS 1000 /* after an idle GOAWAY, before the close */
 #define CONN_STREAM_WINDOW (1 << 20)
 #define CONN_WINDOW (16 << 20)
 
@@ -69,14 +70,9 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f,
 
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f,
                          void *user_data) {
-  srv_conn *c = user_data;
   srv_stream *st;
 
-  /* The preface and a first frame arrived: the client is real.  (Over
-     HTTP/1.1 the frames are ours; serve_h1.c runs the timer.) */
-  if (c->h1 == NULL) {
-    srv_timer_cancel(&c->srv->loop, &c->idle_t);
-  }
+  (void)user_data;
   if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) {
     return 0;
   }
@@ -218,8 +214,10 @@ int srv_conn_accept(srv_server *srv, int fd) {
     SSL_set_accept_state(c->ssl);
     c->handshaking = 1;
   }
+  /* The handshake, the preface and the first request have header_ms. */
   if (srv_watch_set(&srv->loop, &c->w, EPOLLIN) != 0 ||
-      srv_timer_arm(&srv->loop, &c->idle_t, srv_now_ms() + CONN_IDLE_MS) != 0) {
+      srv_timer_arm(&srv->loop, &c->idle_t,
+                    srv_now_ms() + srv->cfg.header_ms) != 0) {
     goto fail;
   }
   srv_conn_kick(c);
@@ -270,10 +268,90 @@ void srv_conn_free(srv_conn *c) {
   free(c);
 }
 
+/* The idle timer.  Over HTTP/2 it runs while the connection has no
+   stream: header_ms from the accept (TLS handshake, preface, first
+   request), then srv_conn_idle_ms() from the end of each last stream.  A
+   stream whose headers or body are late has its own timer (serve_rpc.c),
+   and a stream that is only answered (a long process with no output) is
+   never cut.  Over HTTP/1.1, serve_h1.c arms it likewise. */
 static void conn_idle(srv_timer *t) {
   srv_conn *c = SRV_CONTAINER(t, srv_conn, idle_t);
 
+  /* An HTTP/2 client is told first (GOAWAY: no request of its was lost),
+     and cut off if it does not go. */
+  if (c->h1 == NULL && c->sniffed == 1 && !c->handshaking && !c->idle_closing &&
+      srv_list_empty(&c->streams)) {
+    c->idle_closing = 1;
+    if (nghttp2_session_terminate_session(c->h2, NGHTTP2_NO_ERROR) == 0 &&
+        srv_timer_arm(&c->srv->loop, &c->idle_t,
+                      srv_now_ms() + CONN_CLOSE_MS) == 0) {
+      srv_conn_kick(c);
+      return;
+    }
+  }
   srv_conn_close(c);
+}
+
+int64_t srv_conn_idle_ms(const srv_conn *c) {
+  const srv_config *cfg = &c->srv->cfg;
+
+  /* Until a request shows the token, a connection is a stranger's: it
+     may not hold a slot any longer than it takes to send the headers. */
+  if (!c->authed && cfg->header_ms < cfg->idle_ms) {
+    return cfg->header_ms;
+  }
+  return cfg->idle_ms;
+}
+
+void srv_conn_streams_changed(srv_conn *c) {
+  srv_loop *l = &c->srv->loop;
+
+  if (c->dead || c->h1 != NULL || c->idle_closing) {
+    return;
+  }
+  if (!srv_list_empty(&c->streams)) {
+    srv_timer_cancel(l, &c->idle_t);
+    return;
+  }
+  if (c->rd_eof) {
+    srv_conn_kick(c); /* conn_flush() closes it once the output is out */
+    return;
+  }
+  if (srv_timer_arm(l, &c->idle_t, srv_now_ms() + srv_conn_idle_ms(c)) != 0) {
+    srv_conn_kick(c);
+  }
+}
+
+void srv_conn_shed(srv_server *srv, int listen_fd) {
+  int i;
+
+  if (srv->spare_fd < 0) {
+    return;
+  }
+  close(srv->spare_fd);
+  for (i = 0; i < 64; i++) {
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+    if (fd < 0) {
+      break;
+    }
+    close(fd);
+  }
+  srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+int srv_conn_evict(srv_server *srv) {
+  srv_link *l;
+
+  for (l = srv->conns.next; l != &srv->conns; l = l->next) {
+    srv_conn *c = SRV_CONTAINER(l, srv_conn, link);
+
+    if (!c->authed && srv_list_empty(&c->streams)) {
+      srv_conn_close(c);
+      return 0;
+    }
+  }
+  return -1;
 }
 
 void srv_conn_kick(srv_conn *c) {
@@ -422,10 +500,46 @@ static void conn_feed(srv_conn *c, const uint8_t *p, size_t n) {
   conn_deliver(c, p, n);
 }
 
+/* The client shut its write side (shutdown(SHUT_WR), or TLS close_notify):
+   what it asked is still answered, as HTTP/1.1 and HTTP/2 both allow; the
+   connection closes once that is done. */
+static void conn_eof(srv_conn *c) {
+  srv_link *l;
+
+  if (c->rd_eof || c->handshaking || !c->sniffed) {
+    srv_conn_close(c);
+    return;
+  }
+  c->rd_eof = 1;
+  srv_timer_cancel(&c->srv->loop, &c->idle_t);
+  if (c->h1 != NULL) {
+    srv_h1_eof(c);
+    srv_conn_kick(c);
+    return;
+  }
+  /* A request still being received can never end: reset it. */
+  for (l = c->streams.next; l != &c->streams; l = l->next) {
+    srv_stream *st = SRV_CONTAINER(l, srv_stream, link);
+
+    if (!st->req_done) {
+      nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, st->id,
+                                NGHTTP2_CANCEL);
+    }
+  }
+  srv_conn_kick(c);
+}
+
 static void conn_read(srv_conn *c, uint32_t events) {
   uint8_t buf[CONN_READ_CHUNK];
   size_t total = 0;
 
+  if (c->rd_eof && c->h1 == NULL) {
+    /* Nothing more to read; a hang-up means the peer is gone for good. */
+    if ((events & (EPOLLHUP | EPOLLERR)) != 0) {
+      srv_conn_close(c);
+    }
+    return;
+  }
   while (!c->dead) {
     size_t want = sizeof(buf);
     ssize_t n;
@@ -462,7 +576,11 @@ static void conn_read(srv_conn *c, uint32_t events) {
     if (n == IO_AGAIN) {
       return;
     }
-    if (n <= 0) {
+    if (n == 0) {
+      conn_eof(c);
+      return;
+    }
+    if (n < 0) {
       srv_conn_close(c);
       return;
     }
@@ -562,7 +680,14 @@ static int conn_produce(srv_conn *c) {
 }
 
 static void conn_update_watch(srv_conn *c) {
-  uint32_t ev = c->h1 != NULL ? srv_h1_events(c) : EPOLLIN;
+  uint32_t ev = c->h1 != NULL ? srv_h1_events(c) : c->rd_eof ? 0 : EPOLLIN;
+
+  /* Half-closed: not reading, but a hang-up should still end it (epoll
+     reports EPOLLHUP whether asked or not, but only for an fd in the
+     set). */
+  if (ev == 0 && c->rd_eof) {
+    ev = EPOLLHUP;
+  }
 
   if (c->wlen > c->woff) {
     ev |= EPOLLOUT;
@@ -579,6 +704,12 @@ static void conn_flush(srv_conn *c) {
   int rv = conn_produce(c);
 
   if (rv != 0) {
+    srv_conn_close(c);
+    return;
+  }
+  /* Half-closed HTTP/2: every answer is out. */
+  if (c->rd_eof && c->h1 == NULL && srv_list_empty(&c->streams) &&
+      c->wlen == c->woff && !nghttp2_session_want_write(c->h2)) {
     srv_conn_close(c);
     return;
   }

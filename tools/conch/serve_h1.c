@@ -49,7 +49,6 @@
 #define H1_MAX_FIELDS 100
 #define H1_WINDOW (256 * 1024)       /* response bytes in flight */
 #define H1_DISCARD_MAX (1024 * 1024) /* body read after an early answer */
-#define H1_IDLE_MS 30000             /* between requests */
 #define H1_LINGER_MS 2000            /* write side shut, before close */
 #define H1_DISCARD_CHUNK (16 * 1024) /* read while closing */
 #define H1_PUMP_MAX 256              /* rounds per loop turn */
@@ -75,6 +74,7 @@ struct srv_h1 {
   int closing;          /* no more requests: close once |out| is written */
   int lingering;        /* write side shut, reading to EOF */
   int paused;           /* the parser waits for the response to finish */
+  int eof;              /* the client shut its write side */
 
   /* The current exchange: one request and its response. */
   int active;    /* a request began */
@@ -308,7 +308,7 @@ static void ex_try_complete(srv_h1 *h) {
     h->paused = 0;
     http_parser_pause(&h->p, 0);
   }
-  srv_timer_arm(&c->srv->loop, &c->idle_t, srv_now_ms() + H1_IDLE_MS);
+  srv_timer_arm(&c->srv->loop, &c->idle_t, srv_now_ms() + srv_conn_idle_ms(c));
 }
 
 /* "Date: <IMF-fixdate>\r\n" (RFC 9110 6.6.1: an origin server with a
@@ -373,8 +373,13 @@ static int cb_fail(srv_h1 *h, int status) {
 
 static int on_message_begin(http_parser *p) {
   srv_h1 *h = p->data;
+  srv_conn *c = h->c;
 
   h->active = 1;
+  /* The request line and headers have header_ms from their first byte;
+     the body is timed by serve_rpc.c, like an HTTP/2 one. */
+  srv_timer_arm(&c->srv->loop, &c->idle_t,
+                srv_now_ms() + c->srv->cfg.header_ms);
   return 0;
 }
 
@@ -887,10 +892,11 @@ static void resp_end(srv_h1 *h) {
   if (!h->req_done) {
     srv_conn *c = h->c;
 
-    /* The rest of the body is dropped as it comes, if it comes. */
+    /* The rest of the body is dropped as it comes, if it comes soon. */
     h->discard = 1;
     buf_trim(h, &h->body);
-    srv_timer_arm(&c->srv->loop, &c->idle_t, srv_now_ms() + H1_IDLE_MS);
+    srv_timer_arm(&c->srv->loop, &c->idle_t,
+                  srv_now_ms() + c->srv->cfg.header_ms);
   }
   ex_try_complete(h);
 }
@@ -1078,6 +1084,25 @@ void srv_h1_goaway(srv_conn *c) {
   srv_conn_kick(c);
 }
 
+void srv_h1_eof(srv_conn *c) {
+  c->h1->eof = 1;
+  srv_conn_kick(c);
+}
+
+/* The client sends no more: once what it sent is parsed, an unfinished
+   request is a truncated one (400), and with none in progress the
+   connection closes (after the answers are out). */
+static void h1_check_eof(srv_h1 *h) {
+  if (!h->eof || h->closing || conch__buf_size(&h->in) > 0 || h->paused) {
+    return;
+  }
+  if (!h->active) {
+    h->closing = 1;
+  } else if (!h->req_done) {
+    ex_fail(h, 400, 1);
+  }
+}
+
 size_t srv_h1_room(const srv_conn *c) {
   const srv_h1 *h = c->h1;
   size_t used = conch__buf_size(&h->in);
@@ -1087,7 +1112,7 @@ size_t srv_h1_room(const srv_conn *c) {
   if (h->closing || h->lingering) {
     return H1_DISCARD_CHUNK;
   }
-  if (h->fatal || used >= H1_IN_MAX) {
+  if (h->fatal || h->eof || used >= H1_IN_MAX) {
     return 0;
   }
   return H1_IN_MAX - used;
@@ -1269,6 +1294,7 @@ int srv_h1_produce(srv_conn *c) {
   if (i == H1_PUMP_MAX) {
     srv_conn_kick(c); /* let the other connections have their turn */
   }
+  h1_check_eof(h);
   if (h->closing && conch__buf_size(&h->out) == 0) {
     return start_linger(h);
   }

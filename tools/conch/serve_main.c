@@ -4,6 +4,7 @@
    SIGTERM to every process group, SIGKILL after the grace period, then
    every child reaped before exit. */
 #include "commands.h"
+#include "rundir.h"
 #include "serve.h"
 #include "serve_tls.h"
 
@@ -13,42 +14,78 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define DEFAULT_LISTEN "127.0.0.1:49983" /* envd's port */
 #define STOP_LINGER_MS 2000 /* after SIGKILL: let the last events out */
 #define LOOP_MAX_WAIT_MS 1000
 
 static const char usage_text[] =
-    "usage: conch serve [--listen HOST:PORT] [--tls-cert FILE --tls-key "
-    "FILE]\n"
-    "                   [--access-token TOKEN]\n"
+    "usage: conch serve [--listen unix:PATH | --listen HOST:PORT]\n"
+    "                   [--access-token-file FILE | --no-token]\n"
+    "                   [--tls-cert FILE --tls-key FILE]\n"
+    "                   [--allow-uid UID]... [--allow-user NAME|*]...\n"
     "\n"
     "Runs a local envd-compatible process server (process.Process over the\n"
     "Connect protocol, HTTP/1.1 and HTTP/2).  Prints \"LISTENING <port>\"\n"
-    "once ready.\n"
+    "(\"LISTENING unix:PATH\" for a Unix socket) once ready.\n"
     "\n"
-    "  --listen HOST:PORT    address to listen on (default " DEFAULT_LISTEN
-    ";\n"
-    "                        port 0 picks a free port)\n"
+    "  --listen unix:PATH    a Unix socket (mode 0600); only peers of our uid\n"
+    "                        or root (SO_PEERCRED) are served.  The default:\n"
+    "                        unix:$XDG_RUNTIME_DIR/conch/serve.sock, else\n"
+    "                        unix:${TMPDIR:-/tmp}/conch-<uid>/serve.sock\n"
+    "  --listen HOST:PORT    TCP (port 0 picks a free port); needs a token\n"
+    "                        or --no-token, and a token when HOST is not a\n"
+    "                        loopback address\n"
+    "  --access-token-file FILE  require X-Access-Token: <the file's first\n"
+    "                        line> (401 otherwise); CONCH_TOKEN in the\n"
+    "                        environment does the same\n"
+    "  --access-token TOKEN  the same from the command line (other users\n"
+    "                        may see it in ps before it is blanked)\n"
+    "  --no-token            serve TCP on a loopback address without a\n"
+    "                        token: every local user can run commands as\n"
+    "                        this server's user (e2b SDK, E2B_DEBUG=true)\n"
     "  --tls-cert FILE       serve TLS (ALPN h2, http/1.1) with this PEM\n"
     "                        certificate\n"
     "  --tls-key FILE        ... and this PEM key\n"
-    "  --access-token TOKEN  require X-Access-Token: TOKEN (401 otherwise)\n";
+    "  --allow-uid UID       also serve Unix socket peers of this uid\n"
+    "  --allow-user NAME     let requests run processes as NAME (\"*\": any\n"
+    "                        user); by default only as the server's user\n";
+
+/* Token and listener options, resolved after parsing (serve_main.c). */
+typedef struct listen_opts {
+  char *token;            /* owned: from argv, a file or the environment */
+  const char *token_file; /* --access-token-file */
+  int token_argv;         /* --access-token given */
+  int no_token;           /* --no-token */
+} listen_opts;
+
+static listen_opts lopts;
+
+/* The Unix socket we bound, removed at exit if still ours. */
+static struct {
+  int lock_fd;
+  char path[128];
+  dev_t dev;
+  ino_t ino;
+  unsigned long refused; /* peers turned away */
+} unix_l = {-1, "", 0, 0, 0};
 
 static void config_defaults(srv_config *cfg) {
   memset(cfg, 0, sizeof(*cfg));
-  cfg->listen = DEFAULT_LISTEN;
+  cfg->listen = NULL; /* the private Unix socket (default_listen) */
   cfg->retention_ms = 30000;
   cfg->max_message = 16u << 20;
   cfg->conn_buffered = 64u << 20;
@@ -59,6 +96,12 @@ static void config_defaults(srv_config *cfg) {
   cfg->compress_min = 1024;
   cfg->kill_grace_ms = 2000;
   cfg->max_conns = 4096;
+  cfg->idle_ms = 60000;
+  cfg->header_ms = 10000;
+  cfg->body_ms = 60000;
+  cfg->max_procs = 1024;
+  cfg->max_buffered = 128u << 20;
+  cfg->stdin_total = 64u << 20;
 }
 
 /* ---- Options ---------------------------------------------------------------
@@ -94,6 +137,35 @@ static int set_number(srv_config *cfg, const char *name, const char *v) {
       return -1;
     }
     cfg->max_message = (size_t)n;
+  } else if (strcmp(name, "--idle-timeout-ms") == 0 ||
+             strcmp(name, "--header-timeout-ms") == 0 ||
+             strcmp(name, "--body-timeout-ms") == 0) {
+    if (parse_num(name, v, 100, 86400000LL, &n) != 0) {
+      return -1;
+    }
+    *(name[2] == 'i'   ? &cfg->idle_ms
+      : name[2] == 'h' ? &cfg->header_ms
+                       : &cfg->body_ms) = n;
+  } else if (strcmp(name, "--max-processes") == 0) {
+    if (parse_num(name, v, 1, 1000000, &n) != 0) {
+      return -1;
+    }
+    cfg->max_procs = (size_t)n;
+  } else if (strcmp(name, "--max-stdin-bytes") == 0) {
+    if (parse_num(name, v, 1024, 1LL << 40, &n) != 0) {
+      return -1;
+    }
+    cfg->stdin_total = (size_t)n;
+  } else if (strcmp(name, "--max-buffered-bytes") == 0) {
+    if (parse_num(name, v, 1024, 1LL << 40, &n) != 0) {
+      return -1;
+    }
+    cfg->max_buffered = (size_t)n;
+  } else if (strcmp(name, "--max-connections") == 0) {
+    if (parse_num(name, v, 1, 1000000, &n) != 0) {
+      return -1;
+    }
+    cfg->max_conns = (size_t)n;
   } else if (strcmp(name, "--kill-grace-ms") == 0) {
     if (parse_num(name, v, 0, 60000, &n) != 0) {
       return -1;
@@ -105,7 +177,53 @@ static int set_number(srv_config *cfg, const char *name, const char *v) {
   return 0;
 }
 
+/* Repeatable options: --allow-uid, --allow-user. */
+static int set_allow(srv_config *cfg, const char *name, const char *v) {
+  if (strcmp(name, "--allow-uid") == 0) {
+    long long n;
+
+    if (cfg->nallow_uids == SRV_MAX_ALLOW) {
+      fprintf(stderr, "conch serve: at most %d --allow-uid\n", SRV_MAX_ALLOW);
+      return -1;
+    }
+    if (parse_num(name, v, 0, 0x7fffffffLL, &n) != 0) {
+      return -1;
+    }
+    cfg->allow_uids[cfg->nallow_uids++] = (uid_t)n;
+    return 0;
+  }
+  if (strcmp(name, "--allow-user") == 0) {
+    if (cfg->nallow_users == SRV_MAX_ALLOW) {
+      fprintf(stderr, "conch serve: at most %d --allow-user\n", SRV_MAX_ALLOW);
+      return -1;
+    }
+    if (v[0] == '\0') {
+      fprintf(stderr, "conch serve: --allow-user needs a user name or *\n");
+      return -1;
+    }
+    cfg->allow_users[cfg->nallow_users++] = v;
+    return 0;
+  }
+  return 1;
+}
+
+static int set_token(const char *v) {
+  if (lopts.token_argv) {
+    fprintf(stderr, "conch serve: --access-token given twice\n");
+    return -1;
+  }
+  lopts.token_argv = 1;
+  lopts.token = strdup(v);
+  if (lopts.token == NULL) {
+    fprintf(stderr, "conch serve: out of memory\n");
+    return -1;
+  }
+  return 0;
+}
+
 static int set_option(srv_config *cfg, const char *name, const char *v) {
+  int rv;
+
   if (strcmp(name, "--listen") == 0) {
     cfg->listen = v;
   } else if (strcmp(name, "--tls-cert") == 0) {
@@ -113,10 +231,15 @@ static int set_option(srv_config *cfg, const char *name, const char *v) {
   } else if (strcmp(name, "--tls-key") == 0) {
     cfg->tls_key = v;
   } else if (strcmp(name, "--access-token") == 0) {
-    cfg->access_token = v;
+    return set_token(v);
+  } else if (strcmp(name, "--access-token-file") == 0) {
+    lopts.token_file = v;
   } else {
-    int rv = set_number(cfg, name, v);
-
+    rv = set_allow(cfg, name, v);
+    if (rv <= 0) {
+      return rv;
+    }
+    rv = set_number(cfg, name, v);
     if (rv > 0) {
       fprintf(stderr, "conch serve: unknown option %s\n%s", name, usage_text);
     }
@@ -131,12 +254,21 @@ static int parse_args(int argc, char **argv, srv_config *cfg) {
 
   for (i = 1; i < argc; i++) {
     char name[64];
-    const char *arg = argv[i];
-    const char *eq = strchr(arg, '=');
-    const char *value;
+    char *arg = argv[i];
+    char *eq = strchr(arg, '=');
+    char *value;
 
     if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
       return 1;
+    }
+    /* Hidden, for measurements: envd's pid-only signals (README). */
+    if (strcmp(arg, "--signal-pid-only") == 0) {
+      cfg->signal_pid_only = 1;
+      continue;
+    }
+    if (strcmp(arg, "--no-token") == 0) {
+      lopts.no_token = 1;
+      continue;
     }
     if (strncmp(arg, "--", 2) != 0) {
       fprintf(stderr, "conch serve: unexpected argument %s\n%s", arg,
@@ -157,11 +289,114 @@ static int parse_args(int argc, char **argv, srv_config *cfg) {
     if (set_option(cfg, name, value) != 0) {
       return -1;
     }
+    if (strcmp(name, "--access-token") == 0) {
+      /* Out of /proc/PID/cmdline (ps) from now on; it was there until now,
+         which is why the file and the environment are better. */
+      memset(value, 'x', strlen(value));
+    }
   }
   if ((cfg->tls_cert == NULL) != (cfg->tls_key == NULL)) {
     fprintf(stderr, "conch serve: --tls-cert and --tls-key go together\n");
     return -1;
   }
+  return 0;
+}
+
+/* ---- The access token -------------------------------------------------------
+ */
+
+/* A token goes in a header: visible ASCII, no spaces. */
+static int token_valid(const char *t, const char *from) {
+  size_t i;
+
+  if (t[0] == '\0') {
+    fprintf(stderr, "conch serve: the access token (%s) is empty\n", from);
+    return 0;
+  }
+  for (i = 0; t[i] != '\0'; i++) {
+    if ((unsigned char)t[i] <= 0x20 || (unsigned char)t[i] >= 0x7f) {
+      fprintf(stderr,
+              "conch serve: the access token (%s) may hold only visible "
+              "ASCII characters\n",
+              from);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* The first line of |path|, without its line end. */
+static char *read_token_file(const char *path) {
+  char buf[4097];
+  size_t n = 0;
+  ssize_t r;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  char *nl;
+
+  if (fd < 0) {
+    fprintf(stderr, "conch serve: %s: %s\n", path, strerror(errno));
+    return NULL;
+  }
+  while (n < sizeof(buf) - 1) {
+    r = read(fd, buf + n, sizeof(buf) - 1 - n);
+    if (r < 0 && errno == EINTR) {
+      continue;
+    }
+    if (r <= 0) {
+      break;
+    }
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = '\0';
+  nl = strpbrk(buf, "\r\n");
+  if (nl != NULL) {
+    *nl = '\0';
+  } else if (n == sizeof(buf) - 1) {
+    fprintf(stderr, "conch serve: %s: the token is over 4 KiB\n", path);
+    return NULL;
+  }
+  nl = strdup(buf);
+  memset(buf, 0, sizeof(buf));
+  if (nl == NULL) {
+    fprintf(stderr, "conch serve: out of memory\n");
+  }
+  return nl;
+}
+
+/* --access-token-file, --access-token, then CONCH_TOKEN; --no-token keeps
+   the environment's out. */
+static int resolve_token(srv_config *cfg) {
+  const char *env = getenv("CONCH_TOKEN");
+  const char *from = "--access-token";
+
+  if (lopts.token_file != NULL && lopts.token_argv) {
+    fprintf(stderr, "conch serve: --access-token and --access-token-file "
+                    "exclude each other\n");
+    return -1;
+  }
+  if (lopts.no_token && (lopts.token_file != NULL || lopts.token_argv)) {
+    fprintf(stderr, "conch serve: --no-token and an access token exclude "
+                    "each other\n");
+    return -1;
+  }
+  if (lopts.token_file != NULL) {
+    lopts.token = read_token_file(lopts.token_file);
+    if (lopts.token == NULL) {
+      return -1;
+    }
+    from = lopts.token_file;
+  } else if (!lopts.token_argv && !lopts.no_token && env != NULL) {
+    lopts.token = strdup(env);
+    if (lopts.token == NULL) {
+      return -1;
+    }
+    from = "CONCH_TOKEN";
+  }
+  if (lopts.token != NULL && !token_valid(lopts.token, from)) {
+    return -1;
+  }
+  cfg->access_token = lopts.token;
   return 0;
 }
 
@@ -199,7 +434,66 @@ static int split_hostport(const char *s, char *host, size_t hostlen,
   return 0;
 }
 
-static int listen_on(const char *addr, int *port_out) {
+static int is_loopback(const struct sockaddr *sa) {
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+
+    return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (sa->sa_family == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+    return IN6_IS_ADDR_LOOPBACK(a) ||
+           (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+  }
+  return 0;
+}
+
+static const char *own_user_name(void) {
+  struct passwd *pw = getpwuid(geteuid());
+
+  return pw != NULL ? pw->pw_name : "this server's user";
+}
+
+/* Who may connect over TCP: with no token, only this machine (loopback),
+   and only when the operator said --no-token. */
+static int tcp_policy(srv_config *cfg, const char *addr,
+                      const struct sockaddr *sa) {
+  if (cfg->access_token != NULL) {
+    if (!is_loopback(sa) && cfg->tls_cert == NULL) {
+      fprintf(stderr,
+              "conch serve: warning: %s is not a loopback address and there "
+              "is no TLS: the access token crosses the network in clear "
+              "(--tls-cert, --tls-key)\n",
+              addr);
+    }
+    return 0;
+  }
+  if (!is_loopback(sa)) {
+    fprintf(stderr,
+            "conch serve: refusing to listen on %s without an access token: "
+            "it is not a loopback address, so anyone who reaches it could "
+            "run commands as %s.  Give a token (--access-token-file FILE or "
+            "CONCH_TOKEN; better with --tls-cert/--tls-key), or listen on "
+            "127.0.0.1\n",
+            addr, own_user_name());
+    return -1;
+  }
+  if (!lopts.no_token) {
+    fprintf(stderr,
+            "conch serve: a TCP listener needs an access token "
+            "(--access-token-file FILE or CONCH_TOKEN), or --no-token to let "
+            "every local user run commands as %s (the e2b SDK with "
+            "E2B_DEBUG=true sends no token).  Without --listen, conch serve "
+            "listens on a private Unix socket\n",
+            own_user_name());
+    return -1;
+  }
+  cfg->host_check = 1; /* DNS rebinding: browsers are local users too */
+  return 0;
+}
+
+static int listen_tcp(srv_config *cfg, const char *addr, int *port_out) {
   struct addrinfo hints;
   struct addrinfo *res = NULL;
   struct sockaddr_storage ss;
@@ -211,7 +505,9 @@ static int listen_on(const char *addr, int *port_out) {
   int rv;
 
   if (split_hostport(addr, host, sizeof(host), &port) != 0) {
-    fprintf(stderr, "conch serve: --listen wants HOST:PORT, got %s\n", addr);
+    fprintf(stderr,
+            "conch serve: --listen wants HOST:PORT or unix:PATH, got %s\n",
+            addr);
     return -1;
   }
   memset(&hints, 0, sizeof(hints));
@@ -221,6 +517,10 @@ static int listen_on(const char *addr, int *port_out) {
   rv = getaddrinfo(host[0] != '\0' ? host : NULL, port, &hints, &res);
   if (rv != 0) {
     fprintf(stderr, "conch serve: %s: %s\n", addr, gai_strerror(rv));
+    return -1;
+  }
+  if (tcp_policy(cfg, addr, res->ai_addr) != 0) {
+    freeaddrinfo(res);
     return -1;
   }
   fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -242,6 +542,153 @@ static int listen_on(const char *addr, int *port_out) {
   return fd;
 }
 
+/* One server per socket path: a lock next to it, held for our life, so a
+   socket left by a dead server can be replaced without racing a live
+   one. */
+static int lock_socket_path(const char *path) {
+  char lock[sizeof(unix_l.path) + 8];
+  struct stat sb;
+  int fd;
+
+  snprintf(lock, sizeof(lock), "%s.lock", path);
+  fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+  if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+      sb.st_uid != geteuid()) {
+    fprintf(stderr, "conch serve: %s: %s\n", lock,
+            fd < 0 ? strerror(errno) : "not a regular file of ours");
+    if (fd >= 0) {
+      close(fd);
+    }
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    fprintf(stderr, "conch serve: another conch serve listens on %s\n", path);
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static int listen_unix(const char *path) {
+  struct sockaddr_un sa;
+  struct stat sb;
+  size_t n = strlen(path);
+  mode_t old;
+  int fd;
+
+  if (n == 0 || n >= sizeof(sa.sun_path) || n >= sizeof(unix_l.path)) {
+    fprintf(stderr, "conch serve: unix:%s: the path is empty or too long\n",
+            path);
+    return -1;
+  }
+  unix_l.lock_fd = lock_socket_path(path);
+  if (unix_l.lock_fd < 0) {
+    return -1;
+  }
+  if (lstat(path, &sb) == 0) {
+    if (!S_ISSOCK(sb.st_mode)) {
+      fprintf(stderr, "conch serve: %s exists and is not a socket\n", path);
+      return -1;
+    }
+    unlink(path); /* a dead server's: we hold the lock */
+  }
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  memcpy(sa.sun_path, path, n);
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    fprintf(stderr, "conch serve: socket: %s\n", strerror(errno));
+    return -1;
+  }
+  old = umask(0177); /* the socket is born 0600 */
+  if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+    umask(old);
+    fprintf(stderr, "conch serve: listen on unix:%s: %s\n", path,
+            strerror(errno));
+    close(fd);
+    return -1;
+  }
+  umask(old);
+  if (listen(fd, 512) != 0 || lstat(path, &sb) != 0) {
+    fprintf(stderr, "conch serve: listen on unix:%s: %s\n", path,
+            strerror(errno));
+    close(fd);
+    unlink(path);
+    return -1;
+  }
+  memcpy(unix_l.path, path, n + 1);
+  unix_l.dev = sb.st_dev;
+  unix_l.ino = sb.st_ino;
+  return fd;
+}
+
+/* Removes our socket, unless another server replaced it meanwhile. */
+static void unlisten_unix(void) {
+  struct stat sb;
+
+  if (unix_l.path[0] != '\0' && lstat(unix_l.path, &sb) == 0 &&
+      sb.st_dev == unix_l.dev && sb.st_ino == unix_l.ino) {
+    unlink(unix_l.path);
+  }
+  unix_l.path[0] = '\0';
+  if (unix_l.lock_fd >= 0) {
+    close(unix_l.lock_fd);
+    unix_l.lock_fd = -1;
+  }
+}
+
+/* The default listener: the private runtime directory's socket, the one the
+   CLI looks for. */
+static int default_listen(srv_config *cfg, char *buf, size_t cap) {
+  char dir[200];
+  char err[512];
+  int fd = conch_rundir_open(dir, sizeof(dir), err, sizeof(err));
+
+  if (fd < 0) {
+    fprintf(stderr, "conch serve: %s\n", err);
+    return -1;
+  }
+  close(fd);
+  snprintf(buf, cap, "unix:%s/serve.sock", dir);
+  cfg->listen = buf;
+  return 0;
+}
+
+static int listen_on(srv_config *cfg, int *port_out) {
+  if (strncmp(cfg->listen, "unix:", 5) == 0) {
+    *port_out = 0;
+    return listen_unix(cfg->listen + 5);
+  }
+  return listen_tcp(cfg, cfg->listen, port_out);
+}
+
+/* A Unix socket peer must be us, root, or a uid the operator allowed. */
+static int peer_allowed(srv_server *srv, int fd) {
+  struct ucred cred;
+  socklen_t len = sizeof(cred);
+  size_t i;
+
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return 0;
+  }
+  if (cred.uid == srv->euid || cred.uid == 0) {
+    return 1;
+  }
+  for (i = 0; i < srv->cfg.nallow_uids; i++) {
+    if (srv->cfg.allow_uids[i] == cred.uid) {
+      return 1;
+    }
+  }
+  /* Said once, then every 1000th: a peer may not fill the log. */
+  if (unix_l.refused++ % 1000 == 0) {
+    fprintf(stderr,
+            "conch serve: refused a connection from uid %ld (pid %ld); "
+            "--allow-uid lets a uid in\n",
+            (long)cred.uid, (long)cred.pid);
+  }
+  return 0;
+}
+
 static void on_listen(srv_watch *w, uint32_t events) {
   srv_server *srv = SRV_CONTAINER(w, srv_server, listen_w);
   int i;
@@ -252,20 +699,30 @@ static void on_listen(srv_watch *w, uint32_t events) {
     int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
     if (fd < 0) {
-      /* Out of descriptors or memory: the listening socket stays readable,
-         so stop watching it for a moment instead of spinning. */
+      /* Out of descriptors or memory: the waiting clients are turned away
+         at once rather than left hanging (srv_conn_shed), and the
+         listening socket, still readable, rests a moment instead of
+         spinning. */
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
           errno == ENOMEM) {
+        srv_conn_shed(srv, w->fd);
         srv_watch_set(&srv->loop, w, 0);
         srv_timer_arm(&srv->loop, &srv->accept_t, srv_now_ms() + 100);
       }
       return;
     }
-    if (srv->nconns >= srv->cfg.max_conns) {
+    if (srv->nconns >= srv->cfg.max_conns && srv_conn_evict(srv) != 0) {
       close(fd);
       continue;
     }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (unix_l.path[0] != '\0') {
+      if (!peer_allowed(srv, fd)) {
+        close(fd);
+        continue;
+      }
+    } else {
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
     srv_conn_accept(srv, fd);
   }
 }
@@ -419,6 +876,7 @@ void srv_server_stop(srv_server *srv) {
   srv_watch_set(&srv->loop, &srv->listen_w, 0);
   close(srv->listen_w.fd);
   srv->listen_w.fd = -1;
+  unlisten_unix(); /* the path is free for the next server at once */
   srv_watch_set(&srv->loop, &srv->stdin_w, 0);
   for (l = srv->conns.next; l != &srv->conns; l = l->next) {
     srv_conn_goaway(SRV_CONTAINER(l, srv_conn, link));
@@ -486,6 +944,13 @@ static void server_clear(srv_server *srv) {
   if (srv->sig_w.fd >= 0) {
     close(srv->sig_w.fd);
   }
+  if (srv->spare_fd >= 0) {
+    close(srv->spare_fd);
+  }
+  unlisten_unix();
+  if (srv->keeper_on) {
+    close(srv->keeper_fd); /* EOF: the keeper exits (no group left) */
+  }
   if (srv->tls != NULL) {
     SSL_CTX_free(srv->tls);
   }
@@ -507,6 +972,7 @@ static int server_init(srv_server *srv, int *port) {
   srv_watch_init(&srv->listen_w, -1, on_listen);
   srv_watch_init(&srv->sig_w, -1, on_signal);
   srv_watch_init(&srv->stdin_w, -1, on_stdin);
+  srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (srv_loop_init(&srv->loop) != 0) {
     fprintf(stderr, "conch serve: epoll: %s\n", strerror(errno));
     return -1;
@@ -517,9 +983,14 @@ static int server_init(srv_server *srv, int *port) {
       return -1;
     }
   }
-  srv->listen_w.fd = listen_on(srv->cfg.listen, port);
+  srv->listen_w.fd = listen_on(&srv->cfg, port);
   if (srv->listen_w.fd < 0) {
     return -1;
+  }
+  /* Children die with us even on SIGKILL (serve_keeper.c).  Before we
+     become a subreaper: the keeper must not be reparented to us. */
+  if (srv_keeper_start(srv) != 0) {
+    fprintf(stderr, "conch serve: no keeper process: %s\n", strerror(errno));
   }
   if (srv_watch_set(&srv->loop, &srv->listen_w, EPOLLIN) != 0 ||
       setup_signals(srv) != 0 || watch_stdin(srv) != 0) {
@@ -543,15 +1014,31 @@ static int run(srv_server *srv) {
   }
 }
 
+static void free_token(void) {
+  if (lopts.token != NULL) {
+    memset(lopts.token, 0, strlen(lopts.token));
+    free(lopts.token);
+  }
+  memset(&lopts, 0, sizeof(lopts));
+}
+
 int conch_cmd_serve(int argc, char **argv) {
   srv_server srv;
+  char listen_buf[256];
   int port = 0;
   int rv;
 
   memset(&srv, 0, sizeof(srv));
   config_defaults(&srv.cfg);
   rv = parse_args(argc, argv, &srv.cfg);
+  if (rv == 0) {
+    rv = resolve_token(&srv.cfg) != 0 ? -1 : 0;
+  }
+  if (rv == 0 && srv.cfg.listen == NULL) {
+    rv = default_listen(&srv.cfg, listen_buf, sizeof(listen_buf));
+  }
   if (rv != 0) {
+    free_token();
     if (rv > 0) {
       fputs(usage_text, stdout);
     }
@@ -559,11 +1046,16 @@ int conch_cmd_serve(int argc, char **argv) {
   }
   rv = server_init(&srv, &port);
   if (rv == 0) {
-    printf("LISTENING %d\n", port);
+    if (unix_l.path[0] != '\0') {
+      printf("LISTENING unix:%s\n", unix_l.path);
+    } else {
+      printf("LISTENING %d\n", port);
+    }
     fflush(stdout);
     rv = run(&srv);
   }
   final_reap(&srv);
   server_clear(&srv);
+  free_token();
   return rv == 0 ? 0 : 1;
 }

@@ -15,6 +15,7 @@
    StartEvent + EndEvent. */
 #include "serve.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@ static void on_err(srv_watch *w, uint32_t events);
 static void on_in(srv_watch *w, uint32_t events);
 static void on_deadline(srv_timer *t);
 static void on_retained(srv_timer *t);
+static void on_settled(srv_timer *t);
 static void proc_maybe_end(srv_proc *p);
 static void flush_input(srv_proc *p);
 
@@ -119,6 +121,18 @@ static void close_watch(srv_proc *p, srv_watch *w) {
 /* ---- Creation and lookup --------------------------------------------------
  */
 
+/* Tells the keeper (serve_keeper.c) of a group that runs or no longer has
+   its leader.  A full pipe loses the note (the keeper reads at once). */
+static void keeper_note(srv_server *srv, pid_t pid, int running) {
+  int32_t v = running ? (int32_t)pid : -(int32_t)pid;
+  ssize_t n;
+
+  if (srv->keeper_on) {
+    n = write(srv->keeper_fd, &v, sizeof(v));
+    (void)n;
+  }
+}
+
 static void proc_discard(srv_proc *p) {
   if (p->dead) {
     return;
@@ -126,6 +140,20 @@ static void proc_discard(srv_proc *p) {
   p->dead = 1;
   srv_list_remove(&p->link);
   srv_list_push(&p->srv->dead_procs, &p->link);
+}
+
+int srv_proc_drop_ended(srv_server *srv) {
+  srv_link *l;
+
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+
+    if (p->ended) {
+      proc_discard(p);
+      return 0;
+    }
+  }
+  return -1;
 }
 
 int srv_proc_add(srv_server *srv, Process__StartRequest *req,
@@ -162,8 +190,10 @@ int srv_proc_add(srv_server *srv, Process__StartRequest *req,
   srv_list_init(&p->waiters);
   srv_list_init(&p->in_paused);
   srv_timer_init(&p->deadline_t, on_deadline);
+  srv_timer_init(&p->settle_t, on_settled);
   srv_timer_init(&p->retain_t, on_retained);
   srv_list_push(&srv->procs, &p->link);
+  keeper_note(srv, p->pid, 1);
   proc_watch(p);
   *out = p;
   return 0;
@@ -221,25 +251,231 @@ int srv_proc_running(const srv_server *srv) {
   return n;
 }
 
+/* ---- Signalling a process's tree -------------------------------------------
+ */
+
+/* Each child calls setsid(), so its pid P is also its process group and
+   session id.  While the leader is not reaped (a zombie still holds P),
+   group P is surely ours.  After the reap the id P stays taken only as
+   long as a process uses it as its group or session id; if none does, P
+   may be reused by anyone.  So then members are looked up in /proc: the
+   session P, not a process P (ours is gone: a process P now is a
+   stranger), and a chain of parents up to this server (a subreaper, so
+   every descendant's chain ends here). */
+
+typedef struct proc_stat {
+  char state;
+  long ppid;
+  long pgrp;
+  long sid;
+} proc_stat;
+
+static int read_stat(long pid, proc_stat *ps) {
+  char path[64];
+  char buf[512];
+  FILE *f;
+  char *rp;
+
+  snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+  f = fopen(path, "re");
+  if (f == NULL) {
+    return -1;
+  }
+  rp = fgets(buf, sizeof(buf), f) != NULL ? strrchr(buf, ')') : NULL;
+  fclose(f);
+  /* "pid (comm) state ppid pgrp session ..."; comm may hold anything. */
+  if (rp == NULL || sscanf(rp + 1, " %c %ld %ld %ld", &ps->state, &ps->ppid,
+                           &ps->pgrp, &ps->sid) != 4) {
+    return -1;
+  }
+  return 0;
+}
+
+static int descends_from_us(long ppid) {
+  long self = (long)getpid();
+  int depth;
+
+  for (depth = 0; depth < 256 && ppid > 1; depth++) {
+    proc_stat ps;
+
+    if (ppid == self) {
+      return 1;
+    }
+    if (read_stat(ppid, &ps) != 0) {
+      return 0;
+    }
+    ppid = ps.ppid;
+  }
+  return 0;
+}
+
+#define MAX_JOB_GROUPS 64
+
+/* Signals the members of session |sid| found in /proc that are outside
+   group |sid| (a shell's job groups: each group once).  With |guarded|,
+   only our descendants count.  Returns the members found (in group |sid|
+   or not); |*in_group| says whether group |sid| has one. */
+static int session_signal(pid_t sid, int sig, int guarded, int *in_group) {
+  pid_t done[MAX_JOB_GROUPS];
+  size_t ndone = 0;
+  DIR *d = opendir("/proc");
+  struct dirent *e;
+  int found = 0;
+
+  *in_group = 0;
+  if (d == NULL) {
+    return 0;
+  }
+  while ((e = readdir(d)) != NULL) {
+    long pid;
+    proc_stat ps;
+    size_t i;
+
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') {
+      continue;
+    }
+    pid = strtol(e->d_name, NULL, 10);
+    if (read_stat(pid, &ps) != 0 || ps.sid != (long)sid || ps.state == 'Z' ||
+        ps.state == 'X' || (guarded && !descends_from_us(ps.ppid))) {
+      continue;
+    }
+    found++;
+    if (ps.pgrp == (long)sid) {
+      *in_group = 1;
+      continue;
+    }
+    for (i = 0; i < ndone && done[i] != (pid_t)ps.pgrp; i++) {
+    }
+    if (i < ndone) {
+      continue;
+    }
+    /* A group in our session: its id is held by our members. */
+    if (ndone < MAX_JOB_GROUPS) {
+      done[ndone++] = (pid_t)ps.pgrp;
+      kill(-(pid_t)ps.pgrp, sig);
+    } else {
+      kill((pid_t)pid, sig);
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+static int proc_kill(srv_proc *p, int sig, int groups) {
+  proc_stat ps;
+  int in_group = 0;
+  int n;
+
+  if (!groups) {
+    if (p->reaped) {
+      return 0; /* the pid may be someone else's now */
+    }
+    return kill(p->pid, sig) == 0 ? 1 : -1;
+  }
+  if (!p->reaped) {
+    /* Atomic against forks in the group (the kernel sees to that). */
+    if (kill(-p->pid, sig) != 0 && kill(p->pid, sig) != 0) {
+      return -1;
+    }
+    if (p->pty) {
+      session_signal(p->pid, sig, 0, &in_group); /* job control's groups */
+    }
+    return 1;
+  }
+  if (read_stat(p->pid, &ps) == 0) {
+    return 0; /* P is a new process: our session is empty */
+  }
+  n = session_signal(p->pid, sig, 1, &in_group);
+  if (in_group) {
+    kill(-p->pid, sig);
+  }
+  return n;
+}
+
+int srv_proc_kill(srv_proc *p, int sig) {
+  return proc_kill(p, sig, !p->srv->cfg.signal_pid_only);
+}
+
+static int cmp_pid(const void *a, const void *b) {
+  pid_t x = *(const pid_t *)a;
+  pid_t y = *(const pid_t *)b;
+
+  return x < y ? -1 : x > y;
+}
+
+/* Signals, in one pass over /proc, our descendants in the sessions |sids|
+   (sorted), each by its pid: for shutdown, where more passes follow. */
+static void sessions_signal(const pid_t *sids, size_t n, int sig) {
+  DIR *d = opendir("/proc");
+  struct dirent *e;
+
+  if (d == NULL) {
+    return;
+  }
+  while ((e = readdir(d)) != NULL) {
+    long pid;
+    proc_stat ps;
+    pid_t sid;
+
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') {
+      continue;
+    }
+    pid = strtol(e->d_name, NULL, 10);
+    if (read_stat(pid, &ps) != 0 || ps.state == 'Z' || ps.state == 'X') {
+      continue;
+    }
+    sid = (pid_t)ps.sid;
+    if (bsearch(&sid, sids, n, sizeof(*sids), cmp_pid) != NULL &&
+        descends_from_us(ps.ppid)) {
+      kill((pid_t)pid, sig);
+    }
+  }
+  closedir(d);
+}
+
 void srv_proc_signal_all(srv_server *srv, int sig) {
+  pid_t *sids;
+  size_t n = 0;
   srv_link *l;
 
-  /* Whole groups (every child is a session leader), ended ones too: a
-     grandchild may have outlived its parent. */
+  /* Whole groups, ended processes too: a grandchild may have outlived its
+     parent.  Even a pid-only server kills its groups at shutdown.  Running
+     leaders: kill(-pid); the rest (PTY sessions, groups whose leader is
+     reaped) in one pass over /proc, however many processes there are. */
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
     srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
 
-    kill(-p->pid, sig);
-    if (!p->reaped) {
+    if (!p->reaped && kill(-p->pid, sig) != 0) {
       kill(p->pid, sig);
     }
+    n++;
   }
+  sids = malloc((n > 0 ? n : 1) * sizeof(*sids));
+  if (sids == NULL) {
+    return;
+  }
+  n = 0;
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+    proc_stat ps;
+
+    /* A reaped leader's pid in use again: a stranger's, not our session. */
+    if ((!p->reaped && p->pty) || (p->reaped && read_stat(p->pid, &ps) != 0)) {
+      sids[n++] = p->pid;
+    }
+  }
+  if (n > 0) {
+    qsort(sids, n, sizeof(*sids), cmp_pid);
+    sessions_signal(sids, n, sig);
+  }
+  free(sids);
 }
 
 void srv_proc_free(srv_proc *p) {
   srv_server *srv = p->srv;
 
   srv_timer_cancel(&srv->loop, &p->deadline_t);
+  srv_timer_cancel(&srv->loop, &p->settle_t);
   srv_timer_cancel(&srv->loop, &p->retain_t);
   close_watch(p, &p->out_w);
   close_watch(p, &p->err_w);
@@ -523,11 +759,23 @@ static void on_in(srv_watch *w, uint32_t events) {
   flush_input(p);
 }
 
+/* Stdin queued for every process. */
+static size_t in_pending_all(const srv_server *srv) {
+  const srv_link *l;
+  size_t n = 0;
+
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    n += in_pending(SRV_CONTAINER(l, const srv_proc, link));
+  }
+  return n;
+}
+
 int srv_proc_write_input(srv_proc *p, const uint8_t *data, size_t len) {
   if (len == 0) {
     return 0;
   }
   if (in_pending(p) + len > INPUT_MAX ||
+      in_pending_all(p->srv) + len > p->srv->cfg.stdin_total ||
       conch__buf_append(&p->in_q, p->srv->mem, data, len) != 0) {
     return -1;
   }
@@ -624,7 +872,6 @@ static void proc_maybe_end(srv_proc *p) {
     return;
   }
   p->ended = 1;
-  srv_timer_cancel(&srv->loop, &p->deadline_t);
   close_watch(p, &p->in_w);
   p->in_open = 0;
   input_fail(p, EPIPE);
@@ -646,7 +893,7 @@ static void proc_maybe_end(srv_proc *p) {
 }
 
 static void on_settled(srv_timer *t) {
-  srv_proc *p = SRV_CONTAINER(t, srv_proc, deadline_t);
+  srv_proc *p = SRV_CONTAINER(t, srv_proc, settle_t);
 
   limit_output(p, &p->out_w, &p->out_left);
   proc_maybe_end(p);
@@ -669,7 +916,11 @@ void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus) {
   }
   p->reaped = 1;
   p->wstatus = wstatus;
-  srv_timer_cancel(&srv->loop, &p->deadline_t);
+  keeper_note(srv, pid, 0);
+  /* A deadline stays for what is left of the group (policy in README). */
+  if (srv->cfg.signal_pid_only) {
+    srv_timer_cancel(&srv->loop, &p->deadline_t);
+  }
   if (!p->pty) {
     input_fail(p, EPIPE); /* nobody reads the stdin pipe any more */
     limit_output(p, &p->err_w, &p->err_left);
@@ -682,21 +933,23 @@ void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus) {
     return;
   }
   /* A PTY hands output on through a kernel work queue: give it a moment
-     before trusting FIONREAD (the deadline timer is free now). */
-  p->deadline_t.cb = on_settled;
-  srv_timer_arm(&srv->loop, &p->deadline_t, srv_now_ms() + PTY_SETTLE_MS);
+     before trusting FIONREAD. */
+  srv_timer_arm(&srv->loop, &p->settle_t, srv_now_ms() + PTY_SETTLE_MS);
 }
 
 static void on_deadline(srv_timer *t) {
   srv_proc *p = SRV_CONTAINER(t, srv_proc, deadline_t);
 
-  if (!p->reaped) {
-    kill(p->pid, SIGKILL);
+  srv_proc_kill(p, SIGKILL);
+  /* Retention waited for this deadline (on_retained). */
+  if (p->ended && !srv_timer_armed(&p->retain_t)) {
+    proc_discard(p);
   }
 }
 
 void srv_proc_set_deadline(srv_proc *p, int64_t timeout_ms) {
-  if (!p->reaped) {
+  /* After the reap only a group-signalling server has a use for it. */
+  if (!p->reaped || !p->srv->cfg.signal_pid_only) {
     srv_timer_arm(&p->srv->loop, &p->deadline_t, srv_now_ms() + timeout_ms);
   }
 }
@@ -704,5 +957,10 @@ void srv_proc_set_deadline(srv_proc *p, int64_t timeout_ms) {
 static void on_retained(srv_timer *t) {
   srv_proc *p = SRV_CONTAINER(t, srv_proc, retain_t);
 
+  /* A deadline still due for members of the group keeps the entry (and
+     its end) until it fires. */
+  if (srv_timer_armed(&p->deadline_t) && srv_proc_kill(p, 0) > 0) {
+    return;
+  }
   proc_discard(p);
 }

@@ -51,6 +51,7 @@ static const char *const accept_post[2] = {
 
 static void on_deadline(srv_timer *t);
 static void on_keepalive(srv_timer *t);
+static void on_recv_timeout(srv_timer *t);
 
 srv_server *srv_rpc_server(const srv_stream *st) { return st->conn->srv; }
 
@@ -69,33 +70,68 @@ srv_stream *srv_rpc_stream_new(srv_conn *c, int32_t id) {
   st->keepalive_ms = DEFAULT_KEEPALIVE_MS;
   srv_timer_init(&st->deadline_t, on_deadline);
   srv_timer_init(&st->keepalive_t, on_keepalive);
+  srv_timer_init(&st->recv_t, on_recv_timeout);
+  if (srv_timer_arm(&c->srv->loop, &st->recv_t,
+                    srv_now_ms() + c->srv->cfg.header_ms) != 0) {
+    free(st);
+    return NULL;
+  }
   srv_list_push(&c->streams, &st->link);
+  srv_conn_streams_changed(c);
   return st;
 }
 
-static void set_held(srv_stream *st, size_t held) {
+/* Records that |st| holds |held| request bytes.  Returns 0, or -1 (nothing
+   changed) when growing would take the server past --max-buffered-bytes:
+   many connections, each under its own cap, may not add up to more. */
+static int set_held(srv_stream *st, size_t held) {
   srv_conn *c = st->conn;
+  srv_server *srv = c->srv;
 
+  if (held > st->held &&
+      srv->buffered - st->held + held > srv->cfg.max_buffered) {
+    return -1;
+  }
+  srv->buffered = srv->buffered - st->held + held;
   c->buffered = c->buffered - st->held + held;
   st->held = held;
   /* One connection may not hold more than its share of memory in
      half-received messages; a client that tries is cut off. */
-  if (c->buffered > c->srv->cfg.conn_buffered && !c->dead) {
+  if (c->buffered > srv->cfg.conn_buffered && !c->dead) {
     nghttp2_session_terminate_session(c->h2, NGHTTP2_ENHANCE_YOUR_CALM);
     srv_conn_kick(c);
   }
+  return 0;
+}
+
+static void over_budget(srv_stream *st) {
+  srv_server *srv = st->conn->srv;
+
+  conch__buf_free(&st->body, srv->mem);
+  if (st->env_ready) {
+    conch__env_reader_clear(&st->env);
+    st->env_ready = 0;
+  }
+  set_held(st, 0);
+  srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED,
+                 "server busy: requests being received hold more than %zu "
+                 "bytes",
+                 srv->cfg.max_buffered);
 }
 
 void srv_rpc_stream_free(srv_stream *st) {
+  srv_conn *c = st->conn;
   srv_server *srv = st->conn->srv;
-  char **h[] = {&st->h_method, &st->h_path,    &st->h_ctype,   &st->h_encoding,
-                &st->h_accept, &st->h_version, &st->h_timeout, &st->h_keepalive,
-                &st->h_auth,   &st->h_token};
+  char **h[] = {&st->h_method,   &st->h_path,      &st->h_ctype,
+                &st->h_encoding, &st->h_accept,    &st->h_version,
+                &st->h_timeout,  &st->h_keepalive, &st->h_auth,
+                &st->h_token,    &st->h_authority};
   size_t i;
 
   srv_service_stream_gone(st);
   srv_timer_cancel(&srv->loop, &st->deadline_t);
   srv_timer_cancel(&srv->loop, &st->keepalive_t);
+  srv_timer_cancel(&srv->loop, &st->recv_t);
   set_held(st, 0);
   /* Bytes a paused stream held back count against the connection's
      window too: without them back, a few streams reset while paused
@@ -118,6 +154,7 @@ void srv_rpc_stream_free(srv_stream *st) {
   srv_user_clear(&st->user);
   srv_list_remove(&st->link);
   free(st);
+  srv_conn_streams_changed(c);
 }
 
 /* ---- Request headers ---------------------------------------------------- */
@@ -176,6 +213,9 @@ static char **header_slot(srv_stream *st, const uint8_t *name, size_t len) {
   }
   if (name_is(name, len, "x-access-token")) {
     return &st->h_token;
+  }
+  if (name_is(name, len, ":authority") || name_is(name, len, "host")) {
+    return &st->h_authority;
   }
   return NULL;
 }
@@ -628,14 +668,68 @@ static void on_keepalive(srv_timer *t) {
   srv_service_keepalive(st);
 }
 
+/* The request timer runs while the client owes us bytes: its header block
+   (header_ms from the first HEADERS frame), then a unary or server-stream
+   request's whole body, or each message of a client stream from its first
+   byte (body_ms).  It does not run while we hold the input back, nor once
+   the request is in: answering takes as long as it takes. */
+static void recv_update(srv_stream *st) {
+  srv_server *srv = st->conn->srv;
+  int want;
+
+  if (!st->headers_in) {
+    return;
+  }
+  if (st->req_done || st->finished || st->conn->dead) {
+    want = 0;
+  } else if (st->m == NULL || st->m->shape != SRV_CLIENT_STREAM) {
+    want = 1;
+  } else {
+    want = st->env_ready && !st->input_paused &&
+           !conch__env_reader_at_boundary(&st->env);
+  }
+  if (!want) {
+    srv_timer_cancel(&srv->loop, &st->recv_t);
+  } else if (!srv_timer_armed(&st->recv_t) &&
+             srv_timer_arm(&srv->loop, &st->recv_t,
+                           srv_now_ms() + srv->cfg.body_ms) != 0) {
+    stream_reset(st);
+  }
+}
+
+static void on_recv_timeout(srv_timer *t) {
+  srv_stream *st = SRV_CONTAINER(t, srv_stream, recv_t);
+  srv_conn *c = st->conn;
+  srv_server *srv = c->srv;
+
+  /* A header block that never ends blocks the whole connection (nothing
+     but CONTINUATION may follow it). */
+  if (!st->headers_in) {
+    srv_conn_close(c);
+    return;
+  }
+  conch__buf_free(&st->body, srv->mem);
+  set_held(st, 0);
+  if (st->finished) {
+    nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+    srv_conn_kick(c);
+    return;
+  }
+  srv_rpc_finish(st, CONCH_CODE_DEADLINE_EXCEEDED,
+                 "request message not received within %lld ms",
+                 (long long)srv->cfg.body_ms);
+}
+
 void srv_rpc_pause_input(srv_stream *st, int paused) {
   size_t n;
 
   if (paused || !st->input_paused) {
     st->input_paused = paused;
+    recv_update(st);
     return;
   }
   st->input_paused = 0;
+  recv_update(st);
   n = st->unconsumed;
   st->unconsumed = 0;
   srv_conn_consume(st->conn, st->id, n);
@@ -987,11 +1081,21 @@ void srv_rpc_headers_done(srv_stream *st) {
   int health = strcmp(path, "/health") == 0 &&
                (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0);
 
+  st->headers_in = 1;
+  srv_timer_cancel(&srv->loop, &st->recv_t);
+  if (srv->cfg.host_check && !srv_authority_ok(srv, st->h_authority)) {
+    respond_plain(st, 403, "text/plain; charset=utf-8",
+                  "403 forbidden: the Host is not a loopback name\n", NULL);
+    return;
+  }
   if (srv->cfg.access_token != NULL && !health &&
       !token_ok(st, srv->cfg.access_token)) {
     respond_plain(st, 401, "application/json; charset=utf-8", unauthorized_body,
                   NULL);
     return;
+  }
+  if (!health) {
+    st->conn->authed = 1;
   }
   if (health) {
     respond_plain(st, 204, NULL, NULL, NULL);
@@ -1016,6 +1120,7 @@ void srv_rpc_headers_done(srv_stream *st) {
     return;
   }
   check_connect(st);
+  recv_update(st);
 }
 
 /* ---- Request bodies ------------------------------------------------------ */
@@ -1045,13 +1150,45 @@ static int inflate_msg(srv_stream *st, const uint8_t **p, size_t *len,
   return 0;
 }
 
+/* An upper bound on the values in the JSON text |p|: one, plus one per
+   '[', '{', ',' and ':' outside strings.  One pass, nothing allocated. */
+static size_t json_values(const uint8_t *p, size_t n) {
+  size_t count = 1;
+  size_t i;
+  int in_str = 0;
+
+  for (i = 0; i < n; i++) {
+    uint8_t ch = p[i];
+
+    if (in_str) {
+      if (ch == '\\') {
+        i++;
+      } else if (ch == '"') {
+        in_str = 0;
+      }
+    } else if (ch == '"') {
+      in_str = 1;
+    } else if (ch == '[' || ch == '{' || ch == ',' || ch == ':') {
+      count++;
+    }
+  }
+  return count;
+}
+
 static ProtobufCMessage *decode_json(srv_stream *st, const uint8_t *p,
                                      size_t len) {
   ProtobufCMessage *msg = NULL;
   char err[512];
-  int rv =
-      conch__pbjson_decode(st->m->input, p, len, NULL, &msg, err, sizeof(err));
+  int rv;
 
+  /* The parse tree costs up to ~50 times the text ("[[],[],...]" is a
+     node per 3 bytes): the values are counted before any tree is built. */
+  if (json_values(p, len) > SRV_JSON_MAX_VALUES) {
+    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED,
+                   "JSON request has more than %d values", SRV_JSON_MAX_VALUES);
+    return NULL;
+  }
+  rv = conch__pbjson_decode(st->m->input, p, len, NULL, &msg, err, sizeof(err));
   if (rv == CONCH_ERR_NOMEM) {
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return NULL;
@@ -1223,11 +1360,14 @@ static void data_unary(srv_stream *st, const uint8_t *p, size_t n) {
     set_held(st, 0);
     return;
   }
+  if (set_held(st, conch__buf_size(&st->body) + n) != 0) {
+    over_budget(st);
+    return;
+  }
   if (conch__buf_append(&st->body, srv->mem, p, n) != 0) {
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
-  set_held(st, conch__buf_size(&st->body));
 }
 
 static void data_stream(srv_stream *st, const uint8_t *p, size_t n) {
@@ -1244,7 +1384,10 @@ static void data_stream(srv_stream *st, const uint8_t *p, size_t n) {
   } else if (rv == CONCH_ERR_NOMEM) {
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
   }
-  set_held(st, st->finished ? 0 : conch__buf_size(&st->env.body));
+  if (set_held(st, st->finished ? 0 : conch__buf_size(&st->env.body)) != 0) {
+    over_budget(st);
+  }
+  recv_update(st);
 }
 
 void srv_rpc_data(srv_stream *st, const uint8_t *p, size_t n) {
@@ -1281,6 +1424,7 @@ void srv_rpc_request_end(srv_stream *st) {
   ProtobufCMessage *msg;
 
   st->req_done = 1;
+  srv_timer_cancel(&st->conn->srv->loop, &st->recv_t);
   if (st->finished || st->rejected || st->m == NULL) {
     return;
   }

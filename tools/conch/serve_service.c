@@ -101,6 +101,16 @@ void srv_service_keepalive(srv_stream *st) {
 
 /* ---- Finding the process ------------------------------------------------- */
 
+static void not_found(srv_stream *st, const Process__ProcessSelector *sel) {
+  if (sel->selector_case == PROCESS__PROCESS_SELECTOR__SELECTOR_PID) {
+    srv_rpc_finish(st, CONCH_CODE_NOT_FOUND, "process with pid %u not found",
+                   sel->pid);
+  } else {
+    srv_rpc_finish(st, CONCH_CODE_NOT_FOUND, "process with tag %s not found",
+                   sel->tag);
+  }
+}
+
 static srv_proc *find(srv_stream *st, const Process__ProcessSelector *sel,
                       int ended_ok) {
   srv_proc *p;
@@ -116,13 +126,7 @@ static srv_proc *find(srv_stream *st, const Process__ProcessSelector *sel,
   if (p != NULL && (ended_ok || !p->ended)) {
     return p;
   }
-  if (sel->selector_case == PROCESS__PROCESS_SELECTOR__SELECTOR_PID) {
-    srv_rpc_finish(st, CONCH_CODE_NOT_FOUND, "process with pid %u not found",
-                   sel->pid);
-  } else {
-    srv_rpc_finish(st, CONCH_CODE_NOT_FOUND, "process with tag %s not found",
-                   sel->tag);
-  }
+  not_found(st, sel);
   return NULL;
 }
 
@@ -190,6 +194,46 @@ static Process__StartRequest *copy_request(const Process__StartRequest *req) {
   return (Process__StartRequest *)copy;
 }
 
+/* Room for one more process: at most max_procs held, and their
+   configurations within SRV_CONFIG_BUDGET; ended ones make room first,
+   oldest first.  Returns 0, or -1 (answered resource_exhausted). */
+static int admit(srv_stream *st, const Process__StartRequest *req) {
+  srv_server *srv = srv_rpc_server(st);
+  size_t need = protobuf_c_message_get_packed_size(&req->base);
+
+  for (;;) {
+    size_t n = 0;
+    size_t running = 0;
+    size_t held = 0;
+    srv_link *l;
+
+    for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+      srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+
+      n++;
+      running += !p->ended;
+      held += protobuf_c_message_get_packed_size(&p->req->base);
+    }
+    if (n < srv->cfg.max_procs && held + need <= SRV_CONFIG_BUDGET) {
+      return 0;
+    }
+    if (srv_proc_drop_ended(srv) == 0) {
+      continue;
+    }
+    if (running >= srv->cfg.max_procs) {
+      srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED,
+                     "too many processes: %zu running, the limit is %zu",
+                     running, srv->cfg.max_procs);
+    } else {
+      srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED,
+                     "process configurations too large: %zu bytes held "
+                     "and %zu more asked, the limit is %d",
+                     held, need, SRV_CONFIG_BUDGET);
+    }
+    return -1;
+  }
+}
+
 static void svc_start(srv_stream *st, ProtobufCMessage *m) {
   Process__StartRequest *req = (Process__StartRequest *)m;
   srv_server *srv = srv_rpc_server(st);
@@ -210,6 +254,16 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
                    st->user.name);
     return;
   }
+  if (!srv_user_allowed(srv, st->user.name, st->user.uid)) {
+    srv_rpc_finish(st, CONCH_CODE_PERMISSION_DENIED,
+                   "cannot run as user '%s': conch serve runs processes as "
+                   "its own user only (see --allow-user)",
+                   st->user.name);
+    return;
+  }
+  if (admit(st, req) != 0) {
+    return;
+  }
   if (cfg != NULL && cfg->_cwd_case == PROCESS__PROCESS_CONFIG___CWD_CWD) {
     cwd_in = cfg->cwd;
   }
@@ -224,7 +278,8 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
-  code = srv_spawn(copy, &st->user, srv->euid == 0, cwd, &sp, err, sizeof(err));
+  code = srv_spawn(copy, &st->user, srv->euid == 0, srv->cfg.signal_pid_only,
+                   cwd, &sp, err, sizeof(err));
   free(cwd);
   if (code != CONCH_CODE_OK) {
     protobuf_c_message_free_unpacked(&copy->base, NULL);
@@ -234,6 +289,7 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
   if (srv_proc_add(srv, copy, &sp, &p) != 0) {
     /* Cannot track it: do not leave it running unseen. */
     kill(-sp.pid, SIGKILL);
+    kill(sp.pid, SIGKILL); /* not a group leader with --signal-pid-only */
     protobuf_c_message_free_unpacked(&copy->base, NULL);
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return;
@@ -257,6 +313,10 @@ static void svc_connect(srv_stream *st, ProtobufCMessage *m) {
   }
   send_start_event(st, p->pid);
   if (p->ended) {
+    /* What is left of its group still gets the deadline (README). */
+    if (st->timeout_ms > 0) {
+      srv_proc_set_deadline(p, st->timeout_ms);
+    }
     if (p->end_msg != NULL) {
       srv_rpc_send_packed(st, p->end_msg, p->end_len);
     }
@@ -454,10 +514,16 @@ static void svc_stream_input_end(srv_stream *st) {
 static void svc_send_signal(srv_stream *st, ProtobufCMessage *m) {
   Process__SendSignalRequest *req = (Process__SendSignalRequest *)m;
   Process__SendSignalResponse resp = PROCESS__SEND_SIGNAL_RESPONSE__INIT;
-  srv_proc *p = find(st, req->process, 0);
+  srv_proc *p = find(st, req->process, 1);
   int sig;
+  int n;
 
   if (p == NULL) {
+    return;
+  }
+  if (p->ended && req->signal != PROCESS__SIGNAL__SIGNAL_SIGKILL &&
+      req->signal != PROCESS__SIGNAL__SIGNAL_SIGTERM) {
+    not_found(st, req->process); /* as before: the lookup fails first */
     return;
   }
   if (req->signal == PROCESS__SIGNAL__SIGNAL_SIGKILL) {
@@ -473,11 +539,17 @@ static void svc_send_signal(srv_stream *st, ProtobufCMessage *m) {
                    (int)req->signal);
     return;
   }
-  /* Once reaped the pid may belong to someone else: the process is gone
-     anyway and its end is on the way. */
-  if (!p->reaped && kill(p->pid, sig) != 0) {
+  /* The whole group.  Once reaped the pid may belong to someone else:
+     only members still found in its session are signalled.  An ended
+     process is not_found (as envd) unless some of its group is left. */
+  n = srv_proc_kill(p, sig);
+  if (n < 0) {
     srv_rpc_finish(st, CONCH_CODE_INTERNAL, "error sending signal: %s",
                    strerror(errno));
+    return;
+  }
+  if (n == 0 && p->ended) {
+    not_found(st, req->process);
     return;
   }
   srv_rpc_send(st, &resp.base);

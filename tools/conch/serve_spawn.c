@@ -3,8 +3,9 @@
    exit 127, not a start error), with envd's environment (PATH, HOME, USER,
    LOGNAME, then the request's envs, the last one winning) and its cwd
    rules, as the requested user.  Each child leads its own session and
-   process group.  A failure between fork and exec comes back through a
-   close-on-exec pipe, as Go's os/exec does it. */
+   process group (with --signal-pid-only, as envd: only PTY children).  A
+   failure between fork and exec comes back through a close-on-exec pipe, as
+   Go's os/exec does it. */
 #include "serve.h"
 
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -283,7 +285,9 @@ typedef struct child_plan {
   int switch_user;
   int fds[3]; /* become 0, 1, 2 */
   int pty;    /* fds[] is the PTY slave: make it the controlling tty */
+  int setsid; /* a session (and group) of its own */
   int report; /* write end of the error pipe */
+  pid_t server; /* our pid, to notice that we died before prctl() */
 } child_plan;
 
 static void child_fail(const child_plan *c, int err) {
@@ -299,7 +303,7 @@ static void child_run(const child_plan *c) {
   int moved[3];
   int i;
 
-  if (setsid() < 0) {
+  if (c->setsid && setsid() < 0) {
     child_fail(c, errno);
   }
   if (c->pty && ioctl(c->fds[0], TIOCSCTTY, 0) != 0) {
@@ -322,6 +326,12 @@ static void child_run(const child_plan *c) {
         setgid(c->user->gid) != 0 || setuid(c->user->uid) != 0) {
       child_fail(c, errno);
     }
+  }
+  /* Dies with the server (kill -9 too).  After setuid(), which clears it;
+     a set-user-ID program run later clears it as well. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (getppid() != c->server) {
+    _exit(127);
   }
   if (chdir(c->cwd) != 0) {
     child_fail(c, errno);
@@ -493,8 +503,8 @@ static int read_report(int fd) {
 }
 
 conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
-                     int switch_user, const char *cwd, srv_spawned *out,
-                     char *err, size_t errlen) {
+                     int switch_user, int envd_groups, const char *cwd,
+                     srv_spawned *out, char *err, size_t errlen) {
   spawn_fds f = {{-1, -1, -1}, {-1, -1, -1}, {-1, -1}};
   int pty = req->_pty_case == PROCESS__START_REQUEST___PTY_PTY;
   const char **argv = make_argv(req);
@@ -522,7 +532,10 @@ conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
   plan.switch_user = switch_user;
   memcpy(plan.fds, f.child, sizeof(plan.fds));
   plan.pty = pty;
+  /* envd: a PTY child gets a session, a piped one stays in our group. */
+  plan.setsid = pty || !envd_groups;
   plan.report = f.report[1];
+  plan.server = getpid();
   pid = fork();
   if (pid < 0) {
     e = errno;
@@ -560,5 +573,10 @@ done:
   if (e == 0) {
     return CONCH_CODE_OK;
   }
-  return e < 0 ? CONCH_CODE_RESOURCE_EXHAUSTED : CONCH_CODE_INVALID_ARGUMENT;
+  /* Out of descriptors, processes or memory is the server's state, not a
+     fault in the request. */
+  if (e < 0 || e == EMFILE || e == ENFILE || e == EAGAIN || e == ENOMEM) {
+    return CONCH_CODE_RESOURCE_EXHAUSTED;
+  }
+  return CONCH_CODE_INVALID_ARGUMENT;
 }

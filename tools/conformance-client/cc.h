@@ -104,4 +104,8 @@ typedef struct cc_method {
 /* The method named |name| (e.g. "Unary"), or NULL. */
 const cc_method *cc_method_find(const char *name);
 
+/* The conch_compression for the suite's Compression enum value, or -1
+   when conch has none. */
+int cc_compression(int suite);
+
 #endif /* CC_H */

@@ -42,7 +42,8 @@ typedef struct cc_client {
   conch_client *c;
   Connectrpc__Conformance__V1__Protocol protocol;
   int json; /* CODEC_JSON, else proto */
-  int gzip;
+  int comp; /* conch_compression of the run */
+  int h1;   /* HTTP/1.1, else HTTP/2 */
   uint32_t recv_limit;
   char *host;
   uint32_t port;
@@ -99,8 +100,9 @@ static void settings_of(const CompatRequest *req, cc_client *k) {
   memset(k, 0, sizeof(*k));
   k->protocol = req->protocol;
   k->json = req->codec == CONNECTRPC__CONFORMANCE__V1__CODEC__CODEC_JSON;
-  k->gzip = req->compression ==
-            CONNECTRPC__CONFORMANCE__V1__COMPRESSION__COMPRESSION_GZIP;
+  k->comp = cc_compression(req->compression);
+  k->h1 = req->http_version ==
+          CONNECTRPC__CONFORMANCE__V1__HTTPVERSION__HTTP_VERSION_1;
   k->recv_limit = req->message_receive_limit;
   k->host = req->host[0] != '\0' ? req->host : "127.0.0.1";
   k->port = req->port;
@@ -111,7 +113,7 @@ static void settings_of(const CompatRequest *req, cc_client *k) {
 
 static int same_settings(const cc_client *a, const cc_client *b) {
   return a->protocol == b->protocol && a->json == b->json &&
-         a->gzip == b->gzip && a->recv_limit == b->recv_limit &&
+         a->comp == b->comp && a->h1 == b->h1 && a->recv_limit == b->recv_limit &&
          strcmp(a->host, b->host) == 0 && a->port == b->port &&
          bin_equal(&a->ca, &b->ca) && bin_equal(&a->cert, &b->cert) &&
          bin_equal(&a->key, &b->key);
@@ -183,14 +185,20 @@ static int make_opts(const cc_client *k, conch_client_opts *o) {
   if (rv == 0) {
     rv = conch_client_opts_set_json_resolver(o, resolve_any, NULL);
   }
-  /* As the reference client: gzip is sent and accepted only in the gzip
-     runs; otherwise neither side compresses. */
+  /* As the reference client: a compression is sent and accepted only in
+     its own runs (sending it advertises it); otherwise neither side
+     compresses. */
   if (rv == 0) {
-    rv = conch_client_opts_set_send_compression(
-        o, k->gzip ? CONCH_COMPRESSION_GZIP : CONCH_COMPRESSION_IDENTITY);
+    rv = conch_client_opts_set_send_compression(o, (conch_compression)k->comp);
   }
   if (rv == 0) {
-    rv = conch_client_opts_set_accept_gzip(o, k->gzip);
+    rv = conch_client_opts_set_accept_compression(o, "");
+  }
+  /* The version asked for, for both schemes (https:// offers only that
+     one in ALPN). */
+  if (rv == 0) {
+    rv = conch_client_opts_set_http_version(o, k->h1 ? CONCH_HTTP_1_1
+                                                     : CONCH_HTTP_2);
   }
   if (rv == 0) {
     /* 0 (no limit asked for) is conch's "no limit" too. */

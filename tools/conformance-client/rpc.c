@@ -86,6 +86,26 @@ struct cc_rpc {
   size_t cap;
 };
 
+int cc_compression(int suite) {
+  switch (suite) {
+  case COMPRESSION(UNSPECIFIED):
+  case COMPRESSION(IDENTITY):
+    return CONCH_COMPRESSION_IDENTITY;
+  case COMPRESSION(GZIP):
+    return CONCH_COMPRESSION_GZIP;
+  case COMPRESSION(BR):
+    return CONCH_COMPRESSION_BR;
+  case COMPRESSION(ZSTD):
+    return CONCH_COMPRESSION_ZSTD;
+  case COMPRESSION(DEFLATE):
+    return CONCH_COMPRESSION_DEFLATE;
+  case COMPRESSION(SNAPPY):
+    return CONCH_COMPRESSION_SNAPPY;
+  default:
+    return -1;
+  }
+}
+
 /* ---- Small helpers ------------------------------------------------------ */
 
 /* This tool's memory failures end the process: a conformance run cannot
@@ -523,9 +543,11 @@ static const cc_method *pick_method(const CompatRequest *req, char *err,
 /* What conch does not do, refused up front (config.yaml declares none of
    it, so a runner never asks). */
 static int check_supported(const CompatRequest *req, char *err, size_t errlen) {
-  if (req->http_version != HTTP_VERSION(2) &&
+  if (req->http_version != HTTP_VERSION(1) &&
+      req->http_version != HTTP_VERSION(2) &&
       req->http_version != HTTP_VERSION(UNSPECIFIED)) {
-    snprintf(err, errlen, "HTTP version %d is not supported (HTTP/2 only)",
+    snprintf(err, errlen,
+             "HTTP version %d is not supported (HTTP/1.1 and HTTP/2 only)",
              (int)req->http_version);
     return -1;
   }
@@ -540,10 +562,8 @@ static int check_supported(const CompatRequest *req, char *err, size_t errlen) {
              (int)req->codec);
     return -1;
   }
-  if (req->compression != COMPRESSION(IDENTITY) &&
-      req->compression != COMPRESSION(GZIP) &&
-      req->compression != COMPRESSION(UNSPECIFIED)) {
-    snprintf(err, errlen, "compression %d is not supported (gzip only)",
+  if (cc_compression(req->compression) < 0) {
+    snprintf(err, errlen, "compression %d is not supported",
              (int)req->compression);
     return -1;
   }

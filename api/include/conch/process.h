@@ -47,6 +47,10 @@ extern "C" {
 /** envd's address; also where `conch serve` listens by default. */
 #define CONCH_SANDBOX_DEFAULT_URL "http://127.0.0.1:49983"
 
+/** conch_sandbox_opts.keepalive_ms by default: a dead or frozen server ends
+    open streams with unavailable within 2 x 10 s + 5 s = 25 s. */
+#define CONCH_KEEPALIVE_DEFAULT_MS 10000
+
 typedef struct conch_sandbox conch_sandbox;
 typedef struct conch_process conch_process;
 
@@ -67,7 +71,9 @@ enum {
  */
 typedef struct conch_sandbox_opts {
   size_t struct_size;
-  /** Where envd listens; NULL = CONCH_SANDBOX_DEFAULT_URL. */
+  /** Where envd listens; NULL = CONCH_SANDBOX_DEFAULT_URL.  "unix:PATH"
+      reaches a Unix socket (conch_client_new()); so does an http:// URL
+      with conch_client_opts_set_unix_socket() in |client_opts|. */
   const char *url;
   /** Sent as X-Access-Token when not NULL. */
   const char *access_token;
@@ -90,12 +96,36 @@ typedef struct conch_sandbox_opts {
   /** Protocol, TLS and transport options for the client; NULL = defaults.
       Copied. */
   const conch_client_opts *client_opts;
-  void *reserved[8];
+  /**
+   * Liveness of long-lived streams (run, stream, pty, connect, stdin
+   * streams), in ms: 0 = 10000, -1 = off.  With it, a dead or silent peer
+   * (a server frozen with SIGSTOP, a vanished host) ends every open stream
+   * with unavailable instead of a hang, at the latest 2 x keepalive_ms +
+   * 5000 ms (25 s by default) after the stream last received anything:
+   *  - Start and Connect send Keepalive-Ping-Interval (keepalive_ms in
+   *    seconds, rounded up): envd and `conch serve` then send a keepalive
+   *    event on a stream that had nothing else to say for that long, and a
+   *    stream that hears nothing for the bound above is taken for dead.
+   *    This works over HTTP/1.1 and through proxies too.
+   *  - HTTP/2 PING keepalive (conch_client_opts_set_keepalive) with this
+   *    interval and timeout, unless |client_opts| set keepalive itself (on
+   *    or off): a connection that answers no PING for 2 x keepalive_ms
+   *    fails with all its calls.
+   *  - A stdin stream whose writes or close make no progress for the bound
+   *    ends with unavailable (the server took nothing for that long).
+   * The blocking forms measure silence while they wait; asynchronous
+   * handles on the loop, which the caller must keep driving.  -1 turns all
+   * of it off (Keepalive-Ping-Interval is then 50, as the SDKs send): for a
+   * server that ignores Keepalive-Ping-Interval, whose quiet processes
+   * would otherwise be taken for a dead server.
+   */
+  long keepalive_ms;
+  void *reserved[7];
 } conch_sandbox_opts;
 
 #define CONCH_SANDBOX_OPTS_INIT                                                \
   {                                                                            \
-    sizeof(conch_sandbox_opts), NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, {    \
+    sizeof(conch_sandbox_opts), NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, { \
       0                                                                        \
     }                                                                          \
   }
@@ -308,7 +338,9 @@ CONCH_EXTERN uint32_t conch_process_pid(const conch_process *p);
 
 /**
  * The next chunk of output, blocking until one arrives.  |chunk->data| is
- * borrowed until the next call on |p|.  KeepAlive events are skipped.
+ * borrowed until the next call on |p|.  KeepAlive events are skipped.  A
+ * server that sends nothing (not even keepalives) for the liveness bound
+ * (conch_sandbox_opts.keepalive_ms) ends the stream with unavailable.
  *
  * Returns 0 (a chunk), CONCH_ERR_EOF (the process ended and all its output
  * was read: conch_process_wait() gives the end), CONCH_ERR_RPC (the stream
@@ -335,8 +367,12 @@ CONCH_EXTERN int conch_process_wait(conch_process *p, conch_exec_result *res,
  * every case.
  *
  * Returns 0 (the process is known to have ended), or CONCH_ERR_RPC when its
- * end could not be confirmed (the sandbox was unreachable).  NULL is
- * accepted (returns 0).
+ * end could not be confirmed (the sandbox was unreachable).  With liveness
+ * on, each call of the close (the signal, the wait for the end) gets no more
+ * than the liveness bound, so a dead or frozen server does not hang it; a
+ * server that resumes later still ends the process at its lifetime
+ * (timeout_ms), as servers do not end a process whose stream went away.
+ * NULL is accepted (returns 0).
  */
 CONCH_EXTERN int conch_process_close(conch_process *p);
 
@@ -419,11 +455,16 @@ CONCH_EXTERN int conch_pty_input_open(conch_sandbox *sb,
                                       conch_stdin **out, conch_status *st);
 
 /** Queues |data| for the process's stdin, in order.  Blocks only while the
-    send buffer is full. */
+    send buffer is full, and no longer than the liveness bound: a server
+    that takes nothing for that long ends the stream with unavailable.
+    Returns 0, CONCH_ERR_RPC (the stream ended: conch_stdin_close() says
+    why), CONCH_ERR_INVALID or CONCH_ERR_NOMEM. */
 CONCH_EXTERN int conch_stdin_write(conch_stdin *in, const void *data,
                                    size_t len);
 
-/** Ends the stream, waits for the server's answer and frees |in|. */
+/** Ends the stream, waits for the server's answer (no longer than the
+    liveness bound) and frees |in|.  Returns 0 or CONCH_ERR_RPC (|st| says
+    why: unavailable when the server did not answer in time). */
 CONCH_EXTERN int conch_stdin_close(conch_stdin *in, conch_status *st);
 
 /* ---- Asynchronous forms ------------------------------------------------- */

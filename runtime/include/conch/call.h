@@ -70,8 +70,10 @@ typedef struct conch_call_opts {
   long timeout_ms;
   /** Request metadata, copied at start.  May be NULL. */
   const conch_metadata *headers;
-  /** Compression of request messages; CONCH_COMPRESSION_DEFAULT = the
-      client's. */
+  /** Compression of request messages: CONCH_COMPRESSION_DEFAULT (the
+      client's), a conch_compression, or the id of a compression registered
+      on the client's options; any other value makes the start fail with
+      CONCH_ERR_INVALID. */
   int send_compression;
   /** How long past the deadline the client waits before ending the call
       itself; 0 = not at all.  For servers that act on the deadline and

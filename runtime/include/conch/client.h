@@ -53,12 +53,30 @@ struct ProtobufCMessageDescriptor;
 typedef const struct ProtobufCMessageDescriptor *(*conch_json_resolver)(
     const char *type_url, void *user_data);
 
-/** Message compressions. */
+/**
+ * Message compressions.  Every client knows the built-in ones below; more
+ * can be registered (conch_client_opts_add_compression()), and those get
+ * ids from CONCH_COMPRESSION_CUSTOM_FIRST on.  An id is what the send
+ * compression setters and conch_call_opts.send_compression take.
+ */
 typedef enum conch_compression {
   /** In per-call options: use the client's setting. */
   CONCH_COMPRESSION_DEFAULT = -1,
+  /** "identity": no compression. */
   CONCH_COMPRESSION_IDENTITY = 0,
-  CONCH_COMPRESSION_GZIP = 1
+  /** "gzip": one gzip member (RFC 1952) per message, zlib. */
+  CONCH_COMPRESSION_GZIP = 1,
+  /** "br": a brotli stream (RFC 7932), libbrotli. */
+  CONCH_COMPRESSION_BR = 2,
+  /** "zstd": a zstd frame (RFC 8878), libzstd. */
+  CONCH_COMPRESSION_ZSTD = 3,
+  /** "deflate": the zlib format (RFC 1950, with its header and Adler-32),
+      as HTTP's and gRPC's "deflate"; not raw deflate. */
+  CONCH_COMPRESSION_DEFLATE = 4,
+  /** "snappy": the snappy framing (stream) format: a stream identifier
+      chunk, then compressed or uncompressed chunks of at most 64 KiB with
+      masked CRC-32C; not raw snappy blocks.  libsnappy. */
+  CONCH_COMPRESSION_SNAPPY = 5
 } conch_compression;
 
 /** HTTP versions a client may speak (conch_client_opts_set_http_version). */
@@ -135,8 +153,11 @@ CONCH_EXTERN int conch_client_opts_set_json_resolver(conch_client_opts *opts,
                                                      void *user_data);
 
 /**
- * Compression of request messages.  Default identity.  Messages shorter than
- * the compress-min-bytes threshold are sent uncompressed.
+ * Compression of request messages: a conch_compression or the id of a
+ * registered one.  Default identity.  Messages shorter than the
+ * compress-min-bytes threshold are sent uncompressed.  The send
+ * compression is always advertised as accepted too (first, when the
+ * accepted list lacks it): a server may answer in it.
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts| or an unknown compression).
  */
@@ -144,12 +165,144 @@ CONCH_EXTERN int conch_client_opts_set_send_compression(conch_client_opts *opts,
                                                         conch_compression c);
 
 /**
- * Whether gzip responses are accepted (advertised).  Default 1.
+ * The same by name: "identity", "gzip", "br", "zstd", "deflate", "snappy"
+ * or a registered name (case-insensitive).
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts| or |name|, or an unknown
+ * name).
+ */
+CONCH_EXTERN int
+conch_client_opts_set_send_compression_name(conch_client_opts *opts,
+                                            const char *name);
+
+/**
+ * The compressions advertised as accepted for responses, most preferred
+ * first: a comma-separated list of names ("zstd,br,gzip"; spaces around
+ * names are ignored; "" or NULL advertises none, which is identity only).
+ * Sent as accept-encoding (Connect unary), connect-accept-encoding
+ * (Connect streams) or grpc-accept-encoding (gRPC, gRPC-Web), without
+ * q-values.  "identity" is always accepted and never listed; duplicates
+ * are dropped.  Default "gzip".  A response in any compression the client
+ * knows is decoded whether or not it was advertised; one in a compression
+ * it does not know ends the call with internal.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, an unknown or malformed
+ * name; |opts| is then unchanged).
+ */
+CONCH_EXTERN int
+conch_client_opts_set_accept_compression(conch_client_opts *opts,
+                                         const char *names);
+
+/**
+ * Whether gzip responses are accepted (advertised).  Default 1.  On adds
+ * gzip to the end of the accepted list when it is missing; off removes it.
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
  */
-CONCH_EXTERN int conch_client_opts_set_accept_gzip(conch_client_opts *opts,
-                                                   int on);
+CONCH_EXTERN CONCH_DEPRECATED_FOR(conch_client_opts_set_accept_compression) int
+conch_client_opts_set_accept_gzip(conch_client_opts *opts, int on);
+
+/**
+ * The level a compression compresses with; -1 (the default) is the
+ * codec's own default.  Ranges: gzip and deflate 0..9 (zlib; default 6),
+ * br 0..11 (brotli quality; default 5, as brotli's 11 is very slow),
+ * zstd 1..22 (default 3), snappy and identity none (only -1); a
+ * registered compression gets any level >= -1 passed to its compress
+ * function.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, an unknown |id|, or a level
+ * outside its range).
+ */
+CONCH_EXTERN int conch_client_opts_set_compression_level(conch_client_opts *opts,
+                                                         int id, int level);
+
+/** Most compressions a client options object can register. */
+#define CONCH_COMPRESSION_CUSTOM_MAX 10
+/** The id of the first registered compression. */
+#define CONCH_COMPRESSION_CUSTOM_FIRST 6
+/** Longest compression name, in bytes. */
+#define CONCH_COMPRESSION_NAME_MAX 32
+
+/**
+ * Where a compression writes its output (opaque; valid only during the
+ * compress or decompress call it was given to).
+ */
+typedef struct conch_compress_out conch_compress_out;
+
+/**
+ * Appends |len| bytes of output.  Decompressing, the sink counts what was
+ * written against the receive limit (the limit applies to the decoded
+ * size): write in pieces as they are decoded, and stop and return what
+ * this returned as soon as it fails.
+ *
+ * Returns 0, CONCH_ERR_LIMIT (the output passed the receive limit; nothing
+ * of this piece was kept), CONCH_ERR_NOMEM, or CONCH_ERR_INVALID (NULL
+ * |out|, or NULL |data| with |len| > 0).
+ */
+CONCH_EXTERN int conch_compress_out_write(conch_compress_out *out,
+                                          const void *data, size_t len);
+
+/**
+ * A compression of the caller's own, registered by name.  Initialise with
+ * CONCH_COMPRESSOR_INIT; the library reads only what falls inside
+ * |struct_size|.
+ */
+typedef struct conch_compressor {
+  size_t struct_size;
+  /** Its name on the wire: 1..CONCH_COMPRESSION_NAME_MAX characters of an
+      HTTP token (letters, digits, "!#$%&'*+-.^_`|~"), no other
+      compression's (case-insensitive), not "identity".  Copied. */
+  const char *name;
+  /**
+   * Compresses |len| bytes at |in| (len may be 0) into one self-contained
+   * unit the peer's decompressor reads whole, written through |out|.
+   * |level| is the level set for it (-1: none set).  Returns 0,
+   * CONCH_ERR_NOMEM, or CONCH_ERR_COMPRESSION; any other return is taken
+   * as CONCH_ERR_COMPRESSION.  Either way the send fails with internal
+   * (resource_exhausted for NOMEM) and nothing of the message is sent.
+   */
+  int (*compress)(void *user_data, int level, const uint8_t *in, size_t len,
+                  conch_compress_out *out);
+  /**
+   * Decompresses |len| (> 0) bytes at |in|, one message as received,
+   * writing the result through |out| in pieces (so that the receive limit
+   * stops a decompression bomb early).  Returns 0, CONCH_ERR_COMPRESSION
+   * (corrupt or truncated input: the call ends with internal),
+   * CONCH_ERR_NOMEM, or the error conch_compress_out_write() returned
+   * (CONCH_ERR_LIMIT: the call ends with resource_exhausted).  Once the
+   * sink reported CONCH_ERR_LIMIT that is the outcome whatever this
+   * returns; any other return is taken as CONCH_ERR_COMPRESSION.
+   */
+  int (*decompress)(void *user_data, const uint8_t *in, size_t len,
+                    conch_compress_out *out);
+  /** Passed to both; retained for the life of the options and of every
+      client made from them. */
+  void *user_data;
+  void *reserved[4];
+} conch_compressor;
+
+#define CONCH_COMPRESSOR_INIT                                                  \
+  {                                                                            \
+    sizeof(conch_compressor), NULL, NULL, NULL, NULL, { 0 }                    \
+  }
+
+/**
+ * Registers a compression of the caller's own on |opts|, under |comp|->name
+ * (the struct and the name are copied; the functions and user_data are
+ * retained).  Clients made from |opts| then decode it in responses, and
+ * may send with it or advertise it (by id or name, through the setters
+ * above).  Its functions run on the thread that drives the client, one
+ * call at a time per client; they may run for several clients at once.
+ * |id| (may be NULL) receives its id, CONCH_COMPRESSION_CUSTOM_FIRST and
+ * up in the order of registration.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |opts| or |comp|, a |struct_size|
+ * too small, a NULL function, or a bad or taken name), or CONCH_ERR_LIMIT
+ * (CONCH_COMPRESSION_CUSTOM_MAX are registered already).
+ */
+CONCH_EXTERN int conch_client_opts_add_compression(conch_client_opts *opts,
+                                                   const conch_compressor *comp,
+                                                   int *id);
 
 /**
  * Messages below |bytes| are not compressed.  Default 0.
@@ -169,7 +322,8 @@ CONCH_EXTERN int conch_client_opts_set_get_max_url(conch_client_opts *opts,
                                                    size_t bytes);
 
 /**
- * zlib level for gzip, -1 (default, 6) or 0..9.
+ * zlib level for gzip, -1 (default, 6) or 0..9; the same as
+ * conch_client_opts_set_compression_level() for CONCH_COMPRESSION_GZIP.
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, |level| outside -1..9).
  */
@@ -429,11 +583,44 @@ CONCH_EXTERN int conch_client_opts_set_client_cert_pem(conch_client_opts *opts,
 CONCH_EXTERN int conch_client_opts_set_tls_verify(conch_client_opts *opts,
                                                   int on);
 
+/** The longest Unix socket path, plus one (sun_path of Linux). */
+#define CONCH_UNIX_PATH_MAX 108
+
+/**
+ * Connect to the Unix domain socket at |path| instead of the URL's host and
+ * port (as curl's CURLOPT_UNIX_SOCKET_PATH): the URL still gives the scheme
+ * (http:// h2c, https:// TLS over the socket, its host checked against the
+ * certificate), the :authority / Host and the path prefix.  |path| is a
+ * file system path of 1 to CONCH_UNIX_PATH_MAX - 1 bytes, copied; NULL
+ * goes back to TCP.  A "unix:" URL (conch_client_new()) does the same.
+ *
+ * Once connected, the server's credentials (SO_PEERCRED) are checked: its
+ * effective uid must be the client's or root's, else the connection fails
+ * with unavailable (CONCH_ERR_CONNECT, "peer uid N is neither ours nor
+ * root") and nothing is sent; conch_client_opts_set_unix_peer_any() lifts
+ * the check.  Returns 0, CONCH_ERR_INVALID (NULL |opts|, empty or too long
+ * |path|) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_client_opts_set_unix_socket(conch_client_opts *opts,
+                                                   const char *path);
+
+/**
+ * |on| 1: accept a Unix socket server of any uid (see
+ * conch_client_opts_set_unix_socket()).  Default 0.  Returns 0 or
+ * CONCH_ERR_INVALID.
+ */
+CONCH_EXTERN int conch_client_opts_set_unix_peer_any(conch_client_opts *opts,
+                                                     int on);
+
 /**
  * Creates a client for |url|: "http://host[:port][/prefix]" (h2c with prior
  * knowledge) or "https://host[:port][/prefix]" (TLS, ALPN h2 or http/1.1;
  * see conch_client_opts_set_http_version()).  Hosts may be
- * names, IPv4 literals or bracketed IPv6 literals.  |opts| may be NULL for
+ * names, IPv4 literals or bracketed IPv6 literals.  "unix:PATH" is h2c
+ * (or HTTP/1.1 when set) over the Unix domain socket PATH (the rest of the
+ * URL, no prefix), with :authority "localhost" and the peer check of
+ * conch_client_opts_set_unix_socket(); it overrides a socket path set in
+ * |opts|.  |opts| may be NULL for
  * the defaults; it is copied and may be freed afterwards.  No connection is
  * made until the first call.
  *
@@ -451,6 +638,18 @@ CONCH_EXTERN int conch_client_new(conch_client **out, const char *url,
  * callback of |c| it does nothing; use it after the callback returned.
  */
 CONCH_EXTERN void conch_client_free(conch_client *c);
+
+/**
+ * Turns keepalive on for |c| as conch_client_opts_set_keepalive() would,
+ * unless the options |c| was made with chose a keepalive setting themselves
+ * (on or off): for libraries that take a caller's options and want PINGs by
+ * default.  Applies to connections opened afterwards; call it before the
+ * first call.  Returns 0 (applied or left as the caller chose) or
+ * CONCH_ERR_INVALID.
+ */
+CONCH_EXTERN int conch_client_keepalive_default(conch_client *c,
+                                                long interval_ms,
+                                                long timeout_ms);
 
 /** The allocator of |c|: never NULL. */
 CONCH_EXTERN const conch_mem *conch_client_mem(const conch_client *c);

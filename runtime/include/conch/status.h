@@ -54,8 +54,10 @@ enum {
   CONCH_ERR_TIMEOUT = -12,
   /** The operation was canceled. */
   CONCH_ERR_CANCELED = -13,
-  /** Invalid gzip data (corrupt or truncated). */
+  /** Invalid compressed data (corrupt or truncated), in any compression;
+      CONCH_ERR_COMPRESSION is the same code. */
   CONCH_ERR_GZIP = -14,
+  CONCH_ERR_COMPRESSION = -14,
   /** A metadata name or value is not allowed (CR/LF, uppercase-only rules,
       reserved names). */
   CONCH_ERR_HEADER = -15,

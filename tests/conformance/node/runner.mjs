@@ -9,8 +9,8 @@
 // 1. The features in --config (default tools/conformance-client/config.yaml)
 //    give the combinations to run; each suite is expanded over those it
 //    applies to (lib.mjs), named as the suite's runner names them.
-// 2. Servers are started as the cases need them: h2c, TLS, and TLS
-//    requiring a client certificate, with throwaway certificates shaped as
+// 2. Servers are started as the cases need them: HTTP/2 (h2c) and
+//    HTTP/1.1, each cleartext, TLS, and TLS requiring a client certificate, with throwaway certificates shaped as
 //    the suite's (self-signed RSA leaf certificates; SANs 127.0.0.1, ::1,
 //    localhost; the server's own certificate is what the client trusts).
 // 3. Every request goes to one client process on its stdin, size-delimited;
@@ -346,24 +346,28 @@ async function main() {
   let expectedFailures = 0;
   try {
     const certs = makeCerts(dir);
-    const plain = await startServer([], feedback);
-    servers.push(plain);
-    let tls = null;
-    let mtls = null;
-    if (cases.some((tc) => tc.tls && !tc.clientCerts)) {
-      tls = await startServer(["--tls-cert", certs.server.cert, "--tls-key",
-        certs.server.key], feedback);
-      servers.push(tls);
+    // One server per kind the cases need: HTTP/2 or HTTP/1.1, each as
+    // cleartext, TLS, or TLS requiring a client certificate.
+    const kinds = new Map();
+    const kindOf = (tc) => `${tc.request.httpVersion === 1 ? "h1" : "h2"}` +
+      `${tc.clientCerts ? "-mtls" : tc.tls ? "-tls" : ""}`;
+    const argsOf = (kind) => [
+      ...(kind.startsWith("h1") ? ["--http1"] : []),
+      ...(kind.endsWith("tls") ? ["--tls-cert", certs.server.cert,
+        "--tls-key", certs.server.key] : []),
+      ...(kind.endsWith("-mtls") ? ["--tls-client-ca", certs.client.cert]
+        : []),
+    ];
+    for (const kind of new Set(["h2", ...cases.map(kindOf)])) {
+      const server = await startServer(argsOf(kind), feedback);
+      servers.push(server);
+      kinds.set(kind, server);
     }
-    if (cases.some((tc) => tc.clientCerts)) {
-      mtls = await startServer(["--tls-cert", certs.server.cert, "--tls-key",
-        certs.server.key, "--tls-client-ca", certs.client.cert], feedback);
-      servers.push(mtls);
-    }
+    const plain = kinds.get("h2");
     for (const tc of cases) {
       const r = tc.request;
       r.host = "127.0.0.1";
-      r.port = (tc.clientCerts ? mtls : tc.tls ? tls : plain).port;
+      r.port = kinds.get(kindOf(tc)).port;
       if (tc.tls) {
         r.serverTlsCert = certs.server.certPem;
         if (tc.clientCerts) {

@@ -2,14 +2,17 @@
 // connect-node, standing in for the conformance suite's reference server
 // when conch's conformance client is tested.
 //
-//   node server.mjs [--tls-cert F --tls-key F [--tls-client-ca F]]
+//   node server.mjs [--tls-cert F --tls-key F [--tls-client-ca F]] [--http1]
 //
 // Listens on 127.0.0.1 (a free port) and prints one line "LISTENING <port>"
 // to stdout once it accepts connections.  Connect, gRPC and gRPC-Web share
 // the port; HTTP/2 only: cleartext with prior knowledge (h2c) by default,
 // TLS with ALPN "h2" with --tls-cert/--tls-key, and then a client
 // certificate signed by F is required with --tls-client-ca.  Exits on
-// SIGTERM/SIGINT, and when its stdin (a pipe or socket) closes.
+// SIGTERM/SIGINT, and when its stdin (a pipe or socket) closes.  With
+// --http1 it speaks HTTP/1.1 instead (cleartext, or TLS with ALPN
+// "http/1.1"): the suite's HTTP/1.1 cases (Connect and gRPC-Web; no
+// full-duplex bidi).
 //
 // Behaviour, as the reference server's (connectrpc/conformance
 // internal/app/referenceserver), restated:
@@ -38,20 +41,22 @@
 //   described (status, headers, unary or envelope-framed body, trailers)
 //   instead of the RPC's own; streams read all requests first.  Node's
 //   HTTP/2 cannot send a status outside 100..599 (such a raw response
-//   resets the stream instead), nor compress with zstd or snappy (those
-//   bodies go out uncompressed; see contents()).
+//   resets the stream instead).
 // Requests are checked as the reference server checks them (protocol,
 // codec, compression, TLS and client certificate against the runner's
 // x-expect-* headers; te for gRPC; timeout header syntax; one request per
 // test case; no request trailers): each problem is a line
 // "FEEDBACK {"test": ..., "message": ...}" on stdout, after LISTENING.
-// Response compression: gzip when the client accepts it, for every message
+// Response compression: the request's (gzip, br, zstd, deflate or snappy),
+// else the first of the client's accepted list, for every message
 // (connect-go's default compress-min-bytes, 0).  Where connect-node's wire
 // forms differ from connect-go's: headers go out with the first response
 // message, not ahead of delays; gRPC-Web errors always end with a trailers
 // frame (connect-go answers trailers-only when there are no custom
 // headers).
+import * as http from "node:http";
 import * as http2 from "node:http2";
+import * as https from "node:https";
 import { fstatSync, readFileSync } from "node:fs";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 
@@ -63,7 +68,8 @@ import {
   createContextKey,
   createContextValues,
 } from "@connectrpc/connect";
-import { compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
+import { compressionBrotli, compressionGzip, connectNodeAdapter } from
+  "@connectrpc/connect-node";
 
 import {
   BidiStreamRequestSchema,
@@ -76,6 +82,14 @@ import {
   file_conformance_v1_service,
 } from "./gen/conformance/v1/service_pb.js";
 import { Compression } from "./gen/conformance/v1/config_pb.js";
+// deflate, zstd and snappy as the interop peer speaks them (Node's zlib,
+// @mongodb-js/zstd, the snappy package's frame format); their packages are
+// installed in tests/interop/node (scripts/setup.sh does both).
+import {
+  compressionDeflate,
+  compressionSnappy,
+  compressionZstd,
+} from "../../interop/node/compressions.mjs";
 
 // ---------------------------------------------------------------------------
 // Command line
@@ -83,15 +97,20 @@ import { Compression } from "./gen/conformance/v1/config_pb.js";
 function usage(msg) {
   process.stderr.write(
     `server.mjs: ${msg}\n` +
-      "usage: node server.mjs [--tls-cert F --tls-key F [--tls-client-ca F]]\n",
+      "usage: node server.mjs [--tls-cert F --tls-key F [--tls-client-ca F]] " +
+      "[--http1]\n",
   );
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const opt = { cert: null, key: null, clientCa: null };
+  const opt = { cert: null, key: null, clientCa: null, http1: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
+    if (a === "--http1") {
+      opt.http1 = true;
+      continue;
+    }
     if (i + 1 >= argv.length) usage(`${a} needs a value`);
     switch (a) {
       case "--tls-cert":
@@ -209,7 +228,7 @@ function makeError(err, info) {
 // ---------------------------------------------------------------------------
 // Raw responses
 
-function contents(mc) {
+async function contents(mc) {
   let bytes;
   switch (mc?.data.case) {
     case "binary":
@@ -232,24 +251,22 @@ function contents(mc) {
     case Compression.DEFLATE:
       return deflateSync(bytes);
     case Compression.ZSTD:
+      return Buffer.from(await compressionZstd.compress(bytes));
     case Compression.SNAPPY:
-      // Node 20 has neither.  The suite uses them only under a made-up
-      // encoding name that the client must refuse before reading the
-      // bytes, so the plain bytes stand in.
-      return Buffer.from(bytes);
+      return Buffer.from(await compressionSnappy.compress(bytes));
     default:
       return Buffer.from(bytes);
   }
 }
 
-function rawBody(raw) {
+async function rawBody(raw) {
   switch (raw.body.case) {
     case "unary":
-      return contents(raw.body.value);
+      return await contents(raw.body.value);
     case "stream": {
       const parts = [];
       for (const item of raw.body.value.items) {
-        const payload = contents(item.payload);
+        const payload = await contents(item.payload);
         const prefix = Buffer.alloc(5);
         prefix[0] = item.flags & 0xff;
         prefix.writeUInt32BE(item.length ?? payload.length, 1);
@@ -277,11 +294,11 @@ function headerObject(list, init) {
 // first, so that even without a body there are two header blocks; without
 // trailers end() sends headers and body together, or the headers alone
 // with END_STREAM (a gRPC trailers-only response).
-function sendRaw(slot, raw) {
+async function sendRaw(slot, raw) {
   const res = slot.res;
   slot.raw = true;
   try {
-    const body = rawBody(raw);
+    const body = await rawBody(raw);
     for (const [name, value] of Object.entries(headerObject(raw.headers, {}))) {
       res.setHeader(name, value);
     }
@@ -293,7 +310,11 @@ function sendRaw(slot, raw) {
     res.end(body ?? undefined);
   } catch (e) {
     process.stderr.write(`server.mjs: raw response: ${e.message}\n`);
-    res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+    if (res.stream !== undefined) {
+      res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+    } else {
+      res.destroy();
+    }
   }
   return new ConnectError("raw response sent instead", Code.Aborted);
 }
@@ -349,7 +370,7 @@ async function unaryLike(schema, req, ctx) {
 async function answerUnary(def, info, ctx) {
   if (def === undefined) return { payload: { requestInfo: info } };
   if (def.rawResponse !== undefined) {
-    throw sendRaw(ctx.values.get(kRequest), def.rawResponse);
+    throw await sendRaw(ctx.values.get(kRequest), def.rawResponse);
   }
   addHeaders(ctx.responseHeader, def.responseHeaders);
   addHeaders(ctx.responseTrailer, def.responseTrailers);
@@ -384,7 +405,7 @@ const service = {
     const def = req.responseDefinition;
     if (def === undefined) return;
     if (def.rawResponse !== undefined) {
-      throw sendRaw(ctx.values.get(kRequest), def.rawResponse);
+      throw await sendRaw(ctx.values.get(kRequest), def.rawResponse);
     }
     const info = requestInfo(ctx, [anyPack(ServerStreamRequestSchema, req)],
       seenTimeout(ctx));
@@ -418,7 +439,7 @@ const service = {
           for await (const _ of reqs) {
             // Drained before the raw response, as the reference does.
           }
-          throw sendRaw(ctx.values.get(kRequest), def.rawResponse);
+          throw await sendRaw(ctx.values.get(kRequest), def.rawResponse);
         }
         addHeaders(ctx.responseHeader, def?.responseHeaders);
         addHeaders(ctx.responseTrailer, def?.responseTrailers);
@@ -464,7 +485,8 @@ const connectHandler = connectNodeAdapter({
   routes(router) {
     router.service(ConformanceService, service);
   },
-  acceptCompression: [compressionGzip],
+  acceptCompression: [compressionGzip, compressionBrotli, compressionZstd,
+    compressionDeflate, compressionSnappy],
   compressMinBytes: 0,
   // The JSON codec writes RequestInfo.requests (google.protobuf.Any) with
   // the suite's types, as the reference server does (Go's global registry).
@@ -626,6 +648,12 @@ function checkRequest(req, res) {
 
 function handler(req, res) {
   if (checkRequest(req, res) === null) return;
+  if (req.httpVersionMajor === 1) {
+    // connect-node answers every bidi call over HTTP/1.1 with 505; the
+    // reference server (connect-go) serves them half duplex, as the suite
+    // expects.  The version is read only for that check.
+    Object.defineProperty(req, "httpVersion", { value: "2.0" });
+  }
   const slot = { rawHeaders: req.rawHeaders ?? [], res, raw: false };
   slots.set(req, slot);
   connectHandler(req, guardResponse(slot));
@@ -636,21 +664,37 @@ const h2Options = {
   maxSessionMemory: 256,
 };
 
+const tlsClientCa = opt.clientCa !== null
+  ? { ca: readFileSync(opt.clientCa), requestCert: true,
+    rejectUnauthorized: true }
+  : {};
 let server;
-if (opt.cert !== null) {
+if (opt.http1 && opt.cert !== null) {
+  server = https.createServer({
+    cert: readFileSync(opt.cert),
+    key: readFileSync(opt.key),
+    ALPNProtocols: ["http/1.1"],
+    ...tlsClientCa,
+  }, handler);
+} else if (opt.http1) {
+  server = http.createServer(handler);
+} else if (opt.cert !== null) {
   server = http2.createSecureServer({
     ...h2Options,
     cert: readFileSync(opt.cert),
     key: readFileSync(opt.key),
     allowHTTP1: false,
     ALPNProtocols: ["h2"],
-    ...(opt.clientCa !== null
-      ? { ca: readFileSync(opt.clientCa), requestCert: true,
-        rejectUnauthorized: true }
-      : {}),
+    ...tlsClientCa,
   }, handler);
 } else {
   server = http2.createServer(h2Options, handler);
+}
+if (opt.http1) {
+  // As Go's http.Server (the reference server's): idle connections are
+  // kept, not closed after Node's 5 s, which races a client's next request
+  // on them.
+  server.keepAliveTimeout = 0;
 }
 
 server.on("session", (session) => session.on("error", () => {}));

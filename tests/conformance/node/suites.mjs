@@ -526,24 +526,29 @@ const grpcWebUnexpected = {
   ],
 };
 
-// The trailers frame itself gzip-compressed (flag 0x81): gzip runs only.
-const grpcWebCompressed = {
-  name: "gRPC-Web Compressed Trailers",
+// The trailers frame itself compressed (flag 0x81), in each compression's
+// own runs (upstream has gzip only).
+const COMPRESSED = [["COMPRESSION_GZIP", "gzip"], ["COMPRESSION_BR", "br"],
+  ["COMPRESSION_ZSTD", "zstd"], ["COMPRESSION_DEFLATE", "deflate"],
+  ["COMPRESSION_SNAPPY", "snappy"]];
+
+const grpcWebCompressed = COMPRESSED.map(([comp, name]) => ({
+  name: `gRPC-Web Compressed Trailers, ${name}`,
   mode: "TEST_MODE_CLIENT",
   // Raw responses in the proto codec, as upstream (relevantCodecs).
   relevantCodecs: ["CODEC_PROTO"],
   relevantProtocols: ["PROTOCOL_GRPC_WEB"],
-  relevantCompressions: ["COMPRESSION_GZIP"],
+  relevantCompressions: [comp],
   testCases: [
     tc("trailers-compressed", UNARY, [raw({
       headers: [hdr("content-type", "application/grpc-web"),
-        hdr("grpc-encoding", "gzip")],
+        hdr("grpc-encoding", name)],
       ...{ stream: { items: [{ flags: 129, payload: {
         text: "grpc-status: 9\r\ngrpc-message: error\r\n",
-        compression: "COMPRESSION_GZIP" } }] } } })], {},
+        compression: comp } }] } } })], {},
     { error: { code: "CODE_FAILED_PRECONDITION", message: "error" } }),
   ],
-};
+}));
 
 // connect_with_get.yaml: IdempotentUnary as an HTTP GET (server.mjs checks
 // the method against x-expect-http-method and reports the query).
@@ -563,17 +568,18 @@ const connectWithGet = {
   ],
 };
 
-// Ours: the same over gzip, which puts compression=gzip in the query.
-const connectWithGetGzip = {
+// Ours: the same over each compression, which puts compression=<name> in
+// the query.
+const connectWithGetCompressed = {
   ...connectWithGet,
-  name: "Connect with GET, gzip",
-  relevantCompressions: ["COMPRESSION_GZIP"],
+  name: "Connect with GET, compressed",
+  relevantCompressions: COMPRESSED.map(([comp]) => comp),
 };
 
 export const suites = [
   basic,
   connectWithGet,
-  connectWithGetGzip,
+  connectWithGetCompressed,
   errors,
   duplicateMetadata,
   timeouts,
@@ -586,5 +592,5 @@ export const suites = [
   connectUnexpected,
   grpcUnexpected,
   grpcWebUnexpected,
-  grpcWebCompressed,
+  ...grpcWebCompressed,
 ];

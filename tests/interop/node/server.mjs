@@ -51,7 +51,9 @@ import {
   createContextKey,
   createContextValues,
 } from "@connectrpc/connect";
-import { compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+
+import { allCompressions } from "./compressions.mjs";
 
 import { TestService } from "./gen/conchtest/v1/test_pb.js";
 import { stubgenRoutes } from "./stubgen.mjs";
@@ -307,7 +309,10 @@ const handler = connectNodeAdapter({
     // The services of protoc-gen-conch's tests (stubgen.mjs).
     stubgenRoutes(router);
   },
-  acceptCompression: [compressionGzip],
+  // gzip, br, zstd, deflate, snappy and the toy x-xor (compressions.mjs):
+  // a response goes in the request's compression, else in the first of
+  // the client's accepted list the server has.
+  acceptCompression: allCompressions,
   compressMinBytes: 1024,
   readMaxBytes: MAX_MESSAGE_BYTES,
   writeMaxBytes: MAX_MESSAGE_BYTES,

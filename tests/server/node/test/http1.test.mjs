@@ -25,7 +25,7 @@ let client;
 const started = [];
 
 before(async () => {
-  server = spawn(bin, ["serve", "--listen", "127.0.0.1:0"], {
+  server = spawn(bin, ["serve", "--listen", "127.0.0.1:0", "--no-token"], {
     stdio: ["pipe", "pipe", "inherit"],
   });
   const lines = createInterface({ input: server.stdout });

@@ -29,7 +29,7 @@ const clients = {};
 const seenTypes = { binary: new Set(), json: new Set() };
 
 before(async () => {
-  server = spawn(bin, ["serve", "--listen", "127.0.0.1:0"], {
+  server = spawn(bin, ["serve", "--listen", "127.0.0.1:0", "--no-token"], {
     stdio: ["pipe", "pipe", "inherit"],
   });
   const lines = createInterface({ input: server.stdout });
