@@ -847,7 +847,7 @@ conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
   if (c->unix_path != NULL) {
     conch__list_push(&c->conns, &conn->link);
     conch__timer_arm(c, &conn->connect_timer,
-                     conch__now_ms() + c->o.connect_timeout_ms);
+                     conch__client_now(c) + c->o.connect_timeout_ms);
     conch__unix_connect(conn);
     return conn;
   }
