@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "url.h"
 
 int64_t conch__now_ms(void) {
   struct timespec ts;
@@ -99,112 +100,23 @@ void conch__arena_reset(conch_client *c) {
 /* ---- URL ---------------------------------------------------------------- */
 
 static int parse_url(conch_client *c, const char *url) {
-  const char *p, *host, *host_end, *auth_end, *port = NULL;
-  size_t port_len = 0;
-  int tls;
+  conch_url u;
+  int rv = conch__url_parse(url, c->mem, &u);
 
-  if (strncmp(url, "unix:", 5) == 0) {
-    size_t n = strlen(url + 5);
-    if (n == 0 || n >= CONCH_UNIX_PATH_MAX) {
-      return CONCH_ERR_URL;
-    }
-    c->tls = 0;
-    c->unix_path = conch__strdup(c->mem, url + 5);
-    c->host = conch__strdup(c->mem, "localhost");
-    c->port = conch__strdup(c->mem, "80");
-    c->authority = conch__strdup(c->mem, "localhost");
-    c->prefix = conch__strdup(c->mem, "");
-    if (c->unix_path == NULL || c->host == NULL || c->port == NULL ||
-        c->authority == NULL || c->prefix == NULL) {
-      return CONCH_ERR_NOMEM;
-    }
-    return 0;
+  if (rv != 0) {
+    return rv;
   }
-  if (strncmp(url, "http://", 7) == 0) {
-    tls = 0;
-    p = url + 7;
-  } else if (strncmp(url, "https://", 8) == 0) {
-    tls = 1;
-    p = url + 8;
-  } else {
-    return CONCH_ERR_URL;
-  }
-  host = p;
-  if (*p == '[') {
-    host = p + 1;
-    host_end = strchr(host, ']');
-    if (host_end == NULL || host_end == host) {
-      return CONCH_ERR_URL;
-    }
-    p = host_end + 1;
-  } else {
-    while (*p != '\0' && *p != ':' && *p != '/' && *p != '?' && *p != '#') {
-      if (*p == '@') {
-        return CONCH_ERR_URL; /* no userinfo */
-      }
-      p++;
-    }
-    host_end = p;
-    if (host_end == host) {
-      return CONCH_ERR_URL;
-    }
-  }
-  if (*p == ':') {
-    long v = 0;
-    port = ++p;
-    while (*p >= '0' && *p <= '9') {
-      v = v * 10 + (*p - '0');
-      if (v > 65535) {
-        return CONCH_ERR_URL;
-      }
-      p++;
-    }
-    port_len = (size_t)(p - port);
-    if (port_len == 0 || v == 0) {
-      return CONCH_ERR_URL;
-    }
-  }
-  auth_end = p;
-  if (*p != '\0' && *p != '/') {
-    return CONCH_ERR_URL; /* query or fragment */
-  }
-  for (const char *q = host; q < host_end; q++) {
-    if ((unsigned char)*q <= 0x20 || *q == '/' || *q == '%') {
-      return CONCH_ERR_URL;
-    }
-  }
-  c->tls = tls;
-  c->host = conch__strndup(c->mem, host, (size_t)(host_end - host));
-  if (port != NULL) {
-    c->port = conch__strndup(c->mem, port, port_len);
-  } else {
-    c->port = conch__strdup(c->mem, tls ? "443" : "80");
-  }
-  c->authority = conch__strndup(c->mem, url + (tls ? 8 : 7),
-                                (size_t)(auth_end - (url + (tls ? 8 : 7))));
-  {
-    /* The prefix keeps no trailing slash: method paths bring their own. */
-    size_t n = strlen(p);
-    while (n > 0 && p[n - 1] == '/') {
-      n--;
-    }
-    for (size_t i = 0; i < n; i++) {
-      if ((unsigned char)p[i] <= 0x20 || (unsigned char)p[i] >= 0x7f ||
-          p[i] == '?' || p[i] == '#') {
-        return CONCH_ERR_URL;
-      }
-    }
-    c->prefix = conch__strndup(c->mem, p, n);
-  }
-  if (c->o.unix_path != NULL) {
+  c->tls = u.tls;
+  c->host = u.host;
+  c->port = u.port;
+  c->authority = u.authority;
+  c->prefix = u.prefix;
+  c->unix_path = u.unix_path;
+  if (c->unix_path == NULL && c->o.unix_path != NULL) {
     c->unix_path = conch__strdup(c->mem, c->o.unix_path);
     if (c->unix_path == NULL) {
       return CONCH_ERR_NOMEM;
     }
-  }
-  if (c->host == NULL || c->port == NULL || c->authority == NULL ||
-      c->prefix == NULL) {
-    return CONCH_ERR_NOMEM;
   }
   return 0;
 }

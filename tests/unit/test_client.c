@@ -36,6 +36,8 @@ static void test_urls(void **state) {
   check_url("https://example.com:8443/api/v1/", 1, "example.com", "8443",
             "example.com:8443", "/api/v1");
   check_url("http://[::1]:49983", 0, "::1", "49983", "[::1]:49983", "");
+  /* The port in canonical digits; the authority as written. */
+  check_url("http://h:008080", 0, "h", "8080", "h:008080", "");
   check_url("https://[2001:db8::1]", 1, "2001:db8::1", "443", "[2001:db8::1]",
             "");
 }
