@@ -38,7 +38,7 @@ static int parse_unix(const char *path, const conch_mem *mem, conch_url *u) {
 
 static int parse_http(const char *url, const conch_mem *mem, conch_url *u) {
   const char *p, *start, *host, *host_end, *auth_end;
-  char port[8] = "";
+  char port[24] = ""; /* room gcc -O0 can prove */
   size_t n, i;
 
   if (strncmp(url, "http://", 7) == 0) {
