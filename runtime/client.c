@@ -137,7 +137,7 @@ static void client_release(conch_client *c) {
   conch__arena_reset(c);
   conch__free(mem, c->arena);
   conch__free(mem, c->arena_extra);
-  conch__free(mem, c->heap);
+  conch__heap_free(&c->timers, mem);
   conch__free(mem, c->host);
   conch__free(mem, c->port);
   conch__free(mem, c->authority);
@@ -314,97 +314,24 @@ conch_codec conch_client_codec(const conch_client *c) { return c->o.codec; }
 
 /* ---- Timers ------------------------------------------------------------- */
 
-static void heap_swap(conch_client *c, size_t a, size_t b) {
-  conch_timer *t = c->heap[a];
-  c->heap[a] = c->heap[b];
-  c->heap[b] = t;
-  c->heap[a]->idx = a;
-  c->heap[b]->idx = b;
-}
-
-static void heap_up(conch_client *c, size_t i) {
-  while (i > 0) {
-    size_t parent = (i - 1) / 2;
-    if (c->heap[parent]->when <= c->heap[i]->when) {
-      break;
-    }
-    heap_swap(c, i, parent);
-    i = parent;
-  }
-}
-
-static void heap_down(conch_client *c, size_t i) {
-  for (;;) {
-    size_t l = 2 * i + 1, r = l + 1, m = i;
-    if (l < c->nheap && c->heap[l]->when < c->heap[m]->when) {
-      m = l;
-    }
-    if (r < c->nheap && c->heap[r]->when < c->heap[m]->when) {
-      m = r;
-    }
-    if (m == i) {
-      return;
-    }
-    heap_swap(c, i, m);
-    i = m;
-  }
-}
-
 void conch__timer_disarm(conch_client *c, conch_timer *t) {
-  size_t i = t->idx;
-  if (i == SIZE_MAX) {
-    return;
-  }
-  t->idx = SIZE_MAX;
-  c->nheap--;
-  if (i == c->nheap) {
-    return;
-  }
-  c->heap[i] = c->heap[c->nheap];
-  c->heap[i]->idx = i;
-  heap_up(c, i);
-  heap_down(c, c->heap[i]->idx);
+  conch__heap_remove(&c->timers, t);
 }
 
 /* The heap array grows in conch__timer_reserve() at call start, so arming
-   never fails. */
+   never fails there. */
 int conch__timer_reserve(conch_client *c, size_t extra) {
-  size_t cap;
-  conch_timer **h;
-  if (c->heapcap - c->nheap >= extra) {
-    return 0;
-  }
-  cap = c->heapcap ? c->heapcap * 2 : 16;
-  while (cap - c->nheap < extra) {
-    cap *= 2;
-  }
-  h = conch__realloc(c->mem, c->heap, cap * sizeof(*h));
-  if (h == NULL) {
-    return CONCH_ERR_NOMEM;
-  }
-  c->heap = h;
-  c->heapcap = cap;
-  return 0;
+  return conch__heap_reserve(&c->timers, c->mem, extra);
 }
 
 void conch__timer_arm(conch_client *c, conch_timer *t, int64_t when) {
-  conch__timer_disarm(c, t);
-  if (c->nheap == c->heapcap && conch__timer_reserve(c, 1) != 0) {
-    /* Out of memory for a timer: fire at the next turn instead of never. */
-    when = 0;
-    if (c->nheap == c->heapcap) {
-      return;
-    }
-  }
-  t->when = when;
-  t->idx = c->nheap;
-  c->heap[c->nheap++] = t;
-  heap_up(c, t->idx);
+  /* Without memory (none reserved) the timer stays unarmed, as before. */
+  (void)conch__heap_insert(&c->timers, c->mem, t, when);
 }
 
 static void run_timers(conch_client *c, int64_t now) {
-  while (c->nheap > 0 && c->heap[0]->when <= now) {
-    conch_timer *t = c->heap[0];
+  conch_timer *t;
+  while ((t = conch__heap_top(&c->timers)) != NULL && t->when <= now) {
     conch__timer_disarm(c, t);
     switch (t->kind) {
     case CONCH_TIMER_CALL_DEADLINE:
@@ -441,10 +368,10 @@ long conch_client_timeout_ms(conch_client *c) {
       !conch__list_empty(&c->ready)) {
     return 0;
   }
-  if (c->nheap == 0) {
+  if (c->timers.n == 0) {
     return -1;
   }
-  d = c->heap[0]->when - conch__client_now(c);
+  d = c->timers.t[0]->when - conch__client_now(c);
   if (d <= 0) {
     return 0;
   }

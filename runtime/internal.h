@@ -13,6 +13,8 @@
 #include <conch/conch.h>
 
 #include "buf.h"
+#include "list.h"
+#include "timer.h"
 #include "envelope.h"
 #include "compress.h"
 #include "gzip.h"
@@ -20,52 +22,6 @@
 #include "mem_int.h"
 #include "status_int.h"
 #include "tls.h"
-
-/* ---- Intrusive doubly-linked lists ------------------------------------ */
-
-typedef struct conch_link {
-  struct conch_link *prev;
-  struct conch_link *next;
-} conch_link;
-
-static inline void conch__list_init(conch_link *head) {
-  head->prev = head->next = head;
-}
-static inline int conch__list_empty(const conch_link *head) {
-  return head->next == head;
-}
-static inline int conch__linked(const conch_link *l) { return l->next != NULL; }
-static inline void conch__list_push(conch_link *head, conch_link *l) {
-  l->prev = head->prev;
-  l->next = head;
-  head->prev->next = l;
-  head->prev = l;
-}
-static inline void conch__list_remove(conch_link *l) {
-  if (l->next == NULL) {
-    return;
-  }
-  l->prev->next = l->next;
-  l->next->prev = l->prev;
-  l->prev = l->next = NULL;
-}
-#define CONCH_CONTAINER(ptr, type, member)                                     \
-  ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
-
-/* ---- Timers: one binary heap per client ------------------------------- */
-
-enum {
-  CONCH_TIMER_CALL_DEADLINE = 1,
-  CONCH_TIMER_CONN_CONNECT = 2,
-  CONCH_TIMER_ALARM = 3,
-  CONCH_TIMER_CONN_KEEPALIVE = 4
-};
-
-typedef struct conch_timer {
-  int64_t when; /* monotonic ms */
-  size_t idx;   /* position in the heap, SIZE_MAX when not armed */
-  int kind;
-} conch_timer;
 
 int64_t conch__now_ms(void);
 /* The client's clock (conch_client_opts_set_clock), in ms. */
@@ -105,7 +61,7 @@ struct conch_client_opts {
   char *key_pem;
   size_t key_pem_len;
   int tls_verify;
-  conch_resolver resolver; /* start NULL: the default (resolve.c) */
+  conch_resolver resolver;           /* start NULL: the default (resolve.c) */
   int64_t (*clock)(void *user_data); /* NULL: CLOCK_MONOTONIC */
   void *clock_ud;
   char *unix_path;   /* connect to this Unix socket instead of host:port */
@@ -150,17 +106,17 @@ typedef struct conch_conn {
   conch_link link; /* in client->conns */
   conch_conn_state state;
   int fd;
-  unsigned watched; /* CONCH_IO_* last reported to the hooks */
+  unsigned watched;  /* CONCH_IO_* last reported to the hooks */
   conch_addr *addrs; /* where the host is, in the order to try */
   size_t naddrs;
-  size_t next_addr;                  /* the one being tried */
+  size_t next_addr;                    /* the one being tried */
   struct conch_resolve_req *resolving; /* the lookup under way */
   int resolve_started;
   conch_tls *tls;
   nghttp2_session *h2;
   struct conch_h1 *h1; /* HTTP/1.1 bridge (h1.c); NULL for HTTP/2 */
-  conch_buf out; /* bytes for the socket (ciphertext under TLS) */
-  uint8_t *rbuf; /* socket reads */
+  conch_buf out;       /* bytes for the socket (ciphertext under TLS) */
+  uint8_t *rbuf;       /* socket reads */
   size_t rcap;
   uint8_t *pbuf; /* TLS plaintext */
   size_t pcap;
@@ -248,7 +204,7 @@ struct conch_call {
   unsigned body_over : 1;         /* unary body beyond the limit */
   unsigned moved_headers : 1;     /* trailers-only: headers became trailers */
   size_t body_bytes;              /* response body bytes seen */
-  int resp_enc; /* compression id or CONCH_ENC_UNSUPPORTED */
+  int resp_enc;                   /* compression id or CONCH_ENC_UNSUPPORTED */
   conch_metadata headers;
   conch_metadata trailers;
   conch_metadata gfields[2]; /* gRPC status fields: [0] headers, [1] trailers */
@@ -299,9 +255,7 @@ struct conch_client {
   size_t peer_max_streams; /* the server's stream limit, once one said it */
   int h1; /* connections speak HTTP/1.1 (forced, ALPN, or found out) */
 
-  conch_timer **heap;
-  size_t nheap;
-  size_t heapcap;
+  conch_heap timers;
 
   conch_comps comps;
   conch_buf scratch; /* request serialization */
@@ -324,7 +278,7 @@ struct conch_client {
   unsigned wake_watched;
   void (*wake_cb)(conch_client *, void *);
   void *wake_ud;
-  unsigned depth; /* > 0 while the client is dispatching */
+  unsigned depth;                      /* > 0 while the client is dispatching */
   struct resolver_pool *resolver_pool; /* the default resolver's threads */
 };
 
