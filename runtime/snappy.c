@@ -5,8 +5,10 @@
    and at most 64 KiB of it; padding (0xfe) and reserved skippable chunks
    (0x80..0xfd) are skipped, reserved unskippable ones (0x02..0x7f) are an
    error.  Streams may follow each other.
-   libsnappy takes no allocator: its compressor's working memory comes from
-   C++ operator new; decompression allocates nothing. */
+   libsnappy takes no allocator: its compressor's working memory (hash
+   table and scratch, under 200 KiB for a 64 KiB chunk) comes from C++
+   operator new, whose failure the C API does not catch (std::terminate),
+   as brotli's encoder exits; decompression allocates nothing. */
 #include <string.h>
 
 #include <snappy-c.h>

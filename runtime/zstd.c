@@ -22,6 +22,11 @@
 #define ZS_WLOG_FLOOR 23
 #define ZS_WLOG_CEIL 27
 
+/* Contexts that grew past this (a large window, a high level) are freed
+   after the message rather than kept for the client's life, as the
+   client's decompression buffer is. */
+#define ZS_KEEP_MAX ((size_t)4 << 20)
+
 struct conch_zstd {
   ZSTD_CCtx *cctx;
   ZSTD_DCtx *dctx;
@@ -107,6 +112,10 @@ int conch__zstd_compress(struct conch_zstd **zs, const conch_mem *mem,
     return zs_err(r);
   }
   out->len += r;
+  if (ZSTD_sizeof_CCtx((*zs)->cctx) > ZS_KEEP_MAX) {
+    ZSTD_freeCCtx((*zs)->cctx);
+    (*zs)->cctx = NULL;
+  }
   return 0;
 }
 
@@ -217,6 +226,10 @@ int conch__zstd_decompress(struct conch_zstd **zs, const conch_mem *mem,
   if (rv != 0) {
     out->len = out->off + base;
     ZSTD_DCtx_reset((*zs)->dctx, ZSTD_reset_session_only);
+  }
+  if (ZSTD_sizeof_DCtx((*zs)->dctx) > ZS_KEEP_MAX) {
+    ZSTD_freeDCtx((*zs)->dctx);
+    (*zs)->dctx = NULL;
   }
   return rv;
 }
