@@ -3004,6 +3004,29 @@ int conch__pbjson_decode(const ProtobufCMessageDescriptor *desc,
                                  errlen);
 }
 
+size_t conch__json_values(const uint8_t *p, size_t n) {
+  size_t count = 1;
+  size_t i;
+  int in_str = 0;
+
+  for (i = 0; i < n; i++) {
+    uint8_t ch = p[i];
+
+    if (in_str) {
+      if (ch == '\\') {
+        i++;
+      } else if (ch == '"') {
+        in_str = 0;
+      }
+    } else if (ch == '"') {
+      in_str = 1;
+    } else if (ch == '[' || ch == '{' || ch == ',' || ch == ':') {
+      count++;
+    }
+  }
+  return count;
+}
+
 int conch__pbjson_decode_ex(const ProtobufCMessageDescriptor *desc,
                             const uint8_t *json, size_t len,
                             const conch_pbjson_opts *opts,
@@ -3024,6 +3047,10 @@ int conch__pbjson_decode_ex(const ProtobufCMessageDescriptor *desc,
   d.err = err;
   d.errlen = errlen;
   d.rv = 0;
+  if (conch__json_values(json, len) > CONCH_JSON_MAX_VALUES) {
+    snprintf(err, errlen, "more than %d JSON values", CONCH_JSON_MAX_VALUES);
+    return CONCH_ERR_CODEC;
+  }
   root = json_loadb((const char *)json, len,
                     JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
   if (root == NULL && json_error_code(&je) == json_error_numeric_overflow) {
