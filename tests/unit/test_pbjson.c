@@ -1324,7 +1324,7 @@ static void test_values_budget(void **state) {
   (void)state;
   assert_non_null(text);
   memcpy(text, "{\"args\":[", 9);
-  for (i = 9; i + 3 + 2 < n; i += 3) {
+  for (i = 9; i + 3 + 4 <= n; i += 3) { /* then "[]]}" and NUL */
     memcpy(text + i, "[],", 3);
   }
   memcpy(text + i, "[]]}", 5);

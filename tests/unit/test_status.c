@@ -58,7 +58,8 @@ static char *json_bomb(const char *head, const char *tail, size_t n) {
   assert_non_null(s);
   memcpy(s, head, hl);
   s[hl] = '[';
-  for (i = hl + 1; i + 3 + 1 + tl < n; i += 3) {
+  /* Room is left for the last "[]]", the tail and its NUL. */
+  for (i = hl + 1; i + 6 + tl <= n; i += 3) {
     memcpy(s + i, "[],", 3);
   }
   memcpy(s + i, "[]]", 3);
