@@ -320,6 +320,14 @@ static void respond_plain(srv_stream *st, int status, const char *ctype,
 
   st->rejected = 1;
   st->finished = 1;
+  /* A stranger gets header_ms to take the answer: one that never opens
+     its flow-control window (SETTINGS_INITIAL_WINDOW_SIZE 0) would
+     otherwise keep the stream, and its connection, forever. */
+  if (srv_timer_arm(&srv->loop, &st->recv_t,
+                    srv_now_ms() + srv->cfg.header_ms) != 0) {
+    stream_reset(st);
+    return;
+  }
   if (body != NULL &&
       conch__buf_append(&st->out, srv->mem, body, strlen(body)) != 0) {
     stream_reset(st);
@@ -1391,7 +1399,10 @@ void srv_rpc_request_end(srv_stream *st) {
   ProtobufCMessage *msg;
 
   st->req_done = 1;
-  srv_timer_cancel(&st->conn->srv->loop, &st->recv_t);
+  /* (A rejected request keeps its timer: see respond_plain().) */
+  if (!st->rejected) {
+    srv_timer_cancel(&st->conn->srv->loop, &st->recv_t);
+  }
   if (st->finished || st->rejected || st->m == NULL) {
     return;
   }
