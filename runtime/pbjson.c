@@ -177,3 +177,26 @@ size_t conch__utf8_seq(const unsigned char *s, size_t n) {
   }
   return 0;
 }
+
+size_t conch__json_values(const uint8_t *p, size_t n) {
+  size_t count = 1;
+  size_t i;
+  int in_str = 0;
+
+  for (i = 0; i < n; i++) {
+    uint8_t ch = p[i];
+
+    if (in_str) {
+      if (ch == '\\') {
+        i++;
+      } else if (ch == '"') {
+        in_str = 0;
+      }
+    } else if (ch == '"') {
+      in_str = 1;
+    } else if (ch == '[' || ch == '{' || ch == ',' || ch == ':') {
+      count++;
+    }
+  }
+  return count;
+}

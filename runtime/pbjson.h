@@ -128,6 +128,17 @@ int conch__pbjson_decode_ex(const ProtobufCMessageDescriptor *d,
                             ProtobufCAllocator *alloc, ProtobufCMessage **out,
                             char *err, size_t errlen);
 
+/* JSON text is parsed into a tree (jansson) that costs up to ~50 times the
+   text ("[[],[],...]" is a node per 3 bytes), so no text with more values
+   than this is parsed: conch__pbjson_decode*() and the Connect error and
+   end-stream JSON count them first. */
+#define CONCH_JSON_MAX_VALUES (256 * 1024)
+
+/* An upper bound on the values (objects, arrays, members, elements) in the
+   JSON text |p|: one, plus one per '[', '{', ',' and ':' outside strings.
+   One pass; nothing allocated. */
+size_t conch__json_values(const uint8_t *p, size_t n);
+
 /* Length of the UTF-8 sequence at |s| (|n| > 0 bytes left), or 0 when it
    is not valid UTF-8: overlong forms, surrogates and code points past
    U+10FFFF are invalid, as in Go's utf8 package (and for jansson). */

@@ -1388,6 +1388,10 @@ int conch__pbjson_decode_ex(const ProtobufCMessageDescriptor *desc,
   d.err = err;
   d.errlen = errlen;
   d.rv = 0;
+  if (conch__json_values(json, len) > CONCH_JSON_MAX_VALUES) {
+    snprintf(err, errlen, "more than %d JSON values", CONCH_JSON_MAX_VALUES);
+    return CONCH_ERR_CODEC;
+  }
   root = json_loadb((const char *)json, len,
                     JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
   if (root == NULL && json_error_code(&je) == json_error_numeric_overflow) {

@@ -12,6 +12,7 @@
 #include "base64.h"
 #include "mem_int.h"
 #include "metadata_int.h"
+#include "pbjson.h"
 
 /* Ints become reals so that a huge number somewhere we never read (a
    "debug" member, say) does not make the whole document unparsable. */
@@ -620,7 +621,8 @@ int conch__connect_unary_error(conch_status *st, const conch_mem *mem,
     return 0;
   }
   mem = mem_or_default(mem);
-  if (json_ctype && len > 0) {
+  if (json_ctype && len > 0 &&
+      conch__json_values(body, len) <= CONCH_JSON_MAX_VALUES) {
     root = json_loadb((const char *)body, len, JSON_FLAGS, NULL);
   }
   if (!json_is_object(root)) {
@@ -710,6 +712,9 @@ int conch__connect_end_stream(const uint8_t *json, size_t len,
   int code = -1, has_error, rv = 0;
 
   mem = mem_or_default(mem);
+  if (conch__json_values(json, len) > CONCH_JSON_MAX_VALUES) {
+    return CONCH_ERR_PROTO;
+  }
   root = json_loadb((const char *)json, len, JSON_FLAGS, NULL);
   if (!json_is_object(root)) {
     json_decref(root);

@@ -33,6 +33,7 @@ static serve_peer fast; /* idle 1500, header 1000, body 1500 ms */
    slot within seconds is the eviction, not a timer. */
 static serve_peer capped;
 static serve_peer procs; /* --max-processes 3 */
+static serve_peer tok;   /* --access-token secret, header 1000 ms */
 
 static int group_setup(void **state) {
   static const char *const fast_args[] = {"--idle-timeout-ms",
@@ -49,13 +50,16 @@ static int group_setup(void **state) {
                                             "--max-buffered-bytes",
                                             "4194304",
                                             NULL};
+  static const char *const tok_args[] = {"--access-token", "secret",
+                                         "--header-timeout-ms", "1000", NULL};
   static const char *const procs_args[] = {
       "--max-processes", "3", "--max-stdin-bytes", "1048576", NULL};
 
   (void)state;
   if (serve_start(&fast, fast_args) != 0 ||
       serve_start(&capped, capped_args) != 0 ||
-      serve_start(&procs, procs_args) != 0) {
+      serve_start(&procs, procs_args) != 0 ||
+      serve_start(&tok, tok_args) != 0) {
     return -1;
   }
   return 0;
@@ -70,6 +74,9 @@ static int group_teardown(void **state) {
   a = serve_stop(&fast, 10000);
   b = serve_stop(&capped, 10000);
   c = serve_stop(&procs, 10000);
+  if (serve_stop(&tok, 10000) != 0) {
+    c = -1;
+  }
   return a == 0 && b == 0 && c == 0 ? 0 : -1;
 }
 
@@ -290,6 +297,26 @@ static void test_headers_without_end(void **state) {
   assert_int_equal(frame_send(fd, 1, 0x1, 1, block, n / 2), 0);
   assert_int_equal(wait_closed(fd, WAIT_MS), 1);
   print_message("open header block closed after %lld ms\n", now_ms() - t0);
+  close(fd);
+}
+
+/* A stranger that never opens its window cannot take its 401: the stream
+   (and so the connection) does not stay open for it. */
+static void test_unread_401(void **state) {
+  static const uint8_t no_window[6] = {0, 4, 0, 0, 0, 0};
+  uint8_t block[256];
+  size_t n = request_block(SVC "List", block, sizeof(block));
+  int fd = tcp_open(tok.port);
+  long long t0 = now_ms();
+
+  (void)state;
+  assert_true(fd >= 0);
+  send_all(fd, preface, sizeof(preface) - 1);
+  /* SETTINGS_INITIAL_WINDOW_SIZE = 0 */
+  assert_int_equal(frame_send(fd, 4, 0, 0, no_window, sizeof(no_window)), 0);
+  assert_int_equal(frame_send(fd, 1, 0x5, 1, block, n), 0);
+  assert_int_equal(wait_closed(fd, WAIT_MS), 1);
+  print_message("unread 401: connection closed after %lld ms\n", now_ms() - t0);
   close(fd);
 }
 
@@ -1084,6 +1111,7 @@ int main(void) {
       cmocka_unit_test(test_idle_after_request),
       cmocka_unit_test(test_client_after_idle_close),
       cmocka_unit_test(test_headers_without_end),
+      cmocka_unit_test(test_unread_401),
       cmocka_unit_test(test_body_trickle_h2),
       cmocka_unit_test(test_body_trickle_h1),
       cmocka_unit_test(test_header_trickle_h1),

@@ -1312,6 +1312,35 @@ static void test_alloc_failures(void **state) {
   protobuf_c_message_free_unpacked(w, NULL);
 }
 
+/* A 4 MiB message of empty arrays is refused before jansson builds its
+   tree (~50 times the text). */
+static void test_values_budget(void **state) {
+  size_t n = 4u << 20;
+  char *text = malloc(n + 1);
+  ProtobufCMessage *m = NULL;
+  char err[128];
+  size_t i;
+
+  (void)state;
+  assert_non_null(text);
+  memcpy(text, "{\"args\":[", 9);
+  for (i = 9; i + 3 + 4 <= n; i += 3) { /* then "[]]}" and NUL */
+    memcpy(text + i, "[],", 3);
+  }
+  memcpy(text + i, "[]]}", 5);
+  assert_int_equal(conch__json_values((const uint8_t *)"[1,{\"a,\":2}]", 13),
+                   5);
+  assert_true(conch__json_values((const uint8_t *)text, strlen(text)) >
+              CONCH_JSON_MAX_VALUES);
+  assert_int_equal(conch__pbjson_decode(&process__process_config__descriptor,
+                                        (const uint8_t *)text, strlen(text),
+                                        NULL, &m, err, sizeof(err)),
+                   CONCH_ERR_CODEC);
+  assert_null(m);
+  assert_string_equal(err, "more than 262144 JSON values");
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vectors),
@@ -1330,6 +1359,7 @@ int main(void) {
       cmocka_unit_test(test_well_known),
       cmocka_unit_test(test_wkt_nesting),
       cmocka_unit_test(test_alloc_failures),
+      cmocka_unit_test(test_values_budget),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);

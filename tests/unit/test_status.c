@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -29,6 +30,42 @@
 #define UNICODE_PCT                                                            \
   "%0Atest with whitespace%0D%0Aand Unicode BMP %E2%98%BA and non-BMP "        \
   "%F0%9F%98%88%0A"
+
+/* VmHWM (peak resident set) of this process in KiB. */
+static long peak_kb(void) {
+  char line[256];
+  FILE *f = fopen("/proc/self/status", "r");
+  long kb = -1;
+
+  assert_non_null(f);
+  while (fgets(line, sizeof(line), f) != NULL) {
+    if (strncmp(line, "VmHWM:", 6) == 0) {
+      kb = strtol(line + 6, NULL, 10);
+    }
+  }
+  fclose(f);
+  return kb;
+}
+
+/* |head| + "[[],[],...[]]" + |tail|, |n| bytes in all; malloc'd, NUL-
+   terminated. */
+static char *json_bomb(const char *head, const char *tail, size_t n) {
+  size_t hl = strlen(head);
+  size_t tl = strlen(tail);
+  char *s = malloc(n + 1);
+  size_t i;
+
+  assert_non_null(s);
+  memcpy(s, head, hl);
+  s[hl] = '[';
+  /* Room is left for the last "[]]", the tail and its NUL. */
+  for (i = hl + 1; i + 6 + tl <= n; i += 3) {
+    memcpy(s + i, "[],", 3);
+  }
+  memcpy(s + i, "[]]", 3);
+  memcpy(s + i + 3, tail, tl + 1);
+  return s;
+}
 
 static int unary(conch_status *st, int http_status, const char *body) {
   conch_status_init(st);
@@ -1405,6 +1442,36 @@ static void test_oom(void **state) {
   oom_loop(oom_details_bin, 0);
 }
 
+/* A 4 MiB error body of empty arrays (what a server, or whoever holds the
+   port, may send): its values are counted before any parse tree is built
+   (~50 times the text), and it counts as no usable body. */
+static void test_json_bombs(void **state) {
+  char *body = json_bomb("{\"code\":\"internal\",\"details\":", "}", 4u << 20);
+  char *end = json_bomb("{\"error\":{\"code\":\"internal\",\"details\":", "}}",
+                        4u << 20);
+  conch_status st;
+  conch_metadata md;
+  long before;
+  long after;
+
+  (void)state;
+  before = peak_kb();
+  assert_int_equal(unary(&st, 503, body), 0);
+  assert_http_fallback(&st, 503, CONCH_CODE_UNAVAILABLE,
+                       "HTTP status 503 Service Unavailable");
+  conch_status_clear(&st);
+  conch_status_init(&st);
+  conch__metadata_init(&md, NULL);
+  assert_int_equal(end_stream(&st, &md, end), CONCH_ERR_PROTO);
+  conch_status_clear(&st);
+  conch__metadata_clear(&md);
+  after = peak_kb();
+  print_message("4 MiB JSON bombs: peak RSS %ld -> %ld KiB\n", before, after);
+  assert_true(after - before < 64 * 1024);
+  free(body);
+  free(end);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_strerror),
@@ -1435,6 +1502,7 @@ int main(void) {
       cmocka_unit_test(test_grpc_status_details),
       cmocka_unit_test(test_grpc_status_details_malformed),
       cmocka_unit_test(test_oom),
+      cmocka_unit_test(test_json_bombs),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -306,8 +306,6 @@ enum { SRV_HDR_MAX = 64 * 1024 };
    what List sends back: they may total this much, so that a List stays
    under 4 MiB, the receive limit of gRPC and conch clients by default. */
 enum { SRV_CONFIG_BUDGET = 3 * 1024 * 1024 };
-/* Values (objects, arrays, members, elements) a JSON request may hold. */
-enum { SRV_JSON_MAX_VALUES = 256 * 1024 };
 
 struct srv_stream {
   srv_link link; /* conn->streams */

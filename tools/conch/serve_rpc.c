@@ -324,6 +324,14 @@ static void respond_plain(srv_stream *st, int status, const char *ctype,
 
   st->rejected = 1;
   st->finished = 1;
+  /* A stranger gets header_ms to take the answer: one that never opens
+     its flow-control window (SETTINGS_INITIAL_WINDOW_SIZE 0) would
+     otherwise keep the stream, and its connection, forever. */
+  if (srv_timer_arm(&srv->loop, &st->recv_t,
+                    srv_now_ms() + srv->cfg.header_ms) != 0) {
+    stream_reset(st);
+    return;
+  }
   if (body != NULL &&
       conch__buf_append(&st->out, srv->mem, body, strlen(body)) != 0) {
     stream_reset(st);
@@ -1150,31 +1158,6 @@ static int inflate_msg(srv_stream *st, const uint8_t **p, size_t *len,
   return 0;
 }
 
-/* An upper bound on the values in the JSON text |p|: one, plus one per
-   '[', '{', ',' and ':' outside strings.  One pass, nothing allocated. */
-static size_t json_values(const uint8_t *p, size_t n) {
-  size_t count = 1;
-  size_t i;
-  int in_str = 0;
-
-  for (i = 0; i < n; i++) {
-    uint8_t ch = p[i];
-
-    if (in_str) {
-      if (ch == '\\') {
-        i++;
-      } else if (ch == '"') {
-        in_str = 0;
-      }
-    } else if (ch == '"') {
-      in_str = 1;
-    } else if (ch == '[' || ch == '{' || ch == ',' || ch == ':') {
-      count++;
-    }
-  }
-  return count;
-}
-
 static ProtobufCMessage *decode_json(srv_stream *st, const uint8_t *p,
                                      size_t len) {
   ProtobufCMessage *msg = NULL;
@@ -1183,9 +1166,10 @@ static ProtobufCMessage *decode_json(srv_stream *st, const uint8_t *p,
 
   /* The parse tree costs up to ~50 times the text ("[[],[],...]" is a
      node per 3 bytes): the values are counted before any tree is built. */
-  if (json_values(p, len) > SRV_JSON_MAX_VALUES) {
+  if (conch__json_values(p, len) > CONCH_JSON_MAX_VALUES) {
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED,
-                   "JSON request has more than %d values", SRV_JSON_MAX_VALUES);
+                   "JSON request has more than %d values",
+                   CONCH_JSON_MAX_VALUES);
     return NULL;
   }
   rv = conch__pbjson_decode(st->m->input, p, len, NULL, &msg, err, sizeof(err));
@@ -1424,7 +1408,10 @@ void srv_rpc_request_end(srv_stream *st) {
   ProtobufCMessage *msg;
 
   st->req_done = 1;
-  srv_timer_cancel(&st->conn->srv->loop, &st->recv_t);
+  /* (A rejected request keeps its timer: see respond_plain().) */
+  if (!st->rejected) {
+    srv_timer_cancel(&st->conn->srv->loop, &st->recv_t);
+  }
   if (st->finished || st->rejected || st->m == NULL) {
     return;
   }
