@@ -94,7 +94,8 @@ static int connect_unary(const conch_call *call) {
 
 /* A Connect stream answered with an HTTP error and a JSON body: the body
    is read and decoded as a unary error is, so the server's message (a 401's
-   "unauthorized access, ...") reaches the caller. */
+   "unauthorized access, ...") reaches the caller; the code stays the one
+   of the HTTP status (connect_unary_end). */
 static int connect_stream_error_body(const conch_call *call) {
   return is_connect(call) && call->method->kind != CONCH_STREAM_UNARY &&
          call->http_status != 0 && call->http_status != 200;
@@ -669,6 +670,13 @@ static void connect_unary_end(conch_call *call) {
     }
     conch_status_init(&st);
     conch__connect_unary_error(&st, c->mem, call->http_status, json, p, n);
+    if (connect_stream_error_body(call) &&
+        st.code != conch__code_from_http(call->http_status)) {
+      /* A stream's code comes from its HTTP status (CONNECT_PROTOCOL.md
+         2.3, as connect-go); only the message is the body's. */
+      st.code = conch__code_from_http(call->http_status);
+      st.origin = CONCH_ORIGIN_HTTP;
+    }
     shrink_inflbuf(c);
     conch__call_end_with(call, &st);
     return;
