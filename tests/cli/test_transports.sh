@@ -123,8 +123,14 @@ for proto in grpc grpc-web; do
     "$(grep -c "does not take --protocol $proto (conch serve speaks connect only)" "$tmp/err")"
 done
 "$CONCH" --url "http://127.0.0.1:$front" --token $tok --http2 run -- true \
-  2>/dev/null
+  2>"$tmp/err"
 check "--http2 against the HTTP/1.1 front fails" 255 "$?"
+check "--http2 against the HTTP/1.1 front: says why" 1 \
+  "$(grep -c "does not speak HTTP/2 without TLS (h2c): leave out --http2" "$tmp/err")"
+# Global options after the command's name.
+out=$("$CONCH" run --url "http://127.0.0.1:$front" --token $tok --codec json \
+  --cwd /tmp -- pwd)
+check "global options after the command" /tmp "$out"
 
 # A 401 on a stream says what the server said, as a unary call does.
 for u in "http://127.0.0.1:$h2c" "http://127.0.0.1:$front"; do

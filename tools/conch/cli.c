@@ -71,6 +71,11 @@ static void status_error(const conch_status *st) {
                     "serve speaks connect only)\n",
             opts_used->protocol == CONCH_PROTOCOL_GRPC ? "grpc" : "grpc-web");
   }
+  if (opts_used != NULL && opts_used->http_version == CONCH_HTTP_2 &&
+      strstr(msg, "SETTINGS frame") != NULL) {
+    fprintf(stderr, "conch: the server does not speak HTTP/2 without TLS "
+                    "(h2c): leave out --http2\n");
+  }
 }
 
 static void rpc_error(const char *what, int rv, const conch_status *st) {
