@@ -187,5 +187,30 @@ let s = ""; process.stdin.on("data", (d) => s += d).on("end", () => {
 });')"
 "$CONCH" "${U[@]}" kill "$pid"
 
+# conch serve --user and --workdir: the user and cwd of requests that name
+# none (root can name another user).
+timeout 20 "$CONCH" serve --listen 127.0.0.1:0 --no-token --workdir rel 2>"$tmp/err"
+check "serve --workdir relative refused" \
+  "conch serve: --workdir rel: not an absolute path" "$(cat "$tmp/err")"
+timeout 20 "$CONCH" serve --listen 127.0.0.1:0 --no-token --user no-such-user-x \
+  2>"$tmp/err"
+check "serve --user unknown refused" \
+  "conch serve: --user no-such-user-x: no such user" "$(cat "$tmp/err")"
+if [ "$(id -u)" = 0 ]; then
+  mkdir "$tmp/wd" && chmod 755 "$tmp" "$tmp/wd"
+  start defaults "$CONCH" serve --listen 127.0.0.1:0 --no-token \
+    --user nobody --workdir "$tmp/wd"
+  out=$("$CONCH" --url "http://127.0.0.1:$port" run -- sh -c 'id -un; pwd')
+  check "serve --user nobody --workdir: a request naming neither" \
+    "nobody
+$tmp/wd" "$out"
+  out=$("$CONCH" --url "http://127.0.0.1:$port" --user root run --cwd / -- \
+    sh -c 'id -un; pwd')
+  check "serve --user nobody: a request naming root and a cwd" "root
+/" "$out"
+else
+  echo "skip serve --user nobody: not root"
+fi
+
 [ "$fails" -eq 0 ] && echo "all ok"
 exit $((fails > 0))
