@@ -92,6 +92,15 @@ static int connect_unary(const conch_call *call) {
   return is_connect(call) && call->method->kind == CONCH_STREAM_UNARY;
 }
 
+/* A Connect stream answered with an HTTP error and a JSON body: the body
+   is read and decoded as a unary error is, so the server's message (a 401's
+   "unauthorized access, ...") reaches the caller; the code stays the one
+   of the HTTP status (connect_unary_end). */
+static int connect_stream_error_body(const conch_call *call) {
+  return is_connect(call) && call->method->kind != CONCH_STREAM_UNARY &&
+         call->http_status != 0 && call->http_status != 200;
+}
+
 #define inflate_or_fail conch__call_inflate
 #define shrink_inflbuf conch__client_shrink_inflbuf
 
@@ -447,8 +456,10 @@ static void connect_stream_headers(conch_call *call) {
   const char *enc;
 
   if (call->http_status != 200) {
-    fail_http(call);
-    return;
+    if (!media_type_is(ctype, "application/json")) {
+      fail_http(call);
+    }
+    return; /* the error's JSON follows (connect_stream_error_body) */
   }
   if (!media_type_prefix(ctype, "application/connect+")) {
     conch__call_fail(call, CONCH_CODE_UNKNOWN, CONCH_ERR_PROTO,
@@ -626,7 +637,7 @@ void conch__proto_on_data(conch_call *call, const uint8_t *data, size_t len) {
     grpc_feed(call, data, len);
     return;
   }
-  if (connect_unary(call)) {
+  if (connect_unary(call) || connect_stream_error_body(call)) {
     unary_body(call, data, len);
     return;
   }
@@ -659,6 +670,13 @@ static void connect_unary_end(conch_call *call) {
     }
     conch_status_init(&st);
     conch__connect_unary_error(&st, c->mem, call->http_status, json, p, n);
+    if (connect_stream_error_body(call) &&
+        st.code != conch__code_from_http(call->http_status)) {
+      /* A stream's code comes from its HTTP status (CONNECT_PROTOCOL.md
+         2.3, as connect-go); only the message is the body's. */
+      st.code = conch__code_from_http(call->http_status);
+      st.origin = CONCH_ORIGIN_HTTP;
+    }
     shrink_inflbuf(c);
     conch__call_end_with(call, &st);
     return;
@@ -696,7 +714,7 @@ void conch__proto_on_end(conch_call *call) {
     grpc_end(call);
     return;
   }
-  if (connect_unary(call)) {
+  if (connect_unary(call) || connect_stream_error_body(call)) {
     connect_unary_end(call);
     return;
   }

@@ -146,7 +146,7 @@ done
 # too.  Once the server runs again, the process's lifetime (--timeout)
 # ends it.
 mkfifo "$tmp/srv2"
-"$CONCH" serve --listen 127.0.0.1:0 >"$tmp/srv2" 2>>"$tmp/srv.err" </dev/null &
+"$CONCH" serve --listen 127.0.0.1:0 --no-token >"$tmp/srv2" 2>>"$tmp/srv.err" </dev/null &
 srv2=$!
 read -r _ port2 <"$tmp/srv2"
 U2="--url http://127.0.0.1:$port2"

@@ -6,6 +6,10 @@
 #   run.sh conch_serve_no_token /path/to/conch
 #                                         `conch serve --no-token`, as for the
 #                                         SDK's debug mode: a few run: cases
+#   run.sh conch_serve_nobody /path/to/conch
+#                                         `conch serve --workdir DIR` run as
+#                                         nobody (setpriv; needs root: else
+#                                         skipped)
 #   run.sh node_server                    tests/api/node/server.mjs --http1
 #
 # Needs Node.js >= 20.18.1 and `npm ci` in tests/e2b (and in tests/api/node
@@ -56,6 +60,26 @@ case "$target" in
     server=("$conch" serve --listen 127.0.0.1:0 --no-token)
     suite_flags=(--only '^(run: (stdout|cwd|envs)|commands.list|no process)')
     ;;
+  conch_serve_nobody)
+    [ -x "$conch" ] || die "usage: run.sh conch_serve_nobody /path/to/conch"
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+      echo "run.sh: skipped: serving as nobody needs root and setpriv"
+      exit 0
+    fi
+    # nobody's home (/nonexistent) does not exist: --workdir gives the
+    # SDK's requests, which name no cwd and no user, a place to run.
+    workdir=$(mktemp -d /tmp/conch-e2b-nobody.XXXXXX)
+    chown nobody "$workdir"
+    trap 'rm -rf "$workdir"' EXIT
+    # The conch binary must be reachable for nobody (a build under /root
+    # is not): a copy in the work directory.
+    cp "$conch" "$workdir/conch" && chmod 755 "$workdir" "$workdir/conch"
+    server=(env CONCH_TOKEN="$token" setpriv --reuid nobody --regid nogroup
+      --clear-groups "$workdir/conch" serve --listen 127.0.0.1:0
+      --workdir "$workdir")
+    suite_flags=(--access-token "$token" --server-user nobody
+      --workdir "$workdir")
+    ;;
   node_server)
     need_modules "$top/tests/api/node" @connectrpc/connect-node
     server=(node "$top/tests/api/node/server.mjs" --http1 --port 0
@@ -87,7 +111,7 @@ cleanup() {
     fi
     wait "$srv" 2>/dev/null
   fi
-  rm -rf "$tmp"
+  rm -rf "$tmp" ${workdir:+"$workdir"}
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT HUP

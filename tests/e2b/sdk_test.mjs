@@ -4,6 +4,11 @@
 //
 //   node sdk_test.mjs --url http://127.0.0.1:PORT [--access-token T]
 //                     [--no-pty] [--only REGEX] [--verbose]
+//                     [--server-user NAME] [--workdir DIR]
+//
+// --server-user: the user the server runs processes as by default (`conch
+// serve --user`, or the user it runs as), when not the suite's own;
+// --workdir: the server's default cwd (`conch serve --workdir`).
 //
 // (E2B_SANDBOX_URL and E2B_ACCESS_TOKEN stand in for --url and
 // --access-token.)  With E2B_DEBUG=true the SDK creates no cloud sandbox:
@@ -41,6 +46,8 @@ const opt = {
   pty: true,
   only: null,
   verbose: false,
+  serverUser: null,
+  workdir: null,
 };
 {
   const argv = process.argv.slice(2);
@@ -56,6 +63,8 @@ const opt = {
       case "--no-pty": opt.pty = false; break;
       case "--only": opt.only = new RegExp(value()); break;
       case "--verbose": opt.verbose = true; break;
+      case "--server-user": opt.serverUser = value(); break;
+      case "--workdir": opt.workdir = value(); break;
       default: usage(`unknown argument ${a}`);
     }
   }
@@ -211,17 +220,24 @@ async function expectGone(what, pids = [], ms = 5000) {
 }
 
 // The server's own user (the suite runs on the server's machine, as the
-// same user), from /etc/passwd.
+// same user, unless --server-user names it), from /etc/passwd.
 function selfUser() {
   const uid = process.geteuid();
   for (const line of fs.readFileSync("/etc/passwd", "utf8").split("\n")) {
     const f = line.split(":");
-    if (f.length >= 7 && Number(f[2]) === uid) return { name: f[0], home: f[5] };
+    if (f.length >= 7 && (opt.serverUser !== null ? f[0] === opt.serverUser
+      : Number(f[2]) === uid)) {
+      return { name: f[0], home: f[5], uid: Number(f[2]), gid: Number(f[3]) };
+    }
   }
+  if (opt.serverUser !== null) usage(`--server-user ${opt.serverUser}: no such user`);
   const i = os.userInfo();
   return { name: i.username, home: i.homedir };
 }
 const ME = selfUser();
+// The quiet HOME must be the server user's to read (login shells source
+// its files).
+if (opt.serverUser !== null) fs.chownSync(QUIET_HOME, ME.uid, ME.gid);
 
 // The suite's sandbox: E2B_DEBUG and E2B_SANDBOX_URL decide where it goes;
 // envd's access token (if the server wants one) through the constructor.
@@ -311,7 +327,8 @@ test("run: cwd", async () => {
   const r = await sbx.commands.run("pwd", { cwd: "/tmp", envs: mark() });
   eq(r.stdout, "/tmp\n", "pwd in /tmp");
   const r2 = await sbx.commands.run("pwd", { envs: mark() });
-  eq(r2.stdout, `${ME.home}\n`, "default cwd (the user's home)");
+  eq(r2.stdout, `${opt.workdir ?? ME.home}\n`,
+    opt.workdir ? "default cwd (the server's --workdir)" : "default cwd (the user's home)");
 });
 
 test("run: missing cwd -> InvalidArgumentError", async () => {

@@ -10,6 +10,18 @@ build=$1
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT INT TERM
 cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
+# The CLI comes with its man page and its bash completion.
+for f in bin/conch share/man/man1/conch.1 \
+  share/bash-completion/completions/conch; do
+  [ -f "$scratch/prefix/$f" ] || {
+    echo "install check: $f was not installed" >&2
+    exit 1
+  }
+done
+"$scratch/prefix/bin/conch" run --help | grep -q '^usage: conch run' || {
+  echo "install check: the installed conch does not run" >&2
+  exit 1
+}
 cmake -S "$here" -B "$scratch/consumer" -DCMAKE_PREFIX_PATH="$scratch/prefix" >/dev/null
 cmake --build "$scratch/consumer" >/dev/null
 LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/consumer/consumer"

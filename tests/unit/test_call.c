@@ -474,10 +474,43 @@ static void test_stream_errors(void **state) {
   finish(&f, CONCH_CODE_FAILED_PRECONDITION);
   assert_int_equal(f.r.st.ndetails, 1);
   done(&f);
-  /* A non-200 status: the body is not read. */
+  /* A non-200 status: a body that is not JSON is not read. */
   begin(&f, CONCH_STREAM_SERVER, 0);
   response(&f, "503", "text/plain", 0, NULL);
   finish(&f, CONCH_CODE_UNAVAILABLE);
+  done(&f);
+  /* A JSON error body gives its message (a 401's, as on unary calls); the
+     code stays the HTTP status's, as connect-go's. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "401", "application/json", 0, NULL);
+  body_str(&f, "{\"code\":\"unauthenticated\",\"message\":\"bad token\"}");
+  end(&f);
+  finish(&f, CONCH_CODE_UNAUTHENTICATED);
+  assert_string_equal(f.r.st.message, "bad token");
+  assert_int_equal(f.r.st.http_status, 401);
+  assert_int_equal(f.r.messages, 0);
+  done(&f);
+  begin(&f, CONCH_STREAM_BIDI, 0);
+  response(&f, "403", "application/json", 0, NULL);
+  body_str(&f, "{\"code\":\"out_of_range\",\"message\":\"nope\"}");
+  end(&f);
+  finish(&f, CONCH_CODE_PERMISSION_DENIED);
+  assert_string_equal(f.r.st.message, "nope");
+  assert_int_equal(f.r.st.origin, CONCH_ORIGIN_HTTP);
+  done(&f);
+  /* A JSON body that does not parse: the status's code and text. */
+  begin(&f, CONCH_STREAM_CLIENT, 0);
+  response(&f, "401", "application/json", 0, NULL);
+  body_str(&f, "{\"code\":");
+  end(&f);
+  finish(&f, CONCH_CODE_UNAUTHENTICATED);
+  assert_string_equal(f.r.st.message, "HTTP status 401 Unauthorized");
+  done(&f);
+  /* An error with no body at all. */
+  begin(&f, CONCH_STREAM_SERVER, 0);
+  response(&f, "401", "application/json", 1, NULL);
+  end(&f);
+  finish(&f, CONCH_CODE_UNAUTHENTICATED);
   done(&f);
 }
 

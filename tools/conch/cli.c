@@ -56,10 +56,31 @@ static void catch_signals(void) {
   signal(SIGPIPE, SIG_IGN);
 }
 
+/* The options of this run, for the hints of errors. */
+static const cli_globals *opts_used;
+
+/* A status as "conch: code: message", with a hint where the cause is
+   likely ours: gRPC or gRPC-Web against a Connect-only server (conch
+   serve answers them 415). */
+static void status_error(const conch_status *st) {
+  const char *msg = conch_status_message(st);
+  fprintf(stderr, "conch: %s: %s\n", conch_code_name(st->code), msg);
+  if (opts_used != NULL && opts_used->protocol != CONCH_PROTOCOL_CONNECT &&
+      strstr(msg, "415") != NULL) {
+    fprintf(stderr, "conch: the server does not take --protocol %s (conch "
+                    "serve speaks connect only)\n",
+            opts_used->protocol == CONCH_PROTOCOL_GRPC ? "grpc" : "grpc-web");
+  }
+  if (opts_used != NULL && opts_used->http_version == CONCH_HTTP_2 &&
+      strstr(msg, "SETTINGS frame") != NULL) {
+    fprintf(stderr, "conch: the server does not speak HTTP/2 without TLS "
+                    "(h2c): leave out --http2\n");
+  }
+}
+
 static void rpc_error(const char *what, int rv, const conch_status *st) {
   if (rv == CONCH_ERR_RPC && st != NULL) {
-    fprintf(stderr, "conch: %s: %s\n", conch_code_name(st->code),
-            conch_status_message(st));
+    status_error(st);
   } else if (rv == CONCH_ERR_CAPABILITY) {
     fprintf(stderr, "conch: %s: the sandbox does not support it\n", what);
   } else {
@@ -383,7 +404,7 @@ static int keepalive_from_env(long *ms) {
   return 0;
 }
 
-static int open_sandbox(const cli_globals *g, conch_sandbox **sb) {
+static int open_sandbox(cli_globals *g, conch_sandbox **sb) {
   conch_sandbox_opts so = CONCH_SANDBOX_OPTS_INIT;
   conch_client_opts *co = NULL;
   local_server ls;
@@ -411,16 +432,30 @@ static int open_sandbox(const cli_globals *g, conch_sandbox **sb) {
   so.access_token = g->token;
   so.user = g->user;
   if (keepalive_from_env(&so.keepalive_ms) != 0) {
+    conch_client_opts_free(co);
     return -1;
   }
   if (g->timeout_ms != 0) {
     so.timeout_ms = g->timeout_ms;
   }
-  if (g->cacert != NULL && conch_client_opts_set_ca_file(co, g->cacert) != 0) {
+  if (g->cacert != NULL && access(g->cacert, R_OK) != 0) {
+    fprintf(stderr, "conch: --cacert %s: %s\n", g->cacert,
+            errno == ENOENT ? "no such file" : strerror(errno));
+    conch_client_opts_free(co);
+    return -1;
+  }
+  if ((g->cacert != NULL &&
+       conch_client_opts_set_ca_file(co, g->cacert) != 0) ||
+      conch_client_opts_set_http_version(co, (conch_http_version)g->http_version) !=
+          0 ||
+      conch_client_opts_set_protocol(co, (conch_protocol)g->protocol) != 0 ||
+      conch_client_opts_set_codec(co, (conch_codec)g->codec) != 0) {
+    fprintf(stderr, "conch: cannot set the client's options\n");
     conch_client_opts_free(co);
     return -1;
   }
   so.client_opts = co;
+  opts_used = g;
   rv = conch_sandbox_new(sb, &so);
   conch_client_opts_free(co);
   if (rv != 0) {
@@ -459,45 +494,42 @@ typedef struct proc_args {
   int use_stdin;
 } proc_args;
 
-static int parse_proc(int argc, char **argv, proc_args *pa, const char *cmd) {
+static int parse_proc(cli_globals *g, int argc, char **argv, proc_args *pa,
+                      const char *cmd) {
   conch_proc_opts d = CONCH_PROC_OPTS_INIT;
-  int i;
+  const cli_opt *opts = strcmp(cmd, "run") == 0 ? cli_run_opts : cli_start_opts;
+  const char *v;
+  int i = 1, k;
+
   pa->o = d;
   pa->use_stdin = 0;
-  for (i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--") == 0) {
-      i++;
-      break;
-    }
-    if (strcmp(a, "--cwd") == 0 && i + 1 < argc) {
-      pa->o.cwd = argv[++i];
-    } else if (strcmp(a, "--tag") == 0 && i + 1 < argc) {
-      pa->o.tag = argv[++i];
-    } else if (strcmp(a, "--env") == 0 && i + 1 < argc) {
-      char *kv = argv[++i], *eq = strchr(kv, '=');
+  while ((k = cli_next(cmd, opts, g, argc, argv, &i, &v)) >= 0) {
+    const char *name = opts[k].name;
+    if (strcmp(name, "--cwd") == 0) {
+      pa->o.cwd = v;
+    } else if (strcmp(name, "--tag") == 0) {
+      pa->o.tag = v;
+    } else if (strcmp(name, "--env") == 0) {
+      char *kv = argv[i - 1] + (v - argv[i - 1]); /* ours to cut */
+      char *eq = strchr(kv, '=');
       if (eq == NULL || eq == kv || pa->o.nenv == 64) {
-        fprintf(stderr, "conch %s: --env needs NAME=VALUE\n", cmd);
+        fprintf(stderr, "conch %s: --env needs NAME=VALUE, got '%s'\n", cmd,
+                kv);
         return -1;
       }
       *eq = '\0';
       pa->env[pa->o.nenv].name = kv;
       pa->env[pa->o.nenv].value = eq + 1;
       pa->o.nenv++;
-    } else if (strcmp(a, "--stdin") == 0) {
+    } else if (strcmp(name, "--stdin") == 0) {
       pa->use_stdin = 1;
-    } else if (a[0] == '-') {
-      fprintf(stderr, "conch %s: unknown option '%s'\n", cmd, a);
-      return -1;
-    } else {
-      break;
     }
   }
+  if (k == CLI_ERROR) {
+    return -1;
+  }
   if (i >= argc) {
-    fprintf(stderr,
-            "usage: conch %s [--cwd D] [--env K=V]... [--tag T]%s -- CMD "
-            "[ARG...]\n",
-            cmd, strcmp(cmd, "run") == 0 ? " [--stdin]" : "");
+    cli_usage_error(cmd, "no command to run");
     return -1;
   }
   pa->o.env = pa->env;
@@ -521,6 +553,8 @@ typedef struct session {
   int out_broken; /* our stdout went away */
   int exit_code;
   conch_status st;
+  long lifetime_ms;       /* the process's, when we started it; else 0 */
+  int lifetime_default;   /* ... and it is run's default */
 } session;
 
 static void s_start(conch_process *p, uint32_t pid, void *ud) {
@@ -640,8 +674,18 @@ static int pump(session *s) {
     return got_signal ? 128 + got_signal : 1;
   }
   if (s->st.code != CONCH_CODE_OK) {
-    fprintf(stderr, "conch: %s: %s\n", conch_code_name(s->st.code),
-            conch_status_message(&s->st));
+    status_error(&s->st);
+    if (s->st.code == CONCH_CODE_DEADLINE_EXCEEDED && s->lifetime_ms > 0) {
+      fprintf(stderr,
+              "conch: the process reached its lifetime of %ld s%s and was "
+              "killed; --timeout SEC (or CONCH_TIMEOUT) sets another, 0 "
+              "none\n",
+              s->lifetime_ms / 1000,
+              s->lifetime_default ? " (run's default)" : "");
+    } else if (s->st.code == CONCH_CODE_DEADLINE_EXCEEDED) {
+      fprintf(stderr, "conch: the process reached the lifetime it was "
+                      "started with and was killed\n");
+    }
     return 255;
   }
   return s->exit_code;
@@ -657,12 +701,12 @@ static int finish_session(session *s, int code) {
   return code;
 }
 
-int conch_cli_run(const cli_globals *g, int argc, char **argv) {
+int conch_cli_run(cli_globals *g, int argc, char **argv) {
   proc_args pa;
   session s;
   int rv;
 
-  if (parse_proc(argc, argv, &pa, "run") != 0) {
+  if (parse_proc(g, argc, argv, &pa, "run") != 0) {
     return 2;
   }
   memset(&s, 0, sizeof(s));
@@ -672,6 +716,8 @@ int conch_cli_run(const cli_globals *g, int argc, char **argv) {
   }
   catch_signals();
   s.forward = pa.use_stdin;
+  s.lifetime_ms = g->timeout_ms == 0 ? 60000 : g->timeout_ms;
+  s.lifetime_default = g->timeout_ms == 0;
   rv = conch_stream_async(s.sb, &pa.o, &session_handler, &s, &s.p);
   if (rv != 0) {
     rpc_error("run", rv, NULL);
@@ -681,13 +727,21 @@ int conch_cli_run(const cli_globals *g, int argc, char **argv) {
   return finish_session(&s, pump(&s));
 }
 
-int conch_cli_attach(const cli_globals *g, int argc, char **argv) {
+int conch_cli_attach(cli_globals *g, int argc, char **argv) {
   conch_selector sel;
   session s;
   int rv;
 
-  if (argc != 2 || parse_selector(argv[1], &sel) != 0) {
-    fprintf(stderr, "usage: conch attach PID|@TAG\n");
+  const char *v;
+  int i = 1, k;
+
+  while ((k = cli_next("attach", cli_none_opts, g, argc, argv, &i, &v)) >= 0) {
+  }
+  if (k == CLI_ERROR) {
+    return 2;
+  }
+  if (argc != i + 1 || parse_selector(argv[i], &sel) != 0) {
+    cli_usage_error("attach", i >= argc ? "which process?" : NULL);
     return 2;
   }
   memset(&s, 0, sizeof(s));
@@ -708,7 +762,7 @@ int conch_cli_attach(const cli_globals *g, int argc, char **argv) {
   return finish_session(&s, pump(&s));
 }
 
-int conch_cli_pty(const cli_globals *g, int argc, char **argv) {
+int conch_cli_pty(cli_globals *g, int argc, char **argv) {
   conch_proc_opts o = CONCH_PROC_OPTS_INIT;
   struct termios saved, raw;
   struct winsize ws;
@@ -716,14 +770,18 @@ int conch_cli_pty(const cli_globals *g, int argc, char **argv) {
   session s;
   int rv, code;
 
-  if (argc > 1 && strcmp(argv[1], "--") == 0) {
-    argc--;
-    argv++;
+  const char *v;
+  int i = 1, k;
+
+  while ((k = cli_next("pty", cli_none_opts, g, argc, argv, &i, &v)) >= 0) {
   }
-  if (argc > 1) {
-    o.cmd = argv[1];
-    o.args = (const char *const *)argv + 2;
-    o.nargs = (size_t)(argc - 2);
+  if (k == CLI_ERROR) {
+    return 2;
+  }
+  if (i < argc) {
+    o.cmd = argv[i];
+    o.args = (const char *const *)argv + i + 1;
+    o.nargs = (size_t)(argc - i - 1);
   }
   if (tty && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
     o.pty_cols = ws.ws_col;
@@ -731,6 +789,7 @@ int conch_cli_pty(const cli_globals *g, int argc, char **argv) {
   }
   o.timeout_ms = g->timeout_ms != 0 ? g->timeout_ms : -1;
   memset(&s, 0, sizeof(s));
+  s.lifetime_ms = o.timeout_ms;
   conch_status_init(&s.st);
   if (open_sandbox(g, &s.sb) != 0) {
     return 255;
@@ -758,14 +817,14 @@ int conch_cli_pty(const cli_globals *g, int argc, char **argv) {
   return finish_session(&s, code);
 }
 
-int conch_cli_start(const cli_globals *g, int argc, char **argv) {
+int conch_cli_start(cli_globals *g, int argc, char **argv) {
   proc_args pa;
   conch_sandbox *sb;
   conch_status st;
   uint32_t pid;
   int rv;
 
-  if (parse_proc(argc, argv, &pa, "start") != 0) {
+  if (parse_proc(g, argc, argv, &pa, "start") != 0) {
     return 2;
   }
   if (open_sandbox(g, &sb) != 0) {
@@ -787,16 +846,103 @@ int conch_cli_start(const cli_globals *g, int argc, char **argv) {
   return 0;
 }
 
-int conch_cli_ps(const cli_globals *g, int argc, char **argv) {
+/* |w| as a POSIX shell reads it back: bare when it holds only characters
+   no shell treats specially, else in single quotes ('\'' for a quote). */
+static void put_shell_word(FILE *f, const char *w) {
+  static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV"
+                             "WXYZ0123456789_@%+=:,./-";
+  if (w[0] != '\0' && strspn(w, safe) == strlen(w)) {
+    fputs(w, f);
+    return;
+  }
+  fputc('\'', f);
+  for (; *w != '\0'; w++) {
+    if (*w == '\'') {
+      fputs("'\\''", f);
+    } else {
+      fputc(*w, f);
+    }
+  }
+  fputc('\'', f);
+}
+
+/* |s| as a JSON string.  Bytes that are not UTF-8 pass through as they
+   came (the server sent them as protobuf strings, which are UTF-8). */
+static void put_json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  if (s == NULL) {
+    s = "";
+  }
+  for (; *s != '\0'; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      fprintf(f, "\\%c", c);
+    } else if (c == '\n') {
+      fputs("\\n", f);
+    } else if (c == '\t') {
+      fputs("\\t", f);
+    } else if (c == '\r') {
+      fputs("\\r", f);
+    } else if (c < 0x20 || c == 0x7f) {
+      fprintf(f, "\\u%04x", c);
+    } else {
+      fputc(c, f);
+    }
+  }
+  fputc('"', f);
+}
+
+static void put_json_process(FILE *f, const conch_process_info *p) {
+  size_t k;
+  fprintf(f, "{\"pid\":%u,\"tag\":", p->pid);
+  if (p->tag != NULL) {
+    put_json_string(f, p->tag);
+  } else {
+    fputs("null", f);
+  }
+  fputs(",\"cmd\":", f);
+  put_json_string(f, p->cmd);
+  fputs(",\"args\":[", f);
+  for (k = 0; k < p->nargs; k++) {
+    if (k > 0) {
+      fputc(',', f);
+    }
+    put_json_string(f, p->args[k]);
+  }
+  fputs("],\"env\":{", f);
+  for (k = 0; k < p->nenv; k++) {
+    if (k > 0) {
+      fputc(',', f);
+    }
+    put_json_string(f, p->env[k].name);
+    fputc(':', f);
+    put_json_string(f, p->env[k].value);
+  }
+  fputs("},\"cwd\":", f);
+  if (p->cwd != NULL) {
+    put_json_string(f, p->cwd);
+  } else {
+    fputs("null", f);
+  }
+  fputs("}\n", f);
+}
+
+int conch_cli_ps(cli_globals *g, int argc, char **argv) {
   conch_sandbox *sb;
   conch_process_info *list;
   conch_status st;
+  const char *v;
   size_t n, i, k;
-  int rv;
-  (void)argv;
+  int json = 0, a = 1, rv;
 
-  if (argc != 1) {
-    fprintf(stderr, "usage: conch ps\n");
+  while ((rv = cli_next("ps", cli_ps_opts, g, argc, argv, &a, &v)) >= 0) {
+    json = 1; /* --json, its only option */
+  }
+  if (rv == CLI_ERROR) {
+    return 2;
+  }
+  if (a != argc) {
+    cli_usage_error("ps", "takes no operands");
     return 2;
   }
   if (open_sandbox(g, &sb) != 0) {
@@ -810,13 +956,20 @@ int conch_cli_ps(const cli_globals *g, int argc, char **argv) {
     conch_sandbox_free(sb);
     return 255;
   }
-  printf("%-8s %-16s %s\n", "PID", "TAG", "COMMAND");
+  if (!json) {
+    printf("%-8s %-16s %s\n", "PID", "TAG", "COMMAND");
+  }
   for (i = 0; i < n; i++) {
-    printf("%-8u %-16s %s", list[i].pid,
-           list[i].tag != NULL ? list[i].tag : "-",
-           list[i].cmd != NULL ? list[i].cmd : "");
+    if (json) {
+      put_json_process(stdout, &list[i]);
+      continue;
+    }
+    printf("%-8u %-16s ", list[i].pid,
+           list[i].tag != NULL ? list[i].tag : "-");
+    put_shell_word(stdout, list[i].cmd != NULL ? list[i].cmd : "");
     for (k = 0; k < list[i].nargs; k++) {
-      printf(" %s", list[i].args[k]);
+      putchar(' ');
+      put_shell_word(stdout, list[i].args[k]);
     }
     printf("\n");
   }
@@ -825,28 +978,31 @@ int conch_cli_ps(const cli_globals *g, int argc, char **argv) {
   return 0;
 }
 
-int conch_cli_kill(const cli_globals *g, int argc, char **argv) {
+int conch_cli_kill(cli_globals *g, int argc, char **argv) {
   conch_sandbox *sb;
   conch_selector sel;
   conch_status st;
-  int sig = SIGKILL, i = 1, rv;
+  const char *v;
+  int sig = SIGKILL, i = 1, k, rv;
 
-  if (argc >= 3 && strcmp(argv[1], "-s") == 0) {
-    const char *s = argv[2];
-    if (strcmp(s, "TERM") == 0 || strcmp(s, "SIGTERM") == 0 ||
-        strcmp(s, "15") == 0) {
+  while ((k = cli_next("kill", cli_kill_opts, g, argc, argv, &i, &v)) >= 0) {
+    if (strcmp(v, "TERM") == 0 || strcmp(v, "SIGTERM") == 0 ||
+        strcmp(v, "15") == 0) {
       sig = SIGTERM;
-    } else if (strcmp(s, "KILL") == 0 || strcmp(s, "SIGKILL") == 0 ||
-               strcmp(s, "9") == 0) {
+    } else if (strcmp(v, "KILL") == 0 || strcmp(v, "SIGKILL") == 0 ||
+               strcmp(v, "9") == 0) {
       sig = SIGKILL;
     } else {
-      fprintf(stderr, "conch kill: only TERM and KILL can be sent\n");
+      fprintf(stderr, "conch kill: only TERM and KILL can be sent, not '%s'\n",
+              v);
       return 2;
     }
-    i = 3;
+  }
+  if (k == CLI_ERROR) {
+    return 2;
   }
   if (argc != i + 1 || parse_selector(argv[i], &sel) != 0) {
-    fprintf(stderr, "usage: conch kill [-s TERM|KILL] PID|@TAG\n");
+    cli_usage_error("kill", i >= argc ? "which process?" : NULL);
     return 2;
   }
   if (open_sandbox(g, &sb) != 0) {

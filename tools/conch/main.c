@@ -1,6 +1,8 @@
-/* conch: the command-line tool.  main() reads the options that come before
-   the command and dispatches; the process commands live in cli.c, the local
-   server in serve_*.c. */
+/* conch: the command-line tool.  One table of options per command (and one
+   of global options) drives the parser (cli_next), `conch --help` and
+   `conch COMMAND --help`; tests/cli/test_docs.sh checks that the man page
+   (conch.1) and the bash completion name every option they print.  The
+   process commands live in cli.c, the local server in serve_*.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,13 +13,255 @@
 #include "cli.h"
 #include "commands.h"
 
+/* ---- Global options ------------------------------------------------------ */
+
+enum {
+  G_URL,
+  G_TOKEN,
+  G_USER,
+  G_TIMEOUT,
+  G_CACERT,
+  G_HTTP1,
+  G_HTTP2,
+  G_PROTOCOL,
+  G_CODEC,
+  G_COUNT
+};
+
+static const cli_opt global_opts[] = {
+    {"--url", "URL", "CONCH_URL",
+     "the server: http[s]://HOST[:PORT] or unix:PATH (default: the local "
+     "server on a private Unix socket, started when none answers)"},
+    {"--token", "TOKEN", "CONCH_TOKEN", "the access token (X-Access-Token)"},
+    {"--user", "USER", "CONCH_USER",
+     "the user processes run as (default: the server's default user)"},
+    {"--timeout", "SEC", "CONCH_TIMEOUT",
+     "lifetime of processes started by run, start and pty; the server kills "
+     "them after it (run's default: 60, pty's: none; 0 = none)"},
+    {"--cacert", "FILE", "CONCH_CACERT",
+     "PEM CA certificates to verify an https:// server with (default: the "
+     "system's)"},
+    {"--http1.1", NULL, NULL,
+     "speak HTTP/1.1 only (CONCH_HTTP=1.1); default auto: h2c for http://, "
+     "falling back to HTTP/1.1 once for a server that answers in HTTP/1.x, "
+     "ALPN for https://"},
+    {"--http2", NULL, NULL, "speak HTTP/2 only (CONCH_HTTP=2)"},
+    {"--protocol", "connect|grpc|grpc-web", "CONCH_PROTOCOL",
+     "the RPC protocol (default connect; conch serve speaks connect only, "
+     "envd all three; grpc needs HTTP/2)"},
+    {"--codec", "proto|json", "CONCH_CODEC",
+     "the message codec (default proto)"},
+    {NULL, NULL, NULL, NULL}};
+
+static int pick(const char *from, const char *v, const char *const *names,
+                int n) {
+  int k;
+  for (k = 0; k < n; k++) {
+    if (strcmp(v, names[k]) == 0) {
+      return k;
+    }
+  }
+  fprintf(stderr, "conch: %s: '%s' is not one of", from, v);
+  for (k = 0; k < n; k++) {
+    fprintf(stderr, "%s %s", k == 0 ? "" : ",", names[k]);
+  }
+  fprintf(stderr, "\n");
+  return -1;
+}
+
+/* Applies global option |k| with |v|; |from| names where it came from (the
+   option or its variable).  Returns 0 or -1 after a message. */
+static int global_set(cli_globals *g, int k, const char *v, const char *from) {
+  static const char *const protocols[] = {"connect", "grpc", "grpc-web"};
+  static const char *const codecs[] = {"proto", "json"};
+  char *end;
+  long s;
+  int x;
+
+  switch (k) {
+  case G_URL:
+    g->url = v[0] != '\0' ? v : NULL;
+    return 0;
+  case G_TOKEN:
+    g->token = v;
+    return 0;
+  case G_USER:
+    g->user = v;
+    return 0;
+  case G_CACERT:
+    g->cacert = v;
+    return 0;
+  case G_TIMEOUT:
+    errno = 0;
+    s = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || s < 0 || s > 100000000L) {
+      fprintf(stderr, "conch: %s wants seconds, got '%s'\n", from, v);
+      return -1;
+    }
+    g->timeout_ms = s == 0 ? -1 : s * 1000; /* 0: no limit */
+    return 0;
+  case G_HTTP1:
+    g->http_version = CONCH_HTTP_1_1;
+    return 0;
+  case G_HTTP2:
+    g->http_version = CONCH_HTTP_2;
+    return 0;
+  case G_PROTOCOL:
+    x = pick(from, v, protocols, 3);
+    if (x < 0) {
+      return -1;
+    }
+    g->protocol = x == 0   ? CONCH_PROTOCOL_CONNECT
+                  : x == 1 ? CONCH_PROTOCOL_GRPC
+                           : CONCH_PROTOCOL_GRPC_WEB;
+    return 0;
+  case G_CODEC:
+    x = pick(from, v, codecs, 2);
+    if (x < 0) {
+      return -1;
+    }
+    g->codec = x == 0 ? CONCH_CODEC_PROTO : CONCH_CODEC_JSON;
+    return 0;
+  default:
+    return -1;
+  }
+}
+
+/* The CONCH_* variables; the command line overrides them. */
+static int globals_from_env(cli_globals *g) {
+  static const char *const versions[] = {"auto", "1.1", "2"};
+  const char *v;
+  int k;
+
+  for (k = 0; k < G_COUNT; k++) {
+    if (global_opts[k].env != NULL &&
+        (v = getenv(global_opts[k].env)) != NULL && v[0] != '\0' &&
+        global_set(g, k, v, global_opts[k].env) != 0) {
+      return -1;
+    }
+  }
+  v = getenv("CONCH_HTTP");
+  if (v != NULL && v[0] != '\0') {
+    k = pick("CONCH_HTTP", v, versions, 3);
+    if (k < 0) {
+      return -1;
+    }
+    g->http_version = k == 0 ? CONCH_HTTP_AUTO
+                      : k == 1 ? CONCH_HTTP_1_1
+                               : CONCH_HTTP_2;
+  }
+  return 0;
+}
+
+static const cli_opt *find(const cli_opt *opts, const char *a, size_t n) {
+  for (; opts != NULL && opts->name != NULL; opts++) {
+    if (strlen(opts->name) == n && strncmp(opts->name, a, n) == 0) {
+      return opts;
+    }
+  }
+  return NULL;
+}
+
+int cli_next(const char *cmd, const cli_opt *opts, cli_globals *g, int argc,
+             char **argv, int *i, const char **val) {
+  while (*i < argc) {
+    const char *a = argv[*i];
+    const char *eq = strchr(a, '=');
+    size_t n = eq != NULL && strncmp(a, "--", 2) == 0 ? (size_t)(eq - a)
+                                                       : strlen(a);
+    const cli_opt *o;
+    const char *v = NULL;
+
+    if (strcmp(a, "--") == 0) {
+      ++*i;
+      return CLI_END;
+    }
+    if (a[0] != '-' || a[1] == '\0') {
+      return CLI_END;
+    }
+    o = find(opts, a, n);
+    if (o == NULL) {
+      o = find(global_opts, a, n);
+    }
+    if (o == NULL) {
+      fprintf(stderr, "conch%s%s: unknown option '%.*s' (conch %s%s--help)\n",
+              cmd != NULL ? " " : "", cmd != NULL ? cmd : "", (int)n, a,
+              cmd != NULL ? cmd : "", cmd != NULL ? " " : "");
+      return CLI_ERROR;
+    }
+    if (o->arg != NULL) {
+      if (a[n] == '=') {
+        v = a + n + 1;
+      } else if (*i + 1 < argc) {
+        v = argv[++*i];
+      } else {
+        fprintf(stderr, "conch%s%s: %s needs a value (%s)\n",
+                cmd != NULL ? " " : "", cmd != NULL ? cmd : "", o->name,
+                o->arg);
+        return CLI_ERROR;
+      }
+    } else if (a[n] == '=') {
+      fprintf(stderr, "conch%s%s: %s takes no value\n", cmd != NULL ? " " : "",
+              cmd != NULL ? cmd : "", o->name);
+      return CLI_ERROR;
+    }
+    ++*i;
+    if (o >= global_opts && o < global_opts + G_COUNT) {
+      if (global_set(g, (int)(o - global_opts), v, o->name) != 0) {
+        return CLI_ERROR;
+      }
+      continue;
+    }
+    *val = v;
+    return (int)(o - opts);
+  }
+  return CLI_END;
+}
+
+/* ---- Commands ------------------------------------------------------------ */
+
+const cli_opt cli_run_opts[] = {
+    {"--cwd", "DIR", NULL,
+     "working directory (default: the server's --workdir, else the user's "
+     "home)"},
+    {"--env", "NAME=VALUE", NULL, "an environment variable (repeatable)"},
+    {"--tag", "TAG", NULL, "a tag to find the process by (@TAG)"},
+    {"--stdin", NULL, NULL, "forward this stdin to the process"},
+    {NULL, NULL, NULL, NULL}};
+
+const cli_opt cli_start_opts[] = {
+    {"--cwd", "DIR", NULL,
+     "working directory (default: the server's --workdir, else the user's "
+     "home)"},
+    {"--env", "NAME=VALUE", NULL, "an environment variable (repeatable)"},
+    {"--tag", "TAG", NULL, "a tag to find the process by (@TAG)"},
+    {NULL, NULL, NULL, NULL}};
+
+const cli_opt cli_ps_opts[] = {
+    {"--json", NULL, NULL,
+     "one JSON object per line per process: pid, tag, cmd, args, env, cwd"},
+    {NULL, NULL, NULL, NULL}};
+
+const cli_opt cli_kill_opts[] = {
+    {"--signal", "TERM|KILL", NULL, "the signal (default KILL); also -s"},
+    {"-s", "TERM|KILL", NULL, "the same as --signal"},
+    {NULL, NULL, NULL, NULL}};
+
+const cli_opt cli_none_opts[] = {{NULL, NULL, NULL, NULL}};
+
+static const cli_opt serve_opts_doc[] = {{NULL, NULL, NULL, NULL}};
+
 typedef struct command {
   const char *name;
-  int (*run)(const cli_globals *g, int argc, char **argv);
+  int (*run)(cli_globals *g, int argc, char **argv);
+  const char *operands; /* after the options */
   const char *summary;
+  const char *text; /* what it does */
+  const cli_opt *opts;
+  const char *example;
 } command;
 
-static int serve(const cli_globals *g, int argc, char **argv) {
+static int serve(cli_globals *g, int argc, char **argv) {
   int i;
   (void)g;
   for (i = 1; i < argc; i++) {
@@ -29,118 +273,210 @@ static int serve(const cli_globals *g, int argc, char **argv) {
 }
 
 static const command commands[] = {
-    {"run", conch_cli_run, "run a command, streaming its output"},
-    {"start", conch_cli_start, "start a command in the background"},
-    {"ps", conch_cli_ps, "list running processes"},
-    {"kill", conch_cli_kill, "send SIGTERM or SIGKILL to a process"},
-    {"attach", conch_cli_attach, "re-attach to a process's output"},
-    {"pty", conch_cli_pty, "an interactive terminal"},
-    {"serve", serve, "run the local envd-compatible process server"},
+    {"run", conch_cli_run, "[--] CMD [ARG...]",
+     "run a command, streaming its output",
+     "Runs CMD with its ARGs (no shell: use sh -c '...') and streams its\n"
+     "stdout and stderr here.  Exits with its exit status, 128+N when a\n"
+     "signal N ended it, 255 when the call failed.  The server kills it\n"
+     "after its lifetime (60 s unless --timeout says otherwise).  Ctrl-C\n"
+     "ends it.",
+     cli_run_opts, "conch run --env GREETING=hi -- sh -c 'echo $GREETING'"},
+    {"start", conch_cli_start, "[--] CMD [ARG...]",
+     "start a command in the background",
+     "Starts CMD and prints its pid; `conch attach`, `conch kill` and\n"
+     "`conch ps` find it by pid or @TAG.  No lifetime unless --timeout.",
+     cli_start_opts, "conch start --tag web -- python3 -m http.server 8000"},
+    {"ps", conch_cli_ps, "", "list running processes",
+     "Lists the running processes: pid, tag and the command line, quoted\n"
+     "the way a shell reads it back.",
+     cli_ps_opts, "conch ps --json"},
+    {"kill", conch_cli_kill, "PID|@TAG",
+     "send SIGTERM or SIGKILL to a process",
+     "Sends SIGKILL (or SIGTERM) to a process and its process group.",
+     cli_kill_opts, "conch kill --signal TERM @web"},
+    {"attach", conch_cli_attach, "PID|@TAG", "re-attach to a process's output",
+     "Streams a running process's output from now on; Ctrl-C leaves it\n"
+     "running.",
+     cli_none_opts, "conch attach @web"},
+    {"pty", conch_cli_pty, "[--] [CMD [ARG...]]", "an interactive terminal",
+     "Opens a terminal running CMD (default: the user's login shell) and\n"
+     "connects this terminal to it; it ends when CMD exits.",
+     cli_none_opts, "conch pty -- bash -l"},
+    {"serve", serve, "", "run the local envd-compatible process server",
+     "(conch serve --help)", serve_opts_doc, "conch serve --listen unix:S"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
+/* "  --name ARG  help", the help wrapped at 78 columns. */
+static void print_opts(FILE *f, const cli_opt *o) {
+  for (; o->name != NULL; o++) {
+    char head[64];
+    const char *h = o->help;
+    int col;
+
+    snprintf(head, sizeof(head), "  %s%s%s", o->name, o->arg ? " " : "",
+             o->arg ? o->arg : "");
+    fputs(head, f);
+    col = (int)strlen(head);
+    if (col > 27) {
+      fputs("\n", f);
+      col = 0;
+    }
+    fprintf(f, "%*s", 28 - col, "");
+    col = 28;
+    while (*h != '\0') {
+      size_t w = strcspn(h, " ");
+      if (col > 28 && col + 1 + (int)w > 78) {
+        fprintf(f, "\n%28s", "");
+        col = 28;
+      } else if (col > 28) {
+        fputc(' ', f);
+        col++;
+      }
+      fwrite(h, 1, w, f);
+      col += (int)w;
+      h += w;
+      while (*h == ' ') {
+        h++;
+      }
+    }
+    if (o->env != NULL) {
+      fprintf(f, "\n%28s[%s]", "", o->env);
+    }
+    fputc('\n', f);
+  }
+}
+
+static void print_env(FILE *f) {
+  fprintf(f,
+          "\nenvironment: the [CONCH_*] variables above, and\n"
+          "  CONCH_HTTP=auto|1.1|2     the HTTP version (--http1.1, --http2)\n"
+          "  CONCH_KEEPALIVE=SEC|off   liveness (default 10): a server silent "
+          "for\n"
+          "                            2 x SEC + 5 s ends a stream with "
+          "unavailable\n");
+}
+
 static void usage(FILE *f) {
   size_t i;
-  fprintf(f,
-          "usage: conch [--url URL] [--token T] [--user U] [--timeout SEC]\n"
-          "             [--cacert FILE] <command> [options]\n"
-          "\n"
-          "Without --url (or CONCH_URL) conch talks to the local server on\n"
-          "a private Unix socket ($XDG_RUNTIME_DIR/conch/serve.sock, else\n"
-          "/tmp/conch-<uid>/), starting `conch serve` in the background\n"
-          "when none answers; `conch serve --stop` ends it.  URL is\n"
-          "http[s]://HOST[:PORT] or unix:PATH.  CONCH_TOKEN gives the\n"
-          "access token.  CONCH_KEEPALIVE=SEC (default 10, or off): a\n"
-          "server silent for 2 x SEC + 5 s ends a stream with unavailable.\n"
-          "\ncommands:\n");
+  fprintf(f, "usage: conch [global options] COMMAND [options] [operands]\n"
+             "\ncommands:\n");
   for (i = 0; i < NCOMMANDS; i++) {
     fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
   }
-  fprintf(f, "\n`conch <command> --help` tells more.\n");
+  fprintf(f, "\nglobal options (before or after the command):\n");
+  print_opts(f, global_opts);
+  fprintf(f, "  --help                    this text; conch COMMAND --help "
+             "tells more\n"
+             "  --version                 conch's version\n");
+  print_env(f);
+  fprintf(f, "\nexample:\n  conch --url http://127.0.0.1:49983 run -- uname "
+             "-a\n");
 }
 
-/* The value of a global option, or exits with a usage error. */
-static const char *value(int argc, char **argv, int *i) {
-  if (*i + 1 >= argc) {
-    fprintf(stderr, "conch: %s needs a value\n", argv[*i]);
-    exit(2);
+static void command_usage(FILE *f, const command *c) {
+  fprintf(f, "usage: conch %s%s%s%s\n\n%s\n", c->name,
+          c->opts[0].name != NULL ? " [options]" : "",
+          c->operands[0] != '\0' ? " " : "", c->operands, c->text);
+  if (c->opts[0].name != NULL) {
+    fprintf(f, "\noptions:\n");
+    print_opts(f, c->opts);
   }
-  return argv[++*i];
+  fprintf(f, "\nglobal options:\n");
+  print_opts(f, global_opts);
+  print_env(f);
+  fprintf(f, "\nexample:\n  %s\n", c->example);
+}
+
+void cli_usage_error(const char *cmd, const char *why) {
+  size_t k;
+  if (why != NULL) {
+    fprintf(stderr, "conch %s: %s\n", cmd, why);
+  }
+  for (k = 0; k < NCOMMANDS; k++) {
+    if (strcmp(commands[k].name, cmd) == 0) {
+      fprintf(stderr, "usage: conch %s%s%s%s  (conch %s --help)\n",
+              commands[k].name,
+              commands[k].opts[0].name != NULL ? " [options]" : "",
+              commands[k].operands[0] != '\0' ? " " : "",
+              commands[k].operands, commands[k].name);
+    }
+  }
+}
+
+static const command *lookup(const char *name) {
+  size_t k;
+  for (k = 0; k < NCOMMANDS; k++) {
+    if (strcmp(name, commands[k].name) == 0) {
+      return &commands[k];
+    }
+  }
+  return NULL;
 }
 
 int main(int argc, char **argv) {
   cli_globals g;
-  const char *name;
-  size_t k;
-  int i;
+  const command *c;
+  const char *v;
+  int i = 1, j;
 
   memset(&g, 0, sizeof(g));
-  g.url = getenv("CONCH_URL");
-  g.token = getenv("CONCH_TOKEN");
-  if (g.url != NULL && g.url[0] == '\0') {
-    g.url = NULL;
+  if (globals_from_env(&g) != 0) {
+    return 2;
   }
-  for (i = 1; i < argc && argv[i][0] == '-'; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--url") == 0) {
-      g.url = value(argc, argv, &i);
-    } else if (strcmp(a, "--token") == 0) {
-      g.token = value(argc, argv, &i);
-    } else if (strcmp(a, "--user") == 0) {
-      g.user = value(argc, argv, &i);
-    } else if (strcmp(a, "--cacert") == 0) {
-      g.cacert = value(argc, argv, &i);
-    } else if (strcmp(a, "--timeout") == 0) {
-      const char *v = value(argc, argv, &i);
-      char *end;
-      long s;
-      errno = 0;
-      s = strtol(v, &end, 10);
-      if (errno != 0 || *end != '\0' || s < 0 || s > 100000000L) {
-        fprintf(stderr, "conch: --timeout wants seconds, got '%s'\n", v);
-        return 2;
-      }
-      g.timeout_ms = s == 0 ? -1 : s * 1000; /* 0: no limit */
-    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+  /* --help and --version anywhere before the command. */
+  for (j = 1; j < argc && argv[j][0] == '-' && strcmp(argv[j], "--") != 0;
+       j++) {
+    const cli_opt *o = find(global_opts, argv[j], strcspn(argv[j], "="));
+    if (strcmp(argv[j], "-h") == 0 || strcmp(argv[j], "--help") == 0) {
       usage(stdout);
       return 0;
-    } else if (strcmp(a, "--version") == 0) {
+    }
+    if (strcmp(argv[j], "--version") == 0) {
       printf("conch %s\n", conch_version()->version_str);
       return 0;
-    } else {
-      fprintf(stderr, "conch: unknown option '%s'\n", a);
-      usage(stderr);
-      return 2;
     }
+    if (o != NULL && o->arg != NULL && strchr(argv[j], '=') == NULL) {
+      j++;
+    }
+  }
+  if (cli_next(NULL, NULL, &g, argc, argv, &i, &v) == CLI_ERROR) {
+    return 2;
   }
   if (i >= argc) {
     usage(stderr);
     return 2;
   }
-  name = argv[i];
-  if (strcmp(name, "help") == 0) {
-    usage(stdout);
+  if (strcmp(argv[i], "help") == 0) {
+    c = i + 1 < argc ? lookup(argv[i + 1]) : NULL;
+    if (c != NULL && c->run == serve) {
+      char *a[] = {argv[i + 1], (char *)"--help", NULL};
+      return conch_cmd_serve(2, a);
+    }
+    if (c != NULL) {
+      command_usage(stdout, c);
+    } else {
+      usage(stdout);
+    }
     return 0;
   }
-  if (strcmp(name, "version") == 0) {
+  if (strcmp(argv[i], "version") == 0) {
     printf("conch %s\n", conch_version()->version_str);
     return 0;
   }
-  for (k = 0; k < NCOMMANDS; k++) {
-    if (strcmp(name, commands[k].name) == 0) {
-      int j;
-      for (j = i + 1; j < argc && strcmp(argv[j], "--") != 0; j++) {
-        if (strcmp(argv[j], "--help") == 0 && commands[k].run != serve) {
-          printf("usage: conch %s ... (see conch --help and README.md)\n",
-                 name);
-          return 0;
-        }
+  c = lookup(argv[i]);
+  if (c == NULL) {
+    fprintf(stderr, "conch: unknown command '%s' (conch --help)\n", argv[i]);
+    return 2;
+  }
+  if (c->run != serve) {
+    for (j = i + 1; j < argc && strcmp(argv[j], "--") != 0; j++) {
+      if (strcmp(argv[j], "--help") == 0 || strcmp(argv[j], "-h") == 0) {
+        command_usage(stdout, c);
+        return 0;
       }
-      return commands[k].run(&g, argc - i, argv + i);
     }
   }
-  fprintf(stderr, "conch: unknown command '%s'\n", name);
-  usage(stderr);
-  return 2;
+  return c->run(&g, argc - i, argv + i);
 }

@@ -147,6 +147,9 @@ typedef struct srv_config {
   size_t max_procs;    /* processes held: running, and ended ones retained */
   size_t max_buffered; /* request bytes all connections may hold */
   size_t stdin_total;  /* stdin queued for all processes */
+  const char *workdir; /* --workdir: the cwd of a request that names none */
+  const char *default_user; /* --user: the user of a request that names
+                               none (NULL: the server's own) */
 } srv_config;
 
 typedef struct srv_server srv_server;

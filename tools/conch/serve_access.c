@@ -13,6 +13,10 @@ int srv_user_allowed(const srv_server *srv, const char *name, uid_t uid) {
   if (uid == srv->euid) {
     return 1;
   }
+  if (name != NULL && srv->cfg.default_user != NULL &&
+      strcmp(name, srv->cfg.default_user) == 0) {
+    return 1; /* the operator's --user */
+  }
   for (i = 0; i < srv->cfg.nallow_users; i++) {
     const char *a = srv->cfg.allow_users[i];
 

@@ -37,6 +37,8 @@ static const char usage_text[] =
     "                   [--access-token-file FILE | --no-token]\n"
     "                   [--tls-cert FILE --tls-key FILE]\n"
     "                   [--allow-uid UID]... [--allow-user NAME|*]...\n"
+    "                   [--user NAME] [--workdir DIR]\n"
+    "       conch serve --stop\n"
     "\n"
     "Runs a local envd-compatible process server (process.Process over the\n"
     "Connect protocol, HTTP/1.1 and HTTP/2).  Prints \"LISTENING <port>\"\n"
@@ -62,7 +64,15 @@ static const char usage_text[] =
     "  --tls-key FILE        ... and this PEM key\n"
     "  --allow-uid UID       also serve Unix socket peers of this uid\n"
     "  --allow-user NAME     let requests run processes as NAME (\"*\": any\n"
-    "                        user); by default only as the server's user\n";
+    "                        user); by default only as the server's user\n"
+    "  --user NAME           run a request that names no user as NAME (the\n"
+    "                        default: the server's own user); a server not\n"
+    "                        running as root can only name itself\n"
+    "  --workdir DIR         the cwd of a request that names none (the\n"
+    "                        default: the user's home)\n"
+    "  --stop                end the background server the CLI started\n"
+    "\n"
+    "example: conch serve --listen 127.0.0.1:0 --no-token --workdir /tmp\n";
 
 /* Token and listener options, resolved after parsing (serve_main.c). */
 typedef struct listen_opts {
@@ -234,6 +244,10 @@ static int set_option(srv_config *cfg, const char *name, const char *v) {
     return set_token(v);
   } else if (strcmp(name, "--access-token-file") == 0) {
     lopts.token_file = v;
+  } else if (strcmp(name, "--workdir") == 0) {
+    cfg->workdir = v;
+  } else if (strcmp(name, "--user") == 0) {
+    cfg->default_user = v;
   } else {
     rv = set_allow(cfg, name, v);
     if (rv <= 0) {
@@ -245,6 +259,41 @@ static int set_option(srv_config *cfg, const char *name, const char *v) {
     }
     return rv != 0 ? -1 : 0;
   }
+  return 0;
+}
+
+/* --workdir must be an absolute directory, --user a user this server can
+   switch to. */
+static int check_defaults(const srv_config *cfg) {
+  struct stat sb;
+  srv_user u;
+
+  if (cfg->workdir != NULL &&
+      (cfg->workdir[0] != '/' || stat(cfg->workdir, &sb) != 0 ||
+       !S_ISDIR(sb.st_mode))) {
+    fprintf(stderr, "conch serve: --workdir %s: %s\n", cfg->workdir,
+            cfg->workdir[0] != '/' ? "not an absolute path"
+            : errno == ENOENT      ? "no such directory"
+                                   : "not a directory");
+    return -1;
+  }
+  if (cfg->default_user == NULL) {
+    return 0;
+  }
+  if (srv_user_lookup(cfg->default_user, &u) != 0) {
+    fprintf(stderr, "conch serve: --user %s: no such user\n",
+            cfg->default_user);
+    return -1;
+  }
+  if (u.uid != geteuid() && geteuid() != 0) {
+    fprintf(stderr,
+            "conch serve: --user %s: not running as root, this server can "
+            "run processes as its own user only\n",
+            cfg->default_user);
+    srv_user_clear(&u);
+    return -1;
+  }
+  srv_user_clear(&u);
   return 0;
 }
 
@@ -297,6 +346,9 @@ static int parse_args(int argc, char **argv, srv_config *cfg) {
   }
   if ((cfg->tls_cert == NULL) != (cfg->tls_key == NULL)) {
     fprintf(stderr, "conch serve: --tls-cert and --tls-key go together\n");
+    return -1;
+  }
+  if (check_defaults(cfg) != 0) {
     return -1;
   }
   return 0;

@@ -885,7 +885,9 @@ static conch_code resolve_user(srv_stream *st, char *err, size_t errlen) {
   char *name = basic_user(st->h_auth);
   int rv;
 
-  if (name == NULL) {
+  if (name == NULL && st->conn->srv->cfg.default_user != NULL) {
+    rv = srv_user_lookup(st->conn->srv->cfg.default_user, &st->user);
+  } else if (name == NULL) {
     rv = srv_user_by_uid(st->conn->srv->euid, &st->user);
   } else {
     rv = srv_user_lookup(name, &st->user);

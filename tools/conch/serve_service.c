@@ -267,6 +267,9 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
   if (cfg != NULL && cfg->_cwd_case == PROCESS__PROCESS_CONFIG___CWD_CWD) {
     cwd_in = cfg->cwd;
   }
+  if ((cwd_in == NULL || cwd_in[0] == '\0') && srv->cfg.workdir != NULL) {
+    cwd_in = srv->cfg.workdir; /* --workdir */
+  }
   code = srv_resolve_cwd(cwd_in, &st->user, &cwd, err, sizeof(err));
   if (code != CONCH_CODE_OK) {
     srv_rpc_finish(st, code, "%s", err);
