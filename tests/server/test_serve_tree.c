@@ -119,6 +119,14 @@ static long pgrp_of(pid_t pid) {
   return pgrp;
 }
 
+/* For a failure's message: our test processes as ps sees them. */
+static void show_markers(void) {
+  if (system("ps -eo pid,ppid,pgid,sid,stat,etimes,args | "
+             "grep -e ' 6[01][0-9]\\.' -e conch >&2") != 0) {
+    fprintf(stderr, "(ps failed)\n");
+  }
+}
+
 /* Polls until exactly |want| processes run |cmdline|.  Returns the ms it
    took, or -1 after |limit_ms| (with the count left in |*left|). */
 static long wait_count(const char *cmdline, int want, long limit_ms,
@@ -169,7 +177,10 @@ static conch_call *start_tree(conch_client *c, const start_opts *o,
   assert_int_equal(proc_count_cmdline(marker), 0); /* none from before */
   call = start_call(c, o, r, pid, "sh", "-c", script, NULL);
   assert_non_null(call);
-  assert_true(wait_count(marker, 3, WAIT_MS, NULL) >= 0);
+  if (wait_count(marker, 3, WAIT_MS, NULL) < 0) {
+    show_markers();
+    fail_msg("the tree of %s did not start", marker);
+  }
   return call;
 }
 
@@ -333,6 +344,7 @@ static void trapping_case(int late) {
   assert_int_equal(left, 0);
   assert_true(ms >= 1500); /* the deadline did it, not the TERM */
   /* Nothing left: an ended process is not_found again. */
+  assert_int_equal(wait_groups_gone(&pid, 1), 0);
   assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
                    CONCH_CODE_NOT_FOUND);
   conch_client_free(c);
@@ -613,9 +625,8 @@ static void test_pid_only_leaks(void **state) {
   assert_true(wait_count("sleep 607.1", 0, 2500, &left) < 0);
   measure("pid-only server, close sequence (grace 1000 ms), plain tree", -1,
           left);
-  if (left != 3 && system("ps -eo pid,ppid,pgid,sid,etimes,args | "
-                          "grep -e '60[0-9]\\.' >&2") != 0) {
-    fprintf(stderr, "(ps failed)\n");
+  if (left != 3) {
+    show_markers();
   }
   assert_int_equal(left, 3);
 
