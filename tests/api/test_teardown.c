@@ -59,8 +59,12 @@ static void sleep_ms(long ms) {
 }
 
 static int start_server(conch_peer *p, char *u, size_t n) {
-  const char *argv[] = {CONCH_BIN, "serve", "--listen", "127.0.0.1:0",
-                        pid_only ? "--signal-pid-only" : NULL, NULL};
+  const char *argv[] = {CONCH_BIN,
+                        "serve",
+                        "--listen",
+                        "127.0.0.1:0",
+                        pid_only ? "--signal-pid-only" : NULL,
+                        NULL};
   if (conch_peer_start_argv(p, argv) != 0) {
     return -1;
   }
@@ -290,8 +294,7 @@ static void test_error_in_chunk_callback(void **state) {
   }
   assert_true(c.closed);
   assert_int_equal(c.rv, 0);
-  no_leak(leaks_after("error raised in a chunk callback", m,
-                               c.t_close));
+  no_leak(leaks_after("error raised in a chunk callback", m, c.t_close));
   conch_sandbox_free(sb);
 }
 
@@ -335,8 +338,8 @@ static void test_closed_during_grace(void **state) {
   int64_t t;
   (void)state;
   conch_status_init(&st);
-  assert_int_equal(
-      conch_stream(sb, sh(&s, TRAPPED, m, m, m, m, m, m), &p, &st), 0);
+  assert_int_equal(conch_stream(sb, sh(&s, TRAPPED, m, m, m, m, m, m), &p, &st),
+                   0);
   wait_marked(m, TREE_N);
   t = now_ms();
   conch_process_close_async(p, cb_closed, &c);
@@ -463,8 +466,7 @@ static void on_end_async(conch_process *p, const conch_exec_result *r,
    (kill -9) or frozen (SIGSTOP).  HTTP/1.1 when |h1|; HTTP/2 without
    PINGs when |no_ping| (the caller's client options turned them off, which
    the sandbox's default must not override). */
-static void under_open_handles(int freeze, int h1, int no_ping,
-                               const char *m) {
+static void under_open_handles(int freeze, int h1, int no_ping, const char *m) {
   static const conch_process_handler h = {NULL, NULL, on_end_async};
   conch_sandbox_opts o = CONCH_SANDBOX_OPTS_INIT;
   conch_client_opts *co = NULL;
@@ -506,9 +508,8 @@ static void under_open_handles(int freeze, int h1, int no_ping,
   /* Quiet processes: only keepalive events come while they run. */
   assert_int_equal(conch_stream(sb, sh(&s, "sleep %s1; : %s", m, m), &pb, &st),
                    0);
-  assert_int_equal(conch_stream_async(sb, sh(&s, "sleep %s2; : %s", m, m), &h,
-                                      &ea, &pa),
-                   0);
+  assert_int_equal(
+      conch_stream_async(sb, sh(&s, "sleep %s2; : %s", m, m), &h, &ea, &pa), 0);
   sh(&s, "cat; : %s", m);
   s.o.stdin_enabled = 1;
   assert_int_equal(conch_stream(sb, &s.o, &pc, &st), 0);
@@ -537,7 +538,8 @@ static void under_open_handles(int freeze, int h1, int no_ping,
   printf("  %s server, HTTP/%s%s: blocking handle unavailable after %lld ms, "
          "asynchronous after %lld ms (bound %d ms)\n",
          freeze ? "frozen" : "killed", h1 ? "1.1" : "2",
-         no_ping ? " without PINGs" : "", (long long)(tb - t0), (long long)(ea.t - t0), BOUND_MS);
+         no_ping ? " without PINGs" : "", (long long)(tb - t0),
+         (long long)(ea.t - t0), BOUND_MS);
   assert_true(tb - t0 <= BOUND_MS + 2000);
   assert_true(ea.t - t0 <= BOUND_MS + 2000);
   if (freeze && !h1 && !no_ping) {
@@ -565,7 +567,8 @@ static void under_open_handles(int freeze, int h1, int no_ping,
   printf("  closing the 3 handles (conch_sandbox_free) took %lld ms\n",
          (long long)(now_ms() - t0));
   snprintf(what, sizeof(what), "%s server, HTTP/%s",
-           freeze ? "frozen, then SIGCONT," : "kill -9 of the", h1 ? "1.1" : "2");
+           freeze ? "frozen, then SIGCONT," : "kill -9 of the",
+           h1 ? "1.1" : "2");
   t0 = now_ms();
   if (freeze) {
     /* Once it runs again, the lifetime (passed while it was frozen, or
