@@ -588,6 +588,42 @@ static void under_open_handles(int freeze, int h1, int no_ping, const char *m) {
   }
 }
 
+/* A caller that neither reads nor drives the loop for longer than the
+   bound is not a silent server: what the server sent meanwhile waits in the
+   socket, and both handle kinds read it instead of failing. */
+static void test_idle_caller_is_not_a_dead_server(void **state) {
+  static const conch_process_handler h = {NULL, NULL, on_end_async};
+  const char *m = "7791313";
+  conch_sandbox *sb = sandbox_at(url, KEEPALIVE_MS, 500);
+  conch_process *pb, *pa;
+  end_state ea = {0, CONCH_CODE_OK, 0};
+  conch_exec_result r;
+  conch_status st;
+  shell s;
+  int64_t t0;
+  (void)state;
+  conch_status_init(&st);
+  conch_exec_result_init(&r);
+  assert_int_equal(conch_stream(sb, sh(&s, "sleep 9; echo %s", m), &pb, &st),
+                   0);
+  assert_int_equal(
+      conch_stream_async(sb, sh(&s, "sleep 9; echo %s", m), &h, &ea, &pa), 0);
+  assert_int_equal(conch_client_run(conch_sandbox_native(sb), 0), 0);
+  sleep_ms(BOUND_MS + 2000); /* no loop at all */
+  t0 = now_ms();
+  while (!ea.ended && now_ms() - t0 < WAIT_MS) {
+    assert_int_equal(conch_client_run(conch_sandbox_native(sb), 100), 0);
+  }
+  assert_true(ea.ended);
+  assert_int_equal(ea.code, CONCH_CODE_OK);
+  assert_int_equal(conch_process_wait(pb, &r, &st), 0);
+  assert_int_equal(r.exit_code, 0);
+  conch_exec_result_clear(&r);
+  assert_int_equal(conch_process_close(pb), 0);
+  assert_int_equal(conch_process_close(pa), 0);
+  conch_sandbox_free(sb);
+}
+
 static void test_server_frozen_h2(void **state) {
   (void)state;
   under_open_handles(1, 0, 0, "7791309");
@@ -620,6 +656,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_client_killed_during_grace),
       cmocka_unit_test(test_trees_plain_and_trapping),
       cmocka_unit_test(test_hundred_handles),
+      cmocka_unit_test(test_idle_caller_is_not_a_dead_server),
       cmocka_unit_test(test_server_frozen_h2),
       cmocka_unit_test(test_server_frozen_h2_no_ping),
       cmocka_unit_test(test_server_frozen_h1),
