@@ -50,7 +50,7 @@ static void usage(FILE *f) {
           "127.0.0.1:49983, starting `conch serve` in the background when\n"
           "none answers; `conch serve --stop` ends it.  CONCH_TOKEN gives\n"
           "the access token.  CONCH_KEEPALIVE=SEC (default 10, or off):\n"
-          "a server silent for 2 x SEC + 5 s ends a stream with unavailable.\n"
+          "a server silent for 3 x SEC + 5 s ends a stream with unavailable.\n"
           "\ncommands:\n");
   for (i = 0; i < NCOMMANDS; i++) {
     fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
