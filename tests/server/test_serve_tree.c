@@ -36,11 +36,16 @@ static int group_teardown(void **state) {
   size_t n;
   const pid_t *pids = noted_pids(&n);
   pid_t first = 0;
+  long long t0 = now_ms();
   int left;
   int rv;
 
   (void)state;
-  left = proc_leftovers(srv.pid, pids, n, &first);
+  /* Polled: the last members of a group may still be on their way out. */
+  while ((left = proc_leftovers(srv.pid, pids, n, &first)) != 0 &&
+         now_ms() - t0 < WAIT_MS) {
+    sleep_ms(10);
+  }
   if (left != 0) {
     fprintf(stderr, "%d process(es) left running, e.g. pid %ld\n", left,
             (long)first);
@@ -114,6 +119,14 @@ static long pgrp_of(pid_t pid) {
   return pgrp;
 }
 
+/* For a failure's message: our test processes as ps sees them. */
+static void show_markers(void) {
+  if (system("ps -eo pid,ppid,pgid,sid,stat,etimes,args | "
+             "grep -e ' 6[01][0-9]\\.' -e conch >&2") != 0) {
+    fprintf(stderr, "(ps failed)\n");
+  }
+}
+
 /* Polls until exactly |want| processes run |cmdline|.  Returns the ms it
    took, or -1 after |limit_ms| (with the count left in |*left|). */
 static long wait_count(const char *cmdline, int want, long limit_ms,
@@ -136,6 +149,19 @@ static long wait_count(const char *cmdline, int want, long limit_ms,
   }
 }
 
+/* Polls until no live process is in the groups |pids|.  Returns how many
+   were left at the end. */
+static int wait_groups_gone(const pid_t *pids, size_t n) {
+  long long t0 = now_ms();
+  int left;
+
+  while ((left = proc_leftovers(0, pids, n, NULL)) != 0 &&
+         now_ms() - t0 < WAIT_MS) {
+    sleep_ms(10);
+  }
+  return left;
+}
+
 /* A shell with two background children, one of them a shell with two
    grandchildren; every sleep runs |secs| (the case's marker). */
 static conch_call *start_tree(conch_client *c, const start_opts *o,
@@ -151,7 +177,10 @@ static conch_call *start_tree(conch_client *c, const start_opts *o,
   assert_int_equal(proc_count_cmdline(marker), 0); /* none from before */
   call = start_call(c, o, r, pid, "sh", "-c", script, NULL);
   assert_non_null(call);
-  assert_true(wait_count(marker, 3, WAIT_MS, NULL) >= 0);
+  if (wait_count(marker, 3, WAIT_MS, NULL) < 0) {
+    show_markers();
+    fail_msg("the tree of %s did not start", marker);
+  }
   return call;
 }
 
@@ -186,7 +215,7 @@ static void test_term_tree(void **state) {
   conch_call_free(call);
   assert_true(r.has_end);
   assert_string_equal(r.status, "signal: terminated");
-  assert_int_equal(proc_leftovers(0, &pid, 1, NULL), 0);
+  assert_int_equal(wait_groups_gone(&pid, 1), 0);
   /* Ended with nothing left: not_found, as envd answers. */
   assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
                    CONCH_CODE_NOT_FOUND);
@@ -214,7 +243,7 @@ static void test_deadline_tree(void **state) {
   measure("Start deadline 3000 ms, plain tree (ms after the deadline)",
           (long)(now_ms() - t0) - o.timeout_ms, left);
   assert_int_equal(left, 0);
-  assert_int_equal(proc_leftovers(0, &pid, 1, NULL), 0);
+  assert_int_equal(wait_groups_gone(&pid, 1), 0);
   conch_client_free(c);
 }
 
@@ -252,7 +281,7 @@ static void test_close_sequence_tree(void **state) {
   measure("close sequence (grace 2000 ms), plain tree", (long)(now_ms() - t0),
           left);
   assert_int_equal(left, 0);
-  assert_int_equal(proc_leftovers(0, &pid, 1, NULL), 0);
+  assert_int_equal(wait_groups_gone(&pid, 1), 0);
   conch_client_free(c);
 }
 
@@ -315,6 +344,7 @@ static void trapping_case(int late) {
   assert_int_equal(left, 0);
   assert_true(ms >= 1500); /* the deadline did it, not the TERM */
   /* Nothing left: an ended process is not_found again. */
+  assert_int_equal(wait_groups_gone(&pid, 1), 0);
   assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
                    CONCH_CODE_NOT_FOUND);
   conch_client_free(c);
@@ -434,7 +464,7 @@ static void test_many_trees(void **state) {
     drain_call(c, calls[i], &r);
     conch_call_free(calls[i]);
   }
-  assert_int_equal(proc_leftovers(0, pids, N, NULL), 0);
+  assert_int_equal(wait_groups_gone(pids, N), 0);
   conch_client_free(c);
 }
 
@@ -469,7 +499,7 @@ static void test_shutdown_tree(void **state) {
   conch_client_free(c);
   assert_int_equal(proc_count_cmdline("sleep 606.1"), 0);
   assert_int_equal(proc_count_cmdline("sleep 606.2"), 0);
-  assert_int_equal(proc_leftovers(0, pids, 2, NULL), 0);
+  assert_int_equal(wait_groups_gone(pids, 2), 0);
 }
 
 /* The deadline is the whole group's lifetime: a background child of a
@@ -564,7 +594,7 @@ static void test_server_killed(void **state) {
   assert_int_equal(proc_count_cmdline("sleep 611.1"), 0);
   assert_int_equal(proc_count_cmdline("sleep 611.2"), 0);
   assert_int_equal(proc_count_cmdline("sleep 611.3"), 0);
-  assert_int_equal(proc_leftovers(0, pids, 3, NULL), 0);
+  assert_int_equal(wait_groups_gone(pids, 3), 0);
   conch_call_free(calls[0]);
   conch_call_free(calls[1]);
   conch_call_free(calls[2]);
@@ -595,9 +625,8 @@ static void test_pid_only_leaks(void **state) {
   assert_true(wait_count("sleep 607.1", 0, 2500, &left) < 0);
   measure("pid-only server, close sequence (grace 1000 ms), plain tree", -1,
           left);
-  if (left != 3 && system("ps -eo pid,ppid,pgid,sid,etimes,args | "
-                          "grep -e '60[0-9]\\.' >&2") != 0) {
-    fprintf(stderr, "(ps failed)\n");
+  if (left != 3) {
+    show_markers();
   }
   assert_int_equal(left, 3);
 

@@ -41,15 +41,14 @@ if mkfifo -m 600 "$f" 2>/dev/null; then
   exec 5<&-
   w=1
 fi
-setsid "$@" <&3 3<&- 4>&- &
-c=$!
-exec 3<&-
-[ -n "$w" ] && echo "$c" >&4
+# The trap is set before CMD starts: a TERM at any time is forwarded.
 t=0
+c=
 gw=
 # shellcheck disable=SC2317 # run by the trap
 on_term() {
   t=1
+  [ -n "$c" ] || return 0 # CMD not started yet: forwarded once it is
   kill -s TERM -- "-$c" 2>/dev/null
   if [ -z "$gw" ]; then
     (
@@ -61,6 +60,11 @@ on_term() {
   fi
 }
 trap on_term TERM
+setsid "$@" <&3 3<&- 4>&- &
+c=$!
+exec 3<&-
+[ -n "$w" ] && echo "$c" >&4
+[ "$t" = 1 ] && on_term
 while :; do
   t=0
   wait "$c"
