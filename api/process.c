@@ -50,7 +50,6 @@ struct conch_process {
      its on_close ran): the memory of |p| waits for that. */
   unsigned call_open : 1;
   unsigned free_when_closed : 1;
-  unsigned live_failed : 1; /* the stream was found silent (liveness) */
   unsigned in_handler;
   uint32_t pid;
   char *tag;
@@ -461,7 +460,6 @@ static void live_fail(conch_process *p) {
   if (p->st.code == CONCH_CODE_OK) {
     conch__sb_silent(&p->st, p->sb->silence_ms);
   }
-  p->live_failed = 1;
   if (p->call != NULL) {
     conch_call_cancel(p->call);
   }

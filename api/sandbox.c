@@ -77,12 +77,15 @@ int conch_sandbox_new(conch_sandbox **out, const conch_sandbox_opts *opts) {
   sb->request_timeout_ms = or_default(o.request_timeout_ms, 60000);
   sb->kill_grace_ms = or_default(o.kill_grace_ms, 2000);
   sb->keepalive_ms = or_default(o.keepalive_ms, CONCH_KEEPALIVE_DEFAULT_MS);
-  sb->silence_ms = sb->keepalive_ms > 0 ? 2 * sb->keepalive_ms + 5000 : 0;
+  /* Three intervals without a word, plus slack: room for a server whose
+     loop is busy for a while (conch serve spawning a thousand processes
+     under sanitizers stalls for 20 s) without waiting forever. */
+  sb->silence_ms = sb->keepalive_ms > 0 ? 3 * sb->keepalive_ms + 5000 : 0;
   sb->caps = o.capabilities != 0 ? o.capabilities : CONCH_CAP_ALL;
   /* HTTP/2 PINGs, unless the caller's client options chose otherwise. */
   rv = sb->keepalive_ms > 0
            ? conch_client_keepalive_default(sb->client, sb->keepalive_ms,
-                                            sb->keepalive_ms)
+                                            2 * sb->keepalive_ms)
            : 0;
   if (rv == 0) {
     rv = conch_metadata_new(&sb->base, mem);

@@ -43,7 +43,7 @@ static int pid_only;
 #define WAIT_MS 20000
 /* The liveness interval of the dead/frozen server cases. */
 #define KEEPALIVE_MS 1000
-#define BOUND_MS (2 * KEEPALIVE_MS + 5000)
+#define BOUND_MS (3 * KEEPALIVE_MS + 5000)
 /* The lifetime of the processes of those cases. */
 #define LIFETIME_MS 15000
 
@@ -291,8 +291,7 @@ static void test_error_in_chunk_callback(void **state) {
   }
   assert_true(c.closed);
   assert_int_equal(c.rv, 0);
-  no_leak(leaks_after("error raised in a chunk callback", m,
-                               c.t_close));
+  no_leak(leaks_after("error raised in a chunk callback", m, c.t_close));
   conch_sandbox_free(sb);
 }
 
@@ -336,8 +335,8 @@ static void test_closed_during_grace(void **state) {
   int64_t t;
   (void)state;
   conch_status_init(&st);
-  assert_int_equal(
-      conch_stream(sb, sh(&s, TRAPPED, m, m, m, m, m, m), &p, &st), 0);
+  assert_int_equal(conch_stream(sb, sh(&s, TRAPPED, m, m, m, m, m, m), &p, &st),
+                   0);
   wait_marked(m, TREE_N);
   t = now_ms();
   conch_process_close_async(p, cb_closed, &c);
@@ -464,8 +463,7 @@ static void on_end_async(conch_process *p, const conch_exec_result *r,
    (kill -9) or frozen (SIGSTOP).  HTTP/1.1 when |h1|; HTTP/2 without
    PINGs when |no_ping| (the caller's client options turned them off, which
    the sandbox's default must not override). */
-static void under_open_handles(int freeze, int h1, int no_ping,
-                               const char *m) {
+static void under_open_handles(int freeze, int h1, int no_ping, const char *m) {
   static const conch_process_handler h = {NULL, NULL, on_end_async};
   conch_sandbox_opts o = CONCH_SANDBOX_OPTS_INIT;
   conch_client_opts *co = NULL;
@@ -507,9 +505,8 @@ static void under_open_handles(int freeze, int h1, int no_ping,
   /* Quiet processes: only keepalive events come while they run. */
   assert_int_equal(conch_stream(sb, sh(&s, "sleep %s1; : %s", m, m), &pb, &st),
                    0);
-  assert_int_equal(conch_stream_async(sb, sh(&s, "sleep %s2; : %s", m, m), &h,
-                                      &ea, &pa),
-                   0);
+  assert_int_equal(
+      conch_stream_async(sb, sh(&s, "sleep %s2; : %s", m, m), &h, &ea, &pa), 0);
   sh(&s, "cat; : %s", m);
   s.o.stdin_enabled = 1;
   assert_int_equal(conch_stream(sb, &s.o, &pc, &st), 0);
@@ -538,11 +535,12 @@ static void under_open_handles(int freeze, int h1, int no_ping,
   printf("  %s server, HTTP/%s%s: blocking handle unavailable after %lld ms, "
          "asynchronous after %lld ms (bound %d ms)\n",
          freeze ? "frozen" : "killed", h1 ? "1.1" : "2",
-         no_ping ? " without PINGs" : "", (long long)(tb - t0), (long long)(ea.t - t0), BOUND_MS);
+         no_ping ? " without PINGs" : "", (long long)(tb - t0),
+         (long long)(ea.t - t0), BOUND_MS);
   assert_true(tb - t0 <= BOUND_MS + 2000);
   assert_true(ea.t - t0 <= BOUND_MS + 2000);
   if (freeze && !h1 && !no_ping) {
-    /* PINGs found it (2 x KEEPALIVE_MS), before the stream's bound. */
+    /* PINGs found it (3 x KEEPALIVE_MS), before the stream's bound. */
     assert_true(tb - t0 < BOUND_MS - 1000);
   } else if (freeze) {
     /* No PINGs: the keepalive events' bound did. */
@@ -566,7 +564,8 @@ static void under_open_handles(int freeze, int h1, int no_ping,
   printf("  closing the 3 handles (conch_sandbox_free) took %lld ms\n",
          (long long)(now_ms() - t0));
   snprintf(what, sizeof(what), "%s server, HTTP/%s",
-           freeze ? "frozen, then SIGCONT," : "kill -9 of the", h1 ? "1.1" : "2");
+           freeze ? "frozen, then SIGCONT," : "kill -9 of the",
+           h1 ? "1.1" : "2");
   t0 = now_ms();
   if (freeze) {
     /* Once it runs again, the lifetime (passed while it was frozen, or
@@ -584,6 +583,42 @@ static void under_open_handles(int freeze, int h1, int no_ping,
     printf("  (after kill -9 of the server, %d of its processes remain%s)\n",
            left, left > 0 ? ": no client can reach them" : "");
   }
+}
+
+/* A caller that neither reads nor drives the loop for longer than the
+   bound is not a silent server: what the server sent meanwhile waits in the
+   socket, and both handle kinds read it instead of failing. */
+static void test_idle_caller_is_not_a_dead_server(void **state) {
+  static const conch_process_handler h = {NULL, NULL, on_end_async};
+  const char *m = "7791313";
+  conch_sandbox *sb = sandbox_at(url, KEEPALIVE_MS, 500);
+  conch_process *pb, *pa;
+  end_state ea = {0, CONCH_CODE_OK, 0};
+  conch_exec_result r;
+  conch_status st;
+  shell s;
+  int64_t t0;
+  (void)state;
+  conch_status_init(&st);
+  conch_exec_result_init(&r);
+  assert_int_equal(conch_stream(sb, sh(&s, "sleep 9; echo %s", m), &pb, &st),
+                   0);
+  assert_int_equal(
+      conch_stream_async(sb, sh(&s, "sleep 9; echo %s", m), &h, &ea, &pa), 0);
+  assert_int_equal(conch_client_run(conch_sandbox_native(sb), 0), 0);
+  sleep_ms(BOUND_MS + 2000); /* no loop at all */
+  t0 = now_ms();
+  while (!ea.ended && now_ms() - t0 < WAIT_MS) {
+    assert_int_equal(conch_client_run(conch_sandbox_native(sb), 100), 0);
+  }
+  assert_true(ea.ended);
+  assert_int_equal(ea.code, CONCH_CODE_OK);
+  assert_int_equal(conch_process_wait(pb, &r, &st), 0);
+  assert_int_equal(r.exit_code, 0);
+  conch_exec_result_clear(&r);
+  assert_int_equal(conch_process_close(pb), 0);
+  assert_int_equal(conch_process_close(pa), 0);
+  conch_sandbox_free(sb);
 }
 
 static void test_server_frozen_h2(void **state) {
@@ -618,6 +653,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_client_killed_during_grace),
       cmocka_unit_test(test_trees_plain_and_trapping),
       cmocka_unit_test(test_hundred_handles),
+      cmocka_unit_test(test_idle_caller_is_not_a_dead_server),
       cmocka_unit_test(test_server_frozen_h2),
       cmocka_unit_test(test_server_frozen_h2_no_ping),
       cmocka_unit_test(test_server_frozen_h1),

@@ -36,6 +36,22 @@ still_alive() {
   alive "$1" && echo yes || echo no
 }
 
+# Process $1 alive and still running command line $2 (pids are reused
+# quickly on a busy machine: pid_max is 32768).
+alive_as() {
+  alive "$1" && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q "^$2 *$"
+}
+
+# "yes" if process $2 still runs $3 after up to $1 seconds, "no" once not.
+alive_after() {
+  i=0
+  while alive_as "$2" "$3" && [ "$i" -lt $(($1 * 10)) ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  alive_as "$2" "$3" && echo yes || echo no
+}
+
 mkfifo "$tmp/srv"
 "$CONCH" serve --listen 127.0.0.1:0 --no-token >"$tmp/srv" 2>"$tmp/srv.err" </dev/null &
 srv=$!
@@ -142,7 +158,7 @@ done
 
 # A frozen server (SIGSTOP) does not hang attach or run: with
 # CONCH_KEEPALIVE=1 they end with unavailable (exit 255) within
-# 2 x 1 + 5 s of silence, and run's attempt to end its process is bounded
+# 3 x 1 + 5 s of silence, and run's attempt to end its process is bounded
 # too.  Once the server runs again, the process's lifetime (--timeout)
 # ends it.
 mkfifo "$tmp/srv2"
@@ -213,7 +229,8 @@ if command -v script >/dev/null 2>&1; then
   check "run on a terminal started" "yes" "$([ -n "$pid" ] && echo yes)"
   kill -KILL "$term"
   wait "$term" 2>/dev/null
-  check "a closed terminal leaves nothing" "no" "$(still_alive "${pid:-0}")"
+  check "a closed terminal leaves nothing" "no" \
+    "$(alive_after 20 "${pid:-0}" "sleep 67")"
   # The same for pty (raw mode: Ctrl-C goes to the remote terminal).
   script -qec "exec $CONCH $U pty -- sleep 68" /dev/null \
     </dev/null >/dev/null 2>&1 &
@@ -229,7 +246,7 @@ if command -v script >/dev/null 2>&1; then
   kill -KILL "$term"
   wait "$term" 2>/dev/null
   check "a closed terminal ends pty's process" "no" \
-    "$(still_alive "${pid:-0}")"
+    "$(alive_after 20 "${pid:-0}" "sleep 68")"
 fi
 
 # No URL: the background server on the private socket, then --stop.

@@ -354,7 +354,7 @@ static void print_env(FILE *f) {
           "  CONCH_HTTP=auto|1.1|2     the HTTP version (--http1.1, --http2)\n"
           "  CONCH_KEEPALIVE=SEC|off   liveness (default 10): a server silent "
           "for\n"
-          "                            2 x SEC + 5 s ends a stream with "
+          "                            3 x SEC + 5 s ends a stream with "
           "unavailable\n");
 }
 

@@ -48,7 +48,7 @@ extern "C" {
 #define CONCH_SANDBOX_DEFAULT_URL "http://127.0.0.1:49983"
 
 /** conch_sandbox_opts.keepalive_ms by default: a dead or frozen server ends
-    open streams with unavailable within 2 x 10 s + 5 s = 25 s. */
+    open streams with unavailable within 3 x 10 s + 5 s = 35 s. */
 #define CONCH_KEEPALIVE_DEFAULT_MS 10000
 
 typedef struct conch_sandbox conch_sandbox;
@@ -100,17 +100,17 @@ typedef struct conch_sandbox_opts {
    * Liveness of long-lived streams (run, stream, pty, connect, stdin
    * streams), in ms: 0 = 10000, -1 = off.  With it, a dead or silent peer
    * (a server frozen with SIGSTOP, a vanished host) ends every open stream
-   * with unavailable instead of a hang, at the latest 2 x keepalive_ms +
-   * 5000 ms (25 s by default) after the stream last received anything:
+   * with unavailable instead of a hang, at the latest 3 x keepalive_ms +
+   * 5000 ms (35 s by default) after the stream last received anything:
    *  - Start and Connect send Keepalive-Ping-Interval (keepalive_ms in
    *    seconds, rounded up): envd and `conch serve` then send a keepalive
    *    event on a stream that had nothing else to say for that long, and a
    *    stream that hears nothing for the bound above is taken for dead.
    *    This works over HTTP/1.1 and through proxies too.
    *  - HTTP/2 PING keepalive (conch_client_opts_set_keepalive) with this
-   *    interval and timeout, unless |client_opts| set keepalive itself (on
-   *    or off): a connection that answers no PING for 2 x keepalive_ms
-   *    fails with all its calls.
+   *    interval and a timeout of 2 x keepalive_ms, unless |client_opts| set
+   *    keepalive itself (on or off): a connection that reads nothing for
+   *    3 x keepalive_ms fails with all its calls.
    *  - A stdin stream whose writes or close make no progress for the bound
    *    ends with unavailable (the server took nothing for that long).
    * The blocking forms measure silence while they wait; asynchronous
