@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <termios.h>
+#include <unistd.h>
 
 static void svc_list(srv_stream *st, ProtobufCMessage *m);
 static void svc_start(srv_stream *st, ProtobufCMessage *m);
@@ -55,6 +56,12 @@ const srv_method *srv_service_route(const char *path) {
 }
 
 void srv_service_stream_gone(srv_stream *st) {
+  if (st->starting != NULL) {
+    /* A Start that goes away before the exec: the process runs on
+       unwatched (as after a StartEvent), or is forgotten if exec fails. */
+    st->starting->starter = NULL;
+    st->starting = NULL;
+  }
   srv_proc_unsubscribe(st);
   srv_proc_unwait(st);
   srv_list_remove(&st->in_link);
@@ -143,7 +150,9 @@ static void svc_list(srv_stream *st, ProtobufCMessage *m) {
 
   (void)m;
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    n += !SRV_CONTAINER(l, srv_proc, link)->ended;
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+
+    n += !p->ended && !p->starting;
   }
   infos = calloc(n + 1, sizeof(*infos));
   ptrs = calloc(n + 1, sizeof(*ptrs));
@@ -157,7 +166,7 @@ static void svc_list(srv_stream *st, ProtobufCMessage *m) {
     srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
     Process__ProcessInfo *info = &infos[resp.n_processes];
 
-    if (p->ended) {
+    if (p->ended || p->starting) {
       continue;
     }
     process__process_info__init(info);
@@ -278,27 +287,48 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
+  /* The loop goes on while the child gets to its exec: srv_proc_add()
+     watches the report, and srv_service_started() (or _start_failed())
+     answers this stream. */
   code = srv_spawn(copy, &st->user, srv->euid == 0, srv->cfg.signal_pid_only,
-                   cwd, &sp, err, sizeof(err));
-  free(cwd);
+                   cwd, srv->cfg.spawn_delay_ms, &sp, err, sizeof(err));
   if (code != CONCH_CODE_OK) {
+    free(cwd);
     protobuf_c_message_free_unpacked(&copy->base, NULL);
     srv_rpc_finish(st, code, "%s", err);
     return;
   }
-  if (srv_proc_add(srv, copy, &sp, &p) != 0) {
+  if (srv_proc_add(srv, copy, cwd, &sp, st, &p) != 0) {
     /* Cannot track it: do not leave it running unseen. */
     kill(-sp.pid, SIGKILL);
     kill(sp.pid, SIGKILL); /* not a group leader with --signal-pid-only */
+    close(sp.report_fd);
+    if (sp.in_fd >= 0) {
+      close(sp.in_fd);
+    }
+    if (sp.err_fd >= 0) {
+      close(sp.err_fd);
+    }
+    close(sp.out_fd);
+    free(cwd);
     protobuf_c_message_free_unpacked(&copy->base, NULL);
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
+  /* The lifetime counts from the request, the start included. */
   if (st->timeout_ms > 0) {
     srv_proc_set_deadline(p, st->timeout_ms);
   }
+}
+
+void srv_service_started(srv_stream *st, srv_proc *p) {
   send_start_event(st, p->pid);
   srv_proc_subscribe(p, st);
+}
+
+void srv_service_start_failed(srv_stream *st, conch_code code,
+                              const char *msg) {
+  srv_rpc_finish(st, code, "%s", msg);
 }
 
 /* ---- Connect ---------------------------------------------------------------
