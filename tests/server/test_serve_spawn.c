@@ -356,6 +356,40 @@ static void test_start_reset_while_spawning(void **state) {
   conch_client_free(c);
 }
 
+/* A burst of Starts reset as soon as they are sent (the resets in the same
+   write): those reset before their fork never run, the others run to
+   their end; the server answers on. */
+static void test_burst_reset(void **state) {
+  conch_client *c = client_new(quick.url);
+  h2_resp rs[40];
+  run_result r;
+  h2_conn *hc;
+  int32_t ids[40];
+  int i;
+
+  (void)state;
+  assert_int_equal(h2_open(&hc, quick.port), 0);
+  for (i = 0; i < 40; i++) {
+    ids[i] =
+        raw_start(hc, &rs[i], NULL, NULL, NULL, "sh", "-c", "echo x", NULL);
+  }
+  for (i = 0; i < 40; i++) {
+    assert_int_equal(h2_rst(hc, ids[i]), 0);
+  }
+  pump(hc, 500);
+  h2_close(hc);
+  free_bodies();
+  for (i = 0; i < 40; i++) {
+    h2_resp_free(&rs[i]);
+  }
+  memset(&r, 0, sizeof(r));
+  run_cmd(c, NULL, &r, "echo", "still here", NULL);
+  assert_int_equal(r.code, CONCH_CODE_OK);
+  assert_string_equal(r.out, "still here\n");
+  wait_no_procs(c);
+  conch_client_free(c);
+}
+
 /* The deadline of a Start passes before the exec: the stream ends with
    deadline_exceeded at the deadline (not after the exec), and the child is
    killed before it ever runs the command. */
@@ -466,6 +500,7 @@ int main(void) {
       cmocka_unit_test(test_exec_errors),
       cmocka_unit_test(test_output_right_after_exec),
       cmocka_unit_test(test_start_reset_while_spawning),
+      cmocka_unit_test(test_burst_reset),
       cmocka_unit_test(test_deadline_while_spawning),
       cmocka_unit_test(test_cap_counts_spawning),
       cmocka_unit_test(test_shutdown_while_spawning),

@@ -180,6 +180,12 @@ struct srv_server {
   int spare_fd;       /* held back for srv_conn_shed(), or -1 */
   int keeper_on;      /* a keeper runs (serve_keeper.c) */
   int keeper_fd;      /* ... and this is its pipe */
+  /* Starts waiting for their fork, a few per loop turn (serve_service.c;
+     set up on first use). */
+  srv_link spawn_q;
+  srv_timer spawn_t;
+  size_t nqueued;
+  size_t queued_bytes; /* their StartRequests, packed */
 };
 
 /* Begins the shutdown (signal, stdin closed). */
@@ -367,6 +373,9 @@ struct srv_stream {
   srv_link in_link;      /* proc->in_paused */
   uint64_t input_serial; /* StreamInput: the selected process, 0 = none */
   srv_proc *starting;    /* Start: its process, until the exec report */
+  srv_link spawn_link;   /* srv->spawn_q: waiting for its fork */
+  Process__StartRequest *spawn_req; /* ... with its request (a copy) */
+  char *spawn_cwd;                  /* ... and resolved cwd */
 };
 
 /* nghttp2 callbacks land here (serve_conn.c forwards them). */
