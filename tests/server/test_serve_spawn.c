@@ -330,7 +330,7 @@ static void test_start_reset_while_spawning(void **state) {
   assert_int_equal(h2_rst(hc, h2_last_id(hc)), 0);
   pump(hc, 100);
   /* Not started yet: Connect and SendSignal by its tag find nothing. */
-  call = connect_call(c, 0, "reset1", 0, NULL);
+  call = connect_call(c, 0, "reset1", 5000, NULL);
   assert_non_null(call);
   memset(&r, 0, sizeof(r));
   drain_call(c, call, &r);
