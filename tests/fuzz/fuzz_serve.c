@@ -16,8 +16,9 @@
      command is "true" (exit 0), "false" (exit 1) or "crash" (SIGSEGV).
      "sleep" never reads its input, "noin" closes it at once, "bg" exits
      at once but leaves its output open (a grandchild holds it) until the
-     run ends, and "fail" cannot start.  Users are root (0), user (1000)
-     and nobody.
+     run ends, "fail" cannot start, and "noexec" forks but its exec fails
+     (the exec report, read in the loop, says ENOENT).  Users are root (0), user
+   (1000) and nobody.
    - kill() is wrapped (-Wl,--wrap=kill): a signal to a fake process ends
      it; a signal to any other pid, or to a pid after its reap, aborts.  Fake
    pids lie above the kernel's PID_MAX_LIMIT (1 << 22), so not even the real
@@ -363,9 +364,47 @@ static int kid_start(fake_kid *k, const Process__StartRequest *req,
   return 0;
 }
 
+conch_code srv_spawn_error(const Process__StartRequest *req, const char *cwd,
+                           int err, char *buf, size_t len) {
+  (void)cwd;
+  snprintf(buf, len, "error starting process '%s': fork/exec /bin/sh: %s",
+           req->process != NULL ? req->process->cmd : "", strerror(err));
+  return CONCH_CODE_INVALID_ARGUMENT;
+}
+
+int srv_spawn_report(int fd) {
+  int err = 0;
+  ssize_t n = read(fd, &err, sizeof(err));
+
+  if (n < 0 && errno == EAGAIN) {
+    return -1;
+  }
+  return n == (ssize_t)sizeof(err) && err > 0 ? err : 0;
+}
+
+/* The exec report: EOF at once (exec happened), or for "noexec" the
+   errno of an exec that failed (the kid then exits 127). */
+static int fake_report(const char *cmd, srv_spawned *out) {
+  int p[2];
+  int e = ENOENT;
+  ssize_t w = 0;
+
+  if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return -1;
+  }
+  if (strcmp(cmd, "noexec") == 0) {
+    w = write(p[1], &e, sizeof(e));
+  }
+  (void)w;
+  close(p[1]);
+  out->report_fd = p[0];
+  return 0;
+}
+
 conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
                      int switch_user, int envd_groups, const char *cwd,
-                     srv_spawned *out, char *err, size_t errlen) {
+                     int64_t delay_ms, srv_spawned *out, char *err,
+                     size_t errlen) {
   const char *cmd = req->process != NULL ? req->process->cmd : "";
   fake_kid *k;
   ssize_t w;
@@ -374,6 +413,8 @@ conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
   (void)switch_user;
   (void)envd_groups;
   (void)cwd;
+  (void)delay_ms;
+  out->report_fd = -1;
   k = strcmp(cmd, "fail") != 0 ? kid_slot() : NULL;
   if (k == NULL) {
     snprintf(err, errlen,
@@ -382,7 +423,7 @@ conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
              cmd);
     return CONCH_CODE_INVALID_ARGUMENT;
   }
-  if (kid_start(k, req, out) != 0) {
+  if (kid_start(k, req, out) != 0 || fake_report(cmd, out) != 0) {
     close_fd(&k->in);
     close_fd(&k->out);
     close_fd(&k->err);
@@ -409,6 +450,8 @@ conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
     k->deaf = 1;
   } else if (strcmp(cmd, "noin") == 0) {
     close_fd(&k->in);
+  } else if (strcmp(cmd, "noexec") == 0) {
+    kid_exit(k, 127 << 8);
   } else if (strcmp(cmd, "bg") == 0) {
     k->bg = 1;
     kid_exit(k, 0);
@@ -571,9 +614,9 @@ static void add_proc(const char *cmd, const char *tag, int pty, int stdin_on) {
   if (copy == NULL) {
     abort();
   }
-  if (srv_spawn(copy, NULL, 0, 0, "/", &sp, err, sizeof(err)) !=
+  if (srv_spawn(copy, NULL, 0, 0, "/", 0, &sp, err, sizeof(err)) !=
           CONCH_CODE_OK ||
-      srv_proc_add(&srv, copy, &sp, &p) != 0) {
+      srv_proc_add(&srv, copy, NULL, &sp, NULL, &p) != 0) {
     abort();
   }
 }

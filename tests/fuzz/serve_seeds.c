@@ -623,6 +623,7 @@ static void seeds_start(void) {
   one("start_false", 0, "POST", SVC "Start", stream, env(start_cmd("false")));
   one("start_crash", 0, "POST", SVC "Start", stream, env(start_cmd("crash")));
   one("start_fail", 0, "POST", SVC "Start", stream, env(start_cmd("fail")));
+  one("start_noexec", 0, "POST", SVC "Start", stream, env(start_cmd("noexec")));
   one("start_empty", 0, "POST", SVC "Start", stream, env(none()));
   one("start_none", 0, "POST", SVC "Start", stream, none());
   memset(&sp, 0, sizeof(sp));

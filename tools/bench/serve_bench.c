@@ -6,14 +6,22 @@
                                         through conch_stream()
      serve-bench spawn URL N CONC       N processes (/bin/true) run with
                                         conch_run_async(), CONC at a time
+     serve-bench storm URL N            N Starts of /bin/true at once while
+                                        another process (own connection)
+                                        calls List in a loop: List latency
+                                        during the storm
 
    Prints one JSON line: the units done (bytes or calls), wall seconds and
-   this client's CPU seconds. */
+   this client's CPU seconds (storm: Starts per second and the List
+   latencies in ms). */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <conch/conch.h>
 #include <conch/process.h>
@@ -153,6 +161,119 @@ static int bench_spawn(const char *url, int n, int conc) {
   return 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a;
+  double y = *(const double *)b;
+
+  return x < y ? -1 : x > y;
+}
+
+/* The List side of a storm: Lists until |stop_fd| is readable, then
+   writes "count p50 p90 max" (ms) to |out_fd|. */
+static int storm_lister(const char *url, int stop_fd, int out_fd) {
+  conch_sandbox *sb = sandbox(url);
+  size_t cap = 1 << 16;
+  double *lat = malloc(cap * sizeof(*lat));
+  size_t n = 0;
+  char line[128];
+  int len;
+  ssize_t w;
+
+  for (;;) {
+    struct pollfd pfd = {stop_fd, POLLIN, 0};
+    conch_process_info *list = NULL;
+    size_t nl = 0;
+    conch_status st;
+    double t0;
+
+    if (poll(&pfd, 1, 0) > 0) {
+      break;
+    }
+    t0 = now_s();
+    if (conch_list(sb, &list, &nl, &st) != 0) {
+      fprintf(stderr, "serve-bench: List failed: %s\n",
+              st.message != NULL ? st.message : "?");
+      conch_status_clear(&st);
+      return 1;
+    }
+    conch_process_list_free(list, nl);
+    if (n < cap) {
+      lat[n++] = (now_s() - t0) * 1000.0;
+    }
+  }
+  qsort(lat, n, sizeof(*lat), cmp_double);
+  len = snprintf(line, sizeof(line), "%zu %.3f %.3f %.3f", n,
+                 n > 0 ? lat[n / 2] : 0.0, n > 0 ? lat[n * 9 / 10] : 0.0,
+                 n > 0 ? lat[n - 1] : 0.0);
+  w = write(out_fd, line, (size_t)len);
+  (void)w;
+  free(lat);
+  conch_sandbox_free(sb);
+  return 0;
+}
+
+static int bench_storm(const char *url, int n) {
+  int stop[2];
+  int res[2];
+  char line[128] = {0};
+  size_t nlist = 0;
+  double p50 = 0, p90 = 0, pmax = 0;
+  spawn_state s;
+  double t0;
+  double secs;
+  pid_t kid;
+  ssize_t r;
+  int ws;
+  int i;
+
+  if (pipe(stop) != 0 || pipe(res) != 0) {
+    return 1;
+  }
+  fflush(stdout);
+  kid = fork();
+  if (kid == 0) {
+    close(stop[1]);
+    close(res[0]);
+    _exit(storm_lister(url, stop[0], res[1]));
+  }
+  close(stop[0]);
+  close(res[1]);
+  memset(&s, 0, sizeof(s));
+  s.sb = sandbox(url);
+  s.o = (conch_proc_opts)CONCH_PROC_OPTS_INIT;
+  s.o.cmd = "/bin/true";
+  s.n = n;
+  t0 = now_s();
+  for (i = 0; i < n; i++) {
+    spawn_one(&s);
+  }
+  while (s.ended < n) {
+    if (conch_client_run(conch_sandbox_native(s.sb), 1000) != 0) {
+      fprintf(stderr, "serve-bench: client loop failed\n");
+      return 1;
+    }
+  }
+  secs = now_s() - t0;
+  close(stop[1]);
+  r = read(res[0], line, sizeof(line) - 1);
+  waitpid(kid, &ws, 0);
+  if (r <= 0 ||
+      sscanf(line, "%zu %lf %lf %lf", &nlist, &p50, &p90, &pmax) != 4) {
+    fprintf(stderr, "serve-bench: no List figures\n");
+    return 1;
+  }
+  if (s.ok != n) {
+    fprintf(stderr, "serve-bench: %d of %d processes failed\n", n - s.ok, n);
+    return 1;
+  }
+  printf("{\"calls\":%d,\"seconds\":%.6f,\"starts_per_s\":%.1f,"
+         "\"lists\":%zu,\"list_p50_ms\":%.3f,\"list_p90_ms\":%.3f,"
+         "\"list_max_ms\":%.3f}\n",
+         n, secs, n / secs, nlist, p50, p90, pmax);
+  conch_sandbox_free(s.sb);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "output") == 0) {
     return bench_output(argv[2], strtoull(argv[3], NULL, 10));
@@ -160,7 +281,11 @@ int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "spawn") == 0) {
     return bench_spawn(argv[2], atoi(argv[3]), atoi(argv[4]));
   }
+  if (argc == 4 && strcmp(argv[1], "storm") == 0) {
+    return bench_storm(argv[2], atoi(argv[3]));
+  }
   fprintf(stderr, "usage: serve-bench output URL BYTES\n"
-                  "       serve-bench spawn URL N CONC\n");
+                  "       serve-bench spawn URL N CONC\n"
+                  "       serve-bench storm URL N\n");
   return 2;
 }

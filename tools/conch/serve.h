@@ -138,16 +138,17 @@ typedef struct srv_config {
   size_t compress_min;   /* smallest response message gzipped */
   int64_t kill_grace_ms; /* SIGTERM to SIGKILL at shutdown */
   size_t max_conns;
-  int signal_pid_only; /* envd's way: signals and deadlines to the pid,
-                          piped children in our process group */
-  int64_t idle_ms;     /* a connection with no request in progress */
-  int64_t header_ms;   /* handshake, preface and request headers; also the
-                          idle limit before a first authenticated request */
-  int64_t body_ms;     /* one request message, from its first byte */
-  size_t max_procs;    /* processes held: running, and ended ones retained */
-  size_t max_buffered; /* request bytes all connections may hold */
-  size_t stdin_total;  /* stdin queued for all processes */
-  const char *workdir; /* --workdir: the cwd of a request that names none */
+  int signal_pid_only;    /* envd's way: signals and deadlines to the pid,
+                             piped children in our process group */
+  int64_t idle_ms;        /* a connection with no request in progress */
+  int64_t header_ms;      /* handshake, preface and request headers; also the
+                             idle limit before a first authenticated request */
+  int64_t body_ms;        /* one request message, from its first byte */
+  size_t max_procs;       /* processes held: running, and ended ones retained */
+  size_t max_buffered;    /* request bytes all connections may hold */
+  size_t stdin_total;     /* stdin queued for all processes */
+  int64_t spawn_delay_ms; /* hidden, for tests: children wait before exec */
+  const char *workdir;    /* --workdir: the cwd of a request that names none */
   const char *default_user; /* --user: the user of a request that names
                                none (NULL: the server's own) */
 } srv_config;
@@ -182,6 +183,12 @@ struct srv_server {
   int spare_fd;       /* held back for srv_conn_shed(), or -1 */
   int keeper_on;      /* a keeper runs (serve_keeper.c) */
   int keeper_fd;      /* ... and this is its pipe */
+  /* Starts waiting for their fork, a few per loop turn (serve_service.c;
+     set up on first use). */
+  srv_link spawn_q;
+  srv_timer spawn_t;
+  size_t nqueued;
+  size_t queued_bytes; /* their StartRequests, packed */
 };
 
 /* Begins the shutdown (signal, stdin closed). */
@@ -366,6 +373,10 @@ struct srv_stream {
   uint64_t wait_until;
   srv_link in_link;      /* proc->in_paused */
   uint64_t input_serial; /* StreamInput: the selected process, 0 = none */
+  srv_proc *starting;    /* Start: its process, until the exec report */
+  srv_link spawn_link;   /* srv->spawn_q: waiting for its fork */
+  Process__StartRequest *spawn_req; /* ... with its request (a copy) */
+  char *spawn_cwd;                  /* ... and resolved cwd */
 };
 
 /* nghttp2 callbacks land here (serve_conn.c forwards them). */
@@ -441,18 +452,29 @@ struct srv_proc {
   srv_timer settle_t;   /* PTY: output still in the kernel at the reap */
   srv_timer retain_t;
   int dead;
+  /* Forked, exec not yet reported: invisible to the RPCs (as in envd,
+     whose process exists for them once cmd.Start() returned), its output
+     left in the pipes, counted against the process cap. */
+  int starting;
+  srv_watch rep_w;     /* the exec report pipe, while starting */
+  srv_stream *starter; /* the Start stream, NULL once it went away */
+  char *start_cwd;     /* for the text of a failed start */
 };
 
 typedef struct srv_spawned {
   pid_t pid;
-  int out_fd; /* stdout, or the PTY master */
-  int err_fd; /* -1 for a PTY */
-  int in_fd;  /* -1 when stdin is off, or for a PTY */
+  int out_fd;    /* stdout, or the PTY master */
+  int err_fd;    /* -1 for a PTY */
+  int in_fd;     /* -1 when stdin is off, or for a PTY */
+  int report_fd; /* the exec report (non-blocking): EOF at exec, or errno */
 } srv_spawned;
 
-/* Takes ownership of |req| and the fds. */
-int srv_proc_add(srv_server *srv, Process__StartRequest *req,
-                 const srv_spawned *sp, srv_proc **out);
+/* Takes ownership of |req|, |cwd| and the fds.  The process starts in
+   the starting state: once its exec report says exec happened, |starter|
+   (if still there) gets srv_service_started(); if exec failed it gets
+   srv_service_start_failed() and the process is forgotten. */
+int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
+                 const srv_spawned *sp, srv_stream *starter, srv_proc **out);
 srv_proc *srv_proc_find(srv_server *srv, const Process__ProcessSelector *sel);
 srv_proc *srv_proc_by_serial(srv_server *srv, uint64_t serial);
 void srv_proc_subscribe(srv_proc *p, srv_stream *st);
@@ -487,6 +509,10 @@ int srv_proc_running(const srv_server *srv);
 
 /* Service hooks the process code calls. */
 void srv_service_input_done(srv_stream *st, int err, const char *what);
+/* The Start of |p| on |st|: exec happened (StartEvent, subscribe), or it
+   failed with |code| and |msg|. */
+void srv_service_started(srv_stream *st, srv_proc *p);
+void srv_service_start_failed(srv_stream *st, conch_code code, const char *msg);
 
 /* ---- Spawning (serve_spawn.c) -------------------------------------------- */
 
@@ -498,11 +524,20 @@ void srv_user_clear(srv_user *u);
    message in |err|. */
 conch_code srv_resolve_cwd(const char *cwd, const srv_user *u, char **out,
                            char *err, size_t errlen);
-/* Forks and execs the request as |u|, in a session of its own (with
-   |envd_groups|, only a PTY child, as envd does).  Returns 0, or a code
-   with a message in |err|. */
+/* Forks the request as |u|, to exec in a session of its own (with
+   |envd_groups|, only a PTY child, as envd does); the child first waits
+   |delay_ms| (tests).  Does not wait for the exec: |out->report_fd| tells
+   (srv_spawn_report()).  Returns 0, or a code with a message in |err|
+   (a failure before the fork). */
 conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
                      int switch_user, int envd_groups, const char *cwd,
-                     srv_spawned *out, char *err, size_t errlen);
+                     int64_t delay_ms, srv_spawned *out, char *err,
+                     size_t errlen);
+/* Reads an exec report: -1 not yet (EAGAIN), 0 exec happened (EOF), or
+   the errno with which the child failed before it. */
+int srv_spawn_report(int fd);
+/* The code and envd's text of a start that failed with |err|. */
+conch_code srv_spawn_error(const Process__StartRequest *req, const char *cwd,
+                           int err, char *buf, size_t len);
 
 #endif

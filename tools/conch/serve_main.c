@@ -181,6 +181,13 @@ static int set_number(srv_config *cfg, const char *name, const char *v) {
       return -1;
     }
     cfg->kill_grace_ms = n;
+  } else if (strcmp(name, "--spawn-delay-ms") == 0) {
+    /* Each child waits this long before its exec: the one way to make a
+       spawn slow on purpose (tests of the loop during a spawn). */
+    if (parse_num(name, v, 0, 600000, &n) != 0) {
+      return -1;
+    }
+    cfg->spawn_delay_ms = n;
   } else {
     return 1;
   }

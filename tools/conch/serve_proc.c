@@ -34,6 +34,7 @@
 static void on_out(srv_watch *w, uint32_t events);
 static void on_err(srv_watch *w, uint32_t events);
 static void on_in(srv_watch *w, uint32_t events);
+static void on_report(srv_watch *w, uint32_t events);
 static void on_deadline(srv_timer *t);
 static void on_retained(srv_timer *t);
 static void on_settled(srv_timer *t);
@@ -90,6 +91,9 @@ static void proc_watch(srv_proc *p) {
   uint32_t err_ev = 0;
   uint32_t in_ev = 0;
 
+  if (p->starting) {
+    return; /* its output waits in the pipes for the Start stream */
+  }
   if (p->out_w.fd >= 0) {
     out_ev = p->paused ? 0 : EPOLLIN;
     if (p->pty && in_pending(p) > 0) {
@@ -156,12 +160,17 @@ int srv_proc_drop_ended(srv_server *srv) {
   return -1;
 }
 
-int srv_proc_add(srv_server *srv, Process__StartRequest *req,
-                 const srv_spawned *sp, srv_proc **out) {
+int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
+                 const srv_spawned *sp, srv_stream *starter, srv_proc **out) {
   srv_proc *p = calloc(1, sizeof(*p));
   srv_link *l;
 
   if (p == NULL) {
+    return -1;
+  }
+  srv_watch_init(&p->rep_w, sp->report_fd, on_report);
+  if (srv_watch_set(&srv->loop, &p->rep_w, EPOLLIN) != 0) {
+    free(p);
     return -1;
   }
   /* The pid is ours now: an ended process that had it is forgotten. */
@@ -192,11 +201,63 @@ int srv_proc_add(srv_server *srv, Process__StartRequest *req,
   srv_timer_init(&p->deadline_t, on_deadline);
   srv_timer_init(&p->settle_t, on_settled);
   srv_timer_init(&p->retain_t, on_retained);
+  p->starting = 1;
+  p->start_cwd = cwd;
+  p->starter = starter;
+  if (starter != NULL) {
+    starter->starting = p;
+  }
   srv_list_push(&srv->procs, &p->link);
   keeper_note(srv, p->pid, 1);
-  proc_watch(p);
   *out = p;
   return 0;
+}
+
+/* The exec report is in: exec happened (EOF), or the child failed before
+   it and exits 127 (it is reaped as any child, unknown by then). */
+static void proc_started(srv_proc *p, int err) {
+  srv_server *srv = p->srv;
+  srv_stream *st = p->starter;
+
+  close_watch(p, &p->rep_w);
+  p->starting = 0;
+  if (st != NULL) {
+    st->starting = NULL;
+    p->starter = NULL;
+  }
+  if (err != 0) {
+    char msg[1024];
+    conch_code code =
+        srv_spawn_error(p->req, p->start_cwd, err, msg, sizeof(msg));
+
+    keeper_note(srv, p->pid, 0);
+    srv_timer_cancel(&srv->loop, &p->deadline_t);
+    proc_discard(p);
+    if (st != NULL) {
+      srv_service_start_failed(st, code, msg);
+    }
+    return;
+  }
+  free(p->start_cwd);
+  p->start_cwd = NULL;
+  if (st != NULL) {
+    srv_service_started(st, p);
+  }
+  proc_watch(p);
+}
+
+static void on_report(srv_watch *w, uint32_t events) {
+  srv_proc *p = SRV_CONTAINER(w, srv_proc, rep_w);
+  int err;
+
+  (void)events;
+  if (!p->starting || p->dead) {
+    return;
+  }
+  err = srv_spawn_report(w->fd);
+  if (err >= 0) {
+    proc_started(p, err);
+  }
 }
 
 srv_proc *srv_proc_by_serial(srv_server *srv, uint64_t serial) {
@@ -205,7 +266,7 @@ srv_proc *srv_proc_by_serial(srv_server *srv, uint64_t serial) {
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
     srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
 
-    if (p->serial == serial) {
+    if (p->serial == serial && !p->starting) {
       return p;
     }
   }
@@ -220,6 +281,9 @@ srv_proc *srv_proc_find(srv_server *srv, const Process__ProcessSelector *sel) {
   for (l = srv->procs.prev; l != &srv->procs; l = l->prev) {
     srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
 
+    if (p->starting) {
+      continue; /* not started yet, as far as the RPCs know */
+    }
     if (sel->selector_case == PROCESS__PROCESS_SELECTOR__SELECTOR_PID) {
       if (p->pid == (pid_t)sel->pid) {
         return p;
@@ -477,6 +541,11 @@ void srv_proc_free(srv_proc *p) {
   srv_timer_cancel(&srv->loop, &p->deadline_t);
   srv_timer_cancel(&srv->loop, &p->settle_t);
   srv_timer_cancel(&srv->loop, &p->retain_t);
+  if (p->starter != NULL) {
+    p->starter->starting = NULL;
+  }
+  free(p->start_cwd);
+  close_watch(p, &p->rep_w);
   close_watch(p, &p->out_w);
   close_watch(p, &p->err_w);
   close_watch(p, &p->in_w);
@@ -912,7 +981,18 @@ void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus) {
     }
   }
   if (p == NULL) {
-    return; /* an orphaned grandchild (we are a subreaper) */
+    return; /* an orphaned grandchild (we are a subreaper), or a child
+               whose exec failed */
+  }
+  if (p->starting) {
+    /* The report came in before the exit; the child is gone, so the
+       read does not wait.  A failed exec forgets the process. */
+    int err = srv_spawn_report(p->rep_w.fd);
+
+    proc_started(p, err > 0 ? err : 0);
+    if (p->dead) {
+      return;
+    }
   }
   p->reaped = 1;
   p->wstatus = wstatus;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <termios.h>
+#include <unistd.h>
 
 static void svc_list(srv_stream *st, ProtobufCMessage *m);
 static void svc_start(srv_stream *st, ProtobufCMessage *m);
@@ -19,6 +20,7 @@ static void svc_stream_input_end(srv_stream *st);
 static void svc_send_input(srv_stream *st, ProtobufCMessage *m);
 static void svc_send_signal(srv_stream *st, ProtobufCMessage *m);
 static void svc_close_stdin(srv_stream *st, ProtobufCMessage *m);
+static void spawn_turn(srv_timer *t);
 
 #define SVC "/process.Process/"
 
@@ -54,7 +56,18 @@ const srv_method *srv_service_route(const char *path) {
   return NULL;
 }
 
+static void spawn_unqueue(srv_stream *st);
+
 void srv_service_stream_gone(srv_stream *st) {
+  if (srv_linked(&st->spawn_link)) {
+    spawn_unqueue(st); /* gone before its fork: nothing was started */
+  }
+  if (st->starting != NULL) {
+    /* A Start that goes away before the exec: the process runs on
+       unwatched (as after a StartEvent), or is forgotten if exec fails. */
+    st->starting->starter = NULL;
+    st->starting = NULL;
+  }
   srv_proc_unsubscribe(st);
   srv_proc_unwait(st);
   srv_list_remove(&st->in_link);
@@ -143,7 +156,9 @@ static void svc_list(srv_stream *st, ProtobufCMessage *m) {
 
   (void)m;
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    n += !SRV_CONTAINER(l, srv_proc, link)->ended;
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+
+    n += !p->ended && !p->starting;
   }
   infos = calloc(n + 1, sizeof(*infos));
   ptrs = calloc(n + 1, sizeof(*ptrs));
@@ -157,7 +172,7 @@ static void svc_list(srv_stream *st, ProtobufCMessage *m) {
     srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
     Process__ProcessInfo *info = &infos[resp.n_processes];
 
-    if (p->ended) {
+    if (p->ended || p->starting) {
       continue;
     }
     process__process_info__init(info);
@@ -214,6 +229,10 @@ static int admit(srv_stream *st, const Process__StartRequest *req) {
       running += !p->ended;
       held += protobuf_c_message_get_packed_size(&p->req->base);
     }
+    /* Starts waiting for their fork count too. */
+    n += srv->nqueued;
+    running += srv->nqueued;
+    held += srv->queued_bytes;
     if (n < srv->cfg.max_procs && held + need <= SRV_CONFIG_BUDGET) {
       return 0;
     }
@@ -234,14 +253,106 @@ static int admit(srv_stream *st, const Process__StartRequest *req) {
   }
 }
 
+/* Forks at most this many children per loop turn: a fork costs about a
+   millisecond (page tables copied, then copy-on-write faults), so a burst
+   of Starts is spread over turns and other requests are answered in
+   between (README: Processes). */
+#define SPAWN_BATCH 8
+
+static void spawn_queue_init(srv_server *srv) {
+  if (srv->spawn_q.next == NULL) {
+    srv_list_init(&srv->spawn_q);
+    srv_timer_init(&srv->spawn_t, spawn_turn);
+  }
+}
+
+static void spawn_unqueue(srv_stream *st) {
+  srv_server *srv = srv_rpc_server(st);
+
+  srv_list_remove(&st->spawn_link);
+  srv->nqueued--;
+  srv->queued_bytes -= protobuf_c_message_get_packed_size(&st->spawn_req->base);
+  protobuf_c_message_free_unpacked(&st->spawn_req->base, NULL);
+  st->spawn_req = NULL;
+  free(st->spawn_cwd);
+  st->spawn_cwd = NULL;
+}
+
+/* Forks the Start of |st|; srv_service_started() or _start_failed()
+   answers it once the exec report is in. */
+static void spawn_one(srv_stream *st, Process__StartRequest *copy, char *cwd) {
+  srv_server *srv = srv_rpc_server(st);
+  srv_spawned sp;
+  srv_proc *p;
+  char err[1024];
+  conch_code code;
+
+  if (srv->stopping) {
+    free(cwd);
+    protobuf_c_message_free_unpacked(&copy->base, NULL);
+    srv_rpc_finish(st, CONCH_CODE_UNAVAILABLE, "server is shutting down");
+    return;
+  }
+  code = srv_spawn(copy, &st->user, srv->euid == 0, srv->cfg.signal_pid_only,
+                   cwd, srv->cfg.spawn_delay_ms, &sp, err, sizeof(err));
+  if (code != CONCH_CODE_OK) {
+    free(cwd);
+    protobuf_c_message_free_unpacked(&copy->base, NULL);
+    srv_rpc_finish(st, code, "%s", err);
+    return;
+  }
+  if (srv_proc_add(srv, copy, cwd, &sp, st, &p) != 0) {
+    /* Cannot track it: do not leave it running unseen. */
+    kill(-sp.pid, SIGKILL);
+    kill(sp.pid, SIGKILL); /* not a group leader with --signal-pid-only */
+    close(sp.report_fd);
+    if (sp.in_fd >= 0) {
+      close(sp.in_fd);
+    }
+    if (sp.err_fd >= 0) {
+      close(sp.err_fd);
+    }
+    close(sp.out_fd);
+    free(cwd);
+    protobuf_c_message_free_unpacked(&copy->base, NULL);
+    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  /* The lifetime counts from here (the queue holds a Start for a few
+     turns at most), the wait for the exec included. */
+  if (st->timeout_ms > 0) {
+    srv_proc_set_deadline(p, st->timeout_ms);
+  }
+}
+
+static void spawn_turn(srv_timer *t) {
+  srv_server *srv = SRV_CONTAINER(t, srv_server, spawn_t);
+  int n;
+
+  for (n = 0; n < SPAWN_BATCH && !srv_list_empty(&srv->spawn_q); n++) {
+    srv_stream *st = SRV_CONTAINER(srv->spawn_q.next, srv_stream, spawn_link);
+    Process__StartRequest *copy = st->spawn_req;
+    char *cwd = st->spawn_cwd;
+
+    st->spawn_req = NULL; /* ownership passes on, unqueue frees nothing */
+    st->spawn_cwd = NULL;
+    srv_list_remove(&st->spawn_link);
+    srv->nqueued--;
+    srv->queued_bytes -= protobuf_c_message_get_packed_size(&copy->base);
+    spawn_one(st, copy, cwd);
+  }
+  /* The rest in a later turn, after the events that came meanwhile. */
+  if (!srv_list_empty(&srv->spawn_q)) {
+    srv_timer_arm(&srv->loop, &srv->spawn_t, srv_now_ms() + 1);
+  }
+}
+
 static void svc_start(srv_stream *st, ProtobufCMessage *m) {
   Process__StartRequest *req = (Process__StartRequest *)m;
   srv_server *srv = srv_rpc_server(st);
   const Process__ProcessConfig *cfg = req->process;
   const char *cwd_in = NULL;
   Process__StartRequest *copy;
-  srv_spawned sp;
-  srv_proc *p;
   char err[1024];
   char *cwd = NULL;
   conch_code code;
@@ -261,6 +372,7 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
                    st->user.name);
     return;
   }
+  spawn_queue_init(srv);
   if (admit(st, req) != 0) {
     return;
   }
@@ -281,27 +393,25 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
     srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
-  code = srv_spawn(copy, &st->user, srv->euid == 0, srv->cfg.signal_pid_only,
-                   cwd, &sp, err, sizeof(err));
-  free(cwd);
-  if (code != CONCH_CODE_OK) {
-    protobuf_c_message_free_unpacked(&copy->base, NULL);
-    srv_rpc_finish(st, code, "%s", err);
-    return;
+  /* Forked by spawn_turn(), after this turn's other requests. */
+  st->spawn_req = copy;
+  st->spawn_cwd = cwd;
+  srv_list_push(&srv->spawn_q, &st->spawn_link);
+  srv->nqueued++;
+  srv->queued_bytes += protobuf_c_message_get_packed_size(&copy->base);
+  if (!srv_timer_armed(&srv->spawn_t)) {
+    srv_timer_arm(&srv->loop, &srv->spawn_t, srv_now_ms());
   }
-  if (srv_proc_add(srv, copy, &sp, &p) != 0) {
-    /* Cannot track it: do not leave it running unseen. */
-    kill(-sp.pid, SIGKILL);
-    kill(sp.pid, SIGKILL); /* not a group leader with --signal-pid-only */
-    protobuf_c_message_free_unpacked(&copy->base, NULL);
-    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
-    return;
-  }
-  if (st->timeout_ms > 0) {
-    srv_proc_set_deadline(p, st->timeout_ms);
-  }
+}
+
+void srv_service_started(srv_stream *st, srv_proc *p) {
   send_start_event(st, p->pid);
   srv_proc_subscribe(p, st);
+}
+
+void srv_service_start_failed(srv_stream *st, conch_code code,
+                              const char *msg) {
+  srv_rpc_finish(st, code, "%s", msg);
 }
 
 /* ---- Connect ---------------------------------------------------------------

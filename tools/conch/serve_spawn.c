@@ -5,7 +5,9 @@
    rules, as the requested user.  Each child leads its own session and
    process group (with --signal-pid-only, as envd: only PTY children).  A
    failure between fork and exec comes back through a close-on-exec pipe, as
-   Go's os/exec does it. */
+   Go's os/exec does it; unlike Go we do not wait on that pipe here: the
+   caller watches it in the loop (EOF: exec happened), so a slow exec never
+   holds up the other clients. */
 #include "serve.h"
 
 #include <errno.h>
@@ -22,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_PATH                                                           \
@@ -283,11 +286,12 @@ typedef struct child_plan {
   const char *cwd;
   const srv_user *user;
   int switch_user;
-  int fds[3]; /* become 0, 1, 2 */
-  int pty;    /* fds[] is the PTY slave: make it the controlling tty */
-  int setsid; /* a session (and group) of its own */
-  int report; /* write end of the error pipe */
-  pid_t server; /* our pid, to notice that we died before prctl() */
+  int fds[3];       /* become 0, 1, 2 */
+  int pty;          /* fds[] is the PTY slave: make it the controlling tty */
+  int setsid;       /* a session (and group) of its own */
+  int report;       /* write end of the error pipe */
+  pid_t server;     /* our pid, to notice that we died before prctl() */
+  int64_t delay_ms; /* tests: wait this long before exec */
 } child_plan;
 
 static void child_fail(const child_plan *c, int err) {
@@ -346,6 +350,14 @@ static void child_run(const child_plan *c) {
   /* Descriptors a library opened without O_CLOEXEC stay out of the child;
      failing this (old kernel) is harmless, ours are all close-on-exec. */
   close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  if (c->delay_ms > 0) {
+    struct timespec ts;
+
+    ts.tv_sec = (time_t)(c->delay_ms / 1000);
+    ts.tv_nsec = (long)(c->delay_ms % 1000) * 1000000L;
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+  }
   execve(c->argv[0], (char *const *)c->argv, c->envp);
   child_fail(c, errno);
 }
@@ -491,20 +503,41 @@ static void start_error(const Process__StartRequest *req, const char *cwd,
            why);
 }
 
-/* Reads what the child reported: 0 when exec succeeded, else its errno. */
-static int read_report(int fd) {
+/* Out of descriptors, processes or memory is the server's state, not a
+   fault in the request. */
+static conch_code start_code(int err) {
+  if (err < 0 || err == EMFILE || err == ENFILE || err == EAGAIN ||
+      err == ENOMEM) {
+    return CONCH_CODE_RESOURCE_EXHAUSTED;
+  }
+  return CONCH_CODE_INVALID_ARGUMENT;
+}
+
+conch_code srv_spawn_error(const Process__StartRequest *req, const char *cwd,
+                           int err, char *buf, size_t len) {
+  start_error(req, cwd, err, buf, len);
+  return start_code(err);
+}
+
+int srv_spawn_report(int fd) {
   int err = 0;
   ssize_t n;
 
   do {
     n = read(fd, &err, sizeof(err));
   } while (n < 0 && errno == EINTR);
-  return n == (ssize_t)sizeof(err) ? err : 0;
+  if (n < 0 && errno == EAGAIN) {
+    return -1;
+  }
+  /* An errno is written whole (4 bytes < PIPE_BUF); anything else is the
+     EOF of a successful exec (or of a child killed before it). */
+  return n == (ssize_t)sizeof(err) && err > 0 ? err : 0;
 }
 
 conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
                      int switch_user, int envd_groups, const char *cwd,
-                     srv_spawned *out, char *err, size_t errlen) {
+                     int64_t delay_ms, srv_spawned *out, char *err,
+                     size_t errlen) {
   spawn_fds f = {{-1, -1, -1}, {-1, -1, -1}, {-1, -1}};
   int pty = req->_pty_case == PROCESS__START_REQUEST___PTY_PTY;
   const char **argv = make_argv(req);
@@ -521,7 +554,8 @@ conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
     goto done;
   }
   rv = pty ? open_pty(&f, req) : open_pipes(&f, req);
-  if (rv != 0 || pipe2(f.report, O_CLOEXEC) != 0) {
+  if (rv != 0 || pipe2(f.report, O_CLOEXEC) != 0 ||
+      set_nonblock(f.report[0]) != 0) {
     e = errno;
     goto fail;
   }
@@ -536,6 +570,7 @@ conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
   plan.setsid = pty || !envd_groups;
   plan.report = f.report[1];
   plan.server = getpid();
+  plan.delay_ms = delay_ms;
   pid = fork();
   if (pid < 0) {
     e = errno;
@@ -544,17 +579,15 @@ conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
   if (pid == 0) {
     child_run(&plan);
   }
-  close_fd(&f.report[1]);
-  e = read_report(f.report[0]);
-  if (e != 0) {
-    waitpid(pid, NULL, 0);
-    goto fail;
-  }
+  /* The child has its ends: ours close now (the report's write end too,
+     so that the child's exec is our EOF). */
   out->pid = pid;
   out->in_fd = f.parent[0];
   out->out_fd = f.parent[1];
   out->err_fd = f.parent[2];
+  out->report_fd = f.report[0];
   f.parent[0] = f.parent[1] = f.parent[2] = -1;
+  f.report[0] = -1;
   if (pty) {
     f.child[1] = f.child[2] = -1; /* one slave fd, closed once below */
   }
@@ -573,10 +606,5 @@ done:
   if (e == 0) {
     return CONCH_CODE_OK;
   }
-  /* Out of descriptors, processes or memory is the server's state, not a
-     fault in the request. */
-  if (e < 0 || e == EMFILE || e == ENFILE || e == EAGAIN || e == ENOMEM) {
-    return CONCH_CODE_RESOURCE_EXHAUSTED;
-  }
-  return CONCH_CODE_INVALID_ARGUMENT;
+  return start_code(e);
 }
