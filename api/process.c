@@ -70,9 +70,21 @@ struct conch_process {
   /* Closing. */
   int pending;
   int close_rv;
-  void (*close_done)(int, void *);
-  void *close_ud;
+  struct close_note *note; /* delivers conch_process_close_async's done */
 };
+
+/* The |done| of conch_process_close_async(), which never runs inside that
+   call: an alarm made at the call (so that nothing can fail later) fires on
+   the next turn, and whichever comes second, the alarm or the end of the
+   close, runs |done|. */
+typedef struct close_note {
+  const conch_mem *mem;
+  void (*done)(int rv, void *user_data);
+  void *ud;
+  int rv;
+  unsigned closed : 1; /* the close finished: |rv| is final */
+  unsigned fired : 1;  /* the alarm ran */
+} close_note;
 
 static int64_t now_ms(void) {
   struct timespec ts;
@@ -340,30 +352,50 @@ static void proc_free(conch_process *p) {
 }
 
 /* Ends a close: frees |p| (now or after the running handler) and reports. */
+static void note_deliver(close_note *n) {
+  void (*done)(int, void *) = n->done;
+  void *ud = n->ud;
+  int rv = n->rv;
+  api_free(n->mem, n);
+  done(rv, ud);
+}
+
+static void note_fired(conch_client *c, void *ud) {
+  close_note *n = ud;
+  (void)c;
+  n->fired = 1;
+  if (n->closed) {
+    note_deliver(n);
+  }
+}
+
+/* |p| is released; its close note learns |rv|. */
+static void release_closed(conch_process *p, int rv) {
+  close_note *n = p->note;
+  p->note = NULL;
+  proc_free(p);
+  if (n != NULL) {
+    n->rv = rv;
+    n->closed = 1;
+    if (n->fired) {
+      note_deliver(n);
+    }
+  }
+}
+
 static void close_finish(conch_process *p, int rv) {
-  void (*done)(int, void *) = p->close_done;
-  void *ud = p->close_ud;
   p->close_rv = rv;
   if (p->in_handler > 0) {
     p->release_pending = 1;
     return;
   }
-  proc_free(p);
-  if (done != NULL) {
-    done(rv, ud);
-  }
+  release_closed(p, rv);
 }
 
 static void leave_handler(conch_process *p) {
   p->in_handler--;
   if (p->in_handler == 0 && p->release_pending) {
-    void (*done)(int, void *) = p->close_done;
-    void *ud = p->close_ud;
-    int rv = p->close_rv;
-    proc_free(p);
-    if (done != NULL) {
-      done(rv, ud);
-    }
+    release_closed(p, p->close_rv);
   }
 }
 
@@ -1180,38 +1212,50 @@ static void kill_started(conch_process *p) {
   conch_call_send(watch, &req.base);
 }
 
-void conch_process_close_async(conch_process *p,
-                               void (*done)(int rv, void *user_data),
-                               void *user_data) {
+int conch_process_close_async(conch_process *p,
+                              void (*done)(int rv, void *user_data),
+                              void *user_data) {
+  close_note *n = NULL;
+
   if (p == NULL) {
-    if (done != NULL) {
-      done(0, user_data);
-    }
-    return;
+    return CONCH_ERR_INVALID;
   }
   if (p->closing) {
-    return;
+    return CONCH_ERR_STATE;
+  }
+  if (done != NULL) {
+    n = api_calloc(p->mem, 1, sizeof(*n));
+    if (n == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+    n->mem = p->mem;
+    n->done = done;
+    n->ud = user_data;
+    if (conch_client_alarm(p->sb->client, 0, note_fired, n, NULL) != 0) {
+      api_free(p->mem, n);
+      return CONCH_ERR_NOMEM;
+    }
   }
   p->closing = 1;
-  p->close_done = done;
-  p->close_ud = user_data;
+  p->note = n;
   if (p->cur != NULL) {
     conch_message_free(p->sb->client, p->cur);
     p->cur = NULL;
   }
   if (p->ended || !p->own) {
     close_finish(p, 0);
-    return;
+    return 0;
   }
   if (p->started) {
     kill_started(p);
-    return;
+    return 0;
   }
   /* Not started. */
   if (p->async && p->call != NULL && !conch_call_done(p->call)) {
-    return; /* push_msg kills it when the start arrives; push_close ends */
+    return 0; /* push_msg kills it when the start arrives; push_close ends */
   }
   close_unstarted(p);
+  return 0;
 }
 
 /* The stream is over and never reported a start.  When the server said why
@@ -1293,7 +1337,7 @@ void conch__proc_close_all(conch_sandbox *sb) {
     conch_process *p =
         (conch_process *)(void *)((char *)h - offsetof(conch_process, link));
     plink_remove(&p->link);
-    proc_free(p);
+    release_closed(p, CONCH_ERR_RPC);
   }
 }
 

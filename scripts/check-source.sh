@@ -26,4 +26,21 @@ ban '(^|[^_a-zA-Z])(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets)\(' \
     'banned string function'
 ban '(^|[^_a-zA-Z])(printf|puts|perror)\(|fprintf\((stdout|stderr)' \
     'the library never prints'
+# Headers are the manual (STYLE.md): the comment of every public function
+# that returns int says what it returns.
+undocumented=$(awk '
+  FNR == 1 { doc = "" }
+  /\/\*/ { doc = "" }
+  { doc = doc $0 "\n" }
+  /CONCH_EXTERN[ \t]+int[ \t]/ {
+    if (doc !~ /[Rr]eturns?[ ]/) {
+      print FILENAME ":" FNR ": " $0
+    }
+    doc = ""
+  }' runtime/include/conch/*.h $( [ -d api ] && echo api/include/conch/*.h ))
+if [ -n "$undocumented" ]; then
+  echo "$undocumented"
+  echo "check-source: public functions returning int without a Returns line" >&2
+  status=1
+fi
 exit $status

@@ -543,8 +543,7 @@ static void test_stream_deadline(void **state) {
   while ((rv = conch_process_next(p, &c)) == 0) {
   }
   assert_int_equal(rv, CONCH_ERR_RPC);
-  assert_int_equal(conch_process_status(p)->code,
-                   CONCH_CODE_DEADLINE_EXCEEDED);
+  assert_int_equal(conch_process_status(p)->code, CONCH_CODE_DEADLINE_EXCEEDED);
   conch_exec_result_init(&r);
   assert_int_equal(conch_process_wait(p, &r, &st), CONCH_ERR_RPC);
   assert_int_equal(st.code, CONCH_CODE_DEADLINE_EXCEEDED);
@@ -938,6 +937,62 @@ static void test_binary_output(void **state) {
   conch_sandbox_free(sb);
 }
 
+/* conch_process_close_async's contract: 0 means |done| runs exactly once,
+   later, never inside the call; non-zero means it never runs. */
+static void close_counted(int rv, void *ud) {
+  int *n = ud;
+  assert_int_equal(rv, 0);
+  (*n)++;
+}
+
+static void test_close_async_contract(void **state) {
+  conch_sandbox *sb = sandbox();
+  conch_proc_opts o = CONCH_PROC_OPTS_INIT;
+  const char *args[] = {"-c", "sleep 30"};
+  conch_exec_result r;
+  conch_process *p;
+  conch_status st;
+  int first = 0, second = 0;
+  int64_t t0 = now_ms();
+  (void)state;
+
+  assert_int_equal(conch_process_close_async(NULL, close_counted, &first),
+                   CONCH_ERR_INVALID);
+  /* An ended process: the close has nothing to wait for, and still does
+     not run |done| inside the call. */
+  o.cmd = "/bin/true";
+  conch_status_init(&st);
+  assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
+  conch_exec_result_init(&r);
+  assert_int_equal(conch_process_wait(p, &r, &st), 0);
+  conch_exec_result_clear(&r);
+  assert_int_equal(conch_process_close_async(p, close_counted, &first), 0);
+  assert_int_equal(first, 0);
+  while (first == 0) {
+    assert_int_equal(conch_client_run(conch_sandbox_native(sb), 100), 0);
+    assert_true(now_ms() - t0 < 20000);
+  }
+  /* A running one: a second close while the first is under way is
+     refused, and only the first |done| runs. */
+  o.cmd = "/bin/sh";
+  o.args = args;
+  o.nargs = 2;
+  assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
+  first = 0;
+  assert_int_equal(conch_process_close_async(p, close_counted, &first), 0);
+  assert_int_equal(conch_process_close_async(p, close_counted, &second),
+                   CONCH_ERR_STATE);
+  assert_int_equal(first, 0);
+  while (first == 0) {
+    assert_int_equal(conch_client_run(conch_sandbox_native(sb), 100), 0);
+    assert_true(now_ms() - t0 < 20000);
+  }
+  assert_int_equal(first, 1);
+  assert_int_equal(second, 0);
+  conch_status_clear(&st);
+  conch_sandbox_free(sb);
+}
+
 /* 1,000 processes at once from this thread, on one connection. */
 typedef struct many {
   int ended;
@@ -953,8 +1008,8 @@ static void many_end(conch_process *p, const conch_exec_result *res,
     m->ok++;
   } else if (m->ended - m->ok == 1) { /* the first failure, for the log */
     printf("  first failure: %s: %s (exit %d, %zu bytes out)\n",
-           conch_code_name(st->code), conch_status_message(st),
-           res->exit_code, res->out_len);
+           conch_code_name(st->code), conch_status_message(st), res->exit_code,
+           res->out_len);
   }
   conch_process_close_async(p, NULL, NULL);
 }
@@ -964,8 +1019,7 @@ static void many_end(conch_process *p, const conch_exec_result *res,
 extern char **environ;
 
 static int64_t local_baseline(int n) {
-  const char *argv[] = {"/bin/sh", "-c", "sleep 1; echo done >/dev/null",
-                        NULL};
+  const char *argv[] = {"/bin/sh", "-c", "sleep 1; echo done >/dev/null", NULL};
   pid_t *pids = calloc((size_t)n, sizeof(*pids));
   int64_t t0 = now_ms();
   int i, st;
@@ -1038,6 +1092,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_stream_error_inside_loop),
       cmocka_unit_test(test_signals_async_and_handle),
       cmocka_unit_test(test_async_unary_forms),
+      cmocka_unit_test(test_close_async_contract),
       cmocka_unit_test(test_stream_sigterm_ignored),
       cmocka_unit_test(test_stream_deadline),
       cmocka_unit_test(test_wait_discards),

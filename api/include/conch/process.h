@@ -379,18 +379,36 @@ CONCH_EXTERN int conch_process_close(conch_process *p);
 /** The status of the process's stream once it ended, else NULL. */
 CONCH_EXTERN const conch_status *conch_process_status(const conch_process *p);
 
-/** Sends |signal| (SIGTERM or SIGKILL) to the process.  Blocking. */
+/**
+ * Sends |signal| (SIGTERM or SIGKILL) to the process.  Blocking.
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |p|, or a process whose start was not
+ * reported); CONCH_ERR_NOMEM; CONCH_ERR_RPC (|st| says why, e.g. not_found
+ * once it ended).
+ */
 CONCH_EXTERN int conch_process_signal(conch_process *p, int signal,
                                       conch_status *st);
 
-/** Writes to the process's stdin (or its terminal, for a PTY). */
+/**
+ * Writes to the process's stdin (or its terminal, for a PTY).
+ *
+ * Returns as conch_process_signal().
+ */
 CONCH_EXTERN int conch_process_send_stdin(conch_process *p, const void *data,
                                           size_t len, conch_status *st);
 
-/** Closes the process's stdin (not for PTYs: send Ctrl-D, 0x04). */
+/**
+ * Closes the process's stdin (not for PTYs: send Ctrl-D, 0x04).
+ *
+ * Returns as conch_process_signal().
+ */
 CONCH_EXTERN int conch_process_close_stdin(conch_process *p, conch_status *st);
 
-/** Resizes the process's terminal. */
+/**
+ * Resizes the process's terminal.
+ *
+ * Returns as conch_process_signal().
+ */
 CONCH_EXTERN int conch_process_resize(conch_process *p, uint32_t cols,
                                       uint32_t rows, conch_status *st);
 
@@ -409,7 +427,12 @@ typedef struct conch_process_info {
   char *cwd; /* NULL when not set */
 } conch_process_info;
 
-/** Lists running processes into |*list| (|*n| entries). */
+/**
+ * Lists running processes into |*list| (|*n| entries).
+ *
+ * Returns 0; CONCH_ERR_INVALID (a NULL argument); CONCH_ERR_NOMEM;
+ * CONCH_ERR_RPC (|st| says why).
+ */
 CONCH_EXTERN int conch_list(conch_sandbox *sb, conch_process_info **list,
                             size_t *n, conch_status *st);
 
@@ -417,24 +440,46 @@ CONCH_EXTERN int conch_list(conch_sandbox *sb, conch_process_info **list,
 CONCH_EXTERN void conch_process_list_free(conch_process_info *list, size_t n);
 
 /** Sends |signal| (SIGTERM 15 or SIGKILL 9) to a process.  Other signals
-    are refused by the server (unimplemented). */
+    are refused by the server (unimplemented).
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |sb|, a selector with neither pid nor
+ * tag); CONCH_ERR_NOMEM; CONCH_ERR_RPC (|st| says why: not_found,
+ * unimplemented for another signal, ...).
+ */
 CONCH_EXTERN int conch_kill(conch_sandbox *sb, const conch_selector *sel,
                             int signal, conch_status *st);
 
-/** Writes to a process's stdin (or terminal, for a PTY process). */
+/**
+ * Writes to a process's stdin (or terminal, for a PTY process).
+ *
+ * Returns as conch_kill(); CONCH_ERR_INVALID also for NULL |data| with |len|
+ * > 0.
+ */
 CONCH_EXTERN int conch_send_stdin(conch_sandbox *sb, const conch_selector *sel,
                                   const void *data, size_t len,
                                   conch_status *st);
 
-/** Closes a process's stdin. */
+/**
+ * Closes a process's stdin.
+ *
+ * Returns as conch_kill().
+ */
 CONCH_EXTERN int conch_close_stdin(conch_sandbox *sb, const conch_selector *sel,
                                    conch_status *st);
 
-/** Writes to a PTY process's terminal. */
+/**
+ * Writes to a PTY process's terminal.
+ *
+ * Returns as conch_send_stdin().
+ */
 CONCH_EXTERN int conch_pty_send(conch_sandbox *sb, const conch_selector *sel,
                                 const void *data, size_t len, conch_status *st);
 
-/** Resizes a PTY process's terminal. */
+/**
+ * Resizes a PTY process's terminal.
+ *
+ * Returns as conch_kill(); CONCH_ERR_INVALID also for 0 columns or rows.
+ */
 CONCH_EXTERN int conch_pty_resize(conch_sandbox *sb, const conch_selector *sel,
                                   uint32_t cols, uint32_t rows,
                                   conch_status *st);
@@ -443,13 +488,21 @@ CONCH_EXTERN int conch_pty_resize(conch_sandbox *sb, const conch_selector *sel,
 typedef struct conch_stdin conch_stdin;
 
 /** Opens a stdin stream to a (non-PTY) process.  Needs
-    CONCH_CAP_STDIN_STREAM.  Blocks until the server accepted it. */
+    CONCH_CAP_STDIN_STREAM.  Blocks until the server accepted it.
+ *
+ * Returns 0 with |*out| set; CONCH_ERR_INVALID (a NULL argument or an empty
+ * selector); CONCH_ERR_CAPABILITY (the sandbox cannot stream stdin);
+ * CONCH_ERR_NOMEM; CONCH_ERR_RPC (|st| says why).
+ */
 CONCH_EXTERN int conch_stdin_open(conch_sandbox *sb, const conch_selector *sel,
                                   conch_stdin **out, conch_status *st);
 
 /** Opens an ordered input stream to a PTY process's terminal (keystrokes
     in order).  Needs CONCH_CAP_STDIN_STREAM.  Write and close it as a stdin
-    stream. */
+    stream.
+ *
+ * Returns as conch_stdin_open().
+ */
 CONCH_EXTERN int conch_pty_input_open(conch_sandbox *sb,
                                       const conch_selector *sel,
                                       conch_stdin **out, conch_status *st);
@@ -467,7 +520,12 @@ CONCH_EXTERN int conch_stdin_write(conch_stdin *in, const void *data,
     why: unavailable when the server did not answer in time). */
 CONCH_EXTERN int conch_stdin_close(conch_stdin *in, conch_status *st);
 
-/* ---- Asynchronous forms ------------------------------------------------- */
+/* ---- Asynchronous forms -------------------------------------------------
+
+   Every function below that takes a |done| keeps one contract: a non-zero
+   return means |done| never runs; 0 means it runs exactly once, later,
+   on the thread that drives the sandbox's client, never inside the call
+   that was given it. */
 
 /**
  * Events of an asynchronous process, on the sandbox's client loop.  Every
@@ -516,18 +574,32 @@ CONCH_EXTERN int conch_connect_async(conch_sandbox *sb,
 /**
  * conch_process_close() on the loop: |done| (may be NULL) runs once |p| is
  * released, with 0 or CONCH_ERR_RPC as conch_process_close() returns.
+ *
+ * Returns 0: |done| then runs exactly once, from the loop, never inside
+ * this call.  Otherwise |done| never runs: CONCH_ERR_INVALID (NULL |p|),
+ * CONCH_ERR_STATE (|p| is already closing: its first close's |done|
+ * stands) or CONCH_ERR_NOMEM (nothing was done; |p| stays open).
  */
-CONCH_EXTERN void conch_process_close_async(
+CONCH_EXTERN int conch_process_close_async(
     conch_process *p, void (*done)(int rv, void *user_data), void *user_data);
 
-/** conch_kill() on the loop: |done| runs with the status. */
+/**
+ * conch_kill() on the loop: |done| runs with the status.
+ *
+ * Returns 0 (|done| runs later, once); CONCH_ERR_INVALID (NULL |sb|, an empty
+ * selector) or CONCH_ERR_NOMEM (|done| never runs).
+ */
 CONCH_EXTERN int
 conch_kill_async(conch_sandbox *sb, const conch_selector *sel, int signal,
                  void (*done)(const conch_status *st, void *user_data),
                  void *user_data);
 
 /** conch_list() on the loop: |done| runs once with the list (borrowed
-    until it returns; NULL on error) and the status. */
+    until it returns; NULL on error) and the status.
+ *
+ * Returns 0 (|done| runs later, once); CONCH_ERR_INVALID (NULL |sb| or
+ * |done|) or CONCH_ERR_NOMEM (|done| never runs).
+ */
 CONCH_EXTERN int conch_list_async(conch_sandbox *sb,
                                   void (*done)(const conch_process_info *list,
                                                size_t n, const conch_status *st,
@@ -535,26 +607,43 @@ CONCH_EXTERN int conch_list_async(conch_sandbox *sb,
                                   void *user_data);
 
 /** conch_send_stdin() (|pty| 0) or conch_pty_send() (|pty| 1) on the loop;
-    |data| is copied.  |done| (may be NULL) runs with the status. */
+    |data| is copied.  |done| (may be NULL) runs with the status.
+ *
+ * Returns as conch_kill_async(); CONCH_ERR_INVALID also for NULL |data| with
+ * |len| > 0.
+ */
 CONCH_EXTERN int
 conch_send_stdin_async(conch_sandbox *sb, const conch_selector *sel,
                        const void *data, size_t len, int pty,
                        void (*done)(const conch_status *st, void *user_data),
                        void *user_data);
 
-/** conch_close_stdin() on the loop. */
+/**
+ * conch_close_stdin() on the loop.
+ *
+ * Returns as conch_kill_async().
+ */
 CONCH_EXTERN int
 conch_close_stdin_async(conch_sandbox *sb, const conch_selector *sel,
                         void (*done)(const conch_status *st, void *user_data),
                         void *user_data);
 
-/** conch_pty_resize() on the loop. */
+/**
+ * conch_pty_resize() on the loop.
+ *
+ * Returns as conch_kill_async(); CONCH_ERR_INVALID also for 0 columns or
+ * rows.
+ */
 CONCH_EXTERN int conch_pty_resize_async(
     conch_sandbox *sb, const conch_selector *sel, uint32_t cols, uint32_t rows,
     void (*done)(const conch_status *st, void *user_data), void *user_data);
 
 /** conch_start() on the loop: |done| runs once, with the pid (0 on error)
-    and the status; the process then runs on without a handle. */
+    and the status; the process then runs on without a handle.
+ *
+ * Returns 0 (|done| runs later, once) or what conch_run_async() returns
+ * (|done| never runs).
+ */
 CONCH_EXTERN int conch_start_async(conch_sandbox *sb, const conch_proc_opts *o,
                                    void (*done)(uint32_t pid,
                                                 const conch_status *st,
