@@ -1,17 +1,12 @@
-/* One HTTP/2 connection: TCP (non-blocking), optional TLS, the nghttp2
-   session, and the batching of reads and writes.  Calls are multiplexed on
+/* One HTTP/2 connection: a transport's byte stream (sock.c: TCP or Unix,
+   non-blocking; or the caller's), optional TLS, the nghttp2 session, and
+   the batching of reads and writes.  Calls are multiplexed on
    it; calls beyond the peer's MAX_CONCURRENT_STREAMS wait in |queue| with
    their deadlines running. */
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "internal.h"
 
@@ -32,12 +27,13 @@ static long h2_mem_recv(nghttp2_session *s, const uint8_t *in, size_t n) {
 /* ---- Failure ----------------------------------------------------------- */
 
 static void close_fd(conch_conn *conn) {
+  const conch_transport *t = conch__transport(conn->client);
   if (conn->fd < 0) {
     return;
   }
   /* The loop stops watching before the fd is closed. */
   conch__client_watch(conn->client, conn->fd, &conn->watched, 0);
-  close(conn->fd);
+  t->close(t->user_data, conn->fd);
   conn->fd = -1;
 }
 
@@ -183,30 +179,28 @@ size_t conch__conn_out_size(conch_conn *conn) { return out_size(conn); }
 /* Writes what is pending.  Returns 0 (written or would block) or fails the
    connection and returns CONCH_ERR_CONNECT. */
 static int write_out(conch_conn *conn) {
+  const conch_transport *t = conch__transport(conn->client);
   for (;;) {
     const uint8_t *p;
     size_t n = out_peek(conn, &p);
-    ssize_t w;
+    long w;
     if (n == 0 || conn->fd < 0) {
       return 0;
     }
-    w = send(conn->fd, p, n, MSG_NOSIGNAL);
+    w = t->write(t->user_data, conn->fd, p, n);
     if (w < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (w == -EAGAIN) {
         return 0;
       }
       if (conn->h1 != NULL) {
         /* Often the server closing an idle connection: the bridge knows
            whether the request may go again. */
-        conch__h1_on_close(conn, strerror(errno));
+        conch__h1_on_close(conn, strerror((int)-w));
         return conn->state == CONCH_CONN_DEAD ? CONCH_ERR_CONNECT : 0;
       }
       conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                        "write to %s:%s failed: %s", conn->client->host,
-                       conn->client->port, strerror(errno));
+                       conn->client->port, strerror((int)-w));
       return CONCH_ERR_CONNECT;
     }
     out_consume(conn, (size_t)w);
@@ -623,37 +617,21 @@ static int start_session(conch_conn *conn) {
 
 /* ---- Connecting -------------------------------------------------------- */
 
-static void set_sockopts(int fd) {
-  int one = 1;
-  int fl = fcntl(fd, F_GETFL, 0);
-  if (fl >= 0) {
-    fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-  }
-  fcntl(fd, F_SETFD, FD_CLOEXEC);
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
 /* Starts connecting to |conn->addrs[next_addr]| or the next address that
    works.  Returns 0 (in progress or connected) or fails the connection. */
 static int try_connect(conch_conn *conn, int last_errno) {
   conch_client *c = conn->client;
+  const conch_transport *t = conch__transport(c);
   for (; conn->next_addr < conn->naddrs; conn->next_addr++) {
     const conch_addr *a = &conn->addrs[conn->next_addr];
-    int fd = socket(a->family, SOCK_STREAM, 0);
-    if (fd < 0) {
-      last_errno = errno;
-      continue;
-    }
-    set_sockopts(fd);
-    if (connect(fd, (const struct sockaddr *)&a->sa, a->len) == 0 ||
-        errno == EINPROGRESS) {
+    int fd = t->open(t->user_data, (const struct sockaddr *)&a->sa, a->len);
+    if (fd >= 0) {
       conn->fd = fd;
       conn->state = CONCH_CONN_CONNECTING;
       conch__conn_update_watch(conn);
       return 0;
     }
-    last_errno = errno;
-    close(fd);
+    last_errno = -fd;
   }
   conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                    "cannot connect to %s:%s: %s", c->host, c->port,
@@ -715,11 +693,8 @@ static void on_connected(conch_conn *conn) {
 }
 
 static void check_connect(conch_conn *conn) {
-  int err = 0;
-  socklen_t len = sizeof(err);
-  if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
-    err = errno;
-  }
+  const conch_transport *t = conch__transport(conn->client);
+  int err = t->connect_result(t->user_data, conn->fd);
   if (err == EINPROGRESS || err == EALREADY) {
     return;
   }
@@ -1034,6 +1009,7 @@ static int feed_tls(conch_conn *conn, const uint8_t *p, size_t n) {
 }
 
 static void on_readable(conch_conn *conn) {
+  const conch_transport *t = conch__transport(conn->client);
   int i;
   /* Any byte read shows the peer alive; the keepalive timer reads this
      lazily instead of being re-armed per read. */
@@ -1042,22 +1018,19 @@ static void on_readable(conch_conn *conn) {
   for (i = 0; i < 16 && conn->state != CONCH_CONN_DEAD && conn->fd >= 0 &&
               (conn->h1 == NULL || conch__h1_want_read(conn));
        i++) {
-    ssize_t n = recv(conn->fd, conn->rbuf, conn->rcap, 0);
+    long n = t->read(t->user_data, conn->fd, conn->rbuf, conn->rcap);
     int rv;
     if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (n == -EAGAIN) {
         return;
       }
       if (conn->h1 != NULL) {
-        conch__h1_on_close(conn, strerror(errno));
+        conch__h1_on_close(conn, strerror((int)-n));
         return;
       }
       conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                        "read from %s:%s failed: %s", conn->client->host,
-                       conn->client->port, strerror(errno));
+                       conn->client->port, strerror((int)-n));
       return;
     }
     if (n == 0 && conn->h1 != NULL) {

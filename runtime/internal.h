@@ -66,6 +66,7 @@ struct conch_client_opts {
   void *clock_ud;
   char *unix_path;   /* connect to this Unix socket instead of host:port */
   int unix_peer_any; /* 0: the socket's server must be our euid or root */
+  conch_transport transport; /* open NULL: the client's own (sock.c) */
 };
 
 /* Copies |src| into |dst|, duplicating strings with |mem|. */
@@ -74,6 +75,15 @@ int conch__opts_copy(conch_client_opts *dst, const conch_client_opts *src,
 /* Frees the strings of |o|, allocated with |mem|. */
 void conch__opts_clear(conch_client_opts *o, const conch_mem *mem);
 void conch__opts_defaults(conch_client_opts *o);
+
+/* Transports (sock.c, the one file that calls socket functions). */
+/* The transport |c|'s connections use: the caller's or the sockets. */
+const conch_transport *conch__transport(const struct conch_client *c);
+/* 1 when |c| uses its own sockets (no transport set by the caller). */
+int conch__transport_is_own(const struct conch_client *c);
+/* The uid of the process at the other end of Unix socket |fd|: 0 and
+   |*uid|, or an errno value. */
+int conch__sock_peer_uid(int fd, long *uid);
 
 /* Unix domain sockets (unix.c). */
 struct conch_conn;

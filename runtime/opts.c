@@ -506,6 +506,21 @@ int conch_client_opts_set_clock(conch_client_opts *opts,
   return 0;
 }
 
+int conch_client_opts_set_transport(conch_client_opts *opts,
+                                    const conch_transport *t) {
+  if (opts == NULL ||
+      (t != NULL && (t->open == NULL || t->connect_result == NULL ||
+                     t->read == NULL || t->write == NULL || t->close == NULL))) {
+    return CONCH_ERR_INVALID;
+  }
+  if (t != NULL) {
+    opts->transport = *t;
+  } else {
+    memset(&opts->transport, 0, sizeof(opts->transport));
+  }
+  return 0;
+}
+
 int conch_client_opts_set_resolver(conch_client_opts *opts,
                                    const conch_resolver *r) {
   if (opts == NULL || (r != NULL && r->start == NULL)) {

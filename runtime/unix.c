@@ -1,6 +1,6 @@
 /* Unix domain sockets: connecting to a path instead of host:port, and
-   checking who answers (SO_PEERCRED) before anything is sent. */
-#define _GNU_SOURCE /* struct ucred */
+   checking who answers (SO_PEERCRED) before anything is sent.  The socket
+   itself is the transport's (sock.c). */
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -11,6 +11,7 @@
 
 void conch__unix_connect(conch_conn *conn) {
   conch_client *c = conn->client;
+  const conch_transport *t = conch__transport(c);
   struct sockaddr_un sa;
   size_t n = strlen(c->unix_path);
   int fd;
@@ -23,21 +24,12 @@ void conch__unix_connect(conch_conn *conn) {
     return;
   }
   memcpy(sa.sun_path, c->unix_path, n);
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  fd = t->open(t->user_data, (const struct sockaddr *)&sa, sizeof(sa));
   if (fd < 0) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
-                     "cannot connect to %s: %s", c->unix_path, strerror(errno));
-    return;
-  }
-  /* A Unix connect completes at once or fails; EAGAIN is a full backlog. */
-  if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
-      errno != EINPROGRESS) {
-    int err = errno;
-    close(fd);
-    conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                      "cannot connect to %s: %s", c->unix_path,
-                     err == EAGAIN ? "the server's backlog is full"
-                                   : strerror(err));
+                     fd == -EAGAIN ? "the server's backlog is full"
+                                   : strerror(-fd));
     return;
   }
   conn->fd = fd;
@@ -47,22 +39,23 @@ void conch__unix_connect(conch_conn *conn) {
 
 int conch__unix_peer_check(conch_conn *conn) {
   conch_client *c = conn->client;
-  struct ucred cred;
-  socklen_t len = sizeof(cred);
+  long uid = 0;
+  int err;
 
-  if (c->o.unix_peer_any) {
-    return 0;
+  if (c->o.unix_peer_any || !conch__transport_is_own(c)) {
+    return 0; /* a transport of the caller's owns its peers */
   }
-  if (getsockopt(conn->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+  err = conch__sock_peer_uid(conn->fd, &uid);
+  if (err != 0) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                      "%s: cannot read the server's credentials: %s",
-                     c->unix_path, strerror(errno));
+                     c->unix_path, strerror(err));
     return -1;
   }
-  if (cred.uid != geteuid() && cred.uid != 0) {
+  if (uid != (long)geteuid() && uid != 0) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                      "%s: the server's uid %ld is neither ours nor root",
-                     c->unix_path, (long)cred.uid);
+                     c->unix_path, uid);
     return -1;
   }
   return 0;

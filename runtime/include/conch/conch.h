@@ -21,6 +21,7 @@
 #include <conch/status.h>
 #include <conch/metadata.h>
 #include <conch/client.h>
+#include <conch/transport.h>
 #include <conch/io.h>
 #include <conch/call.h>
 

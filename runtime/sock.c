@@ -1,0 +1,96 @@
+/* The one file that owns sockets: the client's default transport (TCP and
+   Unix, non-blocking, close-on-exec), behind the conch_transport table
+   (conch/transport.h).  conn.c and unix.c reach sockets only through it. */
+#define _GNU_SOURCE /* struct ucred */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static int sock_open(void *ud, const struct sockaddr *addr, socklen_t len) {
+  int one = 1;
+  int fd;
+  (void)ud;
+  fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return -errno;
+  }
+  if (addr->sa_family != AF_UNIX) {
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  /* A Unix connect completes at once or fails (EAGAIN: a full backlog). */
+  if (connect(fd, addr, len) != 0 && errno != EINPROGRESS) {
+    int err = errno;
+    close(fd);
+    return -err;
+  }
+  return fd;
+}
+
+static int sock_connect_result(void *ud, int fd) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  (void)ud;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+    err = errno;
+  }
+  return err;
+}
+
+static long sock_read(void *ud, int fd, void *buf, size_t n) {
+  (void)ud;
+  for (;;) {
+    ssize_t r = recv(fd, buf, n, 0);
+    if (r >= 0) {
+      return (long)r;
+    }
+    if (errno == EINTR) {
+      continue;
+    }
+    return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+  }
+}
+
+static long sock_write(void *ud, int fd, const void *buf, size_t n) {
+  (void)ud;
+  for (;;) {
+    ssize_t w = send(fd, buf, n, MSG_NOSIGNAL);
+    if (w >= 0) {
+      return (long)w;
+    }
+    if (errno == EINTR) {
+      continue;
+    }
+    return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+  }
+}
+
+static void sock_close(void *ud, int fd) {
+  (void)ud;
+  close(fd);
+}
+
+static const conch_transport sock_transport = {
+    sock_open, sock_connect_result, sock_read, sock_write, sock_close, NULL};
+
+const conch_transport *conch__transport(const conch_client *c) {
+  return c->o.transport.open != NULL ? &c->o.transport : &sock_transport;
+}
+
+int conch__transport_is_own(const conch_client *c) {
+  return c->o.transport.open == NULL;
+}
+
+int conch__sock_peer_uid(int fd, long *uid) {
+  struct ucred cred;
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return errno;
+  }
+  *uid = (long)cred.uid;
+  return 0;
+}
