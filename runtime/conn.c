@@ -323,42 +323,6 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
   return 0;
 }
 
-/* Moves a call waiting in a connection's queue to the connection the pool
-   picks now. */
-static void requeue(conch_call *q) {
-  conch_status st;
-  conch_conn *other;
-  conch__list_remove(&q->queue_link);
-  conch__conn_unbind(q);
-  conch_status_init(&st);
-  other = conch__conn_get(q->client, &st);
-  if (other == NULL) {
-    conch__call_fail(q, st.code, st.local_err, "%s", conch_status_message(&st));
-    conch_status_clear(&st);
-    return;
-  }
-  conch__conn_bind(other, q);
-  conch__list_push(&other->queue, &q->queue_link);
-  conch__conn_mark_dirty(other);
-}
-
-/* The first connection found to speak HTTP/1.1 took every call made while
-   it connected, but carries one at a time: the others go to the pool,
-   which now opens connections for them. */
-static void rehome_queued(conch_conn *conn) {
-  conch_link moved;
-  conch__list_init(&moved);
-  while (conn->queue.next != &conn->queue &&
-         conn->queue.next->next != &conn->queue) {
-    conch_call *q = CONCH_CONTAINER(conn->queue.prev, conch_call, queue_link);
-    conch__list_remove(&q->queue_link);
-    conch__list_push(&moved, &q->queue_link);
-  }
-  while (!conch__list_empty(&moved)) {
-    requeue(CONCH_CONTAINER(moved.next, conch_call, queue_link));
-  }
-}
-
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
                          void *ud) {
   conch_conn *conn = ud;
@@ -416,7 +380,8 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
     conn->fail_code = CONCH_CODE_UNAVAILABLE;
     /* Calls not yet sent go to another connection. */
     while (!conch__list_empty(&conn->queue)) {
-      requeue(CONCH_CONTAINER(conn->queue.next, conch_call, queue_link));
+      conch__pool_requeue(
+          CONCH_CONTAINER(conn->queue.next, conch_call, queue_link));
     }
     break;
   default:
@@ -601,7 +566,7 @@ static int start_session(conch_conn *conn) {
     }
     if (!c->h1) {
       c->h1 = 1;
-      rehome_queued(conn);
+      conch__pool_rehome_queued(conn);
     }
   }
   conn->state = CONCH_CONN_READY;
@@ -716,76 +681,10 @@ static void check_connect(conch_conn *conn) {
   on_connected(conn);
 }
 
-void conch__conn_bind(conch_conn *conn, conch_call *call) {
-  call->conn = conn;
-  conch__list_push(&conn->calls, &call->conn_link);
-  conn->ncalls++;
-}
-
-void conch__conn_unbind(conch_call *call) {
-  if (call->conn != NULL && conch__linked(&call->conn_link)) {
-    call->conn->ncalls--;
-  }
-  conch__list_remove(&call->conn_link);
-  call->conn = NULL;
-}
-
-/* How many calls |conn| takes at once: the server's limit once known,
-   else what clients assume until its SETTINGS arrive. */
-static size_t capacity(const conch_conn *conn) {
-  if (conn->h1 != NULL ||
-      (conn->client->h1 && conn->state != CONCH_CONN_READY)) {
-    return 1; /* HTTP/1.1: one exchange at a time */
-  }
-  if (conn->state == CONCH_CONN_READY && conn->peer_settings) {
-    return nghttp2_session_get_remote_settings(
-        conn->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
-  }
-  /* Not known yet: what this server said on another connection, or what
-     Go and grpc-go assume. */
-  return conn->client->peer_max_streams > 0 ? conn->client->peer_max_streams
-                                            : 100;
-}
-
-/* HTTP/1.1 carries one call per connection: without a size from the user
-   the pool takes CONCH_H1_POOL of them. */
-static int pool_limit(const conch_client *c) {
-  if (c->h1 && !c->o.max_conns_set) {
-    return CONCH_H1_POOL;
-  }
-  return c->o.max_conns;
-}
-
-conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
-  conch_link *l;
-  conch_conn *conn, *least = NULL;
-  int usable = 0;
+conch_conn *conch__conn_new(conch_client *c, conch_status *st) {
+  conch_conn *conn;
   int rv;
 
-  if (c->o.protocol == CONCH_PROTOCOL_GRPC &&
-      c->o.http_version == CONCH_HTTP_1_1) {
-    conch__status_set(st, c->mem, CONCH_CODE_UNIMPLEMENTED, CONCH_ORIGIN_LOCAL,
-                      CONCH_ERR_INVALID,
-                      "gRPC needs HTTP/2, and the client is set to HTTP/1.1 "
-                      "(use Connect or gRPC-Web over HTTP/1.1)");
-    return NULL;
-  }
-  for (l = c->conns.next; l != &c->conns; l = l->next) {
-    conn = CONCH_CONTAINER(l, conch_conn, link);
-    if (conn->state == CONCH_CONN_DEAD || conn->goaway || conn->closing) {
-      continue;
-    }
-    if (conn->ncalls < capacity(conn) || pool_limit(c) <= 1) {
-      return conn;
-    }
-    usable++;
-    if (least == NULL || conn->ncalls < least->ncalls) {
-      least = conn;
-    }
-  }
-  if (least != NULL && usable >= pool_limit(c)) {
-    return least; /* the pool is full: wait for a slot there */
-  }
   conn = conch__calloc(c->mem, 1, sizeof(*conn));
   if (conn == NULL) {
     conch__status_set(st, c->mem, CONCH_CODE_RESOURCE_EXHAUSTED,
@@ -934,7 +833,7 @@ static int h1_fallback(conch_conn *conn) {
   c->h1 = 1;
   conn->goaway = 1; /* the pool must not pick this one again */
   while ((l = conn->calls.next) != &conn->calls) {
-    requeue(CONCH_CONTAINER(l, conch_call, conn_link));
+    conch__pool_requeue(CONCH_CONTAINER(l, conch_call, conn_link));
   }
   conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                    "%s:%s speaks HTTP/1.x: retried over HTTP/1.1", c->host,

@@ -311,13 +311,22 @@ void conch__timer_disarm(conch_client *c, conch_timer *t);
    when called outside one). */
 void conch__conn_mark_dirty(conch_conn *conn);
 /* Binds |call| to |conn| (conn->calls) and unbinds it, keeping the count
-   the pool balances on. */
+   the pool balances on (pool.c). */
 void conch__conn_bind(conch_conn *conn, struct conch_call *call);
 void conch__conn_unbind(struct conch_call *call);
-/* Gets the connection for a new call: one that takes new streams and has
+/* Gets the connection for a new call (pool.c): one that takes new streams and has
    room, else a new one while the pool may grow, else the least loaded.
    Returns NULL and sets |st| when none can be made. */
 conch_conn *conch__conn_get(conch_client *c, conch_status *st);
+/* The pool (pool.c): moves |call|, waiting in a connection's queue, to the
+   connection the pool picks now (failing it when none can be made). */
+void conch__pool_requeue(struct conch_call *call);
+/* The first connection found to speak HTTP/1.1 keeps one waiting call and
+   gives the others back to the pool. */
+void conch__pool_rehome_queued(conch_conn *conn);
+/* A new connection of |c|, connecting or looking its host up (conn.c);
+   NULL and |st| when it cannot be made. */
+conch_conn *conch__conn_new(conch_client *c, conch_status *st);
 /* Flushes pending output; may fail the connection. */
 void conch__conn_flush(conch_conn *conn);
 /* Handles readiness of the connection's fd. */

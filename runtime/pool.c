@@ -1,0 +1,114 @@
+/* The pool: which connection a call goes to (conch__conn_get), how many
+   calls a connection takes, and moving waiting calls between connections
+   (GOAWAY, refused streams, the HTTP/1.1 fallback).  Opening a connection
+   is conn.c's (conch__conn_new). */
+#include "internal.h"
+
+void conch__conn_bind(conch_conn *conn, conch_call *call) {
+  call->conn = conn;
+  conch__list_push(&conn->calls, &call->conn_link);
+  conn->ncalls++;
+}
+
+void conch__conn_unbind(conch_call *call) {
+  if (call->conn != NULL && conch__linked(&call->conn_link)) {
+    call->conn->ncalls--;
+  }
+  conch__list_remove(&call->conn_link);
+  call->conn = NULL;
+}
+
+/* How many calls |conn| takes at once: the server's limit once known,
+   else what clients assume until its SETTINGS arrive. */
+static size_t capacity(const conch_conn *conn) {
+  if (conn->h1 != NULL ||
+      (conn->client->h1 && conn->state != CONCH_CONN_READY)) {
+    return 1; /* HTTP/1.1: one exchange at a time */
+  }
+  if (conn->state == CONCH_CONN_READY && conn->peer_settings) {
+    return nghttp2_session_get_remote_settings(
+        conn->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+  }
+  /* Not known yet: what this server said on another connection, or what
+     Go and grpc-go assume. */
+  return conn->client->peer_max_streams > 0 ? conn->client->peer_max_streams
+                                            : 100;
+}
+
+/* HTTP/1.1 carries one call per connection: without a size from the user
+   the pool takes CONCH_H1_POOL of them. */
+static int pool_limit(const conch_client *c) {
+  if (c->h1 && !c->o.max_conns_set) {
+    return CONCH_H1_POOL;
+  }
+  return c->o.max_conns;
+}
+
+conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
+  conch_link *l;
+  conch_conn *conn, *least = NULL;
+  int usable = 0;
+
+  if (c->o.protocol == CONCH_PROTOCOL_GRPC &&
+      c->o.http_version == CONCH_HTTP_1_1) {
+    conch__status_set(st, c->mem, CONCH_CODE_UNIMPLEMENTED, CONCH_ORIGIN_LOCAL,
+                      CONCH_ERR_INVALID,
+                      "gRPC needs HTTP/2, and the client is set to HTTP/1.1 "
+                      "(use Connect or gRPC-Web over HTTP/1.1)");
+    return NULL;
+  }
+  for (l = c->conns.next; l != &c->conns; l = l->next) {
+    conn = CONCH_CONTAINER(l, conch_conn, link);
+    if (conn->state == CONCH_CONN_DEAD || conn->goaway || conn->closing) {
+      continue;
+    }
+    if (conn->ncalls < capacity(conn) || pool_limit(c) <= 1) {
+      return conn;
+    }
+    usable++;
+    if (least == NULL || conn->ncalls < least->ncalls) {
+      least = conn;
+    }
+  }
+  if (least != NULL && usable >= pool_limit(c)) {
+    return least; /* the pool is full: wait for a slot there */
+  }
+  return conch__conn_new(c, st);
+}
+
+/* Moves a call waiting in a connection's queue to the connection the pool
+   picks now. */
+void conch__pool_requeue(conch_call *q) {
+  conch_status st;
+  conch_conn *other;
+  conch__list_remove(&q->queue_link);
+  conch__conn_unbind(q);
+  conch_status_init(&st);
+  other = conch__conn_get(q->client, &st);
+  if (other == NULL) {
+    conch__call_fail(q, st.code, st.local_err, "%s", conch_status_message(&st));
+    conch_status_clear(&st);
+    return;
+  }
+  conch__conn_bind(other, q);
+  conch__list_push(&other->queue, &q->queue_link);
+  conch__conn_mark_dirty(other);
+}
+
+/* The first connection found to speak HTTP/1.1 took every call made while
+   it connected, but carries one at a time: the others go to the pool,
+   which now opens connections for them. */
+void conch__pool_rehome_queued(conch_conn *conn) {
+  conch_link moved;
+  conch__list_init(&moved);
+  while (conn->queue.next != &conn->queue &&
+         conn->queue.next->next != &conn->queue) {
+    conch_call *q = CONCH_CONTAINER(conn->queue.prev, conch_call, queue_link);
+    conch__list_remove(&q->queue_link);
+    conch__list_push(&moved, &q->queue_link);
+  }
+  while (!conch__list_empty(&moved)) {
+    conch__pool_requeue(CONCH_CONTAINER(moved.next, conch_call, queue_link));
+  }
+}
+
