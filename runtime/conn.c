@@ -89,8 +89,14 @@ void conch__conn_free(conch_conn *conn) {
   conch__timer_disarm(c, &conn->connect_timer);
   conch__timer_disarm(c, &conn->keepalive_timer);
   close_fd(conn);
-  detach_calls(conn, CONCH_CODE_CANCELED, CONCH_ERR_CANCELED,
-               "connection closed");
+  if (conn->state == CONCH_CONN_DEAD && conn->errmsg[0] != '\0') {
+    /* Calls bound after it failed (it failed while being opened, inside
+       conch__conn_get): they end with its failure. */
+    detach_calls(conn, conn->fail_code, conn->errcode, conn->errmsg);
+  } else {
+    detach_calls(conn, CONCH_CODE_CANCELED, CONCH_ERR_CANCELED,
+                 "connection closed");
+  }
   conch__list_remove(&conn->link);
   conch__list_remove(&conn->dirty);
   if (conn->h2 != NULL) {
