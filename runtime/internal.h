@@ -327,6 +327,9 @@ void conch__pool_rehome_queued(conch_conn *conn);
 /* A new connection of |c|, connecting or looking its host up (conn.c);
    NULL and |st| when it cannot be made. */
 conch_conn *conch__conn_new(conch_client *c, conch_status *st);
+/* Creates |conn|'s nghttp2 session and queues its SETTINGS (session.c).
+   Returns 0, CONCH_ERR_NOMEM or CONCH_ERR_SESSION. */
+int conch__session_start(conch_conn *conn);
 /* Flushes pending output; may fail the connection. */
 void conch__conn_flush(conch_conn *conn);
 /* Handles readiness of the connection's fd. */

@@ -1,0 +1,398 @@
+/* The HTTP/2 session of a connection: nghttp2, its callbacks, and the
+   stream operations calls use (submit, consume, resume, reset).  No
+   descriptors and no transport here: frames leave through the
+   connection's output buffer (conch__conn_write, flushed by conn.c), bytes
+   come in through conn.c's feed, and nothing reads the clock. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- nghttp2 callbacks ------------------------------------------------- */
+
+static conch_call *stream_call(conch_conn *conn, int32_t id) {
+  return nghttp2_session_get_stream_user_data(conn->h2, id);
+}
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame,
+                            void *ud) {
+  conch_conn *conn = ud;
+  conch_call *call;
+  (void)s;
+  if (frame->hd.type != NGHTTP2_HEADERS) {
+    return 0;
+  }
+  call = stream_call(conn, frame->hd.stream_id);
+  if (call != NULL) {
+    conch__call_on_header(call, NULL, 0, NULL, 0, -1);
+  }
+  return 0;
+}
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
+                     const uint8_t *name, size_t namelen, const uint8_t *value,
+                     size_t valuelen, uint8_t flags, void *ud) {
+  conch_conn *conn = ud;
+  conch_call *call;
+  (void)s;
+  (void)flags;
+  if (frame->hd.type != NGHTTP2_HEADERS) {
+    return 0;
+  }
+  call = stream_call(conn, frame->hd.stream_id);
+  if (call == NULL) {
+    return 0;
+  }
+  if (conch__call_on_header(call, name, namelen, value, valuelen, 0) != 0) {
+    /* The call has failed (e.g. header list too large): reset the stream. */
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+  return 0;
+}
+
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
+                         void *ud) {
+  conch_conn *conn = ud;
+  conch_call *call;
+  (void)s;
+
+  switch (frame->hd.type) {
+  case NGHTTP2_HEADERS:
+    call = stream_call(conn, frame->hd.stream_id);
+    if (call != NULL) {
+      conch__call_on_headers_done(
+          call, (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0);
+    }
+    break;
+  case NGHTTP2_DATA:
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+      call = stream_call(conn, frame->hd.stream_id);
+      if (call != NULL) {
+        conch__call_on_remote_end(call);
+      }
+    }
+    break;
+  case NGHTTP2_SETTINGS:
+    if (!(frame->hd.flags & NGHTTP2_FLAG_ACK) && !conn->peer_settings) {
+      /* Calls wait for this: until the server has said how many streams
+         it takes, requests sent beyond its limit would be refused. */
+      conn->peer_settings = 1;
+      conn->client->peer_max_streams = nghttp2_session_get_remote_settings(
+          conn->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+      conch__conn_mark_dirty(conn);
+    }
+    break;
+  case NGHTTP2_PING:
+    if (frame->hd.flags & NGHTTP2_FLAG_ACK) {
+      conn->ping_sent = 0;
+    }
+    break;
+  case NGHTTP2_GOAWAY:
+    if (frame->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM &&
+        frame->goaway.opaque_data_len == 14 &&
+        memcmp(frame->goaway.opaque_data, "too_many_pings", 14) == 0 &&
+        conn->client->o.keepalive_ms > 0) {
+      /* The server finds our pings too frequent: back off for the
+         connections to come (gRPC's rule). */
+      conn->client->o.keepalive_ms *= 2;
+    }
+    conn->goaway = 1;
+    if (frame->goaway.error_code != NGHTTP2_NO_ERROR) {
+      snprintf(conn->errmsg, sizeof(conn->errmsg),
+               "server sent GOAWAY (error code %u)",
+               (unsigned)frame->goaway.error_code);
+    } else {
+      snprintf(conn->errmsg, sizeof(conn->errmsg), "server sent GOAWAY");
+    }
+    conn->fail_code = CONCH_CODE_UNAVAILABLE;
+    /* Calls not yet sent go to another connection. */
+    while (!conch__list_empty(&conn->queue)) {
+      conch__pool_requeue(
+          CONCH_CONTAINER(conn->queue.next, conch_call, queue_link));
+    }
+    break;
+  default:
+    break;
+  }
+  return 0;
+}
+
+static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id,
+                         const uint8_t *data, size_t len, void *ud) {
+  conch_conn *conn = ud;
+  conch_call *call;
+  (void)flags;
+
+  /* The connection window is returned at once; the stream window follows
+     the application (call.c), which is what bounds memory per stream. */
+  if (nghttp2_session_consume_connection(s, len) != 0) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE; /* out of memory */
+  }
+  call = stream_call(conn, id);
+  if (call == NULL || call->finished) {
+    if (nghttp2_session_consume_stream(s, id, len) != 0) {
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+  }
+  conch__call_on_data(call, data, len);
+  return 0;
+}
+
+static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t err,
+                           void *ud) {
+  conch_conn *conn = ud;
+  conch_call *call = stream_call(conn, id);
+  (void)s;
+
+  if (call == NULL) {
+    return 0;
+  }
+  nghttp2_session_set_stream_user_data(conn->h2, id, NULL);
+  if (conn->active > 0) {
+    conn->active--;
+  }
+  call->stream_live = 0;
+  conch__conn_unbind(call);
+  conch__call_on_stream_close(call, err);
+  conch__call_maybe_release(call);
+  /* A slot is free: queued calls may go. */
+  if (!conch__list_empty(&conn->queue)) {
+    conch__conn_mark_dirty(conn);
+  }
+  return 0;
+}
+
+static int on_error(nghttp2_session *s, int lib_error, const char *msg,
+                    size_t len, void *ud) {
+  conch_conn *conn = ud;
+  (void)s;
+  (void)lib_error;
+  /* Kept to explain a session that later dies. */
+  snprintf(conn->errmsg, sizeof(conn->errmsg), "HTTP/2: %.*s",
+           (int)(len > 200 ? 200 : len), msg);
+  return 0;
+}
+
+static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf,
+                         size_t length, uint32_t *flags,
+                         nghttp2_data_source *source, void *ud) {
+  conch_call *call = source->ptr;
+  size_t n = conch__call_send_pending(call);
+  (void)s;
+  (void)id;
+  (void)buf;
+  (void)ud;
+
+  if (call->finished && !call->send_closed) {
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  if (n == 0) {
+    if (call->send_closed) {
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+      return 0;
+    }
+    call->deferred = 1;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  if (n > length) {
+    n = length;
+  } else if (call->send_closed) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+  }
+  *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+  return (ssize_t)n;
+}
+
+static int send_data(nghttp2_session *s, nghttp2_frame *frame,
+                     const uint8_t *framehd, size_t length,
+                     nghttp2_data_source *source, void *ud) {
+  conch_conn *conn = ud;
+  conch_call *call = source->ptr;
+  (void)s;
+  (void)frame; /* we never pad */
+
+  if (conn->h1 != NULL) {
+    /* HTTP/1.1: the frame goes to the bridge, not to the socket. */
+    if (conch__h1_frame(conn, framehd, conch__call_send_head(call), length) !=
+        0) {
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+  } else if (conch__conn_write(conn, framehd, 9) != 0 ||
+             conch__conn_write(conn, conch__call_send_head(call), length) !=
+                 0) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+  conch__call_sent(call, length);
+  return 0;
+}
+
+/* ---- Setup ------------------------------------------------------------- */
+
+int conch__session_start(conch_conn *conn) {
+  conch_client *c = conn->client;
+  nghttp2_session_callbacks *cbs;
+  nghttp2_option *opt;
+  nghttp2_mem mem;
+  nghttp2_settings_entry iv[3];
+  int rv;
+
+  /* conch_mem has nghttp2_mem's layout, field by field. */
+  mem.mem_user_data = c->mem->user_data;
+  mem.malloc = c->mem->malloc;
+  mem.free = c->mem->free;
+  mem.calloc = c->mem->calloc;
+  mem.realloc = c->mem->realloc;
+
+  rv = nghttp2_session_callbacks_new(&cbs);
+  if (rv != 0) {
+    return CONCH_ERR_NOMEM;
+  }
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs,
+                                                          on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+  nghttp2_session_callbacks_set_error_callback2(cbs, on_error);
+  nghttp2_session_callbacks_set_send_data_callback(cbs, send_data);
+
+  rv = nghttp2_option_new(&opt);
+  if (rv != 0) {
+    nghttp2_session_callbacks_del(cbs);
+    return CONCH_ERR_NOMEM;
+  }
+  nghttp2_option_set_no_auto_window_update(opt, 1);
+  /* Until the server's SETTINGS arrive, assume what Go and grpc-go do. */
+  nghttp2_option_set_peer_max_concurrent_streams(opt, 100);
+  rv = nghttp2_session_client_new3(&conn->h2, cbs, conn, opt, &mem);
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(cbs);
+  if (rv != 0) {
+    conn->h2 = NULL;
+    return CONCH_ERR_NOMEM;
+  }
+  iv[0].settings_id = NGHTTP2_SETTINGS_ENABLE_PUSH;
+  iv[0].value = 0;
+  iv[1].settings_id = NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE;
+  iv[1].value = c->o.stream_window;
+  iv[2].settings_id = NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE;
+  iv[2].value = c->o.max_header_list;
+  rv = nghttp2_submit_settings(conn->h2, NGHTTP2_FLAG_NONE, iv, 3);
+  if (rv == 0) {
+    rv = nghttp2_session_set_local_window_size(conn->h2, NGHTTP2_FLAG_NONE, 0,
+                                               (int32_t)c->o.conn_window);
+  }
+  if (rv != 0) {
+    return nghttp2_is_fatal(rv) ? CONCH_ERR_NOMEM : CONCH_ERR_SESSION;
+  }
+  return 0;
+}
+
+/* ---- Streams ----------------------------------------------------------- */
+
+int conch__conn_submit(conch_conn *conn, conch_call *call) {
+  conch_client *c = conn->client;
+  nghttp2_nv nva[64];
+  nghttp2_data_provider prd;
+  conch_buf store = CONCH_BUF_INIT;
+  long n;
+  int32_t id;
+
+  n = conch__proto_request_headers(call, nva, 64, &store);
+  if (n < 0) {
+    conch__buf_free(&store, c->mem);
+    if (n == CONCH_ERR_NOMEM) {
+      conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
+                       "out of memory building request headers");
+    } else if (!call->finished) {
+      conch__call_fail(call, CONCH_CODE_INTERNAL, (int)n,
+                       "cannot build request headers: %s",
+                       conch_strerror((int)n));
+    }
+    return (int)n;
+  }
+  prd.source.ptr = call;
+  prd.read_callback = data_read;
+  /* A GET has its request in the URL: HEADERS with END_STREAM.  Its
+     sendbuf stays, so that a transparent retry builds the same URL. */
+  id = nghttp2_submit_request(conn->h2, NULL, nva, (size_t)n,
+                              call->get ? NULL : &prd, call);
+  conch__buf_free(&store, c->mem);
+  if (id < 0) {
+    if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
+      /* Stream ids ran out: this connection takes no more calls. */
+      conn->goaway = 1;
+      conch__call_fail(call, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                       "connection out of stream ids");
+    } else {
+      conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_SESSION,
+                       "cannot submit request: %s", nghttp2_strerror(id));
+    }
+    return CONCH_ERR_SESSION;
+  }
+  call->stream_id = id;
+  call->submitted = 1;
+  call->stream_live = 1;
+  conn->active++;
+  conch__conn_mark_dirty(conn);
+  return 0;
+}
+
+void conch__conn_submit_queued(conch_conn *conn) {
+  uint32_t max;
+  conch_link *l, *next;
+
+  if (conn->state != CONCH_CONN_READY || conn->goaway || !conn->peer_settings) {
+    return;
+  }
+  max = nghttp2_session_get_remote_settings(
+      conn->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+  for (l = conn->queue.next; l != &conn->queue && conn->active < max;
+       l = next) {
+    conch_call *call = CONCH_CONTAINER(l, conch_call, queue_link);
+    next = l->next;
+    if (!conch__call_ready_to_submit(call)) {
+      continue; /* a Connect unary call waits for its message */
+    }
+    conch__list_remove(&call->queue_link);
+    conch__conn_submit(conn, call);
+  }
+}
+
+/* nghttp2 reports only out-of-memory as fatal from these calls; a session
+   that cannot queue a WINDOW_UPDATE or RST_STREAM would stall its streams,
+   so the connection goes. */
+static void check_fatal(conch_conn *conn, int rv) {
+  if (nghttp2_is_fatal(rv)) {
+    conch__conn_fail(conn, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
+                     "HTTP/2 session error: %s", nghttp2_strerror(rv));
+  }
+}
+
+void conch__conn_resume(conch_conn *conn, conch_call *call) {
+  if (call->submitted && call->stream_live && call->deferred &&
+      conn->h2 != NULL) {
+    call->deferred = 0;
+    check_fatal(conn, nghttp2_session_resume_data(conn->h2, call->stream_id));
+  }
+  conch__conn_mark_dirty(conn);
+}
+
+void conch__conn_consume(conch_conn *conn, conch_call *call, size_t n) {
+  if (n == 0 || conn->h2 == NULL || !call->stream_live) {
+    return;
+  }
+  check_fatal(conn,
+              nghttp2_session_consume_stream(conn->h2, call->stream_id, n));
+  conch__conn_mark_dirty(conn);
+}
+
+void conch__conn_reset(conch_conn *conn, conch_call *call, uint32_t h2err) {
+  if (!call->submitted || !call->stream_live || conn->h2 == NULL) {
+    return;
+  }
+  check_fatal(conn, nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE,
+                                              call->stream_id, h2err));
+  conch__conn_mark_dirty(conn);
+}
