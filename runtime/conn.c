@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "sock.h"
 
 #define READ_BUF (256u << 10)
 /* Stop asking nghttp2 for frames once this much waits for the socket;
@@ -22,6 +23,17 @@ static long h2_mem_send(nghttp2_session *s, const uint8_t **data) {
 }
 static long h2_mem_recv(nghttp2_session *s, const uint8_t *in, size_t n) {
   return (long)nghttp2_session_mem_recv(s, in, n);
+}
+
+/* ---- Transport --------------------------------------------------------- */
+
+const conch_transport *conch__transport(const conch_client *c) {
+  return c->o.transport.open != NULL ? &c->o.transport
+                                     : &conch__sock_transport;
+}
+
+int conch__transport_is_own(const conch_client *c) {
+  return c->o.transport.open == NULL;
 }
 
 /* ---- Failure ----------------------------------------------------------- */

@@ -76,14 +76,12 @@ int conch__opts_copy(conch_client_opts *dst, const conch_client_opts *src,
 void conch__opts_clear(conch_client_opts *o, const conch_mem *mem);
 void conch__opts_defaults(conch_client_opts *o);
 
-/* Transports (sock.c, the one file that calls socket functions). */
-/* The transport |c|'s connections use: the caller's or the sockets. */
+/* Transports: sock.c (sock.h) is the one file that calls socket
+   functions.  The transport |c|'s connections use: the caller's, or
+   conch__sock_transport (conn.c). */
 const conch_transport *conch__transport(const struct conch_client *c);
 /* 1 when |c| uses its own sockets (no transport set by the caller). */
 int conch__transport_is_own(const struct conch_client *c);
-/* The uid of the process at the other end of Unix socket |fd|: 0 and
-   |*uid|, or an errno value. */
-int conch__sock_peer_uid(int fd, long *uid);
 
 /* Unix domain sockets (unix.c). */
 struct conch_conn;

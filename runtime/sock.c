@@ -3,13 +3,12 @@
    (conch/transport.h).  conn.c and unix.c reach sockets only through it. */
 #define _GNU_SOURCE /* struct ucred */
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "sock.h"
 
 static int sock_open(void *ud, const struct sockaddr *addr, socklen_t len) {
   int one = 1;
@@ -74,16 +73,8 @@ static void sock_close(void *ud, int fd) {
   close(fd);
 }
 
-static const conch_transport sock_transport = {
+const conch_transport conch__sock_transport = {
     sock_open, sock_connect_result, sock_read, sock_write, sock_close, NULL};
-
-const conch_transport *conch__transport(const conch_client *c) {
-  return c->o.transport.open != NULL ? &c->o.transport : &sock_transport;
-}
-
-int conch__transport_is_own(const conch_client *c) {
-  return c->o.transport.open == NULL;
-}
 
 int conch__sock_peer_uid(int fd, long *uid) {
   struct ucred cred;

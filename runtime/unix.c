@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "sock.h"
 
 void conch__unix_connect(conch_conn *conn) {
   conch_client *c = conn->client;
