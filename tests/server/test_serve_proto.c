@@ -715,7 +715,7 @@ static void test_retention_expiry(void **state) {
   conch_call_free(call);
   assert_int_equal(rc.code, CONCH_CODE_OK);
   assert_true(rc.has_end);
-  sleep_ms(1200);
+  conch_sleep_ms(1200);
   call = connect_call(c, r.pid, NULL, 0, NULL);
   memset(&rc, 0, sizeof(rc));
   drain_call(c, call, &rc);
@@ -845,11 +845,11 @@ static void test_shutdown(void **state) {
   assert_non_null(plain);
   assert_non_null(stubborn);
   assert_non_null(escaper);
-  sleep_ms(300);
+  conch_sleep_ms(300);
   assert_int_equal(proc_count_cmdline("sleep 31.75"), 1);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   assert_int_equal(serve_stop(&p, 10000), 0);
-  assert_true(now_ms() - t0 < 6000);
+  assert_true(conch_now_ms() - t0 < 6000);
   /* The open stream of the plain sleep saw it end. */
   memset(&r, 0, sizeof(r));
   drain_call(c, plain, &r);
@@ -869,9 +869,9 @@ static void test_shutdown(void **state) {
   assert_int_equal(serve_start(&p, NULL), 0);
   close(p.stdin_fd);
   p.stdin_fd = -1;
-  t0 = now_ms();
-  while (proc_alive(p.pid) && now_ms() - t0 < 5000) {
-    sleep_ms(20);
+  t0 = conch_now_ms();
+  while (conch_proc_alive(p.pid) && conch_now_ms() - t0 < 5000) {
+    conch_sleep_ms(20);
   }
   assert_int_equal(serve_stop(&p, 5000), 0);
 }
