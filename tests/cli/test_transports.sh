@@ -10,6 +10,7 @@
 set -u
 CONCH=$1
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../support/peer.sh"
 top=$(cd "$here/../.." && pwd)
 tmp=$(mktemp -d)
 fails=0
@@ -30,23 +31,17 @@ check() { # name expected actual
 }
 
 # start NAME CMD...: runs a server whose stdin is a pipe we hold (it goes
-# when we go) and sets $port from its "LISTENING <port>" line (60 s).
+# when we go) and sets $port from its "LISTENING <port>" line (120 s).
 start() {
   local name=$1
   shift
-  mkfifo "$tmp/$name.in"
-  "$@" <"$tmp/$name.in" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  eval "exec {fd}>\"$tmp/$name.in\""
-  port=""
-  for _ in $(seq 600); do
-    port=$(sed -n 's/^LISTENING \([0-9]*\)$/\1/p' "$tmp/$name.out")
-    [ -n "$port" ] && return 0
-    sleep 0.1
-  done
-  echo "FAIL $name printed no LISTENING line within 60 s:"
-  cat "$tmp/$name.err"
-  exit 1
+  if ! peer_start "$name" "$@"; then
+    echo "FAIL $name printed no LISTENING line within 120 s:"
+    cat "$tmp/$name.err"
+    exit 1
+  fi
+  pids+=("$peer_pid")
+  port=$peer_port
 }
 
 tok=transports-$$

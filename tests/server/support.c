@@ -204,6 +204,25 @@ long proc_rss_kb(pid_t pid) {
 
 long long proc_wchar(pid_t pid) { return proc_field(pid, "io", "wchar:"); }
 
+typedef struct wchar_wait {
+  pid_t pid;
+  long long above;
+} wchar_wait;
+
+static int wchar_above(void *arg) {
+  wchar_wait *w = arg;
+
+  return proc_wchar(w->pid) > w->above;
+}
+
+int wait_wchar_above(pid_t pid, long long above, long limit_ms) {
+  wchar_wait w;
+
+  w.pid = pid;
+  w.above = above;
+  return conch_wait_until(wchar_above, &w, limit_ms);
+}
+
 static pid_t noted[4096];
 static size_t nnoted;
 

@@ -44,6 +44,9 @@ int proc_count_cmdline(const char *cmdline);
 long proc_rss_kb(pid_t pid);
 /* wchar of /proc/pid/io, or -1. */
 long long proc_wchar(pid_t pid);
+/* Waits up to |limit_ms| for |pid| to have written more than |above| bytes
+   (wchar).  Returns 1 when it has, 0 when not. */
+int wait_wchar_above(pid_t pid, long long above, long limit_ms);
 /* Records a pid started through the server (for the leftovers check). */
 void note_pid(pid_t pid);
 const pid_t *noted_pids(size_t *n);

@@ -1082,8 +1082,7 @@ static void test_slow_reader(void **state) {
     got += (long long)c->len;
     c->len = 0;
   }
-  conch_sleep_ms(200);
-  assert_true(proc_wchar(ev.pid) > w2);
+  assert_true(wait_wchar_above(ev.pid, w2, CONCH_WAIT_MS));
   h1_close(c);
   kill_pid(ev.pid);
 }
