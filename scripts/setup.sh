@@ -43,12 +43,12 @@ then
     "(have $(node -v))" >&2
   exit 1
 fi
-for d in tests/interop/node tests/server/node tests/conformance/node \
-  tests/api/node tests/e2b; do
-  stamp="$top/$d/node_modules/.package-lock.json"
-  if [ ! -f "$stamp" ] || [ "$top/$d/package-lock.json" -nt "$stamp" ]; then
-    echo "setup: npm ci in $d"
-    (cd "$top/$d" && npm ci --no-audit --no-fund --loglevel=error)
-  fi
-done
+# One npm workspace (tests/package.json) holds every peer: tests/interop/node,
+# tests/server/node, tests/conformance/node, tests/api/node and tests/e2b,
+# with one lock file and one node_modules in tests.
+stamp="$top/tests/node_modules/.package-lock.json"
+if [ ! -f "$stamp" ] || [ "$top/tests/package-lock.json" -nt "$stamp" ]; then
+  echo "setup: npm ci in tests"
+  (cd "$top/tests" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 echo "setup: done"

@@ -56,7 +56,7 @@ tls=$port
 start front node "$here/h1_front.mjs" "$h2c"
 front=$port
 node_ok=1
-if [ -d "$top/tests/api/node/node_modules/@connectrpc/connect-node" ]; then
+if [ -d "$top/tests/node_modules/@connectrpc/connect-node" ]; then
   start node1 node "$top/tests/api/node/server.mjs" --http1 --port 0 \
     --access-token $tok
   node1=$port
@@ -65,7 +65,7 @@ if [ -d "$top/tests/api/node/node_modules/@connectrpc/connect-node" ]; then
   node2=$port
 else
   node_ok=0
-  echo "note: no npm ci in tests/api/node; connect-node cases skipped"
+  echo "note: no npm ci in tests; connect-node cases skipped"
 fi
 
 # A run through the CLI: stdout, stderr and the exit code.

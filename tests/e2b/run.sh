@@ -12,8 +12,9 @@
 #                                         skipped)
 #   run.sh node_server                    tests/api/node/server.mjs --http1
 #
-# Needs Node.js >= 20.18.1 and `npm ci` in tests/e2b (and in tests/api/node
-# for node_server); scripts/setup.sh does both.
+# Needs Node.js >= 20.18.1 and `npm ci` in tests (the test peers' npm
+# workspace: the SDK, and tests/api/node for node_server); scripts/setup.sh
+# does it.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../support/wait.sh"
@@ -34,17 +35,27 @@ const [a, b, c] = process.versions.node.split(".").map(Number);
 process.exit(a > 20 || (a === 20 && (b > 18 || (b === 18 && c >= 1))) ? 0 : 1);
 ' || die "Node.js >= 20.18.1 needed (have $(node -v))"
 
-# node_modules matches the pins of package.json (`npm ci` was run).
+# The package that |dir| resolves (its own node_modules, else the
+# workspace's, tests/node_modules) matches the pin of its package.json
+# (`npm ci` was run in tests).
 need_modules() { # dir package
   node -e '
+const fs = require("fs");
+const path = require("path");
 const [dir, pkg] = process.argv.slice(1);
 const want = require(dir + "/package.json").dependencies[pkg];
-let have;
-try { have = require(dir + "/node_modules/" + pkg + "/package.json").version; }
-catch { have = null; }
+let have = null;
+for (let d = dir; ; d = path.dirname(d)) {
+  try {
+    have = JSON.parse(fs.readFileSync(
+      path.join(d, "node_modules", pkg, "package.json"), "utf8")).version;
+    break;
+  } catch {}
+  if (path.dirname(d) === d) break;
+}
 if (have !== want) {
-  console.error(`run.sh: ${dir}/node_modules has ${pkg} ${have ?? "missing"}, ` +
-    `package.json pins ${want}: run \`npm ci\` in ${dir} (scripts/setup.sh does it)`);
+  console.error(`run.sh: ${dir} resolves ${pkg} ${have ?? "missing"}, ` +
+    `package.json pins ${want}: run \`npm ci\` in tests (scripts/setup.sh does it)`);
   process.exit(1);
 }' "$1" "$2" || exit 1
 }

@@ -13,13 +13,14 @@ import path from "node:path";
 import { createClient, ConnectError, Code } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 
-import { Process, Signal } from "../gen/process/process_pb.js";
+// Generated once, in the workspace package of the Node process server.
+import { Process, Signal } from "conch-api-node/gen/process/process_pb.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const top = path.resolve(here, "../../../..");
 const bin = process.env.CONCH_SERVE_BIN ??
   path.join(top, "build/tools/conch/conch");
-const bufBin = path.join(here, "../node_modules/.bin/buf");
+const bufBin = path.join(top, "tests/node_modules/.bin/buf"); // the workspace
 
 let server;
 let port;
