@@ -124,14 +124,25 @@ static int count_marked(const char *mark, pid_t *pids, int cap) {
   return n;
 }
 
+typedef struct marked_wait {
+  const char *mark;
+  int want;
+} marked_wait;
+
+static int marked_at_least(void *arg) {
+  marked_wait *w = arg;
+  return count_marked(w->mark, NULL, 0) >= w->want;
+}
+
+static int marked_none(void *arg) {
+  return count_marked(((marked_wait *)arg)->mark, NULL, 0) == 0;
+}
+
 /* Waits until at least |want| marked processes run. */
 static void wait_marked(const char *mark, int want) {
-  int64_t t0 = conch_now_ms();
-  while (count_marked(mark, NULL, 0) < want) {
-    if (conch_now_ms() - t0 > WAIT_MS) {
-      fail_msg("%s: %d processes did not all start", mark, want);
-    }
-    conch_sleep_ms(10);
+  marked_wait w = {mark, want};
+  if (!conch_wait_until(marked_at_least, &w, WAIT_MS)) {
+    fail_msg("%s: %d processes did not all start", mark, want);
   }
 }
 
@@ -142,11 +153,9 @@ static int leaks_after(const char *what, const char *mark, int64_t t_close) {
   pid_t pids[256];
   int n, i;
   int64_t t_gone = -1;
-  while ((n = count_marked(mark, NULL, 0)) > 0 &&
-         conch_now_ms() - t_close <= WAIT_MS) {
-    conch_sleep_ms(5);
-  }
-  if (n == 0) {
+  marked_wait w = {mark, 0};
+  long left = (long)(t_close + WAIT_MS - conch_now_ms());
+  if (conch_wait_until(marked_none, &w, left > 0 ? left : 0)) {
     t_gone = conch_now_ms();
   }
   n = count_marked(mark, pids, 256);

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #define POLL_MIN_MS 1
-#define POLL_MAX_MS 20
+#define POLL_MAX_MS 10
 
 long long conch_now_ms(void) {
   struct timespec ts;
