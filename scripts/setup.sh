@@ -46,6 +46,13 @@ fi
 # One npm workspace (tests/package.json) holds every peer: tests/interop/node,
 # tests/server/node, tests/conformance/node, tests/api/node and tests/e2b,
 # with one lock file and one node_modules in tests.
+# node_modules of each peer, from before the workspace, would shadow it.
+for d in interop/node server/node conformance/node api/node e2b; do
+  if [ -d "$top/tests/$d/node_modules" ]; then
+    echo "setup: removing tests/$d/node_modules (the workspace's is tests/node_modules)"
+    rm -rf "$top/tests/$d/node_modules"
+  fi
+done
 stamp="$top/tests/node_modules/.package-lock.json"
 if [ ! -f "$stamp" ] || [ "$top/tests/package-lock.json" -nt "$stamp" ]; then
   echo "setup: npm ci in tests"
