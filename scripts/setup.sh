@@ -43,12 +43,19 @@ then
     "(have $(node -v))" >&2
   exit 1
 fi
-for d in tests/interop/node tests/server/node tests/conformance/node \
-  tests/api/node tests/e2b; do
-  stamp="$top/$d/node_modules/.package-lock.json"
-  if [ ! -f "$stamp" ] || [ "$top/$d/package-lock.json" -nt "$stamp" ]; then
-    echo "setup: npm ci in $d"
-    (cd "$top/$d" && npm ci --no-audit --no-fund --loglevel=error)
+# One npm workspace (tests/package.json) holds every peer: tests/interop/node,
+# tests/server/node, tests/conformance/node, tests/api/node and tests/e2b,
+# with one lock file and one node_modules in tests.
+# node_modules of each peer, from before the workspace, would shadow it.
+for d in interop/node server/node conformance/node api/node e2b; do
+  if [ -d "$top/tests/$d/node_modules" ]; then
+    echo "setup: removing tests/$d/node_modules (the workspace's is tests/node_modules)"
+    rm -rf "$top/tests/$d/node_modules"
   fi
 done
+stamp="$top/tests/node_modules/.package-lock.json"
+if [ ! -f "$stamp" ] || [ "$top/tests/package-lock.json" -nt "$stamp" ]; then
+  echo "setup: npm ci in tests"
+  (cd "$top/tests" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 echo "setup: done"

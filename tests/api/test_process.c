@@ -25,6 +25,7 @@
 #include <conch/process.h>
 
 #include "peer.h"
+#include "wait.h"
 
 static conch_peer server;
 static char url[64];
@@ -70,48 +71,6 @@ static int group_teardown(void **state) {
       skip();                                                                  \
     }                                                                          \
   } while (0)
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-/* A live, non-zombie process in the OS table. */
-static int alive(uint32_t pid) {
-  char path[64], buf[512];
-  FILE *f;
-  char *p;
-  snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-  f = fopen(path, "r");
-  if (f == NULL) {
-    return 0;
-  }
-  p = fgets(buf, sizeof(buf), f);
-  fclose(f);
-  if (p == NULL) {
-    return 0;
-  }
-  p = strrchr(buf, ')');
-  return p != NULL && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
-}
-
-/* Gone within |ms| (the server reaps asynchronously). */
-static int gone_within(uint32_t pid, long ms) {
-  int64_t t0 = now_ms();
-  while (alive(pid)) {
-    if (now_ms() - t0 > ms) {
-      return 0;
-    }
-    sleep_ms(10);
-  }
-  return 1;
-}
 
 static conch_sandbox *sandbox(void) {
   conch_sandbox_opts o = CONCH_SANDBOX_OPTS_INIT;
@@ -172,7 +131,7 @@ static void test_run(void **state) {
   assert_string_equal(r.status, "exit status 3");
   assert_non_null(r.error);
   assert_true(r.pid > 0);
-  assert_true(gone_within(r.pid, 2000));
+  assert_true(conch_proc_gone_within(r.pid, 2000));
   conch_exec_result_clear(&r);
 
   /* Exit 0: no error text. */
@@ -329,9 +288,9 @@ static void test_stream_break_early(void **state) {
       break; /* the caller walks away */
     }
   }
-  assert_true(alive(pid));
+  assert_true(conch_proc_alive((pid_t)pid));
   assert_int_equal(conch_process_close(p), 0);
-  assert_true(gone_within(pid, 3000));
+  assert_true(conch_proc_gone_within(pid, 3000));
   assert_false(listed(sb, pid));
   conch_sandbox_free(sb);
 }
@@ -364,7 +323,7 @@ static void test_stream_error_inside_loop(void **state) {
   if (consume_until_error(p) != 0) {
     assert_int_equal(conch_process_close(p), 0); /* the error path */
   }
-  assert_true(gone_within(pid, 3000));
+  assert_true(conch_proc_gone_within(pid, 3000));
   conch_sandbox_free(sb);
 }
 
@@ -404,7 +363,7 @@ static void test_signals_async_and_handle(void **state) {
     assert_int_equal(conch_client_run(conch_sandbox_native(sb), 1000), 0);
   }
   assert_int_equal(code, CONCH_CODE_OK);
-  assert_true(gone_within(pid, 3000));
+  assert_true(conch_proc_gone_within(pid, 3000));
   /* Only SIGTERM and SIGKILL. */
   assert_int_equal(conch_start(sb, &o, &pid, &st), 0);
   sel.pid = pid;
@@ -412,7 +371,7 @@ static void test_signals_async_and_handle(void **state) {
   assert_int_equal(st.code, CONCH_CODE_UNIMPLEMENTED);
   conch_status_clear(&st);
   assert_int_equal(conch_kill(sb, &sel, SIGKILL, &st), 0);
-  assert_true(gone_within(pid, 3000));
+  assert_true(conch_proc_gone_within(pid, 3000));
   conch_sandbox_free(sb);
 }
 
@@ -473,7 +432,7 @@ static void test_async_unary_forms(void **state) {
   o.stdin_enabled = 1;
   assert_int_equal(conch_start_async(sb, &o, a_started, &l), 0);
   drive_until(sb, &l, 1);
-  assert_true(l.pid > 0 && alive(l.pid));
+  assert_true(l.pid > 0 && conch_proc_alive((pid_t)l.pid));
   assert_int_equal(conch_list_async(sb, a_listed, &l), 0);
   drive_until(sb, &l, 2);
   assert_true(l.listed);
@@ -495,7 +454,7 @@ static void test_async_unary_forms(void **state) {
   }
   assert_int_equal(l.last, CONCH_CODE_INTERNAL);
   assert_int_equal(conch_process_close(p), 0); /* owned: ends it */
-  assert_true(gone_within(l.pid, 3000));
+  assert_true(conch_proc_gone_within(l.pid, 3000));
   conch_sandbox_free(sb);
 }
 
@@ -517,10 +476,10 @@ static void test_stream_sigterm_ignored(void **state) {
   assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
   pid = conch_process_pid(p);
   assert_int_equal(conch_process_next(p, &c), 0);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   assert_int_equal(conch_process_close(p), 0);
-  assert_true(now_ms() - t0 >= 400); /* waited the 500 ms grace */
-  assert_true(gone_within(pid, 3000));
+  assert_true(conch_now_ms() - t0 >= 400); /* waited the 500 ms grace */
+  assert_true(conch_proc_gone_within(pid, 3000));
   conch_sandbox_free(sb);
 }
 
@@ -550,7 +509,7 @@ static void test_stream_deadline(void **state) {
   conch_status_clear(&st);
   conch_exec_result_clear(&r);
   assert_int_equal(conch_process_close(p), 0);
-  assert_true(gone_within(pid, 3000));
+  assert_true(conch_proc_gone_within(pid, 3000));
   conch_sandbox_free(sb);
 }
 
@@ -599,11 +558,11 @@ static void test_sandbox_free_closes(void **state) {
     assert_int_equal(conch_stream(sb, &o, &p[i], &st), 0);
     pids[i] = conch_process_pid(p[i]);
   }
-  t0 = now_ms();
+  t0 = conch_now_ms();
   conch_sandbox_free(sb); /* closes all five at once */
-  assert_true(now_ms() - t0 < 3000);
+  assert_true(conch_now_ms() - t0 < 3000);
   for (i = 0; i < 5; i++) {
-    assert_true(gone_within(pids[i], 3000));
+    assert_true(conch_proc_gone_within(pids[i], 3000));
   }
 }
 
@@ -638,7 +597,24 @@ static void test_capability(void **state) {
 
 /* ---- Background, re-attach, stdin, PTY ---------------------------------- */
 
+typedef struct kill_arg {
+  conch_sandbox *sb;
+  conch_selector *sel;
+  conch_status *st;
+} kill_arg;
+
+/* SIGKILL to |sel| is refused with NOT_FOUND (the status stays in st). */
+static int kill_not_found(void *arg) {
+  kill_arg *k = arg;
+
+  conch_status_clear(k->st);
+  conch_status_init(k->st);
+  return conch_kill(k->sb, k->sel, SIGKILL, k->st) == CONCH_ERR_RPC &&
+         k->st->code == CONCH_CODE_NOT_FOUND;
+}
+
 static void test_start_list_kill(void **state) {
+  kill_arg k;
   conch_sandbox *sb = sandbox();
   conch_proc_opts o = CONCH_PROC_OPTS_INIT;
   const char *args[] = {"30"};
@@ -657,8 +633,9 @@ static void test_start_list_kill(void **state) {
   conch_status_init(&st);
   assert_int_equal(conch_start(sb, &o, &pid, &st), 0);
   assert_true(pid > 0);
-  sleep_ms(100);
-  assert_true(alive(pid)); /* the handle is gone; the process is not */
+  conch_sleep_ms(100);
+  /* The handle is gone; the process is not. */
+  assert_true(conch_proc_alive((pid_t)pid));
   assert_int_equal(conch_list(sb, &list, &n, &st), 0);
   for (i = 0; i < n; i++) {
     if (list[i].pid == pid) {
@@ -672,12 +649,15 @@ static void test_start_list_kill(void **state) {
   conch_process_list_free(list, n);
   assert_true(found);
   assert_int_equal(conch_kill(sb, &sel, SIGTERM, &st), 0);
-  assert_true(gone_within(pid, 3000));
+  assert_true(conch_proc_gone_within(pid, 3000));
   /* Unknown now. */
   sel.tag = NULL;
   sel.pid = pid;
-  sleep_ms(100);
-  assert_int_equal(conch_kill(sb, &sel, SIGKILL, &st), CONCH_ERR_RPC);
+  /* The server forgets it once it has reaped it. */
+  k.sb = sb;
+  k.sel = &sel;
+  k.st = &st;
+  assert_true(conch_wait_until(kill_not_found, &k, CONCH_WAIT_MS));
   assert_int_equal(st.code, CONCH_CODE_NOT_FOUND);
   conch_status_clear(&st);
   conch_sandbox_free(sb);
@@ -873,7 +853,7 @@ static void test_large_output(void **state) {
 #if defined(__SANITIZE_ADDRESS__)
   heap0 = heap_kib();
 #endif
-  t0 = now_ms();
+  t0 = conch_now_ms();
   while ((rv = conch_process_next(p, &c)) == 0) {
     total += c.len;
     if ((++k & 1023) == 0) {
@@ -888,7 +868,7 @@ static void test_large_output(void **state) {
   assert_int_equal(rv, CONCH_ERR_EOF);
   assert_true(total == 1073741824ULL);
   printf("  1 GiB streamed in %lld ms, RSS grew by at most %ld KiB\n",
-         (long long)(now_ms() - t0), peak - rss0);
+         (long long)(conch_now_ms() - t0), peak - rss0);
   /* Flow control bounds what is held: a stream window, not the output.
      Under ASan the RSS also holds the quarantine (up to 256 MiB of freed
      memory, whose footprint depends on the mix of sizes freed: about 1.3
@@ -953,7 +933,7 @@ static void test_close_async_contract(void **state) {
   conch_process *p;
   conch_status st;
   int first = 0, second = 0;
-  int64_t t0 = now_ms();
+  int64_t t0 = conch_now_ms();
   (void)state;
 
   assert_int_equal(conch_process_close_async(NULL, close_counted, &first),
@@ -970,7 +950,7 @@ static void test_close_async_contract(void **state) {
   assert_int_equal(first, 0);
   while (first == 0) {
     assert_int_equal(conch_client_run(conch_sandbox_native(sb), 100), 0);
-    assert_true(now_ms() - t0 < 20000);
+    assert_true(conch_now_ms() - t0 < 20000);
   }
   /* A running one: a second close while the first is under way is
      refused, and only the first |done| runs. */
@@ -985,7 +965,7 @@ static void test_close_async_contract(void **state) {
   assert_int_equal(first, 0);
   while (first == 0) {
     assert_int_equal(conch_client_run(conch_sandbox_native(sb), 100), 0);
-    assert_true(now_ms() - t0 < 20000);
+    assert_true(conch_now_ms() - t0 < 20000);
   }
   assert_int_equal(first, 1);
   assert_int_equal(second, 0);
@@ -1021,7 +1001,7 @@ extern char **environ;
 static int64_t local_baseline(int n) {
   const char *argv[] = {"/bin/sh", "-c", "sleep 1; echo done >/dev/null", NULL};
   pid_t *pids = calloc((size_t)n, sizeof(*pids));
-  int64_t t0 = now_ms();
+  int64_t t0 = conch_now_ms();
   int i, st;
   for (i = 0; i < n; i++) {
     assert_int_equal(posix_spawn(&pids[i], "/bin/sh", NULL, NULL,
@@ -1032,7 +1012,7 @@ static int64_t local_baseline(int n) {
     waitpid(pids[i], &st, 0);
   }
   free(pids);
-  return now_ms() - t0;
+  return conch_now_ms() - t0;
 }
 
 static void test_thousand_async(void **state) {
@@ -1059,7 +1039,7 @@ static void test_thousand_async(void **state) {
   o.timeout_ms = -1;
   o.request_timeout_ms = -1;
   rss0 = rss_kib();
-  t0 = now_ms();
+  t0 = conch_now_ms();
   for (i = 0; i < N; i++) {
     assert_int_equal(conch_run_async(sb, &o, &h, &m, &p), 0);
   }
@@ -1069,10 +1049,10 @@ static void test_thousand_async(void **state) {
     assert_int_equal(conch_client_run(c, 1000), 0);
     r = rss_kib();
     rss1 = r > rss1 ? r : rss1;
-    assert_true(now_ms() - t0 < 300000);
+    assert_true(conch_now_ms() - t0 < 300000);
   }
   {
-    int64_t took = now_ms() - t0;
+    int64_t took = conch_now_ms() - t0;
     printf("  %d processes (sleep 1; echo) from one thread: %lld ms "
            "(spawned directly here: %lld ms, ratio %.2f), client RSS +%ld "
            "KiB peak\n",

@@ -32,6 +32,7 @@
 #include <conch/process.h>
 
 #include "peer.h"
+#include "wait.h"
 
 static conch_peer server;
 static char url[64];
@@ -46,17 +47,6 @@ static int pid_only;
 #define BOUND_MS (3 * KEEPALIVE_MS + 5000)
 /* The lifetime of the processes of those cases. */
 #define LIFETIME_MS 15000
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 static int start_server(conch_peer *p, char *u, size_t n) {
   const char *argv[] = {CONCH_BIN, "serve", "--listen", "127.0.0.1:0",
@@ -134,14 +124,25 @@ static int count_marked(const char *mark, pid_t *pids, int cap) {
   return n;
 }
 
+typedef struct marked_wait {
+  const char *mark;
+  int want;
+} marked_wait;
+
+static int marked_at_least(void *arg) {
+  marked_wait *w = arg;
+  return count_marked(w->mark, NULL, 0) >= w->want;
+}
+
+static int marked_none(void *arg) {
+  return count_marked(((marked_wait *)arg)->mark, NULL, 0) == 0;
+}
+
 /* Waits until at least |want| marked processes run. */
 static void wait_marked(const char *mark, int want) {
-  int64_t t0 = now_ms();
-  while (count_marked(mark, NULL, 0) < want) {
-    if (now_ms() - t0 > WAIT_MS) {
-      fail_msg("%s: %d processes did not all start", mark, want);
-    }
-    sleep_ms(10);
+  marked_wait w = {mark, want};
+  if (!conch_wait_until(marked_at_least, &w, WAIT_MS)) {
+    fail_msg("%s: %d processes did not all start", mark, want);
   }
 }
 
@@ -152,12 +153,10 @@ static int leaks_after(const char *what, const char *mark, int64_t t_close) {
   pid_t pids[256];
   int n, i;
   int64_t t_gone = -1;
-  while ((n = count_marked(mark, NULL, 0)) > 0 &&
-         now_ms() - t_close <= WAIT_MS) {
-    sleep_ms(5);
-  }
-  if (n == 0) {
-    t_gone = now_ms();
+  marked_wait w = {mark, 0};
+  long left = (long)(t_close + WAIT_MS - conch_now_ms());
+  if (conch_wait_until(marked_none, &w, left > 0 ? left : 0)) {
+    t_gone = conch_now_ms();
   }
   n = count_marked(mark, pids, 256);
   if (t_gone >= 0) {
@@ -245,7 +244,7 @@ static void test_break_early(void **state) {
   assert_int_equal(conch_stream(sb, tree(&s, m), &p, &st), 0);
   assert_int_equal(conch_process_next(p, &c), 0); /* one chunk, then break */
   wait_marked(m, TREE_N);
-  t = now_ms();
+  t = conch_now_ms();
   assert_int_equal(conch_process_close(p), 0);
   no_leak(leaks_after("break early", m, t));
   conch_sandbox_free(sb);
@@ -271,7 +270,7 @@ static void cb_chunk_raises(conch_process *p, const conch_chunk *chunk,
   (void)chunk;
   c->chunks++;
   if (c->t_close == 0 && count_marked("7791302", NULL, 0) >= TREE_N) {
-    c->t_close = now_ms();
+    c->t_close = conch_now_ms();
     conch_process_close_async(p, cb_closed, c);
   }
 }
@@ -283,10 +282,10 @@ static void test_error_in_chunk_callback(void **state) {
   cb_state c = {0, -1, 0, 0};
   conch_process *p;
   shell s;
-  int64_t t0 = now_ms();
+  int64_t t0 = conch_now_ms();
   (void)state;
   assert_int_equal(conch_stream_async(sb, tree(&s, m), &h, &c, &p), 0);
-  while (!c.closed && now_ms() - t0 < WAIT_MS) {
+  while (!c.closed && conch_now_ms() - t0 < WAIT_MS) {
     assert_int_equal(conch_client_run(conch_sandbox_native(sb), 100), 0);
   }
   assert_true(c.closed);
@@ -310,7 +309,7 @@ static void test_cancel_from_another_handle(void **state) {
   assert_int_equal(conch_stream(sb, tree(&s, m), &p, &st), 0);
   wait_marked(m, TREE_N);
   sel.pid = conch_process_pid(p);
-  t = now_ms();
+  t = conch_now_ms();
   assert_int_equal(conch_kill(other, &sel, SIGTERM, &st), 0);
   assert_int_equal(conch_process_wait(p, &r, &st), 0);
   assert_string_equal(r.status, "signal: terminated");
@@ -338,10 +337,10 @@ static void test_closed_during_grace(void **state) {
   assert_int_equal(conch_stream(sb, sh(&s, TRAPPED, m, m, m, m, m, m), &p, &st),
                    0);
   wait_marked(m, TREE_N);
-  t = now_ms();
+  t = conch_now_ms();
   conch_process_close_async(p, cb_closed, &c);
   /* Into the grace period: TERM was sent (and ignored). */
-  while (now_ms() - t < 1000) {
+  while (conch_now_ms() - t < 1000) {
     assert_int_equal(conch_client_run(conch_sandbox_native(sb), 100), 0);
   }
   assert_false(c.closed);
@@ -376,7 +375,7 @@ static void test_client_killed_during_grace(void **state) {
       _exit(1);
     }
     while (count_marked(m, NULL, 0) < TREE_N) {
-      sleep_ms(10);
+      conch_sleep_ms(10);
     }
     conch_process_close_async(p, NULL, NULL);
     if (write(fds[1], "c", 1) != 1) {
@@ -389,8 +388,8 @@ static void test_client_killed_during_grace(void **state) {
   close(fds[1]);
   assert_int_equal(read(fds[0], &b, 1), 1);
   close(fds[0]);
-  sleep_ms(300); /* let the TERM go out: the kill lands in the grace */
-  t = now_ms();
+  conch_sleep_ms(300); /* let the TERM go out: the kill lands in the grace */
+  t = conch_now_ms();
   kill(child, SIGKILL);
   assert_int_equal(waitpid(child, &status, 0), child);
   no_leak(leaks_after("client killed during the grace period", m, t));
@@ -407,13 +406,13 @@ static void test_trees_plain_and_trapping(void **state) {
   conch_status_init(&st);
   assert_int_equal(conch_stream(sb, tree(&s, m1), &p, &st), 0);
   wait_marked(m1, TREE_N);
-  t = now_ms();
+  t = conch_now_ms();
   assert_int_equal(conch_process_close(p), 0);
   no_leak(leaks_after("shell with children and grandchildren", m1, t));
   assert_int_equal(
       conch_stream(sb, sh(&s, TRAPPED, m2, m2, m2, m2, m2, m2), &p, &st), 0);
   wait_marked(m2, TREE_N);
-  t = now_ms();
+  t = conch_now_ms();
   assert_int_equal(conch_process_close(p), 0);
   no_leak(leaks_after("the same trapping TERM (grace 2000 ms)", m2, t));
   conch_sandbox_free(sb);
@@ -435,7 +434,7 @@ static void test_hundred_handles(void **state) {
         conch_stream(sb, sh(&s, "sleep %s1; : %s", m, m), &p[i], &st), 0);
   }
   wait_marked(m, 2 * N);
-  t = now_ms();
+  t = conch_now_ms();
   conch_sandbox_free(sb);
   no_leak(leaks_after("100 handles freed by conch_sandbox_free", m, t));
 }
@@ -455,7 +454,7 @@ static void on_end_async(conch_process *p, const conch_exec_result *r,
   (void)r;
   e->ended = 1;
   e->code = st->code;
-  e->t = now_ms();
+  e->t = conch_now_ms();
 }
 
 /* Open handles of every long-lived kind on a server of its own: a blocking
@@ -515,19 +514,19 @@ static void under_open_handles(int freeze, int h1, int no_ping, const char *m) {
   assert_int_equal(conch_stdin_write(in, "x", 1), 0);
   wait_marked(m, 5); /* 2 x (sh + sleep), the sh of cat */
   /* Quiet for longer than the bound: the keepalives keep them alive. */
-  t0 = now_ms();
-  while (now_ms() - t0 < BOUND_MS + 1000) {
+  t0 = conch_now_ms();
+  while (conch_now_ms() - t0 < BOUND_MS + 1000) {
     assert_int_equal(conch_client_run(conch_sandbox_native(sb), 100), 0);
   }
   assert_false(ea.ended);
 
-  t0 = now_ms();
+  t0 = conch_now_ms();
   kill(srv.pid, freeze ? SIGSTOP : SIGKILL);
   rv = conch_process_next(pb, &c);
-  tb = now_ms();
+  tb = conch_now_ms();
   assert_int_equal(rv, CONCH_ERR_RPC);
   assert_int_equal(conch_process_status(pb)->code, CONCH_CODE_UNAVAILABLE);
-  while (!ea.ended && now_ms() - t0 < WAIT_MS) {
+  while (!ea.ended && conch_now_ms() - t0 < WAIT_MS) {
     assert_int_equal(conch_client_run(conch_sandbox_native(sb), 100), 0);
   }
   assert_true(ea.ended);
@@ -547,7 +546,7 @@ static void under_open_handles(int freeze, int h1, int no_ping, const char *m) {
     assert_true(tb - t0 >= BOUND_MS - 500);
   }
   /* The stdin stream: writes go nowhere, the close is bounded. */
-  t0 = now_ms();
+  t0 = conch_now_ms();
   rv = conch_stdin_write(in, "y", 1);
   if (rv == 0) {
     rv = conch_stdin_close(in, &st);
@@ -555,18 +554,18 @@ static void under_open_handles(int freeze, int h1, int no_ping, const char *m) {
     conch_stdin_close(in, &st);
   }
   assert_int_equal(rv, CONCH_ERR_RPC);
-  assert_true(now_ms() - t0 <= BOUND_MS + 2000);
+  assert_true(conch_now_ms() - t0 <= BOUND_MS + 2000);
   conch_status_clear(&st);
   /* Closing tries to end the processes, all at once; the server cannot
      answer, and each try is bounded by the liveness bound. */
-  t0 = now_ms();
+  t0 = conch_now_ms();
   conch_sandbox_free(sb);
   printf("  closing the 3 handles (conch_sandbox_free) took %lld ms\n",
-         (long long)(now_ms() - t0));
+         (long long)(conch_now_ms() - t0));
   snprintf(what, sizeof(what), "%s server, HTTP/%s",
            freeze ? "frozen, then SIGCONT," : "kill -9 of the",
            h1 ? "1.1" : "2");
-  t0 = now_ms();
+  t0 = conch_now_ms();
   if (freeze) {
     /* Once it runs again, the lifetime (passed while it was frozen, or
        soon) ends the processes. */
@@ -606,9 +605,9 @@ static void test_idle_caller_is_not_a_dead_server(void **state) {
   assert_int_equal(
       conch_stream_async(sb, sh(&s, "sleep 9; echo %s", m), &h, &ea, &pa), 0);
   assert_int_equal(conch_client_run(conch_sandbox_native(sb), 0), 0);
-  sleep_ms(BOUND_MS + 2000); /* no loop at all */
-  t0 = now_ms();
-  while (!ea.ended && now_ms() - t0 < WAIT_MS) {
+  conch_sleep_ms(BOUND_MS + 2000); /* no loop at all */
+  t0 = conch_now_ms();
+  while (!ea.ended && conch_now_ms() - t0 < WAIT_MS) {
     assert_int_equal(conch_client_run(conch_sandbox_native(sb), 100), 0);
   }
   assert_true(ea.ended);

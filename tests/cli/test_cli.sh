@@ -8,6 +8,7 @@
 #   test_cli.sh /path/to/conch
 set -u
 CONCH=$1
+. "$(dirname "$0")/../support/wait.sh"
 fails=0
 tmp=$(mktemp -d)
 srv2=
@@ -25,14 +26,10 @@ check() { # name expected actual
 
 alive() { [ -d "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
 
-# "yes" if process $1 is still there after up to 5 s, "no" once it is gone
+# "yes" if process $1 is still there after up to 20 s, "no" once it is gone
 # (servers reap asynchronously; a loaded machine takes its time).
 still_alive() {
-  i=0
-  while alive "$1" && [ "$i" -lt 50 ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
+  wait_while "$CONCH_WAIT_S" alive "$1"
   alive "$1" && echo yes || echo no
 }
 
@@ -44,12 +41,15 @@ alive_as() {
 
 # "yes" if process $2 still runs $3 after up to $1 seconds, "no" once not.
 alive_after() {
-  i=0
-  while alive_as "$2" "$3" && [ "$i" -lt $(($1 * 10)) ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
+  wait_while "$1" alive_as "$2" "$3"
   alive_as "$2" "$3" && echo yes || echo no
+}
+
+# Sets pid to the first column of the line of `conch ps` (server URL
+# options in $1) that the awk program $2 selects; fails while there is none.
+ps_pid() {
+  pid=$("$CONCH" $1 ps | awk "$2")
+  [ -n "$pid" ]
 }
 
 mkfifo "$tmp/srv"
@@ -114,11 +114,7 @@ pid=$("$CONCH" $U start -- sh -c \
   "while [ ! -e '$tmp/go' ]; do echo tick; sleep 0.1; done; echo late; exit 5")
 "$CONCH" $U attach "$pid" >"$tmp/attach" &
 attacher=$!
-i=0
-while ! grep -q tick "$tmp/attach" 2>/dev/null && [ "$i" -lt 100 ]; do
-  sleep 0.1
-  i=$((i + 1))
-done
+wait_until "$CONCH_WAIT_S" grep -q tick "$tmp/attach" 2>/dev/null
 touch "$tmp/go"
 wait "$attacher"
 code=$?
@@ -134,12 +130,7 @@ for sig in INT QUIT TERM HUP; do
   "$CONCH" $U run --tag "cli-$sig" -- sleep 67 &
   runner=$!
   pid=
-  i=0
-  while [ -z "$pid" ] && [ "$i" -lt 100 ]; do
-    sleep 0.1
-    pid=$("$CONCH" $U ps | awk -v t="cli-$sig" '$2 == t {print $1}')
-    i=$((i + 1))
-  done
+  wait_until "$CONCH_WAIT_S" ps_pid "$U" "\$2 == \"cli-$sig\" {print \$1}"
   check "run to be interrupted by $sig started" "yes" \
     "$([ -n "$pid" ] && echo yes)"
   kill "-$sig" "$runner"
@@ -171,11 +162,8 @@ CONCH_KEEPALIVE=1 "$CONCH" $U2 attach "$pid" >/dev/null 2>"$tmp/attach.err" &
 attacher=$!
 CONCH_KEEPALIVE=1 "$CONCH" $U2 --timeout 12 run -- sleep 98 2>"$tmp/run.err" &
 runner=$!
-i=0
-while ! "$CONCH" $U2 ps | grep -q "sleep 98" && [ "$i" -lt 100 ]; do
-  sleep 0.1
-  i=$((i + 1))
-done
+ps_has() { "$CONCH" $U2 ps | grep -q "$1"; }
+wait_until "$CONCH_WAIT_S" ps_has "sleep 98"
 kill -STOP "$srv2"
 t0=$(date +%s)
 wait "$attacher"
@@ -190,11 +178,8 @@ check "attach says unavailable" "conch: unavailable:" \
 check "run says unavailable" "conch: unavailable:" \
   "$(cut -c1-19 "$tmp/run.err" | head -1)"
 kill -CONT "$srv2"
-i=0
-while ps -eo args | grep -q '^sleep 98$' && [ "$i" -lt 300 ]; do
-  sleep 0.1
-  i=$((i + 1))
-done
+os_has() { ps -eo args | grep -q "$1"; }
+wait_while 30 os_has '^sleep 98$'
 check "run's process ends at its lifetime once the server runs again" "0" \
   "$(ps -eo args | grep -c '^sleep 98$')"
 "$CONCH" $U2 kill "$pid"
@@ -220,12 +205,7 @@ if command -v script >/dev/null 2>&1; then
     </dev/null >/dev/null 2>&1 &
   term=$!
   pid=
-  i=0
-  while [ -z "$pid" ] && [ "$i" -lt 100 ]; do
-    sleep 0.1
-    pid=$("$CONCH" $U ps | awk '$2 == "cli-tty" {print $1}')
-    i=$((i + 1))
-  done
+  wait_until "$CONCH_WAIT_S" ps_pid "$U" '$2 == "cli-tty" {print $1}'
   check "run on a terminal started" "yes" "$([ -n "$pid" ] && echo yes)"
   kill -KILL "$term"
   wait "$term" 2>/dev/null
@@ -236,12 +216,7 @@ if command -v script >/dev/null 2>&1; then
     </dev/null >/dev/null 2>&1 &
   term=$!
   pid=
-  i=0
-  while [ -z "$pid" ] && [ "$i" -lt 100 ]; do
-    sleep 0.1
-    pid=$("$CONCH" $U ps | awk '$3 == "sleep" && $4 == "68" {print $1}')
-    i=$((i + 1))
-  done
+  wait_until "$CONCH_WAIT_S" ps_pid "$U" '$3 == "sleep" && $4 == "68" {print $1}'
   check "pty on a terminal started" "yes" "$([ -n "$pid" ] && echo yes)"
   kill -KILL "$term"
   wait "$term" 2>/dev/null

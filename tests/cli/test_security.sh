@@ -8,6 +8,8 @@
 #   test_security.sh /path/to/conch
 set -u
 CONCH_BUILD=$1
+. "$(dirname "$0")/../support/wait.sh"
+. "$(dirname "$0")/../support/peer.sh"
 fails=0
 skips=0
 tmp=$(mktemp -d)
@@ -69,7 +71,7 @@ as_nobody() {
 }
 
 # Starts a server in the background (its stdin a pipe we hold: it ends with
-# us), waits up to 20 s for its LISTENING line; sets $srv and $listening.
+# us), waits up to 120 s for its LISTENING line; sets $srv and $listening.
 start_server() { # [runner...] -- serve args...
   local runner=()
   while [ "$1" != -- ]; do
@@ -78,15 +80,11 @@ start_server() { # [runner...] -- serve args...
   done
   shift
   local n=${#pids[@]}
-  mkfifo "$tmp/in$n" "$tmp/out$n"
-  "${runner[@]}" "$CONCH" serve "$@" <"$tmp/in$n" >"$tmp/out$n" \
-    2>"$tmp/err$n" &
-  srv=$!
+  peer_start "srv$n" "${runner[@]}" "$CONCH" serve "$@"
+  srv=$peer_pid
   pids+=("$srv")
-  exec {keep}>"$tmp/in$n"
-  listening=""
-  read -t 20 -r _ listening <"$tmp/out$n"
-  srv_err=$tmp/err$n
+  listening=$peer_port
+  srv_err=$tmp/srv$n.err
 }
 
 # ---- 4. TCP without a token, every interface, empty tokens ----------------
@@ -255,11 +253,7 @@ srv.on("sessionError", () => {});
 srv.listen(49983, "127.0.0.1", () => console.log("up"));
 ' "$tmp/squat" >"$tmp/squat.up" &
   pids+=("$!")
-  i=0
-  while ! grep -q up "$tmp/squat.up" && [ "$i" -lt 200 ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
+  wait_until 120 grep -q up "$tmp/squat.up"
   check "the squatter is up" yes "$(contains "$tmp/squat.up" up)"
   out=$(CONCH_TOKEN=squat-tok-$$ timeout 20 "$CONCH" run -- echo squat-arg-$$)
   check "with a squatter on 49983: our own server answers" "squat-arg-$$" "$out"

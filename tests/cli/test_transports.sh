@@ -10,6 +10,7 @@
 set -u
 CONCH=$1
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../support/peer.sh"
 top=$(cd "$here/../.." && pwd)
 tmp=$(mktemp -d)
 fails=0
@@ -30,23 +31,17 @@ check() { # name expected actual
 }
 
 # start NAME CMD...: runs a server whose stdin is a pipe we hold (it goes
-# when we go) and sets $port from its "LISTENING <port>" line (60 s).
+# when we go) and sets $port from its "LISTENING <port>" line (120 s).
 start() {
   local name=$1
   shift
-  mkfifo "$tmp/$name.in"
-  "$@" <"$tmp/$name.in" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  eval "exec {fd}>\"$tmp/$name.in\""
-  port=""
-  for _ in $(seq 600); do
-    port=$(sed -n 's/^LISTENING \([0-9]*\)$/\1/p' "$tmp/$name.out")
-    [ -n "$port" ] && return 0
-    sleep 0.1
-  done
-  echo "FAIL $name printed no LISTENING line within 60 s:"
-  cat "$tmp/$name.err"
-  exit 1
+  if ! peer_start "$name" "$@"; then
+    echo "FAIL $name printed no LISTENING line within 120 s:"
+    cat "$tmp/$name.err"
+    exit 1
+  fi
+  pids+=("$peer_pid")
+  port=$peer_port
 }
 
 tok=transports-$$
@@ -61,7 +56,7 @@ tls=$port
 start front node "$here/h1_front.mjs" "$h2c"
 front=$port
 node_ok=1
-if [ -d "$top/tests/api/node/node_modules/@connectrpc/connect-node" ]; then
+if [ -d "$top/tests/node_modules/@connectrpc/connect-node" ]; then
   start node1 node "$top/tests/api/node/server.mjs" --http1 --port 0 \
     --access-token $tok
   node1=$port
@@ -70,7 +65,7 @@ if [ -d "$top/tests/api/node/node_modules/@connectrpc/connect-node" ]; then
   node2=$port
 else
   node_ok=0
-  echo "note: no npm ci in tests/api/node; connect-node cases skipped"
+  echo "note: no npm ci in tests; connect-node cases skipped"
 fi
 
 # A run through the CLI: stdout, stderr and the exit code.

@@ -12,10 +12,13 @@
 #                                         skipped)
 #   run.sh node_server                    tests/api/node/server.mjs --http1
 #
-# Needs Node.js >= 20.18.1 and `npm ci` in tests/e2b (and in tests/api/node
-# for node_server); scripts/setup.sh does both.
+# Needs Node.js >= 20.18.1 and `npm ci` in tests (the test peers' npm
+# workspace: the SDK, and tests/api/node for node_server); scripts/setup.sh
+# does it.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../support/wait.sh"
+. "$here/../support/peer.sh"
 top=$(cd "$here/../.." && pwd)
 target=${1:-}
 conch=${2:-}
@@ -32,17 +35,27 @@ const [a, b, c] = process.versions.node.split(".").map(Number);
 process.exit(a > 20 || (a === 20 && (b > 18 || (b === 18 && c >= 1))) ? 0 : 1);
 ' || die "Node.js >= 20.18.1 needed (have $(node -v))"
 
-# node_modules matches the pins of package.json (`npm ci` was run).
+# The package that |dir| resolves (its own node_modules, else the
+# workspace's, tests/node_modules) matches the pin of its package.json
+# (`npm ci` was run in tests).
 need_modules() { # dir package
   node -e '
+const fs = require("fs");
+const path = require("path");
 const [dir, pkg] = process.argv.slice(1);
 const want = require(dir + "/package.json").dependencies[pkg];
-let have;
-try { have = require(dir + "/node_modules/" + pkg + "/package.json").version; }
-catch { have = null; }
+let have = null;
+for (let d = dir; ; d = path.dirname(d)) {
+  try {
+    have = JSON.parse(fs.readFileSync(
+      path.join(d, "node_modules", pkg, "package.json"), "utf8")).version;
+    break;
+  } catch {}
+  if (path.dirname(d) === d) break;
+}
 if (have !== want) {
-  console.error(`run.sh: ${dir}/node_modules has ${pkg} ${have ?? "missing"}, ` +
-    `package.json pins ${want}: run \`npm ci\` in ${dir} (scripts/setup.sh does it)`);
+  console.error(`run.sh: ${dir} resolves ${pkg} ${have ?? "missing"}, ` +
+    `package.json pins ${want}: run \`npm ci\` in tests (scripts/setup.sh does it)`);
   process.exit(1);
 }' "$1" "$2" || exit 1
 }
@@ -97,12 +110,9 @@ esac
 tmp=$(mktemp -d)
 srv=""
 cleanup() {
-  exec 3>&- # the server's stdin: it exits when it closes
   if [ -n "$srv" ]; then
-    for _ in $(seq 50); do
-      kill -0 "$srv" 2>/dev/null || break
-      sleep 0.1
-    done
+    exec {peer_stdin}>&- # the server's stdin: it exits when it closes
+    wait_while 5 kill -0 "$srv" 2>/dev/null
     if kill -0 "$srv" 2>/dev/null; then
       echo "run.sh: the server did not exit 5 s after its stdin closed; SIGTERM"
       kill -TERM "$srv" 2>/dev/null
@@ -116,36 +126,29 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT HUP
 
-mkfifo "$tmp/in" "$tmp/out"
-# stdin a pipe this script holds (fd 3): the server goes when the script
-# goes, however it ends.
-"${server[@]}" <"$tmp/in" >"$tmp/out" 2>"$tmp/err" &
-srv=$!
-exec 3>"$tmp/in"
-exec 4<"$tmp/out"
-port=""
-if read -t 120 -r word port <&4 && [ "$word" = LISTENING ]; then
-  :
-else
+# stdin a pipe this script holds ($peer_stdin): the server goes when the
+# script goes, however it ends.
+peer_start server "${server[@]}"
+ok=$?
+srv=$peer_pid
+if [ "$ok" != 0 ]; then
   echo "run.sh: ${server[*]} printed no 'LISTENING <port>' within 120 s:"
-  cat "$tmp/err"
+  cat "$tmp/server.err"
   exit 1
 fi
-# Keep draining its stdout.
-cat <&4 >"$tmp/out.rest" 3>&- &
-exec 4<&-
+port=$peer_port
 echo "server: ${server[*]/$token/TOKEN} on port $port (pid $srv)"
 
 # ---- The suite ----------------------------------------------------------------
 node "$here/sdk_test.mjs" --url "http://127.0.0.1:$port" \
-  "${suite_flags[@]}" 3>&-
+  "${suite_flags[@]}" {peer_stdin}>&-
 rc=$?
 if ! kill -0 "$srv" 2>/dev/null; then
   echo "run.sh: the server exited during the suite"
   rc=1
 fi
-if [ -s "$tmp/err" ]; then
+if [ -s "$tmp/server.err" ]; then
   echo "--- server stderr (last 40 lines) ---"
-  tail -n 40 "$tmp/err"
+  tail -n 40 "$tmp/server.err"
 fi
 exit "$rc"

@@ -27,7 +27,8 @@
 //   Continue     "100 Continue" first, then Echo
 //   Trailers     Connect stream, chunked, end-stream {} plus chunked
 //                trailers (x-trailer: yes), which become HTTP trailers
-//   Stats        body (raw, as application/proto): "<connections> <requests>" so far
+//   Stats        body (raw, as application/proto):
+//                "<connections> <requests> <idle-closes>" so far
 import * as net from "node:net";
 import { fstatSync } from "node:fs";
 
@@ -51,6 +52,7 @@ for (let i = 2; i < process.argv.length; i++) {
 
 let connections = 0;
 let requests = 0;
+let idleCloses = 0; // connections IdleClose has closed
 
 function echo(sock, extra = "") {
   sock.write("HTTP/1.1 200 OK\r\ncontent-type: application/proto\r\n" +
@@ -106,7 +108,10 @@ function answer(sock, path) {
       return false;
     case "IdleClose":
       echo(sock);
-      setTimeout(() => sock.destroy(), 50);
+      setTimeout(() => {
+        sock.destroy();
+        idleCloses++;
+      }, 50);
       return true;
     case "CloseNext":
       echo(sock);
@@ -129,7 +134,7 @@ function answer(sock, path) {
       sock.write("0\r\nx-trailer: yes\r\n\r\n");
       return true;
     case "Stats": {
-      const body = `${connections} ${requests}`;
+      const body = `${connections} ${requests} ${idleCloses}`;
       sock.write("HTTP/1.1 200 OK\r\ncontent-type: application/proto\r\n" +
                  `content-length: ${body.length}\r\n\r\n${body}`);
       return true;

@@ -21,6 +21,7 @@
 
 #include "internal.h"
 #include "peer.h"
+#include "wait.h"
 
 #define MSG "\x0a\x02ok"
 
@@ -185,7 +186,7 @@ static void test_faults(void **state) {
   }
 }
 
-static void stats(conch_client *c, int *conns, int *reqs) {
+static void stats3(conch_client *c, int *conns, int *reqs, int *idle_closes) {
   conch_method m;
   conch_call *call;
   const uint8_t *data;
@@ -200,14 +201,35 @@ static void stats(conch_client *c, int *conns, int *reqs) {
     assert_int_equal(conch_client_run(c, 50), 0);
   }
   snprintf(buf, sizeof(buf), "%.*s", (int)len, (const char *)data);
-  assert_int_equal(sscanf(buf, "%d %d", conns, reqs), 2);
+  assert_int_equal(sscanf(buf, "%d %d %d", conns, reqs, idle_closes), 3);
   conch_call_free(call);
+}
+
+static void stats(conch_client *c, int *conns, int *reqs) {
+  int idle_closes;
+
+  stats3(c, conns, reqs, &idle_closes);
+}
+
+typedef struct idle_wait {
+  conch_client *observer; /* its own connection: c's stays idle */
+  int want;
+} idle_wait;
+
+/* The server has closed |want| idle connections. */
+static int idle_closed(void *arg) {
+  idle_wait *w = arg;
+  int conns, reqs, n;
+
+  stats3(w->observer, &conns, &reqs, &n);
+  return n >= w->want;
 }
 
 /* Calls reuse a kept-alive connection; a server closing it while idle
    makes the next call go again on a new one, transparently. */
 static void test_keep_alive_and_idle_close(void **state) {
   conch_client *c = h1_client();
+  idle_wait w;
   outcome o;
   int c0, r0, c1, r1, i;
   (void)state;
@@ -221,13 +243,14 @@ static void test_keep_alive_and_idle_close(void **state) {
   assert_int_equal(c1, c0); /* one connection for all of them */
   assert_int_equal(r1, r0 + 6);
 
+  w.observer = h1_client();
+  stats3(w.observer, &c1, &r1, &w.want);
   for (i = 0; i < 3; i++) {
     run(c, "IdleClose", U, 5000, 0, &o);
     assert_int_equal(o.code, CONCH_CODE_OK);
-    {
-      struct timespec ts = {0, 200 * 1000 * 1000};
-      nanosleep(&ts, NULL); /* the server closes; the client is not polling */
-    }
+    /* The server closes; the client is not polling. */
+    w.want++;
+    assert_true(conch_wait_until(idle_closed, &w, CONCH_WAIT_MS));
     run(c, "Echo", U, 5000, 0, &o);
     if (o.code != CONCH_CODE_OK) {
       fail_msg("after an idle close: code %d '%s'", o.code, o.message);
@@ -249,6 +272,7 @@ static void test_keep_alive_and_idle_close(void **state) {
   }
   /* Only once: a server that drops every request gets no second retry
      (a fresh connection that closes without an answer is unavailable). */
+  conch_client_free(w.observer);
   conch_client_free(c);
 }
 

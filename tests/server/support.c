@@ -23,67 +23,17 @@
 #include <nghttp2/nghttp2.h>
 
 #include "envelope.h"
-
-#define START_TIMEOUT_MS 120000
-
-long long now_ms(void) {
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
+#include "peer.h"
 
 /* ---- The server ------------------------------------------------------------
  */
 
-static int read_listening(int fd) {
-  char line[256];
-  size_t len = 0;
-  long long deadline = now_ms() + START_TIMEOUT_MS;
-
-  for (;;) {
-    struct pollfd pfd = {fd, POLLIN, 0};
-    long long left = deadline - now_ms();
-    char ch;
-    ssize_t n;
-
-    if (left <= 0 || poll(&pfd, 1, (int)left) <= 0) {
-      return -1;
-    }
-    n = read(fd, &ch, 1);
-    if (n <= 0) {
-      return -1;
-    }
-    if (ch != '\n') {
-      if (len < sizeof(line) - 1) {
-        line[len++] = ch;
-      }
-      continue;
-    }
-    line[len] = '\0';
-    if (strncmp(line, "LISTENING ", 10) == 0) {
-      return (int)strtol(line + 10, NULL, 10);
-    }
-    len = 0;
-  }
-}
-
 int serve_start(serve_peer *p, const char *const *extra) {
   const char *argv[32];
-  int in[2];
-  int out[2];
+  conch_peer peer;
   size_t n = 0;
   int tls = 0;
   int token = 0;
-  pid_t parent = getpid();
-  pid_t pid;
 
   argv[n++] = CONCH_SERVE_BIN;
   argv[n++] = "serve";
@@ -98,71 +48,30 @@ int serve_start(serve_peer *p, const char *const *extra) {
     argv[n++] = "--no-token"; /* loopback only; the Host check applies */
   }
   argv[n] = NULL;
-  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
+  p->pid = -1;
+  p->port = 0;
+  p->stdin_fd = -1;
+  p->url[0] = '\0';
+  if (conch_peer_start_argv(&peer, argv) != 0) {
     return -1;
   }
-  fflush(NULL);
-  pid = fork();
-  if (pid < 0) {
-    return -1;
-  }
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) {
-      _exit(127);
-    }
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  p->pid = pid;
-  p->stdin_fd = in[1];
-  p->port = read_listening(out[0]);
-  close(out[0]);
-  if (p->port <= 0) {
-    fprintf(stderr, "serve_start: no LISTENING line from %s\n", argv[0]);
-    serve_stop(p, 2000);
-    return -1;
-  }
+  p->pid = peer.pid;
+  p->port = peer.port;
+  p->stdin_fd = peer.stdin_fd;
   snprintf(p->url, sizeof(p->url), "%s://127.0.0.1:%d", tls ? "https" : "http",
            p->port);
   return 0;
 }
 
 int serve_stop(serve_peer *p, int wait_ms) {
-  long long deadline = now_ms() + wait_ms;
-  int ws = 0;
+  conch_peer peer;
 
-  if (p->pid <= 0) {
-    return -1;
-  }
-  kill(p->pid, SIGTERM);
-  for (;;) {
-    pid_t r = waitpid(p->pid, &ws, WNOHANG);
-
-    if (r == p->pid) {
-      break;
-    }
-    if (now_ms() > deadline) {
-      kill(p->pid, SIGKILL);
-      waitpid(p->pid, &ws, 0);
-      ws = -1;
-      break;
-    }
-    sleep_ms(10);
-  }
-  if (p->stdin_fd >= 0) {
-    close(p->stdin_fd);
-  }
-  p->stdin_fd = -1;
+  peer.pid = p->pid;
+  peer.port = p->port;
+  peer.stdin_fd = p->stdin_fd;
   p->pid = -1;
-  if (ws == -1) {
-    return -1;
-  }
-  return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  p->stdin_fd = -1;
+  return conch_peer_stop_status(&peer, wait_ms);
 }
 
 /* ---- Process table
@@ -186,15 +95,6 @@ static int proc_stat(pid_t pid, char *state, long *ppid, long *pgrp) {
     return -1;
   }
   return 0;
-}
-
-int proc_alive(pid_t pid) {
-  char state;
-  long ppid;
-  long pgrp;
-
-  return proc_stat(pid, &state, &ppid, &pgrp) == 0 && state != 'Z' &&
-         state != 'X';
 }
 
 int proc_leftovers(pid_t ppid, const pid_t *pgids, size_t n, pid_t *first) {
@@ -251,7 +151,7 @@ int proc_count_cmdline(const char *cmdline) {
     size_t i;
 
     if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
-        !proc_alive((pid_t)strtol(e->d_name, NULL, 10))) {
+        !conch_proc_alive((pid_t)strtol(e->d_name, NULL, 10))) {
       continue;
     }
     snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
@@ -303,6 +203,25 @@ long proc_rss_kb(pid_t pid) {
 }
 
 long long proc_wchar(pid_t pid) { return proc_field(pid, "io", "wchar:"); }
+
+typedef struct wchar_wait {
+  pid_t pid;
+  long long above;
+} wchar_wait;
+
+static int wchar_above(void *arg) {
+  wchar_wait *w = arg;
+
+  return proc_wchar(w->pid) > w->above;
+}
+
+int wait_wchar_above(pid_t pid, long long above, long limit_ms) {
+  wchar_wait w;
+
+  w.pid = pid;
+  w.above = above;
+  return conch_wait_until(wchar_above, &w, limit_ms);
+}
 
 static pid_t noted[4096];
 static size_t nnoted;
@@ -528,7 +447,7 @@ int h2_rst(h2_conn *c, int32_t id) {
 }
 
 int h2_run(h2_conn *c, int ms) {
-  long long deadline = now_ms() + ms;
+  long long deadline = conch_now_ms() + ms;
 
   for (;;) {
     struct pollfd pfd;
@@ -542,7 +461,7 @@ int h2_run(h2_conn *c, int ms) {
     if (c->pending <= 0) {
       return 0;
     }
-    left = deadline - now_ms();
+    left = deadline - conch_now_ms();
     if (left <= 0) {
       return -1;
     }
@@ -570,9 +489,9 @@ int h2_run(h2_conn *c, int ms) {
 int h2_fd(h2_conn *c) { return c->fd; }
 
 int h2_shutdown_write(h2_conn *c) {
-  long long deadline = now_ms() + 10000;
+  long long deadline = conch_now_ms() + 10000;
 
-  while (nghttp2_session_want_write(c->s) && now_ms() < deadline) {
+  while (nghttp2_session_want_write(c->s) && conch_now_ms() < deadline) {
     struct pollfd pfd = {c->fd, POLLOUT, 0};
 
     if (nghttp2_session_send(c->s) != 0) {
@@ -608,11 +527,11 @@ int tcp_open(int port) {
 }
 
 int wait_closed(int fd, int ms) {
-  long long deadline = now_ms() + ms;
+  long long deadline = conch_now_ms() + ms;
 
   for (;;) {
     struct pollfd pfd = {fd, POLLIN, 0};
-    long long left = deadline - now_ms();
+    long long left = deadline - conch_now_ms();
     char buf[4096];
     ssize_t n;
 

@@ -11,6 +11,7 @@
 #include <conch/conch.h>
 
 #include "process/process.pb-c.h"
+#include "wait.h" /* conch_now_ms, conch_wait_until, conch_proc_alive */
 
 /* ---- The server -----------------------------------------------------------
  */
@@ -23,8 +24,9 @@ typedef struct serve_peer {
 } serve_peer;
 
 /* Runs `conch serve --listen 127.0.0.1:0 extra...` (CONCH_SERVE_BIN; with
-   --no-token unless |extra| gives a token) and waits for its LISTENING line.
-   Returns 0 or -1 (printed why). */
+   --no-token unless |extra| gives a token) through conch_peer_start_argv
+   (tests/support/peer.h: the 120 s start-up allowance) and waits for its
+   LISTENING line.  Returns 0 or -1 (printed why). */
 int serve_start(serve_peer *p, const char *const *extra);
 /* SIGTERM, then waits up to |wait_ms|.  Returns the exit status (0..255),
    128+signal, or -1 if it had to be SIGKILLed. */
@@ -33,8 +35,6 @@ int serve_stop(serve_peer *p, int wait_ms);
 /* ---- Process table ---------------------------------------------------------
  */
 
-/* 1 while |pid| exists and is not a zombie. */
-int proc_alive(pid_t pid);
 /* Processes (not zombies) whose parent is |ppid| or whose process group is
    one of |pgids|.  Returns the count; the first of them in |first|. */
 int proc_leftovers(pid_t ppid, const pid_t *pgids, size_t n, pid_t *first);
@@ -44,6 +44,9 @@ int proc_count_cmdline(const char *cmdline);
 long proc_rss_kb(pid_t pid);
 /* wchar of /proc/pid/io, or -1. */
 long long proc_wchar(pid_t pid);
+/* Waits up to |limit_ms| for |pid| to have written more than |above| bytes
+   (wchar).  Returns 1 when it has, 0 when not. */
+int wait_wchar_above(pid_t pid, long long above, long limit_ms);
 /* Records a pid started through the server (for the leftovers check). */
 void note_pid(pid_t pid);
 const pid_t *noted_pids(size_t *n);
@@ -161,8 +164,5 @@ conch_code update_pty(conch_client *c, pid_t pid, int cols, int rows, char *msg,
                       size_t msglen);
 /* List; |resp| to be freed with conch_message_free. */
 conch_code list_procs(conch_client *c, Process__ListResponse **resp);
-
-void sleep_ms(long ms);
-long long now_ms(void);
 
 #endif

@@ -149,7 +149,7 @@ static void h1_drop(h1c *c, size_t n) {
    count to take, or 0 at EOF or timeout. */
 static size_t h1_want(h1c *c, size_t n, int line, long long deadline) {
   for (;;) {
-    long long left = deadline - now_ms();
+    long long left = deadline - conch_now_ms();
 
     if (line) {
       uint8_t *e = c->len >= 2 ? memmem(c->buf, c->len, "\r\n", 2) : NULL;
@@ -168,10 +168,10 @@ static size_t h1_want(h1c *c, size_t n, int line, long long deadline) {
 
 /* True once the peer closed (nothing more within |ms|, then EOF). */
 static int h1_at_eof(h1c *c, int ms) {
-  long long deadline = now_ms() + ms;
+  long long deadline = conch_now_ms() + ms;
 
-  while (!c->eof && now_ms() < deadline) {
-    if (h1_fill(c, (int)(deadline - now_ms())) < 0) {
+  while (!c->eof && conch_now_ms() < deadline) {
+    if (h1_fill(c, (int)(deadline - conch_now_ms())) < 0) {
       break;
     }
   }
@@ -229,7 +229,7 @@ static const char *hdr(const h1_resp *r, const char *name, char *out,
 
 /* Status line and headers.  Returns 0 or -1. */
 static int read_head(h1c *c, h1_resp *r, int ms) {
-  long long deadline = now_ms() + ms;
+  long long deadline = conch_now_ms() + ms;
   uint8_t *end;
 
   memset(r, 0, sizeof(*r));
@@ -238,7 +238,8 @@ static int read_head(h1c *c, h1_resp *r, int ms) {
     if (end != NULL) {
       break;
     }
-    if (now_ms() >= deadline || h1_fill(c, (int)(deadline - now_ms())) <= 0) {
+    if (conch_now_ms() >= deadline ||
+        h1_fill(c, (int)(deadline - conch_now_ms())) <= 0) {
       return -1;
     }
   }
@@ -275,7 +276,7 @@ static void body_add(h1_resp *r, const uint8_t *p, size_t n) {
 /* One chunk of a chunked body into |r->body|: its size, 0 after the last
    chunk (and the trailers), -1 on error or timeout. */
 static long read_chunk(h1c *c, h1_resp *r, int ms) {
-  long long deadline = now_ms() + ms;
+  long long deadline = conch_now_ms() + ms;
   size_t k = h1_want(c, 0, 1, deadline);
   char line[64];
   char *end;
@@ -319,7 +320,7 @@ static long read_chunk(h1c *c, h1_resp *r, int ms) {
 
 /* A whole response.  |head_req|: the request was HEAD (no body). */
 static int read_resp(h1c *c, h1_resp *r, int head_req, int ms) {
-  long long deadline = now_ms() + ms;
+  long long deadline = conch_now_ms() + ms;
   char v[64];
 
   if (read_head(c, r, ms) != 0) {
@@ -334,7 +335,7 @@ static int read_resp(h1c *c, h1_resp *r, int head_req, int ms) {
     assert_string_equal(v, "chunked");
     r->chunked = 1;
     do {
-      n = read_chunk(c, r, (int)(deadline - now_ms()));
+      n = read_chunk(c, r, (int)(deadline - conch_now_ms()));
     } while (n > 0);
     return n == 0 ? 0 : -1;
   }
@@ -348,7 +349,7 @@ static int read_resp(h1c *c, h1_resp *r, int head_req, int ms) {
     h1_drop(c, n);
     return 0;
   }
-  while (h1_fill(c, (int)(deadline - now_ms())) > 0) {
+  while (h1_fill(c, (int)(deadline - conch_now_ms())) > 0) {
   }
   body_add(r, c->buf, c->len);
   h1_drop(c, c->len);
@@ -655,11 +656,11 @@ static void test_stream_live(void **state) {
     assert_true(read_chunk(c, &r, WAIT_MS) > 0);
     decode(&ev, &r);
   }
-  t_a = now_ms();
+  t_a = conch_now_ms();
   assert_false(ev.ended);
   assert_string_equal(ev.out, "a\n");
   finish_stream(c, &r, &ev);
-  t_end = now_ms();
+  t_end = conch_now_ms();
   assert_string_equal(ev.out, "a\nb\n");
   assert_true(ev.ended);
   assert_string_equal(ev.status, "exit status 0");
@@ -682,7 +683,7 @@ static void send_chunked(h1c *c, const uint8_t *p, size_t n, size_t step) {
     h1_send(c, "\r\n", 2);
     p += k;
     n -= k;
-    sleep_ms(20);
+    conch_sleep_ms(20);
   }
   h1_sendf(c, "0\r\nX-Trailer: t\r\n\r\n");
 }
@@ -1021,9 +1022,9 @@ static void test_client_leaves_mid_stream(void **state) {
   }
   resp_free(&r);
   h1_close(c);
-  sleep_ms(200);
+  conch_sleep_ms(200);
   /* The process runs on, the server serves on. */
-  assert_true(proc_alive(ev.pid));
+  assert_true(conch_proc_alive(ev.pid));
   assert_int_equal(unary(srv.port, SVC "List", NULL, NULL, 0, &r), 0);
   assert_int_equal(r.status, 200);
   list = process__list_response__unpack(NULL, r.len, r.body);
@@ -1060,7 +1061,7 @@ static void test_slow_reader(void **state) {
   w2 = proc_wchar(ev.pid);
   for (i = 0; i < 40; i++) {
     w1 = w2;
-    sleep_ms(500);
+    conch_sleep_ms(500);
     w2 = proc_wchar(ev.pid);
     if (w1 == w2 && w1 > 0) {
       break;
@@ -1081,8 +1082,7 @@ static void test_slow_reader(void **state) {
     got += (long long)c->len;
     c->len = 0;
   }
-  sleep_ms(200);
-  assert_true(proc_wchar(ev.pid) > w2);
+  assert_true(wait_wchar_above(ev.pid, w2, CONCH_WAIT_MS));
   h1_close(c);
   kill_pid(ev.pid);
 }
@@ -1105,7 +1105,7 @@ static void test_slow_writer(void **state) {
   long rss0 = proc_rss_kb(srv.pid);
   long rss1;
   long long sent = 0;
-  long long last = now_ms();
+  long long last = conch_now_ms();
   int snd = 64 * 1024;
 
   (void)state;
@@ -1129,16 +1129,16 @@ static void test_slow_writer(void **state) {
   free(env);
   free(data);
   fcntl(b->fd, F_SETFL, O_NONBLOCK);
-  while (now_ms() - last < 1000 && sent < 256LL << 20) {
+  while (conch_now_ms() - last < 1000 && sent < 256LL << 20) {
     ssize_t w = send(b->fd, frame + off, flen - off, MSG_NOSIGNAL);
 
     if (w > 0) {
       sent += w;
       off = (off + (size_t)w) % flen;
-      last = now_ms();
+      last = conch_now_ms();
     } else {
       assert_true(w < 0 && errno == EAGAIN);
-      sleep_ms(20);
+      conch_sleep_ms(20);
     }
   }
   rss1 = proc_rss_kb(srv.pid);
@@ -1348,7 +1348,7 @@ static void test_shutdown(void **state) {
   assert_int_equal(r.status, 204);
   busy = h1_open(p.port);
   start_on(busy, &r, &ev, NULL, argv);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   kill(p.pid, SIGTERM);
   assert_true(h1_at_eof(idle, WAIT_MS));
   finish_stream(busy, &r, &ev);
@@ -1356,7 +1356,7 @@ static void test_shutdown(void **state) {
   resp_free(&r);
   assert_true(h1_at_eof(busy, WAIT_MS));
   assert_int_equal(serve_stop(&p, 10000), 0);
-  assert_true(now_ms() - t0 < 8000);
+  assert_true(conch_now_ms() - t0 < 8000);
   h1_close(idle);
   h1_close(busy);
 }

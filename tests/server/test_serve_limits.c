@@ -170,11 +170,11 @@ static size_t request_block(const char *path, uint8_t *out, size_t cap) {
 static int wait_answer(int fd, uint32_t sid, int ms) {
   static uint8_t buf[1 << 16];
   size_t have = 0;
-  long long deadline = now_ms() + ms;
+  long long deadline = conch_now_ms() + ms;
 
   for (;;) {
     struct pollfd pfd = {fd, POLLIN, 0};
-    long long left = deadline - now_ms();
+    long long left = deadline - conch_now_ms();
     ssize_t n;
 
     while (have >= 9) {
@@ -209,9 +209,9 @@ static int wait_answer(int fd, uint32_t sid, int ms) {
 static long long list_latency(const serve_peer *p) {
   conch_client *c = client_new(p->url);
   Process__ListResponse *resp = NULL;
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
   conch_code code = list_procs(c, &resp);
-  long long took = now_ms() - t0;
+  long long took = conch_now_ms() - t0;
 
   assert_int_equal(code, CONCH_CODE_OK);
   conch_message_free(c, &resp->base);
@@ -228,7 +228,7 @@ static void test_idle_prefaces_closed(void **state) {
   enum { N = 32 };
   int fds[N];
   int i;
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
 
   (void)state;
   for (i = 0; i < N; i++) {
@@ -238,7 +238,8 @@ static void test_idle_prefaces_closed(void **state) {
     assert_int_equal(wait_closed(fds[i], WAIT_MS), 1);
     close(fds[i]);
   }
-  print_message("%d bare prefaces closed after %lld ms\n", N, now_ms() - t0);
+  print_message("%d bare prefaces closed after %lld ms\n", N,
+                conch_now_ms() - t0);
 }
 
 /* An authenticated HTTP/2 connection with nothing in progress gets a
@@ -256,10 +257,10 @@ static void test_idle_after_request(void **state) {
                 (const uint8_t *)"{}", 2, &r) > 0);
   assert_int_equal(h2_run(c, WAIT_MS), 0);
   assert_int_equal(r.status, 200);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   assert_int_equal(wait_closed(h2_fd(c), WAIT_MS), 1);
   /* Not at once: it was idle, not refused. */
-  assert_true(now_ms() - t0 >= 300);
+  assert_true(conch_now_ms() - t0 >= 300);
   h2_resp_free(&r);
   h2_close(c);
 }
@@ -277,7 +278,7 @@ static void test_client_after_idle_close(void **state) {
     conch_message_free(c, &l->base);
     /* Past the 1.5 s idle timeout (how long past does not matter: the
        call must work either way). */
-    sleep_ms(2500);
+    conch_sleep_ms(2500);
   }
   assert_int_equal(list_procs(c, &l), CONCH_CODE_OK);
   conch_message_free(c, &l->base);
@@ -290,13 +291,14 @@ static void test_headers_without_end(void **state) {
   uint8_t block[256];
   size_t n = request_block(SVC "List", block, sizeof(block));
   int fd = h2_bare(fast.port);
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
 
   (void)state;
   /* END_STREAM, no END_HEADERS; half the block. */
   assert_int_equal(frame_send(fd, 1, 0x1, 1, block, n / 2), 0);
   assert_int_equal(wait_closed(fd, WAIT_MS), 1);
-  print_message("open header block closed after %lld ms\n", now_ms() - t0);
+  print_message("open header block closed after %lld ms\n",
+                conch_now_ms() - t0);
   close(fd);
 }
 
@@ -307,7 +309,7 @@ static void test_unread_401(void **state) {
   uint8_t block[256];
   size_t n = request_block(SVC "List", block, sizeof(block));
   int fd = tcp_open(tok.port);
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
 
   (void)state;
   assert_true(fd >= 0);
@@ -316,7 +318,8 @@ static void test_unread_401(void **state) {
   assert_int_equal(frame_send(fd, 4, 0, 0, no_window, sizeof(no_window)), 0);
   assert_int_equal(frame_send(fd, 1, 0x5, 1, block, n), 0);
   assert_int_equal(wait_closed(fd, WAIT_MS), 1);
-  print_message("unread 401: connection closed after %lld ms\n", now_ms() - t0);
+  print_message("unread 401: connection closed after %lld ms\n",
+                conch_now_ms() - t0);
   close(fd);
 }
 
@@ -326,12 +329,12 @@ static void test_body_trickle_h2(void **state) {
   uint8_t block[256];
   size_t n = request_block(SVC "List", block, sizeof(block));
   int fd = h2_bare(fast.port);
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
   int type = -1;
 
   (void)state;
   assert_int_equal(frame_send(fd, 1, 0x4, 1, block, n), 0);
-  while (now_ms() - t0 < WAIT_MS) {
+  while (conch_now_ms() - t0 < WAIT_MS) {
     if (frame_send(fd, 0, 0, 1, " ", 1) != 0) {
       break;
     }
@@ -341,7 +344,7 @@ static void test_body_trickle_h2(void **state) {
     }
   }
   print_message("HTTP/2 body trickle answered (frame type %d) after %lld ms\n",
-                type, now_ms() - t0);
+                type, conch_now_ms() - t0);
   assert_true(type == 1 || type == 3);
   close(fd);
 }
@@ -352,14 +355,14 @@ static void test_body_trickle_h1(void **state) {
                              "Content-Type: application/json\r\n"
                              "Content-Length: 200\r\n\r\n";
   int fd = tcp_open(fast.port);
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
   char buf[512];
   ssize_t got = 0;
 
   (void)state;
   assert_true(fd >= 0);
   send_all(fd, head, sizeof(head) - 1);
-  while (now_ms() - t0 < WAIT_MS) {
+  while (conch_now_ms() - t0 < WAIT_MS) {
     struct pollfd pfd = {fd, POLLIN, 0};
 
     if (try_send(fd, " ", 1) != 0) {
@@ -371,7 +374,7 @@ static void test_body_trickle_h1(void **state) {
     }
   }
   print_message("HTTP/1.1 body trickle answered after %lld ms\n",
-                now_ms() - t0);
+                conch_now_ms() - t0);
   assert_true(got > 0);
   buf[got] = '\0';
   assert_true(strncmp(buf, "HTTP/1.1 ", 9) == 0);
@@ -389,7 +392,7 @@ static void test_header_trickle_h1(void **state) {
                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
                              "\r\n\r\n";
   int fd = tcp_open(fast.port);
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
   size_t i;
   int closed = 0;
 
@@ -397,14 +400,14 @@ static void test_header_trickle_h1(void **state) {
   assert_true(fd >= 0);
   /* 8 s: far more than the 1 s header timeout, less than the 10 s the
      server used to give. */
-  for (i = 0; i < sizeof(head) - 1 && now_ms() - t0 < 8000; i++) {
+  for (i = 0; i < sizeof(head) - 1 && conch_now_ms() - t0 < 8000; i++) {
     if (try_send(fd, head + i, 1) != 0 || wait_closed(fd, 150) == 1) {
       closed = 1;
       break;
     }
   }
   print_message("HTTP/1.1 header trickle closed after %lld ms\n",
-                now_ms() - t0);
+                conch_now_ms() - t0);
   assert_true(closed);
   close(fd);
 }
@@ -436,7 +439,7 @@ static void test_long_silent_stream_h1(void **state) {
   char *all = NULL;
   size_t len = 0;
   int fd = tcp_open(fast.port);
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
   int n;
 
   (void)state;
@@ -452,7 +455,7 @@ static void test_long_silent_stream_h1(void **state) {
   send_all(fd, head, (size_t)n);
   send_all(fd, env, 5);
   send_all(fd, body, sizeof(body) - 1);
-  while (now_ms() - t0 < WAIT_MS) {
+  while (conch_now_ms() - t0 < WAIT_MS) {
     struct pollfd pfd = {fd, POLLIN, 0};
     char buf[4096];
     ssize_t k;
@@ -527,13 +530,13 @@ static void test_half_close_h1(void **state) {
   int fd = tcp_open(fast.port);
   char buf[1024];
   size_t len = 0;
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
 
   (void)state;
   assert_true(fd >= 0);
   send_all(fd, req, sizeof(req) - 1);
   assert_int_equal(shutdown(fd, SHUT_WR), 0);
-  while (len < sizeof(buf) - 1 && now_ms() - t0 < WAIT_MS) {
+  while (len < sizeof(buf) - 1 && conch_now_ms() - t0 < WAIT_MS) {
     ssize_t k = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
 
     if (k <= 0) {
@@ -667,9 +670,9 @@ static int h1_partial_list(int port, size_t len, size_t sent) {
 /* Reads an answer (up to |cap| - 1 bytes, NUL-terminated). */
 static size_t h1_answer(int fd, char *buf, size_t cap) {
   size_t len = 0;
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
 
-  while (len < cap - 1 && now_ms() - t0 < WAIT_MS) {
+  while (len < cap - 1 && conch_now_ms() - t0 < WAIT_MS) {
     struct pollfd pfd = {fd, POLLIN, 0};
     ssize_t k;
 
@@ -698,7 +701,7 @@ static void test_buffered_budget(void **state) {
   size_t body = 3u << 20;
   int fds[2];
   char buf[1024];
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
   int refused = -1;
   int i;
 
@@ -706,7 +709,7 @@ static void test_buffered_budget(void **state) {
   fds[0] = h1_partial_list(capped.port, body + 2, body);
   fds[1] = h1_partial_list(capped.port, body + 2, body);
   /* One of the two is answered at once, its body not complete. */
-  while (refused < 0 && now_ms() - t0 < WAIT_MS) {
+  while (refused < 0 && conch_now_ms() - t0 < WAIT_MS) {
     struct pollfd pfd[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
 
     if (poll(pfd, 2, 100) <= 0) {
@@ -717,7 +720,7 @@ static void test_buffered_budget(void **state) {
   assert_true(refused >= 0);
   h1_answer(fds[refused], buf, sizeof(buf));
   print_message("a 3 MiB body past the 4 MiB budget: after %lld ms: %.40s\n",
-                now_ms() - t0, buf);
+                conch_now_ms() - t0, buf);
   assert_non_null(strstr(buf, "resource_exhausted"));
   close(fds[refused]);
   /* The other completes its request and is answered. */
@@ -734,7 +737,7 @@ static void test_buffered_budget(void **state) {
 /* Waits until List shows no process (ended ones are not listed, and are
    what the caps let go of first). */
 static void wait_no_procs(conch_client *c) {
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
   size_t n;
 
   do {
@@ -744,9 +747,9 @@ static void wait_no_procs(conch_client *c) {
     n = l->n_processes;
     conch_message_free(c, &l->base);
     if (n > 0) {
-      sleep_ms(50);
+      conch_sleep_ms(50);
     }
-  } while (n > 0 && now_ms() - t0 < WAIT_MS);
+  } while (n > 0 && conch_now_ms() - t0 < WAIT_MS);
   assert_int_equal(n, 0);
 }
 
@@ -777,13 +780,13 @@ static void test_process_cap(void **state) {
   assert_int_equal(send_signal(c, pids[0], NULL, 9, msg, sizeof(msg)),
                    CONCH_CODE_OK);
   conch_call_free(calls[0]);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   do {
     extra = start_call(c, NULL, &r, &pid, "sleep", "30", NULL);
     if (extra == NULL) {
-      sleep_ms(50);
+      conch_sleep_ms(50);
     }
-  } while (extra == NULL && now_ms() - t0 < WAIT_MS);
+  } while (extra == NULL && conch_now_ms() - t0 < WAIT_MS);
   assert_non_null(extra);
   note_pid(pid);
   send_signal(c, pid, NULL, 9, msg, sizeof(msg));
@@ -988,9 +991,9 @@ static void test_out_of_descriptors(void **state) {
   start_on(c, code, sizeof(code));
   assert_string_equal(code, "resource_exhausted");
 
-  t0 = now_ms();
+  t0 = conch_now_ms();
   rv = h2_request(p.port, "GET", "/health", NULL, NULL, 0, &r);
-  took = now_ms() - t0;
+  took = conch_now_ms() - t0;
   print_message("new client out of descriptors: %s after %lld ms\n",
                 rv == 0 ? "answered" : "refused", took);
   assert_int_not_equal(r.status, 204);
@@ -998,14 +1001,14 @@ static void test_out_of_descriptors(void **state) {
   h2_resp_free(&r);
 
   assert_int_equal(prlimit(p.pid, RLIMIT_NOFILE, &old, NULL), 0);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   do {
     rv = h2_request(p.port, "GET", "/health", NULL, NULL, 0, &r);
     if (rv != 0 || r.status != 204) {
       h2_resp_free(&r);
-      sleep_ms(50);
+      conch_sleep_ms(50);
     }
-  } while ((rv != 0 || r.status != 204) && now_ms() - t0 < WAIT_MS);
+  } while ((rv != 0 || r.status != 204) && conch_now_ms() - t0 < WAIT_MS);
   assert_int_equal(r.status, 204);
   h2_resp_free(&r);
   start_on(c, code, sizeof(code));

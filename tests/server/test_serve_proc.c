@@ -401,7 +401,7 @@ static void test_signals(void **state) {
   drain_call(c, call, &r);
   conch_call_free(call);
   assert_string_equal(r.status, "signal: killed");
-  assert_false(proc_alive(pid));
+  assert_false(conch_proc_alive(pid));
 
   /* A grandchild holding the pipe does not keep the stream open. */
   call = start_call(c, NULL, &r, &pid, "sh", "-c", "sleep 30 & exec sleep 30",
@@ -414,10 +414,11 @@ static void test_signals(void **state) {
   assert_string_equal(r.status, "signal: killed");
   /* ... and the group's KILL took the background sleep too. */
   {
-    long long t0 = now_ms();
+    long long t0 = conch_now_ms();
 
-    while (proc_leftovers(0, &pid, 1, NULL) != 0 && now_ms() - t0 < 20000) {
-      sleep_ms(10);
+    while (proc_leftovers(0, &pid, 1, NULL) != 0 &&
+           conch_now_ms() - t0 < 20000) {
+      conch_sleep_ms(10);
     }
     assert_int_equal(proc_leftovers(0, &pid, 1, NULL), 0);
   }
@@ -481,8 +482,8 @@ static void test_reattach(void **state) {
   assert_non_null(start);
   conch_call_free(start);
   conch_client_free(a);
-  sleep_ms(200);
-  assert_true(proc_alive(pid));
+  conch_sleep_ms(200);
+  assert_true(conch_proc_alive(pid));
   by_tag = connect_call(d, 0, "reattach-tag", 0, NULL);
   assert_int_equal(conch_call_recv_sync(by_tag, &m), 0);
   conch_message_free(d, m);
@@ -572,9 +573,9 @@ static void test_retention_30s(void **state) {
 
 static int wait_output(conch_client *c, conch_call *call, run_result *r,
                        const char *want) {
-  long long deadline = now_ms() + 10000;
+  long long deadline = conch_now_ms() + 10000;
 
-  while (strstr(r->out, want) == NULL && now_ms() < deadline) {
+  while (strstr(r->out, want) == NULL && conch_now_ms() < deadline) {
     ProtobufCMessage *m;
 
     if (conch_call_recv_sync(call, &m) != 0) {
@@ -697,7 +698,7 @@ static void test_deadline(void **state) {
   run_result r;
   conch_call *call;
   pid_t pid;
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
 
   (void)state;
   o.timeout_ms = 700;
@@ -706,18 +707,17 @@ static void test_deadline(void **state) {
   drain_call(c, call, &r);
   conch_call_free(call);
   assert_int_equal(r.code, CONCH_CODE_DEADLINE_EXCEEDED);
-  assert_true(now_ms() - t0 < 5000);
-  sleep_ms(300);
-  assert_false(proc_alive(pid));
+  assert_true(conch_now_ms() - t0 < 5000);
+  assert_true(conch_proc_gone_within(pid, CONCH_WAIT_MS));
 
   /* The client goes away right after the start: the deadline still kills. */
   o.timeout_ms = 800;
   call = start_call(c, &o, &r, &pid, "sleep", "30", NULL);
   assert_non_null(call);
   conch_call_free(call);
-  assert_true(proc_alive(pid));
-  sleep_ms(1500);
-  assert_false(proc_alive(pid));
+  assert_true(conch_proc_alive(pid));
+  /* Well before `sleep 30` could end on its own. */
+  assert_true(conch_proc_gone_within(pid, CONCH_WAIT_MS));
   /* ... and re-attaching tells how it ended. */
   call = connect_call(c, pid, NULL, 0, NULL);
   memset(&r, 0, sizeof(r));
@@ -735,8 +735,7 @@ static void test_deadline(void **state) {
   drain_call(c, call, &r);
   conch_call_free(call);
   assert_int_equal(r.code, CONCH_CODE_DEADLINE_EXCEEDED);
-  sleep_ms(400);
-  assert_false(proc_alive(pid));
+  assert_true(conch_proc_gone_within(pid, CONCH_WAIT_MS));
   conch_client_free(c);
 }
 
@@ -796,7 +795,7 @@ static void test_slow_reader(void **state) {
   w2 = proc_wchar(pid);
   for (i = 0; i < 40; i++) {
     w1 = w2;
-    sleep_ms(500);
+    conch_sleep_ms(500);
     w2 = proc_wchar(pid);
     if (w1 == w2 && w1 > 0) {
       break;
@@ -818,8 +817,7 @@ static void test_slow_reader(void **state) {
     assert_int_equal(conch_call_recv_sync(call, &m), 0);
     conch_message_free(c, m);
   }
-  sleep_ms(200);
-  assert_true(proc_wchar(pid) > w2);
+  assert_true(wait_wchar_above(pid, w2, CONCH_WAIT_MS));
   assert_int_equal(send_signal(c, pid, NULL, 9, NULL, 0), CONCH_CODE_OK);
   drain_call(c, call, &r);
   conch_call_free(call);

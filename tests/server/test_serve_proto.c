@@ -700,7 +700,25 @@ static void test_http1(void **state) {
 /* ---- Retention, access token, TLS
  * ------------------------------------------------ */
 
+typedef struct forgotten_arg {
+  conch_client *c;
+  pid_t pid;
+  run_result *rc;
+} forgotten_arg;
+
+/* Connect to |pid| is refused as not found (what it got stays in rc). */
+static int forgotten(void *arg) {
+  forgotten_arg *f = arg;
+  conch_call *call = connect_call(f->c, f->pid, NULL, 0, NULL);
+
+  memset(f->rc, 0, sizeof(*f->rc));
+  drain_call(f->c, call, f->rc);
+  conch_call_free(call);
+  return f->rc->code == CONCH_CODE_NOT_FOUND;
+}
+
 static void test_retention_expiry(void **state) {
+  forgotten_arg f;
   conch_client *c = client_new(small.url);
   run_result r;
   run_result rc;
@@ -715,11 +733,11 @@ static void test_retention_expiry(void **state) {
   conch_call_free(call);
   assert_int_equal(rc.code, CONCH_CODE_OK);
   assert_true(rc.has_end);
-  sleep_ms(1200);
-  call = connect_call(c, r.pid, NULL, 0, NULL);
-  memset(&rc, 0, sizeof(rc));
-  drain_call(c, call, &rc);
-  conch_call_free(call);
+  /* Forgotten once the 800 ms retention has passed. */
+  f.c = c;
+  f.pid = r.pid;
+  f.rc = &rc;
+  assert_true(conch_wait_until(forgotten, &f, CONCH_WAIT_MS));
   assert_int_equal(rc.code, CONCH_CODE_NOT_FOUND);
   assert_int_equal(rc.nstart, 0);
   {
@@ -822,6 +840,12 @@ static void test_tls(void **state) {
 /* ---- Shutdown
  * ------------------------------------------------------------------------- */
 
+/* The escaper of test_shutdown has started its setsid'd sleep. */
+static int escaper_runs(void *arg) {
+  (void)arg;
+  return proc_count_cmdline("sleep 31.75") == 1;
+}
+
 static void test_shutdown(void **state) {
   static const char *const args[] = {"--kill-grace-ms", "1000", NULL};
   serve_peer p;
@@ -845,11 +869,11 @@ static void test_shutdown(void **state) {
   assert_non_null(plain);
   assert_non_null(stubborn);
   assert_non_null(escaper);
-  sleep_ms(300);
+  assert_true(conch_wait_until(escaper_runs, NULL, CONCH_WAIT_MS));
   assert_int_equal(proc_count_cmdline("sleep 31.75"), 1);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   assert_int_equal(serve_stop(&p, 10000), 0);
-  assert_true(now_ms() - t0 < 6000);
+  assert_true(conch_now_ms() - t0 < 6000);
   /* The open stream of the plain sleep saw it end. */
   memset(&r, 0, sizeof(r));
   drain_call(c, plain, &r);
@@ -869,10 +893,7 @@ static void test_shutdown(void **state) {
   assert_int_equal(serve_start(&p, NULL), 0);
   close(p.stdin_fd);
   p.stdin_fd = -1;
-  t0 = now_ms();
-  while (proc_alive(p.pid) && now_ms() - t0 < 5000) {
-    sleep_ms(20);
-  }
+  assert_true(conch_proc_gone_within(p.pid, CONCH_WAIT_MS));
   assert_int_equal(serve_stop(&p, 5000), 0);
 }
 

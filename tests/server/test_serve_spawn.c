@@ -135,9 +135,9 @@ static pid_t started_pid(const h2_resp *r) {
 
 /* Polls List until a process tagged |tag| is there; its pid, or 0. */
 static pid_t wait_listed(conch_client *c, const char *tag) {
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
 
-  while (now_ms() - t0 < WAIT_MS) {
+  while (conch_now_ms() - t0 < WAIT_MS) {
     Process__ListResponse *l = NULL;
     pid_t pid = 0;
     size_t i;
@@ -153,14 +153,14 @@ static pid_t wait_listed(conch_client *c, const char *tag) {
     if (pid != 0) {
       return pid;
     }
-    sleep_ms(20);
+    conch_sleep_ms(20);
   }
   return 0;
 }
 
 /* Polls until no process of the server runs (List is empty). */
 static void wait_no_procs(conch_client *c) {
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
   size_t n;
 
   do {
@@ -170,9 +170,9 @@ static void wait_no_procs(conch_client *c) {
     n = l->n_processes;
     conch_message_free(c, &l->base);
     if (n > 0) {
-      sleep_ms(20);
+      conch_sleep_ms(20);
     }
-  } while (n > 0 && now_ms() - t0 < WAIT_MS);
+  } while (n > 0 && conch_now_ms() - t0 < WAIT_MS);
   assert_int_equal(n, 0);
 }
 
@@ -202,12 +202,12 @@ static void test_loop_free_while_spawning(void **state) {
     raw_start(hc, &rs[i], NULL, NULL, NULL, "true", NULL);
   }
   pump(hc, 100); /* the requests are out */
-  t0 = now_ms();
+  t0 = conch_now_ms();
   /* A List on another connection: answered at once, and without the
      processes that have not reached their exec (envd lists a process once
      it started). */
   assert_int_equal(list_procs(c, &l), CONCH_CODE_OK);
-  t_list = now_ms() - t0;
+  t_list = conch_now_ms() - t0;
   print_message("List while %d spawns wait %d ms: %lld ms\n", NSTORM, DELAY_MS,
                 t_list);
   assert_true(t_list < DELAY_MS / 2);
@@ -219,7 +219,7 @@ static void test_loop_free_while_spawning(void **state) {
   /* Another Start: answered one delay after its request, not after the
      others' delays (the old loop: NSTORM + 1 delays). */
   call = start_call(c, NULL, &r, &pid, "true", NULL);
-  t_start = now_ms() - t0;
+  t_start = conch_now_ms() - t0;
   print_message("another Start answered after %lld ms\n", t_start);
   assert_non_null(call);
   assert_true(t_start < 2 * DELAY_MS);
@@ -233,10 +233,10 @@ static void test_loop_free_while_spawning(void **state) {
     for (done = 0, i = 0; i < NSTORM; i++) {
       done += rs[i].done;
     }
-  } while (done < NSTORM && now_ms() - t0 < WAIT_MS);
-  print_message("%d Starts done after %lld ms\n", done, now_ms() - t0);
+  } while (done < NSTORM && conch_now_ms() - t0 < WAIT_MS);
+  print_message("%d Starts done after %lld ms\n", done, conch_now_ms() - t0);
   assert_int_equal(done, NSTORM);
-  assert_true(now_ms() - t0 < 3 * DELAY_MS);
+  assert_true(conch_now_ms() - t0 < 3 * DELAY_MS);
   for (i = 0; i < NSTORM; i++) {
     assert_true(started_pid(&rs[i]) > 0);
     connect_error(&rs[i], 1, code, sizeof(code), msg, sizeof(msg));
@@ -404,19 +404,19 @@ static void test_deadline_while_spawning(void **state) {
   (void)state;
   assert_int_equal(proc_count_cmdline("sleep 600.74"), 0);
   o.timeout_ms = 500;
-  t0 = now_ms();
+  t0 = conch_now_ms();
   assert_null(start_call(c, &o, &r, &pid, "sleep", "600.74", NULL));
-  t = now_ms() - t0;
+  t = conch_now_ms() - t0;
   print_message("deadline 500 ms, spawn delay %d ms: answered after %lld "
                 "ms, %d %s\n",
                 DELAY_MS, t, (int)r.code, r.message);
   assert_int_equal(r.code, CONCH_CODE_DEADLINE_EXCEEDED);
   assert_true(t < DELAY_MS - 500);
   /* Past the delay the command never ran: nothing left. */
-  t0 = now_ms();
-  while (now_ms() - t0 < DELAY_MS + 1000) {
+  t0 = conch_now_ms();
+  while (conch_now_ms() - t0 < DELAY_MS + 1000) {
     assert_int_equal(proc_count_cmdline("sleep 600.74"), 0);
-    sleep_ms(50);
+    conch_sleep_ms(50);
   }
   wait_no_procs(c);
   conch_client_free(c);
@@ -442,19 +442,19 @@ static void test_cap_counts_spawning(void **state) {
   assert_int_equal(h2_open(&hc, p.port), 0);
   raw_start(hc, &rs[0], NULL, NULL, NULL, "true", NULL);
   raw_start(hc, &rs[1], NULL, NULL, NULL, "true", NULL);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   pump(hc, 100);
   assert_null(start_call(c, NULL, &r, &pid, "true", NULL));
-  print_message("3rd Start after %lld ms: %d %s\n", now_ms() - t0, (int)r.code,
-                r.message);
+  print_message("3rd Start after %lld ms: %d %s\n", conch_now_ms() - t0,
+                (int)r.code, r.message);
   assert_int_equal(r.code, CONCH_CODE_RESOURCE_EXHAUSTED);
   assert_string_equal(r.message,
                       "too many processes: 2 running, the limit is 2");
-  assert_true(now_ms() - t0 < DELAY_MS);
+  assert_true(conch_now_ms() - t0 < DELAY_MS);
   do {
     pump(hc, 100);
     done = rs[0].done + rs[1].done;
-  } while (done < 2 && now_ms() - t0 < WAIT_MS);
+  } while (done < 2 && conch_now_ms() - t0 < WAIT_MS);
   assert_int_equal(done, 2);
   for (i = 0; i < 2; i++) {
     assert_true(started_pid(&rs[i]) > 0);
@@ -481,13 +481,13 @@ static void test_shutdown_while_spawning(void **state) {
   assert_int_equal(h2_open(&hc, p.port), 0);
   raw_start(hc, &rs, NULL, NULL, NULL, "sleep", "600.76", NULL);
   pump(hc, 300);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   assert_int_equal(serve_stop(&p, 10000), 0);
-  print_message("stopped after %lld ms\n", now_ms() - t0);
-  t0 = now_ms();
-  while (now_ms() - t0 < 5000) {
+  print_message("stopped after %lld ms\n", conch_now_ms() - t0);
+  t0 = conch_now_ms();
+  while (conch_now_ms() - t0 < 5000) {
     assert_int_equal(proc_count_cmdline("sleep 600.76"), 0);
-    sleep_ms(50);
+    conch_sleep_ms(50);
   }
   h2_resp_free(&rs);
   h2_close(hc);

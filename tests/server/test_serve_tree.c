@@ -36,15 +36,15 @@ static int group_teardown(void **state) {
   size_t n;
   const pid_t *pids = noted_pids(&n);
   pid_t first = 0;
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
   int left;
   int rv;
 
   (void)state;
   /* Polled: the last members of a group may still be on their way out. */
   while ((left = proc_leftovers(srv.pid, pids, n, &first)) != 0 &&
-         now_ms() - t0 < WAIT_MS) {
-    sleep_ms(10);
+         conch_now_ms() - t0 < WAIT_MS) {
+    conch_sleep_ms(10);
   }
   if (left != 0) {
     fprintf(stderr, "%d process(es) left running, e.g. pid %ld\n", left,
@@ -74,7 +74,7 @@ static pid_t pid_of(const char *cmdline) {
     size_t i;
     pid_t pid = (pid_t)strtol(e->d_name, NULL, 10);
 
-    if (pid <= 0 || !proc_alive(pid)) {
+    if (pid <= 0 || !conch_proc_alive(pid)) {
       continue;
     }
     snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
@@ -131,7 +131,7 @@ static void show_markers(void) {
    took, or -1 after |limit_ms| (with the count left in |*left|). */
 static long wait_count(const char *cmdline, int want, long limit_ms,
                        int *left) {
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
   int n;
 
   for (;;) {
@@ -140,24 +140,24 @@ static long wait_count(const char *cmdline, int want, long limit_ms,
       *left = n;
     }
     if (n == want) {
-      return (long)(now_ms() - t0);
+      return (long)(conch_now_ms() - t0);
     }
-    if (now_ms() - t0 > limit_ms) {
+    if (conch_now_ms() - t0 > limit_ms) {
       return -1;
     }
-    sleep_ms(5);
+    conch_sleep_ms(5);
   }
 }
 
 /* Polls until no live process is in the groups |pids|.  Returns how many
    were left at the end. */
 static int wait_groups_gone(const pid_t *pids, size_t n) {
-  long long t0 = now_ms();
+  long long t0 = conch_now_ms();
   int left;
 
   while ((left = proc_leftovers(0, pids, n, NULL)) != 0 &&
-         now_ms() - t0 < WAIT_MS) {
-    sleep_ms(10);
+         conch_now_ms() - t0 < WAIT_MS) {
+    conch_sleep_ms(10);
   }
   return left;
 }
@@ -204,11 +204,11 @@ static void test_term_tree(void **state) {
 
   (void)state;
   call = start_tree(c, NULL, &r, &pid, "601.1");
-  t0 = now_ms();
+  t0 = conch_now_ms();
   assert_int_equal(send_signal(c, pid, NULL, 15, msg, sizeof(msg)),
                    CONCH_CODE_OK);
   wait_count("sleep 601.1", 0, WAIT_MS, &left);
-  ms = (long)(now_ms() - t0);
+  ms = (long)(conch_now_ms() - t0);
   measure("SendSignal TERM, plain tree", ms, left);
   assert_int_equal(left, 0);
   drain_call(c, call, &r);
@@ -236,12 +236,12 @@ static void test_deadline_tree(void **state) {
 
   (void)state;
   o.timeout_ms = 3000; /* room for the tree to start on a loaded host */
-  t0 = now_ms();
+  t0 = conch_now_ms();
   call = start_tree(c, &o, &r, &pid, "601.2");
   conch_call_free(call); /* the client goes: the deadline still holds */
   wait_count("sleep 601.2", 0, WAIT_MS, &left);
   measure("Start deadline 3000 ms, plain tree (ms after the deadline)",
-          (long)(now_ms() - t0) - o.timeout_ms, left);
+          (long)(conch_now_ms() - t0) - o.timeout_ms, left);
   assert_int_equal(left, 0);
   assert_int_equal(wait_groups_gone(&pid, 1), 0);
   conch_client_free(c);
@@ -274,12 +274,12 @@ static void test_close_sequence_tree(void **state) {
   (void)state;
   call = start_tree(c, NULL, &r, &pid, "601.3");
   conch_call_free(call);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   close_sequence(c, pid, 2000, &r);
   assert_true(r.has_end);
   wait_count("sleep 601.3", 0, WAIT_MS, &left);
-  measure("close sequence (grace 2000 ms), plain tree", (long)(now_ms() - t0),
-          left);
+  measure("close sequence (grace 2000 ms), plain tree",
+          (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
   assert_int_equal(wait_groups_gone(&pid, 1), 0);
   conch_client_free(c);
@@ -308,7 +308,7 @@ static void trapping_case(int late) {
   call = start_call(c, NULL, &r, &pid, "sh", "-c", script, NULL);
   assert_non_null(call);
   assert_true(wait_count(marker, 1, WAIT_MS, NULL) >= 0);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   if (late) {
     assert_int_equal(send_signal(c, pid, NULL, 15, msg, sizeof(msg)),
                      CONCH_CODE_OK);
@@ -331,11 +331,11 @@ static void trapping_case(int late) {
   conch_call_free(call);
   /* The leader is gone; the trapping grandchild is not, yet (unless a
      stalled host let the grace pass meanwhile). */
-  if (now_ms() - t0 < 1500) {
+  if (conch_now_ms() - t0 < 1500) {
     assert_int_equal(proc_count_cmdline(marker), 1);
   }
   wait_count(marker, 0, WAIT_MS, &left);
-  ms = (long)(now_ms() - t0);
+  ms = (long)(conch_now_ms() - t0);
   measure(late ? "close sequence (grace 2000 ms), TERM-trapping grandchild, "
                  "Connect after the leader's end"
                : "close sequence (grace 2000 ms), TERM-trapping grandchild, "
@@ -385,7 +385,7 @@ static void test_setsid_survives(void **state) {
   conch_call_free(call);
   assert_true(wait_count("sleep 603.2", 0, WAIT_MS, NULL) >= 0);
   /* It left the group on purpose: still running. */
-  assert_true(proc_alive(escaped));
+  assert_true(conch_proc_alive(escaped));
   kill(escaped, SIGKILL);
   assert_true(wait_count("sleep 603.1", 0, WAIT_MS, NULL) >= 0);
   conch_client_free(c);
@@ -418,12 +418,12 @@ static void test_pty_job_groups(void **state) {
   /* Job control put it in a group of its own (same session). */
   assert_true(job > 0);
   assert_true(pgrp_of(job) != (long)pid);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
                    CONCH_CODE_OK);
   wait_count("sleep 604.1", 0, WAIT_MS, &left);
   measure("SendSignal KILL, PTY shell with a background job",
-          (long)(now_ms() - t0), left);
+          (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
   drain_call(c, call, &r);
   conch_call_free(call);
@@ -452,13 +452,13 @@ static void test_many_trees(void **state) {
     assert_non_null(calls[i]);
   }
   assert_true(wait_count("sleep 605.1", 2 * N, WAIT_MS, NULL) >= 0);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   for (i = 0; i < N; i++) {
     assert_int_equal(send_signal(c, pids[i], NULL, 15, msg, sizeof(msg)),
                      CONCH_CODE_OK);
   }
   wait_count("sleep 605.1", 0, WAIT_MS, &left);
-  measure("SendSignal TERM to 40 trees", (long)(now_ms() - t0), left);
+  measure("SendSignal TERM to 40 trees", (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
   for (i = 0; i < N; i++) {
     drain_call(c, calls[i], &r);
@@ -489,11 +489,12 @@ static void test_shutdown_tree(void **state) {
                         "sh -c 'trap \"\" TERM; sleep 606.2' & wait", NULL);
   assert_non_null(stubborn);
   assert_true(wait_count("sleep 606.2", 1, WAIT_MS, NULL) >= 0);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   assert_int_equal(serve_stop(&p, 15000), 0);
   measure("server shutdown (grace 1000 ms), tree + TERM-trapping grandchild",
-          (long)(now_ms() - t0), proc_count_cmdline("sleep 606.1") +
-                                     proc_count_cmdline("sleep 606.2"));
+          (long)(conch_now_ms() - t0),
+          proc_count_cmdline("sleep 606.1") +
+              proc_count_cmdline("sleep 606.2"));
   conch_call_free(tree);
   conch_call_free(stubborn);
   conch_client_free(c);
@@ -521,7 +522,7 @@ static void test_deadline_outlives_retention(void **state) {
   assert_int_equal(serve_start(&p, args), 0);
   c = client_new(p.url);
   o.timeout_ms = 4000;
-  t0 = now_ms();
+  t0 = conch_now_ms();
   call = start_call(c, &o, &r, &pid, "sh", "-c", "sleep 612.1 &", NULL);
   assert_non_null(call);
   drain_call(c, call, &r);
@@ -529,8 +530,8 @@ static void test_deadline_outlives_retention(void **state) {
   assert_string_equal(r.status, "exit status 0");
   assert_true(wait_count("sleep 612.1", 1, WAIT_MS, NULL) >= 0);
   /* Past the retention, the entry is still there for its deadline. */
-  sleep_ms(600);
-  if (now_ms() - t0 < 2500) { /* well before the deadline */
+  conch_sleep_ms(600);
+  if (conch_now_ms() - t0 < 2500) { /* well before the deadline */
     call = connect_call(c, pid, NULL, 0, NULL);
     memset(&r, 0, sizeof(r));
     drain_call(c, call, &r);
@@ -539,7 +540,7 @@ static void test_deadline_outlives_retention(void **state) {
     assert_int_equal(proc_count_cmdline("sleep 612.1"), 1);
   }
   wait_count("sleep 612.1", 0, WAIT_MS, &left);
-  ms = (long)(now_ms() - t0);
+  ms = (long)(conch_now_ms() - t0);
   measure("Start deadline 4000 ms, background child of an ended shell, "
           "retention 300 ms (ms from Start)",
           ms, left);
@@ -576,7 +577,7 @@ static void test_server_killed(void **state) {
   assert_non_null(calls[2]);
   assert_true(wait_count("sleep 611.2", 1, WAIT_MS, NULL) >= 0);
   assert_true(wait_count("sleep 611.3", 2, WAIT_MS, NULL) >= 0);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   kill(p.pid, SIGKILL);
   waitpid(p.pid, &ws, 0);
   p.pid = -1;
@@ -587,7 +588,7 @@ static void test_server_killed(void **state) {
   wait_count("sleep 611.3", 0, WAIT_MS, NULL);
   measure("server killed (SIGKILL): tree, TERM+HUP-ignoring grandchild, PTY "
           "tree",
-          (long)(now_ms() - t0),
+          (long)(conch_now_ms() - t0),
           proc_count_cmdline("sleep 611.1") +
               proc_count_cmdline("sleep 611.2") +
               proc_count_cmdline("sleep 611.3"));
@@ -639,11 +640,11 @@ static void test_pid_only_leaks(void **state) {
     drain_call(c, call, &r);
     conch_call_free(call);
     assert_int_equal(r.code, CONCH_CODE_DEADLINE_EXCEEDED);
-    t0 = now_ms(); /* the leader was killed ... */
-    while (proc_alive(pid) && now_ms() - t0 < WAIT_MS) {
-      sleep_ms(10);
+    t0 = conch_now_ms(); /* the leader was killed ... */
+    while (conch_proc_alive(pid) && conch_now_ms() - t0 < WAIT_MS) {
+      conch_sleep_ms(10);
     }
-    assert_false(proc_alive(pid));
+    assert_false(conch_proc_alive(pid));
     /* ... and nothing else is. */
     assert_true(wait_count("sleep 607.2", 0, 1000, &left) < 0);
     measure("pid-only server, Start deadline 3000 ms, plain tree", -1, left);
@@ -701,14 +702,14 @@ static void test_leader_on_pid_only_server(void **state) {
   call = start_led(c, NULL, &r, &pid, tree);
   assert_non_null(call);
   assert_true(wait_count("sleep 608.1", 3, WAIT_MS, NULL) >= 0);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   close_sequence(c, pid, 2000, &r);
   assert_true(r.has_end);
   assert_string_equal(r.status, "signal: terminated");
   wait_count("sleep 608.1", 0, WAIT_MS, &left);
   measure("pid-only server + tree-leader, close sequence (grace 2000 ms), "
           "plain tree",
-          (long)(now_ms() - t0), left);
+          (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
   conch_call_free(call);
 
@@ -718,11 +719,11 @@ static void test_leader_on_pid_only_server(void **state) {
                    "sh -c 'trap \"\" TERM; sleep 608.2' & wait");
   assert_non_null(call);
   assert_true(wait_count("sleep 608.2", 1, WAIT_MS, NULL) >= 0);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   close_sequence(c, pid, 2000, &r);
   assert_true(r.has_end);
   wait_count("sleep 608.2", 0, WAIT_MS, &left);
-  ms = (long)(now_ms() - t0);
+  ms = (long)(conch_now_ms() - t0);
   measure("pid-only server + tree-leader, close sequence (grace 2000 ms), "
           "TERM-trapping grandchild",
           ms, left);
@@ -735,12 +736,12 @@ static void test_leader_on_pid_only_server(void **state) {
   call = start_led(c, NULL, &r, &pid, "sleep 608.3 & sleep 608.3 & wait");
   assert_non_null(call);
   assert_true(wait_count("sleep 608.3", 2, WAIT_MS, NULL) >= 0);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
                    CONCH_CODE_OK);
   wait_count("sleep 608.3", 0, WAIT_MS, &left);
   measure("pid-only server + tree-leader, SendSignal KILL, 2 children",
-          (long)(now_ms() - t0), left);
+          (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
   drain_call(c, call, &r);
   conch_call_free(call);
@@ -754,16 +755,17 @@ static void test_leader_on_pid_only_server(void **state) {
   drain_call(c, call, &r); /* ends with the deadline, as the server's */
   conch_call_free(call);
   assert_int_equal(r.code, CONCH_CODE_DEADLINE_EXCEEDED);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   wait_count("sleep 608.4", 0, WAIT_MS, &left);
   measure("pid-only server + tree-leader, Start deadline 3000 ms, 2 children "
           "(ms after the call's deadline)",
-          (long)(now_ms() - t0), left);
+          (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
   /* Nor do the leader's helpers stay (orphans come to the server). */
-  t0 = now_ms();
-  while (proc_leftovers(p.pid, NULL, 0, NULL) != 0 && now_ms() - t0 < WAIT_MS) {
-    sleep_ms(10);
+  t0 = conch_now_ms();
+  while (proc_leftovers(p.pid, NULL, 0, NULL) != 0 &&
+         conch_now_ms() - t0 < WAIT_MS) {
+    conch_sleep_ms(10);
   }
   assert_int_equal(proc_leftovers(p.pid, NULL, 0, NULL), 0);
 
@@ -844,12 +846,12 @@ static void test_pty_on_pid_only_server(void **state) {
                     NULL);
   assert_non_null(call);
   assert_true(wait_count("sleep 609.1", 3, WAIT_MS, NULL) >= 0);
-  t0 = now_ms();
+  t0 = conch_now_ms();
   close_sequence(c, pid, 2000, &r);
   wait_count("sleep 609.1", 0, 5000, &left);
   measure("pid-only server, PTY, close sequence (grace 2000 ms), plain tree "
           "(kernel SIGHUP)",
-          (long)(now_ms() - t0), left);
+          (long)(conch_now_ms() - t0), left);
   conch_call_free(call);
   conch_client_free(c);
   assert_int_equal(serve_stop(&p, 15000), 0);

@@ -1,5 +1,6 @@
 /* Test peers: fork+exec a Node.js server script, read its port. */
 #include "peer.h"
+#include "wait.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +12,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PEER_START_TIMEOUT_MS 120000 /* Node on a loaded 2-core machine */
@@ -20,18 +20,6 @@
 #define PEER_MAX_CLOSE_FD 65536
 
 static const char listening[] = "LISTENING ";
-
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
 
 static void close_fd(int *fd) {
   if (*fd >= 0) {
@@ -49,7 +37,7 @@ static int set_cloexec(int fd) {
    reaped (|status| set), 0 on timeout, -1 when there is nothing to wait
    for (ECHILD). */
 static int wait_child(pid_t pid, int *status, long timeout_ms) {
-  long long deadline = now_ms() + timeout_ms;
+  long long deadline = conch_now_ms() + timeout_ms;
   for (;;) {
     pid_t r = waitpid(pid, status, timeout_ms < 0 ? 0 : WNOHANG);
     if (r == pid) {
@@ -59,10 +47,10 @@ static int wait_child(pid_t pid, int *status, long timeout_ms) {
       return -1;
     }
     if (r == 0) {
-      if (now_ms() >= deadline) {
+      if (conch_now_ms() >= deadline) {
         return 0;
       }
-      sleep_ms(10);
+      conch_sleep_ms(10);
     }
   }
 }
@@ -136,11 +124,11 @@ static int parse_listening(const char *line) {
 static int read_port(int fd, const char *script) {
   char line[PEER_LINE_MAX];
   size_t len = 0;
-  long long deadline = now_ms() + PEER_START_TIMEOUT_MS;
+  long long deadline = conch_now_ms() + PEER_START_TIMEOUT_MS;
 
   for (;;) {
     struct pollfd pfd = {fd, POLLIN, 0};
-    long long left = deadline - now_ms();
+    long long left = deadline - conch_now_ms();
     char buf[256];
     ssize_t n;
     ssize_t i;
@@ -294,6 +282,29 @@ int conch_peer_start(conch_peer *p, const char *script,
   argv[2 + nextra] = NULL;
   rv = conch_peer_start_argv(p, argv);
   free(argv);
+  return rv;
+}
+
+int conch_peer_stop_status(conch_peer *p, long wait_ms) {
+  int status = 0;
+  int rv;
+
+  if (p->pid <= 0) {
+    close_fd(&p->stdin_fd);
+    p->port = 0;
+    return -1;
+  }
+  kill(p->pid, SIGTERM);
+  if (wait_child(p->pid, &status, wait_ms) == 1) {
+    rv = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  } else {
+    kill(p->pid, SIGKILL);
+    wait_child(p->pid, &status, -1);
+    rv = -1;
+  }
+  close_fd(&p->stdin_fd);
+  p->pid = -1;
+  p->port = 0;
   return rv;
 }
 

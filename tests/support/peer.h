@@ -1,5 +1,6 @@
-/* Test peers: spawn a Node.js server script (tests/interop/node/server.mjs,
-   tests/fault/server.mjs) and learn the port it listens on.
+/* Test peers: spawn a server (a Node.js script such as
+   tests/interop/node/server.mjs, or `conch serve`) and learn the port it
+   listens on.  The one spawner of every suite: nothing else forks a peer.
 
    The script must print a line "LISTENING <port>" to stdout once it accepts
    connections, and exit when its stdin reaches EOF or on SIGTERM.  The
@@ -36,5 +37,11 @@ int conch_peer_start_argv(conch_peer *p, const char *const *argv);
 /* Sends SIGTERM, closes stdin_fd, waits up to 5 s for the exit, then
    SIGKILLs and reaps it.  Safe to call twice and on a failed start. */
 void conch_peer_stop(conch_peer *p);
+
+/* For a peer whose exit status is under test (conch serve): sends SIGTERM,
+   keeps stdin open and waits up to |wait_ms| for the exit, then closes
+   stdin.  Returns the exit status (0..255), 128+signal, or -1 when it had to
+   be SIGKILLed or there was no peer. */
+int conch_peer_stop_status(conch_peer *p, long wait_ms);
 
 #endif

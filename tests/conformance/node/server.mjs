@@ -83,13 +83,13 @@ import {
 } from "./gen/conformance/v1/service_pb.js";
 import { Compression } from "./gen/conformance/v1/config_pb.js";
 // deflate, zstd and snappy as the interop peer speaks them (Node's zlib,
-// @mongodb-js/zstd, the snappy package's frame format); their packages are
-// installed in tests/interop/node (scripts/setup.sh does both).
+// @mongodb-js/zstd, the snappy package's frame format): its workspace
+// package, a dependency of ours (tests/package.json).
 import {
   compressionDeflate,
   compressionSnappy,
   compressionZstd,
-} from "../../interop/node/compressions.mjs";
+} from "conch-interop-node/compressions.mjs";
 
 // ---------------------------------------------------------------------------
 // Command line

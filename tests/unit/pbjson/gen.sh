@@ -3,7 +3,7 @@
 # what protobuf-es makes of the cases in vectors.mjs.  (The protoc-c output
 # the tests compile is made at build time by gen_c.sh.)
 #
-# Needs protoc and node with tests/server/node's packages (npm ci there).
+# Needs protoc and node with the test peers' packages (npm ci in tests).
 # ctest never runs this: vectors.json is committed.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)

@@ -24,7 +24,7 @@
 //   bin_differs   protobuf-es's binary form is not what protojson makes of
 //                 the case (the test does not compare it)
 // Our codec follows protojson.  The packages come from tests/server/node
-// (npm ci there).
+// (the workspace of tests: npm ci there).
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";

@@ -13,7 +13,8 @@ import path from "node:path";
 import { createClient, ConnectError, Code } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 
-import { Process, Signal } from "../gen/process/process_pb.js";
+// Generated once, in the workspace package of the Node process server.
+import { Process, Signal } from "conch-api-node/gen/process/process_pb.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const top = path.resolve(here, "../../../..");

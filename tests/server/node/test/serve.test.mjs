@@ -13,13 +13,14 @@ import path from "node:path";
 import { createClient, ConnectError, Code } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 
-import { Process, Signal } from "../gen/process/process_pb.js";
+// Generated once, in the workspace package of the Node process server.
+import { Process, Signal } from "conch-api-node/gen/process/process_pb.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const top = path.resolve(here, "../../../..");
 const bin = process.env.CONCH_SERVE_BIN ??
   path.join(top, "build/tools/conch/conch");
-const bufBin = path.join(here, "../node_modules/.bin/buf");
+const bufBin = path.join(top, "tests/node_modules/.bin/buf"); // the workspace
 
 let server;
 let port;
@@ -71,6 +72,25 @@ const byPid = (pid) => ({ selector: { case: "pid", value: pid } });
 const byTag = (tag) => ({ selector: { case: "tag", value: tag } });
 
 // Collects a Start/Connect stream.  |onStart| runs once the pid is known.
+// Waits up to |ms| for |pred| to hold; returns whether it did.
+async function eventually(pred, ms) {
+  const end = Date.now() + ms;
+  for (;;) {
+    if (await pred()) return true;
+    if (Date.now() >= end) return false;
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
+
+function exists(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 async function collect(stream, onStart) {
   const r = { pid: 0, out: "", err: "", pty: "", end: null, kinds: [] };
   for await (const res of stream) {
@@ -150,9 +170,17 @@ for (const format of ["binary", "json"]) {
       async (pid) => {
         listed = (await c().list({})).processes.find((p) => p.pid === pid);
         // Two re-attached clients at once, then the kill.
-        const a = collect(c().connect({ process: byPid(pid) }));
-        const b = collect(c().connect({ process: byTag(`node-tag-${format}`) }));
-        await new Promise((res) => setTimeout(res, 200));
+        // Both attached (their StartEvent came) before the kill.
+        let attaching = 2;
+        let allAttached;
+        const attachedBoth = new Promise((res) => { allAttached = res; });
+        const onAttach = async () => { if (--attaching === 0) allAttached(); };
+        const a = collect(c().connect({ process: byPid(pid) }), onAttach);
+        const b = collect(c().connect({ process: byTag(`node-tag-${format}`) }),
+          onAttach);
+        await Promise.race([attachedBoth, Promise.all([a, b]).then(() => {
+          throw new Error("a Connect stream ended before it attached");
+        })]);
         await c().sendSignal({ process: byPid(pid), signal: Signal.SIGTERM });
         attached = await Promise.all([a, b]);
       });
@@ -249,7 +277,8 @@ for (const format of ["binary", "json"]) {
     let pid = 0;
     await expectCode(collect(start("sleep", ["30"], {}, { timeoutMs: 600 }),
       (p) => { pid = p; }), Code.DeadlineExceeded);
-    await new Promise((res) => setTimeout(res, 400));
+    // Gone once the server has killed it (polled: a loaded machine).
+    assert.ok(await eventually(() => !exists(pid), 20000), `${pid} still runs`);
     assert.throws(() => process.kill(pid, 0), /ESRCH/);
   });
 
