@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -118,7 +119,17 @@ static int parse_url(conch_client *c, const char *url) {
       return CONCH_ERR_NOMEM;
     }
   }
-  return 0;
+  if (c->unix_path != NULL) {
+    c->target = conch__strdup(c->mem, c->unix_path);
+  } else {
+    size_t n = strlen(c->host) + strlen(c->port) + 4;
+    c->target = conch__malloc(c->mem, n);
+    if (c->target != NULL) {
+      snprintf(c->target, n, strchr(c->host, ':') != NULL ? "[%s]:%s" : "%s:%s",
+               c->host, c->port);
+    }
+  }
+  return c->target != NULL ? 0 : CONCH_ERR_NOMEM;
 }
 
 /* ---- Client lifecycle -------------------------------------------------- */
@@ -141,6 +152,7 @@ static void client_release(conch_client *c) {
   conch__free(mem, c->host);
   conch__free(mem, c->port);
   conch__free(mem, c->authority);
+  conch__free(mem, c->target);
   conch__free(mem, c->prefix);
   conch__free(mem, c->unix_path);
   conch__free(mem, c->user_agent);

@@ -28,8 +28,7 @@ static long h2_mem_recv(nghttp2_session *s, const uint8_t *in, size_t n) {
 /* ---- Transport --------------------------------------------------------- */
 
 const conch_transport *conch__transport(const conch_client *c) {
-  return c->o.transport.open != NULL ? &c->o.transport
-                                     : &conch__sock_transport;
+  return c->o.transport.open != NULL ? &c->o.transport : &conch__sock_transport;
 }
 
 int conch__transport_is_own(const conch_client *c) {
@@ -217,8 +216,8 @@ static int write_out(conch_conn *conn) {
         return conn->state == CONCH_CONN_DEAD ? CONCH_ERR_CONNECT : 0;
       }
       conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
-                       "write to %s:%s failed: %s", conn->client->host,
-                       conn->client->port, strerror((int)-w));
+                       "write to %s failed: %s", conn->client->target,
+                       strerror((int)-w));
       return CONCH_ERR_CONNECT;
     }
     out_consume(conn, (size_t)w);
@@ -331,7 +330,6 @@ static int start_session(conch_conn *conn) {
   return 0;
 }
 
-
 /* ---- Connecting -------------------------------------------------------- */
 
 /* Starts connecting to |conn->addrs[next_addr]| or the next address that
@@ -351,7 +349,7 @@ static int try_connect(conch_conn *conn, int last_errno) {
     last_errno = -fd;
   }
   conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
-                   "cannot connect to %s:%s: %s", c->host, c->port,
+                   "cannot connect to %s: %s", c->target,
                    strerror(last_errno ? last_errno : ECONNREFUSED));
   return CONCH_ERR_CONNECT;
 }
@@ -363,7 +361,7 @@ void conch__conn_connect(conch_conn *conn) {
 
 static void tls_fail(conch_conn *conn) {
   conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TLS,
-                   "TLS with %s:%s: %s", conn->client->host, conn->client->port,
+                   "TLS with %s: %s", conn->client->target,
                    conch__tls_error(conn->tls));
 }
 
@@ -513,8 +511,8 @@ void conch__conn_on_keepalive(conch_conn *conn) {
       conn->ping_sent = 0; /* something came back meanwhile */
     } else if (now - conn->ping_sent >= c->o.keepalive_timeout_ms) {
       conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
-                       "keepalive: %s:%s did not answer a PING within %ld ms",
-                       c->host, c->port, c->o.keepalive_timeout_ms);
+                       "keepalive: %s did not answer a PING within %ld ms",
+                       c->target, c->o.keepalive_timeout_ms);
       return;
     } else {
       conch__timer_arm(c, &conn->keepalive_timer,
@@ -553,9 +551,8 @@ void conch__conn_on_timeout(conch_conn *conn) {
   if (conn->state == CONCH_CONN_CONNECTING ||
       conn->state == CONCH_CONN_HANDSHAKE) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TIMEOUT,
-                     "connecting to %s:%s timed out after %ld ms",
-                     conn->client->host, conn->client->port,
-                     conn->client->o.connect_timeout_ms);
+                     "connecting to %s timed out after %ld ms",
+                     conn->client->target, conn->client->o.connect_timeout_ms);
   }
 }
 
@@ -577,9 +574,9 @@ static int h1_fallback(conch_conn *conn) {
 
   if (c->o.protocol == CONCH_PROTOCOL_GRPC) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_PROTO,
-                     "%s:%s speaks HTTP/1.x, not HTTP/2, and gRPC needs "
+                     "%s speaks HTTP/1.x, not HTTP/2, and gRPC needs "
                      "HTTP/2 (Connect and gRPC-Web work over HTTP/1.1)",
-                     c->host, c->port);
+                     c->target);
     return CONCH_ERR_PROTO;
   }
   c->h1 = 1;
@@ -588,8 +585,7 @@ static int h1_fallback(conch_conn *conn) {
     conch__pool_requeue(CONCH_CONTAINER(l, conch_call, conn_link));
   }
   conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
-                   "%s:%s speaks HTTP/1.x: retried over HTTP/1.1", c->host,
-                   c->port);
+                   "%s speaks HTTP/1.x: retried over HTTP/1.1", c->target);
   return CONCH_ERR_CONNECT;
 }
 
@@ -614,8 +610,8 @@ static int feed_h2(conch_conn *conn, const uint8_t *p, size_t n) {
   }
   if (rv < 0) {
     conch__conn_fail(conn, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
-                     "HTTP/2 protocol error from %s:%s: %s", conn->client->host,
-                     conn->client->port, nghttp2_strerror((int)rv));
+                     "HTTP/2 protocol error from %s: %s", conn->client->target,
+                     nghttp2_strerror((int)rv));
     return CONCH_ERR_PROTO;
   }
   return 0;
@@ -644,8 +640,7 @@ static int feed_tls(conch_conn *conn, const uint8_t *p, size_t n) {
     }
     if (got == CONCH_ERR_EOF) {
       conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
-                       "connection closed by %s:%s", conn->client->host,
-                       conn->client->port);
+                       "connection closed by %s", conn->client->target);
       return CONCH_ERR_CONNECT;
     }
     if (got < 0) {
@@ -680,8 +675,8 @@ static void on_readable(conch_conn *conn) {
         return;
       }
       conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
-                       "read from %s:%s failed: %s", conn->client->host,
-                       conn->client->port, strerror((int)-n));
+                       "read from %s failed: %s", conn->client->target,
+                       strerror((int)-n));
       return;
     }
     if (n == 0 && conn->h1 != NULL) {
@@ -690,9 +685,8 @@ static void on_readable(conch_conn *conn) {
     }
     if (n == 0) {
       conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
-                       "connection closed by %s:%s%s%s", conn->client->host,
-                       conn->client->port, conn->errmsg[0] ? " after " : "",
-                       conn->errmsg);
+                       "connection closed by %s%s%s", conn->client->target,
+                       conn->errmsg[0] ? " after " : "", conn->errmsg);
       return;
     }
     if (conn->tls != NULL) {

@@ -686,7 +686,7 @@ static ssize_t resp_read(nghttp2_session *s, int32_t id, uint8_t *buf,
 /* ---- Socket input ------------------------------------------------------ */
 
 static const char *peer(const conch_h1 *h, char *buf, size_t len) {
-  snprintf(buf, len, "%s:%s", h->conn->client->host, h->conn->client->port);
+  snprintf(buf, len, "%s", h->conn->client->target);
   return buf;
 }
 

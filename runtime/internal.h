@@ -249,6 +249,7 @@ struct conch_client {
   char *host;                     /* without brackets */
   char *port;
   char *authority; /* host[:port] as in the URL */
+  char *target;    /* for messages: "host:port", "[v6]:port" or the socket */
   char *prefix;    /* path prefix, "" or "/x" */
   char *unix_path; /* a Unix socket to connect to (opts or "unix:" URL) */
   char *user_agent;

@@ -24,8 +24,20 @@ static void check_url(const char *url, int tls, const char *host,
   conch_client_free(c);
 }
 
+/* How messages name the target. */
+static void check_target(const char *url, const char *target) {
+  conch_client *c;
+  assert_int_equal(conch_client_new(&c, url, NULL), 0);
+  assert_string_equal(c->target, target);
+  conch_client_free(c);
+}
+
 static void test_urls(void **state) {
   (void)state;
+  check_target("http://[::1]:49983", "[::1]:49983");
+  check_target("https://example.com/x", "example.com:443");
+  check_target("http://h:008080", "h:8080");
+  check_target("unix:/run/conch/serve.sock", "/run/conch/serve.sock");
   check_url("http://127.0.0.1:8080", 0, "127.0.0.1", "8080", "127.0.0.1:8080",
             "");
   check_url("http://localhost", 0, "localhost", "80", "localhost", "");
