@@ -10,6 +10,7 @@
 
 #include <conch/status.h>
 
+#include "compress.h"
 #include "mem_int.h"
 
 #define GZ_WINDOW_BITS 31
@@ -185,38 +186,12 @@ static int inflate_prepare(conch_gzip *gz) {
   return 0;
 }
 
-/* Makes room for the next inflate() call and returns how much zlib may
-   write: at most one byte past |max_out|, which is how an over-long
-   output is detected without ever holding much more than the limit. */
+/* Room for the next inflate() call: conch__comp_room(), which allows at
+   most one byte past |max_out| (how an over-long output is detected), and
+   no more than zlib's uInt can say. */
 static int inflate_room(conch_buf *out, const conch_mem *mem, size_t done,
                         size_t max_out, size_t *room) {
-  size_t step = done < GZ_STEP_MIN ? GZ_STEP_MIN : done;
-  size_t allowed = SIZE_MAX;
-  int rv;
-
-  if (max_out != 0) {
-    allowed = max_out - done; /* done <= max_out here */
-    if (allowed < SIZE_MAX) {
-      allowed++;
-    }
-    if (step > allowed) {
-      step = allowed;
-    }
-  }
-  if (out->cap == out->len) {
-    rv = conch__buf_reserve(out, mem, step);
-    if (rv != 0) {
-      return rv;
-    }
-  }
-  *room = out->cap - out->len;
-  if (*room > allowed) {
-    *room = allowed;
-  }
-  if (*room > UINT_MAX) {
-    *room = UINT_MAX;
-  }
-  return 0;
+  return conch__comp_room(out, mem, done, max_out, UINT_MAX, room);
 }
 
 static int inflate_run(z_stream *zs, int multi, const uint8_t *in, size_t n,

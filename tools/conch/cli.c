@@ -26,6 +26,7 @@
 
 #include "cli.h"
 #include "rundir.h"
+#include "serve.h"
 
 /* ---- Small helpers ------------------------------------------------------ */
 
@@ -67,8 +68,9 @@ static void status_error(const conch_status *st) {
   fprintf(stderr, "conch: %s: %s\n", conch_code_name(st->code), msg);
   if (opts_used != NULL && opts_used->protocol != CONCH_PROTOCOL_CONNECT &&
       strstr(msg, "415") != NULL) {
-    fprintf(stderr, "conch: the server does not take --protocol %s (conch "
-                    "serve speaks connect only)\n",
+    fprintf(stderr,
+            "conch: the server does not take --protocol %s (conch "
+            "serve speaks connect only)\n",
             opts_used->protocol == CONCH_PROTOCOL_GRPC ? "grpc" : "grpc-web");
   }
   if (opts_used != NULL && opts_used->http_version == CONCH_HTTP_2 &&
@@ -110,49 +112,12 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
   return 0;
 }
 
-/* Go's names of the signals (syscall.Signal.String() on Linux), which envd
-   and `conch serve` report as "signal: <name>", followed by " (core
-   dumped)" when the process dumped core; "signal: signal N" for others. */
-static const char *const go_signal_names[] = {
-    NULL,
-    "hangup",
-    "interrupt",
-    "quit",
-    "illegal instruction",
-    "trace/breakpoint trap",
-    "aborted",
-    "bus error",
-    "floating point exception",
-    "killed",
-    "user defined signal 1",
-    "segmentation fault",
-    "user defined signal 2",
-    "broken pipe",
-    "alarm clock",
-    "terminated",
-    "stack fault",
-    "child exited",
-    "continued",
-    "stopped (signal)",
-    "stopped",
-    "stopped (tty input)",
-    "stopped (tty output)",
-    "urgent I/O condition",
-    "CPU time limit exceeded",
-    "file size limit exceeded",
-    "virtual timer expired",
-    "profiling timer expired",
-    "window changed",
-    "I/O possible",
-    "power failure",
-    "bad system call",
-};
-
 /* 128 + N for a status "signal: <name>[ (core dumped)]", as a shell
    reports a child killed by signal N. */
 static int signal_exit(const char *status) {
   static const char core[] = " (core dumped)";
-  size_t len, i, nnames = sizeof(go_signal_names) / sizeof(go_signal_names[0]);
+  size_t len;
+  int i;
   if (status == NULL || strncmp(status, "signal: ", 8) != 0) {
     return 1;
   }
@@ -162,10 +127,10 @@ static int signal_exit(const char *status) {
       strcmp(status + len - (sizeof(core) - 1), core) == 0) {
     len -= sizeof(core) - 1;
   }
-  for (i = 1; i < nnames; i++) {
-    if (strlen(go_signal_names[i]) == len &&
-        strncmp(go_signal_names[i], status, len) == 0) {
-      return 128 + (int)i;
+  for (i = 1; srv_signal_name(i) != NULL; i++) {
+    const char *name = srv_signal_name(i);
+    if (strlen(name) == len && strncmp(name, status, len) == 0) {
+      return 128 + i;
     }
   }
   if (len > 7 && strncmp(status, "signal ", 7) == 0) {
@@ -446,8 +411,8 @@ static int open_sandbox(cli_globals *g, conch_sandbox **sb) {
   }
   if ((g->cacert != NULL &&
        conch_client_opts_set_ca_file(co, g->cacert) != 0) ||
-      conch_client_opts_set_http_version(co, (conch_http_version)g->http_version) !=
-          0 ||
+      conch_client_opts_set_http_version(
+          co, (conch_http_version)g->http_version) != 0 ||
       conch_client_opts_set_protocol(co, (conch_protocol)g->protocol) != 0 ||
       conch_client_opts_set_codec(co, (conch_codec)g->codec) != 0) {
     fprintf(stderr, "conch: cannot set the client's options\n");
@@ -553,8 +518,8 @@ typedef struct session {
   int out_broken; /* our stdout went away */
   int exit_code;
   conch_status st;
-  long lifetime_ms;       /* the process's, when we started it; else 0 */
-  int lifetime_default;   /* ... and it is run's default */
+  long lifetime_ms;     /* the process's, when we started it; else 0 */
+  int lifetime_default; /* ... and it is run's default */
 } session;
 
 static void s_start(conch_process *p, uint32_t pid, void *ud) {
@@ -964,8 +929,7 @@ int conch_cli_ps(cli_globals *g, int argc, char **argv) {
       put_json_process(stdout, &list[i]);
       continue;
     }
-    printf("%-8u %-16s ", list[i].pid,
-           list[i].tag != NULL ? list[i].tag : "-");
+    printf("%-8u %-16s ", list[i].pid, list[i].tag != NULL ? list[i].tag : "-");
     put_shell_word(stdout, list[i].cmd != NULL ? list[i].cmd : "");
     for (k = 0; k < list[i].nargs; k++) {
       putchar(' ');

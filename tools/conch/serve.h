@@ -505,6 +505,9 @@ int srv_proc_drop_ended(srv_server *srv);
 /* Shutdown: signal every process group (also with cfg.signal_pid_only);
    |sig| SIGTERM or SIGKILL. */
 void srv_proc_signal_all(srv_server *srv, int sig);
+/* Go's name of signal |sig| ("killed", "segmentation fault", ...), as
+   EndEvent.status says it, or NULL past the last one. */
+const char *srv_signal_name(int sig);
 int srv_proc_running(const srv_server *srv);
 
 /* Service hooks the process code calls. */

@@ -41,8 +41,9 @@ static void on_settled(srv_timer *t);
 static void proc_maybe_end(srv_proc *p);
 static void flush_input(srv_proc *p);
 
-/* Go's names for the signals (syscall.Signal.String()), which envd puts
-   into EndEvent.status as "signal: <name>". */
+/* Go's names for the signals (syscall.Signal.String() on Linux), which
+   envd puts into EndEvent.status as "signal: <name>"; the CLI reads them
+   back (serve.h). */
 static const char *const signal_names[] = {
     NULL,
     "hangup",
@@ -77,6 +78,12 @@ static const char *const signal_names[] = {
     "power failure",
     "bad system call",
 };
+
+const char *srv_signal_name(int sig) {
+  return sig > 0 && (size_t)sig < sizeof(signal_names) / sizeof(signal_names[0])
+             ? signal_names[sig]
+             : NULL;
+}
 
 /* ---- Interest in the fds --------------------------------------------------
  */
