@@ -11,10 +11,10 @@
 #include <cmocka.h>
 
 #include <conch/conch.h>
+#include <protobuf-c/protobuf-c.h>
 
 #include "conchtest/v1/test.pb-c.h"
 #include "failmem.h"
-#include "internal.h"
 #include "peer.h"
 
 #define SVC "/conchtest.v1.TestService/"
