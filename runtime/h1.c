@@ -38,7 +38,14 @@
 
 #include <http_parser.h>
 
-#include "internal.h"
+#include <nghttp2/nghttp2.h>
+
+#include "buf.h"
+#include "call_int.h"
+#include "client_int.h"
+#include "conn_int.h"
+#include "h1.h"
+#include "mem_int.h"
 
 #define H1_BODY_HIGH (256u << 10) /* response bytes waiting for the window */
 #define H1_REQ_HIGH (1u << 20)    /* request bytes held or unsent */
