@@ -38,7 +38,14 @@
 
 #include <http_parser.h>
 
-#include "internal.h"
+#include <nghttp2/nghttp2.h>
+
+#include "buf.h"
+#include "call_int.h"
+#include "client_int.h"
+#include "conn_int.h"
+#include "h1.h"
+#include "mem_int.h"
 #include "wire.h"
 
 #define H1_BODY_HIGH (256u << 10) /* response bytes waiting for the window */
