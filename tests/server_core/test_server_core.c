@@ -1,0 +1,838 @@
+/* The server core (conch/server.h) serving conchtest.v1.TestService to
+   conch's own client: every protocol and codec, the four stream kinds,
+   metadata, errors with details, deadlines, cancellation, size limits,
+   unknown methods and graceful shutdown.  The server runs on a thread of
+   its own (conch_server_run); the client uses the blocking API on the
+   test's thread.  Nothing sleeps to wait: conditions are polled. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <conch/conch.h>
+#include <conch/server.h>
+
+#include "conchtest/v1/test.pb-c.h"
+#include "wait.h"
+
+#define SVC "/conchtest.v1.TestService/"
+
+static const conch_method m_unary = {
+    SVC "Unary", CONCH_STREAM_UNARY, &conchtest__v1__request__descriptor,
+    &conchtest__v1__response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
+static const conch_method m_sstream = {
+    SVC "ServerStream", CONCH_STREAM_SERVER,
+    &conchtest__v1__request__descriptor, &conchtest__v1__response__descriptor,
+    CONCH_IDEMPOTENCY_UNKNOWN};
+static const conch_method m_cstream = {
+    SVC "ClientStream", CONCH_STREAM_CLIENT,
+    &conchtest__v1__request__descriptor, &conchtest__v1__response__descriptor,
+    CONCH_IDEMPOTENCY_UNKNOWN};
+static const conch_method m_bidi = {
+    SVC "Bidi", CONCH_STREAM_BIDI, &conchtest__v1__request__descriptor,
+    &conchtest__v1__response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
+static const conch_method m_unimpl = {
+    SVC "Unimplemented", CONCH_STREAM_UNARY,
+    &conchtest__v1__request__descriptor, &conchtest__v1__response__descriptor,
+    CONCH_IDEMPOTENCY_UNKNOWN};
+
+/* ---- The service (runs on the server thread) ------------------------------ */
+
+#define MAX_HELD 16
+
+typedef struct fixture {
+  conch_server *s;
+  pthread_t thread;
+  atomic_int stop;
+  atomic_int shutdown_req;
+  atomic_int shutdown_done;
+  atomic_int release; /* finish the held calls */
+  atomic_int held;    /* calls the service holds without answering */
+  atomic_int cancels;
+  atomic_int last_cancel_code;
+  atomic_int idle;
+  atomic_int calls_live; /* conch_server_calls() as last seen */
+  conch_rpc *held_rpc[MAX_HELD];
+  char url[128];
+  char sock[108];
+} fixture;
+
+/* Per call: what the service accumulates (ClientStream, Bidi). */
+typedef struct call_state {
+  uint32_t count;
+  uint64_t bytes;
+  int held;
+} call_state;
+
+static fixture *fx_of(conch_rpc *rpc) { return conch_rpc_user_data(rpc); }
+
+static void add_headers(conch_metadata *md, Conchtest__V1__Header **h,
+                        size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    for (size_t j = 0; j < h[i]->n_values; j++) {
+      conch_metadata_add(md, h[i]->name, h[i]->values[j].data,
+                         h[i]->values[j].len);
+    }
+  }
+}
+
+static void finish_error(conch_rpc *rpc, const Conchtest__V1__ErrorSpec *e) {
+  conch_status st;
+  conch_error_detail d[4];
+
+  conch_status_init(&st);
+  st.code = (conch_code)e->code;
+  st.message = e->message;
+  for (size_t i = 0; i < e->n_details && i < 4; i++) {
+    d[i].type_url = e->details[i]->type;
+    d[i].value = e->details[i]->value.data;
+    d[i].len = e->details[i]->value.len;
+  }
+  st.details = e->n_details > 0 ? d : NULL;
+  st.ndetails = e->n_details < 4 ? e->n_details : 4;
+  assert_int_equal(conch_rpc_finish(rpc, &st), 0);
+}
+
+static void hold(conch_rpc *rpc) {
+  fixture *fx = fx_of(rpc);
+  call_state *cs = conch_rpc_data(rpc);
+  for (int i = 0; i < MAX_HELD; i++) {
+    if (fx->held_rpc[i] == NULL) {
+      fx->held_rpc[i] = rpc;
+      cs->held = 1;
+      atomic_fetch_add(&fx->held, 1);
+      return;
+    }
+  }
+  fail_msg("too many held calls");
+}
+
+static void unhold(conch_rpc *rpc) {
+  fixture *fx = fx_of(rpc);
+  for (int i = 0; i < MAX_HELD; i++) {
+    if (fx->held_rpc[i] == rpc) {
+      fx->held_rpc[i] = NULL;
+      atomic_fetch_sub(&fx->held, 1);
+    }
+  }
+}
+
+static void on_call(conch_rpc *rpc, void *ud) {
+  call_state *cs = calloc(1, sizeof(*cs));
+  (void)ud;
+  assert_non_null(cs);
+  conch_rpc_set_data(rpc, cs);
+}
+
+static void done(conch_rpc *rpc) {
+  free(conch_rpc_data(rpc));
+}
+
+static void respond(conch_rpc *rpc, const Conchtest__V1__Request *req,
+                    uint32_t index) {
+  Conchtest__V1__Response resp = CONCHTEST__V1__RESPONSE__INIT;
+  const conch_metadata *rh = conch_rpc_request_headers(rpc);
+  const char *echo = conch_metadata_get(rh, "x-echo", NULL);
+  Conchtest__V1__Header h = CONCHTEST__V1__HEADER__INIT;
+  Conchtest__V1__Header *hp = &h;
+  ProtobufCBinaryData v;
+  uint8_t *big = NULL;
+
+  resp.index = index;
+  resp.payload = req->payload;
+  if (req->response_size > 0) {
+    big = malloc(req->response_size);
+    assert_non_null(big);
+    for (uint32_t i = 0; i < req->response_size; i++) {
+      big[i] = (uint8_t)(i * 7);
+    }
+    resp.payload.data = big;
+    resp.payload.len = req->response_size;
+  }
+  resp.timeout_ms = conch_rpc_timeout_ms(rpc);
+  if (echo != NULL && index == 0) {
+    h.name = "x-echo";
+    v.data = (uint8_t *)echo;
+    v.len = strlen(echo);
+    h.n_values = 1;
+    h.values = &v;
+    resp.n_request_headers = 1;
+    resp.request_headers = &hp;
+  }
+  assert_int_equal(conch_rpc_send(rpc, &resp.base), 0);
+  free(big);
+}
+
+/* Unary and ServerStream: everything happens on the one request. */
+static void on_message_once(conch_rpc *rpc, const ProtobufCMessage *msg,
+                            void *ud) {
+  const Conchtest__V1__Request *req = (const Conchtest__V1__Request *)msg;
+  int stream = conch_rpc_method(rpc)->kind == CONCH_STREAM_SERVER;
+  uint32_t n = stream ? req->response_count : 1;
+  (void)ud;
+
+  add_headers(conch_rpc_response_headers(rpc), req->response_headers,
+              req->n_response_headers);
+  add_headers(conch_rpc_response_trailers(rpc), req->response_trailers,
+              req->n_response_trailers);
+  if (req->delay_ms > 0) { /* held until canceled or released */
+    if (stream) {
+      respond(rpc, req, 0);
+    }
+    hold(rpc);
+    return;
+  }
+  if (req->error != NULL && !stream) {
+    finish_error(rpc, req->error);
+    done(rpc);
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    respond(rpc, req, i);
+  }
+  if (req->error != NULL) {
+    finish_error(rpc, req->error);
+  } else {
+    assert_int_equal(conch_rpc_finish(rpc, NULL), 0);
+  }
+  done(rpc);
+}
+
+static void on_cstream_message(conch_rpc *rpc, const ProtobufCMessage *msg,
+                               void *ud) {
+  const Conchtest__V1__Request *req = (const Conchtest__V1__Request *)msg;
+  call_state *cs = conch_rpc_data(rpc);
+  (void)ud;
+  cs->count++;
+  cs->bytes += req->payload.len;
+}
+
+static void on_cstream_half_close(conch_rpc *rpc, void *ud) {
+  Conchtest__V1__Response resp = CONCHTEST__V1__RESPONSE__INIT;
+  call_state *cs = conch_rpc_data(rpc);
+  (void)ud;
+  resp.message_count = cs->count;
+  resp.total_bytes = cs->bytes;
+  assert_int_equal(conch_rpc_send(rpc, &resp.base), 0);
+  assert_int_equal(conch_rpc_send(rpc, &resp.base), CONCH_ERR_STATE);
+  assert_int_equal(conch_rpc_finish(rpc, NULL), 0);
+  done(rpc);
+}
+
+static void on_bidi_message(conch_rpc *rpc, const ProtobufCMessage *msg,
+                            void *ud) {
+  const Conchtest__V1__Request *req = (const Conchtest__V1__Request *)msg;
+  call_state *cs = conch_rpc_data(rpc);
+  (void)ud;
+  if (req->error != NULL) {
+    finish_error(rpc, req->error);
+    done(rpc);
+    return;
+  }
+  respond(rpc, req, cs->count++);
+}
+
+static void on_bidi_half_close(conch_rpc *rpc, void *ud) {
+  (void)ud;
+  assert_int_equal(conch_rpc_finish(rpc, NULL), 0);
+  done(rpc);
+}
+
+static void on_cancel(conch_rpc *rpc, const conch_status *st, void *ud) {
+  fixture *fx = fx_of(rpc);
+  (void)ud;
+  unhold(rpc);
+  atomic_store(&fx->last_cancel_code, (int)st->code);
+  atomic_fetch_add(&fx->cancels, 1);
+  assert_int_equal(conch_rpc_finish(rpc, NULL), CONCH_ERR_STATE);
+  done(rpc);
+}
+
+static void release_held(fixture *fx) {
+  for (int i = 0; i < MAX_HELD; i++) {
+    conch_rpc *rpc = fx->held_rpc[i];
+    if (rpc != NULL) {
+      Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+      unhold(rpc);
+      req.payload.data = (uint8_t *)"late";
+      req.payload.len = 4;
+      respond(rpc, &req, conch_rpc_method(rpc)->kind == CONCH_STREAM_SERVER);
+      assert_int_equal(conch_rpc_finish(rpc, NULL), 0);
+      done(rpc);
+    }
+  }
+}
+
+static void *server_thread(void *arg) {
+  fixture *fx = arg;
+  while (!atomic_load(&fx->stop)) {
+    int rv = conch_server_run(fx->s, 20);
+    assert_int_equal(rv, 0);
+    if (atomic_load(&fx->shutdown_req) && !atomic_load(&fx->shutdown_done)) {
+      assert_int_equal(conch_server_shutdown(fx->s), 0);
+      atomic_store(&fx->shutdown_done, 1);
+    }
+    if (atomic_exchange(&fx->release, 0)) {
+      release_held(fx);
+    }
+    atomic_store(&fx->idle, conch_server_idle(fx->s));
+    atomic_store(&fx->calls_live, (int)conch_server_calls(fx->s));
+  }
+  return NULL;
+}
+
+static void fx_start(fixture *fx, conch_server_opts *opts, int use_unix) {
+  const conch_server_handler once = {on_call, on_message_once, NULL, NULL,
+                                     on_cancel};
+  const conch_server_handler cstream = {on_call, on_cstream_message, NULL,
+                                        on_cstream_half_close, on_cancel};
+  const conch_server_handler bidi = {on_call, on_bidi_message, NULL,
+                                     on_bidi_half_close, on_cancel};
+
+  memset(fx, 0, sizeof(*fx));
+  assert_int_equal(conch_server_new(&fx->s, opts), 0);
+  assert_int_equal(conch_server_add_method(fx->s, &m_unary, &once, fx), 0);
+  assert_int_equal(conch_server_add_method(fx->s, &m_sstream, &once, fx), 0);
+  assert_int_equal(conch_server_add_method(fx->s, &m_cstream, &cstream, fx),
+                   0);
+  assert_int_equal(conch_server_add_method(fx->s, &m_bidi, &bidi, fx), 0);
+  assert_int_equal(conch_server_add_method(fx->s, &m_bidi, &bidi, fx),
+                   CONCH_ERR_INVALID);
+  if (use_unix) {
+    snprintf(fx->sock, sizeof(fx->sock), "/tmp/conch-srvcore-%d.sock",
+             (int)getpid());
+    snprintf(fx->url, sizeof(fx->url), "unix:%s", fx->sock);
+    char addr[128];
+    snprintf(addr, sizeof(addr), "unix:%s", fx->sock);
+    assert_int_equal(conch_server_listen(fx->s, addr), 0);
+  } else {
+    assert_int_equal(conch_server_listen(fx->s, "127.0.0.1:0"), 0);
+    assert_true(conch_server_port(fx->s) > 0);
+    snprintf(fx->url, sizeof(fx->url), "http://127.0.0.1:%d",
+             conch_server_port(fx->s));
+  }
+  assert_int_equal(pthread_create(&fx->thread, NULL, server_thread, fx), 0);
+}
+
+static void fx_stop(fixture *fx) {
+  atomic_store(&fx->stop, 1);
+  pthread_join(fx->thread, NULL);
+  conch_server_free(fx->s);
+  if (fx->sock[0] != '\0') {
+    unlink(fx->sock);
+  }
+}
+
+/* ---- Client side ---------------------------------------------------------- */
+
+typedef struct variant {
+  conch_protocol proto;
+  conch_codec codec;
+  const char *comp; /* send compression */
+} variant;
+
+static const variant variants[] = {
+    {CONCH_PROTOCOL_CONNECT, CONCH_CODEC_PROTO, "identity"},
+    {CONCH_PROTOCOL_CONNECT, CONCH_CODEC_JSON, "gzip"},
+    {CONCH_PROTOCOL_CONNECT, CONCH_CODEC_PROTO, "zstd"},
+    {CONCH_PROTOCOL_GRPC, CONCH_CODEC_PROTO, "identity"},
+    {CONCH_PROTOCOL_GRPC, CONCH_CODEC_JSON, "gzip"},
+    {CONCH_PROTOCOL_GRPC, CONCH_CODEC_PROTO, "br"},
+    {CONCH_PROTOCOL_GRPC_WEB, CONCH_CODEC_PROTO, "gzip"},
+    {CONCH_PROTOCOL_GRPC_WEB, CONCH_CODEC_JSON, "identity"},
+    {CONCH_PROTOCOL_GRPC_WEB, CONCH_CODEC_PROTO, "snappy"},
+};
+#define NVARIANTS (sizeof(variants) / sizeof(variants[0]))
+
+static conch_client *client_for(const fixture *fx, const variant *v) {
+  conch_client_opts *o;
+  conch_client *c;
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_protocol(o, v->proto), 0);
+  assert_int_equal(conch_client_opts_set_codec(o, v->codec), 0);
+  assert_int_equal(conch_client_opts_set_send_compression_name(o, v->comp), 0);
+  assert_int_equal(conch_client_opts_set_http_version(o, CONCH_HTTP_2), 0);
+  assert_int_equal(conch_client_new(&c, fx->url, o), 0);
+  conch_client_opts_free(o);
+  return c;
+}
+
+static const char *vname(const variant *v) {
+  static char b[64];
+  snprintf(b, sizeof(b), "%s/%s/%s",
+           v->proto == CONCH_PROTOCOL_CONNECT ? "connect"
+           : v->proto == CONCH_PROTOCOL_GRPC  ? "grpc"
+                                              : "grpc-web",
+           v->codec == CONCH_CODEC_JSON ? "json" : "proto", v->comp);
+  return b;
+}
+
+static void unary_ok(const fixture *fx, const variant *v) {
+  conch_client *c = client_for(fx, v);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  Conchtest__V1__Header h = CONCHTEST__V1__HEADER__INIT, t = h;
+  Conchtest__V1__Header *hp = &h, *tp = &t;
+  ProtobufCBinaryData hv = {2, (uint8_t *)"h1"}, tv = {3, (uint8_t *)"\x00\x01\x02"};
+  conch_call_opts co = CONCH_CALL_OPTS_INIT;
+  conch_metadata *md, *rh, *rt;
+  ProtobufCMessage *out = NULL;
+  conch_status st;
+  uint8_t payload[3000];
+
+  for (size_t i = 0; i < sizeof(payload); i++) {
+    payload[i] = (uint8_t)(i % 13);
+  }
+  req.payload.data = payload;
+  req.payload.len = sizeof(payload);
+  h.name = "x-resp";
+  h.n_values = 1;
+  h.values = &hv;
+  t.name = "x-trl-bin";
+  t.n_values = 1;
+  t.values = &tv;
+  req.n_response_headers = 1;
+  req.response_headers = &hp;
+  req.n_response_trailers = 1;
+  req.response_trailers = &tp;
+  assert_int_equal(conch_metadata_new(&md, NULL), 0);
+  assert_int_equal(conch_metadata_add_str(md, "x-echo", "hello"), 0);
+  assert_int_equal(conch_metadata_new(&rh, NULL), 0);
+  assert_int_equal(conch_metadata_new(&rt, NULL), 0);
+  co.headers = md;
+  co.timeout_ms = 60000;
+  conch_status_init(&st);
+  int rv = conch_unary_sync(c, &m_unary, &co, &req.base, &out, &st, rh, rt);
+  if (rv != 0) {
+    fail_msg("%s: %s", vname(v), conch_status_message(&st));
+  }
+  Conchtest__V1__Response *r = (Conchtest__V1__Response *)out;
+  assert_int_equal(r->payload.len, sizeof(payload));
+  assert_memory_equal(r->payload.data, payload, sizeof(payload));
+  assert_int_equal(r->n_request_headers, 1);
+  assert_string_equal(r->request_headers[0]->name, "x-echo");
+  assert_memory_equal(r->request_headers[0]->values[0].data, "hello", 5);
+  assert_true(r->timeout_ms > 50000 && r->timeout_ms <= 60000);
+  assert_string_equal(conch_metadata_get(rh, "x-resp", NULL), "h1");
+  size_t tl = 0;
+  const char *tval = conch_metadata_get(rt, "x-trl-bin", &tl);
+  assert_non_null(tval);
+  assert_int_equal(tl, 3);
+  assert_memory_equal(tval, "\x00\x01\x02", 3);
+  conch_message_free(c, out);
+  conch_metadata_free(md);
+  conch_metadata_free(rh);
+  conch_metadata_free(rt);
+  conch_status_clear(&st);
+  conch_client_free(c);
+}
+
+static void server_stream_ok(const fixture *fx, const variant *v) {
+  conch_client *c = client_for(fx, v);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call *call;
+  ProtobufCMessage *m;
+  uint32_t n = 0;
+  int rv;
+
+  req.response_count = 5;
+  req.response_size = 40000; /* past one DATA frame */
+  assert_int_equal(conch_call_start(c, &m_sstream, NULL, NULL, NULL, &call),
+                   0);
+  assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+  while ((rv = conch_call_recv_sync(call, &m)) == 0) {
+    Conchtest__V1__Response *r = (Conchtest__V1__Response *)m;
+    assert_int_equal(r->index, n);
+    assert_int_equal(r->payload.len, 40000);
+    assert_int_equal(r->payload.data[39999], (uint8_t)(39999 * 7));
+    n++;
+    conch_message_free(c, m);
+  }
+  if (rv != CONCH_ERR_EOF) {
+    fail_msg("%s: %s", vname(v), conch_status_message(conch_call_status(call)));
+  }
+  assert_int_equal(n, 5);
+  conch_call_free(call);
+  conch_client_free(c);
+}
+
+static void client_stream_ok(const fixture *fx, const variant *v) {
+  conch_client *c = client_for(fx, v);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call *call;
+  ProtobufCMessage *m;
+  uint8_t buf[1000] = {0};
+
+  req.payload.data = buf;
+  assert_int_equal(conch_call_start(c, &m_cstream, NULL, NULL, NULL, &call),
+                   0);
+  for (int i = 0; i < 10; i++) {
+    req.payload.len = 100 * (size_t)i;
+    assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+  }
+  assert_int_equal(conch_call_close_send(call), 0);
+  if (conch_call_recv_sync(call, &m) != 0) {
+    fail_msg("%s: %s", vname(v), conch_status_message(conch_call_status(call)));
+  }
+  Conchtest__V1__Response *r = (Conchtest__V1__Response *)m;
+  assert_int_equal(r->message_count, 10);
+  assert_int_equal(r->total_bytes, 4500);
+  conch_message_free(c, m);
+  assert_int_equal(conch_call_wait_sync(call), 0);
+  conch_call_free(call);
+  conch_client_free(c);
+}
+
+static void bidi_ok(const fixture *fx, const variant *v) {
+  conch_client *c = client_for(fx, v);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call *call;
+  ProtobufCMessage *m;
+  char text[32];
+
+  assert_int_equal(conch_call_start(c, &m_bidi, NULL, NULL, NULL, &call), 0);
+  for (uint32_t i = 0; i < 4; i++) { /* ping-pong: one answer per request */
+    snprintf(text, sizeof(text), "ping %u", i);
+    req.payload.data = (uint8_t *)text;
+    req.payload.len = strlen(text);
+    assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+    if (conch_call_recv_sync(call, &m) != 0) {
+      fail_msg("%s: %s", vname(v),
+               conch_status_message(conch_call_status(call)));
+    }
+    Conchtest__V1__Response *r = (Conchtest__V1__Response *)m;
+    assert_int_equal(r->index, i);
+    assert_int_equal(r->payload.len, strlen(text));
+    assert_memory_equal(r->payload.data, text, strlen(text));
+    conch_message_free(c, m);
+  }
+  assert_int_equal(conch_call_close_send(call), 0);
+  assert_int_equal(conch_call_recv_sync(call, &m), CONCH_ERR_EOF);
+  conch_call_free(call);
+  conch_client_free(c);
+}
+
+static void error_details(const fixture *fx, const variant *v,
+                          const conch_method *method) {
+  conch_client *c = client_for(fx, v);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  Conchtest__V1__ErrorSpec e = CONCHTEST__V1__ERROR_SPEC__INIT;
+  Conchtest__V1__ErrorDetail d = CONCHTEST__V1__ERROR_DETAIL__INIT;
+  Conchtest__V1__ErrorDetail *dp = &d;
+  conch_call *call;
+  ProtobufCMessage *m;
+  const conch_status *st;
+
+  e.code = CONCH_CODE_FAILED_PRECONDITION;
+  e.message = "not now: 100% busy\n";
+  d.type = "type.googleapis.com/conchtest.v1.ErrorDetail";
+  d.value.data = (uint8_t *)"\x0a\x03xyz";
+  d.value.len = 5;
+  e.n_details = 1;
+  e.details = &dp;
+  req.error = &e;
+  req.response_count = 2;
+  assert_int_equal(conch_call_start(c, method, NULL, NULL, NULL, &call), 0);
+  assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+  if (method->kind == CONCH_STREAM_BIDI) {
+    assert_int_equal(conch_call_close_send(call), 0);
+  }
+  int n = 0, rv;
+  while ((rv = conch_call_recv_sync(call, &m)) == 0) {
+    n++;
+    conch_message_free(c, m);
+  }
+  assert_int_equal(rv, CONCH_ERR_RPC);
+  assert_int_equal(n, method->kind == CONCH_STREAM_SERVER ? 2 : 0);
+  st = conch_call_status(call);
+  if (st->code != CONCH_CODE_FAILED_PRECONDITION) {
+    fail_msg("%s %s: %d %s", vname(v), method->path, st->code,
+             conch_status_message(st));
+  }
+  assert_int_equal(st->origin, CONCH_ORIGIN_SERVER);
+  assert_string_equal(conch_status_message(st), "not now: 100% busy\n");
+  assert_int_equal(st->ndetails, 1);
+  assert_string_equal(st->details[0].type_url,
+                      "type.googleapis.com/conchtest.v1.ErrorDetail");
+  assert_int_equal(st->details[0].len, 5);
+  assert_memory_equal(st->details[0].value, "\x0a\x03xyz", 5);
+  conch_call_free(call);
+  conch_client_free(c);
+}
+
+static void expect_code(const fixture *fx, const variant *v,
+                        const conch_method *m, const conch_call_opts *co,
+                        const Conchtest__V1__Request *req, conch_code want) {
+  conch_client *c = client_for(fx, v);
+  ProtobufCMessage *out = NULL;
+  conch_status st;
+
+  conch_status_init(&st);
+  assert_int_equal(conch_unary_sync(c, m, co, &req->base, &out, &st, NULL,
+                                    NULL),
+                   CONCH_ERR_RPC);
+  if (st.code != want) {
+    fail_msg("%s %s: want %s, got %s: %s", vname(v), m->path,
+             conch_code_name(want), conch_code_name(st.code),
+             conch_status_message(&st));
+  }
+  conch_status_clear(&st);
+  conch_client_free(c);
+}
+
+/* ---- Tests ---------------------------------------------------------------- */
+
+static int setup(void **state) {
+  fixture *fx = calloc(1, sizeof(*fx));
+  fx_start(fx, NULL, 0);
+  *state = fx;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *fx = *state;
+  fx_stop(fx);
+  free(fx);
+  return 0;
+}
+
+static int no_calls_left(void *arg) {
+  fixture *fx = arg;
+  return atomic_load(&fx->calls_live) == 0;
+}
+
+static void test_unary(void **state) {
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    unary_ok(*state, &variants[i]);
+  }
+}
+
+static void test_server_stream(void **state) {
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    server_stream_ok(*state, &variants[i]);
+  }
+}
+
+static void test_client_stream(void **state) {
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    client_stream_ok(*state, &variants[i]);
+  }
+}
+
+static void test_bidi(void **state) {
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    bidi_ok(*state, &variants[i]);
+  }
+}
+
+static void test_error_details(void **state) {
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    error_details(*state, &variants[i], &m_unary);
+    error_details(*state, &variants[i], &m_sstream);
+    error_details(*state, &variants[i], &m_bidi);
+  }
+  assert_true(conch_wait_until(no_calls_left, *state, CONCH_WAIT_MS));
+}
+
+static void test_unknown_method(void **state) {
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    expect_code(*state, &variants[i], &m_unimpl, NULL, &req,
+                CONCH_CODE_UNIMPLEMENTED);
+  }
+}
+
+typedef struct count_wait {
+  fixture *fx;
+  int want;
+} count_wait;
+
+static int cancels_reach(void *arg) {
+  count_wait *w = arg;
+  return atomic_load(&w->fx->cancels) >= w->want;
+}
+
+static int held_reach(void *arg) {
+  count_wait *w = arg;
+  return atomic_load(&w->fx->held) >= w->want;
+}
+
+/* The server's deadline: it answers deadline_exceeded before the client's
+   own timer (given a grace period) and tells the handler. */
+static void test_deadline(void **state) {
+  fixture *fx = *state;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call_opts co = CONCH_CALL_OPTS_INIT;
+
+  req.delay_ms = 1; /* held */
+  co.timeout_ms = 200;
+  co.deadline_grace_ms = 30000;
+  for (size_t i = 0; i < NVARIANTS; i += 3) {
+    count_wait w = {fx, atomic_load(&fx->cancels) + 1};
+    expect_code(fx, &variants[i], &m_unary, &co, &req,
+                CONCH_CODE_DEADLINE_EXCEEDED);
+    assert_true(conch_wait_until(cancels_reach, &w, CONCH_WAIT_MS));
+    assert_int_equal(atomic_load(&fx->last_cancel_code),
+                     CONCH_CODE_DEADLINE_EXCEEDED);
+  }
+  assert_int_equal(atomic_load(&fx->held), 0);
+  assert_true(conch_wait_until(no_calls_left, fx, CONCH_WAIT_MS));
+}
+
+/* The client cancels: RST_STREAM reaches the handler as on_cancel. */
+static void test_cancel(void **state) {
+  fixture *fx = *state;
+  for (size_t i = 0; i < NVARIANTS; i += 3) {
+    conch_client *c = client_for(fx, &variants[i]);
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    conch_call *call;
+    ProtobufCMessage *m;
+    count_wait h = {fx, 1};
+    count_wait w = {fx, atomic_load(&fx->cancels) + 1};
+
+    req.delay_ms = 1;
+    assert_int_equal(conch_call_start(c, &m_sstream, NULL, NULL, NULL, &call),
+                     0);
+    assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+    assert_int_equal(conch_call_recv_sync(call, &m), 0); /* the first one */
+    conch_message_free(c, m);
+    assert_true(conch_wait_until(held_reach, &h, CONCH_WAIT_MS));
+    assert_int_equal(conch_call_cancel(call), 0);
+    assert_int_equal(conch_call_wait_sync(call), CONCH_ERR_RPC);
+    assert_int_equal(conch_call_status(call)->code, CONCH_CODE_CANCELED);
+    assert_true(conch_wait_until(cancels_reach, &w, CONCH_WAIT_MS));
+    assert_int_equal(atomic_load(&fx->last_cancel_code), CONCH_CODE_CANCELED);
+    assert_int_equal(atomic_load(&fx->held), 0);
+    conch_call_free(call);
+    conch_client_free(c);
+  }
+  assert_true(conch_wait_until(no_calls_left, fx, CONCH_WAIT_MS));
+}
+
+static void test_too_big(void **state) {
+  fixture fx;
+  conch_server_opts *o;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  static uint8_t payload[70000];
+
+  (void)state;
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_recv_limit(o, 65536), 0);
+  fx_start(&fx, o, 0);
+  conch_server_opts_free(o);
+  req.payload.data = payload;
+  req.payload.len = sizeof(payload);
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    expect_code(&fx, &variants[i], &m_unary, NULL, &req,
+                CONCH_CODE_RESOURCE_EXHAUSTED);
+  }
+  /* A compression bomb: small on the wire, over the limit inflated. */
+  static uint8_t zeros[1 << 20];
+  req.payload.data = zeros;
+  req.payload.len = sizeof(zeros);
+  expect_code(&fx, &variants[1], &m_unary, NULL, &req,
+              CONCH_CODE_RESOURCE_EXHAUSTED);
+  expect_code(&fx, &variants[6], &m_unary, NULL, &req,
+              CONCH_CODE_RESOURCE_EXHAUSTED);
+  assert_true(conch_wait_until(no_calls_left, &fx, CONCH_WAIT_MS));
+  fx_stop(&fx);
+}
+
+static int shutdown_done(void *arg) {
+  return atomic_load(&((fixture *)arg)->shutdown_done);
+}
+
+static int server_idle(void *arg) {
+  return atomic_load(&((fixture *)arg)->idle);
+}
+
+/* GOAWAY with a call in flight: the call completes, new connections are
+   refused, and the server ends up with no connection. */
+static void test_graceful_shutdown(void **state) {
+  fixture fx;
+  (void)state;
+
+  fx_start(&fx, NULL, 1); /* on a Unix socket */
+  conch_client *c = client_for(&fx, &variants[3]);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call *call;
+  ProtobufCMessage *m;
+  count_wait h = {&fx, 1};
+
+  req.delay_ms = 1;
+  assert_int_equal(conch_call_start(c, &m_sstream, NULL, NULL, NULL, &call), 0);
+  assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+  assert_int_equal(conch_call_recv_sync(call, &m), 0);
+  conch_message_free(c, m);
+  assert_true(conch_wait_until(held_reach, &h, CONCH_WAIT_MS));
+
+  atomic_store(&fx.shutdown_req, 1);
+  assert_true(conch_wait_until(shutdown_done, &fx, CONCH_WAIT_MS));
+  assert_int_equal(atomic_load(&fx.idle), 0); /* the call holds it open */
+
+  /* A new client cannot connect any more. */
+  Conchtest__V1__Request r2 = CONCHTEST__V1__REQUEST__INIT;
+  expect_code(&fx, &variants[0], &m_unary, NULL, &r2, CONCH_CODE_UNAVAILABLE);
+
+  /* The call in flight still completes. */
+  atomic_store(&fx.release, 1);
+  assert_int_equal(conch_call_recv_sync(call, &m), 0);
+  Conchtest__V1__Response *r = (Conchtest__V1__Response *)m;
+  assert_int_equal(r->payload.len, 4);
+  assert_memory_equal(r->payload.data, "late", 4);
+  conch_message_free(c, m);
+  assert_int_equal(conch_call_recv_sync(call, &m), CONCH_ERR_EOF);
+  conch_call_free(call);
+  assert_true(conch_wait_until(server_idle, &fx, CONCH_WAIT_MS));
+  assert_int_equal(atomic_load(&fx.cancels), 0);
+  conch_client_free(c);
+  fx_stop(&fx);
+}
+
+/* What is not an RPC this server serves: wrong content type, a Connect
+   streaming content type for a unary method.  Read by the client as the
+   HTTP status maps (415: unknown for Connect, internal for gRPC). */
+static void test_unary_refuses_stream_kind(void **state) {
+  fixture *fx = *state;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_method wrong = m_unary;
+  /* A client that thinks Unary is server-streaming speaks Connect
+     streaming to it: 415. */
+  wrong.kind = CONCH_STREAM_SERVER;
+  conch_client *c = client_for(fx, &variants[0]);
+  conch_call *call;
+  ProtobufCMessage *m;
+  assert_int_equal(conch_call_start(c, &wrong, NULL, NULL, NULL, &call), 0);
+  assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+  assert_int_equal(conch_call_recv_sync(call, &m), CONCH_ERR_RPC);
+  assert_int_equal(conch_call_status(call)->http_status, 415);
+  conch_call_free(call);
+  conch_client_free(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_unary, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_server_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_client_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bidi, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_error_details, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unknown_method, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unary_refuses_stream_kind, setup,
+                                      teardown),
+      cmocka_unit_test(test_too_big),
+      cmocka_unit_test(test_graceful_shutdown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
