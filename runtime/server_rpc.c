@@ -11,8 +11,8 @@
 #include "mem_int.h"
 #include "pbjson.h"
 #include "server_int.h"
-#include "server_wiretmp.h"
 #include "status_int.h"
+#include "wire.h"
 
 srv_method *conch__srv_find_method(conch_server *s, const char *path);
 
@@ -992,45 +992,21 @@ static int on_stream_close(nghttp2_session *h2, int32_t id, uint32_t error,
 
 int conch__srv_session_new(srv_conn *conn) {
   conch_server *s = conn->s;
-  nghttp2_session_callbacks *cbs;
-  nghttp2_mem mem;
-  nghttp2_settings_entry iv[3];
-  int rv;
+  conch_h2_setup h;
 
-  mem.mem_user_data = s->mem->user_data;
-  mem.malloc = s->mem->malloc;
-  mem.free = s->mem->free;
-  mem.calloc = s->mem->calloc;
-  mem.realloc = s->mem->realloc;
-  if (nghttp2_session_callbacks_new(&cbs) != 0) {
-    return CONCH_ERR_NOMEM;
-  }
-  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs,
-                                                          on_begin_headers);
-  nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
-  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
-  rv = nghttp2_session_server_new3(&conn->h2, cbs, conn, NULL, &mem);
-  nghttp2_session_callbacks_del(cbs);
-  if (rv != 0) {
-    conn->h2 = NULL;
-    return CONCH_ERR_NOMEM;
-  }
-  iv[0].settings_id = NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS;
-  iv[0].value = s->o.max_streams;
-  iv[1].settings_id = NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE;
-  iv[1].value = s->o.max_header_list;
-  iv[2].settings_id = NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE;
-  iv[2].value = 1024 * 1024;
-  rv = nghttp2_submit_settings(conn->h2, NGHTTP2_FLAG_NONE, iv, 3);
-  if (rv != 0) {
-    nghttp2_session_del(conn->h2);
-    conn->h2 = NULL;
-    return nghttp2_is_fatal(rv) ? CONCH_ERR_NOMEM : CONCH_ERR_SESSION;
-  }
-  return 0;
+  memset(&h, 0, sizeof(h));
+  h.server = 1;
+  h.mem = s->mem;
+  h.begin_headers = on_begin_headers;
+  h.header = on_header;
+  h.frame_recv = on_frame_recv;
+  h.frame_send = on_frame_send;
+  h.data_chunk = on_data_chunk;
+  h.stream_close = on_stream_close;
+  h.max_streams = s->o.max_streams;
+  h.max_header_list = s->o.max_header_list;
+  h.stream_window = 1024 * 1024;
+  return conch__h2_session_new(&conn->h2, &h, conn);
 }
 
 /* ---- Public: one call ------------------------------------------------------- */

@@ -76,7 +76,7 @@ srv_stream *srv_rpc_stream_new(srv_conn *c, int32_t id) {
     free(st);
     return NULL;
   }
-  srv_list_push(&c->streams, &st->link);
+  conch__list_push(&c->streams, &st->link);
   srv_conn_streams_changed(c);
   return st;
 }
@@ -152,7 +152,7 @@ void srv_rpc_stream_free(srv_stream *st) {
     protobuf_c_message_free_unpacked(st->req, NULL);
   }
   srv_user_clear(&st->user);
-  srv_list_remove(&st->link);
+  conch__list_remove(&st->link);
   free(st);
   srv_conn_streams_changed(c);
 }
@@ -665,13 +665,13 @@ ssize_t srv_rpc_read_out(nghttp2_session *s, int32_t id, uint8_t *buf,
 }
 
 static void on_deadline(srv_timer *t) {
-  srv_stream *st = SRV_CONTAINER(t, srv_stream, deadline_t);
+  srv_stream *st = CONCH_CONTAINER(t, srv_stream, deadline_t);
 
   srv_rpc_finish(st, CONCH_CODE_DEADLINE_EXCEEDED, "context deadline exceeded");
 }
 
 static void on_keepalive(srv_timer *t) {
-  srv_stream *st = SRV_CONTAINER(t, srv_stream, keepalive_t);
+  srv_stream *st = CONCH_CONTAINER(t, srv_stream, keepalive_t);
 
   srv_service_keepalive(st);
 }
@@ -706,7 +706,7 @@ static void recv_update(srv_stream *st) {
 }
 
 static void on_recv_timeout(srv_timer *t) {
-  srv_stream *st = SRV_CONTAINER(t, srv_stream, recv_t);
+  srv_stream *st = CONCH_CONTAINER(t, srv_stream, recv_t);
   srv_conn *c = st->conn;
   srv_server *srv = c->srv;
 

@@ -196,7 +196,7 @@ CONCH_EXTERN int conch_server_add_method(conch_server *s,
  */
 CONCH_EXTERN int conch_server_listen(conch_server *s, const char *addr);
 /**
- * The TCP port of the first TCP listener, or 0 when there is none.
+ * Returns the TCP port of the first TCP listener, or 0 when there is none.
  */
 CONCH_EXTERN int conch_server_port(const conch_server *s);
 
