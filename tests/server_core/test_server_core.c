@@ -193,19 +193,19 @@ static void on_message_once(conch_rpc *rpc, const ProtobufCMessage *msg,
     return;
   }
   if (req->error != NULL && !stream) {
+    done(rpc); /* |rpc| is not ours after the finish */
     finish_error(rpc, req->error);
-    done(rpc);
     return;
   }
   for (uint32_t i = 0; i < n; i++) {
     respond(rpc, req, i);
   }
+  done(rpc);
   if (req->error != NULL) {
     finish_error(rpc, req->error);
   } else {
     assert_int_equal(conch_rpc_finish(rpc, NULL), 0);
   }
-  done(rpc);
 }
 
 static void on_cstream_message(conch_rpc *rpc, const ProtobufCMessage *msg,
@@ -225,8 +225,8 @@ static void on_cstream_half_close(conch_rpc *rpc, void *ud) {
   resp.total_bytes = cs->bytes;
   assert_int_equal(conch_rpc_send(rpc, &resp.base), 0);
   assert_int_equal(conch_rpc_send(rpc, &resp.base), CONCH_ERR_STATE);
-  assert_int_equal(conch_rpc_finish(rpc, NULL), 0);
   done(rpc);
+  assert_int_equal(conch_rpc_finish(rpc, NULL), 0);
 }
 
 static void on_bidi_message(conch_rpc *rpc, const ProtobufCMessage *msg,
@@ -235,8 +235,8 @@ static void on_bidi_message(conch_rpc *rpc, const ProtobufCMessage *msg,
   call_state *cs = conch_rpc_data(rpc);
   (void)ud;
   if (req->error != NULL) {
-    finish_error(rpc, req->error);
     done(rpc);
+    finish_error(rpc, req->error);
     return;
   }
   respond(rpc, req, cs->count++);
@@ -244,8 +244,8 @@ static void on_bidi_message(conch_rpc *rpc, const ProtobufCMessage *msg,
 
 static void on_bidi_half_close(conch_rpc *rpc, void *ud) {
   (void)ud;
-  assert_int_equal(conch_rpc_finish(rpc, NULL), 0);
   done(rpc);
+  assert_int_equal(conch_rpc_finish(rpc, NULL), 0);
 }
 
 static void on_cancel(conch_rpc *rpc, const conch_status *st, void *ud) {
@@ -267,8 +267,8 @@ static void release_held(fixture *fx) {
       req.payload.data = (uint8_t *)"late";
       req.payload.len = 4;
       respond(rpc, &req, conch_rpc_method(rpc)->kind == CONCH_STREAM_SERVER);
-      assert_int_equal(conch_rpc_finish(rpc, NULL), 0);
       done(rpc);
+      assert_int_equal(conch_rpc_finish(rpc, NULL), 0);
     }
   }
 }
