@@ -298,6 +298,16 @@ void fx_start(fixture *fx, conch_server_opts *opts, int use_unix) {
   SVC_EQ(pthread_create(&fx->thread, NULL, server_thread, fx), 0);
 }
 
+void fx_pause(fixture *fx) {
+  atomic_store(&fx->stop, 1);
+  pthread_join(fx->thread, NULL);
+}
+
+void fx_resume(fixture *fx) {
+  atomic_store(&fx->stop, 0);
+  SVC_EQ(pthread_create(&fx->thread, NULL, server_thread, fx), 0);
+}
+
 void fx_stop(fixture *fx) {
   atomic_store(&fx->stop, 1);
   pthread_join(fx->thread, NULL);

@@ -49,6 +49,10 @@ typedef struct fixture {
 /* Starts a server with |opts| (NULL: defaults) on 127.0.0.1:0 or, with
    |use_unix|, a Unix socket; fx->url is a client URL for it. */
 void fx_start(fixture *fx, conch_server_opts *opts, int use_unix);
+/* Stops the server thread (the server stays, for the caller to use on
+   this thread), and starts it again. */
+void fx_pause(fixture *fx);
+void fx_resume(fixture *fx);
 /* Stops the thread and frees the server. */
 void fx_stop(fixture *fx);
 
