@@ -112,7 +112,17 @@ static void done(conch_rpc *rpc) {
   free(conch_rpc_data(rpc));
 }
 
-static void respond(conch_rpc *rpc, const Conchtest__V1__Request *req,
+/* A send failed (only under a failing allocator): the call ends. */
+static void send_failed(conch_rpc *rpc) {
+  conch_status st;
+  conch_status_init(&st);
+  st.code = CONCH_CODE_INTERNAL;
+  free(conch_rpc_data(rpc));
+  SVC_EQ(conch_rpc_finish(rpc, &st), 0);
+}
+
+/* Returns 0, or non-zero when the send failed and the call was ended. */
+static int respond(conch_rpc *rpc, const Conchtest__V1__Request *req,
                     uint32_t index) {
   Conchtest__V1__Response resp = CONCHTEST__V1__RESPONSE__INIT;
   const conch_metadata *rh = conch_rpc_request_headers(rpc);
@@ -143,8 +153,13 @@ static void respond(conch_rpc *rpc, const Conchtest__V1__Request *req,
     resp.n_request_headers = 1;
     resp.request_headers = &hp;
   }
-  SVC_EQ(conch_rpc_send(rpc, &resp.base), 0);
+  int rv = conch_rpc_send(rpc, &resp.base);
   free(big);
+  if (rv != 0) {
+    SVC_OK(fx_of(rpc)->tolerant);
+    send_failed(rpc);
+  }
+  return rv;
 }
 
 /* Unary and ServerStream: everything happens on the one request. */
@@ -161,7 +176,9 @@ static void on_message_once(conch_rpc *rpc, const ProtobufCMessage *msg,
               req->n_response_trailers);
   if (req->delay_ms > 0) { /* held until canceled or released */
     if (stream) {
-      respond(rpc, req, 0);
+      if (respond(rpc, req, 0) != 0) {
+        return;
+      }
     }
     hold(rpc);
     return;
@@ -172,7 +189,9 @@ static void on_message_once(conch_rpc *rpc, const ProtobufCMessage *msg,
     return;
   }
   for (uint32_t i = 0; i < n; i++) {
-    respond(rpc, req, i);
+    if (respond(rpc, req, i) != 0) {
+      return;
+    }
   }
   done(rpc);
   if (req->error != NULL) {
@@ -197,7 +216,11 @@ static void on_cstream_half_close(conch_rpc *rpc, void *ud) {
   (void)ud;
   resp.message_count = cs->count;
   resp.total_bytes = cs->bytes;
-  SVC_EQ(conch_rpc_send(rpc, &resp.base), 0);
+  if (conch_rpc_send(rpc, &resp.base) != 0) {
+    SVC_OK(fx_of(rpc)->tolerant);
+    send_failed(rpc);
+    return;
+  }
   SVC_EQ(conch_rpc_send(rpc, &resp.base), CONCH_ERR_STATE);
   done(rpc);
   SVC_EQ(conch_rpc_finish(rpc, NULL), 0);
@@ -213,7 +236,7 @@ static void on_bidi_message(conch_rpc *rpc, const ProtobufCMessage *msg,
     finish_error(rpc, req->error);
     return;
   }
-  respond(rpc, req, cs->count++);
+  (void)respond(rpc, req, cs->count++);
 }
 
 static void on_bidi_half_close(conch_rpc *rpc, void *ud) {
@@ -240,7 +263,10 @@ static void release_held(fixture *fx) {
       unhold(rpc);
       req.payload.data = (uint8_t *)"late";
       req.payload.len = 4;
-      respond(rpc, &req, conch_rpc_method(rpc)->kind == CONCH_STREAM_SERVER);
+      if (respond(rpc, &req,
+                  conch_rpc_method(rpc)->kind == CONCH_STREAM_SERVER) != 0) {
+        continue;
+      }
       done(rpc);
       SVC_EQ(conch_rpc_finish(rpc, NULL), 0);
     }
@@ -265,37 +291,61 @@ static void *server_thread(void *arg) {
   return NULL;
 }
 
-void fx_start(fixture *fx, conch_server_opts *opts, int use_unix) {
+/* Returns 0, or what failed (the fixture is then cleaned up). */
+int fx_try_start(fixture *fx, conch_server_opts *opts, int use_unix) {
   const conch_server_handler once = {on_call, on_message_once, NULL, NULL,
                                      on_cancel};
   const conch_server_handler cstream = {on_call, on_cstream_message, NULL,
                                         on_cstream_half_close, on_cancel};
   const conch_server_handler bidi = {on_call, on_bidi_message, NULL,
                                      on_bidi_half_close, on_cancel};
+  int tolerant = fx->tolerant;
+  char addr[128];
+  int rv;
 
   memset(fx, 0, sizeof(*fx));
-  SVC_EQ(conch_server_new(&fx->s, opts), 0);
-  SVC_EQ(conch_server_add_method(fx->s, &m_unary, &once, fx), 0);
-  SVC_EQ(conch_server_add_method(fx->s, &m_sstream, &once, fx), 0);
-  SVC_EQ(conch_server_add_method(fx->s, &m_cstream, &cstream, fx),
-                   0);
-  SVC_EQ(conch_server_add_method(fx->s, &m_bidi, &bidi, fx), 0);
-  SVC_EQ(conch_server_add_method(fx->s, &m_bidi, &bidi, fx),
-                   CONCH_ERR_INVALID);
-  if (use_unix) {
-    snprintf(fx->sock, sizeof(fx->sock), "/tmp/conch-srvcore-%d.sock",
-             (int)getpid());
-    snprintf(fx->url, sizeof(fx->url), "unix:%s", fx->sock);
-    char addr[128];
-    snprintf(addr, sizeof(addr), "unix:%s", fx->sock);
-    SVC_EQ(conch_server_listen(fx->s, addr), 0);
-  } else {
-    SVC_EQ(conch_server_listen(fx->s, "127.0.0.1:0"), 0);
-    SVC_OK(conch_server_port(fx->s) > 0);
-    snprintf(fx->url, sizeof(fx->url), "http://127.0.0.1:%d",
-             conch_server_port(fx->s));
+  fx->tolerant = tolerant;
+  rv = conch_server_new(&fx->s, opts);
+  if (rv != 0) {
+    return rv;
+  }
+  rv = conch_server_add_method(fx->s, &m_unary, &once, fx);
+  if (rv == 0) {
+    rv = conch_server_add_method(fx->s, &m_sstream, &once, fx);
+  }
+  if (rv == 0) {
+    rv = conch_server_add_method(fx->s, &m_cstream, &cstream, fx);
+  }
+  if (rv == 0) {
+    rv = conch_server_add_method(fx->s, &m_bidi, &bidi, fx);
+  }
+  if (rv == 0) {
+    SVC_EQ(conch_server_add_method(fx->s, &m_bidi, &bidi, fx),
+           CONCH_ERR_INVALID);
+    if (use_unix) {
+      snprintf(fx->sock, sizeof(fx->sock), "/tmp/conch-srvcore-%d.sock",
+               (int)getpid());
+      snprintf(fx->url, sizeof(fx->url), "unix:%s", fx->sock);
+      snprintf(addr, sizeof(addr), "unix:%s", fx->sock);
+      rv = conch_server_listen(fx->s, addr);
+    } else {
+      rv = conch_server_listen(fx->s, "127.0.0.1:0");
+      snprintf(fx->url, sizeof(fx->url), "http://127.0.0.1:%d",
+               conch_server_port(fx->s));
+    }
+  }
+  if (rv != 0) {
+    conch_server_free(fx->s);
+    fx->s = NULL;
+    return rv;
   }
   SVC_EQ(pthread_create(&fx->thread, NULL, server_thread, fx), 0);
+  return 0;
+}
+
+void fx_start(fixture *fx, conch_server_opts *opts, int use_unix) {
+  fx->tolerant = 0;
+  SVC_EQ(fx_try_start(fx, opts, use_unix), 0);
 }
 
 void fx_pause(fixture *fx) {

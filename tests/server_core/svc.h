@@ -42,6 +42,7 @@ typedef struct fixture {
   atomic_int idle;
   atomic_int calls_live; /* conch_server_calls() as last seen */
   conch_rpc *held_rpc[MAX_HELD];
+  int tolerant; /* sends may fail (a failing allocator) */
   char url[128];
   char sock[108];
 } fixture;
@@ -49,6 +50,9 @@ typedef struct fixture {
 /* Starts a server with |opts| (NULL: defaults) on 127.0.0.1:0 or, with
    |use_unix|, a Unix socket; fx->url is a client URL for it. */
 void fx_start(fixture *fx, conch_server_opts *opts, int use_unix);
+/* The same, returning what failed (0: started) instead of aborting;
+   fx->tolerant is kept (set it before). */
+int fx_try_start(fixture *fx, conch_server_opts *opts, int use_unix);
 /* Stops the server thread (the server stays, for the caller to use on
    this thread), and starts it again. */
 void fx_pause(fixture *fx);
