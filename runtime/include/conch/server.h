@@ -103,8 +103,8 @@ CONCH_EXTERN int conch_server_opts_set_recv_limit(conch_server_opts *opts,
 /**
  * Largest request header list accepted (names and values plus 32 bytes a
  * field, as HTTP/2 counts), advertised as SETTINGS_MAX_HEADER_LIST_SIZE.
- * A larger one is refused: HTTP 431 (Connect), resource_exhausted (gRPC,
- * gRPC-Web).  Default 64 KiB.
+ * A call with a larger one ends with resource_exhausted before its
+ * handler sees it.  Default 64 KiB.
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, |bytes| under 1024).
  */
@@ -175,10 +175,13 @@ CONCH_EXTERN void conch_server_free(conch_server *s);
  * Registers |method| (copied, with its path; the descriptors are retained)
  * with |handler| (copied) and |user_data| (passed to every handler).
  * Descriptors NULL mean a raw method (on_raw_message, conch_rpc_send_raw()).
+ * Register before serving: the table may have to grow, which it cannot
+ * while calls run.
  *
  * Returns 0, CONCH_ERR_INVALID (NULL argument, a path that does not start
  * with '/', a handler without on_call, an unknown stream kind, or a path
- * registered already) or CONCH_ERR_NOMEM.
+ * registered already), CONCH_ERR_STATE (the table is full and calls are
+ * running) or CONCH_ERR_NOMEM.
  */
 CONCH_EXTERN int conch_server_add_method(conch_server *s,
                                          const conch_method *method,
@@ -232,12 +235,14 @@ CONCH_EXTERN int conch_server_adopt(conch_server *s, int handle,
 
 /**
  * Graceful shutdown: the listeners close, every connection gets GOAWAY
- * (streams the client opened before it still run; new ones are refused
- * with REFUSED_STREAM, which clients retry elsewhere), and a connection
- * closes once its calls are done.  conch_server_idle() tells when all are.
+ * naming the last stream the server processed (streams the client opened
+ * before it still run; later ones are ignored, and clients retry them
+ * elsewhere), and a connection closes once its calls are done and its
+ * bytes sent.  conch_server_idle() tells when all are.  Calls a handler
+ * holds keep their connection open: finish them (there is no drain
+ * timeout of the server's own yet).  May be called from handlers.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |s|) or CONCH_ERR_RECURSIVE (never:
- * it may be called from handlers; reserved).
+ * Returns 0 or CONCH_ERR_INVALID (NULL |s|).
  */
 CONCH_EXTERN int conch_server_shutdown(conch_server *s);
 /**
