@@ -77,6 +77,7 @@ int conch_server_opts_new(conch_server_opts **out) {
   }
   o->mem = *mem;
   o->recv_limit = SRV_RECV_LIMIT;
+  o->send_buffer = 256 * 1024;
   o->max_header_list = 64 * 1024;
   o->max_streams = 100;
   conch__comp_opts_defaults(&o->comp);
@@ -112,6 +113,14 @@ int conch_server_opts_set_recv_limit(conch_server_opts *opts, size_t bytes) {
     return CONCH_ERR_INVALID;
   }
   opts->recv_limit = bytes;
+  return 0;
+}
+
+int conch_server_opts_set_send_buffer(conch_server_opts *opts, size_t bytes) {
+  if (opts == NULL || bytes == 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->send_buffer = bytes;
   return 0;
 }
 
@@ -568,8 +577,16 @@ static unsigned conn_events(const srv_conn *conn) {
 static void conn_settle(srv_conn *conn) {
   conch_server *s = conn->s;
 
-  if (!conn->dead && conn_flush(conn) != 0) {
-    conn->dead = 1;
+  /* Handlers told of room send more: flush again, a few rounds at most
+     (the rest waits for the next turn). */
+  for (int round = 0; !conn->dead; round++) {
+    if (conn_flush(conn) != 0) {
+      conn->dead = 1;
+      break;
+    }
+    if (round == 4 || conch__srv_conn_ready(conn) == 0) {
+      break;
+    }
   }
   if (!conn->dead && conch__buf_size(&conn->wbuf) == 0 &&
       !nghttp2_session_want_read(conn->h2) &&

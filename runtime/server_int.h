@@ -24,6 +24,7 @@
 struct conch_server_opts {
   conch_mem mem;
   size_t recv_limit;
+  size_t send_buffer;
   uint32_t max_header_list;
   uint32_t max_streams;
   conch_comp_opts comp; /* accept[]: the compressions the server takes */
@@ -102,6 +103,7 @@ struct conch_rpc {
   int out_end;       /* no bytes after |out| */
   int deferred;      /* the data source is deferred */
   srv_hb trl;       /* gRPC trailers, for when |out| drained */
+  int want_ready;  /* a send was refused: on_send_ready is owed */
   int half_closed; /* the client ended its requests */
   int nrecv;
   int nsent;
@@ -139,6 +141,9 @@ int conch__srv_session_new(srv_conn *conn);
 void conch__srv_conn_drop_rpcs(srv_conn *conn);
 /* A call's deadline passed. */
 void conch__srv_rpc_deadline(conch_rpc *rpc);
+/* Runs on_send_ready for the calls of |conn| that have room again.
+   Returns how many ran. */
+int conch__srv_conn_ready(srv_conn *conn);
 /* Sends what nghttp2 has for |conn| and, outside a turn, what that
    caused; marks the connection dead on failure. */
 void conch__srv_conn_kick(srv_conn *conn);

@@ -1119,7 +1119,7 @@ static int send_bytes(conch_rpc *rpc, const uint8_t *p, size_t n) {
   return 0;
 }
 
-static int send_check(const conch_rpc *rpc) {
+static int send_check(conch_rpc *rpc) {
   conch_stream_kind k = rpc->method->m.kind;
   if (rpc->state != SRV_RPC_USER) {
     return CONCH_ERR_STATE;
@@ -1128,7 +1128,32 @@ static int send_check(const conch_rpc *rpc) {
       rpc->nsent > 0) {
     return CONCH_ERR_STATE;
   }
+  if (conch__buf_size(&rpc->out) >= rpc->conn->s->o.send_buffer) {
+    rpc->want_ready = 1;
+    return CONCH_ERR_AGAIN;
+  }
   return 0;
+}
+
+int conch__srv_conn_ready(srv_conn *conn) {
+  size_t room = conn->s->o.send_buffer;
+  conch_link *l;
+  int n = 0;
+
+  for (l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
+    conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
+    if (rpc->want_ready && rpc->state == SRV_RPC_USER &&
+        conch__buf_size(&rpc->out) < room) {
+      rpc->want_ready = 0;
+      if (rpc->method->h.on_send_ready != NULL) {
+        /* The handler may send or finish; calls are freed only by
+           nghttp2's callbacks, never from here, so |l| stays valid. */
+        rpc->method->h.on_send_ready(rpc, rpc->method->user_data);
+        n++;
+      }
+    }
+  }
+  return n;
 }
 
 int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg) {

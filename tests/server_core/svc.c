@@ -46,6 +46,8 @@ typedef struct call_state {
   uint32_t count;
   uint64_t bytes;
   int held;
+  Conchtest__V1__Request *req; /* ServerStream: the request, copied */
+  uint32_t next;               /* ServerStream: the next response */
 } call_state;
 
 static fixture *fx_of(conch_rpc *rpc) { return conch_rpc_user_data(rpc); }
@@ -109,7 +111,11 @@ static void on_call(conch_rpc *rpc, void *ud) {
 }
 
 static void done(conch_rpc *rpc) {
-  free(conch_rpc_data(rpc));
+  call_state *cs = conch_rpc_data(rpc);
+  if (cs->req != NULL) {
+    protobuf_c_message_free_unpacked(&cs->req->base, NULL);
+  }
+  free(cs);
 }
 
 /* A send failed (only under a failing allocator): the call ends. */
@@ -117,7 +123,7 @@ static void send_failed(conch_rpc *rpc) {
   conch_status st;
   conch_status_init(&st);
   st.code = CONCH_CODE_INTERNAL;
-  free(conch_rpc_data(rpc));
+  done(rpc);
   SVC_EQ(conch_rpc_finish(rpc, &st), 0);
 }
 
@@ -155,11 +161,62 @@ static int respond(conch_rpc *rpc, const Conchtest__V1__Request *req,
   }
   int rv = conch_rpc_send(rpc, &resp.base);
   free(big);
+  if (rv == CONCH_ERR_AGAIN) {
+    atomic_fetch_add(&fx_of(rpc)->again, 1);
+    return rv;
+  }
   if (rv != 0) {
     SVC_OK(fx_of(rpc)->tolerant);
     send_failed(rpc);
   }
   return rv;
+}
+
+/* Sends ServerStream's responses while the send buffer takes them; the
+   rest follows on_send_ready. */
+static void pump(conch_rpc *rpc) {
+  call_state *cs = conch_rpc_data(rpc);
+  const Conchtest__V1__Request *req = cs->req;
+
+  while (cs->next < req->response_count) {
+    int rv = respond(rpc, req, cs->next);
+    if (rv == CONCH_ERR_AGAIN) {
+      return;
+    }
+    if (rv != 0) {
+      return; /* ended */
+    }
+    cs->next++;
+  }
+  if (req->error != NULL) {
+    Conchtest__V1__ErrorSpec *e = req->error;
+    cs->req = NULL; /* |e| lives in it: free after the finish */
+    done(rpc);
+    finish_error(rpc, e);
+    protobuf_c_message_free_unpacked(&((Conchtest__V1__Request *)req)->base,
+                                     NULL);
+  } else {
+    done(rpc);
+    SVC_EQ(conch_rpc_finish(rpc, NULL), 0);
+  }
+}
+
+static void on_send_ready(conch_rpc *rpc, void *ud) {
+  (void)ud;
+  pump(rpc);
+}
+
+/* A private copy of |msg|, for use after its handler returns. */
+static Conchtest__V1__Request *copy_req(const ProtobufCMessage *msg) {
+  size_t n = protobuf_c_message_get_packed_size(msg);
+  uint8_t *b = malloc(n + 1);
+  Conchtest__V1__Request *r;
+  SVC_OK(b);
+  protobuf_c_message_pack(msg, b);
+  r = conchtest__v1__request__unpack(NULL, n, b);
+  free(b);
+  SVC_OK(r);
+  return r;
 }
 
 /* Unary and ServerStream: everything happens on the one request. */
@@ -186,6 +243,11 @@ static void on_message_once(conch_rpc *rpc, const ProtobufCMessage *msg,
   if (req->error != NULL && !stream) {
     done(rpc); /* |rpc| is not ours after the finish */
     finish_error(rpc, req->error);
+    return;
+  }
+  if (stream) {
+    ((call_state *)conch_rpc_data(rpc))->req = copy_req(msg);
+    pump(rpc);
     return;
   }
   for (uint32_t i = 0; i < n; i++) {
@@ -294,7 +356,7 @@ static void *server_thread(void *arg) {
 /* Returns 0, or what failed (the fixture is then cleaned up). */
 int fx_try_start(fixture *fx, conch_server_opts *opts, int use_unix) {
   const conch_server_handler once = {on_call, on_message_once, NULL, NULL,
-                                     on_cancel};
+                                     on_cancel, on_send_ready};
   const conch_server_handler cstream = {on_call, on_cstream_message, NULL,
                                         on_cstream_half_close, on_cancel};
   const conch_server_handler bidi = {on_call, on_bidi_message, NULL,

@@ -40,6 +40,7 @@ typedef struct fixture {
   atomic_int cancels;
   atomic_int last_cancel_code;
   atomic_int idle;
+  atomic_int again; /* sends refused with CONCH_ERR_AGAIN */
   atomic_int calls_live; /* conch_server_calls() as last seen */
   conch_rpc *held_rpc[MAX_HELD];
   int tolerant; /* sends may fail (a failing allocator) */

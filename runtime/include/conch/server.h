@@ -11,9 +11,8 @@
  * client that speaks HTTP/1.x is dropped), TLS serving, Connect GET
  * requests (405), pull-mode receiving (handlers are pushed messages),
  * flow control toward slow handlers (request windows are returned as
- * bytes arrive, so a handler that cannot keep up buffers in memory, up to
- * the receive limit per message), send back-pressure (conch_rpc_send()
- * always queues), typed handler stubs from protoc-gen-conch, registered
+ * bytes arrive: requests are pushed to the handler as fast as the client
+ * sends them), typed handler stubs from protoc-gen-conch, registered
  * custom compressions, and libuv/libevent adapters for the server.
  *
  * The shape follows the client (client.h, call.h, io.h):
@@ -118,6 +117,16 @@ CONCH_EXTERN int conch_server_opts_set_max_header_list(conch_server_opts *opts,
 CONCH_EXTERN int conch_server_opts_set_max_streams(conch_server_opts *opts,
                                                    uint32_t n);
 /**
+ * The send buffer of each call: once this many bytes of its responses
+ * wait to be sent, conch_rpc_send() returns CONCH_ERR_AGAIN (one message
+ * is always taken when nothing waits, whatever its size).  Default
+ * 256 KiB.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, |bytes| 0).
+ */
+CONCH_EXTERN int conch_server_opts_set_send_buffer(conch_server_opts *opts,
+                                                   size_t bytes);
+/**
  * The compressions accepted in requests and used for responses: a
  * comma-separated list of built-in names ("gzip,zstd"; "" or NULL:
  * identity only).  A request in a compression outside the list ends with
@@ -155,6 +164,10 @@ typedef struct conch_server_handler {
       when this returns. */
   void (*on_cancel)(conch_rpc *rpc, const conch_status *status,
                     void *user_data);
+  /** The send buffer has room again after conch_rpc_send() returned
+      CONCH_ERR_AGAIN.  Runs once per such refusal, on the server's turn
+      (never from inside conch_rpc_send()). */
+  void (*on_send_ready)(conch_rpc *rpc, void *user_data);
 } conch_server_handler;
 
 /**
@@ -342,10 +355,15 @@ CONCH_EXTERN conch_server *conch_rpc_server(const conch_rpc *rpc);
  * Queues the response message |msg| (serialized now in the call's codec,
  * compressed as negotiated; borrowed for the call only).  The response
  * headers go out with the first message (for Connect unary, with the
- * finish).  Unary and client-streaming calls take one message.
+ * finish).  Unary and client-streaming calls take one message.  While
+ * the call's bytes not yet sent reach the send buffer size
+ * (conch_server_opts_set_send_buffer()), further messages are refused
+ * with CONCH_ERR_AGAIN, and on_send_ready tells when to go on: a client
+ * that reads slowly slows its handler instead of filling memory.
  *
- * Returns 0; CONCH_ERR_INVALID (NULL argument, a message of another type,
- * a raw method); CONCH_ERR_STATE (after the finish, a second message of a
+ * Returns 0; CONCH_ERR_AGAIN (the send buffer is full: nothing queued,
+ * on_send_ready follows); CONCH_ERR_INVALID (NULL argument, a message of
+ * another type, a raw method); CONCH_ERR_STATE (after the finish, a second message of a
  * unary or client-streaming call); CONCH_ERR_CODEC (it cannot be
  * serialized, e.g. JSON of an Any whose type is unknown); CONCH_ERR_LIMIT
  * (over the 4 GiB envelope limit) or CONCH_ERR_NOMEM.  A failed send
