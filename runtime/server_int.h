@@ -86,7 +86,9 @@ struct conch_rpc {
   int req_enc; /* compression ids */
   int resp_enc;
   /* Request headers, gathered until they end. */
-  int bad_method; /* :method was not POST */
+  int bad_method; /* :method was neither POST nor GET */
+  int get;        /* :method was GET (Connect unary GET) */
+  char *query;    /* after '?' in :path, or NULL */
   int hdr_too_big;
   size_t hdr_bytes;
   char *path;

@@ -196,6 +196,7 @@ static void rpc_free(conch_rpc *rpc) {
   conch__heap_remove(&s->heap, &rpc->timer);
   conch__list_remove(&rpc->link);
   conch__free(s->mem, rpc->path);
+  conch__free(s->mem, rpc->query);
   conch__metadata_clear(&rpc->req_md);
   conch__metadata_clear(&rpc->proto_md);
   conch__metadata_clear(&rpc->resp_md);
@@ -750,6 +751,136 @@ static int pick_resp_comp(const conch_server *s, int req, const char *list) {
   return CONCH_COMPRESSION_IDENTITY;
 }
 
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+/* Percent-decodes |n| bytes of a query value ('+' is a space) into |out|
+   (room for |n|).  Returns the length, or -1 for a bad escape. */
+static long query_unescape(const char *in, size_t n, uint8_t *out) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (in[i] == '%') {
+      int hi = i + 2 < n ? hexval(in[i + 1]) : -1;
+      int lo = i + 2 < n ? hexval(in[i + 2]) : -1;
+      if (hi < 0 || lo < 0) {
+        return -1;
+      }
+      out[o++] = (uint8_t)(hi << 4 | lo);
+      i += 2;
+    } else {
+      out[o++] = in[i] == '+' ? ' ' : (uint8_t)in[i];
+    }
+  }
+  return (long)o;
+}
+
+/* The value of |key| in the query, or NULL; |*n| its length. */
+static const char *query_get(const char *q, const char *key, size_t *n) {
+  size_t kl = strlen(key);
+  while (q != NULL && *q != '\0') {
+    size_t l = strcspn(q, "&");
+    if (l > kl && strncmp(q, key, kl) == 0 && q[kl] == '=') {
+      *n = l - kl - 1;
+      return q + kl + 1;
+    }
+    q += l;
+    if (*q == '&') {
+      q++;
+    }
+  }
+  return NULL;
+}
+
+static int query_is(const char *q, const char *key, const char *want) {
+  size_t n;
+  const char *v = query_get(q, key, &n);
+  return v != NULL && n == strlen(want) && memcmp(v, want, n) == 0;
+}
+
+/* A Connect unary GET (CONNECT_PROTOCOL.md 1.2): the request is in the
+   query; only methods marked NO_SIDE_EFFECTS take it, as in connect-go.
+   Returns 0 with |rpc->body| and the codec set. */
+static int get_request(conch_rpc *rpc) {
+  conch_server *s = rpc->conn->s;
+  const char *q = rpc->query;
+  const char *msg, *comp;
+  size_t mlen, clen;
+  uint8_t *raw;
+  long n;
+
+  rpc->method = conch__srv_find_method(s, rpc->path);
+  if (q == NULL || rpc->method == NULL) {
+    rpc_plain(rpc, rpc->method == NULL && q != NULL ? 404 : 405);
+    return -1;
+  }
+  if (rpc->method->m.kind != CONCH_STREAM_UNARY ||
+      rpc->method->m.idempotency != CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS) {
+    rpc_plain(rpc, 405);
+    return -1;
+  }
+  rpc->wire = SRV_CONNECT_UNARY;
+  if (query_is(q, "encoding", "json")) {
+    rpc->json = 1;
+  } else if (!query_is(q, "encoding", "proto")) {
+    rpc_plain(rpc, 415);
+    return -1;
+  }
+  msg = query_get(q, "message", &mlen);
+  if (msg == NULL) {
+    msg = "";
+    mlen = 0;
+  }
+  raw = conch__malloc(s->mem, mlen + 1);
+  if (raw == NULL) {
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  n = query_unescape(msg, mlen, raw);
+  if (n >= 0 && query_is(q, "base64", "1")) {
+    size_t out = 0;
+    uint8_t *dec = conch__malloc(s->mem, conch__b64_decoded_max((size_t)n) + 1);
+    if (dec == NULL ||
+        conch__b64_decode((const char *)raw, (size_t)n, CONCH_B64_URL, dec,
+                          &out) != 0) {
+      n = -1;
+    } else {
+      memcpy(raw, dec, out);
+      n = (long)out;
+    }
+    conch__free(s->mem, dec);
+  }
+  if (n < 0) {
+    conch__free(s->mem, raw);
+    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+             "the message in the query does not decode");
+    return -1;
+  }
+  if (conch__buf_append(&rpc->body, s->mem, raw, (size_t)n) != 0) {
+    conch__free(s->mem, raw);
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  conch__free(s->mem, raw);
+  comp = query_get(q, "compression", &clen);
+  rpc->req_enc = accepted_comp(s, comp, comp != NULL ? clen : 0);
+  if (rpc->req_enc < 0) {
+    rpc->req_enc = CONCH_COMPRESSION_IDENTITY;
+    rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED, "unknown compression");
+    return -1;
+  }
+  return 0;
+}
+
 /* Gives the request headers a meaning.  Returns 0 when the handler may
    have the call. */
 static int rpc_dispatch(conch_rpc *rpc) {
@@ -762,6 +893,13 @@ static int rpc_dispatch(conch_rpc *rpc) {
   if (rpc->bad_method) {
     rpc_plain(rpc, 405);
     return -1;
+  }
+  if (rpc->get) {
+    if (get_request(rpc) != 0) {
+      return -1;
+    }
+    enc = NULL;
+    goto negotiate;
   }
   if (ct == NULL || conch__ctype_parse(ct, strlen(ct), &t) != 0 ||
       t.codec == CONCH_CT_OTHER) {
@@ -789,6 +927,7 @@ static int rpc_dispatch(conch_rpc *rpc) {
     rpc_plain(rpc, 415);
     return -1;
   }
+negotiate:
   if (rpc->hdr_too_big) {
     rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
              "request headers are larger than the limit of %u bytes",
@@ -797,7 +936,7 @@ static int rpc_dispatch(conch_rpc *rpc) {
   }
   switch (rpc->wire) {
   case SRV_CONNECT_UNARY:
-    enc = proto_hdr(rpc, "content-encoding");
+    enc = rpc->get ? NULL : proto_hdr(rpc, "content-encoding");
     acc = proto_hdr(rpc, "accept-encoding");
     tmo = proto_hdr(rpc, "connect-timeout-ms");
     break;
@@ -812,7 +951,9 @@ static int rpc_dispatch(conch_rpc *rpc) {
     tmo = proto_hdr(rpc, "grpc-timeout");
     break;
   }
-  rpc->req_enc = accepted_comp(s, enc, enc != NULL ? strlen(enc) : 0);
+  if (!rpc->get) {
+    rpc->req_enc = accepted_comp(s, enc, enc != NULL ? strlen(enc) : 0);
+  }
   if (rpc->req_enc < 0) {
     rpc->req_enc = CONCH_COMPRESSION_IDENTITY;
     rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED, "unknown compression \"%s\"", enc);
@@ -881,13 +1022,20 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
     rpc->hdr_too_big = 1;
   }
   if (namelen == 7 && memcmp(name, ":method", 7) == 0) {
-    rpc->bad_method = !(valuelen == 4 && memcmp(value, "POST", 4) == 0);
+    rpc->get = valuelen == 3 && memcmp(value, "GET", 3) == 0;
+    rpc->bad_method =
+        !rpc->get && !(valuelen == 4 && memcmp(value, "POST", 4) == 0);
   } else if (namelen == 5 && memcmp(name, ":path", 5) == 0) {
     if (rpc->path == NULL) {
       const uint8_t *q = memchr(value, '?', valuelen);
-      rpc->path = conch__strndup(mem, (const char *)value,
-                                 q != NULL ? (size_t)(q - value) : valuelen);
+      size_t plen = q != NULL ? (size_t)(q - value) : valuelen;
+      rpc->path = conch__strndup(mem, (const char *)value, plen);
       rv = rpc->path == NULL ? CONCH_ERR_NOMEM : 0;
+      if (rv == 0 && q != NULL) {
+        rpc->query = conch__strndup(mem, (const char *)q + 1,
+                                    valuelen - plen - 1);
+        rv = rpc->query == NULL ? CONCH_ERR_NOMEM : 0;
+      }
     }
   } else if (name[0] == ':' || rpc->hdr_too_big) {
     return 0;

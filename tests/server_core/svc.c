@@ -19,9 +19,10 @@
 
 #define SVC "/conchtest.v1.TestService/"
 
+/* Marked free of side effects, so that Connect GET reaches it. */
 const conch_method m_unary = {
     SVC "Unary", CONCH_STREAM_UNARY, &conchtest__v1__request__descriptor,
-    &conchtest__v1__response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
+    &conchtest__v1__response__descriptor, CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS};
 const conch_method m_sstream = {
     SVC "ServerStream", CONCH_STREAM_SERVER,
     &conchtest__v1__request__descriptor, &conchtest__v1__response__descriptor,

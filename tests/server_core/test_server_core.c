@@ -447,6 +447,32 @@ static void test_too_big(void **state) {
   fx_stop(&fx);
 }
 
+/* Connect GET: conch's client sends a side-effect-free unary call as GET
+   when asked (the raw HTTP/2 tests in node/ check the method itself). */
+static void test_connect_get(void **state) {
+  for (size_t i = 0; i < 3; i++) { /* the Connect variants */
+    conch_client *c = client_for(*state, &variants[i]);
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    conch_call_opts co = CONCH_CALL_OPTS_INIT;
+    ProtobufCMessage *out = NULL;
+    conch_status st;
+
+    assert_int_equal(variants[i].proto, CONCH_PROTOCOL_CONNECT);
+    co.http_get = 1;
+    req.payload.data = (uint8_t *)"get me";
+    req.payload.len = 6;
+    conch_status_init(&st);
+    if (conch_unary_sync(c, &m_unary, &co, &req.base, &out, &st, NULL,
+                         NULL) != 0) {
+      fail_msg("%s: %s", vname(&variants[i]), conch_status_message(&st));
+    }
+    assert_memory_equal(((Conchtest__V1__Response *)out)->payload.data,
+                        "get me", 6);
+    conch_message_free(c, out);
+    conch_client_free(c);
+  }
+}
+
 static int again_seen(void *arg) {
   return atomic_load(&((fixture *)arg)->again) > 0;
 }
@@ -575,6 +601,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_unknown_method, setup, teardown),
       cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
       cmocka_unit_test_setup_teardown(test_backpressure, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_connect_get, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unary_refuses_stream_kind, setup,
                                       teardown),

@@ -8,8 +8,8 @@
  * transport of its own, e.g. in memory).
  *
  * What this first slice does NOT do yet (issue 14): HTTP/1.1 serving (a
- * client that speaks HTTP/1.x is dropped), TLS serving, Connect GET
- * requests (405), pull-mode receiving (handlers are pushed messages),
+ * client that speaks HTTP/1.x is dropped), TLS serving, pull-mode
+ * receiving (handlers are pushed messages),
  * flow control toward slow handlers (request windows are returned as
  * bytes arrive: requests are pushed to the handler as fast as the client
  * sends them), typed handler stubs from protoc-gen-conch, registered
@@ -22,6 +22,10 @@
  *    server, nghttp2, zlib & co and protobuf-c.
  *  - Methods: conch_server_add_method() registers a conch_method (the
  *    struct generated stubs already provide) with a conch_server_handler.
+ *    A unary method marked CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS also takes
+ *    Connect GET requests (the request in the query: encoding, message,
+ *    base64, compression); GET of any other method is 405, as in
+ *    connect-go.
  *  - Calls: for every request to a registered method, on_call runs with a
  *    conch_rpc.  The handler answers with conch_rpc_send() (any number of
  *    messages for server and bidi streams, one for unary and client

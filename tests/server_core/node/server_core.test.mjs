@@ -222,9 +222,55 @@ test("raw: a content type that is no RPC is 415", async () => {
   assert.equal(r.head[":status"], 415);
 });
 
-test("raw: GET is 405 (Connect GET is not served yet)", async () => {
+test("raw: GET without a query is 405", async () => {
   const r = await h2request({ ":method": "GET", ":path": path });
   assert.equal(r.head[":status"], 405);
+});
+
+test("raw: Connect GET, JSON, percent-encoded", async () => {
+  const msg = encodeURIComponent(JSON.stringify({ payload: "aGkh" }));
+  const r = await h2request({
+    ":method": "GET",
+    ":path": `${path}?connect=v1&encoding=json&message=${msg}`,
+  });
+  assert.equal(r.head[":status"], 200);
+  assert.equal(r.head["content-type"], "application/json");
+  assert.equal(JSON.parse(r.body).payload, "aGkh");
+});
+
+test("raw: Connect GET, proto, base64 and gzip", async () => {
+  const { gzipSync, gunzipSync } = await import("node:zlib");
+  // conchtest.v1.Request{payload: "hi!"}: field 1, length 3.
+  const pb = gzipSync(Buffer.from([0x0a, 3, 0x68, 0x69, 0x21]));
+  const b64 = pb.toString("base64url");
+  const r = await h2request({
+    ":method": "GET",
+    ":path": `${path}?connect=v1&encoding=proto&base64=1&compression=gzip&message=${b64}`,
+  });
+  assert.equal(r.head[":status"], 200);
+  assert.equal(r.head["content-type"], "application/proto");
+  // Answered in the request's compression.
+  assert.equal(r.head["content-encoding"], "gzip");
+  const body = gunzipSync(r.body);
+  assert.deepEqual([...body.subarray(0, 5)], [0x0a, 3, 0x68, 0x69, 0x21]);
+});
+
+test("raw: Connect GET of a method with side effects is 405", async () => {
+  const r = await h2request({
+    ":method": "GET",
+    ":path":
+      "/conchtest.v1.TestService/ServerStream?connect=v1&encoding=json&message=%7B%7D",
+  });
+  assert.equal(r.head[":status"], 405);
+});
+
+test("raw: Connect GET with a message that does not decode is 400", async () => {
+  const r = await h2request({
+    ":method": "GET",
+    ":path": `${path}?connect=v1&encoding=proto&base64=1&message=%ZZ`,
+  });
+  assert.equal(r.head[":status"], 400);
+  assert.equal(JSON.parse(r.body).code, "invalid_argument");
 });
 
 test("raw: Connect unary to an unknown path is 404", async () => {
