@@ -5,7 +5,17 @@
 #include <strings.h>
 
 #include "base64.h"
-#include "internal.h"
+#include <nghttp2/nghttp2.h>
+
+#include "buf.h"
+#include "call_int.h"
+#include "client_int.h"
+#include "compress.h"
+#include "envelope.h"
+#include "mem_int.h"
+#include "metadata_int.h"
+#include "protocol.h"
+#include "status_int.h"
 #include "wire.h"
 
 /* ---- Helpers ------------------------------------------------------------ */

@@ -357,8 +357,17 @@ static void put_string(jw *w, const char *s, size_t n) {
       put(w, e, 2);
       i++;
     } else if (c < 0x20) {
+      /* The short forms where JSON has them, as jansson writes them. */
+      static const char ctl[] = "\b\f\n\r\t";
+      const char *at = c != 0 ? strchr(ctl, c) : NULL;
       char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-      put(w, e, 6);
+
+      if (at != NULL) {
+        e[1] = "bfnrt"[at - ctl];
+        put(w, e, 2);
+      } else {
+        put(w, e, 6);
+      }
       i++;
     } else if ((k = conch__utf8_seq((const unsigned char *)s + i, n - i)) ==
                0) {
@@ -604,6 +613,16 @@ const char *conch__http_reason(int status) {
   default:
     return NULL;
   }
+}
+
+int conch__http_from_code(conch_code code) {
+  static const int http[] = {200, 499, 500, 400, 504, 404, 409, 403, 429,
+                             400, 409, 400, 501, 500, 503, 500, 401};
+
+  if ((int)code < 0 || (size_t)code >= sizeof(http) / sizeof(http[0])) {
+    return 500;
+  }
+  return http[code];
 }
 
 int conch__h1_hop_by_hop(const uint8_t *name, size_t len) {

@@ -106,6 +106,10 @@ int conch__connect_end_write(conch_buf *out, const conch_mem *mem,
    or NULL for a status it does not name. */
 const char *conch__http_reason(int status);
 
+/* The HTTP status of a Connect unary error with |code|
+   (CONNECT_PROTOCOL.md 5.1, column 4); 500 for a code out of range. */
+int conch__http_from_code(conch_code code);
+
 /* Whether |name| (any case) is a connection-specific field of HTTP/1.1
    that HTTP/2 has none of (RFC 9113 8.2.2): Connection, Keep-Alive,
    Proxy-Connection, Transfer-Encoding, Upgrade, TE, Trailer,

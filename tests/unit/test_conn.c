@@ -16,7 +16,11 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include <nghttp2/nghttp2.h>
+
+#include "client_int.h"
+#include "conn_int.h"
+#include "list.h"
 #include "memxport.h"
 
 #define URL "http://127.0.0.1:8080"

@@ -8,6 +8,7 @@
    does not read stops getting DATA, which is what back-pressures the
    processes. */
 #include "serve.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -140,50 +141,24 @@ static int on_frame_send(nghttp2_session *s, const nghttp2_frame *f,
 }
 
 static int session_new(srv_conn *c) {
-  nghttp2_session_callbacks *cbs;
-  nghttp2_option *opt;
-  nghttp2_settings_entry iv[3];
-  int rv;
+  conch_h2_setup s;
 
-  rv = nghttp2_session_callbacks_new(&cbs);
-  if (rv != 0) {
-    return -1;
-  }
-  rv = nghttp2_option_new(&opt);
-  if (rv != 0) {
-    nghttp2_session_callbacks_del(cbs);
-    return -1;
-  }
-  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs,
-                                                          on_begin_headers);
-  nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
-  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
+  memset(&s, 0, sizeof(s));
+  s.server = 1;
+  s.begin_headers = on_begin_headers;
+  s.header = on_header;
+  s.frame_recv = on_frame_recv;
+  s.data_chunk = on_data_chunk;
+  s.stream_close = on_stream_close;
+  s.frame_send = on_frame_send;
   /* Window credit goes back only as requests are used (StreamInput into a
      process that does not read its stdin stalls its client). */
-  nghttp2_option_set_no_auto_window_update(opt, 1);
-  rv = nghttp2_session_server_new2(&c->h2, cbs, c, opt);
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cbs);
-  if (rv != 0) {
-    c->h2 = NULL;
-    return -1;
-  }
-  iv[0].settings_id = NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS;
-  iv[0].value = c->srv->cfg.max_streams;
-  iv[1].settings_id = NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE;
-  iv[1].value = CONN_STREAM_WINDOW;
-  iv[2].settings_id = NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE;
-  iv[2].value = SRV_HDR_MAX;
-  rv = nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, 3);
-  if (rv != 0) {
-    return -1;
-  }
-  rv = nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0,
-                                             CONN_WINDOW);
-  return rv != 0 ? -1 : 0;
+  s.manual_window = 1;
+  s.max_streams = c->srv->cfg.max_streams;
+  s.stream_window = CONN_STREAM_WINDOW;
+  s.max_header_list = SRV_HDR_MAX;
+  s.conn_window = CONN_WINDOW;
+  return conch__h2_session_new(&c->h2, &s, c) != 0 ? -1 : 0;
 }
 
 /* ---- Lifecycle ----------------------------------------------------------- */
