@@ -367,12 +367,6 @@ static void grpc_status_fields(conch_rpc *rpc, hb *h, const conch_status *st) {
   hb_md(h, mem, "", &rpc->trl_md);
 }
 
-static int connect_http_status(conch_code code) {
-  static const int map[17] = {200, 499, 500, 400, 504, 404, 409, 403, 429,
-                              400, 409, 400, 501, 500, 503, 500, 401};
-  return (unsigned)code <= 16 ? map[code] : 500;
-}
-
 static int end_connect_unary(conch_rpc *rpc, const conch_status *st) {
   const conch_mem *mem = rpc_mem(rpc);
   hb h = {0};
@@ -388,7 +382,7 @@ static int end_connect_unary(conch_rpc *rpc, const conch_status *st) {
       hb_str(&h, mem, "content-encoding", comp_name(rpc, rpc->resp_enc));
     }
   } else {
-    int http = connect_http_status(st->code);
+    int http = conch__http_from_code(st->code);
     conch__buf_reset(&rpc->out);
     rv = conch__connect_error_write(&rpc->out, mem, st);
     num[0] = (char)('0' + http / 100);
