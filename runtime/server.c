@@ -124,6 +124,14 @@ int conch_server_opts_set_send_buffer(conch_server_opts *opts, size_t bytes) {
   return 0;
 }
 
+int conch_server_opts_set_drain_timeout(conch_server_opts *opts, long ms) {
+  if (opts == NULL || ms < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->drain_ms = ms;
+  return 0;
+}
+
 int conch_server_opts_set_max_header_list(conch_server_opts *opts,
                                           uint32_t bytes) {
   if (opts == NULL || bytes < 1024) {
@@ -183,6 +191,8 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   s->pb_alloc.allocator_data = (void *)s->mem;
   conch__list_init(&s->conns);
   s->hook_timer = -2;
+  s->drain.idx = SIZE_MAX;
+  s->drain.kind = SRV_TIMER_DRAIN;
   *out = s;
   return 0;
 }
@@ -654,7 +664,18 @@ int conch_server_shutdown(conch_server *s) {
   if (s == NULL) {
     return CONCH_ERR_INVALID;
   }
+  if (s->shutting) {
+    return 0;
+  }
   s->shutting = 1;
+  if (s->o.drain_ms > 0 &&
+      conch__heap_insert(&s->heap, s->mem, &s->drain,
+                         conch__srv_now() + s->o.drain_ms) != 0) {
+    s->drain_stage = 1; /* no timer to be had: no grace either */
+    for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
+      conch__srv_conn_fail_held(CONCH_CONTAINER(l, srv_conn, link));
+    }
+  }
   close_listeners(s);
   goaway_all(s);
   s->pending = 1;
@@ -675,13 +696,34 @@ size_t conch_server_calls(const conch_server *s) {
 
 /* ---- Driving ------------------------------------------------------------ */
 
+/* The drain timeout passed: first the calls handlers hold end, then (one
+   timeout later) the connections still open close. */
+static void drain_expired(conch_server *s, int64_t now) {
+  s->drain_stage++;
+  for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
+    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
+    if (s->drain_stage == 1) {
+      conch__srv_conn_fail_held(conn);
+    } else {
+      conn->dead = 1;
+    }
+  }
+  if (s->drain_stage == 1) {
+    (void)conch__heap_insert(&s->heap, s->mem, &s->drain, now + s->o.drain_ms);
+  }
+}
+
 static void run_timers(conch_server *s) {
   int64_t now = conch__srv_now();
   conch_timer *t;
 
   while ((t = conch__heap_top(&s->heap)) != NULL && t->when <= now) {
     conch__heap_remove(&s->heap, t);
-    conch__srv_rpc_deadline(CONCH_CONTAINER(t, conch_rpc, timer));
+    if (t->kind == SRV_TIMER_DRAIN) {
+      drain_expired(s, now);
+    } else {
+      conch__srv_rpc_deadline(CONCH_CONTAINER(t, conch_rpc, timer));
+    }
   }
 }
 

@@ -25,6 +25,7 @@ struct conch_server_opts {
   conch_mem mem;
   size_t recv_limit;
   size_t send_buffer;
+  long drain_ms;
   uint32_t max_header_list;
   uint32_t max_streams;
   conch_comp_opts comp; /* accept[]: the compressions the server takes */
@@ -133,7 +134,11 @@ struct conch_server {
   int in_cb;       /* inside a turn: handlers may run */
   int pending;     /* work to do on the next turn */
   int shutting;
+  conch_timer drain; /* kind SRV_TIMER_DRAIN */
+  int drain_stage;   /* 1: calls were ended; 2: connections closed */
 };
+
+enum { SRV_TIMER_DEADLINE = 0, SRV_TIMER_DRAIN = 1 };
 
 int64_t conch__srv_now(void);
 /* Makes the nghttp2 server session of |conn|.  Returns 0,
@@ -143,6 +148,9 @@ int conch__srv_session_new(srv_conn *conn);
 void conch__srv_conn_drop_rpcs(srv_conn *conn);
 /* A call's deadline passed. */
 void conch__srv_rpc_deadline(conch_rpc *rpc);
+/* Ends the calls of |conn| that a handler holds: on_cancel, and
+   unavailable to the client. */
+void conch__srv_conn_fail_held(srv_conn *conn);
 /* Runs on_send_ready for the calls of |conn| that have room again.
    Returns how many ran. */
 int conch__srv_conn_ready(srv_conn *conn);

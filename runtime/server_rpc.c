@@ -525,6 +525,15 @@ void conch__srv_rpc_deadline(conch_rpc *rpc) {
   rpc_fail(rpc, CONCH_CODE_DEADLINE_EXCEEDED, "deadline exceeded");
 }
 
+void conch__srv_conn_fail_held(srv_conn *conn) {
+  for (conch_link *l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
+    conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
+    if (rpc->state == SRV_RPC_USER) {
+      rpc_fail(rpc, CONCH_CODE_UNAVAILABLE, "the server is shutting down");
+    }
+  }
+}
+
 void conch__srv_conn_drop_rpcs(srv_conn *conn) {
   conch_status st;
 

@@ -34,6 +34,9 @@ const conch_method m_cstream = {
 const conch_method m_bidi = {
     SVC "Bidi", CONCH_STREAM_BIDI, &conchtest__v1__request__descriptor,
     &conchtest__v1__response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
+/* Raw (no descriptors): bytes in, the same bytes out, as a bidi stream. */
+const conch_method m_raw = {"/conchtest.v1.Raw/Echo", CONCH_STREAM_BIDI, NULL,
+                            NULL, CONCH_IDEMPOTENCY_UNKNOWN};
 const conch_method m_unimpl = {
     SVC "Unimplemented", CONCH_STREAM_UNARY,
     &conchtest__v1__request__descriptor, &conchtest__v1__response__descriptor,
@@ -171,6 +174,16 @@ static int respond(conch_rpc *rpc, const Conchtest__V1__Request *req,
     send_failed(rpc);
   }
   return rv;
+}
+
+static void on_raw(conch_rpc *rpc, const uint8_t *p, size_t n, void *ud) {
+  (void)ud;
+  SVC_EQ(conch_rpc_send(rpc, NULL), CONCH_ERR_INVALID);
+  int rv = conch_rpc_send_raw(rpc, p, n);
+  if (rv != 0) {
+    SVC_OK(fx_of(rpc)->tolerant);
+    send_failed(rpc);
+  }
 }
 
 /* Sends ServerStream's responses while the send buffer takes them; the
@@ -372,7 +385,12 @@ int fx_try_start(fixture *fx, conch_server_opts *opts, int use_unix) {
   if (rv != 0) {
     return rv;
   }
+  const conch_server_handler raw = {on_call, NULL, on_raw, on_bidi_half_close,
+                                    on_cancel, NULL};
   rv = conch_server_add_method(fx->s, &m_unary, &once, fx);
+  if (rv == 0) {
+    rv = conch_server_add_method(fx->s, &m_raw, &raw, fx);
+  }
   if (rv == 0) {
     rv = conch_server_add_method(fx->s, &m_sstream, &once, fx);
   }

@@ -9,6 +9,7 @@
    - ServerStream sends response_count such responses, then error if set;
    - ClientStream counts messages and payload bytes;
    - Bidi echoes each message as it comes; one with error ends the call;
+   - /conchtest.v1.Raw/Echo (a raw bidi method) echoes bytes;
    - delay_ms > 0 holds the call (ServerStream: after one response) until
      the client cancels, its deadline passes, or the test releases it
      (the response "late", then OK). */
@@ -25,7 +26,8 @@
 
 #define SVC "/conchtest.v1.TestService/"
 
-extern const conch_method m_unary, m_sstream, m_cstream, m_bidi, m_unimpl;
+extern const conch_method m_unary, m_sstream, m_cstream, m_bidi, m_raw,
+    m_unimpl;
 
 #define MAX_HELD 16
 

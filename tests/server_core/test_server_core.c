@@ -473,6 +473,70 @@ static void test_connect_get(void **state) {
   }
 }
 
+/* A raw method: bytes pass through untouched in every protocol and codec
+   (the codec only names the content type). */
+static void test_raw(void **state) {
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    conch_client *c = client_for(*state, &variants[i]);
+    conch_call *call;
+    const uint8_t *p;
+    size_t n;
+    uint8_t msg[100];
+
+    assert_int_equal(conch_call_start(c, &m_raw, NULL, NULL, NULL, &call), 0);
+    for (int k = 0; k < 3; k++) {
+      for (size_t j = 0; j < sizeof(msg); j++) {
+        msg[j] = (uint8_t)(j * (size_t)(k + 1));
+      }
+      assert_int_equal(conch_call_send_raw(call, msg, sizeof(msg) - (size_t)k),
+                       0);
+      while (conch_call_recv_raw(call, &p, &n) == CONCH_ERR_AGAIN) {
+        assert_int_equal(conch_client_run(c, 50), 0);
+      }
+      assert_int_equal(n, sizeof(msg) - (size_t)k);
+      assert_memory_equal(p, msg, n);
+    }
+    assert_int_equal(conch_call_send_raw(call, "", 0), 0); /* empty is fine */
+    while (conch_call_recv_raw(call, &p, &n) == CONCH_ERR_AGAIN) {
+      assert_int_equal(conch_client_run(c, 50), 0);
+    }
+    assert_int_equal(n, 0);
+    assert_int_equal(conch_call_close_send(call), 0);
+    assert_int_equal(conch_call_wait_sync(call), 0);
+    conch_call_free(call);
+    conch_client_free(c);
+  }
+}
+
+/* Request headers over the server's limit: resource_exhausted, and the
+   handler never sees the call. */
+static void test_header_limit(void **state) {
+  fixture fx;
+  conch_server_opts *o;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call_opts co = CONCH_CALL_OPTS_INIT;
+  conch_metadata *md;
+  char big[3000];
+  (void)state;
+
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_max_header_list(o, 2048), 0);
+  fx_start(&fx, o, 0);
+  conch_server_opts_free(o);
+  memset(big, 'v', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  assert_int_equal(conch_metadata_new(&md, NULL), 0);
+  assert_int_equal(conch_metadata_add_str(md, "x-big", big), 0);
+  co.headers = md;
+  for (size_t i = 0; i < NVARIANTS; i += 3) {
+    expect_code(&fx, &variants[i], &m_unary, &co, &req,
+                CONCH_CODE_RESOURCE_EXHAUSTED);
+  }
+  conch_metadata_free(md);
+  assert_int_equal(atomic_load(&fx.cancels), 0);
+  fx_stop(&fx);
+}
+
 static int again_seen(void *arg) {
   return atomic_load(&((fixture *)arg)->again) > 0;
 }
@@ -570,6 +634,45 @@ static void test_graceful_shutdown(void **state) {
   fx_stop(&fx);
 }
 
+/* A drain timeout: the call a handler holds past it ends with
+   unavailable, for the handler and the client, and the server drains. */
+static void test_drain_timeout(void **state) {
+  fixture fx;
+  conch_server_opts *o;
+  (void)state;
+
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_drain_timeout(o, -1),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_server_opts_set_drain_timeout(o, 200), 0);
+  fx_start(&fx, o, 0);
+  conch_server_opts_free(o);
+  conch_client *c = client_for(&fx, &variants[6]); /* gRPC-Web */
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call *call;
+  ProtobufCMessage *m;
+  count_wait h = {&fx, 1};
+  count_wait w = {&fx, 1};
+
+  req.delay_ms = 1;
+  assert_int_equal(conch_call_start(c, &m_sstream, NULL, NULL, NULL, &call), 0);
+  assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+  assert_int_equal(conch_call_recv_sync(call, &m), 0);
+  conch_message_free(c, m);
+  assert_true(conch_wait_until(held_reach, &h, CONCH_WAIT_MS));
+  atomic_store(&fx.shutdown_req, 1);
+  assert_int_equal(conch_call_recv_sync(call, &m), CONCH_ERR_RPC);
+  assert_int_equal(conch_call_status(call)->code, CONCH_CODE_UNAVAILABLE);
+  assert_string_equal(conch_status_message(conch_call_status(call)),
+                      "the server is shutting down");
+  assert_true(conch_wait_until(cancels_reach, &w, CONCH_WAIT_MS));
+  assert_int_equal(atomic_load(&fx.last_cancel_code), CONCH_CODE_UNAVAILABLE);
+  conch_call_free(call);
+  assert_true(conch_wait_until(server_idle, &fx, CONCH_WAIT_MS));
+  conch_client_free(c);
+  fx_stop(&fx);
+}
+
 /* What is not an RPC this server serves: wrong content type, a Connect
    streaming content type for a unary method.  Read by the client as the
    HTTP status maps (415: unknown for Connect, internal for gRPC). */
@@ -602,11 +705,14 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
       cmocka_unit_test_setup_teardown(test_backpressure, setup, teardown),
       cmocka_unit_test_setup_teardown(test_connect_get, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_raw, setup, teardown),
+      cmocka_unit_test(test_header_limit),
       cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unary_refuses_stream_kind, setup,
                                       teardown),
       cmocka_unit_test(test_too_big),
       cmocka_unit_test(test_graceful_shutdown),
+      cmocka_unit_test(test_drain_timeout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

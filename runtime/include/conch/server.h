@@ -131,6 +131,17 @@ CONCH_EXTERN int conch_server_opts_set_max_streams(conch_server_opts *opts,
 CONCH_EXTERN int conch_server_opts_set_send_buffer(conch_server_opts *opts,
                                                    size_t bytes);
 /**
+ * How long conch_server_shutdown() lets calls run: when |ms| have passed,
+ * every call a handler still holds ends (the handler gets on_cancel with
+ * unavailable, the client unavailable "the server is shutting down"), and
+ * after |ms| more every connection still open is closed.  0 (the default)
+ * waits for the handlers however long they take.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, negative |ms|).
+ */
+CONCH_EXTERN int conch_server_opts_set_drain_timeout(conch_server_opts *opts,
+                                                     long ms);
+/**
  * The compressions accepted in requests and used for responses: a
  * comma-separated list of built-in names ("gzip,zstd"; "" or NULL:
  * identity only).  A request in a compression outside the list ends with
@@ -256,8 +267,9 @@ CONCH_EXTERN int conch_server_adopt(conch_server *s, int handle,
  * before it still run; later ones are ignored, and clients retry them
  * elsewhere), and a connection closes once its calls are done and its
  * bytes sent.  conch_server_idle() tells when all are.  Calls a handler
- * holds keep their connection open: finish them (there is no drain
- * timeout of the server's own yet).  May be called from handlers.
+ * holds keep their connection open until it finishes them, or until the
+ * drain timeout (conch_server_opts_set_drain_timeout()) ends them.  May be
+ * called from handlers; a second call does nothing more.
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |s|).
  */
