@@ -265,6 +265,38 @@ static void test_adopt(void **state) {
   fx_stop(&fx);
 }
 
+static int held_one(void *arg) {
+  return atomic_load(&((fixture *)arg)->held) >= 1;
+}
+
+/* conch_server_free() with a call a handler holds: the handler gets
+   on_cancel (canceled) before it returns, and the client sees the
+   connection go. */
+static void test_free_with_call(void **state) {
+  fixture fx;
+  conch_client *c;
+  conch_call *call;
+  ProtobufCMessage *m;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  (void)state;
+
+  fx_start(&fx, NULL, 0);
+  assert_int_equal(conch_client_new(&c, fx.url, NULL), 0);
+  req.delay_ms = 1;
+  assert_int_equal(conch_call_start(c, &m_sstream, NULL, NULL, NULL, &call), 0);
+  assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+  assert_int_equal(conch_call_recv_sync(call, &m), 0);
+  conch_message_free(c, m);
+  assert_true(conch_wait_until(held_one, &fx, CONCH_WAIT_MS));
+  fx_stop(&fx);
+  assert_int_equal(atomic_load(&fx.cancels), 1);
+  assert_int_equal(atomic_load(&fx.last_cancel_code), CONCH_CODE_CANCELED);
+  assert_int_equal(conch_call_wait_sync(call), CONCH_ERR_RPC);
+  assert_int_equal(conch_call_status(call)->code, CONCH_CODE_UNAVAILABLE);
+  conch_call_free(call);
+  conch_client_free(c);
+}
+
 /* Refusals that change nothing. */
 static void test_api_refusals(void **state) {
   conch_server_opts *o;
@@ -307,6 +339,7 @@ int main(void) {
       cmocka_unit_test(test_hooks),
       cmocka_unit_test(test_adopt),
       cmocka_unit_test(test_api_refusals),
+      cmocka_unit_test(test_free_with_call),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
