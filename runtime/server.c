@@ -124,6 +124,14 @@ int conch_server_opts_set_send_buffer(conch_server_opts *opts, size_t bytes) {
   return 0;
 }
 
+int conch_server_opts_set_idle_timeout(conch_server_opts *opts, long ms) {
+  if (opts == NULL || ms < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->idle_ms = ms;
+  return 0;
+}
+
 int conch_server_opts_set_drain_timeout(conch_server_opts *opts, long ms) {
   if (opts == NULL || ms < 0) {
     return CONCH_ERR_INVALID;
@@ -186,6 +194,9 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   conch_server_opts_free(defaults);
   s->mem = &s->o.mem;
   conch__comps_init(&s->comps, s->mem);
+  s->accept_len = conch__comp_accept_value(&s->o.comp,
+                                           CONCH_COMPRESSION_IDENTITY,
+                                           s->accept);
   s->pb_alloc.alloc = pb_alloc;
   s->pb_alloc.free = pb_free;
   s->pb_alloc.allocator_data = (void *)s->mem;
@@ -420,6 +431,30 @@ int conch_server_port(const conch_server *s) {
 
 /* ---- Connections -------------------------------------------------------- */
 
+void conch__srv_conn_idle(srv_conn *conn) {
+  conch_server *s = conn->s;
+
+  if (s->o.idle_ms > 0 && conch__list_empty(&conn->rpcs)) {
+    /* Without room in the heap the connection just stays. */
+    (void)conch__heap_insert(&s->heap, s->mem, &conn->idle,
+                             conch__srv_now() + s->o.idle_ms);
+  } else {
+    conch__heap_remove(&s->heap, &conn->idle);
+  }
+}
+
+static void conn_idle_expired(srv_conn *conn) {
+  if (!conch__list_empty(&conn->rpcs) || conn->goaway) {
+    return;
+  }
+  conn->goaway = 1;
+  if (nghttp2_submit_goaway(conn->h2, NGHTTP2_FLAG_NONE,
+                            nghttp2_session_get_last_proc_stream_id(conn->h2),
+                            NGHTTP2_NO_ERROR, NULL, 0) != 0) {
+    conn->dead = 1;
+  }
+}
+
 static void conn_free(srv_conn *conn) {
   conch_server *s = conn->s;
 
@@ -431,6 +466,7 @@ static void conn_free(srv_conn *conn) {
   } else {
     close(conn->fd);
   }
+  conch__heap_remove(&s->heap, &conn->idle);
   nghttp2_session_del(conn->h2);
   conch__buf_free(&conn->wbuf, s->mem);
   conch__list_remove(&conn->link);
@@ -452,6 +488,8 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
     conn->t = *t;
   }
   conch__list_init(&conn->rpcs);
+  conn->idle.idx = SIZE_MAX;
+  conn->idle.kind = SRV_TIMER_IDLE;
   rv = conch__srv_session_new(conn);
   if (rv != 0) {
     conch__free(s->mem, conn);
@@ -459,6 +497,7 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   }
   conch__list_push(&s->conns, &conn->link);
   s->nconns++;
+  conch__srv_conn_idle(conn);
   s->pending = 1; /* our SETTINGS go out on the next turn */
   return 0;
 }
@@ -721,6 +760,8 @@ static void run_timers(conch_server *s) {
     conch__heap_remove(&s->heap, t);
     if (t->kind == SRV_TIMER_DRAIN) {
       drain_expired(s, now);
+    } else if (t->kind == SRV_TIMER_IDLE) {
+      conn_idle_expired(CONCH_CONTAINER(t, srv_conn, idle));
     } else {
       conch__srv_rpc_deadline(CONCH_CONTAINER(t, conch_rpc, timer));
     }

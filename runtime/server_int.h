@@ -26,6 +26,7 @@ struct conch_server_opts {
   size_t recv_limit;
   size_t send_buffer;
   long drain_ms;
+  long idle_ms;
   uint32_t max_header_list;
   uint32_t max_streams;
   conch_comp_opts comp; /* accept[]: the compressions the server takes */
@@ -50,6 +51,7 @@ typedef struct srv_conn {
   int dead;         /* to be closed at the end of the turn */
   int goaway;       /* GOAWAY submitted */
   conch_link rpcs;
+  conch_timer idle; /* kind SRV_TIMER_IDLE: armed while there is no call */
 } srv_conn;
 
 /* A header block being built: nghttp2_nv whose strings live in |store|
@@ -117,6 +119,8 @@ struct conch_server {
   const conch_mem *mem;
   struct conch_server_opts o;
   conch_comps comps;
+  char accept[CONCH__COMP_ACCEPT_MAX]; /* the compressions, as advertised */
+  size_t accept_len;
   ProtobufCAllocator pb_alloc;
   srv_method *methods;
   size_t nmethods, cap_methods;
@@ -138,7 +142,7 @@ struct conch_server {
   int drain_stage;   /* 1: calls were ended; 2: connections closed */
 };
 
-enum { SRV_TIMER_DEADLINE = 0, SRV_TIMER_DRAIN = 1 };
+enum { SRV_TIMER_DEADLINE = 0, SRV_TIMER_DRAIN = 1, SRV_TIMER_IDLE = 2 };
 
 int64_t conch__srv_now(void);
 /* Makes the nghttp2 server session of |conn|.  Returns 0,
@@ -148,6 +152,9 @@ int conch__srv_session_new(srv_conn *conn);
 void conch__srv_conn_drop_rpcs(srv_conn *conn);
 /* A call's deadline passed. */
 void conch__srv_rpc_deadline(conch_rpc *rpc);
+/* Arms the idle timer of |conn| when it has no call (and a timeout is
+   set), disarms it otherwise. */
+void conch__srv_conn_idle(srv_conn *conn);
 /* Ends the calls of |conn| that a handler holds: on_cancel, and
    unavailable to the client. */
 void conch__srv_conn_fail_held(srv_conn *conn);

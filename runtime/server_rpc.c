@@ -187,6 +187,7 @@ static conch_rpc *rpc_new(srv_conn *conn, int32_t id) {
                              : (uint32_t)s->o.recv_limit);
   conch__list_push(&conn->rpcs, &rpc->link);
   s->ncalls++;
+  conch__srv_conn_idle(conn);
   return rpc;
 }
 
@@ -195,6 +196,7 @@ static void rpc_free(conch_rpc *rpc) {
 
   conch__heap_remove(&s->heap, &rpc->timer);
   conch__list_remove(&rpc->link);
+  conch__srv_conn_idle(rpc->conn);
   conch__free(s->mem, rpc->path);
   conch__free(s->mem, rpc->query);
   conch__metadata_clear(&rpc->req_md);
@@ -297,6 +299,15 @@ static void rpc_plain(conch_rpc *rpc, int http_status) {
   hb_clear(&h, mem);
 }
 
+/* What the server takes, so that the client may compress: under |name|
+   (accept-encoding, connect-accept-encoding or grpc-accept-encoding). */
+static void hb_accept(conch_rpc *rpc, hb *h, const char *name) {
+  const conch_server *s = rpc->conn->s;
+  if (s->accept_len > 0) {
+    hb_add(h, s->mem, "", name, (const uint8_t *)s->accept, s->accept_len);
+  }
+}
+
 static const char *comp_name(const conch_rpc *rpc, int id) {
   return conch__comp_name(&rpc->conn->s->o.comp, id);
 }
@@ -318,6 +329,9 @@ static void head_stream(conch_rpc *rpc, hb *h) {
                                            : "grpc-encoding",
            comp_name(rpc, rpc->resp_enc));
   }
+  hb_accept(rpc, h,
+            rpc->wire == SRV_CONNECT_STREAM ? "connect-accept-encoding"
+                                            : "grpc-accept-encoding");
   hb_md(h, mem, "", &rpc->resp_md);
 }
 
@@ -394,6 +408,7 @@ static int end_connect_unary(conch_rpc *rpc, const conch_status *st) {
   }
   (void)snprintf(num, sizeof(num), "%zu", conch__buf_size(&rpc->out));
   hb_str(&h, mem, "content-length", num);
+  hb_accept(rpc, &h, "accept-encoding");
   hb_md(&h, mem, "", &rpc->resp_md);
   hb_md(&h, mem, "trailer-", &rpc->trl_md);
   rpc->out_end = 1;
@@ -414,6 +429,7 @@ static int end_grpc(conch_rpc *rpc, const conch_status *st) {
     hb_str(&h, mem, "content-type",
            conch__ctype_name(CONCH_CT_GRPC,
                              rpc->json ? CONCH_CT_JSON : CONCH_CT_PROTO, 0));
+    hb_accept(rpc, &h, "grpc-accept-encoding");
     hb_md(&h, mem, "", &rpc->resp_md);
     grpc_status_fields(rpc, &h, st);
     rv = rpc_submit(rpc, &h, 0);

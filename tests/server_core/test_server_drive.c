@@ -297,6 +297,41 @@ static void test_free_with_call(void **state) {
   conch_client_free(c);
 }
 
+static int idle_server(void *arg) {
+  return atomic_load(&((fixture *)arg)->idle);
+}
+
+/* The idle timeout closes a connection without calls; the client opens
+   a new one for its next call. */
+static void test_idle_timeout(void **state) {
+  fixture fx;
+  conch_server_opts *o;
+  conch_client *c;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  ProtobufCMessage *out = NULL;
+  conch_status st;
+  (void)state;
+
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_idle_timeout(o, -1),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_server_opts_set_idle_timeout(o, 100), 0);
+  fx_start(&fx, o, 0);
+  conch_server_opts_free(o);
+  assert_int_equal(conch_client_new(&c, fx.url, NULL), 0);
+  conch_status_init(&st);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(
+        conch_unary_sync(c, &m_unary, NULL, &req.base, &out, &st, NULL, NULL),
+        0);
+    conch_message_free(c, out);
+    /* The server closes the connection by itself. */
+    assert_true(conch_wait_until(idle_server, &fx, CONCH_WAIT_MS));
+  }
+  conch_client_free(c);
+  fx_stop(&fx);
+}
+
 /* Refusals that change nothing. */
 static void test_api_refusals(void **state) {
   conch_server_opts *o;
@@ -340,6 +375,7 @@ int main(void) {
       cmocka_unit_test(test_adopt),
       cmocka_unit_test(test_api_refusals),
       cmocka_unit_test(test_free_with_call),
+      cmocka_unit_test(test_idle_timeout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

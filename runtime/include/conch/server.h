@@ -131,6 +131,14 @@ CONCH_EXTERN int conch_server_opts_set_max_streams(conch_server_opts *opts,
 CONCH_EXTERN int conch_server_opts_set_send_buffer(conch_server_opts *opts,
                                                    size_t bytes);
 /**
+ * Connections without a call for |ms| get GOAWAY and close (a client
+ * opens a new one when it needs one).  0 (the default): they stay.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, negative |ms|).
+ */
+CONCH_EXTERN int conch_server_opts_set_idle_timeout(conch_server_opts *opts,
+                                                    long ms);
+/**
  * How long conch_server_shutdown() lets calls run: when |ms| have passed,
  * every call a handler still holds ends (the handler gets on_cancel with
  * unavailable, the client unavailable "the server is shutting down"), and

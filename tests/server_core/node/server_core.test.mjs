@@ -294,6 +294,7 @@ test("raw: an unknown compression is unimplemented", async () => {
   );
   assert.equal(r.head[":status"], 501);
   assert.equal(r.head["content-type"], "application/json");
+  assert.equal(r.head["accept-encoding"], "gzip,br,zstd,deflate,snappy");
   assert.equal(JSON.parse(r.body).code, "unimplemented");
 });
 
@@ -309,6 +310,7 @@ test("raw: a bad grpc-timeout is invalid_argument, Trailers-Only", async () => {
   );
   assert.equal(r.head[":status"], 200);
   assert.equal(r.head["grpc-status"], "3");
+  assert.equal(r.head["grpc-accept-encoding"], "gzip,br,zstd,deflate,snappy");
   assert.equal(r.body.length, 0);
 });
 
