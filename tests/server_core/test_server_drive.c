@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "memxport.h"
 #include "svc.h"
 #include "wait.h"
 
@@ -332,6 +333,117 @@ static void test_idle_timeout(void **state) {
   fx_stop(&fx);
 }
 
+/* ---- In memory: both ends through transports of their own ------------------ */
+
+/* The server's end of a memx connection: it reads what the client wrote
+   and writes what the client will read. */
+static long mx_read(void *ud, int h, void *buf, size_t len) {
+  memx_conn *mc = ud;
+  size_t n = mc->out_len < len ? mc->out_len : len;
+  (void)h;
+  if (n == 0) {
+    return mc->open ? -EAGAIN : 0;
+  }
+  memcpy(buf, mc->out, n);
+  memmove(mc->out, mc->out + n, mc->out_len - n);
+  mc->out_len -= n;
+  return (long)n;
+}
+static long mx_write(void *ud, int h, const void *buf, size_t len) {
+  (void)h;
+  memx_feed(ud, buf, len);
+  return (long)len;
+}
+static int mx_closed;
+static void mx_close(void *ud, int h) {
+  (void)ud;
+  (void)h;
+  mx_closed++;
+}
+
+typedef struct mx_result {
+  int closed;
+  conch_code code;
+  char payload[16];
+} mx_result;
+
+static void mx_on_message(conch_call *call, const ProtobufCMessage *msg,
+                          void *ud) {
+  const Conchtest__V1__Response *r = (const Conchtest__V1__Response *)msg;
+  mx_result *res = ud;
+  (void)call;
+  snprintf(res->payload, sizeof(res->payload), "%.*s", (int)r->payload.len,
+           (const char *)r->payload.data);
+}
+static void mx_on_close(conch_call *call, const conch_status *st,
+                        const conch_metadata *trailers, void *ud) {
+  mx_result *res = ud;
+  (void)call;
+  (void)trailers;
+  res->closed = 1;
+  res->code = st->code;
+}
+
+/* No sockets, no threads: the test moves every byte, so a run is the
+   same every time. */
+static void test_in_memory(void **state) {
+  fixture fx;
+  memx m;
+  conch_client_opts *o;
+  conch_client *c;
+  memx_conn *mc = NULL;
+  conch_server_transport st = {mx_read, mx_write, mx_close, NULL};
+  const conch_call_handler h = {NULL, mx_on_message, NULL, NULL, mx_on_close};
+  (void)state;
+
+  fx_start(&fx, NULL, 0);
+  fx_pause(&fx); /* this thread drives the server from here on */
+  memx_init(&m);
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  memx_setup(&m, o);
+  assert_int_equal(conch_client_new(&c, "http://127.0.0.1:1", o), 0);
+  conch_client_opts_free(o);
+  memx_attach(&m, c);
+
+  for (int i = 0; i < 3; i++) { /* three calls on the one connection */
+    conch_call *call;
+    mx_result res = {0};
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    conch_call_opts co = CONCH_CALL_OPTS_INIT;
+
+    co.timeout_ms = 60000;
+    req.payload.data = (uint8_t *)"in memory";
+    req.payload.len = 9;
+    assert_int_equal(conch_call_start(c, &m_unary, &co, &h, &res, &call), 0);
+    assert_int_equal(conch_call_send(call, &req.base), 0);
+    for (int round = 0; round < 200 && !res.closed; round++) {
+      memx_pump(&m, 10);
+      mc = memx_last(&m);
+      if (mc != NULL && st.user_data == NULL) {
+        st.user_data = mc;
+        assert_int_equal(conch_server_adopt(fx.s, mc->handle, &st), 0);
+      }
+      if (st.user_data != NULL) {
+        assert_int_equal(conch_server_on_io(fx.s, mc->handle,
+                                            CONCH_IO_READ | CONCH_IO_WRITE),
+                         0);
+      }
+    }
+    assert_true(res.closed);
+    assert_int_equal(res.code, CONCH_CODE_OK);
+    assert_string_equal(res.payload, "in memory");
+    conch_call_free(call);
+  }
+  assert_int_equal(m.opens, 1);
+  conch_client_free(c);
+  /* The client closed its end: the server sees the end and lets go. */
+  assert_int_equal(conch_server_on_io(fx.s, mc->handle, CONCH_IO_READ), 0);
+  assert_int_equal(mx_closed, 1);
+  assert_int_equal(conch_server_idle(fx.s), 1);
+  memx_clear(&m);
+  conch_server_free(fx.s);
+}
+
 /* Refusals that change nothing. */
 static void test_api_refusals(void **state) {
   conch_server_opts *o;
@@ -376,6 +488,7 @@ int main(void) {
       cmocka_unit_test(test_api_refusals),
       cmocka_unit_test(test_free_with_call),
       cmocka_unit_test(test_idle_timeout),
+      cmocka_unit_test(test_in_memory),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
