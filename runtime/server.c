@@ -626,6 +626,9 @@ static unsigned conn_events(const srv_conn *conn) {
 static void conn_settle(srv_conn *conn) {
   conch_server *s = conn->s;
 
+  if (!conn->dead) {
+    conch__srv_conn_resume(conn);
+  }
   /* Handlers told of room send more: flush again, a few rounds at most
      (the rest waits for the next turn). */
   for (int round = 0; !conn->dead; round++) {

@@ -109,6 +109,10 @@ struct conch_rpc {
   int deferred;      /* the data source is deferred */
   srv_hb trl;       /* gRPC trailers, for when |out| drained */
   int want_ready;  /* a send was refused: on_send_ready is owed */
+  int paused;      /* conch_rpc_pause(): request bytes wait in |held| */
+  int resumed;     /* conch_rpc_resume(): |held| is fed on the next turn */
+  int eos_held;    /* the request ended while bytes were held */
+  conch_buf held;  /* request bytes not delivered (their window kept) */
   int half_closed; /* the client ended its requests */
   int nrecv;
   int nsent;
@@ -158,6 +162,8 @@ void conch__srv_conn_idle(srv_conn *conn);
 /* Ends the calls of |conn| that a handler holds: on_cancel, and
    unavailable to the client. */
 void conch__srv_conn_fail_held(srv_conn *conn);
+/* Delivers the request bytes held for resumed calls of |conn|. */
+void conch__srv_conn_resume(srv_conn *conn);
 /* Runs on_send_ready for the calls of |conn| that have room again.
    Returns how many ran. */
 int conch__srv_conn_ready(srv_conn *conn);

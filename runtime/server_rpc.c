@@ -205,6 +205,7 @@ static void rpc_free(conch_rpc *rpc) {
   conch__metadata_clear(&rpc->trl_md);
   conch__env_reader_clear(&rpc->env);
   conch__buf_free(&rpc->body, s->mem);
+  conch__buf_free(&rpc->held, s->mem);
   conch__buf_free(&rpc->out, s->mem);
   conch__free(s->mem, rpc->trl.nv);
   conch__buf_free(&rpc->trl.store, s->mem);
@@ -1099,21 +1100,64 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame,
     start_call(rpc);
   }
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
-    rpc_half_close(rpc);
+    if (rpc->state == SRV_RPC_USER && (rpc->paused || rpc->resumed)) {
+      rpc->eos_held = 1;
+    } else {
+      rpc_half_close(rpc);
+    }
   }
   return 0;
 }
 
+/* Request bytes of a paused call wait, their stream window not returned:
+   the client can send no more than the window ahead. */
 static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id,
                          const uint8_t *data, size_t len, void *user_data) {
   conch_rpc *rpc = stream_rpc(h2, id);
   (void)flags;
   (void)user_data;
 
-  if (rpc != NULL) {
+  /* The connection window is returned at once, the stream's as the
+     handler takes the bytes. */
+  if (nghttp2_session_consume_connection(h2, len) != 0) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+  if (rpc != NULL && rpc->state == SRV_RPC_USER &&
+      (rpc->paused || rpc->resumed)) {
+    if (conch__buf_append(&rpc->held, rpc_mem(rpc), data, len) != 0) {
+      rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    } else {
+      return 0;
+    }
+  } else if (rpc != NULL) {
     rpc_data(rpc, data, len);
   }
+  if (nghttp2_session_consume_stream(h2, id, len) != 0) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
   return 0;
+}
+
+void conch__srv_conn_resume(srv_conn *conn) {
+  for (conch_link *l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
+    conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
+    size_t n = conch__buf_size(&rpc->held);
+    if (!rpc->resumed) {
+      continue;
+    }
+    rpc->resumed = 0;
+    if (n > 0) {
+      /* A handler that pauses again meanwhile gets the rest of these
+         bytes all the same: a pause acts between reads. */
+      rpc_data(rpc, conch__buf_head(&rpc->held), n);
+      conch__buf_free(&rpc->held, rpc_mem(rpc));
+      (void)nghttp2_session_consume_stream(conn->h2, rpc->id, n);
+    }
+    if (rpc->eos_held && !rpc->paused) {
+      rpc->eos_held = 0;
+      rpc_half_close(rpc);
+    }
+  }
 }
 
 static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame,
@@ -1173,6 +1217,7 @@ int conch__srv_session_new(srv_conn *conn) {
   h.max_streams = s->o.max_streams;
   h.max_header_list = s->o.max_header_list;
   h.stream_window = 1024 * 1024;
+  h.manual_window = 1;
   return conch__h2_session_new(&conn->h2, &h, conn);
 }
 
@@ -1368,6 +1413,33 @@ int conch_rpc_send_raw(conch_rpc *rpc, const void *data, size_t len) {
     return rv;
   }
   return send_bytes(rpc, data != NULL ? data : "", len);
+}
+
+int conch_rpc_pause(conch_rpc *rpc) {
+  if (rpc == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (rpc->state != SRV_RPC_USER) {
+    return CONCH_ERR_STATE;
+  }
+  rpc->paused = 1;
+  return 0;
+}
+
+int conch_rpc_resume(conch_rpc *rpc) {
+  if (rpc == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (rpc->state != SRV_RPC_USER) {
+    return CONCH_ERR_STATE;
+  }
+  if (rpc->paused) {
+    rpc->paused = 0;
+    rpc->resumed = 1;
+    rpc->conn->s->pending = 1;
+    conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
+  }
+  return 0;
 }
 
 int conch_rpc_finish(conch_rpc *rpc, const conch_status *status) {

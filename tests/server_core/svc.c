@@ -284,6 +284,10 @@ static void on_cstream_message(conch_rpc *rpc, const ProtobufCMessage *msg,
   (void)ud;
   cs->count++;
   cs->bytes += req->payload.len;
+  if (cs->count == 1 && req->delay_ms > 0) { /* no more until released */
+    SVC_EQ(conch_rpc_pause(rpc), 0);
+    hold(rpc);
+  }
 }
 
 static void on_cstream_half_close(conch_rpc *rpc, void *ud) {
@@ -334,6 +338,13 @@ static void on_cancel(conch_rpc *rpc, const conch_status *st, void *ud) {
 static void release_held(fixture *fx) {
   for (int i = 0; i < MAX_HELD; i++) {
     conch_rpc *rpc = fx->held_rpc[i];
+    if (rpc != NULL && conch_rpc_method(rpc)->kind == CONCH_STREAM_CLIENT) {
+      call_state *cs = conch_rpc_data(rpc);
+      unhold(rpc);
+      SVC_EQ(cs->count, 1); /* nothing was delivered while paused */
+      SVC_EQ(conch_rpc_resume(rpc), 0);
+      continue;
+    }
     if (rpc != NULL) {
       Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
       unhold(rpc);

@@ -7,7 +7,8 @@
      response_headers / response_trailers are sent; error ends the call
      with that code, message and details;
    - ServerStream sends response_count such responses, then error if set;
-   - ClientStream counts messages and payload bytes;
+   - ClientStream counts messages and payload bytes; a first message with
+     delay_ms pauses the requests (conch_rpc_pause) until released;
    - Bidi echoes each message as it comes; one with error ends the call;
    - /conchtest.v1.Raw/Echo (a raw bidi method) echoes bytes;
    - delay_ms > 0 holds the call (ServerStream: after one response) until

@@ -537,6 +537,66 @@ static void test_header_limit(void **state) {
   fx_stop(&fx);
 }
 
+/* conch_rpc_pause(): the paused handler gets nothing more (svc.c checks
+   at the release), the client's sends stop at the stream window, and
+   after conch_rpc_resume() everything arrives. */
+static void test_pause(void **state) {
+  fixture *fx = *state;
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    if (strcmp(variants[i].comp, "identity") != 0) {
+      continue; /* compressed, the zeros would never fill a window */
+    }
+    conch_client *c = client_for_accept(fx, &variants[i], "");
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    conch_call *call;
+    ProtobufCMessage *m;
+    count_wait h = {fx, 1};
+    static uint8_t chunk[10000];
+    int sent = 0, blocked = 0, rv;
+
+    assert_int_equal(conch_call_start(c, &m_cstream, NULL, NULL, NULL, &call),
+                     0);
+    req.delay_ms = 1;
+    assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+    /* The client must run for its request to go out. */
+    long long until = conch_now_ms() + CONCH_WAIT_MS;
+    while (!held_reach(&h) && conch_now_ms() < until) {
+      assert_int_equal(conch_client_run(c, 20), 0);
+    }
+    assert_true(held_reach(&h));
+    req.delay_ms = 0;
+    req.payload.data = chunk;
+    req.payload.len = sizeof(chunk);
+    long long end = conch_now_ms() + CONCH_WAIT_MS;
+    while (sent < 400 && conch_now_ms() < end) {
+      rv = conch_call_send(call, &req.base);
+      if (rv == CONCH_ERR_AGAIN) {
+        blocked = 1; /* the window and the client's buffer are full */
+        break;
+      }
+      assert_int_equal(rv, 0);
+      sent++;
+      assert_int_equal(conch_client_run(c, 0), 0);
+    }
+    if (!blocked) fail_msg("sent %d, never blocked", sent);
+    assert_true(sent < 400);
+    atomic_store(&fx->release, 1); /* svc.c resumes it */
+    while (sent < 400) {
+      assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+      sent++;
+    }
+    assert_int_equal(conch_call_close_send(call), 0);
+    assert_int_equal(conch_call_recv_sync(call, &m), 0);
+    Conchtest__V1__Response *r = (Conchtest__V1__Response *)m;
+    assert_int_equal(r->message_count, 401);
+    assert_int_equal(r->total_bytes, 400 * sizeof(chunk));
+    conch_message_free(c, m);
+    assert_int_equal(conch_call_wait_sync(call), 0);
+    conch_call_free(call);
+    conch_client_free(c);
+  }
+}
+
 static int again_seen(void *arg) {
   return atomic_load(&((fixture *)arg)->again) > 0;
 }
@@ -706,6 +766,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_backpressure, setup, teardown),
       cmocka_unit_test_setup_teardown(test_connect_get, setup, teardown),
       cmocka_unit_test_setup_teardown(test_raw, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pause, setup, teardown),
       cmocka_unit_test(test_header_limit),
       cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unary_refuses_stream_kind, setup,

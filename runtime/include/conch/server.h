@@ -9,11 +9,10 @@
  *
  * What this first slice does NOT do yet (issue 14): HTTP/1.1 serving (a
  * client that speaks HTTP/1.x is dropped), TLS serving, pull-mode
- * receiving (handlers are pushed messages),
- * flow control toward slow handlers (request windows are returned as
- * bytes arrive: requests are pushed to the handler as fast as the client
- * sends them), typed handler stubs from protoc-gen-conch, registered
- * custom compressions, and libuv/libevent adapters for the server.
+ * receiving (messages are pushed; conch_rpc_pause() holds them back),
+ * typed handler stubs from protoc-gen-conch, registered custom
+ * compressions, libuv/libevent adapters for the server, and `conch serve`
+ * on this core.
  *
  * The shape follows the client (client.h, call.h, io.h):
  *
@@ -402,6 +401,24 @@ CONCH_EXTERN int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg);
  */
 CONCH_EXTERN int conch_rpc_send_raw(conch_rpc *rpc, const void *data,
                                     size_t len);
+/**
+ * Stops delivering request messages of |rpc|: their bytes wait, and since
+ * their HTTP/2 stream window is not returned, the client can send no more
+ * than that window (1 MiB) ahead; its sends then wait.  A pause acts
+ * between reads: messages already read in the same chunk of bytes as the
+ * one being handled are still delivered.  on_half_close waits too.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE (the call
+ * is not the handler's any more).
+ */
+CONCH_EXTERN int conch_rpc_pause(conch_rpc *rpc);
+/**
+ * Delivers what waited and goes on, on the server's next turn (never from
+ * inside this function).
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE.
+ */
+CONCH_EXTERN int conch_rpc_resume(conch_rpc *rpc);
 /**
  * Ends the call with |status| (NULL: OK; copied, details included): the
  * trailers (gRPC), the end-stream message (Connect streams), the trailer
