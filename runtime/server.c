@@ -636,7 +636,11 @@ static void conn_settle(srv_conn *conn) {
       conn->dead = 1;
       break;
     }
-    if (round == 4 || conch__srv_conn_ready(conn) == 0) {
+    if (round == 4) {
+      s->pending = 1; /* more may be owed: the next turn comes at once */
+      break;
+    }
+    if (conch__srv_conn_ready(conn) == 0) {
       break;
     }
   }

@@ -182,8 +182,9 @@ typedef struct conch_server_handler {
       (canceled: the client canceled it or its connection went away;
       deadline_exceeded: the deadline passed, and the client is told so;
       resource_exhausted, invalid_argument, internal: its request broke a
-      limit or the protocol, and the client is told so).  |rpc| is freed
-      when this returns. */
+      limit or the protocol, and the client is told so).  |rpc| must not
+      be used once this returns (the server frees it when its stream is
+      gone). */
   void (*on_cancel)(conch_rpc *rpc, const conch_status *status,
                     void *user_data);
   /** The send buffer has room again after conch_rpc_send() returned
