@@ -1,0 +1,444 @@
+/*
+ * conch - a Connect/gRPC client for C
+ *
+ * server.h: the server core.  A conch_server answers Connect, gRPC and
+ * gRPC-Web calls (proto and JSON codecs, all four stream kinds) over
+ * cleartext HTTP/2 (h2c with prior knowledge), on TCP or Unix sockets it
+ * listens on, or on connections the caller accepted and hands over (with a
+ * transport of its own, e.g. in memory).
+ *
+ * What this first slice does NOT do yet (issue 14): HTTP/1.1 serving (a
+ * client that speaks HTTP/1.x is dropped), TLS serving, pull-mode
+ * receiving (messages are pushed; conch_rpc_pause() holds them back),
+ * typed handler stubs from protoc-gen-conch, registered custom
+ * compressions, libuv/libevent adapters for the server, and `conch serve`
+ * on this core.
+ *
+ * The shape follows the client (client.h, call.h, io.h):
+ *
+ *  - Options: conch_server_opts_new() and its setters, then
+ *    conch_server_new().  The allocator hooks (conch_mem) cover the
+ *    server, nghttp2, zlib & co and protobuf-c.
+ *  - Methods: conch_server_add_method() registers a conch_method (the
+ *    struct generated stubs already provide) with a conch_server_handler.
+ *    A unary method marked CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS also takes
+ *    Connect GET requests (the request in the query: encoding, message,
+ *    base64, compression); GET of any other method is 405, as in
+ *    connect-go.
+ *  - Calls: for every request to a registered method, on_call runs with a
+ *    conch_rpc.  The handler answers with conch_rpc_send() (any number of
+ *    messages for server and bidi streams, one for unary and client
+ *    streams) and ends with conch_rpc_finish() and a conch_status (error
+ *    details included).  Request messages arrive through on_message (or
+ *    on_raw_message for raw methods), the end of the requests through
+ *    on_half_close.
+ *  - Every call the handler saw ends for it exactly once: either the
+ *    handler finishes it (conch_rpc_finish() returned 0), or on_cancel
+ *    runs (the client canceled, the deadline passed, the connection was
+ *    lost, or the server was freed).  After either, |rpc| must not be
+ *    used again.
+ *  - Driving: as a client is driven (io.h): io hooks with
+ *    conch_server_on_io() / conch_server_on_timer(), or pull with
+ *    conch_server_pollfds() / conch_server_timeout_ms() /
+ *    conch_server_process(), or blocking turns with conch_server_run().
+ *
+ * Thread safety: a server and everything hanging off it (calls, their
+ * metadata) is used by one thread at a time; the library takes no locks.
+ * Handlers run on that thread, never from inside conch_server_new().
+ */
+#ifndef CONCH_SERVER_H
+#define CONCH_SERVER_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include <conch/call.h>
+#include <conch/client.h>
+#include <conch/export.h>
+#include <conch/io.h>
+#include <conch/mem.h>
+#include <conch/metadata.h>
+#include <conch/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct conch_server conch_server;
+typedef struct conch_server_opts conch_server_opts;
+typedef struct conch_rpc conch_rpc;
+
+/**
+ * Creates server options with the defaults: the C library's allocator,
+ * receive limit 4 MiB per message (after decompression), header list
+ * limit 64 KiB, 100 concurrent streams per connection, gzip, br, zstd,
+ * deflate and snappy accepted (identity always), responses compressed
+ * in the request's compression when the client accepts it.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |out|) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_opts_new(conch_server_opts **out);
+/** Frees |opts|.  NULL is accepted. */
+CONCH_EXTERN void conch_server_opts_free(conch_server_opts *opts);
+/**
+ * The allocator for the server and everything it creates (copied; its
+ * functions and user_data are retained for the server's life).  NULL
+ * restores the C library.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, or a |mem| with a NULL
+ * function).
+ */
+CONCH_EXTERN int conch_server_opts_set_mem(conch_server_opts *opts,
+                                           const conch_mem *mem);
+/**
+ * Largest request message accepted, after decompression (the compressed
+ * size counts too); 0 = no limit.  A larger one ends the call with
+ * resource_exhausted before it is buffered.  Default 4 MiB.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_server_opts_set_recv_limit(conch_server_opts *opts,
+                                                  size_t bytes);
+/**
+ * Largest request header list accepted (names and values plus 32 bytes a
+ * field, as HTTP/2 counts), advertised as SETTINGS_MAX_HEADER_LIST_SIZE.
+ * A call with a larger one ends with resource_exhausted before its
+ * handler sees it.  Default 64 KiB.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, |bytes| under 1024).
+ */
+CONCH_EXTERN int conch_server_opts_set_max_header_list(conch_server_opts *opts,
+                                                       uint32_t bytes);
+/**
+ * SETTINGS_MAX_CONCURRENT_STREAMS of each connection.  Default 100.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, |n| 0).
+ */
+CONCH_EXTERN int conch_server_opts_set_max_streams(conch_server_opts *opts,
+                                                   uint32_t n);
+/**
+ * The send buffer of each call: once this many bytes of its responses
+ * wait to be sent, conch_rpc_send() returns CONCH_ERR_AGAIN (one message
+ * is always taken when nothing waits, whatever its size).  Default
+ * 256 KiB.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, |bytes| 0).
+ */
+CONCH_EXTERN int conch_server_opts_set_send_buffer(conch_server_opts *opts,
+                                                   size_t bytes);
+/**
+ * Connections without a call for |ms| get GOAWAY and close (a client
+ * opens a new one when it needs one).  0 (the default): they stay.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, negative |ms|).
+ */
+CONCH_EXTERN int conch_server_opts_set_idle_timeout(conch_server_opts *opts,
+                                                    long ms);
+/**
+ * How long conch_server_shutdown() lets calls run: when |ms| have passed,
+ * every call a handler still holds ends (the handler gets on_cancel with
+ * unavailable, the client unavailable "the server is shutting down"), and
+ * after |ms| more every connection still open is closed.  0 (the default)
+ * waits for the handlers however long they take.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, negative |ms|).
+ */
+CONCH_EXTERN int conch_server_opts_set_drain_timeout(conch_server_opts *opts,
+                                                     long ms);
+/**
+ * The compressions accepted in requests and used for responses: a
+ * comma-separated list of built-in names ("gzip,zstd"; "" or NULL:
+ * identity only).  A request in a compression outside the list ends with
+ * unimplemented.  Default "gzip,br,zstd,deflate,snappy".
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, an unknown or malformed
+ * name; |opts| unchanged).
+ */
+CONCH_EXTERN int conch_server_opts_set_compression(conch_server_opts *opts,
+                                                   const char *names);
+
+/** What a registered method does with its calls.  Every member but
+    on_call may be NULL.  Pointers passed in are borrowed until the
+    handler returns. */
+typedef struct conch_server_handler {
+  /** A call arrived: its method, headers and deadline are known, no
+      message has been delivered yet.  Keep |rpc|; answer now or later. */
+  void (*on_call)(conch_rpc *rpc, void *user_data);
+  /** A request message of a typed method, decoded (borrowed: freed when
+      this returns). */
+  void (*on_message)(conch_rpc *rpc, const ProtobufCMessage *msg,
+                     void *user_data);
+  /** A request message of a raw method (input descriptor NULL), as
+      received after decompression. */
+  void (*on_raw_message)(conch_rpc *rpc, const uint8_t *data, size_t len,
+                         void *user_data);
+  /** The client sent its last message (for unary and server-streaming
+      calls: right after the one request message). */
+  void (*on_half_close)(conch_rpc *rpc, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled: the client canceled it or its connection went away;
+      deadline_exceeded: the deadline passed, and the client is told so;
+      resource_exhausted, invalid_argument, internal: its request broke a
+      limit or the protocol, and the client is told so).  |rpc| must not
+      be used once this returns (the server frees it when its stream is
+      gone). */
+  void (*on_cancel)(conch_rpc *rpc, const conch_status *status,
+                    void *user_data);
+  /** The send buffer has room again after conch_rpc_send() returned
+      CONCH_ERR_AGAIN.  Runs once per such refusal, on the server's turn
+      (never from inside conch_rpc_send()). */
+  void (*on_send_ready)(conch_rpc *rpc, void *user_data);
+} conch_server_handler;
+
+/**
+ * Creates a server.  |opts| may be NULL for the defaults; it is copied.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |out|) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_new(conch_server **out,
+                                  const conch_server_opts *opts);
+/**
+ * Frees |s|: listeners and connections are closed at once (no GOAWAY: use
+ * conch_server_shutdown() first for that), and every call a handler still
+ * holds gets on_cancel (canceled) before this returns.  NULL is accepted.
+ * From inside a handler of |s| it does nothing.
+ */
+CONCH_EXTERN void conch_server_free(conch_server *s);
+/**
+ * Registers |method| (copied, with its path; the descriptors are retained)
+ * with |handler| (copied) and |user_data| (passed to every handler).
+ * Descriptors NULL mean a raw method (on_raw_message, conch_rpc_send_raw()).
+ * Register before serving: the table may have to grow, which it cannot
+ * while calls run.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL argument, a path that does not start
+ * with '/', a handler without on_call, an unknown stream kind, or a path
+ * registered already), CONCH_ERR_STATE (the table is full and calls are
+ * running) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_add_method(conch_server *s,
+                                         const conch_method *method,
+                                         const conch_server_handler *handler,
+                                         void *user_data);
+/**
+ * Listens on |addr|: "HOST:PORT" (an IPv4 literal, "[v6]:PORT" or
+ * "localhost"; port 0 picks a free one, see conch_server_port()) or
+ * "unix:PATH" (a Unix socket; an existing socket file at PATH is replaced).
+ * Connections speak h2c with prior knowledge.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL argument, an address that does not
+ * parse), CONCH_ERR_STATE (after conch_server_shutdown()), CONCH_ERR_IO
+ * (socket, bind or listen failed; errno is kept) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_listen(conch_server *s, const char *addr);
+/**
+ * Returns the TCP port of the first TCP listener, or 0 when there is none.
+ */
+CONCH_EXTERN int conch_server_port(const conch_server *s);
+
+/** A connection the caller accepted, moved through hooks of its own.
+    The hooks behave as those of a client transport (transport.h). */
+typedef struct conch_server_transport {
+  /** Reads at most |len| bytes: how many (> 0), 0 at the end of the
+      stream, -EAGAIN when none now, another negative errno on error. */
+  long (*read)(void *user_data, int handle, void *buf, size_t len);
+  /** Writes at most |len| bytes: how many were taken (> 0), -EAGAIN when
+      none fit now, another negative errno on error.  No SIGPIPE. */
+  long (*write)(void *user_data, int handle, const void *buf, size_t len);
+  /** The server is done with |handle| (it stopped watching it before). */
+  void (*close)(void *user_data, int handle);
+  void *user_data;
+} conch_server_transport;
+
+/**
+ * Serves a connection that is already established: |handle| is a
+ * connected socket (|t| NULL: the server reads, writes and closes it; it
+ * is made non-blocking) or a handle of transport |t| (copied; its
+ * user_data must outlive the connection).  As with client transports, a
+ * handle that is not a real descriptor is driven by the caller with
+ * conch_server_on_io(s, handle, CONCH_IO_READ | CONCH_IO_WRITE) and io
+ * hooks.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |s|, negative |handle|, a hook
+ * missing in |t|), CONCH_ERR_STATE (after conch_server_shutdown()) or
+ * CONCH_ERR_NOMEM (the handle is not taken: the caller closes it).
+ */
+CONCH_EXTERN int conch_server_adopt(conch_server *s, int handle,
+                                    const conch_server_transport *t);
+
+/**
+ * Graceful shutdown: the listeners close, every connection gets GOAWAY
+ * naming the last stream the server processed (streams the client opened
+ * before it still run; later ones are ignored, and clients retry them
+ * elsewhere), and a connection closes once its calls are done and its
+ * bytes sent.  conch_server_idle() tells when all are.  Calls a handler
+ * holds keep their connection open until it finishes them, or until the
+ * drain timeout (conch_server_opts_set_drain_timeout()) ends them.  May be
+ * called from handlers; a second call does nothing more.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |s|).
+ */
+CONCH_EXTERN int conch_server_shutdown(conch_server *s);
+/**
+ * Returns 1 when the server has no connection open (after a shutdown:
+ * fully drained), 0 otherwise (0 for NULL).
+ */
+CONCH_EXTERN int conch_server_idle(const conch_server *s);
+/**
+ * Returns the number of calls the server holds (started and not yet
+ * freed).
+ */
+CONCH_EXTERN size_t conch_server_calls(const conch_server *s);
+
+/* ---- Driving: the same three ways as a client (io.h) --------------------- */
+
+/**
+ * Switches |s| to hook mode (see conch_io_hooks; the timer hook asks for
+ * conch_server_on_timer()).  The struct is copied; NULL switches back to
+ * pull mode.
+ *
+ * Returns 0, CONCH_ERR_INVALID or CONCH_ERR_RECURSIVE.
+ */
+CONCH_EXTERN int conch_server_set_io_hooks(conch_server *s,
+                                           const conch_io_hooks *hooks);
+/**
+ * Reports that |fd| (a listener or a connection) is ready for |events|.
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |s|) or CONCH_ERR_RECURSIVE (from a
+ * handler: nothing done).
+ */
+CONCH_EXTERN int conch_server_on_io(conch_server *s, int fd, unsigned events);
+/**
+ * Reports that the timer set through the hooks fired.
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |s|) or CONCH_ERR_RECURSIVE.
+ */
+CONCH_EXTERN int conch_server_on_timer(conch_server *s);
+/**
+ * Fills |fds| (room for |nfds|) with what the server wants polled and
+ * returns how many entries it needs (one per listener and connection).
+ */
+CONCH_EXTERN size_t conch_server_pollfds(conch_server *s, struct pollfd *fds,
+                                         size_t nfds);
+/**
+ * Milliseconds until the server next needs attention without fd activity
+ * (a deadline), 0 if it has work pending now, -1 if it waits only on fds.
+ */
+CONCH_EXTERN long conch_server_timeout_ms(conch_server *s);
+/**
+ * Processes poll(2) results for |fds| (as filled by conch_server_pollfds())
+ * and any deadlines that are due.
+ *
+ * Returns 0, CONCH_ERR_INVALID or CONCH_ERR_RECURSIVE; failures of a
+ * connection end its calls, not this.
+ */
+CONCH_EXTERN int conch_server_process(conch_server *s, const struct pollfd *fds,
+                                      size_t nfds);
+/**
+ * One turn of a blocking loop: poll for at most |timeout_ms| (-1: until
+ * something happens), then process.
+ *
+ * Returns 0, CONCH_ERR_INVALID, CONCH_ERR_RECURSIVE, CONCH_ERR_IO (poll
+ * failed) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_run(conch_server *s, long timeout_ms);
+
+/* ---- One call ------------------------------------------------------------- */
+
+/** The method of |rpc| (as registered; the path is the server's copy). */
+CONCH_EXTERN const conch_method *conch_rpc_method(const conch_rpc *rpc);
+/** The protocol the client speaks. */
+CONCH_EXTERN conch_protocol conch_rpc_protocol(const conch_rpc *rpc);
+/** The codec of its messages. */
+CONCH_EXTERN conch_codec conch_rpc_codec(const conch_rpc *rpc);
+/** Request metadata (application headers; the protocol's own headers are
+    left out).  Borrowed until the call ends; never NULL. */
+CONCH_EXTERN const conch_metadata *conch_rpc_request_headers(
+    const conch_rpc *rpc);
+/** Milliseconds left until the call's deadline (0 when it has passed), or
+    -1 when the client set none. */
+CONCH_EXTERN long conch_rpc_timeout_ms(const conch_rpc *rpc);
+/** Response headers to send: add to them before the first message or the
+    finish.  Borrowed; never NULL. */
+CONCH_EXTERN conch_metadata *conch_rpc_response_headers(conch_rpc *rpc);
+/** Response trailers to send at the finish.  Borrowed; never NULL. */
+CONCH_EXTERN conch_metadata *conch_rpc_response_trailers(conch_rpc *rpc);
+/** The |user_data| given with the method. */
+CONCH_EXTERN void *conch_rpc_user_data(const conch_rpc *rpc);
+/** A pointer of the handler's own, kept with |rpc| (NULL at first). */
+CONCH_EXTERN void conch_rpc_set_data(conch_rpc *rpc, void *data);
+/** What conch_rpc_set_data() stored. */
+CONCH_EXTERN void *conch_rpc_data(const conch_rpc *rpc);
+/** The server of |rpc|. */
+CONCH_EXTERN conch_server *conch_rpc_server(const conch_rpc *rpc);
+
+/**
+ * Queues the response message |msg| (serialized now in the call's codec,
+ * compressed as negotiated; borrowed for the call only).  The response
+ * headers go out with the first message (for Connect unary, with the
+ * finish).  Unary and client-streaming calls take one message.  While
+ * the call's bytes not yet sent reach the send buffer size
+ * (conch_server_opts_set_send_buffer()), further messages are refused
+ * with CONCH_ERR_AGAIN, and on_send_ready tells when to go on: a client
+ * that reads slowly slows its handler instead of filling memory.
+ *
+ * Returns 0; CONCH_ERR_AGAIN (the send buffer is full: nothing queued,
+ * on_send_ready follows); CONCH_ERR_INVALID (NULL argument, a message of
+ * another type, a raw method); CONCH_ERR_STATE (after the finish, a second message of a
+ * unary or client-streaming call); CONCH_ERR_CODEC (it cannot be
+ * serialized, e.g. JSON of an Any whose type is unknown); CONCH_ERR_LIMIT
+ * (over the 4 GiB envelope limit) or CONCH_ERR_NOMEM.  A failed send
+ * changes nothing.
+ */
+CONCH_EXTERN int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg);
+/**
+ * conch_rpc_send() for raw methods: |data| is a serialized message.
+ *
+ * Returns what conch_rpc_send() returns; CONCH_ERR_INVALID also for a
+ * typed method or NULL |data| with |len| > 0.
+ */
+CONCH_EXTERN int conch_rpc_send_raw(conch_rpc *rpc, const void *data,
+                                    size_t len);
+/**
+ * Stops delivering request messages of |rpc|: their bytes wait, and since
+ * their HTTP/2 stream window is not returned, the client can send no more
+ * than that window (1 MiB) ahead; its sends then wait.  A pause acts
+ * between reads: messages already read in the same chunk of bytes as the
+ * one being handled are still delivered.  on_half_close waits too.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE (the call
+ * is not the handler's any more).
+ */
+CONCH_EXTERN int conch_rpc_pause(conch_rpc *rpc);
+/**
+ * Delivers what waited and goes on, on the server's next turn (never from
+ * inside this function).
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE.
+ */
+CONCH_EXTERN int conch_rpc_resume(conch_rpc *rpc);
+/**
+ * Ends the call with |status| (NULL: OK; copied, details included): the
+ * trailers (gRPC), the end-stream message (Connect streams), the trailer
+ * frame (gRPC-Web) or the whole response (Connect unary: an error is the
+ * Connect error JSON under the code's HTTP status) go out with the
+ * response trailers.  A unary or client-streaming call finished OK without
+ * a message ends with internal instead (the client needs one).  The
+ * handler gives |rpc| up: the server frees it once the response is sent
+ * (or the stream is gone); no handler of it runs again.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).  On CONCH_ERR_NOMEM the call still
+ * ends (the client gets internal, or the stream is reset) and |rpc| is
+ * gone as after 0.
+ */
+CONCH_EXTERN int conch_rpc_finish(conch_rpc *rpc, const conch_status *status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CONCH_SERVER_H */

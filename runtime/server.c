@@ -1,0 +1,987 @@
+/* The server core: options, the method table, listeners, connections and
+   the three ways of driving (hooks, pull, blocking).  The calls themselves
+   live in server_rpc.c. */
+#define _GNU_SOURCE /* accept4 */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mem_int.h"
+#include "server_int.h"
+
+/* Default receive limit, as the client's. */
+#define SRV_RECV_LIMIT (4u * 1024 * 1024)
+#define SRV_READ_CHUNK 16384
+
+int64_t conch__srv_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- Options ------------------------------------------------------------ */
+
+static int set_compression(struct conch_server_opts *o, const char *names) {
+  conch_comp_opts c = o->comp;
+  const char *p = names != NULL ? names : "";
+
+  c.naccept = 0;
+  while (*p != '\0') {
+    const char *e = strchr(p, ',');
+    size_t n = e != NULL ? (size_t)(e - p) : strlen(p);
+    const char *q = p;
+    size_t m = n;
+    int id;
+    while (m > 0 && *q == ' ') {
+      q++;
+      m--;
+    }
+    while (m > 0 && q[m - 1] == ' ') {
+      m--;
+    }
+    id = conch__comp_lookup(&c, q, m);
+    if (id < 0 || id >= CONCH__COMP_NBUILTIN) {
+      return CONCH_ERR_INVALID;
+    }
+    if (id != CONCH_COMPRESSION_IDENTITY &&
+        memchr(c.accept, id, c.naccept) == NULL) {
+      c.accept[c.naccept++] = (uint8_t)id;
+    }
+    p += n;
+    if (*p == ',') {
+      p++;
+    }
+  }
+  o->comp = c;
+  return 0;
+}
+
+int conch_server_opts_new(conch_server_opts **out) {
+  const conch_mem *mem = conch_mem_default();
+  conch_server_opts *o;
+
+  if (out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  o = conch__calloc(mem, 1, sizeof(*o));
+  if (o == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  o->mem = *mem;
+  o->recv_limit = SRV_RECV_LIMIT;
+  o->send_buffer = 256 * 1024;
+  o->max_header_list = 64 * 1024;
+  o->max_streams = 100;
+  conch__comp_opts_defaults(&o->comp);
+  (void)set_compression(o, "gzip,br,zstd,deflate,snappy");
+  *out = o;
+  return 0;
+}
+
+void conch_server_opts_free(conch_server_opts *opts) {
+  if (opts != NULL) {
+    conch__free(conch_mem_default(), opts);
+  }
+}
+
+int conch_server_opts_set_mem(conch_server_opts *opts, const conch_mem *mem) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (mem == NULL) {
+    opts->mem = *conch_mem_default();
+    return 0;
+  }
+  if (mem->malloc == NULL || mem->free == NULL || mem->calloc == NULL ||
+      mem->realloc == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->mem = *mem;
+  return 0;
+}
+
+int conch_server_opts_set_recv_limit(conch_server_opts *opts, size_t bytes) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->recv_limit = bytes;
+  return 0;
+}
+
+int conch_server_opts_set_send_buffer(conch_server_opts *opts, size_t bytes) {
+  if (opts == NULL || bytes == 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->send_buffer = bytes;
+  return 0;
+}
+
+int conch_server_opts_set_idle_timeout(conch_server_opts *opts, long ms) {
+  if (opts == NULL || ms < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->idle_ms = ms;
+  return 0;
+}
+
+int conch_server_opts_set_drain_timeout(conch_server_opts *opts, long ms) {
+  if (opts == NULL || ms < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->drain_ms = ms;
+  return 0;
+}
+
+int conch_server_opts_set_max_header_list(conch_server_opts *opts,
+                                          uint32_t bytes) {
+  if (opts == NULL || bytes < 1024) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->max_header_list = bytes;
+  return 0;
+}
+
+int conch_server_opts_set_max_streams(conch_server_opts *opts, uint32_t n) {
+  if (opts == NULL || n == 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->max_streams = n;
+  return 0;
+}
+
+int conch_server_opts_set_compression(conch_server_opts *opts,
+                                      const char *names) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  return set_compression(opts, names);
+}
+
+/* ---- Server ------------------------------------------------------------- */
+
+static void *pb_alloc(void *ud, size_t n) { return conch__malloc(ud, n); }
+static void pb_free(void *ud, void *p) { conch__free(ud, p); }
+
+int conch_server_new(conch_server **out, const conch_server_opts *opts) {
+  conch_server_opts *defaults = NULL;
+  conch_server *s;
+  int rv;
+
+  if (out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (opts == NULL) {
+    rv = conch_server_opts_new(&defaults);
+    if (rv != 0) {
+      return rv;
+    }
+    opts = defaults;
+  }
+  s = conch__calloc(&opts->mem, 1, sizeof(*s));
+  if (s == NULL) {
+    conch_server_opts_free(defaults);
+    return CONCH_ERR_NOMEM;
+  }
+  s->o = *opts;
+  conch_server_opts_free(defaults);
+  s->mem = &s->o.mem;
+  conch__comps_init(&s->comps, s->mem);
+  s->accept_len = conch__comp_accept_value(&s->o.comp,
+                                           CONCH_COMPRESSION_IDENTITY,
+                                           s->accept);
+  s->pb_alloc.alloc = pb_alloc;
+  s->pb_alloc.free = pb_free;
+  s->pb_alloc.allocator_data = (void *)s->mem;
+  conch__list_init(&s->conns);
+  s->hook_timer = -2;
+  s->drain.idx = SIZE_MAX;
+  s->drain.kind = SRV_TIMER_DRAIN;
+  *out = s;
+  return 0;
+}
+
+static void conn_free(srv_conn *conn);
+
+static void close_listeners(conch_server *s) {
+  for (size_t i = 0; i < s->nlisten; i++) {
+    if (s->has_hooks) {
+      s->hooks.watch(s->lfd[i], CONCH_IO_REMOVE, s->hooks.user_data);
+    }
+    close(s->lfd[i]);
+  }
+  s->nlisten = 0;
+}
+
+void conch_server_free(conch_server *s) {
+  if (s == NULL || s->in_cb) {
+    return;
+  }
+  close_listeners(s);
+  s->in_cb = 1;
+  while (!conch__list_empty(&s->conns)) {
+    srv_conn *conn = CONCH_CONTAINER(s->conns.next, srv_conn, link);
+    conch__srv_conn_drop_rpcs(conn);
+    conn_free(conn);
+  }
+  s->in_cb = 0;
+  if (s->has_hooks && s->hook_timer != -1 && s->hook_timer != -2) {
+    s->hooks.timer(-1, s->hooks.user_data);
+  }
+  for (size_t i = 0; i < s->nmethods; i++) {
+    conch__free(s->mem, s->methods[i].path);
+  }
+  conch__free(s->mem, s->methods);
+  conch__heap_free(&s->heap, s->mem);
+  conch__comps_clear(&s->comps);
+  conch__free(s->mem, s);
+}
+
+static srv_method *find_method(conch_server *s, const char *path) {
+  for (size_t i = 0; i < s->nmethods; i++) {
+    if (strcmp(s->methods[i].path, path) == 0) {
+      return &s->methods[i];
+    }
+  }
+  return NULL;
+}
+
+srv_method *conch__srv_find_method(conch_server *s, const char *path);
+srv_method *conch__srv_find_method(conch_server *s, const char *path) {
+  return find_method(s, path);
+}
+
+int conch_server_add_method(conch_server *s, const conch_method *method,
+                            const conch_server_handler *handler,
+                            void *user_data) {
+  srv_method *m;
+
+  if (s == NULL || method == NULL || handler == NULL ||
+      handler->on_call == NULL || method->path == NULL ||
+      method->path[0] != '/' || (unsigned)method->kind > CONCH_STREAM_BIDI ||
+      find_method(s, method->path) != NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (s->nmethods == s->cap_methods) {
+    size_t cap = s->cap_methods != 0 ? s->cap_methods * 2 : 8;
+    srv_method *t;
+    /* Calls point into the table: it may not move while any runs. */
+    if (s->ncalls > 0) {
+      return CONCH_ERR_STATE;
+    }
+    t = conch__realloc(s->mem, s->methods, cap * sizeof(*t));
+    if (t == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+    s->methods = t;
+    s->cap_methods = cap;
+    for (size_t i = 0; i < s->nmethods; i++) {
+      s->methods[i].m.path = s->methods[i].path;
+    }
+  }
+  m = &s->methods[s->nmethods];
+  memset(m, 0, sizeof(*m));
+  m->path = conch__strdup(s->mem, method->path);
+  if (m->path == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  m->m = *method;
+  m->m.path = m->path;
+  m->h = *handler;
+  m->user_data = user_data;
+  s->nmethods++;
+  return 0;
+}
+
+/* ---- Listeners ---------------------------------------------------------- */
+
+static int parse_inet(const char *addr, struct sockaddr_storage *ss,
+                      socklen_t *len) {
+  char host[64];
+  const char *colon = strrchr(addr, ':');
+  const char *h = addr;
+  size_t hl;
+  char *end;
+  long port;
+
+  if (colon == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  hl = (size_t)(colon - addr);
+  if (hl >= 2 && addr[0] == '[' && addr[hl - 1] == ']') {
+    h = addr + 1;
+    hl -= 2;
+  }
+  if (hl == 0 || hl >= sizeof(host)) {
+    return CONCH_ERR_INVALID;
+  }
+  memcpy(host, h, hl);
+  host[hl] = '\0';
+  errno = 0;
+  port = strtol(colon + 1, &end, 10);
+  if (colon[1] == '\0' || *end != '\0' || port < 0 || port > 65535) {
+    return CONCH_ERR_INVALID;
+  }
+  memset(ss, 0, sizeof(*ss));
+  if (strcmp(host, "localhost") == 0) {
+    memcpy(host, "127.0.0.1", 10);
+  }
+  if (h != addr) {
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1) {
+      return CONCH_ERR_INVALID;
+    }
+    *len = sizeof(*a6);
+  } else {
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &a4->sin_addr) != 1) {
+      return CONCH_ERR_INVALID;
+    }
+    *len = sizeof(*a4);
+  }
+  return 0;
+}
+
+static int parse_unix(const char *path, struct sockaddr_storage *ss,
+                      socklen_t *len) {
+  struct sockaddr_un *un = (struct sockaddr_un *)ss;
+  size_t n = strlen(path);
+
+  if (n == 0 || n >= sizeof(un->sun_path)) {
+    return CONCH_ERR_INVALID;
+  }
+  memset(ss, 0, sizeof(*ss));
+  un->sun_family = AF_UNIX;
+  memcpy(un->sun_path, path, n + 1);
+  *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+  return 0;
+}
+
+int conch_server_listen(conch_server *s, const char *addr) {
+  struct sockaddr_storage ss;
+  socklen_t len;
+  int is_unix, fd, rv, one = 1;
+
+  if (s == NULL || addr == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (s->shutting) {
+    return CONCH_ERR_STATE;
+  }
+  if (s->nlisten == SRV_MAX_LISTENERS) {
+    return CONCH_ERR_INVALID;
+  }
+  is_unix = strncmp(addr, "unix:", 5) == 0;
+  rv = is_unix ? parse_unix(addr + 5, &ss, &len) : parse_inet(addr, &ss, &len);
+  if (rv != 0) {
+    return rv;
+  }
+  fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return CONCH_ERR_IO;
+  }
+  if (is_unix) {
+    struct stat st;
+    if (stat(addr + 5, &st) == 0 && S_ISSOCK(st.st_mode)) {
+      unlink(addr + 5);
+    }
+  } else {
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  }
+  if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 128) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return CONCH_ERR_IO;
+  }
+  if (!is_unix && s->port == 0) {
+    struct sockaddr_storage b;
+    socklen_t bl = sizeof(b);
+    if (getsockname(fd, (struct sockaddr *)&b, &bl) == 0) {
+      s->port = ntohs(b.ss_family == AF_INET6
+                          ? ((struct sockaddr_in6 *)&b)->sin6_port
+                          : ((struct sockaddr_in *)&b)->sin_port);
+    }
+  }
+  s->lfd[s->nlisten] = fd;
+  s->lunix[s->nlisten] = is_unix;
+  s->nlisten++;
+  if (s->has_hooks && s->hooks.watch(fd, CONCH_IO_READ, s->hooks.user_data)) {
+    s->nlisten--;
+    close(fd);
+    return CONCH_ERR_IO;
+  }
+  return 0;
+}
+
+int conch_server_port(const conch_server *s) {
+  return s != NULL ? s->port : 0;
+}
+
+/* ---- Connections -------------------------------------------------------- */
+
+void conch__srv_conn_idle(srv_conn *conn) {
+  conch_server *s = conn->s;
+
+  if (s->o.idle_ms > 0 && conch__list_empty(&conn->rpcs)) {
+    /* Without room in the heap the connection just stays. */
+    (void)conch__heap_insert(&s->heap, s->mem, &conn->idle,
+                             conch__srv_now() + s->o.idle_ms);
+  } else {
+    conch__heap_remove(&s->heap, &conn->idle);
+  }
+}
+
+static void conn_idle_expired(srv_conn *conn) {
+  if (!conch__list_empty(&conn->rpcs) || conn->goaway) {
+    return;
+  }
+  conn->goaway = 1;
+  if (nghttp2_submit_goaway(conn->h2, NGHTTP2_FLAG_NONE,
+                            nghttp2_session_get_last_proc_stream_id(conn->h2),
+                            NGHTTP2_NO_ERROR, NULL, 0) != 0) {
+    conn->dead = 1;
+  }
+}
+
+static void conn_free(srv_conn *conn) {
+  conch_server *s = conn->s;
+
+  if (s->has_hooks && conn->watched != 0) {
+    s->hooks.watch(conn->fd, CONCH_IO_REMOVE, s->hooks.user_data);
+  }
+  if (conn->has_t) {
+    conn->t.close(conn->t.user_data, conn->fd);
+  } else {
+    close(conn->fd);
+  }
+  conch__heap_remove(&s->heap, &conn->idle);
+  nghttp2_session_del(conn->h2);
+  conch__buf_free(&conn->wbuf, s->mem);
+  conch__list_remove(&conn->link);
+  s->nconns--;
+  conch__free(s->mem, conn);
+}
+
+static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
+  srv_conn *conn = conch__calloc(s->mem, 1, sizeof(*conn));
+  int rv;
+
+  if (conn == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  conn->s = s;
+  conn->fd = fd;
+  if (t != NULL) {
+    conn->has_t = 1;
+    conn->t = *t;
+  }
+  conch__list_init(&conn->rpcs);
+  conn->idle.idx = SIZE_MAX;
+  conn->idle.kind = SRV_TIMER_IDLE;
+  rv = conch__srv_session_new(conn);
+  if (rv != 0) {
+    conch__free(s->mem, conn);
+    return rv;
+  }
+  conch__list_push(&s->conns, &conn->link);
+  s->nconns++;
+  conch__srv_conn_idle(conn);
+  s->pending = 1; /* our SETTINGS go out on the next turn */
+  return 0;
+}
+
+int conch_server_adopt(conch_server *s, int handle,
+                       const conch_server_transport *t) {
+  if (s == NULL || handle < 0 ||
+      (t != NULL && (t->read == NULL || t->write == NULL || t->close == NULL))) {
+    return CONCH_ERR_INVALID;
+  }
+  if (s->shutting) {
+    return CONCH_ERR_STATE;
+  }
+  if (t == NULL) {
+    int fl = fcntl(handle, F_GETFL);
+    if (fl < 0 || fcntl(handle, F_SETFL, fl | O_NONBLOCK) != 0) {
+      return CONCH_ERR_INVALID;
+    }
+  }
+  return conn_add(s, handle, t);
+}
+
+static void accept_all(conch_server *s, int lfd, int is_unix) {
+  for (;;) {
+    int one = 1;
+    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      return; /* EAGAIN, or a failure that the next turn retries */
+    }
+    if (!is_unix) {
+      (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    if (conn_add(s, fd, NULL) != 0) {
+      close(fd);
+    }
+  }
+}
+
+static long conn_read(srv_conn *conn, void *buf, size_t len) {
+  ssize_t n;
+  if (conn->has_t) {
+    return conn->t.read(conn->t.user_data, conn->fd, buf, len);
+  }
+  n = recv(conn->fd, buf, len, 0);
+  return n >= 0 ? (long)n : -(long)errno;
+}
+
+static long conn_write(srv_conn *conn, const void *buf, size_t len) {
+  ssize_t n;
+  if (conn->has_t) {
+    return conn->t.write(conn->t.user_data, conn->fd, buf, len);
+  }
+  n = send(conn->fd, buf, len, MSG_NOSIGNAL);
+  return n >= 0 ? (long)n : -(long)errno;
+}
+
+static void conn_on_read(srv_conn *conn) {
+  uint8_t buf[SRV_READ_CHUNK];
+
+  while (!conn->dead) {
+    long n = conn_read(conn, buf, sizeof(buf));
+    ssize_t used;
+    if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) {
+      return;
+    }
+    if (n <= 0) {
+      conn->dead = 1;
+      return;
+    }
+    used = nghttp2_session_mem_recv(conn->h2, buf, (size_t)n);
+    if (used < 0) {
+      /* Not HTTP/2 (an HTTP/1.x client, garbage) or a broken session:
+         nghttp2 queued a GOAWAY when it could; send it, then close. */
+      conn->dead = 1;
+      return;
+    }
+  }
+}
+
+/* Writes what is buffered and what nghttp2 has.  Returns 0, or -1 when
+   the connection failed. */
+static int conn_flush(srv_conn *conn) {
+  conch_server *s = conn->s;
+
+  for (;;) {
+    while (conch__buf_size(&conn->wbuf) > 0) {
+      long n = conn_write(conn, conch__buf_head(&conn->wbuf),
+                          conch__buf_size(&conn->wbuf));
+      if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) {
+        return 0;
+      }
+      if (n <= 0) {
+        return -1;
+      }
+      conch__buf_consume(&conn->wbuf, (size_t)n);
+    }
+    for (;;) {
+      const uint8_t *p;
+      ssize_t n = nghttp2_session_mem_send(conn->h2, &p);
+      if (n < 0) {
+        return -1;
+      }
+      if (n == 0) {
+        return 0;
+      }
+      if (conch__buf_append(&conn->wbuf, s->mem, p, (size_t)n) != 0) {
+        return -1;
+      }
+      if (conch__buf_size(&conn->wbuf) >= 64 * 1024) {
+        break; /* write some before taking more */
+      }
+    }
+  }
+}
+
+static unsigned conn_events(const srv_conn *conn) {
+  unsigned ev = CONCH_IO_READ;
+  if (conch__buf_size(&conn->wbuf) > 0) {
+    ev |= CONCH_IO_WRITE;
+  }
+  return ev;
+}
+
+/* Closes |conn| when it is dead or done, else tells the hooks what it
+   waits for. */
+static void conn_settle(srv_conn *conn) {
+  conch_server *s = conn->s;
+
+  if (!conn->dead) {
+    conch__srv_conn_resume(conn);
+  }
+  /* Handlers told of room send more: flush again, a few rounds at most
+     (the rest waits for the next turn). */
+  for (int round = 0; !conn->dead; round++) {
+    if (conn_flush(conn) != 0) {
+      conn->dead = 1;
+      break;
+    }
+    if (round == 4) {
+      s->pending = 1; /* more may be owed: the next turn comes at once */
+      break;
+    }
+    if (conch__srv_conn_ready(conn) == 0) {
+      break;
+    }
+  }
+  if (!conn->dead && conch__buf_size(&conn->wbuf) == 0 &&
+      !nghttp2_session_want_read(conn->h2) &&
+      !nghttp2_session_want_write(conn->h2)) {
+    conn->dead = 1; /* after GOAWAY, drained */
+  }
+  if (conn->dead) {
+    conch__srv_conn_drop_rpcs(conn);
+    conn_free(conn);
+    return;
+  }
+  if (s->has_hooks) {
+    unsigned ev = conn_events(conn);
+    if (ev != conn->watched &&
+        s->hooks.watch(conn->fd, ev, s->hooks.user_data) == 0) {
+      conn->watched = ev;
+    }
+  }
+}
+
+void conch__srv_conn_kick(srv_conn *conn) {
+  conch_server *s = conn->s;
+
+  if (s->in_cb) {
+    return; /* the turn settles every connection at its end */
+  }
+  s->in_cb = 1; /* nghttp2's callbacks may run: no driving from them */
+  if (conn_flush(conn) != 0) {
+    conn->dead = 1;
+  }
+  s->in_cb = 0;
+  /* What follows (closing, handlers) belongs to a turn. */
+  s->pending = 1;
+  if (s->has_hooks) {
+    if (s->hook_timer != 0) {
+      s->hook_timer = 0;
+      s->hooks.timer(0, s->hooks.user_data);
+    }
+    if (!conn->dead) {
+      unsigned ev = conn_events(conn);
+      if (ev != conn->watched &&
+          s->hooks.watch(conn->fd, ev, s->hooks.user_data) == 0) {
+        conn->watched = ev;
+      }
+    }
+  }
+}
+
+static void goaway_all(conch_server *s) {
+  for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
+    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
+    if (!conn->goaway) {
+      conn->goaway = 1;
+      if (nghttp2_submit_goaway(
+              conn->h2, NGHTTP2_FLAG_NONE,
+              nghttp2_session_get_last_proc_stream_id(conn->h2),
+              NGHTTP2_NO_ERROR, NULL, 0) != 0) {
+        conn->dead = 1;
+      }
+    }
+  }
+}
+
+int conch_server_shutdown(conch_server *s) {
+  if (s == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (s->shutting) {
+    return 0;
+  }
+  s->shutting = 1;
+  if (s->o.drain_ms > 0 &&
+      conch__heap_insert(&s->heap, s->mem, &s->drain,
+                         conch__srv_now() + s->o.drain_ms) != 0) {
+    s->drain_stage = 1; /* no timer to be had: no grace either */
+    for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
+      conch__srv_conn_fail_held(CONCH_CONTAINER(l, srv_conn, link));
+    }
+  }
+  close_listeners(s);
+  goaway_all(s);
+  s->pending = 1;
+  if (s->has_hooks && !s->in_cb && s->hook_timer != 0) {
+    s->hook_timer = 0;
+    s->hooks.timer(0, s->hooks.user_data);
+  }
+  return 0;
+}
+
+int conch_server_idle(const conch_server *s) {
+  return s != NULL && s->nconns == 0;
+}
+
+size_t conch_server_calls(const conch_server *s) {
+  return s != NULL ? s->ncalls : 0;
+}
+
+/* ---- Driving ------------------------------------------------------------ */
+
+/* The drain timeout passed: first the calls handlers hold end, then (one
+   timeout later) the connections still open close. */
+static void drain_expired(conch_server *s, int64_t now) {
+  s->drain_stage++;
+  for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
+    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
+    if (s->drain_stage == 1) {
+      conch__srv_conn_fail_held(conn);
+    } else {
+      conn->dead = 1;
+    }
+  }
+  if (s->drain_stage == 1) {
+    (void)conch__heap_insert(&s->heap, s->mem, &s->drain, now + s->o.drain_ms);
+  }
+}
+
+static void run_timers(conch_server *s) {
+  int64_t now = conch__srv_now();
+  conch_timer *t;
+
+  while ((t = conch__heap_top(&s->heap)) != NULL && t->when <= now) {
+    conch__heap_remove(&s->heap, t);
+    if (t->kind == SRV_TIMER_DRAIN) {
+      drain_expired(s, now);
+    } else if (t->kind == SRV_TIMER_IDLE) {
+      conn_idle_expired(CONCH_CONTAINER(t, srv_conn, idle));
+    } else {
+      conch__srv_rpc_deadline(CONCH_CONTAINER(t, conch_rpc, timer));
+    }
+  }
+}
+
+long conch_server_timeout_ms(conch_server *s) {
+  conch_timer *t;
+  int64_t d;
+
+  if (s == NULL) {
+    return -1;
+  }
+  if (s->pending) {
+    return 0;
+  }
+  t = conch__heap_top(&s->heap);
+  if (t == NULL) {
+    return -1;
+  }
+  d = t->when - conch__srv_now();
+  return d <= 0 ? 0 : (d > 0x7fffffff ? 0x7fffffff : (long)d);
+}
+
+/* The end of every turn: settle every connection, then the timer. */
+static void turn_end(conch_server *s) {
+  conch_link *l = s->conns.next;
+
+  s->pending = 0;
+  if (s->shutting) {
+    goaway_all(s);
+  }
+  while (l != &s->conns) {
+    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
+    l = l->next;
+    conn_settle(conn);
+  }
+  s->in_cb = 0;
+  if (s->has_hooks) {
+    long ms = conch_server_timeout_ms(s);
+    if (ms != s->hook_timer) {
+      s->hook_timer = ms;
+      s->hooks.timer(ms, s->hooks.user_data);
+    }
+  }
+}
+
+static void handle_fd(conch_server *s, int fd, unsigned events) {
+  for (size_t i = 0; i < s->nlisten; i++) {
+    if (s->lfd[i] == fd) {
+      if (events & CONCH_IO_READ) {
+        accept_all(s, fd, s->lunix[i]);
+      }
+      return;
+    }
+  }
+  for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
+    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
+    if (conn->fd == fd) {
+      if (events & CONCH_IO_READ) {
+        conn_on_read(conn);
+      }
+      return;
+    }
+  }
+}
+
+int conch_server_set_io_hooks(conch_server *s, const conch_io_hooks *hooks) {
+  if (s == NULL || (hooks != NULL && (hooks->watch == NULL ||
+                                      hooks->timer == NULL))) {
+    return CONCH_ERR_INVALID;
+  }
+  if (s->in_cb) {
+    return CONCH_ERR_RECURSIVE;
+  }
+  if (s->has_hooks) {
+    for (size_t i = 0; i < s->nlisten; i++) {
+      s->hooks.watch(s->lfd[i], CONCH_IO_REMOVE, s->hooks.user_data);
+    }
+    for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
+      srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
+      if (conn->watched != 0) {
+        s->hooks.watch(conn->fd, CONCH_IO_REMOVE, s->hooks.user_data);
+      }
+      conn->watched = 0;
+    }
+  }
+  s->has_hooks = hooks != NULL;
+  if (hooks == NULL) {
+    return 0;
+  }
+  s->hooks = *hooks;
+  s->hook_timer = -2;
+  for (size_t i = 0; i < s->nlisten; i++) {
+    s->hooks.watch(s->lfd[i], CONCH_IO_READ, s->hooks.user_data);
+  }
+  s->in_cb = 1;
+  turn_end(s);
+  return 0;
+}
+
+int conch_server_on_io(conch_server *s, int fd, unsigned events) {
+  if (s == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (s->in_cb) {
+    return CONCH_ERR_RECURSIVE;
+  }
+  s->in_cb = 1;
+  handle_fd(s, fd, events);
+  run_timers(s);
+  turn_end(s);
+  return 0;
+}
+
+int conch_server_on_timer(conch_server *s) {
+  if (s == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (s->in_cb) {
+    return CONCH_ERR_RECURSIVE;
+  }
+  s->in_cb = 1;
+  s->hook_timer = -1; /* it fired */
+  run_timers(s);
+  turn_end(s);
+  return 0;
+}
+
+size_t conch_server_pollfds(conch_server *s, struct pollfd *fds, size_t nfds) {
+  size_t n = 0;
+
+  if (s == NULL) {
+    return 0;
+  }
+  for (size_t i = 0; i < s->nlisten; i++, n++) {
+    if (n < nfds) {
+      fds[n].fd = s->lfd[i];
+      fds[n].events = POLLIN;
+      fds[n].revents = 0;
+    }
+  }
+  for (conch_link *l = s->conns.next; l != &s->conns; l = l->next, n++) {
+    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
+    if (n < nfds) {
+      unsigned ev = conn_events(conn);
+      fds[n].fd = conn->fd;
+      fds[n].events = (short)(POLLIN | ((ev & CONCH_IO_WRITE) ? POLLOUT : 0));
+      fds[n].revents = 0;
+    }
+  }
+  return n;
+}
+
+int conch_server_process(conch_server *s, const struct pollfd *fds,
+                         size_t nfds) {
+  if (s == NULL || (fds == NULL && nfds > 0)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (s->in_cb) {
+    return CONCH_ERR_RECURSIVE;
+  }
+  s->in_cb = 1;
+  for (size_t i = 0; i < nfds; i++) {
+    unsigned ev = 0;
+    if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+      ev |= CONCH_IO_READ;
+    }
+    if (fds[i].revents & POLLOUT) {
+      ev |= CONCH_IO_WRITE;
+    }
+    if (ev != 0) {
+      handle_fd(s, fds[i].fd, ev);
+    }
+  }
+  run_timers(s);
+  turn_end(s);
+  return 0;
+}
+
+int conch_server_run(conch_server *s, long timeout_ms) {
+  struct pollfd stack[64];
+  struct pollfd *fds = stack;
+  size_t n;
+  long t;
+  int rv;
+
+  if (s == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (s->in_cb) {
+    return CONCH_ERR_RECURSIVE;
+  }
+  n = conch_server_pollfds(s, stack, 64);
+  if (n > 64) {
+    fds = conch__malloc(s->mem, n * sizeof(*fds));
+    if (fds == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+    n = conch_server_pollfds(s, fds, n);
+  }
+  t = conch_server_timeout_ms(s);
+  if (timeout_ms >= 0 && (t < 0 || timeout_ms < t)) {
+    t = timeout_ms;
+  }
+  rv = poll(fds, (nfds_t)n, t > 0x7fffffff ? 0x7fffffff : (int)t);
+  if (rv < 0 && errno != EINTR) {
+    rv = CONCH_ERR_IO;
+  } else {
+    rv = conch_server_process(s, fds, rv > 0 ? n : 0);
+  }
+  if (fds != stack) {
+    conch__free(s->mem, fds);
+  }
+  return rv;
+}

@@ -1,0 +1,174 @@
+/* Internals of the server core (server.c: the server, its listeners,
+   connections and driving; server_rpc.c: calls over nghttp2's server
+   session and the three protocols).  Private to the runtime. */
+#ifndef CONCH_SERVER_INT_H
+#define CONCH_SERVER_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nghttp2/nghttp2.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include <conch/server.h>
+
+#include "buf.h"
+#include "compress.h"
+#include "envelope.h"
+#include "list.h"
+#include "metadata_int.h"
+#include "timer.h"
+
+#define SRV_MAX_LISTENERS 8
+
+struct conch_server_opts {
+  conch_mem mem;
+  size_t recv_limit;
+  size_t send_buffer;
+  long drain_ms;
+  long idle_ms;
+  uint32_t max_header_list;
+  uint32_t max_streams;
+  conch_comp_opts comp; /* accept[]: the compressions the server takes */
+};
+
+typedef struct srv_method {
+  conch_method m; /* m.path points at |path| */
+  char *path;
+  conch_server_handler h;
+  void *user_data;
+} srv_method;
+
+typedef struct srv_conn {
+  conch_link link; /* in conch_server.conns */
+  conch_server *s;
+  int fd;
+  int has_t;
+  conch_server_transport t;
+  nghttp2_session *h2;
+  conch_buf wbuf;   /* bytes nghttp2 gave that the socket did not take */
+  unsigned watched; /* what the hooks were told */
+  int dead;         /* to be closed at the end of the turn */
+  int goaway;       /* GOAWAY submitted */
+  conch_link rpcs;
+  conch_timer idle; /* kind SRV_TIMER_IDLE: armed while there is no call */
+} srv_conn;
+
+/* A header block being built: nghttp2_nv whose strings live in |store|
+   (offsets until done, server_rpc.c). */
+typedef struct srv_hb {
+  nghttp2_nv *nv;
+  size_t n, cap;
+  conch_buf store;
+  int failed;
+} srv_hb;
+
+/* What a call's wire looks like. */
+enum {
+  SRV_CONNECT_UNARY = 1,
+  SRV_CONNECT_STREAM,
+  SRV_GRPC,
+  SRV_GRPC_WEB
+};
+
+/* Who holds a call. */
+enum {
+  SRV_RPC_HEADERS = 0, /* request headers still arriving */
+  SRV_RPC_USER,        /* the handler holds it */
+  SRV_RPC_DONE         /* the server answers or answered; nobody holds it */
+};
+
+struct conch_rpc {
+  conch_link link; /* in srv_conn.rpcs */
+  srv_conn *conn;
+  int32_t id;
+  int state;
+  srv_method *method;
+  int wire;    /* SRV_CONNECT_UNARY... */
+  int json;    /* the JSON codec */
+  int req_enc; /* compression ids */
+  int resp_enc;
+  /* Request headers, gathered until they end. */
+  int bad_method; /* :method was neither POST nor GET */
+  int get;        /* :method was GET (Connect unary GET) */
+  char *query;    /* after '?' in :path, or NULL */
+  int hdr_too_big;
+  size_t hdr_bytes;
+  char *path;
+  conch_metadata proto_md; /* the protocol's own request headers */
+  conch_metadata req_md;
+  conch_metadata resp_md;
+  conch_metadata trl_md;
+  conch_timer timer; /* deadline */
+  int64_t deadline;  /* ms by the server's clock; -1: none */
+  conch_env_reader env;
+  conch_buf body;    /* Connect unary request body */
+  conch_buf out;     /* response bytes nghttp2 has not read yet */
+  int submitted;     /* response HEADERS submitted */
+  int out_end;       /* no bytes after |out| */
+  int deferred;      /* the data source is deferred */
+  srv_hb trl;       /* gRPC trailers, for when |out| drained */
+  int want_ready;  /* a send was refused: on_send_ready is owed */
+  int paused;      /* conch_rpc_pause(): request bytes wait in |held| */
+  int resumed;     /* conch_rpc_resume(): |held| is fed on the next turn */
+  int eos_held;    /* the request ended while bytes were held */
+  conch_buf held;  /* request bytes not delivered (their window kept) */
+  int half_closed; /* the client ended its requests */
+  int nrecv;
+  int nsent;
+  void *data;
+};
+
+struct conch_server {
+  const conch_mem *mem;
+  struct conch_server_opts o;
+  conch_comps comps;
+  char accept[CONCH__COMP_ACCEPT_MAX]; /* the compressions, as advertised */
+  size_t accept_len;
+  ProtobufCAllocator pb_alloc;
+  srv_method *methods;
+  size_t nmethods, cap_methods;
+  int lfd[SRV_MAX_LISTENERS];
+  int lunix[SRV_MAX_LISTENERS];
+  size_t nlisten;
+  int port;
+  conch_link conns;
+  size_t nconns;
+  size_t ncalls;
+  conch_heap heap;
+  int has_hooks;
+  conch_io_hooks hooks;
+  long hook_timer; /* what the timer hook was last told (-2: nothing) */
+  int in_cb;       /* inside a turn: handlers may run */
+  int pending;     /* work to do on the next turn */
+  int shutting;
+  conch_timer drain; /* kind SRV_TIMER_DRAIN */
+  int drain_stage;   /* 1: calls were ended; 2: connections closed */
+};
+
+enum { SRV_TIMER_DEADLINE = 0, SRV_TIMER_DRAIN = 1, SRV_TIMER_IDLE = 2 };
+
+int64_t conch__srv_now(void);
+/* Makes the nghttp2 server session of |conn|.  Returns 0,
+   CONCH_ERR_NOMEM or CONCH_ERR_SESSION. */
+int conch__srv_session_new(srv_conn *conn);
+/* Ends every call of |conn| (handlers get on_cancel) and frees them. */
+void conch__srv_conn_drop_rpcs(srv_conn *conn);
+/* A call's deadline passed. */
+void conch__srv_rpc_deadline(conch_rpc *rpc);
+/* Arms the idle timer of |conn| when it has no call (and a timeout is
+   set), disarms it otherwise. */
+void conch__srv_conn_idle(srv_conn *conn);
+/* Ends the calls of |conn| that a handler holds: on_cancel, and
+   unavailable to the client. */
+void conch__srv_conn_fail_held(srv_conn *conn);
+/* Delivers the request bytes held for resumed calls of |conn|. */
+void conch__srv_conn_resume(srv_conn *conn);
+/* Runs on_send_ready for the calls of |conn| that have room again.
+   Returns how many ran. */
+int conch__srv_conn_ready(srv_conn *conn);
+/* Sends what nghttp2 has for |conn| and, outside a turn, what that
+   caused; marks the connection dead on failure. */
+void conch__srv_conn_kick(srv_conn *conn);
+
+#endif

@@ -1,0 +1,1474 @@
+/* Calls of the server core: nghttp2's server session, the dispatch of a
+   request to its method, and the three protocols' responses (Connect
+   unary and streams, gRPC, gRPC-Web). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base64.h"
+#include "mem_int.h"
+#include "pbjson.h"
+#include "server_int.h"
+#include "status_int.h"
+#include "wire.h"
+
+srv_method *conch__srv_find_method(conch_server *s, const char *path);
+
+/* ---- Header blocks -------------------------------------------------------- */
+
+typedef srv_hb hb;
+
+static void hb_clear(hb *h, const conch_mem *mem) {
+  conch__free(mem, h->nv);
+  conch__buf_free(&h->store, mem);
+  memset(h, 0, sizeof(*h));
+}
+
+static size_t hb_put(hb *h, const conch_mem *mem, const void *p, size_t n) {
+  size_t off = h->store.len;
+  if (conch__buf_append(&h->store, mem, p, n) != 0) {
+    h->failed = 1;
+  }
+  return off;
+}
+
+static nghttp2_nv *hb_slot(hb *h, const conch_mem *mem) {
+  if (h->n == h->cap) {
+    size_t cap = h->cap != 0 ? h->cap * 2 : 16;
+    nghttp2_nv *t = conch__realloc(mem, h->nv, cap * sizeof(*t));
+    if (t == NULL) {
+      h->failed = 1;
+      return NULL;
+    }
+    h->nv = t;
+    h->cap = cap;
+  }
+  return &h->nv[h->n++];
+}
+
+/* Adds |prefix||name|: |value|; a "-bin" value goes out in base64. */
+static void hb_add(hb *h, const conch_mem *mem, const char *prefix,
+                   const char *name, const uint8_t *value, size_t len) {
+  nghttp2_nv *nv = hb_slot(h, mem);
+  size_t nlen = strlen(name);
+  if (nv == NULL) {
+    return;
+  }
+  nv->name = (uint8_t *)(uintptr_t)hb_put(h, mem, prefix, strlen(prefix));
+  hb_put(h, mem, name, nlen);
+  nv->namelen = strlen(prefix) + nlen;
+  nv->value = (uint8_t *)(uintptr_t)h->store.len;
+  if (conch__metadata_is_bin(name, nlen)) {
+    size_t el = conch__b64_encoded_len(len);
+    if (conch__buf_reserve(&h->store, mem, el) != 0) {
+      h->failed = 1;
+      nv->valuelen = 0;
+      return;
+    }
+    h->store.len += conch__b64_encode(value, len, CONCH_B64_STD,
+                                      (char *)h->store.data + h->store.len);
+    nv->valuelen = el;
+  } else {
+    hb_put(h, mem, value, len);
+    nv->valuelen = len;
+  }
+  nv->flags = NGHTTP2_NV_FLAG_NONE;
+}
+
+static void hb_str(hb *h, const conch_mem *mem, const char *name,
+                   const char *value) {
+  hb_add(h, mem, "", name, (const uint8_t *)value, strlen(value));
+}
+
+static void hb_md(hb *h, const conch_mem *mem, const char *prefix,
+                  const conch_metadata *md) {
+  for (size_t i = 0; i < conch_metadata_count(md); i++) {
+    const char *name;
+    const uint8_t *v;
+    size_t len;
+    conch_metadata_at(md, i, &name, &v, &len);
+    hb_add(h, mem, prefix, name, v, len);
+  }
+}
+
+/* Turns the offsets into pointers.  Returns 0 or CONCH_ERR_NOMEM. */
+static int hb_done(hb *h) {
+  if (h->failed) {
+    return CONCH_ERR_NOMEM;
+  }
+  for (size_t i = 0; i < h->n; i++) {
+    h->nv[i].name = h->store.data + (uintptr_t)h->nv[i].name;
+    h->nv[i].value = h->store.data + (uintptr_t)h->nv[i].value;
+  }
+  return 0;
+}
+
+/* ---- google.rpc.Status ------------------------------------------------------ */
+
+static int pb_varint(conch_buf *b, const conch_mem *mem, uint64_t v) {
+  uint8_t t[10];
+  size_t n = 0;
+  do {
+    t[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v != 0);
+  return conch__buf_append(b, mem, t, n);
+}
+
+static int pb_field(conch_buf *b, const conch_mem *mem, uint32_t field,
+                    const void *p, size_t n) {
+  int rv = pb_varint(b, mem, (uint64_t)field << 3 | 2);
+  if (rv == 0) {
+    rv = pb_varint(b, mem, n);
+  }
+  if (rv == 0) {
+    rv = conch__buf_append(b, mem, p, n);
+  }
+  return rv;
+}
+
+/* google.rpc.Status {1: code, 2: message, 3: repeated Any}. */
+static int rpc_status_pack(const conch_status *st, const conch_mem *mem,
+                           conch_buf *out) {
+  conch_buf any = CONCH_BUF_INIT;
+  int rv = 0;
+
+  if (st->code != 0) {
+    rv = pb_varint(out, mem, 1 << 3);
+    if (rv == 0) {
+      rv = pb_varint(out, mem, (uint64_t)st->code);
+    }
+  }
+  if (rv == 0 && st->message != NULL && st->message[0] != '\0') {
+    rv = pb_field(out, mem, 2, st->message, strlen(st->message));
+  }
+  for (size_t i = 0; rv == 0 && i < st->ndetails; i++) {
+    const conch_error_detail *d = &st->details[i];
+    conch__buf_reset(&any);
+    rv = pb_field(&any, mem, 1, d->type_url, strlen(d->type_url));
+    if (rv == 0) {
+      rv = pb_field(&any, mem, 2, d->value, d->len);
+    }
+    if (rv == 0) {
+      rv = pb_field(out, mem, 3, conch__buf_head(&any), conch__buf_size(&any));
+    }
+  }
+  conch__buf_free(&any, mem);
+  return rv;
+}
+
+/* ---- Calls ---------------------------------------------------------------- */
+
+static const conch_mem *rpc_mem(const conch_rpc *rpc) {
+  return rpc->conn->s->mem;
+}
+
+static conch_rpc *rpc_new(srv_conn *conn, int32_t id) {
+  conch_server *s = conn->s;
+  conch_rpc *rpc = conch__calloc(s->mem, 1, sizeof(*rpc));
+
+  if (rpc == NULL) {
+    return NULL;
+  }
+  rpc->conn = conn;
+  rpc->id = id;
+  rpc->deadline = -1;
+  rpc->timer.idx = SIZE_MAX;
+  rpc->req_enc = rpc->resp_enc = CONCH_COMPRESSION_IDENTITY;
+  conch__metadata_init(&rpc->req_md, s->mem);
+  conch__metadata_init(&rpc->proto_md, s->mem);
+  conch__metadata_init(&rpc->resp_md, s->mem);
+  conch__metadata_init(&rpc->trl_md, s->mem);
+  conch__env_reader_init(&rpc->env, s->mem, CONCH_ENV_COMPRESSED,
+                         s->o.recv_limit > UINT32_MAX
+                             ? 0
+                             : (uint32_t)s->o.recv_limit);
+  conch__list_push(&conn->rpcs, &rpc->link);
+  s->ncalls++;
+  conch__srv_conn_idle(conn);
+  return rpc;
+}
+
+static void rpc_free(conch_rpc *rpc) {
+  conch_server *s = rpc->conn->s;
+
+  conch__heap_remove(&s->heap, &rpc->timer);
+  conch__list_remove(&rpc->link);
+  conch__srv_conn_idle(rpc->conn);
+  conch__free(s->mem, rpc->path);
+  conch__free(s->mem, rpc->query);
+  conch__metadata_clear(&rpc->req_md);
+  conch__metadata_clear(&rpc->proto_md);
+  conch__metadata_clear(&rpc->resp_md);
+  conch__metadata_clear(&rpc->trl_md);
+  conch__env_reader_clear(&rpc->env);
+  conch__buf_free(&rpc->body, s->mem);
+  conch__buf_free(&rpc->held, s->mem);
+  conch__buf_free(&rpc->out, s->mem);
+  conch__free(s->mem, rpc->trl.nv);
+  conch__buf_free(&rpc->trl.store, s->mem);
+  s->ncalls--;
+  conch__free(s->mem, rpc);
+}
+
+/* The handler gives the call up: it hears of it once, through on_cancel. */
+static void rpc_cancel_user(conch_rpc *rpc, const conch_status *st) {
+  if (rpc->state != SRV_RPC_USER) {
+    return;
+  }
+  rpc->state = SRV_RPC_DONE;
+  if (rpc->method->h.on_cancel != NULL) {
+    rpc->method->h.on_cancel(rpc, st, rpc->method->user_data);
+  }
+}
+
+static void rpc_resume(conch_rpc *rpc) {
+  if (rpc->deferred) {
+    rpc->deferred = 0;
+    (void)nghttp2_session_resume_data(rpc->conn->h2, rpc->id);
+  }
+}
+
+static ssize_t rpc_read(nghttp2_session *h2, int32_t id, uint8_t *buf,
+                        size_t len, uint32_t *flags, nghttp2_data_source *src,
+                        void *user_data) {
+  conch_rpc *rpc = src->ptr;
+  size_t n = conch__buf_size(&rpc->out);
+  (void)user_data;
+
+  if (n > len) {
+    n = len;
+  }
+  if (n > 0) {
+    memcpy(buf, conch__buf_head(&rpc->out), n);
+    conch__buf_consume(&rpc->out, n);
+  }
+  if (conch__buf_size(&rpc->out) == 0) {
+    if (rpc->out_end) {
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+      if (rpc->trl.n > 0) {
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        if (nghttp2_submit_trailer(h2, id, rpc->trl.nv, rpc->trl.n) != 0) {
+          return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        }
+      }
+    } else if (n == 0) {
+      rpc->deferred = 1;
+      return NGHTTP2_ERR_DEFERRED;
+    }
+  }
+  return (ssize_t)n;
+}
+
+static int rpc_submit(conch_rpc *rpc, hb *h, int with_data) {
+  nghttp2_data_provider prd;
+  int rv = hb_done(h);
+
+  if (rv != 0) {
+    return rv;
+  }
+  prd.source.ptr = rpc;
+  prd.read_callback = rpc_read;
+  rv = nghttp2_submit_response(rpc->conn->h2, rpc->id, h->nv, h->n,
+                               with_data ? &prd : NULL);
+  if (rv != 0) {
+    return CONCH_ERR_NOMEM;
+  }
+  rpc->submitted = 1;
+  return 0;
+}
+
+/* A bare HTTP status, no body: before the protocol is known, or where
+   connect-go answers so (404 for an unknown Connect method). */
+static void rpc_plain(conch_rpc *rpc, int http_status) {
+  const conch_mem *mem = rpc_mem(rpc);
+  char st[4];
+  hb h = {0};
+
+  rpc->state = SRV_RPC_DONE;
+  st[0] = (char)('0' + http_status / 100);
+  st[1] = (char)('0' + http_status / 10 % 10);
+  st[2] = (char)('0' + http_status % 10);
+  st[3] = '\0';
+  hb_str(&h, mem, ":status", st);
+  if (rpc_submit(rpc, &h, 0) != 0) {
+    (void)nghttp2_submit_rst_stream(rpc->conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
+                                    NGHTTP2_INTERNAL_ERROR);
+  }
+  hb_clear(&h, mem);
+}
+
+/* What the server takes, so that the client may compress: under |name|
+   (accept-encoding, connect-accept-encoding or grpc-accept-encoding). */
+static void hb_accept(conch_rpc *rpc, hb *h, const char *name) {
+  const conch_server *s = rpc->conn->s;
+  if (s->accept_len > 0) {
+    hb_add(h, s->mem, "", name, (const uint8_t *)s->accept, s->accept_len);
+  }
+}
+
+static const char *comp_name(const conch_rpc *rpc, int id) {
+  return conch__comp_name(&rpc->conn->s->o.comp, id);
+}
+
+/* The response headers of a streaming protocol. */
+static void head_stream(conch_rpc *rpc, hb *h) {
+  const conch_mem *mem = rpc_mem(rpc);
+  int family = rpc->wire == SRV_CONNECT_STREAM ? CONCH_CT_CONNECT_STREAM
+               : rpc->wire == SRV_GRPC        ? CONCH_CT_GRPC
+                                              : CONCH_CT_GRPC_WEB;
+
+  hb_str(h, mem, ":status", "200");
+  hb_str(h, mem, "content-type",
+         conch__ctype_name(family, rpc->json ? CONCH_CT_JSON : CONCH_CT_PROTO,
+                           0));
+  if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY) {
+    hb_str(h, mem,
+           rpc->wire == SRV_CONNECT_STREAM ? "connect-content-encoding"
+                                           : "grpc-encoding",
+           comp_name(rpc, rpc->resp_enc));
+  }
+  hb_accept(rpc, h,
+            rpc->wire == SRV_CONNECT_STREAM ? "connect-accept-encoding"
+                                            : "grpc-accept-encoding");
+  hb_md(h, mem, "", &rpc->resp_md);
+}
+
+static int submit_stream_head(conch_rpc *rpc) {
+  const conch_mem *mem = rpc_mem(rpc);
+  hb h = {0};
+  int rv;
+
+  if (rpc->submitted) {
+    return 0;
+  }
+  head_stream(rpc, &h);
+  rv = rpc_submit(rpc, &h, 1);
+  hb_clear(&h, mem);
+  return rv;
+}
+
+/* grpc-status, grpc-message, grpc-status-details-bin, then the trailers. */
+static void grpc_status_fields(conch_rpc *rpc, hb *h, const conch_status *st) {
+  const conch_mem *mem = rpc_mem(rpc);
+  char code[3];
+
+  code[0] = (char)(st->code >= 10 ? '1' : '0' + st->code);
+  code[1] = (char)('0' + st->code % 10);
+  code[2] = '\0';
+  hb_str(h, mem, "grpc-status", st->code >= 10 ? code : code + 1);
+  if (st->code != CONCH_CODE_OK && st->message != NULL) {
+    char *enc = NULL;
+    if (conch__grpc_message_encode(st->message, strlen(st->message), mem,
+                                   &enc) != 0) {
+      h->failed = 1;
+    } else {
+      hb_str(h, mem, "grpc-message", enc);
+      conch__free(mem, enc);
+    }
+  }
+  if (st->code != CONCH_CODE_OK && st->ndetails > 0) {
+    conch_buf pb = CONCH_BUF_INIT;
+    if (rpc_status_pack(st, mem, &pb) != 0) {
+      h->failed = 1;
+    } else {
+      hb_add(h, mem, "", "grpc-status-details-bin", conch__buf_head(&pb),
+             conch__buf_size(&pb));
+    }
+    conch__buf_free(&pb, mem);
+  }
+  hb_md(h, mem, "", &rpc->trl_md);
+}
+
+static int end_connect_unary(conch_rpc *rpc, const conch_status *st) {
+  const conch_mem *mem = rpc_mem(rpc);
+  hb h = {0};
+  char num[24];
+  int rv = 0;
+
+  if (st->code == CONCH_CODE_OK) {
+    hb_str(&h, mem, ":status", "200");
+    hb_str(&h, mem, "content-type",
+           conch__ctype_name(CONCH_CT_CONNECT,
+                             rpc->json ? CONCH_CT_JSON : CONCH_CT_PROTO, 0));
+    if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY) {
+      hb_str(&h, mem, "content-encoding", comp_name(rpc, rpc->resp_enc));
+    }
+  } else {
+    int http = conch__http_from_code(st->code);
+    conch__buf_reset(&rpc->out);
+    rv = conch__connect_error_write(&rpc->out, mem, st);
+    num[0] = (char)('0' + http / 100);
+    num[1] = (char)('0' + http / 10 % 10);
+    num[2] = (char)('0' + http % 10);
+    num[3] = '\0';
+    hb_str(&h, mem, ":status", num);
+    hb_str(&h, mem, "content-type", "application/json");
+  }
+  (void)snprintf(num, sizeof(num), "%zu", conch__buf_size(&rpc->out));
+  hb_str(&h, mem, "content-length", num);
+  hb_accept(rpc, &h, "accept-encoding");
+  hb_md(&h, mem, "", &rpc->resp_md);
+  hb_md(&h, mem, "trailer-", &rpc->trl_md);
+  rpc->out_end = 1;
+  if (rv == 0) {
+    rv = rpc_submit(rpc, &h, 1);
+  }
+  hb_clear(&h, mem);
+  return rv;
+}
+
+static int end_grpc(conch_rpc *rpc, const conch_status *st) {
+  const conch_mem *mem = rpc_mem(rpc);
+  int rv;
+
+  if (!rpc->submitted) { /* Trailers-Only */
+    hb h = {0};
+    hb_str(&h, mem, ":status", "200");
+    hb_str(&h, mem, "content-type",
+           conch__ctype_name(CONCH_CT_GRPC,
+                             rpc->json ? CONCH_CT_JSON : CONCH_CT_PROTO, 0));
+    hb_accept(rpc, &h, "grpc-accept-encoding");
+    hb_md(&h, mem, "", &rpc->resp_md);
+    grpc_status_fields(rpc, &h, st);
+    rv = rpc_submit(rpc, &h, 0);
+    hb_clear(&h, mem);
+    return rv;
+  }
+  grpc_status_fields(rpc, &rpc->trl, st);
+  rv = hb_done(&rpc->trl);
+  if (rv != 0) {
+    return rv;
+  }
+  rpc->out_end = 1;
+  rpc_resume(rpc);
+  return 0;
+}
+
+/* Connect end-stream message or gRPC-Web trailer frame. */
+static int end_in_body(conch_rpc *rpc, const conch_status *st) {
+  const conch_mem *mem = rpc_mem(rpc);
+  conch_buf b = CONCH_BUF_INIT;
+  uint8_t flags;
+  int rv = submit_stream_head(rpc);
+
+  if (rv == 0 && rpc->wire == SRV_CONNECT_STREAM) {
+    flags = CONCH_ENV_END_STREAM;
+    rv = conch__connect_end_write(&b, mem, st, &rpc->trl_md);
+  } else if (rv == 0) {
+    hb h = {0};
+    flags = CONCH_ENV_TRAILERS;
+    grpc_status_fields(rpc, &h, st);
+    rv = hb_done(&h);
+    for (size_t i = 0; rv == 0 && i < h.n; i++) {
+      rv = conch__buf_append(&b, mem, h.nv[i].name, h.nv[i].namelen);
+      if (rv == 0) {
+        rv = conch__buf_append(&b, mem, ":", 1);
+      }
+      if (rv == 0) {
+        rv = conch__buf_append(&b, mem, h.nv[i].value, h.nv[i].valuelen);
+      }
+      if (rv == 0) {
+        rv = conch__buf_append(&b, mem, "\r\n", 2);
+      }
+    }
+    hb_clear(&h, mem);
+  }
+  if (rv == 0) {
+    rv = conch__buf_reserve(&rpc->out, mem, CONCH_ENV_PREFIX + b.len);
+  }
+  if (rv == 0) {
+    conch__env_write_prefix(rpc->out.data + rpc->out.len, flags,
+                            (uint32_t)conch__buf_size(&b));
+    rpc->out.len += CONCH_ENV_PREFIX;
+    if (b.len > 0) {
+      memcpy(rpc->out.data + rpc->out.len, conch__buf_head(&b), b.len);
+      rpc->out.len += b.len;
+    }
+    rpc->out_end = 1;
+    rpc_resume(rpc);
+  }
+  conch__buf_free(&b, mem);
+  return rv;
+}
+
+/* The server's side of the end: the response for |st| goes out. */
+static void rpc_end(conch_rpc *rpc, const conch_status *st) {
+  int rv;
+
+  rpc->state = SRV_RPC_DONE;
+  conch__heap_remove(&rpc->conn->s->heap, &rpc->timer);
+  switch (rpc->wire) {
+  case SRV_CONNECT_UNARY:
+    rv = end_connect_unary(rpc, st);
+    break;
+  case SRV_GRPC:
+    rv = end_grpc(rpc, st);
+    break;
+  default:
+    rv = end_in_body(rpc, st);
+    break;
+  }
+  if (rv != 0) {
+    (void)nghttp2_submit_rst_stream(rpc->conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
+                                    NGHTTP2_INTERNAL_ERROR);
+  }
+  conch__srv_conn_kick(rpc->conn);
+}
+
+/* The call fails on the server's side: the handler hears on_cancel, the
+   client gets |code|. */
+static CONCH_PRINTF(3, 4) void rpc_fail(conch_rpc *rpc, conch_code code,
+                                        const char *fmt, ...) {
+  conch_status st;
+  va_list ap;
+
+  if (rpc->state == SRV_RPC_DONE) {
+    return;
+  }
+  conch_status_init(&st);
+  va_start(ap, fmt);
+  (void)conch__status_vset(&st, rpc_mem(rpc), code, CONCH_ORIGIN_LOCAL, 0,
+                           fmt, ap);
+  va_end(ap);
+  rpc_cancel_user(rpc, &st);
+  rpc_end(rpc, &st);
+  conch_status_clear(&st);
+}
+
+void conch__srv_rpc_deadline(conch_rpc *rpc) {
+  rpc_fail(rpc, CONCH_CODE_DEADLINE_EXCEEDED, "deadline exceeded");
+}
+
+void conch__srv_conn_fail_held(srv_conn *conn) {
+  for (conch_link *l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
+    conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
+    if (rpc->state == SRV_RPC_USER) {
+      rpc_fail(rpc, CONCH_CODE_UNAVAILABLE, "the server is shutting down");
+    }
+  }
+}
+
+void conch__srv_conn_drop_rpcs(srv_conn *conn) {
+  conch_status st;
+
+  conch_status_init(&st);
+  st.code = CONCH_CODE_CANCELED;
+  st.origin = CONCH_ORIGIN_LOCAL;
+  while (!conch__list_empty(&conn->rpcs)) {
+    conch_rpc *rpc = CONCH_CONTAINER(conn->rpcs.next, conch_rpc, link);
+    rpc_cancel_user(rpc, &st);
+    rpc_free(rpc);
+  }
+}
+
+/* ---- Requests ------------------------------------------------------------- */
+
+static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
+  conch_server *s = rpc->conn->s;
+  const srv_method *m = rpc->method;
+  ProtobufCMessage *msg = NULL;
+  char err[256];
+
+  rpc->nrecv++;
+  if ((m->m.kind == CONCH_STREAM_UNARY || m->m.kind == CONCH_STREAM_SERVER) &&
+      rpc->nrecv > 1) {
+    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+             "unary request has multiple messages");
+    return -1;
+  }
+  if (m->m.input == NULL) {
+    if (m->h.on_raw_message != NULL) {
+      m->h.on_raw_message(rpc, p, n, m->user_data);
+    }
+    return 0;
+  }
+  if (rpc->json) {
+    if (conch__pbjson_decode(m->m.input, p, n, &s->pb_alloc, &msg, err,
+                             sizeof(err)) != 0) {
+      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "cannot decode %s: %s",
+               m->m.input->name, err);
+      return -1;
+    }
+  } else {
+    msg = protobuf_c_message_unpack(m->m.input, &s->pb_alloc, n, p);
+    if (msg == NULL) {
+      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "cannot decode %s (%zu bytes)",
+               m->m.input->name, n);
+      return -1;
+    }
+  }
+  if (m->h.on_message != NULL) {
+    m->h.on_message(rpc, msg, m->user_data);
+  }
+  protobuf_c_message_free_unpacked(msg, &s->pb_alloc);
+  return 0;
+}
+
+/* One request message as it came (|compressed|: in the request's
+   compression). */
+static int deliver(conch_rpc *rpc, int compressed, const uint8_t *p,
+                   size_t n) {
+  conch_server *s = rpc->conn->s;
+  conch_buf plain = CONCH_BUF_INIT;
+  int rv;
+
+  if (rpc->state != SRV_RPC_USER) {
+    return -1;
+  }
+  if (compressed && rpc->req_enc == CONCH_COMPRESSION_IDENTITY) {
+    rpc_fail(rpc, CONCH_CODE_INTERNAL,
+             "protocol error: compressed message without an encoding");
+    return -1;
+  }
+  if (compressed && n > 0) {
+    rv = conch__comp_decompress(&s->comps, &s->o.comp, rpc->req_enc, p, n,
+                                s->o.recv_limit, &plain);
+    if (rv != 0) {
+      conch__buf_free(&plain, s->mem);
+      if (rv == CONCH_ERR_LIMIT) {
+        rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
+                 "message is larger than the limit of %zu bytes",
+                 s->o.recv_limit);
+      } else {
+        rpc_fail(rpc, CONCH_CODE_INTERNAL, "cannot decompress %s message",
+                 comp_name(rpc, rpc->req_enc));
+      }
+      return -1;
+    }
+    p = conch__buf_head(&plain);
+    n = conch__buf_size(&plain);
+  }
+  rv = decode_and_deliver(rpc, p != NULL ? p : (const uint8_t *)"", n);
+  conch__buf_free(&plain, s->mem);
+  return rv;
+}
+
+static int on_envelope(void *user_data, uint8_t flags, const uint8_t *payload,
+                       size_t len) {
+  conch_rpc *rpc = user_data;
+  return deliver(rpc, flags & CONCH_ENV_COMPRESSED, payload, len) != 0 ? 1 : 0;
+}
+
+static void rpc_half_close(conch_rpc *rpc) {
+  const srv_method *m = rpc->method;
+
+  if (rpc->half_closed) {
+    return;
+  }
+  rpc->half_closed = 1;
+  if (rpc->state != SRV_RPC_USER) {
+    return;
+  }
+  if (rpc->wire == SRV_CONNECT_UNARY) {
+    if (deliver(rpc, rpc->req_enc != CONCH_COMPRESSION_IDENTITY,
+                conch__buf_head(&rpc->body), conch__buf_size(&rpc->body)) != 0) {
+      return;
+    }
+  } else if (!conch__env_reader_at_boundary(&rpc->env)) {
+    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+             "request ended inside a message");
+    return;
+  }
+  if (rpc->state != SRV_RPC_USER) {
+    return;
+  }
+  if ((m->m.kind == CONCH_STREAM_UNARY || m->m.kind == CONCH_STREAM_SERVER) &&
+      rpc->nrecv == 0) {
+    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+             "unary request has no message");
+    return;
+  }
+  if (m->h.on_half_close != NULL) {
+    m->h.on_half_close(rpc, m->user_data);
+  }
+}
+
+static void rpc_data(conch_rpc *rpc, const uint8_t *p, size_t n) {
+  conch_server *s = rpc->conn->s;
+  int rv;
+
+  if (rpc->state != SRV_RPC_USER) {
+    return;
+  }
+  if (rpc->wire == SRV_CONNECT_UNARY) {
+    if (s->o.recv_limit != 0 &&
+        conch__buf_size(&rpc->body) + n > s->o.recv_limit) {
+      rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
+               "message is larger than the limit of %zu bytes",
+               s->o.recv_limit);
+      return;
+    }
+    if (conch__buf_append(&rpc->body, s->mem, p, n) != 0) {
+      rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    return;
+  }
+  rv = conch__env_reader_feed(&rpc->env, p, n, on_envelope, rpc);
+  if (rv == CONCH_ERR_LIMIT) {
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
+             "message is larger than the limit of %zu bytes", s->o.recv_limit);
+  } else if (rv == CONCH_ERR_PROTO) {
+    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+             "protocol error: bad envelope flags");
+  } else if (rv == CONCH_ERR_NOMEM) {
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  }
+}
+
+static const char *proto_hdr(conch_rpc *rpc, const char *name) {
+  return conch_metadata_get(&rpc->proto_md, name, NULL);
+}
+
+/* The compression named by |name| (NULL or identity: identity), or -1
+   when the server does not take it. */
+static int accepted_comp(const conch_server *s, const char *name, size_t n) {
+  int id;
+  if (name == NULL || n == 0) {
+    return CONCH_COMPRESSION_IDENTITY;
+  }
+  id = conch__comp_lookup(&s->o.comp, name, n);
+  if (id == CONCH_COMPRESSION_IDENTITY) {
+    return id;
+  }
+  if (id < 0 || memchr(s->o.comp.accept, id, s->o.comp.naccept) == NULL) {
+    return -1;
+  }
+  return id;
+}
+
+/* The response compression: the request's, else the first of the
+   client's accepted list the server has. */
+static int pick_resp_comp(const conch_server *s, int req, const char *list) {
+  const char *p = list;
+  if (req != CONCH_COMPRESSION_IDENTITY || list == NULL) {
+    return req;
+  }
+  while (*p != '\0') {
+    size_t n = strcspn(p, ",;");
+    const char *q = p;
+    size_t m = n;
+    int id;
+    while (m > 0 && *q == ' ') {
+      q++;
+      m--;
+    }
+    while (m > 0 && q[m - 1] == ' ') {
+      m--;
+    }
+    id = accepted_comp(s, q, m);
+    if (id > 0) {
+      return id;
+    }
+    p += n;
+    p += strcspn(p, ",");
+    if (*p == ',') {
+      p++;
+    }
+  }
+  return CONCH_COMPRESSION_IDENTITY;
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+/* Percent-decodes |n| bytes of a query value ('+' is a space) into |out|
+   (room for |n|).  Returns the length, or -1 for a bad escape. */
+static long query_unescape(const char *in, size_t n, uint8_t *out) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (in[i] == '%') {
+      int hi = i + 2 < n ? hexval(in[i + 1]) : -1;
+      int lo = i + 2 < n ? hexval(in[i + 2]) : -1;
+      if (hi < 0 || lo < 0) {
+        return -1;
+      }
+      out[o++] = (uint8_t)(hi << 4 | lo);
+      i += 2;
+    } else {
+      out[o++] = in[i] == '+' ? ' ' : (uint8_t)in[i];
+    }
+  }
+  return (long)o;
+}
+
+/* The value of |key| in the query, or NULL; |*n| its length. */
+static const char *query_get(const char *q, const char *key, size_t *n) {
+  size_t kl = strlen(key);
+  while (q != NULL && *q != '\0') {
+    size_t l = strcspn(q, "&");
+    if (l > kl && strncmp(q, key, kl) == 0 && q[kl] == '=') {
+      *n = l - kl - 1;
+      return q + kl + 1;
+    }
+    q += l;
+    if (*q == '&') {
+      q++;
+    }
+  }
+  return NULL;
+}
+
+static int query_is(const char *q, const char *key, const char *want) {
+  size_t n;
+  const char *v = query_get(q, key, &n);
+  return v != NULL && n == strlen(want) && memcmp(v, want, n) == 0;
+}
+
+/* A Connect unary GET (CONNECT_PROTOCOL.md 1.2): the request is in the
+   query; only methods marked NO_SIDE_EFFECTS take it, as in connect-go.
+   Returns 0 with |rpc->body| and the codec set. */
+static int get_request(conch_rpc *rpc) {
+  conch_server *s = rpc->conn->s;
+  const char *q = rpc->query;
+  const char *msg, *comp;
+  size_t mlen, clen;
+  uint8_t *raw;
+  long n;
+
+  rpc->method = conch__srv_find_method(s, rpc->path);
+  if (q == NULL || rpc->method == NULL) {
+    rpc_plain(rpc, rpc->method == NULL && q != NULL ? 404 : 405);
+    return -1;
+  }
+  if (rpc->method->m.kind != CONCH_STREAM_UNARY ||
+      rpc->method->m.idempotency != CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS) {
+    rpc_plain(rpc, 405);
+    return -1;
+  }
+  rpc->wire = SRV_CONNECT_UNARY;
+  if (query_is(q, "encoding", "json")) {
+    rpc->json = 1;
+  } else if (!query_is(q, "encoding", "proto")) {
+    rpc_plain(rpc, 415);
+    return -1;
+  }
+  msg = query_get(q, "message", &mlen);
+  if (msg == NULL) {
+    msg = "";
+    mlen = 0;
+  }
+  raw = conch__malloc(s->mem, mlen + 1);
+  if (raw == NULL) {
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  n = query_unescape(msg, mlen, raw);
+  if (n >= 0 && query_is(q, "base64", "1")) {
+    size_t out = 0;
+    uint8_t *dec = conch__malloc(s->mem, conch__b64_decoded_max((size_t)n) + 1);
+    if (dec == NULL ||
+        conch__b64_decode((const char *)raw, (size_t)n, CONCH_B64_URL, dec,
+                          &out) != 0) {
+      n = -1;
+    } else {
+      memcpy(raw, dec, out);
+      n = (long)out;
+    }
+    conch__free(s->mem, dec);
+  }
+  if (n < 0) {
+    conch__free(s->mem, raw);
+    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+             "the message in the query does not decode");
+    return -1;
+  }
+  if (conch__buf_append(&rpc->body, s->mem, raw, (size_t)n) != 0) {
+    conch__free(s->mem, raw);
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  conch__free(s->mem, raw);
+  comp = query_get(q, "compression", &clen);
+  rpc->req_enc = accepted_comp(s, comp, comp != NULL ? clen : 0);
+  if (rpc->req_enc < 0) {
+    rpc->req_enc = CONCH_COMPRESSION_IDENTITY;
+    rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED, "unknown compression");
+    return -1;
+  }
+  return 0;
+}
+
+/* Gives the request headers a meaning.  Returns 0 when the handler may
+   have the call. */
+static int rpc_dispatch(conch_rpc *rpc) {
+  conch_server *s = rpc->conn->s;
+  const char *ct = proto_hdr(rpc, "content-type");
+  const char *enc, *acc, *tmo;
+  conch_ctype t;
+  int stream_kind;
+
+  if (rpc->bad_method) {
+    rpc_plain(rpc, 405);
+    return -1;
+  }
+  if (rpc->get) {
+    if (get_request(rpc) != 0) {
+      return -1;
+    }
+    enc = NULL;
+    goto negotiate;
+  }
+  if (ct == NULL || conch__ctype_parse(ct, strlen(ct), &t) != 0 ||
+      t.codec == CONCH_CT_OTHER) {
+    rpc_plain(rpc, 415);
+    return -1;
+  }
+  rpc->wire = t.family == CONCH_CT_CONNECT          ? SRV_CONNECT_UNARY
+              : t.family == CONCH_CT_CONNECT_STREAM ? SRV_CONNECT_STREAM
+              : t.family == CONCH_CT_GRPC           ? SRV_GRPC
+                                                    : SRV_GRPC_WEB;
+  rpc->json = t.codec == CONCH_CT_JSON;
+  rpc->method = conch__srv_find_method(s, rpc->path != NULL ? rpc->path : "");
+  if (rpc->method == NULL) {
+    if (rpc->wire == SRV_CONNECT_UNARY || rpc->wire == SRV_CONNECT_STREAM) {
+      rpc_plain(rpc, 404);
+    } else {
+      rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED, "unknown method %s",
+               rpc->path != NULL ? rpc->path : "");
+    }
+    return -1;
+  }
+  stream_kind = rpc->method->m.kind != CONCH_STREAM_UNARY;
+  if ((rpc->wire == SRV_CONNECT_UNARY && stream_kind) ||
+      (rpc->wire == SRV_CONNECT_STREAM && !stream_kind)) {
+    rpc_plain(rpc, 415);
+    return -1;
+  }
+negotiate:
+  if (rpc->hdr_too_big) {
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
+             "request headers are larger than the limit of %u bytes",
+             (unsigned)s->o.max_header_list);
+    return -1;
+  }
+  switch (rpc->wire) {
+  case SRV_CONNECT_UNARY:
+    enc = rpc->get ? NULL : proto_hdr(rpc, "content-encoding");
+    acc = proto_hdr(rpc, "accept-encoding");
+    tmo = proto_hdr(rpc, "connect-timeout-ms");
+    break;
+  case SRV_CONNECT_STREAM:
+    enc = proto_hdr(rpc, "connect-content-encoding");
+    acc = proto_hdr(rpc, "connect-accept-encoding");
+    tmo = proto_hdr(rpc, "connect-timeout-ms");
+    break;
+  default:
+    enc = proto_hdr(rpc, "grpc-encoding");
+    acc = proto_hdr(rpc, "grpc-accept-encoding");
+    tmo = proto_hdr(rpc, "grpc-timeout");
+    break;
+  }
+  if (!rpc->get) {
+    rpc->req_enc = accepted_comp(s, enc, enc != NULL ? strlen(enc) : 0);
+  }
+  if (rpc->req_enc < 0) {
+    rpc->req_enc = CONCH_COMPRESSION_IDENTITY;
+    rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED, "unknown compression \"%s\"", enc);
+    return -1;
+  }
+  rpc->resp_enc = pick_resp_comp(s, rpc->req_enc, acc);
+  if (tmo != NULL) {
+    int64_t ms;
+    int rv = rpc->wire == SRV_CONNECT_UNARY || rpc->wire == SRV_CONNECT_STREAM
+                 ? conch__connect_timeout_parse(tmo, strlen(tmo), &ms)
+                 : conch__grpc_timeout_parse(tmo, strlen(tmo), &ms);
+    if (rv != 0) {
+      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "bad timeout \"%s\"", tmo);
+      return -1;
+    }
+    rpc->deadline = conch__srv_now() + ms;
+    if (conch__heap_insert(&s->heap, s->mem, &rpc->timer, rpc->deadline) !=
+        0) {
+      rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* ---- nghttp2 callbacks ------------------------------------------------------ */
+
+static conch_rpc *stream_rpc(nghttp2_session *h2, int32_t id) {
+  return nghttp2_session_get_stream_user_data(h2, id);
+}
+
+static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *frame,
+                            void *user_data) {
+  srv_conn *conn = user_data;
+  conch_rpc *rpc;
+
+  if (frame->hd.type != NGHTTP2_HEADERS ||
+      frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+    return 0;
+  }
+  rpc = rpc_new(conn, frame->hd.stream_id);
+  if (rpc == NULL) {
+    (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                    NGHTTP2_INTERNAL_ERROR);
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+  nghttp2_session_set_stream_user_data(h2, frame->hd.stream_id, rpc);
+  return 0;
+}
+
+static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
+                     const uint8_t *name, size_t namelen, const uint8_t *value,
+                     size_t valuelen, uint8_t flags, void *user_data) {
+  srv_conn *conn = user_data;
+  conch_rpc *rpc = stream_rpc(h2, frame->hd.stream_id);
+  const conch_mem *mem = conn->s->mem;
+  int rv = 0;
+  (void)flags;
+
+  if (rpc == NULL || rpc->state != SRV_RPC_HEADERS ||
+      frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+    return 0;
+  }
+  rpc->hdr_bytes += namelen + valuelen + 32;
+  if (rpc->hdr_bytes > conn->s->o.max_header_list) {
+    rpc->hdr_too_big = 1;
+  }
+  if (namelen == 7 && memcmp(name, ":method", 7) == 0) {
+    rpc->get = valuelen == 3 && memcmp(value, "GET", 3) == 0;
+    rpc->bad_method =
+        !rpc->get && !(valuelen == 4 && memcmp(value, "POST", 4) == 0);
+  } else if (namelen == 5 && memcmp(name, ":path", 5) == 0) {
+    if (rpc->path == NULL) {
+      const uint8_t *q = memchr(value, '?', valuelen);
+      size_t plen = q != NULL ? (size_t)(q - value) : valuelen;
+      rpc->path = conch__strndup(mem, (const char *)value, plen);
+      rv = rpc->path == NULL ? CONCH_ERR_NOMEM : 0;
+      if (rv == 0 && q != NULL) {
+        rpc->query = conch__strndup(mem, (const char *)q + 1,
+                                    valuelen - plen - 1);
+        rv = rpc->query == NULL ? CONCH_ERR_NOMEM : 0;
+      }
+    }
+  } else if (name[0] == ':' || rpc->hdr_too_big) {
+    return 0;
+  } else if (conch__metadata_reserved((const char *)name, namelen)) {
+    rv = conch__metadata_add_raw(&rpc->proto_md, (const char *)name, namelen,
+                                 value, valuelen);
+  } else {
+    rv = conch__metadata_add_wire(&rpc->req_md, (const char *)name, namelen,
+                                  (const char *)value, valuelen);
+  }
+  if (rv != 0) {
+    (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                    NGHTTP2_INTERNAL_ERROR);
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+  return 0;
+}
+
+static void start_call(conch_rpc *rpc) {
+  if (rpc_dispatch(rpc) != 0) {
+    return;
+  }
+  rpc->state = SRV_RPC_USER;
+  rpc->method->h.on_call(rpc, rpc->method->user_data);
+}
+
+static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame,
+                         void *user_data) {
+  conch_rpc *rpc;
+  (void)user_data;
+
+  if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) {
+    return 0;
+  }
+  rpc = stream_rpc(h2, frame->hd.stream_id);
+  if (rpc == NULL) {
+    return 0;
+  }
+  if (frame->hd.type == NGHTTP2_HEADERS &&
+      frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
+      rpc->state == SRV_RPC_HEADERS) {
+    start_call(rpc);
+  }
+  if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+    if (rpc->state == SRV_RPC_USER && (rpc->paused || rpc->resumed)) {
+      rpc->eos_held = 1;
+    } else {
+      rpc_half_close(rpc);
+    }
+  }
+  return 0;
+}
+
+/* Request bytes of a paused call wait, their stream window not returned:
+   the client can send no more than the window ahead. */
+static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id,
+                         const uint8_t *data, size_t len, void *user_data) {
+  conch_rpc *rpc = stream_rpc(h2, id);
+  (void)flags;
+  (void)user_data;
+
+  /* The connection window is returned at once, the stream's as the
+     handler takes the bytes. */
+  if (nghttp2_session_consume_connection(h2, len) != 0) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+  if (rpc != NULL && rpc->state == SRV_RPC_USER &&
+      (rpc->paused || rpc->resumed)) {
+    if (conch__buf_append(&rpc->held, rpc_mem(rpc), data, len) != 0) {
+      rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    } else {
+      return 0;
+    }
+  } else if (rpc != NULL) {
+    rpc_data(rpc, data, len);
+  }
+  if (nghttp2_session_consume_stream(h2, id, len) != 0) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+  return 0;
+}
+
+void conch__srv_conn_resume(srv_conn *conn) {
+  for (conch_link *l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
+    conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
+    size_t n = conch__buf_size(&rpc->held);
+    if (!rpc->resumed) {
+      continue;
+    }
+    rpc->resumed = 0;
+    if (n > 0) {
+      /* A handler that pauses again meanwhile gets the rest of these
+         bytes all the same: a pause acts between reads. */
+      rpc_data(rpc, conch__buf_head(&rpc->held), n);
+      conch__buf_free(&rpc->held, rpc_mem(rpc));
+      (void)nghttp2_session_consume_stream(conn->h2, rpc->id, n);
+    }
+    if (rpc->eos_held && !rpc->paused) {
+      rpc->eos_held = 0;
+      rpc_half_close(rpc);
+    }
+  }
+}
+
+static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame,
+                         void *user_data) {
+  conch_rpc *rpc;
+  (void)user_data;
+
+  if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+      !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    return 0;
+  }
+  rpc = stream_rpc(h2, frame->hd.stream_id);
+  if (rpc != NULL && !rpc->half_closed) {
+    /* The response is complete: the rest of the request is not wanted. */
+    (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                    NGHTTP2_NO_ERROR);
+  }
+  return 0;
+}
+
+static int on_stream_close(nghttp2_session *h2, int32_t id, uint32_t error,
+                           void *user_data) {
+  conch_rpc *rpc = stream_rpc(h2, id);
+  conch_status st;
+  (void)user_data;
+
+  if (rpc == NULL) {
+    return 0;
+  }
+  nghttp2_session_set_stream_user_data(h2, id, NULL);
+  if (rpc->state == SRV_RPC_USER) {
+    conch_status_init(&st);
+    (void)conch__status_set(&st, rpc_mem(rpc), CONCH_CODE_CANCELED,
+                            CONCH_ORIGIN_LOCAL, CONCH_ERR_CANCELED,
+                            "the client canceled the call (RST_STREAM %u)",
+                            (unsigned)error);
+    rpc_cancel_user(rpc, &st);
+    conch_status_clear(&st);
+  }
+  rpc_free(rpc);
+  return 0;
+}
+
+int conch__srv_session_new(srv_conn *conn) {
+  conch_server *s = conn->s;
+  conch_h2_setup h;
+
+  memset(&h, 0, sizeof(h));
+  h.server = 1;
+  h.mem = s->mem;
+  h.begin_headers = on_begin_headers;
+  h.header = on_header;
+  h.frame_recv = on_frame_recv;
+  h.frame_send = on_frame_send;
+  h.data_chunk = on_data_chunk;
+  h.stream_close = on_stream_close;
+  h.max_streams = s->o.max_streams;
+  h.max_header_list = s->o.max_header_list;
+  h.stream_window = 1024 * 1024;
+  h.manual_window = 1;
+  return conch__h2_session_new(&conn->h2, &h, conn);
+}
+
+/* ---- Public: one call ------------------------------------------------------- */
+
+const conch_method *conch_rpc_method(const conch_rpc *rpc) {
+  return rpc != NULL ? &rpc->method->m : NULL;
+}
+
+conch_protocol conch_rpc_protocol(const conch_rpc *rpc) {
+  if (rpc == NULL) {
+    return CONCH_PROTOCOL_CONNECT;
+  }
+  return rpc->wire == SRV_GRPC       ? CONCH_PROTOCOL_GRPC
+         : rpc->wire == SRV_GRPC_WEB ? CONCH_PROTOCOL_GRPC_WEB
+                                     : CONCH_PROTOCOL_CONNECT;
+}
+
+conch_codec conch_rpc_codec(const conch_rpc *rpc) {
+  return rpc != NULL && rpc->json ? CONCH_CODEC_JSON : CONCH_CODEC_PROTO;
+}
+
+const conch_metadata *conch_rpc_request_headers(const conch_rpc *rpc) {
+  return &rpc->req_md;
+}
+
+long conch_rpc_timeout_ms(const conch_rpc *rpc) {
+  int64_t left;
+  if (rpc == NULL || rpc->deadline < 0) {
+    return -1;
+  }
+  left = rpc->deadline - conch__srv_now();
+  return left <= 0 ? 0 : (left > 0x7fffffff ? 0x7fffffff : (long)left);
+}
+
+conch_metadata *conch_rpc_response_headers(conch_rpc *rpc) {
+  return &rpc->resp_md;
+}
+
+conch_metadata *conch_rpc_response_trailers(conch_rpc *rpc) {
+  return &rpc->trl_md;
+}
+
+void *conch_rpc_user_data(const conch_rpc *rpc) {
+  return rpc != NULL ? rpc->method->user_data : NULL;
+}
+
+void conch_rpc_set_data(conch_rpc *rpc, void *data) {
+  if (rpc != NULL) {
+    rpc->data = data;
+  }
+}
+
+void *conch_rpc_data(const conch_rpc *rpc) {
+  return rpc != NULL ? rpc->data : NULL;
+}
+
+conch_server *conch_rpc_server(const conch_rpc *rpc) {
+  return rpc != NULL ? rpc->conn->s : NULL;
+}
+
+/* Queues one serialized message |p| (|n| bytes). */
+static int send_bytes(conch_rpc *rpc, const uint8_t *p, size_t n) {
+  conch_server *s = rpc->conn->s;
+  const conch_mem *mem = s->mem;
+  conch_buf z = CONCH_BUF_INIT;
+  int compressed = 0;
+  int rv;
+
+  if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY) {
+    rv = conch__comp_compress(&s->comps, &s->o.comp, rpc->resp_enc, p, n, &z);
+    if (rv != 0) {
+      conch__buf_free(&z, mem);
+      return rv == CONCH_ERR_NOMEM ? rv : CONCH_ERR_CODEC;
+    }
+    p = conch__buf_head(&z);
+    n = conch__buf_size(&z);
+    compressed = 1;
+  }
+  if (n > UINT32_MAX) {
+    conch__buf_free(&z, mem);
+    return CONCH_ERR_LIMIT;
+  }
+  if (rpc->wire != SRV_CONNECT_UNARY) {
+    rv = submit_stream_head(rpc);
+    if (rv == 0) {
+      rv = conch__buf_reserve(&rpc->out, mem, CONCH_ENV_PREFIX + n);
+    }
+    if (rv == 0) {
+      conch__env_write_prefix(rpc->out.data + rpc->out.len,
+                              compressed ? CONCH_ENV_COMPRESSED : 0,
+                              (uint32_t)n);
+      rpc->out.len += CONCH_ENV_PREFIX;
+    }
+  } else {
+    rv = conch__buf_reserve(&rpc->out, mem, n);
+  }
+  if (rv == 0 && n > 0) {
+    memcpy(rpc->out.data + rpc->out.len, p, n);
+    rpc->out.len += n;
+  }
+  conch__buf_free(&z, mem);
+  if (rv != 0) {
+    return rv;
+  }
+  rpc->nsent++;
+  if (rpc->wire != SRV_CONNECT_UNARY) {
+    rpc_resume(rpc);
+    conch__srv_conn_kick(rpc->conn);
+  }
+  return 0;
+}
+
+static int send_check(conch_rpc *rpc) {
+  conch_stream_kind k = rpc->method->m.kind;
+  if (rpc->state != SRV_RPC_USER) {
+    return CONCH_ERR_STATE;
+  }
+  if ((k == CONCH_STREAM_UNARY || k == CONCH_STREAM_CLIENT) &&
+      rpc->nsent > 0) {
+    return CONCH_ERR_STATE;
+  }
+  if (conch__buf_size(&rpc->out) >= rpc->conn->s->o.send_buffer) {
+    rpc->want_ready = 1;
+    return CONCH_ERR_AGAIN;
+  }
+  return 0;
+}
+
+int conch__srv_conn_ready(srv_conn *conn) {
+  size_t room = conn->s->o.send_buffer;
+  conch_link *l;
+  int n = 0;
+
+  for (l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
+    conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
+    if (rpc->want_ready && rpc->state == SRV_RPC_USER &&
+        conch__buf_size(&rpc->out) < room) {
+      rpc->want_ready = 0;
+      if (rpc->method->h.on_send_ready != NULL) {
+        /* The handler may send or finish; calls are freed only by
+           nghttp2's callbacks, never from here, so |l| stays valid. */
+        rpc->method->h.on_send_ready(rpc, rpc->method->user_data);
+        n++;
+      }
+    }
+  }
+  return n;
+}
+
+int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg) {
+  const conch_mem *mem;
+  conch_buf b = CONCH_BUF_INIT;
+  char err[256];
+  int rv;
+
+  if (rpc == NULL || msg == NULL || rpc->method->m.output == NULL ||
+      msg->descriptor != rpc->method->m.output) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = send_check(rpc);
+  if (rv != 0) {
+    return rv;
+  }
+  mem = rpc_mem(rpc);
+  if (rpc->json) {
+    rv = conch__pbjson_encode(msg, mem, &b, err, sizeof(err));
+  } else {
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    rv = conch__buf_reserve(&b, mem, n);
+    if (rv == 0) {
+      b.len = protobuf_c_message_pack(msg, b.data);
+    }
+  }
+  if (rv == 0) {
+    rv = send_bytes(rpc, conch__buf_head(&b) != NULL ? conch__buf_head(&b)
+                                                      : (const uint8_t *)"",
+                    conch__buf_size(&b));
+  }
+  conch__buf_free(&b, mem);
+  return rv;
+}
+
+int conch_rpc_send_raw(conch_rpc *rpc, const void *data, size_t len) {
+  int rv;
+
+  if (rpc == NULL || (data == NULL && len > 0) ||
+      rpc->method->m.output != NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = send_check(rpc);
+  if (rv != 0) {
+    return rv;
+  }
+  return send_bytes(rpc, data != NULL ? data : "", len);
+}
+
+int conch_rpc_pause(conch_rpc *rpc) {
+  if (rpc == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (rpc->state != SRV_RPC_USER) {
+    return CONCH_ERR_STATE;
+  }
+  rpc->paused = 1;
+  return 0;
+}
+
+int conch_rpc_resume(conch_rpc *rpc) {
+  if (rpc == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (rpc->state != SRV_RPC_USER) {
+    return CONCH_ERR_STATE;
+  }
+  if (rpc->paused) {
+    rpc->paused = 0;
+    rpc->resumed = 1;
+    rpc->conn->s->pending = 1;
+    conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
+  }
+  return 0;
+}
+
+int conch_rpc_finish(conch_rpc *rpc, const conch_status *status) {
+  conch_status ok;
+  conch_stream_kind k;
+
+  if (rpc == NULL ||
+      (status != NULL && (unsigned)status->code > CONCH_CODE_UNAUTHENTICATED)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (rpc->state != SRV_RPC_USER) {
+    return CONCH_ERR_STATE;
+  }
+  k = rpc->method->m.kind;
+  if ((status == NULL || status->code == CONCH_CODE_OK) &&
+      (k == CONCH_STREAM_UNARY || k == CONCH_STREAM_CLIENT) &&
+      rpc->nsent == 0) {
+    conch_status_init(&ok);
+    (void)conch__status_set(&ok, rpc_mem(rpc), CONCH_CODE_INTERNAL,
+                            CONCH_ORIGIN_LOCAL, 0,
+                            "the handler sent no response message");
+    rpc_end(rpc, &ok);
+    conch_status_clear(&ok);
+    return 0;
+  }
+  if (status == NULL) {
+    conch_status_init(&ok);
+    status = &ok;
+  }
+  rpc_end(rpc, status);
+  return 0;
+}

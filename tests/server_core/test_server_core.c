@@ -1,0 +1,779 @@
+/* The server core (conch/server.h) serving conchtest.v1.TestService to
+   conch's own client: every protocol and codec, the four stream kinds,
+   metadata, errors with details, deadlines, cancellation, size limits,
+   unknown methods and graceful shutdown.  The server runs on a thread of
+   its own (conch_server_run); the client uses the blocking API on the
+   test's thread.  Nothing sleeps to wait: conditions are polled. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "svc.h"
+#include "wait.h"
+
+/* ---- Client side ---------------------------------------------------------- */
+
+typedef struct variant {
+  conch_protocol proto;
+  conch_codec codec;
+  const char *comp; /* send compression */
+} variant;
+
+static const variant variants[] = {
+    {CONCH_PROTOCOL_CONNECT, CONCH_CODEC_PROTO, "identity"},
+    {CONCH_PROTOCOL_CONNECT, CONCH_CODEC_JSON, "gzip"},
+    {CONCH_PROTOCOL_CONNECT, CONCH_CODEC_PROTO, "zstd"},
+    {CONCH_PROTOCOL_GRPC, CONCH_CODEC_PROTO, "identity"},
+    {CONCH_PROTOCOL_GRPC, CONCH_CODEC_JSON, "gzip"},
+    {CONCH_PROTOCOL_GRPC, CONCH_CODEC_PROTO, "br"},
+    {CONCH_PROTOCOL_GRPC_WEB, CONCH_CODEC_PROTO, "gzip"},
+    {CONCH_PROTOCOL_GRPC_WEB, CONCH_CODEC_JSON, "identity"},
+    {CONCH_PROTOCOL_GRPC_WEB, CONCH_CODEC_PROTO, "snappy"},
+};
+#define NVARIANTS (sizeof(variants) / sizeof(variants[0]))
+
+static conch_client *client_for_accept(const fixture *fx, const variant *v,
+                                       const char *accept) {
+  conch_client_opts *o;
+  conch_client *c;
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_protocol(o, v->proto), 0);
+  assert_int_equal(conch_client_opts_set_codec(o, v->codec), 0);
+  assert_int_equal(conch_client_opts_set_send_compression_name(o, v->comp), 0);
+  assert_int_equal(conch_client_opts_set_http_version(o, CONCH_HTTP_2), 0);
+  if (accept != NULL) {
+    assert_int_equal(conch_client_opts_set_accept_compression(o, accept), 0);
+  }
+  assert_int_equal(conch_client_new(&c, fx->url, o), 0);
+  conch_client_opts_free(o);
+  return c;
+}
+
+static conch_client *client_for(const fixture *fx, const variant *v) {
+  return client_for_accept(fx, v, NULL);
+}
+
+static const char *vname(const variant *v) {
+  static char b[64];
+  snprintf(b, sizeof(b), "%s/%s/%s",
+           v->proto == CONCH_PROTOCOL_CONNECT ? "connect"
+           : v->proto == CONCH_PROTOCOL_GRPC  ? "grpc"
+                                              : "grpc-web",
+           v->codec == CONCH_CODEC_JSON ? "json" : "proto", v->comp);
+  return b;
+}
+
+static void unary_ok(const fixture *fx, const variant *v) {
+  conch_client *c = client_for(fx, v);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  Conchtest__V1__Header h = CONCHTEST__V1__HEADER__INIT, t = h;
+  Conchtest__V1__Header *hp = &h, *tp = &t;
+  ProtobufCBinaryData hv = {2, (uint8_t *)"h1"}, tv = {3, (uint8_t *)"\x00\x01\x02"};
+  conch_call_opts co = CONCH_CALL_OPTS_INIT;
+  conch_metadata *md, *rh, *rt;
+  ProtobufCMessage *out = NULL;
+  conch_status st;
+  uint8_t payload[3000];
+
+  for (size_t i = 0; i < sizeof(payload); i++) {
+    payload[i] = (uint8_t)(i % 13);
+  }
+  req.payload.data = payload;
+  req.payload.len = sizeof(payload);
+  h.name = "x-resp";
+  h.n_values = 1;
+  h.values = &hv;
+  t.name = "x-trl-bin";
+  t.n_values = 1;
+  t.values = &tv;
+  req.n_response_headers = 1;
+  req.response_headers = &hp;
+  req.n_response_trailers = 1;
+  req.response_trailers = &tp;
+  assert_int_equal(conch_metadata_new(&md, NULL), 0);
+  assert_int_equal(conch_metadata_add_str(md, "x-echo", "hello"), 0);
+  assert_int_equal(conch_metadata_new(&rh, NULL), 0);
+  assert_int_equal(conch_metadata_new(&rt, NULL), 0);
+  co.headers = md;
+  co.timeout_ms = 60000;
+  conch_status_init(&st);
+  int rv = conch_unary_sync(c, &m_unary, &co, &req.base, &out, &st, rh, rt);
+  if (rv != 0) {
+    fail_msg("%s: %s", vname(v), conch_status_message(&st));
+  }
+  Conchtest__V1__Response *r = (Conchtest__V1__Response *)out;
+  assert_int_equal(r->payload.len, sizeof(payload));
+  assert_memory_equal(r->payload.data, payload, sizeof(payload));
+  assert_int_equal(r->n_request_headers, 1);
+  assert_string_equal(r->request_headers[0]->name, "x-echo");
+  assert_memory_equal(r->request_headers[0]->values[0].data, "hello", 5);
+  assert_true(r->timeout_ms > 50000 && r->timeout_ms <= 60000);
+  assert_string_equal(conch_metadata_get(rh, "x-resp", NULL), "h1");
+  size_t tl = 0;
+  const char *tval = conch_metadata_get(rt, "x-trl-bin", &tl);
+  assert_non_null(tval);
+  assert_int_equal(tl, 3);
+  assert_memory_equal(tval, "\x00\x01\x02", 3);
+  conch_message_free(c, out);
+  conch_metadata_free(md);
+  conch_metadata_free(rh);
+  conch_metadata_free(rt);
+  conch_status_clear(&st);
+  conch_client_free(c);
+}
+
+static void server_stream_ok(const fixture *fx, const variant *v) {
+  conch_client *c = client_for(fx, v);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call *call;
+  ProtobufCMessage *m;
+  uint32_t n = 0;
+  int rv;
+
+  req.response_count = 5;
+  req.response_size = 40000; /* past one DATA frame */
+  assert_int_equal(conch_call_start(c, &m_sstream, NULL, NULL, NULL, &call),
+                   0);
+  assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+  while ((rv = conch_call_recv_sync(call, &m)) == 0) {
+    Conchtest__V1__Response *r = (Conchtest__V1__Response *)m;
+    assert_int_equal(r->index, n);
+    assert_int_equal(r->payload.len, 40000);
+    assert_int_equal(r->payload.data[39999], (uint8_t)(39999 * 7));
+    n++;
+    conch_message_free(c, m);
+  }
+  if (rv != CONCH_ERR_EOF) {
+    fail_msg("%s: %s", vname(v), conch_status_message(conch_call_status(call)));
+  }
+  assert_int_equal(n, 5);
+  conch_call_free(call);
+  conch_client_free(c);
+}
+
+static void client_stream_ok(const fixture *fx, const variant *v) {
+  conch_client *c = client_for(fx, v);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call *call;
+  ProtobufCMessage *m;
+  uint8_t buf[1000] = {0};
+
+  req.payload.data = buf;
+  assert_int_equal(conch_call_start(c, &m_cstream, NULL, NULL, NULL, &call),
+                   0);
+  for (int i = 0; i < 10; i++) {
+    req.payload.len = 100 * (size_t)i;
+    assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+  }
+  assert_int_equal(conch_call_close_send(call), 0);
+  if (conch_call_recv_sync(call, &m) != 0) {
+    fail_msg("%s: %s", vname(v), conch_status_message(conch_call_status(call)));
+  }
+  Conchtest__V1__Response *r = (Conchtest__V1__Response *)m;
+  assert_int_equal(r->message_count, 10);
+  assert_int_equal(r->total_bytes, 4500);
+  conch_message_free(c, m);
+  assert_int_equal(conch_call_wait_sync(call), 0);
+  conch_call_free(call);
+  conch_client_free(c);
+}
+
+static void bidi_ok(const fixture *fx, const variant *v) {
+  conch_client *c = client_for(fx, v);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call *call;
+  ProtobufCMessage *m;
+  char text[32];
+
+  assert_int_equal(conch_call_start(c, &m_bidi, NULL, NULL, NULL, &call), 0);
+  for (uint32_t i = 0; i < 4; i++) { /* ping-pong: one answer per request */
+    snprintf(text, sizeof(text), "ping %u", i);
+    req.payload.data = (uint8_t *)text;
+    req.payload.len = strlen(text);
+    assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+    if (conch_call_recv_sync(call, &m) != 0) {
+      fail_msg("%s: %s", vname(v),
+               conch_status_message(conch_call_status(call)));
+    }
+    Conchtest__V1__Response *r = (Conchtest__V1__Response *)m;
+    assert_int_equal(r->index, i);
+    assert_int_equal(r->payload.len, strlen(text));
+    assert_memory_equal(r->payload.data, text, strlen(text));
+    conch_message_free(c, m);
+  }
+  assert_int_equal(conch_call_close_send(call), 0);
+  assert_int_equal(conch_call_recv_sync(call, &m), CONCH_ERR_EOF);
+  conch_call_free(call);
+  conch_client_free(c);
+}
+
+/* |close_first|: a bidi client half-closes before it reads (else the
+   error comes while its request stream is still open). */
+static void error_details(const fixture *fx, const variant *v,
+                          const conch_method *method, int close_first) {
+  conch_client *c = client_for(fx, v);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  Conchtest__V1__ErrorSpec e = CONCHTEST__V1__ERROR_SPEC__INIT;
+  Conchtest__V1__ErrorDetail d = CONCHTEST__V1__ERROR_DETAIL__INIT;
+  Conchtest__V1__ErrorDetail *dp = &d;
+  conch_call *call;
+  ProtobufCMessage *m;
+  const conch_status *st;
+
+  e.code = CONCH_CODE_FAILED_PRECONDITION;
+  e.message = "not now: 100% busy\n";
+  d.type = "type.googleapis.com/conchtest.v1.ErrorDetail";
+  d.value.data = (uint8_t *)"\x0a\x03xyz";
+  d.value.len = 5;
+  e.n_details = 1;
+  e.details = &dp;
+  req.error = &e;
+  req.response_count = 2;
+  assert_int_equal(conch_call_start(c, method, NULL, NULL, NULL, &call), 0);
+  assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+  if (method->kind == CONCH_STREAM_BIDI && close_first) {
+    assert_int_equal(conch_call_close_send(call), 0);
+  }
+  int n = 0, rv;
+  while ((rv = conch_call_recv_sync(call, &m)) == 0) {
+    n++;
+    conch_message_free(c, m);
+  }
+  assert_int_equal(rv, CONCH_ERR_RPC);
+  assert_int_equal(n, method->kind == CONCH_STREAM_SERVER ? 2 : 0);
+  st = conch_call_status(call);
+  if (st->code != CONCH_CODE_FAILED_PRECONDITION) {
+    fail_msg("%s %s: %d %s", vname(v), method->path, st->code,
+             conch_status_message(st));
+  }
+  assert_int_equal(st->origin, CONCH_ORIGIN_SERVER);
+  assert_string_equal(conch_status_message(st), "not now: 100% busy\n");
+  assert_int_equal(st->ndetails, 1);
+  assert_string_equal(st->details[0].type_url,
+                      "type.googleapis.com/conchtest.v1.ErrorDetail");
+  assert_int_equal(st->details[0].len, 5);
+  assert_memory_equal(st->details[0].value, "\x0a\x03xyz", 5);
+  conch_call_free(call);
+  conch_client_free(c);
+}
+
+static void expect_code(const fixture *fx, const variant *v,
+                        const conch_method *m, const conch_call_opts *co,
+                        const Conchtest__V1__Request *req, conch_code want) {
+  conch_client *c = client_for(fx, v);
+  ProtobufCMessage *out = NULL;
+  conch_status st;
+
+  conch_status_init(&st);
+  assert_int_equal(conch_unary_sync(c, m, co, &req->base, &out, &st, NULL,
+                                    NULL),
+                   CONCH_ERR_RPC);
+  if (st.code != want) {
+    fail_msg("%s %s: want %s, got %s: %s", vname(v), m->path,
+             conch_code_name(want), conch_code_name(st.code),
+             conch_status_message(&st));
+  }
+  conch_status_clear(&st);
+  conch_client_free(c);
+}
+
+/* ---- Tests ---------------------------------------------------------------- */
+
+static int setup(void **state) {
+  fixture *fx = calloc(1, sizeof(*fx));
+  fx_start(fx, NULL, 0);
+  *state = fx;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *fx = *state;
+  fx_stop(fx);
+  free(fx);
+  return 0;
+}
+
+static int no_calls_left(void *arg) {
+  fixture *fx = arg;
+  return atomic_load(&fx->calls_live) == 0;
+}
+
+static void test_unary(void **state) {
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    unary_ok(*state, &variants[i]);
+  }
+}
+
+static void test_server_stream(void **state) {
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    server_stream_ok(*state, &variants[i]);
+  }
+}
+
+static void test_client_stream(void **state) {
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    client_stream_ok(*state, &variants[i]);
+  }
+}
+
+static void test_bidi(void **state) {
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    bidi_ok(*state, &variants[i]);
+  }
+}
+
+static void test_error_details(void **state) {
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    error_details(*state, &variants[i], &m_unary, 0);
+    error_details(*state, &variants[i], &m_sstream, 0);
+    error_details(*state, &variants[i], &m_bidi, 1);
+    error_details(*state, &variants[i], &m_bidi, 0);
+  }
+  assert_true(conch_wait_until(no_calls_left, *state, CONCH_WAIT_MS));
+}
+
+static void test_unknown_method(void **state) {
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    expect_code(*state, &variants[i], &m_unimpl, NULL, &req,
+                CONCH_CODE_UNIMPLEMENTED);
+  }
+}
+
+typedef struct count_wait {
+  fixture *fx;
+  int want;
+} count_wait;
+
+static int cancels_reach(void *arg) {
+  count_wait *w = arg;
+  return atomic_load(&w->fx->cancels) >= w->want;
+}
+
+static int held_reach(void *arg) {
+  count_wait *w = arg;
+  return atomic_load(&w->fx->held) >= w->want;
+}
+
+/* The server's deadline: it answers deadline_exceeded before the client's
+   own timer (given a grace period) and tells the handler. */
+static void test_deadline(void **state) {
+  fixture *fx = *state;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call_opts co = CONCH_CALL_OPTS_INIT;
+
+  req.delay_ms = 1; /* held */
+  co.timeout_ms = 200;
+  co.deadline_grace_ms = 30000;
+  for (size_t i = 0; i < NVARIANTS; i += 3) {
+    count_wait w = {fx, atomic_load(&fx->cancels) + 1};
+    expect_code(fx, &variants[i], &m_unary, &co, &req,
+                CONCH_CODE_DEADLINE_EXCEEDED);
+    assert_true(conch_wait_until(cancels_reach, &w, CONCH_WAIT_MS));
+    assert_int_equal(atomic_load(&fx->last_cancel_code),
+                     CONCH_CODE_DEADLINE_EXCEEDED);
+  }
+  assert_int_equal(atomic_load(&fx->held), 0);
+  assert_true(conch_wait_until(no_calls_left, fx, CONCH_WAIT_MS));
+}
+
+/* The client cancels: RST_STREAM reaches the handler as on_cancel. */
+static void test_cancel(void **state) {
+  fixture *fx = *state;
+  for (size_t i = 0; i < NVARIANTS; i += 3) {
+    conch_client *c = client_for(fx, &variants[i]);
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    conch_call *call;
+    ProtobufCMessage *m;
+    count_wait h = {fx, 1};
+    count_wait w = {fx, atomic_load(&fx->cancels) + 1};
+
+    req.delay_ms = 1;
+    assert_int_equal(conch_call_start(c, &m_sstream, NULL, NULL, NULL, &call),
+                     0);
+    assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+    assert_int_equal(conch_call_recv_sync(call, &m), 0); /* the first one */
+    conch_message_free(c, m);
+    assert_true(conch_wait_until(held_reach, &h, CONCH_WAIT_MS));
+    assert_int_equal(conch_call_cancel(call), 0);
+    assert_int_equal(conch_call_wait_sync(call), CONCH_ERR_RPC);
+    assert_int_equal(conch_call_status(call)->code, CONCH_CODE_CANCELED);
+    assert_true(conch_wait_until(cancels_reach, &w, CONCH_WAIT_MS));
+    assert_int_equal(atomic_load(&fx->last_cancel_code), CONCH_CODE_CANCELED);
+    assert_int_equal(atomic_load(&fx->held), 0);
+    conch_call_free(call);
+    conch_client_free(c);
+  }
+  assert_true(conch_wait_until(no_calls_left, fx, CONCH_WAIT_MS));
+}
+
+static void test_too_big(void **state) {
+  fixture fx;
+  conch_server_opts *o;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  static uint8_t payload[70000];
+
+  (void)state;
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_recv_limit(o, 65536), 0);
+  fx_start(&fx, o, 0);
+  conch_server_opts_free(o);
+  req.payload.data = payload;
+  req.payload.len = sizeof(payload);
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    expect_code(&fx, &variants[i], &m_unary, NULL, &req,
+                CONCH_CODE_RESOURCE_EXHAUSTED);
+  }
+  /* A compression bomb: small on the wire, over the limit inflated. */
+  static uint8_t zeros[1 << 20];
+  req.payload.data = zeros;
+  req.payload.len = sizeof(zeros);
+  expect_code(&fx, &variants[1], &m_unary, NULL, &req,
+              CONCH_CODE_RESOURCE_EXHAUSTED);
+  expect_code(&fx, &variants[6], &m_unary, NULL, &req,
+              CONCH_CODE_RESOURCE_EXHAUSTED);
+  assert_true(conch_wait_until(no_calls_left, &fx, CONCH_WAIT_MS));
+  fx_stop(&fx);
+}
+
+/* Connect GET: conch's client sends a side-effect-free unary call as GET
+   when asked (the raw HTTP/2 tests in node/ check the method itself). */
+static void test_connect_get(void **state) {
+  for (size_t i = 0; i < 3; i++) { /* the Connect variants */
+    conch_client *c = client_for(*state, &variants[i]);
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    conch_call_opts co = CONCH_CALL_OPTS_INIT;
+    ProtobufCMessage *out = NULL;
+    conch_status st;
+
+    assert_int_equal(variants[i].proto, CONCH_PROTOCOL_CONNECT);
+    co.http_get = 1;
+    req.payload.data = (uint8_t *)"get me";
+    req.payload.len = 6;
+    conch_status_init(&st);
+    if (conch_unary_sync(c, &m_unary, &co, &req.base, &out, &st, NULL,
+                         NULL) != 0) {
+      fail_msg("%s: %s", vname(&variants[i]), conch_status_message(&st));
+    }
+    assert_memory_equal(((Conchtest__V1__Response *)out)->payload.data,
+                        "get me", 6);
+    conch_message_free(c, out);
+    conch_client_free(c);
+  }
+}
+
+/* A raw method: bytes pass through untouched in every protocol and codec
+   (the codec only names the content type). */
+static void test_raw(void **state) {
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    conch_client *c = client_for(*state, &variants[i]);
+    conch_call *call;
+    const uint8_t *p;
+    size_t n;
+    uint8_t msg[100];
+
+    assert_int_equal(conch_call_start(c, &m_raw, NULL, NULL, NULL, &call), 0);
+    for (int k = 0; k < 3; k++) {
+      for (size_t j = 0; j < sizeof(msg); j++) {
+        msg[j] = (uint8_t)(j * (size_t)(k + 1));
+      }
+      assert_int_equal(conch_call_send_raw(call, msg, sizeof(msg) - (size_t)k),
+                       0);
+      while (conch_call_recv_raw(call, &p, &n) == CONCH_ERR_AGAIN) {
+        assert_int_equal(conch_client_run(c, 50), 0);
+      }
+      assert_int_equal(n, sizeof(msg) - (size_t)k);
+      assert_memory_equal(p, msg, n);
+    }
+    assert_int_equal(conch_call_send_raw(call, "", 0), 0); /* empty is fine */
+    while (conch_call_recv_raw(call, &p, &n) == CONCH_ERR_AGAIN) {
+      assert_int_equal(conch_client_run(c, 50), 0);
+    }
+    assert_int_equal(n, 0);
+    assert_int_equal(conch_call_close_send(call), 0);
+    assert_int_equal(conch_call_wait_sync(call), 0);
+    conch_call_free(call);
+    conch_client_free(c);
+  }
+}
+
+/* Request headers over the server's limit: resource_exhausted, and the
+   handler never sees the call. */
+static void test_header_limit(void **state) {
+  fixture fx;
+  conch_server_opts *o;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call_opts co = CONCH_CALL_OPTS_INIT;
+  conch_metadata *md;
+  char big[3000];
+  (void)state;
+
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_max_header_list(o, 2048), 0);
+  fx_start(&fx, o, 0);
+  conch_server_opts_free(o);
+  memset(big, 'v', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  assert_int_equal(conch_metadata_new(&md, NULL), 0);
+  assert_int_equal(conch_metadata_add_str(md, "x-big", big), 0);
+  co.headers = md;
+  for (size_t i = 0; i < NVARIANTS; i += 3) {
+    expect_code(&fx, &variants[i], &m_unary, &co, &req,
+                CONCH_CODE_RESOURCE_EXHAUSTED);
+  }
+  conch_metadata_free(md);
+  assert_int_equal(atomic_load(&fx.cancels), 0);
+  fx_stop(&fx);
+}
+
+/* conch_rpc_pause(): the paused handler gets nothing more (svc.c checks
+   at the release), the client's sends stop at the stream window, and
+   after conch_rpc_resume() everything arrives. */
+static void test_pause(void **state) {
+  fixture *fx = *state;
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    if (strcmp(variants[i].comp, "identity") != 0) {
+      continue; /* compressed, the zeros would never fill a window */
+    }
+    conch_client *c = client_for_accept(fx, &variants[i], "");
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    conch_call *call;
+    ProtobufCMessage *m;
+    count_wait h = {fx, 1};
+    static uint8_t chunk[10000];
+    int sent = 0, blocked = 0, rv;
+
+    assert_int_equal(conch_call_start(c, &m_cstream, NULL, NULL, NULL, &call),
+                     0);
+    req.delay_ms = 1;
+    assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+    /* The client must run for its request to go out. */
+    long long until = conch_now_ms() + CONCH_WAIT_MS;
+    while (!held_reach(&h) && conch_now_ms() < until) {
+      assert_int_equal(conch_client_run(c, 20), 0);
+    }
+    assert_true(held_reach(&h));
+    req.delay_ms = 0;
+    req.payload.data = chunk;
+    req.payload.len = sizeof(chunk);
+    long long end = conch_now_ms() + CONCH_WAIT_MS;
+    while (sent < 400 && conch_now_ms() < end) {
+      rv = conch_call_send(call, &req.base);
+      if (rv == CONCH_ERR_AGAIN) {
+        blocked = 1; /* the window and the client's buffer are full */
+        break;
+      }
+      assert_int_equal(rv, 0);
+      sent++;
+      assert_int_equal(conch_client_run(c, 0), 0);
+    }
+    if (!blocked) fail_msg("sent %d, never blocked", sent);
+    assert_true(sent < 400);
+    atomic_store(&fx->release, 1); /* svc.c resumes it */
+    while (sent < 400) {
+      assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+      sent++;
+    }
+    assert_int_equal(conch_call_close_send(call), 0);
+    assert_int_equal(conch_call_recv_sync(call, &m), 0);
+    Conchtest__V1__Response *r = (Conchtest__V1__Response *)m;
+    assert_int_equal(r->message_count, 401);
+    assert_int_equal(r->total_bytes, 400 * sizeof(chunk));
+    conch_message_free(c, m);
+    assert_int_equal(conch_call_wait_sync(call), 0);
+    conch_call_free(call);
+    conch_client_free(c);
+  }
+}
+
+static int again_seen(void *arg) {
+  return atomic_load(&((fixture *)arg)->again) > 0;
+}
+
+/* A client that does not read: the handler's sends are refused with
+   CONCH_ERR_AGAIN once the send buffer is full, and on_send_ready resumes
+   them as the client reads; nothing is lost or reordered. */
+static void test_backpressure(void **state) {
+  fixture *fx = *state;
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    if (strcmp(variants[i].comp, "identity") != 0) {
+      continue; /* compressed, the pattern shrinks to nothing */
+    }
+    conch_client *c = client_for_accept(fx, &variants[i], "");
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    conch_call *call;
+    ProtobufCMessage *m;
+    uint32_t n = 0;
+    int rv;
+
+    atomic_store(&fx->again, 0);
+    req.response_count = 40;
+    req.response_size = 200000; /* 8 MB in all, past every window */
+    assert_int_equal(conch_call_start(c, &m_sstream, NULL, NULL, NULL, &call),
+                     0);
+    assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+    /* Drive the client without taking messages until the server holds
+       back. */
+    while (!again_seen(fx)) {
+      assert_int_equal(conch_client_run(c, 50), 0);
+    }
+    while ((rv = conch_call_recv_sync(call, &m)) == 0) {
+      Conchtest__V1__Response *r = (Conchtest__V1__Response *)m;
+      assert_int_equal(r->index, n);
+      assert_int_equal(r->payload.len, 200000);
+      assert_int_equal(r->payload.data[123456], (uint8_t)(123456 * 7));
+      n++;
+      conch_message_free(c, m);
+    }
+    assert_int_equal(rv, CONCH_ERR_EOF);
+    assert_int_equal(n, 40);
+    conch_call_free(call);
+    conch_client_free(c);
+  }
+}
+
+static int shutdown_done(void *arg) {
+  return atomic_load(&((fixture *)arg)->shutdown_done);
+}
+
+static int server_idle(void *arg) {
+  return atomic_load(&((fixture *)arg)->idle);
+}
+
+/* GOAWAY with a call in flight: the call completes, new connections are
+   refused, and the server ends up with no connection. */
+static void test_graceful_shutdown(void **state) {
+  fixture fx;
+  (void)state;
+
+  fx_start(&fx, NULL, 1); /* on a Unix socket */
+  conch_client *c = client_for(&fx, &variants[3]);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call *call;
+  ProtobufCMessage *m;
+  count_wait h = {&fx, 1};
+
+  req.delay_ms = 1;
+  assert_int_equal(conch_call_start(c, &m_sstream, NULL, NULL, NULL, &call), 0);
+  assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+  assert_int_equal(conch_call_recv_sync(call, &m), 0);
+  conch_message_free(c, m);
+  assert_true(conch_wait_until(held_reach, &h, CONCH_WAIT_MS));
+
+  atomic_store(&fx.shutdown_req, 1);
+  assert_true(conch_wait_until(shutdown_done, &fx, CONCH_WAIT_MS));
+  assert_int_equal(atomic_load(&fx.idle), 0); /* the call holds it open */
+
+  /* A new client cannot connect any more. */
+  Conchtest__V1__Request r2 = CONCHTEST__V1__REQUEST__INIT;
+  expect_code(&fx, &variants[0], &m_unary, NULL, &r2, CONCH_CODE_UNAVAILABLE);
+
+  /* The call in flight still completes. */
+  atomic_store(&fx.release, 1);
+  assert_int_equal(conch_call_recv_sync(call, &m), 0);
+  Conchtest__V1__Response *r = (Conchtest__V1__Response *)m;
+  assert_int_equal(r->payload.len, 4);
+  assert_memory_equal(r->payload.data, "late", 4);
+  conch_message_free(c, m);
+  assert_int_equal(conch_call_recv_sync(call, &m), CONCH_ERR_EOF);
+  conch_call_free(call);
+  assert_true(conch_wait_until(server_idle, &fx, CONCH_WAIT_MS));
+  assert_int_equal(atomic_load(&fx.cancels), 0);
+  conch_client_free(c);
+  fx_stop(&fx);
+}
+
+/* A drain timeout: the call a handler holds past it ends with
+   unavailable, for the handler and the client, and the server drains. */
+static void test_drain_timeout(void **state) {
+  fixture fx;
+  conch_server_opts *o;
+  (void)state;
+
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_drain_timeout(o, -1),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_server_opts_set_drain_timeout(o, 200), 0);
+  fx_start(&fx, o, 0);
+  conch_server_opts_free(o);
+  conch_client *c = client_for(&fx, &variants[6]); /* gRPC-Web */
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call *call;
+  ProtobufCMessage *m;
+  count_wait h = {&fx, 1};
+  count_wait w = {&fx, 1};
+
+  req.delay_ms = 1;
+  assert_int_equal(conch_call_start(c, &m_sstream, NULL, NULL, NULL, &call), 0);
+  assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+  assert_int_equal(conch_call_recv_sync(call, &m), 0);
+  conch_message_free(c, m);
+  assert_true(conch_wait_until(held_reach, &h, CONCH_WAIT_MS));
+  atomic_store(&fx.shutdown_req, 1);
+  assert_int_equal(conch_call_recv_sync(call, &m), CONCH_ERR_RPC);
+  assert_int_equal(conch_call_status(call)->code, CONCH_CODE_UNAVAILABLE);
+  assert_string_equal(conch_status_message(conch_call_status(call)),
+                      "the server is shutting down");
+  assert_true(conch_wait_until(cancels_reach, &w, CONCH_WAIT_MS));
+  assert_int_equal(atomic_load(&fx.last_cancel_code), CONCH_CODE_UNAVAILABLE);
+  conch_call_free(call);
+  assert_true(conch_wait_until(server_idle, &fx, CONCH_WAIT_MS));
+  conch_client_free(c);
+  fx_stop(&fx);
+}
+
+/* What is not an RPC this server serves: wrong content type, a Connect
+   streaming content type for a unary method.  Read by the client as the
+   HTTP status maps (415: unknown for Connect, internal for gRPC). */
+static void test_unary_refuses_stream_kind(void **state) {
+  fixture *fx = *state;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_method wrong = m_unary;
+  /* A client that thinks Unary is server-streaming speaks Connect
+     streaming to it: 415. */
+  wrong.kind = CONCH_STREAM_SERVER;
+  conch_client *c = client_for(fx, &variants[0]);
+  conch_call *call;
+  ProtobufCMessage *m;
+  assert_int_equal(conch_call_start(c, &wrong, NULL, NULL, NULL, &call), 0);
+  assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+  assert_int_equal(conch_call_recv_sync(call, &m), CONCH_ERR_RPC);
+  assert_int_equal(conch_call_status(call)->http_status, 415);
+  conch_call_free(call);
+  conch_client_free(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_unary, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_server_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_client_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bidi, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_error_details, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unknown_method, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_backpressure, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_connect_get, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_raw, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pause, setup, teardown),
+      cmocka_unit_test(test_header_limit),
+      cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unary_refuses_stream_kind, setup,
+                                      teardown),
+      cmocka_unit_test(test_too_big),
+      cmocka_unit_test(test_graceful_shutdown),
+      cmocka_unit_test(test_drain_timeout),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
