@@ -3,7 +3,8 @@
 
 /*
  * Typed conch stubs for the services of process/process.proto, on protobuf-c's
- * process/process.pb-c.h and the conch runtime (conch/call.h).
+ * process/process.pb-c.h and the conch runtime (conch/call.h for clients,
+ * conch/server.h for servers).
  *
  * For method M of service S in package p, in protobuf-c's naming (p__s__m
  * itself is protobuf-c's service stub, so ours add a suffix):
@@ -23,17 +24,26 @@
  *   p__s__m_close_send()  ends the requests (client streaming, bidi)
  *   p__s__m_close_and_recv_sync()  ends the requests and blocks for
  *                    the response (client streaming)
+ *   P__S__M_Rpc      a call as its server handles it: its conch_rpc
+ *                    |base|, typed
+ *   P__S__M_Server   the server's typed handlers of the method
+ *   p__s__m_rpc_send()  sends a response (server side);
+ *                    p__s__m_rpc_finish() ends the call with a status
  *
  * and service S has p__s__methods[], its methods in .proto order and then NULL,
- * and p__s__n_methods.  What a shape does not have is not generated, so misuse
- * does not compile.
+ * p__s__n_methods, P__S_Handlers (a server's table: each method's
+ * P__S__M_Server and one user_data) and p__s__register(), which serves the
+ * table on a conch_server.  What a shape does not have is not generated, so
+ * misuse does not compile.
  *
  * Ownership: requests are borrowed for the call of the function (they are
  * serialized at once).  A response from _recv(), _recv_sync(), _sync() or
  * _close_and_recv_sync() is the caller's, to free with
  * conch_message_free(client, &msg->base); one given to a handler is borrowed
  * until the handler returns.  A started call is the caller's, to free with
- * conch_call_free(call.base).
+ * conch_call_free(call.base).  On the server, a request given to a handler is
+ * borrowed until it returns, a response given to _rpc_send() is borrowed for
+ * that call, and the server frees its calls.
  *
  * Functions return 0 or a negative CONCH_ERR_* (conch/status.h); the outcome of
  * the RPC itself is a conch_status.  Handlers run on the thread that drives the
@@ -47,6 +57,7 @@
 #include <stddef.h>
 
 #include <conch/call.h>
+#include <conch/server.h>
 
 #include "process/process.pb-c.h"
 
@@ -168,6 +179,58 @@ int process__process__list_recv(Process__Process__List_Call call,
 int process__process__list_recv_sync(Process__Process__List_Call call,
                                      Process__ListResponse **msg);
 
+/**
+ * A call of process.Process/List as its server handles it: a typed view of the
+ * server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until process__process__list_rpc_finish() or on_cancel; the
+ * server frees it.
+ */
+typedef struct Process__Process__List_Rpc {
+  conch_rpc *base;
+} Process__Process__List_Rpc;
+
+/**
+ * The server's handlers of process.Process/List, its member of the service's
+ * handler table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Process__Process__List_Server {
+  /** The request.  Answer with one process__process__list_rpc_send() and end
+      with process__process__list_rpc_finish(), here or later. */
+  void (*on_request)(Process__Process__List_Rpc rpc,
+                     const Process__ListRequest *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Process__Process__List_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Process__Process__List_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int process__process__list_rpc_send(Process__Process__List_Rpc rpc,
+                                    const Process__ListResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int process__process__list_rpc_finish(Process__Process__List_Rpc rpc,
+                                      const conch_status *status);
+
 /* ---- process.Process/Connect -------------------------------------------- */
 
 /**
@@ -253,6 +316,63 @@ int process__process__connect_recv(Process__Process__Connect_Call call,
 int process__process__connect_recv_sync(Process__Process__Connect_Call call,
                                         Process__ConnectResponse **msg);
 
+/**
+ * A call of process.Process/Connect as its server handles it: a typed view of
+ * the server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until process__process__connect_rpc_finish() or on_cancel; the
+ * server frees it.
+ */
+typedef struct Process__Process__Connect_Rpc {
+  conch_rpc *base;
+} Process__Process__Connect_Rpc;
+
+/**
+ * The server's handlers of process.Process/Connect, its member of the service's
+ * handler table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Process__Process__Connect_Server {
+  /** The request.  Answer with any number of
+      process__process__connect_rpc_send() and end with
+      process__process__connect_rpc_finish(), here or later. */
+  void (*on_request)(Process__Process__Connect_Rpc rpc,
+                     const Process__ConnectRequest *req, void *user_data);
+  /** The send buffer has room again after process__process__connect_rpc_send()
+      returned CONCH_ERR_AGAIN. */
+  void (*on_send_ready)(Process__Process__Connect_Rpc rpc, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Process__Process__Connect_Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Process__Process__Connect_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  While the send buffer is full, responses are refused with
+ * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int process__process__connect_rpc_send(Process__Process__Connect_Rpc rpc,
+                                       const Process__ConnectResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int process__process__connect_rpc_finish(Process__Process__Connect_Rpc rpc,
+                                         const conch_status *status);
+
 /* ---- process.Process/Start ---------------------------------------------- */
 
 /**
@@ -337,6 +457,62 @@ int process__process__start_recv(Process__Process__Start_Call call,
  */
 int process__process__start_recv_sync(Process__Process__Start_Call call,
                                       Process__StartResponse **msg);
+
+/**
+ * A call of process.Process/Start as its server handles it: a typed view of the
+ * server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until process__process__start_rpc_finish() or on_cancel; the
+ * server frees it.
+ */
+typedef struct Process__Process__Start_Rpc {
+  conch_rpc *base;
+} Process__Process__Start_Rpc;
+
+/**
+ * The server's handlers of process.Process/Start, its member of the service's
+ * handler table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Process__Process__Start_Server {
+  /** The request.  Answer with any number of process__process__start_rpc_send()
+      and end with process__process__start_rpc_finish(), here or later. */
+  void (*on_request)(Process__Process__Start_Rpc rpc,
+                     const Process__StartRequest *req, void *user_data);
+  /** The send buffer has room again after process__process__start_rpc_send()
+      returned CONCH_ERR_AGAIN. */
+  void (*on_send_ready)(Process__Process__Start_Rpc rpc, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Process__Process__Start_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Process__Process__Start_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  While the send buffer is full, responses are refused with
+ * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int process__process__start_rpc_send(Process__Process__Start_Rpc rpc,
+                                     const Process__StartResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int process__process__start_rpc_finish(Process__Process__Start_Rpc rpc,
+                                       const conch_status *status);
 
 /* ---- process.Process/Update --------------------------------------------- */
 
@@ -440,6 +616,58 @@ int process__process__update_recv(Process__Process__Update_Call call,
  */
 int process__process__update_recv_sync(Process__Process__Update_Call call,
                                        Process__UpdateResponse **msg);
+
+/**
+ * A call of process.Process/Update as its server handles it: a typed view of
+ * the server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until process__process__update_rpc_finish() or on_cancel; the
+ * server frees it.
+ */
+typedef struct Process__Process__Update_Rpc {
+  conch_rpc *base;
+} Process__Process__Update_Rpc;
+
+/**
+ * The server's handlers of process.Process/Update, its member of the service's
+ * handler table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Process__Process__Update_Server {
+  /** The request.  Answer with one process__process__update_rpc_send() and end
+      with process__process__update_rpc_finish(), here or later. */
+  void (*on_request)(Process__Process__Update_Rpc rpc,
+                     const Process__UpdateRequest *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Process__Process__Update_Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Process__Process__Update_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int process__process__update_rpc_send(Process__Process__Update_Rpc rpc,
+                                      const Process__UpdateResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int process__process__update_rpc_finish(Process__Process__Update_Rpc rpc,
+                                        const conch_status *status);
 
 /* ---- process.Process/StreamInput ---------------------------------------- */
 
@@ -574,6 +802,63 @@ int process__process__stream_input_close_and_recv_sync(
     Process__Process__StreamInput_Call call,
     Process__StreamInputResponse **resp);
 
+/**
+ * A call of process.Process/StreamInput as its server handles it: a typed view
+ * of the server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until process__process__stream_input_rpc_finish() or on_cancel;
+ * the server frees it.
+ */
+typedef struct Process__Process__StreamInput_Rpc {
+  conch_rpc *base;
+} Process__Process__StreamInput_Rpc;
+
+/**
+ * The server's handlers of process.Process/StreamInput, its member of the
+ * service's handler table.  Set means on_message or on_half_close is not NULL;
+ * unset, the method answers unimplemented.  Other members may be NULL.
+ * Handlers run on the thread that drives the server; what they receive is
+ * borrowed until they return, and their |user_data| is the table's.
+ */
+typedef struct Process__Process__StreamInput_Server {
+  /** A request message. */
+  void (*on_message)(Process__Process__StreamInput_Rpc rpc,
+                     const Process__StreamInputRequest *msg, void *user_data);
+  /** The client sent its last request.  Answer with one
+      process__process__stream_input_rpc_send() and end with
+      process__process__stream_input_rpc_finish(), here or later (or earlier).
+      */
+  void (*on_half_close)(Process__Process__StreamInput_Rpc rpc, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Process__Process__StreamInput_Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Process__Process__StreamInput_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int process__process__stream_input_rpc_send(
+    Process__Process__StreamInput_Rpc rpc,
+    const Process__StreamInputResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int process__process__stream_input_rpc_finish(
+    Process__Process__StreamInput_Rpc rpc, const conch_status *status);
+
 /* ---- process.Process/SendInput ------------------------------------------ */
 
 /**
@@ -675,6 +960,58 @@ int process__process__send_input_recv(Process__Process__SendInput_Call call,
 int process__process__send_input_recv_sync(
     Process__Process__SendInput_Call call, Process__SendInputResponse **msg);
 
+/**
+ * A call of process.Process/SendInput as its server handles it: a typed view of
+ * the server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until process__process__send_input_rpc_finish() or on_cancel; the
+ * server frees it.
+ */
+typedef struct Process__Process__SendInput_Rpc {
+  conch_rpc *base;
+} Process__Process__SendInput_Rpc;
+
+/**
+ * The server's handlers of process.Process/SendInput, its member of the
+ * service's handler table.  Set means on_request is not NULL; unset, the method
+ * answers unimplemented.  Other members may be NULL.  Handlers run on the
+ * thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Process__Process__SendInput_Server {
+  /** The request.  Answer with one process__process__send_input_rpc_send() and
+      end with process__process__send_input_rpc_finish(), here or later. */
+  void (*on_request)(Process__Process__SendInput_Rpc rpc,
+                     const Process__SendInputRequest *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Process__Process__SendInput_Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Process__Process__SendInput_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int process__process__send_input_rpc_send(
+    Process__Process__SendInput_Rpc rpc, const Process__SendInputResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int process__process__send_input_rpc_finish(Process__Process__SendInput_Rpc rpc,
+                                            const conch_status *status);
+
 /* ---- process.Process/SendSignal ----------------------------------------- */
 
 /**
@@ -775,6 +1112,59 @@ int process__process__send_signal_recv(Process__Process__SendSignal_Call call,
  */
 int process__process__send_signal_recv_sync(
     Process__Process__SendSignal_Call call, Process__SendSignalResponse **msg);
+
+/**
+ * A call of process.Process/SendSignal as its server handles it: a typed view
+ * of the server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until process__process__send_signal_rpc_finish() or on_cancel;
+ * the server frees it.
+ */
+typedef struct Process__Process__SendSignal_Rpc {
+  conch_rpc *base;
+} Process__Process__SendSignal_Rpc;
+
+/**
+ * The server's handlers of process.Process/SendSignal, its member of the
+ * service's handler table.  Set means on_request is not NULL; unset, the method
+ * answers unimplemented.  Other members may be NULL.  Handlers run on the
+ * thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Process__Process__SendSignal_Server {
+  /** The request.  Answer with one process__process__send_signal_rpc_send() and
+      end with process__process__send_signal_rpc_finish(), here or later. */
+  void (*on_request)(Process__Process__SendSignal_Rpc rpc,
+                     const Process__SendSignalRequest *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Process__Process__SendSignal_Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Process__Process__SendSignal_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int process__process__send_signal_rpc_send(
+    Process__Process__SendSignal_Rpc rpc,
+    const Process__SendSignalResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int process__process__send_signal_rpc_finish(
+    Process__Process__SendSignal_Rpc rpc, const conch_status *status);
 
 /* ---- process.Process/CloseStdin ----------------------------------------- */
 
@@ -879,6 +1269,101 @@ int process__process__close_stdin_recv(Process__Process__CloseStdin_Call call,
  */
 int process__process__close_stdin_recv_sync(
     Process__Process__CloseStdin_Call call, Process__CloseStdinResponse **msg);
+
+/**
+ * A call of process.Process/CloseStdin as its server handles it: a typed view
+ * of the server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until process__process__close_stdin_rpc_finish() or on_cancel;
+ * the server frees it.
+ */
+typedef struct Process__Process__CloseStdin_Rpc {
+  conch_rpc *base;
+} Process__Process__CloseStdin_Rpc;
+
+/**
+ * The server's handlers of process.Process/CloseStdin, its member of the
+ * service's handler table.  Set means on_request is not NULL; unset, the method
+ * answers unimplemented.  Other members may be NULL.  Handlers run on the
+ * thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Process__Process__CloseStdin_Server {
+  /** The request.  Answer with one process__process__close_stdin_rpc_send() and
+      end with process__process__close_stdin_rpc_finish(), here or later. */
+  void (*on_request)(Process__Process__CloseStdin_Rpc rpc,
+                     const Process__CloseStdinRequest *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Process__Process__CloseStdin_Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Process__Process__CloseStdin_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int process__process__close_stdin_rpc_send(
+    Process__Process__CloseStdin_Rpc rpc,
+    const Process__CloseStdinResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int process__process__close_stdin_rpc_finish(
+    Process__Process__CloseStdin_Rpc rpc, const conch_status *status);
+
+/* ---- server ------------------------------------------------------------- */
+
+/**
+ * The handlers of a server of process.Process: one member per method, in .proto
+ * order, and the |user_data| every handler receives.  Start from {0} (every
+ * method unimplemented) and set what the server implements.
+ */
+typedef struct Process__Process_Handlers {
+  /** process.Process/List. */
+  Process__Process__List_Server list;
+  /** process.Process/Connect. */
+  Process__Process__Connect_Server connect;
+  /** process.Process/Start. */
+  Process__Process__Start_Server start;
+  /** process.Process/Update. */
+  Process__Process__Update_Server update;
+  /** process.Process/StreamInput. */
+  Process__Process__StreamInput_Server stream_input;
+  /** process.Process/SendInput. */
+  Process__Process__SendInput_Server send_input;
+  /** process.Process/SendSignal. */
+  Process__Process__SendSignal_Server send_signal;
+  /** process.Process/CloseStdin. */
+  Process__Process__CloseStdin_Server close_stdin;
+  /** Passed to every handler. */
+  void *user_data;
+} Process__Process_Handlers;
+
+/**
+ * Registers the 8 methods of process.Process on |server|
+ * (conch_server_add_method()) with |handlers|, which is retained: it must stay
+ * valid and unchanged until the server is freed.  A method whose member is
+ * unset answers every call with unimplemented.  Register before serving.
+ *
+ * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
+ * registered on |server| already), CONCH_ERR_STATE (calls are running and the
+ * server's table is full) or CONCH_ERR_NOMEM.  Methods registered before a
+ * failure stay registered.
+ */
+int process__process__register(conch_server *server,
+                               const Process__Process_Handlers *handlers);
 
 #ifdef __cplusplus
 }

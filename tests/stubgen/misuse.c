@@ -7,6 +7,29 @@
 
 void misuse(conch_client *c, Echo__ClientStream_Call cs, Echo__Unary_Call u,
             Echo__ServerStream_Call ss);
+void server_misuse(conch_server *srv, Echo__Unary_Rpc ur,
+                   Echo__ServerStream_Rpc sr);
+
+/* Server handlers: the right one for Echo/Unary, and wrong ones. */
+static void srv_unary(Echo__Unary_Rpc rpc, const Ping *req, void *user_data) {
+  (void)rpc;
+  (void)req;
+  (void)user_data;
+}
+
+static void srv_takes_pong(Echo__Unary_Rpc rpc, const Pong *req,
+                           void *user_data) {
+  (void)rpc;
+  (void)req;
+  (void)user_data;
+}
+
+static void srv_other_rpc(Echo__ServerStream_Rpc rpc, const Ping *req,
+                          void *user_data) {
+  (void)rpc;
+  (void)req;
+  (void)user_data;
+}
 
 static void on_ping(Echo__Unary_Call call, const Ping *msg, void *user_data) {
   (void)call;
@@ -72,4 +95,49 @@ void misuse(conch_client *c, Echo__ClientStream_Call cs, Echo__Unary_Call u,
   (void)u;
   (void)ss;
   (void)resp;
+}
+
+void server_misuse(conch_server *srv, Echo__Unary_Rpc ur,
+                   Echo__ServerStream_Rpc sr) {
+  Ping ping = PING__INIT;
+  Pong pong = PONG__INIT;
+  Echo_Handlers eh = {0};
+  Switch__Handlers other = {0};
+  (void)ping;
+  (void)pong;
+  (void)other;
+  (void)srv_unary;
+  (void)srv_takes_pong;
+  (void)srv_other_rpc;
+
+#if CASE == 0
+  eh.unary.on_request = srv_unary;
+  eh.server_stream.on_request = srv_other_rpc;
+  echo__unary_rpc_send(ur, &pong);
+  echo__server_stream_rpc_send(sr, &pong);
+  echo__unary_rpc_finish(ur, NULL);
+  echo__register(srv, &eh);
+#elif CASE == 9
+  /* Server: a response of the wrong type to a typed send. */
+  echo__unary_rpc_send(ur, &ping);
+#elif CASE == 10
+  /* Server: a handler taking the wrong request type in the table. */
+  eh.unary.on_request = srv_takes_pong;
+#elif CASE == 11
+  /* Server: another method's handler in the table. */
+  eh.unary.on_request = srv_other_rpc;
+#elif CASE == 12
+  /* Server: sending through another method's function. */
+  echo__unary_rpc_send(sr, &pong);
+#elif CASE == 13
+  /* Server: a unary entry has no on_message (one request, on_request). */
+  eh.unary.on_message = srv_unary;
+#elif CASE == 14
+  /* Server: another service's table. */
+  echo__register(srv, &other);
+#endif
+  (void)eh;
+  (void)srv;
+  (void)ur;
+  (void)sr;
 }

@@ -339,6 +339,11 @@ static const char *const guide_names[] = {
     "  p__s__m_close_send()  ends the requests (client streaming, bidi)",
     "  p__s__m_close_and_recv_sync()  ends the requests and blocks for",
     "                   the response (client streaming)",
+    "  P__S__M_Rpc      a call as its server handles it: its conch_rpc",
+    "                   |base|, typed",
+    "  P__S__M_Server   the server's typed handlers of the method",
+    "  p__s__m_rpc_send()  sends a response (server side);",
+    "                   p__s__m_rpc_finish() ends the call with a status",
     NULL};
 
 static void guide_para(sg_buf *b, const char *text) {
@@ -354,7 +359,8 @@ static void file_guide(sg_buf *b, const sg_file *f) {
   sg_buf_init(&t);
   sg_buf_printf(&t,
                 "Typed conch stubs for the services of %s, on protobuf-c's "
-                "%s.pb-c.h and the conch runtime (conch/call.h).",
+                "%s.pb-c.h and the conch runtime (conch/call.h for clients, "
+                "conch/server.h for servers).",
                 f->name, f->base);
   if (t.oom) {
     b->oom = 1;
@@ -370,16 +376,21 @@ static void file_guide(sg_buf *b, const sg_file *f) {
     sg_buf_printf(b, " * %s\n", *line);
   }
   guide_para(b, "and service S has p__s__methods[], its methods in .proto "
-                "order and then NULL, and p__s__n_methods.  What a shape "
-                "does not have is not generated, so misuse does not "
-                "compile.");
+                "order and then NULL, p__s__n_methods, P__S_Handlers (a "
+                "server's table: each method's P__S__M_Server and one "
+                "user_data) and p__s__register(), which serves the table on "
+                "a conch_server.  What a shape does not have is not "
+                "generated, so misuse does not compile.");
   guide_para(b, "Ownership: requests are borrowed for the call of the "
                 "function (they are serialized at once).  A response from "
                 "_recv(), _recv_sync(), _sync() or _close_and_recv_sync() is "
                 "the caller's, to free with conch_message_free(client, "
                 "&msg->base); one given to a handler is borrowed until the "
                 "handler returns.  A started call is the caller's, to free "
-                "with conch_call_free(call.base).");
+                "with conch_call_free(call.base).  On the server, a request "
+                "given to a handler is borrowed until it returns, a "
+                "response given to _rpc_send() is borrowed for that call, "
+                "and the server frees its calls.");
   guide_para(b, "Functions return 0 or a negative CONCH_ERR_* "
                 "(conch/status.h); the outcome of the RPC itself is a "
                 "conch_status.  Handlers run on the thread that drives the "
@@ -450,6 +461,8 @@ typedef struct names {
   sg_buf call_t;    /* the call type */
   sg_buf handler_t; /* the handler type */
   sg_buf resp_desc; /* the response descriptor */
+  sg_buf rpc_t;     /* the server's call type */
+  sg_buf server_t;  /* the server's handlers of the method */
 } names;
 
 static void names_init(names *n, const sg_method *m) {
@@ -460,24 +473,33 @@ static void names_init(names *n, const sg_method *m) {
   sg_buf_init(&n->call_t);
   sg_buf_init(&n->handler_t);
   sg_buf_init(&n->resp_desc);
+  sg_buf_init(&n->rpc_t);
+  sg_buf_init(&n->server_t);
+  sg_buf_printf(&n->rpc_t, "%s_Rpc", m->camel);
+  sg_buf_printf(&n->server_t, "%s_Server", m->camel);
   sg_buf_printf(&n->call_t, "%s_Call", m->camel);
   sg_buf_printf(&n->handler_t, "%s_Handler", m->camel);
   sg_buf_printf(&n->resp_desc, "%s__descriptor", m->out->lower);
 }
 
 static int names_oom(const names *n) {
-  return n->call_t.oom || n->handler_t.oom || n->resp_desc.oom;
+  return n->call_t.oom || n->handler_t.oom || n->resp_desc.oom ||
+         n->rpc_t.oom || n->server_t.oom;
 }
 
 static void names_free(names *n) {
   sg_buf_free(&n->call_t);
   sg_buf_free(&n->handler_t);
   sg_buf_free(&n->resp_desc);
+  sg_buf_free(&n->rpc_t);
+  sg_buf_free(&n->server_t);
 }
 
 #define CALL_T(n) sg_buf_str(&(n)->call_t)
 #define HANDLER_T(n) sg_buf_str(&(n)->handler_t)
 #define RESP_DESC(n) sg_buf_str(&(n)->resp_desc)
+#define RPC_T(n) sg_buf_str(&(n)->rpc_t)
+#define SERVER_T(n) sg_buf_str(&(n)->server_t)
 
 static void header_descriptor(sg_buf *b, const names *n) {
   const sg_method *m = n->m;
@@ -765,6 +787,183 @@ static void header_close_and_recv(sg_buf *b, const names *n, decl *dl) {
   decl_end(b, dl, "", ");");
 }
 
+/* ---- Server half ------------------------------------------------------- */
+
+/* member_doc() of a formatted text. */
+static void member_docf(sg_buf *b, const char *fmt, ...) SG_PRINTF(2, 3);
+
+static void member_docf(sg_buf *b, const char *fmt, ...) {
+  sg_buf t;
+  va_list ap;
+
+  sg_buf_init(&t);
+  va_start(ap, fmt);
+  sg_buf_vprintf(&t, fmt, ap);
+  va_end(ap);
+  if (t.oom) {
+    b->oom = 1;
+  } else {
+    member_doc(b, sg_buf_str(&t));
+  }
+  sg_buf_free(&t);
+}
+
+/* Whether the server streams responses (and so needs on_send_ready). */
+static int is_stream_out(const sg_method *m) {
+  return m->kind == SG_SERVER || m->kind == SG_BIDI;
+}
+
+static void header_server(sg_buf *b, const names *n, decl *dl) {
+  const sg_method *m = n->m;
+  doc d;
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "A call of %s as its server handles it: a typed view of the "
+           "server's handle |base|.  Use |base| with the rest of "
+           "conch/server.h (conch_rpc_request_headers(), "
+           "conch_rpc_response_trailers(), conch_rpc_set_data(), ...).  It "
+           "is the handler's from the first handler that receives it until "
+           "%s_rpc_finish() or on_cancel; the server frees it.",
+           m->path + 1, n->B);
+  doc_close(&d);
+  sg_buf_printf(b, "typedef struct %s {\n  conch_rpc *base;\n} %s;\n",
+                RPC_T(n), RPC_T(n));
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "The server's handlers of %s, its member of the service's "
+           "handler table.  Set means %s; unset, the method answers "
+           "unimplemented.  Other members may be NULL.  Handlers run on the "
+           "thread that drives the server; what they receive is borrowed "
+           "until they return, and their |user_data| is the table's.",
+           m->path + 1,
+           is_stream_in(m) ? "on_message or on_half_close is not NULL"
+                           : "on_request is not NULL");
+  doc_close(&d);
+  sg_buf_printf(b, "typedef struct %s {\n", SERVER_T(n));
+  if (is_stream_in(m)) {
+    member_doc(b, "A request message.");
+    decl_start(dl, "void (*on_message)(");
+    decl_add(dl, "%s rpc", RPC_T(n));
+    decl_add(dl, "const %s *msg", n->req);
+    decl_add(dl, "void *user_data");
+    decl_end(b, dl, "  ", ");");
+    member_docf(b,
+                "The client sent its last request.  Answer with %s%s_rpc_"
+                "send() and end with %s_rpc_finish(), here or later (or "
+                "earlier).",
+                m->kind == SG_CLIENT ? "one " : "", n->B, n->B);
+    decl_start(dl, "void (*on_half_close)(");
+    decl_add(dl, "%s rpc", RPC_T(n));
+    decl_add(dl, "void *user_data");
+    decl_end(b, dl, "  ", ");");
+  } else {
+    member_docf(b,
+                "The request.  Answer with %s %s_rpc_send() and end with "
+                "%s_rpc_finish(), here or later.",
+                m->kind == SG_UNARY ? "one" : "any number of", n->B, n->B);
+    decl_start(dl, "void (*on_request)(");
+    decl_add(dl, "%s rpc", RPC_T(n));
+    decl_add(dl, "const %s *req", n->req);
+    decl_add(dl, "void *user_data");
+    decl_end(b, dl, "  ", ");");
+  }
+  if (is_stream_out(m)) {
+    member_docf(b,
+                "The send buffer has room again after %s_rpc_send() "
+                "returned CONCH_ERR_AGAIN.",
+                n->B);
+    decl_start(dl, "void (*on_send_ready)(");
+    decl_add(dl, "%s rpc", RPC_T(n));
+    decl_add(dl, "void *user_data");
+    decl_end(b, dl, "  ", ");");
+  }
+  member_doc(b, "The call ended before the handler finished it: |status| "
+                "says why (canceled, deadline_exceeded, a broken limit).  "
+                "|rpc| must not be used once this returns.");
+  decl_start(dl, "void (*on_cancel)(");
+  decl_add(dl, "%s rpc", RPC_T(n));
+  decl_add(dl, "const conch_status *status");
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "  ", ");");
+  sg_buf_printf(b, "} %s;\n", SERVER_T(n));
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "Queues the response |msg| of |rpc| (serialized here, borrowed "
+           "for this call only).  %s",
+           m->kind == SG_UNARY || m->kind == SG_CLIENT
+               ? "The call takes one response."
+               : "While the send buffer is full, responses are refused with "
+                 "CONCH_ERR_AGAIN and on_send_ready says when to go on.");
+  doc_para(&d, "Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, "
+               "CONCH_ERR_INVALID (NULL |msg| or |rpc.base|), "
+               "CONCH_ERR_STATE (finished, or a second response where one "
+               "is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or "
+               "CONCH_ERR_NOMEM.");
+  doc_close(&d);
+  decl_start(dl, "int %s_rpc_send(", n->B);
+  decl_add(dl, "%s rpc", RPC_T(n));
+  decl_add(dl, "const %s *msg", n->resp);
+  decl_end(b, dl, "", ");");
+
+  doc_open(&d, b);
+  doc_para(&d, "Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): "
+               "the handler gives |rpc| up.");
+  doc_para(&d, "Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code "
+               "outside 0..16) or CONCH_ERR_STATE (finished already).");
+  doc_close(&d);
+  decl_start(dl, "int %s_rpc_finish(", n->B);
+  decl_add(dl, "%s rpc", RPC_T(n));
+  decl_add(dl, "const conch_status *status");
+  decl_end(b, dl, "", ");");
+}
+
+/* The service's handler table and its registration, after its methods. */
+static void header_register(sg_buf *b, const sg_service *s, decl *dl) {
+  doc d;
+  size_t i;
+
+  sg_buf_putc(b, '\n');
+  rule(b, '-', "server");
+  doc_open(&d, b);
+  doc_para(&d,
+           "The handlers of a server of %s: one member per method, in "
+           ".proto order, and the |user_data| every handler receives.  "
+           "Start from {0} (every method unimplemented) and set what the "
+           "server implements.",
+           s->full);
+  doc_close(&d);
+  sg_buf_printf(b, "typedef struct %s {\n", s->handlers);
+  for (i = 0; i < s->nmethods; i++) {
+    const sg_method *m = &s->methods[i];
+    member_docf(b, "%s.", m->path + 1);
+    sg_buf_printf(b, "  %s_Server %s;\n", m->camel, m->member);
+  }
+  member_doc(b, "Passed to every handler.");
+  sg_buf_printf(b, "  void *user_data;\n} %s;\n", s->handlers);
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "Registers the %zu method%s of %s on |server| "
+           "(conch_server_add_method()) with |handlers|, which is retained: "
+           "it must stay valid and unchanged until the server is freed.  A "
+           "method whose member is unset answers every call with "
+           "unimplemented.  Register before serving.",
+           s->nmethods, s->nmethods == 1 ? "" : "s", s->full);
+  doc_para(&d, "Returns 0, CONCH_ERR_INVALID (a NULL |server| or "
+               "|handlers|, or a method registered on |server| already), "
+               "CONCH_ERR_STATE (calls are running and the server's table "
+               "is full) or CONCH_ERR_NOMEM.  Methods registered before a "
+               "failure stay registered.");
+  doc_close(&d);
+  decl_start(dl, "int %s(", s->reg);
+  decl_add(dl, "conch_server *server");
+  decl_add(dl, "const %s *handlers", s->handlers);
+  decl_end(b, dl, "", ");");
+}
+
 static int header_method(sg_buf *b, const sg_method *m, decl *dl) {
   names n;
   int rv = 0;
@@ -789,6 +988,7 @@ static int header_method(sg_buf *b, const sg_method *m, decl *dl) {
   if (m->kind == SG_CLIENT) {
     header_close_and_recv(b, &n, dl);
   }
+  header_server(b, &n, dl);
   names_free(&n);
   return rv;
 }
@@ -813,9 +1013,9 @@ static int header_service(sg_buf *b, const sg_service *s, decl *dl) {
   }
   if (s->taken != NULL) {
     doc_para(&d,
-             "C names: %s and %s have a trailing '_' because %s is taken by "
-             "%s.",
-             s->table, s->count, s->taken, s->taken_by);
+             "C names: %s, %s, %s and %s have a trailing '_' because %s is "
+             "taken by %s.",
+             s->table, s->count, s->handlers, s->reg, s->taken, s->taken_by);
   }
   doc_close(&d);
   sg_buf_printf(b, "extern const conch_method *const %s[%zu];\n", s->table,
@@ -829,6 +1029,7 @@ static int header_service(sg_buf *b, const sg_service *s, decl *dl) {
       return -1;
     }
   }
+  header_register(b, s, dl);
   return 0;
 }
 
@@ -848,7 +1049,8 @@ int sg_emit_header(sg_buf *b, const sg_file *f) {
                 "#ifndef CONCH_%s__INCLUDED\n"
                 "#define CONCH_%s__INCLUDED\n\n"
                 "#include <stddef.h>\n\n"
-                "#include <conch/call.h>\n\n"
+                "#include <conch/call.h>\n"
+                "#include <conch/server.h>\n\n"
                 "#include \"%s.pb-c.h\"\n\n"
                 "#ifdef __cplusplus\n"
                 "extern \"C\" {\n"
@@ -1114,7 +1316,186 @@ static void source_send(sg_buf *b, const names *n, decl *dl) {
   sg_buf_puts(b, "  return conch_call_close_send(call.base);\n}\n");
 }
 
-static int source_method(sg_buf *b, const sg_method *m, decl *dl) {
+/* The server's trampolines: conch_server_handler members that forward to
+   the typed handlers of the table (the method's user_data). */
+static void source_server(sg_buf *b, const names *n, const sg_service *s,
+                          decl *dl) {
+  const sg_method *m = n->m;
+  size_t k = m->index;
+  const char *mb = m->member;
+
+  sg_buf_putc(b, '\n');
+  decl_start(dl, "static void s%zu_on_call(", k);
+  decl_add(dl, "conch_rpc *rpc");
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "", ") {");
+  sg_buf_printf(b, "  const %s *h = user_data;\n\n", s->handlers);
+  if (is_stream_in(m)) {
+    /* "  if (h->" "X.on_message == NULL && h->" "X.on_half_close == NULL) {"
+       fits in WIDTH, or breaks after the "&&" as clang-format does. */
+    if (2 * strlen(mb) + 60 <= WIDTH) {
+      sg_buf_printf(b,
+                    "  if (h->%s.on_message == NULL && "
+                    "h->%s.on_half_close == NULL) {\n",
+                    mb, mb);
+    } else {
+      sg_buf_printf(b,
+                    "  if (h->%s.on_message == NULL &&\n"
+                    "      h->%s.on_half_close == NULL) {\n",
+                    mb, mb);
+    }
+  } else {
+    sg_buf_printf(b, "  if (h->%s.on_request == NULL) {\n", mb);
+  }
+  sg_buf_puts(b, "    conch_status st;\n\n"
+                 "    conch_status_init(&st);\n"
+                 "    st.code = CONCH_CODE_UNIMPLEMENTED;\n"
+                 "    (void)conch_rpc_finish(rpc, &st);\n"
+                 "  }\n"
+                 "}\n\n");
+
+  decl_start(dl, "static void s%zu_on_message(", k);
+  decl_add(dl, "conch_rpc *rpc");
+  decl_add(dl, "const ProtobufCMessage *msg");
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "", ") {");
+  sg_buf_printf(b,
+                "  const %s *h = user_data;\n"
+                "  %s typed = {rpc};\n\n"
+                "  /* |msg| is the base of a message of the method's input "
+                "type. */\n"
+                "  if (h->%s.%s != NULL) {\n",
+                s->handlers, RPC_T(n), mb,
+                is_stream_in(m) ? "on_message" : "on_request");
+  decl_start(dl, "h->%s.%s(", mb, is_stream_in(m) ? "on_message" : "on_request");
+  decl_add(dl, "typed");
+  decl_add(dl, "(const %s *)msg", n->req);
+  decl_add(dl, "h->user_data");
+  decl_end(b, dl, "    ", ");");
+  sg_buf_puts(b, "  }\n}\n\n");
+
+  if (is_stream_in(m)) {
+    decl_start(dl, "static void s%zu_on_half_close(", k);
+    decl_add(dl, "conch_rpc *rpc");
+    decl_add(dl, "void *user_data");
+    decl_end(b, dl, "", ") {");
+    sg_buf_printf(b,
+                  "  const %s *h = user_data;\n"
+                  "  %s typed = {rpc};\n\n"
+                  "  if (h->%s.on_half_close != NULL) {\n",
+                  s->handlers, RPC_T(n), mb);
+    decl_start(dl, "h->%s.on_half_close(", mb);
+    decl_add(dl, "typed");
+    decl_add(dl, "h->user_data");
+    decl_end(b, dl, "    ", ");");
+    sg_buf_puts(b, "  }\n}\n\n");
+  }
+  if (is_stream_out(m)) {
+    decl_start(dl, "static void s%zu_on_send_ready(", k);
+    decl_add(dl, "conch_rpc *rpc");
+    decl_add(dl, "void *user_data");
+    decl_end(b, dl, "", ") {");
+    sg_buf_printf(b,
+                  "  const %s *h = user_data;\n"
+                  "  %s typed = {rpc};\n\n"
+                  "  if (h->%s.on_send_ready != NULL) {\n",
+                  s->handlers, RPC_T(n), mb);
+    decl_start(dl, "h->%s.on_send_ready(", mb);
+    decl_add(dl, "typed");
+    decl_add(dl, "h->user_data");
+    decl_end(b, dl, "    ", ");");
+    sg_buf_puts(b, "  }\n}\n\n");
+  }
+
+  decl_start(dl, "static void s%zu_on_cancel(", k);
+  decl_add(dl, "conch_rpc *rpc");
+  decl_add(dl, "const conch_status *status");
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "", ") {");
+  sg_buf_printf(b,
+                "  const %s *h = user_data;\n"
+                "  %s typed = {rpc};\n\n"
+                "  if (h->%s.on_cancel != NULL) {\n",
+                s->handlers, RPC_T(n), mb);
+  decl_start(dl, "h->%s.on_cancel(", mb);
+  decl_add(dl, "typed");
+  decl_add(dl, "status");
+  decl_add(dl, "h->user_data");
+  decl_end(b, dl, "    ", ");");
+  sg_buf_puts(b, "  }\n}\n\n");
+
+  sg_buf_printf(b,
+                "static const conch_server_handler s%zu_handler = {\n"
+                "    .on_call = s%zu_on_call,\n"
+                "    .on_message = s%zu_on_message,\n",
+                k, k, k);
+  if (is_stream_in(m)) {
+    sg_buf_printf(b, "    .on_half_close = s%zu_on_half_close,\n", k);
+  }
+  sg_buf_printf(b, "    .on_cancel = s%zu_on_cancel,\n", k);
+  if (is_stream_out(m)) {
+    sg_buf_printf(b, "    .on_send_ready = s%zu_on_send_ready,\n", k);
+  }
+  sg_buf_puts(b, "};\n\n");
+
+  decl_start(dl, "int %s_rpc_send(", n->B);
+  decl_add(dl, "%s rpc", RPC_T(n));
+  decl_add(dl, "const %s *msg", n->resp);
+  decl_end(b, dl, "", ") {");
+  sg_buf_puts(b, "  if (msg == NULL) {\n"
+                 "    return CONCH_ERR_INVALID;\n"
+                 "  }\n"
+                 "  return conch_rpc_send(rpc.base, &msg->base);\n"
+                 "}\n\n");
+  decl_start(dl, "int %s_rpc_finish(", n->B);
+  decl_add(dl, "%s rpc", RPC_T(n));
+  decl_add(dl, "const conch_status *status");
+  decl_end(b, dl, "", ") {");
+  sg_buf_puts(b, "  return conch_rpc_finish(rpc.base, status);\n}\n");
+}
+
+static void source_register(sg_buf *b, const sg_service *s, decl *dl) {
+  size_t i;
+
+  sg_buf_putc(b, '\n');
+  decl_start(dl, "int %s(", s->reg);
+  decl_add(dl, "conch_server *server");
+  decl_add(dl, "const %s *handlers", s->handlers);
+  decl_end(b, dl, "", ") {");
+  if (s->nmethods == 0) {
+    sg_buf_puts(b, "  if (server == NULL || handlers == NULL) {\n"
+                   "    return CONCH_ERR_INVALID;\n"
+                   "  }\n"
+                   "  return 0;\n"
+                   "}\n");
+    return;
+  }
+  sg_buf_puts(b, "  /* The server hands |handlers| back to the trampolines "
+                 "as their\n"
+                 "     user_data, which is not const; they never write "
+                 "through it. */\n"
+                 "  void *ud = (void *)(uintptr_t)handlers;\n"
+                 "  int rv;\n\n"
+                 "  if (server == NULL || handlers == NULL) {\n"
+                 "    return CONCH_ERR_INVALID;\n"
+                 "  }\n");
+  for (i = 0; i < s->nmethods; i++) {
+    const sg_method *m = &s->methods[i];
+    decl_start(dl, "rv = conch_server_add_method(");
+    decl_add(dl, "server");
+    decl_add(dl, "&%s__method", m->lower);
+    decl_add(dl, "&s%zu_handler", m->index);
+    decl_add(dl, "ud");
+    decl_end(b, dl, "  ", ");");
+    sg_buf_puts(b, "  if (rv != 0) {\n"
+                   "    return rv;\n"
+                   "  }\n");
+  }
+  sg_buf_puts(b, "  return 0;\n}\n");
+}
+
+static int source_method(sg_buf *b, const sg_service *s, const sg_method *m,
+                         decl *dl) {
   names n;
 
   names_init(&n, m);
@@ -1140,6 +1521,7 @@ static int source_method(sg_buf *b, const sg_method *m, decl *dl) {
     source_take(b, &n, dl, "_close_and_recv_sync", "resp",
                 "conch_stub_close_and_recv");
   }
+  source_server(b, &n, s, dl);
   names_free(&n);
   return 0;
 }
@@ -1150,7 +1532,7 @@ static int source_service(sg_buf *b, const sg_service *s, decl *dl) {
   sg_buf_putc(b, '\n');
   rule(b, '=', s->full);
   for (i = 0; i < s->nmethods; i++) {
-    if (source_method(b, &s->methods[i], dl) != 0) {
+    if (source_method(b, s, &s->methods[i], dl) != 0) {
       return -1;
     }
   }
@@ -1164,6 +1546,7 @@ static int source_service(sg_buf *b, const sg_service *s, decl *dl) {
                 "};\n\n"
                 "const size_t %s = %zu;\n",
                 s->count, s->nmethods);
+  source_register(b, s, dl);
   return 0;
 }
 
@@ -1177,6 +1560,7 @@ int sg_emit_source(sg_buf *b, const sg_file *f) {
   sg_buf_printf(b,
                 "/* Generated by protoc-gen-conch.  DO NOT EDIT! */\n"
                 "/* Generated from: %s */\n\n"
+                "#include <stdint.h>\n\n"
                 "#include \"%s.conch.h\"\n",
                 f->name, f->base);
   for (i = 0; i < f->nservices && rv == 0; i++) {

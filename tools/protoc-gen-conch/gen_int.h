@@ -41,6 +41,7 @@ typedef struct sg_method {
   int deprecated;
   const char *lower; /* "process__process__start": every function's prefix */
   const char *camel; /* "Process__Process__Start": every type's prefix */
+  const char *member; /* "start": its member in the service's handlers */
   /* When the prefixes carry '_'s to dodge a collision: the name that was
      taken and what took it; NULL otherwise. */
   const char *taken;
@@ -55,6 +56,8 @@ typedef struct sg_service {
   const char *full;  /* "process.Process" */
   const char *table; /* "process__process__methods" */
   const char *count; /* "process__process__n_methods" */
+  const char *reg;   /* "process__process__register" */
+  const char *handlers; /* "Process__Process_Handlers" */
   const char *taken;
   const char *taken_by;
   int deprecated;

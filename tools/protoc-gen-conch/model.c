@@ -305,15 +305,18 @@ static int walk_file(gen *g, sg_file *f) {
 
 /* ---- Our names --------------------------------------------------------- */
 
-static const char *const all_fn[] = {"__method", "_start", "_recv",
-                                     "_recv_sync", NULL};
+static const char *const all_fn[] = {"__method",   "_start",
+                                     "_recv",      "_recv_sync",
+                                     "_rpc_send",  "_rpc_finish",
+                                     NULL};
 static const char *const unary_fn[] = {"_sync", NULL};
 static const char *const client_fn[] = {"_send", "_send_sync", "_close_send",
                                         "_close_and_recv_sync", NULL};
 static const char *const bidi_fn[] = {"_send", "_send_sync", "_close_send",
                                       NULL};
 static const char *const none[] = {NULL};
-static const char *const all_types[] = {"_Call", "_Handler", NULL};
+static const char *const all_types[] = {"_Call", "_Handler", "_Rpc",
+                                        "_Server", NULL};
 
 static const char *const *kind_fn(sg_kind k) {
   switch (k) {
@@ -443,14 +446,22 @@ static int build_method(gen *g, sg_file *f, sg_service *s,
   if (m->lower == NULL || m->camel == NULL || what == NULL) {
     return nomem(g);
   }
-  return pick_prefix(g, &m->lower, &m->camel, all_fn, kind_fn(m->kind),
-                     all_types, what, &m->taken, &m->taken_by);
+  if (pick_prefix(g, &m->lower, &m->camel, all_fn, kind_fn(m->kind),
+                  all_types, what, &m->taken, &m->taken_by) != 0) {
+    return -1;
+  }
+  /* The prefixes differ from each other's in the part after the service,
+     so these members do too. */
+  m->member = m->lower + strlen(svc_lower) + 2;
+  return 0;
 }
 
 static int build_service(gen *g, sg_file *f, const sg_pb_service *ps,
                          sg_service *s, size_t *index) {
-  static const char *const table_sfx[] = {"__methods", "__n_methods", NULL};
-  const char *lower, *camel = NULL, *what;
+  static const char *const table_sfx[] = {"__methods", "__n_methods",
+                                          "__register", NULL};
+  static const char *const type_sfx[] = {"_Handlers", NULL};
+  const char *lower, *camel, *what;
   size_t i;
   int rv;
 
@@ -462,20 +473,24 @@ static int build_service(gen *g, sg_file *f, const sg_pb_service *ps,
   s->deprecated = ps->options != NULL && ps->options->has_deprecated &&
                   ps->options->deprecated;
   lower = full_lower(g, &f->scope, s->full);
+  camel = full_c(g, &f->scope, s->full);
   what = sg_arena_printf(&g->arena, "the method table of %s", s->full);
-  if (lower == NULL || what == NULL) {
+  if (lower == NULL || camel == NULL || what == NULL) {
     return nomem(g);
   }
-  rv = pick_prefix(g, &lower, &camel, table_sfx, none, none, what, &s->taken,
-                   &s->taken_by);
+  rv = pick_prefix(g, &lower, &camel, table_sfx, none, type_sfx, what,
+                   &s->taken, &s->taken_by);
   if (rv != 0) {
     return rv;
   }
   s->table = join(g, lower, "", "__methods");
   s->count = join(g, lower, "", "__n_methods");
+  s->reg = join(g, lower, "", "__register");
+  s->handlers = join(g, camel, "", "_Handlers");
   s->nmethods = ps->n_method;
   s->methods = sg_arena_calloc(&g->arena, ps->n_method + 1, sizeof(sg_method));
-  if (s->table == NULL || s->count == NULL || s->methods == NULL) {
+  if (s->table == NULL || s->count == NULL || s->reg == NULL ||
+      s->handlers == NULL || s->methods == NULL) {
     return nomem(g);
   }
   for (i = 0; i < ps->n_method; i++) {

@@ -4,7 +4,7 @@
 /*
  * Typed conch stubs for the services of conformance/v1/service.proto, on
  * protobuf-c's conformance/v1/service.pb-c.h and the conch runtime
- * (conch/call.h).
+ * (conch/call.h for clients, conch/server.h for servers).
  *
  * For method M of service S in package p, in protobuf-c's naming (p__s__m
  * itself is protobuf-c's service stub, so ours add a suffix):
@@ -24,17 +24,26 @@
  *   p__s__m_close_send()  ends the requests (client streaming, bidi)
  *   p__s__m_close_and_recv_sync()  ends the requests and blocks for
  *                    the response (client streaming)
+ *   P__S__M_Rpc      a call as its server handles it: its conch_rpc
+ *                    |base|, typed
+ *   P__S__M_Server   the server's typed handlers of the method
+ *   p__s__m_rpc_send()  sends a response (server side);
+ *                    p__s__m_rpc_finish() ends the call with a status
  *
  * and service S has p__s__methods[], its methods in .proto order and then NULL,
- * and p__s__n_methods.  What a shape does not have is not generated, so misuse
- * does not compile.
+ * p__s__n_methods, P__S_Handlers (a server's table: each method's
+ * P__S__M_Server and one user_data) and p__s__register(), which serves the
+ * table on a conch_server.  What a shape does not have is not generated, so
+ * misuse does not compile.
  *
  * Ownership: requests are borrowed for the call of the function (they are
  * serialized at once).  A response from _recv(), _recv_sync(), _sync() or
  * _close_and_recv_sync() is the caller's, to free with
  * conch_message_free(client, &msg->base); one given to a handler is borrowed
  * until the handler returns.  A started call is the caller's, to free with
- * conch_call_free(call.base).
+ * conch_call_free(call.base).  On the server, a request given to a handler is
+ * borrowed until it returns, a response given to _rpc_send() is borrowed for
+ * that call, and the server frees its calls.
  *
  * Functions return 0 or a negative CONCH_ERR_* (conch/status.h); the outcome of
  * the RPC itself is a conch_status.  Handlers run on the thread that drives the
@@ -48,6 +57,7 @@
 #include <stddef.h>
 
 #include <conch/call.h>
+#include <conch/server.h>
 
 #include "conformance/v1/service.pb-c.h"
 
@@ -189,6 +199,65 @@ int connectrpc__conformance__v1__conformance_service__unary_recv_sync(
     Connectrpc__Conformance__V1__ConformanceService__Unary_Call call,
     Connectrpc__Conformance__V1__UnaryResponse **msg);
 
+/**
+ * A call of connectrpc.conformance.v1.ConformanceService/Unary as its server
+ * handles it: a typed view of the server's handle |base|.  Use |base| with the
+ * rest of conch/server.h (conch_rpc_request_headers(),
+ * conch_rpc_response_trailers(), conch_rpc_set_data(), ...).  It is the
+ * handler's from the first handler that receives it until
+ * connectrpc__conformance__v1__conformance_service__unary_rpc_finish() or
+ * on_cancel; the server frees it.
+ */
+typedef struct Connectrpc__Conformance__V1__ConformanceService__Unary_Rpc {
+  conch_rpc *base;
+} Connectrpc__Conformance__V1__ConformanceService__Unary_Rpc;
+
+/**
+ * The server's handlers of connectrpc.conformance.v1.ConformanceService/Unary,
+ * its member of the service's handler table.  Set means on_request is not NULL;
+ * unset, the method answers unimplemented.  Other members may be NULL.
+ * Handlers run on the thread that drives the server; what they receive is
+ * borrowed until they return, and their |user_data| is the table's.
+ */
+typedef struct Connectrpc__Conformance__V1__ConformanceService__Unary_Server {
+  /** The request.  Answer with one
+      connectrpc__conformance__v1__conformance_service__unary_rpc_send() and end
+      with connectrpc__conformance__v1__conformance_service__unary_rpc_finish(),
+      here or later. */
+  void (*on_request)(
+      Connectrpc__Conformance__V1__ConformanceService__Unary_Rpc rpc,
+      const Connectrpc__Conformance__V1__UnaryRequest *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(
+      Connectrpc__Conformance__V1__ConformanceService__Unary_Rpc rpc,
+      const conch_status *status, void *user_data);
+} Connectrpc__Conformance__V1__ConformanceService__Unary_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int connectrpc__conformance__v1__conformance_service__unary_rpc_send(
+    Connectrpc__Conformance__V1__ConformanceService__Unary_Rpc rpc,
+    const Connectrpc__Conformance__V1__UnaryResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int connectrpc__conformance__v1__conformance_service__unary_rpc_finish(
+    Connectrpc__Conformance__V1__ConformanceService__Unary_Rpc rpc,
+    const conch_status *status);
+
 /* ---- connectrpc.conformance.v1.ConformanceService/ServerStream ---------- */
 
 /**
@@ -290,6 +359,75 @@ int connectrpc__conformance__v1__conformance_service__server_stream_recv(
 int connectrpc__conformance__v1__conformance_service__server_stream_recv_sync(
     Connectrpc__Conformance__V1__ConformanceService__ServerStream_Call call,
     Connectrpc__Conformance__V1__ServerStreamResponse **msg);
+
+/**
+ * A call of connectrpc.conformance.v1.ConformanceService/ServerStream as its
+ * server handles it: a typed view of the server's handle |base|.  Use |base|
+ * with the rest of conch/server.h (conch_rpc_request_headers(),
+ * conch_rpc_response_trailers(), conch_rpc_set_data(), ...).  It is the
+ * handler's from the first handler that receives it until
+ * connectrpc__conformance__v1__conformance_service__server_stream_rpc_finish()
+ * or on_cancel; the server frees it.
+ */
+typedef struct Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc {
+  conch_rpc *base;
+} Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc;
+
+/**
+ * The server's handlers of
+ * connectrpc.conformance.v1.ConformanceService/ServerStream, its member of the
+ * service's handler table.  Set means on_request is not NULL; unset, the method
+ * answers unimplemented.  Other members may be NULL.  Handlers run on the
+ * thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Connectrpc__Conformance__V1__ConformanceService__ServerStream_Server {
+  /** The request.  Answer with any number of
+      connectrpc__conformance__v1__conformance_service__server_stream_rpc_send()
+      and end with
+      connectrpc__conformance__v1__conformance_service__server_stream_rpc_finish(),
+      here or later. */
+  void (*on_request)(
+      Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc,
+      const Connectrpc__Conformance__V1__ServerStreamRequest *req,
+      void *user_data);
+  /** The send buffer has room again after
+      connectrpc__conformance__v1__conformance_service__server_stream_rpc_send()
+      returned CONCH_ERR_AGAIN. */
+  void (*on_send_ready)(
+      Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc,
+      void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(
+      Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc,
+      const conch_status *status, void *user_data);
+} Connectrpc__Conformance__V1__ConformanceService__ServerStream_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  While the send buffer is full, responses are refused with
+ * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int connectrpc__conformance__v1__conformance_service__server_stream_rpc_send(
+    Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc,
+    const Connectrpc__Conformance__V1__ServerStreamResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int connectrpc__conformance__v1__conformance_service__server_stream_rpc_finish(
+    Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc,
+    const conch_status *status);
 
 /* ---- connectrpc.conformance.v1.ConformanceService/ClientStream ---------- */
 
@@ -441,6 +579,72 @@ int connectrpc__conformance__v1__conformance_service__client_stream_close_and_re
     Connectrpc__Conformance__V1__ConformanceService__ClientStream_Call call,
     Connectrpc__Conformance__V1__ClientStreamResponse **resp);
 
+/**
+ * A call of connectrpc.conformance.v1.ConformanceService/ClientStream as its
+ * server handles it: a typed view of the server's handle |base|.  Use |base|
+ * with the rest of conch/server.h (conch_rpc_request_headers(),
+ * conch_rpc_response_trailers(), conch_rpc_set_data(), ...).  It is the
+ * handler's from the first handler that receives it until
+ * connectrpc__conformance__v1__conformance_service__client_stream_rpc_finish()
+ * or on_cancel; the server frees it.
+ */
+typedef struct Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc {
+  conch_rpc *base;
+} Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc;
+
+/**
+ * The server's handlers of
+ * connectrpc.conformance.v1.ConformanceService/ClientStream, its member of the
+ * service's handler table.  Set means on_message or on_half_close is not NULL;
+ * unset, the method answers unimplemented.  Other members may be NULL.
+ * Handlers run on the thread that drives the server; what they receive is
+ * borrowed until they return, and their |user_data| is the table's.
+ */
+typedef struct Connectrpc__Conformance__V1__ConformanceService__ClientStream_Server {
+  /** A request message. */
+  void (*on_message)(
+      Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc rpc,
+      const Connectrpc__Conformance__V1__ClientStreamRequest *msg,
+      void *user_data);
+  /** The client sent its last request.  Answer with one
+      connectrpc__conformance__v1__conformance_service__client_stream_rpc_send()
+      and end with
+      connectrpc__conformance__v1__conformance_service__client_stream_rpc_finish(),
+      here or later (or earlier). */
+  void (*on_half_close)(
+      Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc rpc,
+      void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(
+      Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc rpc,
+      const conch_status *status, void *user_data);
+} Connectrpc__Conformance__V1__ConformanceService__ClientStream_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int connectrpc__conformance__v1__conformance_service__client_stream_rpc_send(
+    Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc rpc,
+    const Connectrpc__Conformance__V1__ClientStreamResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int connectrpc__conformance__v1__conformance_service__client_stream_rpc_finish(
+    Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc rpc,
+    const conch_status *status);
+
 /* ---- connectrpc.conformance.v1.ConformanceService/BidiStream ------------ */
 
 /**
@@ -579,6 +783,79 @@ int connectrpc__conformance__v1__conformance_service__bidi_stream_recv_sync(
     Connectrpc__Conformance__V1__ConformanceService__BidiStream_Call call,
     Connectrpc__Conformance__V1__BidiStreamResponse **msg);
 
+/**
+ * A call of connectrpc.conformance.v1.ConformanceService/BidiStream as its
+ * server handles it: a typed view of the server's handle |base|.  Use |base|
+ * with the rest of conch/server.h (conch_rpc_request_headers(),
+ * conch_rpc_response_trailers(), conch_rpc_set_data(), ...).  It is the
+ * handler's from the first handler that receives it until
+ * connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_finish() or
+ * on_cancel; the server frees it.
+ */
+typedef struct Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc {
+  conch_rpc *base;
+} Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc;
+
+/**
+ * The server's handlers of
+ * connectrpc.conformance.v1.ConformanceService/BidiStream, its member of the
+ * service's handler table.  Set means on_message or on_half_close is not NULL;
+ * unset, the method answers unimplemented.  Other members may be NULL.
+ * Handlers run on the thread that drives the server; what they receive is
+ * borrowed until they return, and their |user_data| is the table's.
+ */
+typedef struct Connectrpc__Conformance__V1__ConformanceService__BidiStream_Server {
+  /** A request message. */
+  void (*on_message)(
+      Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
+      const Connectrpc__Conformance__V1__BidiStreamRequest *msg,
+      void *user_data);
+  /** The client sent its last request.  Answer with
+      connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_send()
+      and end with
+      connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_finish(),
+      here or later (or earlier). */
+  void (*on_half_close)(
+      Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
+      void *user_data);
+  /** The send buffer has room again after
+      connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_send()
+      returned CONCH_ERR_AGAIN. */
+  void (*on_send_ready)(
+      Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
+      void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(
+      Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
+      const conch_status *status, void *user_data);
+} Connectrpc__Conformance__V1__ConformanceService__BidiStream_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  While the send buffer is full, responses are refused with
+ * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_send(
+    Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
+    const Connectrpc__Conformance__V1__BidiStreamResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_finish(
+    Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
+    const conch_status *status);
+
 /* ---- connectrpc.conformance.v1.ConformanceService/Unimplemented --------- */
 
 /**
@@ -694,6 +971,68 @@ int connectrpc__conformance__v1__conformance_service__unimplemented_recv(
 int connectrpc__conformance__v1__conformance_service__unimplemented_recv_sync(
     Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Call call,
     Connectrpc__Conformance__V1__UnimplementedResponse **msg);
+
+/**
+ * A call of connectrpc.conformance.v1.ConformanceService/Unimplemented as its
+ * server handles it: a typed view of the server's handle |base|.  Use |base|
+ * with the rest of conch/server.h (conch_rpc_request_headers(),
+ * conch_rpc_response_trailers(), conch_rpc_set_data(), ...).  It is the
+ * handler's from the first handler that receives it until
+ * connectrpc__conformance__v1__conformance_service__unimplemented_rpc_finish()
+ * or on_cancel; the server frees it.
+ */
+typedef struct Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Rpc {
+  conch_rpc *base;
+} Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Rpc;
+
+/**
+ * The server's handlers of
+ * connectrpc.conformance.v1.ConformanceService/Unimplemented, its member of the
+ * service's handler table.  Set means on_request is not NULL; unset, the method
+ * answers unimplemented.  Other members may be NULL.  Handlers run on the
+ * thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Server {
+  /** The request.  Answer with one
+      connectrpc__conformance__v1__conformance_service__unimplemented_rpc_send()
+      and end with
+      connectrpc__conformance__v1__conformance_service__unimplemented_rpc_finish(),
+      here or later. */
+  void (*on_request)(
+      Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Rpc rpc,
+      const Connectrpc__Conformance__V1__UnimplementedRequest *req,
+      void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(
+      Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Rpc rpc,
+      const conch_status *status, void *user_data);
+} Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int connectrpc__conformance__v1__conformance_service__unimplemented_rpc_send(
+    Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Rpc rpc,
+    const Connectrpc__Conformance__V1__UnimplementedResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int connectrpc__conformance__v1__conformance_service__unimplemented_rpc_finish(
+    Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Rpc rpc,
+    const conch_status *status);
 
 /* ---- connectrpc.conformance.v1.ConformanceService/IdempotentUnary ------- */
 
@@ -813,6 +1152,109 @@ int connectrpc__conformance__v1__conformance_service__idempotent_unary_recv(
 int connectrpc__conformance__v1__conformance_service__idempotent_unary_recv_sync(
     Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Call call,
     Connectrpc__Conformance__V1__IdempotentUnaryResponse **msg);
+
+/**
+ * A call of connectrpc.conformance.v1.ConformanceService/IdempotentUnary as its
+ * server handles it: a typed view of the server's handle |base|.  Use |base|
+ * with the rest of conch/server.h (conch_rpc_request_headers(),
+ * conch_rpc_response_trailers(), conch_rpc_set_data(), ...).  It is the
+ * handler's from the first handler that receives it until
+ * connectrpc__conformance__v1__conformance_service__idempotent_unary_rpc_finish()
+ * or on_cancel; the server frees it.
+ */
+typedef struct Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Rpc {
+  conch_rpc *base;
+} Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Rpc;
+
+/**
+ * The server's handlers of
+ * connectrpc.conformance.v1.ConformanceService/IdempotentUnary, its member of
+ * the service's handler table.  Set means on_request is not NULL; unset, the
+ * method answers unimplemented.  Other members may be NULL.  Handlers run on
+ * the thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Server {
+  /** The request.  Answer with one
+      connectrpc__conformance__v1__conformance_service__idempotent_unary_rpc_send()
+      and end with
+      connectrpc__conformance__v1__conformance_service__idempotent_unary_rpc_finish(),
+      here or later. */
+  void (*on_request)(
+      Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Rpc rpc,
+      const Connectrpc__Conformance__V1__IdempotentUnaryRequest *req,
+      void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(
+      Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Rpc rpc,
+      const conch_status *status, void *user_data);
+} Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int connectrpc__conformance__v1__conformance_service__idempotent_unary_rpc_send(
+    Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Rpc rpc,
+    const Connectrpc__Conformance__V1__IdempotentUnaryResponse *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int connectrpc__conformance__v1__conformance_service__idempotent_unary_rpc_finish(
+    Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Rpc rpc,
+    const conch_status *status);
+
+/* ---- server ------------------------------------------------------------- */
+
+/**
+ * The handlers of a server of connectrpc.conformance.v1.ConformanceService: one
+ * member per method, in .proto order, and the |user_data| every handler
+ * receives.  Start from {0} (every method unimplemented) and set what the
+ * server implements.
+ */
+typedef struct Connectrpc__Conformance__V1__ConformanceService_Handlers {
+  /** connectrpc.conformance.v1.ConformanceService/Unary. */
+  Connectrpc__Conformance__V1__ConformanceService__Unary_Server unary;
+  /** connectrpc.conformance.v1.ConformanceService/ServerStream. */
+  Connectrpc__Conformance__V1__ConformanceService__ServerStream_Server server_stream;
+  /** connectrpc.conformance.v1.ConformanceService/ClientStream. */
+  Connectrpc__Conformance__V1__ConformanceService__ClientStream_Server client_stream;
+  /** connectrpc.conformance.v1.ConformanceService/BidiStream. */
+  Connectrpc__Conformance__V1__ConformanceService__BidiStream_Server bidi_stream;
+  /** connectrpc.conformance.v1.ConformanceService/Unimplemented. */
+  Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Server unimplemented;
+  /** connectrpc.conformance.v1.ConformanceService/IdempotentUnary. */
+  Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Server idempotent_unary;
+  /** Passed to every handler. */
+  void *user_data;
+} Connectrpc__Conformance__V1__ConformanceService_Handlers;
+
+/**
+ * Registers the 6 methods of connectrpc.conformance.v1.ConformanceService on
+ * |server| (conch_server_add_method()) with |handlers|, which is retained: it
+ * must stay valid and unchanged until the server is freed.  A method whose
+ * member is unset answers every call with unimplemented.  Register before
+ * serving.
+ *
+ * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
+ * registered on |server| already), CONCH_ERR_STATE (calls are running and the
+ * server's table is full) or CONCH_ERR_NOMEM.  Methods registered before a
+ * failure stay registered.
+ */
+int connectrpc__conformance__v1__conformance_service__register(
+    conch_server *server,
+    const Connectrpc__Conformance__V1__ConformanceService_Handlers *handlers);
 
 #ifdef __cplusplus
 }

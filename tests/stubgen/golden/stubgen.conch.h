@@ -3,7 +3,8 @@
 
 /*
  * Typed conch stubs for the services of stubgen.proto, on protobuf-c's
- * stubgen.pb-c.h and the conch runtime (conch/call.h).
+ * stubgen.pb-c.h and the conch runtime (conch/call.h for clients,
+ * conch/server.h for servers).
  *
  * For method M of service S in package p, in protobuf-c's naming (p__s__m
  * itself is protobuf-c's service stub, so ours add a suffix):
@@ -23,17 +24,26 @@
  *   p__s__m_close_send()  ends the requests (client streaming, bidi)
  *   p__s__m_close_and_recv_sync()  ends the requests and blocks for
  *                    the response (client streaming)
+ *   P__S__M_Rpc      a call as its server handles it: its conch_rpc
+ *                    |base|, typed
+ *   P__S__M_Server   the server's typed handlers of the method
+ *   p__s__m_rpc_send()  sends a response (server side);
+ *                    p__s__m_rpc_finish() ends the call with a status
  *
  * and service S has p__s__methods[], its methods in .proto order and then NULL,
- * and p__s__n_methods.  What a shape does not have is not generated, so misuse
- * does not compile.
+ * p__s__n_methods, P__S_Handlers (a server's table: each method's
+ * P__S__M_Server and one user_data) and p__s__register(), which serves the
+ * table on a conch_server.  What a shape does not have is not generated, so
+ * misuse does not compile.
  *
  * Ownership: requests are borrowed for the call of the function (they are
  * serialized at once).  A response from _recv(), _recv_sync(), _sync() or
  * _close_and_recv_sync() is the caller's, to free with
  * conch_message_free(client, &msg->base); one given to a handler is borrowed
  * until the handler returns.  A started call is the caller's, to free with
- * conch_call_free(call.base).
+ * conch_call_free(call.base).  On the server, a request given to a handler is
+ * borrowed until it returns, a response given to _rpc_send() is borrowed for
+ * that call, and the server frees its calls.
  *
  * Functions return 0 or a negative CONCH_ERR_* (conch/status.h); the outcome of
  * the RPC itself is a conch_status.  Handlers run on the thread that drives the
@@ -47,6 +57,7 @@
 #include <stddef.h>
 
 #include <conch/call.h>
+#include <conch/server.h>
 
 #include "stubgen.pb-c.h"
 
@@ -162,6 +173,54 @@ int echo__unary_recv(Echo__Unary_Call call, Pong **msg);
  */
 int echo__unary_recv_sync(Echo__Unary_Call call, Pong **msg);
 
+/**
+ * A call of Echo/Unary as its server handles it: a typed view of the server's
+ * handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until echo__unary_rpc_finish() or on_cancel; the server frees it.
+ */
+typedef struct Echo__Unary_Rpc {
+  conch_rpc *base;
+} Echo__Unary_Rpc;
+
+/**
+ * The server's handlers of Echo/Unary, its member of the service's handler
+ * table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Echo__Unary_Server {
+  /** The request.  Answer with one echo__unary_rpc_send() and end with
+      echo__unary_rpc_finish(), here or later. */
+  void (*on_request)(Echo__Unary_Rpc rpc, const Ping *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Echo__Unary_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Echo__Unary_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int echo__unary_rpc_send(Echo__Unary_Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int echo__unary_rpc_finish(Echo__Unary_Rpc rpc, const conch_status *status);
+
 /* ---- Echo/ServerStream -------------------------------------------------- */
 
 /**
@@ -242,6 +301,61 @@ int echo__server_stream_recv(Echo__ServerStream_Call call, Pong **msg);
  * CONCH_ERR_RECURSIVE when called from a handler.
  */
 int echo__server_stream_recv_sync(Echo__ServerStream_Call call, Pong **msg);
+
+/**
+ * A call of Echo/ServerStream as its server handles it: a typed view of the
+ * server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until echo__server_stream_rpc_finish() or on_cancel; the server
+ * frees it.
+ */
+typedef struct Echo__ServerStream_Rpc {
+  conch_rpc *base;
+} Echo__ServerStream_Rpc;
+
+/**
+ * The server's handlers of Echo/ServerStream, its member of the service's
+ * handler table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Echo__ServerStream_Server {
+  /** The request.  Answer with any number of echo__server_stream_rpc_send() and
+      end with echo__server_stream_rpc_finish(), here or later. */
+  void (*on_request)(Echo__ServerStream_Rpc rpc, const Ping *req,
+                     void *user_data);
+  /** The send buffer has room again after echo__server_stream_rpc_send()
+      returned CONCH_ERR_AGAIN. */
+  void (*on_send_ready)(Echo__ServerStream_Rpc rpc, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Echo__ServerStream_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Echo__ServerStream_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  While the send buffer is full, responses are refused with
+ * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int echo__server_stream_rpc_send(Echo__ServerStream_Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int echo__server_stream_rpc_finish(Echo__ServerStream_Rpc rpc,
+                                   const conch_status *status);
 
 /* ---- Echo/ClientStream -------------------------------------------------- */
 
@@ -364,6 +478,60 @@ int echo__client_stream_recv_sync(Echo__ClientStream_Call call, Pong **msg);
 int echo__client_stream_close_and_recv_sync(Echo__ClientStream_Call call,
                                             Pong **resp);
 
+/**
+ * A call of Echo/ClientStream as its server handles it: a typed view of the
+ * server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until echo__client_stream_rpc_finish() or on_cancel; the server
+ * frees it.
+ */
+typedef struct Echo__ClientStream_Rpc {
+  conch_rpc *base;
+} Echo__ClientStream_Rpc;
+
+/**
+ * The server's handlers of Echo/ClientStream, its member of the service's
+ * handler table.  Set means on_message or on_half_close is not NULL; unset, the
+ * method answers unimplemented.  Other members may be NULL.  Handlers run on
+ * the thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Echo__ClientStream_Server {
+  /** A request message. */
+  void (*on_message)(Echo__ClientStream_Rpc rpc, const Ping *msg,
+                     void *user_data);
+  /** The client sent its last request.  Answer with one
+      echo__client_stream_rpc_send() and end with
+      echo__client_stream_rpc_finish(), here or later (or earlier). */
+  void (*on_half_close)(Echo__ClientStream_Rpc rpc, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Echo__ClientStream_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Echo__ClientStream_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int echo__client_stream_rpc_send(Echo__ClientStream_Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int echo__client_stream_rpc_finish(Echo__ClientStream_Rpc rpc,
+                                   const conch_status *status);
+
 /* ---- Echo/Bidi ---------------------------------------------------------- */
 
 /**
@@ -470,6 +638,60 @@ int echo__bidi_recv(Echo__Bidi_Call call, Pong **msg);
  */
 int echo__bidi_recv_sync(Echo__Bidi_Call call, Pong **msg);
 
+/**
+ * A call of Echo/Bidi as its server handles it: a typed view of the server's
+ * handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until echo__bidi_rpc_finish() or on_cancel; the server frees it.
+ */
+typedef struct Echo__Bidi_Rpc {
+  conch_rpc *base;
+} Echo__Bidi_Rpc;
+
+/**
+ * The server's handlers of Echo/Bidi, its member of the service's handler
+ * table.  Set means on_message or on_half_close is not NULL; unset, the method
+ * answers unimplemented.  Other members may be NULL.  Handlers run on the
+ * thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Echo__Bidi_Server {
+  /** A request message. */
+  void (*on_message)(Echo__Bidi_Rpc rpc, const Ping *msg, void *user_data);
+  /** The client sent its last request.  Answer with echo__bidi_rpc_send() and
+      end with echo__bidi_rpc_finish(), here or later (or earlier). */
+  void (*on_half_close)(Echo__Bidi_Rpc rpc, void *user_data);
+  /** The send buffer has room again after echo__bidi_rpc_send() returned
+      CONCH_ERR_AGAIN. */
+  void (*on_send_ready)(Echo__Bidi_Rpc rpc, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Echo__Bidi_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Echo__Bidi_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  While the send buffer is full, responses are refused with
+ * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int echo__bidi_rpc_send(Echo__Bidi_Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int echo__bidi_rpc_finish(Echo__Bidi_Rpc rpc, const conch_status *status);
+
 /* ---- Echo/Lookup -------------------------------------------------------- */
 
 /**
@@ -570,6 +792,56 @@ int echo__lookup_recv(Echo__Lookup_Call call, Ping__Inner__Deeper **msg);
  */
 int echo__lookup_recv_sync(Echo__Lookup_Call call, Ping__Inner__Deeper **msg);
 
+/**
+ * A call of Echo/Lookup as its server handles it: a typed view of the server's
+ * handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until echo__lookup_rpc_finish() or on_cancel; the server frees
+ * it.
+ */
+typedef struct Echo__Lookup_Rpc {
+  conch_rpc *base;
+} Echo__Lookup_Rpc;
+
+/**
+ * The server's handlers of Echo/Lookup, its member of the service's handler
+ * table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Echo__Lookup_Server {
+  /** The request.  Answer with one echo__lookup_rpc_send() and end with
+      echo__lookup_rpc_finish(), here or later. */
+  void (*on_request)(Echo__Lookup_Rpc rpc, const Ping__Inner *req,
+                     void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Echo__Lookup_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Echo__Lookup_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int echo__lookup_rpc_send(Echo__Lookup_Rpc rpc, const Ping__Inner__Deeper *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int echo__lookup_rpc_finish(Echo__Lookup_Rpc rpc, const conch_status *status);
+
 /* ---- Echo/Put ----------------------------------------------------------- */
 
 /**
@@ -665,6 +937,91 @@ int echo__put_recv(Echo__Put_Call call, Pong **msg);
  */
 int echo__put_recv_sync(Echo__Put_Call call, Pong **msg);
 
+/**
+ * A call of Echo/Put as its server handles it: a typed view of the server's
+ * handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until echo__put_rpc_finish() or on_cancel; the server frees it.
+ */
+typedef struct Echo__Put_Rpc {
+  conch_rpc *base;
+} Echo__Put_Rpc;
+
+/**
+ * The server's handlers of Echo/Put, its member of the service's handler table.
+ * Set means on_request is not NULL; unset, the method answers unimplemented.
+ * Other members may be NULL.  Handlers run on the thread that drives the
+ * server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Echo__Put_Server {
+  /** The request.  Answer with one echo__put_rpc_send() and end with
+      echo__put_rpc_finish(), here or later. */
+  void (*on_request)(Echo__Put_Rpc rpc, const Ping *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Echo__Put_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Echo__Put_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int echo__put_rpc_send(Echo__Put_Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int echo__put_rpc_finish(Echo__Put_Rpc rpc, const conch_status *status);
+
+/* ---- server ------------------------------------------------------------- */
+
+/**
+ * The handlers of a server of Echo: one member per method, in .proto order, and
+ * the |user_data| every handler receives.  Start from {0} (every method
+ * unimplemented) and set what the server implements.
+ */
+typedef struct Echo_Handlers {
+  /** Echo/Unary. */
+  Echo__Unary_Server unary;
+  /** Echo/ServerStream. */
+  Echo__ServerStream_Server server_stream;
+  /** Echo/ClientStream. */
+  Echo__ClientStream_Server client_stream;
+  /** Echo/Bidi. */
+  Echo__Bidi_Server bidi;
+  /** Echo/Lookup. */
+  Echo__Lookup_Server lookup;
+  /** Echo/Put. */
+  Echo__Put_Server put;
+  /** Passed to every handler. */
+  void *user_data;
+} Echo_Handlers;
+
+/**
+ * Registers the 6 methods of Echo on |server| (conch_server_add_method()) with
+ * |handlers|, which is retained: it must stay valid and unchanged until the
+ * server is freed.  A method whose member is unset answers every call with
+ * unimplemented.  Register before serving.
+ *
+ * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
+ * registered on |server| already), CONCH_ERR_STATE (calls are running and the
+ * server's table is full) or CONCH_ERR_NOMEM.  Methods registered before a
+ * failure stay registered.
+ */
+int echo__register(conch_server *server, const Echo_Handlers *handlers);
+
 /* ==== Switch ============================================================= */
 
 /**
@@ -675,8 +1032,9 @@ int echo__put_recv_sync(Echo__Put_Call call, Pong **msg);
  * its own name in Pong.method.  (Methods cannot be named by C keywords:
  * protoc-c 1.4.1 makes them members of its service struct as they are.)
  *
- * C names: switch___methods and switch___n_methods have a trailing '_' because
- * switch__methods is taken by protobuf-c's service stub for Switch/Methods.
+ * C names: switch___methods, switch___n_methods, Switch__Handlers and
+ * switch___register have a trailing '_' because switch__methods is taken by
+ * protobuf-c's service stub for Switch/Methods.
  */
 extern const conch_method *const switch___methods[11];
 
@@ -784,6 +1142,55 @@ int switch__get__recv(Switch__Get__Call call, Pong **msg);
  */
 int switch__get__recv_sync(Switch__Get__Call call, Pong **msg);
 
+/**
+ * A call of Switch/Get as its server handles it: a typed view of the server's
+ * handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until switch__get__rpc_finish() or on_cancel; the server frees
+ * it.
+ */
+typedef struct Switch__Get__Rpc {
+  conch_rpc *base;
+} Switch__Get__Rpc;
+
+/**
+ * The server's handlers of Switch/Get, its member of the service's handler
+ * table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Switch__Get__Server {
+  /** The request.  Answer with one switch__get__rpc_send() and end with
+      switch__get__rpc_finish(), here or later. */
+  void (*on_request)(Switch__Get__Rpc rpc, const Ping *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Switch__Get__Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Switch__Get__Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int switch__get__rpc_send(Switch__Get__Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int switch__get__rpc_finish(Switch__Get__Rpc rpc, const conch_status *status);
+
 /* ---- Switch/GetSync ----------------------------------------------------- */
 
 /**
@@ -878,6 +1285,56 @@ int switch__get_sync_recv(Switch__GetSync_Call call, Pong **msg);
  */
 int switch__get_sync_recv_sync(Switch__GetSync_Call call, Pong **msg);
 
+/**
+ * A call of Switch/GetSync as its server handles it: a typed view of the
+ * server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until switch__get_sync_rpc_finish() or on_cancel; the server
+ * frees it.
+ */
+typedef struct Switch__GetSync_Rpc {
+  conch_rpc *base;
+} Switch__GetSync_Rpc;
+
+/**
+ * The server's handlers of Switch/GetSync, its member of the service's handler
+ * table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Switch__GetSync_Server {
+  /** The request.  Answer with one switch__get_sync_rpc_send() and end with
+      switch__get_sync_rpc_finish(), here or later. */
+  void (*on_request)(Switch__GetSync_Rpc rpc, const Ping *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Switch__GetSync_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Switch__GetSync_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int switch__get_sync_rpc_send(Switch__GetSync_Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int switch__get_sync_rpc_finish(Switch__GetSync_Rpc rpc,
+                                const conch_status *status);
+
 /* ---- Switch/Fetch ------------------------------------------------------- */
 
 /**
@@ -961,6 +1418,60 @@ int switch__fetch__recv(Switch__Fetch__Call call, Pong **msg);
  * called from a handler.
  */
 int switch__fetch__recv_sync(Switch__Fetch__Call call, Pong **msg);
+
+/**
+ * A call of Switch/Fetch as its server handles it: a typed view of the server's
+ * handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until switch__fetch__rpc_finish() or on_cancel; the server frees
+ * it.
+ */
+typedef struct Switch__Fetch__Rpc {
+  conch_rpc *base;
+} Switch__Fetch__Rpc;
+
+/**
+ * The server's handlers of Switch/Fetch, its member of the service's handler
+ * table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Switch__Fetch__Server {
+  /** The request.  Answer with any number of switch__fetch__rpc_send() and end
+      with switch__fetch__rpc_finish(), here or later. */
+  void (*on_request)(Switch__Fetch__Rpc rpc, const Ping *req, void *user_data);
+  /** The send buffer has room again after switch__fetch__rpc_send() returned
+      CONCH_ERR_AGAIN. */
+  void (*on_send_ready)(Switch__Fetch__Rpc rpc, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Switch__Fetch__Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Switch__Fetch__Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  While the send buffer is full, responses are refused with
+ * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int switch__fetch__rpc_send(Switch__Fetch__Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int switch__fetch__rpc_finish(Switch__Fetch__Rpc rpc,
+                              const conch_status *status);
 
 /* ---- Switch/FetchRecv --------------------------------------------------- */
 
@@ -1055,6 +1566,57 @@ int switch__fetch_recv_recv(Switch__FetchRecv_Call call, Pong **msg);
  * when called from a handler.
  */
 int switch__fetch_recv_recv_sync(Switch__FetchRecv_Call call, Pong **msg);
+
+/**
+ * A call of Switch/FetchRecv as its server handles it: a typed view of the
+ * server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until switch__fetch_recv_rpc_finish() or on_cancel; the server
+ * frees it.
+ */
+typedef struct Switch__FetchRecv_Rpc {
+  conch_rpc *base;
+} Switch__FetchRecv_Rpc;
+
+/**
+ * The server's handlers of Switch/FetchRecv, its member of the service's
+ * handler table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Switch__FetchRecv_Server {
+  /** The request.  Answer with one switch__fetch_recv_rpc_send() and end with
+      switch__fetch_recv_rpc_finish(), here or later. */
+  void (*on_request)(Switch__FetchRecv_Rpc rpc, const Ping *req,
+                     void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Switch__FetchRecv_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Switch__FetchRecv_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int switch__fetch_recv_rpc_send(Switch__FetchRecv_Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int switch__fetch_recv_rpc_finish(Switch__FetchRecv_Rpc rpc,
+                                  const conch_status *status);
 
 /* ---- Switch/Put --------------------------------------------------------- */
 
@@ -1165,6 +1727,61 @@ int switch__put__recv(Switch__Put__Call call, Pong **msg);
  */
 int switch__put__recv_sync(Switch__Put__Call call, Pong **msg);
 
+/**
+ * A call of Switch/Put as its server handles it: a typed view of the server's
+ * handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until switch__put__rpc_finish() or on_cancel; the server frees
+ * it.
+ */
+typedef struct Switch__Put__Rpc {
+  conch_rpc *base;
+} Switch__Put__Rpc;
+
+/**
+ * The server's handlers of Switch/Put, its member of the service's handler
+ * table.  Set means on_message or on_half_close is not NULL; unset, the method
+ * answers unimplemented.  Other members may be NULL.  Handlers run on the
+ * thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Switch__Put__Server {
+  /** A request message. */
+  void (*on_message)(Switch__Put__Rpc rpc, const Ping *msg, void *user_data);
+  /** The client sent its last request.  Answer with switch__put__rpc_send() and
+      end with switch__put__rpc_finish(), here or later (or earlier). */
+  void (*on_half_close)(Switch__Put__Rpc rpc, void *user_data);
+  /** The send buffer has room again after switch__put__rpc_send() returned
+      CONCH_ERR_AGAIN. */
+  void (*on_send_ready)(Switch__Put__Rpc rpc, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Switch__Put__Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Switch__Put__Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  While the send buffer is full, responses are refused with
+ * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int switch__put__rpc_send(Switch__Put__Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int switch__put__rpc_finish(Switch__Put__Rpc rpc, const conch_status *status);
+
 /* ---- Switch/PutSend ----------------------------------------------------- */
 
 /**
@@ -1258,6 +1875,56 @@ int switch__put_send_recv(Switch__PutSend_Call call, Pong **msg);
  * when called from a handler.
  */
 int switch__put_send_recv_sync(Switch__PutSend_Call call, Pong **msg);
+
+/**
+ * A call of Switch/PutSend as its server handles it: a typed view of the
+ * server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until switch__put_send_rpc_finish() or on_cancel; the server
+ * frees it.
+ */
+typedef struct Switch__PutSend_Rpc {
+  conch_rpc *base;
+} Switch__PutSend_Rpc;
+
+/**
+ * The server's handlers of Switch/PutSend, its member of the service's handler
+ * table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Switch__PutSend_Server {
+  /** The request.  Answer with one switch__put_send_rpc_send() and end with
+      switch__put_send_rpc_finish(), here or later. */
+  void (*on_request)(Switch__PutSend_Rpc rpc, const Ping *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Switch__PutSend_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Switch__PutSend_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int switch__put_send_rpc_send(Switch__PutSend_Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int switch__put_send_rpc_finish(Switch__PutSend_Rpc rpc,
+                                const conch_status *status);
 
 /* ---- Switch/Methods ----------------------------------------------------- */
 
@@ -1355,6 +2022,56 @@ int switch__methods_recv(Switch__Methods_Call call, Pong **msg);
  */
 int switch__methods_recv_sync(Switch__Methods_Call call, Pong **msg);
 
+/**
+ * A call of Switch/Methods as its server handles it: a typed view of the
+ * server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until switch__methods_rpc_finish() or on_cancel; the server frees
+ * it.
+ */
+typedef struct Switch__Methods_Rpc {
+  conch_rpc *base;
+} Switch__Methods_Rpc;
+
+/**
+ * The server's handlers of Switch/Methods, its member of the service's handler
+ * table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Switch__Methods_Server {
+  /** The request.  Answer with one switch__methods_rpc_send() and end with
+      switch__methods_rpc_finish(), here or later. */
+  void (*on_request)(Switch__Methods_Rpc rpc, const Ping *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Switch__Methods_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Switch__Methods_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int switch__methods_rpc_send(Switch__Methods_Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int switch__methods_rpc_finish(Switch__Methods_Rpc rpc,
+                               const conch_status *status);
+
 /* ---- Switch/Get_Thing --------------------------------------------------- */
 
 /**
@@ -1450,6 +2167,57 @@ int switch__get__thing_recv(Switch__GetThing_Call call, Pong **msg);
  * when called from a handler.
  */
 int switch__get__thing_recv_sync(Switch__GetThing_Call call, Pong **msg);
+
+/**
+ * A call of Switch/Get_Thing as its server handles it: a typed view of the
+ * server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until switch__get__thing_rpc_finish() or on_cancel; the server
+ * frees it.
+ */
+typedef struct Switch__GetThing_Rpc {
+  conch_rpc *base;
+} Switch__GetThing_Rpc;
+
+/**
+ * The server's handlers of Switch/Get_Thing, its member of the service's
+ * handler table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Switch__GetThing_Server {
+  /** The request.  Answer with one switch__get__thing_rpc_send() and end with
+      switch__get__thing_rpc_finish(), here or later. */
+  void (*on_request)(Switch__GetThing_Rpc rpc, const Ping *req,
+                     void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Switch__GetThing_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Switch__GetThing_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int switch__get__thing_rpc_send(Switch__GetThing_Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int switch__get__thing_rpc_finish(Switch__GetThing_Rpc rpc,
+                                  const conch_status *status);
 
 /* ---- Switch/GetThing ---------------------------------------------------- */
 
@@ -1548,6 +2316,57 @@ int switch__get_thing__recv(Switch__GetThing__Call call, Pong **msg);
  * when called from a handler.
  */
 int switch__get_thing__recv_sync(Switch__GetThing__Call call, Pong **msg);
+
+/**
+ * A call of Switch/GetThing as its server handles it: a typed view of the
+ * server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until switch__get_thing__rpc_finish() or on_cancel; the server
+ * frees it.
+ */
+typedef struct Switch__GetThing__Rpc {
+  conch_rpc *base;
+} Switch__GetThing__Rpc;
+
+/**
+ * The server's handlers of Switch/GetThing, its member of the service's handler
+ * table.  Set means on_request is not NULL; unset, the method answers
+ * unimplemented.  Other members may be NULL.  Handlers run on the thread that
+ * drives the server; what they receive is borrowed until they return, and their
+ * |user_data| is the table's.
+ */
+typedef struct Switch__GetThing__Server {
+  /** The request.  Answer with one switch__get_thing__rpc_send() and end with
+      switch__get_thing__rpc_finish(), here or later. */
+  void (*on_request)(Switch__GetThing__Rpc rpc, const Ping *req,
+                     void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Switch__GetThing__Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Switch__GetThing__Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int switch__get_thing__rpc_send(Switch__GetThing__Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int switch__get_thing__rpc_finish(Switch__GetThing__Rpc rpc,
+                                  const conch_status *status);
 
 /* ---- Switch/Gather ------------------------------------------------------ */
 
@@ -1667,6 +2486,105 @@ int switch__gather_recv_sync(Switch__Gather_Call call, Pong **msg);
  */
 int switch__gather_close_and_recv_sync(Switch__Gather_Call call, Pong **resp);
 
+/**
+ * A call of Switch/Gather as its server handles it: a typed view of the
+ * server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until switch__gather_rpc_finish() or on_cancel; the server frees
+ * it.
+ */
+typedef struct Switch__Gather_Rpc {
+  conch_rpc *base;
+} Switch__Gather_Rpc;
+
+/**
+ * The server's handlers of Switch/Gather, its member of the service's handler
+ * table.  Set means on_message or on_half_close is not NULL; unset, the method
+ * answers unimplemented.  Other members may be NULL.  Handlers run on the
+ * thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Switch__Gather_Server {
+  /** A request message. */
+  void (*on_message)(Switch__Gather_Rpc rpc, const Struct *msg,
+                     void *user_data);
+  /** The client sent its last request.  Answer with one
+      switch__gather_rpc_send() and end with switch__gather_rpc_finish(), here
+      or later (or earlier). */
+  void (*on_half_close)(Switch__Gather_Rpc rpc, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Switch__Gather_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Switch__Gather_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int switch__gather_rpc_send(Switch__Gather_Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int switch__gather_rpc_finish(Switch__Gather_Rpc rpc,
+                              const conch_status *status);
+
+/* ---- server ------------------------------------------------------------- */
+
+/**
+ * The handlers of a server of Switch: one member per method, in .proto order,
+ * and the |user_data| every handler receives.  Start from {0} (every method
+ * unimplemented) and set what the server implements.
+ */
+typedef struct Switch__Handlers {
+  /** Switch/Get. */
+  Switch__Get__Server get_;
+  /** Switch/GetSync. */
+  Switch__GetSync_Server get_sync;
+  /** Switch/Fetch. */
+  Switch__Fetch__Server fetch_;
+  /** Switch/FetchRecv. */
+  Switch__FetchRecv_Server fetch_recv;
+  /** Switch/Put. */
+  Switch__Put__Server put_;
+  /** Switch/PutSend. */
+  Switch__PutSend_Server put_send;
+  /** Switch/Methods. */
+  Switch__Methods_Server methods;
+  /** Switch/Get_Thing. */
+  Switch__GetThing_Server get__thing;
+  /** Switch/GetThing. */
+  Switch__GetThing__Server get_thing_;
+  /** Switch/Gather. */
+  Switch__Gather_Server gather;
+  /** Passed to every handler. */
+  void *user_data;
+} Switch__Handlers;
+
+/**
+ * Registers the 10 methods of Switch on |server| (conch_server_add_method())
+ * with |handlers|, which is retained: it must stay valid and unchanged until
+ * the server is freed.  A method whose member is unset answers every call with
+ * unimplemented.  Register before serving.
+ *
+ * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
+ * registered on |server| already), CONCH_ERR_STATE (calls are running and the
+ * server's table is full) or CONCH_ERR_NOMEM.  Methods registered before a
+ * failure stay registered.
+ */
+int switch___register(conch_server *server, const Switch__Handlers *handlers);
+
 /* ==== Idle =============================================================== */
 
 /**
@@ -1680,6 +2598,31 @@ extern const conch_method *const idle__methods[1];
  * The number of methods of Idle: 0.
  */
 extern const size_t idle__n_methods;
+
+/* ---- server ------------------------------------------------------------- */
+
+/**
+ * The handlers of a server of Idle: one member per method, in .proto order, and
+ * the |user_data| every handler receives.  Start from {0} (every method
+ * unimplemented) and set what the server implements.
+ */
+typedef struct Idle_Handlers {
+  /** Passed to every handler. */
+  void *user_data;
+} Idle_Handlers;
+
+/**
+ * Registers the 0 methods of Idle on |server| (conch_server_add_method()) with
+ * |handlers|, which is retained: it must stay valid and unchanged until the
+ * server is freed.  A method whose member is unset answers every call with
+ * unimplemented.  Register before serving.
+ *
+ * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
+ * registered on |server| already), CONCH_ERR_STATE (calls are running and the
+ * server's table is full) or CONCH_ERR_NOMEM.  Methods registered before a
+ * failure stay registered.
+ */
+int idle__register(conch_server *server, const Idle_Handlers *handlers);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,8 @@
 
 /*
  * Typed conch stubs for the services of stubgen/renamed.proto, on protobuf-c's
- * stubgen/renamed.pb-c.h and the conch runtime (conch/call.h).
+ * stubgen/renamed.pb-c.h and the conch runtime (conch/call.h for clients,
+ * conch/server.h for servers).
  *
  * For method M of service S in package p, in protobuf-c's naming (p__s__m
  * itself is protobuf-c's service stub, so ours add a suffix):
@@ -23,17 +24,26 @@
  *   p__s__m_close_send()  ends the requests (client streaming, bidi)
  *   p__s__m_close_and_recv_sync()  ends the requests and blocks for
  *                    the response (client streaming)
+ *   P__S__M_Rpc      a call as its server handles it: its conch_rpc
+ *                    |base|, typed
+ *   P__S__M_Server   the server's typed handlers of the method
+ *   p__s__m_rpc_send()  sends a response (server side);
+ *                    p__s__m_rpc_finish() ends the call with a status
  *
  * and service S has p__s__methods[], its methods in .proto order and then NULL,
- * and p__s__n_methods.  What a shape does not have is not generated, so misuse
- * does not compile.
+ * p__s__n_methods, P__S_Handlers (a server's table: each method's
+ * P__S__M_Server and one user_data) and p__s__register(), which serves the
+ * table on a conch_server.  What a shape does not have is not generated, so
+ * misuse does not compile.
  *
  * Ownership: requests are borrowed for the call of the function (they are
  * serialized at once).  A response from _recv(), _recv_sync(), _sync() or
  * _close_and_recv_sync() is the caller's, to free with
  * conch_message_free(client, &msg->base); one given to a handler is borrowed
  * until the handler returns.  A started call is the caller's, to free with
- * conch_call_free(call.base).
+ * conch_call_free(call.base).  On the server, a request given to a handler is
+ * borrowed until it returns, a response given to _rpc_send() is borrowed for
+ * that call, and the server frees its calls.
  *
  * Functions return 0 or a negative CONCH_ERR_* (conch/status.h); the outcome of
  * the RPC itself is a conch_status.  Handlers run on the thread that drives the
@@ -47,6 +57,7 @@
 #include <stddef.h>
 
 #include <conch/call.h>
+#include <conch/server.h>
 
 #include "stubgen/renamed.pb-c.h"
 
@@ -168,6 +179,58 @@ int alt__names__notes__take_recv(Alt__Names__Notes__Take_Call call,
 int alt__names__notes__take_recv_sync(Alt__Names__Notes__Take_Call call,
                                       Alt__Names__Note **msg);
 
+/**
+ * A call of stubgen.renamed.Notes/Take as its server handles it: a typed view
+ * of the server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until alt__names__notes__take_rpc_finish() or on_cancel; the
+ * server frees it.
+ */
+typedef struct Alt__Names__Notes__Take_Rpc {
+  conch_rpc *base;
+} Alt__Names__Notes__Take_Rpc;
+
+/**
+ * The server's handlers of stubgen.renamed.Notes/Take, its member of the
+ * service's handler table.  Set means on_request is not NULL; unset, the method
+ * answers unimplemented.  Other members may be NULL.  Handlers run on the
+ * thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Alt__Names__Notes__Take_Server {
+  /** The request.  Answer with one alt__names__notes__take_rpc_send() and end
+      with alt__names__notes__take_rpc_finish(), here or later. */
+  void (*on_request)(Alt__Names__Notes__Take_Rpc rpc,
+                     const Alt__Names__Note *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Alt__Names__Notes__Take_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Alt__Names__Notes__Take_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int alt__names__notes__take_rpc_send(Alt__Names__Notes__Take_Rpc rpc,
+                                     const Alt__Names__Note *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int alt__names__notes__take_rpc_finish(Alt__Names__Notes__Take_Rpc rpc,
+                                       const conch_status *status);
+
 /* ---- stubgen.renamed.Notes/Watch ---------------------------------------- */
 
 /**
@@ -279,6 +342,95 @@ int alt__names__notes__watch_recv(Alt__Names__Notes__Watch_Call call,
  */
 int alt__names__notes__watch_recv_sync(Alt__Names__Notes__Watch_Call call,
                                        Alt__Names__Note **msg);
+
+/**
+ * A call of stubgen.renamed.Notes/Watch as its server handles it: a typed view
+ * of the server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until alt__names__notes__watch_rpc_finish() or on_cancel; the
+ * server frees it.
+ */
+typedef struct Alt__Names__Notes__Watch_Rpc {
+  conch_rpc *base;
+} Alt__Names__Notes__Watch_Rpc;
+
+/**
+ * The server's handlers of stubgen.renamed.Notes/Watch, its member of the
+ * service's handler table.  Set means on_message or on_half_close is not NULL;
+ * unset, the method answers unimplemented.  Other members may be NULL.
+ * Handlers run on the thread that drives the server; what they receive is
+ * borrowed until they return, and their |user_data| is the table's.
+ */
+typedef struct Alt__Names__Notes__Watch_Server {
+  /** A request message. */
+  void (*on_message)(Alt__Names__Notes__Watch_Rpc rpc,
+                     const Alt__Names__Note *msg, void *user_data);
+  /** The client sent its last request.  Answer with
+      alt__names__notes__watch_rpc_send() and end with
+      alt__names__notes__watch_rpc_finish(), here or later (or earlier). */
+  void (*on_half_close)(Alt__Names__Notes__Watch_Rpc rpc, void *user_data);
+  /** The send buffer has room again after alt__names__notes__watch_rpc_send()
+      returned CONCH_ERR_AGAIN. */
+  void (*on_send_ready)(Alt__Names__Notes__Watch_Rpc rpc, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Alt__Names__Notes__Watch_Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Alt__Names__Notes__Watch_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  While the send buffer is full, responses are refused with
+ * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int alt__names__notes__watch_rpc_send(Alt__Names__Notes__Watch_Rpc rpc,
+                                      const Alt__Names__Note *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int alt__names__notes__watch_rpc_finish(Alt__Names__Notes__Watch_Rpc rpc,
+                                        const conch_status *status);
+
+/* ---- server ------------------------------------------------------------- */
+
+/**
+ * The handlers of a server of stubgen.renamed.Notes: one member per method, in
+ * .proto order, and the |user_data| every handler receives.  Start from {0}
+ * (every method unimplemented) and set what the server implements.
+ */
+typedef struct Alt__Names__Notes_Handlers {
+  /** stubgen.renamed.Notes/Take. */
+  Alt__Names__Notes__Take_Server take;
+  /** stubgen.renamed.Notes/Watch. */
+  Alt__Names__Notes__Watch_Server watch;
+  /** Passed to every handler. */
+  void *user_data;
+} Alt__Names__Notes_Handlers;
+
+/**
+ * Registers the 2 methods of stubgen.renamed.Notes on |server|
+ * (conch_server_add_method()) with |handlers|, which is retained: it must stay
+ * valid and unchanged until the server is freed.  A method whose member is
+ * unset answers every call with unimplemented.  Register before serving.
+ *
+ * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
+ * registered on |server| already), CONCH_ERR_STATE (calls are running and the
+ * server's table is full) or CONCH_ERR_NOMEM.  Methods registered before a
+ * failure stay registered.
+ */
+int alt__names__notes__register(conch_server *server,
+                                const Alt__Names__Notes_Handlers *handlers);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,7 @@
 /*
  * Typed conch stubs for the services of stubgen/nested/v1/nested.proto, on
  * protobuf-c's stubgen/nested/v1/nested.pb-c.h and the conch runtime
- * (conch/call.h).
+ * (conch/call.h for clients, conch/server.h for servers).
  *
  * For method M of service S in package p, in protobuf-c's naming (p__s__m
  * itself is protobuf-c's service stub, so ours add a suffix):
@@ -24,17 +24,26 @@
  *   p__s__m_close_send()  ends the requests (client streaming, bidi)
  *   p__s__m_close_and_recv_sync()  ends the requests and blocks for
  *                    the response (client streaming)
+ *   P__S__M_Rpc      a call as its server handles it: its conch_rpc
+ *                    |base|, typed
+ *   P__S__M_Server   the server's typed handlers of the method
+ *   p__s__m_rpc_send()  sends a response (server side);
+ *                    p__s__m_rpc_finish() ends the call with a status
  *
  * and service S has p__s__methods[], its methods in .proto order and then NULL,
- * and p__s__n_methods.  What a shape does not have is not generated, so misuse
- * does not compile.
+ * p__s__n_methods, P__S_Handlers (a server's table: each method's
+ * P__S__M_Server and one user_data) and p__s__register(), which serves the
+ * table on a conch_server.  What a shape does not have is not generated, so
+ * misuse does not compile.
  *
  * Ownership: requests are borrowed for the call of the function (they are
  * serialized at once).  A response from _recv(), _recv_sync(), _sync() or
  * _close_and_recv_sync() is the caller's, to free with
  * conch_message_free(client, &msg->base); one given to a handler is borrowed
  * until the handler returns.  A started call is the caller's, to free with
- * conch_call_free(call.base).
+ * conch_call_free(call.base).  On the server, a request given to a handler is
+ * borrowed until it returns, a response given to _rpc_send() is borrowed for
+ * that call, and the server frees its calls.
  *
  * Functions return 0 or a negative CONCH_ERR_* (conch/status.h); the outcome of
  * the RPC itself is a conch_status.  Handlers run on the thread that drives the
@@ -48,6 +57,7 @@
 #include <stddef.h>
 
 #include <conch/call.h>
+#include <conch/server.h>
 
 #include "stubgen/nested/v1/nested.pb-c.h"
 
@@ -176,6 +186,61 @@ int stubgen__nested__v1__deep__unary_recv_sync(
     Stubgen__Nested__V1__Deep__Unary_Call call,
     Stubgen__Nested__V1__Outer **msg);
 
+/**
+ * A call of stubgen.nested.v1.Deep/Unary as its server handles it: a typed view
+ * of the server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until stubgen__nested__v1__deep__unary_rpc_finish() or on_cancel;
+ * the server frees it.
+ */
+typedef struct Stubgen__Nested__V1__Deep__Unary_Rpc {
+  conch_rpc *base;
+} Stubgen__Nested__V1__Deep__Unary_Rpc;
+
+/**
+ * The server's handlers of stubgen.nested.v1.Deep/Unary, its member of the
+ * service's handler table.  Set means on_request is not NULL; unset, the method
+ * answers unimplemented.  Other members may be NULL.  Handlers run on the
+ * thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Stubgen__Nested__V1__Deep__Unary_Server {
+  /** The request.  Answer with one stubgen__nested__v1__deep__unary_rpc_send()
+      and end with stubgen__nested__v1__deep__unary_rpc_finish(), here or later.
+      */
+  void (*on_request)(Stubgen__Nested__V1__Deep__Unary_Rpc rpc,
+                     const Stubgen__Nested__V1__Outer__Middle__Inner *req,
+                     void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Stubgen__Nested__V1__Deep__Unary_Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Stubgen__Nested__V1__Deep__Unary_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int stubgen__nested__v1__deep__unary_rpc_send(
+    Stubgen__Nested__V1__Deep__Unary_Rpc rpc,
+    const Stubgen__Nested__V1__Outer *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int stubgen__nested__v1__deep__unary_rpc_finish(
+    Stubgen__Nested__V1__Deep__Unary_Rpc rpc, const conch_status *status);
+
 /* ---- stubgen.nested.v1.Deep/ServerStream -------------------------------- */
 
 /**
@@ -268,6 +333,67 @@ int stubgen__nested__v1__deep__server_stream_recv(
 int stubgen__nested__v1__deep__server_stream_recv_sync(
     Stubgen__Nested__V1__Deep__ServerStream_Call call,
     Stubgen__Nested__V1__Outer__Middle__Inner **msg);
+
+/**
+ * A call of stubgen.nested.v1.Deep/ServerStream as its server handles it: a
+ * typed view of the server's handle |base|.  Use |base| with the rest of
+ * conch/server.h (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until stubgen__nested__v1__deep__server_stream_rpc_finish() or
+ * on_cancel; the server frees it.
+ */
+typedef struct Stubgen__Nested__V1__Deep__ServerStream_Rpc {
+  conch_rpc *base;
+} Stubgen__Nested__V1__Deep__ServerStream_Rpc;
+
+/**
+ * The server's handlers of stubgen.nested.v1.Deep/ServerStream, its member of
+ * the service's handler table.  Set means on_request is not NULL; unset, the
+ * method answers unimplemented.  Other members may be NULL.  Handlers run on
+ * the thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Stubgen__Nested__V1__Deep__ServerStream_Server {
+  /** The request.  Answer with any number of
+      stubgen__nested__v1__deep__server_stream_rpc_send() and end with
+      stubgen__nested__v1__deep__server_stream_rpc_finish(), here or later. */
+  void (*on_request)(Stubgen__Nested__V1__Deep__ServerStream_Rpc rpc,
+                     const Stubgen__Nested__V1__Outer *req, void *user_data);
+  /** The send buffer has room again after
+      stubgen__nested__v1__deep__server_stream_rpc_send() returned
+      CONCH_ERR_AGAIN. */
+  void (*on_send_ready)(Stubgen__Nested__V1__Deep__ServerStream_Rpc rpc,
+                        void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Stubgen__Nested__V1__Deep__ServerStream_Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Stubgen__Nested__V1__Deep__ServerStream_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  While the send buffer is full, responses are refused with
+ * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int stubgen__nested__v1__deep__server_stream_rpc_send(
+    Stubgen__Nested__V1__Deep__ServerStream_Rpc rpc,
+    const Stubgen__Nested__V1__Outer__Middle__Inner *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int stubgen__nested__v1__deep__server_stream_rpc_finish(
+    Stubgen__Nested__V1__Deep__ServerStream_Rpc rpc,
+    const conch_status *status);
 
 /* ---- stubgen.nested.v1.Deep/ClientStream -------------------------------- */
 
@@ -406,6 +532,65 @@ int stubgen__nested__v1__deep__client_stream_close_and_recv_sync(
     Stubgen__Nested__V1__Deep__ClientStream_Call call,
     Stubgen__Nested__V1__Outer__Middle **resp);
 
+/**
+ * A call of stubgen.nested.v1.Deep/ClientStream as its server handles it: a
+ * typed view of the server's handle |base|.  Use |base| with the rest of
+ * conch/server.h (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until stubgen__nested__v1__deep__client_stream_rpc_finish() or
+ * on_cancel; the server frees it.
+ */
+typedef struct Stubgen__Nested__V1__Deep__ClientStream_Rpc {
+  conch_rpc *base;
+} Stubgen__Nested__V1__Deep__ClientStream_Rpc;
+
+/**
+ * The server's handlers of stubgen.nested.v1.Deep/ClientStream, its member of
+ * the service's handler table.  Set means on_message or on_half_close is not
+ * NULL; unset, the method answers unimplemented.  Other members may be NULL.
+ * Handlers run on the thread that drives the server; what they receive is
+ * borrowed until they return, and their |user_data| is the table's.
+ */
+typedef struct Stubgen__Nested__V1__Deep__ClientStream_Server {
+  /** A request message. */
+  void (*on_message)(Stubgen__Nested__V1__Deep__ClientStream_Rpc rpc,
+                     const Ping *msg, void *user_data);
+  /** The client sent its last request.  Answer with one
+      stubgen__nested__v1__deep__client_stream_rpc_send() and end with
+      stubgen__nested__v1__deep__client_stream_rpc_finish(), here or later (or
+      earlier). */
+  void (*on_half_close)(Stubgen__Nested__V1__Deep__ClientStream_Rpc rpc,
+                        void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Stubgen__Nested__V1__Deep__ClientStream_Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Stubgen__Nested__V1__Deep__ClientStream_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int stubgen__nested__v1__deep__client_stream_rpc_send(
+    Stubgen__Nested__V1__Deep__ClientStream_Rpc rpc,
+    const Stubgen__Nested__V1__Outer__Middle *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int stubgen__nested__v1__deep__client_stream_rpc_finish(
+    Stubgen__Nested__V1__Deep__ClientStream_Rpc rpc,
+    const conch_status *status);
+
 /* ---- stubgen.nested.v1.Deep/Bidi ---------------------------------------- */
 
 /**
@@ -523,6 +708,103 @@ int stubgen__nested__v1__deep__bidi_recv(
  */
 int stubgen__nested__v1__deep__bidi_recv_sync(
     Stubgen__Nested__V1__Deep__Bidi_Call call, Pong **msg);
+
+/**
+ * A call of stubgen.nested.v1.Deep/Bidi as its server handles it: a typed view
+ * of the server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until stubgen__nested__v1__deep__bidi_rpc_finish() or on_cancel;
+ * the server frees it.
+ */
+typedef struct Stubgen__Nested__V1__Deep__Bidi_Rpc {
+  conch_rpc *base;
+} Stubgen__Nested__V1__Deep__Bidi_Rpc;
+
+/**
+ * The server's handlers of stubgen.nested.v1.Deep/Bidi, its member of the
+ * service's handler table.  Set means on_message or on_half_close is not NULL;
+ * unset, the method answers unimplemented.  Other members may be NULL.
+ * Handlers run on the thread that drives the server; what they receive is
+ * borrowed until they return, and their |user_data| is the table's.
+ */
+typedef struct Stubgen__Nested__V1__Deep__Bidi_Server {
+  /** A request message. */
+  void (*on_message)(Stubgen__Nested__V1__Deep__Bidi_Rpc rpc,
+                     const Stubgen__Nested__V1__Outer__Middle__Inner *msg,
+                     void *user_data);
+  /** The client sent its last request.  Answer with
+      stubgen__nested__v1__deep__bidi_rpc_send() and end with
+      stubgen__nested__v1__deep__bidi_rpc_finish(), here or later (or earlier).
+      */
+  void (*on_half_close)(Stubgen__Nested__V1__Deep__Bidi_Rpc rpc,
+                        void *user_data);
+  /** The send buffer has room again after
+      stubgen__nested__v1__deep__bidi_rpc_send() returned CONCH_ERR_AGAIN. */
+  void (*on_send_ready)(Stubgen__Nested__V1__Deep__Bidi_Rpc rpc,
+                        void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Stubgen__Nested__V1__Deep__Bidi_Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Stubgen__Nested__V1__Deep__Bidi_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  While the send buffer is full, responses are refused with
+ * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int stubgen__nested__v1__deep__bidi_rpc_send(
+    Stubgen__Nested__V1__Deep__Bidi_Rpc rpc, const Pong *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int stubgen__nested__v1__deep__bidi_rpc_finish(
+    Stubgen__Nested__V1__Deep__Bidi_Rpc rpc, const conch_status *status);
+
+/* ---- server ------------------------------------------------------------- */
+
+/**
+ * The handlers of a server of stubgen.nested.v1.Deep: one member per method, in
+ * .proto order, and the |user_data| every handler receives.  Start from {0}
+ * (every method unimplemented) and set what the server implements.
+ */
+typedef struct Stubgen__Nested__V1__Deep_Handlers {
+  /** stubgen.nested.v1.Deep/Unary. */
+  Stubgen__Nested__V1__Deep__Unary_Server unary;
+  /** stubgen.nested.v1.Deep/ServerStream. */
+  Stubgen__Nested__V1__Deep__ServerStream_Server server_stream;
+  /** stubgen.nested.v1.Deep/ClientStream. */
+  Stubgen__Nested__V1__Deep__ClientStream_Server client_stream;
+  /** stubgen.nested.v1.Deep/Bidi. */
+  Stubgen__Nested__V1__Deep__Bidi_Server bidi;
+  /** Passed to every handler. */
+  void *user_data;
+} Stubgen__Nested__V1__Deep_Handlers;
+
+/**
+ * Registers the 4 methods of stubgen.nested.v1.Deep on |server|
+ * (conch_server_add_method()) with |handlers|, which is retained: it must stay
+ * valid and unchanged until the server is freed.  A method whose member is
+ * unset answers every call with unimplemented.  Register before serving.
+ *
+ * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
+ * registered on |server| already), CONCH_ERR_STATE (calls are running and the
+ * server's table is full) or CONCH_ERR_NOMEM.  Methods registered before a
+ * failure stay registered.
+ */
+int stubgen__nested__v1__deep__register(
+    conch_server *server, const Stubgen__Nested__V1__Deep_Handlers *handlers);
 
 /* ==== stubgen.nested.v1.Static =========================================== */
 
@@ -646,6 +928,88 @@ int stubgen__nested__v1__static__mirror_recv(
 int stubgen__nested__v1__static__mirror_recv_sync(
     Stubgen__Nested__V1__Static__Mirror_Call call,
     Stubgen__Nested__V1__Outer **msg);
+
+/**
+ * A call of stubgen.nested.v1.Static/Mirror as its server handles it: a typed
+ * view of the server's handle |base|.  Use |base| with the rest of
+ * conch/server.h (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until stubgen__nested__v1__static__mirror_rpc_finish() or
+ * on_cancel; the server frees it.
+ */
+typedef struct Stubgen__Nested__V1__Static__Mirror_Rpc {
+  conch_rpc *base;
+} Stubgen__Nested__V1__Static__Mirror_Rpc;
+
+/**
+ * The server's handlers of stubgen.nested.v1.Static/Mirror, its member of the
+ * service's handler table.  Set means on_request is not NULL; unset, the method
+ * answers unimplemented.  Other members may be NULL.  Handlers run on the
+ * thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Stubgen__Nested__V1__Static__Mirror_Server {
+  /** The request.  Answer with one
+      stubgen__nested__v1__static__mirror_rpc_send() and end with
+      stubgen__nested__v1__static__mirror_rpc_finish(), here or later. */
+  void (*on_request)(Stubgen__Nested__V1__Static__Mirror_Rpc rpc,
+                     const Stubgen__Nested__V1__Outer *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Stubgen__Nested__V1__Static__Mirror_Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Stubgen__Nested__V1__Static__Mirror_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int stubgen__nested__v1__static__mirror_rpc_send(
+    Stubgen__Nested__V1__Static__Mirror_Rpc rpc,
+    const Stubgen__Nested__V1__Outer *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int stubgen__nested__v1__static__mirror_rpc_finish(
+    Stubgen__Nested__V1__Static__Mirror_Rpc rpc, const conch_status *status);
+
+/* ---- server ------------------------------------------------------------- */
+
+/**
+ * The handlers of a server of stubgen.nested.v1.Static: one member per method,
+ * in .proto order, and the |user_data| every handler receives.  Start from {0}
+ * (every method unimplemented) and set what the server implements.
+ */
+typedef struct Stubgen__Nested__V1__Static_Handlers {
+  /** stubgen.nested.v1.Static/Mirror. */
+  Stubgen__Nested__V1__Static__Mirror_Server mirror;
+  /** Passed to every handler. */
+  void *user_data;
+} Stubgen__Nested__V1__Static_Handlers;
+
+/**
+ * Registers the 1 method of stubgen.nested.v1.Static on |server|
+ * (conch_server_add_method()) with |handlers|, which is retained: it must stay
+ * valid and unchanged until the server is freed.  A method whose member is
+ * unset answers every call with unimplemented.  Register before serving.
+ *
+ * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
+ * registered on |server| already), CONCH_ERR_STATE (calls are running and the
+ * server's table is full) or CONCH_ERR_NOMEM.  Methods registered before a
+ * failure stay registered.
+ */
+int stubgen__nested__v1__static__register(
+    conch_server *server, const Stubgen__Nested__V1__Static_Handlers *handlers);
 
 #ifdef __cplusplus
 }
