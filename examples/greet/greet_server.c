@@ -5,9 +5,10 @@
                                    greet_server unix:/tmp/greet.sock
 
    Connect, gRPC and gRPC-Web, proto and JSON, all on one h2c listener.
-   The methods come from the generated stubs (conch_method); the handlers
-   are written by hand, as protoc-gen-conch does not make server stubs yet.
-   SIGINT or SIGTERM shuts down gracefully: calls in flight finish. */
+   The handlers are typed, through the server stubs protoc-gen-conch
+   generates (greet.conch.h: Greet__V1__Greeter_Handlers and
+   greet__v1__greeter__register()).  SIGINT or SIGTERM shuts down
+   gracefully: calls in flight finish. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,44 +26,76 @@ static void on_signal(int sig) {
   stopping = 1;
 }
 
-/* Both methods take one request; the answer goes out as it arrives. */
-static void on_call(conch_rpc *rpc, void *user_data) {
-  (void)rpc;
-  (void)user_data;
+/* The greeting number |i| for |name|. */
+static void greeting(char *text, size_t size, int i, const char *name) {
+  snprintf(text, size, "%s, %s!",
+           i == 0 ? "Hello" : (i == 1 ? "Hi again" : "Bye"), name);
 }
 
-static void on_message(conch_rpc *rpc, const ProtobufCMessage *msg,
-                       void *user_data) {
-  const Greet__V1__GreetRequest *req = (const Greet__V1__GreetRequest *)msg;
+/* A request without a name ends its call with invalid_argument. */
+static int lacks_name(const Greet__V1__GreetRequest *req, conch_status *st) {
+  if (req->name != NULL && req->name[0] != '\0') {
+    return 0;
+  }
+  conch_status_init(st);
+  st->code = CONCH_CODE_INVALID_ARGUMENT;
+  st->message = "name is required"; /* copied by the finish */
+  return 1;
+}
+
+static void greet(Greet__V1__Greeter__Greet_Rpc rpc,
+                  const Greet__V1__GreetRequest *req, void *user_data) {
   Greet__V1__GreetResponse resp = GREET__V1__GREET_RESPONSE__INIT;
-  int many = conch_rpc_method(rpc)->kind == CONCH_STREAM_SERVER;
   char text[256];
   conch_status st;
   (void)user_data;
 
-  if (req->name == NULL || req->name[0] == '\0') {
-    conch_status_init(&st);
-    st.code = CONCH_CODE_INVALID_ARGUMENT;
-    st.message = "name is required";
-    conch_rpc_finish(rpc, &st); /* copied: a borrowed message is fine */
+  if (lacks_name(req, &st)) {
+    greet__v1__greeter__greet_rpc_finish(rpc, &st);
     return;
   }
-  for (int i = 0; i < (many ? 3 : 1); i++) {
-    snprintf(text, sizeof(text), "%s, %s!",
-             i == 0 ? "Hello" : (i == 1 ? "Hi again" : "Bye"), req->name);
+  greeting(text, sizeof(text), 0, req->name);
+  resp.greeting = text;
+  if (greet__v1__greeter__greet_rpc_send(rpc, &resp) != 0) {
+    conch_status_init(&st);
+    st.code = CONCH_CODE_INTERNAL;
+    greet__v1__greeter__greet_rpc_finish(rpc, &st);
+    return;
+  }
+  greet__v1__greeter__greet_rpc_finish(rpc, NULL);
+}
+
+/* Three greetings; each fits the send buffer, so none waits. */
+static void greet_many(Greet__V1__Greeter__GreetMany_Rpc rpc,
+                       const Greet__V1__GreetRequest *req, void *user_data) {
+  Greet__V1__GreetResponse resp = GREET__V1__GREET_RESPONSE__INIT;
+  char text[256];
+  conch_status st;
+  (void)user_data;
+
+  if (lacks_name(req, &st)) {
+    greet__v1__greeter__greet_many_rpc_finish(rpc, &st);
+    return;
+  }
+  for (int i = 0; i < 3; i++) {
+    greeting(text, sizeof(text), i, req->name);
     resp.greeting = text;
-    if (conch_rpc_send(rpc, &resp.base) != 0) {
+    if (greet__v1__greeter__greet_many_rpc_send(rpc, &resp) != 0) {
       conch_status_init(&st);
       st.code = CONCH_CODE_INTERNAL;
-      conch_rpc_finish(rpc, &st);
+      greet__v1__greeter__greet_many_rpc_finish(rpc, &st);
       return;
     }
   }
-  conch_rpc_finish(rpc, NULL);
+  greet__v1__greeter__greet_many_rpc_finish(rpc, NULL);
 }
 
 int main(int argc, char **argv) {
-  const conch_server_handler h = {on_call, on_message, NULL, NULL, NULL};
+  /* Static: the server retains the table until it is freed. */
+  static const Greet__V1__Greeter_Handlers h = {
+      .greet = {.on_request = greet},
+      .greet_many = {.on_request = greet_many},
+  };
   conch_server *s;
   int rv;
 
@@ -73,11 +106,7 @@ int main(int argc, char **argv) {
   if (conch_server_new(&s, NULL) != 0) {
     return 1;
   }
-  rv = conch_server_add_method(s, &greet__v1__greeter__greet__method, &h, NULL);
-  if (rv == 0) {
-    rv = conch_server_add_method(s, &greet__v1__greeter__greet_many__method,
-                                 &h, NULL);
-  }
+  rv = greet__v1__greeter__register(s, &h);
   if (rv == 0) {
     rv = conch_server_listen(s, argv[1]);
   }

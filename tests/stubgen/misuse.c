@@ -1,7 +1,7 @@
-/* Misuse of the generated stubs must not compile.  Built with -DCASE=n by
-   the stubgen/misuse_* tests, each expected to fail; CASE 0 is the same
-   code used rightly and must compile, so the failures come from the
-   misuse and not from the file. */
+/* Misuse of the generated stubs, client (cases 1-8) and server (9-14),
+   must not compile.  Built with -DCASE=n by the stubgen/misuse_* tests,
+   each expected to fail; CASE 0 is the same code used rightly and must
+   compile, so the failures come from the misuse and not from the file. */
 #include "stubgen.conch.h"
 #include "stubgen/nested/v1/nested.conch.h"
 

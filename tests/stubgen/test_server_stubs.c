@@ -73,8 +73,7 @@ static void cs_half_close(Echo__ClientStream_Rpc rpc, void *user_data) {
   CHECK(echo__client_stream_rpc_finish(rpc, NULL) == 0);
 }
 
-static void bidi_message(Echo__Bidi_Rpc rpc, const Ping *msg,
-                         void *user_data) {
+static void bidi_message(Echo__Bidi_Rpc rpc, const Ping *msg, void *user_data) {
   Pong pong = PONG__INIT;
   uintptr_t n = seen_of(rpc.base);
 
