@@ -2,8 +2,11 @@
    serving conch's own client, which calls through the generated CLIENT
    stubs: every stream kind, in Connect, gRPC and gRPC-Web (proto) and
    Connect JSON, an unset member answering unimplemented, an error status,
-   and the registration's refusals.  The server runs on a thread of its
-   own (conch_server_run); the client blocks on the test's thread. */
+   and the registration's refusals; then a server stream paced by the send
+   buffer (typed on_send_ready), a canceled bidi call (typed on_cancel),
+   and a renamed service (stubgen/renamed.proto's Desk).  The server runs
+   on a thread of its own (conch_server_run); the client blocks on the
+   test's thread.  Conditions are polled with a generous limit. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -12,6 +15,8 @@
 #include <string.h>
 
 #include "stubgen.conch.h"
+#include "stubgen/renamed.conch.h"
+#include "wait.h"
 
 #define CHECK(c)                                                               \
   do {                                                                         \
@@ -34,19 +39,67 @@ static void unary(Echo__Unary_Rpc rpc, const Ping *req, void *user_data) {
   atomic_fetch_add(served, 1);
 }
 
+/* A server stream's progress, kept with its call: responses go out until
+   the send buffer is full, and on_send_ready goes on. */
+typedef struct stream_state {
+  uint32_t next, count;
+  char *text;
+} stream_state;
+
+static atomic_int send_ready_runs;
+static atomic_int cancels;
+static atomic_int last_cancel_code;
+static atomic_int holding;
+
+static void stream_free(stream_state *st) {
+  free(st->text);
+  free(st);
+}
+
+static void stream_pump(Echo__ServerStream_Rpc rpc) {
+  stream_state *st = conch_rpc_data(rpc.base);
+  Pong pong = PONG__INIT;
+  int rv;
+
+  pong.method = "ServerStream";
+  pong.text = st->text;
+  while (st->next < st->count) {
+    pong.index = st->next;
+    rv = echo__server_stream_rpc_send(rpc, &pong);
+    if (rv == CONCH_ERR_AGAIN) {
+      return; /* on_send_ready follows */
+    }
+    CHECK(rv == 0);
+    st->next++;
+  }
+  stream_free(st);
+  CHECK(echo__server_stream_rpc_finish(rpc, NULL) == 0);
+}
+
 static void server_stream(Echo__ServerStream_Rpc rpc, const Ping *req,
                           void *user_data) {
-  Pong pong = PONG__INIT;
-  uint32_t i;
+  stream_state *st = calloc(1, sizeof(*st));
 
   (void)user_data;
-  pong.method = "ServerStream";
-  pong.text = req->text;
-  for (i = 0; i < req->count; i++) {
-    pong.index = i;
-    CHECK(echo__server_stream_rpc_send(rpc, &pong) == 0);
-  }
-  CHECK(echo__server_stream_rpc_finish(rpc, NULL) == 0);
+  CHECK(st != NULL);
+  st->count = req->count;
+  st->text = strdup(req->text);
+  CHECK(st->text != NULL);
+  conch_rpc_set_data(rpc.base, st);
+  stream_pump(rpc);
+}
+
+static void server_stream_ready(Echo__ServerStream_Rpc rpc, void *user_data) {
+  (void)user_data;
+  atomic_fetch_add(&send_ready_runs, 1);
+  stream_pump(rpc);
+}
+
+static void server_stream_cancel(Echo__ServerStream_Rpc rpc,
+                                 const conch_status *status, void *user_data) {
+  (void)status;
+  (void)user_data;
+  stream_free(conch_rpc_data(rpc.base));
 }
 
 /* Client streaming and bidi count their requests in the call's data. */
@@ -78,6 +131,10 @@ static void bidi_message(Echo__Bidi_Rpc rpc, const Ping *msg, void *user_data) {
   uintptr_t n = seen_of(rpc.base);
 
   (void)user_data;
+  if (strcmp(msg->text, "hold") == 0) {
+    atomic_store(&holding, 1); /* no answer: the client cancels */
+    return;
+  }
   pong.method = "Bidi";
   pong.text = msg->text;
   pong.index = (uint32_t)n;
@@ -88,6 +145,24 @@ static void bidi_message(Echo__Bidi_Rpc rpc, const Ping *msg, void *user_data) {
 static void bidi_half_close(Echo__Bidi_Rpc rpc, void *user_data) {
   (void)user_data;
   CHECK(echo__bidi_rpc_finish(rpc, NULL) == 0);
+}
+
+static void bidi_cancel(Echo__Bidi_Rpc rpc, const conch_status *status,
+                        void *user_data) {
+  (void)rpc;
+  (void)user_data;
+  atomic_store(&last_cancel_code, (int)status->code);
+  atomic_fetch_add(&cancels, 1);
+}
+
+/* Desk/Close of stubgen/renamed.proto: prefixes with a trailing '_'. */
+static void desk_close(Alt__Names__Desk__Close__Rpc rpc,
+                       const Alt__Names__Note *req, void *user_data) {
+  Alt__Names__Note note = ALT__NAMES__NOTE__INIT;
+  (void)user_data;
+  note.text = req->text;
+  CHECK(alt__names__desk__close__rpc_send(rpc, &note) == 0);
+  CHECK(alt__names__desk__close__rpc_finish(rpc, NULL) == 0);
 }
 
 static void put(Echo__Put_Rpc rpc, const Ping *req, void *user_data) {
@@ -218,9 +293,92 @@ static void call_every_kind(conch_client *c) {
   conch_status_clear(&st);
 }
 
+/* A server stream of many responses through a small send buffer: all
+   arrive, in order, and the handler was paced by on_send_ready. */
+static void paced_stream(conch_client *c) {
+  Echo__ServerStream_Call call;
+  Ping ping = PING__INIT;
+  Pong *pong = NULL;
+  char text[512];
+  uint32_t i;
+
+  memset(text, 'p', sizeof(text) - 1);
+  text[sizeof(text) - 1] = '\0';
+  ping.text = text;
+  ping.count = 2000;
+  CHECK(echo__server_stream_start(c, NULL, &ping, NULL, &call) == 0);
+  for (i = 0; i < 2000; i++) {
+    CHECK(echo__server_stream_recv_sync(call, &pong) == 0);
+    CHECK(pong->index == i);
+    CHECK(strcmp(pong->text, text) == 0);
+    conch_message_free(c, &pong->base);
+  }
+  CHECK(echo__server_stream_recv_sync(call, &pong) == CONCH_ERR_EOF);
+  conch_call_free(call.base);
+  CHECK(atomic_load(&send_ready_runs) > 0);
+}
+
+static int is_holding(void *arg) {
+  (void)arg;
+  return atomic_load(&holding);
+}
+
+static int cancel_seen(void *arg) {
+  (void)arg;
+  return atomic_load(&cancels) > 0;
+}
+
+/* A bidi call the server holds, canceled by the client: the typed
+   on_cancel runs with canceled. */
+static void canceled_bidi(conch_client *c) {
+  Echo__Bidi_Call call;
+  Ping ping = PING__INIT;
+  Pong *pong = NULL;
+
+  ping.text = "hold";
+  CHECK(echo__bidi_start(c, NULL, NULL, &call) == 0);
+  CHECK(echo__bidi_send_sync(call, &ping) == 0);
+  /* Drive the client until the server holds the call (up to ~20 s). */
+  for (int turns = 0; !is_holding(NULL); turns++) {
+    CHECK(turns < CONCH_WAIT_MS / 20);
+    CHECK(conch_client_run(c, 20) == 0);
+  }
+  CHECK(conch_call_cancel(call.base) == 0);
+  CHECK(echo__bidi_recv_sync(call, &pong) == CONCH_ERR_RPC);
+  CHECK(conch_call_status(call.base)->code == CONCH_CODE_CANCELED);
+  conch_call_free(call.base);
+  /* Drive the client so that its RST_STREAM goes out (up to ~20 s). */
+  for (int turns = 0; !cancel_seen(NULL); turns++) {
+    CHECK(turns < CONCH_WAIT_MS / 20);
+    CHECK(conch_client_run(c, 20) == 0);
+  }
+  CHECK(atomic_load(&last_cancel_code) == CONCH_CODE_CANCELED);
+}
+
+/* Desk (stubgen/renamed.proto): its names carry a trailing '_'. */
+static void renamed(conch_client *c) {
+  Alt__Names__Note note = ALT__NAMES__NOTE__INIT;
+  Alt__Names__Note *resp = NULL;
+  conch_status st;
+
+  conch_status_init(&st);
+  note.text = "renamed";
+  CHECK(alt__names__desk__close__sync(c, NULL, &note, &resp, &st, NULL, NULL) ==
+        0);
+  CHECK(strcmp(resp->text, "renamed") == 0);
+  conch_message_free(c, &resp->base);
+  /* Open is unset. */
+  CHECK(alt__names__desk__open_sync(c, NULL, &note, &resp, &st, NULL, NULL) ==
+        CONCH_ERR_RPC);
+  CHECK(st.code == CONCH_CODE_UNIMPLEMENTED);
+  conch_status_clear(&st);
+}
+
 int main(void) {
   static fixture fx;
   Echo_Handlers h = {0};
+  Alt__Names__Desk_Handlers desk = {0};
+  conch_server_opts *o;
   static const struct {
     conch_protocol proto;
     conch_codec codec;
@@ -234,6 +392,10 @@ int main(void) {
 
   h.unary.on_request = unary;
   h.server_stream.on_request = server_stream;
+  h.server_stream.on_send_ready = server_stream_ready;
+  h.server_stream.on_cancel = server_stream_cancel;
+  h.bidi.on_cancel = bidi_cancel;
+  desk.close_.on_request = desk_close;
   h.client_stream.on_message = cs_message;
   h.client_stream.on_half_close = cs_half_close;
   h.bidi.on_message = bidi_message;
@@ -241,12 +403,17 @@ int main(void) {
   h.put.on_request = put;
   h.user_data = &fx.served;
 
-  CHECK(conch_server_new(&fx.s, NULL) == 0);
+  /* A small send buffer, so that long streams wait for on_send_ready. */
+  CHECK(conch_server_opts_new(&o) == 0);
+  CHECK(conch_server_opts_set_send_buffer(o, 4096) == 0);
+  CHECK(conch_server_new(&fx.s, o) == 0);
+  conch_server_opts_free(o);
   /* The registration's refusals. */
   CHECK(echo__register(NULL, &h) == CONCH_ERR_INVALID);
   CHECK(echo__register(fx.s, NULL) == CONCH_ERR_INVALID);
   CHECK(echo__register(fx.s, &h) == 0);
   CHECK(echo__register(fx.s, &h) == CONCH_ERR_INVALID); /* registered */
+  CHECK(alt__names__desk__register(fx.s, &desk) == 0);
   CHECK(conch_server_listen(fx.s, "127.0.0.1:0") == 0);
   snprintf(fx.url, sizeof(fx.url), "http://127.0.0.1:%d",
            conch_server_port(fx.s));
@@ -257,13 +424,23 @@ int main(void) {
     call_every_kind(c);
     conch_client_free(c);
   }
+  {
+    conch_client *c =
+        client_new(&fx, CONCH_PROTOCOL_CONNECT, CONCH_CODEC_PROTO);
+    paced_stream(c);
+    canceled_bidi(c);
+    renamed(c);
+    conch_client_free(c);
+  }
   CHECK(atomic_load(&fx.served) ==
         (int)(sizeof(variants) / sizeof(variants[0])));
 
   atomic_store(&fx.stop, 1);
   CHECK(pthread_join(fx.thread, NULL) == 0);
   conch_server_free(fx.s);
-  printf("server stubs: every kind in %zu protocol/codec variants\n",
-         sizeof(variants) / sizeof(variants[0]));
+  printf("server stubs: every kind in %zu protocol/codec variants; a paced "
+         "stream (on_send_ready %d times), a canceled call, a renamed "
+         "service\n",
+         sizeof(variants) / sizeof(variants[0]), atomic_load(&send_ready_runs));
   return 0;
 }

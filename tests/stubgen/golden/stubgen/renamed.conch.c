@@ -400,3 +400,581 @@ int alt__names__notes__register(conch_server *server,
   }
   return 0;
 }
+
+/* ==== stubgen.renamed.Desk =============================================== */
+
+/* ---- stubgen.renamed.Desk/Close ----------------------------------------- */
+
+const conch_method alt__names__desk__close___method = {
+    .path = "/stubgen.renamed.Desk/Close",
+    .kind = CONCH_STREAM_UNARY,
+    .input = &alt__names__note__descriptor,
+    .output = &alt__names__note__descriptor,
+    .idempotency = CONCH_IDEMPOTENCY_UNKNOWN,
+};
+
+static void m2_on_headers(conch_call *call, const conch_metadata *headers,
+                          void *user_data) {
+  const Alt__Names__Desk__Close__Handler *h = user_data;
+  Alt__Names__Desk__Close__Call typed = {call};
+
+  if (h->on_headers != NULL) {
+    h->on_headers(typed, headers, h->user_data);
+  }
+}
+
+static void m2_on_message(conch_call *call, const ProtobufCMessage *msg,
+                          void *user_data) {
+  const Alt__Names__Desk__Close__Handler *h = user_data;
+  Alt__Names__Desk__Close__Call typed = {call};
+
+  /* Installed only with h->on_message.  |msg| is the base of a
+     message of the method's output type. */
+  h->on_message(typed, (const Alt__Names__Note *)msg, h->user_data);
+}
+
+static void m2_on_close(conch_call *call, const conch_status *status,
+                        const conch_metadata *trailers, void *user_data) {
+  const Alt__Names__Desk__Close__Handler *h = user_data;
+  Alt__Names__Desk__Close__Call typed = {call};
+
+  if (h->on_close != NULL) {
+    h->on_close(typed, status, trailers, h->user_data);
+  }
+}
+
+static const conch_call_handler m2_push = {
+    .on_headers = m2_on_headers,
+    .on_message = m2_on_message,
+    .on_close = m2_on_close,
+};
+
+static const conch_call_handler m2_pull = {
+    .on_headers = m2_on_headers,
+    .on_close = m2_on_close,
+};
+
+int alt__names__desk__close__start(
+    conch_client *client, const conch_call_opts *opts,
+    const Alt__Names__Note *req,
+    const Alt__Names__Desk__Close__Handler *handler,
+    Alt__Names__Desk__Close__Call *out) {
+  const conch_call_handler *table = &m2_pull;
+
+  if (req == NULL || out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (handler != NULL && handler->on_message != NULL) {
+    table = &m2_push;
+  }
+  return conch_stub_start(client, &alt__names__desk__close___method, opts,
+                          table, handler, &req->base, &out->base);
+}
+
+int alt__names__desk__close__sync(conch_client *client,
+                                  const conch_call_opts *opts,
+                                  const Alt__Names__Note *req,
+                                  Alt__Names__Note **resp, conch_status *status,
+                                  conch_metadata *headers,
+                                  conch_metadata *trailers) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (resp == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  *resp = NULL;
+  if (req == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_unary_sync(client, &alt__names__desk__close___method, opts,
+                        &req->base, &m, status, headers, trailers);
+  *resp = (Alt__Names__Note *)m; /* m is the base of one */
+  return rv;
+}
+
+int alt__names__desk__close__recv(Alt__Names__Desk__Close__Call call,
+                                  Alt__Names__Note **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_stub_recv(call.base, &alt__names__note__descriptor, 0, &m);
+  *msg = (Alt__Names__Note *)m;
+  return rv;
+}
+
+int alt__names__desk__close__recv_sync(Alt__Names__Desk__Close__Call call,
+                                       Alt__Names__Note **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_stub_recv(call.base, &alt__names__note__descriptor, 1, &m);
+  *msg = (Alt__Names__Note *)m;
+  return rv;
+}
+
+static void s2_on_call(conch_rpc *rpc, void *user_data) {
+  const Alt__Names__Desk_Handlers *h = user_data;
+
+  if (h->close_.on_request == NULL) {
+    conch_status st;
+
+    conch_status_init(&st);
+    st.code = CONCH_CODE_UNIMPLEMENTED;
+    (void)conch_rpc_finish(rpc, &st);
+  }
+}
+
+static void s2_on_message(conch_rpc *rpc, const ProtobufCMessage *msg,
+                          void *user_data) {
+  const Alt__Names__Desk_Handlers *h = user_data;
+  Alt__Names__Desk__Close__Rpc typed = {rpc};
+
+  /* |msg| is the base of a message of the method's input type. */
+  if (h->close_.on_request != NULL) {
+    h->close_.on_request(typed, (const Alt__Names__Note *)msg, h->user_data);
+  }
+}
+
+static void s2_on_cancel(conch_rpc *rpc, const conch_status *status,
+                         void *user_data) {
+  const Alt__Names__Desk_Handlers *h = user_data;
+  Alt__Names__Desk__Close__Rpc typed = {rpc};
+
+  if (h->close_.on_cancel != NULL) {
+    h->close_.on_cancel(typed, status, h->user_data);
+  }
+}
+
+static const conch_server_handler s2_handler = {
+    .on_call = s2_on_call,
+    .on_message = s2_on_message,
+    .on_cancel = s2_on_cancel,
+};
+
+int alt__names__desk__close__rpc_send(Alt__Names__Desk__Close__Rpc rpc,
+                                      const Alt__Names__Note *msg) {
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int alt__names__desk__close__rpc_finish(Alt__Names__Desk__Close__Rpc rpc,
+                                        const conch_status *status) {
+  return conch_rpc_finish(rpc.base, status);
+}
+
+/* ---- stubgen.renamed.Desk/CloseRpcFinish -------------------------------- */
+
+const conch_method alt__names__desk__close_rpc_finish__method = {
+    .path = "/stubgen.renamed.Desk/CloseRpcFinish",
+    .kind = CONCH_STREAM_CLIENT,
+    .input = &alt__names__note__descriptor,
+    .output = &alt__names__note__descriptor,
+    .idempotency = CONCH_IDEMPOTENCY_UNKNOWN,
+};
+
+static void m3_on_headers(conch_call *call, const conch_metadata *headers,
+                          void *user_data) {
+  const Alt__Names__Desk__CloseRpcFinish_Handler *h = user_data;
+  Alt__Names__Desk__CloseRpcFinish_Call typed = {call};
+
+  if (h->on_headers != NULL) {
+    h->on_headers(typed, headers, h->user_data);
+  }
+}
+
+static void m3_on_message(conch_call *call, const ProtobufCMessage *msg,
+                          void *user_data) {
+  const Alt__Names__Desk__CloseRpcFinish_Handler *h = user_data;
+  Alt__Names__Desk__CloseRpcFinish_Call typed = {call};
+
+  /* Installed only with h->on_message.  |msg| is the base of a
+     message of the method's output type. */
+  h->on_message(typed, (const Alt__Names__Note *)msg, h->user_data);
+}
+
+static void m3_on_send_ready(conch_call *call, void *user_data) {
+  const Alt__Names__Desk__CloseRpcFinish_Handler *h = user_data;
+  Alt__Names__Desk__CloseRpcFinish_Call typed = {call};
+
+  if (h->on_send_ready != NULL) {
+    h->on_send_ready(typed, h->user_data);
+  }
+}
+
+static void m3_on_close(conch_call *call, const conch_status *status,
+                        const conch_metadata *trailers, void *user_data) {
+  const Alt__Names__Desk__CloseRpcFinish_Handler *h = user_data;
+  Alt__Names__Desk__CloseRpcFinish_Call typed = {call};
+
+  if (h->on_close != NULL) {
+    h->on_close(typed, status, trailers, h->user_data);
+  }
+}
+
+static const conch_call_handler m3_push = {
+    .on_headers = m3_on_headers,
+    .on_message = m3_on_message,
+    .on_send_ready = m3_on_send_ready,
+    .on_close = m3_on_close,
+};
+
+static const conch_call_handler m3_pull = {
+    .on_headers = m3_on_headers,
+    .on_send_ready = m3_on_send_ready,
+    .on_close = m3_on_close,
+};
+
+int alt__names__desk__close_rpc_finish_start(
+    conch_client *client, const conch_call_opts *opts,
+    const Alt__Names__Desk__CloseRpcFinish_Handler *handler,
+    Alt__Names__Desk__CloseRpcFinish_Call *out) {
+  const conch_call_handler *table = &m3_pull;
+
+  if (out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (handler != NULL && handler->on_message != NULL) {
+    table = &m3_push;
+  }
+  return conch_stub_start(client, &alt__names__desk__close_rpc_finish__method,
+                          opts, table, handler, NULL, &out->base);
+}
+
+int alt__names__desk__close_rpc_finish_send(
+    Alt__Names__Desk__CloseRpcFinish_Call call, const Alt__Names__Note *msg) {
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  return conch_call_send(call.base, &msg->base);
+}
+
+int alt__names__desk__close_rpc_finish_send_sync(
+    Alt__Names__Desk__CloseRpcFinish_Call call, const Alt__Names__Note *msg) {
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  return conch_call_send_sync(call.base, &msg->base);
+}
+
+int alt__names__desk__close_rpc_finish_close_send(
+    Alt__Names__Desk__CloseRpcFinish_Call call) {
+  return conch_call_close_send(call.base);
+}
+
+int alt__names__desk__close_rpc_finish_recv(
+    Alt__Names__Desk__CloseRpcFinish_Call call, Alt__Names__Note **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_stub_recv(call.base, &alt__names__note__descriptor, 0, &m);
+  *msg = (Alt__Names__Note *)m;
+  return rv;
+}
+
+int alt__names__desk__close_rpc_finish_recv_sync(
+    Alt__Names__Desk__CloseRpcFinish_Call call, Alt__Names__Note **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_stub_recv(call.base, &alt__names__note__descriptor, 1, &m);
+  *msg = (Alt__Names__Note *)m;
+  return rv;
+}
+
+int alt__names__desk__close_rpc_finish_close_and_recv_sync(
+    Alt__Names__Desk__CloseRpcFinish_Call call, Alt__Names__Note **resp) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (resp == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_stub_close_and_recv(call.base, &alt__names__note__descriptor, &m);
+  *resp = (Alt__Names__Note *)m;
+  return rv;
+}
+
+static void s3_on_call(conch_rpc *rpc, void *user_data) {
+  const Alt__Names__Desk_Handlers *h = user_data;
+
+  if (h->close_rpc_finish.on_message == NULL &&
+      h->close_rpc_finish.on_half_close == NULL) {
+    conch_status st;
+
+    conch_status_init(&st);
+    st.code = CONCH_CODE_UNIMPLEMENTED;
+    (void)conch_rpc_finish(rpc, &st);
+  }
+}
+
+static void s3_on_message(conch_rpc *rpc, const ProtobufCMessage *msg,
+                          void *user_data) {
+  const Alt__Names__Desk_Handlers *h = user_data;
+  Alt__Names__Desk__CloseRpcFinish_Rpc typed = {rpc};
+
+  /* |msg| is the base of a message of the method's input type. */
+  if (h->close_rpc_finish.on_message != NULL) {
+    h->close_rpc_finish.on_message(typed, (const Alt__Names__Note *)msg,
+                                   h->user_data);
+  }
+}
+
+static void s3_on_half_close(conch_rpc *rpc, void *user_data) {
+  const Alt__Names__Desk_Handlers *h = user_data;
+  Alt__Names__Desk__CloseRpcFinish_Rpc typed = {rpc};
+
+  if (h->close_rpc_finish.on_half_close != NULL) {
+    h->close_rpc_finish.on_half_close(typed, h->user_data);
+  }
+}
+
+static void s3_on_cancel(conch_rpc *rpc, const conch_status *status,
+                         void *user_data) {
+  const Alt__Names__Desk_Handlers *h = user_data;
+  Alt__Names__Desk__CloseRpcFinish_Rpc typed = {rpc};
+
+  if (h->close_rpc_finish.on_cancel != NULL) {
+    h->close_rpc_finish.on_cancel(typed, status, h->user_data);
+  }
+}
+
+static const conch_server_handler s3_handler = {
+    .on_call = s3_on_call,
+    .on_message = s3_on_message,
+    .on_half_close = s3_on_half_close,
+    .on_cancel = s3_on_cancel,
+};
+
+int alt__names__desk__close_rpc_finish_rpc_send(
+    Alt__Names__Desk__CloseRpcFinish_Rpc rpc, const Alt__Names__Note *msg) {
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int alt__names__desk__close_rpc_finish_rpc_finish(
+    Alt__Names__Desk__CloseRpcFinish_Rpc rpc, const conch_status *status) {
+  return conch_rpc_finish(rpc.base, status);
+}
+
+/* ---- stubgen.renamed.Desk/Open ------------------------------------------ */
+
+const conch_method alt__names__desk__open__method = {
+    .path = "/stubgen.renamed.Desk/Open",
+    .kind = CONCH_STREAM_UNARY,
+    .input = &alt__names__note__descriptor,
+    .output = &alt__names__note__descriptor,
+    .idempotency = CONCH_IDEMPOTENCY_UNKNOWN,
+};
+
+static void m4_on_headers(conch_call *call, const conch_metadata *headers,
+                          void *user_data) {
+  const Alt__Names__Desk__Open_Handler *h = user_data;
+  Alt__Names__Desk__Open_Call typed = {call};
+
+  if (h->on_headers != NULL) {
+    h->on_headers(typed, headers, h->user_data);
+  }
+}
+
+static void m4_on_message(conch_call *call, const ProtobufCMessage *msg,
+                          void *user_data) {
+  const Alt__Names__Desk__Open_Handler *h = user_data;
+  Alt__Names__Desk__Open_Call typed = {call};
+
+  /* Installed only with h->on_message.  |msg| is the base of a
+     message of the method's output type. */
+  h->on_message(typed, (const Alt__Names__Note *)msg, h->user_data);
+}
+
+static void m4_on_close(conch_call *call, const conch_status *status,
+                        const conch_metadata *trailers, void *user_data) {
+  const Alt__Names__Desk__Open_Handler *h = user_data;
+  Alt__Names__Desk__Open_Call typed = {call};
+
+  if (h->on_close != NULL) {
+    h->on_close(typed, status, trailers, h->user_data);
+  }
+}
+
+static const conch_call_handler m4_push = {
+    .on_headers = m4_on_headers,
+    .on_message = m4_on_message,
+    .on_close = m4_on_close,
+};
+
+static const conch_call_handler m4_pull = {
+    .on_headers = m4_on_headers,
+    .on_close = m4_on_close,
+};
+
+int alt__names__desk__open_start(conch_client *client,
+                                 const conch_call_opts *opts,
+                                 const Alt__Names__Note *req,
+                                 const Alt__Names__Desk__Open_Handler *handler,
+                                 Alt__Names__Desk__Open_Call *out) {
+  const conch_call_handler *table = &m4_pull;
+
+  if (req == NULL || out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (handler != NULL && handler->on_message != NULL) {
+    table = &m4_push;
+  }
+  return conch_stub_start(client, &alt__names__desk__open__method, opts, table,
+                          handler, &req->base, &out->base);
+}
+
+int alt__names__desk__open_sync(conch_client *client,
+                                const conch_call_opts *opts,
+                                const Alt__Names__Note *req,
+                                Alt__Names__Note **resp, conch_status *status,
+                                conch_metadata *headers,
+                                conch_metadata *trailers) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (resp == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  *resp = NULL;
+  if (req == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_unary_sync(client, &alt__names__desk__open__method, opts,
+                        &req->base, &m, status, headers, trailers);
+  *resp = (Alt__Names__Note *)m; /* m is the base of one */
+  return rv;
+}
+
+int alt__names__desk__open_recv(Alt__Names__Desk__Open_Call call,
+                                Alt__Names__Note **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_stub_recv(call.base, &alt__names__note__descriptor, 0, &m);
+  *msg = (Alt__Names__Note *)m;
+  return rv;
+}
+
+int alt__names__desk__open_recv_sync(Alt__Names__Desk__Open_Call call,
+                                     Alt__Names__Note **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_stub_recv(call.base, &alt__names__note__descriptor, 1, &m);
+  *msg = (Alt__Names__Note *)m;
+  return rv;
+}
+
+static void s4_on_call(conch_rpc *rpc, void *user_data) {
+  const Alt__Names__Desk_Handlers *h = user_data;
+
+  if (h->open.on_request == NULL) {
+    conch_status st;
+
+    conch_status_init(&st);
+    st.code = CONCH_CODE_UNIMPLEMENTED;
+    (void)conch_rpc_finish(rpc, &st);
+  }
+}
+
+static void s4_on_message(conch_rpc *rpc, const ProtobufCMessage *msg,
+                          void *user_data) {
+  const Alt__Names__Desk_Handlers *h = user_data;
+  Alt__Names__Desk__Open_Rpc typed = {rpc};
+
+  /* |msg| is the base of a message of the method's input type. */
+  if (h->open.on_request != NULL) {
+    h->open.on_request(typed, (const Alt__Names__Note *)msg, h->user_data);
+  }
+}
+
+static void s4_on_cancel(conch_rpc *rpc, const conch_status *status,
+                         void *user_data) {
+  const Alt__Names__Desk_Handlers *h = user_data;
+  Alt__Names__Desk__Open_Rpc typed = {rpc};
+
+  if (h->open.on_cancel != NULL) {
+    h->open.on_cancel(typed, status, h->user_data);
+  }
+}
+
+static const conch_server_handler s4_handler = {
+    .on_call = s4_on_call,
+    .on_message = s4_on_message,
+    .on_cancel = s4_on_cancel,
+};
+
+int alt__names__desk__open_rpc_send(Alt__Names__Desk__Open_Rpc rpc,
+                                    const Alt__Names__Note *msg) {
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int alt__names__desk__open_rpc_finish(Alt__Names__Desk__Open_Rpc rpc,
+                                      const conch_status *status) {
+  return conch_rpc_finish(rpc.base, status);
+}
+
+const conch_method *const alt__names__desk__methods[4] = {
+    &alt__names__desk__close___method,
+    &alt__names__desk__close_rpc_finish__method,
+    &alt__names__desk__open__method,
+    NULL,
+};
+
+const size_t alt__names__desk__n_methods = 3;
+
+int alt__names__desk__register(conch_server *server,
+                               const Alt__Names__Desk_Handlers *handlers) {
+  /* The server hands |handlers| back to the trampolines as their
+     user_data, which is not const; they never write through it. */
+  void *ud = (void *)(uintptr_t)handlers;
+  int rv;
+
+  if (server == NULL || handlers == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_server_add_method(server, &alt__names__desk__close___method,
+                               &s2_handler, ud);
+  if (rv != 0) {
+    return rv;
+  }
+  rv = conch_server_add_method(server,
+                               &alt__names__desk__close_rpc_finish__method,
+                               &s3_handler, ud);
+  if (rv != 0) {
+    return rv;
+  }
+  rv = conch_server_add_method(server, &alt__names__desk__open__method,
+                               &s4_handler, ud);
+  if (rv != 0) {
+    return rv;
+  }
+  return 0;
+}

@@ -432,6 +432,555 @@ typedef struct Alt__Names__Notes_Handlers {
 int alt__names__notes__register(conch_server *server,
                                 const Alt__Names__Notes_Handlers *handlers);
 
+/* ==== stubgen.renamed.Desk =============================================== */
+
+/**
+ * The methods of service stubgen.renamed.Desk, in .proto order, then NULL.
+ *
+ * The server's names against protobuf-c's: alt__names__desk__close_rpc_finish
+ * is protobuf-c's stub for CloseRpcFinish, so Close's prefixes take one '_'
+ * more.  (A method Register would take the service's register function,
+ * but protoc-c cannot compile a method named by a C keyword.)
+ */
+extern const conch_method *const alt__names__desk__methods[4];
+
+/**
+ * The number of methods of stubgen.renamed.Desk: 3.
+ */
+extern const size_t alt__names__desk__n_methods;
+
+/* ---- stubgen.renamed.Desk/Close ----------------------------------------- */
+
+/**
+ * stubgen.renamed.Desk/Close, unary: one Alt__Names__Note in, one
+ * Alt__Names__Note out.
+ *
+ * C names: the prefixes of this method are alt__names__desk__close_ and
+ * Alt__Names__Desk__Close_, with a trailing '_', because
+ * alt__names__desk__close_rpc_finish is taken by protobuf-c's service stub for
+ * stubgen.renamed.Desk/CloseRpcFinish.
+ *
+ * The method descriptor, for the untyped functions of conch/call.h.
+ */
+extern const conch_method alt__names__desk__close___method;
+
+/**
+ * A call of stubgen.renamed.Desk/Close: a typed view of the runtime's handle
+ * |base|.  Use |base| with the rest of conch/call.h (conch_call_cancel(),
+ * conch_call_status(), conch_call_headers(), conch_call_wait_sync(), ...) and
+ * free it with conch_call_free(call.base), also after the call ended.
+ */
+typedef struct Alt__Names__Desk__Close__Call {
+  conch_call *base;
+} Alt__Names__Desk__Close__Call;
+
+/**
+ * Handlers of one stubgen.renamed.Desk/Close call; any member may be NULL.
+ * Without on_message the call is in pull mode: take responses with
+ * alt__names__desk__close__recv().  Retained: the struct must stay valid and
+ * unchanged until on_close has returned (conch_call_user_data() of the call
+ * returns it).  Handlers run on the thread that drives the client, never inside
+ * alt__names__desk__close__start(); what they receive is borrowed until they
+ * return.
+ */
+typedef struct Alt__Names__Desk__Close__Handler {
+  /** Response headers arrived (not for a trailers-only response). */
+  void (*on_headers)(Alt__Names__Desk__Close__Call call,
+                     const conch_metadata *headers, void *user_data);
+  /** The response. */
+  void (*on_message)(Alt__Names__Desk__Close__Call call,
+                     const Alt__Names__Note *msg, void *user_data);
+  /** The call ended with |status|; runs exactly once for every started call.
+      |trailers| is never NULL.  The call may be freed from here. */
+  void (*on_close)(Alt__Names__Desk__Close__Call call,
+                   const conch_status *status, const conch_metadata *trailers,
+                   void *user_data);
+  /** Passed to every handler. */
+  void *user_data;
+} Alt__Names__Desk__Close__Handler;
+
+/**
+ * Starts a call of stubgen.renamed.Desk/Close on |client| with the request
+ * |req| (serialized here, borrowed for this call only), which also ends the
+ * requests.  |opts| may be NULL.  |handler| is retained (see
+ * Alt__Names__Desk__Close__Handler); NULL means pull mode without handlers.  On
+ * 0, |*out| is the call.  Failures of the RPC itself (connection, deadline, a
+ * request over the send limit) end the call with a status instead.
+ *
+ * Returns 0, CONCH_ERR_INVALID (a NULL |client|, |req| or |out|, bad |opts|),
+ * CONCH_ERR_CODEC or CONCH_ERR_NOMEM; then nothing was started and no handler
+ * runs.  Once a call with handlers exists, a request that cannot be queued ends
+ * it as canceled instead.
+ */
+int alt__names__desk__close__start(
+    conch_client *client, const conch_call_opts *opts,
+    const Alt__Names__Note *req,
+    const Alt__Names__Desk__Close__Handler *handler,
+    Alt__Names__Desk__Close__Call *out);
+
+/**
+ * Calls stubgen.renamed.Desk/Close and waits for the answer, driving |client|
+ * on this thread.  |req| is borrowed; |opts| may be NULL.  On 0, |*resp| is the
+ * response, the caller's to free with conch_message_free(); otherwise it is
+ * NULL.  |status| (initialised with conch_status_init(); may be NULL) receives
+ * the status of the RPC; |headers| and |trailers|, when not NULL, receive the
+ * response metadata (appended).
+ *
+ * Returns 0, CONCH_ERR_RPC (see |status|), CONCH_ERR_INVALID,
+ * CONCH_ERR_RECURSIVE (called from a handler of |client|) or CONCH_ERR_NOMEM.
+ */
+int alt__names__desk__close__sync(conch_client *client,
+                                  const conch_call_opts *opts,
+                                  const Alt__Names__Note *req,
+                                  Alt__Names__Note **resp, conch_status *status,
+                                  conch_metadata *headers,
+                                  conch_metadata *trailers);
+
+/**
+ * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
+ * is the caller's, to free with conch_message_free(); otherwise it is NULL.
+ * Responses not taken hold the server back (flow control).
+ *
+ * Returns 0; CONCH_ERR_AGAIN (none yet: drive the client); CONCH_ERR_EOF (the
+ * call ended OK and every response was taken); CONCH_ERR_RPC (it ended with an
+ * error: conch_call_status(call.base)); CONCH_ERR_STATE (the call has an
+ * on_message handler); CONCH_ERR_INVALID.
+ */
+int alt__names__desk__close__recv(Alt__Names__Desk__Close__Call call,
+                                  Alt__Names__Note **msg);
+
+/**
+ * alt__names__desk__close__recv(), driving the client on this thread until a
+ * response is ready or the call ends: never CONCH_ERR_AGAIN, and
+ * CONCH_ERR_RECURSIVE when called from a handler.
+ */
+int alt__names__desk__close__recv_sync(Alt__Names__Desk__Close__Call call,
+                                       Alt__Names__Note **msg);
+
+/**
+ * A call of stubgen.renamed.Desk/Close as its server handles it: a typed view
+ * of the server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until alt__names__desk__close__rpc_finish() or on_cancel; the
+ * server frees it.
+ */
+typedef struct Alt__Names__Desk__Close__Rpc {
+  conch_rpc *base;
+} Alt__Names__Desk__Close__Rpc;
+
+/**
+ * The server's handlers of stubgen.renamed.Desk/Close, its member of the
+ * service's handler table.  Set means on_request is not NULL; unset, the method
+ * answers unimplemented.  Other members may be NULL.  Handlers run on the
+ * thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Alt__Names__Desk__Close__Server {
+  /** The request.  Answer with one alt__names__desk__close__rpc_send() and end
+      with alt__names__desk__close__rpc_finish(), here or later. */
+  void (*on_request)(Alt__Names__Desk__Close__Rpc rpc,
+                     const Alt__Names__Note *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Alt__Names__Desk__Close__Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Alt__Names__Desk__Close__Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int alt__names__desk__close__rpc_send(Alt__Names__Desk__Close__Rpc rpc,
+                                      const Alt__Names__Note *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int alt__names__desk__close__rpc_finish(Alt__Names__Desk__Close__Rpc rpc,
+                                        const conch_status *status);
+
+/* ---- stubgen.renamed.Desk/CloseRpcFinish -------------------------------- */
+
+/**
+ * stubgen.renamed.Desk/CloseRpcFinish, client streaming: a stream of
+ * Alt__Names__Note in, one Alt__Names__Note out.
+ *
+ * The method descriptor, for the untyped functions of conch/call.h.
+ */
+extern const conch_method alt__names__desk__close_rpc_finish__method;
+
+/**
+ * A call of stubgen.renamed.Desk/CloseRpcFinish: a typed view of the runtime's
+ * handle |base|.  Use |base| with the rest of conch/call.h
+ * (conch_call_cancel(), conch_call_status(), conch_call_headers(),
+ * conch_call_wait_sync(), ...) and free it with conch_call_free(call.base),
+ * also after the call ended.
+ */
+typedef struct Alt__Names__Desk__CloseRpcFinish_Call {
+  conch_call *base;
+} Alt__Names__Desk__CloseRpcFinish_Call;
+
+/**
+ * Handlers of one stubgen.renamed.Desk/CloseRpcFinish call; any member may be
+ * NULL.  Without on_message the call is in pull mode: take responses with
+ * alt__names__desk__close_rpc_finish_recv().  Retained: the struct must stay
+ * valid and unchanged until on_close has returned (conch_call_user_data() of
+ * the call returns it).  Handlers run on the thread that drives the client,
+ * never inside alt__names__desk__close_rpc_finish_start(); what they receive is
+ * borrowed until they return.
+ */
+typedef struct Alt__Names__Desk__CloseRpcFinish_Handler {
+  /** Response headers arrived (not for a trailers-only response). */
+  void (*on_headers)(Alt__Names__Desk__CloseRpcFinish_Call call,
+                     const conch_metadata *headers, void *user_data);
+  /** The response. */
+  void (*on_message)(Alt__Names__Desk__CloseRpcFinish_Call call,
+                     const Alt__Names__Note *msg, void *user_data);
+  /** The send buffer has room again after a send returned CONCH_ERR_AGAIN. */
+  void (*on_send_ready)(Alt__Names__Desk__CloseRpcFinish_Call call,
+                        void *user_data);
+  /** The call ended with |status|; runs exactly once for every started call.
+      |trailers| is never NULL.  The call may be freed from here. */
+  void (*on_close)(Alt__Names__Desk__CloseRpcFinish_Call call,
+                   const conch_status *status, const conch_metadata *trailers,
+                   void *user_data);
+  /** Passed to every handler. */
+  void *user_data;
+} Alt__Names__Desk__CloseRpcFinish_Handler;
+
+/**
+ * Starts a call of stubgen.renamed.Desk/CloseRpcFinish on |client|; send the
+ * requests with alt__names__desk__close_rpc_finish_send() and end them with
+ * alt__names__desk__close_rpc_finish_close_send().  |opts| may be NULL.
+ * |handler| is retained (see Alt__Names__Desk__CloseRpcFinish_Handler); NULL
+ * means pull mode without handlers.  On 0, |*out| is the call.  Failures of the
+ * RPC itself (connection, deadline) end the call with a status instead.
+ *
+ * Returns 0, CONCH_ERR_INVALID (a NULL |client| or |out|, bad |opts|) or
+ * CONCH_ERR_NOMEM; then nothing was started and no handler runs.
+ */
+int alt__names__desk__close_rpc_finish_start(
+    conch_client *client, const conch_call_opts *opts,
+    const Alt__Names__Desk__CloseRpcFinish_Handler *handler,
+    Alt__Names__Desk__CloseRpcFinish_Call *out);
+
+/**
+ * Queues the request |msg| on |call| (serialized here, borrowed for this call
+ * only).
+ *
+ * Returns 0; CONCH_ERR_AGAIN (the send buffer is full: nothing was queued,
+ * on_send_ready follows); CONCH_ERR_STATE (after close_send, or once the call
+ * ended: its status says why); CONCH_ERR_LIMIT (over the send limit: the call
+ * ends with resource_exhausted); CONCH_ERR_INVALID, CONCH_ERR_CODEC or
+ * CONCH_ERR_NOMEM.
+ */
+int alt__names__desk__close_rpc_finish_send(
+    Alt__Names__Desk__CloseRpcFinish_Call call, const Alt__Names__Note *msg);
+
+/**
+ * alt__names__desk__close_rpc_finish_send(), driving the client on this thread
+ * while the send buffer is full: never CONCH_ERR_AGAIN, and CONCH_ERR_RECURSIVE
+ * when called from a handler.
+ */
+int alt__names__desk__close_rpc_finish_send_sync(
+    Alt__Names__Desk__CloseRpcFinish_Call call, const Alt__Names__Note *msg);
+
+/**
+ * Ends the requests of |call|: no alt__names__desk__close_rpc_finish_send()
+ * after it.  Responses may still arrive.  Returns 0, CONCH_ERR_STATE (already
+ * ended) or CONCH_ERR_INVALID.
+ */
+int alt__names__desk__close_rpc_finish_close_send(
+    Alt__Names__Desk__CloseRpcFinish_Call call);
+
+/**
+ * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
+ * is the caller's, to free with conch_message_free(); otherwise it is NULL.
+ * Responses not taken hold the server back (flow control).
+ *
+ * Returns 0; CONCH_ERR_AGAIN (none yet: drive the client); CONCH_ERR_EOF (the
+ * call ended OK and every response was taken); CONCH_ERR_RPC (it ended with an
+ * error: conch_call_status(call.base)); CONCH_ERR_STATE (the call has an
+ * on_message handler); CONCH_ERR_INVALID.
+ */
+int alt__names__desk__close_rpc_finish_recv(
+    Alt__Names__Desk__CloseRpcFinish_Call call, Alt__Names__Note **msg);
+
+/**
+ * alt__names__desk__close_rpc_finish_recv(), driving the client on this thread
+ * until a response is ready or the call ends: never CONCH_ERR_AGAIN, and
+ * CONCH_ERR_RECURSIVE when called from a handler.
+ */
+int alt__names__desk__close_rpc_finish_recv_sync(
+    Alt__Names__Desk__CloseRpcFinish_Call call, Alt__Names__Note **msg);
+
+/**
+ * Ends the requests of |call| (unless they already ended), then waits, driving
+ * the client on this thread, for the response and the end of the call.  Pull
+ * mode only.  On 0, |*resp| is the caller's, to free with conch_message_free();
+ * otherwise it is NULL.
+ *
+ * Returns 0; CONCH_ERR_RPC (the call failed: conch_call_status(call.base));
+ * CONCH_ERR_PROTO (it ended OK without a response); CONCH_ERR_STATE (the call
+ * has an on_message handler); CONCH_ERR_RECURSIVE (called from a handler);
+ * CONCH_ERR_INVALID.
+ */
+int alt__names__desk__close_rpc_finish_close_and_recv_sync(
+    Alt__Names__Desk__CloseRpcFinish_Call call, Alt__Names__Note **resp);
+
+/**
+ * A call of stubgen.renamed.Desk/CloseRpcFinish as its server handles it: a
+ * typed view of the server's handle |base|.  Use |base| with the rest of
+ * conch/server.h (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until alt__names__desk__close_rpc_finish_rpc_finish() or
+ * on_cancel; the server frees it.
+ */
+typedef struct Alt__Names__Desk__CloseRpcFinish_Rpc {
+  conch_rpc *base;
+} Alt__Names__Desk__CloseRpcFinish_Rpc;
+
+/**
+ * The server's handlers of stubgen.renamed.Desk/CloseRpcFinish, its member of
+ * the service's handler table.  Set means on_message or on_half_close is not
+ * NULL; unset, the method answers unimplemented.  Other members may be NULL.
+ * Handlers run on the thread that drives the server; what they receive is
+ * borrowed until they return, and their |user_data| is the table's.
+ */
+typedef struct Alt__Names__Desk__CloseRpcFinish_Server {
+  /** A request message. */
+  void (*on_message)(Alt__Names__Desk__CloseRpcFinish_Rpc rpc,
+                     const Alt__Names__Note *msg, void *user_data);
+  /** The client sent its last request.  Answer with one
+      alt__names__desk__close_rpc_finish_rpc_send() and end with
+      alt__names__desk__close_rpc_finish_rpc_finish(), here or later (or
+      earlier). */
+  void (*on_half_close)(Alt__Names__Desk__CloseRpcFinish_Rpc rpc,
+                        void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Alt__Names__Desk__CloseRpcFinish_Rpc rpc,
+                    const conch_status *status, void *user_data);
+} Alt__Names__Desk__CloseRpcFinish_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int alt__names__desk__close_rpc_finish_rpc_send(
+    Alt__Names__Desk__CloseRpcFinish_Rpc rpc, const Alt__Names__Note *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int alt__names__desk__close_rpc_finish_rpc_finish(
+    Alt__Names__Desk__CloseRpcFinish_Rpc rpc, const conch_status *status);
+
+/* ---- stubgen.renamed.Desk/Open ------------------------------------------ */
+
+/**
+ * stubgen.renamed.Desk/Open, unary: one Alt__Names__Note in, one
+ * Alt__Names__Note out.
+ *
+ * The method descriptor, for the untyped functions of conch/call.h.
+ */
+extern const conch_method alt__names__desk__open__method;
+
+/**
+ * A call of stubgen.renamed.Desk/Open: a typed view of the runtime's handle
+ * |base|.  Use |base| with the rest of conch/call.h (conch_call_cancel(),
+ * conch_call_status(), conch_call_headers(), conch_call_wait_sync(), ...) and
+ * free it with conch_call_free(call.base), also after the call ended.
+ */
+typedef struct Alt__Names__Desk__Open_Call {
+  conch_call *base;
+} Alt__Names__Desk__Open_Call;
+
+/**
+ * Handlers of one stubgen.renamed.Desk/Open call; any member may be NULL.
+ * Without on_message the call is in pull mode: take responses with
+ * alt__names__desk__open_recv().  Retained: the struct must stay valid and
+ * unchanged until on_close has returned (conch_call_user_data() of the call
+ * returns it).  Handlers run on the thread that drives the client, never inside
+ * alt__names__desk__open_start(); what they receive is borrowed until they
+ * return.
+ */
+typedef struct Alt__Names__Desk__Open_Handler {
+  /** Response headers arrived (not for a trailers-only response). */
+  void (*on_headers)(Alt__Names__Desk__Open_Call call,
+                     const conch_metadata *headers, void *user_data);
+  /** The response. */
+  void (*on_message)(Alt__Names__Desk__Open_Call call,
+                     const Alt__Names__Note *msg, void *user_data);
+  /** The call ended with |status|; runs exactly once for every started call.
+      |trailers| is never NULL.  The call may be freed from here. */
+  void (*on_close)(Alt__Names__Desk__Open_Call call, const conch_status *status,
+                   const conch_metadata *trailers, void *user_data);
+  /** Passed to every handler. */
+  void *user_data;
+} Alt__Names__Desk__Open_Handler;
+
+/**
+ * Starts a call of stubgen.renamed.Desk/Open on |client| with the request |req|
+ * (serialized here, borrowed for this call only), which also ends the requests.
+ * |opts| may be NULL.  |handler| is retained (see
+ * Alt__Names__Desk__Open_Handler); NULL means pull mode without handlers.  On
+ * 0, |*out| is the call.  Failures of the RPC itself (connection, deadline, a
+ * request over the send limit) end the call with a status instead.
+ *
+ * Returns 0, CONCH_ERR_INVALID (a NULL |client|, |req| or |out|, bad |opts|),
+ * CONCH_ERR_CODEC or CONCH_ERR_NOMEM; then nothing was started and no handler
+ * runs.  Once a call with handlers exists, a request that cannot be queued ends
+ * it as canceled instead.
+ */
+int alt__names__desk__open_start(conch_client *client,
+                                 const conch_call_opts *opts,
+                                 const Alt__Names__Note *req,
+                                 const Alt__Names__Desk__Open_Handler *handler,
+                                 Alt__Names__Desk__Open_Call *out);
+
+/**
+ * Calls stubgen.renamed.Desk/Open and waits for the answer, driving |client| on
+ * this thread.  |req| is borrowed; |opts| may be NULL.  On 0, |*resp| is the
+ * response, the caller's to free with conch_message_free(); otherwise it is
+ * NULL.  |status| (initialised with conch_status_init(); may be NULL) receives
+ * the status of the RPC; |headers| and |trailers|, when not NULL, receive the
+ * response metadata (appended).
+ *
+ * Returns 0, CONCH_ERR_RPC (see |status|), CONCH_ERR_INVALID,
+ * CONCH_ERR_RECURSIVE (called from a handler of |client|) or CONCH_ERR_NOMEM.
+ */
+int alt__names__desk__open_sync(conch_client *client,
+                                const conch_call_opts *opts,
+                                const Alt__Names__Note *req,
+                                Alt__Names__Note **resp, conch_status *status,
+                                conch_metadata *headers,
+                                conch_metadata *trailers);
+
+/**
+ * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
+ * is the caller's, to free with conch_message_free(); otherwise it is NULL.
+ * Responses not taken hold the server back (flow control).
+ *
+ * Returns 0; CONCH_ERR_AGAIN (none yet: drive the client); CONCH_ERR_EOF (the
+ * call ended OK and every response was taken); CONCH_ERR_RPC (it ended with an
+ * error: conch_call_status(call.base)); CONCH_ERR_STATE (the call has an
+ * on_message handler); CONCH_ERR_INVALID.
+ */
+int alt__names__desk__open_recv(Alt__Names__Desk__Open_Call call,
+                                Alt__Names__Note **msg);
+
+/**
+ * alt__names__desk__open_recv(), driving the client on this thread until a
+ * response is ready or the call ends: never CONCH_ERR_AGAIN, and
+ * CONCH_ERR_RECURSIVE when called from a handler.
+ */
+int alt__names__desk__open_recv_sync(Alt__Names__Desk__Open_Call call,
+                                     Alt__Names__Note **msg);
+
+/**
+ * A call of stubgen.renamed.Desk/Open as its server handles it: a typed view of
+ * the server's handle |base|.  Use |base| with the rest of conch/server.h
+ * (conch_rpc_request_headers(), conch_rpc_response_trailers(),
+ * conch_rpc_set_data(), ...).  It is the handler's from the first handler that
+ * receives it until alt__names__desk__open_rpc_finish() or on_cancel; the
+ * server frees it.
+ */
+typedef struct Alt__Names__Desk__Open_Rpc {
+  conch_rpc *base;
+} Alt__Names__Desk__Open_Rpc;
+
+/**
+ * The server's handlers of stubgen.renamed.Desk/Open, its member of the
+ * service's handler table.  Set means on_request is not NULL; unset, the method
+ * answers unimplemented.  Other members may be NULL.  Handlers run on the
+ * thread that drives the server; what they receive is borrowed until they
+ * return, and their |user_data| is the table's.
+ */
+typedef struct Alt__Names__Desk__Open_Server {
+  /** The request.  Answer with one alt__names__desk__open_rpc_send() and end
+      with alt__names__desk__open_rpc_finish(), here or later. */
+  void (*on_request)(Alt__Names__Desk__Open_Rpc rpc,
+                     const Alt__Names__Note *req, void *user_data);
+  /** The call ended before the handler finished it: |status| says why
+      (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
+      once this returns. */
+  void (*on_cancel)(Alt__Names__Desk__Open_Rpc rpc, const conch_status *status,
+                    void *user_data);
+} Alt__Names__Desk__Open_Server;
+
+/**
+ * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
+ * only).  The call takes one response.
+ *
+ * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
+ * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ */
+int alt__names__desk__open_rpc_send(Alt__Names__Desk__Open_Rpc rpc,
+                                    const Alt__Names__Note *msg);
+
+/**
+ * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
+ * |rpc| up.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code outside 0..16) or
+ * CONCH_ERR_STATE (finished already).
+ */
+int alt__names__desk__open_rpc_finish(Alt__Names__Desk__Open_Rpc rpc,
+                                      const conch_status *status);
+
+/* ---- server ------------------------------------------------------------- */
+
+/**
+ * The handlers of a server of stubgen.renamed.Desk: one member per method, in
+ * .proto order, and the |user_data| every handler receives.  Start from {0}
+ * (every method unimplemented) and set what the server implements.
+ */
+typedef struct Alt__Names__Desk_Handlers {
+  /** stubgen.renamed.Desk/Close. */
+  Alt__Names__Desk__Close__Server close_;
+  /** stubgen.renamed.Desk/CloseRpcFinish. */
+  Alt__Names__Desk__CloseRpcFinish_Server close_rpc_finish;
+  /** stubgen.renamed.Desk/Open. */
+  Alt__Names__Desk__Open_Server open;
+  /** Passed to every handler. */
+  void *user_data;
+} Alt__Names__Desk_Handlers;
+
+/**
+ * Registers the 3 methods of stubgen.renamed.Desk on |server|
+ * (conch_server_add_method()) with |handlers|, which is retained: it must stay
+ * valid and unchanged until the server is freed.  A method whose member is
+ * unset answers every call with unimplemented.  Register before serving.
+ *
+ * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
+ * registered on |server| already), CONCH_ERR_STATE (calls are running and the
+ * server's table is full) or CONCH_ERR_NOMEM.  Methods registered before a
+ * failure stay registered.
+ */
+int alt__names__desk__register(conch_server *server,
+                               const Alt__Names__Desk_Handlers *handlers);
+
 #ifdef __cplusplus
 }
 #endif
