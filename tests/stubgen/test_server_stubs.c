@@ -306,7 +306,10 @@ static void paced_stream(conch_client *c) {
   text[sizeof(text) - 1] = '\0';
   ping.text = text;
   ping.count = 2000;
-  CHECK(echo__server_stream_start(c, NULL, &ping, NULL, &call) == 0);
+  /* A deadline, so that a stream that stalls fails instead of hanging. */
+  conch_call_opts opts = CONCH_CALL_OPTS_INIT;
+  opts.timeout_ms = CONCH_WAIT_MS;
+  CHECK(echo__server_stream_start(c, &opts, &ping, NULL, &call) == 0);
   for (i = 0; i < 2000; i++) {
     CHECK(echo__server_stream_recv_sync(call, &pong) == 0);
     CHECK(pong->index == i);
