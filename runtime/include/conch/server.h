@@ -11,8 +11,8 @@
  * client that speaks HTTP/1.x is dropped), TLS serving, pull-mode
  * receiving (messages are pushed; conch_rpc_pause() holds them back),
  * typed handler stubs from protoc-gen-conch, registered custom
- * compressions, libuv/libevent adapters for the server, and `conch serve`
- * on this core.
+ * compressions, a libevent adapter (libuv: adapters/libuv_server.h), and
+ * `conch serve` on this core.
  *
  * The shape follows the client (client.h, call.h, io.h):
  *
