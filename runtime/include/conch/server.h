@@ -11,8 +11,8 @@
  * client that speaks HTTP/1.x is dropped), TLS serving, pull-mode
  * receiving (messages are pushed; conch_rpc_pause() holds them back),
  * typed handler stubs from protoc-gen-conch, registered custom
- * compressions, libuv/libevent adapters for the server, and `conch serve`
- * on this core.
+ * compressions, a libevent adapter (libuv: adapters/libuv_server.h), and
+ * `conch serve` on this core.
  *
  * The shape follows the client (client.h, call.h, io.h):
  *
@@ -34,8 +34,9 @@
  *    on_half_close.
  *  - Every call the handler saw ends for it exactly once: either the
  *    handler finishes it (conch_rpc_finish() returned 0), or on_cancel
- *    runs (the client canceled, the deadline passed, the connection was
- *    lost, or the server was freed).  After either, |rpc| must not be
+ *    runs (the client canceled, the deadline passed, the request broke a
+ *    limit or the protocol, the connection was lost, the drain timeout
+ *    passed, or the server was freed).  After either, |rpc| must not be
  *    used again.
  *  - Driving: as a client is driven (io.h): io hooks with
  *    conch_server_on_io() / conch_server_on_timer(), or pull with
@@ -44,7 +45,9 @@
  *
  * Thread safety: a server and everything hanging off it (calls, their
  * metadata) is used by one thread at a time; the library takes no locks.
- * Handlers run on that thread, never from inside conch_server_new().
+ * Handlers run on that thread during the server's turns (on_io, on_timer,
+ * process, run, and conch_server_free()), never from inside the conch_rpc_*
+ * functions.
  */
 #ifndef CONCH_SERVER_H
 #define CONCH_SERVER_H
