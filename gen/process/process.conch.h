@@ -1323,7 +1323,7 @@ int process__process__close_stdin_rpc_send(
 int process__process__close_stdin_rpc_finish(
     Process__Process__CloseStdin_Rpc rpc, const conch_status *status);
 
-/* ---- server ------------------------------------------------------------- */
+/* ---- process.Process: server -------------------------------------------- */
 
 /**
  * The handlers of a server of process.Process: one member per method, in .proto

@@ -924,9 +924,16 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
 static void header_register(sg_buf *b, const sg_service *s, decl *dl) {
   doc d;
   size_t i;
+  sg_buf t;
 
+  sg_buf_init(&t);
+  sg_buf_printf(&t, "%s: server", s->full);
+  if (t.oom) {
+    b->oom = 1;
+  }
   sg_buf_putc(b, '\n');
-  rule(b, '-', "server");
+  rule(b, '-', sg_buf_str(&t));
+  sg_buf_free(&t);
   doc_open(&d, b);
   doc_para(&d,
            "The handlers of a server of %s: one member per method, in "

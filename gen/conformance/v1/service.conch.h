@@ -1215,7 +1215,7 @@ int connectrpc__conformance__v1__conformance_service__idempotent_unary_rpc_finis
     Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Rpc rpc,
     const conch_status *status);
 
-/* ---- server ------------------------------------------------------------- */
+/* ---- connectrpc.conformance.v1.ConformanceService: server --------------- */
 
 /**
  * The handlers of a server of connectrpc.conformance.v1.ConformanceService: one

@@ -985,7 +985,7 @@ int echo__put_rpc_send(Echo__Put_Rpc rpc, const Pong *msg);
  */
 int echo__put_rpc_finish(Echo__Put_Rpc rpc, const conch_status *status);
 
-/* ---- server ------------------------------------------------------------- */
+/* ---- Echo: server ------------------------------------------------------- */
 
 /**
  * The handlers of a server of Echo: one member per method, in .proto order, and
@@ -2540,7 +2540,7 @@ int switch__gather_rpc_send(Switch__Gather_Rpc rpc, const Pong *msg);
 int switch__gather_rpc_finish(Switch__Gather_Rpc rpc,
                               const conch_status *status);
 
-/* ---- server ------------------------------------------------------------- */
+/* ---- Switch: server ----------------------------------------------------- */
 
 /**
  * The handlers of a server of Switch: one member per method, in .proto order,
@@ -2599,7 +2599,7 @@ extern const conch_method *const idle__methods[1];
  */
 extern const size_t idle__n_methods;
 
-/* ---- server ------------------------------------------------------------- */
+/* ---- Idle: server ------------------------------------------------------- */
 
 /**
  * The handlers of a server of Idle: one member per method, in .proto order, and

@@ -402,7 +402,7 @@ int alt__names__notes__watch_rpc_send(Alt__Names__Notes__Watch_Rpc rpc,
 int alt__names__notes__watch_rpc_finish(Alt__Names__Notes__Watch_Rpc rpc,
                                         const conch_status *status);
 
-/* ---- server ------------------------------------------------------------- */
+/* ---- stubgen.renamed.Notes: server -------------------------------------- */
 
 /**
  * The handlers of a server of stubgen.renamed.Notes: one member per method, in
@@ -949,7 +949,7 @@ int alt__names__desk__open_rpc_send(Alt__Names__Desk__Open_Rpc rpc,
 int alt__names__desk__open_rpc_finish(Alt__Names__Desk__Open_Rpc rpc,
                                       const conch_status *status);
 
-/* ---- server ------------------------------------------------------------- */
+/* ---- stubgen.renamed.Desk: server --------------------------------------- */
 
 /**
  * The handlers of a server of stubgen.renamed.Desk: one member per method, in

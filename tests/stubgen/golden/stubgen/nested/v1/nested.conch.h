@@ -772,7 +772,7 @@ int stubgen__nested__v1__deep__bidi_rpc_send(
 int stubgen__nested__v1__deep__bidi_rpc_finish(
     Stubgen__Nested__V1__Deep__Bidi_Rpc rpc, const conch_status *status);
 
-/* ---- server ------------------------------------------------------------- */
+/* ---- stubgen.nested.v1.Deep: server ------------------------------------- */
 
 /**
  * The handlers of a server of stubgen.nested.v1.Deep: one member per method, in
@@ -983,7 +983,7 @@ int stubgen__nested__v1__static__mirror_rpc_send(
 int stubgen__nested__v1__static__mirror_rpc_finish(
     Stubgen__Nested__V1__Static__Mirror_Rpc rpc, const conch_status *status);
 
-/* ---- server ------------------------------------------------------------- */
+/* ---- stubgen.nested.v1.Static: server ----------------------------------- */
 
 /**
  * The handlers of a server of stubgen.nested.v1.Static: one member per method,
