@@ -13,7 +13,8 @@ cleanup() {
   if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || :; fi
   rm -rf "$scratch"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 1' HUP INT PIPE TERM
 
 "$server" 127.0.0.1:0 >"$scratch/out" 2>"$scratch/err" &
 pid=$!
