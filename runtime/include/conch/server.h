@@ -10,9 +10,10 @@
  * What this first slice does NOT do yet (issue 14): HTTP/1.1 serving (a
  * client that speaks HTTP/1.x is dropped), TLS serving, pull-mode
  * receiving (messages are pushed; conch_rpc_pause() holds them back),
- * typed handler stubs from protoc-gen-conch, registered custom
- * compressions, a libevent adapter (libuv: adapters/libuv_server.h), and
- * `conch serve` on this core.
+ * registered custom compressions, a libevent adapter (libuv:
+ * adapters/libuv_server.h), and `conch serve` on this core.  Typed
+ * handler tables for a service come from protoc-gen-conch (the server half
+ * of every *.conch.h: <service>_Handlers and <service>__register()).
  *
  * The shape follows the client (client.h, call.h, io.h):
  *
