@@ -17,6 +17,7 @@
 #include "pbjson.h"
 #include "pool.h"
 #include "protocol.h"
+#include "session.h"
 #include "status_int.h"
 #include "timer.h"
 
@@ -106,9 +107,9 @@ static void pull_clear(conch_call *call) {
 void conch__call_destroy(conch_call *call) {
   conch_client *c = call->client;
 
-  if (call->conn != NULL && call->stream_live && call->conn->h2 != NULL) {
-    /* Only from conch_client_free: nghttp2 must not call back into it. */
-    nghttp2_session_set_stream_user_data(call->conn->h2, call->stream_id, NULL);
+  if (call->conn != NULL && call->stream_live) {
+    /* Only from conch_client_free: the session must not call back. */
+    call->conn->ops->forget(call->conn, call);
   }
   conch__list_remove(&call->client_link);
   conch__conn_unbind(call);
@@ -163,9 +164,7 @@ static void call_end(conch_call *call) {
   conch__list_remove(&call->queue_link);
   conch__list_remove(&call->ready_link);
   if (call->conn != NULL && call->submitted && call->stream_live) {
-    nghttp2_session *h2 = call->conn->h2;
-    int local_closed = h2 != NULL && nghttp2_session_get_stream_local_close(
-                                         h2, call->stream_id) == 1;
+    int local_closed = call->conn->ops->sent_all(call->conn, call);
     if (!(call->remote_ended && local_closed)) {
       /* After a complete response we only stop sending; anything else is
          an abandoned stream. */

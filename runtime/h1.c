@@ -1027,6 +1027,12 @@ static int h1_ping(conch_conn *conn) {
   return CONCH_ERR_STATE;
 }
 
+/* One exchange at a time. */
+static long h1_capacity(const conch_conn *conn) {
+  (void)conn;
+  return 1;
+}
+
 const conch_session_ops conch__h1_ops = {
     .name = "HTTP/1.1",
     .start = h1_start,
@@ -1044,4 +1050,7 @@ const conch_session_ops conch__h1_ops = {
     .keepalive = h1_keepalive,
     .ping = h1_ping,
     .data_frame = h1_frame,
+    .capacity = h1_capacity,
+    .sent_all = conch__h2_sent_all,
+    .forget = conch__h2_forget,
 };

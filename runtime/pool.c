@@ -2,14 +2,13 @@
    calls a connection takes, and moving waiting calls between connections
    (GOAWAY, refused streams, the HTTP/1.1 fallback).  Opening a connection
    is conn.c's (conch__conn_new). */
-#include <nghttp2/nghttp2.h>
-
 #include "call_int.h"
 #include "client_int.h"
 #include "conn_int.h"
 #include "h1.h"
 #include "list.h"
 #include "pool.h"
+#include "session.h"
 #include "status_int.h"
 
 void conch__conn_bind(conch_conn *conn, conch_call *call) {
@@ -29,13 +28,13 @@ void conch__conn_unbind(conch_call *call) {
 /* How many calls |conn| takes at once: the server's limit once known,
    else what clients assume until its SETTINGS arrive. */
 static size_t capacity(const conch_conn *conn) {
-  if (conn->h1 != NULL ||
-      (conn->client->h1 && conn->state != CONCH_CONN_READY)) {
-    return 1; /* HTTP/1.1: one exchange at a time */
-  }
-  if (conn->state == CONCH_CONN_READY && conn->peer_settings) {
-    return nghttp2_session_get_remote_settings(
-        conn->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+  if (conn->state == CONCH_CONN_READY) {
+    long n = conn->ops->capacity(conn);
+    if (n >= 0) {
+      return (size_t)n;
+    }
+  } else if (conn->client->h1) {
+    return 1; /* HTTP/1.1 from the start: one exchange at a time */
   }
   /* Not known yet: what this server said on another connection, or what
      Go and grpc-go assume. */

@@ -525,6 +525,25 @@ int conch__h2_over(const conch_conn *conn) {
          !nghttp2_session_want_write(conn->h2);
 }
 
+static long h2_capacity(const conch_conn *conn) {
+  if (conn->h2 == NULL || !conn->peer_settings) {
+    return -1;
+  }
+  return (long)nghttp2_session_get_remote_settings(
+      conn->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+}
+
+int conch__h2_sent_all(const conch_conn *conn, const conch_call *call) {
+  return conn->h2 != NULL && nghttp2_session_get_stream_local_close(
+                                 conn->h2, call->stream_id) == 1;
+}
+
+void conch__h2_forget(conch_conn *conn, conch_call *call) {
+  if (conn->h2 != NULL) {
+    nghttp2_session_set_stream_user_data(conn->h2, call->stream_id, NULL);
+  }
+}
+
 /* gRPC's keepalive: a PING after |keepalive_ms| without a byte from the
    server while calls are open; the connection is dead when no byte comes
    back within |keepalive_timeout_ms|. */
@@ -590,4 +609,7 @@ const conch_session_ops conch__h2_ops = {
     .keepalive = h2_keepalive,
     .ping = h2_ping,
     .data_frame = h2_data_frame,
+    .capacity = h2_capacity,
+    .sent_all = conch__h2_sent_all,
+    .forget = conch__h2_forget,
 };

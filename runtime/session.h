@@ -62,6 +62,15 @@ typedef struct conch_session_ops {
      9-byte header |hd| and |len| bytes of |data|.  Returns 0 or -1. */
   int (*data_frame)(struct conch_conn *conn, const uint8_t *hd,
                     const uint8_t *data, size_t len);
+  /* How many calls the started session takes at once: the peer's limit,
+     or -1 while it is not known. */
+  long (*capacity)(const struct conch_conn *conn);
+  /* Whether the request half of the call's stream is closed (all of it
+     went out). */
+  int (*sent_all)(const struct conch_conn *conn, const conch_call *call);
+  /* Forgets the call's stream without calling the call back again (the
+     client is being freed). */
+  void (*forget)(struct conch_conn *conn, conch_call *call);
 } conch_session_ops;
 
 /* HTTP/2 (session.c). */
@@ -77,5 +86,7 @@ void conch__h2_consume(struct conch_conn *conn, conch_call *call, size_t n);
 void conch__h2_reset(struct conch_conn *conn, conch_call *call, uint32_t h2err);
 int conch__h2_want_write(const struct conch_conn *conn);
 int conch__h2_over(const struct conch_conn *conn);
+int conch__h2_sent_all(const struct conch_conn *conn, const conch_call *call);
+void conch__h2_forget(struct conch_conn *conn, conch_call *call);
 
 #endif
