@@ -40,6 +40,9 @@ else
 fi
 msg=65536
 
+# What is measured, taken before the runs (the tree may change meanwhile).
+rev="$(git -C "$top" rev-parse --short HEAD)$(git -C "$top" diff --quiet HEAD -- runtime tools/bench || echo '+dirty')"
+
 out=$(mktemp -d)
 srv=
 cleanup() { [ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$out"; }
@@ -177,7 +180,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a=="-"||b=="-"||b==0) print "-"; e
 echo "## Machine"
 echo
 echo "$(nproc) cores, $(sed -n 's/^model name\t*: //p' /proc/cpuinfo | head -1); $(date -u +%Y-%m-%dT%H:%MZ);"
-echo "conch $(git -C "$top" rev-parse --short HEAD)$(git -C "$top" diff --quiet HEAD -- runtime tools/bench || echo '+dirty'); $(h2load --version 2>/dev/null | head -1);"
+echo "conch $rev (source when the run began; the binaries are what $build holds); $(h2load --version 2>/dev/null | head -1);"
 echo "gRPC C++ $(pkg-config --modversion grpc++ 2>/dev/null || echo 'not built'); rounds: $rounds (medians)."
 echo
 echo "Units: list and setup per call/stream (64 in flight); bulk per GiB of"
