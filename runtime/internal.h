@@ -267,6 +267,7 @@ struct conch_client {
   conch_heap timers;
 
   conch_comps comps;
+  struct conch_hdr_tmpl *hdr_tmpls; /* constant request headers (protocol.c) */
   conch_buf scratch; /* request serialization */
   conch_buf inflbuf; /* decompressed responses */
 
@@ -474,6 +475,9 @@ int conch__proto_frame_message(conch_call *call, const uint8_t *p, size_t n);
 int conch__grpc_status_field(const char *name, size_t len);
 /* Whether a call of this shape must have its one message before HEADERS. */
 int conch__proto_headers_wait_message(const conch_call *call);
+typedef struct conch_hdr_tmpl conch_hdr_tmpl;
+/* Frees the request header templates of |c| (after its sessions). */
+void conch__proto_client_free(conch_client *c);
 /* Builds the request header list for |call| into |nva| (room for |cap|
    entries), with strings stored in |store|.  Returns the count or a
    negative CONCH_ERR_*. */
