@@ -1,6 +1,9 @@
 /* The blocking layer: poll(2) loops over the non-blocking API on the
    calling thread, as curl_easy_perform runs over multi. */
-#include "internal.h"
+#include <protobuf-c/protobuf-c.h>
+
+#include "call_int.h"
+#include "client_int.h"
 
 int conch_call_send_sync(conch_call *call, const ProtobufCMessage *msg) {
   int rv;

@@ -2,8 +2,24 @@
    queued for pull), flow-control credit, and the exactly-once end. */
 #include <string.h>
 
-#include "internal.h"
+#include <nghttp2/nghttp2.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "buf.h"
+#include "call_int.h"
+#include "client_int.h"
+#include "compress.h"
+#include "conn_int.h"
+#include "envelope.h"
+#include "list.h"
+#include "mem_int.h"
+#include "metadata_int.h"
 #include "pbjson.h"
+#include "pool.h"
+#include "protocol.h"
+#include "session.h"
+#include "status_int.h"
+#include "timer.h"
 
 /* A send returns CONCH_ERR_AGAIN while this much waits; on_send_ready fires
    when it drains below half. */

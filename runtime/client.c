@@ -10,7 +10,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include <conch/conch.h>
+
+#include "buf.h"
+#include "call_int.h"
+#include "client_int.h"
+#include "compress.h"
+#include "conn_int.h"
+#include "list.h"
+#include "mem_int.h"
+#include "opts_int.h"
+#include "protocol.h"
+#include "resolve_int.h"
+#include "timer.h"
+#include "tls.h"
 #include "url.h"
 
 int64_t conch__now_ms(void) {

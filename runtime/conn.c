@@ -8,8 +8,23 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include <nghttp2/nghttp2.h>
+
+#include "buf.h"
+#include "call_int.h"
+#include "client_int.h"
+#include "conn_int.h"
+#include "h1.h"
+#include "list.h"
+#include "mem_int.h"
+#include "pool.h"
+#include "resolve_int.h"
+#include "session.h"
 #include "sock.h"
+#include "status_int.h"
+#include "timer.h"
+#include "tls.h"
+#include "unix_int.h"
 
 #define READ_BUF (256u << 10)
 /* Stop asking nghttp2 for frames once this much waits for the socket;

@@ -38,7 +38,15 @@
 
 #include <http_parser.h>
 
-#include "internal.h"
+#include <nghttp2/nghttp2.h>
+
+#include "buf.h"
+#include "call_int.h"
+#include "client_int.h"
+#include "conn_int.h"
+#include "h1.h"
+#include "mem_int.h"
+#include "wire.h"
 
 #define H1_BODY_HIGH (256u << 10) /* response bytes waiting for the window */
 #define H1_REQ_HIGH (1u << 20)    /* request bytes held or unsent */
@@ -198,13 +206,13 @@ static int write_out(conch_h1 *h, const void *p, size_t n) {
 }
 
 static int write_chunk(conch_h1 *h, const uint8_t *p, size_t n) {
-  char size[24];
-  int len;
+  char size[CONCH_CHUNK_HEAD];
+  size_t len;
   if (n == 0) {
     return 0; /* an empty chunk would end the body */
   }
-  len = snprintf(size, sizeof(size), "%zx\r\n", n);
-  if (write_out(h, size, (size_t)len) != 0 || write_out(h, p, n) != 0 ||
+  len = conch__h1_chunk_head(n, size);
+  if (write_out(h, size, len) != 0 || write_out(h, p, n) != 0 ||
       write_out(h, "\r\n", 2) != 0) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
@@ -462,19 +470,6 @@ static int p_header_value(http_parser *p, const char *at, size_t len) {
   return hb_append(h, at, len);
 }
 
-static int hop_by_hop(const uint8_t *n, size_t len) {
-  static const char *const names[] = {
-      "connection", "keep-alive", "proxy-connection", "transfer-encoding",
-      "upgrade",    "te",         "trailer",          NULL};
-  size_t i;
-  for (i = 0; names[i] != NULL; i++) {
-    if (strlen(names[i]) == len && memcmp(names[i], n, len) == 0) {
-      return 1;
-    }
-  }
-  return 0;
-}
-
 /* The fields parsed so far as an nghttp2 list after |pre| leading
    entries; names lowercased in place, values trimmed, fields HTTP/2 does
    not carry dropped.  Returns the count, or -1 (out of memory). */
@@ -505,7 +500,7 @@ static long build_nva(conch_h1 *h, nghttp2_nv **out, size_t pre) {
     while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t')) {
       vlen--;
     }
-    if (f->nlen == 0 || hop_by_hop(name, f->nlen) ||
+    if (f->nlen == 0 || conch__h1_hop_by_hop(name, f->nlen) ||
         !nghttp2_check_header_name(name, f->nlen) ||
         !nghttp2_check_header_value(v, vlen)) {
       continue;

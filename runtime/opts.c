@@ -2,7 +2,10 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "internal.h"
+#include "client_int.h"
+#include "compress.h"
+#include "mem_int.h"
+#include "opts_int.h"
 
 void conch__opts_defaults(conch_client_opts *o) {
   memset(o, 0, sizeof(*o));

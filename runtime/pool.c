@@ -2,7 +2,15 @@
    calls a connection takes, and moving waiting calls between connections
    (GOAWAY, refused streams, the HTTP/1.1 fallback).  Opening a connection
    is conn.c's (conch__conn_new). */
-#include "internal.h"
+#include <nghttp2/nghttp2.h>
+
+#include "call_int.h"
+#include "client_int.h"
+#include "conn_int.h"
+#include "h1.h"
+#include "list.h"
+#include "pool.h"
+#include "status_int.h"
 
 void conch__conn_bind(conch_conn *conn, conch_call *call) {
   call->conn = conn;

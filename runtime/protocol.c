@@ -5,35 +5,29 @@
 #include <strings.h>
 
 #include "base64.h"
-#include "internal.h"
+#include <nghttp2/nghttp2.h>
+
+#include "buf.h"
+#include "call_int.h"
+#include "client_int.h"
+#include "compress.h"
+#include "envelope.h"
+#include "mem_int.h"
+#include "metadata_int.h"
+#include "protocol.h"
+#include "status_int.h"
+#include "wire.h"
 
 /* ---- Helpers ------------------------------------------------------------ */
 
-/* Compares the media type of a content-type value (parameters after ';'
-   and surrounding blanks ignored, case-insensitive) with |want|. */
-static int media_type_is(const char *ctype, const char *want) {
-  size_t n, wn = strlen(want);
-  if (ctype == NULL) {
-    return 0;
+/* The response's content type, parsed (wire.h); family 0 when absent or
+   not an "application/" type. */
+static conch_ctype resp_ctype(const char *ctype) {
+  conch_ctype ct;
+  if (ctype == NULL || conch__ctype_parse(ctype, strlen(ctype), &ct) != 0) {
+    memset(&ct, 0, sizeof(ct));
   }
-  while (*ctype == ' ' || *ctype == '\t') {
-    ctype++;
-  }
-  n = strcspn(ctype, ";");
-  while (n > 0 && (ctype[n - 1] == ' ' || ctype[n - 1] == '\t')) {
-    n--;
-  }
-  return n == wn && strncasecmp(ctype, want, wn) == 0;
-}
-
-static int media_type_prefix(const char *ctype, const char *prefix) {
-  if (ctype == NULL) {
-    return 0;
-  }
-  while (*ctype == ' ' || *ctype == '\t') {
-    ctype++;
-  }
-  return strncasecmp(ctype, prefix, strlen(prefix)) == 0;
+  return ct;
 }
 
 /* Any compression the client knows is decoded, advertised or not. */
@@ -84,6 +78,10 @@ static int is_json(const conch_call *call) {
   return call->client->o.codec == CONCH_CODEC_JSON;
 }
 
+static int want_codec(const conch_call *call) {
+  return is_json(call) ? CONCH_CT_JSON : CONCH_CT_PROTO;
+}
+
 static const char *codec_name(const conch_call *call) {
   return is_json(call) ? "json" : "proto";
 }
@@ -114,21 +112,6 @@ static void fail_http(conch_call *call) {
 }
 
 /* ---- Request ------------------------------------------------------------ */
-
-/* grpc-timeout: at most 8 digits and a unit.  Milliseconds while they fit,
-   then coarser units, truncating: never more than the time left. */
-static void grpc_timeout(int64_t ms, char *out, size_t cap) {
-  if (ms <= 99999999) {
-    snprintf(out, cap, "%lldm", (long long)ms);
-  } else if (ms / 1000 <= 99999999) {
-    snprintf(out, cap, "%lldS", (long long)(ms / 1000));
-  } else if (ms / 60000 <= 99999999) {
-    snprintf(out, cap, "%lldM", (long long)(ms / 60000));
-  } else {
-    int64_t h = ms / 3600000;
-    snprintf(out, cap, "%lldH", (long long)(h > 99999999 ? 99999999 : h));
-  }
-}
 
 int conch__proto_headers_wait_message(const conch_call *call) {
   /* The one request message of these shapes goes out with the HEADERS;
@@ -343,7 +326,7 @@ static void accept_header(hdr_list *h, const conch_call *call,
    headers are built per call instead. */
 #define HDR_TMPL_MAX 64
 
-struct conch_hdr_tmpl {
+typedef struct conch_hdr_tmpl {
   struct conch_hdr_tmpl *next;
   char *path; /* the method's path, the key with |kind| and |send_comp| */
   conch_stream_kind kind;
@@ -352,7 +335,7 @@ struct conch_hdr_tmpl {
   int ua_last;   /* the last entry is user-agent (dropped when the call
                     sets its own) */
   nghttp2_nv *nva;
-};
+} conch_hdr_tmpl;
 
 /* Appends the POST headers every call of |call|'s method shares. */
 static void const_headers(hdr_list *h, conch_call *call) {
@@ -361,22 +344,17 @@ static void const_headers(hdr_list *h, conch_call *call) {
   hdr_adds(h, ":scheme", c->tls ? "https" : "http");
   hdr_adds(h, ":authority", c->authority);
   if (is_connect(call)) {
-    if (connect_unary(call)) {
-      hdr_adds(h, "content-type",
-               is_json(call) ? "application/json" : "application/proto");
-    } else {
-      hdr_adds(h, "content-type",
-               is_json(call) ? "application/connect+json"
-                             : "application/connect+proto");
-    }
+    hdr_adds(h, "content-type",
+             conch__ctype_name(connect_unary(call) ? CONCH_CT_CONNECT
+                                                   : CONCH_CT_CONNECT_STREAM,
+                               want_codec(call), 0));
     hdr_adds(h, "connect-protocol-version", "1");
   } else if (is_web(call)) {
     hdr_adds(h, "content-type",
-             is_json(call) ? "application/grpc-web+json"
-                           : "application/grpc-web+proto");
+             conch__ctype_name(CONCH_CT_GRPC_WEB, want_codec(call), 0));
   } else {
     hdr_adds(h, "content-type",
-             is_json(call) ? "application/grpc+json" : "application/grpc");
+             conch__ctype_name(CONCH_CT_GRPC, want_codec(call), 0));
     hdr_adds(h, "te", "trailers");
   }
   if (connect_unary(call)) {
@@ -556,12 +534,11 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
     }
     if (is_connect(call)) {
       /* More than 10 digits means no limit worth sending. */
-      if (left <= 9999999999LL) {
-        snprintf(num, sizeof(num), "%lld", (long long)left);
+      if (conch__connect_timeout_format(left, num) > 0) {
         hdr_adds(&h, "connect-timeout-ms", num);
       }
     } else {
-      grpc_timeout(left, num, sizeof(num));
+      conch__grpc_timeout_format(left, num);
       hdr_adds(&h, "grpc-timeout", num);
     }
   }
@@ -584,22 +561,22 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
 
 static void connect_stream_headers(conch_call *call) {
   const char *ctype = conch_metadata_get(&call->headers, "content-type", NULL);
+  conch_ctype ct = resp_ctype(ctype);
   const char *enc;
 
   if (call->http_status != 200) {
-    if (!media_type_is(ctype, "application/json")) {
+    if (ct.family != CONCH_CT_CONNECT || ct.codec != CONCH_CT_JSON) {
       fail_http(call);
     }
     return; /* the error's JSON follows (connect_stream_error_body) */
   }
-  if (!media_type_prefix(ctype, "application/connect+")) {
+  if (ct.family != CONCH_CT_CONNECT_STREAM) {
     conch__call_fail(call, CONCH_CODE_UNKNOWN, CONCH_ERR_PROTO,
                      "unexpected response content-type '%s'",
                      ctype != NULL ? ctype : "");
     return;
   }
-  if (!media_type_is(ctype, is_json(call) ? "application/connect+json"
-                                          : "application/connect+proto")) {
+  if (ct.codec != want_codec(call)) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
                      "response content-type '%s' does not match the request "
                      "codec (%s)",
@@ -778,6 +755,7 @@ void conch__proto_on_data(conch_call *call, const uint8_t *data, size_t len) {
 static void connect_unary_end(conch_call *call) {
   conch_client *c = call->client;
   const char *ctype = conch_metadata_get(&call->headers, "content-type", NULL);
+  conch_ctype ct = resp_ctype(ctype);
   const char *encv =
       conch_metadata_get(&call->headers, "content-encoding", NULL);
   int enc = parse_encoding(call, encv);
@@ -786,7 +764,7 @@ static void connect_unary_end(conch_call *call) {
 
   if (call->http_status != 200) {
     conch_status st;
-    int json = media_type_is(ctype, "application/json");
+    int json = ct.family == CONCH_CT_CONNECT && ct.codec == CONCH_CT_JSON;
     if (call->body_over || enc == CONCH_ENC_UNSUPPORTED) {
       n = 0;
     } else if (enc != CONCH_ENC_IDENTITY && n > 0) {
@@ -812,15 +790,14 @@ static void connect_unary_end(conch_call *call) {
     conch__call_end_with(call, &st);
     return;
   }
-  if (!media_type_prefix(ctype, "application/")) {
+  if (ct.family == 0) {
     conch__call_fail(call, CONCH_CODE_UNKNOWN, CONCH_ERR_PROTO,
                      "unexpected response content-type '%s'",
                      ctype != NULL ? ctype : "");
     return;
   }
   /* Parameters are ignored: "application/json; charset=utf-8" is JSON. */
-  if (!media_type_is(ctype, is_json(call) ? "application/json"
-                                          : "application/proto")) {
+  if (ct.family != CONCH_CT_CONNECT || ct.codec != want_codec(call)) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
                      "response content-type '%s' does not match the request "
                      "codec (%s)",
@@ -874,22 +851,6 @@ void conch__proto_on_end(conch_call *call) {
 
 /* ---- gRPC and gRPC-Web responses ---------------------------------------- */
 
-/* "application/grpc" alone or followed by "+codec" or ";params". */
-static int grpc_family(const char *ctype, const char *base) {
-  size_t n = strlen(base);
-  if (ctype == NULL) {
-    return 0;
-  }
-  while (*ctype == ' ' || *ctype == '\t') {
-    ctype++;
-  }
-  if (strncasecmp(ctype, base, n) != 0) {
-    return 0;
-  }
-  return ctype[n] == '\0' || ctype[n] == '+' || ctype[n] == ';' ||
-         ctype[n] == ' ';
-}
-
 /* A trailers-only response: its headers are the trailers. */
 static void headers_are_trailers(conch_call *call) {
   conch_metadata *h = &call->headers;
@@ -929,28 +890,21 @@ static void headers_are_trailers(conch_call *call) {
 
 static void grpc_headers(conch_call *call) {
   const char *ctype = conch_metadata_get(&call->headers, "content-type", NULL);
-  const char *base = is_web(call) ? "application/grpc-web" : "application/grpc";
+  conch_ctype ct = resp_ctype(ctype);
   const char *enc;
-  /* base+codec, picked rather than formatted: this runs per response. */
-  const char *codec_ct =
-      is_web(call) ? (is_json(call) ? "application/grpc-web+json"
-                                    : "application/grpc-web+proto")
-                   : (is_json(call) ? "application/grpc+json"
-                                    : "application/grpc+proto");
 
   if (call->http_status != 200) {
     fail_http(call);
     return;
   }
-  if (!grpc_family(ctype, base)) {
+  if (ct.family != (is_web(call) ? CONCH_CT_GRPC_WEB : CONCH_CT_GRPC)) {
     conch__call_fail(call, CONCH_CODE_UNKNOWN, CONCH_ERR_PROTO,
                      "unexpected response content-type '%s'",
                      ctype != NULL ? ctype : "");
     return;
   }
   /* The bare form is proto. */
-  if (!media_type_is(ctype, codec_ct) &&
-      (is_json(call) || !media_type_is(ctype, base))) {
+  if (ct.codec != want_codec(call)) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
                      "response content-type '%s' does not match the request "
                      "codec (%s)",

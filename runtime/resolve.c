@@ -27,7 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "client_int.h"
+#include "conn_int.h"
+#include "mem_int.h"
+#include "resolve_int.h"
+#include "status_int.h"
 
 #define DEFAULT_WORKERS 8
 

@@ -6,7 +6,17 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include <nghttp2/nghttp2.h>
+
+#include "buf.h"
+#include "call_int.h"
+#include "client_int.h"
+#include "conn_int.h"
+#include "h1.h"
+#include "list.h"
+#include "pool.h"
+#include "protocol.h"
+#include "session.h"
 
 /* ---- nghttp2 callbacks ------------------------------------------------- */
 

@@ -13,6 +13,7 @@
 #include "mem_int.h"
 #include "metadata_int.h"
 #include "pbjson.h"
+#include "wire.h"
 
 /* Ints become reals so that a huge number somewhere we never read (a
    "debug" member, say) does not make the whole document unparsable. */
@@ -392,112 +393,9 @@ conch_code conch__code_from_rst(uint32_t h2_error, int deadline_passed) {
   }
 }
 
-/* Reason phrases as Go's net/http spells them, so that messages match the
-   reference implementation. */
-static const char *http_reason(int status) {
-  switch (status) {
-  case 200:
-    return "OK";
-  case 204:
-    return "No Content";
-  case 301:
-    return "Moved Permanently";
-  case 302:
-    return "Found";
-  case 304:
-    return "Not Modified";
-  case 307:
-    return "Temporary Redirect";
-  case 308:
-    return "Permanent Redirect";
-  case 400:
-    return "Bad Request";
-  case 401:
-    return "Unauthorized";
-  case 402:
-    return "Payment Required";
-  case 403:
-    return "Forbidden";
-  case 404:
-    return "Not Found";
-  case 405:
-    return "Method Not Allowed";
-  case 406:
-    return "Not Acceptable";
-  case 407:
-    return "Proxy Authentication Required";
-  case 408:
-    return "Request Timeout";
-  case 409:
-    return "Conflict";
-  case 410:
-    return "Gone";
-  case 411:
-    return "Length Required";
-  case 412:
-    return "Precondition Failed";
-  case 413:
-    return "Request Entity Too Large";
-  case 414:
-    return "Request URI Too Long";
-  case 415:
-    return "Unsupported Media Type";
-  case 416:
-    return "Requested Range Not Satisfiable";
-  case 417:
-    return "Expectation Failed";
-  case 418:
-    return "I'm a teapot";
-  case 421:
-    return "Misdirected Request";
-  case 422:
-    return "Unprocessable Entity";
-  case 423:
-    return "Locked";
-  case 424:
-    return "Failed Dependency";
-  case 425:
-    return "Too Early";
-  case 426:
-    return "Upgrade Required";
-  case 428:
-    return "Precondition Required";
-  case 429:
-    return "Too Many Requests";
-  case 431:
-    return "Request Header Fields Too Large";
-  case 451:
-    return "Unavailable For Legal Reasons";
-  case 500:
-    return "Internal Server Error";
-  case 501:
-    return "Not Implemented";
-  case 502:
-    return "Bad Gateway";
-  case 503:
-    return "Service Unavailable";
-  case 504:
-    return "Gateway Timeout";
-  case 505:
-    return "HTTP Version Not Supported";
-  case 506:
-    return "Variant Also Negotiates";
-  case 507:
-    return "Insufficient Storage";
-  case 508:
-    return "Loop Detected";
-  case 510:
-    return "Not Extended";
-  case 511:
-    return "Network Authentication Required";
-  default:
-    return NULL;
-  }
-}
-
 /* Sets |st->message| to "HTTP status 503 Service Unavailable". */
 static int set_http_message(conch_status *st, int http_status) {
-  const char *reason = http_reason(http_status);
+  const char *reason = conch__http_reason(http_status);
   char buf[80];
   int n;
 

@@ -1,7 +1,8 @@
 /* The parts every generated stub shares (conch/call.h, "For generated
    stubs"): protoc-gen-conch's typed wrappers call these instead of
    carrying their own copies. */
-#include "internal.h"
+#include <conch/conch.h>
+#include <protobuf-c/protobuf-c.h>
 
 int conch_stub_start(conch_client *c, const conch_method *method,
                      const conch_call_opts *opts,

@@ -7,8 +7,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "client_int.h"
+#include "conn_int.h"
 #include "sock.h"
+#include "unix_int.h"
 
 void conch__unix_connect(conch_conn *conn) {
   conch_client *c = conn->client;

@@ -43,4 +43,22 @@ if [ -n "$undocumented" ]; then
   echo "check-source: public functions returning int without a Returns line" >&2
   status=1
 fi
+# Private headers per module (each .c includes the ones it uses): no catch-all
+# internal.h, and the includes among runtime/*.h form no cycle.
+if [ -e runtime/internal.h ] || grep -lE '#include "internal\.h"' $files >/dev/null; then
+  grep -nE '#include "internal\.h"' $files || true
+  echo "check-source: internal.h is gone: include the module headers you use" >&2
+  status=1
+fi
+edges=$(for h in runtime/*.h; do
+  for dep in $(sed -n 's/^#include "\([^"/]*\.h\)".*/\1/p' "$h"); do
+    [ -e "runtime/$dep" ] && echo "${h#runtime/} $dep"
+  done
+  echo "${h#runtime/} ${h#runtime/}"
+done)
+if ! loop=$(echo "$edges" | tsort 2>&1 >/dev/null); then
+  echo "$loop"
+  echo "check-source: the includes among runtime/*.h form a cycle" >&2
+  status=1
+fi
 exit $status

@@ -12,7 +12,9 @@
 
 #include <conch/conch.h>
 
-#include "internal.h"
+#include "client_int.h"
+#include "conn_int.h"
+#include "list.h"
 #include "peer.h"
 
 #define MSG "\x0a\x02ok"

@@ -19,7 +19,7 @@
 
 #include <conch/conch.h>
 
-#include "internal.h"
+#include "client_int.h"
 #include "peer.h"
 #include "wait.h"
 

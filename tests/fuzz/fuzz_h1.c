@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
 #include "memxport.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

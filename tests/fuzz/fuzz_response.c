@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include <protobuf-c/protobuf-c.h>
+
+#include "call_int.h"
 #include "process/process.pb-c.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -463,11 +463,11 @@ conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
  */
 
 static void collect(void) {
-  while (!srv_list_empty(&srv.dead_conns)) {
-    srv_conn_free(SRV_CONTAINER(srv.dead_conns.next, srv_conn, link));
+  while (!conch__list_empty(&srv.dead_conns)) {
+    srv_conn_free(CONCH_CONTAINER(srv.dead_conns.next, srv_conn, link));
   }
-  while (!srv_list_empty(&srv.dead_procs)) {
-    srv_proc_free(SRV_CONTAINER(srv.dead_procs.next, srv_proc, link));
+  while (!conch__list_empty(&srv.dead_procs)) {
+    srv_proc_free(CONCH_CONTAINER(srv.dead_procs.next, srv_proc, link));
   }
 }
 
@@ -528,8 +528,10 @@ static void settle(void) {
 
 /* Time jumps to the next timer, |n| times at most. */
 static void run_timers(int n) {
-  while (n-- > 0 && srv.loop.nheap > 0) {
-    srv_timer *t = srv.loop.heap[0];
+  conch_timer *top;
+
+  while (n-- > 0 && (top = conch__heap_top(&srv.loop.heap)) != NULL) {
+    srv_timer *t = CONCH_CONTAINER(top, srv_timer, t);
 
     srv_timer_cancel(&srv.loop, t);
     t->cb(t);
@@ -539,10 +541,10 @@ static void run_timers(int n) {
 
 /* What srv_server_stop() does to connections and processes. */
 static void stop(void) {
-  srv_link *l;
+  conch_link *l;
 
   for (l = srv.conns.next; l != &srv.conns; l = l->next) {
-    srv_conn_goaway(SRV_CONTAINER(l, srv_conn, link));
+    srv_conn_goaway(CONCH_CONTAINER(l, srv_conn, link));
   }
   srv_proc_signal_all(&srv, SIGTERM);
   settle();
@@ -556,7 +558,7 @@ static void client_leave(void) {
 static void feed(const uint8_t *p, size_t n, size_t chunk) {
   int stuck = 0;
 
-  while (n > 0 && client >= 0 && !srv_list_empty(&srv.conns)) {
+  while (n > 0 && client >= 0 && !conch__list_empty(&srv.conns)) {
     ssize_t w = send(client, p, n < chunk ? n : chunk, MSG_NOSIGNAL);
 
     if (w < 0 && errno != EAGAIN && errno != EINTR) {
@@ -568,7 +570,7 @@ static void feed(const uint8_t *p, size_t n, size_t chunk) {
       stuck = 0;
     }
     if (!turn() && w <= 0 && ++stuck > 100) {
-      srv_conn *c = SRV_CONTAINER(srv.conns.next, srv_conn, link);
+      srv_conn *c = CONCH_CONTAINER(srv.conns.next, srv_conn, link);
 
       /* HTTP/1.1 reads only a bounded way ahead of the request being
          answered (pipelining behind a stream that does not end): the
@@ -668,11 +670,11 @@ static void server_init(unsigned flags) {
   srv.mem = conch_mem_default();
   conch__gzip_init(&srv.gz, srv.mem);
   srv.euid = (flags & F_ROOT) ? 0 : 1000;
-  srv_list_init(&srv.conns);
-  srv_list_init(&srv.dead_conns);
-  srv_list_init(&srv.flush);
-  srv_list_init(&srv.procs);
-  srv_list_init(&srv.dead_procs);
+  conch__list_init(&srv.conns);
+  conch__list_init(&srv.dead_conns);
+  conch__list_init(&srv.flush);
+  conch__list_init(&srv.procs);
+  conch__list_init(&srv.dead_procs);
   srv_watch_init(&srv.listen_w, -1, NULL);
   srv_watch_init(&srv.sig_w, -1, NULL);
   srv_watch_init(&srv.stdin_w, -1, NULL);
@@ -689,14 +691,14 @@ static void server_init(unsigned flags) {
 static void server_clear(void) {
   size_t i;
 
-  while (!srv_list_empty(&srv.conns)) {
-    srv_conn_close(SRV_CONTAINER(srv.conns.next, srv_conn, link));
+  while (!conch__list_empty(&srv.conns)) {
+    srv_conn_close(CONCH_CONTAINER(srv.conns.next, srv_conn, link));
   }
-  while (!srv_list_empty(&srv.procs)) {
-    srv_proc *p = SRV_CONTAINER(srv.procs.next, srv_proc, link);
+  while (!conch__list_empty(&srv.procs)) {
+    srv_proc *p = CONCH_CONTAINER(srv.procs.next, srv_proc, link);
 
-    srv_list_remove(&p->link);
-    srv_list_push(&srv.dead_procs, &p->link);
+    conch__list_remove(&p->link);
+    conch__list_push(&srv.dead_procs, &p->link);
   }
   collect();
   for (i = 0; i < FAKE_SLOTS; i++) {

@@ -23,7 +23,11 @@
 #include <conch/conch.h>
 
 #include "conchtest/v1/test.pb-c.h"
-#include "internal.h"
+#include <protobuf-c/protobuf-c.h>
+
+#include "client_int.h"
+#include "h1.h"
+#include "list.h"
 #include "peer.h"
 
 #define SVC "/conchtest.v1.TestService/"

@@ -12,7 +12,17 @@
 #include <cmocka.h>
 
 #include "base64.h"
-#include "internal.h"
+#include <nghttp2/nghttp2.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "buf.h"
+#include "call_int.h"
+#include "client_int.h"
+#include "compress.h"
+#include "envelope.h"
+#include "gzip.h"
+#include "list.h"
+#include "protocol.h"
 
 /* Messages for the JSON codec cases (compiled here, as test_pbjson does). */
 #include "google/protobuf/any.pb-c.c"

@@ -9,7 +9,10 @@
 #include <cmocka.h>
 
 #include "failmem.h"
-#include "internal.h"
+#include <conch/conch.h>
+
+#include "call_int.h"
+#include "client_int.h"
 
 static void check_url(const char *url, int tls, const char *host,
                       const char *port, const char *authority,

@@ -17,9 +17,10 @@
 #include <conch/client.h>
 #include <conch/status.h>
 
+#include "buf.h"
+#include "client_int.h"
 #include "compress.h"
 #include "failmem.h"
-#include "internal.h"
 
 static const char hello_txt[] = "Hello, conch!\n";
 

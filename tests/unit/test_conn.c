@@ -4,9 +4,8 @@
    the h2c SETTINGS exchange and a unary call over it, the fallback to
    HTTP/1.1 when the server answers the preface in HTTP/1.x, a GOAWAY that
    sends a waiting call to a new connection, the keepalive PING timeout,
-   a read error, a refused open, and a unary call with each of its
-   allocations failing in turn (the failing-allocator sweep of
-   interop/test_failmem.c, without a Node peer or compression). */
+   a read error and a refused open.  The failing-allocator sweep over the
+   same transport is unit/test_failmem.c. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,8 +16,11 @@
 
 #include <cmocka.h>
 
-#include "failmem.h"
-#include "internal.h"
+#include <nghttp2/nghttp2.h>
+
+#include "client_int.h"
+#include "conn_int.h"
+#include "list.h"
 #include "memxport.h"
 
 #define URL "http://127.0.0.1:8080"
@@ -413,107 +415,6 @@ static void test_refused_and_bad_transport(void **state) {
   conch_client_opts_free(o);
 }
 
-/* ---- Every allocation failing in turn ---------------------------------- */
-
-/* One unary call with allocation |n| failing (failmem.h): the run ends
-   with a NOMEM return or a status, nothing leaks, nothing hangs.  Returns
-   0 when the call went through. */
-static int unary_failing(void) {
-  conch_call_opts co = CONCH_CALL_OPTS_INIT;
-  conch_client_opts *o;
-  conch_client *c = NULL;
-  conch_call *call = NULL;
-  memx m;
-  srv h;
-  result r;
-  int rv, i, replied = 0, have_srv = 0;
-
-  memx_init(&m);
-  assert_int_equal(conch_client_opts_new(&o), 0);
-  memx_setup(&m, o);
-  assert_int_equal(conch_client_opts_set_mem(o, failmem_hooks()), 0);
-  rv = conch_client_new(&c, URL, o);
-  conch_client_opts_free(o);
-  if (rv != 0) {
-    assert_int_equal(rv, CONCH_ERR_NOMEM);
-    return rv;
-  }
-  memx_attach(&m, c);
-  memset(&r, 0, sizeof(r));
-  co.timeout_ms = 60000;
-  rv = conch_call_start(c, &method, &co, &handler, &r, &call);
-  if (rv == 0) {
-    rv = conch_call_send_raw(call, "hi", 2);
-    if (rv != 0) {
-      assert_true(rv == CONCH_ERR_NOMEM || rv == CONCH_ERR_STATE);
-      conch_call_cancel(call);
-    }
-  } else {
-    assert_int_equal(rv, CONCH_ERR_NOMEM);
-    assert_int_equal(r.closes, 0);
-  }
-  memx_pump(&m, 16);
-  for (i = 0; i < 32 && call != NULL && r.closes == 0; i++) {
-    if (!have_srv && m.nconns > 0) {
-      srv_new(&h, m.conns[0], 100);
-      h.lenient = 1;
-      have_srv = 1;
-    }
-    if (have_srv) {
-      if (!replied && h.nstreams > 0 && h.ended[0]) {
-        srv_reply(&h, h.streams[0], "ok");
-        replied = 1;
-      }
-      srv_io(&h);
-    }
-    memx_pump(&m, 16);
-  }
-  if (call != NULL) {
-    if (r.closes != 1) {
-      fail_msg("the call did not end");
-    }
-    if (r.code == CONCH_CODE_OK) {
-      assert_string_equal(r.body, "ok");
-      rv = 0;
-    } else if (r.code == CONCH_CODE_RESOURCE_EXHAUSTED ||
-               r.code == CONCH_CODE_INTERNAL ||
-               r.code == CONCH_CODE_UNAVAILABLE ||
-               r.code == CONCH_CODE_CANCELED) {
-      rv = CONCH_ERR_RPC;
-    } else {
-      fail_msg("unexpected code %s: %s", conch_code_name(r.code), r.msg);
-    }
-    conch_call_free(call);
-  }
-  conch_client_free(c);
-  if (have_srv) {
-    srv_free(&h);
-  }
-  memx_clear(&m);
-  return rv;
-}
-
-static void test_every_allocation_fails(void **state) {
-  size_t n;
-  (void)state;
-  for (n = 0;; n++) {
-    int rv;
-    failmem_fail_at(n);
-    rv = unary_failing();
-    if (failmem_live_blocks() != 0) {
-      fail_msg("allocation %zu failed: %ld blocks leaked", n,
-               failmem_live_blocks());
-    }
-    if (!failmem_fired()) {
-      assert_int_equal(rv, 0); /* past the last allocation: success */
-      assert_true(n > 20);
-      printf("  %zu allocations, each failed once\n", n);
-      break;
-    }
-  }
-  failmem_fail_at((size_t)-1);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_settings_and_unary),
@@ -522,7 +423,6 @@ int main(void) {
       cmocka_unit_test(test_keepalive_timeout),
       cmocka_unit_test(test_read_error),
       cmocka_unit_test(test_refused_and_bad_transport),
-      cmocka_unit_test(test_every_allocation_fails),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

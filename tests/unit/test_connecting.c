@@ -21,7 +21,10 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "call_int.h"
+#include "client_int.h"
+#include "conn_int.h"
+#include "list.h"
 
 /* A listener on 127.0.0.1 with |backlog|; its port in |*port|. */
 static int listener(int backlog, int *port) {

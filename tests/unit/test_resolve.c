@@ -24,7 +24,8 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "call_int.h"
+#include "client_int.h"
 
 /* A listener on 127.0.0.1; its port in |*port|. */
 static int listener(int *port) {

@@ -242,7 +242,7 @@ static void test_unary_bare_http(void **state) {
       {404, CONCH_CODE_UNIMPLEMENTED, "HTTP status 404 Not Found"},
       {409, CONCH_CODE_UNKNOWN, "HTTP status 409 Conflict"},
       {412, CONCH_CODE_UNKNOWN, "HTTP status 412 Precondition Failed"},
-      {413, CONCH_CODE_UNKNOWN, "HTTP status 413 Request Entity Too Large"},
+      {413, CONCH_CODE_UNKNOWN, "HTTP status 413 Content Too Large"},
       {415, CONCH_CODE_UNKNOWN, "HTTP status 415 Unsupported Media Type"},
       {429, CONCH_CODE_UNAVAILABLE, "HTTP status 429 Too Many Requests"},
       {431, CONCH_CODE_UNKNOWN,

@@ -30,40 +30,11 @@
 #include <conch/status.h>
 
 #include "buf.h"
+#include "list.h"
+#include "timer.h"
 #include "envelope.h"
 #include "gzip.h"
 #include "process/process.pb-c.h"
-
-/* ---- Intrusive lists ---------------------------------------------------- */
-
-typedef struct srv_link {
-  struct srv_link *prev;
-  struct srv_link *next;
-} srv_link;
-
-static inline void srv_list_init(srv_link *head) {
-  head->prev = head->next = head;
-}
-static inline int srv_list_empty(const srv_link *head) {
-  return head->next == head;
-}
-static inline int srv_linked(const srv_link *l) { return l->next != NULL; }
-static inline void srv_list_push(srv_link *head, srv_link *l) {
-  l->prev = head->prev;
-  l->next = head;
-  head->prev->next = l;
-  head->prev = l;
-}
-static inline void srv_list_remove(srv_link *l) {
-  if (l->next == NULL) {
-    return;
-  }
-  l->prev->next = l->next;
-  l->next->prev = l->prev;
-  l->prev = l->next = NULL;
-}
-#define SRV_CONTAINER(ptr, type, member)                                       \
-  ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 /* ---- The loop (serve_loop.c) -------------------------------------------- */
 
@@ -80,17 +51,15 @@ struct srv_watch {
 typedef struct srv_timer srv_timer;
 typedef void (*srv_timer_cb)(srv_timer *t);
 
+/* A timer of the runtime's heap (timer.h) with its callback. */
 struct srv_timer {
-  int64_t when; /* monotonic ms */
-  size_t idx;   /* heap position, SIZE_MAX when not armed */
+  conch_timer t;
   srv_timer_cb cb;
 };
 
 typedef struct srv_loop {
   int epfd;
-  srv_timer **heap;
-  size_t nheap;
-  size_t capheap;
+  conch_heap heap;
 } srv_loop;
 
 int64_t srv_now_ms(void);
@@ -167,13 +136,13 @@ struct srv_server {
   srv_watch listen_w;
   srv_watch sig_w;
   srv_watch stdin_w;
-  srv_link conns;
-  srv_link dead_conns;
-  srv_link flush; /* connections with output to produce this turn */
+  conch_link conns;
+  conch_link dead_conns;
+  conch_link flush; /* connections with output to produce this turn */
   size_t nconns;
   size_t buffered; /* request bytes held by every connection */
-  srv_link procs;  /* running and retained, newest last */
-  srv_link dead_procs;
+  conch_link procs;  /* running and retained, newest last */
+  conch_link dead_procs;
   uint64_t next_serial;
   uid_t euid;
   int stopping;    /* 1 once shutdown began */
@@ -185,7 +154,7 @@ struct srv_server {
   int keeper_fd;      /* ... and this is its pipe */
   /* Starts waiting for their fork, a few per loop turn (serve_service.c;
      set up on first use). */
-  srv_link spawn_q;
+  conch_link spawn_q;
   srv_timer spawn_t;
   size_t nqueued;
   size_t queued_bytes; /* their StartRequests, packed */
@@ -209,8 +178,8 @@ int srv_keeper_start(srv_server *srv);
 /* ---- Connections (serve_conn.c) ------------------------------------------ */
 
 struct srv_conn {
-  srv_link link; /* srv->conns, or srv->dead_conns */
-  srv_link flush_link;
+  conch_link link; /* srv->conns, or srv->dead_conns */
+  conch_link flush_link;
   srv_server *srv;
   srv_watch w;
   SSL *ssl;
@@ -222,7 +191,7 @@ struct srv_conn {
   uint8_t *wbuf; /* output nghttp2 produced that the socket did not take */
   size_t wlen;
   size_t woff;
-  srv_link streams;
+  conch_link streams;
   size_t buffered; /* request bytes held by its streams */
   int dead;
   srv_timer idle_t;  /* see conn_arm_idle() */
@@ -318,7 +287,7 @@ enum { SRV_HDR_MAX = 64 * 1024 };
 enum { SRV_CONFIG_BUDGET = 3 * 1024 * 1024 };
 
 struct srv_stream {
-  srv_link link; /* conn->streams */
+  conch_link link; /* conn->streams */
   srv_conn *conn;
   int32_t id;
   /* Request headers we act on (copies, NUL-terminated, NULL if absent). */
@@ -367,14 +336,14 @@ struct srv_stream {
   int have_user;
   /* Service state. */
   srv_proc *proc;     /* subscribed to, or waiting on its stdin */
-  srv_link sub_link;  /* proc->subs */
+  conch_link sub_link;  /* proc->subs */
   int over;           /* counted in proc->nover */
-  srv_link wait_link; /* proc->waiters (SendInput, StreamInput end) */
+  conch_link wait_link; /* proc->waiters (SendInput, StreamInput end) */
   uint64_t wait_until;
-  srv_link in_link;      /* proc->in_paused */
+  conch_link in_link;      /* proc->in_paused */
   uint64_t input_serial; /* StreamInput: the selected process, 0 = none */
   srv_proc *starting;    /* Start: its process, until the exec report */
-  srv_link spawn_link;   /* srv->spawn_q: waiting for its fork */
+  conch_link spawn_link;   /* srv->spawn_q: waiting for its fork */
   Process__StartRequest *spawn_req; /* ... with its request (a copy) */
   char *spawn_cwd;                  /* ... and resolved cwd */
 };
@@ -421,7 +390,7 @@ void srv_service_keepalive(srv_stream *st);
 /* ---- Processes (serve_proc.c) -------------------------------------------- */
 
 struct srv_proc {
-  srv_link link; /* srv->procs or srv->dead_procs */
+  conch_link link; /* srv->procs or srv->dead_procs */
   srv_server *srv;
   uint64_t serial;
   pid_t pid;
@@ -438,11 +407,11 @@ struct srv_proc {
   conch_buf in_q;
   uint64_t in_queued;  /* bytes ever queued */
   uint64_t in_written; /* bytes ever written */
-  srv_link subs;
+  conch_link subs;
   size_t nover;
   int paused;
-  srv_link waiters;
-  srv_link in_paused;
+  conch_link waiters;
+  conch_link in_paused;
   int reaped;
   int wstatus;
   int ended;

@@ -8,6 +8,7 @@
    does not read stops getting DATA, which is what back-pressures the
    processes. */
 #include "serve.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -140,50 +141,24 @@ static int on_frame_send(nghttp2_session *s, const nghttp2_frame *f,
 }
 
 static int session_new(srv_conn *c) {
-  nghttp2_session_callbacks *cbs;
-  nghttp2_option *opt;
-  nghttp2_settings_entry iv[3];
-  int rv;
+  conch_h2_setup s;
 
-  rv = nghttp2_session_callbacks_new(&cbs);
-  if (rv != 0) {
-    return -1;
-  }
-  rv = nghttp2_option_new(&opt);
-  if (rv != 0) {
-    nghttp2_session_callbacks_del(cbs);
-    return -1;
-  }
-  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs,
-                                                          on_begin_headers);
-  nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
-  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
+  memset(&s, 0, sizeof(s));
+  s.server = 1;
+  s.begin_headers = on_begin_headers;
+  s.header = on_header;
+  s.frame_recv = on_frame_recv;
+  s.data_chunk = on_data_chunk;
+  s.stream_close = on_stream_close;
+  s.frame_send = on_frame_send;
   /* Window credit goes back only as requests are used (StreamInput into a
      process that does not read its stdin stalls its client). */
-  nghttp2_option_set_no_auto_window_update(opt, 1);
-  rv = nghttp2_session_server_new2(&c->h2, cbs, c, opt);
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cbs);
-  if (rv != 0) {
-    c->h2 = NULL;
-    return -1;
-  }
-  iv[0].settings_id = NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS;
-  iv[0].value = c->srv->cfg.max_streams;
-  iv[1].settings_id = NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE;
-  iv[1].value = CONN_STREAM_WINDOW;
-  iv[2].settings_id = NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE;
-  iv[2].value = SRV_HDR_MAX;
-  rv = nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, 3);
-  if (rv != 0) {
-    return -1;
-  }
-  rv = nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0,
-                                             CONN_WINDOW);
-  return rv != 0 ? -1 : 0;
+  s.manual_window = 1;
+  s.max_streams = c->srv->cfg.max_streams;
+  s.stream_window = CONN_STREAM_WINDOW;
+  s.max_header_list = SRV_HDR_MAX;
+  s.conn_window = CONN_WINDOW;
+  return conch__h2_session_new(&c->h2, &s, c) != 0 ? -1 : 0;
 }
 
 /* ---- Lifecycle ----------------------------------------------------------- */
@@ -197,10 +172,10 @@ int srv_conn_accept(srv_server *srv, int fd) {
     return -1;
   }
   c->srv = srv;
-  srv_list_init(&c->streams);
+  conch__list_init(&c->streams);
   srv_watch_init(&c->w, fd, conn_on_io);
   srv_timer_init(&c->idle_t, conn_idle);
-  srv_list_push(&srv->conns, &c->link);
+  conch__list_push(&srv->conns, &c->link);
   srv->nconns++;
   rv = session_new(c);
   if (rv != 0) {
@@ -238,24 +213,24 @@ void srv_conn_close(srv_conn *c) {
   c->dead = 1;
   srv_watch_set(&srv->loop, &c->w, 0);
   srv_timer_cancel(&srv->loop, &c->idle_t);
-  srv_list_remove(&c->flush_link);
+  conch__list_remove(&c->flush_link);
   /* The streams go now, so that no process writes to them any more; the
      session itself is freed after this loop turn. */
-  while (!srv_list_empty(&c->streams)) {
-    srv_stream *st = SRV_CONTAINER(c->streams.next, srv_stream, link);
+  while (!conch__list_empty(&c->streams)) {
+    srv_stream *st = CONCH_CONTAINER(c->streams.next, srv_stream, link);
 
     if (c->h2 != NULL) {
       nghttp2_session_set_stream_user_data(c->h2, st->id, NULL);
     }
     srv_rpc_stream_free(st);
   }
-  srv_list_remove(&c->link);
+  conch__list_remove(&c->link);
   srv->nconns--;
-  srv_list_push(&srv->dead_conns, &c->link);
+  conch__list_push(&srv->dead_conns, &c->link);
 }
 
 void srv_conn_free(srv_conn *c) {
-  srv_list_remove(&c->link);
+  conch__list_remove(&c->link);
   srv_h1_free(c);
   nghttp2_session_del(c->h2);
   if (c->ssl != NULL) {
@@ -275,12 +250,12 @@ void srv_conn_free(srv_conn *c) {
    and a stream that is only answered (a long process with no output) is
    never cut.  Over HTTP/1.1, serve_h1.c arms it likewise. */
 static void conn_idle(srv_timer *t) {
-  srv_conn *c = SRV_CONTAINER(t, srv_conn, idle_t);
+  srv_conn *c = CONCH_CONTAINER(t, srv_conn, idle_t);
 
   /* An HTTP/2 client is told first (GOAWAY: no request of its was lost),
      and cut off if it does not go. */
   if (c->h1 == NULL && c->sniffed == 1 && !c->handshaking && !c->idle_closing &&
-      srv_list_empty(&c->streams)) {
+      conch__list_empty(&c->streams)) {
     c->idle_closing = 1;
     if (nghttp2_session_terminate_session(c->h2, NGHTTP2_NO_ERROR) == 0 &&
         srv_timer_arm(&c->srv->loop, &c->idle_t,
@@ -309,7 +284,7 @@ void srv_conn_streams_changed(srv_conn *c) {
   if (c->dead || c->h1 != NULL || c->idle_closing) {
     return;
   }
-  if (!srv_list_empty(&c->streams)) {
+  if (!conch__list_empty(&c->streams)) {
     srv_timer_cancel(l, &c->idle_t);
     return;
   }
@@ -341,12 +316,12 @@ void srv_conn_shed(srv_server *srv, int listen_fd) {
 }
 
 int srv_conn_evict(srv_server *srv) {
-  srv_link *l;
+  conch_link *l;
 
   for (l = srv->conns.next; l != &srv->conns; l = l->next) {
-    srv_conn *c = SRV_CONTAINER(l, srv_conn, link);
+    srv_conn *c = CONCH_CONTAINER(l, srv_conn, link);
 
-    if (!c->authed && srv_list_empty(&c->streams)) {
+    if (!c->authed && conch__list_empty(&c->streams)) {
       srv_conn_close(c);
       return 0;
     }
@@ -355,8 +330,8 @@ int srv_conn_evict(srv_server *srv) {
 }
 
 void srv_conn_kick(srv_conn *c) {
-  if (!c->dead && !srv_linked(&c->flush_link)) {
-    srv_list_push(&c->srv->flush, &c->flush_link);
+  if (!c->dead && !conch__linked(&c->flush_link)) {
+    conch__list_push(&c->srv->flush, &c->flush_link);
   }
 }
 
@@ -504,7 +479,7 @@ static void conn_feed(srv_conn *c, const uint8_t *p, size_t n) {
    what it asked is still answered, as HTTP/1.1 and HTTP/2 both allow; the
    connection closes once that is done. */
 static void conn_eof(srv_conn *c) {
-  srv_link *l;
+  conch_link *l;
 
   if (c->rd_eof || c->handshaking || !c->sniffed) {
     srv_conn_close(c);
@@ -519,7 +494,7 @@ static void conn_eof(srv_conn *c) {
   }
   /* A request still being received can never end: reset it. */
   for (l = c->streams.next; l != &c->streams; l = l->next) {
-    srv_stream *st = SRV_CONTAINER(l, srv_stream, link);
+    srv_stream *st = CONCH_CONTAINER(l, srv_stream, link);
 
     if (!st->req_done) {
       nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, st->id,
@@ -708,7 +683,7 @@ static void conn_flush(srv_conn *c) {
     return;
   }
   /* Half-closed HTTP/2: every answer is out. */
-  if (c->rd_eof && c->h1 == NULL && srv_list_empty(&c->streams) &&
+  if (c->rd_eof && c->h1 == NULL && conch__list_empty(&c->streams) &&
       c->wlen == c->woff && !nghttp2_session_want_write(c->h2)) {
     srv_conn_close(c);
     return;
@@ -717,16 +692,16 @@ static void conn_flush(srv_conn *c) {
 }
 
 void srv_conn_flush_all(srv_server *srv) {
-  while (!srv_list_empty(&srv->flush)) {
-    srv_conn *c = SRV_CONTAINER(srv->flush.next, srv_conn, flush_link);
+  while (!conch__list_empty(&srv->flush)) {
+    srv_conn *c = CONCH_CONTAINER(srv->flush.next, srv_conn, flush_link);
 
-    srv_list_remove(&c->flush_link);
+    conch__list_remove(&c->flush_link);
     conn_flush(c);
   }
 }
 
 static void conn_on_io(srv_watch *w, uint32_t events) {
-  srv_conn *c = SRV_CONTAINER(w, srv_conn, w);
+  srv_conn *c = CONCH_CONTAINER(w, srv_conn, w);
 
   if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
     conn_read(c, events);

@@ -30,6 +30,7 @@
      still sends is read and dropped for a moment (a "lingering close",
      so that the client reads the answer instead of a reset). */
 #include "serve.h"
+#include "wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,59 +111,11 @@ struct srv_h1 {
   size_t hold_credit;
 };
 
+/* The reason phrase (wire.h), or "Status" for one it does not name. */
 static const char *reason_of(int status) {
-  switch (status) {
-  case 100:
-    return "Continue";
-  case 200:
-    return "OK";
-  case 204:
-    return "No Content";
-  case 304:
-    return "Not Modified";
-  case 400:
-    return "Bad Request";
-  case 401:
-    return "Unauthorized";
-  case 403:
-    return "Forbidden";
-  case 404:
-    return "Not Found";
-  case 405:
-    return "Method Not Allowed";
-  case 408:
-    return "Request Timeout";
-  case 409:
-    return "Conflict";
-  case 413:
-    return "Content Too Large";
-  case 414:
-    return "URI Too Long";
-  case 415:
-    return "Unsupported Media Type";
-  case 417:
-    return "Expectation Failed";
-  case 429:
-    return "Too Many Requests";
-  case 431:
-    return "Request Header Fields Too Large";
-  case 499:
-    return "Client Closed Request";
-  case 500:
-    return "Internal Server Error";
-  case 501:
-    return "Not Implemented";
-  case 502:
-    return "Bad Gateway";
-  case 503:
-    return "Service Unavailable";
-  case 504:
-    return "Gateway Timeout";
-  case 505:
-    return "HTTP Version Not Supported";
-  default:
-    return "Status";
-  }
+  const char *r = conch__http_reason(status);
+
+  return r != NULL ? r : "Status";
 }
 
 /* ---- Small helpers ------------------------------------------------------- */
@@ -187,14 +140,6 @@ static void buf_trim(srv_h1 *h, conch_buf *b) {
 
 static int name_eq(const uint8_t *name, size_t n, const char *want) {
   return strlen(want) == n && strncasecmp((const char *)name, want, n) == 0;
-}
-
-/* Connection-specific fields: HTTP/2 has none of them (RFC 9113 8.2.2). */
-static int hop_by_hop(const uint8_t *name, size_t n) {
-  return name_eq(name, n, "connection") || name_eq(name, n, "keep-alive") ||
-         name_eq(name, n, "proxy-connection") ||
-         name_eq(name, n, "transfer-encoding") || name_eq(name, n, "upgrade") ||
-         name_eq(name, n, "te") || name_eq(name, n, "http2-settings");
 }
 
 static int has_ctl(const uint8_t *p, size_t n) {
@@ -593,7 +538,7 @@ static int scan_fields(srv_h1 *h, const uint8_t **host, size_t *hostlen) {
 }
 
 static int forwarded(srv_h1 *h, const uint8_t *name, size_t n) {
-  return !hop_by_hop(name, n) && !name_eq(name, n, "host") &&
+  return !conch__h1_hop_by_hop(name, n) && !name_eq(name, n, "host") &&
          !name_eq(name, n, "expect") && !name_eq(name, n, "content-length") &&
          !in_connection_list(h, name, n);
 }
@@ -817,20 +762,11 @@ static int no_body(const srv_h1 *h) {
 }
 
 static void put_body(srv_h1 *h, const uint8_t *p, size_t n) {
-  char size[32];
-
-  if (n == 0) {
-    return;
-  }
-  if (h->chunked) {
-    int k = snprintf(size, sizeof(size), "%zx\r\n", n);
-
-    put(h, size, (size_t)k);
+  if (!h->chunked) {
     put(h, p, n);
-    put(h, "\r\n", 2);
-    return;
+  } else if (conch__h1_chunk_append(&h->out, mem_of(h), p, n) != 0) {
+    h->fatal = 1;
   }
-  put(h, p, n);
 }
 
 /* Status line and headers.  |ended|: the whole body is in |hold|. */
@@ -924,7 +860,7 @@ static int cli_on_header(nghttp2_session *s, const nghttp2_frame *f,
     }
     return 0;
   }
-  if (namelen == 0 || name[0] == ':' || hop_by_hop(name, namelen) ||
+  if (namelen == 0 || name[0] == ':' || conch__h1_hop_by_hop(name, namelen) ||
       name_eq(name, namelen, "content-length") || has_ctl(name, namelen) ||
       has_ctl(value, valuelen)) {
     return 0;
@@ -1004,46 +940,20 @@ static int cli_on_stream_close(nghttp2_session *s, int32_t id, uint32_t code,
 /* ---- Lifecycle ----------------------------------------------------------- */
 
 static int cli_new(srv_h1 *h) {
-  nghttp2_session_callbacks *cbs;
-  nghttp2_option *opt;
-  nghttp2_settings_entry iv[2];
-  int rv;
+  conch_h2_setup s;
 
-  rv = nghttp2_session_callbacks_new(&cbs);
-  if (rv != 0) {
-    return -1;
-  }
-  rv = nghttp2_option_new(&opt);
-  if (rv != 0) {
-    nghttp2_session_callbacks_del(cbs);
-    return -1;
-  }
-  nghttp2_session_callbacks_set_on_header_callback(cbs, cli_on_header);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, cli_on_frame_recv);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, cli_on_data);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cbs,
-                                                         cli_on_stream_close);
+  memset(&s, 0, sizeof(s));
+  s.header = cli_on_header;
+  s.frame_recv = cli_on_frame_recv;
+  s.data_chunk = cli_on_data;
+  s.stream_close = cli_on_stream_close;
   /* Window credit goes back as the socket takes the bytes. */
-  nghttp2_option_set_no_auto_window_update(opt, 1);
+  s.manual_window = 1;
   /* The peer is our own server; HEAD and 204 are handled above. */
-  nghttp2_option_set_no_http_messaging(opt, 1);
-  rv = nghttp2_session_client_new2(&h->cli, cbs, h, opt);
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cbs);
-  if (rv != 0) {
-    h->cli = NULL;
-    return -1;
-  }
-  iv[0].settings_id = NGHTTP2_SETTINGS_ENABLE_PUSH;
-  iv[0].value = 0;
-  iv[1].settings_id = NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE;
-  iv[1].value = H1_WINDOW;
-  rv = nghttp2_submit_settings(h->cli, NGHTTP2_FLAG_NONE, iv, 2);
-  if (rv == 0) {
-    rv = nghttp2_session_set_local_window_size(h->cli, NGHTTP2_FLAG_NONE, 0,
-                                               H1_WINDOW);
-  }
-  return rv != 0 ? -1 : 0;
+  s.no_http_messaging = 1;
+  s.stream_window = H1_WINDOW;
+  s.conn_window = H1_WINDOW;
+  return conch__h2_session_new(&h->cli, &s, h) != 0 ? -1 : 0;
 }
 
 int srv_h1_start(srv_conn *c) {

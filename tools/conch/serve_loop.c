@@ -1,5 +1,5 @@
-/* The event loop: one epoll set, level-triggered, and a binary heap of
-   timers. */
+/* The event loop: one epoll set, level-triggered, and the runtime's
+   binary heap of timers (timer.h). */
 #include "serve.h"
 
 #include <errno.h>
@@ -19,9 +19,9 @@ int64_t srv_now_ms(void) {
 }
 
 int srv_loop_init(srv_loop *l) {
-  l->heap = NULL;
-  l->nheap = 0;
-  l->capheap = 0;
+  l->heap.t = NULL;
+  l->heap.n = 0;
+  l->heap.cap = 0;
   l->epfd = epoll_create1(EPOLL_CLOEXEC);
   return l->epfd < 0 ? -1 : 0;
 }
@@ -31,9 +31,7 @@ void srv_loop_clear(srv_loop *l) {
     close(l->epfd);
     l->epfd = -1;
   }
-  free(l->heap);
-  l->heap = NULL;
-  l->nheap = l->capheap = 0;
+  conch__heap_free(&l->heap, conch_mem_default());
 }
 
 void srv_watch_init(srv_watch *w, int fd, srv_watch_cb cb) {
@@ -71,97 +69,32 @@ int srv_watch_set(srv_loop *l, srv_watch *w, uint32_t events) {
  */
 
 void srv_timer_init(srv_timer *t, srv_timer_cb cb) {
-  t->when = 0;
-  t->idx = SIZE_MAX;
+  t->t.when = 0;
+  t->t.idx = SIZE_MAX;
+  t->t.kind = 0;
   t->cb = cb;
 }
 
-int srv_timer_armed(const srv_timer *t) { return t->idx != SIZE_MAX; }
-
-static void heap_set(srv_loop *l, size_t i, srv_timer *t) {
-  l->heap[i] = t;
-  t->idx = i;
-}
-
-static void heap_up(srv_loop *l, size_t i) {
-  srv_timer *t = l->heap[i];
-
-  while (i > 0) {
-    size_t parent = (i - 1) / 2;
-
-    if (l->heap[parent]->when <= t->when) {
-      break;
-    }
-    heap_set(l, i, l->heap[parent]);
-    i = parent;
-  }
-  heap_set(l, i, t);
-}
-
-static void heap_down(srv_loop *l, size_t i) {
-  srv_timer *t = l->heap[i];
-
-  for (;;) {
-    size_t child = 2 * i + 1;
-
-    if (child >= l->nheap) {
-      break;
-    }
-    if (child + 1 < l->nheap &&
-        l->heap[child + 1]->when < l->heap[child]->when) {
-      child++;
-    }
-    if (t->when <= l->heap[child]->when) {
-      break;
-    }
-    heap_set(l, i, l->heap[child]);
-    i = child;
-  }
-  heap_set(l, i, t);
-}
+int srv_timer_armed(const srv_timer *t) { return t->t.idx != SIZE_MAX; }
 
 void srv_timer_cancel(srv_loop *l, srv_timer *t) {
-  size_t i = t->idx;
-  srv_timer *last;
-
-  if (i == SIZE_MAX) {
-    return;
-  }
-  t->idx = SIZE_MAX;
-  last = l->heap[--l->nheap];
-  if (last == t) {
-    return;
-  }
-  heap_set(l, i, last);
-  heap_up(l, i);
-  heap_down(l, last->idx);
+  conch__heap_remove(&l->heap, &t->t);
 }
 
 int srv_timer_arm(srv_loop *l, srv_timer *t, int64_t when) {
-  srv_timer_cancel(l, t);
-  if (l->nheap == l->capheap) {
-    size_t cap = l->capheap == 0 ? 64 : l->capheap * 2;
-    srv_timer **heap = realloc(l->heap, cap * sizeof(*heap));
-
-    if (heap == NULL) {
-      return -1;
-    }
-    l->heap = heap;
-    l->capheap = cap;
-  }
-  t->when = when;
-  heap_set(l, l->nheap++, t);
-  heap_up(l, t->idx);
-  return 0;
+  return conch__heap_insert(&l->heap, conch_mem_default(), &t->t, when) != 0
+             ? -1
+             : 0;
 }
 
 int srv_loop_timeout(const srv_loop *l, int max_ms) {
+  const conch_timer *top = conch__heap_top(&l->heap);
   int64_t left;
 
-  if (l->nheap == 0) {
+  if (top == NULL) {
     return max_ms;
   }
-  left = l->heap[0]->when - srv_now_ms();
+  left = top->when - srv_now_ms();
   if (left <= 0) {
     return 0;
   }
@@ -170,12 +103,13 @@ int srv_loop_timeout(const srv_loop *l, int max_ms) {
 
 static void run_timers(srv_loop *l) {
   int64_t now = srv_now_ms();
+  conch_timer *top;
 
   /* One at a time: a callback may arm or cancel any timer. */
-  while (l->nheap > 0 && l->heap[0]->when <= now) {
-    srv_timer *t = l->heap[0];
+  while ((top = conch__heap_top(&l->heap)) != NULL && top->when <= now) {
+    srv_timer *t = CONCH_CONTAINER(top, srv_timer, t);
 
-    srv_timer_cancel(l, t);
+    conch__heap_remove(&l->heap, top);
     t->cb(t);
   }
 }

@@ -749,7 +749,7 @@ static int peer_allowed(srv_server *srv, int fd) {
 }
 
 static void on_listen(srv_watch *w, uint32_t events) {
-  srv_server *srv = SRV_CONTAINER(w, srv_server, listen_w);
+  srv_server *srv = CONCH_CONTAINER(w, srv_server, listen_w);
   int i;
 
   (void)events;
@@ -787,7 +787,7 @@ static void on_listen(srv_watch *w, uint32_t events) {
 }
 
 static void on_accept_again(srv_timer *t) {
-  srv_server *srv = SRV_CONTAINER(t, srv_server, accept_t);
+  srv_server *srv = CONCH_CONTAINER(t, srv_server, accept_t);
 
   if (!srv->stopping) {
     srv_watch_set(&srv->loop, &srv->listen_w, EPOLLIN);
@@ -810,7 +810,7 @@ static void reap_children(srv_server *srv) {
 }
 
 static void on_signal(srv_watch *w, uint32_t events) {
-  srv_server *srv = SRV_CONTAINER(w, srv_server, sig_w);
+  srv_server *srv = CONCH_CONTAINER(w, srv_server, sig_w);
   struct signalfd_siginfo si;
 
   (void)events;
@@ -824,7 +824,7 @@ static void on_signal(srv_watch *w, uint32_t events) {
 
 /* A pipe or socket on stdin that closes means our parent is gone. */
 static void on_stdin(srv_watch *w, uint32_t events) {
-  srv_server *srv = SRV_CONTAINER(w, srv_server, stdin_w);
+  srv_server *srv = CONCH_CONTAINER(w, srv_server, stdin_w);
   char buf[512];
   ssize_t n;
 
@@ -913,7 +913,7 @@ static void kill_children(int sig) {
  */
 
 static void on_stop_timer(srv_timer *t) {
-  srv_server *srv = SRV_CONTAINER(t, srv_server, stop_t);
+  srv_server *srv = CONCH_CONTAINER(t, srv_server, stop_t);
 
   if (!srv->hard_killed) {
     srv->hard_killed = 1;
@@ -926,7 +926,7 @@ static void on_stop_timer(srv_timer *t) {
 }
 
 void srv_server_stop(srv_server *srv) {
-  srv_link *l;
+  conch_link *l;
 
   if (srv->stopping) {
     return;
@@ -938,7 +938,7 @@ void srv_server_stop(srv_server *srv) {
   unlisten_unix(); /* the path is free for the next server at once */
   srv_watch_set(&srv->loop, &srv->stdin_w, 0);
   for (l = srv->conns.next; l != &srv->conns; l = l->next) {
-    srv_conn_goaway(SRV_CONTAINER(l, srv_conn, link));
+    srv_conn_goaway(CONCH_CONTAINER(l, srv_conn, link));
   }
   srv_proc_signal_all(srv, SIGTERM);
   kill_children(SIGTERM);
@@ -951,16 +951,16 @@ static int stop_done(const srv_server *srv) {
     return 1;
   }
   return srv->stopping == 1 && srv_proc_running(srv) == 0 &&
-         srv_list_empty(&srv->conns);
+         conch__list_empty(&srv->conns);
 }
 
 /* Frees what the last loop turn let go of. */
 static void collect(srv_server *srv) {
-  while (!srv_list_empty(&srv->dead_conns)) {
-    srv_conn_free(SRV_CONTAINER(srv->dead_conns.next, srv_conn, link));
+  while (!conch__list_empty(&srv->dead_conns)) {
+    srv_conn_free(CONCH_CONTAINER(srv->dead_conns.next, srv_conn, link));
   }
-  while (!srv_list_empty(&srv->dead_procs)) {
-    srv_proc_free(SRV_CONTAINER(srv->dead_procs.next, srv_proc, link));
+  while (!conch__list_empty(&srv->dead_procs)) {
+    srv_proc_free(CONCH_CONTAINER(srv->dead_procs.next, srv_proc, link));
   }
 }
 
@@ -987,14 +987,14 @@ static void final_reap(srv_server *srv) {
 }
 
 static void server_clear(srv_server *srv) {
-  while (!srv_list_empty(&srv->conns)) {
-    srv_conn_close(SRV_CONTAINER(srv->conns.next, srv_conn, link));
+  while (!conch__list_empty(&srv->conns)) {
+    srv_conn_close(CONCH_CONTAINER(srv->conns.next, srv_conn, link));
   }
-  while (!srv_list_empty(&srv->procs)) {
-    srv_proc *p = SRV_CONTAINER(srv->procs.next, srv_proc, link);
+  while (!conch__list_empty(&srv->procs)) {
+    srv_proc *p = CONCH_CONTAINER(srv->procs.next, srv_proc, link);
 
-    srv_list_remove(&p->link);
-    srv_list_push(&srv->dead_procs, &p->link);
+    conch__list_remove(&p->link);
+    conch__list_push(&srv->dead_procs, &p->link);
   }
   collect(srv);
   if (srv->listen_w.fd >= 0) {
@@ -1021,11 +1021,11 @@ static int server_init(srv_server *srv, int *port) {
   srv->mem = conch_mem_default();
   conch__gzip_init(&srv->gz, srv->mem);
   srv->euid = geteuid();
-  srv_list_init(&srv->conns);
-  srv_list_init(&srv->dead_conns);
-  srv_list_init(&srv->flush);
-  srv_list_init(&srv->procs);
-  srv_list_init(&srv->dead_procs);
+  conch__list_init(&srv->conns);
+  conch__list_init(&srv->dead_conns);
+  conch__list_init(&srv->flush);
+  conch__list_init(&srv->procs);
+  conch__list_init(&srv->dead_procs);
   srv_timer_init(&srv->stop_t, on_stop_timer);
   srv_timer_init(&srv->accept_t, on_accept_again);
   srv_watch_init(&srv->listen_w, -1, on_listen);

@@ -149,15 +149,15 @@ static void proc_discard(srv_proc *p) {
     return;
   }
   p->dead = 1;
-  srv_list_remove(&p->link);
-  srv_list_push(&p->srv->dead_procs, &p->link);
+  conch__list_remove(&p->link);
+  conch__list_push(&p->srv->dead_procs, &p->link);
 }
 
 int srv_proc_drop_ended(srv_server *srv) {
-  srv_link *l;
+  conch_link *l;
 
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
 
     if (p->ended) {
       proc_discard(p);
@@ -170,7 +170,7 @@ int srv_proc_drop_ended(srv_server *srv) {
 int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
                  const srv_spawned *sp, srv_stream *starter, srv_proc **out) {
   srv_proc *p = calloc(1, sizeof(*p));
-  srv_link *l;
+  conch_link *l;
 
   if (p == NULL) {
     return -1;
@@ -182,7 +182,7 @@ int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
   }
   /* The pid is ours now: an ended process that had it is forgotten. */
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *old = SRV_CONTAINER(l, srv_proc, link);
+    srv_proc *old = CONCH_CONTAINER(l, srv_proc, link);
 
     if (old->pid == sp->pid && old->ended) {
       l = l->prev;
@@ -202,9 +202,9 @@ int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
   srv_watch_init(&p->in_w, sp->in_fd, on_in);
   p->in_open = p->pty || sp->in_fd >= 0;
   p->out_left = p->err_left = -1;
-  srv_list_init(&p->subs);
-  srv_list_init(&p->waiters);
-  srv_list_init(&p->in_paused);
+  conch__list_init(&p->subs);
+  conch__list_init(&p->waiters);
+  conch__list_init(&p->in_paused);
   srv_timer_init(&p->deadline_t, on_deadline);
   srv_timer_init(&p->settle_t, on_settled);
   srv_timer_init(&p->retain_t, on_retained);
@@ -214,7 +214,7 @@ int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
   if (starter != NULL) {
     starter->starting = p;
   }
-  srv_list_push(&srv->procs, &p->link);
+  conch__list_push(&srv->procs, &p->link);
   keeper_note(srv, p->pid, 1);
   *out = p;
   return 0;
@@ -254,7 +254,7 @@ static void proc_started(srv_proc *p, int err) {
 }
 
 static void on_report(srv_watch *w, uint32_t events) {
-  srv_proc *p = SRV_CONTAINER(w, srv_proc, rep_w);
+  srv_proc *p = CONCH_CONTAINER(w, srv_proc, rep_w);
   int err;
 
   (void)events;
@@ -268,10 +268,10 @@ static void on_report(srv_watch *w, uint32_t events) {
 }
 
 srv_proc *srv_proc_by_serial(srv_server *srv, uint64_t serial) {
-  srv_link *l;
+  conch_link *l;
 
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
 
     if (p->serial == serial && !p->starting) {
       return p;
@@ -283,10 +283,10 @@ srv_proc *srv_proc_by_serial(srv_server *srv, uint64_t serial) {
 /* By pid; by tag the newest running one, else the newest ended one. */
 srv_proc *srv_proc_find(srv_server *srv, const Process__ProcessSelector *sel) {
   srv_proc *ended = NULL;
-  srv_link *l;
+  conch_link *l;
 
   for (l = srv->procs.prev; l != &srv->procs; l = l->prev) {
-    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
 
     if (p->starting) {
       continue; /* not started yet, as far as the RPCs know */
@@ -311,11 +311,11 @@ srv_proc *srv_proc_find(srv_server *srv, const Process__ProcessSelector *sel) {
 }
 
 int srv_proc_running(const srv_server *srv) {
-  const srv_link *l;
+  const conch_link *l;
   int n = 0;
 
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    const srv_proc *p = SRV_CONTAINER(l, const srv_proc, link);
+    const srv_proc *p = CONCH_CONTAINER(l, const srv_proc, link);
 
     n += !p->reaped;
   }
@@ -507,14 +507,14 @@ static void sessions_signal(const pid_t *sids, size_t n, int sig) {
 void srv_proc_signal_all(srv_server *srv, int sig) {
   pid_t *sids;
   size_t n = 0;
-  srv_link *l;
+  conch_link *l;
 
   /* Whole groups, ended processes too: a grandchild may have outlived its
      parent.  Even a pid-only server kills its groups at shutdown.  Running
      leaders: kill(-pid); the rest (PTY sessions, groups whose leader is
      reaped) in one pass over /proc, however many processes there are. */
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
 
     if (!p->reaped && kill(-p->pid, sig) != 0) {
       kill(p->pid, sig);
@@ -527,7 +527,7 @@ void srv_proc_signal_all(srv_server *srv, int sig) {
   }
   n = 0;
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
+    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
     proc_stat ps;
 
     /* A reaped leader's pid in use again: a stranger's, not our session. */
@@ -556,23 +556,23 @@ void srv_proc_free(srv_proc *p) {
   close_watch(p, &p->out_w);
   close_watch(p, &p->err_w);
   close_watch(p, &p->in_w);
-  while (!srv_list_empty(&p->subs)) {
-    srv_stream *st = SRV_CONTAINER(p->subs.next, srv_stream, sub_link);
+  while (!conch__list_empty(&p->subs)) {
+    srv_stream *st = CONCH_CONTAINER(p->subs.next, srv_stream, sub_link);
 
     srv_proc_unsubscribe(st);
   }
-  while (!srv_list_empty(&p->waiters)) {
-    srv_stream *st = SRV_CONTAINER(p->waiters.next, srv_stream, wait_link);
+  while (!conch__list_empty(&p->waiters)) {
+    srv_stream *st = CONCH_CONTAINER(p->waiters.next, srv_stream, wait_link);
 
     srv_proc_unwait(st);
   }
-  while (!srv_list_empty(&p->in_paused)) {
-    srv_list_remove(p->in_paused.next);
+  while (!conch__list_empty(&p->in_paused)) {
+    conch__list_remove(p->in_paused.next);
   }
   conch__buf_free(&p->in_q, srv->mem);
   free(p->end_msg);
   protobuf_c_message_free_unpacked(&p->req->base, NULL);
-  srv_list_remove(&p->link);
+  conch__list_remove(&p->link);
   free(p);
 }
 
@@ -587,7 +587,7 @@ static void set_paused(srv_proc *p, int paused) {
 
 void srv_proc_subscribe(srv_proc *p, srv_stream *st) {
   st->proc = p;
-  srv_list_push(&p->subs, &st->sub_link);
+  conch__list_push(&p->subs, &st->sub_link);
   srv_timer_arm(&p->srv->loop, &st->keepalive_t,
                 srv_now_ms() + st->keepalive_ms);
 }
@@ -595,17 +595,17 @@ void srv_proc_subscribe(srv_proc *p, srv_stream *st) {
 void srv_proc_unsubscribe(srv_stream *st) {
   srv_proc *p = st->proc;
 
-  if (p == NULL || !srv_linked(&st->sub_link)) {
+  if (p == NULL || !conch__linked(&st->sub_link)) {
     return;
   }
-  srv_list_remove(&st->sub_link);
+  conch__list_remove(&st->sub_link);
   srv_timer_cancel(&p->srv->loop, &st->keepalive_t);
   if (st->over) {
     st->over = 0;
     p->nover--;
     set_paused(p, p->nover > 0);
   }
-  if (!srv_linked(&st->wait_link)) {
+  if (!conch__linked(&st->wait_link)) {
     st->proc = NULL;
   }
 }
@@ -626,11 +626,11 @@ static void broadcast(srv_proc *p, const uint8_t *msg, size_t len,
                       int is_data) {
   srv_server *srv = p->srv;
   int64_t now = srv_now_ms();
-  srv_link *l;
-  srv_link *next;
+  conch_link *l;
+  conch_link *next;
 
   for (l = p->subs.next; l != &p->subs; l = next) {
-    srv_stream *st = SRV_CONTAINER(l, srv_stream, sub_link);
+    srv_stream *st = CONCH_CONTAINER(l, srv_stream, sub_link);
 
     next = l->next;
     srv_rpc_send_packed(st, msg, len);
@@ -652,7 +652,7 @@ static void emit_data(srv_proc *p, int kind, const uint8_t *buf, size_t n) {
   uint8_t *packed;
   size_t len;
 
-  if (srv_list_empty(&p->subs)) {
+  if (conch__list_empty(&p->subs)) {
     return; /* nobody listens: envd drops it too */
   }
   process__process_event__data_event__init(&de);
@@ -716,7 +716,7 @@ static void read_output(srv_proc *p, srv_watch *w, int kind, long *left) {
 }
 
 static void on_out(srv_watch *w, uint32_t events) {
-  srv_proc *p = SRV_CONTAINER(w, srv_proc, out_w);
+  srv_proc *p = CONCH_CONTAINER(w, srv_proc, out_w);
 
   if ((events & EPOLLOUT) != 0 && p->pty) {
     flush_input(p);
@@ -731,7 +731,7 @@ static void on_out(srv_watch *w, uint32_t events) {
 }
 
 static void on_err(srv_watch *w, uint32_t events) {
-  srv_proc *p = SRV_CONTAINER(w, srv_proc, err_w);
+  srv_proc *p = CONCH_CONTAINER(w, srv_proc, err_w);
 
   if (!p->paused && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
     read_output(p, w, PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDERR,
@@ -763,11 +763,11 @@ static int input_fd(const srv_proc *p) {
 }
 
 static void notify_waiters(srv_proc *p, int err) {
-  srv_link *l;
-  srv_link *next;
+  conch_link *l;
+  conch_link *next;
 
   for (l = p->waiters.next; l != &p->waiters; l = next) {
-    srv_stream *st = SRV_CONTAINER(l, srv_stream, wait_link);
+    srv_stream *st = CONCH_CONTAINER(l, srv_stream, wait_link);
 
     next = l->next;
     if (err == 0 && st->wait_until > p->in_written) {
@@ -779,11 +779,11 @@ static void notify_waiters(srv_proc *p, int err) {
 }
 
 static void resume_inputs(srv_proc *p) {
-  while (!srv_list_empty(&p->in_paused) &&
+  while (!conch__list_empty(&p->in_paused) &&
          in_pending(p) <= p->srv->cfg.stdin_high / 2) {
-    srv_stream *st = SRV_CONTAINER(p->in_paused.next, srv_stream, in_link);
+    srv_stream *st = CONCH_CONTAINER(p->in_paused.next, srv_stream, in_link);
 
-    srv_list_remove(&st->in_link);
+    conch__list_remove(&st->in_link);
     srv_rpc_pause_input(st, 0);
   }
 }
@@ -829,7 +829,7 @@ static void flush_input(srv_proc *p) {
 }
 
 static void on_in(srv_watch *w, uint32_t events) {
-  srv_proc *p = SRV_CONTAINER(w, srv_proc, in_w);
+  srv_proc *p = CONCH_CONTAINER(w, srv_proc, in_w);
 
   (void)events;
   flush_input(p);
@@ -837,11 +837,11 @@ static void on_in(srv_watch *w, uint32_t events) {
 
 /* Stdin queued for every process. */
 static size_t in_pending_all(const srv_server *srv) {
-  const srv_link *l;
+  const conch_link *l;
   size_t n = 0;
 
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    n += in_pending(SRV_CONTAINER(l, const srv_proc, link));
+    n += in_pending(CONCH_CONTAINER(l, const srv_proc, link));
   }
   return n;
 }
@@ -867,15 +867,15 @@ void srv_proc_wait_input(srv_proc *p, srv_stream *st) {
     return;
   }
   st->proc = p;
-  srv_list_push(&p->waiters, &st->wait_link);
+  conch__list_push(&p->waiters, &st->wait_link);
 }
 
 void srv_proc_unwait(srv_stream *st) {
-  if (!srv_linked(&st->wait_link)) {
+  if (!conch__linked(&st->wait_link)) {
     return;
   }
-  srv_list_remove(&st->wait_link);
-  if (!srv_linked(&st->sub_link)) {
+  conch__list_remove(&st->wait_link);
+  if (!conch__linked(&st->sub_link)) {
     st->proc = NULL;
   }
 }
@@ -954,8 +954,8 @@ static void proc_maybe_end(srv_proc *p) {
   if (pack_end(p) != 0) {
     p->end_len = 0;
   }
-  while (!srv_list_empty(&p->subs)) {
-    srv_stream *st = SRV_CONTAINER(p->subs.next, srv_stream, sub_link);
+  while (!conch__list_empty(&p->subs)) {
+    srv_stream *st = CONCH_CONTAINER(p->subs.next, srv_stream, sub_link);
 
     if (p->end_msg != NULL) {
       srv_rpc_send_packed(st, p->end_msg, p->end_len);
@@ -969,18 +969,18 @@ static void proc_maybe_end(srv_proc *p) {
 }
 
 static void on_settled(srv_timer *t) {
-  srv_proc *p = SRV_CONTAINER(t, srv_proc, settle_t);
+  srv_proc *p = CONCH_CONTAINER(t, srv_proc, settle_t);
 
   limit_output(p, &p->out_w, &p->out_left);
   proc_maybe_end(p);
 }
 
 void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus) {
-  srv_link *l;
+  conch_link *l;
   srv_proc *p = NULL;
 
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *q = SRV_CONTAINER(l, srv_proc, link);
+    srv_proc *q = CONCH_CONTAINER(l, srv_proc, link);
 
     if (q->pid == pid && !q->reaped) {
       p = q;
@@ -1025,7 +1025,7 @@ void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus) {
 }
 
 static void on_deadline(srv_timer *t) {
-  srv_proc *p = SRV_CONTAINER(t, srv_proc, deadline_t);
+  srv_proc *p = CONCH_CONTAINER(t, srv_proc, deadline_t);
 
   srv_proc_kill(p, SIGKILL);
   /* Retention waited for this deadline (on_retained). */
@@ -1042,7 +1042,7 @@ void srv_proc_set_deadline(srv_proc *p, int64_t timeout_ms) {
 }
 
 static void on_retained(srv_timer *t) {
-  srv_proc *p = SRV_CONTAINER(t, srv_proc, retain_t);
+  srv_proc *p = CONCH_CONTAINER(t, srv_proc, retain_t);
 
   /* A deadline still due for members of the group keeps the entry (and
      its end) until it fires. */

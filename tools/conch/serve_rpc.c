@@ -19,31 +19,22 @@
 #include <string.h>
 #include <strings.h>
 
-#include <jansson.h>
 #include <openssl/crypto.h>
 
 #include "base64.h"
 #include "pbjson.h"
+#include "wire.h"
 
 #define DEFAULT_KEEPALIVE_MS 90000
 #define MAX_KEEPALIVE_S 1000000000LL
-
-/* Column 4 of CONNECT_PROTOCOL.md 5.1, by code number. */
-static const int code_http[] = {200, 499, 500, 400, 504, 404, 409, 403, 429,
-                                400, 409, 400, 501, 500, 503, 500, 401};
 
 static const char unauthorized_body[] =
     "{\"code\":401,\"message\":\"unauthorized access, please provide a valid "
     "access token or method signing if supported\"}\n";
 
-/* The content types served, canonical (connect-go's form), per shape:
-   proto first, then JSON with and without the charset.  The 415 answer
+/* The content types served (wire.h names them canonically, connect-go's
+   form): proto, and JSON with and without the charset.  The 415 answer
    lists them as connect-go does, sorted. */
-static const char *const ctypes[2][3] = {
-    {"application/proto", "application/json",
-     "application/json; charset=utf-8"},
-    {"application/connect+proto", "application/connect+json",
-     "application/connect+json; charset=utf-8"}};
 static const char *const accept_post[2] = {
     "application/json, application/json; charset=utf-8, application/proto",
     "application/connect+json, application/connect+json; charset=utf-8, "
@@ -76,7 +67,7 @@ srv_stream *srv_rpc_stream_new(srv_conn *c, int32_t id) {
     free(st);
     return NULL;
   }
-  srv_list_push(&c->streams, &st->link);
+  conch__list_push(&c->streams, &st->link);
   srv_conn_streams_changed(c);
   return st;
 }
@@ -152,7 +143,7 @@ void srv_rpc_stream_free(srv_stream *st) {
     protobuf_c_message_free_unpacked(st->req, NULL);
   }
   srv_user_clear(&st->user);
-  srv_list_remove(&st->link);
+  conch__list_remove(&st->link);
   free(st);
   srv_conn_streams_changed(c);
 }
@@ -488,114 +479,51 @@ int srv_rpc_send(srv_stream *st, const ProtobufCMessage *msg) {
   return rv;
 }
 
-/* JSON strings must be UTF-8; messages quote client input (user names,
-   tags, paths), so anything else becomes U+FFFD. */
-static char *utf8_clean(const char *s) {
-  size_t n = strlen(s);
-  char *out = malloc(n * 3 + 1);
-  size_t i = 0;
-  size_t o = 0;
+/* The status of a finished call, borrowing |msg|. */
+static conch_status status_of(conch_code code, const char *msg) {
+  conch_status st;
 
-  if (out == NULL) {
-    return NULL;
-  }
-  while (i < n) {
-    /* Well-formed is not enough: jansson refuses overlong forms,
-       surrogates and code points past U+10FFFF, and a refused message
-       would be dropped from the error. */
-    size_t k = conch__utf8_seq((const unsigned char *)s + i, n - i);
-
-    if (k == 0) {
-      memcpy(out + o, "\xEF\xBF\xBD", 3);
-      o += 3;
-      i++;
-      continue;
-    }
-    memcpy(out + o, s + i, k);
-    o += k;
-    i += k;
-  }
-  out[o] = '\0';
-  return out;
-}
-
-/* {"code": ..., "message": ...}, or NULL for OK. */
-static json_t *error_json(conch_code code, const char *msg) {
-  json_t *e;
-  char *clean;
-
-  if (code == CONCH_CODE_OK) {
-    return NULL;
-  }
-  e = json_object();
-  if (e == NULL) {
-    return NULL;
-  }
-  json_object_set_new(e, "code", json_string(conch_code_name(code)));
-  if (msg != NULL && msg[0] != '\0') {
-    clean = utf8_clean(msg);
-    if (clean != NULL) {
-      json_object_set_new(e, "message", json_string(clean));
-      free(clean);
-    }
-  }
-  return e;
+  conch_status_init(&st);
+  st.code = code;
+  st.message = (char *)msg;
+  return st;
 }
 
 static void finish_unary_error(srv_stream *st, conch_code code,
                                const char *msg) {
   srv_server *srv = st->conn->srv;
-  json_t *e = error_json(code, msg);
-  char *s = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
-  int rv;
+  conch_status status = status_of(code, msg);
+  int http = conch__http_from_code(code);
 
-  json_decref(e);
-  if (s == NULL) {
-    stream_reset(st);
-    return;
-  }
-  rv = conch__buf_append(&st->out, srv->mem, s, strlen(s));
-  free(s);
-  if (rv != 0) {
+  if (conch__connect_error_write(&st->out, srv->mem, &status) != 0) {
     stream_reset(st);
     return;
   }
   st->finished = 1;
-  st->unary_err_status = code_http[code];
-  respond(st, code_http[code], "application/json", NULL, NULL, NULL, 1);
+  st->unary_err_status = http;
+  respond(st, http, "application/json", NULL, NULL, NULL, 1);
 }
 
 static void finish_stream(srv_stream *st, conch_code code, const char *msg) {
   srv_server *srv = st->conn->srv;
-  json_t *root = json_object();
-  json_t *e = error_json(code, msg);
+  conch_status status = status_of(code, msg);
   uint8_t prefix[CONCH_ENV_PREFIX];
-  char *s;
-  int rv;
+  size_t at;
 
-  if (root != NULL && e != NULL) {
-    json_object_set_new(root, "error", e);
-  } else {
-    json_decref(e);
-  }
-  s = root != NULL ? json_dumps(root, JSON_COMPACT) : NULL;
-  json_decref(root);
-  if (s == NULL || start_stream(st) != 0) {
-    free(s);
+  if (start_stream(st) != 0) {
     stream_reset(st);
     return;
   }
-  /* The end-stream block goes uncompressed: flag 0x02 alone. */
-  conch__env_write_prefix(prefix, CONCH_ENV_END_STREAM, (uint32_t)strlen(s));
-  rv = conch__buf_append(&st->out, srv->mem, prefix, sizeof(prefix));
-  if (rv == 0) {
-    rv = conch__buf_append(&st->out, srv->mem, s, strlen(s));
-  }
-  free(s);
-  if (rv != 0) {
+  /* The end-stream block goes uncompressed: flag 0x02 alone; its length
+     is known once it is written. */
+  at = st->out.len;
+  if (conch__buf_append(&st->out, srv->mem, prefix, sizeof(prefix)) != 0 ||
+      conch__connect_end_write(&st->out, srv->mem, &status, NULL) != 0) {
     stream_reset(st);
     return;
   }
+  conch__env_write_prefix(st->out.data + at, CONCH_ENV_END_STREAM,
+                          (uint32_t)(st->out.len - at - sizeof(prefix)));
   st->finished = 1;
   out_ready(st);
 }
@@ -665,13 +593,13 @@ ssize_t srv_rpc_read_out(nghttp2_session *s, int32_t id, uint8_t *buf,
 }
 
 static void on_deadline(srv_timer *t) {
-  srv_stream *st = SRV_CONTAINER(t, srv_stream, deadline_t);
+  srv_stream *st = CONCH_CONTAINER(t, srv_stream, deadline_t);
 
   srv_rpc_finish(st, CONCH_CODE_DEADLINE_EXCEEDED, "context deadline exceeded");
 }
 
 static void on_keepalive(srv_timer *t) {
-  srv_stream *st = SRV_CONTAINER(t, srv_stream, keepalive_t);
+  srv_stream *st = CONCH_CONTAINER(t, srv_stream, keepalive_t);
 
   srv_service_keepalive(st);
 }
@@ -706,7 +634,7 @@ static void recv_update(srv_stream *st) {
 }
 
 static void on_recv_timeout(srv_timer *t) {
-  srv_stream *st = SRV_CONTAINER(t, srv_stream, recv_t);
+  srv_stream *st = CONCH_CONTAINER(t, srv_stream, recv_t);
   srv_conn *c = st->conn;
   srv_server *srv = c->srv;
 
@@ -752,35 +680,25 @@ static int token_ok(const srv_stream *st, const char *want) {
          CRYPTO_memcmp(st->h_token, want, n) == 0;
 }
 
-/* Connect-Timeout-Ms: 1 to 10 ASCII digits.  Returns 0 or -1 with the
-   message connect-go gives. */
+/* Connect-Timeout-Ms (wire.h).  Returns 0 or -1 with the message
+   connect-go gives. */
 static int parse_timeout(srv_stream *st, char *err, size_t errlen) {
   const char *v = st->h_timeout;
-  size_t i;
-  int64_t ms = 0;
+  int rv;
 
   if (v == NULL) {
     return 0;
   }
-  if (strlen(v) > 10) {
+  rv = conch__connect_timeout_parse(v, strlen(v), &st->timeout_ms);
+  if (rv == CONCH_TIMEOUT_TOO_LONG) {
     snprintf(err, errlen, "parse timeout: \"%s\" has >10 digits", v);
-    return -1;
-  }
-  for (i = 0; v[i] != '\0'; i++) {
-    if (v[i] < '0' || v[i] > '9') {
-      break;
-    }
-    ms = ms * 10 + (v[i] - '0');
-  }
-  if (i == 0 || v[i] != '\0') {
+  } else if (rv != 0) {
     snprintf(err, errlen,
              "parse timeout: strconv.ParseInt: parsing \"%s\": invalid "
              "syntax",
              v);
-    return -1;
   }
-  st->timeout_ms = ms;
-  return 0;
+  return rv != 0 ? -1 : 0;
 }
 
 /* Keepalive-Ping-Interval, seconds: missing or not a number gives the
@@ -955,133 +873,23 @@ static void check_connect(srv_stream *st) {
   }
 }
 
-/* HTTP token characters (RFC 9110 5.6.2), as Go's mime package takes
-   them. */
-static int is_token(int c) {
-  return c > 0x20 && c < 0x7f && strchr("()<>@,;:\\\"/[]?=", c) == NULL;
-}
-
-static const char *skip_space(const char *p) {
-  while (*p == ' ' || *p == '\t') {
-    p++;
-  }
-  return p;
-}
-
-/* One "; name=value" of a media type (value a token or a quoted string),
-   the name lower-cased into |name| and the value unquoted into |value|.
-   Returns the rest, or NULL when there is none or it does not parse. */
-static const char *media_param(const char *p, char *name, size_t namecap,
-                               char *value, size_t valcap) {
-  size_t n = 0;
-
-  p = skip_space(p);
-  if (*p != ';') {
-    return NULL;
-  }
-  p = skip_space(p + 1);
-  while (is_token((unsigned char)*p)) {
-    if (n + 1 < namecap) {
-      name[n++] = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
-    }
-    p++;
-  }
-  name[n] = '\0';
-  p = skip_space(p);
-  if (n == 0 || *p != '=') {
-    return NULL;
-  }
-  p = skip_space(p + 1);
-  n = 0;
-  if (*p == '"') {
-    for (p++; *p != '"'; p++) {
-      if (*p == '\0') {
-        return NULL;
-      }
-      if (*p == '\\' && p[1] != '\0') {
-        p++;
-      }
-      if (n + 1 < valcap) {
-        value[n++] = *p;
-      }
-    }
-    p++;
-  } else {
-    while (is_token((unsigned char)*p)) {
-      if (n + 1 < valcap) {
-        value[n++] = *p;
-      }
-      p++;
-    }
-    if (n == 0) {
-      return NULL;
-    }
-  }
-  value[n] = '\0';
-  return p;
-}
-
 /* Picks the codec from the content type, which connect-go compares after
-   canonicalizing it (mime.ParseMediaType, then FormatMediaType): type and
-   parameter names in lower case, spaces around ';' and '=' dropped, a
-   quoted value unquoted, the charset value lower-cased, one trailing ';'
-   ignored.  The only parameter served is charset=utf-8, on JSON.  Sets
-   |st->json| and the canonical |st->ctype|; returns 0, or -1 for a 415. */
+   canonicalizing it (wire.h parses it as Go's mime package does): the
+   only parameter served is charset=utf-8, on JSON.  Sets |st->json| and
+   the canonical |st->ctype|; returns 0, or -1 for a 415. */
 static int accept_ctype(srv_stream *st) {
-  const char *v = st->h_ctype;
-  const char *p;
-  char canon[96];
-  char name[16];
-  char value[16];
-  size_t n;
-  size_t i;
-  int charset = 0;
-  int shape = st->m->shape != SRV_UNARY;
+  conch_ctype ct;
+  int family = st->m->shape != SRV_UNARY ? CONCH_CT_CONNECT_STREAM
+                                         : CONCH_CT_CONNECT;
 
-  if (v == NULL) {
+  if (st->h_ctype == NULL ||
+      conch__ctype_parse(st->h_ctype, strlen(st->h_ctype), &ct) != 0 ||
+      ct.family != family || ct.params == CONCH_CT_BAD_PARAMS) {
     return -1;
   }
-  v = skip_space(v);
-  p = strchr(v, ';');
-  n = p != NULL ? (size_t)(p - v) : strlen(v);
-  while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t')) {
-    n--;
-  }
-  if (n >= 64) {
-    return -1;
-  }
-  for (i = 0; i < n; i++) {
-    canon[i] = (char)(v[i] >= 'A' && v[i] <= 'Z' ? v[i] - 'A' + 'a' : v[i]);
-  }
-  canon[n] = '\0';
-  while (p != NULL && *skip_space(p) != '\0') {
-    const char *next = media_param(p, name, sizeof(name), value, sizeof(value));
-
-    if (next == NULL) {
-      p = skip_space(p);
-      if (p[0] == ';' && *skip_space(p + 1) == '\0') {
-        break; /* Go lets a trailing ';' pass */
-      }
-      return -1;
-    }
-    if (strcmp(name, "charset") != 0 || charset ||
-        strcasecmp(value, "utf-8") != 0) {
-      return -1;
-    }
-    charset = 1;
-    p = next;
-  }
-  if (charset) {
-    memcpy(canon + n, "; charset=utf-8", sizeof("; charset=utf-8"));
-  }
-  for (i = 0; i < 3; i++) {
-    if (strcmp(canon, ctypes[shape][i]) == 0) {
-      st->json = i > 0;
-      st->ctype = ctypes[shape][i];
-      return 0;
-    }
-  }
-  return -1;
+  st->ctype = conch__ctype_name(family, ct.codec, ct.params == CONCH_CT_UTF8);
+  st->json = ct.codec == CONCH_CT_JSON;
+  return st->ctype != NULL ? 0 : -1;
 }
 
 void srv_rpc_headers_done(srv_stream *st) {

@@ -1,0 +1,168 @@
+/* A call (call.c): its structure, how it ends, and the entry points the
+   session feeds its response through.  Private to the runtime. */
+#ifndef CONCH_CALL_INT_H
+#define CONCH_CALL_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include <conch/call.h>
+#include <conch/client.h>
+#include <conch/export.h>
+#include <conch/status.h>
+
+#include "buf.h"
+#include "envelope.h"
+#include "list.h"
+#include "metadata_int.h"
+#include "timer.h"
+
+struct conch_conn; /* conn_int.h */
+
+/* A response's compression: a compression id (conch_comp_opts), or: */
+#define CONCH_ENC_IDENTITY CONCH_COMPRESSION_IDENTITY
+#define CONCH_ENC_UNSUPPORTED (-1)
+
+/* A received message waiting in pull mode: decoded, or (when it came
+   compressed) kept as received and decoded when taken, so that what waits
+   is bounded by the flow-control window and not by its inflated size. */
+typedef struct conch_qmsg {
+  ProtobufCMessage *msg; /* NULL: see |gz| */
+  uint8_t *gz;           /* compressed payload, validated on arrival */
+  size_t gzlen;
+  size_t wire; /* bytes of stream window it holds */
+} conch_qmsg;
+
+struct conch_call {
+  conch_client *client;
+  struct conch_conn *conn;
+  const conch_method *method;
+  conch_call_handler h;
+  void *user_data;
+  int32_t stream_id; /* 0 until submitted */
+
+  conch_link client_link; /* client->calls */
+  conch_link conn_link;   /* conn->calls */
+  conch_link queue_link;  /* conn->queue */
+  conch_link done_link;   /* client->done: on_close to deliver */
+  conch_link ready_link;  /* client->ready: on_send_ready to deliver */
+
+  conch_timer deadline;
+  int64_t deadline_at; /* 0 = none */
+
+  conch_metadata req_headers;
+  int send_comp; /* compression id */
+
+  /* Sending. */
+  conch_buf sendbuf; /* wire bytes not yet given to nghttp2 */
+  /* Of one-message calls (unary, server streaming) the request stays in
+     |sendbuf| until the response begins, with |sent| bytes of it given to
+     nghttp2: a stream the server refused unprocessed can then be sent
+     again.  Streaming requests drop bytes as they go. */
+  size_t sent;
+  size_t stream_sent;       /* streaming requests: bytes given to nghttp2 */
+  unsigned retried : 1;     /* the one transparent retry was used */
+  unsigned nsent;           /* messages queued */
+  unsigned send_closed : 1; /* close_send called */
+  unsigned submitted : 1;   /* HEADERS given to nghttp2 */
+  unsigned deferred : 1;    /* data source returned DEFERRED */
+  unsigned want_send_ready : 1;
+  unsigned unary_compressed : 1; /* Connect unary body is send_comp */
+  unsigned get : 1;              /* Connect unary as GET: no body */
+
+  /* Receiving. */
+  int http_status;
+  int blk;                        /* kind of the header block being received */
+  size_t blk_bytes;               /* its size so far, as HTTP/2 counts it */
+  unsigned headers_done : 1;      /* final response headers seen */
+  unsigned remote_ended : 1;      /* END_STREAM received */
+  unsigned got_end : 1;           /* end-stream / trailers seen */
+  unsigned got_trailers_only : 1; /* END_STREAM on the response headers */
+  unsigned got_http_trailers : 1; /* a trailing HEADERS block arrived */
+  unsigned body_over : 1;         /* unary body beyond the limit */
+  unsigned moved_headers : 1;     /* trailers-only: headers became trailers */
+  size_t body_bytes;              /* response body bytes seen */
+  int resp_enc;                   /* compression id or CONCH_ENC_UNSUPPORTED */
+  conch_metadata headers;
+  conch_metadata trailers;
+  conch_metadata gfields[2]; /* gRPC status fields: [0] headers, [1] trailers */
+  conch_env_reader reader;
+  conch_buf body;    /* Connect unary body, error bodies */
+  unsigned nrecv;    /* messages received */
+  size_t unconsumed; /* stream-window bytes not yet credited back */
+
+  /* Pull mode. */
+  unsigned pull : 1;
+  conch_qmsg *q;
+  size_t qhead, qlen, qcap;
+  size_t held;      /* stream-window bytes held by queued messages */
+  conch_buf rawq;   /* raw pull: [u32 len][u32 hold][bytes]... */
+  conch_buf rawcur; /* the raw message last returned */
+
+  /* End. */
+  unsigned finished : 1;    /* status final */
+  unsigned closed_cb : 1;   /* on_close delivered */
+  unsigned user_freed : 1;  /* conch_call_free called */
+  unsigned in_handler;      /* depth of handlers of this call running */
+  unsigned stream_live : 1; /* nghttp2 still knows the stream */
+  conch_status status;
+};
+
+/* Starts a call bound to no connection, as if its request had gone out:
+   tests and fuzz targets drive its response side with
+   conch__call_on_header() & co.  Returns as conch_call_start(). */
+int conch__call_new_detached(conch_client *c, const conch_method *method,
+                             const conch_call_opts *opts,
+                             const conch_call_handler *handler, void *user_data,
+                             conch_call **out);
+/* Ends |call| with |code| unless it already ended (first error wins). */
+void conch__call_fail(conch_call *call, conch_code code, int local_err,
+                      const char *fmt, ...) CONCH_PRINTF(4, 5);
+/* Ends |call| with its current status (OK unless set). */
+void conch__call_finish(conch_call *call);
+/* Sets the call's status from |st| (moved: |st| is left OK) and ends it. */
+void conch__call_end_with(conch_call *call, conch_status *st);
+/* Runs on_close handlers of finished calls and releases freed ones. */
+void conch__client_run_done(conch_client *c);
+/* The deadline timer of |call| fired. */
+void conch__call_on_deadline(conch_call *call);
+/* Releases |call|'s memory once the user freed it, on_close ran and
+   nghttp2 let go.  Returns non-zero when released. */
+int conch__call_maybe_release(conch_call *call);
+/* Frees a call's memory unconditionally. */
+void conch__call_destroy(conch_call *call);
+
+/* Received response parts (from the session's callbacks). */
+int conch__call_on_header(conch_call *call, const uint8_t *name, size_t nlen,
+                          const uint8_t *value, size_t vlen, int trailer);
+void conch__call_on_headers_done(conch_call *call, int end_stream);
+void conch__call_on_data(conch_call *call, const uint8_t *data, size_t len);
+void conch__call_on_remote_end(conch_call *call);
+void conch__call_on_stream_close(conch_call *call, uint32_t h2err);
+
+/* The request bytes waiting to be given to the session, and where. */
+size_t conch__call_send_pending(const conch_call *call);
+const uint8_t *conch__call_send_head(const conch_call *call);
+/* The session took |n| of them. */
+void conch__call_sent(conch_call *call, size_t n);
+/* Whether the call may be submitted now (a Connect unary call waits for
+   its message). */
+int conch__call_ready_to_submit(const conch_call *call);
+
+/* Delivers one response message: |p| is its payload as received,
+   compressed with the response's compression (resp_enc) when
+   |compressed|.  Returns 0, or non-zero when the call ended. */
+int conch__call_deliver(conch_call *call, const uint8_t *p, size_t len,
+                        int compressed);
+/* Inflates into the client's inflate buffer, capped by the receive limit;
+   ends the call on failure (naming |what|) and returns non-zero. */
+int conch__call_inflate(conch_call *call, const uint8_t *p, size_t n,
+                        const char *what);
+/* Lets go of an inflate buffer grown large by one message. */
+void conch__client_shrink_inflbuf(conch_client *c);
+/* Runs on_headers with the client's recursion guard. */
+void conch__call_emit_headers(conch_call *call);
+
+#endif

@@ -1,0 +1,115 @@
+/* A connection (conn.c): the transport's descriptor, TLS, the session and
+   the batching of reads and writes.  Private to the runtime. */
+#ifndef CONCH_CONN_INT_H
+#define CONCH_CONN_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <conch/client.h>
+#include <conch/export.h>
+#include <conch/status.h>
+#include <conch/transport.h>
+
+#include "buf.h"
+#include "list.h"
+#include "timer.h"
+
+struct conch_call;        /* call_int.h */
+struct conch_h1;          /* h1.c */
+struct conch_resolve_req; /* resolve.c */
+struct conch_tls;         /* tls.h */
+struct nghttp2_session;   /* nghttp2 */
+
+/* An address to connect to. */
+typedef struct conch_addr {
+  int family;
+  socklen_t len;
+  struct sockaddr_storage sa;
+} conch_addr;
+
+typedef enum conch_conn_state {
+  CONCH_CONN_CONNECTING = 0, /* TCP connect in progress */
+  CONCH_CONN_RESOLVING,      /* looking the host name up (resolve.c) */
+  CONCH_CONN_HANDSHAKE,      /* TLS handshake */
+  CONCH_CONN_READY,          /* HTTP/2 up */
+  CONCH_CONN_DEAD            /* failed or closed; calls detached */
+} conch_conn_state;
+
+typedef struct conch_conn {
+  conch_client *client;
+  conch_link link; /* in client->conns */
+  conch_conn_state state;
+  int fd;
+  unsigned watched;  /* CONCH_IO_* last reported to the hooks */
+  conch_addr *addrs; /* where the host is, in the order to try */
+  size_t naddrs;
+  size_t next_addr;                    /* the one being tried */
+  struct conch_resolve_req *resolving; /* the lookup under way */
+  int resolve_started;
+  struct conch_tls *tls;
+  struct nghttp2_session *h2;
+  struct conch_h1 *h1; /* HTTP/1.1 bridge (h1.c); NULL for HTTP/2 */
+  conch_buf out;       /* bytes for the socket (ciphertext under TLS) */
+  uint8_t *rbuf;       /* socket reads */
+  size_t rcap;
+  uint8_t *pbuf; /* TLS plaintext */
+  size_t pcap;
+  conch_timer connect_timer;
+  conch_timer keepalive_timer;
+  int64_t last_read;    /* when bytes last arrived (ms) */
+  int64_t ping_sent;    /* 0: no keepalive PING outstanding */
+  conch_link calls;     /* calls bound to this connection */
+  conch_link queue;     /* calls waiting for a stream slot or for READY */
+  size_t active;        /* streams submitted to nghttp2 and not closed */
+  size_t ncalls;        /* calls bound (in |calls|): its load */
+  int goaway;           /* GOAWAY received: no new streams */
+  int peer_settings;    /* the server's first SETTINGS arrived */
+  int seen_bytes;       /* the server said something (HTTP/2 or not) */
+  int closing;          /* we decided to close once flushed */
+  int flush_pending;    /* output may be waiting: flush this turn */
+  conch_link dirty;     /* in client->dirty while flush_pending */
+  char errmsg[256];     /* why the connection failed */
+  int errcode;          /* CONCH_ERR_* for errmsg */
+  conch_code fail_code; /* code for calls failed by this connection */
+} conch_conn;
+
+/* Transports: sock.c (sock.h) is the one file that calls socket
+   functions.  The transport |c|'s connections use: the caller's, or
+   conch__sock_transport. */
+const conch_transport *conch__transport(const conch_client *c);
+/* 1 when |c| uses its own sockets (no transport set by the caller). */
+int conch__transport_is_own(const conch_client *c);
+
+/* A new connection of |c|, connecting or looking its host up; NULL and
+   |st| when it cannot be made. */
+conch_conn *conch__conn_new(conch_client *c, conch_status *st);
+/* Starts connecting to the first of |conn->addrs| (after a lookup). */
+void conch__conn_connect(conch_conn *conn);
+/* Marks |conn| as having output to flush at the end of this turn (or soon,
+   when called outside one). */
+void conch__conn_mark_dirty(conch_conn *conn);
+/* Flushes pending output; may fail the connection. */
+void conch__conn_flush(conch_conn *conn);
+/* Handles readiness of the connection's fd. */
+void conch__conn_on_io(conch_conn *conn, unsigned events);
+/* The connect timer fired. */
+void conch__conn_on_timeout(conch_conn *conn);
+/* The keepalive timer fired. */
+void conch__conn_on_keepalive(conch_conn *conn);
+/* Fails the connection: every call on it ends with |code|. */
+void conch__conn_fail(conch_conn *conn, conch_code code, int err,
+                      const char *fmt, ...) CONCH_PRINTF(4, 5);
+void conch__conn_free(conch_conn *conn);
+/* Updates what the loop watches for |conn|. */
+void conch__conn_update_watch(conch_conn *conn);
+/* Queues |n| plaintext bytes for the socket (through TLS when on). */
+int conch__conn_write(conch_conn *conn, const uint8_t *p, size_t n);
+/* Bytes waiting for the socket. */
+size_t conch__conn_out_size(conch_conn *conn);
+/* Stops watching and closes the socket; the connection stays until its
+   sessions are done (HTTP/1.1 bridge). */
+void conch__conn_close_fd(conch_conn *conn);
+
+#endif

@@ -1,0 +1,61 @@
+/* The options a client is made from (opts.c).  Private to the runtime. */
+#ifndef CONCH_OPTS_INT_H
+#define CONCH_OPTS_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <conch/client.h>
+#include <conch/mem.h>
+#include <conch/transport.h>
+
+#include "compress.h"
+
+struct conch_client_opts {
+  conch_mem mem;
+  conch_protocol protocol;
+  conch_codec codec;
+  conch_json_resolver json_resolve; /* JSON codec: Any types; may be NULL */
+  void *json_resolve_ud;
+  conch_comp_opts comp; /* send, accepted list, levels, registered */
+  size_t compress_min_bytes;
+  size_t get_max_url; /* 0: no limit */
+  size_t recv_limit;
+  size_t send_limit;
+  uint32_t stream_window;
+  uint32_t conn_window;
+  uint32_t max_header_list;
+  long connect_timeout_ms;
+  long keepalive_ms; /* 0: off; doubled after "too_many_pings" */
+  int max_conns;     /* connections in the pool, >= 1 */
+  int max_conns_set; /* set by the user (else HTTP/1.1 uses H1_POOL) */
+  conch_http_version http_version;
+  long keepalive_timeout_ms;
+  int keepalive_set; /* conch_client_opts_set_keepalive() was called */
+  char *user_agent;
+  char *ca_file;
+  char *ca_pem;
+  size_t ca_pem_len;
+  char *cert_file;
+  char *key_file;
+  char *cert_pem;
+  size_t cert_pem_len;
+  char *key_pem;
+  size_t key_pem_len;
+  int tls_verify;
+  conch_resolver resolver;           /* start NULL: the default (resolve.c) */
+  int64_t (*clock)(void *user_data); /* NULL: CLOCK_MONOTONIC */
+  void *clock_ud;
+  char *unix_path;   /* connect to this Unix socket instead of host:port */
+  int unix_peer_any; /* 0: the socket's server must be our euid or root */
+  conch_transport transport; /* open NULL: the client's own (sock.c) */
+};
+
+/* Copies |src| into |dst|, duplicating strings with |mem|. */
+int conch__opts_copy(conch_client_opts *dst, const conch_client_opts *src,
+                     const conch_mem *mem);
+/* Frees the strings of |o|, allocated with |mem|. */
+void conch__opts_clear(conch_client_opts *o, const conch_mem *mem);
+void conch__opts_defaults(conch_client_opts *o);
+
+#endif
