@@ -157,6 +157,7 @@ static void client_release(conch_client *c) {
   conch__tls_ctx_free(c->tls_ctx);
   conch__comps_clear(&c->comps);
   conch__proto_client_free(c);
+  conch__call_spares_free(c);
   conch__buf_free(&c->scratch, mem);
   conch__buf_free(&c->inflbuf, mem);
   conch__arena_reset(c);

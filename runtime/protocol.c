@@ -811,7 +811,12 @@ static void connect_unary_end(conch_call *call) {
   }
   call->resp_enc = enc;
   conch__call_deliver(call, p, n, enc != CONCH_ENC_IDENTITY);
-  conch__buf_free(&call->body, c->mem);
+  /* A small body's memory stays for the call's reuse (call.c's spares). */
+  if (call->body.cap > 1024) {
+    conch__buf_free(&call->body, c->mem);
+  } else {
+    conch__buf_reset(&call->body);
+  }
   conch__call_finish(call);
 }
 

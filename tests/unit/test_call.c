@@ -871,6 +871,131 @@ static void test_grpc_basic(void **state) {
   done(&f);
 }
 
+/* ---- Request header templates and call reuse ---------------------------- */
+
+/* Headers of a new gRPC call of |path| (with |md| as request metadata and
+   |timeout_ms|), into |nva|; returns the count. */
+static long tmpl_headers(fixture *f, const char *path, conch_metadata *md,
+                         long timeout_ms, nghttp2_nv *nva, conch_buf *store) {
+  conch_call_opts opts = CONCH_CALL_OPTS_INIT;
+  long n;
+  memset(f, 0, sizeof(*f));
+  conch_status_init(&f->r.st);
+  assert_int_equal(conch_metadata_new(&f->r.trailers, NULL), 0);
+  f->m.path = path;
+  f->m.kind = CONCH_STREAM_UNARY;
+  f->c = grpc_client;
+  opts.headers = md;
+  opts.timeout_ms = timeout_ms;
+  assert_int_equal(conch__call_new_detached(grpc_client, &f->m, &opts,
+                                            &handler, &f->r, &f->call),
+                   0);
+  n = conch__proto_request_headers(f->call, nva, 64, store);
+  assert_true(n > 0);
+  return n;
+}
+
+static int nv_count(const nghttp2_nv *nva, long n, const char *name) {
+  long i;
+  int k = 0;
+  for (i = 0; i < n; i++) {
+    k += nva[i].namelen == strlen(name) &&
+         memcmp(nva[i].name, name, nva[i].namelen) == 0;
+  }
+  return k;
+}
+
+static void test_request_header_templates(void **state) {
+  nghttp2_nv a[64], b[64];
+  conch_buf store = CONCH_BUF_INIT;
+  conch_metadata *md;
+  char path[32], v[128];
+  fixture f;
+  long na, nb, i;
+  (void)state;
+
+  /* Two calls of one method share the constant headers: same strings, not
+     copied by nghttp2. */
+  snprintf(path, sizeof(path), "/t.v1.T/Tmpl");
+  na = tmpl_headers(&f, path, NULL, 0, a, &store);
+  assert_string_equal(nv_get(a, na, ":path", v, sizeof(v)), "/t.v1.T/Tmpl");
+  assert_string_equal(nv_get(a, na, ":method", v, sizeof(v)), "POST");
+  assert_string_equal(nv_get(a, na, "content-type", v, sizeof(v)),
+                      "application/grpc");
+  assert_string_equal(nv_get(a, na, "te", v, sizeof(v)), "trailers");
+  assert_int_equal(nv_count(a, na, "user-agent"), 1);
+  assert_int_equal(conch__buf_size(&store), 0); /* nothing built per call */
+  for (i = 0; i < na; i++) {
+    assert_true(a[i].flags & NGHTTP2_NV_FLAG_NO_COPY_NAME);
+    assert_true(a[i].flags & NGHTTP2_NV_FLAG_NO_COPY_VALUE);
+  }
+  get_done(&f, &store);
+  nb = tmpl_headers(&f, path, NULL, 0, b, &store);
+  assert_int_equal(na, nb);
+  for (i = 0; i < na; i++) {
+    assert_ptr_equal(a[i].name, b[i].name);
+    assert_ptr_equal(a[i].value, b[i].value);
+  }
+  get_done(&f, &store);
+
+  /* The key is the path's text, not its address: a caller may reuse one
+     buffer for several methods. */
+  snprintf(path, sizeof(path), "/t.v1.T/Other");
+  nb = tmpl_headers(&f, path, NULL, 0, b, &store);
+  assert_string_equal(nv_get(b, nb, ":path", v, sizeof(v)), "/t.v1.T/Other");
+  get_done(&f, &store);
+
+  /* Per-call parts come after, copied by nghttp2: the deadline, the
+     caller's metadata, and the caller's user-agent instead of ours. */
+  assert_int_equal(conch_metadata_new(&md, NULL), 0);
+  assert_int_equal(conch_metadata_add_str(md, "user-agent", "mine/1"), 0);
+  assert_int_equal(conch_metadata_add_str(md, "x-a", "1"), 0);
+  snprintf(path, sizeof(path), "/t.v1.T/Tmpl");
+  nb = tmpl_headers(&f, path, md, 5000, b, &store);
+  assert_int_equal(nv_count(b, nb, "user-agent"), 1);
+  assert_string_equal(nv_get(b, nb, "user-agent", v, sizeof(v)), "mine/1");
+  assert_string_equal(nv_get(b, nb, "x-a", v, sizeof(v)), "1");
+  assert_string_equal(nv_get(b, nb, "grpc-timeout", v, sizeof(v)), "5000m");
+  assert_string_equal(nv_get(b, nb, "content-type", v, sizeof(v)),
+                      "application/grpc");
+  for (i = 0; i < nb; i++) {
+    int per_call = (b[i].namelen == 10 && memcmp(b[i].name, "user-agent", 10) == 0) ||
+                   (b[i].namelen == 3 && memcmp(b[i].name, "x-a", 3) == 0) ||
+                   (b[i].namelen == 12 && memcmp(b[i].name, "grpc-timeout", 12) == 0);
+    assert_int_equal(b[i].flags == NGHTTP2_NV_FLAG_NONE, per_call);
+  }
+  get_done(&f, &store);
+  conch_metadata_free(md);
+}
+
+/* A released call is reused for the next one: nothing of the old call's
+   response may show in the new one. */
+static void test_call_reuse(void **state) {
+  fixture f;
+  conch_call *old;
+  (void)state;
+  begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
+  response(&f, "200", "application/grpc", 0, "x-old", "1", NULL);
+  env(&f, 0, "\x0a\x02ok", 4);
+  trailers(&f, "grpc-status", "5", "grpc-message", "gone", "x-t", "t", NULL);
+  finish(&f, CONCH_CODE_NOT_FOUND);
+  old = f.call;
+  done(&f);
+  begin_on(&f, grpc_client, CONCH_STREAM_UNARY, 0);
+  assert_ptr_equal(f.call, old); /* the spare came back */
+  assert_int_equal(conch_metadata_count(conch_call_headers(f.call)), 0);
+  assert_int_equal(conch_metadata_count(conch_call_trailers(f.call)), 0);
+  assert_false(conch_call_done(f.call));
+  response(&f, "200", "application/grpc", 0, NULL);
+  env(&f, 0, "\x0a\x02ok", 4);
+  trailers(&f, "grpc-status", "0", NULL);
+  finish(&f, CONCH_CODE_OK);
+  assert_null(conch_metadata_get(conch_call_headers(f.call), "x-old", NULL));
+  assert_null(conch_metadata_get(f.r.trailers, "x-t", NULL));
+  assert_null(f.r.st.message);
+  done(&f);
+}
+
 static void test_grpc_trailers_only(void **state) {
   fixture f;
   (void)state;
@@ -1755,6 +1880,8 @@ int main(void) {
       cmocka_unit_test(test_connect_get),
       cmocka_unit_test(test_grpc_basic),
       cmocka_unit_test(test_grpc_trailers_only),
+      cmocka_unit_test(test_request_header_templates),
+      cmocka_unit_test(test_call_reuse),
       cmocka_unit_test(test_grpc_unexpected),
       cmocka_unit_test(test_grpc_status_details),
       cmocka_unit_test(test_grpc_web_trailers),
