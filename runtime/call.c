@@ -12,6 +12,7 @@
 #include "conn_int.h"
 #include "envelope.h"
 #include "list.h"
+#include "pbborrow.h"
 #include "mem_int.h"
 #include "metadata_int.h"
 #include "pbjson.h"
@@ -760,7 +761,14 @@ static int decode(conch_call *call, ProtobufCAllocator *alloc, const uint8_t *p,
     return conch__pbjson_decode_ex(call->method->output, p, len, &jo, alloc,
                                    out, err, errlen);
   }
-  *out = protobuf_c_message_unpack(call->method->output, alloc, len, p);
+  if (alloc == &c->arena_alloc) {
+    /* Borrowed by a handler: large bytes fields can stay in |p|, which
+       outlives the handler too. */
+    *out = conch__pb_unpack_borrow(call->method->output, alloc, p, len,
+                                   &c->scratch, c->mem);
+  } else {
+    *out = protobuf_c_message_unpack(call->method->output, alloc, len, p);
+  }
   return *out != NULL ? 0 : CONCH_ERR_CODEC;
 }
 
