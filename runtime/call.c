@@ -61,6 +61,9 @@ static int deliver_close(conch_call *call) {
     return 0;
   }
   call->closed_cb = 1;
+  if (call->auto_free) {
+    call->user_freed = 1; /* released after on_close, as if freed there */
+  }
   if (call->h.on_close != NULL) {
     enter(call);
     call->h.on_close(call, &call->status, &call->trailers, call->user_data);
@@ -400,6 +403,7 @@ static int call_create(conch_client *c, const conch_method *method,
   call->send_comp = o.send_compression == CONCH_COMPRESSION_DEFAULT
                         ? c->o.comp.send
                         : o.send_compression;
+  call->auto_free = o.auto_free != 0;
   call->get = o.http_get != 0 && c->o.protocol == CONCH_PROTOCOL_CONNECT &&
               method->kind == CONCH_STREAM_UNARY &&
               method->idempotency == CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS;
@@ -904,8 +908,13 @@ int conch__call_deliver(conch_call *call, const uint8_t *wire, size_t wlen,
     p = c->inflbuf.data != NULL ? c->inflbuf.data : (const uint8_t *)"";
     len = conch__buf_size(&c->inflbuf);
   }
-  rv = call->pull ? deliver_pull(call, wire, wlen, p, len, compressed)
-                  : deliver_push(call, p, len);
+  if (call->pull) {
+    rv = deliver_pull(call, wire, wlen, p, len, compressed);
+  } else {
+    call->msg_size = len;
+    rv = deliver_push(call, p, len);
+    call->msg_size = 0;
+  }
   if (compressed) {
     conch__client_shrink_inflbuf(c);
   }
@@ -1235,4 +1244,8 @@ void *conch_call_user_data(const conch_call *call) {
 
 conch_client *conch_call_client(const conch_call *call) {
   return call != NULL ? call->client : NULL;
+}
+
+size_t conch_call_message_size(const conch_call *call) {
+  return call != NULL ? call->msg_size : 0;
 }

@@ -109,6 +109,8 @@ struct conch_call {
   unsigned stream_live : 1; /* nghttp2 still knows the stream */
   conch_status status;
   struct conch_call *spare_next; /* in client->spare_calls once released */
+  unsigned auto_free : 1;        /* conch_call_opts.auto_free */
+  size_t msg_size; /* of the message being pushed to a handler, else 0 */
 };
 
 /* Starts a call bound to no connection, as if its request had gone out:
