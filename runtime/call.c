@@ -18,7 +18,6 @@
 #include "pbjson.h"
 #include "pool.h"
 #include "protocol.h"
-#include "session.h"
 #include "status_int.h"
 #include "timer.h"
 

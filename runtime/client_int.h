@@ -19,8 +19,8 @@
 #include "opts_int.h"
 #include "timer.h"
 
-struct conch_tls_ctx;  /* tls.h */
-struct resolver_pool;  /* resolve.c */
+struct conch_tls_ctx; /* tls.h */
+struct resolver_pool; /* resolve.c */
 
 struct conch_client {
   conch_client_opts o;            /* o.mem is the allocator */

@@ -1,5 +1,6 @@
-/* A connection (conn.c): the transport's descriptor, TLS, the session and
-   the batching of reads and writes.  Private to the runtime. */
+/* A connection (conn.c): the transport's descriptor, the filter (TLS),
+   the session (through its table, session.h) and the batching of reads
+   and writes.  Private to the runtime. */
 #ifndef CONCH_CONN_INT_H
 #define CONCH_CONN_INT_H
 
@@ -19,6 +20,7 @@
 struct conch_call;        /* call_int.h */
 struct conch_h1;          /* h1.c */
 struct conch_resolve_req; /* resolve.c */
+struct conch_session_ops; /* session.h */
 struct conch_tls;         /* tls.h */
 struct nghttp2_session;   /* nghttp2 */
 
@@ -33,7 +35,7 @@ typedef enum conch_conn_state {
   CONCH_CONN_CONNECTING = 0, /* TCP connect in progress */
   CONCH_CONN_RESOLVING,      /* looking the host name up (resolve.c) */
   CONCH_CONN_HANDSHAKE,      /* TLS handshake */
-  CONCH_CONN_READY,          /* HTTP/2 up */
+  CONCH_CONN_READY,          /* the session is up */
   CONCH_CONN_DEAD            /* failed or closed; calls detached */
 } conch_conn_state;
 
@@ -48,10 +50,11 @@ typedef struct conch_conn {
   size_t next_addr;                    /* the one being tried */
   struct conch_resolve_req *resolving; /* the lookup under way */
   int resolve_started;
-  struct conch_tls *tls;
-  struct nghttp2_session *h2;
+  const struct conch_session_ops *ops; /* HTTP/2's until the session starts */
+  struct conch_tls *tls;               /* filter.c; NULL without TLS */
+  struct nghttp2_session *h2;          /* the client session (session.c) */
   struct conch_h1 *h1; /* HTTP/1.1 bridge (h1.c); NULL for HTTP/2 */
-  conch_buf out;       /* bytes for the socket (ciphertext under TLS) */
+  conch_buf out;       /* bytes for the socket, without TLS (filter.c) */
   uint8_t *rbuf;       /* socket reads */
   size_t rcap;
   uint8_t *pbuf; /* TLS plaintext */
@@ -104,10 +107,14 @@ void conch__conn_fail(conch_conn *conn, conch_code code, int err,
 void conch__conn_free(conch_conn *conn);
 /* Updates what the loop watches for |conn|. */
 void conch__conn_update_watch(conch_conn *conn);
-/* Queues |n| plaintext bytes for the socket (through TLS when on). */
-int conch__conn_write(conch_conn *conn, const uint8_t *p, size_t n);
-/* Bytes waiting for the socket. */
-size_t conch__conn_out_size(conch_conn *conn);
+/* The stream operations of calls (call.c), passed to the session. */
+/* The call's stream has new data to send. */
+void conch__conn_resume(conch_conn *conn, struct conch_call *call);
+/* Returns |n| bytes of window credit for the call's stream. */
+void conch__conn_consume(conch_conn *conn, struct conch_call *call, size_t n);
+/* Resets the stream of the call with |h2err|. */
+void conch__conn_reset(conch_conn *conn, struct conch_call *call,
+                       uint32_t h2err);
 /* Stops watching and closes the socket; the connection stays until its
    sessions are done (HTTP/1.1 bridge). */
 void conch__conn_close_fd(conch_conn *conn);

@@ -2,9 +2,13 @@
    plain HTTP/1.1 server; Connect and gRPC-Web run over HTTP/1.1 as well as
    over HTTP/2.  Rather than teach call.c and protocol.c a second
    transport, a connection in HTTP/1.1 mode keeps its ordinary nghttp2
-   client session (conn->h2) and wires it, in memory, to a private nghttp2
-   *server* session whose SETTINGS allow one stream at a time.  This is the
-   mirror of tools/conch/serve_h1.c.
+   client session (conn->h2, session.c) and wires it, in memory, to a
+   private nghttp2 *server* session whose SETTINGS allow one stream at a
+   time.  This is the mirror of tools/conch/serve_h1.c.  To conn.c it is a
+   session like HTTP/2 (conch__h1_ops): the stream operations are the
+   client session's, input, output, the transport's end and keepalive
+   (none: HTTP/1.1 has no PING) are the bridge's.  No descriptors and no
+   clock here either.
 
    - Each request stream becomes one HTTP/1.1 request on the socket: the
      request line from :method and :path, Host from :authority, then the
@@ -44,8 +48,11 @@
 #include "call_int.h"
 #include "client_int.h"
 #include "conn_int.h"
+#include "filter.h"
 #include "h1.h"
 #include "mem_int.h"
+#include "pool.h"
+#include "session.h"
 #include "wire.h"
 
 #define H1_BODY_HIGH (256u << 10) /* response bytes waiting for the window */
@@ -198,7 +205,7 @@ static int write_out(conch_h1 *h, const void *p, size_t n) {
   if (h->closed) {
     return 0; /* the exchange is failing; nothing goes out any more */
   }
-  if (conch__conn_write(h->conn, p, n) != 0) {
+  if (conch__filter_write(h->conn, p, n) != 0) {
     h->fatal = 1;
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
@@ -729,7 +736,7 @@ static void parse(conch_h1 *h, const uint8_t *p, size_t n) {
   close_socket(h);
 }
 
-void conch__h1_recv(conch_conn *conn, const uint8_t *p, size_t n) {
+static void h1_recv(conch_conn *conn, const uint8_t *p, size_t n) {
   conch_h1 *h = conn->h1;
   if (n == 0) {
     return;
@@ -743,7 +750,7 @@ void conch__h1_recv(conch_conn *conn, const uint8_t *p, size_t n) {
   conch__conn_mark_dirty(conn);
 }
 
-void conch__h1_on_close(conch_conn *conn, const char *why) {
+static void h1_on_close(conch_conn *conn, const char *why) {
   conch_h1 *h = conn->h1;
   char who[128];
 
@@ -794,14 +801,14 @@ void conch__h1_on_close(conch_conn *conn, const char *why) {
   conch__conn_mark_dirty(conn);
 }
 
-int conch__h1_want_read(const conch_conn *conn) {
+static int h1_want_read(const conch_conn *conn) {
   const conch_h1 *h = conn->h1;
   return !h->closed && conch__buf_size(&h->rbody) < H1_BODY_HIGH;
 }
 
 /* ---- Pump -------------------------------------------------------------- */
 
-int conch__h1_frame(conch_conn *conn, const uint8_t *hd, const uint8_t *data,
+static int h1_frame(conch_conn *conn, const uint8_t *hd, const uint8_t *data,
                     size_t len) {
   conch_h1 *h = conn->h1;
   if (mem_recv(h->srv, hd, 9) != 9 ||
@@ -823,14 +830,14 @@ static int session_fail(conch_conn *conn, long rv, const char *what) {
   return -1;
 }
 
-int conch__h1_pump(conch_conn *conn) {
+static int h1_pump(conch_conn *conn) {
   conch_h1 *h = conn->h1;
   int round;
 
   for (round = 0; round < 64; round++) {
     int moved = 0;
     /* Requests: client session -> server session -> socket. */
-    while (conch__conn_out_size(conn) + conch__buf_size(&h->held) <
+    while (conch__filter_out_size(conn) + conch__buf_size(&h->held) <
            H1_REQ_HIGH) {
       const uint8_t *data;
       long n = mem_send(conn->h2, &data), rv;
@@ -887,7 +894,7 @@ int conch__h1_pump(conch_conn *conn) {
 
 /* ---- Setup ------------------------------------------------------------- */
 
-int conch__h1_new(conch_conn *conn) {
+static int h1_new(conch_conn *conn) {
   const conch_mem *cm = conn->client->mem;
   nghttp2_session_callbacks *cbs;
   nghttp2_option *opt;
@@ -953,7 +960,7 @@ int conch__h1_new(conch_conn *conn) {
   return 0;
 }
 
-void conch__h1_free(conch_h1 *h) {
+static void h1_free(conch_h1 *h) {
   const conch_mem *mem;
   if (h == NULL) {
     return;
@@ -969,3 +976,72 @@ void conch__h1_free(conch_h1 *h) {
   conch__free(mem, h->fields);
   conch__free(mem, h);
 }
+
+/* ---- The session table -------------------------------------------------- */
+
+static int h1_start(conch_conn *conn) {
+  conch_client *c = conn->client;
+  int rv = conch__h2_start(conn);
+  if (rv == 0) {
+    rv = h1_new(conn);
+  }
+  if (rv != 0) {
+    return rv;
+  }
+  if (!c->h1) {
+    c->h1 = 1;
+    conch__pool_rehome_queued(conn);
+  }
+  return 0;
+}
+
+static void h1_session_free(conch_conn *conn) {
+  h1_free(conn->h1);
+  conn->h1 = NULL;
+  conch__h2_free(conn);
+}
+
+static int h1_feed(conch_conn *conn, const uint8_t *p, size_t n) {
+  if (n > 0) {
+    conn->seen_bytes = 1;
+  }
+  h1_recv(conn, p, n);
+  return conn->state == CONCH_CONN_DEAD ? CONCH_ERR_CONNECT : 0;
+}
+
+static void h1_on_end(conch_conn *conn, int err, int writing) {
+  (void)writing;
+  h1_on_close(conn, err != 0 ? strerror(err) : "closed by the server");
+}
+
+static conch_keepalive h1_keepalive(const conch_conn *conn, int64_t now,
+                                    int64_t *next) {
+  (void)conn;
+  (void)now;
+  (void)next;
+  return CONCH_KA_OFF; /* HTTP/1.1 has no PING */
+}
+
+static int h1_ping(conch_conn *conn) {
+  (void)conn;
+  return CONCH_ERR_STATE;
+}
+
+const conch_session_ops conch__h1_ops = {
+    .name = "HTTP/1.1",
+    .start = h1_start,
+    .free = h1_session_free,
+    .submit = conch__h2_submit,
+    .resume = conch__h2_resume,
+    .consume = conch__h2_consume,
+    .reset = conch__h2_reset,
+    .feed = h1_feed,
+    .want_read = h1_want_read,
+    .on_close = h1_on_end,
+    .send = h1_pump,
+    .want_write = conch__h2_want_write,
+    .over = conch__h2_over,
+    .keepalive = h1_keepalive,
+    .ping = h1_ping,
+    .data_frame = h1_frame,
+};

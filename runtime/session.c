@@ -1,8 +1,9 @@
-/* The HTTP/2 session of a connection: nghttp2, its callbacks, and the
-   stream operations calls use (submit, consume, resume, reset).  No
-   descriptors and no transport here: frames leave through the
-   connection's output buffer (conch__conn_write, flushed by conn.c), bytes
-   come in through conn.c's feed, and nothing reads the clock. */
+/* The HTTP/2 session of a connection (session.h, conch__h2_ops):
+   nghttp2, its callbacks, the stream operations calls use (submit,
+   consume, resume, reset), the feed of received plaintext and the
+   keepalive decision.  No descriptors and no clock: frames leave through
+   the filter (conch__filter_write, written out by conn.c), bytes come in
+   through |feed|, and the time is passed in. */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,7 +13,7 @@
 #include "call_int.h"
 #include "client_int.h"
 #include "conn_int.h"
-#include "h1.h"
+#include "filter.h"
 #include "list.h"
 #include "pool.h"
 #include "protocol.h"
@@ -222,15 +223,9 @@ static int send_data(nghttp2_session *s, nghttp2_frame *frame,
   (void)s;
   (void)frame; /* we never pad */
 
-  if (conn->h1 != NULL) {
-    /* HTTP/1.1: the frame goes to the bridge, not to the socket. */
-    if (conch__h1_frame(conn, framehd, conch__call_send_head(call), length) !=
-        0) {
-      return NGHTTP2_ERR_CALLBACK_FAILURE;
-    }
-  } else if (conch__conn_write(conn, framehd, 9) != 0 ||
-             conch__conn_write(conn, conch__call_send_head(call), length) !=
-                 0) {
+  /* HTTP/2 writes it out; HTTP/1.1's bridge takes it instead. */
+  if (conn->ops->data_frame(conn, framehd, conch__call_send_head(call),
+                            length) != 0) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
   conch__call_sent(call, length);
@@ -239,7 +234,7 @@ static int send_data(nghttp2_session *s, nghttp2_frame *frame,
 
 /* ---- Setup ------------------------------------------------------------- */
 
-int conch__session_start(conch_conn *conn) {
+int conch__h2_start(conch_conn *conn) {
   conch_client *c = conn->client;
   nghttp2_session_callbacks *cbs;
   nghttp2_option *opt;
@@ -301,7 +296,7 @@ int conch__session_start(conch_conn *conn) {
 
 /* ---- Streams ----------------------------------------------------------- */
 
-int conch__conn_submit(conch_conn *conn, conch_call *call) {
+static int submit_call(conch_conn *conn, conch_call *call) {
   conch_client *c = conn->client;
   nghttp2_nv nva[64];
   nghttp2_data_provider prd;
@@ -349,7 +344,7 @@ int conch__conn_submit(conch_conn *conn, conch_call *call) {
   return 0;
 }
 
-void conch__conn_submit_queued(conch_conn *conn) {
+void conch__h2_submit(conch_conn *conn) {
   uint32_t max;
   conch_link *l, *next;
 
@@ -366,7 +361,7 @@ void conch__conn_submit_queued(conch_conn *conn) {
       continue; /* a Connect unary call waits for its message */
     }
     conch__list_remove(&call->queue_link);
-    conch__conn_submit(conn, call);
+    submit_call(conn, call);
   }
 }
 
@@ -380,7 +375,7 @@ static void check_fatal(conch_conn *conn, int rv) {
   }
 }
 
-void conch__conn_resume(conch_conn *conn, conch_call *call) {
+void conch__h2_resume(conch_conn *conn, conch_call *call) {
   if (call->submitted && call->stream_live && call->deferred &&
       conn->h2 != NULL) {
     call->deferred = 0;
@@ -389,7 +384,7 @@ void conch__conn_resume(conch_conn *conn, conch_call *call) {
   conch__conn_mark_dirty(conn);
 }
 
-void conch__conn_consume(conch_conn *conn, conch_call *call, size_t n) {
+void conch__h2_consume(conch_conn *conn, conch_call *call, size_t n) {
   if (n == 0 || conn->h2 == NULL || !call->stream_live) {
     return;
   }
@@ -398,7 +393,7 @@ void conch__conn_consume(conch_conn *conn, conch_call *call, size_t n) {
   conch__conn_mark_dirty(conn);
 }
 
-void conch__conn_reset(conch_conn *conn, conch_call *call, uint32_t h2err) {
+void conch__h2_reset(conch_conn *conn, conch_call *call, uint32_t h2err) {
   if (!call->submitted || !call->stream_live || conn->h2 == NULL) {
     return;
   }
@@ -406,3 +401,193 @@ void conch__conn_reset(conch_conn *conn, conch_call *call, uint32_t h2err) {
                                               call->stream_id, h2err));
   conch__conn_mark_dirty(conn);
 }
+
+/* ---- The connection's side --------------------------------------------- */
+
+/* nghttp2 1.52 has only the ssize_t API (mem_send2/mem_recv2 came in
+   1.60); keep the casts in one place. */
+static long h2_mem_send(nghttp2_session *s, const uint8_t **data) {
+  return (long)nghttp2_session_mem_send(s, data);
+}
+static long h2_mem_recv(nghttp2_session *s, const uint8_t *in, size_t n) {
+  return (long)nghttp2_session_mem_recv(s, in, n);
+}
+
+void conch__h2_free(conch_conn *conn) {
+  if (conn->h2 != NULL) {
+    nghttp2_session_del(conn->h2);
+    conn->h2 = NULL;
+  }
+}
+
+/* An http:// target with CONCH_HTTP_AUTO is tried with HTTP/2 (prior
+   knowledge) first.  No request goes out before the server's SETTINGS
+   (conch__h2_submit), so when the first byte back is the 'H' of an
+   HTTP/1.x status line instead (no HTTP/2 frame can start with 0x48: its
+   length would exceed any SETTINGS_MAX_FRAME_SIZE the server could have
+   announced before saying anything), nothing was sent but the preface:
+   the client switches to HTTP/1.1 for good, and the calls waiting here
+   move to new connections.  The cost is the round trip of the first
+   connection, once per client.  gRPC cannot do that: its calls fail,
+   saying why. */
+static int h1_fallback(conch_conn *conn) {
+  conch_client *c = conn->client;
+  conch_link *l;
+
+  if (c->o.protocol == CONCH_PROTOCOL_GRPC) {
+    conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_PROTO,
+                     "%s speaks HTTP/1.x, not HTTP/2, and gRPC needs "
+                     "HTTP/2 (Connect and gRPC-Web work over HTTP/1.1)",
+                     c->target);
+    return CONCH_ERR_PROTO;
+  }
+  c->h1 = 1;
+  conn->goaway = 1; /* the pool must not pick this one again */
+  while ((l = conn->calls.next) != &conn->calls) {
+    conch__pool_requeue(CONCH_CONTAINER(l, conch_call, conn_link));
+  }
+  conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                   "%s speaks HTTP/1.x: retried over HTTP/1.1", c->target);
+  return CONCH_ERR_CONNECT;
+}
+
+/* Hands plaintext to nghttp2.  Returns 0 or fails the connection. */
+static int h2_feed(conch_conn *conn, const uint8_t *p, size_t n) {
+  long rv;
+  if (!conn->seen_bytes && n > 0) {
+    conn->seen_bytes = 1;
+    if (p[0] == 'H' && conch__filter_alpn_h2(conn) < 0 &&
+        !conn->peer_settings &&
+        conn->client->o.http_version == CONCH_HTTP_AUTO) {
+      return h1_fallback(conn);
+    }
+  }
+  rv = h2_mem_recv(conn->h2, p, n);
+  if (conn->state == CONCH_CONN_DEAD) {
+    return CONCH_ERR_CONNECT;
+  }
+  if (rv < 0) {
+    conch__conn_fail(conn, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                     "HTTP/2 protocol error from %s: %s", conn->client->target,
+                     nghttp2_strerror((int)rv));
+    return CONCH_ERR_PROTO;
+  }
+  return 0;
+}
+
+static int h2_want_read(const conch_conn *conn) {
+  (void)conn;
+  return 1; /* flow control bounds what comes in */
+}
+
+static void h2_on_close(conch_conn *conn, int err, int writing) {
+  const char *target = conn->client->target;
+  if (writing) {
+    conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                     "write to %s failed: %s", target, strerror(err));
+  } else if (err != 0) {
+    conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                     "read from %s failed: %s", target, strerror(err));
+  } else {
+    conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                     "connection closed by %s%s%s", target,
+                     conn->errmsg[0] ? " after " : "", conn->errmsg);
+  }
+}
+
+static int h2_send(conch_conn *conn) {
+  while (conch__filter_out_size(conn) < CONCH_OUT_HIGH_WATER) {
+    const uint8_t *data;
+    long n = h2_mem_send(conn->h2, &data);
+    if (n < 0) {
+      conch__conn_fail(conn, CONCH_CODE_INTERNAL, CONCH_ERR_SESSION,
+                       "HTTP/2 session error: %s", nghttp2_strerror((int)n));
+      return -1;
+    }
+    if (n == 0) {
+      break;
+    }
+    if (conch__filter_write(conn, data, (size_t)n) != 0) {
+      conch__conn_fail(conn, CONCH_CODE_INTERNAL, CONCH_ERR_NOMEM,
+                       "out of memory writing to the connection");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int conch__h2_want_write(const conch_conn *conn) {
+  return conn->h2 != NULL && nghttp2_session_want_write(conn->h2);
+}
+
+int conch__h2_over(const conch_conn *conn) {
+  return conn->h2 != NULL && !nghttp2_session_want_read(conn->h2) &&
+         !nghttp2_session_want_write(conn->h2);
+}
+
+/* gRPC's keepalive: a PING after |keepalive_ms| without a byte from the
+   server while calls are open; the connection is dead when no byte comes
+   back within |keepalive_timeout_ms|. */
+static conch_keepalive h2_keepalive(const conch_conn *conn, int64_t now,
+                                    int64_t *next) {
+  const conch_client_opts *o = &conn->client->o;
+  long interval = o->keepalive_ms;
+
+  if (conn->state != CONCH_CONN_READY || interval <= 0) {
+    return CONCH_KA_OFF;
+  }
+  /* A PING is outstanding until something arrives after it. */
+  if (conn->ping_sent != 0 && conn->last_read <= conn->ping_sent) {
+    if (now - conn->ping_sent >= o->keepalive_timeout_ms) {
+      return CONCH_KA_DEAD;
+    }
+    *next = conn->ping_sent + o->keepalive_timeout_ms;
+    return CONCH_KA_WAIT;
+  }
+  if (now - conn->last_read < interval) {
+    *next = conn->last_read + interval; /* recent traffic */
+    return CONCH_KA_WAIT;
+  }
+  if (conch__list_empty(&conn->calls)) {
+    /* Nothing to keep alive: no pings without calls, as gRPC clients
+       default to. */
+    *next = now + interval;
+    return CONCH_KA_WAIT;
+  }
+  *next = now + o->keepalive_timeout_ms;
+  return CONCH_KA_PING;
+}
+
+static int h2_ping(conch_conn *conn) {
+  return nghttp2_submit_ping(conn->h2, NGHTTP2_FLAG_NONE, NULL) != 0
+             ? CONCH_ERR_NOMEM
+             : 0;
+}
+
+static int h2_data_frame(conch_conn *conn, const uint8_t *hd,
+                         const uint8_t *data, size_t len) {
+  if (conch__filter_write(conn, hd, 9) != 0 ||
+      conch__filter_write(conn, data, len) != 0) {
+    return -1;
+  }
+  return 0;
+}
+
+const conch_session_ops conch__h2_ops = {
+    .name = "HTTP/2",
+    .start = conch__h2_start,
+    .free = conch__h2_free,
+    .submit = conch__h2_submit,
+    .resume = conch__h2_resume,
+    .consume = conch__h2_consume,
+    .reset = conch__h2_reset,
+    .feed = h2_feed,
+    .want_read = h2_want_read,
+    .on_close = h2_on_close,
+    .send = h2_send,
+    .want_write = conch__h2_want_write,
+    .over = conch__h2_over,
+    .keepalive = h2_keepalive,
+    .ping = h2_ping,
+    .data_frame = h2_data_frame,
+};

@@ -1,5 +1,9 @@
-/* The HTTP/2 session of a connection (session.c) and the stream
-   operations calls use.  Private to the runtime. */
+/* The session of a connection: what speaks HTTP on the plaintext byte
+   stream.  One table of operations, two implementations: HTTP/2
+   (session.c, nghttp2) and HTTP/1.1 (h1.c).  conn.c calls through the
+   table only.  A session has no descriptors and reads no clock: bytes come
+   in through |feed|, go out through the filter (filter.h), and the time is
+   passed in.  Private to the runtime. */
 #ifndef CONCH_SESSION_H
 #define CONCH_SESSION_H
 
@@ -10,20 +14,68 @@
 
 struct conch_conn; /* conn_int.h */
 
-/* Creates |conn|'s nghttp2 session and queues its SETTINGS.  Returns 0,
-   CONCH_ERR_NOMEM or CONCH_ERR_SESSION. */
-int conch__session_start(struct conch_conn *conn);
-/* Submits queued calls while slots are free. */
-void conch__conn_submit_queued(struct conch_conn *conn);
-/* Sets up and submits the request HEADERS (+ data source) of |call|.
-   Returns 0 or fails the call. */
-int conch__conn_submit(struct conch_conn *conn, conch_call *call);
-/* The call's stream has new data to send. */
-void conch__conn_resume(struct conch_conn *conn, conch_call *call);
-/* Returns |n| bytes of window credit for |call|'s stream. */
-void conch__conn_consume(struct conch_conn *conn, conch_call *call, size_t n);
-/* Resets the stream of |call| with |h2err| and detaches the call. */
-void conch__conn_reset(struct conch_conn *conn, conch_call *call,
-                       uint32_t h2err);
+/* What the keepalive timer should do (conch_session_ops.keepalive). */
+typedef enum conch_keepalive {
+  CONCH_KA_OFF = 0, /* no keepalive on this session: do not re-arm */
+  CONCH_KA_WAIT,    /* nothing to do now: come back at |*next| */
+  CONCH_KA_PING,    /* send a PING now (ping), then come back at |*next| */
+  CONCH_KA_DEAD     /* the PING went unanswered: the connection is dead */
+} conch_keepalive;
+
+typedef struct conch_session_ops {
+  const char *name; /* "HTTP/2", "HTTP/1.1" */
+  /* Creates the session of a connected (and handshaken) connection and
+     queues its preface.  Returns 0, CONCH_ERR_NOMEM or CONCH_ERR_SESSION. */
+  int (*start)(struct conch_conn *conn);
+  /* Frees the session; also of a connection never started. */
+  void (*free)(struct conch_conn *conn);
+  /* Submits queued calls while the session has room. */
+  void (*submit)(struct conch_conn *conn);
+  /* The call's stream has new data to send. */
+  void (*resume)(struct conch_conn *conn, conch_call *call);
+  /* Returns |n| bytes of window credit for the call's stream. */
+  void (*consume)(struct conch_conn *conn, conch_call *call, size_t n);
+  /* Resets the call's stream with |h2err|. */
+  void (*reset)(struct conch_conn *conn, conch_call *call, uint32_t h2err);
+  /* Plaintext received.  Returns 0, or non-zero when the connection
+     failed. */
+  int (*feed)(struct conch_conn *conn, const uint8_t *p, size_t n);
+  /* Whether the session takes more input now (back-pressure). */
+  int (*want_read)(const struct conch_conn *conn);
+  /* The transport reached EOF (|err| 0) or failed with errno |err|,
+     |writing| or reading.  Settles or fails the connection. */
+  void (*on_close)(struct conch_conn *conn, int err, int writing);
+  /* Moves pending output into the filter, up to CONCH_OUT_HIGH_WATER.
+     Returns 0, or non-zero when the connection failed. */
+  int (*send)(struct conch_conn *conn);
+  /* Whether output is still waiting in the session. */
+  int (*want_write)(const struct conch_conn *conn);
+  /* Whether the session is over (neither side wants anything more). */
+  int (*over)(const struct conch_conn *conn);
+  /* The keepalive decision at |now| (ms), a pure function of the
+     connection's state; |*next| is when to ask again (WAIT, PING). */
+  conch_keepalive (*keepalive)(const struct conch_conn *conn, int64_t now,
+                               int64_t *next);
+  /* Queues a PING.  Returns 0 or CONCH_ERR_NOMEM. */
+  int (*ping)(struct conch_conn *conn);
+  /* A DATA frame of the client session, handed out without copying: the
+     9-byte header |hd| and |len| bytes of |data|.  Returns 0 or -1. */
+  int (*data_frame)(struct conch_conn *conn, const uint8_t *hd,
+                    const uint8_t *data, size_t len);
+} conch_session_ops;
+
+/* HTTP/2 (session.c). */
+extern const conch_session_ops conch__h2_ops;
+
+/* The nghttp2 client session, which HTTP/1.1's bridge (h1.c) builds on:
+   its operations are shared by both tables. */
+int conch__h2_start(struct conch_conn *conn);
+void conch__h2_free(struct conch_conn *conn);
+void conch__h2_submit(struct conch_conn *conn);
+void conch__h2_resume(struct conch_conn *conn, conch_call *call);
+void conch__h2_consume(struct conch_conn *conn, conch_call *call, size_t n);
+void conch__h2_reset(struct conch_conn *conn, conch_call *call, uint32_t h2err);
+int conch__h2_want_write(const struct conch_conn *conn);
+int conch__h2_over(const struct conch_conn *conn);
 
 #endif

@@ -61,4 +61,20 @@ if ! loop=$(echo "$edges" | tsort 2>&1 >/dev/null); then
   echo "check-source: the includes among runtime/*.h form a cycle" >&2
   status=1
 fi
+# The sans-I/O layers: sessions (session.c, h1.c), the filter and TLS get
+# bytes and the time passed in; descriptors and the clock are conn.c's,
+# sock.c's and client.c's.
+sansio="runtime/session.c runtime/h1.c runtime/filter.c runtime/tls.c"
+hits=$(grep -nE '(^|[^_a-zA-Z0-9.>])(socket|connect|bind|listen|accept4?|send|recv|sendto|recvfrom|sendmsg|recvmsg|read|write|readv|writev|close|shutdown|getsockopt|setsockopt|poll|ppoll|select|epoll_[a-z]+|fcntl|ioctl|getaddrinfo)\(' $sansio | grep -v 'conch-allow' || true)
+if [ -n "$hits" ]; then
+  echo "$hits"
+  echo "check-source: socket call in a sans-I/O layer" >&2
+  status=1
+fi
+hits=$(grep -nE '(^|[^_a-zA-Z0-9])(clock_gettime|gettimeofday|time|clock|timespec_get|conch__now_ms|conch__client_now)\(' $sansio | grep -v 'conch-allow' || true)
+if [ -n "$hits" ]; then
+  echo "$hits"
+  echo "check-source: clock read in a sans-I/O layer (pass the time in)" >&2
+  status=1
+fi
 exit $status

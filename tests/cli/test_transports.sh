@@ -2,8 +2,8 @@
 # The CLI over every transport it meets: an HTTP/1.1-only front for
 # `conch serve` (h1_front.mjs: envd is an HTTP/1.1 server), `conch serve`
 # over h2c and TLS, and connect-node's process server (tests/api/node)
-# over h2c and HTTP/1.1; each protocol and codec the server speaks (conch
-# serve: Connect only; connect-node: Connect, gRPC, gRPC-Web).  Then the
+# over h2c and HTTP/1.1; each protocol and codec the server speaks (both:
+# Connect, gRPC, gRPC-Web; gRPC over HTTP/2 only).  Then the
 # errors: a 401 on a stream, TLS, a missing option value; and ps.
 #
 #   test_transports.sh /path/to/conch
@@ -84,11 +84,17 @@ for codec in proto json; do
       "http://127.0.0.1:$front" --codec $codec $http
   done
   for http in "" --http1.1 --http2; do
-    try "conch serve h2c, connect $codec ${http:-auto}" \
-      "http://127.0.0.1:$h2c" --codec $codec $http
-    try "conch serve TLS, connect $codec ${http:-auto}" \
-      "https://127.0.0.1:$tls" --cacert "$tmp/cert.pem" --codec $codec $http
+    for proto in connect grpc grpc-web; do
+      [ $proto = grpc ] && [ "$http" = --http1.1 ] && continue
+      try "conch serve h2c, $proto $codec ${http:-auto}" \
+        "http://127.0.0.1:$h2c" --protocol $proto --codec $codec $http
+      try "conch serve TLS, $proto $codec ${http:-auto}" \
+        "https://127.0.0.1:$tls" --cacert "$tmp/cert.pem" --protocol $proto \
+        --codec $codec $http
+    done
   done
+  try "HTTP/1.1 front, grpc-web $codec" "http://127.0.0.1:$front" \
+    --protocol grpc-web --codec $codec
   if [ $node_ok = 1 ]; then
     for proto in connect grpc-web; do
       try "connect-node HTTP/1.1, $proto $codec" "http://127.0.0.1:$node1" \
@@ -109,14 +115,30 @@ out=$(printf 'a\nb\n' | "$CONCH" --url "http://127.0.0.1:$front" --token $tok \
 check "HTTP/1.1 front: run --stdin" "a
 b" "$out"
 
-# conch serve speaks Connect only: gRPC and gRPC-Web fail, saying so.
+# conch serve over gRPC and gRPC-Web: unary calls (List, a SendSignal
+# that fails: its status comes in the trailers), stdin (StreamInput).
 for proto in grpc grpc-web; do
-  "$CONCH" --url "http://127.0.0.1:$h2c" --token $tok --protocol $proto \
-    run -- true 2>"$tmp/err"
-  check "conch serve refuses $proto" 255 "$?"
-  check "conch serve refuses $proto: says why" 1 \
-    "$(grep -c "does not take --protocol $proto (conch serve speaks connect only)" "$tmp/err")"
+  for http in "" --http1.1; do
+    [ $proto = grpc ] && [ -n "$http" ] && continue
+    G=(--url "http://127.0.0.1:$h2c" --token $tok --protocol $proto $http)
+    pid=$("$CONCH" "${G[@]}" start --tag "$proto$http" -- sleep 60)
+    check "conch serve $proto ${http:-h2c}: ps lists the process" 1 \
+      "$("$CONCH" "${G[@]}" ps | awk -v p="$pid" -v t="$proto$http" \
+        '$1 == p && $2 == t' | wc -l)"
+    "$CONCH" "${G[@]}" kill "$pid"
+    check "conch serve $proto ${http:-h2c}: kill" 0 "$?"
+    "$CONCH" "${G[@]}" kill 999999 2>"$tmp/err"
+    check "conch serve $proto ${http:-h2c}: kill of no process" \
+      "255 conch: not_found: process with pid 999999 not found" \
+      "$? $(cat "$tmp/err")"
+    out=$(seq 1 20000 | "$CONCH" "${G[@]}" run --stdin -- sh -c 'wc -l; exit 4')
+    check "conch serve $proto ${http:-h2c}: run --stdin" "4 20000" "$? $out"
+  done
 done
+# gRPC needs HTTP/2: the client says so before sending anything.
+"$CONCH" --url "http://127.0.0.1:$h2c" --token $tok --protocol grpc --http1.1 \
+  ps 2>"$tmp/err"
+check "grpc over --http1.1 refused" 1 "$(grep -c "gRPC needs HTTP/2" "$tmp/err")"
 "$CONCH" --url "http://127.0.0.1:$front" --token $tok --http2 run -- true \
   2>"$tmp/err"
 check "--http2 against the HTTP/1.1 front fails" 255 "$?"

@@ -99,9 +99,90 @@ static void test_health_and_routing(void **state) {
   h2_resp_free(&r);
 }
 
+/* gRPC and gRPC-Web, raw: enveloped unary calls, the status in HTTP/2
+   trailers (gRPC) or in a trailer frame that ends the body (gRPC-Web). */
+static void test_grpc_raw(void **state) {
+  static const char *const grpc[] = {"content-type", "application/grpc",
+                                     "te", "trailers", NULL};
+  static const char *const web[] = {"content-type",
+                                    "application/grpc-web+proto", NULL};
+  static const char *const bad_timeout[] = {"content-type", "application/grpc",
+                                            "grpc-timeout", "1x", NULL};
+  static const char *const bad_enc[] = {"content-type", "application/grpc",
+                                        "grpc-encoding", "lz4", NULL};
+  Process__ListRequest req = PROCESS__LIST_REQUEST__INIT;
+  uint8_t *env;
+  size_t len;
+  h2_resp r;
+  uint32_t flen;
+
+  (void)state;
+  env = envelope(0, &req.base, &len);
+  assert_non_null(env);
+
+  /* gRPC: a response envelope, then grpc-status 0 in the trailers. */
+  assert_int_equal(
+      h2_request(srv.port, "POST", SVC "List", grpc, env, len, &r), 0);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.ctype, "application/grpc");
+  assert_non_null(strstr(r.extra, "grpc-status: 0\n"));
+  assert_null(strstr(r.extra, "grpc-message"));
+  assert_true(r.len >= 5);
+  assert_int_equal(r.body[0], 0);
+  memcpy(&flen, r.body + 1, 4);
+  assert_int_equal(5 + ntohl(flen), r.len);
+  h2_resp_free(&r);
+
+  /* No request message: the error goes in the trailers after a 200. */
+  assert_int_equal(
+      h2_request(srv.port, "POST", SVC "List", grpc, NULL, 0, &r), 0);
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.len, 0);
+  assert_non_null(strstr(r.extra, "grpc-status: 12\n"));
+  assert_non_null(
+      strstr(r.extra, "grpc-message: unary request has zero messages\n"));
+  h2_resp_free(&r);
+
+  /* grpc-timeout and grpc-encoding are checked as Connect's headers are. */
+  assert_int_equal(
+      h2_request(srv.port, "POST", SVC "List", bad_timeout, env, len, &r), 0);
+  assert_non_null(strstr(r.extra, "grpc-status: 3\n"));
+  assert_non_null(strstr(r.extra, "grpc-message: malformed grpc-timeout"));
+  h2_resp_free(&r);
+  assert_int_equal(
+      h2_request(srv.port, "POST", SVC "List", bad_enc, env, len, &r), 0);
+  assert_non_null(strstr(r.extra, "grpc-status: 12\n"));
+  h2_resp_free(&r);
+
+  /* gRPC-Web: the message envelope, then the trailer frame (0x80). */
+  assert_int_equal(h2_request(srv.port, "POST", SVC "List", web, env, len, &r),
+                   0);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.ctype, "application/grpc-web+proto");
+  assert_null(strstr(r.extra, "grpc-status"));
+  assert_true(r.len >= 10);
+  memcpy(&flen, r.body + 1, 4);
+  flen = ntohl(flen);
+  assert_int_equal(r.body[0], 0);
+  assert_true(5 + flen + 5 <= r.len);
+  assert_int_equal(r.body[5 + flen], 0x80);
+  {
+    const char *t = (const char *)r.body + 5 + flen + 5;
+    uint32_t tlen;
+
+    memcpy(&tlen, r.body + 5 + flen + 1, 4);
+    assert_int_equal(5 + flen + 5 + ntohl(tlen), r.len);
+    assert_int_equal(ntohl(tlen), strlen("grpc-status: 0\r\n"));
+    assert_memory_equal(t, "grpc-status: 0\r\n", ntohl(tlen));
+  }
+  h2_resp_free(&r);
+  free(env);
+}
+
 static void test_content_types(void **state) {
   static const char *const xml[] = {"content-type", "application/xml", NULL};
-  static const char *const grpc[] = {"content-type", "application/grpc", NULL};
+  static const char *const grpc[] = {"content-type", "application/grpc+xml",
+                                     NULL};
   h2_resp r;
 
   (void)state;
@@ -901,6 +982,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_health_and_routing),
       cmocka_unit_test(test_content_types),
+      cmocka_unit_test(test_grpc_raw),
       cmocka_unit_test(test_connect_headers),
       cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_oversized),

@@ -3,7 +3,8 @@
    here plays the HTTP/2 peer, and time is the transport's clock.  Covered:
    the h2c SETTINGS exchange and a unary call over it, the fallback to
    HTTP/1.1 when the server answers the preface in HTTP/1.x, a GOAWAY that
-   sends a waiting call to a new connection, the keepalive PING timeout,
+   sends a waiting call to a new connection, the keepalive PING timeout
+   and the sessions' keepalive decision (a function of the time passed in),
    a read error and a refused open.  The failing-allocator sweep over the
    same transport is unit/test_failmem.c. */
 #include <errno.h>
@@ -20,8 +21,10 @@
 
 #include "client_int.h"
 #include "conn_int.h"
+#include "h1.h"
 #include "list.h"
 #include "memxport.h"
+#include "session.h"
 
 #define URL "http://127.0.0.1:8080"
 
@@ -359,6 +362,52 @@ static void test_keepalive_timeout(void **state) {
   memx_clear(&m);
 }
 
+/* The keepalive decision alone: the session's pure function of the time
+   passed in, asked directly with no timer running. */
+static void test_keepalive_decision(void **state) {
+  memx m;
+  srv h;
+  result r;
+  conch_client *c = client(&m, 1000);
+  conch_call *call = start(c, &r);
+  conch_conn *conn;
+  int64_t t0, next = -1;
+  (void)state;
+
+  memx_pump(&m, 16);
+  srv_new(&h, memx_last(&m), 100);
+  exchange(&m, &h);
+  conn = first_conn(c);
+  assert_int_equal(conn->state, CONCH_CONN_READY);
+  assert_ptr_equal(conn->ops, &conch__h2_ops);
+  t0 = conn->last_read;
+  assert_int_equal(conn->ops->keepalive(conn, t0 + 999, &next), CONCH_KA_WAIT);
+  assert_true(next == t0 + 1000);
+  assert_int_equal(conn->ops->keepalive(conn, t0 + 1000, &next), CONCH_KA_PING);
+  assert_true(next == t0 + 1500);
+  /* A PING outstanding: dead once its timeout passed without a byte. */
+  conn->ping_sent = t0 + 1000;
+  assert_int_equal(conn->ops->keepalive(conn, t0 + 1499, &next), CONCH_KA_WAIT);
+  assert_true(next == t0 + 1500);
+  assert_int_equal(conn->ops->keepalive(conn, t0 + 1500, &next), CONCH_KA_DEAD);
+  /* A byte after the PING: alive, the interval counts from it. */
+  conn->last_read = t0 + 1200;
+  assert_int_equal(conn->ops->keepalive(conn, t0 + 1500, &next), CONCH_KA_WAIT);
+  assert_true(next == t0 + 2200);
+  conn->ping_sent = 0;
+  conn->last_read = t0;
+  /* HTTP/1.1 has no PING: its table never keeps a connection alive. */
+  assert_int_equal(conch__h1_ops.keepalive(conn, t0 + 5000, &next),
+                   CONCH_KA_OFF);
+  /* Nothing happened to the connection meanwhile. */
+  assert_int_equal(h.pings, 0);
+  assert_int_equal(r.closes, 0);
+  conch_call_free(call);
+  conch_client_free(c);
+  srv_free(&h);
+  memx_clear(&m);
+}
+
 static void test_read_error(void **state) {
   memx m;
   srv h;
@@ -421,6 +470,7 @@ int main(void) {
       cmocka_unit_test(test_http1_fallback),
       cmocka_unit_test(test_goaway_requeues),
       cmocka_unit_test(test_keepalive_timeout),
+      cmocka_unit_test(test_keepalive_decision),
       cmocka_unit_test(test_read_error),
       cmocka_unit_test(test_refused_and_bad_transport),
   };

@@ -61,16 +61,16 @@ static void catch_signals(void) {
 static const cli_globals *opts_used;
 
 /* A status as "conch: code: message", with a hint where the cause is
-   likely ours: gRPC or gRPC-Web against a Connect-only server (conch
-   serve answers them 415). */
+   likely ours: gRPC or gRPC-Web against a Connect-only server (it answers
+   them 415). */
 static void status_error(const conch_status *st) {
   const char *msg = conch_status_message(st);
   fprintf(stderr, "conch: %s: %s\n", conch_code_name(st->code), msg);
   if (opts_used != NULL && opts_used->protocol != CONCH_PROTOCOL_CONNECT &&
       strstr(msg, "415") != NULL) {
     fprintf(stderr,
-            "conch: the server does not take --protocol %s (conch "
-            "serve speaks connect only)\n",
+            "conch: the server does not take --protocol %s (it speaks "
+            "connect only)\n",
             opts_used->protocol == CONCH_PROTOCOL_GRPC ? "grpc" : "grpc-web");
   }
   if (opts_used != NULL && opts_used->http_version == CONCH_HTTP_2 &&

@@ -47,8 +47,8 @@ static const cli_opt global_opts[] = {
      "ALPN for https://"},
     {"--http2", NULL, NULL, "speak HTTP/2 only (CONCH_HTTP=2)"},
     {"--protocol", "connect|grpc|grpc-web", "CONCH_PROTOCOL",
-     "the RPC protocol (default connect; conch serve speaks connect only, "
-     "envd all three; grpc needs HTTP/2)"},
+     "the RPC protocol (default connect; conch serve and envd speak all "
+     "three; grpc needs HTTP/2)"},
     {"--codec", "proto|json", "CONCH_CODEC",
      "the message codec (default proto)"},
     {NULL, NULL, NULL, NULL}};

@@ -5,7 +5,8 @@
    serve_conn.c     one client connection: socket, TLS, nghttp2 session
    serve_h1.c       HTTP/1.1 connections, bridged into that nghttp2 session
    serve_tls.c      the server-side OpenSSL context (ALPN h2, http/1.1)
-   serve_rpc.c      the Connect protocol, server side, on one HTTP/2 stream
+   serve_rpc.c      Connect, gRPC and gRPC-Web, server side, on one HTTP/2
+                    stream
    serve_service.c  the process.Process RPCs
    serve_proc.c     running processes: output, stdin, reaping, retention
    serve_spawn.c    users, cwd and environment rules, fork/exec
@@ -253,9 +254,11 @@ void srv_h1_goaway(srv_conn *c);
 /* The client shut its write side: answer what it sent, then close. */
 void srv_h1_eof(srv_conn *c);
 
-/* ---- The Connect protocol on one stream (serve_rpc.c) -------------------- */
+/* ---- The RPC protocols on one stream (serve_rpc.c) ----------------------- */
 
 enum srv_shape { SRV_UNARY = 0, SRV_SERVER_STREAM = 1, SRV_CLIENT_STREAM = 2 };
+/* The protocol of a request, from its content type. */
+enum srv_proto { SRV_CONNECT = 0, SRV_GRPC = 1, SRV_GRPC_WEB = 2 };
 
 typedef struct srv_method {
   const char *path;
@@ -302,8 +305,12 @@ struct srv_stream {
   char *h_auth;      /* authorization */
   char *h_token;     /* x-access-token */
   char *h_authority; /* :authority, else host */
+  char *h_gencoding; /* grpc-encoding */
+  char *h_gaccept;   /* grpc-accept-encoding */
+  char *h_gtimeout;  /* grpc-timeout */
   size_t hdr_bytes;
   const srv_method *m;
+  int proto;         /* SRV_CONNECT, SRV_GRPC or SRV_GRPC_WEB */
   int json;          /* the JSON codec (else proto) */
   const char *ctype; /* the response content type (static), once accepted */
   int rejected;      /* answered during the headers: ignore the body */
@@ -326,7 +333,10 @@ struct srv_stream {
   int closed;           /* nghttp2 closed the stream */
   int unary_err_status; /* HTTP status of a unary error, else 0 */
   conch_buf out;
-  int64_t timeout_ms; /* Connect-Timeout-Ms, 0 = none */
+  /* gRPC: the trailers the response ends with, once finished. */
+  conch_code end_code;
+  char *end_msg; /* grpc-message, percent-encoded; NULL: none */
+  int64_t timeout_ms; /* Connect-Timeout-Ms or grpc-timeout */
   srv_timer deadline_t;
   int64_t keepalive_ms;
   srv_timer keepalive_t;

@@ -1,7 +1,11 @@
-/* The Connect protocol, server side, on one HTTP/2 stream
+/* Connect, gRPC and gRPC-Web, server side, on one HTTP/2 stream
    (CONNECT_PROTOCOL.md 1-2, 5.1, 6, 8): request validation in the order
    connect-go applies it, unary bodies and streamed envelopes in, responses
    out with the status -> HTTP mapping, error JSON and end-stream JSON.
+   gRPC and gRPC-Web requests (content type application/grpc[-web][+codec])
+   are enveloped for every shape; their status goes out as grpc-status and
+   grpc-message in HTTP/2 trailers (gRPC) or in a trailer frame at the end
+   of the body (gRPC-Web, which so also works over HTTP/1.1).
    Both codecs are served, as envd (connect-go) serves them: proto
    (application/proto, application/connect+proto) and JSON
    (application/json, application/connect+json, also with
@@ -22,7 +26,9 @@
 #include <openssl/crypto.h>
 
 #include "base64.h"
+#include "mem_int.h"
 #include "pbjson.h"
+#include "status_int.h"
 #include "wire.h"
 
 #define DEFAULT_KEEPALIVE_MS 90000
@@ -116,7 +122,8 @@ void srv_rpc_stream_free(srv_stream *st) {
   char **h[] = {&st->h_method,   &st->h_path,      &st->h_ctype,
                 &st->h_encoding, &st->h_accept,    &st->h_version,
                 &st->h_timeout,  &st->h_keepalive, &st->h_auth,
-                &st->h_token,    &st->h_authority};
+                &st->h_token,    &st->h_authority, &st->h_gencoding,
+                &st->h_gaccept,  &st->h_gtimeout};
   size_t i;
 
   srv_service_stream_gone(st);
@@ -134,6 +141,7 @@ void srv_rpc_stream_free(srv_stream *st) {
   for (i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
     free(*h[i]);
   }
+  conch__free(srv->mem, st->end_msg);
   conch__buf_free(&st->body, srv->mem);
   conch__buf_free(&st->out, srv->mem);
   if (st->env_ready) {
@@ -195,6 +203,15 @@ static char **header_slot(srv_stream *st, const uint8_t *name, size_t len) {
   }
   if (name_is(name, len, "connect-timeout-ms")) {
     return &st->h_timeout;
+  }
+  if (name_is(name, len, "grpc-encoding")) {
+    return &st->h_gencoding;
+  }
+  if (name_is(name, len, "grpc-accept-encoding")) {
+    return &st->h_gaccept;
+  }
+  if (name_is(name, len, "grpc-timeout")) {
+    return &st->h_gtimeout;
   }
   if (name_is(name, len, "keepalive-ping-interval")) {
     return &st->h_keepalive;
@@ -335,7 +352,9 @@ static int start_stream(srv_stream *st) {
   if (st->started) {
     return 0;
   }
-  return respond(st, 200, st->ctype, "connect-content-encoding",
+  return respond(st, 200, st->ctype,
+                 st->proto == SRV_CONNECT ? "connect-content-encoding"
+                                          : "grpc-encoding",
                  st->resp_gzip ? "gzip" : NULL, NULL, 1);
 }
 
@@ -364,6 +383,12 @@ static int queue_envelope(srv_stream *st, uint8_t flags, const uint8_t *p,
   }
   conch__buf_free(&z, srv->mem);
   return rv;
+}
+
+/* Whether the request and response messages go in envelopes: all of
+   them but Connect unary ones. */
+static int enveloped(const srv_stream *st) {
+  return st->proto != SRV_CONNECT || st->m->shape != SRV_UNARY;
 }
 
 static int send_payload(srv_stream *st, const uint8_t *p, size_t len) {
@@ -421,6 +446,21 @@ static int send_unary(srv_stream *st, const uint8_t *p, size_t len) {
   return respond(st, 200, st->ctype, "content-encoding", enc, NULL, 1);
 }
 
+/* One response message: a Connect unary body, or an envelope (which ends
+   a gRPC unary call). */
+static int send_message(srv_stream *st, const uint8_t *p, size_t len) {
+  if (!enveloped(st)) {
+    return send_unary(st, p, len);
+  }
+  if (send_payload(st, p, len) != 0) {
+    return -1;
+  }
+  if (st->m->shape == SRV_UNARY) {
+    srv_rpc_finish(st, CONCH_CODE_OK, NULL);
+  }
+  return 0;
+}
+
 /* Writes |msg| as proto3 JSON and sends that as the unary response or as
    one stream message. */
 static int send_json(srv_stream *st, const ProtobufCMessage *msg) {
@@ -440,11 +480,7 @@ static int send_json(srv_stream *st, const ProtobufCMessage *msg) {
     srv_rpc_finish(st, CONCH_CODE_INTERNAL, "marshal message: %s", err);
     return -1;
   }
-  if (st->m->shape == SRV_UNARY) {
-    rv = send_unary(st, conch__buf_head(&b), conch__buf_size(&b));
-  } else {
-    rv = send_payload(st, conch__buf_head(&b), conch__buf_size(&b));
-  }
+  rv = send_message(st, conch__buf_head(&b), conch__buf_size(&b));
   conch__buf_free(&b, srv->mem);
   return rv;
 }
@@ -468,11 +504,7 @@ int srv_rpc_send(srv_stream *st, const ProtobufCMessage *msg) {
     return -1;
   }
   protobuf_c_message_pack(msg, p);
-  if (st->m->shape == SRV_UNARY) {
-    rv = send_unary(st, p, len);
-  } else {
-    rv = send_payload(st, p, len);
-  }
+  rv = send_message(st, p, len);
   if (p != stackbuf) {
     free(p);
   }
@@ -504,25 +536,68 @@ static void finish_unary_error(srv_stream *st, conch_code code,
   respond(st, http, "application/json", NULL, NULL, NULL, 1);
 }
 
+/* gRPC-Web's trailer frame: "grpc-status: 0\r\n" and grpc-message. */
+static int grpc_web_trailers(srv_stream *st, conch_code code,
+                             const char *msg) {
+  srv_server *srv = st->conn->srv;
+  char line[32];
+  int n = snprintf(line, sizeof(line), "grpc-status: %d\r\n", (int)code);
+  int rv = conch__buf_append(&st->out, srv->mem, line, (size_t)n);
+
+  if (rv == 0 && msg != NULL) {
+    rv = conch__buf_append(&st->out, srv->mem, "grpc-message: ", 14);
+    if (rv == 0) {
+      rv = conch__buf_append(&st->out, srv->mem, msg, strlen(msg));
+    }
+    if (rv == 0) {
+      rv = conch__buf_append(&st->out, srv->mem, "\r\n", 2);
+    }
+  }
+  return rv;
+}
+
 static void finish_stream(srv_stream *st, conch_code code, const char *msg) {
   srv_server *srv = st->conn->srv;
   conch_status status = status_of(code, msg);
   uint8_t prefix[CONCH_ENV_PREFIX];
+  uint8_t flag = CONCH_ENV_END_STREAM;
+  char *pct = NULL;
   size_t at;
+  int rv = 0;
 
   if (start_stream(st) != 0) {
     stream_reset(st);
     return;
   }
-  /* The end-stream block goes uncompressed: flag 0x02 alone; its length
-     is known once it is written. */
-  at = st->out.len;
-  if (conch__buf_append(&st->out, srv->mem, prefix, sizeof(prefix)) != 0 ||
-      conch__connect_end_write(&st->out, srv->mem, &status, NULL) != 0) {
+  if (st->proto != SRV_CONNECT && msg != NULL && msg[0] != '\0' &&
+      conch__grpc_message_encode(msg, strlen(msg), srv->mem, &pct) != 0) {
     stream_reset(st);
     return;
   }
-  conch__env_write_prefix(st->out.data + at, CONCH_ENV_END_STREAM,
+  if (st->proto == SRV_GRPC) {
+    /* The trailers go out once the body is written (srv_rpc_read_out). */
+    st->end_code = code;
+    st->end_msg = pct;
+    st->finished = 1;
+    out_ready(st);
+    return;
+  }
+  /* The end block goes uncompressed: flag 0x02 (Connect) or 0x80
+     (gRPC-Web) alone; its length is known once it is written. */
+  at = st->out.len;
+  rv = conch__buf_append(&st->out, srv->mem, prefix, sizeof(prefix));
+  if (rv == 0 && st->proto == SRV_GRPC_WEB) {
+    flag = CONCH_ENV_TRAILERS;
+    rv = grpc_web_trailers(st, code, pct);
+  } else if (rv == 0) {
+    rv = conch__connect_end_write(&st->out, srv->mem, &status, NULL);
+  }
+  conch__free(srv->mem, pct);
+  if (rv != 0) {
+    stream_reset(st);
+    return;
+  }
+  conch__env_write_prefix(st->out.data + at, flag,
                           (uint32_t)(st->out.len - at - sizeof(prefix)));
   st->finished = 1;
   out_ready(st);
@@ -542,7 +617,7 @@ void srv_rpc_vfinish(srv_stream *st, conch_code code, const char *fmt,
   srv_service_stream_gone(st);
   srv_timer_cancel(&st->conn->srv->loop, &st->deadline_t);
   srv_timer_cancel(&st->conn->srv->loop, &st->keepalive_t);
-  if (st->m == NULL || st->m->shape == SRV_UNARY) {
+  if (st->m == NULL || !enveloped(st)) {
     if (code != CONCH_CODE_OK) {
       finish_unary_error(st, code, msg);
     }
@@ -559,6 +634,31 @@ void srv_rpc_finish(srv_stream *st, conch_code code, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* gRPC's trailers: grpc-status, and grpc-message when there is one.
+   Returns 0, or -1 when they could not be queued (the DATA then ends the
+   stream, and the client sees a missing status). */
+static int send_trailers(nghttp2_session *s, srv_stream *st) {
+  char code[8];
+  nghttp2_nv nva[2];
+  size_t n = 1;
+
+  snprintf(code, sizeof(code), "%d", (int)st->end_code);
+  nva[0].name = (uint8_t *)"grpc-status";
+  nva[0].namelen = 11;
+  nva[0].value = (uint8_t *)code;
+  nva[0].valuelen = strlen(code);
+  nva[0].flags = NGHTTP2_NV_FLAG_NONE;
+  if (st->end_msg != NULL) {
+    nva[1].name = (uint8_t *)"grpc-message";
+    nva[1].namelen = 12;
+    nva[1].value = (uint8_t *)st->end_msg;
+    nva[1].valuelen = strlen(st->end_msg);
+    nva[1].flags = NGHTTP2_NV_FLAG_NONE;
+    n = 2;
+  }
+  return nghttp2_submit_trailer(s, st->id, nva, n) != 0 ? -1 : 0;
+}
+
 ssize_t srv_rpc_read_out(nghttp2_session *s, int32_t id, uint8_t *buf,
                          size_t len, uint32_t *flags, nghttp2_data_source *src,
                          void *user_data) {
@@ -567,7 +667,6 @@ ssize_t srv_rpc_read_out(nghttp2_session *s, int32_t id, uint8_t *buf,
   size_t avail = conch__buf_size(&st->out);
   size_t n = avail < len ? avail : len;
 
-  (void)s;
   (void)id;
   (void)user_data;
   if (n > 0) {
@@ -581,6 +680,9 @@ ssize_t srv_rpc_read_out(nghttp2_session *s, int32_t id, uint8_t *buf,
     }
     if (st->finished) {
       *flags |= NGHTTP2_DATA_FLAG_EOF;
+      if (st->proto == SRV_GRPC && send_trailers(s, st) == 0) {
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      }
     } else if (n == 0) {
       st->deferred = 1;
       return NGHTTP2_ERR_DEFERRED;
@@ -683,10 +785,18 @@ static int token_ok(const srv_stream *st, const char *want) {
 /* Connect-Timeout-Ms (wire.h).  Returns 0 or -1 with the message
    connect-go gives. */
 static int parse_timeout(srv_stream *st, char *err, size_t errlen) {
-  const char *v = st->h_timeout;
+  const char *v = st->proto == SRV_CONNECT ? st->h_timeout : st->h_gtimeout;
   int rv;
 
   if (v == NULL) {
+    return 0;
+  }
+  if (st->proto != SRV_CONNECT) {
+    rv = conch__grpc_timeout_parse(v, strlen(v), &st->timeout_ms);
+    if (rv != 0) {
+      snprintf(err, errlen, "malformed grpc-timeout: \"%s\"", v);
+      return -1;
+    }
     return 0;
   }
   rv = conch__connect_timeout_parse(v, strlen(v), &st->timeout_ms);
@@ -748,7 +858,8 @@ static int accepts_gzip(const char *v) {
 }
 
 static int parse_encodings(srv_stream *st, char *err, size_t errlen) {
-  const char *e = st->h_encoding;
+  int grpc = st->proto != SRV_CONNECT;
+  const char *e = grpc ? st->h_gencoding : st->h_encoding;
 
   if (e != NULL && e[0] != '\0' && strcmp(e, "identity") != 0) {
     if (strcmp(e, "gzip") != 0) {
@@ -758,7 +869,7 @@ static int parse_encodings(srv_stream *st, char *err, size_t errlen) {
     }
     st->req_gzip = 1;
   }
-  st->resp_gzip = accepts_gzip(st->h_accept);
+  st->resp_gzip = accepts_gzip(grpc ? st->h_gaccept : st->h_accept);
   return 0;
 }
 
@@ -835,7 +946,8 @@ static void check_connect(srv_stream *st) {
   char err[512];
   conch_code code;
 
-  if (st->h_version != NULL && strcmp(st->h_version, "1") != 0) {
+  if (st->proto == SRV_CONNECT && st->h_version != NULL &&
+      strcmp(st->h_version, "1") != 0) {
     srv_rpc_finish(st, CONCH_CODE_INVALID_ARGUMENT,
                    "connect-protocol-version must be \"1\": got \"%s\"",
                    st->h_version);
@@ -858,7 +970,7 @@ static void check_connect(srv_stream *st) {
     srv_rpc_finish(st, CONCH_CODE_INVALID_ARGUMENT, "%s", err);
     return;
   }
-  if (st->h_timeout != NULL) {
+  if ((st->proto == SRV_CONNECT ? st->h_timeout : st->h_gtimeout) != NULL) {
     if (st->timeout_ms == 0) {
       srv_rpc_finish(st, CONCH_CODE_DEADLINE_EXCEEDED,
                      "context deadline exceeded");
@@ -866,7 +978,7 @@ static void check_connect(srv_stream *st) {
     }
     srv_timer_arm(&srv->loop, &st->deadline_t, srv_now_ms() + st->timeout_ms);
   }
-  if (st->m->shape != SRV_UNARY) {
+  if (enveloped(st)) {
     conch__env_reader_init(&st->env, srv->mem, CONCH_ENV_COMPRESSED,
                            (uint32_t)srv->cfg.max_message);
     st->env_ready = 1;
@@ -883,8 +995,21 @@ static int accept_ctype(srv_stream *st) {
                                          : CONCH_CT_CONNECT;
 
   if (st->h_ctype == NULL ||
-      conch__ctype_parse(st->h_ctype, strlen(st->h_ctype), &ct) != 0 ||
-      ct.family != family || ct.params == CONCH_CT_BAD_PARAMS) {
+      conch__ctype_parse(st->h_ctype, strlen(st->h_ctype), &ct) != 0) {
+    return -1;
+  }
+  /* gRPC and gRPC-Web, any shape: parameters are not looked at, and the
+     response names the codec as the client does. */
+  if (ct.family == CONCH_CT_GRPC || ct.family == CONCH_CT_GRPC_WEB) {
+    st->ctype = conch__ctype_name(ct.family, ct.codec, 0);
+    if (st->ctype == NULL) {
+      return -1;
+    }
+    st->proto = ct.family == CONCH_CT_GRPC ? SRV_GRPC : SRV_GRPC_WEB;
+    st->json = ct.codec == CONCH_CT_JSON;
+    return 0;
+  }
+  if (ct.family != family || ct.params == CONCH_CT_BAD_PARAMS) {
     return -1;
   }
   st->ctype = conch__ctype_name(family, ct.codec, ct.params == CONCH_CT_UTF8);
@@ -1082,7 +1207,7 @@ static ProtobufCMessage *decode(srv_stream *st, const uint8_t *p, size_t len,
     conch__buf_free(&tmp, srv->mem);
     return msg;
   }
-  if (st->json && st->m->shape == SRV_UNARY) {
+  if (st->json && !enveloped(st)) {
     /* Empty envelopes are empty messages whatever the codec; an empty
        unary body is not JSON (connect-go's codec says so). */
     conch__buf_free(&tmp, srv->mem);
@@ -1128,7 +1253,7 @@ static int on_envelope(void *user_data, uint8_t flags, const uint8_t *payload,
     return 1;
   }
   st->nreq++;
-  if (st->m->shape == SRV_SERVER_STREAM) {
+  if (st->m->shape != SRV_CLIENT_STREAM) {
     if (st->nreq > 1) {
       protobuf_c_message_free_unpacked(msg, NULL);
       srv_rpc_finish(st, CONCH_CODE_UNIMPLEMENTED,
@@ -1186,7 +1311,7 @@ static void data_stream(srv_stream *st, const uint8_t *p, size_t n) {
 
 void srv_rpc_data(srv_stream *st, const uint8_t *p, size_t n) {
   if (!st->finished && !st->rejected && st->m != NULL) {
-    if (st->m->shape == SRV_UNARY) {
+    if (!enveloped(st)) {
       data_unary(st, p, n);
     } else {
       data_stream(st, p, n);
@@ -1225,7 +1350,7 @@ void srv_rpc_request_end(srv_stream *st) {
   if (st->finished || st->rejected || st->m == NULL) {
     return;
   }
-  if (st->m->shape == SRV_UNARY) {
+  if (!enveloped(st)) {
     end_unary(st);
     return;
   }
