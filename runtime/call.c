@@ -12,6 +12,7 @@
 #include "conn_int.h"
 #include "envelope.h"
 #include "list.h"
+#include "pbborrow.h"
 #include "mem_int.h"
 #include "metadata_int.h"
 #include "pbjson.h"
@@ -60,6 +61,9 @@ static int deliver_close(conch_call *call) {
     return 0;
   }
   call->closed_cb = 1;
+  if (call->auto_free) {
+    call->user_freed = 1; /* released after on_close, as if freed there */
+  }
   if (call->h.on_close != NULL) {
     enter(call);
     call->h.on_close(call, &call->status, &call->trailers, call->user_data);
@@ -104,6 +108,41 @@ static void pull_clear(conch_call *call) {
   conch__buf_free(&call->rawcur, c->mem);
 }
 
+/* Released calls are kept for reuse, at most CALL_SPARE_MAX per client,
+   with the memory of their send buffer and metadata when it is small: a
+   steady flow of calls then allocates nothing of its own for them. */
+#define CALL_SPARE_MAX 64
+#define CALL_KEEP_BYTES 1024
+
+/* Empties |md|, keeping its memory unless it grew large. */
+static void md_keep(conch_metadata *md) {
+  if (md->strings.cap > CALL_KEEP_BYTES || md->cap > 16) {
+    conch__metadata_clear(md);
+  } else {
+    conch_metadata_reset(md);
+  }
+}
+
+static void buf_keep(conch_buf *b, const conch_mem *mem) {
+  if (b->cap > CALL_KEEP_BYTES) {
+    conch__buf_free(b, mem);
+  } else {
+    conch__buf_reset(b);
+  }
+}
+
+static void call_free_memory(conch_call *call) {
+  const conch_mem *mem = call->client->mem;
+  conch__metadata_clear(&call->req_headers);
+  conch__metadata_clear(&call->headers);
+  conch__metadata_clear(&call->trailers);
+  conch__metadata_clear(&call->gfields[0]);
+  conch__metadata_clear(&call->gfields[1]);
+  conch__buf_free(&call->sendbuf, mem);
+  conch__buf_free(&call->body, mem);
+  conch__free(mem, call);
+}
+
 void conch__call_destroy(conch_call *call) {
   conch_client *c = call->client;
 
@@ -117,17 +156,68 @@ void conch__call_destroy(conch_call *call) {
   conch__list_remove(&call->done_link);
   conch__list_remove(&call->ready_link);
   conch__timer_disarm(c, &call->deadline);
-  conch__metadata_clear(&call->req_headers);
-  conch__metadata_clear(&call->headers);
-  conch__metadata_clear(&call->trailers);
-  conch__metadata_clear(&call->gfields[0]);
-  conch__metadata_clear(&call->gfields[1]);
   conch__env_reader_clear(&call->reader);
-  conch__buf_free(&call->sendbuf, c->mem);
-  conch__buf_free(&call->body, c->mem);
   pull_clear(call);
   conch_status_clear(&call->status);
-  conch__free(c->mem, call);
+  if (c->nspare < CALL_SPARE_MAX) {
+    /* Kept for the next call, with its small buffers. */
+    md_keep(&call->req_headers);
+    md_keep(&call->headers);
+    md_keep(&call->trailers);
+    md_keep(&call->gfields[0]);
+    md_keep(&call->gfields[1]);
+    buf_keep(&call->sendbuf, c->mem);
+    buf_keep(&call->body, c->mem);
+    call->spare_next = c->spare_calls;
+    c->spare_calls = call;
+    c->nspare++;
+    return;
+  }
+  call_free_memory(call);
+}
+
+void conch__call_spares_free(conch_client *c) {
+  while (c->spare_calls != NULL) {
+    conch_call *call = c->spare_calls;
+    c->spare_calls = call->spare_next;
+    call_free_memory(call);
+  }
+  c->nspare = 0;
+}
+
+/* A zeroed call: a spare one (keeping the memory of its buffers and
+   metadata) or a new one.  NULL when out of memory. */
+static conch_call *call_take(conch_client *c) {
+  conch_call *call = c->spare_calls;
+  if (call != NULL) {
+    conch_buf sendbuf = call->sendbuf, body = call->body;
+    conch_metadata md[5];
+    md[0] = call->req_headers;
+    md[1] = call->headers;
+    md[2] = call->trailers;
+    md[3] = call->gfields[0];
+    md[4] = call->gfields[1];
+    c->spare_calls = call->spare_next;
+    c->nspare--;
+    memset(call, 0, sizeof(*call));
+    call->sendbuf = sendbuf;
+    call->body = body;
+    call->req_headers = md[0];
+    call->headers = md[1];
+    call->trailers = md[2];
+    call->gfields[0] = md[3];
+    call->gfields[1] = md[4];
+    return call;
+  }
+  call = conch__calloc(c->mem, 1, sizeof(*call));
+  if (call != NULL) {
+    conch__metadata_init(&call->req_headers, c->mem);
+    conch__metadata_init(&call->headers, c->mem);
+    conch__metadata_init(&call->trailers, c->mem);
+    conch__metadata_init(&call->gfields[0], c->mem);
+    conch__metadata_init(&call->gfields[1], c->mem);
+  }
+  return call;
 }
 
 int conch__call_maybe_release(conch_call *call) {
@@ -295,7 +385,7 @@ static int call_create(conch_client *c, const conch_method *method,
   if (rv != 0) {
     return rv;
   }
-  call = conch__calloc(c->mem, 1, sizeof(*call));
+  call = call_take(c);
   if (call == NULL) {
     return CONCH_ERR_NOMEM;
   }
@@ -311,14 +401,10 @@ static int call_create(conch_client *c, const conch_method *method,
   call->send_comp = o.send_compression == CONCH_COMPRESSION_DEFAULT
                         ? c->o.comp.send
                         : o.send_compression;
+  call->auto_free = o.auto_free != 0;
   call->get = o.http_get != 0 && c->o.protocol == CONCH_PROTOCOL_CONNECT &&
               method->kind == CONCH_STREAM_UNARY &&
               method->idempotency == CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS;
-  conch__metadata_init(&call->req_headers, c->mem);
-  conch__metadata_init(&call->headers, c->mem);
-  conch__metadata_init(&call->trailers, c->mem);
-  conch__metadata_init(&call->gfields[0], c->mem);
-  conch__metadata_init(&call->gfields[1], c->mem);
   conch_status_init(&call->status);
   call->status.mem = c->mem;
   max_len = c->o.recv_limit > 0xffffffffu ? 0 : (uint32_t)c->o.recv_limit;
@@ -677,7 +763,14 @@ static int decode(conch_call *call, ProtobufCAllocator *alloc, const uint8_t *p,
     return conch__pbjson_decode_ex(call->method->output, p, len, &jo, alloc,
                                    out, err, errlen);
   }
-  *out = protobuf_c_message_unpack(call->method->output, alloc, len, p);
+  if (alloc == &c->arena_alloc) {
+    /* Borrowed by a handler: large bytes fields can stay in |p|, which
+       outlives the handler too. */
+    *out = conch__pb_unpack_borrow(call->method->output, alloc, p, len,
+                                   &c->scratch, c->mem);
+  } else {
+    *out = protobuf_c_message_unpack(call->method->output, alloc, len, p);
+  }
   return *out != NULL ? 0 : CONCH_ERR_CODEC;
 }
 
@@ -813,8 +906,13 @@ int conch__call_deliver(conch_call *call, const uint8_t *wire, size_t wlen,
     p = c->inflbuf.data != NULL ? c->inflbuf.data : (const uint8_t *)"";
     len = conch__buf_size(&c->inflbuf);
   }
-  rv = call->pull ? deliver_pull(call, wire, wlen, p, len, compressed)
-                  : deliver_push(call, p, len);
+  if (call->pull) {
+    rv = deliver_pull(call, wire, wlen, p, len, compressed);
+  } else {
+    call->msg_size = len;
+    rv = deliver_push(call, p, len);
+    call->msg_size = 0;
+  }
   if (compressed) {
     conch__client_shrink_inflbuf(c);
   }
@@ -1144,4 +1242,8 @@ void *conch_call_user_data(const conch_call *call) {
 
 conch_client *conch_call_client(const conch_call *call) {
   return call != NULL ? call->client : NULL;
+}
+
+size_t conch_call_message_size(const conch_call *call) {
+  return call != NULL ? call->msg_size : 0;
 }

@@ -108,6 +108,9 @@ struct conch_call {
   unsigned in_handler;      /* depth of handlers of this call running */
   unsigned stream_live : 1; /* nghttp2 still knows the stream */
   conch_status status;
+  struct conch_call *spare_next; /* in client->spare_calls once released */
+  unsigned auto_free : 1;        /* conch_call_opts.auto_free */
+  size_t msg_size; /* of the message being pushed to a handler, else 0 */
 };
 
 /* Starts a call bound to no connection, as if its request had gone out:
@@ -131,8 +134,11 @@ void conch__call_on_deadline(conch_call *call);
 /* Releases |call|'s memory once the user freed it, on_close ran and
    nghttp2 let go.  Returns non-zero when released. */
 int conch__call_maybe_release(conch_call *call);
-/* Frees a call's memory unconditionally. */
+/* Releases a call unconditionally: kept as a spare for the next call
+   (call.c) or freed. */
 void conch__call_destroy(conch_call *call);
+/* Frees the released calls |c| keeps for reuse (client.c, at the end). */
+void conch__call_spares_free(conch_client *c);
 
 /* Received response parts (from the session's callbacks). */
 int conch__call_on_header(conch_call *call, const uint8_t *name, size_t nlen,

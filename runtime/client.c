@@ -20,6 +20,7 @@
 #include "list.h"
 #include "mem_int.h"
 #include "opts_int.h"
+#include "protocol.h"
 #include "resolve_int.h"
 #include "timer.h"
 #include "tls.h"
@@ -155,6 +156,8 @@ static void client_release(conch_client *c) {
   }
   conch__tls_ctx_free(c->tls_ctx);
   conch__comps_clear(&c->comps);
+  conch__proto_client_free(c);
+  conch__call_spares_free(c);
   conch__buf_free(&c->scratch, mem);
   conch__buf_free(&c->inflbuf, mem);
   conch__arena_reset(c);

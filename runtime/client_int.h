@@ -49,6 +49,9 @@ struct conch_client {
   conch_heap timers;
 
   conch_comps comps;
+  struct conch_hdr_tmpl *hdr_tmpls; /* constant request headers (protocol.c) */
+  struct conch_call *spare_calls;   /* released calls kept for reuse */
+  size_t nspare;
   conch_buf scratch; /* request serialization */
   conch_buf inflbuf; /* decompressed responses */
 

@@ -316,12 +316,162 @@ static void accept_header(hdr_list *h, const conch_call *call,
   }
 }
 
+/* The request headers that stay the same for every POST of one method on a
+   client (with one send compression): the pseudo-headers, content-type,
+   the protocol's fixed fields, the accepted encodings and the user agents.
+   Built once per client and method and handed to nghttp2 without copying
+   (NGHTTP2_NV_FLAG_NO_COPY_*): their strings live as long as the client.
+   Templates are never freed before the client, so a HEADERS frame nghttp2
+   still holds always points at live strings; past HDR_TMPL_MAX methods the
+   headers are built per call instead. */
+#define HDR_TMPL_MAX 64
+
+typedef struct conch_hdr_tmpl {
+  struct conch_hdr_tmpl *next;
+  char *path; /* the method's path, the key with |kind| and |send_comp| */
+  conch_stream_kind kind;
+  int send_comp;
+  size_t n;      /* entries */
+  int ua_last;   /* the last entry is user-agent (dropped when the call
+                    sets its own) */
+  nghttp2_nv *nva;
+} conch_hdr_tmpl;
+
+/* Appends the POST headers every call of |call|'s method shares. */
+static void const_headers(hdr_list *h, conch_call *call) {
+  conch_client *c = call->client;
+  hdr_adds(h, ":method", "POST");
+  hdr_adds(h, ":scheme", c->tls ? "https" : "http");
+  hdr_adds(h, ":authority", c->authority);
+  if (is_connect(call)) {
+    hdr_adds(h, "content-type",
+             conch__ctype_name(connect_unary(call) ? CONCH_CT_CONNECT
+                                                   : CONCH_CT_CONNECT_STREAM,
+                               want_codec(call), 0));
+    hdr_adds(h, "connect-protocol-version", "1");
+  } else if (is_web(call)) {
+    hdr_adds(h, "content-type",
+             conch__ctype_name(CONCH_CT_GRPC_WEB, want_codec(call), 0));
+  } else {
+    hdr_adds(h, "content-type",
+             conch__ctype_name(CONCH_CT_GRPC, want_codec(call), 0));
+    hdr_adds(h, "te", "trailers");
+  }
+  if (connect_unary(call)) {
+    accept_header(h, call, "accept-encoding");
+  } else {
+    if (call->send_comp != CONCH_COMPRESSION_IDENTITY) {
+      hdr_adds(h,
+               is_connect(call) ? "connect-content-encoding" : "grpc-encoding",
+               send_comp_name(call));
+    }
+    accept_header(h, call,
+                  is_connect(call) ? "connect-accept-encoding"
+                                   : "grpc-accept-encoding");
+  }
+  if (is_web(call)) {
+    /* Browsers cannot set user-agent; gRPC-Web servers look here too. */
+    hdr_adds(h, "x-user-agent", c->user_agent);
+  }
+}
+
+/* Builds the template of |call|'s method: NULL when out of memory or when
+   the client has HDR_TMPL_MAX already (the caller builds per call). */
+static conch_hdr_tmpl *tmpl_new(conch_call *call) {
+  conch_client *c = call->client;
+  const conch_mem *mem = c->mem;
+  nghttp2_nv nva[16];
+  conch_buf store = CONCH_BUF_INIT;
+  hdr_list h;
+  conch_hdr_tmpl *t = NULL, *x;
+  size_t i, plen = strlen(c->prefix), mlen = strlen(call->method->path);
+  size_t nt = 0, sz;
+  uint8_t *strings;
+
+  for (x = c->hdr_tmpls; x != NULL; x = x->next) {
+    nt++;
+  }
+  if (nt >= HDR_TMPL_MAX) {
+    return NULL;
+  }
+  h.nva = nva;
+  h.cap = sizeof(nva) / sizeof(nva[0]);
+  h.n = 0;
+  h.store = &store;
+  h.mem = mem;
+  h.err = 0;
+  /* :path = prefix + path */
+  if (conch__buf_append(&store, mem, ":path", 5) != 0 ||
+      conch__buf_append(&store, mem, c->prefix, plen) != 0 ||
+      conch__buf_append(&store, mem, call->method->path, mlen) != 0) {
+    conch__buf_free(&store, mem);
+    return NULL;
+  }
+  nva[0].name = (uint8_t *)(uintptr_t)0;
+  nva[0].namelen = 5;
+  nva[0].value = (uint8_t *)(uintptr_t)5;
+  nva[0].valuelen = plen + mlen;
+  h.n = 1;
+  const_headers(&h, call);
+  hdr_adds(&h, "user-agent", c->user_agent);
+  if (h.err == 0) {
+    sz = sizeof(*t) + h.n * sizeof(nghttp2_nv) + mlen + 1 +
+         conch__buf_size(&store);
+    t = conch__malloc(mem, sz);
+  }
+  if (t != NULL) {
+    t->nva = (nghttp2_nv *)(t + 1);
+    t->path = (char *)(t->nva + h.n);
+    memcpy(t->path, call->method->path, mlen + 1);
+    strings = (uint8_t *)t->path + mlen + 1;
+    memcpy(strings, conch__buf_head(&store), conch__buf_size(&store));
+    for (i = 0; i < h.n; i++) {
+      t->nva[i] = nva[i];
+      t->nva[i].name = strings + (uintptr_t)nva[i].name;
+      t->nva[i].value = strings + (uintptr_t)nva[i].value;
+      t->nva[i].flags =
+          NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+    }
+    t->n = h.n;
+    t->ua_last = 1;
+    t->kind = call->method->kind;
+    t->send_comp = call->send_comp;
+    t->next = c->hdr_tmpls;
+    c->hdr_tmpls = t;
+  }
+  conch__buf_free(&store, mem);
+  return t;
+}
+
+/* The template for |call|, made on first use; NULL when none can be. */
+static const conch_hdr_tmpl *tmpl_get(conch_call *call) {
+  conch_client *c = call->client;
+  conch_hdr_tmpl *t;
+  for (t = c->hdr_tmpls; t != NULL; t = t->next) {
+    if (t->kind == call->method->kind && t->send_comp == call->send_comp &&
+        strcmp(t->path, call->method->path) == 0) {
+      return t;
+    }
+  }
+  return tmpl_new(call);
+}
+
+void conch__proto_client_free(conch_client *c) {
+  while (c->hdr_tmpls != NULL) {
+    conch_hdr_tmpl *t = c->hdr_tmpls;
+    c->hdr_tmpls = t->next;
+    conch__free(c->mem, t);
+  }
+}
+
 long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
                                   conch_buf *store) {
   conch_client *c = call->client;
+  const conch_hdr_tmpl *t = call->get ? NULL : tmpl_get(call);
+  int own_ua = conch_metadata_find(&call->req_headers, "user-agent", 0) >= 0;
   hdr_list h;
   char num[32];
-  size_t i;
+  size_t i, fixed = 0; /* entries [0, fixed) are pointers already */
 
   h.nva = nva;
   h.cap = cap;
@@ -330,7 +480,14 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
   h.mem = c->mem;
   h.err = 0;
 
-  {
+  if (t != NULL) {
+    fixed = t->n - (own_ua && t->ua_last ? 1 : 0);
+    if (fixed > cap) {
+      return CONCH_ERR_LIMIT;
+    }
+    memcpy(nva, t->nva, fixed * sizeof(nghttp2_nv));
+    h.n = fixed;
+  } else {
     size_t plen = strlen(c->prefix), mlen = strlen(call->method->path);
     size_t off = conch__buf_size(store);
     size_t vlen;
@@ -355,10 +512,19 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
     nva[h.n].valuelen = vlen;
     nva[h.n].flags = NGHTTP2_NV_FLAG_NONE;
     h.n++;
+    if (call->get) {
+      /* The query says it all: no content-type, no protocol version. */
+      hdr_adds(&h, ":method", "GET");
+      hdr_adds(&h, ":scheme", c->tls ? "https" : "http");
+      hdr_adds(&h, ":authority", c->authority);
+      accept_header(&h, call, "accept-encoding");
+    } else {
+      const_headers(&h, call);
+    }
+    if (!own_ua) {
+      hdr_adds(&h, "user-agent", c->user_agent);
+    }
   }
-  hdr_adds(&h, ":method", call->get ? "GET" : "POST");
-  hdr_adds(&h, ":scheme", c->tls ? "https" : "http");
-  hdr_adds(&h, ":authority", c->authority);
   if (call->deadline_at != 0) {
     int64_t left = call->deadline_at - conch__client_now(call->client);
     if (left <= 0) {
@@ -376,49 +542,14 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
       hdr_adds(&h, "grpc-timeout", num);
     }
   }
-  if (call->get) {
-    /* The query says it all: no content-type, no protocol version. */
-  } else if (is_connect(call)) {
-    hdr_adds(&h, "content-type",
-             conch__ctype_name(connect_unary(call) ? CONCH_CT_CONNECT
-                                                   : CONCH_CT_CONNECT_STREAM,
-                               want_codec(call), 0));
-    hdr_adds(&h, "connect-protocol-version", "1");
-  } else if (is_web(call)) {
-    hdr_adds(&h, "content-type",
-             conch__ctype_name(CONCH_CT_GRPC_WEB, want_codec(call), 0));
-  } else {
-    hdr_adds(&h, "content-type",
-             conch__ctype_name(CONCH_CT_GRPC, want_codec(call), 0));
-    hdr_adds(&h, "te", "trailers");
-  }
-  if (connect_unary(call)) {
-    if (call->unary_compressed && !call->get) {
-      hdr_adds(&h, "content-encoding", send_comp_name(call));
-    }
-    accept_header(&h, call, "accept-encoding");
-  } else {
-    const char *enc_name =
-        is_connect(call) ? "connect-content-encoding" : "grpc-encoding";
-    if (call->send_comp != CONCH_COMPRESSION_IDENTITY) {
-      hdr_adds(&h, enc_name, send_comp_name(call));
-    }
-    accept_header(&h, call,
-                  is_connect(call) ? "connect-accept-encoding"
-                                   : "grpc-accept-encoding");
-  }
-  if (is_web(call)) {
-    /* Browsers cannot set user-agent; gRPC-Web servers look here too. */
-    hdr_adds(&h, "x-user-agent", c->user_agent);
-  }
-  if (conch_metadata_find(&call->req_headers, "user-agent", 0) < 0) {
-    hdr_adds(&h, "user-agent", c->user_agent);
+  if (connect_unary(call) && call->unary_compressed && !call->get) {
+    hdr_adds(&h, "content-encoding", send_comp_name(call));
   }
   add_user_headers(&h, &call->req_headers);
   if (h.err != 0) {
     return h.err;
   }
-  for (i = 0; i < h.n; i++) {
+  for (i = fixed; i < h.n; i++) {
     uint8_t *base = conch__buf_head(store);
     nva[i].name = base + (uintptr_t)nva[i].name;
     nva[i].value = base + (uintptr_t)nva[i].value;
@@ -680,7 +811,12 @@ static void connect_unary_end(conch_call *call) {
   }
   call->resp_enc = enc;
   conch__call_deliver(call, p, n, enc != CONCH_ENC_IDENTITY);
-  conch__buf_free(&call->body, c->mem);
+  /* A small body's memory stays for the call's reuse (call.c's spares). */
+  if (call->body.cap > 1024) {
+    conch__buf_free(&call->body, c->mem);
+  } else {
+    conch__buf_reset(&call->body);
+  }
   conch__call_finish(call);
 }
 

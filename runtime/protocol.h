@@ -26,9 +26,13 @@ int conch__grpc_status_field(const char *name, size_t len);
 /* Whether a call of this shape must have its one message before HEADERS. */
 int conch__proto_headers_wait_message(const conch_call *call);
 /* Builds the request header list for |call| into |nva| (room for |cap|
-   entries), with strings stored in |store|.  Returns the count or a
-   negative CONCH_ERR_*. */
+   entries), with strings stored in |store|; the headers constant for the
+   client and method come from a template (see conch_hdr_tmpl) and are
+   flagged for nghttp2 not to copy.  Returns the count or a negative
+   CONCH_ERR_*. */
 long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
                                   conch_buf *store);
+/* Frees the request header templates of |c|, after its sessions. */
+void conch__proto_client_free(conch_client *c);
 
 #endif

@@ -4,12 +4,29 @@
      conch-bench unary  URL CONCURRENCY SECONDS PAYLOAD_BYTES
      conch-bench stream URL SECONDS MESSAGE_BYTES
      conch-bench idle   URL STREAMS
+     conch-bench [--protocol connect|grpc] list  URL CONC CALLS
+     conch-bench [--protocol connect|grpc] setup URL CONC STREAMS
+     conch-bench [--protocol connect|grpc] bulk  URL MESSAGES BYTES
 
    unary: CONCURRENCY unary calls kept in flight on one connection for
    SECONDS; stream: one server stream of MESSAGE_BYTES messages read for
    SECONDS; idle: STREAMS open server streams, to measure memory per stream.
+   Those four use the interop test service (tools/bench/run.sh).
+
+   list, setup and bulk run against tools/bench/bench_server.c
+   (tools/bench/compare.sh), a fixed amount of work each: CALLS unary
+   process.Process/List calls with CONC in flight; STREAMS server streams of
+   process.Process/Start of one 64-byte message each, CONC open at a time;
+   one stream of MESSAGES messages of BYTES stdout bytes.  With
+   CONCH_BENCH_ALLOCS=1 in the environment the client counts its allocations
+   (conch_mem hooks), split into nghttp2's and the rest (conch's own, with
+   protobuf-c's arena), and reports them per call or stream.
+
    Prints one JSON line: calls or bytes, seconds, and the CPU time this
    process used (user + system). */
+#define _GNU_SOURCE
+#include <link.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +35,11 @@
 
 #include <conch/conch.h>
 
+#include <nghttp2/nghttp2.h>
+
 #include "conchtest/v1/test.pb-c.h"
+#include "process/process.conch.h"
+#include "process/process.pb-c.h"
 
 #define SVC "/conchtest.v1.TestService/"
 
@@ -58,6 +79,8 @@ static long rss_kib(void) {
   fclose(f);
   return v;
 }
+
+static conch_client *pc_client(const char *url, size_t recv_limit);
 
 typedef struct unary_state {
   conch_client *c;
@@ -115,9 +138,7 @@ static int bench_unary(const char *url, int conc, double secs, size_t bytes) {
   conchtest__v1__request__init(&s.req);
   s.req.payload.data = payload;
   s.req.payload.len = bytes;
-  if (conch_client_new(&s.c, url, NULL) != 0) {
-    return 1;
-  }
+  s.c = pc_client(url, 0);
   /* Warm up the connection first. */
   s.deadline = now_s();
   start_unary(&s);
@@ -172,18 +193,12 @@ static const conch_call_handler stream_h = {NULL, stream_msg, NULL, NULL,
 
 static int bench_stream(const char *url, double secs, size_t bytes) {
   conch_client *c;
-  conch_client_opts *o;
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   stream_state s = {0, 0, 0};
   conch_call *call;
   double t0, c0, t1, c1;
 
-  conch_client_opts_new(&o);
-  conch_client_opts_set_recv_limit(o, bytes + 1024);
-  if (conch_client_new(&c, url, o) != 0) {
-    return 1;
-  }
-  conch_client_opts_free(o);
+  c = pc_client(url, bytes + 1024);
   req.response_count = 1000000000;
   req.response_size = (uint32_t)bytes;
   t0 = now_s();
@@ -214,9 +229,7 @@ static int bench_idle(const char *url, int n) {
   double t0;
   int i;
 
-  if (conch_client_new(&c, url, NULL) != 0) {
-    return 1;
-  }
+  c = pc_client(url, 0);
   /* One call first, so the connection's own memory is not counted. */
   req.response_count = 1;
   if (conch_call_start(c, &m_server, NULL, NULL, NULL, &calls[0]) != 0 ||
@@ -249,7 +262,257 @@ static int bench_idle(const char *url, int n) {
   return 0;
 }
 
+/* ---- Workloads against bench-server (compare.sh) ------------------------ */
+
+static conch_protocol protocol = CONCH_PROTOCOL_CONNECT;
+
+/* Allocation counting: calls of the hooks whose caller lies in libnghttp2's
+   mapping are nghttp2's, the rest conch's (with protobuf-c's arena). */
+static uintptr_t h2_lo, h2_hi;
+static long n_allocs_h2, n_allocs_own;
+
+static int find_h2(struct dl_phdr_info *info, size_t size, void *ud) {
+  uintptr_t want = (uintptr_t)ud, lo = UINTPTR_MAX, hi = 0;
+  int i;
+  (void)size;
+  for (i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type != PT_LOAD) {
+      continue;
+    }
+    if (a < lo) {
+      lo = a;
+    }
+    if (a + ph->p_memsz > hi) {
+      hi = a + ph->p_memsz;
+    }
+  }
+  if (want >= lo && want < hi) {
+    h2_lo = lo;
+    h2_hi = hi;
+    return 1;
+  }
+  return 0;
+}
+
+static void count_alloc(uintptr_t ra) {
+  if (ra >= h2_lo && ra < h2_hi) {
+    n_allocs_h2++;
+  } else {
+    n_allocs_own++;
+  }
+}
+
+static void *cnt_malloc(size_t n, void *ud) {
+  (void)ud;
+  count_alloc((uintptr_t)__builtin_return_address(0));
+  return malloc(n);
+}
+
+static void cnt_free(void *p, void *ud) {
+  (void)ud;
+  free(p);
+}
+
+static void *cnt_calloc(size_t k, size_t n, void *ud) {
+  (void)ud;
+  count_alloc((uintptr_t)__builtin_return_address(0));
+  return calloc(k, n);
+}
+
+static void *cnt_realloc(void *p, size_t n, void *ud) {
+  (void)ud;
+  count_alloc((uintptr_t)__builtin_return_address(0));
+  return realloc(p, n);
+}
+
+static const conch_mem counting_mem = {NULL, cnt_malloc, cnt_free, cnt_calloc,
+                                       cnt_realloc};
+
+static int counting(void) {
+  const char *e = getenv("CONCH_BENCH_ALLOCS");
+  return e != NULL && strcmp(e, "1") == 0;
+}
+
+static conch_client *pc_client(const char *url, size_t recv_limit) {
+  conch_client *c;
+  conch_client_opts *o;
+  if (conch_client_opts_new(&o) != 0 ||
+      conch_client_opts_set_protocol(o, protocol) != 0 ||
+      (recv_limit > 0 && conch_client_opts_set_recv_limit(o, recv_limit) != 0)) {
+    fprintf(stderr, "cannot make client options\n");
+    exit(1);
+  }
+  if (counting()) {
+    dl_iterate_phdr(find_h2, (void *)(uintptr_t)&nghttp2_version);
+    conch_client_opts_set_mem(o, &counting_mem);
+  }
+  if (conch_client_new(&c, url, o) != 0) {
+    fprintf(stderr, "cannot make a client of %s\n", url);
+    exit(1);
+  }
+  conch_client_opts_free(o);
+  return c;
+}
+
+typedef struct pc_state {
+  conch_client *c;
+  const conch_method *m;
+  const ProtobufCMessage *req;
+  long total, started, done, errors;
+  double bytes;
+} pc_state;
+
+static void pc_start(pc_state *s);
+
+static void pc_list_msg(conch_call *call, const ProtobufCMessage *m, void *ud) {
+  pc_state *s = ud;
+  (void)call;
+  if (((const Process__ListResponse *)m)->n_processes != 3) {
+    s->errors++;
+  }
+}
+
+static void pc_start_msg(conch_call *call, const ProtobufCMessage *m,
+                         void *ud) {
+  const Process__StartResponse *r = (const Process__StartResponse *)m;
+  pc_state *s = ud;
+  (void)call;
+  if (r->event != NULL && r->event->data != NULL) {
+    s->bytes += (double)r->event->data->stdout.len;
+  }
+}
+
+static void pc_close(conch_call *call, const conch_status *st,
+                     const conch_metadata *trailers, void *ud) {
+  pc_state *s = ud;
+  (void)trailers;
+  if (st->code == CONCH_CODE_OK) {
+    s->done++;
+  } else {
+    if (s->errors == 0) {
+      fprintf(stderr, "call failed: %s\n", st->message ? st->message : "");
+    }
+    s->errors++;
+  }
+  conch_call_free(call);
+  pc_start(s);
+}
+
+static const conch_call_handler pc_list_h = {NULL, pc_list_msg, NULL, NULL,
+                                             pc_close};
+static const conch_call_handler pc_start_h = {NULL, pc_start_msg, NULL, NULL,
+                                              pc_close};
+
+static void pc_start(pc_state *s) {
+  conch_call *call;
+  if (s->started >= s->total) {
+    return;
+  }
+  s->started++;
+  if (conch_call_start(s->c, s->m, NULL,
+                       s->m == &process__process__list__method ? &pc_list_h
+                                                                : &pc_start_h,
+                       s, &call) != 0 ||
+      conch_call_send(call, s->req) != 0) {
+    fprintf(stderr, "cannot start a call\n");
+    exit(1);
+  }
+}
+
+static int pc_run(const char *mode, const char *url, long a, long b) {
+  Process__ListRequest lreq = PROCESS__LIST_REQUEST__INIT;
+  Process__StartRequest sreq = PROCESS__START_REQUEST__INIT;
+  Process__ProcessConfig cfg = PROCESS__PROCESS_CONFIG__INIT;
+  char arg0[32], arg1[32];
+  char *args[2] = {arg0, arg1};
+  pc_state s;
+  long conc, i, a0 = 0, a1 = 0;
+  double t0, c0, t1, c1;
+  const char *unit = "calls";
+  int bulk = strcmp(mode, "bulk") == 0;
+
+  memset(&s, 0, sizeof(s));
+  s.c = pc_client(url, bulk ? (size_t)b + 1024 : 0);
+  cfg.cmd = "bench";
+  cfg.n_args = 2;
+  cfg.args = args;
+  sreq.process = &cfg;
+  /* Warm up the connection with one List call. */
+  s.m = &process__process__list__method;
+  s.req = &lreq.base;
+  s.total = 1;
+  pc_start(&s);
+  while (s.done + s.errors < 1) {
+    conch_client_run(s.c, -1);
+  }
+  if (s.errors > 0) {
+    return 1;
+  }
+  memset(&s.total, 0, sizeof(s) - offsetof(pc_state, total));
+  if (strcmp(mode, "list") == 0) {
+    conc = a;
+    s.total = b;
+  } else if (strcmp(mode, "setup") == 0) {
+    s.m = &process__process__start__method;
+    s.req = &sreq.base;
+    snprintf(arg0, sizeof(arg0), "1");
+    snprintf(arg1, sizeof(arg1), "64");
+    conc = a;
+    s.total = b;
+    unit = "streams";
+  } else {
+    s.m = &process__process__start__method;
+    s.req = &sreq.base;
+    snprintf(arg0, sizeof(arg0), "%ld", a);
+    snprintf(arg1, sizeof(arg1), "%ld", b);
+    conc = 1;
+    s.total = 1;
+    unit = "bytes";
+  }
+  a0 = n_allocs_own;
+  a1 = n_allocs_h2;
+  t0 = now_s();
+  c0 = cpu_s();
+  for (i = 0; i < conc; i++) {
+    pc_start(&s);
+  }
+  while (s.done + s.errors < s.total) {
+    conch_client_run(s.c, -1);
+  }
+  t1 = now_s();
+  c1 = cpu_s();
+  printf("{\"mode\":\"%s\",\"%s\":%.0f,\"errors\":%ld,\"seconds\":%.3f,"
+         "\"cpu_seconds\":%.3f",
+         mode, unit, bulk ? s.bytes : (double)s.done, s.errors, t1 - t0,
+         c1 - c0);
+  if (counting()) {
+    printf(",\"allocs_own\":%.2f,\"allocs_nghttp2\":%.2f",
+           (double)(n_allocs_own - a0) / (double)s.total,
+           (double)(n_allocs_h2 - a1) / (double)s.total);
+  }
+  printf("}\n");
+  conch_client_free(s.c);
+  return s.errors > 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 2 && strcmp(argv[1], "--protocol") == 0) {
+    if (strcmp(argv[2], "grpc") == 0) {
+      protocol = CONCH_PROTOCOL_GRPC;
+    } else if (strcmp(argv[2], "connect") != 0) {
+      fprintf(stderr, "conch-bench: unknown protocol %s\n", argv[2]);
+      return 2;
+    }
+    argc -= 2;
+    argv += 2;
+  }
+  if (argc == 5 && (strcmp(argv[1], "list") == 0 ||
+                    strcmp(argv[1], "setup") == 0 ||
+                    strcmp(argv[1], "bulk") == 0)) {
+    return pc_run(argv[1], argv[2], atol(argv[3]), atol(argv[4]));
+  }
   if (argc == 6 && strcmp(argv[1], "unary") == 0) {
     return bench_unary(argv[2], atoi(argv[3]), atof(argv[4]),
                        (size_t)atol(argv[5]));
@@ -260,7 +523,9 @@ int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "idle") == 0) {
     return bench_idle(argv[2], atoi(argv[3]));
   }
-  fprintf(stderr, "usage: conch-bench unary URL CONC SECS BYTES | "
-                  "stream URL SECS BYTES | idle URL STREAMS\n");
+  fprintf(stderr, "usage: conch-bench [--protocol connect|grpc] "
+                  "unary URL CONC SECS BYTES | stream URL SECS BYTES | "
+                  "idle URL STREAMS | list URL CONC CALLS | "
+                  "setup URL CONC STREAMS | bulk URL MESSAGES BYTES\n");
   return 2;
 }

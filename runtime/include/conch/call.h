@@ -86,12 +86,21 @@ typedef struct conch_call_opts {
       whose URL would pass the client's limit
       (conch_client_opts_set_get_max_url()). */
   int http_get;
+  /** 1: the call frees itself once its on_close returns (or at the end,
+      when it has no on_close), as if conch_call_free() were called there;
+      the application then never calls conch_call_free() and must not use
+      the call after on_close.  For push-mode calls driven by a loop, not
+      for the blocking functions (*_sync), which read the call after it
+      ended.  Without it a finished call's memory stays until
+      conch_call_free() or conch_client_free(). */
+  int auto_free;
   void *reserved[6];
 } conch_call_opts;
 
 #define CONCH_CALL_OPTS_INIT                                                   \
   {                                                                            \
-    sizeof(conch_call_opts), 0, NULL, CONCH_COMPRESSION_DEFAULT, 0, 0, { 0 }   \
+    sizeof(conch_call_opts), 0, NULL, CONCH_COMPRESSION_DEFAULT, 0, 0, 0,      \
+    { 0 }                                                                      \
   }
 
 /**
@@ -226,6 +235,13 @@ CONCH_EXTERN void *conch_call_user_data(const conch_call *call);
 
 /** The client of |call|. */
 CONCH_EXTERN conch_client *conch_call_client(const conch_call *call);
+
+/**
+ * Inside on_message or on_raw_message: the size in bytes of the message
+ * being delivered, serialized as the codec produced it (after
+ * decompression).  0 outside those handlers, in pull mode, and for NULL.
+ */
+CONCH_EXTERN size_t conch_call_message_size(const conch_call *call);
 
 /* ---- Blocking layer: poll loops on the calling thread ------------------ */
 
