@@ -38,6 +38,7 @@ import {
   file_conformance_v1_service,
 } from "./gen/conformance/v1/service_pb.js";
 import { parseFeatures } from "./lib.mjs";
+import { compatRequest, parseCompatResponse } from "./server_compat.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const registry = createRegistry(file_conformance_v1_service);
@@ -58,60 +59,6 @@ for (let i = 0; i < argv.length; i++) {
 }
 if (serverPath === null) usage();
 const features = parseFeatures(readFileSync(configPath, "utf8"));
-
-// ---------------------------------------------------------------------------
-// ServerCompatRequest/Response, encoded by hand (three scalar fields each;
-// the field numbers are those of proto/conformance/v1/server_compat.proto).
-
-function varint(n) {
-  const out = [];
-  while (n > 0x7f) {
-    out.push((n & 0x7f) | 0x80);
-    n >>>= 7;
-  }
-  out.push(n);
-  return out;
-}
-
-function compatRequest({ protocol, httpVersion, useTls }) {
-  const b = [0x08, ...varint(protocol), 0x10, ...varint(httpVersion)];
-  if (useTls) b.push(0x20, 1);
-  const len = Buffer.alloc(4);
-  len.writeUInt32BE(b.length);
-  return Buffer.concat([len, Buffer.from(b)]);
-}
-
-function parseCompatResponse(buf) {
-  const out = { host: "", port: 0 };
-  let i = 0;
-  const readVarint = () => {
-    let v = 0;
-    let shift = 0;
-    for (;;) {
-      const c = buf[i++];
-      v += (c & 0x7f) * 2 ** shift;
-      if ((c & 0x80) === 0) return v;
-      shift += 7;
-    }
-  };
-  while (i < buf.length) {
-    const key = readVarint();
-    const field = key >>> 3;
-    const wire = key & 7;
-    if (wire === 0) {
-      const v = readVarint();
-      if (field === 2) out.port = v;
-    } else if (wire === 2) {
-      const n = readVarint();
-      const s = buf.subarray(i, i + n);
-      i += n;
-      if (field === 1) out.host = s.toString("utf8");
-    } else {
-      throw new Error(`unexpected wire type ${wire}`);
-    }
-  }
-  return out;
-}
 
 function startServer(req) {
   const child = spawn(serverPath, [], { stdio: ["pipe", "pipe", "pipe"] });
