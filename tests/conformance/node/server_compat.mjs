@@ -1,5 +1,5 @@
 // ServerCompatRequest/ServerCompatResponse, encoded by hand for
-// server_runner.mjs and runner.mjs --server-bin (three scalar fields each;
+// server_runner.mjs and runner.mjs --server-bin (the scalar fields;
 // the field numbers are those of proto/conformance/v1/server_compat.proto).
 
 function varint(n) {
@@ -12,9 +12,11 @@ function varint(n) {
   return out;
 }
 
-export function compatRequest({ protocol, httpVersion, useTls }) {
+export function compatRequest({ protocol, httpVersion, useTls,
+  messageReceiveLimit }) {
   const b = [0x08, ...varint(protocol), 0x10, ...varint(httpVersion)];
   if (useTls) b.push(0x20, 1);
+  if (messageReceiveLimit) b.push(0x30, ...varint(messageReceiveLimit));
   const len = Buffer.alloc(4);
   len.writeUInt32BE(b.length);
   return Buffer.concat([len, Buffer.from(b)]);

@@ -6,12 +6,13 @@
 // For each protocol (Connect, gRPC, gRPC-Web) the server is started anew:
 // a size-delimited ServerCompatRequest on its stdin (HTTP/2, no TLS), a
 // size-delimited ServerCompatResponse with host and port read from its
-// stdout.  Then every case below runs in each codec (proto, JSON) and
-// compression (identity, gzip) the features file declares; each checks
+// stdout.  Then every case below runs in each codec and compression the
+// features file declares (requests and responses compressed); each checks
 // what the suite checks of the ConformanceService's answer (data,
 // headers, trailers, errors and details, the echoed RequestInfo).  At the
-// end the server's stdin is closed and it must exit 0.  Also checked: a
-// request for HTTP/1.1 or TLS is refused with a message and exit status 3.
+// end the server's stdin is closed and it must exit 0.  Also checked: the
+// message_receive_limit of the ServerCompatRequest, and that a request for
+// HTTP/1.1 or TLS is refused with a message and exit status 3.
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -21,6 +22,7 @@ import { create, createRegistry, equals, fromBinary } from "@bufbuild/protobuf";
 import { anyUnpack } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import {
+  compressionBrotli,
   compressionGzip,
   createConnectTransport,
   createGrpcTransport,
@@ -37,6 +39,11 @@ import {
   UnaryRequestSchema,
   file_conformance_v1_service,
 } from "./gen/conformance/v1/service_pb.js";
+import {
+  compressionDeflate,
+  compressionSnappy,
+  compressionZstd,
+} from "conch-interop-node/compressions.mjs";
 import { parseFeatures } from "./lib.mjs";
 import { compatRequest, parseCompatResponse } from "./server_compat.mjs";
 
@@ -461,6 +468,15 @@ const testHeaders = { "x-conch-test": "yes" };
 // ---------------------------------------------------------------------------
 // Run
 
+const COMPRESSIONS = {
+  COMPRESSION_IDENTITY: null,
+  COMPRESSION_GZIP: compressionGzip,
+  COMPRESSION_BR: compressionBrotli,
+  COMPRESSION_ZSTD: compressionZstd,
+  COMPRESSION_DEFLATE: compressionDeflate,
+  COMPRESSION_SNAPPY: compressionSnappy,
+};
+
 const PROTOCOLS = {
   PROTOCOL_CONNECT: ["connect", 1, createConnectTransport],
   PROTOCOL_GRPC: ["grpc", 2, createGrpcTransport],
@@ -475,8 +491,7 @@ async function runProtocol(pname) {
   const srv = startServer({ protocol: pnum, httpVersion: 2 });
   const { host, port } = await srv.listening;
   const codecs = features.codecs ?? ["CODEC_PROTO"];
-  const comps = (features.compressions ?? ["COMPRESSION_IDENTITY"])
-    .filter((c) => c === "COMPRESSION_IDENTITY" || c === "COMPRESSION_GZIP");
+  const comps = features.compressions ?? ["COMPRESSION_IDENTITY"];
   for (const codec of codecs) {
     for (const comp of comps) {
       for (const get of protocol === "connect" &&
@@ -486,10 +501,8 @@ async function runProtocol(pname) {
           httpVersion: "2",
           useBinaryFormat: codec === "CODEC_PROTO",
           jsonOptions: { registry },
-          sendCompression: comp === "COMPRESSION_GZIP" ? compressionGzip
-            : undefined,
-          acceptCompression: comp === "COMPRESSION_GZIP" ? [compressionGzip]
-            : [],
+          sendCompression: COMPRESSIONS[comp] ?? undefined,
+          acceptCompression: COMPRESSIONS[comp] ? [COMPRESSIONS[comp]] : [],
           compressMinBytes: 0,
           useHttpGet: get,
           interceptors: [(next) => (req) => {
@@ -524,6 +537,40 @@ async function runProtocol(pname) {
   }
 }
 
+// A server started with message_receive_limit 1024 takes a request of
+// under 1 KiB and refuses a larger one with resource_exhausted.
+async function receiveLimit() {
+  const srv = startServer({ protocol: 1, httpVersion: 2,
+    messageReceiveLimit: 1024 });
+  const { host, port } = await srv.listening;
+  for (const [pname, [protocol, , makeTransport]] of
+    Object.entries(PROTOCOLS)) {
+    if (!(features.protocols ?? []).includes(pname)) continue;
+    const client = createClient(ConformanceService, makeTransport({
+      baseUrl: `http://${host}:${port}`, httpVersion: "2",
+    }));
+    try {
+      const small = create(UnaryRequestSchema, {
+        requestData: new Uint8Array(900) });
+      await client.unary(small);
+      const big = create(UnaryRequestSchema, {
+        requestData: new Uint8Array(2000) });
+      await expectError(client.unary(big), Code.ResourceExhausted);
+      totals[protocol] = (totals[protocol] ?? 0) + 1;
+    } catch (e) {
+      failures++;
+      process.stdout.write(`FAIL ${protocol}/receive-limit: ${e.stack ?? e}\n`);
+    }
+  }
+  srv.child.stdin.end();
+  const e = await srv.exited;
+  if (e.code !== 0) {
+    failures++;
+    process.stdout.write(`FAIL receive-limit: server exited ` +
+      `${e.code ?? e.signal}: ${srv.stderr()}\n`);
+  }
+}
+
 async function refused(name, req) {
   const srv = startServer(req);
   srv.listening.catch(() => {});
@@ -545,6 +592,7 @@ const deadline = setTimeout(() => {
 for (const p of features.protocols ?? []) {
   await runProtocol(p);
 }
+await receiveLimit();
 await refused("HTTP/1.1", { protocol: 1, httpVersion: 1 });
 await refused("TLS", { protocol: 1, httpVersion: 2, useTls: true });
 clearTimeout(deadline);
