@@ -12,7 +12,9 @@
 // headers, trailers, errors and details, the echoed RequestInfo).  At the
 // end the server's stdin is closed and it must exit 0.  Also checked: the
 // message_receive_limit of the ServerCompatRequest, and that a request for
-// HTTP/1.1 or TLS is refused with a message and exit status 3.
+// HTTP/1.1 or TLS is refused with a message and exit status 3, that a
+// frame that does not parse exits 2, and that closing stdin while a call
+// runs ends it and exits 0 at once.
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -571,6 +573,54 @@ async function receiveLimit() {
   }
 }
 
+// Closing stdin while a call waits out a 10 s delay: the server ends the
+// call and exits 0 at once (well before the delay), and the client's call
+// fails.
+async function closeWhileBusy() {
+  const srv = startServer({ protocol: 1, httpVersion: 2 });
+  const { host, port } = await srv.listening;
+  const client = createClient(ConformanceService, createConnectTransport({
+    baseUrl: `http://${host}:${port}`, httpVersion: "2",
+  }));
+  const call = client.unary(create(UnaryRequestSchema, {
+    responseDefinition: { responseDelayMs: 10000,
+      response: { case: "responseData", value: bytes("late") } },
+  })).then(() => "succeeded", (e) => ConnectError.from(e));
+  // A second call on the same HTTP/2 connection, answered at once: the
+  // server has read the first call's stream before it.
+  await client.unary(create(UnaryRequestSchema, {}));
+  const t0 = Date.now();
+  srv.child.stdin.end();
+  const e = await srv.exited;
+  const outcome = await call;
+  const ms = Date.now() - t0;
+  if (e.code !== 0 || ms > 8000 || outcome === "succeeded") {
+    failures++;
+    process.stdout.write(`FAIL close-while-busy: exit ${e.code ?? e.signal}` +
+      ` after ${ms} ms, call ${outcome}: ${srv.stderr()}\n`);
+  } else {
+    totals.lifecycle = (totals.lifecycle ?? 0) + 1;
+  }
+}
+
+// A frame that is not a ServerCompatRequest: exit status 2, a message.
+async function badRequest() {
+  const child = spawn(serverPath, [], { stdio: ["pipe", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (d) => (stderr += d));
+  const exited = new Promise((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal })));
+  child.stdin.end(Buffer.from([0, 0, 0, 3, 0xff, 0xff, 0xff]));
+  const e = await exited;
+  if (e.code !== 2 || !/does not parse/.test(stderr)) {
+    failures++;
+    process.stdout.write(`FAIL bad-request: exit ${e.code ?? e.signal}, ` +
+      `stderr ${JSON.stringify(stderr)}\n`);
+  } else {
+    totals.lifecycle = (totals.lifecycle ?? 0) + 1;
+  }
+}
+
 async function refused(name, req) {
   const srv = startServer(req);
   srv.listening.catch(() => {});
@@ -593,6 +643,8 @@ for (const p of features.protocols ?? []) {
   await runProtocol(p);
 }
 await receiveLimit();
+await closeWhileBusy();
+await badRequest();
 await refused("HTTP/1.1", { protocol: 1, httpVersion: 1 });
 await refused("TLS", { protocol: 1, httpVersion: 2, useTls: true });
 clearTimeout(deadline);
