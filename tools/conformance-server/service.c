@@ -322,6 +322,11 @@ static void finish(call *c) {
   st.details = nd > 0 ? d : NULL;
   st.ndetails = nd;
   int rv = conch_rpc_finish(c->rpc, &st);
+  if (rv == CONCH_ERR_INVALID) {
+    /* A code outside 1..16: the call is still ours; end it as unknown. */
+    st.code = CONCH_CODE_UNKNOWN;
+    rv = conch_rpc_finish(c->rpc, &st);
+  }
   if (rv != 0) {
     fprintf(stderr, "conformance-server: finish: %s\n", conch_strerror(rv));
   }

@@ -269,6 +269,17 @@ const cases = {
       o.trailer()?.get("x-custom-trailer") === "t", "no trailer with error");
   },
 
+  async "unary/error-code-out-of-range"(client) {
+    // Code 99 does not exist: the server ends the call as unknown.
+    const req = create(UnaryRequestSchema, {
+      responseDefinition: {
+        response: { case: "error", value: { code: 99, message: "odd" } },
+      },
+    });
+    const err = await expectError(client.unary(req), Code.Unknown);
+    check(err.rawMessage === "odd", `message ${err.rawMessage}`);
+  },
+
   async "unary/timeout-echoed"(client) {
     const req = create(UnaryRequestSchema, {
       responseDefinition: { response: { case: "responseData",
