@@ -41,7 +41,8 @@ gen=${1:-$top/gen}
 PROTOS="process/process.proto conch/plugin/descriptor.proto
 conch/plugin/plugin.proto google/protobuf/any.proto google/protobuf/empty.proto
 google/protobuf/struct.proto conformance/v1/config.proto
-conformance/v1/service.proto conformance/v1/client_compat.proto"
+conformance/v1/service.proto conformance/v1/client_compat.proto
+conformance/v1/server_compat.proto"
 CONCH_PROTOS="process/process.proto conformance/v1/service.proto"
 
 scratch=$(mktemp -d)

@@ -4,7 +4,7 @@
 //   node runner.mjs --client PATH [--config FILE] [--suite FILE.json]...
 //                   [--no-builtin] [--run REGEX] [--known-failing FILE]
 //                   [--parallel N] [--timeout SEC] [--verbose]
-//                   [--keep FILE]
+//                   [--keep FILE] [--server-bin PATH]
 //
 // 1. The features in --config (default tools/conformance-client/config.yaml)
 //    give the combinations to run; each suite is expanded over those it
@@ -20,6 +20,14 @@
 // 4. Finally the client is started once more with a call that would take
 //    10 s, and must die at once on SIGTERM.
 //
+// With --server-bin PATH the server is PATH instead of server.mjs: a server
+// under test of the suite's server mode (tools/conformance-server), started
+// through its stdin/stdout protocol (ServerCompatRequest in,
+// ServerCompatResponse out).  It makes no FEEDBACK checks; only the
+// cleartext HTTP/2 cases run, and those whose definition asks for a
+// raw_response (reference server only) are left out.  Give it a --config
+// both sides support (e.g. tools/conformance-server/config.yaml).
+//
 // Suites are suites.mjs (ours, run in CI) and any --suite file: a JSON
 // TestSuite as the conformance repository's YAML files hold them (convert
 // with any YAML-to-JSON tool).  --known-failing lists test name patterns,
@@ -33,7 +41,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary, toJsonString } from
+  "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 
 import {
@@ -55,7 +64,9 @@ import {
   expandSuites,
   expectedResult,
   parseFeatures,
+  registry,
 } from "./lib.mjs";
+import { compatRequest, parseCompatResponse } from "./server_compat.mjs";
 import { suites as builtinSuites } from "./suites.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -85,6 +96,7 @@ function parseArgs(argv) {
     timeout: 300,
     verbose: false,
     keep: null,
+    serverBin: null,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -103,6 +115,7 @@ function parseArgs(argv) {
       case "--timeout": opt.timeout = Number(value()); break;
       case "--verbose": case "-v": opt.verbose = true; break;
       case "--keep": opt.keep = value(); break;
+      case "--server-bin": opt.serverBin = value(); break;
       default: usage(`unknown argument ${a}`);
     }
   }
@@ -199,6 +212,35 @@ function startServer(args, feedback) {
         }
       }
     });
+  });
+}
+
+// Starts the server under test |path| (--server-bin) for cleartext HTTP/2.
+function startServerBin(path) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(path, [], { stdio: ["pipe", "pipe", "inherit"] });
+    const server = { child, port: 0, closed: null };
+    server.closed = new Promise((done) => child.stdout.on("close", done));
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error("server under test did not answer in 20 s"));
+    }, 20000);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      if (server.port === 0) reject(new Error(`server exited (${code})`));
+    });
+    let buf = Buffer.alloc(0);
+    child.stdout.on("data", (d) => {
+      buf = Buffer.concat([buf, d]);
+      if (server.port === 0 && buf.length >= 4 &&
+        buf.length >= 4 + buf.readUInt32BE(0)) {
+        clearTimeout(timer);
+        server.port = parseCompatResponse(
+          buf.subarray(4, 4 + buf.readUInt32BE(0))).port;
+        resolve(server);
+      }
+    });
+    child.stdin.write(compatRequest({ protocol: 1, httpVersion: 2 }));
   });
 }
 
@@ -335,7 +377,11 @@ async function main() {
   const known = loadKnownFailing(opt.knownFailing);
   const cases = expandSuites(suites,
     configCases(parseFeatures(readFileSync(opt.config, "utf8"))))
-    .filter((tc) => opt.run === null || opt.run.test(tc.name));
+    .filter((tc) => opt.run === null || opt.run.test(tc.name))
+    .filter((tc) => opt.serverBin === null ||
+      (tc.request.httpVersion === 2 && !tc.tls &&
+        !toJsonString(ClientCompatRequestSchema, tc.request, { registry })
+          .includes('"rawResponse"')));
   if (cases.length === 0) usage("no test cases selected");
 
   const dir = mkdtempSync(join(tmpdir(), "conch-conformance-"));
@@ -359,7 +405,9 @@ async function main() {
         : []),
     ];
     for (const kind of new Set(["h2", ...cases.map(kindOf)])) {
-      const server = await startServer(argsOf(kind), feedback);
+      const server = opt.serverBin !== null
+        ? await startServerBin(opt.serverBin)
+        : await startServer(argsOf(kind), feedback);
       servers.push(server);
       kinds.set(kind, server);
     }

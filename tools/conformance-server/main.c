@@ -1,0 +1,241 @@
+/* conformance-server: conch's server core under test of the Connect
+   conformance suite (connectrpc/conformance, "server mode").
+
+     conformance-server
+
+   The runner writes one ServerCompatRequest to stdin, preceded by its
+   length (4 bytes, big-endian).  This program starts a conch_server on
+   127.0.0.1 (a free port) serving connectrpc.conformance.v1.
+   ConformanceService (service.c), writes a ServerCompatResponse with the
+   host and port to stdout, framed the same way, and serves until its stdin
+   closes (then it exits 0) or SIGTERM (its default action, kept).
+
+   What the server core cannot do yet is refused at start with a message
+   on stderr and exit status 3: HTTP/1.1, HTTP/3 and TLS.  Bad input (a
+   frame that does not parse) exits 2.
+
+   One thread: the loop polls stdin and the server's descriptors together
+   (conch_server_pollfds(), conch_server_timeout_ms(),
+   conch_server_process()) and runs the response delays of the calls. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cs.h"
+
+/* A ServerCompatRequest is a few bytes; anything near this is not one. */
+#define MAX_FRAME (1u << 20)
+
+/* Exit statuses. */
+#define EXIT_BAD_INPUT 2
+#define EXIT_UNSUPPORTED 3
+#define EXIT_FAILED 1
+
+static int read_full(int fd, uint8_t *buf, size_t len) {
+  size_t got = 0;
+  while (got < len) {
+    ssize_t n = read(fd, buf + got, len - got);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return -1;
+    }
+    got += (size_t)n;
+  }
+  return 0;
+}
+
+static int write_full(int fd, const uint8_t *buf, size_t len) {
+  size_t put = 0;
+  while (put < len) {
+    ssize_t n = write(fd, buf + put, len - put);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return -1;
+    }
+    put += (size_t)n;
+  }
+  return 0;
+}
+
+static CompatRequest *read_request(void) {
+  uint8_t hdr[4];
+  if (read_full(0, hdr, sizeof(hdr)) != 0) {
+    fprintf(stderr, "conformance-server: no ServerCompatRequest on stdin\n");
+    return NULL;
+  }
+  uint32_t len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 |
+                 (uint32_t)hdr[2] << 8 | hdr[3];
+  if (len > MAX_FRAME) {
+    fprintf(stderr, "conformance-server: request frame of %u bytes\n", len);
+    return NULL;
+  }
+  uint8_t *buf = malloc(len != 0 ? len : 1);
+  if (buf == NULL || read_full(0, buf, len) != 0) {
+    fprintf(stderr, "conformance-server: short ServerCompatRequest\n");
+    free(buf);
+    return NULL;
+  }
+  CompatRequest *req =
+      connectrpc__conformance__v1__server_compat_request__unpack(NULL, len,
+                                                                  buf);
+  free(buf);
+  if (req == NULL) {
+    fprintf(stderr, "conformance-server: ServerCompatRequest does not "
+                    "parse\n");
+  }
+  return req;
+}
+
+/* Returns NULL when the server core can serve |req|, else why not. */
+static const char *unsupported(const CompatRequest *req) {
+  switch (req->http_version) {
+  case CONNECTRPC__CONFORMANCE__V1__HTTPVERSION__HTTP_VERSION_2:
+    break;
+  case CONNECTRPC__CONFORMANCE__V1__HTTPVERSION__HTTP_VERSION_1:
+    return "HTTP/1.1 serving is not supported by conch's server core yet";
+  case CONNECTRPC__CONFORMANCE__V1__HTTPVERSION__HTTP_VERSION_3:
+    return "HTTP/3 is not supported";
+  default:
+    return "no HTTP version given (HTTP_VERSION_2 is served)";
+  }
+  if (req->use_tls || req->client_tls_cert.len > 0) {
+    return "TLS serving is not supported by conch's server core yet "
+           "(cleartext h2c only)";
+  }
+  return NULL;
+}
+
+static int write_response(int port) {
+  Connectrpc__Conformance__V1__ServerCompatResponse resp =
+      CONNECTRPC__CONFORMANCE__V1__SERVER_COMPAT_RESPONSE__INIT;
+  resp.host = (char *)"127.0.0.1";
+  resp.port = (uint32_t)port;
+  size_t len =
+      connectrpc__conformance__v1__server_compat_response__get_packed_size(
+          &resp);
+  uint8_t *buf = malloc(4 + len);
+  if (buf == NULL) {
+    return -1;
+  }
+  buf[0] = (uint8_t)(len >> 24);
+  buf[1] = (uint8_t)(len >> 16);
+  buf[2] = (uint8_t)(len >> 8);
+  buf[3] = (uint8_t)len;
+  connectrpc__conformance__v1__server_compat_response__pack(&resp, buf + 4);
+  int rv = write_full(1, buf, 4 + len);
+  free(buf);
+  return rv;
+}
+
+/* Serves until stdin closes.  Returns 0, or -1 when polling failed. */
+static int serve(conch_server *s) {
+  struct pollfd *fds = NULL;
+  size_t cap = 0;
+  int rv = 0;
+
+  for (;;) {
+    size_t need = conch_server_pollfds(s, cap > 1 ? fds + 1 : NULL,
+                                       cap > 1 ? cap - 1 : 0);
+    if (need + 1 > cap) {
+      struct pollfd *n = realloc(fds, (need + 8) * sizeof(*fds));
+      if (n == NULL) {
+        rv = -1;
+        break;
+      }
+      fds = n;
+      cap = need + 8;
+      continue;
+    }
+    fds[0].fd = 0;
+    fds[0].events = POLLIN;
+    fds[0].revents = 0;
+    long t = conch_server_timeout_ms(s);
+    long d = cs_next_delay_ms();
+    if (d >= 0 && (t < 0 || d < t)) {
+      t = d;
+    }
+    int n = poll(fds, need + 1, t > (long)1 << 30 ? 1 << 30 : (int)t);
+    if (n < 0 && errno != EINTR) {
+      perror("conformance-server: poll");
+      rv = -1;
+      break;
+    }
+    if (n > 0 && fds[0].revents != 0) {
+      char junk[256];
+      ssize_t r = read(0, junk, sizeof(junk));
+      if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
+        break; /* the runner is done with us */
+      }
+    }
+    if (n < 0) {
+      continue;
+    }
+    conch_server_process(s, fds + 1, need);
+    cs_run_due();
+  }
+  free(fds);
+  return rv;
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+
+  CompatRequest *req = read_request();
+  if (req == NULL) {
+    return EXIT_BAD_INPUT;
+  }
+  const char *why = unsupported(req);
+  if (why != NULL) {
+    fprintf(stderr, "conformance-server: %s\n", why);
+    connectrpc__conformance__v1__server_compat_request__free_unpacked(req,
+                                                                      NULL);
+    return EXIT_UNSUPPORTED;
+  }
+
+  conch_server_opts *opts = NULL;
+  conch_server *s = NULL;
+  int status = EXIT_FAILED;
+  if (conch_server_opts_new(&opts) != 0) {
+    goto out;
+  }
+  /* The suite's limit; without one the core's default (4 MiB) stays. */
+  if (req->message_receive_limit > 0 &&
+      conch_server_opts_set_recv_limit(opts, req->message_receive_limit) !=
+          0) {
+    goto out;
+  }
+  if (conch_server_new(&s, opts) != 0) {
+    fprintf(stderr, "conformance-server: conch_server_new failed\n");
+    goto out;
+  }
+  if (cs_register(s) != 0) {
+    fprintf(stderr, "conformance-server: registering the service failed\n");
+    goto out;
+  }
+  int rv = conch_server_listen(s, "127.0.0.1:0");
+  if (rv != 0) {
+    fprintf(stderr, "conformance-server: listen: %s\n", conch_strerror(rv));
+    goto out;
+  }
+  if (write_response(conch_server_port(s)) != 0) {
+    fprintf(stderr, "conformance-server: writing the response failed\n");
+    goto out;
+  }
+  if (serve(s) == 0) {
+    status = 0;
+  }
+
+out:
+  conch_server_free(s); /* cancels the calls still running */
+  conch_server_opts_free(opts);
+  connectrpc__conformance__v1__server_compat_request__free_unpacked(req, NULL);
+  return status;
+}
