@@ -7,7 +7,7 @@
    documented liveness bound.
 
    Each case marks its processes with numbers of its own on their command
-   lines (`sleep 7791CCN`, C the case) and counts live processes that carry
+   lines (`sleep 7791CCN<pid>`, C the case, pid the test's) and counts live processes that carry
    the mark: the shell, its subshells, children and grandchildren.  It
    prints the leak count and the time from the close to the death of the
    last descendant.  The tree cases need a server that signals whole
@@ -71,6 +71,18 @@ static int group_teardown(void **state) {
 }
 
 /* ---- The OS process table ----------------------------------------------- */
+
+/* The mark of case |base| in this run: |base| then our pid in 7 digits
+   (no mark is a prefix of another), so that two runs of the suite at once
+   (CI and a developer, two worktrees) never count or wait for each
+   other's processes. */
+static const char *run_mark(const char *base) {
+  static char bufs[16][32];
+  static unsigned next;
+  char *b = bufs[next++ % 16];
+  snprintf(b, sizeof(bufs[0]), "%s%07ld", base, (long)getpid());
+  return b;
+}
 
 /* Live (not zombie) processes whose command line contains |mark|; their
    pids go to |pids| (up to |cap|) when not NULL. */
@@ -232,7 +244,7 @@ static conch_proc_opts *tree(shell *s, const char *m) {
 /* ---- Cases -------------------------------------------------------------- */
 
 static void test_break_early(void **state) {
-  const char *m = "7791301";
+  const char *m = run_mark("7791301");
   conch_sandbox *sb = sandbox();
   conch_process *p;
   conch_chunk c;
@@ -269,7 +281,7 @@ static void cb_chunk_raises(conch_process *p, const conch_chunk *chunk,
   cb_state *c = ud;
   (void)chunk;
   c->chunks++;
-  if (c->t_close == 0 && count_marked("7791302", NULL, 0) >= TREE_N) {
+  if (c->t_close == 0 && count_marked(run_mark("7791302"), NULL, 0) >= TREE_N) {
     c->t_close = conch_now_ms();
     conch_process_close_async(p, cb_closed, c);
   }
@@ -277,7 +289,7 @@ static void cb_chunk_raises(conch_process *p, const conch_chunk *chunk,
 
 static void test_error_in_chunk_callback(void **state) {
   static const conch_process_handler h = {NULL, cb_chunk_raises, NULL};
-  const char *m = "7791302";
+  const char *m = run_mark("7791302");
   conch_sandbox *sb = sandbox();
   cb_state c = {0, -1, 0, 0};
   conch_process *p;
@@ -295,7 +307,7 @@ static void test_error_in_chunk_callback(void **state) {
 }
 
 static void test_cancel_from_another_handle(void **state) {
-  const char *m = "7791303";
+  const char *m = run_mark("7791303");
   conch_sandbox *sb = sandbox(), *other = sandbox();
   conch_selector sel = {0, NULL};
   conch_process *p;
@@ -325,7 +337,7 @@ static void test_cancel_from_another_handle(void **state) {
 #define TRAPPED "trap '' TERM; " TREE
 
 static void test_closed_during_grace(void **state) {
-  const char *m = "7791304";
+  const char *m = run_mark("7791304");
   conch_sandbox *sb = sandbox_at(url, 0, 3000);
   cb_state c = {0, -1, 0, 0};
   conch_process *p;
@@ -352,7 +364,7 @@ static void test_closed_during_grace(void **state) {
 }
 
 static void test_client_killed_during_grace(void **state) {
-  const char *m = "7791305";
+  const char *m = run_mark("7791305");
   int fds[2];
   pid_t child;
   char b;
@@ -396,7 +408,7 @@ static void test_client_killed_during_grace(void **state) {
 }
 
 static void test_trees_plain_and_trapping(void **state) {
-  const char *m1 = "7791306", *m2 = "7791307";
+  const char *m1 = run_mark("7791306"), *m2 = run_mark("7791307");
   conch_sandbox *sb = sandbox_at(url, 0, 2000);
   conch_process *p;
   conch_status st;
@@ -420,7 +432,7 @@ static void test_trees_plain_and_trapping(void **state) {
 
 static void test_hundred_handles(void **state) {
   enum { N = 100 };
-  const char *m = "7791308";
+  const char *m = run_mark("7791308");
   conch_sandbox *sb = sandbox();
   conch_process *p[N];
   conch_status st;
@@ -589,7 +601,7 @@ static void under_open_handles(int freeze, int h1, int no_ping, const char *m) {
    socket, and both handle kinds read it instead of failing. */
 static void test_idle_caller_is_not_a_dead_server(void **state) {
   static const conch_process_handler h = {NULL, NULL, on_end_async};
-  const char *m = "7791313";
+  const char *m = run_mark("7791313");
   conch_sandbox *sb = sandbox_at(url, KEEPALIVE_MS, 500);
   conch_process *pb, *pa;
   end_state ea = {0, CONCH_CODE_OK, 0};
@@ -622,22 +634,22 @@ static void test_idle_caller_is_not_a_dead_server(void **state) {
 
 static void test_server_frozen_h2(void **state) {
   (void)state;
-  under_open_handles(1, 0, 0, "7791309");
+  under_open_handles(1, 0, 0, run_mark("7791309"));
 }
 
 static void test_server_frozen_h2_no_ping(void **state) {
   (void)state;
-  under_open_handles(1, 0, 1, "7791312");
+  under_open_handles(1, 0, 1, run_mark("7791312"));
 }
 
 static void test_server_frozen_h1(void **state) {
   (void)state;
-  under_open_handles(1, 1, 0, "7791310");
+  under_open_handles(1, 1, 0, run_mark("7791310"));
 }
 
 static void test_server_killed(void **state) {
   (void)state;
-  under_open_handles(0, 0, 0, "7791311");
+  under_open_handles(0, 0, 0, run_mark("7791311"));
 }
 
 /* test_teardown [pid-only] [FILTER]: FILTER runs only the tests that match
