@@ -380,6 +380,30 @@ static int descends_from_us(long ppid) {
   return 0;
 }
 
+/* Whether SIGKILL waits to be delivered to |pid| (to the thread or the
+   whole process): such a process is already dead for our purposes, only
+   not scheduled yet to exit (a loaded machine widens that window). */
+static int kill_pending(long pid) {
+  char path[64];
+  char line[128];
+  FILE *f;
+  int pending = 0;
+
+  snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+  f = fopen(path, "re");
+  if (f == NULL) {
+    return 0;
+  }
+  while (!pending && fgets(line, sizeof(line), f) != NULL) {
+    if (strncmp(line, "SigPnd:", 7) == 0 || strncmp(line, "ShdPnd:", 7) == 0) {
+      unsigned long long mask = strtoull(line + 7, NULL, 16);
+      pending = (mask >> (SIGKILL - 1)) & 1;
+    }
+  }
+  fclose(f);
+  return pending;
+}
+
 #define MAX_JOB_GROUPS 64
 
 /* Signals the members of session |sid| found in /proc that are outside
@@ -407,7 +431,8 @@ static int session_signal(pid_t sid, int sig, int guarded, int *in_group) {
     }
     pid = strtol(e->d_name, NULL, 10);
     if (read_stat(pid, &ps) != 0 || ps.sid != (long)sid || ps.state == 'Z' ||
-        ps.state == 'X' || (guarded && !descends_from_us(ps.ppid))) {
+        ps.state == 'X' || (guarded && !descends_from_us(ps.ppid)) ||
+        kill_pending(pid)) {
       continue;
     }
     found++;
