@@ -424,6 +424,15 @@ static int end_grpc(conch_rpc *rpc, const conch_status *st) {
   const conch_mem *mem = rpc_mem(rpc);
   int rv;
 
+  if (!rpc->submitted && rpc->resp_md.n > 0) {
+    /* Headers the handler set go in a HEADERS frame of their own, as
+       connect-go and grpc-go send them: folded into Trailers-Only a
+       client would read them as trailers. */
+    rv = submit_stream_head(rpc);
+    if (rv != 0) {
+      return rv;
+    }
+  }
   if (!rpc->submitted) { /* Trailers-Only */
     hb h = {0};
     hb_str(&h, mem, ":status", "200");
