@@ -111,6 +111,7 @@ struct conch_call {
   struct conch_call *spare_next; /* in client->spare_calls once released */
   unsigned auto_free : 1;        /* conch_call_opts.auto_free */
   size_t msg_size; /* of the message being pushed to a handler, else 0 */
+  conch_unary_done unary_done; /* conch_unary_async() calls */
 };
 
 /* Starts a call bound to no connection, as if its request had gone out:

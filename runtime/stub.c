@@ -4,6 +4,10 @@
 #include <conch/conch.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "call_int.h"
+#include "client_int.h"
+#include "status_int.h"
+
 int conch_stub_start(conch_client *c, const conch_method *method,
                      const conch_call_opts *opts,
                      const conch_call_handler *table, const void *handlers,
@@ -96,5 +100,80 @@ int conch_stub_close_and_recv(conch_call *call,
     return rv;
   }
   *msg = m;
+  return 0;
+}
+
+/* ---- conch_unary_async ---------------------------------------------------
+   A pull-mode call with only on_close: the one response waits in the
+   call's queue and is taken there, so message, status and metadata reach
+   |done| together and nothing is copied or allocated beyond the call. */
+
+static void unary_close(conch_call *call, const conch_status *status,
+                        const conch_metadata *trailers, void *user_data) {
+  conch_client *c = call->client;
+  ProtobufCMessage *resp = NULL;
+  conch_status local;
+  const conch_status *st = status;
+  int rv;
+
+  conch_status_init(&local);
+  if (status->code == CONCH_CODE_OK) {
+    rv = conch_call_recv(call, &resp);
+    if (rv != 0) {
+      /* The message of a finished call decodes late only when it arrived
+         compressed: memory is all that can fail.  An OK unary call without
+         a message is ended with an error by the runtime and never gets
+         here; it is reported, not trusted. */
+      int nomem = rv == CONCH_ERR_NOMEM;
+      conch__status_set(&local, c->mem,
+                        nomem ? CONCH_CODE_RESOURCE_EXHAUSTED
+                              : CONCH_CODE_INTERNAL,
+                        CONCH_ORIGIN_LOCAL, nomem ? rv : CONCH_ERR_PROTO, "%s",
+                        nomem ? "out of memory decoding the response"
+                              : "unary response without a message");
+      st = &local;
+    }
+  }
+  call->unary_done(resp, st, &call->headers, trailers, user_data);
+  conch_message_free(c, resp);
+  conch_status_clear(&local);
+}
+
+int conch_unary_async(conch_client *c, const conch_method *method,
+                      const conch_call_opts *opts, const ProtobufCMessage *req,
+                      conch_unary_done done, void *user_data,
+                      conch_call **out) {
+  static const conch_call_handler table = {NULL, NULL, NULL, NULL,
+                                           unary_close};
+  conch_call *call;
+  int rv;
+
+  if (out != NULL) {
+    *out = NULL;
+  }
+  if (c == NULL || method == NULL || req == NULL || done == NULL ||
+      method->kind != CONCH_STREAM_UNARY || method->input == NULL ||
+      method->output == NULL || req->descriptor != method->input) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_call_start(c, method, opts, &table, user_data, &call);
+  if (rv != 0) {
+    return rv;
+  }
+  /* on_close never runs inside conch_call_start() or conch_call_send():
+     setting these now is in time. */
+  call->unary_done = done;
+  call->auto_free = 1;
+  rv = conch_call_send(call, req);
+  /* CONCH_ERR_STATE, CONCH_ERR_LIMIT: the call has ended and its status
+     says why.  NOMEM ended it with resource_exhausted; anything else
+     leaves a call that can never send its request: it ends canceled.
+     Either way done runs once, later. */
+  if (rv != 0 && rv != CONCH_ERR_STATE && rv != CONCH_ERR_LIMIT) {
+    conch_call_cancel(call);
+  }
+  if (out != NULL) {
+    *out = call;
+  }
   return 0;
 }

@@ -243,6 +243,48 @@ CONCH_EXTERN conch_client *conch_call_client(const conch_call *call);
  */
 CONCH_EXTERN size_t conch_call_message_size(const conch_call *call);
 
+/* ---- Unary in one callback --------------------------------------------- */
+
+/**
+ * The end of a conch_unary_async() call, all in one: |resp| is the response
+ * (NULL when the call failed), |status| the final status (code OK exactly
+ * when |resp| is not NULL), |headers| and |trailers| the response metadata
+ * (never NULL; empty when none arrived).  Everything passed is borrowed
+ * until done returns: copy what must outlive it (conch_status_copy(),
+ * conch_metadata_append(); a message with protobuf_c_message_pack() or
+ * by field).  Runs on the thread that drives the client.
+ */
+typedef void (*conch_unary_done)(const ProtobufCMessage *resp,
+                                 const conch_status *status,
+                                 const conch_metadata *headers,
+                                 const conch_metadata *trailers,
+                                 void *user_data);
+
+/**
+ * Starts a unary call of |method| with request |req| (serialized now;
+ * borrowed for this call only) and reports its end through |done|, once,
+ * with |user_data|.  |opts| may be NULL; its auto_free is implied: the call
+ * frees itself when |done| returns, and the application never frees it.
+ *
+ * |out| may be NULL.  When not, |*out| is the call, for conch_call_cancel()
+ * and the getters only (never conch_call_free()), valid until |done|
+ * returns; NULL when the start fails.
+ *
+ * On 0, |done| runs exactly once, on a later turn of the client's loop,
+ * never from inside this function, also when the request could not be
+ * queued (the status then says why: resource_exhausted for memory,
+ * canceled otherwise).  On any other return |done| never runs and no call
+ * exists.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |c|, |method|, |req| or |done|, a
+ * method that is not unary or not typed, bad |opts|) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_unary_async(conch_client *c, const conch_method *method,
+                                   const conch_call_opts *opts,
+                                   const ProtobufCMessage *req,
+                                   conch_unary_done done, void *user_data,
+                                   conch_call **out);
+
 /* ---- Blocking layer: poll loops on the calling thread ------------------ */
 
 /**
