@@ -112,6 +112,8 @@ struct conch_call {
   unsigned auto_free : 1;        /* conch_call_opts.auto_free */
   size_t msg_size; /* of the message being pushed to a handler, else 0 */
   conch_unary_done unary_done; /* conch_unary_async() calls */
+  conch_stub_unary_done stub_done; /* conch_stub_unary_async(): */
+  conch_stub_fn stub_fn;           /* runs this typed callback */
 };
 
 /* Starts a call bound to no connection, as if its request had gone out:

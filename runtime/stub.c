@@ -134,15 +134,22 @@ static void unary_close(conch_call *call, const conch_status *status,
       st = &local;
     }
   }
-  call->unary_done(resp, st, &call->headers, trailers, user_data);
+  if (call->stub_done != NULL) {
+    call->stub_done(resp, st, &call->headers, trailers, call->stub_fn,
+                    user_data);
+  } else {
+    call->unary_done(resp, st, &call->headers, trailers, user_data);
+  }
   conch_message_free(c, resp);
   conch_status_clear(&local);
 }
 
-int conch_unary_async(conch_client *c, const conch_method *method,
-                      const conch_call_opts *opts, const ProtobufCMessage *req,
-                      conch_unary_done done, void *user_data,
-                      conch_call **out) {
+/* Either |done| or |stub_done| with |stub_fn|. */
+static int unary_async(conch_client *c, const conch_method *method,
+                       const conch_call_opts *opts,
+                       const ProtobufCMessage *req, conch_unary_done done,
+                       conch_stub_unary_done stub_done, conch_stub_fn stub_fn,
+                       void *user_data, conch_call **out) {
   static const conch_call_handler table = {NULL, NULL, NULL, NULL,
                                            unary_close};
   conch_call *call;
@@ -151,7 +158,8 @@ int conch_unary_async(conch_client *c, const conch_method *method,
   if (out != NULL) {
     *out = NULL;
   }
-  if (c == NULL || method == NULL || req == NULL || done == NULL ||
+  if (c == NULL || method == NULL || req == NULL ||
+      (done == NULL && (stub_done == NULL || stub_fn == NULL)) ||
       method->kind != CONCH_STREAM_UNARY || method->input == NULL ||
       method->output == NULL || req->descriptor != method->input) {
     return CONCH_ERR_INVALID;
@@ -163,6 +171,8 @@ int conch_unary_async(conch_client *c, const conch_method *method,
   /* on_close never runs inside conch_call_start() or conch_call_send():
      setting these now is in time. */
   call->unary_done = done;
+  call->stub_done = stub_done;
+  call->stub_fn = stub_fn;
   call->auto_free = 1;
   rv = conch_call_send(call, req);
   /* CONCH_ERR_STATE, CONCH_ERR_LIMIT: the call has ended and its status
@@ -176,4 +186,27 @@ int conch_unary_async(conch_client *c, const conch_method *method,
     *out = call;
   }
   return 0;
+}
+
+int conch_unary_async(conch_client *c, const conch_method *method,
+                      const conch_call_opts *opts, const ProtobufCMessage *req,
+                      conch_unary_done done, void *user_data,
+                      conch_call **out) {
+  return unary_async(c, method, opts, req, done, NULL, NULL, user_data, out);
+}
+
+int conch_stub_unary_async(conch_client *c, const conch_method *method,
+                           const conch_call_opts *opts,
+                           const ProtobufCMessage *req,
+                           conch_stub_unary_done trampoline,
+                           conch_stub_fn done, void *user_data,
+                           conch_call **out) {
+  if (trampoline == NULL || done == NULL) {
+    if (out != NULL) {
+      *out = NULL;
+    }
+    return CONCH_ERR_INVALID;
+  }
+  return unary_async(c, method, opts, req, NULL, trampoline, done, user_data,
+                     out);
 }

@@ -97,6 +97,26 @@ int process__process__list_sync(conch_client *client,
   return rv;
 }
 
+static void m0_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Process__Process__List_Done)done)((const Process__ListResponse *)resp,
+                                      status, headers, trailers, user_data);
+}
+
+int process__process__list_async(conch_client *client,
+                                 const conch_call_opts *opts,
+                                 const Process__ListRequest *req,
+                                 Process__Process__List_Done done,
+                                 void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &process__process__list__method, opts,
+                                req != NULL ? &req->base : NULL, m0_done,
+                                (conch_stub_fn)done, user_data, out);
+}
+
 int process__process__list_recv(Process__Process__List_Call call,
                                 Process__ListResponse **msg) {
   ProtobufCMessage *m = NULL;
@@ -581,6 +601,26 @@ int process__process__update_sync(conch_client *client,
   return rv;
 }
 
+static void m3_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Process__Process__Update_Done)done)((const Process__UpdateResponse *)resp,
+                                        status, headers, trailers, user_data);
+}
+
+int process__process__update_async(conch_client *client,
+                                   const conch_call_opts *opts,
+                                   const Process__UpdateRequest *req,
+                                   Process__Process__Update_Done done,
+                                   void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &process__process__update__method, opts,
+                                req != NULL ? &req->base : NULL, m3_done,
+                                (conch_stub_fn)done, user_data, out);
+}
+
 int process__process__update_recv(Process__Process__Update_Call call,
                                   Process__UpdateResponse **msg) {
   ProtobufCMessage *m = NULL;
@@ -959,6 +999,27 @@ int process__process__send_input_sync(
   return rv;
 }
 
+static void m5_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Process__Process__SendInput_Done)done)(
+      (const Process__SendInputResponse *)resp, status, headers, trailers,
+      user_data);
+}
+
+int process__process__send_input_async(conch_client *client,
+                                       const conch_call_opts *opts,
+                                       const Process__SendInputRequest *req,
+                                       Process__Process__SendInput_Done done,
+                                       void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &process__process__send_input__method,
+                                opts, req != NULL ? &req->base : NULL, m5_done,
+                                (conch_stub_fn)done, user_data, out);
+}
+
 int process__process__send_input_recv(Process__Process__SendInput_Call call,
                                       Process__SendInputResponse **msg) {
   ProtobufCMessage *m = NULL;
@@ -1129,6 +1190,27 @@ int process__process__send_signal_sync(
   return rv;
 }
 
+static void m6_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Process__Process__SendSignal_Done)done)(
+      (const Process__SendSignalResponse *)resp, status, headers, trailers,
+      user_data);
+}
+
+int process__process__send_signal_async(conch_client *client,
+                                        const conch_call_opts *opts,
+                                        const Process__SendSignalRequest *req,
+                                        Process__Process__SendSignal_Done done,
+                                        void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &process__process__send_signal__method,
+                                opts, req != NULL ? &req->base : NULL, m6_done,
+                                (conch_stub_fn)done, user_data, out);
+}
+
 int process__process__send_signal_recv(Process__Process__SendSignal_Call call,
                                        Process__SendSignalResponse **msg) {
   ProtobufCMessage *m = NULL;
@@ -1297,6 +1379,27 @@ int process__process__close_stdin_sync(
                         &req->base, &m, status, headers, trailers);
   *resp = (Process__CloseStdinResponse *)m; /* m is the base of one */
   return rv;
+}
+
+static void m7_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Process__Process__CloseStdin_Done)done)(
+      (const Process__CloseStdinResponse *)resp, status, headers, trailers,
+      user_data);
+}
+
+int process__process__close_stdin_async(conch_client *client,
+                                        const conch_call_opts *opts,
+                                        const Process__CloseStdinRequest *req,
+                                        Process__Process__CloseStdin_Done done,
+                                        void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &process__process__close_stdin__method,
+                                opts, req != NULL ? &req->base : NULL, m7_done,
+                                (conch_stub_fn)done, user_data, out);
 }
 
 int process__process__close_stdin_recv(Process__Process__CloseStdin_Call call,

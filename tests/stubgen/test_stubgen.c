@@ -198,6 +198,87 @@ static void run_until_closed(conch_client *c, const seen *s) {
   }
 }
 
+/* ---- Unary, one callback (_async) -------------------------------------- */
+
+typedef struct async_seen {
+  int runs;
+  int inside; /* set while _async() runs: done must not run then */
+  int ran_inside;
+  conch_code code;
+  char text[64];
+  char message[64];
+  int had_headers;
+} async_seen;
+
+static void unary_done(const Pong *resp, const conch_status *st,
+                       const conch_metadata *headers,
+                       const conch_metadata *trailers, void *user_data) {
+  async_seen *a = user_data;
+  a->runs++;
+  a->ran_inside |= a->inside;
+  a->code = st->code;
+  assert_non_null(trailers);
+  a->had_headers = conch_metadata_get(headers, "content-type", NULL) != NULL;
+  assert_true((resp != NULL) == (st->code == CONCH_CODE_OK));
+  if (resp != NULL) {
+    assert_ptr_equal(resp->base.descriptor, &pong__descriptor);
+    snprintf(a->text, sizeof(a->text), "%s|%s", resp->text, resp->method);
+  }
+  snprintf(a->message, sizeof(a->message), "%s", conch_status_message(st));
+}
+
+/* Drives |c| until done ran, for up to 20 s. */
+static void run_until_done(conch_client *c, const async_seen *a) {
+  int i;
+  for (i = 0; i < 20 && a->runs == 0; i++) {
+    assert_int_equal(conch_client_run(c, 1000), 0);
+  }
+  assert_int_equal(a->runs, 1);
+}
+
+static void test_unary_async(void **state) {
+  conch_client *c = new_client();
+  Ping req = ping("async");
+  async_seen a = {0};
+  conch_call *call = NULL;
+  (void)state;
+
+  a.inside = 1;
+  assert_int_equal(echo__unary_async(c, NULL, &req, unary_done, &a, &call), 0);
+  a.inside = 0;
+  assert_non_null(call);
+  req.text = "changed after start"; /* serialized already */
+  run_until_done(c, &a);
+  assert_int_equal(a.ran_inside, 0);
+  assert_int_equal(a.code, CONCH_CODE_OK);
+  assert_string_equal(a.text, "async|Unary");
+  assert_true(a.had_headers);
+
+  /* An error from the server: no response, the status says why. */
+  memset(&a, 0, sizeof(a));
+  req.fail_code = CONCH_CODE_NOT_FOUND;
+  req.text = "no such ping";
+  assert_int_equal(echo__unary_async(c, NULL, &req, unary_done, &a, NULL), 0);
+  run_until_done(c, &a);
+  assert_int_equal(a.code, CONCH_CODE_NOT_FOUND);
+  assert_string_equal(a.message, "no such ping");
+  assert_string_equal(a.text, "");
+
+  /* Arguments: done never runs. */
+  memset(&a, 0, sizeof(a));
+  call = (conch_call *)&a;
+  assert_int_equal(echo__unary_async(c, NULL, NULL, unary_done, &a, &call),
+                   CONCH_ERR_INVALID);
+  assert_null(call);
+  assert_int_equal(echo__unary_async(c, NULL, &req, NULL, &a, NULL),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(echo__unary_async(NULL, NULL, &req, unary_done, &a, NULL),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_run(c, 0), 0);
+  assert_int_equal(a.runs, 0);
+  conch_client_free(c);
+}
+
 static void test_unary_push(void **state) {
   conch_client *c = new_client();
   Ping req = ping("pushed");
@@ -776,6 +857,7 @@ int main(void) {
       cmocka_unit_test(test_tables),
       cmocka_unit_test(test_unary_sync),
       cmocka_unit_test(test_unary_push),
+      cmocka_unit_test(test_unary_async),
       cmocka_unit_test(test_lookup),
       cmocka_unit_test(test_server_stream_pull),
       cmocka_unit_test(test_server_stream_push),

@@ -309,14 +309,14 @@ static const char *const all_fn[] = {"__method",   "_start",
                                      "_recv",      "_recv_sync",
                                      "_rpc_send",  "_rpc_finish",
                                      NULL};
-static const char *const unary_fn[] = {"_sync", NULL};
+static const char *const unary_fn[] = {"_sync", "_async", NULL};
 static const char *const client_fn[] = {"_send", "_send_sync", "_close_send",
                                         "_close_and_recv_sync", NULL};
 static const char *const bidi_fn[] = {"_send", "_send_sync", "_close_send",
                                       NULL};
 static const char *const none[] = {NULL};
 static const char *const all_types[] = {"_Call", "_Handler", "_Rpc",
-                                        "_Server", NULL};
+                                        "_Server", "_Done", NULL};
 
 static const char *const *kind_fn(sg_kind k) {
   switch (k) {

@@ -99,6 +99,28 @@ int connectrpc__conformance__v1__conformance_service__unary_sync(
   return rv;
 }
 
+static void m0_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Connectrpc__Conformance__V1__ConformanceService__Unary_Done)done)(
+      (const Connectrpc__Conformance__V1__UnaryResponse *)resp, status, headers,
+      trailers, user_data);
+}
+
+int connectrpc__conformance__v1__conformance_service__unary_async(
+    conch_client *client, const conch_call_opts *opts,
+    const Connectrpc__Conformance__V1__UnaryRequest *req,
+    Connectrpc__Conformance__V1__ConformanceService__Unary_Done done,
+    void *user_data, conch_call **out) {
+  return conch_stub_unary_async(
+      client, &connectrpc__conformance__v1__conformance_service__unary__method,
+      opts, req != NULL ? &req->base : NULL, m0_done, (conch_stub_fn)done,
+      user_data, out);
+}
+
 int connectrpc__conformance__v1__conformance_service__unary_recv(
     Connectrpc__Conformance__V1__ConformanceService__Unary_Call call,
     Connectrpc__Conformance__V1__UnaryResponse **msg) {
@@ -886,6 +908,29 @@ int connectrpc__conformance__v1__conformance_service__unimplemented_sync(
   return rv;
 }
 
+static void m4_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Done)done)(
+      (const Connectrpc__Conformance__V1__UnimplementedResponse *)resp, status,
+      headers, trailers, user_data);
+}
+
+int connectrpc__conformance__v1__conformance_service__unimplemented_async(
+    conch_client *client, const conch_call_opts *opts,
+    const Connectrpc__Conformance__V1__UnimplementedRequest *req,
+    Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Done done,
+    void *user_data, conch_call **out) {
+  return conch_stub_unary_async(
+      client,
+      &connectrpc__conformance__v1__conformance_service__unimplemented__method,
+      opts, req != NULL ? &req->base : NULL, m4_done, (conch_stub_fn)done,
+      user_data, out);
+}
+
 int connectrpc__conformance__v1__conformance_service__unimplemented_recv(
     Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Call call,
     Connectrpc__Conformance__V1__UnimplementedResponse **msg) {
@@ -1067,6 +1112,29 @@ int connectrpc__conformance__v1__conformance_service__idempotent_unary_sync(
       opts, &req->base, &m, status, headers, trailers);
   *resp = (Connectrpc__Conformance__V1__IdempotentUnaryResponse *)m; /* m is the base of one */
   return rv;
+}
+
+static void m5_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Done)done)(
+      (const Connectrpc__Conformance__V1__IdempotentUnaryResponse *)resp,
+      status, headers, trailers, user_data);
+}
+
+int connectrpc__conformance__v1__conformance_service__idempotent_unary_async(
+    conch_client *client, const conch_call_opts *opts,
+    const Connectrpc__Conformance__V1__IdempotentUnaryRequest *req,
+    Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Done done,
+    void *user_data, conch_call **out) {
+  return conch_stub_unary_async(
+      client,
+      &connectrpc__conformance__v1__conformance_service__idempotent_unary__method,
+      opts, req != NULL ? &req->base : NULL, m5_done, (conch_stub_fn)done,
+      user_data, out);
 }
 
 int connectrpc__conformance__v1__conformance_service__idempotent_unary_recv(

@@ -18,6 +18,8 @@
  *   p__s__m_recv()   takes the next response in pull mode;
  *                    p__s__m_recv_sync() blocks for it
  *   p__s__m_sync()   a whole unary call, blocking
+ *   p__s__m_async()  a whole unary call, its end reported to one
+ *                    P__S__M_Done callback
  *   p__s__m_send()   sends a request (client streaming, bidi);
  *                    p__s__m_send_sync() blocks while the buffer is
  *                    full
@@ -39,10 +41,11 @@
  * Ownership: requests are borrowed for the call of the function (they are
  * serialized at once).  A response from _recv(), _recv_sync(), _sync() or
  * _close_and_recv_sync() is the caller's, to free with
- * conch_message_free(client, &msg->base); one given to a handler is borrowed
- * until the handler returns.  A started call is the caller's, to free with
- * conch_call_free(call.base).  On the server, a request given to a handler is
- * borrowed until it returns, a response given to _rpc_send() is borrowed for
+ * conch_message_free(client, &msg->base); one given to a handler or a _Done
+ * callback is borrowed until it returns.  A call started with _start() is the
+ * caller's, to free with conch_call_free(call.base); one of _async() frees
+ * itself after its _Done callback.  On the server, a request given to a handler
+ * is borrowed until it returns, a response given to _rpc_send() is borrowed for
  * that call, and the server frees its calls.
  *
  * Functions return 0 or a negative CONCH_ERR_* (conch/status.h); the outcome of
@@ -175,6 +178,34 @@ int connectrpc__conformance__v1__conformance_service__unary_sync(
     const Connectrpc__Conformance__V1__UnaryRequest *req,
     Connectrpc__Conformance__V1__UnaryResponse **resp, conch_status *status,
     conch_metadata *headers, conch_metadata *trailers);
+
+/**
+ * The end of a connectrpc__conformance__v1__conformance_service__unary_async()
+ * call, in one callback: |resp| is the response, NULL exactly when |status| is
+ * not OK; |headers| and |trailers| (never NULL) the response metadata.  All are
+ * borrowed until the callback returns.
+ */
+typedef void (*Connectrpc__Conformance__V1__ConformanceService__Unary_Done)(
+    const Connectrpc__Conformance__V1__UnaryResponse *resp,
+    const conch_status *status, const conch_metadata *headers,
+    const conch_metadata *trailers, void *user_data);
+
+/**
+ * Calls connectrpc.conformance.v1.ConformanceService/Unary without blocking:
+ * |done| runs exactly once with |user_data| on the thread that drives |client|,
+ * never from inside this function, and the call frees itself when it returns.
+ * |req| is borrowed; |opts| may be NULL.  |out| may be NULL; otherwise |*out|
+ * is the call, for conch_call_cancel() and the getters only (never
+ * conch_call_free()), until |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int connectrpc__conformance__v1__conformance_service__unary_async(
+    conch_client *client, const conch_call_opts *opts,
+    const Connectrpc__Conformance__V1__UnaryRequest *req,
+    Connectrpc__Conformance__V1__ConformanceService__Unary_Done done,
+    void *user_data, conch_call **out);
 
 /**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
@@ -950,6 +981,35 @@ int connectrpc__conformance__v1__conformance_service__unimplemented_sync(
     conch_status *status, conch_metadata *headers, conch_metadata *trailers);
 
 /**
+ * The end of a
+ * connectrpc__conformance__v1__conformance_service__unimplemented_async() call,
+ * in one callback: |resp| is the response, NULL exactly when |status| is not
+ * OK; |headers| and |trailers| (never NULL) the response metadata.  All are
+ * borrowed until the callback returns.
+ */
+typedef void (*Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Done)(
+    const Connectrpc__Conformance__V1__UnimplementedResponse *resp,
+    const conch_status *status, const conch_metadata *headers,
+    const conch_metadata *trailers, void *user_data);
+
+/**
+ * Calls connectrpc.conformance.v1.ConformanceService/Unimplemented without
+ * blocking: |done| runs exactly once with |user_data| on the thread that drives
+ * |client|, never from inside this function, and the call frees itself when it
+ * returns.  |req| is borrowed; |opts| may be NULL.  |out| may be NULL;
+ * otherwise |*out| is the call, for conch_call_cancel() and the getters only
+ * (never conch_call_free()), until |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int connectrpc__conformance__v1__conformance_service__unimplemented_async(
+    conch_client *client, const conch_call_opts *opts,
+    const Connectrpc__Conformance__V1__UnimplementedRequest *req,
+    Connectrpc__Conformance__V1__ConformanceService__Unimplemented_Done done,
+    void *user_data, conch_call **out);
+
+/**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
  * is the caller's, to free with conch_message_free(); otherwise it is NULL.
  * Responses not taken hold the server back (flow control).
@@ -1129,6 +1189,35 @@ int connectrpc__conformance__v1__conformance_service__idempotent_unary_sync(
     const Connectrpc__Conformance__V1__IdempotentUnaryRequest *req,
     Connectrpc__Conformance__V1__IdempotentUnaryResponse **resp,
     conch_status *status, conch_metadata *headers, conch_metadata *trailers);
+
+/**
+ * The end of a
+ * connectrpc__conformance__v1__conformance_service__idempotent_unary_async()
+ * call, in one callback: |resp| is the response, NULL exactly when |status| is
+ * not OK; |headers| and |trailers| (never NULL) the response metadata.  All are
+ * borrowed until the callback returns.
+ */
+typedef void (*Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Done)(
+    const Connectrpc__Conformance__V1__IdempotentUnaryResponse *resp,
+    const conch_status *status, const conch_metadata *headers,
+    const conch_metadata *trailers, void *user_data);
+
+/**
+ * Calls connectrpc.conformance.v1.ConformanceService/IdempotentUnary without
+ * blocking: |done| runs exactly once with |user_data| on the thread that drives
+ * |client|, never from inside this function, and the call frees itself when it
+ * returns.  |req| is borrowed; |opts| may be NULL.  |out| may be NULL;
+ * otherwise |*out| is the call, for conch_call_cancel() and the getters only
+ * (never conch_call_free()), until |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int connectrpc__conformance__v1__conformance_service__idempotent_unary_async(
+    conch_client *client, const conch_call_opts *opts,
+    const Connectrpc__Conformance__V1__IdempotentUnaryRequest *req,
+    Connectrpc__Conformance__V1__ConformanceService__IdempotentUnary_Done done,
+    void *user_data, conch_call **out);
 
 /**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|

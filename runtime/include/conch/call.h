@@ -376,6 +376,33 @@ conch_stub_close_and_recv(conch_call *call,
                           const ProtobufCMessageDescriptor *type,
                           ProtobufCMessage **msg);
 
+/** Any function, as generated stubs pass their typed callbacks through the
+    runtime (cast back to its own type before it is called). */
+typedef void (*conch_stub_fn)(void);
+
+/** What runs a typed |done| of conch_stub_unary_async(): it casts |done|
+    back and calls it with the response as its type. */
+typedef void (*conch_stub_unary_done)(const ProtobufCMessage *resp,
+                                      const conch_status *status,
+                                      const conch_metadata *headers,
+                                      const conch_metadata *trailers,
+                                      conch_stub_fn done, void *user_data);
+
+/**
+ * conch_unary_async() for typed wrappers: at the end, |trampoline| runs
+ * once with |done| and |user_data|, as conch_unary_async() runs its
+ * callback.  A NULL |trampoline| or |done| is CONCH_ERR_INVALID.
+ *
+ * Returns what conch_unary_async() returns.
+ */
+CONCH_EXTERN int conch_stub_unary_async(conch_client *c,
+                                        const conch_method *method,
+                                        const conch_call_opts *opts,
+                                        const ProtobufCMessage *req,
+                                        conch_stub_unary_done trampoline,
+                                        conch_stub_fn done, void *user_data,
+                                        conch_call **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -92,6 +92,24 @@ int echo__unary_sync(conch_client *client, const conch_call_opts *opts,
   return rv;
 }
 
+static void m0_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Echo__Unary_Done)done)((const Pong *)resp, status, headers, trailers,
+                           user_data);
+}
+
+int echo__unary_async(conch_client *client, const conch_call_opts *opts,
+                      const Ping *req, Echo__Unary_Done done, void *user_data,
+                      conch_call **out) {
+  return conch_stub_unary_async(client, &echo__unary__method, opts,
+                                req != NULL ? &req->base : NULL, m0_done,
+                                (conch_stub_fn)done, user_data, out);
+}
+
 int echo__unary_recv(Echo__Unary_Call call, Pong **msg) {
   ProtobufCMessage *m = NULL;
   int rv;
@@ -788,6 +806,24 @@ int echo__lookup_sync(conch_client *client, const conch_call_opts *opts,
   return rv;
 }
 
+static void m4_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Echo__Lookup_Done)done)((const Ping__Inner__Deeper *)resp, status, headers,
+                            trailers, user_data);
+}
+
+int echo__lookup_async(conch_client *client, const conch_call_opts *opts,
+                       const Ping__Inner *req, Echo__Lookup_Done done,
+                       void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &echo__lookup__method, opts,
+                                req != NULL ? &req->base : NULL, m4_done,
+                                (conch_stub_fn)done, user_data, out);
+}
+
 int echo__lookup_recv(Echo__Lookup_Call call, Ping__Inner__Deeper **msg) {
   ProtobufCMessage *m = NULL;
   int rv;
@@ -946,6 +982,24 @@ int echo__put_sync(conch_client *client, const conch_call_opts *opts,
                         status, headers, trailers);
   *resp = (Pong *)m; /* m is the base of one */
   return rv;
+}
+
+static void m5_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Echo__Put_Done)done)((const Pong *)resp, status, headers, trailers,
+                         user_data);
+}
+
+int echo__put_async(conch_client *client, const conch_call_opts *opts,
+                    const Ping *req, Echo__Put_Done done, void *user_data,
+                    conch_call **out) {
+  return conch_stub_unary_async(client, &echo__put__method, opts,
+                                req != NULL ? &req->base : NULL, m5_done,
+                                (conch_stub_fn)done, user_data, out);
 }
 
 int echo__put_recv(Echo__Put_Call call, Pong **msg) {
@@ -1159,6 +1213,24 @@ int switch__get__sync(conch_client *client, const conch_call_opts *opts,
   return rv;
 }
 
+static void m6_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Switch__Get__Done)done)((const Pong *)resp, status, headers, trailers,
+                            user_data);
+}
+
+int switch__get__async(conch_client *client, const conch_call_opts *opts,
+                       const Ping *req, Switch__Get__Done done, void *user_data,
+                       conch_call **out) {
+  return conch_stub_unary_async(client, &switch__get___method, opts,
+                                req != NULL ? &req->base : NULL, m6_done,
+                                (conch_stub_fn)done, user_data, out);
+}
+
 int switch__get__recv(Switch__Get__Call call, Pong **msg) {
   ProtobufCMessage *m = NULL;
   int rv;
@@ -1317,6 +1389,24 @@ int switch__get_sync_sync(conch_client *client, const conch_call_opts *opts,
                         status, headers, trailers);
   *resp = (Pong *)m; /* m is the base of one */
   return rv;
+}
+
+static void m7_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Switch__GetSync_Done)done)((const Pong *)resp, status, headers, trailers,
+                               user_data);
+}
+
+int switch__get_sync_async(conch_client *client, const conch_call_opts *opts,
+                           const Ping *req, Switch__GetSync_Done done,
+                           void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &switch__get_sync__method, opts,
+                                req != NULL ? &req->base : NULL, m7_done,
+                                (conch_stub_fn)done, user_data, out);
 }
 
 int switch__get_sync_recv(Switch__GetSync_Call call, Pong **msg) {
@@ -1629,6 +1719,24 @@ int switch__fetch_recv_sync(conch_client *client, const conch_call_opts *opts,
                         &m, status, headers, trailers);
   *resp = (Pong *)m; /* m is the base of one */
   return rv;
+}
+
+static void m9_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Switch__FetchRecv_Done)done)((const Pong *)resp, status, headers, trailers,
+                                 user_data);
+}
+
+int switch__fetch_recv_async(conch_client *client, const conch_call_opts *opts,
+                             const Ping *req, Switch__FetchRecv_Done done,
+                             void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &switch__fetch_recv__method, opts,
+                                req != NULL ? &req->base : NULL, m9_done,
+                                (conch_stub_fn)done, user_data, out);
 }
 
 int switch__fetch_recv_recv(Switch__FetchRecv_Call call, Pong **msg) {
@@ -1981,6 +2089,24 @@ int switch__put_send_sync(conch_client *client, const conch_call_opts *opts,
   return rv;
 }
 
+static void m11_done(const ProtobufCMessage *resp, const conch_status *status,
+                     const conch_metadata *headers,
+                     const conch_metadata *trailers, conch_stub_fn done,
+                     void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Switch__PutSend_Done)done)((const Pong *)resp, status, headers, trailers,
+                               user_data);
+}
+
+int switch__put_send_async(conch_client *client, const conch_call_opts *opts,
+                           const Ping *req, Switch__PutSend_Done done,
+                           void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &switch__put_send__method, opts,
+                                req != NULL ? &req->base : NULL, m11_done,
+                                (conch_stub_fn)done, user_data, out);
+}
+
 int switch__put_send_recv(Switch__PutSend_Call call, Pong **msg) {
   ProtobufCMessage *m = NULL;
   int rv;
@@ -2140,6 +2266,24 @@ int switch__methods_sync(conch_client *client, const conch_call_opts *opts,
                         status, headers, trailers);
   *resp = (Pong *)m; /* m is the base of one */
   return rv;
+}
+
+static void m12_done(const ProtobufCMessage *resp, const conch_status *status,
+                     const conch_metadata *headers,
+                     const conch_metadata *trailers, conch_stub_fn done,
+                     void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Switch__Methods_Done)done)((const Pong *)resp, status, headers, trailers,
+                               user_data);
+}
+
+int switch__methods_async(conch_client *client, const conch_call_opts *opts,
+                          const Ping *req, Switch__Methods_Done done,
+                          void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &switch__methods__method, opts,
+                                req != NULL ? &req->base : NULL, m12_done,
+                                (conch_stub_fn)done, user_data, out);
 }
 
 int switch__methods_recv(Switch__Methods_Call call, Pong **msg) {
@@ -2303,6 +2447,24 @@ int switch__get__thing_sync(conch_client *client, const conch_call_opts *opts,
   return rv;
 }
 
+static void m13_done(const ProtobufCMessage *resp, const conch_status *status,
+                     const conch_metadata *headers,
+                     const conch_metadata *trailers, conch_stub_fn done,
+                     void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Switch__GetThing_Done)done)((const Pong *)resp, status, headers, trailers,
+                                user_data);
+}
+
+int switch__get__thing_async(conch_client *client, const conch_call_opts *opts,
+                             const Ping *req, Switch__GetThing_Done done,
+                             void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &switch__get__thing__method, opts,
+                                req != NULL ? &req->base : NULL, m13_done,
+                                (conch_stub_fn)done, user_data, out);
+}
+
 int switch__get__thing_recv(Switch__GetThing_Call call, Pong **msg) {
   ProtobufCMessage *m = NULL;
   int rv;
@@ -2462,6 +2624,24 @@ int switch__get_thing__sync(conch_client *client, const conch_call_opts *opts,
                         &m, status, headers, trailers);
   *resp = (Pong *)m; /* m is the base of one */
   return rv;
+}
+
+static void m14_done(const ProtobufCMessage *resp, const conch_status *status,
+                     const conch_metadata *headers,
+                     const conch_metadata *trailers, conch_stub_fn done,
+                     void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Switch__GetThing__Done)done)((const Pong *)resp, status, headers, trailers,
+                                 user_data);
+}
+
+int switch__get_thing__async(conch_client *client, const conch_call_opts *opts,
+                             const Ping *req, Switch__GetThing__Done done,
+                             void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &switch__get_thing___method, opts,
+                                req != NULL ? &req->base : NULL, m14_done,
+                                (conch_stub_fn)done, user_data, out);
 }
 
 int switch__get_thing__recv(Switch__GetThing__Call call, Pong **msg) {

@@ -18,6 +18,8 @@
  *   p__s__m_recv()   takes the next response in pull mode;
  *                    p__s__m_recv_sync() blocks for it
  *   p__s__m_sync()   a whole unary call, blocking
+ *   p__s__m_async()  a whole unary call, its end reported to one
+ *                    P__S__M_Done callback
  *   p__s__m_send()   sends a request (client streaming, bidi);
  *                    p__s__m_send_sync() blocks while the buffer is
  *                    full
@@ -39,10 +41,11 @@
  * Ownership: requests are borrowed for the call of the function (they are
  * serialized at once).  A response from _recv(), _recv_sync(), _sync() or
  * _close_and_recv_sync() is the caller's, to free with
- * conch_message_free(client, &msg->base); one given to a handler is borrowed
- * until the handler returns.  A started call is the caller's, to free with
- * conch_call_free(call.base).  On the server, a request given to a handler is
- * borrowed until it returns, a response given to _rpc_send() is borrowed for
+ * conch_message_free(client, &msg->base); one given to a handler or a _Done
+ * callback is borrowed until it returns.  A call started with _start() is the
+ * caller's, to free with conch_call_free(call.base); one of _async() frees
+ * itself after its _Done callback.  On the server, a request given to a handler
+ * is borrowed until it returns, a response given to _rpc_send() is borrowed for
  * that call, and the server frees its calls.
  *
  * Functions return 0 or a negative CONCH_ERR_* (conch/status.h); the outcome of
@@ -153,6 +156,31 @@ int echo__unary_start(conch_client *client, const conch_call_opts *opts,
 int echo__unary_sync(conch_client *client, const conch_call_opts *opts,
                      const Ping *req, Pong **resp, conch_status *status,
                      conch_metadata *headers, conch_metadata *trailers);
+
+/**
+ * The end of a echo__unary_async() call, in one callback: |resp| is the
+ * response, NULL exactly when |status| is not OK; |headers| and |trailers|
+ * (never NULL) the response metadata.  All are borrowed until the callback
+ * returns.
+ */
+typedef void (*Echo__Unary_Done)(const Pong *resp, const conch_status *status,
+                                 const conch_metadata *headers,
+                                 const conch_metadata *trailers,
+                                 void *user_data);
+
+/**
+ * Calls Echo/Unary without blocking: |done| runs exactly once with |user_data|
+ * on the thread that drives |client|, never from inside this function, and the
+ * call frees itself when it returns.  |req| is borrowed; |opts| may be NULL.
+ * |out| may be NULL; otherwise |*out| is the call, for conch_call_cancel() and
+ * the getters only (never conch_call_free()), until |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int echo__unary_async(conch_client *client, const conch_call_opts *opts,
+                      const Ping *req, Echo__Unary_Done done, void *user_data,
+                      conch_call **out);
 
 /**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
@@ -774,6 +802,32 @@ int echo__lookup_sync(conch_client *client, const conch_call_opts *opts,
                       conch_metadata *trailers);
 
 /**
+ * The end of a echo__lookup_async() call, in one callback: |resp| is the
+ * response, NULL exactly when |status| is not OK; |headers| and |trailers|
+ * (never NULL) the response metadata.  All are borrowed until the callback
+ * returns.
+ */
+typedef void (*Echo__Lookup_Done)(const Ping__Inner__Deeper *resp,
+                                  const conch_status *status,
+                                  const conch_metadata *headers,
+                                  const conch_metadata *trailers,
+                                  void *user_data);
+
+/**
+ * Calls Echo/Lookup without blocking: |done| runs exactly once with |user_data|
+ * on the thread that drives |client|, never from inside this function, and the
+ * call frees itself when it returns.  |req| is borrowed; |opts| may be NULL.
+ * |out| may be NULL; otherwise |*out| is the call, for conch_call_cancel() and
+ * the getters only (never conch_call_free()), until |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int echo__lookup_async(conch_client *client, const conch_call_opts *opts,
+                       const Ping__Inner *req, Echo__Lookup_Done done,
+                       void *user_data, conch_call **out);
+
+/**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
  * is the caller's, to free with conch_message_free(); otherwise it is NULL.
  * Responses not taken hold the server back (flow control).
@@ -917,6 +971,29 @@ int echo__put_start(conch_client *client, const conch_call_opts *opts,
 int echo__put_sync(conch_client *client, const conch_call_opts *opts,
                    const Ping *req, Pong **resp, conch_status *status,
                    conch_metadata *headers, conch_metadata *trailers);
+
+/**
+ * The end of a echo__put_async() call, in one callback: |resp| is the response,
+ * NULL exactly when |status| is not OK; |headers| and |trailers| (never NULL)
+ * the response metadata.  All are borrowed until the callback returns.
+ */
+typedef void (*Echo__Put_Done)(const Pong *resp, const conch_status *status,
+                               const conch_metadata *headers,
+                               const conch_metadata *trailers, void *user_data);
+
+/**
+ * Calls Echo/Put without blocking: |done| runs exactly once with |user_data| on
+ * the thread that drives |client|, never from inside this function, and the
+ * call frees itself when it returns.  |req| is borrowed; |opts| may be NULL.
+ * |out| may be NULL; otherwise |*out| is the call, for conch_call_cancel() and
+ * the getters only (never conch_call_free()), until |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int echo__put_async(conch_client *client, const conch_call_opts *opts,
+                    const Ping *req, Echo__Put_Done done, void *user_data,
+                    conch_call **out);
 
 /**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
@@ -1124,6 +1201,31 @@ int switch__get__sync(conch_client *client, const conch_call_opts *opts,
                       conch_metadata *headers, conch_metadata *trailers);
 
 /**
+ * The end of a switch__get__async() call, in one callback: |resp| is the
+ * response, NULL exactly when |status| is not OK; |headers| and |trailers|
+ * (never NULL) the response metadata.  All are borrowed until the callback
+ * returns.
+ */
+typedef void (*Switch__Get__Done)(const Pong *resp, const conch_status *status,
+                                  const conch_metadata *headers,
+                                  const conch_metadata *trailers,
+                                  void *user_data);
+
+/**
+ * Calls Switch/Get without blocking: |done| runs exactly once with |user_data|
+ * on the thread that drives |client|, never from inside this function, and the
+ * call frees itself when it returns.  |req| is borrowed; |opts| may be NULL.
+ * |out| may be NULL; otherwise |*out| is the call, for conch_call_cancel() and
+ * the getters only (never conch_call_free()), until |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int switch__get__async(conch_client *client, const conch_call_opts *opts,
+                       const Ping *req, Switch__Get__Done done, void *user_data,
+                       conch_call **out);
+
+/**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
  * is the caller's, to free with conch_message_free(); otherwise it is NULL.
  * Responses not taken hold the server back (flow control).
@@ -1265,6 +1367,33 @@ int switch__get_sync_start(conch_client *client, const conch_call_opts *opts,
 int switch__get_sync_sync(conch_client *client, const conch_call_opts *opts,
                           const Ping *req, Pong **resp, conch_status *status,
                           conch_metadata *headers, conch_metadata *trailers);
+
+/**
+ * The end of a switch__get_sync_async() call, in one callback: |resp| is the
+ * response, NULL exactly when |status| is not OK; |headers| and |trailers|
+ * (never NULL) the response metadata.  All are borrowed until the callback
+ * returns.
+ */
+typedef void (*Switch__GetSync_Done)(const Pong *resp,
+                                     const conch_status *status,
+                                     const conch_metadata *headers,
+                                     const conch_metadata *trailers,
+                                     void *user_data);
+
+/**
+ * Calls Switch/GetSync without blocking: |done| runs exactly once with
+ * |user_data| on the thread that drives |client|, never from inside this
+ * function, and the call frees itself when it returns.  |req| is borrowed;
+ * |opts| may be NULL.  |out| may be NULL; otherwise |*out| is the call, for
+ * conch_call_cancel() and the getters only (never conch_call_free()), until
+ * |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int switch__get_sync_async(conch_client *client, const conch_call_opts *opts,
+                           const Ping *req, Switch__GetSync_Done done,
+                           void *user_data, conch_call **out);
 
 /**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
@@ -1547,6 +1676,33 @@ int switch__fetch_recv_start(conch_client *client, const conch_call_opts *opts,
 int switch__fetch_recv_sync(conch_client *client, const conch_call_opts *opts,
                             const Ping *req, Pong **resp, conch_status *status,
                             conch_metadata *headers, conch_metadata *trailers);
+
+/**
+ * The end of a switch__fetch_recv_async() call, in one callback: |resp| is the
+ * response, NULL exactly when |status| is not OK; |headers| and |trailers|
+ * (never NULL) the response metadata.  All are borrowed until the callback
+ * returns.
+ */
+typedef void (*Switch__FetchRecv_Done)(const Pong *resp,
+                                       const conch_status *status,
+                                       const conch_metadata *headers,
+                                       const conch_metadata *trailers,
+                                       void *user_data);
+
+/**
+ * Calls Switch/FetchRecv without blocking: |done| runs exactly once with
+ * |user_data| on the thread that drives |client|, never from inside this
+ * function, and the call frees itself when it returns.  |req| is borrowed;
+ * |opts| may be NULL.  |out| may be NULL; otherwise |*out| is the call, for
+ * conch_call_cancel() and the getters only (never conch_call_free()), until
+ * |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int switch__fetch_recv_async(conch_client *client, const conch_call_opts *opts,
+                             const Ping *req, Switch__FetchRecv_Done done,
+                             void *user_data, conch_call **out);
 
 /**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
@@ -1858,6 +2014,33 @@ int switch__put_send_sync(conch_client *client, const conch_call_opts *opts,
                           conch_metadata *headers, conch_metadata *trailers);
 
 /**
+ * The end of a switch__put_send_async() call, in one callback: |resp| is the
+ * response, NULL exactly when |status| is not OK; |headers| and |trailers|
+ * (never NULL) the response metadata.  All are borrowed until the callback
+ * returns.
+ */
+typedef void (*Switch__PutSend_Done)(const Pong *resp,
+                                     const conch_status *status,
+                                     const conch_metadata *headers,
+                                     const conch_metadata *trailers,
+                                     void *user_data);
+
+/**
+ * Calls Switch/PutSend without blocking: |done| runs exactly once with
+ * |user_data| on the thread that drives |client|, never from inside this
+ * function, and the call frees itself when it returns.  |req| is borrowed;
+ * |opts| may be NULL.  |out| may be NULL; otherwise |*out| is the call, for
+ * conch_call_cancel() and the getters only (never conch_call_free()), until
+ * |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int switch__put_send_async(conch_client *client, const conch_call_opts *opts,
+                           const Ping *req, Switch__PutSend_Done done,
+                           void *user_data, conch_call **out);
+
+/**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
  * is the caller's, to free with conch_message_free(); otherwise it is NULL.
  * Responses not taken hold the server back (flow control).
@@ -2004,6 +2187,33 @@ int switch__methods_sync(conch_client *client, const conch_call_opts *opts,
                          conch_metadata *headers, conch_metadata *trailers);
 
 /**
+ * The end of a switch__methods_async() call, in one callback: |resp| is the
+ * response, NULL exactly when |status| is not OK; |headers| and |trailers|
+ * (never NULL) the response metadata.  All are borrowed until the callback
+ * returns.
+ */
+typedef void (*Switch__Methods_Done)(const Pong *resp,
+                                     const conch_status *status,
+                                     const conch_metadata *headers,
+                                     const conch_metadata *trailers,
+                                     void *user_data);
+
+/**
+ * Calls Switch/Methods without blocking: |done| runs exactly once with
+ * |user_data| on the thread that drives |client|, never from inside this
+ * function, and the call frees itself when it returns.  |req| is borrowed;
+ * |opts| may be NULL.  |out| may be NULL; otherwise |*out| is the call, for
+ * conch_call_cancel() and the getters only (never conch_call_free()), until
+ * |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int switch__methods_async(conch_client *client, const conch_call_opts *opts,
+                          const Ping *req, Switch__Methods_Done done,
+                          void *user_data, conch_call **out);
+
+/**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
  * is the caller's, to free with conch_message_free(); otherwise it is NULL.
  * Responses not taken hold the server back (flow control).
@@ -2148,6 +2358,33 @@ int switch__get__thing_start(conch_client *client, const conch_call_opts *opts,
 int switch__get__thing_sync(conch_client *client, const conch_call_opts *opts,
                             const Ping *req, Pong **resp, conch_status *status,
                             conch_metadata *headers, conch_metadata *trailers);
+
+/**
+ * The end of a switch__get__thing_async() call, in one callback: |resp| is the
+ * response, NULL exactly when |status| is not OK; |headers| and |trailers|
+ * (never NULL) the response metadata.  All are borrowed until the callback
+ * returns.
+ */
+typedef void (*Switch__GetThing_Done)(const Pong *resp,
+                                      const conch_status *status,
+                                      const conch_metadata *headers,
+                                      const conch_metadata *trailers,
+                                      void *user_data);
+
+/**
+ * Calls Switch/Get_Thing without blocking: |done| runs exactly once with
+ * |user_data| on the thread that drives |client|, never from inside this
+ * function, and the call frees itself when it returns.  |req| is borrowed;
+ * |opts| may be NULL.  |out| may be NULL; otherwise |*out| is the call, for
+ * conch_call_cancel() and the getters only (never conch_call_free()), until
+ * |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int switch__get__thing_async(conch_client *client, const conch_call_opts *opts,
+                             const Ping *req, Switch__GetThing_Done done,
+                             void *user_data, conch_call **out);
 
 /**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
@@ -2297,6 +2534,33 @@ int switch__get_thing__start(conch_client *client, const conch_call_opts *opts,
 int switch__get_thing__sync(conch_client *client, const conch_call_opts *opts,
                             const Ping *req, Pong **resp, conch_status *status,
                             conch_metadata *headers, conch_metadata *trailers);
+
+/**
+ * The end of a switch__get_thing__async() call, in one callback: |resp| is the
+ * response, NULL exactly when |status| is not OK; |headers| and |trailers|
+ * (never NULL) the response metadata.  All are borrowed until the callback
+ * returns.
+ */
+typedef void (*Switch__GetThing__Done)(const Pong *resp,
+                                       const conch_status *status,
+                                       const conch_metadata *headers,
+                                       const conch_metadata *trailers,
+                                       void *user_data);
+
+/**
+ * Calls Switch/GetThing without blocking: |done| runs exactly once with
+ * |user_data| on the thread that drives |client|, never from inside this
+ * function, and the call frees itself when it returns.  |req| is borrowed;
+ * |opts| may be NULL.  |out| may be NULL; otherwise |*out| is the call, for
+ * conch_call_cancel() and the getters only (never conch_call_free()), until
+ * |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int switch__get_thing__async(conch_client *client, const conch_call_opts *opts,
+                             const Ping *req, Switch__GetThing__Done done,
+                             void *user_data, conch_call **out);
 
 /**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|

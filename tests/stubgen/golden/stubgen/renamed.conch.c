@@ -96,6 +96,26 @@ int alt__names__notes__take_sync(conch_client *client,
   return rv;
 }
 
+static void m0_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Alt__Names__Notes__Take_Done)done)((const Alt__Names__Note *)resp, status,
+                                       headers, trailers, user_data);
+}
+
+int alt__names__notes__take_async(conch_client *client,
+                                  const conch_call_opts *opts,
+                                  const Alt__Names__Note *req,
+                                  Alt__Names__Notes__Take_Done done,
+                                  void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &alt__names__notes__take__method, opts,
+                                req != NULL ? &req->base : NULL, m0_done,
+                                (conch_stub_fn)done, user_data, out);
+}
+
 int alt__names__notes__take_recv(Alt__Names__Notes__Take_Call call,
                                  Alt__Names__Note **msg) {
   ProtobufCMessage *m = NULL;
@@ -493,6 +513,26 @@ int alt__names__desk__close__sync(conch_client *client,
   return rv;
 }
 
+static void m2_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Alt__Names__Desk__Close__Done)done)((const Alt__Names__Note *)resp, status,
+                                        headers, trailers, user_data);
+}
+
+int alt__names__desk__close__async(conch_client *client,
+                                   const conch_call_opts *opts,
+                                   const Alt__Names__Note *req,
+                                   Alt__Names__Desk__Close__Done done,
+                                   void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &alt__names__desk__close___method, opts,
+                                req != NULL ? &req->base : NULL, m2_done,
+                                (conch_stub_fn)done, user_data, out);
+}
+
 int alt__names__desk__close__recv(Alt__Names__Desk__Close__Call call,
                                   Alt__Names__Note **msg) {
   ProtobufCMessage *m = NULL;
@@ -861,6 +901,26 @@ int alt__names__desk__open_sync(conch_client *client,
                         &req->base, &m, status, headers, trailers);
   *resp = (Alt__Names__Note *)m; /* m is the base of one */
   return rv;
+}
+
+static void m4_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Alt__Names__Desk__Open_Done)done)((const Alt__Names__Note *)resp, status,
+                                      headers, trailers, user_data);
+}
+
+int alt__names__desk__open_async(conch_client *client,
+                                 const conch_call_opts *opts,
+                                 const Alt__Names__Note *req,
+                                 Alt__Names__Desk__Open_Done done,
+                                 void *user_data, conch_call **out) {
+  return conch_stub_unary_async(client, &alt__names__desk__open__method, opts,
+                                req != NULL ? &req->base : NULL, m4_done,
+                                (conch_stub_fn)done, user_data, out);
 }
 
 int alt__names__desk__open_recv(Alt__Names__Desk__Open_Call call,

@@ -96,6 +96,28 @@ int stubgen__nested__v1__deep__unary_sync(
   return rv;
 }
 
+static void m0_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Stubgen__Nested__V1__Deep__Unary_Done)done)(
+      (const Stubgen__Nested__V1__Outer *)resp, status, headers, trailers,
+      user_data);
+}
+
+int stubgen__nested__v1__deep__unary_async(
+    conch_client *client, const conch_call_opts *opts,
+    const Stubgen__Nested__V1__Outer__Middle__Inner *req,
+    Stubgen__Nested__V1__Deep__Unary_Done done, void *user_data,
+    conch_call **out) {
+  return conch_stub_unary_async(client,
+                                &stubgen__nested__v1__deep__unary__method, opts,
+                                req != NULL ? &req->base : NULL, m0_done,
+                                (conch_stub_fn)done, user_data, out);
+}
+
 int stubgen__nested__v1__deep__unary_recv(
     Stubgen__Nested__V1__Deep__Unary_Call call,
     Stubgen__Nested__V1__Outer **msg) {
@@ -894,6 +916,28 @@ int stubgen__nested__v1__static__mirror_sync(
                         opts, &req->base, &m, status, headers, trailers);
   *resp = (Stubgen__Nested__V1__Outer *)m; /* m is the base of one */
   return rv;
+}
+
+static void m4_done(const ProtobufCMessage *resp, const conch_status *status,
+                    const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type; resp, when not NULL,
+     is the base of its response type. */
+  ((Stubgen__Nested__V1__Static__Mirror_Done)done)(
+      (const Stubgen__Nested__V1__Outer *)resp, status, headers, trailers,
+      user_data);
+}
+
+int stubgen__nested__v1__static__mirror_async(
+    conch_client *client, const conch_call_opts *opts,
+    const Stubgen__Nested__V1__Outer *req,
+    Stubgen__Nested__V1__Static__Mirror_Done done, void *user_data,
+    conch_call **out) {
+  return conch_stub_unary_async(client,
+                                &stubgen__nested__v1__static__mirror__method,
+                                opts, req != NULL ? &req->base : NULL, m4_done,
+                                (conch_stub_fn)done, user_data, out);
 }
 
 int stubgen__nested__v1__static__mirror_recv(

@@ -18,6 +18,8 @@
  *   p__s__m_recv()   takes the next response in pull mode;
  *                    p__s__m_recv_sync() blocks for it
  *   p__s__m_sync()   a whole unary call, blocking
+ *   p__s__m_async()  a whole unary call, its end reported to one
+ *                    P__S__M_Done callback
  *   p__s__m_send()   sends a request (client streaming, bidi);
  *                    p__s__m_send_sync() blocks while the buffer is
  *                    full
@@ -39,10 +41,11 @@
  * Ownership: requests are borrowed for the call of the function (they are
  * serialized at once).  A response from _recv(), _recv_sync(), _sync() or
  * _close_and_recv_sync() is the caller's, to free with
- * conch_message_free(client, &msg->base); one given to a handler is borrowed
- * until the handler returns.  A started call is the caller's, to free with
- * conch_call_free(call.base).  On the server, a request given to a handler is
- * borrowed until it returns, a response given to _rpc_send() is borrowed for
+ * conch_message_free(client, &msg->base); one given to a handler or a _Done
+ * callback is borrowed until it returns.  A call started with _start() is the
+ * caller's, to free with conch_call_free(call.base); one of _async() frees
+ * itself after its _Done callback.  On the server, a request given to a handler
+ * is borrowed until it returns, a response given to _rpc_send() is borrowed for
  * that call, and the server frees its calls.
  *
  * Functions return 0 or a negative CONCH_ERR_* (conch/status.h); the outcome of
@@ -162,6 +165,34 @@ int stubgen__nested__v1__deep__unary_sync(
     const Stubgen__Nested__V1__Outer__Middle__Inner *req,
     Stubgen__Nested__V1__Outer **resp, conch_status *status,
     conch_metadata *headers, conch_metadata *trailers);
+
+/**
+ * The end of a stubgen__nested__v1__deep__unary_async() call, in one callback:
+ * |resp| is the response, NULL exactly when |status| is not OK; |headers| and
+ * |trailers| (never NULL) the response metadata.  All are borrowed until the
+ * callback returns.
+ */
+typedef void (*Stubgen__Nested__V1__Deep__Unary_Done)(
+    const Stubgen__Nested__V1__Outer *resp, const conch_status *status,
+    const conch_metadata *headers, const conch_metadata *trailers,
+    void *user_data);
+
+/**
+ * Calls stubgen.nested.v1.Deep/Unary without blocking: |done| runs exactly once
+ * with |user_data| on the thread that drives |client|, never from inside this
+ * function, and the call frees itself when it returns.  |req| is borrowed;
+ * |opts| may be NULL.  |out| may be NULL; otherwise |*out| is the call, for
+ * conch_call_cancel() and the getters only (never conch_call_free()), until
+ * |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int stubgen__nested__v1__deep__unary_async(
+    conch_client *client, const conch_call_opts *opts,
+    const Stubgen__Nested__V1__Outer__Middle__Inner *req,
+    Stubgen__Nested__V1__Deep__Unary_Done done, void *user_data,
+    conch_call **out);
 
 /**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
@@ -905,6 +936,34 @@ int stubgen__nested__v1__static__mirror_sync(
     conch_client *client, const conch_call_opts *opts,
     const Stubgen__Nested__V1__Outer *req, Stubgen__Nested__V1__Outer **resp,
     conch_status *status, conch_metadata *headers, conch_metadata *trailers);
+
+/**
+ * The end of a stubgen__nested__v1__static__mirror_async() call, in one
+ * callback: |resp| is the response, NULL exactly when |status| is not OK;
+ * |headers| and |trailers| (never NULL) the response metadata.  All are
+ * borrowed until the callback returns.
+ */
+typedef void (*Stubgen__Nested__V1__Static__Mirror_Done)(
+    const Stubgen__Nested__V1__Outer *resp, const conch_status *status,
+    const conch_metadata *headers, const conch_metadata *trailers,
+    void *user_data);
+
+/**
+ * Calls stubgen.nested.v1.Static/Mirror without blocking: |done| runs exactly
+ * once with |user_data| on the thread that drives |client|, never from inside
+ * this function, and the call frees itself when it returns.  |req| is borrowed;
+ * |opts| may be NULL.  |out| may be NULL; otherwise |*out| is the call, for
+ * conch_call_cancel() and the getters only (never conch_call_free()), until
+ * |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req| or
+ * |done|) or CONCH_ERR_NOMEM; on failure |done| never runs.
+ */
+int stubgen__nested__v1__static__mirror_async(
+    conch_client *client, const conch_call_opts *opts,
+    const Stubgen__Nested__V1__Outer *req,
+    Stubgen__Nested__V1__Static__Mirror_Done done, void *user_data,
+    conch_call **out);
 
 /**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
