@@ -1,5 +1,5 @@
-/* Misuse of the generated stubs, client (cases 1-8) and server (9-14),
-   must not compile.  Built with -DCASE=n by the stubgen/misuse_* tests,
+/* Misuse of the generated stubs, client (cases 1-8 and, for _async(),
+   15-17) and server (9-14), must not compile.  Built with -DCASE=n by the stubgen/misuse_* tests,
    each expected to fail; CASE 0 is the same code used rightly and must
    compile, so the failures come from the misuse and not from the file. */
 #include "stubgen.conch.h"
@@ -43,6 +43,27 @@ static void on_pong(Echo__Unary_Call call, const Pong *msg, void *user_data) {
   (void)user_data;
 }
 
+/* _Done callbacks: the right one for Echo/Unary, and one taking a Ping. */
+static void done_pong(const Pong *resp, const conch_status *st,
+                      const conch_metadata *headers,
+                      const conch_metadata *trailers, void *user_data) {
+  (void)resp;
+  (void)st;
+  (void)headers;
+  (void)trailers;
+  (void)user_data;
+}
+
+static void done_ping(const Ping *resp, const conch_status *st,
+                      const conch_metadata *headers,
+                      const conch_metadata *trailers, void *user_data) {
+  (void)resp;
+  (void)st;
+  (void)headers;
+  (void)trailers;
+  (void)user_data;
+}
+
 void misuse(conch_client *c, Echo__ClientStream_Call cs, Echo__Unary_Call u,
             Echo__ServerStream_Call ss) {
   Ping ping = PING__INIT;
@@ -56,6 +77,8 @@ void misuse(conch_client *c, Echo__ClientStream_Call cs, Echo__Unary_Call u,
   (void)sh;
   (void)on_ping;
   (void)on_pong;
+  (void)done_ping;
+  (void)done_pong;
 
 #if CASE == 0
   h.on_message = on_pong;
@@ -64,6 +87,7 @@ void misuse(conch_client *c, Echo__ClientStream_Call cs, Echo__Unary_Call u,
   echo__server_stream_recv(ss, &resp);
   echo__unary_sync(c, NULL, &ping, &resp, NULL, NULL, NULL);
   echo__client_stream_close_and_recv_sync(cs, &resp);
+  echo__unary_async(c, NULL, &ping, done_pong, NULL, NULL);
 #elif CASE == 1
   /* A request of the wrong type. */
   echo__client_stream_send(cs, &pong);
@@ -88,6 +112,15 @@ void misuse(conch_client *c, Echo__ClientStream_Call cs, Echo__Unary_Call u,
 #elif CASE == 8
   /* close_and_recv exists for client streaming only. */
   echo__bidi_close_and_recv_sync(cs, &resp);
+#elif CASE == 15
+  /* A _Done callback taking the wrong response type. */
+  echo__unary_async(c, NULL, &ping, done_ping, NULL, NULL);
+#elif CASE == 16
+  /* _async() exists for unary methods only. */
+  echo__server_stream_async(c, NULL, &ping, done_pong, NULL, NULL);
+#elif CASE == 17
+  /* A request of the wrong type. */
+  echo__unary_async(c, NULL, &pong, done_pong, NULL, NULL);
 #endif
   (void)h;
   (void)c;
