@@ -8,7 +8,9 @@
  * with the final conch_status.  Responses arrive either pushed (on_message)
  * or pulled (conch_call_recv()) when no message handler is set.  The caller
  * owns the call handle and releases it with conch_call_free(), also after
- * the call has ended.
+ * the call has ended; calls started with conch_call_opts.auto_free or by
+ * conch_unary_async() (one callback with response and status) free
+ * themselves.
  */
 #ifndef CONCH_CALL_H
 #define CONCH_CALL_H
