@@ -19,7 +19,7 @@
 #   - idle streams: IDLE gRPC Start streams over IDLE_CONNS connections
 #     (idle_streams.mjs), each with its first message; the server's VmRSS
 #     after minus before (fresh server, nothing served yet), per stream.
-# Environment: ROUNDS (3), N (20000), IDLE (1000), IDLE_CONNS (10).
+# Environment: ROUNDS (3), N (200000), IDLE (1000), IDLE_CONNS (10).
 # Needs h2load (nghttp2-client) and node with the test peers' packages
 # (tests/node_modules).
 set -eu
@@ -27,7 +27,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$top/build}
 bd=$build/tools/bench
 rounds=${ROUNDS:-3}
-n=${N:-20000}
+n=${N:-200000}
 idle=${IDLE:-1000}
 idle_conns=${IDLE_CONNS:-10}
 for t in h2load node; do
