@@ -16,6 +16,9 @@
 #     server's user+sys, all its threads, from /proc/PID/stat before and
 #     after, after a warm-up of 2,000 calls) and the server's peak RSS
 #     (VmHWM) after both runs;
+#   - the same with our client as the load (conch-bench list, gRPC, 64 in
+#     flight, N/2 calls; it checks every response): gRPC calls per server
+#     CPU-second;
 #   - idle streams: IDLE gRPC Start streams over IDLE_CONNS connections
 #     (idle_streams.mjs), each with its first message; the server's VmRSS
 #     after minus before (fresh server, nothing served yet), per stream.
@@ -33,8 +36,9 @@ idle_conns=${IDLE_CONNS:-10}
 for t in h2load node; do
   command -v "$t" >/dev/null || { echo "compare_server.sh: $t missing" >&2; exit 1; }
 done
-[ -x "$bd/conch-bench-server" ] || {
-  echo "compare_server.sh: build conch-bench-server first" >&2; exit 1; }
+[ -x "$bd/conch-bench-server" ] && [ -x "$bd/conch-bench" ] || {
+  echo "compare_server.sh: build conch-bench-server and conch-bench first" >&2
+  exit 1; }
 [ -d "$top/tests/node_modules/@connectrpc/connect-node" ] || {
   echo "compare_server.sh: tests/node_modules missing (scripts/setup.sh)" >&2; exit 1; }
 servers="conch node"
@@ -118,6 +122,18 @@ for r in $(seq "$rounds"); do
         'BEGIN {printf "%.0f\n", (t > 0 ? n * k / t : 0)}' >>"$out/$s-$p-cpu"
       echo "$rps" >>"$out/$s-$p-rps"
     done
+    nc=$((n / 2))
+    c0=$(cpu_ticks)
+    "$bd/conch-bench" --protocol grpc list "http://127.0.0.1:$port" 64 "$nc" \
+      >"$out/cb" || true
+    c1=$(cpu_ticks)
+    grep -q "\"calls\":$nc,\"errors\":0," "$out/cb" || {
+      echo "compare_server.sh: conch-bench against $s failed" >&2
+      cat "$out/cb" >&2
+      exit 1
+    }
+    awk -v n="$nc" -v t=$((c1 - c0)) -v k="$tck" \
+      'BEGIN {printf "%.0f\n", (t > 0 ? n * k / t : 0)}' >>"$out/$s-cb-cpu"
     status_kb VmHWM >>"$out/$s-hwm"
     stop_server
 
@@ -164,27 +180,29 @@ gRPC++ $(pkg-config --modversion grpc++ 2>/dev/null || echo n/a), $(h2load --ver
 
 Load: h2load, unary process.Process/List (empty request, 485-byte response),
 one connection, 64 in flight, $n calls per protocol after a 2,000-call
-warm-up; every answer checked (2xx and the expected data bytes).  Idle:
+warm-up; every answer checked (2xx and the expected data bytes); then
+$((n / 2)) gRPC calls from conch-bench (our client, 64 in flight, every
+response decoded and checked).  Peak RSS after all three loads.  Idle:
 $idle gRPC process.Process/Start streams over $idle_conns connections, each
 with its first message, held open (tools/bench/idle_streams.mjs); server
 VmRSS after minus before, fresh server.  Medians of $rounds rounds.  CPU is
 the server process's user+sys (all threads), $tck ticks a second.
 
-| server | Connect calls / CPU-s | gRPC calls / CPU-s | Connect req/s (wall) | gRPC req/s (wall) | peak RSS (KiB) | bytes / idle stream |
-|---|---|---|---|---|---|---|
+| server | Connect calls / CPU-s | gRPC calls / CPU-s | gRPC calls / CPU-s, conch-bench load | Connect req/s (wall) | gRPC req/s (wall) | peak RSS (KiB) | bytes / idle stream |
+|---|---|---|---|---|---|---|---|
 EOF2
 for s in $servers; do
-  echo "| $(name $s) | $(m $s-connect-cpu) | $(m $s-grpc-cpu) | $(m $s-connect-rps) | $(m $s-grpc-rps) | $(m $s-hwm) | $(m $s-idle) |"
+  echo "| $(name $s) | $(m $s-connect-cpu) | $(m $s-grpc-cpu) | $(m $s-cb-cpu) | $(m $s-connect-rps) | $(m $s-grpc-rps) | $(m $s-hwm) | $(m $s-idle) |"
 done
 cat <<EOF2
 
 Ratios, same run (calls per CPU-second: higher is better for conch above 1;
 memory: lower is better for conch below 1):
 
-| conch over | Connect calls / CPU-s | gRPC calls / CPU-s | peak RSS | bytes / idle stream |
-|---|---|---|---|---|
-| connect-node | $(ratio conch-connect-cpu node-connect-cpu) | $(ratio conch-grpc-cpu node-grpc-cpu) | $(ratio conch-hwm node-hwm) | $(ratio conch-idle node-idle) |
+| conch over | Connect calls / CPU-s | gRPC calls / CPU-s | gRPC, conch-bench load | peak RSS | bytes / idle stream |
+|---|---|---|---|---|---|
+| connect-node | $(ratio conch-connect-cpu node-connect-cpu) | $(ratio conch-grpc-cpu node-grpc-cpu) | $(ratio conch-cb-cpu node-cb-cpu) | $(ratio conch-hwm node-hwm) | $(ratio conch-idle node-idle) |
 EOF2
 [ -x "$bd/grpc-bench-server" ] &&
-  echo "| gRPC C++ | n/a (gRPC only) | $(ratio conch-grpc-cpu grpc-grpc-cpu) | $(ratio conch-hwm grpc-hwm) | $(ratio conch-idle grpc-idle) |"
+  echo "| gRPC C++ | n/a (gRPC only) | $(ratio conch-grpc-cpu grpc-grpc-cpu) | $(ratio conch-cb-cpu grpc-cb-cpu) | $(ratio conch-hwm grpc-hwm) | $(ratio conch-idle grpc-idle) |"
 exit 0
