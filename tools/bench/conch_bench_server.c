@@ -1,0 +1,187 @@
+/* conch-bench-server: the server core (conch/server.h) under
+   tools/bench/compare_server.sh.  A benchmark peer, not a test.
+
+     conch-bench-server [--write-list FILE]
+
+   Serves process.Process on 127.0.0.1 (h2c; a free port, printed as
+   "LISTENING <port>") through the generated stubs (process.conch.h):
+   - List (unary): always the same ListResponse of 485 bytes, the one
+     bench-server sends (built the same way), decoded once at start and
+     serialized for every call, as a real handler would;
+   - Start (server stream): one StartEvent, then the stream stays open and
+     idle until the client cancels it (memory per idle stream).
+   Exits on SIGTERM or SIGINT.  --write-list FILE writes the canned
+   response's bytes to FILE and exits (the other servers read them). */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <conch/conch.h>
+#include <conch/server.h>
+
+#include "process/process.conch.h"
+#include "process/process.pb-c.h"
+
+#define LIST_BYTES 485
+
+static volatile sig_atomic_t stopping;
+static uint8_t list_bytes[LIST_BYTES];
+static Process__ListResponse *list_resp;
+
+static void on_signal(int sig) {
+  (void)sig;
+  stopping = 1;
+}
+
+/* The canned ListResponse of bench_server.c, padded (the last process's
+   tag) to LIST_BYTES. */
+static void build_list(void) {
+  Process__ListResponse r = PROCESS__LIST_RESPONSE__INIT;
+  Process__ProcessInfo info[3], *pinfo[3];
+  Process__ProcessConfig cfg[3];
+  Process__ProcessConfig__EnvsEntry env[3][2], *penv[3][2];
+  static char *args[] = {"-c", "sleep 1000; echo done"};
+  static char tag[LIST_BYTES];
+  size_t i, n;
+
+  for (i = 0; i < 3; i++) {
+    process__process_info__init(&info[i]);
+    process__process_config__init(&cfg[i]);
+    process__process_config__envs_entry__init(&env[i][0]);
+    process__process_config__envs_entry__init(&env[i][1]);
+    env[i][0].key = "PATH";
+    env[i][0].value = "/usr/local/bin:/usr/bin:/bin";
+    env[i][1].key = "HOME";
+    env[i][1].value = "/home/user";
+    penv[i][0] = &env[i][0];
+    penv[i][1] = &env[i][1];
+    cfg[i].cmd = "/bin/bash";
+    cfg[i].n_args = 2;
+    cfg[i].args = args;
+    cfg[i].n_envs = 2;
+    cfg[i].envs = penv[i];
+    cfg[i]._cwd_case = PROCESS__PROCESS_CONFIG___CWD_CWD;
+    cfg[i].cwd = "/home/user/project";
+    info[i].config = &cfg[i];
+    info[i].pid = 4000 + (uint32_t)i * 17;
+    info[i]._tag_case = PROCESS__PROCESS_INFO___TAG_TAG;
+    info[i].tag = "worker";
+    pinfo[i] = &info[i];
+  }
+  r.n_processes = 3;
+  r.processes = pinfo;
+  for (n = 0; n < sizeof(tag) - 1; n++) {
+    memset(tag, 't', n);
+    tag[n] = '\0';
+    info[2].tag = tag;
+    if (process__list_response__get_packed_size(&r) == LIST_BYTES) {
+      break;
+    }
+  }
+  if (process__list_response__get_packed_size(&r) != LIST_BYTES) {
+    fprintf(stderr, "conch-bench-server: cannot size the List response\n");
+    exit(1);
+  }
+  process__list_response__pack(&r, list_bytes);
+}
+
+static void on_list(Process__Process__List_Rpc rpc,
+                    const Process__ListRequest *req, void *user_data) {
+  conch_status st;
+  (void)req;
+  (void)user_data;
+
+  if (process__process__list_rpc_send(rpc, list_resp) != 0) {
+    conch_status_init(&st);
+    st.code = CONCH_CODE_INTERNAL;
+    process__process__list_rpc_finish(rpc, &st);
+    return;
+  }
+  process__process__list_rpc_finish(rpc, NULL);
+}
+
+/* One StartEvent, then nothing until the client cancels: the call stays
+   the server's (on_cancel frees nothing, the server owns the rpc). */
+static void on_start(Process__Process__Start_Rpc rpc,
+                     const Process__StartRequest *req, void *user_data) {
+  Process__StartResponse resp = PROCESS__START_RESPONSE__INIT;
+  Process__ProcessEvent ev = PROCESS__PROCESS_EVENT__INIT;
+  Process__ProcessEvent__StartEvent start =
+      PROCESS__PROCESS_EVENT__START_EVENT__INIT;
+  conch_status st;
+  (void)req;
+  (void)user_data;
+
+  start.pid = 4242;
+  ev.event_case = PROCESS__PROCESS_EVENT__EVENT_START;
+  ev.start = &start;
+  resp.event = &ev;
+  if (process__process__start_rpc_send(rpc, &resp) != 0) {
+    conch_status_init(&st);
+    st.code = CONCH_CODE_INTERNAL;
+    process__process__start_rpc_finish(rpc, &st);
+  }
+}
+
+static int write_list(const char *path) {
+  FILE *f = fopen(path, "wb");
+  int ok;
+
+  if (f == NULL) {
+    perror(path);
+    return 1;
+  }
+  ok = fwrite(list_bytes, 1, LIST_BYTES, f) == LIST_BYTES;
+  ok = (fclose(f) == 0) && ok;
+  return !ok;
+}
+
+int main(int argc, char **argv) {
+  static const Process__Process_Handlers h = {
+      .list = {.on_request = on_list},
+      .start = {.on_request = on_start},
+  };
+  conch_server *s;
+  int rv;
+
+  build_list();
+  if (argc == 3 && strcmp(argv[1], "--write-list") == 0) {
+    return write_list(argv[2]);
+  }
+  if (argc != 1) {
+    fprintf(stderr, "usage: %s [--write-list FILE]\n", argv[0]);
+    return 2;
+  }
+  list_resp = process__list_response__unpack(NULL, LIST_BYTES, list_bytes);
+  if (list_resp == NULL) {
+    return 1;
+  }
+  if (conch_server_new(&s, NULL) != 0) {
+    return 1;
+  }
+  rv = process__process__register(s, &h);
+  if (rv == 0) {
+    rv = conch_server_listen(s, "127.0.0.1:0");
+  }
+  if (rv != 0) {
+    fprintf(stderr, "conch-bench-server: %s\n", conch_strerror(rv));
+    conch_server_free(s);
+    return 1;
+  }
+  printf("LISTENING %d\n", conch_server_port(s));
+  fflush(stdout);
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  while (!stopping) {
+    rv = conch_server_run(s, 200); /* a signal also ends the poll early */
+    if (rv != 0) {
+      fprintf(stderr, "conch-bench-server: %s\n", conch_strerror(rv));
+      break;
+    }
+  }
+  conch_server_free(s);
+  process__list_response__free_unpacked(list_resp, NULL);
+  return rv != 0;
+}
