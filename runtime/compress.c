@@ -52,6 +52,43 @@ int conch__comp_lookup(const conch_comp_opts *o, const char *name, size_t len) {
   return -1;
 }
 
+static int is_blank(char ch) { return ch == ' ' || ch == '\t'; }
+
+int conch__comp_set_accept(conch_comp_opts *o, const char *names,
+                           int strict) {
+  uint8_t ids[CONCH__COMP_MAX];
+  size_t n = 0;
+  const char *p = names;
+
+  while (p != NULL && *p != '\0') {
+    size_t len;
+    int id;
+    while (is_blank(*p)) {
+      p++;
+    }
+    len = strcspn(p, ",");
+    while (len > 0 && is_blank(p[len - 1])) {
+      len--;
+    }
+    if (len > 0 || strict) {
+      id = conch__comp_lookup(o, p, len);
+      if (id < 0 || (strict && id >= CONCH__COMP_NBUILTIN)) {
+        return CONCH_ERR_INVALID;
+      }
+      if (id != CONCH_COMPRESSION_IDENTITY && memchr(ids, id, n) == NULL) {
+        ids[n++] = (uint8_t)id;
+      }
+    }
+    p += strcspn(p, ",");
+    if (*p == ',') {
+      p++;
+    }
+  }
+  memcpy(o->accept, ids, n);
+  o->naccept = n;
+  return 0;
+}
+
 static size_t put_name(char *out, size_t at, const char *n) {
   size_t len = strlen(n);
 

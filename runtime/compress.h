@@ -54,6 +54,13 @@ void conch__comp_opts_defaults(conch_comp_opts *o);
 /* The id of |name| (|len| bytes, case-insensitive), or -1. */
 int conch__comp_lookup(const conch_comp_opts *o, const char *name, size_t len);
 
+/* Sets |o|'s accepted list from |names|, comma-separated, blanks around
+   each name ignored, duplicates and identity dropped (NULL or "": identity
+   only).  |strict| (the server's) also refuses empty items and registered
+   compressions.  Returns 0, or CONCH_ERR_INVALID for an unknown name
+   (|o| unchanged). */
+int conch__comp_set_accept(conch_comp_opts *o, const char *names, int strict);
+
 /* The wire name of |id| (a valid id). */
 const char *conch__comp_name(const conch_comp_opts *o, int id);
 

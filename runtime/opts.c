@@ -176,45 +176,12 @@ int conch_client_opts_set_send_compression_name(conch_client_opts *opts,
   return 0;
 }
 
-static int is_space(char ch) {
-  return ch == ' ' || ch == '\t';
-}
-
 int conch_client_opts_set_accept_compression(conch_client_opts *opts,
                                              const char *names) {
-  uint8_t ids[CONCH__COMP_MAX];
-  size_t n = 0, len;
-  const char *p = names;
-  int id;
-
   if (opts == NULL) {
     return CONCH_ERR_INVALID;
   }
-  while (p != NULL && *p != '\0') {
-    while (is_space(*p)) {
-      p++;
-    }
-    len = strcspn(p, ",");
-    while (len > 0 && is_space(p[len - 1])) {
-      len--;
-    }
-    if (len > 0) {
-      id = conch__comp_lookup(&opts->comp, p, len);
-      if (id < 0) {
-        return CONCH_ERR_INVALID;
-      }
-      if (id != CONCH_COMPRESSION_IDENTITY && memchr(ids, id, n) == NULL) {
-        ids[n++] = (uint8_t)id;
-      }
-    }
-    p += strcspn(p, ",");
-    if (*p == ',') {
-      p++;
-    }
-  }
-  memcpy(opts->comp.accept, ids, n);
-  opts->comp.naccept = n;
-  return 0;
+  return conch__comp_set_accept(&opts->comp, names, 0);
 }
 
 int conch_client_opts_set_accept_gzip(conch_client_opts *opts, int on) {

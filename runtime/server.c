@@ -30,38 +30,7 @@ int64_t conch__srv_now(void) {
 /* ---- Options ------------------------------------------------------------ */
 
 static int set_compression(struct conch_server_opts *o, const char *names) {
-  conch_comp_opts c = o->comp;
-  const char *p = names != NULL ? names : "";
-
-  c.naccept = 0;
-  while (*p != '\0') {
-    const char *e = strchr(p, ',');
-    size_t n = e != NULL ? (size_t)(e - p) : strlen(p);
-    const char *q = p;
-    size_t m = n;
-    int id;
-    while (m > 0 && *q == ' ') {
-      q++;
-      m--;
-    }
-    while (m > 0 && q[m - 1] == ' ') {
-      m--;
-    }
-    id = conch__comp_lookup(&c, q, m);
-    if (id < 0 || id >= CONCH__COMP_NBUILTIN) {
-      return CONCH_ERR_INVALID;
-    }
-    if (id != CONCH_COMPRESSION_IDENTITY &&
-        memchr(c.accept, id, c.naccept) == NULL) {
-      c.accept[c.naccept++] = (uint8_t)id;
-    }
-    p += n;
-    if (*p == ',') {
-      p++;
-    }
-  }
-  o->comp = c;
-  return 0;
+  return conch__comp_set_accept(&o->comp, names, 1);
 }
 
 int conch_server_opts_new(conch_server_opts **out) {
