@@ -22,9 +22,9 @@
 #include <conch/server.h>
 
 #include "process/process.conch.h"
+#include "list_fixture.h"
 #include "process/process.pb-c.h"
 
-#define LIST_BYTES 485
 
 static volatile sig_atomic_t stopping;
 static uint8_t list_bytes[LIST_BYTES];
@@ -33,58 +33,6 @@ static Process__ListResponse *list_resp;
 static void on_signal(int sig) {
   (void)sig;
   stopping = 1;
-}
-
-/* The canned ListResponse of bench_server.c, padded (the last process's
-   tag) to LIST_BYTES. */
-static void build_list(void) {
-  Process__ListResponse r = PROCESS__LIST_RESPONSE__INIT;
-  Process__ProcessInfo info[3], *pinfo[3];
-  Process__ProcessConfig cfg[3];
-  Process__ProcessConfig__EnvsEntry env[3][2], *penv[3][2];
-  static char *args[] = {"-c", "sleep 1000; echo done"};
-  static char tag[LIST_BYTES];
-  size_t i, n;
-
-  for (i = 0; i < 3; i++) {
-    process__process_info__init(&info[i]);
-    process__process_config__init(&cfg[i]);
-    process__process_config__envs_entry__init(&env[i][0]);
-    process__process_config__envs_entry__init(&env[i][1]);
-    env[i][0].key = "PATH";
-    env[i][0].value = "/usr/local/bin:/usr/bin:/bin";
-    env[i][1].key = "HOME";
-    env[i][1].value = "/home/user";
-    penv[i][0] = &env[i][0];
-    penv[i][1] = &env[i][1];
-    cfg[i].cmd = "/bin/bash";
-    cfg[i].n_args = 2;
-    cfg[i].args = args;
-    cfg[i].n_envs = 2;
-    cfg[i].envs = penv[i];
-    cfg[i]._cwd_case = PROCESS__PROCESS_CONFIG___CWD_CWD;
-    cfg[i].cwd = "/home/user/project";
-    info[i].config = &cfg[i];
-    info[i].pid = 4000 + (uint32_t)i * 17;
-    info[i]._tag_case = PROCESS__PROCESS_INFO___TAG_TAG;
-    info[i].tag = "worker";
-    pinfo[i] = &info[i];
-  }
-  r.n_processes = 3;
-  r.processes = pinfo;
-  for (n = 0; n < sizeof(tag) - 1; n++) {
-    memset(tag, 't', n);
-    tag[n] = '\0';
-    info[2].tag = tag;
-    if (process__list_response__get_packed_size(&r) == LIST_BYTES) {
-      break;
-    }
-  }
-  if (process__list_response__get_packed_size(&r) != LIST_BYTES) {
-    fprintf(stderr, "conch-bench-server: cannot size the List response\n");
-    exit(1);
-  }
-  process__list_response__pack(&r, list_bytes);
 }
 
 static void on_list(Process__Process__List_Rpc rpc,
@@ -146,7 +94,7 @@ int main(int argc, char **argv) {
   conch_server *s;
   int rv;
 
-  build_list();
+  bench_list_build(list_bytes, "conch-bench-server");
   if (argc == 3 && strcmp(argv[1], "--write-list") == 0) {
     return write_list(argv[2]);
   }
