@@ -3,14 +3,29 @@
  *
  * server.h: the server core.  A conch_server answers Connect, gRPC and
  * gRPC-Web calls (proto and JSON codecs, all four stream kinds) over
- * cleartext HTTP/2 (h2c with prior knowledge), on TCP or Unix sockets it
+ * HTTP/2 and HTTP/1.1, in cleartext or TLS, on TCP or Unix sockets it
  * listens on, or on connections the caller accepted and hands over (with a
  * transport of its own, e.g. in memory).
  *
- * What this first slice does NOT do yet (issue 14): HTTP/1.1 serving (a
- * client that speaks HTTP/1.x is dropped), TLS serving, pull-mode
- * receiving (messages are pushed; conch_rpc_pause() holds them back),
- * registered custom compressions, a libevent adapter (libuv:
+ *  - Cleartext: a connection whose first bytes are the HTTP/2 preface
+ *    speaks HTTP/2 (h2c with prior knowledge); anything else is read as
+ *    HTTP/1.x.  TLS (conch_server_opts_set_tls()): ALPN "h2" or
+ *    "http/1.1" decides, and without ALPN the first bytes do.
+ *  - HTTP/1.1 carries Connect (unary, GET and streams) and gRPC-Web, as
+ *    connect-go serves them: keep-alive, pipelined requests (answered in
+ *    order), chunked request and response bodies, Expect: 100-continue,
+ *    Connection: close, HTTP/1.0.  A gRPC request over HTTP/1.1 is
+ *    answered too, its trailers as chunked trailers (which few clients
+ *    read: gRPC is an HTTP/2 protocol).
+ *    A request the HTTP/1.1 layer cannot take is answered there, and the
+ *    connection closes: malformed (400), a method other than GET, HEAD
+ *    and POST (405), a target over 8 KiB (414), a header section over
+ *    32 KiB or 100 fields (431), HTTP/2.0 in a request line (505), an
+ *    expectation other than 100-continue (417).
+ *
+ * What this slice does NOT do yet (issue 14): pull-mode receiving
+ * (messages are pushed; conch_rpc_pause() holds them back), registered
+ * custom compressions, client certificates, a libevent adapter (libuv:
  * adapters/libuv_server.h), and `conch serve` on this core.  Typed
  * handler tables for a service come from protoc-gen-conch (the server half
  * of every *.conch.h: <service>_Handlers and <service>__register()).
@@ -163,6 +178,44 @@ CONCH_EXTERN int conch_server_opts_set_drain_timeout(conch_server_opts *opts,
  */
 CONCH_EXTERN int conch_server_opts_set_compression(conch_server_opts *opts,
                                                    const char *names);
+/**
+ * Serve TLS: every connection of the server (each listener's and every
+ * adopted one, whatever its transport) speaks TLS with the certificate
+ * chain in the PEM file |cert_file| and the private key in the PEM file
+ * |key_file| (NULL: the key is in |cert_file|).  A server serves either
+ * TLS or cleartext; for both, run two servers.  TLS 1.2 or newer; under
+ * TLS 1.2 only ECDHE/DHE key exchange with AEAD suites (which are also
+ * the ones HTTP/2 allows); no renegotiation.  ALPN selects "h2" when the
+ * client offers it, else "http/1.1"; a client offering neither gets the
+ * no_application_protocol alert, and one without ALPN is served as
+ * cleartext is (HTTP/2 with prior knowledge, else HTTP/1.1).  Client
+ * certificates are not asked for.  The files are read now, to check them,
+ * and again by conch_server_new().  |cert_file| NULL turns TLS off.
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |opts|, a key without certificate);
+ * CONCH_ERR_TLS (a file cannot be read or parsed, the key does not match
+ * the certificate, an encrypted key: conch_server_opts_tls_error() says
+ * which; TLS is then off) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_opts_set_tls(conch_server_opts *opts,
+                                           const char *cert_file,
+                                           const char *key_file);
+/**
+ * conch_server_opts_set_tls() with PEM text (copied): the certificate
+ * chain |cert| and the key |key| (NULL: in |cert|); a length 0 means
+ * NUL-terminated.  |cert| NULL turns TLS off.
+ *
+ * Returns what conch_server_opts_set_tls() returns.
+ */
+CONCH_EXTERN int conch_server_opts_set_tls_pem(conch_server_opts *opts,
+                                               const char *cert,
+                                               size_t cert_len,
+                                               const char *key,
+                                               size_t key_len);
+/** Why the last conch_server_opts_set_tls*() failed ("" when it did not;
+    never NULL). */
+CONCH_EXTERN const char *conch_server_opts_tls_error(
+    const conch_server_opts *opts);
 
 /** What a registered method does with its calls.  Every member but
     on_call may be NULL.  Pointers passed in are borrowed until the
@@ -200,7 +253,9 @@ typedef struct conch_server_handler {
 /**
  * Creates a server.  |opts| may be NULL for the defaults; it is copied.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |out|) or CONCH_ERR_NOMEM.
+ * Returns 0, CONCH_ERR_INVALID (NULL |out|), CONCH_ERR_TLS (the TLS
+ * certificate or key of |opts| cannot be loaded any more) or
+ * CONCH_ERR_NOMEM.
  */
 CONCH_EXTERN int conch_server_new(conch_server **out,
                                   const conch_server_opts *opts);
@@ -231,7 +286,8 @@ CONCH_EXTERN int conch_server_add_method(conch_server *s,
  * Listens on |addr|: "HOST:PORT" (an IPv4 literal, "[v6]:PORT" or
  * "localhost"; port 0 picks a free one, see conch_server_port()) or
  * "unix:PATH" (a Unix socket; an existing socket file at PATH is replaced).
- * Connections speak h2c with prior knowledge.
+ * Connections speak HTTP/2 or HTTP/1.1, in TLS when the options say so
+ * (see the top of this file).
  *
  * Returns 0, CONCH_ERR_INVALID (NULL argument, an address that does not
  * parse), CONCH_ERR_STATE (after conch_server_shutdown()), CONCH_ERR_IO

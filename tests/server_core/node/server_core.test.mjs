@@ -337,13 +337,29 @@ test("raw: a truncated envelope is invalid_argument", async () => {
   assert.match(text, /grpc-status:3\r\n/);
 });
 
-test("raw: an HTTP/1.1 request gets the connection closed", async () => {
-  await new Promise((resolve) => {
+test("raw: an HTTP/1.1 request is answered in HTTP/1.1", async () => {
+  const res = await new Promise((resolve, reject) => {
     const req = http.request(
-      { host: "127.0.0.1", port, method: "POST", path },
-      () => assert.fail("an HTTP/1.1 response"),
+      {
+        host: "127.0.0.1",
+        port,
+        method: "POST",
+        path,
+        headers: { "content-type": "application/proto" },
+      },
+      (res) => {
+        const chunks = [];
+        res.on("data", (c) => chunks.push(c));
+        res.on("end", () =>
+          resolve({ res, body: Buffer.concat(chunks) }),
+        );
+      },
     );
-    req.on("error", () => resolve());
+    req.on("error", reject);
     req.end();
   });
+  assert.equal(res.res.httpVersion, "1.1");
+  assert.equal(res.res.statusCode, 200);
+  assert.equal(res.res.headers["content-type"], "application/proto");
+  assert.equal(Number(res.res.headers["content-length"]), res.body.length);
 });
