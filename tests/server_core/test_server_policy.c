@@ -15,6 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -671,6 +676,67 @@ static void test_buffer_limits(void **state) {
   fx_stop(&fx);
 }
 
+/* Out of descriptors: a client waiting in the backlog is accepted with the
+   descriptor held in reserve and closed at once instead of hanging; once
+   descriptors are back, the server serves again. */
+static void test_emfile_shed(void **state) {
+  struct rlimit old, low;
+  struct sockaddr_in sa;
+  int fill[256];
+  size_t nfill = 0;
+  int maxfd = 0, fd;
+  DIR *d;
+  struct dirent *e;
+  fixture fx;
+  h2_resp r;
+  (void)state;
+
+  fx_start(&fx, NULL, 0);
+  fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  d = opendir("/proc/self/fd");
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL) {
+    int n = atoi(e->d_name);
+    if (n > maxfd) {
+      maxfd = n;
+    }
+  }
+  closedir(d);
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+  low = old;
+  low.rlim_cur = (rlim_t)maxfd + 1;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  /* Fill the gaps below: no descriptor is left for accept(). */
+  while (nfill < 256) {
+    int f = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (f < 0) {
+      break;
+    }
+    fill[nfill++] = f;
+  }
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)conch_server_port(fx.s));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  assert_int_equal(wait_closed(fd, WAIT_MS), 1);
+  close(fd);
+  for (size_t i = 0; i < nfill; i++) {
+    close(fill[i]);
+  }
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+  /* Served again once the listener's rest is over. */
+  assert_int_equal(h2_request(conch_server_port(fx.s), "POST", SVC "Unary",
+                              (const char *const[]){"content-type",
+                                                    "application/proto", NULL},
+                              NULL, 0, &r),
+                   0);
+  assert_int_equal(r.status, 200);
+  h2_resp_free(&r);
+  fx_stop(&fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gate),
@@ -680,6 +746,7 @@ int main(void) {
       cmocka_unit_test(test_header_timeout),
       cmocka_unit_test(test_body_timeout),
       cmocka_unit_test(test_buffer_limits),
+      cmocka_unit_test(test_emfile_shed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
