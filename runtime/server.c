@@ -800,6 +800,21 @@ static long conn_write(srv_conn *conn, const void *buf, size_t len) {
   return n >= 0 ? (long)n : -(long)errno;
 }
 
+/* The client shut its write side (shutdown(SHUT_WR)): what it asked is
+   still answered, as HTTP/2 allows; a request still being received can
+   never end and is reset.  The connection closes once all is answered
+   (or when a write fails: it is not watched for reading any more). */
+static void conn_half_close(srv_conn *conn) {
+  conn->rd_eof = 1;
+  for (conch_link *l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
+    conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
+    if (!rpc->half_closed) {
+      (void)nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
+                                      NGHTTP2_CANCEL);
+    }
+  }
+}
+
 static void conn_on_read(srv_conn *conn) {
   uint8_t buf[SRV_READ_CHUNK];
 
@@ -807,6 +822,10 @@ static void conn_on_read(srv_conn *conn) {
     long n = conn_read(conn, buf, sizeof(buf));
     ssize_t used;
     if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) {
+      return;
+    }
+    if (n == 0 && !conn->rd_eof && !conn->has_t) {
+      conn_half_close(conn);
       return;
     }
     if (n <= 0) {
@@ -860,11 +879,25 @@ static int conn_flush(srv_conn *conn) {
 }
 
 static unsigned conn_events(const srv_conn *conn) {
-  unsigned ev = CONCH_IO_READ;
+  unsigned ev = conn->rd_eof ? 0 : CONCH_IO_READ;
   if (conch__buf_size(&conn->wbuf) > 0) {
     ev |= CONCH_IO_WRITE;
   }
   return ev;
+}
+
+/* Tells the hooks what |conn| waits for (nothing: it is not watched). */
+static void conn_watch(srv_conn *conn) {
+  conch_server *s = conn->s;
+  unsigned ev = conn_events(conn);
+
+  if (ev == conn->watched) {
+    return;
+  }
+  if (s->hooks.watch(conn->fd, ev != 0 ? ev : CONCH_IO_REMOVE,
+                     s->hooks.user_data) == 0) {
+    conn->watched = ev;
+  }
 }
 
 /* Closes |conn| when it is dead or done, else tells the hooks what it
@@ -891,9 +924,10 @@ static void conn_settle(srv_conn *conn) {
     }
   }
   if (!conn->dead && conch__buf_size(&conn->wbuf) == 0 &&
-      !nghttp2_session_want_read(conn->h2) &&
-      !nghttp2_session_want_write(conn->h2)) {
-    conn->dead = 1; /* after GOAWAY, drained */
+      !nghttp2_session_want_write(conn->h2) &&
+      (!nghttp2_session_want_read(conn->h2) ||
+       (conn->rd_eof && conch__list_empty(&conn->rpcs)))) {
+    conn->dead = 1; /* after GOAWAY, or half-closed, and drained */
   }
   if (conn->dead) {
     conch__srv_conn_drop_rpcs(conn);
@@ -901,11 +935,7 @@ static void conn_settle(srv_conn *conn) {
     return;
   }
   if (s->has_hooks) {
-    unsigned ev = conn_events(conn);
-    if (ev != conn->watched &&
-        s->hooks.watch(conn->fd, ev, s->hooks.user_data) == 0) {
-      conn->watched = ev;
-    }
+    conn_watch(conn);
   }
 }
 
@@ -928,11 +958,7 @@ void conch__srv_conn_kick(srv_conn *conn) {
       s->hooks.timer(0, s->hooks.user_data);
     }
     if (!conn->dead) {
-      unsigned ev = conn_events(conn);
-      if (ev != conn->watched &&
-          s->hooks.watch(conn->fd, ev, s->hooks.user_data) == 0) {
-        conn->watched = ev;
-      }
+      conn_watch(conn);
     }
   }
 }
@@ -1167,11 +1193,22 @@ size_t conch_server_pollfds(conch_server *s, struct pollfd *fds, size_t nfds) {
     if (n < nfds) {
       unsigned ev = conn_events(conn);
       fds[n].fd = conn->fd;
-      fds[n].events = (short)(POLLIN | ((ev & CONCH_IO_WRITE) ? POLLOUT : 0));
+      fds[n].events = (short)(((ev & CONCH_IO_READ) ? POLLIN : 0) |
+                              ((ev & CONCH_IO_WRITE) ? POLLOUT : 0));
       fds[n].revents = 0;
     }
   }
   return n;
+}
+
+/* Pull mode: a half-closed connection (not polled for reading) hung up. */
+static void conn_hangup(conch_server *s, int fd) {
+  for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
+    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
+    if (conn->fd == fd && conn->rd_eof) {
+      conn->dead = 1;
+    }
+  }
 }
 
 int conch_server_process(conch_server *s, const struct pollfd *fds,
@@ -1190,6 +1227,9 @@ int conch_server_process(conch_server *s, const struct pollfd *fds,
     }
     if (fds[i].revents & POLLOUT) {
       ev |= CONCH_IO_WRITE;
+    }
+    if (fds[i].revents & (POLLHUP | POLLERR)) {
+      conn_hangup(s, fds[i].fd);
     }
     if (ev != 0) {
       handle_fd(s, fds[i].fd, ev);

@@ -69,6 +69,7 @@ typedef struct srv_conn {
   conch_timer idle; /* kind SRV_TIMER_IDLE: armed while there is no call */
   long peer_uid;    /* Unix socket peer, else -1 */
   int passed;       /* a request passed the gate */
+  int rd_eof;       /* the client shut its write side */
   size_t buffered;  /* request bytes its calls hold */
 } srv_conn;
 

@@ -737,6 +737,36 @@ static void test_emfile_shed(void **state) {
   fx_stop(&fx);
 }
 
+/* The client shuts its write side after its request: it is still
+   answered, and then the connection closes. */
+static void test_half_close(void **state) {
+  static const char *const proto[] = {"content-type", "application/proto",
+                                      NULL};
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  uint8_t body[64];
+  size_t n;
+  fixture fx;
+  h2_conn *c;
+  h2_resp r;
+  (void)state;
+
+  fx_start(&fx, NULL, 0);
+  req.payload.data = (uint8_t *)"half";
+  req.payload.len = 4;
+  n = conchtest__v1__request__pack(&req, body);
+  assert_int_equal(h2_open(&c, conch_server_port(fx.s)), 0);
+  assert_true(h2_submit(c, "POST", SVC "Unary", proto, body, n, &r) > 0);
+  assert_int_equal(h2_shutdown_write(c), 0);
+  assert_int_equal(h2_run(c, WAIT_MS), 0);
+  assert_int_equal(r.status, 200);
+  assert_non_null(r.body);
+  assert_non_null(memmem(r.body, r.len, "half", 4));
+  assert_int_equal(wait_closed(h2_fd(c), WAIT_MS), 1);
+  h2_resp_free(&r);
+  h2_close(c);
+  fx_stop(&fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gate),
@@ -747,6 +777,7 @@ int main(void) {
       cmocka_unit_test(test_body_timeout),
       cmocka_unit_test(test_buffer_limits),
       cmocka_unit_test(test_emfile_shed),
+      cmocka_unit_test(test_half_close),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
