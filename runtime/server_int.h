@@ -42,7 +42,22 @@ struct conch_server_opts {
   char *tls_key_pem;
   size_t tls_key_len;
   char tls_err[256];
+  conch_server_gate_fn gate;
+  void *gate_ud;
+  conch_server_accept_fn accept_fn;
+  void *accept_ud;
+  size_t max_conns;     /* 0: no limit */
+  long header_ms;       /* 0: none */
+  long body_ms;         /* 0: none */
+  size_t conn_buffered; /* request bytes one connection may hold; 0: any */
+  size_t max_buffered;  /* ... all connections; 0: any */
 };
+
+typedef struct srv_route {
+  char *path;
+  conch_server_route_fn fn;
+  void *user_data;
+} srv_route;
 
 typedef struct srv_method {
   conch_method m; /* m.path points at |path| */
@@ -82,6 +97,10 @@ typedef struct srv_conn {
   conch_link rpcs;
   conch_timer idle; /* kind SRV_TIMER_IDLE: armed while there is no call */
   conch_timer linger; /* kind SRV_TIMER_LINGER */
+  long peer_uid;    /* Unix socket peer, else -1 */
+  int passed;       /* a request passed the gate */
+  int rd_eof;       /* the client shut its write side */
+  size_t buffered;  /* request bytes its calls hold */
 } srv_conn;
 
 /* A header block being built: nghttp2_nv whose strings live in |store|
@@ -125,6 +144,8 @@ struct conch_rpc {
   int hdr_too_big;
   size_t hdr_bytes;
   char *path;
+  char *authority;         /* :authority, or NULL */
+  char mname[16];          /* :method (truncated) */
   conch_metadata proto_md; /* the protocol's own request headers */
   conch_metadata req_md;
   conch_metadata resp_md;
@@ -147,6 +168,9 @@ struct conch_rpc {
   int nrecv;
   int nsent;
   void *data;
+  conch_timer recv; /* kind SRV_TIMER_RECV: headers, then the body */
+  int headers_in;   /* the header block ended */
+  size_t counted;   /* request bytes held, as counted in conn and server */
 };
 
 struct conch_server {
@@ -158,6 +182,8 @@ struct conch_server {
   ProtobufCAllocator pb_alloc;
   srv_method *methods;
   size_t nmethods, cap_methods;
+  srv_route *routes;
+  size_t nroutes;
   int lfd[SRV_MAX_LISTENERS];
   int lunix[SRV_MAX_LISTENERS];
   size_t nlisten;
@@ -175,14 +201,15 @@ struct conch_server {
   conch_timer drain; /* kind SRV_TIMER_DRAIN */
   int drain_stage;   /* 1: calls were ended; 2: connections closed */
   conch_tls_ctx *tls; /* serving TLS (every connection), or NULL */
+  size_t buffered;   /* request bytes all calls hold */
+  int spare_fd;      /* held in reserve for shedding, or -1 */
+  int resting;       /* out of descriptors: listeners not watched */
+  conch_timer rest;  /* kind SRV_TIMER_ACCEPT: ... until this */
 };
 
-enum {
-  SRV_TIMER_DEADLINE = 0,
-  SRV_TIMER_DRAIN = 1,
-  SRV_TIMER_IDLE = 2,
-  SRV_TIMER_LINGER = 3
-};
+  SRV_TIMER_LINGER = 3,
+  SRV_TIMER_RECV = 4,
+  SRV_TIMER_ACCEPT = 5
 
 int64_t conch__srv_now(void);
 /* Makes the nghttp2 server session of |conn|.  Returns 0,
@@ -192,6 +219,10 @@ int conch__srv_session_new(srv_conn *conn);
 void conch__srv_conn_drop_rpcs(srv_conn *conn);
 /* A call's deadline passed. */
 void conch__srv_rpc_deadline(conch_rpc *rpc);
+/* A call's header or body timeout passed. */
+void conch__srv_rpc_recv_expired(conch_rpc *rpc);
+srv_method *conch__srv_find_method(conch_server *s, const char *path);
+srv_route *conch__srv_find_route(conch_server *s, const char *path);
 /* Arms the idle timer of |conn| when it has no call (and a timeout is
    set), disarms it otherwise. */
 void conch__srv_conn_idle(srv_conn *conn);

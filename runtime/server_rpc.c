@@ -165,6 +165,9 @@ static const conch_mem *rpc_mem(const conch_rpc *rpc) {
   return rpc->conn->s->mem;
 }
 
+static void rpc_free(conch_rpc *rpc);
+static void rpc_count(conch_rpc *rpc);
+
 static conch_rpc *rpc_new(srv_conn *conn, int32_t id) {
   conch_server *s = conn->s;
   conch_rpc *rpc = conch__calloc(s->mem, 1, sizeof(*rpc));
@@ -176,6 +179,8 @@ static conch_rpc *rpc_new(srv_conn *conn, int32_t id) {
   rpc->id = id;
   rpc->deadline = -1;
   rpc->timer.idx = SIZE_MAX;
+  rpc->recv.idx = SIZE_MAX;
+  rpc->recv.kind = SRV_TIMER_RECV;
   rpc->req_enc = rpc->resp_enc = CONCH_COMPRESSION_IDENTITY;
   conch__metadata_init(&rpc->req_md, s->mem);
   conch__metadata_init(&rpc->proto_md, s->mem);
@@ -188,6 +193,13 @@ static conch_rpc *rpc_new(srv_conn *conn, int32_t id) {
   conch__list_push(&conn->rpcs, &rpc->link);
   s->ncalls++;
   conch__srv_conn_idle(conn);
+  /* The header block has header_ms to end. */
+  if (s->o.header_ms > 0 &&
+      conch__heap_insert(&s->heap, s->mem, &rpc->recv,
+                         conch__srv_now() + s->o.header_ms) != 0) {
+    rpc_free(rpc);
+    return NULL;
+  }
   return rpc;
 }
 
@@ -195,9 +207,13 @@ static void rpc_free(conch_rpc *rpc) {
   conch_server *s = rpc->conn->s;
 
   conch__heap_remove(&s->heap, &rpc->timer);
+  conch__heap_remove(&s->heap, &rpc->recv);
+  s->buffered -= rpc->counted;
+  rpc->conn->buffered -= rpc->counted;
   conch__list_remove(&rpc->link);
   conch__srv_conn_idle(rpc->conn);
   conch__free(s->mem, rpc->path);
+  conch__free(s->mem, rpc->authority);
   conch__free(s->mem, rpc->query);
   conch__metadata_clear(&rpc->req_md);
   conch__metadata_clear(&rpc->proto_md);
@@ -288,6 +304,8 @@ static void rpc_plain(conch_rpc *rpc, int http_status) {
   hb h = {0};
 
   rpc->state = SRV_RPC_DONE;
+  conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
+  conch__srv_conn_idle(rpc->conn);
   st[0] = (char)('0' + http_status / 100);
   st[1] = (char)('0' + http_status / 10 % 10);
   st[2] = (char)('0' + http_status % 10);
@@ -509,6 +527,8 @@ static void rpc_end(conch_rpc *rpc, const conch_status *st) {
 
   rpc->state = SRV_RPC_DONE;
   conch__heap_remove(&rpc->conn->s->heap, &rpc->timer);
+  conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
+  conch__srv_conn_idle(rpc->conn);
   switch (rpc->wire) {
   case SRV_CONNECT_UNARY:
     rv = end_connect_unary(rpc, st);
@@ -1051,6 +1071,10 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
     rpc->hdr_too_big = 1;
   }
   if (namelen == 7 && memcmp(name, ":method", 7) == 0) {
+    size_t ml = valuelen < sizeof(rpc->mname) ? valuelen
+                                               : sizeof(rpc->mname) - 1;
+    memcpy(rpc->mname, value, ml);
+    rpc->mname[ml] = '\0';
     rpc->get = valuelen == 3 && memcmp(value, "GET", 3) == 0;
     rpc->bad_method =
         !rpc->get && !(valuelen == 4 && memcmp(value, "POST", 4) == 0);
@@ -1065,6 +1089,11 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
                                     valuelen - plen - 1);
         rv = rpc->query == NULL ? CONCH_ERR_NOMEM : 0;
       }
+    }
+  } else if (namelen == 10 && memcmp(name, ":authority", 10) == 0) {
+    if (rpc->authority == NULL) {
+      rpc->authority = conch__strndup(mem, (const char *)value, valuelen);
+      rv = rpc->authority == NULL ? CONCH_ERR_NOMEM : 0;
     }
   } else if (name[0] == ':' || rpc->hdr_too_big) {
     return 0;
@@ -1083,11 +1112,241 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
   return 0;
 }
 
+/* ---- The gate and plain routes ---------------------------------------------- */
+
+const char *conch_server_request_header(const conch_server_request *req,
+                                        const char *name) {
+  const conch_rpc *rpc;
+  const char *v;
+
+  if (req == NULL || name == NULL || req->impl_ == NULL) {
+    return NULL;
+  }
+  rpc = req->impl_;
+  v = conch_metadata_get(&rpc->proto_md, name, NULL);
+  return v != NULL ? v : conch_metadata_get(&rpc->req_md, name, NULL);
+}
+
+static void put_status(char *b, int status) {
+  b[0] = (char)('0' + status / 100);
+  b[1] = (char)('0' + status / 10 % 10);
+  b[2] = (char)('0' + status % 10);
+  b[3] = '\0';
+}
+
+/* Answers with plain HTTP: |r|'s status, content type, headers and body
+   (none for HEAD). */
+static void rpc_reply(conch_rpc *rpc, const conch_server_reply *r) {
+  const conch_mem *mem = rpc_mem(rpc);
+  int status = r->status >= 200 && r->status <= 599 ? r->status : 500;
+  int head = strcmp(rpc->mname, "HEAD") == 0;
+  size_t blen = r->body != NULL ? r->body_len : 0;
+  char st[4], num[24];
+  hb h = {0};
+  int rv = 0;
+
+  rpc->state = SRV_RPC_DONE;
+  conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
+  conch__srv_conn_idle(rpc->conn);
+  put_status(st, status);
+  hb_str(&h, mem, ":status", st);
+  if (r->content_type != NULL) {
+    hb_str(&h, mem, "content-type", r->content_type);
+  }
+  if (status != 204 && status != 304) {
+    (void)snprintf(num, sizeof(num), "%zu", blen);
+    hb_str(&h, mem, "content-length", num);
+  }
+  for (size_t i = 0; r->headers != NULL && r->headers[i] != NULL &&
+                     r->headers[i + 1] != NULL;
+       i += 2) {
+    hb_str(&h, mem, r->headers[i], r->headers[i + 1]);
+  }
+  if (head || status == 204 || status == 304) {
+    blen = 0;
+  }
+  if (blen > 0) {
+    rv = conch__buf_append(&rpc->out, mem, r->body, blen);
+  }
+  rpc->out_end = 1;
+  if (rv == 0) {
+    rv = rpc_submit(rpc, &h, blen > 0);
+  }
+  if (rv != 0) {
+    (void)nghttp2_submit_rst_stream(rpc->conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
+                                    NGHTTP2_INTERNAL_ERROR);
+  }
+  hb_clear(&h, mem);
+}
+
+/* The gate refused the call: a plain answer, or an RPC error in the
+   request's protocol (a Connect unary error when none is named). */
+static void rpc_refuse(conch_rpc *rpc, const conch_server_verdict *v) {
+  const char *ct = proto_hdr(rpc, "content-type");
+  conch_status st;
+  conch_ctype t;
+  conch_code code = v->code;
+
+  if (v->reply.status != 0) {
+    rpc_reply(rpc, &v->reply);
+    return;
+  }
+  rpc->wire = SRV_CONNECT_UNARY;
+  if (ct != NULL && conch__ctype_parse(ct, strlen(ct), &t) == 0 &&
+      t.codec != CONCH_CT_OTHER) {
+    rpc->wire = t.family == CONCH_CT_CONNECT          ? SRV_CONNECT_UNARY
+                : t.family == CONCH_CT_CONNECT_STREAM ? SRV_CONNECT_STREAM
+                : t.family == CONCH_CT_GRPC           ? SRV_GRPC
+                                                      : SRV_GRPC_WEB;
+    rpc->json = t.codec == CONCH_CT_JSON;
+  }
+  if (code <= CONCH_CODE_OK || code > CONCH_CODE_UNAUTHENTICATED) {
+    code = CONCH_CODE_PERMISSION_DENIED;
+  }
+  conch_status_init(&st);
+  (void)conch__status_set(&st, rpc_mem(rpc), code, CONCH_ORIGIN_LOCAL, 0, "%s",
+                          v->message != NULL ? v->message : "");
+  rpc_end(rpc, &st);
+  conch_status_clear(&st);
+}
+
+/* The gate, then plain routes.  Returns 0 when the request goes on to its
+   method. */
+static int rpc_gate(conch_rpc *rpc) {
+  conch_server *s = rpc->conn->s;
+  conch_server_request req;
+  srv_route *route;
+
+  memset(&req, 0, sizeof(req));
+  req.method = rpc->mname;
+  req.path = rpc->path != NULL ? rpc->path : "";
+  req.authority = rpc->authority != NULL ? rpc->authority
+                                         : proto_hdr(rpc, "host");
+  req.peer_uid = rpc->conn->peer_uid;
+  req.conn_passed = rpc->conn->passed;
+  req.impl_ = rpc;
+  if (s->o.gate != NULL) {
+    conch_server_verdict v;
+    memset(&v, 0, sizeof(v));
+    if (s->o.gate(&req, &v, s->o.gate_ud) != 0) {
+      rpc_refuse(rpc, &v);
+      return -1;
+    }
+  }
+  route = conch__srv_find_route(s, req.path);
+  if (route != NULL) {
+    conch_server_reply r;
+    memset(&r, 0, sizeof(r));
+    route->fn(&req, &r, route->user_data);
+    rpc_reply(rpc, &r);
+    return -1;
+  }
+  if (!rpc->conn->passed) {
+    rpc->conn->passed = 1;
+    conch__srv_conn_idle(rpc->conn);
+  }
+  return 0;
+}
+
+/* ---- Request timeouts and held bytes --------------------------------------- */
+
+/* The body timer runs while the client owes bytes: the whole request of a
+   unary or server-streaming call, each message of the other kinds from
+   its first byte; not while the handler keeps the call paused. */
+static void recv_update(conch_rpc *rpc) {
+  conch_server *s = rpc->conn->s;
+  conch_stream_kind k;
+  int want;
+
+  if (!rpc->headers_in || s->o.body_ms == 0) {
+    return;
+  }
+  k = rpc->method != NULL ? rpc->method->m.kind : CONCH_STREAM_UNARY;
+  if (rpc->state != SRV_RPC_USER || rpc->half_closed || rpc->paused ||
+      rpc->eos_held) {
+    want = 0;
+  } else if (k == CONCH_STREAM_UNARY || k == CONCH_STREAM_SERVER ||
+             rpc->wire == SRV_CONNECT_UNARY) {
+    want = 1;
+  } else {
+    want = !conch__env_reader_at_boundary(&rpc->env);
+  }
+  if (!want) {
+    conch__heap_remove(&s->heap, &rpc->recv);
+  } else if (rpc->recv.idx == SIZE_MAX &&
+             conch__heap_insert(&s->heap, s->mem, &rpc->recv,
+                                conch__srv_now() + s->o.body_ms) != 0) {
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  }
+}
+
+void conch__srv_rpc_recv_expired(conch_rpc *rpc) {
+  srv_conn *conn = rpc->conn;
+
+  if (!rpc->headers_in) {
+    /* A header block that never ends blocks the whole connection
+       (nothing but CONTINUATION may follow it). */
+    conn->dead = 1;
+    return;
+  }
+  if (rpc->state != SRV_RPC_USER) {
+    (void)nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
+                                    NGHTTP2_CANCEL);
+    return;
+  }
+  rpc_fail(rpc, CONCH_CODE_DEADLINE_EXCEEDED,
+           "request message not received within %ld ms", conn->s->o.body_ms);
+}
+
+/* Request bytes |rpc| holds now. */
+static size_t rpc_held(const conch_rpc *rpc) {
+  return conch__buf_size(&rpc->body) + conch__buf_size(&rpc->held) +
+         conch__buf_size(&rpc->env.body) + rpc->env.prefix_len;
+}
+
+/* Drops the request bytes of a call that ends. */
+static void rpc_drop_held(conch_rpc *rpc) {
+  const conch_mem *mem = rpc_mem(rpc);
+  conch__buf_free(&rpc->body, mem);
+  conch__buf_free(&rpc->held, mem);
+  conch__buf_free(&rpc->env.body, mem);
+  rpc->env.prefix_len = 0;
+}
+
+/* Counts what |rpc| holds against the limits: over the server's, the call
+   ends (resource_exhausted); over its connection's, the connection ends. */
+static void rpc_count(conch_rpc *rpc) {
+  srv_conn *conn = rpc->conn;
+  conch_server *s = conn->s;
+  size_t now = rpc_held(rpc);
+
+  if (now > rpc->counted && s->o.max_buffered > 0 &&
+      s->buffered - rpc->counted + now > s->o.max_buffered) {
+    rpc_drop_held(rpc);
+    now = 0;
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
+             "server busy: requests being received hold more than %zu bytes",
+             s->o.max_buffered);
+  }
+  s->buffered = s->buffered - rpc->counted + now;
+  conn->buffered = conn->buffered - rpc->counted + now;
+  rpc->counted = now;
+  if (s->o.conn_buffered > 0 && conn->buffered > s->o.conn_buffered &&
+      !conn->dead) {
+    (void)nghttp2_session_terminate_session(conn->h2,
+                                            NGHTTP2_ENHANCE_YOUR_CALM);
+  }
+}
+
 static void start_call(conch_rpc *rpc) {
-  if (rpc_dispatch(rpc) != 0) {
+  rpc->headers_in = 1;
+  conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
+  if (rpc_gate(rpc) != 0 || rpc_dispatch(rpc) != 0) {
     return;
   }
   rpc->state = SRV_RPC_USER;
+  conch__srv_conn_idle(rpc->conn);
+  recv_update(rpc);
   rpc->method->h.on_call(rpc, rpc->method->user_data);
 }
 
@@ -1114,6 +1373,8 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame,
     } else {
       rpc_half_close(rpc);
     }
+    rpc_count(rpc);
+    recv_update(rpc);
   }
   return 0;
 }
@@ -1136,10 +1397,13 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id,
     if (conch__buf_append(&rpc->held, rpc_mem(rpc), data, len) != 0) {
       rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     } else {
+      rpc_count(rpc);
       return 0;
     }
   } else if (rpc != NULL) {
     rpc_data(rpc, data, len);
+    rpc_count(rpc);
+    recv_update(rpc);
   }
   if (nghttp2_session_consume_stream(h2, id, len) != 0) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -1158,14 +1422,18 @@ void conch__srv_conn_resume(srv_conn *conn) {
     if (n > 0) {
       /* A handler that pauses again meanwhile gets the rest of these
          bytes all the same: a pause acts between reads. */
-      rpc_data(rpc, conch__buf_head(&rpc->held), n);
-      conch__buf_free(&rpc->held, rpc_mem(rpc));
+      conch_buf held = rpc->held;
+      rpc->held = (conch_buf)CONCH_BUF_INIT;
+      rpc_data(rpc, conch__buf_head(&held), n);
+      conch__buf_free(&held, rpc_mem(rpc));
       (void)nghttp2_session_consume_stream(conn->h2, rpc->id, n);
+      rpc_count(rpc);
     }
     if (rpc->eos_held && !rpc->paused) {
       rpc->eos_held = 0;
       rpc_half_close(rpc);
     }
+    recv_update(rpc);
   }
 }
 
@@ -1424,6 +1692,34 @@ int conch_rpc_send_raw(conch_rpc *rpc, const void *data, size_t len) {
   return send_bytes(rpc, data != NULL ? data : "", len);
 }
 
+int conch_rpc_send_packed(conch_rpc *rpc, const void *data, size_t len) {
+  conch_server *s;
+  ProtobufCMessage *msg;
+  int rv;
+
+  if (rpc == NULL || (data == NULL && len > 0) ||
+      rpc->method->m.output == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = send_check(rpc);
+  if (rv != 0 || !rpc->json) {
+    return rv != 0 ? rv : send_bytes(rpc, data != NULL ? data : "", len);
+  }
+  s = rpc->conn->s;
+  msg = protobuf_c_message_unpack(rpc->method->m.output, &s->pb_alloc, len,
+                                  data != NULL ? data : "");
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_rpc_send(rpc, msg);
+  protobuf_c_message_free_unpacked(msg, &s->pb_alloc);
+  return rv;
+}
+
+size_t conch_rpc_queued(const conch_rpc *rpc) {
+  return rpc != NULL ? conch__buf_size(&rpc->out) : 0;
+}
+
 int conch_rpc_pause(conch_rpc *rpc) {
   if (rpc == NULL) {
     return CONCH_ERR_INVALID;
@@ -1432,6 +1728,7 @@ int conch_rpc_pause(conch_rpc *rpc) {
     return CONCH_ERR_STATE;
   }
   rpc->paused = 1;
+  recv_update(rpc);
   return 0;
 }
 
