@@ -128,6 +128,8 @@ struct conch_server {
   ProtobufCAllocator pb_alloc;
   srv_method *methods;
   size_t nmethods, cap_methods;
+  uint32_t *slots;  /* hash of the paths: index + 1 into methods, 0 free */
+  size_t cap_slots; /* a power of two, at least twice nmethods; 0: none */
   int lfd[SRV_MAX_LISTENERS];
   int lunix[SRV_MAX_LISTENERS];
   size_t nlisten;
