@@ -134,6 +134,17 @@ int conch_server_opts_set_compression(conch_server_opts *opts,
   return set_compression(opts, names);
 }
 
+int conch_server_opts_set_json_resolver(conch_server_opts *opts,
+                                        conch_json_resolver fn,
+                                        void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->json_resolve = fn;
+  opts->json_resolve_ud = fn != NULL ? user_data : NULL;
+  return 0;
+}
+
 /* ---- Server ------------------------------------------------------------- */
 
 static void *pb_alloc(void *ud, size_t n) { return conch__malloc(ud, n); }

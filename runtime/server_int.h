@@ -30,6 +30,8 @@ struct conch_server_opts {
   uint32_t max_header_list;
   uint32_t max_streams;
   conch_comp_opts comp; /* accept[]: the compressions the server takes */
+  conch_json_resolver json_resolve; /* JSON codec: Any types; may be NULL */
+  void *json_resolve_ud;
 };
 
 typedef struct srv_method {
