@@ -297,6 +297,17 @@ int conch_server_opts_set_buffer_limits(conch_server_opts *opts,
   return 0;
 }
 
+int conch_server_opts_set_json_resolver(conch_server_opts *opts,
+                                        conch_json_resolver fn,
+                                        void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->json_resolve = fn;
+  opts->json_resolve_ud = fn != NULL ? user_data : NULL;
+  return 0;
+}
+
 /* ---- Server ------------------------------------------------------------- */
 
 static void *pb_alloc(void *ud, size_t n) { return conch__malloc(ud, n); }
@@ -395,19 +406,88 @@ void conch_server_free(conch_server *s) {
   if (s->spare_fd >= 0) {
     close(s->spare_fd);
   }
+  conch__free(s->mem, s->slots);
   conch__heap_free(&s->heap, s->mem);
   conch__comps_clear(&s->comps);
   conch__tls_ctx_free(s->tls);
   conch__free(s->mem, s);
 }
 
+/* The method table is found through an open-addressing hash of the paths
+   (linear probing, at most half full): a lookup costs the same with 5
+   methods as with hundreds.  Up to SRV_SCAN_METHODS methods a scan is
+   cheaper, and is used (the hash is kept all the same).  The hash takes
+   the path 8 bytes at a time (a multiply and a shift per word); the paths
+   are the server's own, so a weak spot in it could slow only its own
+   lookups. */
+#define SRV_SCAN_METHODS 4
+
+static uint32_t path_hash(const char *p) {
+  size_t n = strlen(p);
+  uint64_t h = (uint64_t)n * 0x9e3779b97f4a7c15u;
+  uint64_t w;
+
+  for (; n >= 8; n -= 8, p += 8) {
+    memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdu;
+    h ^= h >> 32;
+  }
+  for (w = 0; n > 0; n--) {
+    w = (w << 8) | (unsigned char)p[n - 1];
+  }
+  h = (h ^ w) * 0xff51afd7ed558ccdu;
+  return (uint32_t)(h ^ (h >> 32));
+}
+
 static srv_method *find_method(conch_server *s, const char *path) {
-  for (size_t i = 0; i < s->nmethods; i++) {
-    if (strcmp(s->methods[i].path, path) == 0) {
-      return &s->methods[i];
+  size_t mask = s->cap_slots - 1;
+  size_t i;
+
+  if (s->nmethods <= SRV_SCAN_METHODS) {
+    for (i = 0; i < s->nmethods; i++) {
+      if (strcmp(s->methods[i].path, path) == 0) {
+        return &s->methods[i];
+      }
+    }
+    return NULL;
+  }
+  for (i = path_hash(path) & mask; s->slots[i] != 0; i = (i + 1) & mask) {
+    srv_method *m = &s->methods[s->slots[i] - 1];
+    if (strcmp(m->path, path) == 0) {
+      return m;
     }
   }
   return NULL;
+}
+
+/* Makes the hash room for |n| methods (|cap| slots, a power of two at
+   least 2n) and fills it from the table.  Returns 0 or CONCH_ERR_NOMEM
+   (the old hash kept). */
+static int rehash(conch_server *s, size_t n) {
+  size_t cap = 16;
+  uint32_t *t;
+
+  while (cap < 2 * n) {
+    cap *= 2;
+  }
+  if (cap == s->cap_slots) {
+    return 0;
+  }
+  t = conch__calloc(s->mem, cap, sizeof(*t));
+  if (t == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  for (size_t k = 0; k < s->nmethods; k++) {
+    size_t i = path_hash(s->methods[k].path) & (cap - 1);
+    while (t[i] != 0) {
+      i = (i + 1) & (cap - 1);
+    }
+    t[i] = (uint32_t)(k + 1);
+  }
+  conch__free(s->mem, s->slots);
+  s->slots = t;
+  s->cap_slots = cap;
+  return 0;
 }
 
 srv_method *conch__srv_find_method(conch_server *s, const char *path);
@@ -480,6 +560,9 @@ int conch_server_add_method(conch_server *s, const conch_method *method,
       s->methods[i].m.path = s->methods[i].path;
     }
   }
+  if (s->nmethods >= UINT32_MAX - 1 || rehash(s, s->nmethods + 1) != 0) {
+    return CONCH_ERR_NOMEM;
+  }
   m = &s->methods[s->nmethods];
   memset(m, 0, sizeof(*m));
   m->path = conch__strdup(s->mem, method->path);
@@ -490,6 +573,14 @@ int conch_server_add_method(conch_server *s, const conch_method *method,
   m->m.path = m->path;
   m->h = *handler;
   m->user_data = user_data;
+  {
+    size_t mask = s->cap_slots - 1;
+    size_t i = path_hash(m->path) & mask;
+    while (s->slots[i] != 0) {
+      i = (i + 1) & mask;
+    }
+    s->slots[i] = (uint32_t)(s->nmethods + 1);
+  }
   s->nmethods++;
   return 0;
 }

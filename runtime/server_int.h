@@ -51,6 +51,8 @@ struct conch_server_opts {
   long body_ms;         /* 0: none */
   size_t conn_buffered; /* request bytes one connection may hold; 0: any */
   size_t max_buffered;  /* ... all connections; 0: any */
+  conch_json_resolver json_resolve; /* JSON codec: Any types; may be NULL */
+  void *json_resolve_ud;
 };
 
 typedef struct srv_route {
@@ -184,6 +186,8 @@ struct conch_server {
   size_t nmethods, cap_methods;
   srv_route *routes;
   size_t nroutes;
+  uint32_t *slots;  /* hash of the paths: index + 1 into methods, 0 free */
+  size_t cap_slots; /* a power of two, at least twice nmethods; 0: none */
   int lfd[SRV_MAX_LISTENERS];
   int lunix[SRV_MAX_LISTENERS];
   size_t nlisten;
@@ -207,9 +211,14 @@ struct conch_server {
   conch_timer rest;  /* kind SRV_TIMER_ACCEPT: ... until this */
 };
 
+enum {
+  SRV_TIMER_DEADLINE = 0,
+  SRV_TIMER_DRAIN = 1,
+  SRV_TIMER_IDLE = 2,
   SRV_TIMER_LINGER = 3,
   SRV_TIMER_RECV = 4,
   SRV_TIMER_ACCEPT = 5
+};
 
 int64_t conch__srv_now(void);
 /* Makes the nghttp2 server session of |conn|.  Returns 0,

@@ -615,8 +615,9 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
     return 0;
   }
   if (rpc->json) {
-    if (conch__pbjson_decode(m->m.input, p, n, &s->pb_alloc, &msg, err,
-                             sizeof(err)) != 0) {
+    conch_pbjson_opts jo = {s->o.json_resolve, s->o.json_resolve_ud};
+    if (conch__pbjson_decode_ex(m->m.input, p, n, &jo, &s->pb_alloc, &msg,
+                                err, sizeof(err)) != 0) {
       rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "cannot decode %s: %s",
                m->m.input->name, err);
       return -1;
@@ -1661,7 +1662,9 @@ int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg) {
   }
   mem = rpc_mem(rpc);
   if (rpc->json) {
-    rv = conch__pbjson_encode(msg, mem, &b, err, sizeof(err));
+    const conch_server *s = rpc->conn->s;
+    conch_pbjson_opts jo = {s->o.json_resolve, s->o.json_resolve_ud};
+    rv = conch__pbjson_encode_ex(msg, &jo, mem, &b, err, sizeof(err));
   } else {
     size_t n = protobuf_c_message_get_packed_size(msg);
     rv = conch__buf_reserve(&b, mem, n);

@@ -351,6 +351,91 @@ static void test_unknown_method(void **state) {
   }
 }
 
+/* Many methods (the lookup is a hash of the paths): registered while the
+   server serves nothing, unary and bidi, each call reaches its own handler (the raw
+   response is the index it was registered with), the old methods still
+   work, a path registered already is refused, and paths next to the
+   registered ones are unknown. */
+#define MANY 300
+
+static void many_half_close(conch_rpc *rpc, void *user_data) {
+  char b[16];
+  int n = snprintf(b, sizeof(b), "%d", (int)(intptr_t)user_data);
+  if (conch_rpc_send_raw(rpc, b, (size_t)n) != 0 ||
+      conch_rpc_finish(rpc, NULL) != 0) {
+    conch_status st;
+    conch_status_init(&st);
+    st.code = CONCH_CODE_INTERNAL;
+    (void)conch_rpc_finish(rpc, &st);
+  }
+}
+
+static void many_on_call(conch_rpc *rpc, void *user_data) {
+  (void)rpc;
+  (void)user_data;
+}
+
+static void test_many_methods(void **state) {
+  fixture *fx = *state;
+  const conch_server_handler h = {.on_call = many_on_call,
+                                  .on_half_close = many_half_close};
+  static char paths[MANY][40];
+  conch_method m = {0};
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+
+  fx_pause(fx);
+  for (int i = 0; i < MANY; i++) {
+    snprintf(paths[i], sizeof(paths[i]), "/many.v1.Svc/M%d", i);
+    m.path = paths[i];
+    m.kind = i % 2 == 0 ? CONCH_STREAM_UNARY : CONCH_STREAM_BIDI;
+    assert_int_equal(conch_server_add_method(fx->s, &m, &h,
+                                             (void *)(intptr_t)i),
+                     0);
+  }
+  m.path = paths[MANY / 2];
+  assert_int_equal(conch_server_add_method(fx->s, &m, &h, NULL),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_server_add_method(fx->s, &m_unary, &h, NULL),
+                   CONCH_ERR_INVALID);
+  fx_resume(fx);
+
+  for (size_t v = 0; v < NVARIANTS; v++) {
+    conch_client *c = client_for(fx, &variants[v]);
+    for (int i = (int)v; i < MANY; i += 37) {
+      conch_call *call;
+      const uint8_t *p;
+      size_t n;
+      char want[16];
+      m.path = paths[i];
+      m.kind = i % 2 == 0 ? CONCH_STREAM_UNARY : CONCH_STREAM_BIDI;
+      assert_int_equal(conch_call_start(c, &m, NULL, NULL, NULL, &call), 0);
+      assert_int_equal(conch_call_send_raw(call, "x", 1), 0);
+      if (m.kind == CONCH_STREAM_BIDI) { /* a unary call's send ends it */
+        assert_int_equal(conch_call_close_send(call), 0);
+      }
+      while (conch_call_recv_raw(call, &p, &n) == CONCH_ERR_AGAIN) {
+        assert_int_equal(conch_client_run(c, 50), 0);
+      }
+      snprintf(want, sizeof(want), "%d", i);
+      assert_int_equal(n, strlen(want));
+      assert_memory_equal(p, want, n);
+      assert_int_equal(conch_call_wait_sync(call), 0);
+      conch_call_free(call);
+    }
+    conch_client_free(c);
+  }
+  unary_ok(fx, &variants[0]);
+  {
+    conch_method unknown = m_unary;
+    unknown.path = "/many.v1.Svc/M300";
+    expect_code(fx, &variants[3], &unknown, NULL, &req,
+                CONCH_CODE_UNIMPLEMENTED);
+    unknown.path = "/many.v1.Svc/M";
+    expect_code(fx, &variants[3], &unknown, NULL, &req,
+                CONCH_CODE_UNIMPLEMENTED);
+  }
+}
+
 typedef struct count_wait {
   fixture *fx;
   int want;
@@ -762,6 +847,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bidi, setup, teardown),
       cmocka_unit_test_setup_teardown(test_error_details, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unknown_method, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_many_methods, setup, teardown),
       cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
       cmocka_unit_test_setup_teardown(test_backpressure, setup, teardown),
       cmocka_unit_test_setup_teardown(test_connect_get, setup, teardown),

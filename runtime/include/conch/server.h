@@ -356,6 +356,23 @@ CONCH_EXTERN int conch_server_opts_set_buffer_limits(conch_server_opts *opts,
                                                      size_t per_conn,
                                                      size_t total);
 
+/**
+ * The resolver the JSON codec uses for google.protobuf.Any fields of
+ * requests and responses, and |user_data| for it; NULL (the default) for
+ * none.  As the client's (conch_client_opts_set_json_resolver()): the
+ * well-known types (google.protobuf.*) need none; an Any of any other
+ * type that does not resolve cannot be read or written: such a request
+ * ends its call with invalid_argument, and conch_rpc_send() of such a
+ * response returns CONCH_ERR_CODEC.  The resolver runs on the thread that
+ * drives the server; the descriptors it returns must stay valid for the
+ * server's life.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_server_opts_set_json_resolver(conch_server_opts *opts,
+                                                     conch_json_resolver fn,
+                                                     void *user_data);
+
 /** What a registered method does with its calls.  Every member but
     on_call may be NULL.  Pointers passed in are borrowed until the
     handler returns. */
