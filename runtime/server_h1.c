@@ -980,10 +980,20 @@ void conch__srv_h1_eof(srv_conn *c) {
 }
 
 /* The client sends no more: once what it sent is parsed, an unfinished
-   request is a truncated one (400), and with none in progress the
-   connection closes (after the answers are out). */
+   request is a truncated one (400), one being answered is canceled, and
+   with none in progress the connection closes (after the answers are
+   out). */
 static void h1_check_eof(srv_h1 *h) {
-  if (!h->eof || h->closing || conch__buf_size(&h->in) > 0 || h->paused) {
+  if (!h->eof || h->closing) {
+    return;
+  }
+  /* A client that leaves while its answer is made is gone (as Go's
+     net/http takes it): the call is canceled. */
+  if (h->active && h->req_done && !h->resp_done) {
+    ex_fail(h, 0, 1);
+    return;
+  }
+  if (conch__buf_size(&h->in) > 0 || h->paused) {
     return;
   }
   if (!h->active) {
