@@ -134,6 +134,25 @@ int conch_server_opts_set_compression(conch_server_opts *opts,
   return set_compression(opts, names);
 }
 
+int conch_server_opts_add_compression(conch_server_opts *opts,
+                                      const conch_compressor *comp, int *id) {
+  int n, rv;
+
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch__comp_add_custom(&opts->comp, comp, &n);
+  if (rv != 0) {
+    return rv;
+  }
+  /* Room for every id: CONCH__COMP_MAX counts the custom ones. */
+  opts->comp.accept[opts->comp.naccept++] = (uint8_t)n;
+  if (id != NULL) {
+    *id = n;
+  }
+  return 0;
+}
+
 int conch_server_opts_set_json_resolver(conch_server_opts *opts,
                                         conch_json_resolver fn,
                                         void *user_data) {

@@ -10,7 +10,7 @@
  * What this first slice does NOT do yet (issue 14): HTTP/1.1 serving (a
  * client that speaks HTTP/1.x is dropped), TLS serving, pull-mode
  * receiving (messages are pushed; conch_rpc_pause() holds them back),
- * registered custom compressions, a libevent adapter (libuv:
+ * a libevent adapter (libuv:
  * adapters/libuv_server.h), and `conch serve` on this core.  Typed
  * handler tables for a service come from protoc-gen-conch (the server half
  * of every *.conch.h: <service>_Handlers and <service>__register()).
@@ -154,8 +154,9 @@ CONCH_EXTERN int conch_server_opts_set_drain_timeout(conch_server_opts *opts,
                                                      long ms);
 /**
  * The compressions accepted in requests and used for responses: a
- * comma-separated list of built-in names ("gzip,zstd"; "" or NULL:
- * identity only).  A request in a compression outside the list ends with
+ * comma-separated list of built-in names and names registered with
+ * conch_server_opts_add_compression() ("gzip,zstd"; "" or NULL:
+ * identity only), most preferred first.  A request in a compression outside the list ends with
  * unimplemented.  Default "gzip,br,zstd,deflate,snappy".
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, an unknown or malformed
@@ -163,6 +164,26 @@ CONCH_EXTERN int conch_server_opts_set_drain_timeout(conch_server_opts *opts,
  */
 CONCH_EXTERN int conch_server_opts_set_compression(conch_server_opts *opts,
                                                    const char *names);
+/**
+ * Registers a compression of the caller's own (conch_compressor, as the
+ * client's conch_client_opts_add_compression(): the struct and name are
+ * copied, the functions and user_data retained for the life of |opts| and
+ * of every server made from it) and adds it to the end of the accepted
+ * list: requests in it are decompressed (within the receive limit), and
+ * responses use it when the request came in it, or when it is the first
+ * of the client's accepted list that the server takes.  A later
+ * conch_server_opts_set_compression() may name it elsewhere in the list
+ * or leave it out.  Its functions run on the thread that drives the
+ * server, one call at a time per server.  |id| (may be NULL) receives its
+ * id, CONCH_COMPRESSION_CUSTOM_FIRST and up in the order of registration.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |opts| or |comp|, a |struct_size|
+ * too small, a NULL function, or a bad or taken name), or CONCH_ERR_LIMIT
+ * (CONCH_COMPRESSION_CUSTOM_MAX are registered already).
+ */
+CONCH_EXTERN int conch_server_opts_add_compression(conch_server_opts *opts,
+                                                   const conch_compressor *comp,
+                                                   int *id);
 
 /**
  * The resolver the JSON codec uses for google.protobuf.Any fields of
