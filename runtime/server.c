@@ -333,6 +333,8 @@ int conch_server_add_method(conch_server *s, const conch_method *method,
 
   if (s == NULL || method == NULL || handler == NULL ||
       handler->on_call == NULL || method->path == NULL ||
+      (handler->on_recv_ready != NULL &&
+       (handler->on_message != NULL || handler->on_raw_message != NULL)) ||
       method->path[0] != '/' || (unsigned)method->kind > CONCH_STREAM_BIDI ||
       find_method(s, method->path) != NULL) {
     return CONCH_ERR_INVALID;
