@@ -297,6 +297,25 @@ int conch_server_opts_set_buffer_limits(conch_server_opts *opts,
   return 0;
 }
 
+int conch_server_opts_add_compression(conch_server_opts *opts,
+                                      const conch_compressor *comp, int *id) {
+  int n, rv;
+
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch__comp_add_custom(&opts->comp, comp, &n);
+  if (rv != 0) {
+    return rv;
+  }
+  /* Room for every id: CONCH__COMP_MAX counts the custom ones. */
+  opts->comp.accept[opts->comp.naccept++] = (uint8_t)n;
+  if (id != NULL) {
+    *id = n;
+  }
+  return 0;
+}
+
 int conch_server_opts_set_json_resolver(conch_server_opts *opts,
                                         conch_json_resolver fn,
                                         void *user_data) {
@@ -538,6 +557,8 @@ int conch_server_add_method(conch_server *s, const conch_method *method,
 
   if (s == NULL || method == NULL || handler == NULL ||
       handler->on_call == NULL || method->path == NULL ||
+      (handler->on_recv_ready != NULL &&
+       (handler->on_message != NULL || handler->on_raw_message != NULL)) ||
       method->path[0] != '/' || (unsigned)method->kind > CONCH_STREAM_BIDI ||
       find_method(s, method->path) != NULL ||
       conch__srv_find_route(s, method->path) != NULL) {

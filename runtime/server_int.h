@@ -167,6 +167,11 @@ struct conch_rpc {
   int eos_held;    /* the request ended while bytes were held */
   conch_buf held;  /* request bytes not delivered (their window kept) */
   int half_closed; /* the client ended its requests */
+  int pull;        /* pull mode (on_recv_ready): messages wait in |pq| */
+  int want_recv;   /* conch_rpc_recv() said AGAIN: on_recv_ready is owed */
+  conch_buf pq;    /* checked messages as received: [u32 len][u8 comp][..] */
+  size_t pq_n;     /* how many */
+  conch_buf pmsg;  /* the raw message conch_rpc_recv_raw() lent */
   int nrecv;
   int nsent;
   void *data;

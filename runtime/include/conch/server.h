@@ -23,9 +23,8 @@
  *    32 KiB or 100 fields (431), HTTP/2.0 in a request line (505), an
  *    expectation other than 100-continue (417).
  *
- * What this slice does NOT do yet (issue 14): pull-mode receiving
- * (messages are pushed; conch_rpc_pause() holds them back), registered
- * custom compressions, client certificates, a libevent adapter (libuv:
+ * What this slice does NOT do yet (issue 14): client certificates, a
+ * libevent adapter (libuv:
  * adapters/libuv_server.h), and `conch serve` on this core.  Typed
  * handler tables for a service come from protoc-gen-conch (the server half
  * of every *.conch.h: <service>_Handlers and <service>__register()).
@@ -47,7 +46,8 @@
  *    streams) and ends with conch_rpc_finish() and a conch_status (error
  *    details included).  Request messages arrive through on_message (or
  *    on_raw_message for raw methods), the end of the requests through
- *    on_half_close.
+ *    on_half_close; or, for a handler with on_recv_ready (pull mode), the
+ *    handler takes them with conch_rpc_recv() when it wants them.
  *  - Every call the handler saw ends for it exactly once: either the
  *    handler finishes it (conch_rpc_finish() returned 0), or on_cancel
  *    runs (the client canceled, the deadline passed, the request broke a
@@ -169,8 +169,9 @@ CONCH_EXTERN int conch_server_opts_set_drain_timeout(conch_server_opts *opts,
                                                      long ms);
 /**
  * The compressions accepted in requests and used for responses: a
- * comma-separated list of built-in names ("gzip,zstd"; "" or NULL:
- * identity only).  A request in a compression outside the list ends with
+ * comma-separated list of built-in names and names registered with
+ * conch_server_opts_add_compression() ("gzip,zstd"; "" or NULL:
+ * identity only), most preferred first.  A request in a compression outside the list ends with
  * unimplemented.  Default "gzip,br,zstd,deflate,snappy".
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, an unknown or malformed
@@ -355,6 +356,26 @@ CONCH_EXTERN int conch_server_opts_set_body_timeout(conch_server_opts *opts,
 CONCH_EXTERN int conch_server_opts_set_buffer_limits(conch_server_opts *opts,
                                                      size_t per_conn,
                                                      size_t total);
+/**
+ * Registers a compression of the caller's own (conch_compressor, as the
+ * client's conch_client_opts_add_compression(): the struct and name are
+ * copied, the functions and user_data retained for the life of |opts| and
+ * of every server made from it) and adds it to the end of the accepted
+ * list: requests in it are decompressed (within the receive limit), and
+ * responses use it when the request came in it, or when it is the first
+ * of the client's accepted list that the server takes.  A later
+ * conch_server_opts_set_compression() may name it elsewhere in the list
+ * or leave it out.  Its functions run on the thread that drives the
+ * server, one call at a time per server.  |id| (may be NULL) receives its
+ * id, CONCH_COMPRESSION_CUSTOM_FIRST and up in the order of registration.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |opts| or |comp|, a |struct_size|
+ * too small, a NULL function, or a bad or taken name), or CONCH_ERR_LIMIT
+ * (CONCH_COMPRESSION_CUSTOM_MAX are registered already).
+ */
+CONCH_EXTERN int conch_server_opts_add_compression(conch_server_opts *opts,
+                                                   const conch_compressor *comp,
+                                                   int *id);
 
 /**
  * The resolver the JSON codec uses for google.protobuf.Any fields of
@@ -404,6 +425,14 @@ typedef struct conch_server_handler {
       CONCH_ERR_AGAIN.  Runs once per such refusal, on the server's turn
       (never from inside conch_rpc_send()). */
   void (*on_send_ready)(conch_rpc *rpc, void *user_data);
+  /** Set: pull mode, the handler takes the request messages
+      (conch_rpc_recv(), conch_rpc_recv_raw()): on_message and
+      on_raw_message must be NULL, and on_half_close is not called (the
+      end is conch_rpc_recv()'s CONCH_ERR_EOF).  Runs when a
+      message or the end of the requests is there after conch_rpc_recv()
+      returned CONCH_ERR_AGAIN, once per such refusal, on the server's turn
+      (never from inside conch_rpc_recv()). */
+  void (*on_recv_ready)(conch_rpc *rpc, void *user_data);
 } conch_server_handler;
 
 /**
@@ -430,7 +459,8 @@ CONCH_EXTERN void conch_server_free(conch_server *s);
  * while calls run.
  *
  * Returns 0, CONCH_ERR_INVALID (NULL argument, a path that does not start
- * with '/', a handler without on_call, an unknown stream kind, or a path
+ * with '/', a handler without on_call or with on_recv_ready and
+ * on_message or on_raw_message, an unknown stream kind, or a path
  * registered already), CONCH_ERR_STATE (the table is full and calls are
  * running) or CONCH_ERR_NOMEM.
  */
@@ -662,6 +692,35 @@ CONCH_EXTERN int conch_rpc_send_packed(conch_rpc *rpc, const void *data,
  */
 CONCH_EXTERN size_t conch_rpc_queued(const conch_rpc *rpc);
 /**
+ * Pull mode (the method's handler has on_recv_ready): takes the next
+ * request message, decoded (its envelope, size limit, decompression and
+ * decoding were checked as it arrived: a bad one ended the call then,
+ * through on_cancel).  On 0, |*msg| is the caller's, to be freed with
+ * conch_server_message_free().  Messages not taken wait as received, and
+ * the bytes after them wait too, their HTTP/2 stream window not returned:
+ * a handler that takes nothing slows its client (as conch_rpc_pause()).
+ *
+ * Returns 0; CONCH_ERR_AGAIN (none yet: on_recv_ready follows);
+ * CONCH_ERR_EOF (the client ended its requests and every message was
+ * taken); CONCH_ERR_INVALID (NULL argument); CONCH_ERR_STATE (push mode,
+ * a raw method, or the call is not the handler's any more);
+ * CONCH_ERR_NOMEM (the message stays queued).
+ */
+CONCH_EXTERN int conch_rpc_recv(conch_rpc *rpc, ProtobufCMessage **msg);
+/**
+ * conch_rpc_recv() for raw methods: |*data| (|*len| bytes, decompressed)
+ * is borrowed until the next recv on |rpc| or the call's end.
+ *
+ * Returns what conch_rpc_recv() returns; CONCH_ERR_STATE also for a typed
+ * method.
+ */
+CONCH_EXTERN int conch_rpc_recv_raw(conch_rpc *rpc, const uint8_t **data,
+                                    size_t *len);
+/** Frees a message conch_rpc_recv() returned on a call of |s| (it may
+    outlive the call).  NULL |msg| is accepted. */
+CONCH_EXTERN void conch_server_message_free(conch_server *s,
+                                            ProtobufCMessage *msg);
+/**
  * Stops delivering request messages of |rpc|: their bytes wait, and since
  * their HTTP/2 stream window is not returned, the client can send no more
  * than that window (1 MiB) ahead; its sends then wait.  A pause acts
@@ -669,7 +728,7 @@ CONCH_EXTERN size_t conch_rpc_queued(const conch_rpc *rpc);
  * one being handled are still delivered.  on_half_close waits too.
  *
  * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE (the call
- * is not the handler's any more).
+ * is not the handler's any more, or is in pull mode).
  */
 CONCH_EXTERN int conch_rpc_pause(conch_rpc *rpc);
 /**
