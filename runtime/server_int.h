@@ -130,6 +130,8 @@ struct conch_rpc {
   int deferred;      /* the data source is deferred */
   srv_hb trl;       /* gRPC trailers, for when |out| drained */
   int want_ready;  /* a send was refused: on_send_ready is owed */
+  int want_low;    /* conch_rpc_notify_drained(): on_send_ready at |low| */
+  size_t low;
   int paused;      /* conch_rpc_pause(): request bytes wait in |held| */
   int resumed;     /* conch_rpc_resume(): |held| is fed on the next turn */
   int eos_held;    /* the request ended while bytes were held */

@@ -1631,9 +1631,11 @@ int conch__srv_conn_ready(srv_conn *conn) {
 
   for (l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
     conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
-    if (rpc->want_ready && rpc->state == SRV_RPC_USER &&
-        conch__buf_size(&rpc->out) < room) {
+    if (rpc->state == SRV_RPC_USER &&
+        ((rpc->want_ready && conch__buf_size(&rpc->out) < room) ||
+         (rpc->want_low && conch__buf_size(&rpc->out) <= rpc->low))) {
       rpc->want_ready = 0;
+      rpc->want_low = 0;
       if (rpc->method->h.on_send_ready != NULL) {
         /* The handler may send or finish; calls are freed only by
            nghttp2's callbacks, never from here, so |l| stays valid. */
@@ -1718,6 +1720,20 @@ int conch_rpc_send_packed(conch_rpc *rpc, const void *data, size_t len) {
 
 size_t conch_rpc_queued(const conch_rpc *rpc) {
   return rpc != NULL ? conch__buf_size(&rpc->out) : 0;
+}
+
+int conch_rpc_notify_drained(conch_rpc *rpc, size_t low) {
+  if (rpc == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (rpc->state != SRV_RPC_USER) {
+    return CONCH_ERR_STATE;
+  }
+  rpc->want_low = 1;
+  rpc->low = low;
+  rpc->conn->s->pending = 1;
+  conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
+  return 0;
 }
 
 int conch_rpc_pause(conch_rpc *rpc) {

@@ -767,6 +767,70 @@ static void test_half_close(void **state) {
   fx_stop(&fx);
 }
 
+/* A low-water mark: a server stream queues far past the send buffer's
+   default (its buffer never refuses), asks to hear when it is down to
+   128 KiB, and on_send_ready comes then, once. */
+#define FLOOD_MSG 65536
+#define FLOOD_HIGH (1024 * 1024)
+#define FLOOD_LOW (128 * 1024)
+static atomic_int flood_sent, flood_ready;
+static atomic_long flood_seen = -1;
+
+static void flood_call(conch_rpc *rpc, void *ud) { (void)rpc, (void)ud; }
+static void flood_half_close(conch_rpc *rpc, void *ud) {
+  static uint8_t msg[FLOOD_MSG];
+  (void)ud;
+  while (conch_rpc_queued(rpc) <= FLOOD_HIGH) {
+    assert_int_equal(conch_rpc_send_raw(rpc, msg, sizeof(msg)), 0);
+    atomic_fetch_add(&flood_sent, 1);
+  }
+  assert_int_equal(conch_rpc_notify_drained(rpc, FLOOD_LOW), 0);
+}
+static void flood_ready_cb(conch_rpc *rpc, void *ud) {
+  (void)ud;
+  atomic_fetch_add(&flood_ready, 1);
+  atomic_store(&flood_seen, (long)conch_rpc_queued(rpc));
+  (void)conch_rpc_finish(rpc, NULL);
+}
+
+static void test_notify_drained(void **state) {
+  static const char *const hdrs[] = {"content-type",
+                                     "application/connect+proto", NULL};
+  static const conch_method m_flood = {"/policy.Test/Flood",
+                                       CONCH_STREAM_SERVER, NULL, NULL,
+                                       CONCH_IDEMPOTENCY_UNKNOWN};
+  const conch_server_handler fh = {flood_call, NULL, NULL, flood_half_close,
+                                   NULL, flood_ready_cb};
+  conch_server_opts *o;
+  fixture fx;
+  h2_resp r;
+  (void)state;
+
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_send_buffer(o, SIZE_MAX), 0);
+  fx_start(&fx, o, 0);
+  conch_server_opts_free(o);
+  fx_pause(&fx);
+  assert_int_equal(conch_server_add_method(fx.s, &m_flood, &fh, NULL), 0);
+  fx_resume(&fx);
+  assert_int_equal(h2_request(conch_server_port(fx.s), "POST",
+                              "/policy.Test/Flood", hdrs,
+                              (const uint8_t *)"\0\0\0\0\0", 5, &r),
+                   0);
+  assert_int_equal(r.status, 200);
+  print_message("flood: %d sent, %zu bytes received, ready %d at %ld\n",
+                atomic_load(&flood_sent), r.len, atomic_load(&flood_ready),
+                atomic_load(&flood_seen));
+  assert_true(atomic_load(&flood_sent) >= FLOOD_HIGH / FLOOD_MSG);
+  assert_int_equal(atomic_load(&flood_ready), 1);
+  assert_true(atomic_load(&flood_seen) >= 0);
+  assert_true(atomic_load(&flood_seen) <= FLOOD_LOW);
+  /* Every message, then the end-stream message. */
+  assert_true(r.len > (size_t)atomic_load(&flood_sent) * (5 + FLOOD_MSG));
+  h2_resp_free(&r);
+  fx_stop(&fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gate),
@@ -778,6 +842,7 @@ int main(void) {
       cmocka_unit_test(test_buffer_limits),
       cmocka_unit_test(test_emfile_shed),
       cmocka_unit_test(test_half_close),
+      cmocka_unit_test(test_notify_drained),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

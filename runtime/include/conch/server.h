@@ -589,6 +589,19 @@ CONCH_EXTERN int conch_rpc_send_packed(conch_rpc *rpc, const void *data,
  */
 CONCH_EXTERN size_t conch_rpc_queued(const conch_rpc *rpc);
 /**
+ * Asks for on_send_ready once (on the server's turn, never from inside
+ * this function) when the
+ * bytes of |rpc| queued (conch_rpc_queued()) are |low| or fewer: a
+ * low-water mark, for a handler that bounds its own output (e.g. stops
+ * reading a source while a client is |high| bytes behind, with a send
+ * buffer large enough never to refuse).  A second call replaces the
+ * first.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE (the call
+ * is not the handler's any more).
+ */
+CONCH_EXTERN int conch_rpc_notify_drained(conch_rpc *rpc, size_t low);
+/**
  * Stops delivering request messages of |rpc|: their bytes wait, and since
  * their HTTP/2 stream window is not returned, the client can send no more
  * than that window (1 MiB) ahead; its sends then wait.  A pause acts
