@@ -39,6 +39,12 @@
  *    limit or the protocol, the connection was lost, the drain timeout
  *    passed, or the server was freed).  After either, |rpc| must not be
  *    used again.
+ *  - Before a method: a gate (conch_server_opts_set_gate()) sees every
+ *    request and may refuse it; plain routes (conch_server_add_route())
+ *    answer paths that are no RPC, such as a health check.  Connections
+ *    are filtered (accept filter), limited (conch_server_opts_set_max_conns()),
+ *    timed (header, body and idle timeouts) and held to a budget of
+ *    buffered request bytes.
  *  - Driving: as a client is driven (io.h): io hooks with
  *    conch_server_on_io() / conch_server_on_timer(), or pull with
  *    conch_server_pollfds() / conch_server_timeout_ms() /
