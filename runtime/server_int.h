@@ -105,6 +105,7 @@ struct conch_rpc {
   srv_method *method;
   int wire;    /* SRV_CONNECT_UNARY... */
   int json;    /* the JSON codec */
+  int utf8;    /* the content type said charset=utf-8 (echoed back) */
   int req_enc; /* compression ids */
   int resp_enc;
   /* Request headers, gathered until they end. */

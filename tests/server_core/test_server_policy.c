@@ -839,6 +839,135 @@ static void test_notify_drained(void **state) {
   fx_stop(&fx);
 }
 
+/* Answers as connect-go (and a Go mux before it) gives them: the path
+   before the method before the content type, Allow and Accept-Post,
+   charset=utf-8 echoed, connect-go's texts for bad timeouts, protocol
+   versions and compressions, and unimplemented for a unary request with
+   zero messages.  (Two messages are noticed only while the handler has
+   not answered the first yet: the core delivers a unary request as it
+   comes, not at the end of the request as connect-go does.) */
+static void connect_go_error(int port, const char *path,
+                             const char *const *hdrs, const char *body,
+                             int status, const char *code, const char *msg) {
+  char c[64], m[256];
+  h2_resp r;
+  assert_int_equal(h2_request(port, "POST", path, hdrs, (const uint8_t *)body,
+                              strlen(body), &r),
+                   0);
+  assert_int_equal(r.status, status);
+  connect_error(&r, 0, c, sizeof(c), m, sizeof(m));
+  assert_string_equal(c, code);
+  if (strcmp(m, msg) != 0) {
+    fail_msg("message \"%s\", not \"%s\"", m, msg);
+  }
+  h2_resp_free(&r);
+}
+
+static void test_connect_go_answers(void **state) {
+  static const char *const xml[] = {"content-type", "text/xml", NULL};
+  static const char *const proto[] = {"content-type", "application/proto",
+                                      NULL};
+  static const char *const utf8[] = {"content-type",
+                                     "application/json; charset=utf-8", NULL};
+  static const char *const latin1[] = {"content-type",
+                                       "application/json; charset=latin1",
+                                       NULL};
+  static const char *const v2[] = {"content-type", "application/json",
+                                   "connect-protocol-version", "2", NULL};
+  static const char *const tmo_bad[] = {"content-type", "application/json",
+                                        "connect-timeout-ms", "abc", NULL};
+  static const char *const tmo_long[] = {"content-type", "application/json",
+                                         "connect-timeout-ms", "12345678901",
+                                         NULL};
+  static const char *const tmo_zero[] = {"content-type", "application/json",
+                                         "connect-timeout-ms", "0", NULL};
+  static const char *const grpc_tmo[] = {"content-type", "application/grpc",
+                                         "grpc-timeout", "1x", NULL};
+  static const char *const grpc_lz4[] = {"content-type", "application/grpc",
+                                         "grpc-encoding", "lz4", NULL};
+  static const char *const grpc[] = {"content-type", "application/grpc", NULL};
+  static const uint8_t two[5] = {0};
+  fixture fx;
+  h2_resp r;
+  int port;
+  (void)state;
+
+  fx_start(&fx, NULL, 0);
+  port = conch_server_port(fx.s);
+
+  /* The path first: 404 whatever the method and content type. */
+  assert_int_equal(h2_request(port, "PUT", "/no.Such/M", xml, NULL, 0, &r), 0);
+  assert_int_equal(r.status, 404);
+  assert_string_equal(r.ctype, "text/plain; charset=utf-8");
+  assert_int_equal(r.len, 19);
+  assert_memory_equal(r.body, "404 page not found\n", 19);
+  h2_resp_free(&r);
+  /* Then the method: 405 with what the method takes. */
+  assert_int_equal(h2_request(port, "PUT", SVC "Unary", proto, NULL, 0, &r), 0);
+  assert_int_equal(r.status, 405);
+  assert_non_null(strstr(r.extra, "allow: GET, POST\n"));
+  h2_resp_free(&r);
+  assert_int_equal(
+      h2_request(port, "GET", SVC "ServerStream", NULL, NULL, 0, &r), 0);
+  assert_int_equal(r.status, 405);
+  assert_non_null(strstr(r.extra, "allow: POST\n"));
+  h2_resp_free(&r);
+  /* Then the content type: 415 with what the method's kind takes. */
+  assert_int_equal(h2_request(port, "POST", SVC "Unary", xml, NULL, 0, &r), 0);
+  assert_int_equal(r.status, 415);
+  assert_non_null(strstr(r.extra, "accept-post: application/json, "
+                                  "application/json; charset=utf-8, "
+                                  "application/proto"));
+  h2_resp_free(&r);
+  assert_int_equal(
+      h2_request(port, "POST", SVC "ServerStream", proto, NULL, 0, &r), 0);
+  assert_int_equal(r.status, 415);
+  assert_non_null(strstr(r.extra, "accept-post: application/connect+json, "
+                                  "application/connect+json; charset=utf-8, "
+                                  "application/connect+proto"));
+  h2_resp_free(&r);
+  assert_int_equal(
+      h2_request(port, "POST", SVC "Unary", latin1, (const uint8_t *)"{}", 2,
+                 &r),
+      0);
+  assert_int_equal(r.status, 415);
+  h2_resp_free(&r);
+  assert_int_equal(h2_request(port, "POST", SVC "Unary", utf8,
+                              (const uint8_t *)"{}", 2, &r),
+                   0);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.ctype, "application/json; charset=utf-8");
+  h2_resp_free(&r);
+
+  connect_go_error(port, SVC "Unary", v2, "{}", 400, "invalid_argument",
+                   "connect-protocol-version must be \"1\": got \"2\"");
+  connect_go_error(port, SVC "Unary", tmo_bad, "{}", 400, "invalid_argument",
+                   "parse timeout: strconv.ParseInt: parsing \"abc\": "
+                   "invalid syntax");
+  connect_go_error(port, SVC "Unary", tmo_long, "{}", 400, "invalid_argument",
+                   "parse timeout: \"12345678901\" has >10 digits");
+  connect_go_error(port, SVC "Unary", tmo_zero, "{}", 504,
+                   "deadline_exceeded", "context deadline exceeded");
+
+  assert_int_equal(h2_request(port, "POST", SVC "Unary", grpc_tmo, two, 5, &r),
+                   0);
+  assert_non_null(strstr(r.extra, "grpc-status: 3\n"));
+  assert_non_null(strstr(r.extra, "grpc-message: malformed grpc-timeout: "));
+  h2_resp_free(&r);
+  assert_int_equal(h2_request(port, "POST", SVC "Unary", grpc_lz4, two, 5, &r),
+                   0);
+  assert_non_null(strstr(r.extra, "grpc-status: 12\n"));
+  assert_non_null(strstr(r.extra, "supported encodings are gzip"));
+  h2_resp_free(&r);
+  assert_int_equal(h2_request(port, "POST", SVC "Unary", grpc, NULL, 0, &r),
+                   0);
+  assert_non_null(strstr(r.extra, "grpc-status: 12\n"));
+  assert_non_null(
+      strstr(r.extra, "grpc-message: unary request has zero messages\n"));
+  h2_resp_free(&r);
+  fx_stop(&fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gate),
@@ -851,6 +980,7 @@ int main(void) {
       cmocka_unit_test(test_emfile_shed),
       cmocka_unit_test(test_half_close),
       cmocka_unit_test(test_notify_drained),
+      cmocka_unit_test(test_connect_go_answers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
