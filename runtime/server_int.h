@@ -137,6 +137,7 @@ struct conch_rpc {
   srv_method *method;
   int wire;    /* SRV_CONNECT_UNARY... */
   int json;    /* the JSON codec */
+  int utf8;    /* the content type said charset=utf-8 (echoed back) */
   int req_enc; /* compression ids */
   int resp_enc;
   /* Request headers, gathered until they end. */
@@ -162,6 +163,8 @@ struct conch_rpc {
   int deferred;      /* the data source is deferred */
   srv_hb trl;       /* gRPC trailers, for when |out| drained */
   int want_ready;  /* a send was refused: on_send_ready is owed */
+  int want_low;    /* conch_rpc_notify_drained(): on_send_ready at |low| */
+  size_t low;
   int paused;      /* conch_rpc_pause(): request bytes wait in |held| */
   int resumed;     /* conch_rpc_resume(): |held| is fed on the next turn */
   int eos_held;    /* the request ended while bytes were held */

@@ -298,10 +298,15 @@ static int rpc_submit(conch_rpc *rpc, hb *h, int with_data) {
   return 0;
 }
 
-/* A bare HTTP status, no body: before the protocol is known, or where
-   connect-go answers so (404 for an unknown Connect method). */
-static void rpc_plain(conch_rpc *rpc, int http_status) {
+/* A plain HTTP answer before the protocol is known, or where connect-go
+   answers so, as a Go server does: 404 "404 page not found" for a path
+   no method has, 405 with Allow, 415 with Accept-Post (|name|, |value|:
+   that one header, or NULL). */
+static void rpc_plain_hdr(conch_rpc *rpc, int http_status, const char *name,
+                          const char *value) {
+  static const char not_found[] = "404 page not found\n";
   const conch_mem *mem = rpc_mem(rpc);
+  int body = http_status == 404;
   char st[4];
   hb h = {0};
 
@@ -313,11 +318,48 @@ static void rpc_plain(conch_rpc *rpc, int http_status) {
   st[2] = (char)('0' + http_status % 10);
   st[3] = '\0';
   hb_str(&h, mem, ":status", st);
-  if (rpc_submit(rpc, &h, 0) != 0) {
+  if (name != NULL) {
+    hb_str(&h, mem, name, value);
+  }
+  if (body) {
+    hb_str(&h, mem, "content-type", "text/plain; charset=utf-8");
+    hb_str(&h, mem, "content-length", "19");
+    if (conch__buf_append(&rpc->out, mem, not_found, 19) != 0) {
+      h.failed = 1;
+    }
+    rpc->out_end = 1;
+  }
+  if (rpc_submit(rpc, &h, body) != 0) {
     (void)nghttp2_submit_rst_stream(rpc->conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
                                     NGHTTP2_INTERNAL_ERROR);
   }
   hb_clear(&h, mem);
+}
+
+static void rpc_plain(conch_rpc *rpc, int http_status) {
+  rpc_plain_hdr(rpc, http_status, NULL, NULL);
+}
+
+/* 405: the methods |m| takes (connect-go's Allow). */
+static void rpc_405(conch_rpc *rpc, const srv_method *m) {
+  int get = m != NULL && m->m.kind == CONCH_STREAM_UNARY &&
+            m->m.idempotency == CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS;
+  rpc_plain_hdr(rpc, 405, "allow", get ? "GET, POST" : "POST");
+}
+
+/* 415: the content types a method of |m|'s kind takes (Accept-Post). */
+static void rpc_415(conch_rpc *rpc, const srv_method *m) {
+  static const char *const accept[2] = {
+      "application/json, application/json; charset=utf-8, application/proto, "
+      "application/grpc, application/grpc+json, application/grpc+proto, "
+      "application/grpc-web, application/grpc-web+json, "
+      "application/grpc-web+proto",
+      "application/connect+json, application/connect+json; charset=utf-8, "
+      "application/connect+proto, application/grpc, application/grpc+json, "
+      "application/grpc+proto, application/grpc-web, "
+      "application/grpc-web+json, application/grpc-web+proto"};
+  rpc_plain_hdr(rpc, 415, "accept-post",
+                accept[m != NULL && m->m.kind != CONCH_STREAM_UNARY]);
 }
 
 /* What the server takes, so that the client may compress: under |name|
@@ -343,7 +385,7 @@ static void head_stream(conch_rpc *rpc, hb *h) {
   hb_str(h, mem, ":status", "200");
   hb_str(h, mem, "content-type",
          conch__ctype_name(family, rpc->json ? CONCH_CT_JSON : CONCH_CT_PROTO,
-                           0));
+                           rpc->utf8 && family == CONCH_CT_CONNECT_STREAM));
   if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY) {
     hb_str(h, mem,
            rpc->wire == SRV_CONNECT_STREAM ? "connect-content-encoding"
@@ -412,7 +454,8 @@ static int end_connect_unary(conch_rpc *rpc, const conch_status *st) {
     hb_str(&h, mem, ":status", "200");
     hb_str(&h, mem, "content-type",
            conch__ctype_name(CONCH_CT_CONNECT,
-                             rpc->json ? CONCH_CT_JSON : CONCH_CT_PROTO, 0));
+                             rpc->json ? CONCH_CT_JSON : CONCH_CT_PROTO,
+                             rpc->utf8));
     if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY) {
       hb_str(&h, mem, "content-encoding", comp_name(rpc, rpc->resp_enc));
     }
@@ -628,7 +671,7 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
   rpc->nrecv++;
   if ((m->m.kind == CONCH_STREAM_UNARY || m->m.kind == CONCH_STREAM_SERVER) &&
       rpc->nrecv > 1) {
-    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+    rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED,
              "unary request has multiple messages");
     return -1;
   }
@@ -765,8 +808,8 @@ static void rpc_half_close(conch_rpc *rpc) {
   }
   if ((m->m.kind == CONCH_STREAM_UNARY || m->m.kind == CONCH_STREAM_SERVER) &&
       rpc->nrecv == 0) {
-    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
-             "unary request has no message");
+    rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED,
+             "unary request has zero messages");
     return;
   }
   if (rpc->pull) {
@@ -929,13 +972,13 @@ static int get_request(conch_rpc *rpc) {
   long n;
 
   rpc->method = conch__srv_find_method(s, rpc->path);
-  if (q == NULL || rpc->method == NULL) {
-    rpc_plain(rpc, rpc->method == NULL && q != NULL ? 404 : 405);
+  if (rpc->method == NULL) {
+    rpc_plain(rpc, 404);
     return -1;
   }
-  if (rpc->method->m.kind != CONCH_STREAM_UNARY ||
+  if (q == NULL || rpc->method->m.kind != CONCH_STREAM_UNARY ||
       rpc->method->m.idempotency != CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS) {
-    rpc_plain(rpc, 405);
+    rpc_405(rpc, rpc->method);
     return -1;
   }
   rpc->wire = SRV_CONNECT_UNARY;
@@ -1001,7 +1044,16 @@ static int rpc_dispatch(conch_rpc *rpc) {
   int stream_kind;
 
   if (rpc->bad_method) {
-    rpc_plain(rpc, 405);
+    /* As a Go mux and connect-go: the path first (404), then the method
+       (405). */
+    const srv_method *m = conch__srv_find_method(s, rpc->path != NULL
+                                                        ? rpc->path
+                                                        : "");
+    if (m == NULL) {
+      rpc_plain(rpc, 404);
+    } else {
+      rpc_405(rpc, m);
+    }
     return -1;
   }
   if (rpc->get) {
@@ -1012,10 +1064,20 @@ static int rpc_dispatch(conch_rpc *rpc) {
     goto negotiate;
   }
   if (ct == NULL || conch__ctype_parse(ct, strlen(ct), &t) != 0 ||
-      t.codec == CONCH_CT_OTHER) {
-    rpc_plain(rpc, 415);
+      t.codec == CONCH_CT_OTHER ||
+      ((t.family == CONCH_CT_CONNECT || t.family == CONCH_CT_CONNECT_STREAM) &&
+       t.params == CONCH_CT_BAD_PARAMS)) {
+    const srv_method *m = conch__srv_find_method(s, rpc->path != NULL
+                                                        ? rpc->path
+                                                        : "");
+    if (m == NULL) {
+      rpc_plain(rpc, 404);
+    } else {
+      rpc_415(rpc, m);
+    }
     return -1;
   }
+  rpc->utf8 = t.params == CONCH_CT_UTF8 && t.codec == CONCH_CT_JSON;
   rpc->wire = t.family == CONCH_CT_CONNECT          ? SRV_CONNECT_UNARY
               : t.family == CONCH_CT_CONNECT_STREAM ? SRV_CONNECT_STREAM
               : t.family == CONCH_CT_GRPC           ? SRV_GRPC
@@ -1034,7 +1096,7 @@ static int rpc_dispatch(conch_rpc *rpc) {
   stream_kind = rpc->method->m.kind != CONCH_STREAM_UNARY;
   if ((rpc->wire == SRV_CONNECT_UNARY && stream_kind) ||
       (rpc->wire == SRV_CONNECT_STREAM && !stream_kind)) {
-    rpc_plain(rpc, 415);
+    rpc_415(rpc, rpc->method);
     return -1;
   }
 negotiate:
@@ -1061,22 +1123,51 @@ negotiate:
     tmo = proto_hdr(rpc, "grpc-timeout");
     break;
   }
+  if (rpc->wire == SRV_CONNECT_UNARY || rpc->wire == SRV_CONNECT_STREAM) {
+    const char *v = proto_hdr(rpc, "connect-protocol-version");
+    if (v != NULL && strcmp(v, "1") != 0) {
+      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+               "connect-protocol-version must be \"1\": got \"%s\"", v);
+      return -1;
+    }
+  }
   if (!rpc->get) {
     rpc->req_enc = accepted_comp(s, enc, enc != NULL ? strlen(enc) : 0);
   }
   if (rpc->req_enc < 0) {
     rpc->req_enc = CONCH_COMPRESSION_IDENTITY;
-    rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED, "unknown compression \"%s\"", enc);
+    rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED,
+             "unknown compression \"%s\": supported encodings are %.*s", enc,
+             (int)s->accept_len, s->accept);
     return -1;
   }
   rpc->resp_enc = pick_resp_comp(s, rpc->req_enc, acc);
   if (tmo != NULL) {
     int64_t ms;
-    int rv = rpc->wire == SRV_CONNECT_UNARY || rpc->wire == SRV_CONNECT_STREAM
-                 ? conch__connect_timeout_parse(tmo, strlen(tmo), &ms)
-                 : conch__grpc_timeout_parse(tmo, strlen(tmo), &ms);
+    int connect =
+        rpc->wire == SRV_CONNECT_UNARY || rpc->wire == SRV_CONNECT_STREAM;
+    int rv = connect ? conch__connect_timeout_parse(tmo, strlen(tmo), &ms)
+                     : conch__grpc_timeout_parse(tmo, strlen(tmo), &ms);
+    /* The texts of connect-go (strconv's for Connect). */
+    if (rv != 0 && !connect) {
+      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+               "malformed grpc-timeout: \"%s\"", tmo);
+      return -1;
+    }
+    if (rv == CONCH_TIMEOUT_TOO_LONG) {
+      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+               "parse timeout: \"%s\" has >10 digits", tmo);
+      return -1;
+    }
     if (rv != 0) {
-      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "bad timeout \"%s\"", tmo);
+      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+               "parse timeout: strconv.ParseInt: parsing \"%s\": invalid "
+               "syntax",
+               tmo);
+      return -1;
+    }
+    if (ms == 0) {
+      rpc_fail(rpc, CONCH_CODE_DEADLINE_EXCEEDED, "context deadline exceeded");
       return -1;
     }
     rpc->deadline = conch__srv_now() + ms;
@@ -1693,9 +1784,11 @@ int conch__srv_conn_ready(srv_conn *conn) {
 
   for (l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
     conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
-    if (rpc->want_ready && rpc->state == SRV_RPC_USER &&
-        conch__buf_size(&rpc->out) < room) {
+    if (rpc->state == SRV_RPC_USER &&
+        ((rpc->want_ready && conch__buf_size(&rpc->out) < room) ||
+         (rpc->want_low && conch__buf_size(&rpc->out) <= rpc->low))) {
       rpc->want_ready = 0;
+      rpc->want_low = 0;
       if (rpc->method->h.on_send_ready != NULL) {
         /* The handler may send or finish; calls are freed only by
            nghttp2's callbacks, never from here, so |l| stays valid. */
@@ -1896,6 +1989,20 @@ void conch_server_message_free(conch_server *s, ProtobufCMessage *msg) {
   if (s != NULL && msg != NULL) {
     protobuf_c_message_free_unpacked(msg, &s->pb_alloc);
   }
+}
+
+int conch_rpc_notify_drained(conch_rpc *rpc, size_t low) {
+  if (rpc == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (rpc->state != SRV_RPC_USER) {
+    return CONCH_ERR_STATE;
+  }
+  rpc->want_low = 1;
+  rpc->low = low;
+  rpc->conn->s->pending = 1;
+  conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
+  return 0;
 }
 
 int conch_rpc_pause(conch_rpc *rpc) {

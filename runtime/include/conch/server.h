@@ -54,6 +54,12 @@
  *    limit or the protocol, the connection was lost, the drain timeout
  *    passed, or the server was freed).  After either, |rpc| must not be
  *    used again.
+ *  - Before a method: a gate (conch_server_opts_set_gate()) sees every
+ *    request and may refuse it; plain routes (conch_server_add_route())
+ *    answer paths that are no RPC, such as a health check.  Connections
+ *    are filtered (accept filter), limited (conch_server_opts_set_max_conns()),
+ *    timed (header, body and idle timeouts) and held to a budget of
+ *    buffered request bytes.
  *  - Driving: as a client is driven (io.h): io hooks with
  *    conch_server_on_io() / conch_server_on_timer(), or pull with
  *    conch_server_pollfds() / conch_server_timeout_ms() /
@@ -720,6 +726,19 @@ CONCH_EXTERN int conch_rpc_recv_raw(conch_rpc *rpc, const uint8_t **data,
     outlive the call).  NULL |msg| is accepted. */
 CONCH_EXTERN void conch_server_message_free(conch_server *s,
                                             ProtobufCMessage *msg);
+/**
+ * Asks for on_send_ready once (on the server's turn, never from inside
+ * this function) when the
+ * bytes of |rpc| queued (conch_rpc_queued()) are |low| or fewer: a
+ * low-water mark, for a handler that bounds its own output (e.g. stops
+ * reading a source while a client is |high| bytes behind, with a send
+ * buffer large enough never to refuse).  A second call replaces the
+ * first.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE (the call
+ * is not the handler's any more).
+ */
+CONCH_EXTERN int conch_rpc_notify_drained(conch_rpc *rpc, size_t low);
 /**
  * Stops delivering request messages of |rpc|: their bytes wait, and since
  * their HTTP/2 stream window is not returned, the client can send no more
