@@ -1265,7 +1265,7 @@ static void conn_tls_pull(srv_conn *conn) {
 
 /* Whether to read from the transport now. */
 static int conn_wants_read(const srv_conn *conn) {
-  if (conn->fin) {
+  if (conn->fin || conn->rd_eof) {
     return 0;
   }
   if (conn->tls != NULL) {
