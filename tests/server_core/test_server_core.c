@@ -556,7 +556,7 @@ static void test_custom_compression(void **state) {
 /* Pull mode: handlers with on_recv_ready take their requests with
    conch_rpc_recv() (typed client stream and unary; Connect unary too) or
    conch_rpc_recv_raw() (a raw bidi echo), in every protocol, codec and
-   compression; pause/resume are refused for them, and a handler with both
+   compression, and over HTTP/1.1; pause/resume are refused for them, and a handler with both
    on_recv_ready and on_message is refused. */
 typedef struct pull_st {
   uint32_t count;
@@ -735,6 +735,57 @@ static void test_pull(void **state) {
     assert_int_equal(conch_call_close_send(call), 0);
     assert_int_equal(conch_call_wait_sync(call), 0);
     conch_call_free(call);
+    calls++;
+    conch_client_free(c);
+  }
+  /* Over HTTP/1.1 (Connect and gRPC-Web): the same calls. */
+  for (int w = 0; w < 2; w++) {
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    Conchtest__V1__Response *r;
+    ProtobufCMessage *m;
+    conch_client_opts *o;
+    conch_client *c;
+    conch_call *call;
+    conch_status st;
+    static uint8_t buf[3000];
+
+    assert_int_equal(conch_client_opts_new(&o), 0);
+    assert_int_equal(conch_client_opts_set_protocol(
+                         o, w == 0 ? CONCH_PROTOCOL_CONNECT
+                                   : CONCH_PROTOCOL_GRPC_WEB),
+                     0);
+    assert_int_equal(conch_client_opts_set_http_version(o, CONCH_HTTP_1_1), 0);
+    assert_int_equal(conch_client_new(&c, fx->url, o), 0);
+    conch_client_opts_free(o);
+    req.payload.data = buf;
+    assert_int_equal(
+        conch_call_start(c, &m_pull_cstream, NULL, NULL, NULL, &call), 0);
+    for (int i = 0; i < 30; i++) {
+      req.payload.len = 100 * (size_t)i;
+      assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+    }
+    assert_int_equal(conch_call_close_send(call), 0);
+    if (conch_call_recv_sync(call, &m) != 0) {
+      fail_msg("h1 %d: %s", w, conch_status_message(conch_call_status(call)));
+    }
+    r = (Conchtest__V1__Response *)m;
+    assert_int_equal(r->message_count, 30);
+    assert_int_equal(r->total_bytes, 43500);
+    conch_message_free(c, m);
+    assert_int_equal(conch_call_wait_sync(call), 0);
+    conch_call_free(call);
+    calls++;
+    req.payload.len = sizeof(buf);
+    conch_status_init(&st);
+    if (conch_unary_sync(c, &m_pull_unary, NULL, &req.base, &m, &st, NULL,
+                         NULL) != 0) {
+      fail_msg("h1 %d: %s", w, conch_status_message(&st));
+    }
+    r = (Conchtest__V1__Response *)m;
+    assert_int_equal(r->message_count, 1);
+    assert_int_equal(r->total_bytes, sizeof(buf));
+    conch_message_free(c, m);
+    conch_status_clear(&st);
     calls++;
     conch_client_free(c);
   }
