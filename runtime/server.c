@@ -20,6 +20,7 @@
 /* Default receive limit, as the client's. */
 #define SRV_RECV_LIMIT (4u * 1024 * 1024)
 #define SRV_READ_CHUNK 16384
+#define SRV_CLOSE_MS 1000 /* after an idle GOAWAY, before the close */
 
 int64_t conch__srv_now(void) {
   struct timespec ts;
@@ -241,6 +242,91 @@ const char *conch_server_opts_tls_error(const conch_server_opts *opts) {
   return opts != NULL ? opts->tls_err : "";
 }
 
+int conch_server_opts_set_gate(conch_server_opts *opts,
+                               conch_server_gate_fn gate, void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->gate = gate;
+  opts->gate_ud = user_data;
+  return 0;
+}
+
+int conch_server_opts_set_accept_filter(conch_server_opts *opts,
+                                        conch_server_accept_fn fn,
+                                        void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->accept_fn = fn;
+  opts->accept_ud = user_data;
+  return 0;
+}
+
+int conch_server_opts_set_max_conns(conch_server_opts *opts, size_t n) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->max_conns = n;
+  return 0;
+}
+
+int conch_server_opts_set_header_timeout(conch_server_opts *opts, long ms) {
+  if (opts == NULL || ms < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->header_ms = ms;
+  return 0;
+}
+
+int conch_server_opts_set_body_timeout(conch_server_opts *opts, long ms) {
+  if (opts == NULL || ms < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->body_ms = ms;
+  return 0;
+}
+
+int conch_server_opts_set_buffer_limits(conch_server_opts *opts,
+                                        size_t per_conn, size_t total) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->conn_buffered = per_conn;
+  opts->max_buffered = total;
+  return 0;
+}
+
+int conch_server_opts_add_compression(conch_server_opts *opts,
+                                      const conch_compressor *comp, int *id) {
+  int n, rv;
+
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch__comp_add_custom(&opts->comp, comp, &n);
+  if (rv != 0) {
+    return rv;
+  }
+  /* Room for every id: CONCH__COMP_MAX counts the custom ones. */
+  opts->comp.accept[opts->comp.naccept++] = (uint8_t)n;
+  if (id != NULL) {
+    *id = n;
+  }
+  return 0;
+}
+
+int conch_server_opts_set_json_resolver(conch_server_opts *opts,
+                                        conch_json_resolver fn,
+                                        void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->json_resolve = fn;
+  opts->json_resolve_ud = fn != NULL ? user_data : NULL;
+  return 0;
+}
+
 /* ---- Server ------------------------------------------------------------- */
 
 static void *pb_alloc(void *ud, size_t n) { return conch__malloc(ud, n); }
@@ -294,6 +380,9 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   s->hook_timer = -2;
   s->drain.idx = SIZE_MAX;
   s->drain.kind = SRV_TIMER_DRAIN;
+  s->rest.idx = SIZE_MAX;
+  s->rest.kind = SRV_TIMER_ACCEPT;
+  s->spare_fd = -1;
   *out = s;
   return 0;
 }
@@ -302,7 +391,7 @@ static void conn_free(srv_conn *conn);
 
 static void close_listeners(conch_server *s) {
   for (size_t i = 0; i < s->nlisten; i++) {
-    if (s->has_hooks) {
+    if (s->has_hooks && !s->resting) {
       s->hooks.watch(s->lfd[i], CONCH_IO_REMOVE, s->hooks.user_data);
     }
     close(s->lfd[i]);
@@ -329,24 +418,136 @@ void conch_server_free(conch_server *s) {
     conch__free(s->mem, s->methods[i].path);
   }
   conch__free(s->mem, s->methods);
+  for (size_t i = 0; i < s->nroutes; i++) {
+    conch__free(s->mem, s->routes[i].path);
+  }
+  conch__free(s->mem, s->routes);
+  if (s->spare_fd >= 0) {
+    close(s->spare_fd);
+  }
+  conch__free(s->mem, s->slots);
   conch__heap_free(&s->heap, s->mem);
   conch__comps_clear(&s->comps);
   conch__tls_ctx_free(s->tls);
   conch__free(s->mem, s);
 }
 
+/* The method table is found through an open-addressing hash of the paths
+   (linear probing, at most half full): a lookup costs the same with 5
+   methods as with hundreds.  Up to SRV_SCAN_METHODS methods a scan is
+   cheaper, and is used (the hash is kept all the same).  The hash takes
+   the path 8 bytes at a time (a multiply and a shift per word); the paths
+   are the server's own, so a weak spot in it could slow only its own
+   lookups. */
+#define SRV_SCAN_METHODS 4
+
+static uint32_t path_hash(const char *p) {
+  size_t n = strlen(p);
+  uint64_t h = (uint64_t)n * 0x9e3779b97f4a7c15u;
+  uint64_t w;
+
+  for (; n >= 8; n -= 8, p += 8) {
+    memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdu;
+    h ^= h >> 32;
+  }
+  for (w = 0; n > 0; n--) {
+    w = (w << 8) | (unsigned char)p[n - 1];
+  }
+  h = (h ^ w) * 0xff51afd7ed558ccdu;
+  return (uint32_t)(h ^ (h >> 32));
+}
+
 static srv_method *find_method(conch_server *s, const char *path) {
-  for (size_t i = 0; i < s->nmethods; i++) {
-    if (strcmp(s->methods[i].path, path) == 0) {
-      return &s->methods[i];
+  size_t mask = s->cap_slots - 1;
+  size_t i;
+
+  if (s->nmethods <= SRV_SCAN_METHODS) {
+    for (i = 0; i < s->nmethods; i++) {
+      if (strcmp(s->methods[i].path, path) == 0) {
+        return &s->methods[i];
+      }
+    }
+    return NULL;
+  }
+  for (i = path_hash(path) & mask; s->slots[i] != 0; i = (i + 1) & mask) {
+    srv_method *m = &s->methods[s->slots[i] - 1];
+    if (strcmp(m->path, path) == 0) {
+      return m;
     }
   }
   return NULL;
 }
 
+/* Makes the hash room for |n| methods (|cap| slots, a power of two at
+   least 2n) and fills it from the table.  Returns 0 or CONCH_ERR_NOMEM
+   (the old hash kept). */
+static int rehash(conch_server *s, size_t n) {
+  size_t cap = 16;
+  uint32_t *t;
+
+  while (cap < 2 * n) {
+    cap *= 2;
+  }
+  if (cap == s->cap_slots) {
+    return 0;
+  }
+  t = conch__calloc(s->mem, cap, sizeof(*t));
+  if (t == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  for (size_t k = 0; k < s->nmethods; k++) {
+    size_t i = path_hash(s->methods[k].path) & (cap - 1);
+    while (t[i] != 0) {
+      i = (i + 1) & (cap - 1);
+    }
+    t[i] = (uint32_t)(k + 1);
+  }
+  conch__free(s->mem, s->slots);
+  s->slots = t;
+  s->cap_slots = cap;
+  return 0;
+}
+
 srv_method *conch__srv_find_method(conch_server *s, const char *path);
 srv_method *conch__srv_find_method(conch_server *s, const char *path) {
   return find_method(s, path);
+}
+
+srv_route *conch__srv_find_route(conch_server *s, const char *path) {
+  for (size_t i = 0; i < s->nroutes; i++) {
+    if (strcmp(s->routes[i].path, path) == 0) {
+      return &s->routes[i];
+    }
+  }
+  return NULL;
+}
+
+int conch_server_add_route(conch_server *s, const char *path,
+                           conch_server_route_fn fn, void *user_data) {
+  srv_route *t;
+  char *copy;
+
+  if (s == NULL || path == NULL || fn == NULL || path[0] != '/' ||
+      find_method(s, path) != NULL || conch__srv_find_route(s, path) != NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  copy = conch__strdup(s->mem, path);
+  if (copy == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  /* Calls never point into this table: it may move at any time. */
+  t = conch__realloc(s->mem, s->routes, (s->nroutes + 1) * sizeof(*t));
+  if (t == NULL) {
+    conch__free(s->mem, copy);
+    return CONCH_ERR_NOMEM;
+  }
+  s->routes = t;
+  t[s->nroutes].path = copy;
+  t[s->nroutes].fn = fn;
+  t[s->nroutes].user_data = user_data;
+  s->nroutes++;
+  return 0;
 }
 
 int conch_server_add_method(conch_server *s, const conch_method *method,
@@ -356,8 +557,11 @@ int conch_server_add_method(conch_server *s, const conch_method *method,
 
   if (s == NULL || method == NULL || handler == NULL ||
       handler->on_call == NULL || method->path == NULL ||
+      (handler->on_recv_ready != NULL &&
+       (handler->on_message != NULL || handler->on_raw_message != NULL)) ||
       method->path[0] != '/' || (unsigned)method->kind > CONCH_STREAM_BIDI ||
-      find_method(s, method->path) != NULL) {
+      find_method(s, method->path) != NULL ||
+      conch__srv_find_route(s, method->path) != NULL) {
     return CONCH_ERR_INVALID;
   }
   if (s->nmethods == s->cap_methods) {
@@ -377,6 +581,9 @@ int conch_server_add_method(conch_server *s, const conch_method *method,
       s->methods[i].m.path = s->methods[i].path;
     }
   }
+  if (s->nmethods >= UINT32_MAX - 1 || rehash(s, s->nmethods + 1) != 0) {
+    return CONCH_ERR_NOMEM;
+  }
   m = &s->methods[s->nmethods];
   memset(m, 0, sizeof(*m));
   m->path = conch__strdup(s->mem, method->path);
@@ -387,6 +594,14 @@ int conch_server_add_method(conch_server *s, const conch_method *method,
   m->m.path = m->path;
   m->h = *handler;
   m->user_data = user_data;
+  {
+    size_t mask = s->cap_slots - 1;
+    size_t i = path_hash(m->path) & mask;
+    while (s->slots[i] != 0) {
+      i = (i + 1) & mask;
+    }
+    s->slots[i] = (uint32_t)(s->nmethods + 1);
+  }
   s->nmethods++;
   return 0;
 }
@@ -459,6 +674,33 @@ static int parse_unix(const char *path, struct sockaddr_storage *ss,
   return 0;
 }
 
+/* Takes listening socket |fd| (closed on failure). */
+static int add_listener(conch_server *s, int fd, int is_unix) {
+  if (!is_unix && s->port == 0) {
+    struct sockaddr_storage b;
+    socklen_t bl = sizeof(b);
+    if (getsockname(fd, (struct sockaddr *)&b, &bl) == 0) {
+      s->port = ntohs(b.ss_family == AF_INET6
+                          ? ((struct sockaddr_in6 *)&b)->sin6_port
+                          : ((struct sockaddr_in *)&b)->sin_port);
+    }
+  }
+  /* The descriptor held in reserve for shedding (see accept_all()). */
+  if (s->spare_fd < 0) {
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  s->lfd[s->nlisten] = fd;
+  s->lunix[s->nlisten] = is_unix;
+  s->nlisten++;
+  if (s->has_hooks && !s->resting &&
+      s->hooks.watch(fd, CONCH_IO_READ, s->hooks.user_data)) {
+    s->nlisten--;
+    close(fd);
+    return CONCH_ERR_IO;
+  }
+  return 0;
+}
+
 int conch_server_listen(conch_server *s, const char *addr) {
   struct sockaddr_storage ss;
   socklen_t len;
@@ -496,24 +738,36 @@ int conch_server_listen(conch_server *s, const char *addr) {
     errno = e;
     return CONCH_ERR_IO;
   }
-  if (!is_unix && s->port == 0) {
-    struct sockaddr_storage b;
-    socklen_t bl = sizeof(b);
-    if (getsockname(fd, (struct sockaddr *)&b, &bl) == 0) {
-      s->port = ntohs(b.ss_family == AF_INET6
-                          ? ((struct sockaddr_in6 *)&b)->sin6_port
-                          : ((struct sockaddr_in *)&b)->sin_port);
+  return add_listener(s, fd, is_unix);
+}
+
+int conch_server_listen_fd(conch_server *s, int fd) {
+  struct sockaddr_storage b;
+  socklen_t bl = sizeof(b);
+  int fl;
+
+  if (s == NULL || fd < 0) {
+    if (fd >= 0) {
+      close(fd);
     }
+    return CONCH_ERR_INVALID;
   }
-  s->lfd[s->nlisten] = fd;
-  s->lunix[s->nlisten] = is_unix;
-  s->nlisten++;
-  if (s->has_hooks && s->hooks.watch(fd, CONCH_IO_READ, s->hooks.user_data)) {
-    s->nlisten--;
+  if (s->shutting) {
+    close(fd);
+    return CONCH_ERR_STATE;
+  }
+  if (s->nlisten == SRV_MAX_LISTENERS) {
+    close(fd);
+    return CONCH_ERR_INVALID;
+  }
+  fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0 ||
+      getsockname(fd, (struct sockaddr *)&b, &bl) != 0) {
     close(fd);
     return CONCH_ERR_IO;
   }
-  return 0;
+  (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return add_listener(s, fd, b.ss_family == AF_UNIX);
 }
 
 int conch_server_port(const conch_server *s) {
@@ -522,13 +776,37 @@ int conch_server_port(const conch_server *s) {
 
 /* ---- Connections -------------------------------------------------------- */
 
+/* Whether |conn| has a call in progress.  A connection that has not
+   passed the gate does not count the calls the server answered itself
+   (refused ones): their answers may never be read. */
+static int conn_busy(const srv_conn *conn) {
+  if (conn->passed) {
+    return !conch__list_empty(&conn->rpcs);
+  }
+  for (const conch_link *l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
+    if (CONCH_CONTAINER(l, const conch_rpc, link)->state != SRV_RPC_DONE) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
 void conch__srv_conn_idle(srv_conn *conn) {
   conch_server *s = conn->s;
+  long ms = s->o.idle_ms;
 
-  if (s->o.idle_ms > 0 && conch__list_empty(&conn->rpcs)) {
+  /* Until a request passes the gate, a connection is a stranger's: it may
+     not hold a slot longer than it takes to send the headers. */
+  if (!conn->passed && s->o.header_ms > 0 && (ms == 0 || s->o.header_ms < ms)) {
+    ms = s->o.header_ms;
+  }
+  if (conn->goaway) {
+    return; /* what is armed now cuts the connection off */
+  }
+  if (ms > 0 && !conn_busy(conn)) {
     /* Without room in the heap the connection just stays. */
     (void)conch__heap_insert(&s->heap, s->mem, &conn->idle,
-                             conch__srv_now() + s->o.idle_ms);
+                             conch__srv_now() + ms);
   } else {
     conch__heap_remove(&s->heap, &conn->idle);
   }
@@ -541,6 +819,8 @@ static void conn_goaway(srv_conn *conn) {
   if (conn->goaway) {
     return;
   }
+  /* The client is told first (no request of its is lost), and cut off
+     if it does not go. */
   conn->goaway = 1;
   if (conn->proto == SRV_PROTO_H1) {
     conch__srv_h1_goaway(conn);
@@ -555,10 +835,22 @@ static void conn_goaway(srv_conn *conn) {
 }
 
 static void conn_idle_expired(srv_conn *conn) {
-  if (!conch__list_empty(&conn->rpcs)) {
+  conch_server *s = conn->s;
+
+  if (conn_busy(conn)) {
+    return;
+  }
+  if (conn->goaway) {
+    /* Told (GOAWAY) a while ago and still there: cut it off. */
+    conn->dead = 1;
     return;
   }
   conn_goaway(conn);
+  if (!conn->dead &&
+      conch__heap_insert(&s->heap, s->mem, &conn->idle,
+                         conch__srv_now() + SRV_CLOSE_MS) != 0) {
+    conn->dead = 1;
+  }
 }
 
 static void conn_free(srv_conn *conn) {
@@ -612,6 +904,18 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
     conch__free(s->mem, conn);
     return rv;
   }
+  conn->peer_uid = -1;
+  if (t == NULL) {
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    struct sockaddr_storage a;
+    socklen_t al = sizeof(a);
+    if (getsockname(fd, (struct sockaddr *)&a, &al) == 0 &&
+        a.ss_family == AF_UNIX &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
+      conn->peer_uid = (long)cred.uid;
+    }
+  }
   conch__list_push(&s->conns, &conn->link);
   s->nconns++;
   conch__srv_conn_idle(conn);
@@ -640,12 +944,100 @@ int conch_server_adopt(conch_server *s, int handle,
   return conn_add(s, handle, t);
 }
 
+/* Watches the listeners again (|on|) or stops (resting). */
+static void watch_listeners(conch_server *s, int on) {
+  if (!s->has_hooks) {
+    return;
+  }
+  for (size_t i = 0; i < s->nlisten; i++) {
+    s->hooks.watch(s->lfd[i], on ? CONCH_IO_READ : CONCH_IO_REMOVE,
+                   s->hooks.user_data);
+  }
+}
+
+/* Out of descriptors or memory: the clients waiting on |lfd| are accepted
+   with the descriptor held in reserve and closed, so that they fail now
+   instead of hanging in the backlog, and the listeners (still readable)
+   rest a moment instead of spinning. */
+static void shed(conch_server *s, int lfd) {
+  if (s->spare_fd >= 0) {
+    close(s->spare_fd);
+    for (int i = 0; i < 64; i++) {
+      int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+      if (fd < 0) {
+        break;
+      }
+      close(fd);
+    }
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  if (!s->resting &&
+      conch__heap_insert(&s->heap, s->mem, &s->rest,
+                         conch__srv_now() + 100) == 0) {
+    s->resting = 1;
+    watch_listeners(s, 0);
+  }
+}
+
+/* At the connection limit: closes the oldest connection that has neither
+   passed the gate nor a call.  Returns 0, or -1 if there is none. */
+static int evict(conch_server *s) {
+  for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
+    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
+    if (!conn->passed && !conn->dead && conch__list_empty(&conn->rpcs)) {
+      conn->dead = 1; /* closed at the end of this turn */
+      return 0;
+    }
+  }
+  return -1;
+}
+
+static size_t live_conns(const conch_server *s) {
+  size_t n = 0;
+  for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
+    n += !CONCH_CONTAINER(l, srv_conn, link)->dead;
+  }
+  return n;
+}
+
+static int peer_ok(conch_server *s, int fd, int is_unix) {
+  conch_server_peer p;
+
+  if (s->o.accept_fn == NULL) {
+    return 1;
+  }
+  memset(&p, 0, sizeof(p));
+  p.fd = fd;
+  p.is_unix = is_unix;
+  p.uid = p.gid = p.pid = -1;
+  if (is_unix) {
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
+      p.uid = (long)cred.uid;
+      p.gid = (long)cred.gid;
+      p.pid = (long)cred.pid;
+    }
+  }
+  return s->o.accept_fn(&p, s->o.accept_ud) != 0;
+}
+
 static void accept_all(conch_server *s, int lfd, int is_unix) {
-  for (;;) {
+  for (int i = 0; i < 64 && !s->resting; i++) {
     int one = 1;
     int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+          errno == ENOMEM) {
+        shed(s, lfd);
+      }
       return; /* EAGAIN, or a failure that the next turn retries */
+    }
+    if ((s->o.max_conns > 0 && live_conns(s) >= s->o.max_conns &&
+         evict(s) != 0) ||
+        !peer_ok(s, fd, is_unix)) {
+      close(fd);
+      continue;
     }
     if (!is_unix) {
       (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -791,10 +1183,29 @@ static size_t conn_room(const srv_conn *conn) {
   return SRV_READ_CHUNK;
 }
 
+/* The client shut its write side (shutdown(SHUT_WR)): what it asked is
+   still answered, as HTTP/2 allows; a request still being received can
+   never end and is reset.  The connection closes once all is answered
+   (or when a write fails: it is not watched for reading any more). */
+static void conn_half_close(srv_conn *conn) {
+  conn->rd_eof = 1;
+  for (conch_link *l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
+    conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
+    if (!rpc->half_closed) {
+      (void)nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
+                                      NGHTTP2_CANCEL);
+    }
+  }
+}
+
 /* The client shut its write side (or sent close_notify). */
 static void conn_eof(srv_conn *conn) {
   if (conn->proto == SRV_PROTO_H1 && !conn->lingering) {
     conch__srv_h1_eof(conn);
+    return;
+  }
+  if (conn->proto == SRV_PROTO_H2 && !conn->rd_eof && !conn->has_t) {
+    conn_half_close(conn);
     return;
   }
   conn->dead = 1;
@@ -857,7 +1268,7 @@ static void conn_tls_pull(srv_conn *conn) {
 
 /* Whether to read from the transport now. */
 static int conn_wants_read(const srv_conn *conn) {
-  if (conn->fin) {
+  if (conn->fin || conn->rd_eof) {
     return 0;
   }
   if (conn->tls != NULL) {
@@ -994,6 +1405,20 @@ static void conn_linger(srv_conn *conn) {
   }
 }
 
+/* Tells the hooks what |conn| waits for (nothing: it is not watched). */
+static void conn_watch(srv_conn *conn) {
+  conch_server *s = conn->s;
+  unsigned ev = conn_events(conn);
+
+  if (ev == conn->watched) {
+    return;
+  }
+  if (s->hooks.watch(conn->fd, ev != 0 ? ev : CONCH_IO_REMOVE,
+                     s->hooks.user_data) == 0) {
+    conn->watched = ev;
+  }
+}
+
 /* Closes |conn| when it is dead or done, else tells the hooks what it
    waits for. */
 static void conn_settle(srv_conn *conn) {
@@ -1027,9 +1452,10 @@ static void conn_settle(srv_conn *conn) {
     if (conn->fin) {
       conn->dead = 1;
     } else if (conn->proto == SRV_PROTO_H2 &&
-               !nghttp2_session_want_read(conn->h2) &&
-               !nghttp2_session_want_write(conn->h2)) {
-      conn->dead = 1; /* after GOAWAY, drained */
+               !nghttp2_session_want_write(conn->h2) &&
+               (!nghttp2_session_want_read(conn->h2) ||
+                (conn->rd_eof && conch__list_empty(&conn->rpcs)))) {
+      conn->dead = 1; /* after GOAWAY, or half-closed, and drained */
     } else if (conn->lingering && !conn->shut_wr) {
       conn->shut_wr = 1;
       if (!conn->has_t) {
@@ -1048,11 +1474,7 @@ static void conn_settle(srv_conn *conn) {
     s->pending = 1;
   }
   if (s->has_hooks) {
-    unsigned ev = conn_events(conn);
-    if (ev != conn->watched &&
-        s->hooks.watch(conn->fd, ev, s->hooks.user_data) == 0) {
-      conn->watched = ev;
-    }
+    conn_watch(conn);
   }
 }
 
@@ -1077,11 +1499,7 @@ void conch__srv_conn_kick(srv_conn *conn) {
       s->hooks.timer(0, s->hooks.user_data);
     }
     if (!conn->dead) {
-      unsigned ev = conn_events(conn);
-      if (ev != conn->watched &&
-          s->hooks.watch(conn->fd, ev, s->hooks.user_data) == 0) {
-        conn->watched = ev;
-      }
+      conn_watch(conn);
     }
   }
 }
@@ -1153,6 +1571,11 @@ static void run_timers(conch_server *s) {
     conch__heap_remove(&s->heap, t);
     if (t->kind == SRV_TIMER_DRAIN) {
       drain_expired(s, now);
+    } else if (t->kind == SRV_TIMER_ACCEPT) {
+      s->resting = 0;
+      watch_listeners(s, 1);
+    } else if (t->kind == SRV_TIMER_RECV) {
+      conch__srv_rpc_recv_expired(CONCH_CONTAINER(t, conch_rpc, recv));
     } else if (t->kind == SRV_TIMER_IDLE) {
       conn_idle_expired(CONCH_CONTAINER(t, srv_conn, idle));
     } else if (t->kind == SRV_TIMER_LINGER) {
@@ -1233,8 +1656,8 @@ int conch_server_set_io_hooks(conch_server *s, const conch_io_hooks *hooks) {
     return CONCH_ERR_RECURSIVE;
   }
   if (s->has_hooks) {
-    for (size_t i = 0; i < s->nlisten; i++) {
-      s->hooks.watch(s->lfd[i], CONCH_IO_REMOVE, s->hooks.user_data);
+    if (!s->resting) {
+      watch_listeners(s, 0);
     }
     for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
       srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
@@ -1250,8 +1673,8 @@ int conch_server_set_io_hooks(conch_server *s, const conch_io_hooks *hooks) {
   }
   s->hooks = *hooks;
   s->hook_timer = -2;
-  for (size_t i = 0; i < s->nlisten; i++) {
-    s->hooks.watch(s->lfd[i], CONCH_IO_READ, s->hooks.user_data);
+  if (!s->resting) {
+    watch_listeners(s, 1);
   }
   s->in_cb = 1;
   turn_end(s);
@@ -1295,7 +1718,7 @@ size_t conch_server_pollfds(conch_server *s, struct pollfd *fds, size_t nfds) {
   for (size_t i = 0; i < s->nlisten; i++, n++) {
     if (n < nfds) {
       fds[n].fd = s->lfd[i];
-      fds[n].events = POLLIN;
+      fds[n].events = s->resting ? 0 : POLLIN;
       fds[n].revents = 0;
     }
   }
@@ -1310,6 +1733,16 @@ size_t conch_server_pollfds(conch_server *s, struct pollfd *fds, size_t nfds) {
     }
   }
   return n;
+}
+
+/* Pull mode: a half-closed connection (not polled for reading) hung up. */
+static void conn_hangup(conch_server *s, int fd) {
+  for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
+    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
+    if (conn->fd == fd && conn->rd_eof) {
+      conn->dead = 1;
+    }
+  }
 }
 
 int conch_server_process(conch_server *s, const struct pollfd *fds,
@@ -1328,6 +1761,9 @@ int conch_server_process(conch_server *s, const struct pollfd *fds,
     }
     if (fds[i].revents & POLLOUT) {
       ev |= CONCH_IO_WRITE;
+    }
+    if (fds[i].revents & (POLLHUP | POLLERR)) {
+      conn_hangup(s, fds[i].fd);
     }
     if (ev != 0) {
       handle_fd(s, fds[i].fd, ev);

@@ -42,7 +42,24 @@ struct conch_server_opts {
   char *tls_key_pem;
   size_t tls_key_len;
   char tls_err[256];
+  conch_server_gate_fn gate;
+  void *gate_ud;
+  conch_server_accept_fn accept_fn;
+  void *accept_ud;
+  size_t max_conns;     /* 0: no limit */
+  long header_ms;       /* 0: none */
+  long body_ms;         /* 0: none */
+  size_t conn_buffered; /* request bytes one connection may hold; 0: any */
+  size_t max_buffered;  /* ... all connections; 0: any */
+  conch_json_resolver json_resolve; /* JSON codec: Any types; may be NULL */
+  void *json_resolve_ud;
 };
+
+typedef struct srv_route {
+  char *path;
+  conch_server_route_fn fn;
+  void *user_data;
+} srv_route;
 
 typedef struct srv_method {
   conch_method m; /* m.path points at |path| */
@@ -83,6 +100,10 @@ typedef struct srv_conn {
   conch_link rpcs;
   conch_timer idle; /* kind SRV_TIMER_IDLE: armed while there is no call */
   conch_timer linger; /* kind SRV_TIMER_LINGER */
+  long peer_uid;    /* Unix socket peer, else -1 */
+  int passed;       /* a request passed the gate */
+  int rd_eof;       /* the client shut its write side */
+  size_t buffered;  /* request bytes its calls hold */
 } srv_conn;
 
 /* A header block being built: nghttp2_nv whose strings live in |store|
@@ -117,6 +138,7 @@ struct conch_rpc {
   srv_method *method;
   int wire;    /* SRV_CONNECT_UNARY... */
   int json;    /* the JSON codec */
+  int utf8;    /* the content type said charset=utf-8 (echoed back) */
   int req_enc; /* compression ids */
   int resp_enc;
   /* Request headers, gathered until they end. */
@@ -126,6 +148,8 @@ struct conch_rpc {
   int hdr_too_big;
   size_t hdr_bytes;
   char *path;
+  char *authority;         /* :authority, or NULL */
+  char mname[16];          /* :method (truncated) */
   conch_metadata proto_md; /* the protocol's own request headers */
   conch_metadata req_md;
   conch_metadata resp_md;
@@ -140,14 +164,24 @@ struct conch_rpc {
   int deferred;      /* the data source is deferred */
   srv_hb trl;       /* gRPC trailers, for when |out| drained */
   int want_ready;  /* a send was refused: on_send_ready is owed */
+  int want_low;    /* conch_rpc_notify_drained(): on_send_ready at |low| */
+  size_t low;
   int paused;      /* conch_rpc_pause(): request bytes wait in |held| */
   int resumed;     /* conch_rpc_resume(): |held| is fed on the next turn */
   int eos_held;    /* the request ended while bytes were held */
   conch_buf held;  /* request bytes not delivered (their window kept) */
   int half_closed; /* the client ended its requests */
+  int pull;        /* pull mode (on_recv_ready): messages wait in |pq| */
+  int want_recv;   /* conch_rpc_recv() said AGAIN: on_recv_ready is owed */
+  conch_buf pq;    /* checked messages as received: [u32 len][u8 comp][..] */
+  size_t pq_n;     /* how many */
+  conch_buf pmsg;  /* the raw message conch_rpc_recv_raw() lent */
   int nrecv;
   int nsent;
   void *data;
+  conch_timer recv; /* kind SRV_TIMER_RECV: headers, then the body */
+  int headers_in;   /* the header block ended */
+  size_t counted;   /* request bytes held, as counted in conn and server */
 };
 
 struct conch_server {
@@ -159,6 +193,10 @@ struct conch_server {
   ProtobufCAllocator pb_alloc;
   srv_method *methods;
   size_t nmethods, cap_methods;
+  srv_route *routes;
+  size_t nroutes;
+  uint32_t *slots;  /* hash of the paths: index + 1 into methods, 0 free */
+  size_t cap_slots; /* a power of two, at least twice nmethods; 0: none */
   int lfd[SRV_MAX_LISTENERS];
   int lunix[SRV_MAX_LISTENERS];
   size_t nlisten;
@@ -176,13 +214,19 @@ struct conch_server {
   conch_timer drain; /* kind SRV_TIMER_DRAIN */
   int drain_stage;   /* 1: calls were ended; 2: connections closed */
   conch_tls_ctx *tls; /* serving TLS (every connection), or NULL */
+  size_t buffered;   /* request bytes all calls hold */
+  int spare_fd;      /* held in reserve for shedding, or -1 */
+  int resting;       /* out of descriptors: listeners not watched */
+  conch_timer rest;  /* kind SRV_TIMER_ACCEPT: ... until this */
 };
 
 enum {
   SRV_TIMER_DEADLINE = 0,
   SRV_TIMER_DRAIN = 1,
   SRV_TIMER_IDLE = 2,
-  SRV_TIMER_LINGER = 3
+  SRV_TIMER_LINGER = 3,
+  SRV_TIMER_RECV = 4,
+  SRV_TIMER_ACCEPT = 5
 };
 
 int64_t conch__srv_now(void);
@@ -193,6 +237,10 @@ int conch__srv_session_new(srv_conn *conn);
 void conch__srv_conn_drop_rpcs(srv_conn *conn);
 /* A call's deadline passed. */
 void conch__srv_rpc_deadline(conch_rpc *rpc);
+/* A call's header or body timeout passed. */
+void conch__srv_rpc_recv_expired(conch_rpc *rpc);
+srv_method *conch__srv_find_method(conch_server *s, const char *path);
+srv_route *conch__srv_find_route(conch_server *s, const char *path);
 /* Arms the idle timer of |conn| when it has no call (and a timeout is
    set), disarms it otherwise. */
 void conch__srv_conn_idle(srv_conn *conn);

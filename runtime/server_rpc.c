@@ -165,6 +165,9 @@ static const conch_mem *rpc_mem(const conch_rpc *rpc) {
   return rpc->conn->s->mem;
 }
 
+static void rpc_free(conch_rpc *rpc);
+static void rpc_count(conch_rpc *rpc);
+
 static conch_rpc *rpc_new(srv_conn *conn, int32_t id) {
   conch_server *s = conn->s;
   conch_rpc *rpc = conch__calloc(s->mem, 1, sizeof(*rpc));
@@ -176,6 +179,8 @@ static conch_rpc *rpc_new(srv_conn *conn, int32_t id) {
   rpc->id = id;
   rpc->deadline = -1;
   rpc->timer.idx = SIZE_MAX;
+  rpc->recv.idx = SIZE_MAX;
+  rpc->recv.kind = SRV_TIMER_RECV;
   rpc->req_enc = rpc->resp_enc = CONCH_COMPRESSION_IDENTITY;
   conch__metadata_init(&rpc->req_md, s->mem);
   conch__metadata_init(&rpc->proto_md, s->mem);
@@ -188,6 +193,13 @@ static conch_rpc *rpc_new(srv_conn *conn, int32_t id) {
   conch__list_push(&conn->rpcs, &rpc->link);
   s->ncalls++;
   conch__srv_conn_idle(conn);
+  /* The header block has header_ms to end. */
+  if (s->o.header_ms > 0 &&
+      conch__heap_insert(&s->heap, s->mem, &rpc->recv,
+                         conch__srv_now() + s->o.header_ms) != 0) {
+    rpc_free(rpc);
+    return NULL;
+  }
   return rpc;
 }
 
@@ -195,9 +207,13 @@ static void rpc_free(conch_rpc *rpc) {
   conch_server *s = rpc->conn->s;
 
   conch__heap_remove(&s->heap, &rpc->timer);
+  conch__heap_remove(&s->heap, &rpc->recv);
+  s->buffered -= rpc->counted;
+  rpc->conn->buffered -= rpc->counted;
   conch__list_remove(&rpc->link);
   conch__srv_conn_idle(rpc->conn);
   conch__free(s->mem, rpc->path);
+  conch__free(s->mem, rpc->authority);
   conch__free(s->mem, rpc->query);
   conch__metadata_clear(&rpc->req_md);
   conch__metadata_clear(&rpc->proto_md);
@@ -206,6 +222,8 @@ static void rpc_free(conch_rpc *rpc) {
   conch__env_reader_clear(&rpc->env);
   conch__buf_free(&rpc->body, s->mem);
   conch__buf_free(&rpc->held, s->mem);
+  conch__buf_free(&rpc->pq, s->mem);
+  conch__buf_free(&rpc->pmsg, s->mem);
   conch__buf_free(&rpc->out, s->mem);
   conch__free(s->mem, rpc->trl.nv);
   conch__buf_free(&rpc->trl.store, s->mem);
@@ -280,24 +298,68 @@ static int rpc_submit(conch_rpc *rpc, hb *h, int with_data) {
   return 0;
 }
 
-/* A bare HTTP status, no body: before the protocol is known, or where
-   connect-go answers so (404 for an unknown Connect method). */
-static void rpc_plain(conch_rpc *rpc, int http_status) {
+/* A plain HTTP answer before the protocol is known, or where connect-go
+   answers so, as a Go server does: 404 "404 page not found" for a path
+   no method has, 405 with Allow, 415 with Accept-Post (|name|, |value|:
+   that one header, or NULL). */
+static void rpc_plain_hdr(conch_rpc *rpc, int http_status, const char *name,
+                          const char *value) {
+  static const char not_found[] = "404 page not found\n";
   const conch_mem *mem = rpc_mem(rpc);
+  int body = http_status == 404;
   char st[4];
   hb h = {0};
 
   rpc->state = SRV_RPC_DONE;
+  conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
+  conch__srv_conn_idle(rpc->conn);
   st[0] = (char)('0' + http_status / 100);
   st[1] = (char)('0' + http_status / 10 % 10);
   st[2] = (char)('0' + http_status % 10);
   st[3] = '\0';
   hb_str(&h, mem, ":status", st);
-  if (rpc_submit(rpc, &h, 0) != 0) {
+  if (name != NULL) {
+    hb_str(&h, mem, name, value);
+  }
+  if (body) {
+    hb_str(&h, mem, "content-type", "text/plain; charset=utf-8");
+    hb_str(&h, mem, "content-length", "19");
+    if (conch__buf_append(&rpc->out, mem, not_found, 19) != 0) {
+      h.failed = 1;
+    }
+    rpc->out_end = 1;
+  }
+  if (rpc_submit(rpc, &h, body) != 0) {
     (void)nghttp2_submit_rst_stream(rpc->conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
                                     NGHTTP2_INTERNAL_ERROR);
   }
   hb_clear(&h, mem);
+}
+
+static void rpc_plain(conch_rpc *rpc, int http_status) {
+  rpc_plain_hdr(rpc, http_status, NULL, NULL);
+}
+
+/* 405: the methods |m| takes (connect-go's Allow). */
+static void rpc_405(conch_rpc *rpc, const srv_method *m) {
+  int get = m != NULL && m->m.kind == CONCH_STREAM_UNARY &&
+            m->m.idempotency == CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS;
+  rpc_plain_hdr(rpc, 405, "allow", get ? "GET, POST" : "POST");
+}
+
+/* 415: the content types a method of |m|'s kind takes (Accept-Post). */
+static void rpc_415(conch_rpc *rpc, const srv_method *m) {
+  static const char *const accept[2] = {
+      "application/json, application/json; charset=utf-8, application/proto, "
+      "application/grpc, application/grpc+json, application/grpc+proto, "
+      "application/grpc-web, application/grpc-web+json, "
+      "application/grpc-web+proto",
+      "application/connect+json, application/connect+json; charset=utf-8, "
+      "application/connect+proto, application/grpc, application/grpc+json, "
+      "application/grpc+proto, application/grpc-web, "
+      "application/grpc-web+json, application/grpc-web+proto"};
+  rpc_plain_hdr(rpc, 415, "accept-post",
+                accept[m != NULL && m->m.kind != CONCH_STREAM_UNARY]);
 }
 
 /* What the server takes, so that the client may compress: under |name|
@@ -323,7 +385,7 @@ static void head_stream(conch_rpc *rpc, hb *h) {
   hb_str(h, mem, ":status", "200");
   hb_str(h, mem, "content-type",
          conch__ctype_name(family, rpc->json ? CONCH_CT_JSON : CONCH_CT_PROTO,
-                           0));
+                           rpc->utf8 && family == CONCH_CT_CONNECT_STREAM));
   if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY) {
     hb_str(h, mem,
            rpc->wire == SRV_CONNECT_STREAM ? "connect-content-encoding"
@@ -392,7 +454,8 @@ static int end_connect_unary(conch_rpc *rpc, const conch_status *st) {
     hb_str(&h, mem, ":status", "200");
     hb_str(&h, mem, "content-type",
            conch__ctype_name(CONCH_CT_CONNECT,
-                             rpc->json ? CONCH_CT_JSON : CONCH_CT_PROTO, 0));
+                             rpc->json ? CONCH_CT_JSON : CONCH_CT_PROTO,
+                             rpc->utf8));
     if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY) {
       hb_str(&h, mem, "content-encoding", comp_name(rpc, rpc->resp_enc));
     }
@@ -509,6 +572,8 @@ static void rpc_end(conch_rpc *rpc, const conch_status *st) {
 
   rpc->state = SRV_RPC_DONE;
   conch__heap_remove(&rpc->conn->s->heap, &rpc->timer);
+  conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
+  conch__srv_conn_idle(rpc->conn);
   switch (rpc->wire) {
   case SRV_CONNECT_UNARY:
     rv = end_connect_unary(rpc, st);
@@ -575,6 +640,28 @@ void conch__srv_conn_drop_rpcs(srv_conn *conn) {
 
 /* ---- Requests ------------------------------------------------------------- */
 
+/* Decodes the request message |p| (|n| bytes, decompressed) of a typed
+   method.  Returns 0, CONCH_ERR_NOMEM (the allocator failed; protobuf-c
+   cannot tell it from bad input, JSON can) or CONCH_ERR_CODEC with the
+   reason in |err|. */
+static int decode_msg(conch_rpc *rpc, const uint8_t *p, size_t n,
+                      ProtobufCMessage **out, char *err, size_t errlen) {
+  conch_server *s = rpc->conn->s;
+  const srv_method *m = rpc->method;
+
+  if (rpc->json) {
+    conch_pbjson_opts jo = {s->o.json_resolve, s->o.json_resolve_ud};
+    return conch__pbjson_decode_ex(m->m.input, p, n, &jo, &s->pb_alloc, out,
+                                   err, errlen);
+  }
+  *out = protobuf_c_message_unpack(m->m.input, &s->pb_alloc, n, p);
+  if (*out == NULL) {
+    snprintf(err, errlen, "%zu bytes", n);
+    return CONCH_ERR_CODEC;
+  }
+  return 0;
+}
+
 static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
   conch_server *s = rpc->conn->s;
   const srv_method *m = rpc->method;
@@ -584,7 +671,7 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
   rpc->nrecv++;
   if ((m->m.kind == CONCH_STREAM_UNARY || m->m.kind == CONCH_STREAM_SERVER) &&
       rpc->nrecv > 1) {
-    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+    rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED,
              "unary request has multiple messages");
     return -1;
   }
@@ -594,25 +681,55 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
     }
     return 0;
   }
-  if (rpc->json) {
-    if (conch__pbjson_decode(m->m.input, p, n, &s->pb_alloc, &msg, err,
-                             sizeof(err)) != 0) {
-      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "cannot decode %s: %s",
-               m->m.input->name, err);
-      return -1;
-    }
-  } else {
-    msg = protobuf_c_message_unpack(m->m.input, &s->pb_alloc, n, p);
-    if (msg == NULL) {
-      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "cannot decode %s (%zu bytes)",
-               m->m.input->name, n);
-      return -1;
-    }
+  if (decode_msg(rpc, p, n, &msg, err, sizeof(err)) != 0) {
+    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "cannot decode %s: %s",
+             m->m.input->name, err);
+    return -1;
   }
-  if (m->h.on_message != NULL) {
+  /* Pull mode: checked now (a bad message ends the call as it comes),
+     handed over again, from the bytes as received, when taken. */
+  if (!rpc->pull && m->h.on_message != NULL) {
     m->h.on_message(rpc, msg, m->user_data);
   }
   protobuf_c_message_free_unpacked(msg, &s->pb_alloc);
+  return 0;
+}
+
+/* Decompresses |p| (|n| bytes) into |plain|.  Returns 0 or what
+   conch__comp_decompress() returns. */
+static int inflate_msg(conch_rpc *rpc, const uint8_t *p, size_t n,
+                       conch_buf *plain) {
+  conch_server *s = rpc->conn->s;
+  return conch__comp_decompress(&s->comps, &s->o.comp, rpc->req_enc, p, n,
+                                s->o.recv_limit, plain);
+}
+
+/* Pull mode: tells a handler that asked in vain that there is news. */
+static void pull_notify(conch_rpc *rpc) {
+  if (rpc->want_recv && rpc->state == SRV_RPC_USER) {
+    rpc->want_recv = 0;
+    rpc->method->h.on_recv_ready(rpc, rpc->method->user_data);
+  }
+}
+
+/* Pull mode: queues a checked message as received, and holds the bytes
+   after it (their stream window kept) until the queue is taken. */
+static int pull_queue(conch_rpc *rpc, int compressed, const uint8_t *p,
+                      size_t n) {
+  const conch_mem *mem = rpc_mem(rpc);
+  uint32_t len = (uint32_t)n;
+  uint8_t c = compressed ? 1 : 0;
+
+  if (conch__buf_reserve(&rpc->pq, mem, sizeof(len) + 1 + n) != 0) {
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  conch__buf_append(&rpc->pq, mem, &len, sizeof(len));
+  conch__buf_append(&rpc->pq, mem, &c, 1);
+  conch__buf_append(&rpc->pq, mem, p, n);
+  rpc->pq_n++;
+  rpc->paused = 1;
+  pull_notify(rpc);
   return 0;
 }
 
@@ -622,6 +739,8 @@ static int deliver(conch_rpc *rpc, int compressed, const uint8_t *p,
                    size_t n) {
   conch_server *s = rpc->conn->s;
   conch_buf plain = CONCH_BUF_INIT;
+  const uint8_t *wire = p;
+  size_t wlen = n;
   int rv;
 
   if (rpc->state != SRV_RPC_USER) {
@@ -633,8 +752,7 @@ static int deliver(conch_rpc *rpc, int compressed, const uint8_t *p,
     return -1;
   }
   if (compressed && n > 0) {
-    rv = conch__comp_decompress(&s->comps, &s->o.comp, rpc->req_enc, p, n,
-                                s->o.recv_limit, &plain);
+    rv = inflate_msg(rpc, p, n, &plain);
     if (rv != 0) {
       conch__buf_free(&plain, s->mem);
       if (rv == CONCH_ERR_LIMIT) {
@@ -652,6 +770,10 @@ static int deliver(conch_rpc *rpc, int compressed, const uint8_t *p,
   }
   rv = decode_and_deliver(rpc, p != NULL ? p : (const uint8_t *)"", n);
   conch__buf_free(&plain, s->mem);
+  if (rv == 0 && rpc->pull) {
+    rv = pull_queue(rpc, compressed && wlen > 0,
+                    wire != NULL ? wire : (const uint8_t *)"", wlen);
+  }
   return rv;
 }
 
@@ -686,11 +808,13 @@ static void rpc_half_close(conch_rpc *rpc) {
   }
   if ((m->m.kind == CONCH_STREAM_UNARY || m->m.kind == CONCH_STREAM_SERVER) &&
       rpc->nrecv == 0) {
-    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
-             "unary request has no message");
+    rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED,
+             "unary request has zero messages");
     return;
   }
-  if (m->h.on_half_close != NULL) {
+  if (rpc->pull) {
+    pull_notify(rpc); /* the end: conch_rpc_recv() says EOF */
+  } else if (m->h.on_half_close != NULL) {
     m->h.on_half_close(rpc, m->user_data);
   }
 }
@@ -848,13 +972,13 @@ static int get_request(conch_rpc *rpc) {
   long n;
 
   rpc->method = conch__srv_find_method(s, rpc->path);
-  if (q == NULL || rpc->method == NULL) {
-    rpc_plain(rpc, rpc->method == NULL && q != NULL ? 404 : 405);
+  if (rpc->method == NULL) {
+    rpc_plain(rpc, 404);
     return -1;
   }
-  if (rpc->method->m.kind != CONCH_STREAM_UNARY ||
+  if (q == NULL || rpc->method->m.kind != CONCH_STREAM_UNARY ||
       rpc->method->m.idempotency != CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS) {
-    rpc_plain(rpc, 405);
+    rpc_405(rpc, rpc->method);
     return -1;
   }
   rpc->wire = SRV_CONNECT_UNARY;
@@ -920,7 +1044,16 @@ static int rpc_dispatch(conch_rpc *rpc) {
   int stream_kind;
 
   if (rpc->bad_method) {
-    rpc_plain(rpc, 405);
+    /* As a Go mux and connect-go: the path first (404), then the method
+       (405). */
+    const srv_method *m = conch__srv_find_method(s, rpc->path != NULL
+                                                        ? rpc->path
+                                                        : "");
+    if (m == NULL) {
+      rpc_plain(rpc, 404);
+    } else {
+      rpc_405(rpc, m);
+    }
     return -1;
   }
   if (rpc->get) {
@@ -931,10 +1064,20 @@ static int rpc_dispatch(conch_rpc *rpc) {
     goto negotiate;
   }
   if (ct == NULL || conch__ctype_parse(ct, strlen(ct), &t) != 0 ||
-      t.codec == CONCH_CT_OTHER) {
-    rpc_plain(rpc, 415);
+      t.codec == CONCH_CT_OTHER ||
+      ((t.family == CONCH_CT_CONNECT || t.family == CONCH_CT_CONNECT_STREAM) &&
+       t.params == CONCH_CT_BAD_PARAMS)) {
+    const srv_method *m = conch__srv_find_method(s, rpc->path != NULL
+                                                        ? rpc->path
+                                                        : "");
+    if (m == NULL) {
+      rpc_plain(rpc, 404);
+    } else {
+      rpc_415(rpc, m);
+    }
     return -1;
   }
+  rpc->utf8 = t.params == CONCH_CT_UTF8 && t.codec == CONCH_CT_JSON;
   rpc->wire = t.family == CONCH_CT_CONNECT          ? SRV_CONNECT_UNARY
               : t.family == CONCH_CT_CONNECT_STREAM ? SRV_CONNECT_STREAM
               : t.family == CONCH_CT_GRPC           ? SRV_GRPC
@@ -953,7 +1096,7 @@ static int rpc_dispatch(conch_rpc *rpc) {
   stream_kind = rpc->method->m.kind != CONCH_STREAM_UNARY;
   if ((rpc->wire == SRV_CONNECT_UNARY && stream_kind) ||
       (rpc->wire == SRV_CONNECT_STREAM && !stream_kind)) {
-    rpc_plain(rpc, 415);
+    rpc_415(rpc, rpc->method);
     return -1;
   }
 negotiate:
@@ -980,22 +1123,51 @@ negotiate:
     tmo = proto_hdr(rpc, "grpc-timeout");
     break;
   }
+  if (rpc->wire == SRV_CONNECT_UNARY || rpc->wire == SRV_CONNECT_STREAM) {
+    const char *v = proto_hdr(rpc, "connect-protocol-version");
+    if (v != NULL && strcmp(v, "1") != 0) {
+      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+               "connect-protocol-version must be \"1\": got \"%s\"", v);
+      return -1;
+    }
+  }
   if (!rpc->get) {
     rpc->req_enc = accepted_comp(s, enc, enc != NULL ? strlen(enc) : 0);
   }
   if (rpc->req_enc < 0) {
     rpc->req_enc = CONCH_COMPRESSION_IDENTITY;
-    rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED, "unknown compression \"%s\"", enc);
+    rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED,
+             "unknown compression \"%s\": supported encodings are %.*s", enc,
+             (int)s->accept_len, s->accept);
     return -1;
   }
   rpc->resp_enc = pick_resp_comp(s, rpc->req_enc, acc);
   if (tmo != NULL) {
     int64_t ms;
-    int rv = rpc->wire == SRV_CONNECT_UNARY || rpc->wire == SRV_CONNECT_STREAM
-                 ? conch__connect_timeout_parse(tmo, strlen(tmo), &ms)
-                 : conch__grpc_timeout_parse(tmo, strlen(tmo), &ms);
+    int connect =
+        rpc->wire == SRV_CONNECT_UNARY || rpc->wire == SRV_CONNECT_STREAM;
+    int rv = connect ? conch__connect_timeout_parse(tmo, strlen(tmo), &ms)
+                     : conch__grpc_timeout_parse(tmo, strlen(tmo), &ms);
+    /* The texts of connect-go (strconv's for Connect). */
+    if (rv != 0 && !connect) {
+      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+               "malformed grpc-timeout: \"%s\"", tmo);
+      return -1;
+    }
+    if (rv == CONCH_TIMEOUT_TOO_LONG) {
+      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+               "parse timeout: \"%s\" has >10 digits", tmo);
+      return -1;
+    }
     if (rv != 0) {
-      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "bad timeout \"%s\"", tmo);
+      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+               "parse timeout: strconv.ParseInt: parsing \"%s\": invalid "
+               "syntax",
+               tmo);
+      return -1;
+    }
+    if (ms == 0) {
+      rpc_fail(rpc, CONCH_CODE_DEADLINE_EXCEEDED, "context deadline exceeded");
       return -1;
     }
     rpc->deadline = conch__srv_now() + ms;
@@ -1051,6 +1223,10 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
     rpc->hdr_too_big = 1;
   }
   if (namelen == 7 && memcmp(name, ":method", 7) == 0) {
+    size_t ml = valuelen < sizeof(rpc->mname) ? valuelen
+                                               : sizeof(rpc->mname) - 1;
+    memcpy(rpc->mname, value, ml);
+    rpc->mname[ml] = '\0';
     rpc->get = valuelen == 3 && memcmp(value, "GET", 3) == 0;
     rpc->bad_method =
         !rpc->get && !(valuelen == 4 && memcmp(value, "POST", 4) == 0);
@@ -1065,6 +1241,11 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
                                     valuelen - plen - 1);
         rv = rpc->query == NULL ? CONCH_ERR_NOMEM : 0;
       }
+    }
+  } else if (namelen == 10 && memcmp(name, ":authority", 10) == 0) {
+    if (rpc->authority == NULL) {
+      rpc->authority = conch__strndup(mem, (const char *)value, valuelen);
+      rv = rpc->authority == NULL ? CONCH_ERR_NOMEM : 0;
     }
   } else if (name[0] == ':' || rpc->hdr_too_big) {
     return 0;
@@ -1083,11 +1264,242 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
   return 0;
 }
 
+/* ---- The gate and plain routes ---------------------------------------------- */
+
+const char *conch_server_request_header(const conch_server_request *req,
+                                        const char *name) {
+  const conch_rpc *rpc;
+  const char *v;
+
+  if (req == NULL || name == NULL || req->impl_ == NULL) {
+    return NULL;
+  }
+  rpc = req->impl_;
+  v = conch_metadata_get(&rpc->proto_md, name, NULL);
+  return v != NULL ? v : conch_metadata_get(&rpc->req_md, name, NULL);
+}
+
+static void put_status(char *b, int status) {
+  b[0] = (char)('0' + status / 100);
+  b[1] = (char)('0' + status / 10 % 10);
+  b[2] = (char)('0' + status % 10);
+  b[3] = '\0';
+}
+
+/* Answers with plain HTTP: |r|'s status, content type, headers and body
+   (none for HEAD). */
+static void rpc_reply(conch_rpc *rpc, const conch_server_reply *r) {
+  const conch_mem *mem = rpc_mem(rpc);
+  int status = r->status >= 200 && r->status <= 599 ? r->status : 500;
+  int head = strcmp(rpc->mname, "HEAD") == 0;
+  size_t blen = r->body != NULL ? r->body_len : 0;
+  char st[4], num[24];
+  hb h = {0};
+  int rv = 0;
+
+  rpc->state = SRV_RPC_DONE;
+  conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
+  conch__srv_conn_idle(rpc->conn);
+  put_status(st, status);
+  hb_str(&h, mem, ":status", st);
+  if (r->content_type != NULL) {
+    hb_str(&h, mem, "content-type", r->content_type);
+  }
+  if (status != 204 && status != 304) {
+    (void)snprintf(num, sizeof(num), "%zu", blen);
+    hb_str(&h, mem, "content-length", num);
+  }
+  for (size_t i = 0; r->headers != NULL && r->headers[i] != NULL &&
+                     r->headers[i + 1] != NULL;
+       i += 2) {
+    hb_str(&h, mem, r->headers[i], r->headers[i + 1]);
+  }
+  if (head || status == 204 || status == 304) {
+    blen = 0;
+  }
+  if (blen > 0) {
+    rv = conch__buf_append(&rpc->out, mem, r->body, blen);
+  }
+  rpc->out_end = 1;
+  if (rv == 0) {
+    rv = rpc_submit(rpc, &h, blen > 0);
+  }
+  if (rv != 0) {
+    (void)nghttp2_submit_rst_stream(rpc->conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
+                                    NGHTTP2_INTERNAL_ERROR);
+  }
+  hb_clear(&h, mem);
+}
+
+/* The gate refused the call: a plain answer, or an RPC error in the
+   request's protocol (a Connect unary error when none is named). */
+static void rpc_refuse(conch_rpc *rpc, const conch_server_verdict *v) {
+  const char *ct = proto_hdr(rpc, "content-type");
+  conch_status st;
+  conch_ctype t;
+  conch_code code = v->code;
+
+  if (v->reply.status != 0) {
+    rpc_reply(rpc, &v->reply);
+    return;
+  }
+  rpc->wire = SRV_CONNECT_UNARY;
+  if (ct != NULL && conch__ctype_parse(ct, strlen(ct), &t) == 0 &&
+      t.codec != CONCH_CT_OTHER) {
+    rpc->wire = t.family == CONCH_CT_CONNECT          ? SRV_CONNECT_UNARY
+                : t.family == CONCH_CT_CONNECT_STREAM ? SRV_CONNECT_STREAM
+                : t.family == CONCH_CT_GRPC           ? SRV_GRPC
+                                                      : SRV_GRPC_WEB;
+    rpc->json = t.codec == CONCH_CT_JSON;
+  }
+  if (code <= CONCH_CODE_OK || code > CONCH_CODE_UNAUTHENTICATED) {
+    code = CONCH_CODE_PERMISSION_DENIED;
+  }
+  conch_status_init(&st);
+  (void)conch__status_set(&st, rpc_mem(rpc), code, CONCH_ORIGIN_LOCAL, 0, "%s",
+                          v->message != NULL ? v->message : "");
+  rpc_end(rpc, &st);
+  conch_status_clear(&st);
+}
+
+/* The gate, then plain routes.  Returns 0 when the request goes on to its
+   method. */
+static int rpc_gate(conch_rpc *rpc) {
+  conch_server *s = rpc->conn->s;
+  conch_server_request req;
+  srv_route *route;
+
+  memset(&req, 0, sizeof(req));
+  req.method = rpc->mname;
+  req.path = rpc->path != NULL ? rpc->path : "";
+  req.authority = rpc->authority != NULL ? rpc->authority
+                                         : proto_hdr(rpc, "host");
+  req.peer_uid = rpc->conn->peer_uid;
+  req.conn_passed = rpc->conn->passed;
+  req.impl_ = rpc;
+  if (s->o.gate != NULL) {
+    conch_server_verdict v;
+    memset(&v, 0, sizeof(v));
+    if (s->o.gate(&req, &v, s->o.gate_ud) != 0) {
+      rpc_refuse(rpc, &v);
+      return -1;
+    }
+  }
+  route = conch__srv_find_route(s, req.path);
+  if (route != NULL) {
+    conch_server_reply r;
+    memset(&r, 0, sizeof(r));
+    route->fn(&req, &r, route->user_data);
+    rpc_reply(rpc, &r);
+    return -1;
+  }
+  if (!rpc->conn->passed) {
+    rpc->conn->passed = 1;
+    conch__srv_conn_idle(rpc->conn);
+  }
+  return 0;
+}
+
+/* ---- Request timeouts and held bytes --------------------------------------- */
+
+/* The body timer runs while the client owes bytes: the whole request of a
+   unary or server-streaming call, each message of the other kinds from
+   its first byte; not while the handler keeps the call paused. */
+static void recv_update(conch_rpc *rpc) {
+  conch_server *s = rpc->conn->s;
+  conch_stream_kind k;
+  int want;
+
+  if (!rpc->headers_in || s->o.body_ms == 0) {
+    return;
+  }
+  k = rpc->method != NULL ? rpc->method->m.kind : CONCH_STREAM_UNARY;
+  if (rpc->state != SRV_RPC_USER || rpc->half_closed || rpc->paused ||
+      rpc->eos_held) {
+    want = 0;
+  } else if (k == CONCH_STREAM_UNARY || k == CONCH_STREAM_SERVER ||
+             rpc->wire == SRV_CONNECT_UNARY) {
+    want = 1;
+  } else {
+    want = !conch__env_reader_at_boundary(&rpc->env);
+  }
+  if (!want) {
+    conch__heap_remove(&s->heap, &rpc->recv);
+  } else if (rpc->recv.idx == SIZE_MAX &&
+             conch__heap_insert(&s->heap, s->mem, &rpc->recv,
+                                conch__srv_now() + s->o.body_ms) != 0) {
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  }
+}
+
+void conch__srv_rpc_recv_expired(conch_rpc *rpc) {
+  srv_conn *conn = rpc->conn;
+
+  if (!rpc->headers_in) {
+    /* A header block that never ends blocks the whole connection
+       (nothing but CONTINUATION may follow it). */
+    conn->dead = 1;
+    return;
+  }
+  if (rpc->state != SRV_RPC_USER) {
+    (void)nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
+                                    NGHTTP2_CANCEL);
+    return;
+  }
+  rpc_fail(rpc, CONCH_CODE_DEADLINE_EXCEEDED,
+           "request message not received within %ld ms", conn->s->o.body_ms);
+}
+
+/* Request bytes |rpc| holds now. */
+static size_t rpc_held(const conch_rpc *rpc) {
+  return conch__buf_size(&rpc->body) + conch__buf_size(&rpc->held) +
+         conch__buf_size(&rpc->env.body) + rpc->env.prefix_len;
+}
+
+/* Drops the request bytes of a call that ends. */
+static void rpc_drop_held(conch_rpc *rpc) {
+  const conch_mem *mem = rpc_mem(rpc);
+  conch__buf_free(&rpc->body, mem);
+  conch__buf_free(&rpc->held, mem);
+  conch__buf_free(&rpc->env.body, mem);
+  rpc->env.prefix_len = 0;
+}
+
+/* Counts what |rpc| holds against the limits: over the server's, the call
+   ends (resource_exhausted); over its connection's, the connection ends. */
+static void rpc_count(conch_rpc *rpc) {
+  srv_conn *conn = rpc->conn;
+  conch_server *s = conn->s;
+  size_t now = rpc_held(rpc);
+
+  if (now > rpc->counted && s->o.max_buffered > 0 &&
+      s->buffered - rpc->counted + now > s->o.max_buffered) {
+    rpc_drop_held(rpc);
+    now = 0;
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
+             "server busy: requests being received hold more than %zu bytes",
+             s->o.max_buffered);
+  }
+  s->buffered = s->buffered - rpc->counted + now;
+  conn->buffered = conn->buffered - rpc->counted + now;
+  rpc->counted = now;
+  if (s->o.conn_buffered > 0 && conn->buffered > s->o.conn_buffered &&
+      !conn->dead) {
+    (void)nghttp2_session_terminate_session(conn->h2,
+                                            NGHTTP2_ENHANCE_YOUR_CALM);
+  }
+}
+
 static void start_call(conch_rpc *rpc) {
-  if (rpc_dispatch(rpc) != 0) {
+  rpc->headers_in = 1;
+  conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
+  if (rpc_gate(rpc) != 0 || rpc_dispatch(rpc) != 0) {
     return;
   }
   rpc->state = SRV_RPC_USER;
+  rpc->pull = rpc->method->h.on_recv_ready != NULL;
+  conch__srv_conn_idle(rpc->conn);
+  recv_update(rpc);
   rpc->method->h.on_call(rpc, rpc->method->user_data);
 }
 
@@ -1114,6 +1526,8 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame,
     } else {
       rpc_half_close(rpc);
     }
+    rpc_count(rpc);
+    recv_update(rpc);
   }
   return 0;
 }
@@ -1136,10 +1550,13 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id,
     if (conch__buf_append(&rpc->held, rpc_mem(rpc), data, len) != 0) {
       rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     } else {
+      rpc_count(rpc);
       return 0;
     }
   } else if (rpc != NULL) {
     rpc_data(rpc, data, len);
+    rpc_count(rpc);
+    recv_update(rpc);
   }
   if (nghttp2_session_consume_stream(h2, id, len) != 0) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -1158,14 +1575,18 @@ void conch__srv_conn_resume(srv_conn *conn) {
     if (n > 0) {
       /* A handler that pauses again meanwhile gets the rest of these
          bytes all the same: a pause acts between reads. */
-      rpc_data(rpc, conch__buf_head(&rpc->held), n);
-      conch__buf_free(&rpc->held, rpc_mem(rpc));
+      conch_buf held = rpc->held;
+      rpc->held = (conch_buf)CONCH_BUF_INIT;
+      rpc_data(rpc, conch__buf_head(&held), n);
+      conch__buf_free(&held, rpc_mem(rpc));
       (void)nghttp2_session_consume_stream(conn->h2, rpc->id, n);
+      rpc_count(rpc);
     }
     if (rpc->eos_held && !rpc->paused) {
       rpc->eos_held = 0;
       rpc_half_close(rpc);
     }
+    recv_update(rpc);
   }
 }
 
@@ -1363,9 +1784,11 @@ int conch__srv_conn_ready(srv_conn *conn) {
 
   for (l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
     conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
-    if (rpc->want_ready && rpc->state == SRV_RPC_USER &&
-        conch__buf_size(&rpc->out) < room) {
+    if (rpc->state == SRV_RPC_USER &&
+        ((rpc->want_ready && conch__buf_size(&rpc->out) < room) ||
+         (rpc->want_low && conch__buf_size(&rpc->out) <= rpc->low))) {
       rpc->want_ready = 0;
+      rpc->want_low = 0;
       if (rpc->method->h.on_send_ready != NULL) {
         /* The handler may send or finish; calls are freed only by
            nghttp2's callbacks, never from here, so |l| stays valid. */
@@ -1393,7 +1816,9 @@ int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg) {
   }
   mem = rpc_mem(rpc);
   if (rpc->json) {
-    rv = conch__pbjson_encode(msg, mem, &b, err, sizeof(err));
+    const conch_server *s = rpc->conn->s;
+    conch_pbjson_opts jo = {s->o.json_resolve, s->o.json_resolve_ud};
+    rv = conch__pbjson_encode_ex(msg, &jo, mem, &b, err, sizeof(err));
   } else {
     size_t n = protobuf_c_message_get_packed_size(msg);
     rv = conch__buf_reserve(&b, mem, n);
@@ -1424,14 +1849,171 @@ int conch_rpc_send_raw(conch_rpc *rpc, const void *data, size_t len) {
   return send_bytes(rpc, data != NULL ? data : "", len);
 }
 
-int conch_rpc_pause(conch_rpc *rpc) {
+int conch_rpc_send_packed(conch_rpc *rpc, const void *data, size_t len) {
+  conch_server *s;
+  ProtobufCMessage *msg;
+  int rv;
+
+  if (rpc == NULL || (data == NULL && len > 0) ||
+      rpc->method->m.output == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = send_check(rpc);
+  if (rv != 0 || !rpc->json) {
+    return rv != 0 ? rv : send_bytes(rpc, data != NULL ? data : "", len);
+  }
+  s = rpc->conn->s;
+  msg = protobuf_c_message_unpack(rpc->method->m.output, &s->pb_alloc, len,
+                                  data != NULL ? data : "");
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_rpc_send(rpc, msg);
+  protobuf_c_message_free_unpacked(msg, &s->pb_alloc);
+  return rv;
+}
+
+size_t conch_rpc_queued(const conch_rpc *rpc) {
+  return rpc != NULL ? conch__buf_size(&rpc->out) : 0;
+}
+
+/* Takes the first queued message of a pull-mode call: its bytes
+   decompressed into |plain| (or, uncompressed, pointed at in the queue:
+   |*p|, |*n|).  Returns 0, CONCH_ERR_AGAIN, CONCH_ERR_EOF or
+   CONCH_ERR_NOMEM (the message stays queued). */
+static int pull_take(conch_rpc *rpc, conch_buf *plain, const uint8_t **p,
+                     size_t *n, size_t *entry) {
+  const uint8_t *q;
+  uint32_t len;
+  int rv;
+
+  if (rpc->pq_n == 0) {
+    if (rpc->half_closed && !rpc->eos_held) {
+      return CONCH_ERR_EOF;
+    }
+    rpc->want_recv = 1;
+    return CONCH_ERR_AGAIN;
+  }
+  q = conch__buf_head(&rpc->pq);
+  memcpy(&len, q, sizeof(len));
+  *entry = sizeof(len) + 1 + len;
+  *p = q + sizeof(len) + 1;
+  *n = len;
+  if (q[sizeof(len)] != 0) {
+    rv = inflate_msg(rpc, *p, *n, plain);
+    if (rv != 0) {
+      return CONCH_ERR_NOMEM; /* it inflated once: only memory can fail */
+    }
+    *p = conch__buf_head(plain) != NULL ? conch__buf_head(plain)
+                                        : (const uint8_t *)"";
+    *n = conch__buf_size(plain);
+  }
+  return 0;
+}
+
+/* Drops the first queued message; the queue empty, the bytes held behind
+   it go on (on the server's next turn). */
+static void pull_drop(conch_rpc *rpc, size_t entry) {
+  conch__buf_consume(&rpc->pq, entry);
+  if (--rpc->pq_n == 0) {
+    conch__buf_free(&rpc->pq, rpc_mem(rpc));
+    if (rpc->paused) {
+      rpc->paused = 0;
+      rpc->resumed = 1;
+      rpc->conn->s->pending = 1;
+      conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
+    }
+  }
+}
+
+int conch_rpc_recv(conch_rpc *rpc, ProtobufCMessage **msg) {
+  conch_buf plain = CONCH_BUF_INIT;
+  const uint8_t *p;
+  size_t n, entry;
+  char err[256];
+  int rv;
+
+  if (rpc == NULL || msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  *msg = NULL;
+  if (!rpc->pull || rpc->method->m.input == NULL ||
+      rpc->state != SRV_RPC_USER) {
+    return CONCH_ERR_STATE;
+  }
+  rv = pull_take(rpc, &plain, &p, &n, &entry);
+  if (rv == 0) {
+    rv = decode_msg(rpc, p, n, msg, err, sizeof(err));
+    if (rv != 0) {
+      rv = CONCH_ERR_NOMEM; /* it decoded once: only memory can fail */
+    } else {
+      pull_drop(rpc, entry);
+    }
+  }
+  conch__buf_free(&plain, rpc_mem(rpc));
+  return rv;
+}
+
+int conch_rpc_recv_raw(conch_rpc *rpc, const uint8_t **data, size_t *len) {
+  const conch_mem *mem;
+  conch_buf plain = CONCH_BUF_INIT;
+  const uint8_t *p;
+  size_t n, entry;
+  int rv;
+
+  if (rpc == NULL || data == NULL || len == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (!rpc->pull || rpc->method->m.input != NULL ||
+      rpc->state != SRV_RPC_USER) {
+    return CONCH_ERR_STATE;
+  }
+  mem = rpc_mem(rpc);
+  rv = pull_take(rpc, &plain, &p, &n, &entry);
+  if (rv == 0) {
+    conch__buf_reset(&rpc->pmsg);
+    if (conch__buf_append(&rpc->pmsg, mem, p, n) != 0) {
+      rv = CONCH_ERR_NOMEM;
+    } else {
+      pull_drop(rpc, entry);
+      *data = conch__buf_head(&rpc->pmsg) != NULL ? conch__buf_head(&rpc->pmsg)
+                                                  : (const uint8_t *)"";
+      *len = n;
+    }
+  }
+  conch__buf_free(&plain, mem);
+  return rv;
+}
+
+void conch_server_message_free(conch_server *s, ProtobufCMessage *msg) {
+  if (s != NULL && msg != NULL) {
+    protobuf_c_message_free_unpacked(msg, &s->pb_alloc);
+  }
+}
+
+int conch_rpc_notify_drained(conch_rpc *rpc, size_t low) {
   if (rpc == NULL) {
     return CONCH_ERR_INVALID;
   }
   if (rpc->state != SRV_RPC_USER) {
     return CONCH_ERR_STATE;
   }
+  rpc->want_low = 1;
+  rpc->low = low;
+  rpc->conn->s->pending = 1;
+  conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
+  return 0;
+}
+
+int conch_rpc_pause(conch_rpc *rpc) {
+  if (rpc == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (rpc->state != SRV_RPC_USER || rpc->pull) {
+    return CONCH_ERR_STATE;
+  }
   rpc->paused = 1;
+  recv_update(rpc);
   return 0;
 }
 
@@ -1439,7 +2021,7 @@ int conch_rpc_resume(conch_rpc *rpc) {
   if (rpc == NULL) {
     return CONCH_ERR_INVALID;
   }
-  if (rpc->state != SRV_RPC_USER) {
+  if (rpc->state != SRV_RPC_USER || rpc->pull) {
     return CONCH_ERR_STATE;
   }
   if (rpc->paused) {

@@ -4,7 +4,6 @@
    through its transport), the server's allocator hooks, and the API's
    refusals.  Each case runs a server thread of its own and calls it with
    conch's client. */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -20,7 +19,14 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/resource.h>
+
 #include "memxport.h"
+#include "support.h" /* tests/server: raw HTTP/2 helpers */
 #include "svc.h"
 #include "wait.h"
 
@@ -460,6 +466,9 @@ static void test_api_refusals(void **state) {
   assert_int_equal(conch_server_opts_set_max_header_list(o, 10),
                    CONCH_ERR_INVALID);
   assert_int_equal(conch_server_opts_set_max_streams(o, 0), CONCH_ERR_INVALID);
+  assert_int_equal(conch_server_opts_set_json_resolver(NULL, NULL, NULL),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_server_opts_set_json_resolver(o, NULL, NULL), 0);
   assert_int_equal(conch_server_new(&s, o), 0);
   conch_server_opts_free(o);
   assert_int_equal(conch_server_add_method(s, &m_unary, &none, NULL),
@@ -481,6 +490,105 @@ static void test_api_refusals(void **state) {
   conch_server_free(NULL);
 }
 
+/* The connection policy under hooks: the header timeout's timer, a
+   half-closed connection (no longer watched for reading) answered late by
+   a deadline, and the listener's rest after a descriptor shortage (it is
+   REMOVEd from the loop and watched again). */
+static void test_hooks_policy(void **state) {
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_io_hooks hooks = {hl_watch, hl_timer, NULL};
+  static const char *const hdrs[] = {"content-type", "application/proto",
+                                     "connect-timeout-ms", "300", NULL};
+  conch_server_opts *o;
+  struct rlimit old, low;
+  struct sockaddr_in sa;
+  int fill[256];
+  size_t nfill = 0;
+  int maxfd = 0, fd, port, rv;
+  uint8_t body[32];
+  size_t n;
+  long long t0;
+  DIR *d;
+  struct dirent *e;
+  fixture fx;
+  hooked h;
+  h2_conn *c;
+  h2_resp r;
+  (void)state;
+
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_header_timeout(o, 300), 0);
+  fx_start(&fx, o, 0);
+  conch_server_opts_free(o);
+  fx_pause(&fx);
+  memset(&h, 0, sizeof(h));
+  h.s = fx.s;
+  h.loop.due = -1;
+  hooks.user_data = &h.loop;
+  assert_int_equal(conch_server_set_io_hooks(h.s, &hooks), 0);
+  assert_int_equal(pthread_create(&h.thread, NULL, hooked_thread, &h), 0);
+  port = conch_server_port(h.s);
+
+  fd = tcp_open(port); /* a silent stranger */
+  assert_true(fd >= 0);
+  assert_int_equal(wait_closed(fd, 15000), 1);
+  close(fd);
+
+  req.delay_ms = 1; /* held until the deadline */
+  n = conchtest__v1__request__pack(&req, body);
+  assert_int_equal(h2_open(&c, port), 0);
+  assert_true(h2_submit(c, "POST", SVC "Unary", hdrs, body, n, &r) > 0);
+  assert_int_equal(h2_shutdown_write(c), 0);
+  assert_int_equal(h2_run(c, 15000), 0);
+  assert_int_equal(r.status, 504);
+  assert_int_equal(wait_closed(h2_fd(c), 15000), 1);
+  h2_resp_free(&r);
+  h2_close(c);
+
+  fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  d = opendir("/proc/self/fd");
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL) {
+    maxfd = atoi(e->d_name) > maxfd ? atoi(e->d_name) : maxfd;
+  }
+  closedir(d);
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+  low = old;
+  low.rlim_cur = (rlim_t)maxfd + 1;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  while (nfill < 256 && (fill[nfill] = open("/dev/null", O_RDONLY)) >= 0) {
+    nfill++;
+  }
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  assert_int_equal(wait_closed(fd, 15000), 1);
+  close(fd);
+  for (size_t i = 0; i < nfill; i++) {
+    close(fill[i]);
+  }
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+  req.delay_ms = 0;
+  n = conchtest__v1__request__pack(&req, body);
+  t0 = conch_now_ms();
+  while ((rv = h2_request(port, "POST", SVC "Unary", hdrs, body, n, &r)) != 0 &&
+         conch_now_ms() - t0 < 15000) {
+    h2_resp_free(&r); /* arrived while the server still shed: again */
+  }
+  assert_int_equal(rv, 0);
+  assert_int_equal(r.status, 200);
+  h2_resp_free(&r);
+
+  atomic_store(&h.stop, 1);
+  pthread_join(h.thread, NULL);
+  assert_int_equal(conch_server_set_io_hooks(h.s, NULL), 0);
+  assert_int_equal(h.loop.n, 0);
+  conch_server_free(h.s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hooks),
@@ -489,6 +597,7 @@ int main(void) {
       cmocka_unit_test(test_free_with_call),
       cmocka_unit_test(test_idle_timeout),
       cmocka_unit_test(test_in_memory),
+      cmocka_unit_test(test_hooks_policy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,9 +23,8 @@
  *    32 KiB or 100 fields (431), HTTP/2.0 in a request line (505), an
  *    expectation other than 100-continue (417).
  *
- * What this slice does NOT do yet (issue 14): pull-mode receiving
- * (messages are pushed; conch_rpc_pause() holds them back), registered
- * custom compressions, client certificates, a libevent adapter (libuv:
+ * What this slice does NOT do yet (issue 14): client certificates, a
+ * libevent adapter (libuv:
  * adapters/libuv_server.h), and `conch serve` on this core.  Typed
  * handler tables for a service come from protoc-gen-conch (the server half
  * of every *.conch.h: <service>_Handlers and <service>__register()).
@@ -47,13 +46,20 @@
  *    streams) and ends with conch_rpc_finish() and a conch_status (error
  *    details included).  Request messages arrive through on_message (or
  *    on_raw_message for raw methods), the end of the requests through
- *    on_half_close.
+ *    on_half_close; or, for a handler with on_recv_ready (pull mode), the
+ *    handler takes them with conch_rpc_recv() when it wants them.
  *  - Every call the handler saw ends for it exactly once: either the
  *    handler finishes it (conch_rpc_finish() returned 0), or on_cancel
  *    runs (the client canceled, the deadline passed, the request broke a
  *    limit or the protocol, the connection was lost, the drain timeout
  *    passed, or the server was freed).  After either, |rpc| must not be
  *    used again.
+ *  - Before a method: a gate (conch_server_opts_set_gate()) sees every
+ *    request and may refuse it; plain routes (conch_server_add_route())
+ *    answer paths that are no RPC, such as a health check.  Connections
+ *    are filtered (accept filter), limited (conch_server_opts_set_max_conns()),
+ *    timed (header, body and idle timeouts) and held to a budget of
+ *    buffered request bytes.
  *  - Driving: as a client is driven (io.h): io hooks with
  *    conch_server_on_io() / conch_server_on_timer(), or pull with
  *    conch_server_pollfds() / conch_server_timeout_ms() /
@@ -169,8 +175,9 @@ CONCH_EXTERN int conch_server_opts_set_drain_timeout(conch_server_opts *opts,
                                                      long ms);
 /**
  * The compressions accepted in requests and used for responses: a
- * comma-separated list of built-in names ("gzip,zstd"; "" or NULL:
- * identity only).  A request in a compression outside the list ends with
+ * comma-separated list of built-in names and names registered with
+ * conch_server_opts_add_compression() ("gzip,zstd"; "" or NULL:
+ * identity only), most preferred first.  A request in a compression outside the list ends with
  * unimplemented.  Default "gzip,br,zstd,deflate,snappy".
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, an unknown or malformed
@@ -217,6 +224,182 @@ CONCH_EXTERN int conch_server_opts_set_tls_pem(conch_server_opts *opts,
 CONCH_EXTERN const char *conch_server_opts_tls_error(
     const conch_server_opts *opts);
 
+/* ---- Requests before their method: the gate and plain routes ----------- */
+
+/** A request as the gate and plain routes see it, once its header block
+    ended and before the server looks its method up.  Borrowed: valid
+    while the hook runs. */
+typedef struct conch_server_request {
+  const char *method;    /**< :method ("POST", "GET", ...; "" if absent) */
+  const char *path;      /**< :path without the query ("" if absent) */
+  const char *authority; /**< :authority, else Host; NULL if neither */
+  /** The peer's uid on a Unix socket (SO_PEERCRED), -1 otherwise. */
+  long peer_uid;
+  /** 1 when an earlier request of the same connection passed the gate
+      (to a method path, not a plain route), 0 otherwise. */
+  int conn_passed;
+  const void *impl_; /**< the server's; do not touch */
+} conch_server_request;
+
+/**
+ * The first value of request header |name| (lower case; protocol headers
+ * such as content-type included, pseudo-headers not), or NULL.
+ */
+CONCH_EXTERN const char *conch_server_request_header(
+    const conch_server_request *req, const char *name);
+
+/** A plain HTTP answer (no RPC protocol): a status, an optional content
+    type and body, and extra headers.  Borrowed until the hook returns
+    (the server copies it). */
+typedef struct conch_server_reply {
+  int status;               /**< 200..599 */
+  const char *content_type; /**< NULL: none */
+  const void *body;         /**< NULL or |body_len| bytes (not for HEAD) */
+  size_t body_len;
+  /** NULL, or name, value, name, value, ..., NULL (lower-case names). */
+  const char *const *headers;
+} conch_server_reply;
+
+/** What the gate decides about a refused request: either a plain HTTP
+    answer (|reply.status| set), or an RPC error with |code| and |message|
+    in the request's protocol (a Connect unary error under the code's HTTP
+    status when the content type names no protocol).  Zeroed before the
+    gate runs; a refusal that sets neither is permission_denied. */
+typedef struct conch_server_verdict {
+  conch_code code;
+  const char *message; /**< NULL: none; copied */
+  conch_server_reply reply;
+} conch_server_verdict;
+
+/** Sees every request before anything else is checked (its :method, its
+    path even when no method or route has it, its content type): returns 0
+    to let it pass, or non-zero to refuse it as |v| says.  A request that
+    passes to a path other than a plain route marks its connection as
+    passed (conch_server_request.conn_passed, and see
+    conch_server_opts_set_max_conns() and _set_header_timeout()).  Runs on
+    the server's thread, like handlers. */
+typedef int (*conch_server_gate_fn)(const conch_server_request *req,
+                                    conch_server_verdict *v, void *user_data);
+/**
+ * Sets the gate (NULL: none; every request passes).
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_server_opts_set_gate(conch_server_opts *opts,
+                                            conch_server_gate_fn gate,
+                                            void *user_data);
+
+/* ---- Connections: who, how many, how long ------------------------------- */
+
+/** A connection accepted from a listener, before it is served. */
+typedef struct conch_server_peer {
+  int fd;      /**< the accepted socket */
+  int is_unix; /**< from a Unix socket listener */
+  long uid;    /**< Unix socket: the peer's credentials (SO_PEERCRED), */
+  long gid;    /**< -1 when unknown or on TCP */
+  long pid;
+} conch_server_peer;
+
+/** Returns non-zero to serve |peer|, 0 to close it at once. */
+typedef int (*conch_server_accept_fn)(const conch_server_peer *peer,
+                                      void *user_data);
+/**
+ * Sets a filter on accepted connections (NULL: every one is served).
+ * Connections handed over with conch_server_adopt() do not pass it.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_server_opts_set_accept_filter(
+    conch_server_opts *opts, conch_server_accept_fn fn, void *user_data);
+/**
+ * At most |n| connections (0, the default: no limit).  A connection
+ * accepted at the limit takes the place of the oldest one that has
+ * neither passed the gate nor a call in progress; when there is none, the
+ * new one is closed.
+ *
+ * Whatever the limit, when accept() runs out of descriptors (EMFILE,
+ * ENFILE) or memory, the clients waiting in the listener's backlog are
+ * accepted with a descriptor held in reserve and closed at once, so that
+ * they fail now instead of hanging, and the listener rests 100 ms.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_server_opts_set_max_conns(conch_server_opts *opts,
+                                                 size_t n);
+/**
+ * The header timeout (0, the default: none): a request's header block
+ * must end within |ms| of its first frame, or its connection closes (no
+ * other stream can go on while it is open).  It is also the idle limit of
+ * a connection that has not passed the gate yet (from the accept, and
+ * after each call ends): a stranger holds a connection no longer than it
+ * takes to send a request (the idle timeout, when shorter, applies).
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, negative |ms|).
+ */
+CONCH_EXTERN int conch_server_opts_set_header_timeout(conch_server_opts *opts,
+                                                      long ms);
+/**
+ * The body timeout (0, the default: none): the request of a unary or
+ * server-streaming call must be complete within |ms| of its headers, and
+ * each request message of a client or bidi stream within |ms| of its
+ * first byte (not counting time the handler keeps the call paused).
+ * Otherwise the call ends with deadline_exceeded (the handler gets
+ * on_cancel), or, when it was answered already, its stream is reset.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, negative |ms|).
+ */
+CONCH_EXTERN int conch_server_opts_set_body_timeout(conch_server_opts *opts,
+                                                    long ms);
+/**
+ * Limits on request bytes held in memory (a Connect unary body, a message
+ * partly received, bytes held for a paused call): at most |per_conn| on
+ * one connection (more ends the connection: GOAWAY ENHANCE_YOUR_CALM) and
+ * |total| on all of them (a call that would go over ends with
+ * resource_exhausted).  0 means no limit (the default for both).
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_server_opts_set_buffer_limits(conch_server_opts *opts,
+                                                     size_t per_conn,
+                                                     size_t total);
+/**
+ * Registers a compression of the caller's own (conch_compressor, as the
+ * client's conch_client_opts_add_compression(): the struct and name are
+ * copied, the functions and user_data retained for the life of |opts| and
+ * of every server made from it) and adds it to the end of the accepted
+ * list: requests in it are decompressed (within the receive limit), and
+ * responses use it when the request came in it, or when it is the first
+ * of the client's accepted list that the server takes.  A later
+ * conch_server_opts_set_compression() may name it elsewhere in the list
+ * or leave it out.  Its functions run on the thread that drives the
+ * server, one call at a time per server.  |id| (may be NULL) receives its
+ * id, CONCH_COMPRESSION_CUSTOM_FIRST and up in the order of registration.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |opts| or |comp|, a |struct_size|
+ * too small, a NULL function, or a bad or taken name), or CONCH_ERR_LIMIT
+ * (CONCH_COMPRESSION_CUSTOM_MAX are registered already).
+ */
+CONCH_EXTERN int conch_server_opts_add_compression(conch_server_opts *opts,
+                                                   const conch_compressor *comp,
+                                                   int *id);
+
+/**
+ * The resolver the JSON codec uses for google.protobuf.Any fields of
+ * requests and responses, and |user_data| for it; NULL (the default) for
+ * none.  As the client's (conch_client_opts_set_json_resolver()): the
+ * well-known types (google.protobuf.*) need none; an Any of any other
+ * type that does not resolve cannot be read or written: such a request
+ * ends its call with invalid_argument, and conch_rpc_send() of such a
+ * response returns CONCH_ERR_CODEC.  The resolver runs on the thread that
+ * drives the server; the descriptors it returns must stay valid for the
+ * server's life.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_server_opts_set_json_resolver(conch_server_opts *opts,
+                                                     conch_json_resolver fn,
+                                                     void *user_data);
+
 /** What a registered method does with its calls.  Every member but
     on_call may be NULL.  Pointers passed in are borrowed until the
     handler returns. */
@@ -248,6 +431,14 @@ typedef struct conch_server_handler {
       CONCH_ERR_AGAIN.  Runs once per such refusal, on the server's turn
       (never from inside conch_rpc_send()). */
   void (*on_send_ready)(conch_rpc *rpc, void *user_data);
+  /** Set: pull mode, the handler takes the request messages
+      (conch_rpc_recv(), conch_rpc_recv_raw()): on_message and
+      on_raw_message must be NULL, and on_half_close is not called (the
+      end is conch_rpc_recv()'s CONCH_ERR_EOF).  Runs when a
+      message or the end of the requests is there after conch_rpc_recv()
+      returned CONCH_ERR_AGAIN, once per such refusal, on the server's turn
+      (never from inside conch_rpc_recv()). */
+  void (*on_recv_ready)(conch_rpc *rpc, void *user_data);
 } conch_server_handler;
 
 /**
@@ -274,7 +465,8 @@ CONCH_EXTERN void conch_server_free(conch_server *s);
  * while calls run.
  *
  * Returns 0, CONCH_ERR_INVALID (NULL argument, a path that does not start
- * with '/', a handler without on_call, an unknown stream kind, or a path
+ * with '/', a handler without on_call or with on_recv_ready and
+ * on_message or on_raw_message, an unknown stream kind, or a path
  * registered already), CONCH_ERR_STATE (the table is full and calls are
  * running) or CONCH_ERR_NOMEM.
  */
@@ -282,6 +474,22 @@ CONCH_EXTERN int conch_server_add_method(conch_server *s,
                                          const conch_method *method,
                                          const conch_server_handler *handler,
                                          void *user_data);
+/** Answers a plain route: fills |reply| (zeroed before; a status of 0
+    is 500). */
+typedef void (*conch_server_route_fn)(const conch_server_request *req,
+                                      conch_server_reply *reply,
+                                      void *user_data);
+/**
+ * Answers requests to |path| (exactly, the query aside; any :method) with
+ * plain HTTP from |fn|, e.g. a health check, instead of a method.  The
+ * gate sees them first; a request body is not read.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL argument, a path that does not start
+ * with '/', a path taken by a method or route) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_add_route(conch_server *s, const char *path,
+                                        conch_server_route_fn fn,
+                                        void *user_data);
 /**
  * Listens on |addr|: "HOST:PORT" (an IPv4 literal, "[v6]:PORT" or
  * "localhost"; port 0 picks a free one, see conch_server_port()) or
@@ -294,6 +502,16 @@ CONCH_EXTERN int conch_server_add_method(conch_server *s,
  * (socket, bind or listen failed; errno is kept) or CONCH_ERR_NOMEM.
  */
 CONCH_EXTERN int conch_server_listen(conch_server *s, const char *addr);
+/**
+ * Listens on |fd|, a socket the caller bound and set listening (TCP or
+ * Unix; made non-blocking).  The server owns it from then on (it closes
+ * it), also when this fails.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |s|, negative |fd|, or too many
+ * listeners), CONCH_ERR_STATE (after conch_server_shutdown()) or
+ * CONCH_ERR_IO.
+ */
+CONCH_EXTERN int conch_server_listen_fd(conch_server *s, int fd);
 /**
  * Returns the TCP port of the first TCP listener, or 0 when there is none.
  */
@@ -463,6 +681,65 @@ CONCH_EXTERN int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg);
 CONCH_EXTERN int conch_rpc_send_raw(conch_rpc *rpc, const void *data,
                                     size_t len);
 /**
+ * conch_rpc_send() of a message already serialized in protobuf's binary
+ * form (|data|, |len|) on a typed method: sent as it is with the proto
+ * codec; with JSON it is decoded and sent as JSON.  The server does not
+ * check that proto bytes are a valid message.
+ *
+ * Returns what conch_rpc_send() returns; CONCH_ERR_INVALID also for a raw
+ * method, NULL |data| with |len| > 0, or (JSON) bytes that do not decode
+ * as the output message.
+ */
+CONCH_EXTERN int conch_rpc_send_packed(conch_rpc *rpc, const void *data,
+                                       size_t len);
+/**
+ * The bytes of |rpc|'s responses queued and not yet handed to the
+ * connection (what the send buffer limit counts); 0 for NULL.
+ */
+CONCH_EXTERN size_t conch_rpc_queued(const conch_rpc *rpc);
+/**
+ * Pull mode (the method's handler has on_recv_ready): takes the next
+ * request message, decoded (its envelope, size limit, decompression and
+ * decoding were checked as it arrived: a bad one ended the call then,
+ * through on_cancel).  On 0, |*msg| is the caller's, to be freed with
+ * conch_server_message_free().  Messages not taken wait as received, and
+ * the bytes after them wait too, their HTTP/2 stream window not returned:
+ * a handler that takes nothing slows its client (as conch_rpc_pause()).
+ *
+ * Returns 0; CONCH_ERR_AGAIN (none yet: on_recv_ready follows);
+ * CONCH_ERR_EOF (the client ended its requests and every message was
+ * taken); CONCH_ERR_INVALID (NULL argument); CONCH_ERR_STATE (push mode,
+ * a raw method, or the call is not the handler's any more);
+ * CONCH_ERR_NOMEM (the message stays queued).
+ */
+CONCH_EXTERN int conch_rpc_recv(conch_rpc *rpc, ProtobufCMessage **msg);
+/**
+ * conch_rpc_recv() for raw methods: |*data| (|*len| bytes, decompressed)
+ * is borrowed until the next recv on |rpc| or the call's end.
+ *
+ * Returns what conch_rpc_recv() returns; CONCH_ERR_STATE also for a typed
+ * method.
+ */
+CONCH_EXTERN int conch_rpc_recv_raw(conch_rpc *rpc, const uint8_t **data,
+                                    size_t *len);
+/** Frees a message conch_rpc_recv() returned on a call of |s| (it may
+    outlive the call).  NULL |msg| is accepted. */
+CONCH_EXTERN void conch_server_message_free(conch_server *s,
+                                            ProtobufCMessage *msg);
+/**
+ * Asks for on_send_ready once (on the server's turn, never from inside
+ * this function) when the
+ * bytes of |rpc| queued (conch_rpc_queued()) are |low| or fewer: a
+ * low-water mark, for a handler that bounds its own output (e.g. stops
+ * reading a source while a client is |high| bytes behind, with a send
+ * buffer large enough never to refuse).  A second call replaces the
+ * first.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE (the call
+ * is not the handler's any more).
+ */
+CONCH_EXTERN int conch_rpc_notify_drained(conch_rpc *rpc, size_t low);
+/**
  * Stops delivering request messages of |rpc|: their bytes wait, and since
  * their HTTP/2 stream window is not returned, the client can send no more
  * than that window (1 MiB) ahead; its sends then wait.  A pause acts
@@ -470,7 +747,7 @@ CONCH_EXTERN int conch_rpc_send_raw(conch_rpc *rpc, const void *data,
  * one being handled are still delivered.  on_half_close waits too.
  *
  * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE (the call
- * is not the handler's any more).
+ * is not the handler's any more, or is in pull mode).
  */
 CONCH_EXTERN int conch_rpc_pause(conch_rpc *rpc);
 /**

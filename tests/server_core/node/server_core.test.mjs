@@ -329,13 +329,19 @@ test("raw: a bad grpc-timeout is invalid_argument, Trailers-Only", async () => {
   assert.equal(r.body.length, 0);
 });
 
-test("raw: a gRPC unary without a message is invalid_argument", async () => {
+// A cardinality violation is unimplemented, as in connect-go (since its
+// PR 712) and the gRPC status code table.
+test("raw: a gRPC unary without a message is unimplemented", async () => {
   const r = await h2request({
     ":method": "POST",
     ":path": path,
     "content-type": "application/grpc",
   });
-  assert.equal(r.trailers["grpc-status"] ?? r.head["grpc-status"], "3");
+  assert.equal(r.trailers["grpc-status"] ?? r.head["grpc-status"], "12");
+  assert.equal(
+    r.trailers["grpc-message"] ?? r.head["grpc-message"],
+    "unary request has zero messages",
+  );
 });
 
 test("raw: a truncated envelope is invalid_argument", async () => {
