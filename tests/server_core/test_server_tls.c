@@ -15,8 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -25,6 +29,8 @@
 
 #include "svc.h"
 #include "wait.h"
+
+#define WAIT_MS CONCH_WAIT_MS
 
 static char dir[] = "/tmp/conch-srvtls-XXXXXX";
 static char cert[128], key[128], cert_pem[8192], key_pem[8192];
@@ -331,6 +337,106 @@ static void test_big_request(void **state) {
   stop(fx);
 }
 
+/* ---- TLS over a transport of the caller's -------------------------------- */
+
+typedef struct xport {
+  fixture *fx;
+  int lfd;
+  atomic_int reads, writes, closes;
+  int adopted;
+} xport;
+
+static long x_read(void *ud, int h, void *buf, size_t len) {
+  xport *x = ud;
+  ssize_t n = recv(h, buf, len, 0);
+  atomic_fetch_add(&x->reads, 1);
+  return n >= 0 ? (long)n : -(long)errno;
+}
+
+static long x_write(void *ud, int h, const void *buf, size_t len) {
+  xport *x = ud;
+  ssize_t n = send(h, buf, len, MSG_NOSIGNAL);
+  atomic_fetch_add(&x->writes, 1);
+  return n >= 0 ? (long)n : -(long)errno;
+}
+
+static void x_close(void *ud, int h) {
+  xport *x = ud;
+  atomic_fetch_add(&x->closes, 1);
+  close(h);
+}
+
+/* Accepts one connection and hands it to the server with the transport
+   (the server thread stopped meanwhile: a server is one thread's). */
+static void *acceptor(void *arg) {
+  xport *x = arg;
+  conch_server_transport t = {x_read, x_write, x_close, x};
+  int fd = accept(x->lfd, NULL, NULL);
+  if (fd >= 0) {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    fx_pause(x->fx);
+    x->adopted = conch_server_adopt(x->fx->s, fd, &t) == 0;
+    fx_resume(x->fx);
+  }
+  return NULL;
+}
+
+static int x_closed(void *arg) {
+  return atomic_load(&((xport *)arg)->closes) == 1;
+}
+
+static void test_adopted_transport(void **state) {
+  fixture *fx = start_tls();
+  struct sockaddr_un un;
+  char path[108];
+  pthread_t th;
+  xport x;
+  conch_client_opts *o;
+  conch_client *c;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  ProtobufCMessage *out = NULL;
+  conch_status st;
+
+  (void)state;
+  memset(&x, 0, sizeof(x));
+  x.fx = fx;
+  snprintf(path, sizeof(path), "%s/x.sock", dir);
+  memset(&un, 0, sizeof(un));
+  un.sun_family = AF_UNIX;
+  snprintf(un.sun_path, sizeof(un.sun_path), "%s", path);
+  x.lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+  assert_true(x.lfd >= 0);
+  assert_int_equal(bind(x.lfd, (struct sockaddr *)&un, sizeof(un)), 0);
+  assert_int_equal(listen(x.lfd, 4), 0);
+  assert_int_equal(pthread_create(&th, NULL, acceptor, &x), 0);
+
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_ca_file(o, cert), 0);
+  assert_int_equal(conch_client_opts_set_unix_socket(o, path), 0);
+  assert_int_equal(conch_client_new(&c, "https://localhost", o), 0);
+  conch_client_opts_free(o);
+  req.payload.data = (uint8_t *)"over the caller's transport";
+  req.payload.len = strlen((const char *)req.payload.data);
+  conch_status_init(&st);
+  if (conch_unary_sync(c, &m_unary, NULL, &req.base, &out, &st, NULL, NULL) !=
+      0) {
+    fail_msg("%s", conch_status_message(&st));
+  }
+  assert_int_equal(((Conchtest__V1__Response *)out)->payload.len,
+                   req.payload.len);
+  conch_message_free(c, out);
+  conch_status_clear(&st);
+  pthread_join(th, NULL);
+  assert_true(x.adopted);
+  assert_true(atomic_load(&x.reads) > 0);
+  assert_true(atomic_load(&x.writes) > 0);
+  conch_client_free(c);
+  assert_true(conch_wait_until(x_closed, &x, WAIT_MS));
+  close(x.lfd);
+  unlink(path);
+  stop(fx);
+}
+
 /* A TLS server speaks nothing else: a cleartext client gets no answer but
    the end of the connection (the server gives up on the handshake). */
 static void test_cleartext_client_refused(void **state) {
@@ -536,6 +642,7 @@ int main(void) {
       cmocka_unit_test(test_conch_client),
       cmocka_unit_test(test_client_limit),
       cmocka_unit_test(test_big_request),
+      cmocka_unit_test(test_adopted_transport),
       cmocka_unit_test(test_cleartext_client_refused),
       cmocka_unit_test(test_curl),
       cmocka_unit_test(test_alpn),
