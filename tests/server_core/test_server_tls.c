@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
@@ -337,6 +338,59 @@ static void test_big_request(void **state) {
   stop(fx);
 }
 
+/* A client that connects and says nothing (no ClientHello), or stops in
+   the middle of its handshake, is cut off by the header timeout. */
+static int closed_within(int fd, int ms) {
+  struct pollfd p = {fd, POLLIN, 0};
+  char b[256];
+  long long end = conch_now_ms() + ms;
+  while (conch_now_ms() < end) {
+    if (poll(&p, 1, 100) > 0) {
+      ssize_t n = recv(fd, b, sizeof(b), 0);
+      if (n <= 0) {
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
+static int tcp_open(int port) {
+  struct sockaddr_in a;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  return fd;
+}
+
+static void test_handshake_timeout(void **state) {
+  fixture *fx = calloc(1, sizeof(*fx));
+  conch_server_opts *o;
+  int mute, half;
+  /* The first bytes of a ClientHello record, and no more. */
+  static const unsigned char hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01};
+
+  (void)state;
+  assert_non_null(fx);
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_tls(o, cert, key), 0);
+  assert_int_equal(conch_server_opts_set_header_timeout(o, 300), 0);
+  fx_start(fx, o, 0);
+  conch_server_opts_free(o);
+  mute = tcp_open(conch_server_port(fx->s));
+  half = tcp_open(conch_server_port(fx->s));
+  assert_int_equal(send(half, hello, sizeof(hello), 0), (ssize_t)sizeof(hello));
+  assert_true(closed_within(mute, WAIT_MS));
+  assert_true(closed_within(half, WAIT_MS));
+  close(mute);
+  close(half);
+  stop(fx);
+}
+
 /* ---- TLS over a transport of the caller's -------------------------------- */
 
 typedef struct xport {
@@ -643,6 +697,7 @@ int main(void) {
       cmocka_unit_test(test_client_limit),
       cmocka_unit_test(test_big_request),
       cmocka_unit_test(test_adopted_transport),
+      cmocka_unit_test(test_handshake_timeout),
       cmocka_unit_test(test_cleartext_client_refused),
       cmocka_unit_test(test_curl),
       cmocka_unit_test(test_alpn),
