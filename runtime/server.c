@@ -1240,10 +1240,13 @@ static void conn_tls_pull(srv_conn *conn) {
       break;
     }
   }
+  conn->tls_held = 0;
   while (!conn->dead) {
     size_t room = conn_room(conn);
     long n;
     if (room == 0) {
+      /* What TLS holds waits for room (conn_settle() asks for a turn). */
+      conn->tls_held = conch__tls_buffered(conn->tls) > 0;
       return;
     }
     n = conch__tls_read(conn->tls, buf, room < sizeof(buf) ? room
@@ -1464,6 +1467,11 @@ static void conn_settle(srv_conn *conn) {
     conch__srv_conn_drop_rpcs(conn);
     conn_free(conn);
     return;
+  }
+  /* TLS holds bytes the connection has room for now: no descriptor will
+     say so, so the next turn comes at once. */
+  if (conn->tls_held && conn_room(conn) > 0) {
+    s->pending = 1;
   }
   if (s->has_hooks) {
     conn_watch(conn);

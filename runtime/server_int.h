@@ -96,6 +96,7 @@ typedef struct srv_conn {
   int fin;          /* close once the bytes for the transport are out */
   int lingering;    /* HTTP/1.1: write side done, reading until EOF */
   int shut_wr;      /* the socket's write side was shut */
+  int tls_held;     /* TLS holds input the connection had no room for */
   conch_link rpcs;
   conch_timer idle; /* kind SRV_TIMER_IDLE: armed while there is no call */
   conch_timer linger; /* kind SRV_TIMER_LINGER */

@@ -1109,5 +1109,6 @@ int conch__tls_accept_new(conch_tls **out, conch_tls_ctx *ctx) {
 }
 
 size_t conch__tls_buffered(const conch_tls *t) {
-  return conch__buf_size(&t->in);
+  int pending = SSL_pending(t->ssl); /* decrypted, not yet read */
+  return conch__buf_size(&t->in) + (pending > 0 ? (size_t)pending : 0);
 }

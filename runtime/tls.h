@@ -213,8 +213,9 @@ int conch__tls_is_h2(const conch_tls *t);
 enum { CONCH_TLS_PROTO_NONE = 0, CONCH_TLS_PROTO_H2, CONCH_TLS_PROTO_H1 };
 int conch__tls_alpn(const conch_tls *t);
 
-/* Ciphertext fed and not yet taken by OpenSSL (a driver reads no more
-   from its transport while this is large). */
+/* Bytes fed and not yet read: ciphertext OpenSSL has not taken, and
+   plaintext of a record it decrypted (a driver reads no more from its
+   transport while this is large, and pulls more when it has room). */
 size_t conch__tls_buffered(const conch_tls *t);
 
 /* ---- The server side (server.c) ------------------------------------------

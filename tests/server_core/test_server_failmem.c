@@ -1,7 +1,8 @@
 /* The server core under a failing allocator: for N = 0, 1, 2, ... the
    server's allocation N fails (the server's conch_mem is failmem's; the
    client allocates with libc), and a unary call (gzip both ways) and a
-   bidi call run against it.  Whatever fails, the server must not crash,
+   bidi call run against it, over HTTP/2, over HTTP/1.1 (the bridge of
+   server_h1.c), and over TLS.  Whatever fails, the server must not crash,
    hang or leak: every call ends (an error is fine, a deadline is not),
    and once the server is freed no block of it is left. */
 #define _GNU_SOURCE
@@ -11,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -18,16 +21,30 @@
 #include "svc.h"
 
 static size_t cur_n;
+static int cur_h1;  /* the client speaks HTTP/1.1 */
+static int cur_tls; /* ... over TLS */
+static char dir[] = "/tmp/conch-srvfailmem-XXXXXX";
+static char cert[128], key[128];
 
 static conch_client *client(const fixture *fx, conch_protocol p) {
   conch_client_opts *o;
   conch_client *c;
+  char url[160];
   assert_int_equal(conch_client_opts_new(&o), 0);
   assert_int_equal(conch_client_opts_set_protocol(o, p), 0);
   assert_int_equal(conch_client_opts_set_send_compression(
                        o, CONCH_COMPRESSION_GZIP),
                    0);
-  assert_int_equal(conch_client_new(&c, fx->url, o), 0);
+  assert_int_equal(conch_client_opts_set_http_version(
+                       o, cur_h1 ? CONCH_HTTP_1_1 : CONCH_HTTP_2),
+                   0);
+  snprintf(url, sizeof(url), "%s", fx->url);
+  if (cur_tls) {
+    assert_int_equal(conch_client_opts_set_ca_file(o, cert), 0);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d",
+             conch_server_port(fx->s));
+  }
+  assert_int_equal(conch_client_new(&c, url, o), 0);
   conch_client_opts_free(o);
   return c;
 }
@@ -59,9 +76,18 @@ static int calls(const fixture *fx, conch_protocol p) {
   }
   conch_status_clear(&st);
   assert_int_equal(conch_call_start(c, &m_bidi, &co, NULL, NULL, &call), 0);
+  /* HTTP/1.1 is half duplex: everything is sent before reading. */
+  for (int i = 0; cur_h1 && i < 2; i++) {
+    if (conch_call_send_sync(call, &req.base) != 0) {
+      break;
+    }
+  }
+  if (cur_h1) {
+    (void)conch_call_close_send(call);
+  }
   for (int i = 0; i < 2; i++) {
     ProtobufCMessage *m;
-    if (conch_call_send_sync(call, &req.base) != 0) {
+    if (!cur_h1 && conch_call_send_sync(call, &req.base) != 0) {
       break;
     }
     rv = conch_call_recv_sync(call, &m);
@@ -93,6 +119,9 @@ static void sweep(conch_protocol p) {
 
   assert_int_equal(conch_server_opts_new(&o), 0);
   assert_int_equal(conch_server_opts_set_mem(o, failmem_hooks()), 0);
+  if (cur_tls) {
+    assert_int_equal(conch_server_opts_set_tls(o, cert, key), 0);
+  }
   n = getenv("FAILMEM_FROM") != NULL ? (size_t)atol(getenv("FAILMEM_FROM")) : 0;
   for (;; n++) {
     fixture fx;
@@ -117,11 +146,11 @@ static void sweep(conch_protocol p) {
       break;
     }
   }
-  printf("# %s: %zu allocations swept\n",
+  printf("# %s%s%s: %zu allocations swept\n",
          p == CONCH_PROTOCOL_CONNECT ? "connect"
          : p == CONCH_PROTOCOL_GRPC  ? "grpc"
                                      : "grpc-web",
-         n);
+         cur_h1 ? " http/1.1" : "", cur_tls ? " tls" : "", n);
   conch_server_opts_free(o);
 }
 
@@ -140,11 +169,53 @@ static void test_grpc_web(void **state) {
   sweep(CONCH_PROTOCOL_GRPC_WEB);
 }
 
+static void test_connect_h1(void **state) {
+  (void)state;
+  cur_h1 = 1;
+  sweep(CONCH_PROTOCOL_CONNECT);
+  cur_h1 = 0;
+}
+
+static void test_tls(void **state) {
+  (void)state;
+  cur_tls = 1;
+  sweep(CONCH_PROTOCOL_GRPC);
+  cur_h1 = 1;
+  sweep(CONCH_PROTOCOL_GRPC_WEB);
+  cur_h1 = cur_tls = 0;
+}
+
+static int make_cert(void **state) {
+  char cmd[1024];
+  (void)state;
+  if (mkdtemp(dir) == NULL) {
+    return -1;
+  }
+  snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+  snprintf(key, sizeof(key), "%s/key.pem", dir);
+  snprintf(cmd, sizeof(cmd),
+           "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+           "-nodes -days 2 -subj /CN=localhost -addext "
+           "subjectAltName=IP:127.0.0.1 -keyout %s -out %s >/dev/null 2>&1",
+           key, cert);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static int remove_cert(void **state) {
+  (void)state;
+  unlink(cert);
+  unlink(key);
+  rmdir(dir);
+  return 0;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_connect),
       cmocka_unit_test(test_grpc),
       cmocka_unit_test(test_grpc_web),
+      cmocka_unit_test(test_connect_h1),
+      cmocka_unit_test(test_tls),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, make_cert, remove_cert);
 }

@@ -11,8 +11,11 @@
 // what the suite checks of the ConformanceService's answer (data,
 // headers, trailers, errors and details, the echoed RequestInfo).  At the
 // end the server's stdin is closed and it must exit 0.  Also checked: the
-// message_receive_limit of the ServerCompatRequest, and that a request for
-// HTTP/1.1 or TLS is refused with a message and exit status 3, that a
+// message_receive_limit of the ServerCompatRequest, that a server started
+// for HTTP/1.1, TLS (its certificate returned as pem_cert) or both answers
+// in each protocol that HTTP version carries, that a request for HTTP/3
+// or TLS client certificates is refused with a message and exit status 3,
+// that a
 // frame that does not parse exits 2, and that closing stdin while a call
 // runs ends it and exits 0 at once.
 import { spawn } from "node:child_process";
@@ -632,6 +635,57 @@ async function badRequest() {
   }
 }
 
+// A server started for |req| answers a unary call in each declared
+// protocol over HTTP |http| ("1.1" or "2"; gRPC over HTTP/2 only), over
+// TLS with the certificate it returned when |req| asks for TLS; then it
+// exits 0 when stdin closes.
+async function served(name, req, http) {
+  const srv = startServer(req);
+  let resp;
+  try {
+    resp = await srv.listening;
+  } catch (e) {
+    failures++;
+    process.stdout.write(`FAIL serve ${name}: ${e.message}\n`);
+    return;
+  }
+  const tls = req.useTls === true;
+  if (tls && !resp.pemCert) {
+    failures++;
+    process.stdout.write(`FAIL serve ${name}: no pem_cert\n`);
+  }
+  for (const [pname, [protocol, , makeTransport]] of
+    Object.entries(PROTOCOLS)) {
+    if (!(features.protocols ?? []).includes(pname)) continue;
+    if (http === "1.1" && pname === "PROTOCOL_GRPC") continue;
+    const client = createClient(ConformanceService, makeTransport({
+      baseUrl: `${tls ? "https" : "http"}://${resp.host}:${resp.port}`,
+      httpVersion: http,
+      nodeOptions: tls ? { ca: resp.pemCert } : undefined,
+    }));
+    try {
+      const res = await client.unary(create(UnaryRequestSchema, {
+        responseDefinition: {
+          response: { case: "responseData", value: bytes("served") } },
+      }));
+      check(sameBytes(res.payload?.data, bytes("served")),
+        "wrong payload");
+      totals.served = (totals.served ?? 0) + 1;
+    } catch (e) {
+      failures++;
+      process.stdout.write(`FAIL serve ${name} ${protocol}: ` +
+        `${e.stack ?? e}\n`);
+    }
+  }
+  srv.child.stdin.end();
+  const e = await srv.exited;
+  if (e.code !== 0) {
+    failures++;
+    process.stdout.write(`FAIL serve ${name}: server exited ` +
+      `${e.code ?? e.signal}: ${srv.stderr()}\n`);
+  }
+}
+
 async function refused(name, req) {
   const srv = startServer(req);
   srv.listening.catch(() => {});
@@ -656,8 +710,13 @@ for (const p of features.protocols ?? []) {
 await receiveLimit();
 await closeWhileBusy();
 await badRequest();
-await refused("HTTP/1.1", { protocol: 1, httpVersion: 1 });
-await refused("TLS", { protocol: 1, httpVersion: 2, useTls: true });
+await served("HTTP/1.1", { protocol: 1, httpVersion: 1 }, "1.1");
+await served("TLS", { protocol: 1, httpVersion: 2, useTls: true }, "2");
+await served("TLS HTTP/1.1", { protocol: 1, httpVersion: 1, useTls: true },
+  "1.1");
+await refused("HTTP/3", { protocol: 1, httpVersion: 3 });
+await refused("TLS client certificates", { protocol: 1, httpVersion: 2,
+  useTls: true, clientTlsCert: "-----BEGIN CERTIFICATE-----\n" });
 clearTimeout(deadline);
 for (const [k, v] of Object.entries(totals)) {
   process.stdout.write(`passed ${k}: ${v}\n`);
