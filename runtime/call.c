@@ -13,6 +13,7 @@
 #include "envelope.h"
 #include "list.h"
 #include "pbborrow.h"
+#include "pbdec.h"
 #include "mem_int.h"
 #include "metadata_int.h"
 #include "pbjson.h"
@@ -764,10 +765,14 @@ static int decode(conch_call *call, ProtobufCAllocator *alloc, const uint8_t *p,
                                    out, err, errlen);
   }
   if (alloc == &c->arena_alloc) {
-    /* Borrowed by a handler: large bytes fields can stay in |p|, which
-       outlives the handler too. */
-    *out = conch__pb_unpack_borrow(call->method->output, alloc, p, len,
-                                   &c->scratch, c->mem);
+    /* Borrowed by a handler: bytes fields can stay in |p|, which outlives
+       the handler too.  The one-pass decoder first; what it leaves (unknown
+       fields, merges, invalid input) protobuf-c decodes. */
+    *out = conch__pb_decode(call->method->output, alloc, p, len);
+    if (*out == NULL) {
+      *out = conch__pb_unpack_borrow(call->method->output, alloc, p, len,
+                                     &c->scratch, c->mem);
+    }
   } else {
     *out = protobuf_c_message_unpack(call->method->output, alloc, len, p);
   }
