@@ -825,8 +825,19 @@ static int deliver_pull(conch_call *call, const uint8_t *wire, size_t wlen,
     return 0;
   }
   {
-    conch_qmsg m = {NULL, NULL, 0, 0};
-    if (compressed) {
+    conch_qmsg m = {NULL, NULL, 0, 0, 0};
+    if (!compressed && call->unary_raw) {
+      /* Decoded when done runs, into the arena (conch__call_take_unary). */
+      m.gz = conch__malloc(c->mem, wlen > 0 ? wlen : 1);
+      if (m.gz == NULL) {
+        return CONCH_ERR_NOMEM;
+      }
+      if (wlen > 0) {
+        memcpy(m.gz, wire, wlen);
+      }
+      m.gzlen = wlen;
+      m.plain = 1;
+    } else if (compressed) {
       rv = decodes(call, p, len);
       if (rv != 0) {
         return rv;
@@ -932,6 +943,56 @@ int conch__call_deliver(conch_call *call, const uint8_t *wire, size_t wlen,
 
 enum { BLK_RESPONSE = 0, BLK_INFO = 1, BLK_TRAILERS = 2 };
 
+/* Whether |name| is |lower| (lowercase, |n| bytes), case-insensitively. */
+static int hname_is(const char *name, const char *lower, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    char c = name[i];
+    if (c >= 'A' && c <= 'Z') {
+      c = (char)(c - 'A' + 'a');
+    }
+    if (c != lower[i]) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* Remembers where the headers the runtime reads are, as |name| was just
+   added last to call->headers. */
+static void note_header(conch_call *call, const char *name, size_t nlen) {
+  int which;
+  switch (nlen) {
+  case 12:
+    which = hname_is(name, "content-type", 12) ? CONCH_H_CTYPE : -1;
+    break;
+  case 13:
+    which = hname_is(name, "grpc-encoding", 13) ? CONCH_H_GENC : -1;
+    break;
+  case 16:
+    which = hname_is(name, "content-encoding", 16) ? CONCH_H_CENC : -1;
+    break;
+  case 24:
+    which = hname_is(name, "connect-content-encoding", 24) ? CONCH_H_CCENC
+                                                           : -1;
+    break;
+  default:
+    return;
+  }
+  if (which >= 0 && call->hpos[which] == 0 && call->headers.n > 0) {
+    call->hpos[which] = (uint32_t)call->headers.n;
+  }
+}
+
+const char *conch__call_header(const conch_call *call, int which) {
+  const conch_metadata *md = &call->headers;
+  uint32_t pos = call->hpos[which];
+  if (pos == 0 || pos > md->n) {
+    return NULL;
+  }
+  return (const char *)md->strings.data + md->ents[pos - 1].value_off;
+}
+
 int conch__call_on_header(conch_call *call, const uint8_t *name, size_t nlen,
                           const uint8_t *value, size_t vlen, int trailer) {
   int rv;
@@ -989,6 +1050,9 @@ int conch__call_on_header(conch_call *call, const uint8_t *name, size_t nlen,
   } else {
     rv = conch__metadata_add_wire(&call->headers, (const char *)name, nlen,
                                   (const char *)value, vlen);
+    if (rv == 0) {
+      note_header(call, (const char *)name, nlen);
+    }
   }
   if (rv != 0) {
     conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
@@ -1139,7 +1203,15 @@ int conch_call_recv(conch_call *call, ProtobufCMessage **msg) {
   }
   c = call->client;
   m = call->q[call->qhead];
-  if (m.msg == NULL) {
+  if (m.plain) {
+    char err[256];
+    int rv = decode(call, &c->pb_alloc, m.gz, m.gzlen, &m.msg, err,
+                    sizeof(err));
+    if (rv != 0) {
+      return rv == CONCH_ERR_NOMEM ? rv : CONCH_ERR_CODEC;
+    }
+    conch__free(c->mem, m.gz);
+  } else if (m.msg == NULL) {
     /* Arrived compressed and was checked then: decode it now. */
     conch__buf_reset(&c->inflbuf);
     if (conch__comp_decompress(&c->comps, &c->o.comp, call->resp_enc, m.gz,
@@ -1163,6 +1235,42 @@ int conch_call_recv(conch_call *call, ProtobufCMessage **msg) {
   call->qlen--;
   give_back(call, m.wire);
   *msg = m.msg;
+  return 0;
+}
+
+int conch__call_take_unary(conch_call *call, ProtobufCMessage **msg,
+                           int *in_arena, uint8_t **payload, char *err,
+                           size_t errlen) {
+  conch_client *c = call->client;
+  conch_qmsg m;
+  int rv;
+  *msg = NULL;
+  *in_arena = 0;
+  *payload = NULL;
+  err[0] = '\0';
+  if (!call->pull || call->method->output == NULL || call->qlen == 0 ||
+      !call->q[call->qhead].plain) {
+    return conch_call_recv(call, msg);
+  }
+  m = call->q[call->qhead];
+  call->qhead = (call->qhead + 1) % call->qcap;
+  call->qlen--;
+  give_back(call, m.wire);
+  /* The arena is free unless a handler holds a message from it (a done
+     callback does not run inside one, but nothing is assumed). */
+  *in_arena = c->arena_used == 0 && c->arena_nextra == 0;
+  rv = decode(call, *in_arena ? &c->arena_alloc : &c->pb_alloc, m.gz,
+              m.gzlen, msg, err, errlen);
+  if (rv != 0 || !*in_arena) {
+    /* protobuf-c's copy needs no payload; a failed decode none either. */
+    if (*in_arena) {
+      conch__arena_reset(c);
+      *in_arena = 0;
+    }
+    conch__free(c->mem, m.gz);
+    return rv == 0 ? 0 : rv == CONCH_ERR_NOMEM ? rv : CONCH_ERR_CODEC;
+  }
+  *payload = m.gz;
   return 0;
 }
 

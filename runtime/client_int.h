@@ -27,6 +27,11 @@ struct conch_client {
   const conch_mem *mem;           /* &o.mem */
   ProtobufCAllocator pb_alloc;    /* over mem: messages handed to users */
   ProtobufCAllocator arena_alloc; /* over |arena|: borrowed messages */
+  /* The response content-type last parsed, and what it parsed to: a
+     server sends the same one every time (protocol.c). */
+  char ct_last[48];
+  size_t ct_last_len; /* 0: none */
+  int ct_last_family, ct_last_codec, ct_last_params;
   int tls;                        /* https */
   char *host;                     /* without brackets */
   char *port;

@@ -2,12 +2,12 @@
    unpack scans every message twice, records each field in slabs and asks
    the allocator once per message, string and array; for the small nested
    messages of a typical response that is most of a call's instructions.
-   Here a message is read once (twice when it has repeated fields: once to
-   count them, so arrays get their exact size), memory comes from blocks
-   sized from the input, and `bytes` fields are not copied at all.  What
-   this file does not handle it leaves to protobuf-c, which then decides,
-   so the two never disagree about an input: tests/unit/test_pbdec.c and
-   tests/fuzz/fuzz_pbdec.c check that they give the same messages. */
+   Here a message is read once (arrays of repeated fields start at 4
+   elements and double, the old ones left in the arena), memory comes from
+   blocks sized from the input, and `bytes` fields are not copied at all.
+   What this file does not handle it leaves to protobuf-c, which then
+   decides, so the two never disagree about an input:
+   tests/unit/test_pbdec.c checks that they give the same messages. */
 #include <string.h>
 
 #include "pbdec.h"
@@ -26,7 +26,7 @@
 #define COLD static
 #endif
 
-enum { D_REPEATED = 1, D_UNSUPPORTED = 2 };
+enum { D_UNSUPPORTED = 2 };
 
 /* By ProtobufCType: the wire type of a single value, and the size of an
    element of a repeated field. */
@@ -63,7 +63,8 @@ static size_t elt_size(ProtobufCType t) { return size_tab[t]; }
 
 typedef struct dec {
   ProtobufCAllocator *alloc;
-  uint8_t *cur, *end; /* the block memory is taken from */
+  uint8_t *cur, *end;   /* the block memory is taken from */
+  const uint8_t *in_end; /* of the whole input */
   size_t next;        /* size of the next block */
   const ProtobufCMessageDescriptor *seen[SEEN_MAX];
   unsigned char seen_flags[SEEN_MAX];
@@ -114,8 +115,6 @@ static unsigned desc_flags(dec *d, const ProtobufCMessageDescriptor *desc) {
     if (fd->label == PROTOBUF_C_LABEL_REQUIRED || (unsigned)fd->type >= NTYPES ||
         (i > 0 && desc->fields[i - 1].id >= fd->id)) {
       f = D_UNSUPPORTED;
-    } else if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
-      f |= D_REPEATED;
     }
   }
   if (d->nseen < SEEN_MAX) {
@@ -209,16 +208,21 @@ typedef struct val {
 /* Reads the tag at *pp and the value after it.  Returns the field number,
    or 0 when the bytes are not a field this decoder takes. */
 HOT uint32_t next_field(const uint8_t **pp, const uint8_t *end, val *x) {
-  const uint8_t *p = *pp, *start;
+  const uint8_t *p = *pp, *start; /* p < end */
   uint64_t tag, n;
-  if (varint(&p, end, &tag) != 0 || p - *pp > 5 || (tag >> 3) == 0 ||
-      (tag >> 3) > 0x1fffffff) {
+  if (*p < 0x80) {
+    tag = *p++;
+  } else if (varint_slow(&p, end, &tag) != 0 || p - *pp > 5 ||
+             (tag >> 3) > 0x1fffffff) {
     return 0;
   }
+  if (tag < 8) {
+    return 0; /* field 0 */
+  }
   x->wt = (ProtobufCWireType)(tag & 7);
-  start = p;
   switch (x->wt) {
   case PROTOBUF_C_WIRE_TYPE_VARINT:
+    x->p = p;
     if (varint(&p, end, &x->v) != 0) {
       return 0;
     }
@@ -227,26 +231,34 @@ HOT uint32_t next_field(const uint8_t **pp, const uint8_t *end, val *x) {
     if (end - p < 8) {
       return 0;
     }
+    x->p = p;
     p += 8;
     break;
   case PROTOBUF_C_WIRE_TYPE_32BIT:
     if (end - p < 4) {
       return 0;
     }
+    x->p = p;
     p += 4;
     break;
   case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED:
-    if (varint(&p, end, &n) != 0 || p - start > 5 ||
-        n > (uint64_t)(end - p)) {
+    if (p < end && *p < 0x80) {
+      n = *p++;
+    } else {
+      start = p;
+      if (varint_slow(&p, end, &n) != 0 || p - start > 5) {
+        return 0;
+      }
+    }
+    if (n > (uint64_t)(end - p)) {
       return 0;
     }
-    start = p;
+    x->p = p;
     p += n;
     break;
   default:
     return 0; /* groups */
   }
-  x->p = start;
   x->end = p;
   *pp = p;
   return (uint32_t)(tag >> 3);
@@ -307,12 +319,21 @@ HOT int store(dec *d, const ProtobufCFieldDescriptor *fd, void *m,
   case PROTOBUF_C_TYPE_STRING: {
     char *s;
     n = (size_t)(x->end - x->p);
-    s = take(d, n + 1);
-    if (s == NULL) {
-      return -1;
-    }
-    if (n > 0) {
-      memcpy(s, x->p, n);
+    if (n < 16 && d->in_end - x->p >= 16) {
+      /* Short, with input to spare: one fixed-size copy, no call. */
+      s = take(d, 16);
+      if (s == NULL) {
+        return -1;
+      }
+      memcpy(s, x->p, 16);
+    } else {
+      s = take(d, n + 1);
+      if (s == NULL) {
+        return -1;
+      }
+      if (n > 0) {
+        memcpy(s, x->p, n);
+      }
     }
     s[n] = '\0';
     memcpy(m, &s, sizeof(s));
@@ -361,66 +382,58 @@ static size_t *count_of(ProtobufCMessage *msg,
   return (size_t *)(void *)((uint8_t *)msg + fd->quantifier_offset);
 }
 
-/* First pass over a message with repeated fields: counts their elements
-   into the message's n_ fields and gives each its array.  Returns 0 or -1
-   (anything malformed or unknown; the second pass need not check again
-   what this one checked). */
-COLD int count_repeated(dec *d, const ProtobufCMessageDescriptor *desc,
-                          ProtobufCMessage *msg, const uint8_t *p,
-                          const uint8_t *end) {
-  unsigned i;
-  val x;
-  while (p < end) {
-    uint32_t id = next_field(&p, end, &x);
-    const ProtobufCFieldDescriptor *fd = id ? field_of(desc, id) : NULL;
-    if (fd == NULL) {
-      return -1;
-    }
-    if (fd->label != PROTOBUF_C_LABEL_REPEATED) {
-      continue;
-    }
-    if (x.wt == PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED && packable(fd->type)) {
-      long c = packed_count(fd->type, x.p, x.end);
-      if (c < 0) {
-        return -1;
-      }
-      *count_of(msg, fd) += (size_t)c;
-    } else if (x.wt == wire_of(fd->type)) {
-      *count_of(msg, fd) += 1;
-    } else {
-      return -1;
-    }
+/* The capacity of a repeated field's array of |n| elements: arrays start
+   at 4 and double, so it follows from the count alone. */
+static size_t cap_of(size_t n) {
+  size_t c = 4;
+  if (n == 0) {
+    return 0;
   }
-  for (i = 0; i < desc->n_fields; i++) {
-    const ProtobufCFieldDescriptor *fd = &desc->fields[i];
-    size_t *n;
-    void *arr;
-    if (fd->label != PROTOBUF_C_LABEL_REPEATED) {
-      continue;
-    }
-    n = count_of(msg, fd);
-    if (*n == 0) {
-      continue;
-    }
-    arr = take(d, *n * elt_size(fd->type));
-    if (arr == NULL) {
-      return -1;
-    }
-    memcpy((uint8_t *)msg + fd->offset, &arr, sizeof(arr));
-    *n = 0; /* the second pass counts them again as it fills them */
+  while (c < n) {
+    c <<= 1;
   }
-  return 0;
+  return c;
+}
+
+/* Makes room for |more| elements in repeated field |fd| of |msg|, moving
+   its array when full (the old one stays in the arena).  Returns the
+   array, or NULL when memory ran out. */
+HOT uint8_t *room(dec *d, const ProtobufCFieldDescriptor *fd,
+                  ProtobufCMessage *msg, size_t more) {
+  size_t n = *count_of(msg, fd), sz = elt_size(fd->type);
+  uint8_t *arr, *old;
+  memcpy(&arr, (uint8_t *)msg + fd->offset, sizeof(arr));
+  if (n > 0 && n + more <= cap_of(n)) {
+    return arr;
+  }
+  old = arr;
+  arr = take(d, cap_of(n + more) * sz);
+  if (arr == NULL) {
+    return NULL;
+  }
+  if (n > 0) {
+    memcpy(arr, old, n * sz);
+  }
+  memcpy((uint8_t *)msg + fd->offset, &arr, sizeof(arr));
+  return arr;
 }
 
 /* Reads the elements of a packed run into the array of |fd|. */
 COLD int store_packed(dec *d, const ProtobufCFieldDescriptor *fd,
-                        ProtobufCMessage *msg, const val *run, unsigned depth) {
+                      ProtobufCMessage *msg, const val *run, unsigned depth) {
   ProtobufCWireType wt = wire_of(fd->type);
   size_t sz = elt_size(fd->type), *n = count_of(msg, fd);
+  long c = packed_count(fd->type, run->p, run->end);
   uint8_t *arr;
   const uint8_t *p = run->p;
   val x;
-  memcpy(&arr, (uint8_t *)msg + fd->offset, sizeof(arr));
+  if (c <= 0) {
+    return (int)c; /* -1: malformed; 0: an empty run adds nothing */
+  }
+  arr = room(d, fd, msg, (size_t)c);
+  if (arr == NULL) {
+    return -1;
+  }
   x.wt = wt;
   while (p < run->end) {
     x.p = p;
@@ -458,9 +471,6 @@ static ProtobufCMessage *message(dec *d, const ProtobufCMessageDescriptor *desc,
     return NULL;
   }
   desc->message_init(msg);
-  if ((flags & D_REPEATED) && count_repeated(d, desc, msg, p, end) != 0) {
-    return NULL;
-  }
   while (p < end) {
     uint32_t id = next_field(&p, end, &x);
     const ProtobufCFieldDescriptor *fd = id ? field_of(desc, id) : NULL;
@@ -478,8 +488,9 @@ static ProtobufCMessage *message(dec *d, const ProtobufCMessageDescriptor *desc,
         }
         continue;
       }
-      /* The wire type was checked by count_repeated(). */
-      memcpy(&arr, m, sizeof(arr));
+      if (x.wt != wire_of(fd->type) || (arr = room(d, fd, msg, 1)) == NULL) {
+        return NULL;
+      }
       m = arr + *n * elt_size(fd->type);
       (*n)++;
     } else if (x.wt != wire_of(fd->type)) {
@@ -524,5 +535,6 @@ ProtobufCMessage *conch__pb_decode(const ProtobufCMessageDescriptor *desc,
   } else if (p == NULL) {
     return NULL;
   }
+  d.in_end = p + len;
   return message(&d, desc, p, p + len, 0);
 }

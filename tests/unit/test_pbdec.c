@@ -293,14 +293,14 @@ static void test_list(void **state) {
   Process__ProcessConfig cfg = PROCESS__PROCESS_CONFIG__INIT;
   Process__ProcessConfig__EnvsEntry env = PROCESS__PROCESS_CONFIG__ENVS_ENTRY__INIT,
                                     *pe = &env;
-  char *args[] = {"-c", "true"};
+  char *args[] = {"-c", "true", "a", "b", "c", "d", "e", "f", "g"};
   uint8_t *b;
   size_t len;
   (void)state;
   env.key = "PATH";
   env.value = "/bin";
   cfg.cmd = "/bin/sh";
-  cfg.n_args = 2;
+  cfg.n_args = 9; /* past two doublings of the array */
   cfg.args = args;
   cfg.n_envs = 1;
   cfg.envs = &pe;
