@@ -130,6 +130,9 @@ struct conch_call {
                              it into the arena when done runs */
   conch_stub_unary_done stub_done; /* conch_stub_unary_async(): */
   conch_stub_fn stub_fn;           /* runs this typed callback */
+  conch_stub_stream_msg stub_msg;   /* conch_stub_stream_async(): */
+  conch_stub_fn stub_msg_fn;        /* each message, */
+  conch_stub_stream_done stub_sdone; /* the end (with stub_fn) */
 };
 
 /* Starts a call bound to no connection, as if its request had gone out:

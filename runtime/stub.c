@@ -228,3 +228,63 @@ int conch_stub_unary_async(conch_client *c, const conch_method *method,
   return unary_async(c, method, opts, req, NULL, trampoline, done, user_data,
                      out);
 }
+
+/* ---- conch_stub_stream_async ---------------------------------------------
+   A push-mode server-streaming call: each message goes to its typed
+   callback as it is decoded (borrowed, as any handler's), the end to
+   another; the call frees itself after it. */
+
+static void stream_message(conch_call *call, const ProtobufCMessage *msg,
+                           void *user_data) {
+  call->stub_msg(msg, call->stub_msg_fn, user_data);
+}
+
+static void stream_close(conch_call *call, const conch_status *status,
+                         const conch_metadata *trailers, void *user_data) {
+  call->stub_sdone(status, &call->headers, trailers, call->stub_fn, user_data);
+}
+
+int conch_stub_stream_async(conch_client *c, const conch_method *method,
+                            const conch_call_opts *opts,
+                            const ProtobufCMessage *req,
+                            conch_stub_stream_msg msg_trampoline,
+                            conch_stub_fn on_message,
+                            conch_stub_stream_done done_trampoline,
+                            conch_stub_fn done, void *user_data,
+                            conch_call **out) {
+  static const conch_call_handler table = {NULL, stream_message, NULL, NULL,
+                                           stream_close};
+  conch_call *call;
+  int rv;
+
+  if (out != NULL) {
+    *out = NULL;
+  }
+  if (c == NULL || method == NULL || req == NULL || msg_trampoline == NULL ||
+      on_message == NULL || done_trampoline == NULL || done == NULL ||
+      method->kind != CONCH_STREAM_SERVER || method->input == NULL ||
+      method->output == NULL || req->descriptor != method->input) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_call_start(c, method, opts, &table, user_data, &call);
+  if (rv != 0) {
+    return rv;
+  }
+  /* No handler runs inside conch_call_start() or conch_call_send():
+     setting these now is in time. */
+  call->stub_msg = msg_trampoline;
+  call->stub_msg_fn = on_message;
+  call->stub_sdone = done_trampoline;
+  call->stub_fn = done;
+  call->auto_free = 1;
+  rv = conch_call_send(call, req); /* its only request: sending ends them */
+  /* As in unary_async(): a call that cannot send its request ends, and
+     done runs once, later. */
+  if (rv != 0 && rv != CONCH_ERR_STATE && rv != CONCH_ERR_LIMIT) {
+    conch_call_cancel(call);
+  }
+  if (out != NULL) {
+    *out = call;
+  }
+  return 0;
+}
