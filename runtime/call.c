@@ -102,9 +102,7 @@ static void pull_clear(conch_call *call) {
     call->qhead = (call->qhead + 1) % call->qcap;
     call->qlen--;
   }
-  conch__free(c->mem, call->q);
-  call->q = NULL;
-  call->qcap = 0;
+  call->qhead = 0; /* the queue's array stays, for a spare call */
   conch__buf_free(&call->rawq, c->mem);
   conch__buf_free(&call->rawcur, c->mem);
 }
@@ -114,6 +112,7 @@ static void pull_clear(conch_call *call) {
    steady flow of calls then allocates nothing of its own for them. */
 #define CALL_SPARE_MAX 64
 #define CALL_KEEP_BYTES 1024
+#define CALL_KEEP_QUEUE 8 /* pull-queue slots a spare call keeps */
 
 /* Empties |md|, keeping its memory unless it grew large. */
 static void md_keep(conch_metadata *md) {
@@ -141,6 +140,7 @@ static void call_free_memory(conch_call *call) {
   conch__metadata_clear(&call->gfields[1]);
   conch__buf_free(&call->sendbuf, mem);
   conch__buf_free(&call->body, mem);
+  conch__free(mem, call->q);
   conch__free(mem, call);
 }
 
@@ -169,6 +169,11 @@ void conch__call_destroy(conch_call *call) {
     md_keep(&call->gfields[1]);
     buf_keep(&call->sendbuf, c->mem);
     buf_keep(&call->body, c->mem);
+    if (call->qcap > CALL_KEEP_QUEUE) {
+      conch__free(c->mem, call->q);
+      call->q = NULL;
+      call->qcap = 0;
+    }
     call->spare_next = c->spare_calls;
     c->spare_calls = call;
     c->nspare++;
@@ -192,6 +197,8 @@ static conch_call *call_take(conch_client *c) {
   conch_call *call = c->spare_calls;
   if (call != NULL) {
     conch_buf sendbuf = call->sendbuf, body = call->body;
+    conch_qmsg *q = call->q;
+    size_t qcap = call->qcap;
     conch_metadata md[5];
     md[0] = call->req_headers;
     md[1] = call->headers;
@@ -203,6 +210,8 @@ static conch_call *call_take(conch_client *c) {
     memset(call, 0, sizeof(*call));
     call->sendbuf = sendbuf;
     call->body = body;
+    call->q = q; /* empty */
+    call->qcap = qcap;
     call->req_headers = md[0];
     call->headers = md[1];
     call->trailers = md[2];
@@ -768,7 +777,7 @@ static int decode(conch_call *call, ProtobufCAllocator *alloc, const uint8_t *p,
     /* Borrowed by a handler: bytes fields can stay in |p|, which outlives
        the handler too.  The one-pass decoder first; what it leaves (unknown
        fields, merges, invalid input) protobuf-c decodes. */
-    *out = conch__pb_decode(call->method->output, alloc, p, len);
+    *out = conch__pb_decode(call->method->output, alloc, p, len, &c->pbdec);
     if (*out == NULL) {
       *out = conch__pb_unpack_borrow(call->method->output, alloc, p, len,
                                      &c->scratch, c->mem);
@@ -943,44 +952,38 @@ int conch__call_deliver(conch_call *call, const uint8_t *wire, size_t wlen,
 
 enum { BLK_RESPONSE = 0, BLK_INFO = 1, BLK_TRAILERS = 2 };
 
-/* Whether |name| is |lower| (lowercase, |n| bytes), case-insensitively. */
-static int hname_is(const char *name, const char *lower, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) {
-    char c = name[i];
-    if (c >= 'A' && c <= 'Z') {
-      c = (char)(c - 'A' + 'a');
-    }
-    if (c != lower[i]) {
-      return 0;
-    }
-  }
-  return 1;
-}
-
-/* Remembers where the headers the runtime reads are, as |name| was just
-   added last to call->headers. */
-static void note_header(conch_call *call, const char *name, size_t nlen) {
+/* Remembers where the headers the runtime reads are, as the last field of
+   call->headers was just added (its name stored lowercase: compared as
+   bytes). */
+static void note_header(conch_call *call) {
+  const conch_metadata *md = &call->headers;
+  const conch_md_entry *e;
+  const char *name;
   int which;
-  switch (nlen) {
+  if (md->n == 0) {
+    return;
+  }
+  e = &md->ents[md->n - 1];
+  name = (const char *)md->strings.data + e->name_off;
+  switch (e->name_len) {
   case 12:
-    which = hname_is(name, "content-type", 12) ? CONCH_H_CTYPE : -1;
+    which = memcmp(name, "content-type", 12) == 0 ? CONCH_H_CTYPE : -1;
     break;
   case 13:
-    which = hname_is(name, "grpc-encoding", 13) ? CONCH_H_GENC : -1;
+    which = memcmp(name, "grpc-encoding", 13) == 0 ? CONCH_H_GENC : -1;
     break;
   case 16:
-    which = hname_is(name, "content-encoding", 16) ? CONCH_H_CENC : -1;
+    which = memcmp(name, "content-encoding", 16) == 0 ? CONCH_H_CENC : -1;
     break;
   case 24:
-    which = hname_is(name, "connect-content-encoding", 24) ? CONCH_H_CCENC
-                                                           : -1;
+    which = memcmp(name, "connect-content-encoding", 24) == 0 ? CONCH_H_CCENC
+                                                              : -1;
     break;
   default:
     return;
   }
-  if (which >= 0 && call->hpos[which] == 0 && call->headers.n > 0) {
-    call->hpos[which] = (uint32_t)call->headers.n;
+  if (which >= 0 && call->hpos[which] == 0) {
+    call->hpos[which] = (uint32_t)md->n;
   }
 }
 
@@ -1051,7 +1054,7 @@ int conch__call_on_header(conch_call *call, const uint8_t *name, size_t nlen,
     rv = conch__metadata_add_wire(&call->headers, (const char *)name, nlen,
                                   (const char *)value, vlen);
     if (rv == 0) {
-      note_header(call, (const char *)name, nlen);
+      note_header(call);
     }
   }
   if (rv != 0) {

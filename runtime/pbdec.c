@@ -13,7 +13,6 @@
 #include "pbdec.h"
 
 #define DEPTH_MAX 32  /* nesting followed; deeper goes to protobuf-c */
-#define SEEN_MAX 8    /* descriptors whose checks are remembered */
 #define BLOCK_MIN 256 /* first block: from 4x the input, within these */
 #define BLOCK_MAX 8192
 #define ALIGN 8
@@ -66,9 +65,7 @@ typedef struct dec {
   uint8_t *cur, *end;   /* the block memory is taken from */
   const uint8_t *in_end; /* of the whole input */
   size_t next;        /* size of the next block */
-  const ProtobufCMessageDescriptor *seen[SEEN_MAX];
-  unsigned char seen_flags[SEEN_MAX];
-  unsigned nseen;
+  conch_pbdec_cache *cache; /* descriptors checked before */
 } dec;
 
 COLD void *take_block(dec *d, size_t n) {
@@ -100,11 +97,13 @@ HOT void *take(dec *d, size_t n) {
    it is beyond this decoder (proto2 required fields, fields not ordered by
    number, no generated init). */
 static unsigned desc_flags(dec *d, const ProtobufCMessageDescriptor *desc) {
+  /* Direct-mapped by address: descriptors are static and few. */
+  unsigned h = (unsigned)(((uint32_t)((uintptr_t)desc >> 3) * 2654435761u) >>
+                          28) %
+               CONCH_PBDEC_CACHE;
   unsigned i, f = 0;
-  for (i = 0; i < d->nseen; i++) {
-    if (d->seen[i] == desc) {
-      return d->seen_flags[i];
-    }
+  if (d->cache->desc[h] == desc) {
+    return d->cache->flags[h];
   }
   if (desc->magic != PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC ||
       desc->message_init == NULL) {
@@ -117,10 +116,8 @@ static unsigned desc_flags(dec *d, const ProtobufCMessageDescriptor *desc) {
       f = D_UNSUPPORTED;
     }
   }
-  if (d->nseen < SEEN_MAX) {
-    d->seen[d->nseen] = desc;
-    d->seen_flags[d->nseen++] = (unsigned char)f;
-  }
+  d->cache->desc[h] = desc;
+  d->cache->flags[h] = (unsigned char)f;
   return f;
 }
 
@@ -523,12 +520,18 @@ static ProtobufCMessage *message(dec *d, const ProtobufCMessageDescriptor *desc,
 
 ProtobufCMessage *conch__pb_decode(const ProtobufCMessageDescriptor *desc,
                                    ProtobufCAllocator *alloc,
-                                   const uint8_t *p, size_t len) {
+                                   const uint8_t *p, size_t len,
+                                   conch_pbdec_cache *cache) {
+  conch_pbdec_cache local;
   dec d;
   d.alloc = alloc;
   d.cur = d.end = NULL;
   d.next = len < (BLOCK_MAX - BLOCK_MIN) / 4 ? len * 4 + BLOCK_MIN : BLOCK_MAX;
-  d.nseen = 0;
+  if (cache == NULL) {
+    memset(&local, 0, sizeof(local));
+    cache = &local;
+  }
+  d.cache = cache;
   if (len == 0) {
     static const uint8_t none[1];
     p = none;

@@ -242,7 +242,7 @@ static int send_data(nghttp2_session *s, nghttp2_frame *frame,
    a steady load of calls allocates nothing.  Each block starts with a
    header saying its class and size. */
 #define SPARE_CLASSES 4
-#define SPARE_KEEP 64 /* blocks kept per class */
+#define SPARE_KEEP 256 /* blocks kept per class: 2 per stream, 128 streams */
 
 typedef union spare_hdr {
   struct {
