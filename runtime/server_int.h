@@ -42,6 +42,12 @@ struct conch_server_opts {
   char *tls_key_pem;
   size_t tls_key_len;
   char tls_err[256];
+  /* Client certificates (conch_server_opts_set_tls_client_ca*()): owned
+     like the above, kept by conch_server_opts_set_tls*(). */
+  char *tls_ca_file;
+  char *tls_ca_pem;
+  size_t tls_ca_len;
+  int tls_client_optional;
   conch_server_gate_fn gate;
   void *gate_ud;
   conch_server_accept_fn accept_fn;

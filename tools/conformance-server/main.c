@@ -13,10 +13,14 @@
    HTTP/2 and HTTP/1.1 are served on the same port (the server core tells
    them apart); with use_tls the server makes a self-signed certificate
    for 127.0.0.1 and localhost (EC P-256, one day), serves TLS with it
-   (conch_server_opts_set_tls_pem()) and returns it as pem_cert.  What the
-   server core cannot do is refused at start with a message on stderr and
-   exit status 3: HTTP/3 and client certificates.  Bad input (a frame that
-   does not parse) exits 2.
+   (conch_server_opts_set_tls_pem()) and returns it as pem_cert.  With
+   client_tls_cert as well it requires client certificates issued by that
+   PEM certificate (conch_server_opts_set_tls_client_ca_pem(); a handshake
+   without one, or with one it does not verify, fails).  What the server
+   core cannot do is refused at start with a message on stderr and exit
+   status 3: HTTP/3.  Bad input (a frame that does not parse,
+   client_tls_cert without use_tls, a client_tls_cert that is no PEM
+   certificate) exits 2.
 
    One thread: the loop polls stdin and the server's descriptors together
    (conch_server_pollfds(), conch_server_timeout_ms(),
@@ -113,10 +117,6 @@ static const char *unsupported(const CompatRequest *req) {
     return "HTTP/3 is not supported";
   default:
     return "no HTTP version given (HTTP_VERSION_1 and _2 are served)";
-  }
-  if (req->client_tls_cert.len > 0) {
-    return "TLS client certificates are not supported by conch's server "
-           "core yet";
   }
   return NULL;
 }
@@ -298,6 +298,12 @@ int main(void) {
   if (req == NULL) {
     return EXIT_BAD_INPUT;
   }
+  if (req->client_tls_cert.len > 0 && !req->use_tls) {
+    fprintf(stderr, "conformance-server: client_tls_cert without use_tls\n");
+    connectrpc__conformance__v1__server_compat_request__free_unpacked(req,
+                                                                      NULL);
+    return EXIT_BAD_INPUT;
+  }
   const char *why = unsupported(req);
   if (why != NULL) {
     fprintf(stderr, "conformance-server: %s\n", why);
@@ -313,6 +319,18 @@ int main(void) {
   if (conch_server_opts_new(&opts) != 0 ||
       conch_server_opts_set_json_resolver(opts, resolve_any, NULL) != 0) {
     goto out;
+  }
+  if (req->client_tls_cert.len > 0) {
+    int rv = conch_server_opts_set_tls_client_ca_pem(
+        opts, (const char *)req->client_tls_cert.data,
+        req->client_tls_cert.len);
+    if (rv != 0) {
+      fprintf(stderr, "conformance-server: client_tls_cert: %s\n",
+              rv == CONCH_ERR_TLS ? conch_server_opts_tls_error(opts)
+                                  : conch_strerror(rv));
+      status = rv == CONCH_ERR_TLS ? EXIT_BAD_INPUT : EXIT_FAILED;
+      goto out;
+    }
   }
   if (req->use_tls) {
     if (make_cert(&cert, &key) != 0) {
