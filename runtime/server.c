@@ -72,6 +72,8 @@ static void tls_opts_clear(conch_server_opts *o) {
 void conch_server_opts_free(conch_server_opts *opts) {
   if (opts != NULL) {
     tls_opts_clear(opts);
+    conch__free(conch_mem_default(), opts->tls_ca_file);
+    conch__free(conch_mem_default(), opts->tls_ca_pem);
     conch__free(conch_mem_default(), opts);
   }
 }
@@ -160,6 +162,13 @@ static void tls_config_of(const conch_server_opts *o, conch_tls_config *cfg) {
   cfg->key_pem = o->tls_key_pem;
   cfg->key_pem_len = o->tls_key_len;
   cfg->alpn = CONCH_TLS_ALPN_ANY; /* h2, else http/1.1 */
+  cfg->ca_file = o->tls_ca_file;
+  cfg->ca_pem = o->tls_ca_pem;
+  cfg->ca_pem_len = o->tls_ca_len;
+  if (o->tls_ca_file != NULL || o->tls_ca_pem != NULL) {
+    cfg->client_auth = o->tls_client_optional ? CONCH_TLS_CLIENT_OPTIONAL
+                                              : CONCH_TLS_CLIENT_REQUIRED;
+  }
 }
 
 /* Loads what |o| names once, so that a bad file or PEM is reported by the
@@ -236,6 +245,63 @@ int conch_server_opts_set_tls_pem(conch_server_opts *opts, const char *cert,
   opts->tls_key_len = key != NULL ? key_len : 0;
   opts->tls = 1;
   return tls_opts_check(opts);
+}
+
+/* Replaces the CA text of |*slot| (file name or PEM) with |p| (|n| bytes,
+   NULL: none) after checking that it loads. */
+static int set_client_ca(conch_server_opts *opts, char **slot, size_t *lenp,
+                         const char *p, size_t n, int is_file) {
+  char *copy = NULL;
+  int rv;
+
+  opts->tls_err[0] = '\0';
+  if (p != NULL) {
+    rv = conch__tls_ca_check(is_file ? p : NULL, is_file ? NULL : p, n,
+                             opts->tls_err, sizeof(opts->tls_err));
+    if (rv != 0) {
+      return rv;
+    }
+    copy = dup_len(p, n);
+    if (copy == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+  }
+  conch__free(conch_mem_default(), *slot);
+  *slot = copy;
+  if (lenp != NULL) {
+    *lenp = p != NULL ? n : 0;
+  }
+  return 0;
+}
+
+int conch_server_opts_set_tls_client_ca_file(conch_server_opts *opts,
+                                             const char *path) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  return set_client_ca(opts, &opts->tls_ca_file, NULL, path,
+                       path != NULL ? strlen(path) : 0, 1);
+}
+
+int conch_server_opts_set_tls_client_ca_pem(conch_server_opts *opts,
+                                            const char *pem, size_t len) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (pem != NULL && len == 0) {
+    len = strlen(pem);
+  }
+  return set_client_ca(opts, &opts->tls_ca_pem, &opts->tls_ca_len, pem, len,
+                       0);
+}
+
+int conch_server_opts_set_tls_client_cert_required(conch_server_opts *opts,
+                                                   int required) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->tls_client_optional = !required;
+  return 0;
 }
 
 const char *conch_server_opts_tls_error(const conch_server_opts *opts) {
@@ -354,6 +420,13 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   }
   s->o = *opts;
   s->mem = &s->o.mem;
+  if (!opts->tls && (opts->tls_ca_file != NULL || opts->tls_ca_pem != NULL)) {
+    /* Client certificates asked for on a cleartext server: refuse rather
+       than serve without them. */
+    conch__free(&opts->mem, s);
+    conch_server_opts_free(defaults);
+    return CONCH_ERR_INVALID;
+  }
   if (opts->tls) {
     conch_tls_config cfg;
     tls_config_of(opts, &cfg);
@@ -368,6 +441,7 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   /* The strings stay the options'. */
   s->o.tls_cert_file = s->o.tls_key_file = NULL;
   s->o.tls_cert_pem = s->o.tls_key_pem = NULL;
+  s->o.tls_ca_file = s->o.tls_ca_pem = NULL;
   conch_server_opts_free(defaults);
   conch__comps_init(&s->comps, s->mem);
   s->accept_len = conch__comp_accept_value(&s->o.comp,
@@ -1240,10 +1314,13 @@ static void conn_tls_pull(srv_conn *conn) {
       break;
     }
   }
+  conn->tls_held = 0;
   while (!conn->dead) {
     size_t room = conn_room(conn);
     long n;
     if (room == 0) {
+      /* What TLS holds waits for room (conn_settle() asks for a turn). */
+      conn->tls_held = conch__tls_buffered(conn->tls) > 0;
       return;
     }
     n = conch__tls_read(conn->tls, buf, room < sizeof(buf) ? room
@@ -1464,6 +1541,11 @@ static void conn_settle(srv_conn *conn) {
     conch__srv_conn_drop_rpcs(conn);
     conn_free(conn);
     return;
+  }
+  /* TLS holds bytes the connection has room for now: no descriptor will
+     say so, so the next turn comes at once. */
+  if (conn->tls_held && conn_room(conn) > 0) {
+    s->pending = 1;
   }
   if (s->has_hooks) {
     conn_watch(conn);

@@ -42,6 +42,12 @@ struct conch_server_opts {
   char *tls_key_pem;
   size_t tls_key_len;
   char tls_err[256];
+  /* Client certificates (conch_server_opts_set_tls_client_ca*()): owned
+     like the above, kept by conch_server_opts_set_tls*(). */
+  char *tls_ca_file;
+  char *tls_ca_pem;
+  size_t tls_ca_len;
+  int tls_client_optional;
   conch_server_gate_fn gate;
   void *gate_ud;
   conch_server_accept_fn accept_fn;
@@ -96,6 +102,7 @@ typedef struct srv_conn {
   int fin;          /* close once the bytes for the transport are out */
   int lingering;    /* HTTP/1.1: write side done, reading until EOF */
   int shut_wr;      /* the socket's write side was shut */
+  int tls_held;     /* TLS holds input the connection had no room for */
   conch_link rpcs;
   conch_timer idle; /* kind SRV_TIMER_IDLE: armed while there is no call */
   conch_timer linger; /* kind SRV_TIMER_LINGER */

@@ -1709,6 +1709,20 @@ conch_server *conch_rpc_server(const conch_rpc *rpc) {
   return rpc != NULL ? rpc->conn->s : NULL;
 }
 
+const char *conch_rpc_peer_cert_subject(const conch_rpc *rpc) {
+  return rpc != NULL ? conch__tls_peer_subject(rpc->conn->tls) : NULL;
+}
+
+const uint8_t *conch_rpc_peer_cert_der(const conch_rpc *rpc, size_t *len) {
+  size_t n = 0;
+  const uint8_t *p = rpc != NULL ? conch__tls_peer_der(rpc->conn->tls, &n)
+                                 : NULL;
+  if (len != NULL) {
+    *len = n;
+  }
+  return p;
+}
+
 /* Queues one serialized message |p| (|n| bytes). */
 static int send_bytes(conch_rpc *rpc, const uint8_t *p, size_t n) {
   conch_server *s = rpc->conn->s;

@@ -68,6 +68,10 @@ struct conch_tls {
   int first_in;    /* first byte received, or -1 */
   int vdepth;      /* chain depth of the first verify failure, or -1 */
   char vsubject[160];
+  /* Server side: the client's verified certificate (conch_mem). */
+  char *peer_subject;
+  uint8_t *peer_der;
+  size_t peer_der_len;
   char err[512];
 };
 
@@ -717,6 +721,8 @@ void conch__tls_free(conch_tls *t) {
   conch__buf_free(&t->in, t->mem);
   conch__buf_free(&t->out, t->mem);
   conch__free(t->mem, t->host);
+  conch__free(t->mem, t->peer_subject);
+  conch__free(t->mem, t->peer_der);
   conch__tls_ctx_free(t->ctx);
   conch__free(t->mem, t);
 }
@@ -737,8 +743,9 @@ static int tls_fail(conch_tls *t, const char *what) {
   } else if (vr != X509_V_OK) {
     msg_append(t->err, sizeof(t->err), "certificate verify failed: %s",
                X509_verify_cert_error_string(vr));
-    if (vr == X509_V_ERR_HOSTNAME_MISMATCH ||
-        vr == X509_V_ERR_IP_ADDRESS_MISMATCH) {
+    if ((vr == X509_V_ERR_HOSTNAME_MISMATCH ||
+         vr == X509_V_ERR_IP_ADDRESS_MISMATCH) &&
+        t->host != NULL) {
       msg_append(t->err, sizeof(t->err), " (expected '%s')", t->host);
     } else if (t->vdepth >= 0) {
       msg_append(t->err, sizeof(t->err), " (depth %d, subject '%s')", t->vdepth,
@@ -805,6 +812,42 @@ static int alpn_fail(conch_tls *t, const unsigned char *p, unsigned int n) {
   return fail_with(t, msg);
 }
 
+/* A server's copy of the client certificate OpenSSL verified, so that the
+   call handlers can read it without OpenSSL.  Returns 0 or
+   CONCH_ERR_NOMEM (final). */
+static int keep_peer_cert(conch_tls *t) {
+  X509 *x = SSL_get0_peer_certificate(t->ssl);
+  BIO *b;
+  char *text = NULL;
+  long n;
+  int len;
+  unsigned char *p;
+
+  if (x == NULL) {
+    return 0;
+  }
+  len = i2d_X509(x, NULL);
+  b = BIO_new(BIO_s_mem());
+  if (len <= 0 || b == NULL ||
+      X509_NAME_print_ex(b, X509_get_subject_name(x), 0, XN_FLAG_RFC2253) < 0) {
+    BIO_free(b);
+    t->oom = 1;
+    return tls_fail(t, "handshake failed");
+  }
+  n = BIO_get_mem_data(b, &text);
+  t->peer_subject = conch__strndup(t->mem, n > 0 ? text : "",
+                                   n > 0 ? (size_t)n : 0);
+  BIO_free(b);
+  t->peer_der = conch__malloc(t->mem, (size_t)len);
+  p = t->peer_der;
+  if (t->peer_subject == NULL || p == NULL || i2d_X509(x, &p) != len) {
+    t->oom = 1;
+    return tls_fail(t, "handshake failed");
+  }
+  t->peer_der_len = (size_t)len;
+  return 0;
+}
+
 int conch__tls_handshake(conch_tls *t) {
   const unsigned char *proto;
   unsigned int n;
@@ -847,7 +890,12 @@ int conch__tls_handshake(conch_tls *t) {
   t->h2 = n == 2 && memcmp(proto, "h2", 2) == 0;
   t->h1 = n == 8 && memcmp(proto, "http/1.1", 8) == 0;
   if (t->ctx->server) {
-    t->state = TLS_OPEN; /* the selection callback decided */
+    /* The selection callback decided ALPN. */
+    r = keep_peer_cert(t);
+    if (r != 0) {
+      return r;
+    }
+    t->state = TLS_OPEN;
     return 0;
   }
   if (t->ctx->alpn == CONCH_TLS_ALPN_H2 && !t->h2) {
@@ -1005,6 +1053,48 @@ static int alpn_select(SSL *ssl, const unsigned char **out,
   return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
+/* Client certificates: the CAs of |cfg| (no system store) verify them and
+   are named in the CertificateRequest; a missing certificate fails the
+   handshake when required (OpenSSL sends certificate_required under TLS
+   1.3, handshake_failure under 1.2), one that does not verify fails it
+   with OpenSSL's alert for the reason (unknown_ca, bad_certificate,
+   certificate_expired, ...). */
+static int client_auth_setup(conch_tls_ctx *ctx, SSL_CTX *sc,
+                             const conch_tls_config *cfg, char *err,
+                             size_t errlen) {
+  static const unsigned char sid_ctx[] = "conch server";
+  STACK_OF(X509_OBJECT) *objs;
+  int i, rv, mode = SSL_VERIFY_PEER;
+
+  if (cfg->ca_file == NULL && cfg->ca_pem == NULL) {
+    return ctx_fail(err, errlen, CONCH_ERR_INVALID,
+                    "client certificates need a CA to verify them");
+  }
+  rv = load_cas(sc, cfg, 0, err, errlen);
+  if (rv != 0) {
+    return rv;
+  }
+  objs = X509_STORE_get0_objects(SSL_CTX_get_cert_store(sc));
+  for (i = 0; i < sk_X509_OBJECT_num(objs); i++) {
+    X509 *x = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objs, i));
+    if (x != NULL && SSL_CTX_add_client_CA(sc, x) != 1) {
+      return ctx_fail(err, errlen, CONCH_ERR_NOMEM,
+                      "cannot list the client CAs");
+    }
+  }
+  /* Sessions resumed under client verification need a context. */
+  if (SSL_CTX_set_session_id_context(sc, sid_ctx, sizeof(sid_ctx) - 1) != 1) {
+    return ctx_fail(err, errlen, CONCH_ERR_NOMEM,
+                    "cannot set the session id context");
+  }
+  if (cfg->client_auth == CONCH_TLS_CLIENT_REQUIRED) {
+    mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+  }
+  SSL_CTX_set_verify(sc, mode, verify_cb);
+  ctx->verify = 1; /* tls_fail() reports the verify result */
+  return 0;
+}
+
 static int server_ctx_setup(conch_tls_ctx *ctx, const conch_tls_config *cfg,
                             char *err, size_t errlen) {
   SSL_CTX *sc;
@@ -1029,6 +1119,9 @@ static int server_ctx_setup(conch_tls_ctx *ctx, const conch_tls_config *cfg,
   SSL_CTX_set_default_passwd_cb(sc, no_password);
   SSL_CTX_set_verify(sc, SSL_VERIFY_NONE, NULL);
   rv = load_cert(sc, cfg, "server", err, errlen);
+  if (rv == 0 && cfg->client_auth != CONCH_TLS_CLIENT_NONE) {
+    rv = client_auth_setup(ctx, sc, cfg, err, errlen);
+  }
   if (rv != 0) {
     return rv;
   }
@@ -1109,5 +1202,40 @@ int conch__tls_accept_new(conch_tls **out, conch_tls_ctx *ctx) {
 }
 
 size_t conch__tls_buffered(const conch_tls *t) {
-  return conch__buf_size(&t->in);
+  int pending = SSL_pending(t->ssl); /* decrypted, not yet read */
+  return conch__buf_size(&t->in) + (pending > 0 ? (size_t)pending : 0);
+}
+
+int conch__tls_ca_check(const char *file, const char *pem, size_t len,
+                        char *err, size_t errlen) {
+  conch_tls_config cfg;
+  SSL_CTX *sc;
+  int rv;
+
+  if (errlen > 0) {
+    err[0] = '\0';
+  }
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.ca_file = file;
+  cfg.ca_pem = pem;
+  cfg.ca_pem_len = len;
+  ERR_clear_error();
+  sc = SSL_CTX_new(TLS_server_method());
+  if (sc == NULL) {
+    ERR_clear_error();
+    return ctx_fail(err, errlen, CONCH_ERR_NOMEM, "cannot create SSL_CTX");
+  }
+  rv = load_cas(sc, &cfg, 0, err, errlen);
+  SSL_CTX_free(sc);
+  ERR_clear_error();
+  return rv;
+}
+
+const char *conch__tls_peer_subject(const conch_tls *t) {
+  return t != NULL ? t->peer_subject : NULL;
+}
+
+const uint8_t *conch__tls_peer_der(const conch_tls *t, size_t *len) {
+  *len = t != NULL ? t->peer_der_len : 0;
+  return t != NULL ? t->peer_der : NULL;
 }

@@ -81,7 +81,20 @@ typedef struct conch_tls_config {
      no ALPN, taken as HTTP/1.1); CONCH_TLS_ALPN_H1 offers only
      "http/1.1". */
   int alpn;
+  /* Server side only: client certificates.  CONCH_TLS_CLIENT_NONE (0, the
+     default) asks for none; _OPTIONAL asks, verifies one that is offered
+     against ca_file/ca_pem and fails the handshake when it does not
+     verify; _REQUIRED also fails it when none is offered.  The CAs are
+     required (no system store) and are named to the client as the
+     acceptable issuers. */
+  int client_auth;
 } conch_tls_config;
+
+enum {
+  CONCH_TLS_CLIENT_NONE = 0,
+  CONCH_TLS_CLIENT_OPTIONAL = 1,
+  CONCH_TLS_CLIENT_REQUIRED = 2
+};
 
 enum { CONCH_TLS_ALPN_H2 = 0, CONCH_TLS_ALPN_ANY = 1, CONCH_TLS_ALPN_H1 = 2 };
 
@@ -213,15 +226,17 @@ int conch__tls_is_h2(const conch_tls *t);
 enum { CONCH_TLS_PROTO_NONE = 0, CONCH_TLS_PROTO_H2, CONCH_TLS_PROTO_H1 };
 int conch__tls_alpn(const conch_tls *t);
 
-/* Ciphertext fed and not yet taken by OpenSSL (a driver reads no more
-   from its transport while this is large). */
+/* Bytes fed and not yet read: ciphertext OpenSSL has not taken, and
+   plaintext of a record it decrypted (a driver reads no more from its
+   transport while this is large, and pulls more when it has room). */
 size_t conch__tls_buffered(const conch_tls *t);
 
 /* ---- The server side (server.c) ------------------------------------------
 
    A server context: the certificate chain and key of |cfg| (cert_file or
-   cert_pem, key_file or key_pem or the key in the certificate's PEM; the
-   CA and verify fields are ignored: no client certificates), TLS 1.2 or
+   cert_pem, key_file or key_pem or the key in the certificate's PEM;
+   insecure_skip_verify is ignored; the CAs verify client certificates
+   when |cfg->client_auth| asks for them), TLS 1.2 or
    newer with the suites of the client (ECDHE/DHE and AEAD under 1.2), no
    renegotiation or compression, the server's suite order.  ALPN: "h2"
    when the client offers it, else "http/1.1" unless |cfg->alpn| is
@@ -237,5 +252,19 @@ int conch__tls_server_ctx_new(conch_tls_ctx **out, const conch_mem *mem,
    CONCH_ERR_INVALID (NULL argument, a client context) or
    CONCH_ERR_NOMEM. */
 int conch__tls_accept_new(conch_tls **out, conch_tls_ctx *ctx);
+
+/* Loads the CAs of |file| and |pem| (either may be NULL; |len| 0: |pem| is
+   NUL-terminated) into a scratch store, to check them.  Returns 0,
+   CONCH_ERR_TLS (|err| says why) or CONCH_ERR_NOMEM. */
+int conch__tls_ca_check(const char *file, const char *pem, size_t len,
+                        char *err, size_t errlen);
+
+/* The client certificate of a server connection, once its handshake is
+   done and it verified: the leaf's subject as RFC 2253 text
+   ("CN=client,O=Example") and its DER encoding (|*len| bytes).  NULL
+   (|*len| 0) when the client sent none or the context asks for none.
+   Valid until |t| is freed. */
+const char *conch__tls_peer_subject(const conch_tls *t);
+const uint8_t *conch__tls_peer_der(const conch_tls *t, size_t *len);
 
 #endif

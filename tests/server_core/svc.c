@@ -245,6 +245,17 @@ static void on_message_once(conch_rpc *rpc, const ProtobufCMessage *msg,
               req->n_response_headers);
   add_headers(conch_rpc_response_trailers(rpc), req->response_trailers,
               req->n_response_trailers);
+  if (conch_rpc_peer_cert_subject(rpc) != NULL) {
+    size_t der_len = 0;
+    char num[24];
+    (void)conch_rpc_peer_cert_der(rpc, &der_len);
+    snprintf(num, sizeof(num), "%zu", der_len);
+    conch_metadata_add(conch_rpc_response_headers(rpc), "x-peer-subject",
+                       conch_rpc_peer_cert_subject(rpc),
+                       strlen(conch_rpc_peer_cert_subject(rpc)));
+    conch_metadata_add(conch_rpc_response_headers(rpc), "x-peer-der-len",
+                       num, strlen(num));
+  }
   if (req->delay_ms > 0) { /* held until canceled or released */
     if (stream) {
       if (respond(rpc, req, 0) != 0) {

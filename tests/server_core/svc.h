@@ -5,7 +5,10 @@
    - Unary echoes the payload (or response_size bytes of a pattern), the
      request header x-echo (in request_headers) and the timeout it saw;
      response_headers / response_trailers are sent; error ends the call
-     with that code, message and details;
+     with that code, message and details; a verified client certificate
+     is reported in the response headers x-peer-subject
+     (conch_rpc_peer_cert_subject()) and x-peer-der-len (the length of
+     conch_rpc_peer_cert_der());
    - ServerStream sends response_count such responses, then error if set;
    - ClientStream counts messages and payload bytes; a first message with
      delay_ms pauses the requests (conch_rpc_pause) until released;

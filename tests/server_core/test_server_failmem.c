@@ -2,9 +2,11 @@
    server's allocation N fails (the server's conch_mem is failmem's; the
    client allocates with libc), and a unary call (gzip both ways), a bidi
    call and a client stream to a pull-mode handler (conch_rpc_recv()) in a
-   compression of the test's own (both ways) run against it.  Whatever fails, the server must not crash,
-   hang or leak: every call ends (an error is fine, a deadline is not),
-   and once the server is freed no block of it is left. */
+   compression of the test's own (both ways) run against it, over HTTP/2,
+   over HTTP/1.1 (the bridge of server_h1.c), and over TLS.  Whatever
+   fails, the server must not crash, hang or leak: every call ends (an
+   error is fine, a deadline is not), and once the server is freed no
+   block of it is left. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdatomic.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -21,6 +24,10 @@
 #include "svc.h"
 
 static size_t cur_n;
+static int cur_h1;  /* the client speaks HTTP/1.1 */
+static int cur_tls; /* ... over TLS */
+static char dir[] = "/tmp/conch-srvfailmem-XXXXXX";
+static char cert[128], key[128];
 /* How often the server's x-rev ran (user_data): the last run, with no
    allocation failing, must have used it both ways. */
 static atomic_int srv_comp, srv_decomp;
@@ -158,12 +165,105 @@ static int add_pull(fixture *fx) {
   return rv == 0;
 }
 
-/* A client stream of 3 requests in x-rev to the pull-mode method; returns
-   1 when it succeeded. */
-static int pull_call(const fixture *fx, conch_protocol p) {
+
+/* A client for |fx| as the sweep speaks; it sends in gzip, or with |xrev|
+   in x-rev. */
+static conch_client *client(const fixture *fx, conch_protocol p, int xrev) {
   conch_compressor xr = xr_compressor();
   conch_client_opts *o;
   conch_client *c;
+  char url[160];
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_protocol(o, p), 0);
+  if (xrev) {
+    assert_int_equal(conch_client_opts_add_compression(o, &xr, NULL), 0);
+    assert_int_equal(conch_client_opts_set_send_compression_name(o, "x-rev"),
+                     0);
+  } else {
+    assert_int_equal(conch_client_opts_set_send_compression(
+                         o, CONCH_COMPRESSION_GZIP),
+                     0);
+  }
+  assert_int_equal(conch_client_opts_set_http_version(
+                       o, cur_h1 ? CONCH_HTTP_1_1 : CONCH_HTTP_2),
+                   0);
+  snprintf(url, sizeof(url), "%s", fx->url);
+  if (cur_tls) {
+    assert_int_equal(conch_client_opts_set_ca_file(o, cert), 0);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d",
+             conch_server_port(fx->s));
+  }
+  assert_int_equal(conch_client_new(&c, url, o), 0);
+  conch_client_opts_free(o);
+  return c;
+}
+
+/* Returns 1 when both calls succeeded. */
+static int calls(const fixture *fx, conch_protocol p) {
+  conch_client *c = client(fx, p, 0);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call_opts co = CONCH_CALL_OPTS_INIT;
+  ProtobufCMessage *out = NULL;
+  conch_call *call;
+  conch_status st;
+  uint8_t payload[2000] = {1};
+  int ok = 1, rv;
+
+  co.timeout_ms = 20000;
+  req.payload.data = payload;
+  req.payload.len = sizeof(payload);
+  conch_status_init(&st);
+  rv = conch_unary_sync(c, &m_unary, &co, &req.base, &out, &st, NULL, NULL);
+  if (rv == 0) {
+    conch_message_free(c, out);
+  } else {
+    assert_int_equal(rv, CONCH_ERR_RPC);
+    if (st.code == CONCH_CODE_DEADLINE_EXCEEDED) {
+      fail_msg("unary hangs when allocation %zu fails", cur_n);
+    }
+    ok = 0;
+  }
+  conch_status_clear(&st);
+  assert_int_equal(conch_call_start(c, &m_bidi, &co, NULL, NULL, &call), 0);
+  /* HTTP/1.1 is half duplex: everything is sent before reading. */
+  for (int i = 0; cur_h1 && i < 2; i++) {
+    if (conch_call_send_sync(call, &req.base) != 0) {
+      break;
+    }
+  }
+  if (cur_h1) {
+    (void)conch_call_close_send(call);
+  }
+  for (int i = 0; i < 2; i++) {
+    ProtobufCMessage *m;
+    if (!cur_h1 && conch_call_send_sync(call, &req.base) != 0) {
+      break;
+    }
+    rv = conch_call_recv_sync(call, &m);
+    if (getenv("FAILMEM_DEBUG") != NULL) {
+      fprintf(stderr, "recv %d: %d %s\n", i, rv,
+              rv ? conch_status_message(conch_call_status(call)) : "");
+    }
+    if (rv != 0) {
+      break;
+    }
+    conch_message_free(c, m);
+  }
+  (void)conch_call_close_send(call);
+  if (conch_call_wait_sync(call) != 0) {
+    if (conch_call_status(call)->code == CONCH_CODE_DEADLINE_EXCEEDED) {
+      fail_msg("bidi hangs when allocation %zu fails: %s", cur_n,
+               conch_status_message(conch_call_status(call)));
+    }
+    ok = 0;
+  }
+  conch_call_free(call);
+  conch_client_free(c);
+  return ok;
+}
+
+static int pull_call(const fixture *fx, conch_protocol p) {
+  conch_client *c = client(fx, p, 1);
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   conch_call_opts co = CONCH_CALL_OPTS_INIT;
   ProtobufCMessage *m;
@@ -171,13 +271,6 @@ static int pull_call(const fixture *fx, conch_protocol p) {
   uint8_t payload[1500] = {2};
   int ok = 1;
 
-  assert_int_equal(conch_client_opts_new(&o), 0);
-  assert_int_equal(conch_client_opts_set_protocol(o, p), 0);
-  assert_int_equal(conch_client_opts_add_compression(o, &xr, NULL), 0);
-  assert_int_equal(conch_client_opts_set_send_compression_name(o, "x-rev"),
-                   0);
-  assert_int_equal(conch_client_new(&c, fx->url, o), 0);
-  conch_client_opts_free(o);
   co.timeout_ms = 20000;
   req.payload.data = payload;
   req.payload.len = sizeof(payload);
@@ -206,74 +299,6 @@ static int pull_call(const fixture *fx, conch_protocol p) {
   return ok;
 }
 
-static conch_client *client(const fixture *fx, conch_protocol p) {
-  conch_client_opts *o;
-  conch_client *c;
-  assert_int_equal(conch_client_opts_new(&o), 0);
-  assert_int_equal(conch_client_opts_set_protocol(o, p), 0);
-  assert_int_equal(conch_client_opts_set_send_compression(
-                       o, CONCH_COMPRESSION_GZIP),
-                   0);
-  assert_int_equal(conch_client_new(&c, fx->url, o), 0);
-  conch_client_opts_free(o);
-  return c;
-}
-
-/* Returns 1 when both calls succeeded. */
-static int calls(const fixture *fx, conch_protocol p) {
-  conch_client *c = client(fx, p);
-  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
-  conch_call_opts co = CONCH_CALL_OPTS_INIT;
-  ProtobufCMessage *out = NULL;
-  conch_call *call;
-  conch_status st;
-  uint8_t payload[2000] = {1};
-  int ok = 1, rv;
-
-  co.timeout_ms = 20000;
-  req.payload.data = payload;
-  req.payload.len = sizeof(payload);
-  conch_status_init(&st);
-  rv = conch_unary_sync(c, &m_unary, &co, &req.base, &out, &st, NULL, NULL);
-  if (rv == 0) {
-    conch_message_free(c, out);
-  } else {
-    assert_int_equal(rv, CONCH_ERR_RPC);
-    if (st.code == CONCH_CODE_DEADLINE_EXCEEDED) {
-      fail_msg("unary hangs when allocation %zu fails", cur_n);
-    }
-    ok = 0;
-  }
-  conch_status_clear(&st);
-  assert_int_equal(conch_call_start(c, &m_bidi, &co, NULL, NULL, &call), 0);
-  for (int i = 0; i < 2; i++) {
-    ProtobufCMessage *m;
-    if (conch_call_send_sync(call, &req.base) != 0) {
-      break;
-    }
-    rv = conch_call_recv_sync(call, &m);
-    if (getenv("FAILMEM_DEBUG") != NULL) {
-      fprintf(stderr, "recv %d: %d %s\n", i, rv,
-              rv ? conch_status_message(conch_call_status(call)) : "");
-    }
-    if (rv != 0) {
-      break;
-    }
-    conch_message_free(c, m);
-  }
-  (void)conch_call_close_send(call);
-  if (conch_call_wait_sync(call) != 0) {
-    if (conch_call_status(call)->code == CONCH_CODE_DEADLINE_EXCEEDED) {
-      fail_msg("bidi hangs when allocation %zu fails: %s", cur_n,
-               conch_status_message(conch_call_status(call)));
-    }
-    ok = 0;
-  }
-  conch_call_free(call);
-  conch_client_free(c);
-  return ok;
-}
-
 static void sweep(conch_protocol p) {
   conch_compressor xr = xr_compressor();
   conch_server_opts *o;
@@ -285,6 +310,9 @@ static void sweep(conch_protocol p) {
   xr.decompress = xr_srv_decompress;
   assert_int_equal(conch_server_opts_add_compression(o, &xr, NULL), 0);
   assert_int_equal(conch_server_opts_set_compression(o, "x-rev, gzip"), 0);
+  if (cur_tls) {
+    assert_int_equal(conch_server_opts_set_tls(o, cert, key), 0);
+  }
   n = getenv("FAILMEM_FROM") != NULL ? (size_t)atol(getenv("FAILMEM_FROM")) : 0;
   for (;; n++) {
     fixture fx;
@@ -319,11 +347,11 @@ static void sweep(conch_protocol p) {
       break;
     }
   }
-  printf("# %s: %zu allocations swept\n",
+  printf("# %s%s%s: %zu allocations swept\n",
          p == CONCH_PROTOCOL_CONNECT ? "connect"
          : p == CONCH_PROTOCOL_GRPC  ? "grpc"
                                      : "grpc-web",
-         n);
+         cur_h1 ? " http/1.1" : "", cur_tls ? " tls" : "", n);
   conch_server_opts_free(o);
 }
 
@@ -342,11 +370,53 @@ static void test_grpc_web(void **state) {
   sweep(CONCH_PROTOCOL_GRPC_WEB);
 }
 
+static void test_connect_h1(void **state) {
+  (void)state;
+  cur_h1 = 1;
+  sweep(CONCH_PROTOCOL_CONNECT);
+  cur_h1 = 0;
+}
+
+static void test_tls(void **state) {
+  (void)state;
+  cur_tls = 1;
+  sweep(CONCH_PROTOCOL_GRPC);
+  cur_h1 = 1;
+  sweep(CONCH_PROTOCOL_GRPC_WEB);
+  cur_h1 = cur_tls = 0;
+}
+
+static int make_cert(void **state) {
+  char cmd[1024];
+  (void)state;
+  if (mkdtemp(dir) == NULL) {
+    return -1;
+  }
+  snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+  snprintf(key, sizeof(key), "%s/key.pem", dir);
+  snprintf(cmd, sizeof(cmd),
+           "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+           "-nodes -days 2 -subj /CN=localhost -addext "
+           "subjectAltName=IP:127.0.0.1 -keyout %s -out %s >/dev/null 2>&1",
+           key, cert);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static int remove_cert(void **state) {
+  (void)state;
+  unlink(cert);
+  unlink(key);
+  rmdir(dir);
+  return 0;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_connect),
       cmocka_unit_test(test_grpc),
       cmocka_unit_test(test_grpc_web),
+      cmocka_unit_test(test_connect_h1),
+      cmocka_unit_test(test_tls),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, make_cert, remove_cert);
 }

@@ -999,6 +999,35 @@ static void test_shutdown(void **state) {
   h1_close(busy);
 }
 
+/* A client that sends its request line and headers too slowly (or nothing
+   at all) is cut off by the header timeout, as an HTTP/2 one is. */
+static void test_header_timeout(void **state) {
+  conch_server_opts *o;
+  h1c *slow, *mute;
+  h1_resp r;
+
+  (void)state;
+  fx_stop(fx);
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_header_timeout(o, 300), 0);
+  fx_start(fx, o, 0);
+  conch_server_opts_free(o);
+  port = conch_server_port(fx->s);
+  slow = h1_open(port);
+  mute = h1_open(port);
+  h1_sendf(slow, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n");
+  assert_true(h1_at_eof(slow, WAIT_MS));
+  assert_true(h1_at_eof(mute, WAIT_MS));
+  h1_close(slow);
+  h1_close(mute);
+  /* A prompt one is served. */
+  slow = h1_open(port);
+  unary_on(slow, "prompt", NULL, &r);
+  assert_echo(&r, "prompt");
+  resp_free(&r);
+  h1_close(slow);
+}
+
 /* ---- curl --http1.1 --------------------------------------------------------- */
 
 static const char *run(const char *cmd) {
@@ -1077,6 +1106,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_slow_reader, setup, teardown),
       cmocka_unit_test_setup_teardown(test_curl, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_header_timeout, setup, teardown),
       cmocka_unit_test_setup_teardown(test_shutdown, setup, teardown),
   };
   if (getenv("TEST_FILTER") != NULL) {

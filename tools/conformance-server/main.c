@@ -10,9 +10,17 @@
    host and port to stdout, framed the same way, and serves until its stdin
    closes (then it exits 0) or SIGTERM (its default action, kept).
 
-   What the server core cannot do yet is refused at start with a message
-   on stderr and exit status 3: HTTP/1.1, HTTP/3 and TLS.  Bad input (a
-   frame that does not parse) exits 2.
+   HTTP/2 and HTTP/1.1 are served on the same port (the server core tells
+   them apart); with use_tls the server makes a self-signed certificate
+   for 127.0.0.1 and localhost (EC P-256, one day), serves TLS with it
+   (conch_server_opts_set_tls_pem()) and returns it as pem_cert.  With
+   client_tls_cert as well it requires client certificates issued by that
+   PEM certificate (conch_server_opts_set_tls_client_ca_pem(); a handshake
+   without one, or with one it does not verify, fails).  What the server
+   core cannot do is refused at start with a message on stderr and exit
+   status 3: HTTP/3.  Bad input (a frame that does not parse,
+   client_tls_cert without use_tls, a client_tls_cert that is no PEM
+   certificate) exits 2.
 
    One thread: the loop polls stdin and the server's descriptors together
    (conch_server_pollfds(), conch_server_timeout_ms(),
@@ -24,6 +32,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "cs.h"
 
@@ -97,20 +110,70 @@ static CompatRequest *read_request(void) {
 /* Returns NULL when the server core can serve |req|, else why not. */
 static const char *unsupported(const CompatRequest *req) {
   switch (req->http_version) {
+  case CONNECTRPC__CONFORMANCE__V1__HTTPVERSION__HTTP_VERSION_1:
   case CONNECTRPC__CONFORMANCE__V1__HTTPVERSION__HTTP_VERSION_2:
     break;
-  case CONNECTRPC__CONFORMANCE__V1__HTTPVERSION__HTTP_VERSION_1:
-    return "HTTP/1.1 serving is not supported by conch's server core yet";
   case CONNECTRPC__CONFORMANCE__V1__HTTPVERSION__HTTP_VERSION_3:
     return "HTTP/3 is not supported";
   default:
-    return "no HTTP version given (HTTP_VERSION_2 is served)";
-  }
-  if (req->use_tls || req->client_tls_cert.len > 0) {
-    return "TLS serving is not supported by conch's server core yet "
-           "(cleartext h2c only)";
+    return "no HTTP version given (HTTP_VERSION_1 and _2 are served)";
   }
   return NULL;
+}
+
+/* The text a memory BIO holds (malloc'ed, NUL-terminated), or NULL. */
+static char *bio_text(BIO *b) {
+  char *p;
+  long n = BIO_get_mem_data(b, &p);
+  char *out = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (out != NULL) {
+    memcpy(out, p, (size_t)n);
+    out[n] = '\0';
+  }
+  return out;
+}
+
+/* A self-signed certificate for 127.0.0.1 and localhost and its key, as
+   PEM text (malloc'ed).  Returns 0 or -1. */
+static int make_cert(char **cert, char **key) {
+  EVP_PKEY *pk = EVP_EC_gen("P-256");
+  X509 *x = X509_new();
+  X509V3_CTX v3;
+  X509_EXTENSION *ext = NULL;
+  BIO *cb = BIO_new(BIO_s_mem()), *kb = BIO_new(BIO_s_mem());
+  int rv = -1;
+
+  *cert = *key = NULL;
+  if (pk == NULL || x == NULL || cb == NULL || kb == NULL ||
+      X509_set_version(x, 2) != 1 ||
+      ASN1_INTEGER_set(X509_get_serialNumber(x), (long)getpid()) != 1 ||
+      X509_gmtime_adj(X509_getm_notBefore(x), -3600) == NULL ||
+      X509_gmtime_adj(X509_getm_notAfter(x), 86400) == NULL ||
+      X509_set_pubkey(x, pk) != 1 ||
+      X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
+                                 (const unsigned char *)"localhost", -1, -1,
+                                 0) != 1 ||
+      X509_set_issuer_name(x, X509_get_subject_name(x)) != 1) {
+    goto out;
+  }
+  X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
+  ext = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name,
+                            "IP:127.0.0.1,DNS:localhost");
+  if (ext == NULL || X509_add_ext(x, ext, -1) != 1 ||
+      X509_sign(x, pk, EVP_sha256()) == 0 || PEM_write_bio_X509(cb, x) != 1 ||
+      PEM_write_bio_PrivateKey(kb, pk, NULL, NULL, 0, NULL, NULL) != 1) {
+    goto out;
+  }
+  *cert = bio_text(cb);
+  *key = bio_text(kb);
+  rv = *cert != NULL && *key != NULL ? 0 : -1;
+out:
+  X509_EXTENSION_free(ext);
+  X509_free(x);
+  EVP_PKEY_free(pk);
+  BIO_free(cb);
+  BIO_free(kb);
+  return rv;
 }
 
 /* The message types of the suite, for google.protobuf.Any in JSON
@@ -152,11 +215,15 @@ static const ProtobufCMessageDescriptor *resolve_any(const char *type_url,
   return NULL;
 }
 
-static int write_response(int port) {
+static int write_response(int port, const char *pem) {
   Connectrpc__Conformance__V1__ServerCompatResponse resp =
       CONNECTRPC__CONFORMANCE__V1__SERVER_COMPAT_RESPONSE__INIT;
   resp.host = (char *)"127.0.0.1";
   resp.port = (uint32_t)port;
+  if (pem != NULL) {
+    resp.pem_cert.data = (uint8_t *)pem;
+    resp.pem_cert.len = strlen(pem);
+  }
   size_t len =
       connectrpc__conformance__v1__server_compat_response__get_packed_size(
           &resp);
@@ -231,6 +298,12 @@ int main(void) {
   if (req == NULL) {
     return EXIT_BAD_INPUT;
   }
+  if (req->client_tls_cert.len > 0 && !req->use_tls) {
+    fprintf(stderr, "conformance-server: client_tls_cert without use_tls\n");
+    connectrpc__conformance__v1__server_compat_request__free_unpacked(req,
+                                                                      NULL);
+    return EXIT_BAD_INPUT;
+  }
   const char *why = unsupported(req);
   if (why != NULL) {
     fprintf(stderr, "conformance-server: %s\n", why);
@@ -241,10 +314,34 @@ int main(void) {
 
   conch_server_opts *opts = NULL;
   conch_server *s = NULL;
+  char *cert = NULL, *key = NULL;
   int status = EXIT_FAILED;
   if (conch_server_opts_new(&opts) != 0 ||
       conch_server_opts_set_json_resolver(opts, resolve_any, NULL) != 0) {
     goto out;
+  }
+  if (req->client_tls_cert.len > 0) {
+    int rv = conch_server_opts_set_tls_client_ca_pem(
+        opts, (const char *)req->client_tls_cert.data,
+        req->client_tls_cert.len);
+    if (rv != 0) {
+      fprintf(stderr, "conformance-server: client_tls_cert: %s\n",
+              rv == CONCH_ERR_TLS ? conch_server_opts_tls_error(opts)
+                                  : conch_strerror(rv));
+      status = rv == CONCH_ERR_TLS ? EXIT_BAD_INPUT : EXIT_FAILED;
+      goto out;
+    }
+  }
+  if (req->use_tls) {
+    if (make_cert(&cert, &key) != 0) {
+      fprintf(stderr, "conformance-server: making a certificate failed\n");
+      goto out;
+    }
+    if (conch_server_opts_set_tls_pem(opts, cert, 0, key, 0) != 0) {
+      fprintf(stderr, "conformance-server: TLS: %s\n",
+              conch_server_opts_tls_error(opts));
+      goto out;
+    }
   }
   /* The suite's limit; without one the core's default (4 MiB) stays. */
   if (req->message_receive_limit > 0 &&
@@ -265,7 +362,7 @@ int main(void) {
     fprintf(stderr, "conformance-server: listen: %s\n", conch_strerror(rv));
     goto out;
   }
-  if (write_response(conch_server_port(s)) != 0) {
+  if (write_response(conch_server_port(s), cert) != 0) {
     fprintf(stderr, "conformance-server: writing the response failed\n");
     goto out;
   }
@@ -276,6 +373,8 @@ int main(void) {
 out:
   conch_server_free(s); /* cancels the calls still running */
   conch_server_opts_free(opts);
+  free(cert);
+  free(key);
   connectrpc__conformance__v1__server_compat_request__free_unpacked(req, NULL);
   return status;
 }

@@ -23,10 +23,10 @@
  *    32 KiB or 100 fields (431), HTTP/2.0 in a request line (505), an
  *    expectation other than 100-continue (417).
  *
- * What this slice does NOT do yet (issue 14): client certificates, and
- * `conch serve` on this core.  Event loops: adapters/libuv.h and
- * adapters/libevent.h drive a server as they drive a client
- * (conch_uv_attach_server(), conch_event_attach_server()).  Typed
+ * What this slice does NOT do yet (issue 14): `conch serve` on this
+ * core.  Event loops: adapters/libuv.h and adapters/libevent.h drive a
+ * server as they drive a client (conch_uv_attach_server(),
+ * conch_event_attach_server()).  Typed
  * handler tables for a service come from protoc-gen-conch (the server half
  * of every *.conch.h: <service>_Handlers and <service>__register()).
  *
@@ -197,7 +197,8 @@ CONCH_EXTERN int conch_server_opts_set_compression(conch_server_opts *opts,
  * client offers it, else "http/1.1"; a client offering neither gets the
  * no_application_protocol alert, and one without ALPN is served as
  * cleartext is (HTTP/2 with prior knowledge, else HTTP/1.1).  Client
- * certificates are not asked for.  The files are read now, to check them,
+ * certificates are asked for only with conch_server_opts_set_tls_client_ca*()
+ * (they are kept when this changes).  The files are read now, to check them,
  * and again by conch_server_new().  |cert_file| NULL turns TLS off.
  *
  * Returns 0; CONCH_ERR_INVALID (NULL |opts|, a key without certificate);
@@ -220,6 +221,52 @@ CONCH_EXTERN int conch_server_opts_set_tls_pem(conch_server_opts *opts,
                                                size_t cert_len,
                                                const char *key,
                                                size_t key_len);
+/**
+ * Client certificates (mutual TLS): trust the CA certificates in the PEM
+ * file |path| to verify them.  Setting a CA (this or
+ * conch_server_opts_set_tls_client_ca_pem(), or both: both are trusted)
+ * makes the server ask every TLS client for a certificate, names these CAs
+ * as the acceptable issuers, and verify the chain (issuer, validity
+ * dates, key usage for client authentication) against them only, never
+ * against the system store.  A certificate that does not verify ends the
+ * handshake with OpenSSL's alert for the reason (unknown_ca,
+ * certificate_expired, bad_certificate, unsupported_certificate...); so
+ * does a missing one while certificates are required
+ * (conch_server_opts_set_tls_client_cert_required(), the default):
+ * certificate_required under TLS 1.3, handshake_failure under TLS 1.2.
+ * The name in the certificate is not checked: a handler decides what a
+ * verified subject may do (conch_rpc_peer_cert_subject()).  Copied; the
+ * file is read now, to check it, and again by conch_server_new().  NULL
+ * drops the file's CAs.  A server with CAs but without TLS is refused by
+ * conch_server_new().
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |opts|); CONCH_ERR_TLS (the file
+ * cannot be read or holds no certificate: conch_server_opts_tls_error()
+ * says which; the previous file stays) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_opts_set_tls_client_ca_file(
+    conch_server_opts *opts, const char *path);
+/**
+ * conch_server_opts_set_tls_client_ca_file() with PEM text (|len| bytes,
+ * 0: NUL-terminated; copied): one or more certificates.  NULL drops the
+ * PEM's CAs.
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |opts|); CONCH_ERR_TLS (no
+ * certificate, or one that does not parse: conch_server_opts_tls_error()
+ * says which; the previous PEM stays) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_opts_set_tls_client_ca_pem(
+    conch_server_opts *opts, const char *pem, size_t len);
+/**
+ * With client CAs set: |required| non-zero (the default) ends the
+ * handshake of a client that sends no certificate; 0 lets it in without
+ * one (conch_rpc_peer_cert_subject() is then NULL), while a certificate
+ * that is sent must still verify.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_server_opts_set_tls_client_cert_required(
+    conch_server_opts *opts, int required);
 /** Why the last conch_server_opts_set_tls*() failed ("" when it did not;
     never NULL). */
 CONCH_EXTERN const char *conch_server_opts_tls_error(
@@ -445,9 +492,9 @@ typedef struct conch_server_handler {
 /**
  * Creates a server.  |opts| may be NULL for the defaults; it is copied.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |out|), CONCH_ERR_TLS (the TLS
- * certificate or key of |opts| cannot be loaded any more) or
- * CONCH_ERR_NOMEM.
+ * Returns 0, CONCH_ERR_INVALID (NULL |out|, client CAs without TLS),
+ * CONCH_ERR_TLS (the TLS certificate, key or client CAs of |opts| cannot
+ * be loaded any more) or CONCH_ERR_NOMEM.
  */
 CONCH_EXTERN int conch_server_new(conch_server **out,
                                   const conch_server_opts *opts);
@@ -653,6 +700,18 @@ CONCH_EXTERN void conch_rpc_set_data(conch_rpc *rpc, void *data);
 CONCH_EXTERN void *conch_rpc_data(const conch_rpc *rpc);
 /** The server of |rpc|. */
 CONCH_EXTERN conch_server *conch_rpc_server(const conch_rpc *rpc);
+/** The subject of the client certificate the call's connection presented
+    and the server verified (conch_server_opts_set_tls_client_ca_file()),
+    as RFC 2253 text, most specific first: "CN=alice,O=Example".  NULL
+    when the connection has none (cleartext, no CAs set, or an optional
+    certificate not sent).  Borrowed until the call ends. */
+CONCH_EXTERN const char *conch_rpc_peer_cert_subject(const conch_rpc *rpc);
+/** That certificate (the leaf only) in DER, |*len| bytes (|len| may be
+    NULL), for anything the subject does not tell (SANs, fingerprint: parse
+    it with a library of your choice).  NULL (|*len| 0) when there is none.
+    Borrowed until the call ends. */
+CONCH_EXTERN const uint8_t *conch_rpc_peer_cert_der(const conch_rpc *rpc,
+                                                    size_t *len);
 
 /**
  * Queues the response message |msg| (serialized now in the call's codec,

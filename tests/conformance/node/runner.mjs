@@ -23,9 +23,10 @@
 // With --server-bin PATH the server is PATH instead of server.mjs: a server
 // under test of the suite's server mode (tools/conformance-server), started
 // through its stdin/stdout protocol (ServerCompatRequest in,
-// ServerCompatResponse out).  It makes no FEEDBACK checks; only the
-// cleartext HTTP/2 cases run, and those whose definition asks for a
-// raw_response (reference server only) are left out.  Give it a --config
+// ServerCompatResponse out).  It makes no FEEDBACK checks; the cases whose
+// definition asks for a raw_response (reference server only) are left
+// out.  Client-certificate cases ask it for client_tls_cert (the client
+// certificate, self-signed, as the suite does).  Give it a --config
 // both sides support (e.g. tools/conformance-server/config.yaml).
 //
 // Suites are suites.mjs (ours, run in CI) and any --suite file: a JSON
@@ -181,7 +182,7 @@ function startServer(args, feedback) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [join(here, "server.mjs"), ...args],
       { stdio: ["pipe", "pipe", "inherit"] });
-    const server = { child, port: 0, closed: null };
+    const server = { child, port: 0, pemCert: null, closed: null };
     let out = "";
     let listening = false;
     server.closed = new Promise((done) => child.stdout.on("close", done));
@@ -215,11 +216,15 @@ function startServer(args, feedback) {
   });
 }
 
-// Starts the server under test |path| (--server-bin) for cleartext HTTP/2.
-function startServerBin(path) {
+// Starts the server under test |path| (--server-bin) for HTTP/2 or HTTP/1.1
+// (|httpVersion| 2 or 1), with TLS when |useTls| (its certificate comes
+// back as server.pemCert), requiring client certificates issued by the PEM
+// |clientTlsCert| when given.
+function startServerBin(path, httpVersion = 2, useTls = false,
+  clientTlsCert = null) {
   return new Promise((resolve, reject) => {
     const child = spawn(path, [], { stdio: ["pipe", "pipe", "inherit"] });
-    const server = { child, port: 0, closed: null };
+    const server = { child, port: 0, pemCert: null, closed: null };
     server.closed = new Promise((done) => child.stdout.on("close", done));
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
@@ -235,12 +240,15 @@ function startServerBin(path) {
       if (server.port === 0 && buf.length >= 4 &&
         buf.length >= 4 + buf.readUInt32BE(0)) {
         clearTimeout(timer);
-        server.port = parseCompatResponse(
-          buf.subarray(4, 4 + buf.readUInt32BE(0))).port;
+        const resp = parseCompatResponse(
+          buf.subarray(4, 4 + buf.readUInt32BE(0)));
+        server.port = resp.port;
+        server.pemCert = resp.pemCert;
         resolve(server);
       }
     });
-    child.stdin.write(compatRequest({ protocol: 1, httpVersion: 2 }));
+    child.stdin.write(compatRequest({ protocol: 1, httpVersion, useTls,
+      clientTlsCert }));
   });
 }
 
@@ -379,9 +387,8 @@ async function main() {
     configCases(parseFeatures(readFileSync(opt.config, "utf8"))))
     .filter((tc) => opt.run === null || opt.run.test(tc.name))
     .filter((tc) => opt.serverBin === null ||
-      (tc.request.httpVersion === 2 && !tc.tls &&
-        !toJsonString(ClientCompatRequestSchema, tc.request, { registry })
-          .includes('"rawResponse"')));
+      !toJsonString(ClientCompatRequestSchema, tc.request, { registry })
+        .includes('"rawResponse"'));
   if (cases.length === 0) usage("no test cases selected");
 
   const dir = mkdtempSync(join(tmpdir(), "conch-conformance-"));
@@ -406,7 +413,9 @@ async function main() {
     ];
     for (const kind of new Set(["h2", ...cases.map(kindOf)])) {
       const server = opt.serverBin !== null
-        ? await startServerBin(opt.serverBin)
+        ? await startServerBin(opt.serverBin, kind.startsWith("h1") ? 1 : 2,
+          kind.endsWith("tls"),
+          kind.endsWith("-mtls") ? certs.client.certPem : null)
         : await startServer(argsOf(kind), feedback);
       servers.push(server);
       kinds.set(kind, server);
@@ -417,7 +426,9 @@ async function main() {
       r.host = "127.0.0.1";
       r.port = kinds.get(kindOf(tc)).port;
       if (tc.tls) {
-        r.serverTlsCert = certs.server.certPem;
+        const k = kinds.get(kindOf(tc));
+        r.serverTlsCert = k.pemCert !== null && k.pemCert !== undefined
+          ? Buffer.from(k.pemCert) : certs.server.certPem;
         if (tc.clientCerts) {
           r.clientTlsCreds = create(TLSCredsSchema, {
             cert: certs.client.certPem, key: certs.client.keyPem });

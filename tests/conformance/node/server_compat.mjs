@@ -13,9 +13,13 @@ function varint(n) {
 }
 
 export function compatRequest({ protocol, httpVersion, useTls,
-  messageReceiveLimit }) {
+  clientTlsCert, messageReceiveLimit }) {
   const b = [0x08, ...varint(protocol), 0x10, ...varint(httpVersion)];
   if (useTls) b.push(0x20, 1);
+  if (clientTlsCert) {
+    const c = Buffer.from(clientTlsCert);
+    b.push(0x2a, ...varint(c.length), ...c);
+  }
   if (messageReceiveLimit) b.push(0x30, ...varint(messageReceiveLimit));
   const len = Buffer.alloc(4);
   len.writeUInt32BE(b.length);
@@ -23,7 +27,7 @@ export function compatRequest({ protocol, httpVersion, useTls,
 }
 
 export function parseCompatResponse(buf) {
-  const out = { host: "", port: 0 };
+  const out = { host: "", port: 0, pemCert: null };
   let i = 0;
   const readVarint = () => {
     let v = 0;
@@ -47,6 +51,7 @@ export function parseCompatResponse(buf) {
       const s = buf.subarray(i, i + n);
       i += n;
       if (field === 1) out.host = s.toString("utf8");
+      if (field === 3) out.pemCert = s.toString("utf8");
     } else {
       throw new Error(`unexpected wire type ${wire}`);
     }

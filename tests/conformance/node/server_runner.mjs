@@ -11,12 +11,19 @@
 // what the suite checks of the ConformanceService's answer (data,
 // headers, trailers, errors and details, the echoed RequestInfo).  At the
 // end the server's stdin is closed and it must exit 0.  Also checked: the
-// message_receive_limit of the ServerCompatRequest, and that a request for
-// HTTP/1.1 or TLS is refused with a message and exit status 3, that a
-// frame that does not parse exits 2, and that closing stdin while a call
-// runs ends it and exits 0 at once.
-import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+// message_receive_limit of the ServerCompatRequest, that a server started
+// for HTTP/1.1, TLS (its certificate returned as pem_cert) or both answers
+// in each protocol that HTTP version carries, that one asked for TLS
+// client certificates (client_tls_cert: a self-signed client certificate,
+// as the suite makes) answers a client presenting that certificate and
+// refuses one presenting none or another, that a request for HTTP/3 is
+// refused with a message and exit status 3, that a frame that does not
+// parse, a client_tls_cert that is no certificate and one without use_tls
+// exit 2, and that closing stdin while a call runs ends it and exits 0 at
+// once.
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -632,17 +639,130 @@ async function badRequest() {
   }
 }
 
-async function refused(name, req) {
+// A server started for |req| answers a unary call in each declared
+// protocol over HTTP |http| ("1.1" or "2"; gRPC over HTTP/2 only), over
+// TLS with the certificate it returned when |req| asks for TLS, presenting
+// the client certificate |creds| ({cert, key}) when given, and refuses the
+// handshake of each client in |refusedCreds| ({cert, key}, or {} for no
+// certificate); then it exits 0 when stdin closes.
+async function served(name, req, http, creds = null, refusedCreds = []) {
+  const srv = startServer(req);
+  let resp;
+  try {
+    resp = await srv.listening;
+  } catch (e) {
+    failures++;
+    process.stdout.write(`FAIL serve ${name}: ${e.message}\n`);
+    return;
+  }
+  const tls = req.useTls === true;
+  if (tls && !resp.pemCert) {
+    failures++;
+    process.stdout.write(`FAIL serve ${name}: no pem_cert\n`);
+  }
+  for (const [pname, [protocol, , makeTransport]] of
+    Object.entries(PROTOCOLS)) {
+    if (!(features.protocols ?? []).includes(pname)) continue;
+    if (http === "1.1" && pname === "PROTOCOL_GRPC") continue;
+    const clientFor = (c) => createClient(ConformanceService, makeTransport({
+      baseUrl: `${tls ? "https" : "http"}://${resp.host}:${resp.port}`,
+      httpVersion: http,
+      nodeOptions: tls ? { ca: resp.pemCert, ...(c ?? {}) } : undefined,
+    }));
+    const call = (c) => clientFor(c).unary(create(UnaryRequestSchema, {
+      responseDefinition: {
+        response: { case: "responseData", value: bytes("served") } },
+    }));
+    try {
+      const res = await call(creds);
+      check(sameBytes(res.payload?.data, bytes("served")),
+        "wrong payload");
+      totals.served = (totals.served ?? 0) + 1;
+    } catch (e) {
+      failures++;
+      process.stdout.write(`FAIL serve ${name} ${protocol}: ` +
+        `${e.stack ?? e}\n`);
+    }
+    for (const [i, c] of refusedCreds.entries()) {
+      try {
+        await call(c);
+        failures++;
+        process.stdout.write(`FAIL serve ${name} ${protocol}: client ` +
+          `${i} without an accepted certificate was served\n`);
+      } catch (e) {
+        // The handshake fails (the transport error surfaces as
+        // unavailable or internal, depending on the protocol).
+        if (e instanceof ConnectError && e.code !== Code.Unavailable &&
+          e.code !== Code.Internal && e.code !== Code.Unknown) {
+          failures++;
+          process.stdout.write(`FAIL serve ${name} ${protocol}: client ` +
+            `${i}: ${e.message}\n`);
+        } else {
+          totals.refusedClient = (totals.refusedClient ?? 0) + 1;
+        }
+      }
+    }
+  }
+  srv.child.stdin.end();
+  const e = await srv.exited;
+  if (e.code !== 0) {
+    failures++;
+    process.stdout.write(`FAIL serve ${name}: server exited ` +
+      `${e.code ?? e.signal}: ${srv.stderr()}\n`);
+  }
+}
+
+// A server started for |req| exits |code| at once with a message matching
+// |re| on stderr.
+async function refused(name, req, code = 3, re = /not supported/) {
   const srv = startServer(req);
   srv.listening.catch(() => {});
   const e = await srv.exited;
-  if (e.code !== 3 || !/not supported/.test(srv.stderr())) {
+  if (e.code !== code || !re.test(srv.stderr())) {
     failures++;
     process.stdout.write(`FAIL refuse ${name}: exit ${e.code ?? e.signal}, ` +
       `stderr ${JSON.stringify(srv.stderr())}\n`);
   } else {
     totals.refused = (totals.refused ?? 0) + 1;
   }
+}
+
+// Self-signed client certificates made with the openssl command (RSA,
+// PKCS#1 keys, as the suite hands them out): |name| -> {cert, key} PEM.
+function makeClientCert(dir, name) {
+  const cert = join(dir, `${name}.pem`);
+  const key = join(dir, `${name}.key`);
+  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes",
+    "-keyout", key, "-out", cert, "-days", "2", "-subj",
+    `/O=ConnectRPC/CN=${name}`, "-addext", "extendedKeyUsage=clientAuth"],
+  { stdio: ["ignore", "ignore", "pipe"] });
+  execFileSync("openssl", ["rsa", "-in", key, "-traditional", "-out", key],
+    { stdio: ["ignore", "ignore", "pipe"] });
+  return { cert: readFileSync(cert), key: readFileSync(key) };
+}
+
+// ServerCompatRequest.client_tls_cert: the client with that certificate is
+// served over HTTP/2 and HTTP/1.1; one with no certificate or another
+// self-signed one is refused.  Junk in the field, or the field without
+// use_tls, is bad input.
+async function clientCerts() {
+  const dir = mkdtempSync(join(tmpdir(), "conch-srv-mtls-"));
+  try {
+    const good = makeClientCert(dir, "conformance-client");
+    const other = makeClientCert(dir, "someone-else");
+    for (const http of ["2", "1.1"]) {
+      await served(`TLS client certificates HTTP/${http}`, { protocol: 1,
+        httpVersion: http === "2" ? 2 : 1, useTls: true,
+        clientTlsCert: good.cert }, http, good, [{}, other]);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  await refused("a client_tls_cert that is no certificate", { protocol: 1,
+    httpVersion: 2, useTls: true,
+    clientTlsCert: "-----BEGIN CERTIFICATE-----\n" }, 2, /client_tls_cert/);
+  await refused("client_tls_cert without use_tls", { protocol: 1,
+    httpVersion: 2, clientTlsCert: "x" }, 2, /without use_tls/);
 }
 
 const deadline = setTimeout(() => {
@@ -656,8 +776,12 @@ for (const p of features.protocols ?? []) {
 await receiveLimit();
 await closeWhileBusy();
 await badRequest();
-await refused("HTTP/1.1", { protocol: 1, httpVersion: 1 });
-await refused("TLS", { protocol: 1, httpVersion: 2, useTls: true });
+await served("HTTP/1.1", { protocol: 1, httpVersion: 1 }, "1.1");
+await served("TLS", { protocol: 1, httpVersion: 2, useTls: true }, "2");
+await served("TLS HTTP/1.1", { protocol: 1, httpVersion: 1, useTls: true },
+  "1.1");
+await refused("HTTP/3", { protocol: 1, httpVersion: 3 });
+await clientCerts();
 clearTimeout(deadline);
 for (const [k, v] of Object.entries(totals)) {
   process.stdout.write(`passed ${k}: ${v}\n`);
