@@ -943,6 +943,20 @@ static void s4_on_cancel(conch_rpc *rpc, const conch_status *status,
   }
 }
 
+static void s4_on_recv_ready(conch_rpc *rpc, void *user_data) {
+  const Process__Process_Handlers *h = user_data;
+  Process__Process__StreamInput_Rpc typed = {rpc};
+
+  /* Installed only with h->stream_input.on_recv_ready. */
+  h->stream_input.on_recv_ready(typed, h->user_data);
+}
+
+static const conch_server_handler s4_pull_handler = {
+    .on_call = s4_on_recv_ready,
+    .on_cancel = s4_on_cancel,
+    .on_recv_ready = s4_on_recv_ready,
+};
+
 static const conch_server_handler s4_handler = {
     .on_call = s4_on_call,
     .on_message = s4_on_message,
@@ -957,6 +971,20 @@ int process__process__stream_input_rpc_send(
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int process__process__stream_input_rpc_recv(
+    Process__Process__StreamInput_Rpc rpc, Process__StreamInputRequest **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_rpc_recv(rpc.base, &m);
+  /* |m| is NULL or a message of the method's input type. */
+  *msg = (Process__StreamInputRequest *)m;
+  return rv;
 }
 
 int process__process__stream_input_rpc_finish(
@@ -1561,6 +1589,10 @@ int process__process__register(conch_server *server,
   if (server == NULL || handlers == NULL) {
     return CONCH_ERR_INVALID;
   }
+  if (handlers->stream_input.on_recv_ready != NULL &&
+      handlers->stream_input.on_message != NULL) {
+    return CONCH_ERR_INVALID; /* pull and push */
+  }
   rv = conch_server_add_method(server, &process__process__list__method,
                                &s0_handler, ud);
   if (rv != 0) {
@@ -1581,8 +1613,15 @@ int process__process__register(conch_server *server,
   if (rv != 0) {
     return rv;
   }
-  rv = conch_server_add_method(server, &process__process__stream_input__method,
-                               &s4_handler, ud);
+  if (handlers->stream_input.on_recv_ready != NULL) {
+    rv = conch_server_add_method(server,
+                                 &process__process__stream_input__method,
+                                 &s4_pull_handler, ud);
+  } else {
+    rv = conch_server_add_method(server,
+                                 &process__process__stream_input__method,
+                                 &s4_handler, ud);
+  }
   if (rv != 0) {
     return rv;
   }

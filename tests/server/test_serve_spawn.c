@@ -29,6 +29,29 @@
 static serve_peer slow;  /* --spawn-delay-ms DELAY_MS */
 static serve_peer quick; /* no delay */
 
+/* The marker of case |base| in this run: |base| then our pid in 7 digits
+   (sleep takes "600.730012345"), so that two runs of the suite at once (CI
+   and a developer, two worktrees) never count or wait for each other's
+   processes.  sleep_mark() is the command line "sleep <marker>".  The
+   strings live until 32 more are made. */
+static char *mark_buf(void) {
+  static char bufs[32][256];
+  static unsigned next;
+  return bufs[next++ % 32];
+}
+
+static const char *mark(const char *base) {
+  char *b = mark_buf();
+  snprintf(b, 256, "%s%07ld", base, (long)getpid());
+  return b;
+}
+
+static const char *sleep_mark(const char *base) {
+  char *b = mark_buf();
+  snprintf(b, 256, "sleep %s%07ld", base, (long)getpid());
+  return b;
+}
+
 static int group_setup(void **state) {
   static const char *const slow_args[] = {"--spawn-delay-ms", DELAY_ARG,
                                           "--max-processes", "16", NULL};
@@ -320,9 +343,9 @@ static void test_start_reset_while_spawning(void **state) {
   int32_t id;
 
   (void)state;
-  assert_int_equal(proc_count_cmdline("sleep 600.73"), 0);
+  assert_int_equal(proc_count_cmdline(sleep_mark("600.73")), 0);
   assert_int_equal(h2_open(&hc, slow.port), 0);
-  id = raw_start(hc, &rs, "reset1", NULL, NULL, "sleep", "600.73", NULL);
+  id = raw_start(hc, &rs, "reset1", NULL, NULL, "sleep", mark("600.73"), NULL);
   /* And one whose exec fails, reset too. */
   raw_start(hc, &rf, "reset2", "/etc/passwd", NULL, "true", NULL);
   pump(hc, 100);
@@ -344,11 +367,11 @@ static void test_start_reset_while_spawning(void **state) {
   pid = wait_listed(c, "reset1");
   assert_true(pid > 0);
   note_pid(pid);
-  assert_int_equal(proc_count_cmdline("sleep 600.73"), 1);
+  assert_int_equal(proc_count_cmdline(sleep_mark("600.73")), 1);
   assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
                    CONCH_CODE_OK);
   wait_no_procs(c);
-  assert_int_equal(proc_count_cmdline("sleep 600.73"), 0);
+  assert_int_equal(proc_count_cmdline(sleep_mark("600.73")), 0);
   h2_resp_free(&rs);
   h2_resp_free(&rf);
   h2_close(hc);
@@ -402,10 +425,10 @@ static void test_deadline_while_spawning(void **state) {
   pid_t pid;
 
   (void)state;
-  assert_int_equal(proc_count_cmdline("sleep 600.74"), 0);
+  assert_int_equal(proc_count_cmdline(sleep_mark("600.74")), 0);
   o.timeout_ms = 500;
   t0 = conch_now_ms();
-  assert_null(start_call(c, &o, &r, &pid, "sleep", "600.74", NULL));
+  assert_null(start_call(c, &o, &r, &pid, "sleep", mark("600.74"), NULL));
   t = conch_now_ms() - t0;
   print_message("deadline 500 ms, spawn delay %d ms: answered after %lld "
                 "ms, %d %s\n",
@@ -415,7 +438,7 @@ static void test_deadline_while_spawning(void **state) {
   /* Past the delay the command never ran: nothing left. */
   t0 = conch_now_ms();
   while (conch_now_ms() - t0 < DELAY_MS + 1000) {
-    assert_int_equal(proc_count_cmdline("sleep 600.74"), 0);
+    assert_int_equal(proc_count_cmdline(sleep_mark("600.74")), 0);
     conch_sleep_ms(50);
   }
   wait_no_procs(c);
@@ -476,17 +499,17 @@ static void test_shutdown_while_spawning(void **state) {
   long long t0;
 
   (void)state;
-  assert_int_equal(proc_count_cmdline("sleep 600.76"), 0);
+  assert_int_equal(proc_count_cmdline(sleep_mark("600.76")), 0);
   assert_int_equal(serve_start(&p, args), 0);
   assert_int_equal(h2_open(&hc, p.port), 0);
-  raw_start(hc, &rs, NULL, NULL, NULL, "sleep", "600.76", NULL);
+  raw_start(hc, &rs, NULL, NULL, NULL, "sleep", mark("600.76"), NULL);
   pump(hc, 300);
   t0 = conch_now_ms();
   assert_int_equal(serve_stop(&p, 10000), 0);
   print_message("stopped after %lld ms\n", conch_now_ms() - t0);
   t0 = conch_now_ms();
   while (conch_now_ms() - t0 < 5000) {
-    assert_int_equal(proc_count_cmdline("sleep 600.76"), 0);
+    assert_int_equal(proc_count_cmdline(sleep_mark("600.76")), 0);
     conch_sleep_ms(50);
   }
   h2_resp_free(&rs);

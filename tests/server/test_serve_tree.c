@@ -120,6 +120,48 @@ static long pgrp_of(pid_t pid) {
 }
 
 /* For a failure's message: our test processes as ps sees them. */
+/* The marker of case |base| in this run: |base| then our pid in 7 digits
+   (sleep takes "600.730012345"), so that two runs of the suite at once (CI
+   and a developer, two worktrees) never count or wait for each other's
+   processes.  sleep_mark() is the command line "sleep <marker>"; marked()
+   is |cmd| with the pid after every "sleep 6NN.N" in it (shell commands).
+   The strings live until 32 more are made. */
+static char *mark_buf(void) {
+  static char bufs[32][256];
+  static unsigned next;
+  return bufs[next++ % 32];
+}
+
+static const char *mark(const char *base) {
+  char *b = mark_buf();
+  snprintf(b, 256, "%s%07ld", base, (long)getpid());
+  return b;
+}
+
+static const char *sleep_mark(const char *base) {
+  char *b = mark_buf();
+  snprintf(b, 256, "sleep %s%07ld", base, (long)getpid());
+  return b;
+}
+
+static const char *marked(const char *cmd) {
+  char *b = mark_buf();
+  size_t o = 0;
+  while (*cmd != '\0' && o + 16 < 256) {
+    if (strncmp(cmd, "sleep 6", 7) == 0) {
+      size_t n = strspn(cmd + 6, "0123456789.");
+      memcpy(b + o, cmd, 6 + n);
+      o += 6 + n;
+      cmd += 6 + n;
+      o += (size_t)snprintf(b + o, 256 - o, "%07ld", (long)getpid());
+    } else {
+      b[o++] = *cmd++;
+    }
+  }
+  b[o] = '\0';
+  return b;
+}
+
 static void show_markers(void) {
   if (system("ps -eo pid,ppid,pgid,sid,stat,etimes,args | "
              "grep -e ' 6[01][0-9]\\.' -e conch >&2") != 0) {
@@ -203,11 +245,11 @@ static void test_term_tree(void **state) {
   char msg[256];
 
   (void)state;
-  call = start_tree(c, NULL, &r, &pid, "601.1");
+  call = start_tree(c, NULL, &r, &pid, mark("601.1"));
   t0 = conch_now_ms();
   assert_int_equal(send_signal(c, pid, NULL, 15, msg, sizeof(msg)),
                    CONCH_CODE_OK);
-  wait_count("sleep 601.1", 0, WAIT_MS, &left);
+  wait_count(sleep_mark("601.1"), 0, WAIT_MS, &left);
   ms = (long)(conch_now_ms() - t0);
   measure("SendSignal TERM, plain tree", ms, left);
   assert_int_equal(left, 0);
@@ -237,9 +279,9 @@ static void test_deadline_tree(void **state) {
   (void)state;
   o.timeout_ms = 3000; /* room for the tree to start on a loaded host */
   t0 = conch_now_ms();
-  call = start_tree(c, &o, &r, &pid, "601.2");
+  call = start_tree(c, &o, &r, &pid, mark("601.2"));
   conch_call_free(call); /* the client goes: the deadline still holds */
-  wait_count("sleep 601.2", 0, WAIT_MS, &left);
+  wait_count(sleep_mark("601.2"), 0, WAIT_MS, &left);
   measure("Start deadline 3000 ms, plain tree (ms after the deadline)",
           (long)(conch_now_ms() - t0) - o.timeout_ms, left);
   assert_int_equal(left, 0);
@@ -272,12 +314,12 @@ static void test_close_sequence_tree(void **state) {
   int left = 0;
 
   (void)state;
-  call = start_tree(c, NULL, &r, &pid, "601.3");
+  call = start_tree(c, NULL, &r, &pid, mark("601.3"));
   conch_call_free(call);
   t0 = conch_now_ms();
   close_sequence(c, pid, 2000, &r);
   assert_true(r.has_end);
-  wait_count("sleep 601.3", 0, WAIT_MS, &left);
+  wait_count(sleep_mark("601.3"), 0, WAIT_MS, &left);
   measure("close sequence (grace 2000 ms), plain tree",
           (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
@@ -299,11 +341,11 @@ static void trapping_case(int late) {
   long ms;
   int left = 0;
   char msg[256];
-  const char *marker = late ? "sleep 602.1" : "sleep 602.2";
+  const char *marker = late ? sleep_mark("602.1") : sleep_mark("602.2");
   const char *script =
-      late ? "sh -c 'trap \"\" TERM; sleep 602.1' & wait"
-           : "trap 'sleep 0.3; exit 7' TERM; "
-             "sh -c 'trap \"\" TERM; sleep 602.2' & wait";
+      marked(late ? "sh -c 'trap \"\" TERM; sleep 602.1' & wait"
+                  : "trap 'sleep 0.3; exit 7' TERM; "
+                    "sh -c 'trap \"\" TERM; sleep 602.2' & wait");
 
   call = start_call(c, NULL, &r, &pid, "sh", "-c", script, NULL);
   assert_non_null(call);
@@ -373,21 +415,21 @@ static void test_setsid_survives(void **state) {
 
   (void)state;
   call = start_call(c, NULL, &r, &pid, "sh", "-c",
-                    "setsid sleep 603.1 & sleep 603.2 & wait", NULL);
+                    marked("setsid sleep 603.1 & sleep 603.2 & wait"), NULL);
   assert_non_null(call);
-  assert_true(wait_count("sleep 603.1", 1, WAIT_MS, NULL) >= 0);
-  assert_true(wait_count("sleep 603.2", 1, WAIT_MS, NULL) >= 0);
-  escaped = pid_of("sleep 603.1");
+  assert_true(wait_count(sleep_mark("603.1"), 1, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("603.2"), 1, WAIT_MS, NULL) >= 0);
+  escaped = pid_of(sleep_mark("603.1"));
   assert_true(escaped > 0);
   assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
                    CONCH_CODE_OK);
   drain_call(c, call, &r);
   conch_call_free(call);
-  assert_true(wait_count("sleep 603.2", 0, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("603.2"), 0, WAIT_MS, NULL) >= 0);
   /* It left the group on purpose: still running. */
   assert_true(conch_proc_alive(escaped));
   kill(escaped, SIGKILL);
-  assert_true(wait_count("sleep 603.1", 0, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("603.1"), 0, WAIT_MS, NULL) >= 0);
   conch_client_free(c);
 }
 
@@ -403,25 +445,25 @@ static void test_pty_job_groups(void **state) {
   long long t0;
   int left = 0;
   char msg[256];
-  static const char line[] = "sleep 604.1 &\n";
+  const char *line = marked("sleep 604.1 &\n");
 
   (void)state;
   o.pty_cols = 80;
   o.pty_rows = 24;
   call = start_call(c, &o, &r, &pid, "sh", "-i", NULL);
   assert_non_null(call);
-  assert_int_equal(send_input(c, pid, NULL, 1, line, sizeof(line) - 1, 0, msg,
+  assert_int_equal(send_input(c, pid, NULL, 1, line, strlen(line), 0, msg,
                               sizeof(msg)),
                    CONCH_CODE_OK);
-  assert_true(wait_count("sleep 604.1", 1, WAIT_MS, NULL) >= 0);
-  job = pid_of("sleep 604.1");
+  assert_true(wait_count(sleep_mark("604.1"), 1, WAIT_MS, NULL) >= 0);
+  job = pid_of(sleep_mark("604.1"));
   /* Job control put it in a group of its own (same session). */
   assert_true(job > 0);
   assert_true(pgrp_of(job) != (long)pid);
   t0 = conch_now_ms();
   assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
                    CONCH_CODE_OK);
-  wait_count("sleep 604.1", 0, WAIT_MS, &left);
+  wait_count(sleep_mark("604.1"), 0, WAIT_MS, &left);
   measure("SendSignal KILL, PTY shell with a background job",
           (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
@@ -448,16 +490,16 @@ static void test_many_trees(void **state) {
   (void)state;
   for (i = 0; i < N; i++) {
     calls[i] = start_call(c, NULL, &r, &pids[i], "sh", "-c",
-                          "sleep 605.1 & sleep 605.1 & wait", NULL);
+                          marked("sleep 605.1 & sleep 605.1 & wait"), NULL);
     assert_non_null(calls[i]);
   }
-  assert_true(wait_count("sleep 605.1", 2 * N, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("605.1"), 2 * N, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   for (i = 0; i < N; i++) {
     assert_int_equal(send_signal(c, pids[i], NULL, 15, msg, sizeof(msg)),
                      CONCH_CODE_OK);
   }
-  wait_count("sleep 605.1", 0, WAIT_MS, &left);
+  wait_count(sleep_mark("605.1"), 0, WAIT_MS, &left);
   measure("SendSignal TERM to 40 trees", (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
   for (i = 0; i < N; i++) {
@@ -484,22 +526,23 @@ static void test_shutdown_tree(void **state) {
   (void)state;
   assert_int_equal(serve_start(&p, args), 0);
   c = client_new(p.url);
-  tree = start_tree(c, NULL, &r, &pids[0], "606.1");
+  tree = start_tree(c, NULL, &r, &pids[0], mark("606.1"));
   stubborn = start_call(c, NULL, &r, &pids[1], "sh", "-c",
-                        "sh -c 'trap \"\" TERM; sleep 606.2' & wait", NULL);
+                        marked("sh -c 'trap \"\" TERM; sleep 606.2' & wait"),
+                        NULL);
   assert_non_null(stubborn);
-  assert_true(wait_count("sleep 606.2", 1, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("606.2"), 1, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   assert_int_equal(serve_stop(&p, 15000), 0);
   measure("server shutdown (grace 1000 ms), tree + TERM-trapping grandchild",
           (long)(conch_now_ms() - t0),
-          proc_count_cmdline("sleep 606.1") +
-              proc_count_cmdline("sleep 606.2"));
+          proc_count_cmdline(sleep_mark("606.1")) +
+              proc_count_cmdline(sleep_mark("606.2")));
   conch_call_free(tree);
   conch_call_free(stubborn);
   conch_client_free(c);
-  assert_int_equal(proc_count_cmdline("sleep 606.1"), 0);
-  assert_int_equal(proc_count_cmdline("sleep 606.2"), 0);
+  assert_int_equal(proc_count_cmdline(sleep_mark("606.1")), 0);
+  assert_int_equal(proc_count_cmdline(sleep_mark("606.2")), 0);
   assert_int_equal(wait_groups_gone(pids, 2), 0);
 }
 
@@ -523,12 +566,12 @@ static void test_deadline_outlives_retention(void **state) {
   c = client_new(p.url);
   o.timeout_ms = 4000;
   t0 = conch_now_ms();
-  call = start_call(c, &o, &r, &pid, "sh", "-c", "sleep 612.1 &", NULL);
+  call = start_call(c, &o, &r, &pid, "sh", "-c", marked("sleep 612.1 &"), NULL);
   assert_non_null(call);
   drain_call(c, call, &r);
   conch_call_free(call);
   assert_string_equal(r.status, "exit status 0");
-  assert_true(wait_count("sleep 612.1", 1, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("612.1"), 1, WAIT_MS, NULL) >= 0);
   /* Past the retention, the entry is still there for its deadline. */
   conch_sleep_ms(600);
   if (conch_now_ms() - t0 < 2500) { /* well before the deadline */
@@ -537,9 +580,9 @@ static void test_deadline_outlives_retention(void **state) {
     drain_call(c, call, &r);
     conch_call_free(call);
     assert_true(r.has_end);
-    assert_int_equal(proc_count_cmdline("sleep 612.1"), 1);
+    assert_int_equal(proc_count_cmdline(sleep_mark("612.1")), 1);
   }
-  wait_count("sleep 612.1", 0, WAIT_MS, &left);
+  wait_count(sleep_mark("612.1"), 0, WAIT_MS, &left);
   ms = (long)(conch_now_ms() - t0);
   measure("Start deadline 4000 ms, background child of an ended shell, "
           "retention 300 ms (ms from Start)",
@@ -566,35 +609,37 @@ static void test_server_killed(void **state) {
   (void)state;
   assert_int_equal(serve_start(&p, NULL), 0);
   c = client_new(p.url);
-  calls[0] = start_tree(c, NULL, &r, &pids[0], "611.1");
+  calls[0] = start_tree(c, NULL, &r, &pids[0], mark("611.1"));
   calls[1] = start_call(c, NULL, &r, &pids[1], "sh", "-c",
-                        "sh -c 'trap \"\" TERM HUP; sleep 611.2' & wait", NULL);
+                        marked("sh -c 'trap \"\" TERM HUP; sleep 611.2' & "
+                               "wait"),
+                        NULL);
   o.pty_cols = 80;
   o.pty_rows = 24;
   calls[2] = start_call(c, &o, &r, &pids[2], "sh", "-c",
-                        "sleep 611.3 & sleep 611.3 & wait", NULL);
+                        marked("sleep 611.3 & sleep 611.3 & wait"), NULL);
   assert_non_null(calls[1]);
   assert_non_null(calls[2]);
-  assert_true(wait_count("sleep 611.2", 1, WAIT_MS, NULL) >= 0);
-  assert_true(wait_count("sleep 611.3", 2, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("611.2"), 1, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("611.3"), 2, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   kill(p.pid, SIGKILL);
   waitpid(p.pid, &ws, 0);
   p.pid = -1;
   close(p.stdin_fd);
-  wait_count("sleep 611.1", 0, WAIT_MS, &left);
-  left += proc_count_cmdline("sleep 611.2");
-  wait_count("sleep 611.2", 0, WAIT_MS, NULL);
-  wait_count("sleep 611.3", 0, WAIT_MS, NULL);
+  wait_count(sleep_mark("611.1"), 0, WAIT_MS, &left);
+  left += proc_count_cmdline(sleep_mark("611.2"));
+  wait_count(sleep_mark("611.2"), 0, WAIT_MS, NULL);
+  wait_count(sleep_mark("611.3"), 0, WAIT_MS, NULL);
   measure("server killed (SIGKILL): tree, TERM+HUP-ignoring grandchild, PTY "
           "tree",
           (long)(conch_now_ms() - t0),
-          proc_count_cmdline("sleep 611.1") +
-              proc_count_cmdline("sleep 611.2") +
-              proc_count_cmdline("sleep 611.3"));
-  assert_int_equal(proc_count_cmdline("sleep 611.1"), 0);
-  assert_int_equal(proc_count_cmdline("sleep 611.2"), 0);
-  assert_int_equal(proc_count_cmdline("sleep 611.3"), 0);
+          proc_count_cmdline(sleep_mark("611.1")) +
+              proc_count_cmdline(sleep_mark("611.2")) +
+              proc_count_cmdline(sleep_mark("611.3")));
+  assert_int_equal(proc_count_cmdline(sleep_mark("611.1")), 0);
+  assert_int_equal(proc_count_cmdline(sleep_mark("611.2")), 0);
+  assert_int_equal(proc_count_cmdline(sleep_mark("611.3")), 0);
   assert_int_equal(wait_groups_gone(pids, 3), 0);
   conch_call_free(calls[0]);
   conch_call_free(calls[1]);
@@ -617,13 +662,13 @@ static void test_pid_only_leaks(void **state) {
   c = client_new(p.url);
 
   /* TERM: the leader dies, its three sleeps do not. */
-  call = start_tree(c, NULL, &r, &pid, "607.1");
+  call = start_tree(c, NULL, &r, &pid, mark("607.1"));
   conch_call_free(call);
   close_sequence(c, pid, 1000, &r);
   assert_true(r.has_end);
   assert_string_equal(r.status, "signal: terminated");
   /* Past the grace: nothing more comes for them. */
-  assert_true(wait_count("sleep 607.1", 0, 2500, &left) < 0);
+  assert_true(wait_count(sleep_mark("607.1"), 0, 2500, &left) < 0);
   measure("pid-only server, close sequence (grace 1000 ms), plain tree", -1,
           left);
   if (left != 3) {
@@ -636,7 +681,7 @@ static void test_pid_only_leaks(void **state) {
     start_opts o = {0};
 
     o.timeout_ms = 3000;
-    call = start_tree(c, &o, &r, &pid, "607.2");
+    call = start_tree(c, &o, &r, &pid, mark("607.2"));
     drain_call(c, call, &r);
     conch_call_free(call);
     assert_int_equal(r.code, CONCH_CODE_DEADLINE_EXCEEDED);
@@ -646,15 +691,15 @@ static void test_pid_only_leaks(void **state) {
     }
     assert_false(conch_proc_alive(pid));
     /* ... and nothing else is. */
-    assert_true(wait_count("sleep 607.2", 0, 1000, &left) < 0);
+    assert_true(wait_count(sleep_mark("607.2"), 0, 1000, &left) < 0);
     measure("pid-only server, Start deadline 3000 ms, plain tree", -1, left);
     assert_int_equal(left, 3);
   }
   conch_client_free(c);
   /* Its shutdown still kills them. */
   assert_int_equal(serve_stop(&p, 15000), 0);
-  assert_int_equal(proc_count_cmdline("sleep 607.1"), 0);
-  assert_int_equal(proc_count_cmdline("sleep 607.2"), 0);
+  assert_int_equal(proc_count_cmdline(sleep_mark("607.1")), 0);
+  assert_int_equal(proc_count_cmdline(sleep_mark("607.2")), 0);
 }
 
 /* ---- The client's shield against a pid-only server (tree-leader.sh) --------
@@ -681,8 +726,8 @@ static conch_call *start_led(conch_client *c, const start_opts *o,
 
 static void test_leader_on_pid_only_server(void **state) {
   static const char *const args[] = {"--signal-pid-only", NULL};
-  static const char tree[] =
-      "sh -c 'sleep 608.1 & sleep 608.1; :' & sleep 608.1 & wait";
+  const char *tree =
+      marked("sh -c 'sleep 608.1 & sleep 608.1; :' & sleep 608.1 & wait");
   serve_peer p;
   conch_client *c;
   start_opts o = {0};
@@ -701,12 +746,12 @@ static void test_leader_on_pid_only_server(void **state) {
   /* The close sequence, plain tree: TERM is forwarded to the group. */
   call = start_led(c, NULL, &r, &pid, tree);
   assert_non_null(call);
-  assert_true(wait_count("sleep 608.1", 3, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("608.1"), 3, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   close_sequence(c, pid, 2000, &r);
   assert_true(r.has_end);
   assert_string_equal(r.status, "signal: terminated");
-  wait_count("sleep 608.1", 0, WAIT_MS, &left);
+  wait_count(sleep_mark("608.1"), 0, WAIT_MS, &left);
   measure("pid-only server + tree-leader, close sequence (grace 2000 ms), "
           "plain tree",
           (long)(conch_now_ms() - t0), left);
@@ -716,13 +761,13 @@ static void test_leader_on_pid_only_server(void **state) {
   /* A grandchild that ignores TERM: KILLed by the leader's grace timer,
      after the leader's end. */
   call = start_led(c, NULL, &r, &pid,
-                   "sh -c 'trap \"\" TERM; sleep 608.2' & wait");
+                   marked("sh -c 'trap \"\" TERM; sleep 608.2' & wait"));
   assert_non_null(call);
-  assert_true(wait_count("sleep 608.2", 1, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("608.2"), 1, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   close_sequence(c, pid, 2000, &r);
   assert_true(r.has_end);
-  wait_count("sleep 608.2", 0, WAIT_MS, &left);
+  wait_count(sleep_mark("608.2"), 0, WAIT_MS, &left);
   ms = (long)(conch_now_ms() - t0);
   measure("pid-only server + tree-leader, close sequence (grace 2000 ms), "
           "TERM-trapping grandchild",
@@ -733,13 +778,14 @@ static void test_leader_on_pid_only_server(void **state) {
 
   /* SendSignal KILL: the leader cannot forward it; its watcher sees it
      die and KILLs the group. */
-  call = start_led(c, NULL, &r, &pid, "sleep 608.3 & sleep 608.3 & wait");
+  call = start_led(c, NULL, &r, &pid,
+                   marked("sleep 608.3 & sleep 608.3 & wait"));
   assert_non_null(call);
-  assert_true(wait_count("sleep 608.3", 2, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("608.3"), 2, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
                    CONCH_CODE_OK);
-  wait_count("sleep 608.3", 0, WAIT_MS, &left);
+  wait_count(sleep_mark("608.3"), 0, WAIT_MS, &left);
   measure("pid-only server + tree-leader, SendSignal KILL, 2 children",
           (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
@@ -749,14 +795,14 @@ static void test_leader_on_pid_only_server(void **state) {
 
   /* The Start deadline (SIGKILL to the leader): the same. */
   o.timeout_ms = 3000;
-  call = start_led(c, &o, &r, &pid, "sleep 608.4 & sleep 608.4 & wait");
+  call = start_led(c, &o, &r, &pid, marked("sleep 608.4 & sleep 608.4 & wait"));
   assert_non_null(call);
-  assert_true(wait_count("sleep 608.4", 2, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("608.4"), 2, WAIT_MS, NULL) >= 0);
   drain_call(c, call, &r); /* ends with the deadline, as the server's */
   conch_call_free(call);
   assert_int_equal(r.code, CONCH_CODE_DEADLINE_EXCEEDED);
   t0 = conch_now_ms();
-  wait_count("sleep 608.4", 0, WAIT_MS, &left);
+  wait_count(sleep_mark("608.4"), 0, WAIT_MS, &left);
   measure("pid-only server + tree-leader, Start deadline 3000 ms, 2 children "
           "(ms after the call's deadline)",
           (long)(conch_now_ms() - t0), left);
@@ -794,7 +840,7 @@ static void test_leader_on_pid_only_server(void **state) {
   assert_int_equal(r.exit_code, 0);
   conch_client_free(c);
   assert_int_equal(serve_stop(&p, 15000), 0);
-  assert_int_equal(proc_count_cmdline("sleep 608.1"), 0);
+  assert_int_equal(proc_count_cmdline(sleep_mark("608.1")), 0);
 }
 
 /* On a server that signals groups the leader steps aside (exec). */
@@ -807,12 +853,13 @@ static void test_leader_on_group_server(void **state) {
 
   (void)state;
   call = start_led(c, NULL, &r, &pid,
-                   "sh -c 'trap \"\" TERM; sleep 610.1' & sleep 610.1 & wait");
+                   marked("sh -c 'trap \"\" TERM; sleep 610.1' & "
+                          "sleep 610.1 & wait"));
   assert_non_null(call);
-  assert_true(wait_count("sleep 610.1", 2, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("610.1"), 2, WAIT_MS, NULL) >= 0);
   close_sequence(c, pid, 1000, &r);
   assert_string_equal(r.status, "signal: terminated");
-  wait_count("sleep 610.1", 0, WAIT_MS, &left);
+  wait_count(sleep_mark("610.1"), 0, WAIT_MS, &left);
   assert_int_equal(left, 0);
   conch_call_free(call);
   run_cmd(c, NULL, &r, "/bin/sh", "-c", leader_text(), "tree-leader", "2", "sh",
@@ -841,14 +888,14 @@ static void test_pty_on_pid_only_server(void **state) {
   o.pty_cols = 80;
   o.pty_rows = 24;
   call = start_call(c, &o, &r, &pid, "sh", "-c",
-                    "sh -c 'sleep 609.1 & sleep 609.1; :' & sleep 609.1 & "
-                    "wait",
+                    marked("sh -c 'sleep 609.1 & sleep 609.1; :' & "
+                           "sleep 609.1 & wait"),
                     NULL);
   assert_non_null(call);
-  assert_true(wait_count("sleep 609.1", 3, WAIT_MS, NULL) >= 0);
+  assert_true(wait_count(sleep_mark("609.1"), 3, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   close_sequence(c, pid, 2000, &r);
-  wait_count("sleep 609.1", 0, 5000, &left);
+  wait_count(sleep_mark("609.1"), 0, 5000, &left);
   measure("pid-only server, PTY, close sequence (grace 2000 ms), plain tree "
           "(kernel SIGHUP)",
           (long)(conch_now_ms() - t0), left);

@@ -1,12 +1,15 @@
 /* The server core under a failing allocator: for N = 0, 1, 2, ... the
    server's allocation N fails (the server's conch_mem is failmem's; the
-   client allocates with libc), and a unary call (gzip both ways) and a
-   bidi call run against it, over HTTP/2, over HTTP/1.1 (the bridge of
-   server_h1.c), and over TLS.  Whatever fails, the server must not crash,
-   hang or leak: every call ends (an error is fine, a deadline is not),
-   and once the server is freed no block of it is left. */
+   client allocates with libc), and a unary call (gzip both ways), a bidi
+   call and a client stream to a pull-mode handler (conch_rpc_recv()) in a
+   compression of the test's own (both ways) run against it, over HTTP/2,
+   over HTTP/1.1 (the bridge of server_h1.c), and over TLS.  Whatever
+   fails, the server must not crash, hang or leak: every call ends (an
+   error is fine, a deadline is not), and once the server is freed no
+   block of it is left. */
 #define _GNU_SOURCE
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,16 +28,162 @@ static int cur_h1;  /* the client speaks HTTP/1.1 */
 static int cur_tls; /* ... over TLS */
 static char dir[] = "/tmp/conch-srvfailmem-XXXXXX";
 static char cert[128], key[128];
+/* How often the server's x-rev ran (user_data): the last run, with no
+   allocation failing, must have used it both ways. */
+static atomic_int srv_comp, srv_decomp;
 
-static conch_client *client(const fixture *fx, conch_protocol p) {
+/* "x-rev": the bytes reversed, each xor 0x5a, after a 2-byte mark. */
+static int xr_compress(void *ud, int level, const uint8_t *in, size_t len,
+                       conch_compress_out *out) {
+  int rv = conch_compress_out_write(out, "XR", 2);
+  (void)level;
+  if (ud != NULL) {
+    atomic_fetch_add((atomic_int *)ud, 1);
+  }
+  for (size_t i = len; i > 0 && rv == 0; i--) {
+    uint8_t b = (uint8_t)(in[i - 1] ^ 0x5a);
+    rv = conch_compress_out_write(out, &b, 1);
+  }
+  return rv;
+}
+
+static int xr_decompress(void *ud, const uint8_t *in, size_t len,
+                         conch_compress_out *out) {
+  int rv = 0;
+  if (ud != NULL) {
+    atomic_fetch_add((atomic_int *)ud, 1);
+  }
+  if (len < 2 || memcmp(in, "XR", 2) != 0) {
+    return CONCH_ERR_COMPRESSION;
+  }
+  for (size_t i = len; i > 2 && rv == 0; i--) {
+    uint8_t b = (uint8_t)(in[i - 1] ^ 0x5a);
+    rv = conch_compress_out_write(out, &b, 1);
+  }
+  return rv;
+}
+
+static conch_compressor xr_compressor(void) {
+  conch_compressor xr = CONCH_COMPRESSOR_INIT;
+  xr.name = "x-rev";
+  xr.compress = xr_compress;
+  xr.decompress = xr_decompress;
+  return xr;
+}
+
+/* The server's: compress and decompress count in different counters. */
+static int xr_srv_compress(void *ud, int level, const uint8_t *in,
+                           size_t len, conch_compress_out *out) {
+  (void)ud;
+  return xr_compress(&srv_comp, level, in, len, out);
+}
+
+static int xr_srv_decompress(void *ud, const uint8_t *in, size_t len,
+                             conch_compress_out *out) {
+  (void)ud;
+  return xr_decompress(&srv_decomp, in, len, out);
+}
+
+/* The pull-mode handler: counts the requests it takes with
+   conch_rpc_recv(), then answers how many. */
+static void pull_end(conch_rpc *rpc, int rv) {
+  Conchtest__V1__Response r = CONCHTEST__V1__RESPONSE__INIT;
+  uint32_t *count = conch_rpc_data(rpc);
+  conch_status bad;
+
+  conch_status_init(&bad);
+  bad.code = CONCH_CODE_INTERNAL;
+  r.message_count = *count;
+  conch_rpc_set_data(rpc, NULL);
+  free(count);
+  if (rv != CONCH_ERR_EOF || conch_rpc_send(rpc, &r.base) != 0 ||
+      conch_rpc_finish(rpc, NULL) != 0) {
+    (void)conch_rpc_finish(rpc, &bad);
+  }
+}
+
+static void pull_take(conch_rpc *rpc, void *user_data) {
+  int rv;
+  (void)user_data;
+  if (conch_rpc_data(rpc) == NULL) {
+    return; /* ended */
+  }
+  for (;;) {
+    ProtobufCMessage *m;
+    rv = conch_rpc_recv(rpc, &m);
+    if (rv == CONCH_ERR_AGAIN) {
+      return;
+    }
+    if (rv != 0) {
+      pull_end(rpc, rv);
+      return;
+    }
+    (*(uint32_t *)conch_rpc_data(rpc))++;
+    conch_server_message_free(conch_rpc_server(rpc), m);
+  }
+}
+
+static void pull_on_call(conch_rpc *rpc, void *user_data) {
+  uint32_t *count = calloc(1, sizeof(*count));
+  conch_status bad;
+  if (count == NULL) {
+    conch_status_init(&bad);
+    bad.code = CONCH_CODE_RESOURCE_EXHAUSTED;
+    (void)conch_rpc_finish(rpc, &bad);
+    return;
+  }
+  conch_rpc_set_data(rpc, count);
+  pull_take(rpc, user_data);
+}
+
+static void pull_on_cancel(conch_rpc *rpc, const conch_status *st,
+                           void *user_data) {
+  (void)st;
+  (void)user_data;
+  free(conch_rpc_data(rpc));
+  conch_rpc_set_data(rpc, NULL);
+}
+
+static const conch_method m_pull = {
+    "/pull.v1.Svc/Count", CONCH_STREAM_CLIENT,
+    &conchtest__v1__request__descriptor, &conchtest__v1__response__descriptor,
+    CONCH_IDEMPOTENCY_UNKNOWN};
+
+/* Registers the pull-mode method on the running fixture; its allocations
+   fail too.  Returns 1 when it is registered. */
+static int add_pull(fixture *fx) {
+  conch_server_handler h = {.on_call = pull_on_call,
+                            .on_cancel = pull_on_cancel,
+                            .on_recv_ready = pull_take};
+  int rv;
+  fx_pause(fx);
+  rv = conch_server_add_method(fx->s, &m_pull, &h, fx);
+  fx_resume(fx);
+  if (rv != 0) {
+    assert_int_equal(rv, CONCH_ERR_NOMEM);
+  }
+  return rv == 0;
+}
+
+
+/* A client for |fx| as the sweep speaks; it sends in gzip, or with |xrev|
+   in x-rev. */
+static conch_client *client(const fixture *fx, conch_protocol p, int xrev) {
+  conch_compressor xr = xr_compressor();
   conch_client_opts *o;
   conch_client *c;
   char url[160];
   assert_int_equal(conch_client_opts_new(&o), 0);
   assert_int_equal(conch_client_opts_set_protocol(o, p), 0);
-  assert_int_equal(conch_client_opts_set_send_compression(
-                       o, CONCH_COMPRESSION_GZIP),
-                   0);
+  if (xrev) {
+    assert_int_equal(conch_client_opts_add_compression(o, &xr, NULL), 0);
+    assert_int_equal(conch_client_opts_set_send_compression_name(o, "x-rev"),
+                     0);
+  } else {
+    assert_int_equal(conch_client_opts_set_send_compression(
+                         o, CONCH_COMPRESSION_GZIP),
+                     0);
+  }
   assert_int_equal(conch_client_opts_set_http_version(
                        o, cur_h1 ? CONCH_HTTP_1_1 : CONCH_HTTP_2),
                    0);
@@ -51,7 +200,7 @@ static conch_client *client(const fixture *fx, conch_protocol p) {
 
 /* Returns 1 when both calls succeeded. */
 static int calls(const fixture *fx, conch_protocol p) {
-  conch_client *c = client(fx, p);
+  conch_client *c = client(fx, p, 0);
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   conch_call_opts co = CONCH_CALL_OPTS_INIT;
   ProtobufCMessage *out = NULL;
@@ -113,25 +262,73 @@ static int calls(const fixture *fx, conch_protocol p) {
   return ok;
 }
 
+static int pull_call(const fixture *fx, conch_protocol p) {
+  conch_client *c = client(fx, p, 1);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call_opts co = CONCH_CALL_OPTS_INIT;
+  ProtobufCMessage *m;
+  conch_call *call;
+  uint8_t payload[1500] = {2};
+  int ok = 1;
+
+  co.timeout_ms = 20000;
+  req.payload.data = payload;
+  req.payload.len = sizeof(payload);
+  assert_int_equal(conch_call_start(c, &m_pull, &co, NULL, NULL, &call), 0);
+  for (int i = 0; i < 3 && ok; i++) {
+    ok = conch_call_send_sync(call, &req.base) == 0;
+  }
+  (void)conch_call_close_send(call);
+  if (conch_call_recv_sync(call, &m) == 0) {
+    if (ok) {
+      assert_int_equal(((Conchtest__V1__Response *)m)->message_count, 3);
+    }
+    conch_message_free(c, m);
+  } else {
+    ok = 0;
+  }
+  if (conch_call_wait_sync(call) != 0) {
+    if (conch_call_status(call)->code == CONCH_CODE_DEADLINE_EXCEEDED) {
+      fail_msg("pull call hangs when allocation %zu fails: %s", cur_n,
+               conch_status_message(conch_call_status(call)));
+    }
+    ok = 0;
+  }
+  conch_call_free(call);
+  conch_client_free(c);
+  return ok;
+}
+
 static void sweep(conch_protocol p) {
+  conch_compressor xr = xr_compressor();
   conch_server_opts *o;
   size_t n;
 
   assert_int_equal(conch_server_opts_new(&o), 0);
   assert_int_equal(conch_server_opts_set_mem(o, failmem_hooks()), 0);
+  xr.compress = xr_srv_compress;
+  xr.decompress = xr_srv_decompress;
+  assert_int_equal(conch_server_opts_add_compression(o, &xr, NULL), 0);
+  assert_int_equal(conch_server_opts_set_compression(o, "x-rev, gzip"), 0);
   if (cur_tls) {
     assert_int_equal(conch_server_opts_set_tls(o, cert, key), 0);
   }
   n = getenv("FAILMEM_FROM") != NULL ? (size_t)atol(getenv("FAILMEM_FROM")) : 0;
   for (;; n++) {
     fixture fx;
-    int ok = 0, rv;
+    int ok = 0, rv, comp0 = atomic_load(&srv_comp),
+            decomp0 = atomic_load(&srv_decomp);
     fx.tolerant = 1;
     cur_n = n;
     failmem_fail_at(n);
     rv = fx_try_start(&fx, o, 0);
     if (rv == 0) {
       ok = calls(&fx, p);
+      if (add_pull(&fx)) {
+        ok &= pull_call(&fx, p);
+      } else {
+        ok = 0;
+      }
       fx_stop(&fx);
     } else {
       assert_int_equal(rv, CONCH_ERR_NOMEM);
@@ -143,6 +340,10 @@ static void sweep(conch_protocol p) {
     if (!failmem_fired()) {
       assert_int_equal(rv, 0);
       assert_true(ok);
+      /* 3 requests in x-rev (pull mode decodes each on arrival, to check
+         it, and again at conch_rpc_recv()); the answer in x-rev. */
+      assert_true(atomic_load(&srv_decomp) >= decomp0 + 3);
+      assert_true(atomic_load(&srv_comp) > comp0);
       break;
     }
   }

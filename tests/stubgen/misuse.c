@@ -1,5 +1,5 @@
 /* Misuse of the generated stubs, client (cases 1-8 and, for _async(),
-   15-20) and server (9-14), must not compile.  Built with -DCASE=n by the stubgen/misuse_* tests,
+   15-20) and server (9-14; pull mode 21-23), must not compile.  Built with -DCASE=n by the stubgen/misuse_* tests,
    each expected to fail; CASE 0 is the same code used rightly and must
    compile, so the failures come from the misuse and not from the file. */
 #include "stubgen.conch.h"
@@ -9,6 +9,7 @@ void misuse(conch_client *c, Echo__ClientStream_Call cs, Echo__Unary_Call u,
             Echo__ServerStream_Call ss);
 void server_misuse(conch_server *srv, Echo__Unary_Rpc ur,
                    Echo__ServerStream_Rpc sr);
+void pull_misuse(Echo__ClientStream_Rpc cr, Echo__Unary_Rpc ur);
 
 /* Server handlers: the right one for Echo/Unary, and wrong ones. */
 static void srv_unary(Echo__Unary_Rpc rpc, const Ping *req, void *user_data) {
@@ -210,4 +211,45 @@ void server_misuse(conch_server *srv, Echo__Unary_Rpc ur,
   (void)srv;
   (void)ur;
   (void)sr;
+}
+
+/* Pull-mode handlers: the right one for Echo/ClientStream, and one of
+   Echo/Bidi. */
+static void srv_cs_ready(Echo__ClientStream_Rpc rpc, void *user_data) {
+  (void)rpc;
+  (void)user_data;
+}
+
+static void srv_bidi_ready(Echo__Bidi_Rpc rpc, void *user_data) {
+  (void)rpc;
+  (void)user_data;
+}
+
+void pull_misuse(Echo__ClientStream_Rpc cr, Echo__Unary_Rpc ur) {
+  Echo_Handlers eh = {0};
+  Ping *ping = NULL;
+  Pong *pong = NULL;
+  (void)srv_cs_ready;
+  (void)srv_bidi_ready;
+  (void)ping;
+  (void)pong;
+  (void)ur;
+
+#if CASE == 0
+  eh.client_stream.on_recv_ready = srv_cs_ready;
+  eh.bidi.on_recv_ready = srv_bidi_ready;
+  echo__client_stream_rpc_recv(cr, &ping);
+#elif CASE == 21
+  /* Server, pull mode: taking a request into the wrong type. */
+  echo__client_stream_rpc_recv(cr, &pong);
+#elif CASE == 22
+  /* Server, pull mode: a unary method has no _rpc_recv() (its one request
+     comes to on_request). */
+  echo__unary_rpc_recv(ur, &ping);
+#elif CASE == 23
+  /* Server, pull mode: another method's on_recv_ready in the table. */
+  eh.client_stream.on_recv_ready = srv_bidi_ready;
+#endif
+  (void)eh;
+  (void)cr;
 }

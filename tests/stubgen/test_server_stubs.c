@@ -4,7 +4,10 @@
    Connect JSON, an unset member answering unimplemented, an error status,
    and the registration's refusals; then a server stream paced by the send
    buffer (typed on_send_ready), a canceled bidi call (typed on_cancel),
-   and a renamed service (stubgen/renamed.proto's Desk).  The server runs
+   and a renamed service (stubgen/renamed.proto's Desk).  A second server
+   takes the requests of client streaming and bidi in pull mode (typed
+   on_recv_ready and _rpc_recv()), for the same calls; a table with both
+   on_recv_ready and on_message is refused.  The server runs
    on a thread of its own (conch_server_run); the client blocks on the
    test's thread.  Conditions are polled with a generous limit. */
 #include <pthread.h>
@@ -165,6 +168,44 @@ static void desk_close(Alt__Names__Desk__Close__Rpc rpc,
   CHECK(alt__names__desk__close__rpc_finish(rpc, NULL) == 0);
 }
 
+/* Pull mode: the same answers, the requests taken with _rpc_recv().  The
+   tables keep on_half_close set: pull mode must not call it (it would send
+   a second response, refused). */
+static atomic_int pulled;
+
+static void pull_cs(Echo__ClientStream_Rpc rpc, void *user_data) {
+  Ping *msg;
+  int rv;
+
+  while ((rv = echo__client_stream_rpc_recv(rpc, &msg)) == 0) {
+    atomic_fetch_add(&pulled, 1);
+    cs_message(rpc, msg, user_data);
+    conch_server_message_free(conch_rpc_server(rpc.base), &msg->base);
+  }
+  CHECK(msg == NULL);
+  if (rv == CONCH_ERR_EOF) {
+    cs_half_close(rpc, user_data);
+  } else {
+    CHECK(rv == CONCH_ERR_AGAIN); /* on_recv_ready comes back */
+  }
+}
+
+static void pull_bidi(Echo__Bidi_Rpc rpc, void *user_data) {
+  Ping *msg;
+  int rv;
+
+  while ((rv = echo__bidi_rpc_recv(rpc, &msg)) == 0) {
+    atomic_fetch_add(&pulled, 1);
+    bidi_message(rpc, msg, user_data);
+    conch_server_message_free(conch_rpc_server(rpc.base), &msg->base);
+  }
+  if (rv == CONCH_ERR_EOF) {
+    bidi_half_close(rpc, user_data);
+  } else {
+    CHECK(rv == CONCH_ERR_AGAIN);
+  }
+}
+
 static void put(Echo__Put_Rpc rpc, const Ping *req, void *user_data) {
   conch_status st;
 
@@ -189,6 +230,21 @@ static void *server_thread(void *arg) {
     CHECK(conch_server_run(fx->s, 20) == 0);
   }
   return NULL;
+}
+
+/* Starts |fx|'s server (conch_server_new() done, methods registered) on
+   127.0.0.1:0, on a thread of its own. */
+static void fixture_serve(fixture *fx) {
+  CHECK(conch_server_listen(fx->s, "127.0.0.1:0") == 0);
+  snprintf(fx->url, sizeof(fx->url), "http://127.0.0.1:%d",
+           conch_server_port(fx->s));
+  CHECK(pthread_create(&fx->thread, NULL, server_thread, fx) == 0);
+}
+
+static void fixture_stop(fixture *fx) {
+  atomic_store(&fx->stop, 1);
+  CHECK(pthread_join(fx->thread, NULL) == 0);
+  conch_server_free(fx->s);
 }
 
 /* ---- The client: the generated client stubs ------------------------------ */
@@ -378,8 +434,8 @@ static void renamed(conch_client *c) {
 }
 
 int main(void) {
-  static fixture fx;
-  Echo_Handlers h = {0};
+  static fixture fx, pfx;
+  Echo_Handlers h = {0}, ph, both;
   Alt__Names__Desk_Handlers desk = {0};
   conch_server_opts *o;
   static const struct {
@@ -417,16 +473,38 @@ int main(void) {
   CHECK(echo__register(fx.s, &h) == 0);
   CHECK(echo__register(fx.s, &h) == CONCH_ERR_INVALID); /* registered */
   CHECK(alt__names__desk__register(fx.s, &desk) == 0);
-  CHECK(conch_server_listen(fx.s, "127.0.0.1:0") == 0);
-  snprintf(fx.url, sizeof(fx.url), "http://127.0.0.1:%d",
-           conch_server_port(fx.s));
-  CHECK(pthread_create(&fx.thread, NULL, server_thread, &fx) == 0);
+  fixture_serve(&fx);
+
+  /* The pull-mode server: the same table, client streaming and bidi
+     taken with _rpc_recv().  Pull and push at once is refused before
+     any method is registered (the right table then registers). */
+  ph = h;
+  ph.client_stream.on_message = NULL;
+  ph.client_stream.on_recv_ready = pull_cs;
+  ph.bidi.on_message = NULL;
+  ph.bidi.on_recv_ready = pull_bidi;
+  ph.user_data = &pfx.served;
+  both = ph;
+  both.bidi.on_message = bidi_message;
+  CHECK(conch_server_new(&pfx.s, NULL) == 0);
+  CHECK(echo__register(pfx.s, &both) == CONCH_ERR_INVALID);
+  both = ph;
+  both.client_stream.on_message = cs_message;
+  CHECK(echo__register(pfx.s, &both) == CONCH_ERR_INVALID);
+  CHECK(echo__register(pfx.s, &ph) == 0);
+  fixture_serve(&pfx);
 
   for (v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
     conch_client *c = client_new(&fx, variants[v].proto, variants[v].codec);
     call_every_kind(c);
     conch_client_free(c);
+    c = client_new(&pfx, variants[v].proto, variants[v].codec);
+    call_every_kind(c);
+    conch_client_free(c);
   }
+  /* Each variant: 3 client-streaming and 4 bidi requests pulled. */
+  CHECK(atomic_load(&pulled) ==
+        7 * (int)(sizeof(variants) / sizeof(variants[0])));
   {
     conch_client *c =
         client_new(&fx, CONCH_PROTOCOL_CONNECT, CONCH_CODEC_PROTO);
@@ -438,12 +516,15 @@ int main(void) {
   CHECK(atomic_load(&fx.served) ==
         (int)(sizeof(variants) / sizeof(variants[0])));
 
-  atomic_store(&fx.stop, 1);
-  CHECK(pthread_join(fx.thread, NULL) == 0);
-  conch_server_free(fx.s);
-  printf("server stubs: every kind in %zu protocol/codec variants; a paced "
-         "stream (on_send_ready %d times), a canceled call, a renamed "
-         "service\n",
-         sizeof(variants) / sizeof(variants[0]), atomic_load(&send_ready_runs));
+  CHECK(atomic_load(&pfx.served) ==
+        (int)(sizeof(variants) / sizeof(variants[0])));
+
+  fixture_stop(&fx);
+  fixture_stop(&pfx);
+  printf("server stubs: every kind in %zu protocol/codec variants, push and "
+         "pull mode (%d requests pulled); a paced stream (on_send_ready %d "
+         "times), a canceled call, a renamed service\n",
+         sizeof(variants) / sizeof(variants[0]), atomic_load(&pulled),
+         atomic_load(&send_ready_runs));
   return 0;
 }

@@ -348,6 +348,8 @@ static const char *const guide_names[] = {
     "  P__S__M_Server   the server's typed handlers of the method",
     "  p__s__m_rpc_send()  sends a response (server side);",
     "                   p__s__m_rpc_finish() ends the call with a status",
+    "  p__s__m_rpc_recv()  takes the next request in pull mode (server",
+    "                   side; client streaming, bidi)",
     NULL};
 
 static void guide_para(sg_buf *b, const char *text) {
@@ -939,8 +941,9 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
            "thread that drives the server; what they receive is borrowed "
            "until they return, and their |user_data| is the table's.",
            m->path + 1,
-           is_stream_in(m) ? "on_message or on_half_close is not NULL"
-                           : "on_request is not NULL");
+           is_stream_in(m)
+               ? "on_message, on_half_close or on_recv_ready is not NULL"
+               : "on_request is not NULL");
   doc_close(&d);
   sg_buf_printf(b, "typedef struct %s {\n", SERVER_T(n));
   if (is_stream_in(m)) {
@@ -956,6 +959,19 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
                 "earlier).",
                 m->kind == SG_CLIENT ? "one " : "", n->B, n->B);
     decl_start(dl, "void (*on_half_close)(");
+    decl_add(dl, "%s rpc", RPC_T(n));
+    decl_add(dl, "void *user_data");
+    decl_end(b, dl, "  ", ");");
+    member_docf(b,
+                "Set: pull mode.  The handler takes the requests with "
+                "%s_rpc_recv(); on_message must be NULL (the service's "
+                "_register() refuses the table otherwise) and on_half_close "
+                "is not called (the end is %s_rpc_recv()'s CONCH_ERR_EOF).  "
+                "Runs when the call arrives, and after %s_rpc_recv() "
+                "returned CONCH_ERR_AGAIN once a request or the end is "
+                "there.",
+                n->B, n->B, n->B);
+    decl_start(dl, "void (*on_recv_ready)(");
     decl_add(dl, "%s rpc", RPC_T(n));
     decl_add(dl, "void *user_data");
     decl_end(b, dl, "  ", ");");
@@ -1008,6 +1024,29 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
   decl_add(dl, "%s rpc", RPC_T(n));
   decl_add(dl, "const %s *msg", n->resp);
   decl_end(b, dl, "", ");");
+
+  if (is_stream_in(m)) {
+    doc_open(&d, b);
+    doc_para(&d,
+             "Pull mode (on_recv_ready set): takes the next request of "
+             "|rpc|, checked as it arrived (a bad one ended the call "
+             "through on_cancel).  On 0, |*msg| is the caller's, to free "
+             "with conch_server_message_free(conch_rpc_server(rpc.base), "
+             "&(*msg)->base); it may outlive the call.  Requests not taken "
+             "wait, and hold the client back (flow control).");
+    doc_para(&d, "Returns what conch_rpc_recv() returns: 0, "
+                 "CONCH_ERR_AGAIN (none yet: on_recv_ready follows), "
+                 "CONCH_ERR_EOF (the client ended its requests and each "
+                 "was taken), CONCH_ERR_INVALID (NULL |msg| or "
+                 "|rpc.base|), CONCH_ERR_STATE (push mode, or the call is "
+                 "not the handler's any more) or CONCH_ERR_NOMEM (the "
+                 "request stays queued).");
+    doc_close(&d);
+    decl_start(dl, "int %s_rpc_recv(", n->B);
+    decl_add(dl, "%s rpc", RPC_T(n));
+    decl_add(dl, "%s **msg", n->req);
+    decl_end(b, dl, "", ");");
+  }
 
   doc_open(&d, b);
   doc_para(&d, "Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): "
@@ -1634,6 +1673,33 @@ static void source_server(sg_buf *b, const names *n, const sg_service *s,
   decl_end(b, dl, "    ", ");");
   sg_buf_puts(b, "  }\n}\n\n");
 
+  if (is_stream_in(m)) {
+    /* Pull mode: on_recv_ready is the call's start too. */
+    decl_start(dl, "static void s%zu_on_recv_ready(", k);
+    decl_add(dl, "conch_rpc *rpc");
+    decl_add(dl, "void *user_data");
+    decl_end(b, dl, "", ") {");
+    sg_buf_printf(b,
+                  "  const %s *h = user_data;\n"
+                  "  %s typed = {rpc};\n\n"
+                  "  /* Installed only with h->%s.on_recv_ready. */\n",
+                  s->handlers, RPC_T(n), mb);
+    decl_start(dl, "h->%s.on_recv_ready(", mb);
+    decl_add(dl, "typed");
+    decl_add(dl, "h->user_data");
+    decl_end(b, dl, "  ", ");");
+    sg_buf_puts(b, "}\n\n");
+    sg_buf_printf(b,
+                  "static const conch_server_handler s%zu_pull_handler = {\n"
+                  "    .on_call = s%zu_on_recv_ready,\n"
+                  "    .on_cancel = s%zu_on_cancel,\n",
+                  k, k, k);
+    if (is_stream_out(m)) {
+      sg_buf_printf(b, "    .on_send_ready = s%zu_on_send_ready,\n", k);
+    }
+    sg_buf_printf(b, "    .on_recv_ready = s%zu_on_recv_ready,\n};\n\n", k);
+  }
+
   sg_buf_printf(b,
                 "static const conch_server_handler s%zu_handler = {\n"
                 "    .on_call = s%zu_on_call,\n"
@@ -1657,6 +1723,25 @@ static void source_server(sg_buf *b, const names *n, const sg_service *s,
                  "  }\n"
                  "  return conch_rpc_send(rpc.base, &msg->base);\n"
                  "}\n\n");
+  if (is_stream_in(m)) {
+    decl_start(dl, "int %s_rpc_recv(", n->B);
+    decl_add(dl, "%s rpc", RPC_T(n));
+    decl_add(dl, "%s **msg", n->req);
+    decl_end(b, dl, "", ") {");
+    sg_buf_printf(b,
+                  "  ProtobufCMessage *m = NULL;\n"
+                  "  int rv;\n\n"
+                  "  if (msg == NULL) {\n"
+                  "    return CONCH_ERR_INVALID;\n"
+                  "  }\n"
+                  "  rv = conch_rpc_recv(rpc.base, &m);\n"
+                  "  /* |m| is NULL or a message of the method's input "
+                  "type. */\n"
+                  "  *msg = (%s *)m;\n"
+                  "  return rv;\n"
+                  "}\n\n",
+                  n->req);
+  }
   decl_start(dl, "int %s_rpc_finish(", n->B);
   decl_add(dl, "%s rpc", RPC_T(n));
   decl_add(dl, "const conch_status *status");
@@ -1689,14 +1774,43 @@ static void source_register(sg_buf *b, const sg_service *s, decl *dl) {
                  "  if (server == NULL || handlers == NULL) {\n"
                  "    return CONCH_ERR_INVALID;\n"
                  "  }\n");
+  /* A member in pull mode and push mode at once: refused before any
+     method is registered. */
   for (i = 0; i < s->nmethods; i++) {
     const sg_method *m = &s->methods[i];
+    if (is_stream_in(m)) {
+      sg_buf_printf(b,
+                    "  if (handlers->%s.on_recv_ready != NULL &&\n"
+                    "      handlers->%s.on_message != NULL) {\n"
+                    "    return CONCH_ERR_INVALID; /* pull and push */\n"
+                    "  }\n",
+                    m->member, m->member);
+    }
+  }
+  for (i = 0; i < s->nmethods; i++) {
+    const sg_method *m = &s->methods[i];
+    const char *ind = "  ";
+    if (is_stream_in(m)) {
+      sg_buf_printf(b, "  if (handlers->%s.on_recv_ready != NULL) {\n",
+                    m->member);
+      decl_start(dl, "rv = conch_server_add_method(");
+      decl_add(dl, "server");
+      decl_add(dl, "&%s__method", m->lower);
+      decl_add(dl, "&s%zu_pull_handler", m->index);
+      decl_add(dl, "ud");
+      decl_end(b, dl, "    ", ");");
+      sg_buf_puts(b, "  } else {\n");
+      ind = "    ";
+    }
     decl_start(dl, "rv = conch_server_add_method(");
     decl_add(dl, "server");
     decl_add(dl, "&%s__method", m->lower);
     decl_add(dl, "&s%zu_handler", m->index);
     decl_add(dl, "ud");
-    decl_end(b, dl, "  ", ");");
+    decl_end(b, dl, ind, ");");
+    if (is_stream_in(m)) {
+      sg_buf_puts(b, "  }\n");
+    }
     sg_buf_puts(b, "  if (rv != 0) {\n"
                    "    return rv;\n"
                    "  }\n");

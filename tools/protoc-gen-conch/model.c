@@ -311,9 +311,10 @@ static const char *const all_fn[] = {"__method",   "_start",
                                      NULL};
 static const char *const unary_fn[] = {"_sync", "_async", NULL};
 static const char *const client_fn[] = {"_send", "_send_sync", "_close_send",
-                                        "_close_and_recv_sync", NULL};
+                                        "_close_and_recv_sync", "_rpc_recv",
+                                        NULL};
 static const char *const bidi_fn[] = {"_send", "_send_sync", "_close_send",
-                                      NULL};
+                                      "_rpc_recv", NULL};
 static const char *const server_fn[] = {"_async", NULL};
 static const char *const none[] = {NULL};
 static const char *const all_types[] = {"_Call",   "_Handler", "_Rpc",

@@ -607,6 +607,20 @@ static void s2_on_cancel(conch_rpc *rpc, const conch_status *status,
   }
 }
 
+static void s2_on_recv_ready(conch_rpc *rpc, void *user_data) {
+  const Connectrpc__Conformance__V1__ConformanceService_Handlers *h = user_data;
+  Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc typed = {rpc};
+
+  /* Installed only with h->client_stream.on_recv_ready. */
+  h->client_stream.on_recv_ready(typed, h->user_data);
+}
+
+static const conch_server_handler s2_pull_handler = {
+    .on_call = s2_on_recv_ready,
+    .on_cancel = s2_on_cancel,
+    .on_recv_ready = s2_on_recv_ready,
+};
+
 static const conch_server_handler s2_handler = {
     .on_call = s2_on_call,
     .on_message = s2_on_message,
@@ -621,6 +635,21 @@ int connectrpc__conformance__v1__conformance_service__client_stream_rpc_send(
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int connectrpc__conformance__v1__conformance_service__client_stream_rpc_recv(
+    Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc rpc,
+    Connectrpc__Conformance__V1__ClientStreamRequest **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_rpc_recv(rpc.base, &m);
+  /* |m| is NULL or a message of the method's input type. */
+  *msg = (Connectrpc__Conformance__V1__ClientStreamRequest *)m;
+  return rv;
 }
 
 int connectrpc__conformance__v1__conformance_service__client_stream_rpc_finish(
@@ -820,6 +849,21 @@ static void s3_on_cancel(conch_rpc *rpc, const conch_status *status,
   }
 }
 
+static void s3_on_recv_ready(conch_rpc *rpc, void *user_data) {
+  const Connectrpc__Conformance__V1__ConformanceService_Handlers *h = user_data;
+  Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc typed = {rpc};
+
+  /* Installed only with h->bidi_stream.on_recv_ready. */
+  h->bidi_stream.on_recv_ready(typed, h->user_data);
+}
+
+static const conch_server_handler s3_pull_handler = {
+    .on_call = s3_on_recv_ready,
+    .on_cancel = s3_on_cancel,
+    .on_send_ready = s3_on_send_ready,
+    .on_recv_ready = s3_on_recv_ready,
+};
+
 static const conch_server_handler s3_handler = {
     .on_call = s3_on_call,
     .on_message = s3_on_message,
@@ -835,6 +879,21 @@ int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_send(
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_recv(
+    Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
+    Connectrpc__Conformance__V1__BidiStreamRequest **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_rpc_recv(rpc.base, &m);
+  /* |m| is NULL or a message of the method's input type. */
+  *msg = (Connectrpc__Conformance__V1__BidiStreamRequest *)m;
+  return rv;
 }
 
 int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_finish(
@@ -1280,6 +1339,14 @@ int connectrpc__conformance__v1__conformance_service__register(
   if (server == NULL || handlers == NULL) {
     return CONCH_ERR_INVALID;
   }
+  if (handlers->client_stream.on_recv_ready != NULL &&
+      handlers->client_stream.on_message != NULL) {
+    return CONCH_ERR_INVALID; /* pull and push */
+  }
+  if (handlers->bidi_stream.on_recv_ready != NULL &&
+      handlers->bidi_stream.on_message != NULL) {
+    return CONCH_ERR_INVALID; /* pull and push */
+  }
   rv = conch_server_add_method(
       server, &connectrpc__conformance__v1__conformance_service__unary__method,
       &s0_handler, ud);
@@ -1293,17 +1360,31 @@ int connectrpc__conformance__v1__conformance_service__register(
   if (rv != 0) {
     return rv;
   }
-  rv = conch_server_add_method(
-      server,
-      &connectrpc__conformance__v1__conformance_service__client_stream__method,
-      &s2_handler, ud);
+  if (handlers->client_stream.on_recv_ready != NULL) {
+    rv = conch_server_add_method(
+        server,
+        &connectrpc__conformance__v1__conformance_service__client_stream__method,
+        &s2_pull_handler, ud);
+  } else {
+    rv = conch_server_add_method(
+        server,
+        &connectrpc__conformance__v1__conformance_service__client_stream__method,
+        &s2_handler, ud);
+  }
   if (rv != 0) {
     return rv;
   }
-  rv = conch_server_add_method(
-      server,
-      &connectrpc__conformance__v1__conformance_service__bidi_stream__method,
-      &s3_handler, ud);
+  if (handlers->bidi_stream.on_recv_ready != NULL) {
+    rv = conch_server_add_method(
+        server,
+        &connectrpc__conformance__v1__conformance_service__bidi_stream__method,
+        &s3_pull_handler, ud);
+  } else {
+    rv = conch_server_add_method(
+        server,
+        &connectrpc__conformance__v1__conformance_service__bidi_stream__method,
+        &s3_handler, ud);
+  }
   if (rv != 0) {
     return rv;
   }

@@ -33,6 +33,8 @@
  *   P__S__M_Server   the server's typed handlers of the method
  *   p__s__m_rpc_send()  sends a response (server side);
  *                    p__s__m_rpc_finish() ends the call with a status
+ *   p__s__m_rpc_recv()  takes the next request in pull mode (server
+ *                    side; client streaming, bidi)
  *
  * and service S has p__s__methods[], its methods in .proto order and then NULL,
  * p__s__n_methods, P__S_Handlers (a server's table: each method's
@@ -666,10 +668,11 @@ typedef struct Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc
 /**
  * The server's handlers of
  * connectrpc.conformance.v1.ConformanceService/ClientStream, its member of the
- * service's handler table.  Set means on_message or on_half_close is not NULL;
- * unset, the method answers unimplemented.  Other members may be NULL.
- * Handlers run on the thread that drives the server; what they receive is
- * borrowed until they return, and their |user_data| is the table's.
+ * service's handler table.  Set means on_message, on_half_close or
+ * on_recv_ready is not NULL; unset, the method answers unimplemented.  Other
+ * members may be NULL.  Handlers run on the thread that drives the server; what
+ * they receive is borrowed until they return, and their |user_data| is the
+ * table's.
  */
 typedef struct Connectrpc__Conformance__V1__ConformanceService__ClientStream_Server {
   /** A request message. */
@@ -683,6 +686,17 @@ typedef struct Connectrpc__Conformance__V1__ConformanceService__ClientStream_Ser
       connectrpc__conformance__v1__conformance_service__client_stream_rpc_finish(),
       here or later (or earlier). */
   void (*on_half_close)(
+      Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc rpc,
+      void *user_data);
+  /** Set: pull mode.  The handler takes the requests with
+      connectrpc__conformance__v1__conformance_service__client_stream_rpc_recv();
+      on_message must be NULL (the service's _register() refuses the table
+      otherwise) and on_half_close is not called (the end is
+      connectrpc__conformance__v1__conformance_service__client_stream_rpc_recv()'s
+      CONCH_ERR_EOF).  Runs when the call arrives, and after
+      connectrpc__conformance__v1__conformance_service__client_stream_rpc_recv()
+      returned CONCH_ERR_AGAIN once a request or the end is there. */
+  void (*on_recv_ready)(
       Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc rpc,
       void *user_data);
   /** The call ended before the handler finished it: |status| says why
@@ -704,6 +718,23 @@ typedef struct Connectrpc__Conformance__V1__ConformanceService__ClientStream_Ser
 int connectrpc__conformance__v1__conformance_service__client_stream_rpc_send(
     Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc rpc,
     const Connectrpc__Conformance__V1__ClientStreamResponse *msg);
+
+/**
+ * Pull mode (on_recv_ready set): takes the next request of |rpc|, checked as it
+ * arrived (a bad one ended the call through on_cancel).  On 0, |*msg| is the
+ * caller's, to free with conch_server_message_free(conch_rpc_server(rpc.base),
+ * &(*msg)->base); it may outlive the call.  Requests not taken wait, and hold
+ * the client back (flow control).
+ *
+ * Returns what conch_rpc_recv() returns: 0, CONCH_ERR_AGAIN (none yet:
+ * on_recv_ready follows), CONCH_ERR_EOF (the client ended its requests and each
+ * was taken), CONCH_ERR_INVALID (NULL |msg| or |rpc.base|), CONCH_ERR_STATE
+ * (push mode, or the call is not the handler's any more) or CONCH_ERR_NOMEM
+ * (the request stays queued).
+ */
+int connectrpc__conformance__v1__conformance_service__client_stream_rpc_recv(
+    Connectrpc__Conformance__V1__ConformanceService__ClientStream_Rpc rpc,
+    Connectrpc__Conformance__V1__ClientStreamRequest **msg);
 
 /**
  * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
@@ -870,10 +901,11 @@ typedef struct Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc {
 /**
  * The server's handlers of
  * connectrpc.conformance.v1.ConformanceService/BidiStream, its member of the
- * service's handler table.  Set means on_message or on_half_close is not NULL;
- * unset, the method answers unimplemented.  Other members may be NULL.
- * Handlers run on the thread that drives the server; what they receive is
- * borrowed until they return, and their |user_data| is the table's.
+ * service's handler table.  Set means on_message, on_half_close or
+ * on_recv_ready is not NULL; unset, the method answers unimplemented.  Other
+ * members may be NULL.  Handlers run on the thread that drives the server; what
+ * they receive is borrowed until they return, and their |user_data| is the
+ * table's.
  */
 typedef struct Connectrpc__Conformance__V1__ConformanceService__BidiStream_Server {
   /** A request message. */
@@ -887,6 +919,17 @@ typedef struct Connectrpc__Conformance__V1__ConformanceService__BidiStream_Serve
       connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_finish(),
       here or later (or earlier). */
   void (*on_half_close)(
+      Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
+      void *user_data);
+  /** Set: pull mode.  The handler takes the requests with
+      connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_recv();
+      on_message must be NULL (the service's _register() refuses the table
+      otherwise) and on_half_close is not called (the end is
+      connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_recv()'s
+      CONCH_ERR_EOF).  Runs when the call arrives, and after
+      connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_recv()
+      returned CONCH_ERR_AGAIN once a request or the end is there. */
+  void (*on_recv_ready)(
       Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
       void *user_data);
   /** The send buffer has room again after
@@ -915,6 +958,23 @@ typedef struct Connectrpc__Conformance__V1__ConformanceService__BidiStream_Serve
 int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_send(
     Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
     const Connectrpc__Conformance__V1__BidiStreamResponse *msg);
+
+/**
+ * Pull mode (on_recv_ready set): takes the next request of |rpc|, checked as it
+ * arrived (a bad one ended the call through on_cancel).  On 0, |*msg| is the
+ * caller's, to free with conch_server_message_free(conch_rpc_server(rpc.base),
+ * &(*msg)->base); it may outlive the call.  Requests not taken wait, and hold
+ * the client back (flow control).
+ *
+ * Returns what conch_rpc_recv() returns: 0, CONCH_ERR_AGAIN (none yet:
+ * on_recv_ready follows), CONCH_ERR_EOF (the client ended its requests and each
+ * was taken), CONCH_ERR_INVALID (NULL |msg| or |rpc.base|), CONCH_ERR_STATE
+ * (push mode, or the call is not the handler's any more) or CONCH_ERR_NOMEM
+ * (the request stays queued).
+ */
+int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_recv(
+    Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
+    Connectrpc__Conformance__V1__BidiStreamRequest **msg);
 
 /**
  * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives

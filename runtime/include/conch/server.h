@@ -23,9 +23,10 @@
  *    32 KiB or 100 fields (431), HTTP/2.0 in a request line (505), an
  *    expectation other than 100-continue (417).
  *
- * What this slice does NOT do yet (issue 14): a
- * libevent adapter (libuv:
- * adapters/libuv_server.h), and `conch serve` on this core.  Typed
+ * What this slice does NOT do yet (issue 14): `conch serve` on this
+ * core.  Event loops: adapters/libuv.h and adapters/libevent.h drive a
+ * server as they drive a client (conch_uv_attach_server(),
+ * conch_event_attach_server()).  Typed
  * handler tables for a service come from protoc-gen-conch (the server half
  * of every *.conch.h: <service>_Handlers and <service>__register()).
  *

@@ -537,6 +537,20 @@ static void s2_on_cancel(conch_rpc *rpc, const conch_status *status,
   }
 }
 
+static void s2_on_recv_ready(conch_rpc *rpc, void *user_data) {
+  const Echo_Handlers *h = user_data;
+  Echo__ClientStream_Rpc typed = {rpc};
+
+  /* Installed only with h->client_stream.on_recv_ready. */
+  h->client_stream.on_recv_ready(typed, h->user_data);
+}
+
+static const conch_server_handler s2_pull_handler = {
+    .on_call = s2_on_recv_ready,
+    .on_cancel = s2_on_cancel,
+    .on_recv_ready = s2_on_recv_ready,
+};
+
 static const conch_server_handler s2_handler = {
     .on_call = s2_on_call,
     .on_message = s2_on_message,
@@ -549,6 +563,19 @@ int echo__client_stream_rpc_send(Echo__ClientStream_Rpc rpc, const Pong *msg) {
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int echo__client_stream_rpc_recv(Echo__ClientStream_Rpc rpc, Ping **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_rpc_recv(rpc.base, &m);
+  /* |m| is NULL or a message of the method's input type. */
+  *msg = (Ping *)m;
+  return rv;
 }
 
 int echo__client_stream_rpc_finish(Echo__ClientStream_Rpc rpc,
@@ -725,6 +752,21 @@ static void s3_on_cancel(conch_rpc *rpc, const conch_status *status,
   }
 }
 
+static void s3_on_recv_ready(conch_rpc *rpc, void *user_data) {
+  const Echo_Handlers *h = user_data;
+  Echo__Bidi_Rpc typed = {rpc};
+
+  /* Installed only with h->bidi.on_recv_ready. */
+  h->bidi.on_recv_ready(typed, h->user_data);
+}
+
+static const conch_server_handler s3_pull_handler = {
+    .on_call = s3_on_recv_ready,
+    .on_cancel = s3_on_cancel,
+    .on_send_ready = s3_on_send_ready,
+    .on_recv_ready = s3_on_recv_ready,
+};
+
 static const conch_server_handler s3_handler = {
     .on_call = s3_on_call,
     .on_message = s3_on_message,
@@ -738,6 +780,19 @@ int echo__bidi_rpc_send(Echo__Bidi_Rpc rpc, const Pong *msg) {
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int echo__bidi_rpc_recv(Echo__Bidi_Rpc rpc, Ping **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_rpc_recv(rpc.base, &m);
+  /* |m| is NULL or a message of the method's input type. */
+  *msg = (Ping *)m;
+  return rv;
 }
 
 int echo__bidi_rpc_finish(Echo__Bidi_Rpc rpc, const conch_status *status) {
@@ -1122,6 +1177,14 @@ int echo__register(conch_server *server, const Echo_Handlers *handlers) {
   if (server == NULL || handlers == NULL) {
     return CONCH_ERR_INVALID;
   }
+  if (handlers->client_stream.on_recv_ready != NULL &&
+      handlers->client_stream.on_message != NULL) {
+    return CONCH_ERR_INVALID; /* pull and push */
+  }
+  if (handlers->bidi.on_recv_ready != NULL &&
+      handlers->bidi.on_message != NULL) {
+    return CONCH_ERR_INVALID; /* pull and push */
+  }
   rv = conch_server_add_method(server, &echo__unary__method, &s0_handler, ud);
   if (rv != 0) {
     return rv;
@@ -1131,12 +1194,22 @@ int echo__register(conch_server *server, const Echo_Handlers *handlers) {
   if (rv != 0) {
     return rv;
   }
-  rv = conch_server_add_method(server, &echo__client_stream__method,
-                               &s2_handler, ud);
+  if (handlers->client_stream.on_recv_ready != NULL) {
+    rv = conch_server_add_method(server, &echo__client_stream__method,
+                                 &s2_pull_handler, ud);
+  } else {
+    rv = conch_server_add_method(server, &echo__client_stream__method,
+                                 &s2_handler, ud);
+  }
   if (rv != 0) {
     return rv;
   }
-  rv = conch_server_add_method(server, &echo__bidi__method, &s3_handler, ud);
+  if (handlers->bidi.on_recv_ready != NULL) {
+    rv = conch_server_add_method(server, &echo__bidi__method, &s3_pull_handler,
+                                 ud);
+  } else {
+    rv = conch_server_add_method(server, &echo__bidi__method, &s3_handler, ud);
+  }
   if (rv != 0) {
     return rv;
   }
@@ -2033,6 +2106,21 @@ static void s10_on_cancel(conch_rpc *rpc, const conch_status *status,
   }
 }
 
+static void s10_on_recv_ready(conch_rpc *rpc, void *user_data) {
+  const Switch__Handlers *h = user_data;
+  Switch__Put__Rpc typed = {rpc};
+
+  /* Installed only with h->put_.on_recv_ready. */
+  h->put_.on_recv_ready(typed, h->user_data);
+}
+
+static const conch_server_handler s10_pull_handler = {
+    .on_call = s10_on_recv_ready,
+    .on_cancel = s10_on_cancel,
+    .on_send_ready = s10_on_send_ready,
+    .on_recv_ready = s10_on_recv_ready,
+};
+
 static const conch_server_handler s10_handler = {
     .on_call = s10_on_call,
     .on_message = s10_on_message,
@@ -2046,6 +2134,19 @@ int switch__put__rpc_send(Switch__Put__Rpc rpc, const Pong *msg) {
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int switch__put__rpc_recv(Switch__Put__Rpc rpc, Ping **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_rpc_recv(rpc.base, &m);
+  /* |m| is NULL or a message of the method's input type. */
+  *msg = (Ping *)m;
+  return rv;
 }
 
 int switch__put__rpc_finish(Switch__Put__Rpc rpc, const conch_status *status) {
@@ -2941,6 +3042,20 @@ static void s15_on_cancel(conch_rpc *rpc, const conch_status *status,
   }
 }
 
+static void s15_on_recv_ready(conch_rpc *rpc, void *user_data) {
+  const Switch__Handlers *h = user_data;
+  Switch__Gather_Rpc typed = {rpc};
+
+  /* Installed only with h->gather.on_recv_ready. */
+  h->gather.on_recv_ready(typed, h->user_data);
+}
+
+static const conch_server_handler s15_pull_handler = {
+    .on_call = s15_on_recv_ready,
+    .on_cancel = s15_on_cancel,
+    .on_recv_ready = s15_on_recv_ready,
+};
+
 static const conch_server_handler s15_handler = {
     .on_call = s15_on_call,
     .on_message = s15_on_message,
@@ -2953,6 +3068,19 @@ int switch__gather_rpc_send(Switch__Gather_Rpc rpc, const Pong *msg) {
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int switch__gather_rpc_recv(Switch__Gather_Rpc rpc, Struct **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_rpc_recv(rpc.base, &m);
+  /* |m| is NULL or a message of the method's input type. */
+  *msg = (Struct *)m;
+  return rv;
 }
 
 int switch__gather_rpc_finish(Switch__Gather_Rpc rpc,
@@ -2985,6 +3113,14 @@ int switch___register(conch_server *server, const Switch__Handlers *handlers) {
   if (server == NULL || handlers == NULL) {
     return CONCH_ERR_INVALID;
   }
+  if (handlers->put_.on_recv_ready != NULL &&
+      handlers->put_.on_message != NULL) {
+    return CONCH_ERR_INVALID; /* pull and push */
+  }
+  if (handlers->gather.on_recv_ready != NULL &&
+      handlers->gather.on_message != NULL) {
+    return CONCH_ERR_INVALID; /* pull and push */
+  }
   rv = conch_server_add_method(server, &switch__get___method, &s6_handler, ud);
   if (rv != 0) {
     return rv;
@@ -3004,7 +3140,13 @@ int switch___register(conch_server *server, const Switch__Handlers *handlers) {
   if (rv != 0) {
     return rv;
   }
-  rv = conch_server_add_method(server, &switch__put___method, &s10_handler, ud);
+  if (handlers->put_.on_recv_ready != NULL) {
+    rv = conch_server_add_method(server, &switch__put___method,
+                                 &s10_pull_handler, ud);
+  } else {
+    rv = conch_server_add_method(server, &switch__put___method, &s10_handler,
+                                 ud);
+  }
   if (rv != 0) {
     return rv;
   }
@@ -3028,8 +3170,13 @@ int switch___register(conch_server *server, const Switch__Handlers *handlers) {
   if (rv != 0) {
     return rv;
   }
-  rv = conch_server_add_method(server, &switch__gather__method, &s15_handler,
-                               ud);
+  if (handlers->gather.on_recv_ready != NULL) {
+    rv = conch_server_add_method(server, &switch__gather__method,
+                                 &s15_pull_handler, ud);
+  } else {
+    rv = conch_server_add_method(server, &switch__gather__method, &s15_handler,
+                                 ud);
+  }
   if (rv != 0) {
     return rv;
   }

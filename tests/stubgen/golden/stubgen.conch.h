@@ -33,6 +33,8 @@
  *   P__S__M_Server   the server's typed handlers of the method
  *   p__s__m_rpc_send()  sends a response (server side);
  *                    p__s__m_rpc_finish() ends the call with a status
+ *   p__s__m_rpc_recv()  takes the next request in pull mode (server
+ *                    side; client streaming, bidi)
  *
  * and service S has p__s__methods[], its methods in .proto order and then NULL,
  * p__s__n_methods, P__S_Handlers (a server's table: each method's
@@ -555,10 +557,10 @@ typedef struct Echo__ClientStream_Rpc {
 
 /**
  * The server's handlers of Echo/ClientStream, its member of the service's
- * handler table.  Set means on_message or on_half_close is not NULL; unset, the
- * method answers unimplemented.  Other members may be NULL.  Handlers run on
- * the thread that drives the server; what they receive is borrowed until they
- * return, and their |user_data| is the table's.
+ * handler table.  Set means on_message, on_half_close or on_recv_ready is not
+ * NULL; unset, the method answers unimplemented.  Other members may be NULL.
+ * Handlers run on the thread that drives the server; what they receive is
+ * borrowed until they return, and their |user_data| is the table's.
  */
 typedef struct Echo__ClientStream_Server {
   /** A request message. */
@@ -568,6 +570,13 @@ typedef struct Echo__ClientStream_Server {
       echo__client_stream_rpc_send() and end with
       echo__client_stream_rpc_finish(), here or later (or earlier). */
   void (*on_half_close)(Echo__ClientStream_Rpc rpc, void *user_data);
+  /** Set: pull mode.  The handler takes the requests with
+      echo__client_stream_rpc_recv(); on_message must be NULL (the service's
+      _register() refuses the table otherwise) and on_half_close is not called
+      (the end is echo__client_stream_rpc_recv()'s CONCH_ERR_EOF).  Runs when
+      the call arrives, and after echo__client_stream_rpc_recv() returned
+      CONCH_ERR_AGAIN once a request or the end is there. */
+  void (*on_recv_ready)(Echo__ClientStream_Rpc rpc, void *user_data);
   /** The call ended before the handler finished it: |status| says why
       (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
       once this returns. */
@@ -584,6 +593,21 @@ typedef struct Echo__ClientStream_Server {
  * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
  */
 int echo__client_stream_rpc_send(Echo__ClientStream_Rpc rpc, const Pong *msg);
+
+/**
+ * Pull mode (on_recv_ready set): takes the next request of |rpc|, checked as it
+ * arrived (a bad one ended the call through on_cancel).  On 0, |*msg| is the
+ * caller's, to free with conch_server_message_free(conch_rpc_server(rpc.base),
+ * &(*msg)->base); it may outlive the call.  Requests not taken wait, and hold
+ * the client back (flow control).
+ *
+ * Returns what conch_rpc_recv() returns: 0, CONCH_ERR_AGAIN (none yet:
+ * on_recv_ready follows), CONCH_ERR_EOF (the client ended its requests and each
+ * was taken), CONCH_ERR_INVALID (NULL |msg| or |rpc.base|), CONCH_ERR_STATE
+ * (push mode, or the call is not the handler's any more) or CONCH_ERR_NOMEM
+ * (the request stays queued).
+ */
+int echo__client_stream_rpc_recv(Echo__ClientStream_Rpc rpc, Ping **msg);
 
 /**
  * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
@@ -714,10 +738,10 @@ typedef struct Echo__Bidi_Rpc {
 
 /**
  * The server's handlers of Echo/Bidi, its member of the service's handler
- * table.  Set means on_message or on_half_close is not NULL; unset, the method
- * answers unimplemented.  Other members may be NULL.  Handlers run on the
- * thread that drives the server; what they receive is borrowed until they
- * return, and their |user_data| is the table's.
+ * table.  Set means on_message, on_half_close or on_recv_ready is not NULL;
+ * unset, the method answers unimplemented.  Other members may be NULL.
+ * Handlers run on the thread that drives the server; what they receive is
+ * borrowed until they return, and their |user_data| is the table's.
  */
 typedef struct Echo__Bidi_Server {
   /** A request message. */
@@ -725,6 +749,13 @@ typedef struct Echo__Bidi_Server {
   /** The client sent its last request.  Answer with echo__bidi_rpc_send() and
       end with echo__bidi_rpc_finish(), here or later (or earlier). */
   void (*on_half_close)(Echo__Bidi_Rpc rpc, void *user_data);
+  /** Set: pull mode.  The handler takes the requests with
+      echo__bidi_rpc_recv(); on_message must be NULL (the service's _register()
+      refuses the table otherwise) and on_half_close is not called (the end is
+      echo__bidi_rpc_recv()'s CONCH_ERR_EOF).  Runs when the call arrives, and
+      after echo__bidi_rpc_recv() returned CONCH_ERR_AGAIN once a request or the
+      end is there. */
+  void (*on_recv_ready)(Echo__Bidi_Rpc rpc, void *user_data);
   /** The send buffer has room again after echo__bidi_rpc_send() returned
       CONCH_ERR_AGAIN. */
   void (*on_send_ready)(Echo__Bidi_Rpc rpc, void *user_data);
@@ -745,6 +776,21 @@ typedef struct Echo__Bidi_Server {
  * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
  */
 int echo__bidi_rpc_send(Echo__Bidi_Rpc rpc, const Pong *msg);
+
+/**
+ * Pull mode (on_recv_ready set): takes the next request of |rpc|, checked as it
+ * arrived (a bad one ended the call through on_cancel).  On 0, |*msg| is the
+ * caller's, to free with conch_server_message_free(conch_rpc_server(rpc.base),
+ * &(*msg)->base); it may outlive the call.  Requests not taken wait, and hold
+ * the client back (flow control).
+ *
+ * Returns what conch_rpc_recv() returns: 0, CONCH_ERR_AGAIN (none yet:
+ * on_recv_ready follows), CONCH_ERR_EOF (the client ended its requests and each
+ * was taken), CONCH_ERR_INVALID (NULL |msg| or |rpc.base|), CONCH_ERR_STATE
+ * (push mode, or the call is not the handler's any more) or CONCH_ERR_NOMEM
+ * (the request stays queued).
+ */
+int echo__bidi_rpc_recv(Echo__Bidi_Rpc rpc, Ping **msg);
 
 /**
  * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
@@ -1964,10 +2010,10 @@ typedef struct Switch__Put__Rpc {
 
 /**
  * The server's handlers of Switch/Put, its member of the service's handler
- * table.  Set means on_message or on_half_close is not NULL; unset, the method
- * answers unimplemented.  Other members may be NULL.  Handlers run on the
- * thread that drives the server; what they receive is borrowed until they
- * return, and their |user_data| is the table's.
+ * table.  Set means on_message, on_half_close or on_recv_ready is not NULL;
+ * unset, the method answers unimplemented.  Other members may be NULL.
+ * Handlers run on the thread that drives the server; what they receive is
+ * borrowed until they return, and their |user_data| is the table's.
  */
 typedef struct Switch__Put__Server {
   /** A request message. */
@@ -1975,6 +2021,13 @@ typedef struct Switch__Put__Server {
   /** The client sent its last request.  Answer with switch__put__rpc_send() and
       end with switch__put__rpc_finish(), here or later (or earlier). */
   void (*on_half_close)(Switch__Put__Rpc rpc, void *user_data);
+  /** Set: pull mode.  The handler takes the requests with
+      switch__put__rpc_recv(); on_message must be NULL (the service's
+      _register() refuses the table otherwise) and on_half_close is not called
+      (the end is switch__put__rpc_recv()'s CONCH_ERR_EOF).  Runs when the call
+      arrives, and after switch__put__rpc_recv() returned CONCH_ERR_AGAIN once a
+      request or the end is there. */
+  void (*on_recv_ready)(Switch__Put__Rpc rpc, void *user_data);
   /** The send buffer has room again after switch__put__rpc_send() returned
       CONCH_ERR_AGAIN. */
   void (*on_send_ready)(Switch__Put__Rpc rpc, void *user_data);
@@ -1995,6 +2048,21 @@ typedef struct Switch__Put__Server {
  * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
  */
 int switch__put__rpc_send(Switch__Put__Rpc rpc, const Pong *msg);
+
+/**
+ * Pull mode (on_recv_ready set): takes the next request of |rpc|, checked as it
+ * arrived (a bad one ended the call through on_cancel).  On 0, |*msg| is the
+ * caller's, to free with conch_server_message_free(conch_rpc_server(rpc.base),
+ * &(*msg)->base); it may outlive the call.  Requests not taken wait, and hold
+ * the client back (flow control).
+ *
+ * Returns what conch_rpc_recv() returns: 0, CONCH_ERR_AGAIN (none yet:
+ * on_recv_ready follows), CONCH_ERR_EOF (the client ended its requests and each
+ * was taken), CONCH_ERR_INVALID (NULL |msg| or |rpc.base|), CONCH_ERR_STATE
+ * (push mode, or the call is not the handler's any more) or CONCH_ERR_NOMEM
+ * (the request stays queued).
+ */
+int switch__put__rpc_recv(Switch__Put__Rpc rpc, Ping **msg);
 
 /**
  * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
@@ -2831,10 +2899,10 @@ typedef struct Switch__Gather_Rpc {
 
 /**
  * The server's handlers of Switch/Gather, its member of the service's handler
- * table.  Set means on_message or on_half_close is not NULL; unset, the method
- * answers unimplemented.  Other members may be NULL.  Handlers run on the
- * thread that drives the server; what they receive is borrowed until they
- * return, and their |user_data| is the table's.
+ * table.  Set means on_message, on_half_close or on_recv_ready is not NULL;
+ * unset, the method answers unimplemented.  Other members may be NULL.
+ * Handlers run on the thread that drives the server; what they receive is
+ * borrowed until they return, and their |user_data| is the table's.
  */
 typedef struct Switch__Gather_Server {
   /** A request message. */
@@ -2844,6 +2912,13 @@ typedef struct Switch__Gather_Server {
       switch__gather_rpc_send() and end with switch__gather_rpc_finish(), here
       or later (or earlier). */
   void (*on_half_close)(Switch__Gather_Rpc rpc, void *user_data);
+  /** Set: pull mode.  The handler takes the requests with
+      switch__gather_rpc_recv(); on_message must be NULL (the service's
+      _register() refuses the table otherwise) and on_half_close is not called
+      (the end is switch__gather_rpc_recv()'s CONCH_ERR_EOF).  Runs when the
+      call arrives, and after switch__gather_rpc_recv() returned CONCH_ERR_AGAIN
+      once a request or the end is there. */
+  void (*on_recv_ready)(Switch__Gather_Rpc rpc, void *user_data);
   /** The call ended before the handler finished it: |status| says why
       (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
       once this returns. */
@@ -2860,6 +2935,21 @@ typedef struct Switch__Gather_Server {
  * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
  */
 int switch__gather_rpc_send(Switch__Gather_Rpc rpc, const Pong *msg);
+
+/**
+ * Pull mode (on_recv_ready set): takes the next request of |rpc|, checked as it
+ * arrived (a bad one ended the call through on_cancel).  On 0, |*msg| is the
+ * caller's, to free with conch_server_message_free(conch_rpc_server(rpc.base),
+ * &(*msg)->base); it may outlive the call.  Requests not taken wait, and hold
+ * the client back (flow control).
+ *
+ * Returns what conch_rpc_recv() returns: 0, CONCH_ERR_AGAIN (none yet:
+ * on_recv_ready follows), CONCH_ERR_EOF (the client ended its requests and each
+ * was taken), CONCH_ERR_INVALID (NULL |msg| or |rpc.base|), CONCH_ERR_STATE
+ * (push mode, or the call is not the handler's any more) or CONCH_ERR_NOMEM
+ * (the request stays queued).
+ */
+int switch__gather_rpc_recv(Switch__Gather_Rpc rpc, Struct **msg);
 
 /**
  * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives

@@ -1,16 +1,21 @@
 /*
  * conch - a Connect/gRPC client for C
  *
- * adapters/libevent.h: drive a conch_client from a libevent event_base.
- * Header-only, on the public API; link libevent yourself.
+ * adapters/libevent.h: drive a conch_client or a conch_server
+ * (conch/server.h) from a libevent event_base.  Header-only, on the public
+ * API; link libevent (libevent_core is enough) yourself.
  *
  *   conch_event a;
  *   conch_event_attach(&a, base, client);
+ *     or conch_event_attach_server(&a, base, server);
+ *     or conch_event_attach_target(&a, base, &target);  (adapters/target.h)
  *   ... event_base_dispatch(base) ...
- *   conch_event_detach(&a);       (before conch_client_free)
+ *   conch_event_detach(&a);       (before conch_client_free/_server_free)
  *
- * Each fd the client asks for gets a persistent event; the client's timer
- * is one timer event.  |a| must stay at the same address while attached.
+ * Each fd the driven object asks for (a client's connections; a server's
+ * listeners and connections) gets a persistent event; its timer is one
+ * timer event.  |a| must stay at the same address while attached; one
+ * conch_event drives one object.
  */
 #ifndef CONCH_ADAPTERS_LIBEVENT_H
 #define CONCH_ADAPTERS_LIBEVENT_H
@@ -19,7 +24,7 @@
 
 #include <event2/event.h>
 
-#include <conch/conch.h>
+#include <conch/adapters/target.h>
 
 typedef struct conch_event_fd {
   struct event *ev;
@@ -31,7 +36,7 @@ typedef struct conch_event_fd {
 
 typedef struct conch_event {
   struct event_base *base;
-  conch_client *client;
+  conch_loop_target target;
   struct event *timer;
   conch_event_fd *fds;
 } conch_event;
@@ -45,14 +50,14 @@ static void conch_event__io_cb(evutil_socket_t fd, short what, void *arg) {
   if (what & EV_WRITE) {
     ev |= CONCH_IO_WRITE;
   }
-  conch_client_on_io(f->owner->client, (int)fd, ev);
+  f->owner->target.on_io(f->owner->target.obj, (int)fd, ev);
 }
 
 static void conch_event__timer_cb(evutil_socket_t fd, short what, void *arg) {
   conch_event *a = (conch_event *)arg;
   (void)fd;
   (void)what;
-  conch_client_on_timer(a->client);
+  a->target.on_timer(a->target.obj);
 }
 
 static int conch_event__watch(int fd, unsigned events, void *ud) {
@@ -111,30 +116,7 @@ static int conch_event__timer(long ms, void *ud) {
   return event_add(a->timer, &tv) == 0 ? 0 : -1;
 }
 
-/**
- * Attaches |c| to |base|.  Returns 0, -1 (out of memory or a libevent
- * error) or a CONCH_ERR_* from conch_client_set_io_hooks().
- */
-static inline int conch_event_attach(conch_event *a, struct event_base *base,
-                                     conch_client *c) {
-  conch_io_hooks hooks;
-  a->base = base;
-  a->client = c;
-  a->fds = NULL;
-  a->timer = evtimer_new(base, conch_event__timer_cb, a);
-  if (a->timer == NULL) {
-    return -1;
-  }
-  hooks.watch = conch_event__watch;
-  hooks.timer = conch_event__timer;
-  hooks.user_data = a;
-  return conch_client_set_io_hooks(c, &hooks);
-}
-
-/** Detaches the client and frees every event.  Call before
-    conch_client_free(). */
-static inline void conch_event_detach(conch_event *a) {
-  conch_client_set_io_hooks(a->client, NULL);
+static void conch_event__free_all(conch_event *a) {
   while (a->fds != NULL) {
     conch_event_fd *f = a->fds;
     a->fds = f->next;
@@ -145,6 +127,62 @@ static inline void conch_event_detach(conch_event *a) {
   }
   event_free(a->timer);
   a->timer = NULL;
+}
+
+/**
+ * Attaches the object |t| drives to |base| (|t| is copied).  Returns 0, -1
+ * (out of memory or a libevent error) or a CONCH_ERR_* from its
+ * set_io_hooks.
+ */
+static inline int conch_event_attach_target(conch_event *a,
+                                            struct event_base *base,
+                                            const conch_loop_target *t) {
+  conch_io_hooks hooks;
+  int rv;
+  a->base = base;
+  a->target = *t;
+  a->fds = NULL;
+  a->timer = evtimer_new(base, conch_event__timer_cb, a);
+  if (a->timer == NULL) {
+    return -1;
+  }
+  hooks.watch = conch_event__watch;
+  hooks.timer = conch_event__timer;
+  hooks.user_data = a;
+  rv = a->target.set_io_hooks(a->target.obj, &hooks);
+  if (rv != 0) {
+    conch_event__free_all(a);
+  }
+  return rv;
+}
+
+/**
+ * Attaches client |c| to |base|.  Returns 0, -1 (out of memory or a
+ * libevent error) or a CONCH_ERR_* from conch_client_set_io_hooks().
+ */
+static inline int conch_event_attach(conch_event *a, struct event_base *base,
+                                     conch_client *c) {
+  conch_loop_target t = conch_loop_target_client(c);
+  return conch_event_attach_target(a, base, &t);
+}
+
+/**
+ * Attaches server |s| to |base|: its listeners, connections and deadlines.
+ * Returns 0, -1 (out of memory or a libevent error) or a CONCH_ERR_* from
+ * conch_server_set_io_hooks().
+ */
+static inline int conch_event_attach_server(conch_event *a,
+                                            struct event_base *base,
+                                            conch_server *s) {
+  conch_loop_target t = conch_loop_target_server(s);
+  return conch_event_attach_target(a, base, &t);
+}
+
+/** Detaches the driven object and frees every event.  Call before
+    conch_client_free() or conch_server_free(). */
+static inline void conch_event_detach(conch_event *a) {
+  a->target.set_io_hooks(a->target.obj, NULL);
+  conch_event__free_all(a);
 }
 
 #endif /* CONCH_ADAPTERS_LIBEVENT_H */

@@ -1,17 +1,22 @@
 /*
  * conch - a Connect/gRPC client for C
  *
- * adapters/libuv.h: drive a conch_client from a libuv loop.  Header-only,
- * on the public API; link libuv yourself.
+ * adapters/libuv.h: drive a conch_client or a conch_server (conch/server.h)
+ * from a libuv loop.  Header-only, on the public API; link libuv yourself.
  *
  *   conch_uv a;
  *   conch_uv_attach(&a, uv_default_loop(), client);
+ *     or conch_uv_attach_server(&a, uv_default_loop(), server);
+ *     or conch_uv_attach_target(&a, loop, &target);  (adapters/target.h)
  *   ... uv_run(loop, UV_RUN_DEFAULT) ...
- *   conch_uv_detach(&a);          (before conch_client_free)
+ *   conch_uv_detach(&a);          (before conch_client_free/_server_free)
  *   uv_run(loop, UV_RUN_NOWAIT);  (lets libuv finish closing the handles)
  *
- * Each fd the client asks for gets a uv_poll_t; the client's timer is one
- * uv_timer_t.  |a| must stay at the same address while attached.
+ * Each fd the driven object asks for (a client's connections; a server's
+ * listeners and connections) gets a uv_poll_t; its timer is one uv_timer_t.
+ * |a| must stay at the same address while attached; one conch_uv drives
+ * one object.  adapters/libuv_server.h keeps the former server names
+ * (conch_uvs_attach/_detach) for source compatibility.
  */
 #ifndef CONCH_ADAPTERS_LIBUV_H
 #define CONCH_ADAPTERS_LIBUV_H
@@ -20,7 +25,7 @@
 
 #include <uv.h>
 
-#include <conch/conch.h>
+#include <conch/adapters/target.h>
 
 typedef struct conch_uv_fd {
   uv_poll_t poll;
@@ -31,7 +36,7 @@ typedef struct conch_uv_fd {
 
 typedef struct conch_uv {
   uv_loop_t *loop;
-  conch_client *client;
+  conch_loop_target target;
   uv_timer_t *timer; /* heap: closed asynchronously */
   conch_uv_fd *fds;
 } conch_uv;
@@ -41,20 +46,20 @@ static void conch_uv__free_cb(uv_handle_t *h) { free(h); }
 static void conch_uv__poll_cb(uv_poll_t *p, int status, int events) {
   conch_uv_fd *f = (conch_uv_fd *)p;
   unsigned ev = 0;
-  /* An error on the fd is reported as readable: the client's read then
-     sees what went wrong. */
+  /* An error on the fd is reported as readable: the driven object's read
+     then sees what went wrong. */
   if (status < 0 || (events & (UV_READABLE | UV_DISCONNECT))) {
     ev |= CONCH_IO_READ;
   }
   if (status == 0 && (events & UV_WRITABLE)) {
     ev |= CONCH_IO_WRITE;
   }
-  conch_client_on_io(f->owner->client, f->fd, ev);
+  f->owner->target.on_io(f->owner->target.obj, f->fd, ev);
 }
 
 static void conch_uv__timer_cb(uv_timer_t *t) {
   conch_uv *a = (conch_uv *)t->data;
-  conch_client_on_timer(a->client);
+  a->target.on_timer(a->target.obj);
 }
 
 static int conch_uv__watch(int fd, unsigned events, void *ud) {
@@ -107,34 +112,7 @@ static int conch_uv__timer(long ms, void *ud) {
              : -1;
 }
 
-/**
- * Attaches |c| to |loop|.  Returns 0, -1 (out of memory or a libuv error)
- * or a CONCH_ERR_* from conch_client_set_io_hooks().
- */
-static inline int conch_uv_attach(conch_uv *a, uv_loop_t *loop,
-                                  conch_client *c) {
-  conch_io_hooks hooks;
-  a->loop = loop;
-  a->client = c;
-  a->fds = NULL;
-  a->timer = (uv_timer_t *)malloc(sizeof(uv_timer_t));
-  if (a->timer == NULL || uv_timer_init(loop, a->timer) != 0) {
-    free(a->timer);
-    return -1;
-  }
-  a->timer->data = a;
-  hooks.watch = conch_uv__watch;
-  hooks.timer = conch_uv__timer;
-  hooks.user_data = a;
-  return conch_client_set_io_hooks(c, &hooks);
-}
-
-/**
- * Detaches the client: every handle is stopped and closed (freed by libuv
- * on its next turn).  Call before conch_client_free().
- */
-static inline void conch_uv_detach(conch_uv *a) {
-  conch_client_set_io_hooks(a->client, NULL);
+static void conch_uv__close_all(conch_uv *a) {
   while (a->fds != NULL) {
     conch_uv_fd *f = a->fds;
     a->fds = f->next;
@@ -144,6 +122,65 @@ static inline void conch_uv_detach(conch_uv *a) {
   uv_timer_stop(a->timer);
   uv_close((uv_handle_t *)a->timer, conch_uv__free_cb);
   a->timer = NULL;
+}
+
+/**
+ * Attaches the object |t| drives to |loop| (|t| is copied).  Returns 0, -1
+ * (out of memory or a libuv error) or a CONCH_ERR_* from its set_io_hooks.
+ */
+static inline int conch_uv_attach_target(conch_uv *a, uv_loop_t *loop,
+                                         const conch_loop_target *t) {
+  conch_io_hooks hooks;
+  int rv;
+  a->loop = loop;
+  a->target = *t;
+  a->fds = NULL;
+  a->timer = (uv_timer_t *)malloc(sizeof(uv_timer_t));
+  if (a->timer == NULL || uv_timer_init(loop, a->timer) != 0) {
+    free(a->timer);
+    a->timer = NULL;
+    return -1;
+  }
+  a->timer->data = a;
+  hooks.watch = conch_uv__watch;
+  hooks.timer = conch_uv__timer;
+  hooks.user_data = a;
+  rv = a->target.set_io_hooks(a->target.obj, &hooks);
+  if (rv != 0) {
+    conch_uv__close_all(a);
+  }
+  return rv;
+}
+
+/**
+ * Attaches client |c| to |loop|.  Returns 0, -1 (out of memory or a libuv
+ * error) or a CONCH_ERR_* from conch_client_set_io_hooks().
+ */
+static inline int conch_uv_attach(conch_uv *a, uv_loop_t *loop,
+                                  conch_client *c) {
+  conch_loop_target t = conch_loop_target_client(c);
+  return conch_uv_attach_target(a, loop, &t);
+}
+
+/**
+ * Attaches server |s| to |loop|: its listeners, connections and deadlines.
+ * Returns 0, -1 (out of memory or a libuv error) or a CONCH_ERR_* from
+ * conch_server_set_io_hooks().
+ */
+static inline int conch_uv_attach_server(conch_uv *a, uv_loop_t *loop,
+                                         conch_server *s) {
+  conch_loop_target t = conch_loop_target_server(s);
+  return conch_uv_attach_target(a, loop, &t);
+}
+
+/**
+ * Detaches the driven object: every handle is stopped and closed (freed by
+ * libuv on its next turn).  Call before conch_client_free() or
+ * conch_server_free().
+ */
+static inline void conch_uv_detach(conch_uv *a) {
+  a->target.set_io_hooks(a->target.obj, NULL);
+  conch_uv__close_all(a);
 }
 
 #endif /* CONCH_ADAPTERS_LIBUV_H */

@@ -369,6 +369,21 @@ static void s1_on_cancel(conch_rpc *rpc, const conch_status *status,
   }
 }
 
+static void s1_on_recv_ready(conch_rpc *rpc, void *user_data) {
+  const Alt__Names__Notes_Handlers *h = user_data;
+  Alt__Names__Notes__Watch_Rpc typed = {rpc};
+
+  /* Installed only with h->watch.on_recv_ready. */
+  h->watch.on_recv_ready(typed, h->user_data);
+}
+
+static const conch_server_handler s1_pull_handler = {
+    .on_call = s1_on_recv_ready,
+    .on_cancel = s1_on_cancel,
+    .on_send_ready = s1_on_send_ready,
+    .on_recv_ready = s1_on_recv_ready,
+};
+
 static const conch_server_handler s1_handler = {
     .on_call = s1_on_call,
     .on_message = s1_on_message,
@@ -383,6 +398,20 @@ int alt__names__notes__watch_rpc_send(Alt__Names__Notes__Watch_Rpc rpc,
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int alt__names__notes__watch_rpc_recv(Alt__Names__Notes__Watch_Rpc rpc,
+                                      Alt__Names__Note **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_rpc_recv(rpc.base, &m);
+  /* |m| is NULL or a message of the method's input type. */
+  *msg = (Alt__Names__Note *)m;
+  return rv;
 }
 
 int alt__names__notes__watch_rpc_finish(Alt__Names__Notes__Watch_Rpc rpc,
@@ -408,13 +437,22 @@ int alt__names__notes__register(conch_server *server,
   if (server == NULL || handlers == NULL) {
     return CONCH_ERR_INVALID;
   }
+  if (handlers->watch.on_recv_ready != NULL &&
+      handlers->watch.on_message != NULL) {
+    return CONCH_ERR_INVALID; /* pull and push */
+  }
   rv = conch_server_add_method(server, &alt__names__notes__take__method,
                                &s0_handler, ud);
   if (rv != 0) {
     return rv;
   }
-  rv = conch_server_add_method(server, &alt__names__notes__watch__method,
-                               &s1_handler, ud);
+  if (handlers->watch.on_recv_ready != NULL) {
+    rv = conch_server_add_method(server, &alt__names__notes__watch__method,
+                                 &s1_pull_handler, ud);
+  } else {
+    rv = conch_server_add_method(server, &alt__names__notes__watch__method,
+                                 &s1_handler, ud);
+  }
   if (rv != 0) {
     return rv;
   }
@@ -793,6 +831,20 @@ static void s3_on_cancel(conch_rpc *rpc, const conch_status *status,
   }
 }
 
+static void s3_on_recv_ready(conch_rpc *rpc, void *user_data) {
+  const Alt__Names__Desk_Handlers *h = user_data;
+  Alt__Names__Desk__CloseRpcFinish_Rpc typed = {rpc};
+
+  /* Installed only with h->close_rpc_finish.on_recv_ready. */
+  h->close_rpc_finish.on_recv_ready(typed, h->user_data);
+}
+
+static const conch_server_handler s3_pull_handler = {
+    .on_call = s3_on_recv_ready,
+    .on_cancel = s3_on_cancel,
+    .on_recv_ready = s3_on_recv_ready,
+};
+
 static const conch_server_handler s3_handler = {
     .on_call = s3_on_call,
     .on_message = s3_on_message,
@@ -806,6 +858,20 @@ int alt__names__desk__close_rpc_finish_rpc_send(
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int alt__names__desk__close_rpc_finish_rpc_recv(
+    Alt__Names__Desk__CloseRpcFinish_Rpc rpc, Alt__Names__Note **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_rpc_recv(rpc.base, &m);
+  /* |m| is NULL or a message of the method's input type. */
+  *msg = (Alt__Names__Note *)m;
+  return rv;
 }
 
 int alt__names__desk__close_rpc_finish_rpc_finish(
@@ -1020,14 +1086,24 @@ int alt__names__desk__register(conch_server *server,
   if (server == NULL || handlers == NULL) {
     return CONCH_ERR_INVALID;
   }
+  if (handlers->close_rpc_finish.on_recv_ready != NULL &&
+      handlers->close_rpc_finish.on_message != NULL) {
+    return CONCH_ERR_INVALID; /* pull and push */
+  }
   rv = conch_server_add_method(server, &alt__names__desk__close___method,
                                &s2_handler, ud);
   if (rv != 0) {
     return rv;
   }
-  rv = conch_server_add_method(server,
-                               &alt__names__desk__close_rpc_finish__method,
-                               &s3_handler, ud);
+  if (handlers->close_rpc_finish.on_recv_ready != NULL) {
+    rv = conch_server_add_method(server,
+                                 &alt__names__desk__close_rpc_finish__method,
+                                 &s3_pull_handler, ud);
+  } else {
+    rv = conch_server_add_method(server,
+                                 &alt__names__desk__close_rpc_finish__method,
+                                 &s3_handler, ud);
+  }
   if (rv != 0) {
     return rv;
   }

@@ -587,6 +587,20 @@ static void s2_on_cancel(conch_rpc *rpc, const conch_status *status,
   }
 }
 
+static void s2_on_recv_ready(conch_rpc *rpc, void *user_data) {
+  const Stubgen__Nested__V1__Deep_Handlers *h = user_data;
+  Stubgen__Nested__V1__Deep__ClientStream_Rpc typed = {rpc};
+
+  /* Installed only with h->client_stream.on_recv_ready. */
+  h->client_stream.on_recv_ready(typed, h->user_data);
+}
+
+static const conch_server_handler s2_pull_handler = {
+    .on_call = s2_on_recv_ready,
+    .on_cancel = s2_on_cancel,
+    .on_recv_ready = s2_on_recv_ready,
+};
+
 static const conch_server_handler s2_handler = {
     .on_call = s2_on_call,
     .on_message = s2_on_message,
@@ -601,6 +615,20 @@ int stubgen__nested__v1__deep__client_stream_rpc_send(
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int stubgen__nested__v1__deep__client_stream_rpc_recv(
+    Stubgen__Nested__V1__Deep__ClientStream_Rpc rpc, Ping **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_rpc_recv(rpc.base, &m);
+  /* |m| is NULL or a message of the method's input type. */
+  *msg = (Ping *)m;
+  return rv;
 }
 
 int stubgen__nested__v1__deep__client_stream_rpc_finish(
@@ -789,6 +817,21 @@ static void s3_on_cancel(conch_rpc *rpc, const conch_status *status,
   }
 }
 
+static void s3_on_recv_ready(conch_rpc *rpc, void *user_data) {
+  const Stubgen__Nested__V1__Deep_Handlers *h = user_data;
+  Stubgen__Nested__V1__Deep__Bidi_Rpc typed = {rpc};
+
+  /* Installed only with h->bidi.on_recv_ready. */
+  h->bidi.on_recv_ready(typed, h->user_data);
+}
+
+static const conch_server_handler s3_pull_handler = {
+    .on_call = s3_on_recv_ready,
+    .on_cancel = s3_on_cancel,
+    .on_send_ready = s3_on_send_ready,
+    .on_recv_ready = s3_on_recv_ready,
+};
+
 static const conch_server_handler s3_handler = {
     .on_call = s3_on_call,
     .on_message = s3_on_message,
@@ -803,6 +846,21 @@ int stubgen__nested__v1__deep__bidi_rpc_send(
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+int stubgen__nested__v1__deep__bidi_rpc_recv(
+    Stubgen__Nested__V1__Deep__Bidi_Rpc rpc,
+    Stubgen__Nested__V1__Outer__Middle__Inner **msg) {
+  ProtobufCMessage *m = NULL;
+  int rv;
+
+  if (msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_rpc_recv(rpc.base, &m);
+  /* |m| is NULL or a message of the method's input type. */
+  *msg = (Stubgen__Nested__V1__Outer__Middle__Inner *)m;
+  return rv;
 }
 
 int stubgen__nested__v1__deep__bidi_rpc_finish(
@@ -830,6 +888,14 @@ int stubgen__nested__v1__deep__register(
   if (server == NULL || handlers == NULL) {
     return CONCH_ERR_INVALID;
   }
+  if (handlers->client_stream.on_recv_ready != NULL &&
+      handlers->client_stream.on_message != NULL) {
+    return CONCH_ERR_INVALID; /* pull and push */
+  }
+  if (handlers->bidi.on_recv_ready != NULL &&
+      handlers->bidi.on_message != NULL) {
+    return CONCH_ERR_INVALID; /* pull and push */
+  }
   rv = conch_server_add_method(server,
                                &stubgen__nested__v1__deep__unary__method,
                                &s0_handler, ud);
@@ -842,14 +908,27 @@ int stubgen__nested__v1__deep__register(
   if (rv != 0) {
     return rv;
   }
-  rv = conch_server_add_method(
-      server, &stubgen__nested__v1__deep__client_stream__method, &s2_handler,
-      ud);
+  if (handlers->client_stream.on_recv_ready != NULL) {
+    rv = conch_server_add_method(
+        server, &stubgen__nested__v1__deep__client_stream__method,
+        &s2_pull_handler, ud);
+  } else {
+    rv = conch_server_add_method(
+        server, &stubgen__nested__v1__deep__client_stream__method, &s2_handler,
+        ud);
+  }
   if (rv != 0) {
     return rv;
   }
-  rv = conch_server_add_method(server, &stubgen__nested__v1__deep__bidi__method,
-                               &s3_handler, ud);
+  if (handlers->bidi.on_recv_ready != NULL) {
+    rv = conch_server_add_method(server,
+                                 &stubgen__nested__v1__deep__bidi__method,
+                                 &s3_pull_handler, ud);
+  } else {
+    rv = conch_server_add_method(server,
+                                 &stubgen__nested__v1__deep__bidi__method,
+                                 &s3_handler, ud);
+  }
   if (rv != 0) {
     return rv;
   }

@@ -33,6 +33,8 @@
  *   P__S__M_Server   the server's typed handlers of the method
  *   p__s__m_rpc_send()  sends a response (server side);
  *                    p__s__m_rpc_finish() ends the call with a status
+ *   p__s__m_rpc_recv()  takes the next request in pull mode (server
+ *                    side; client streaming, bidi)
  *
  * and service S has p__s__methods[], its methods in .proto order and then NULL,
  * p__s__n_methods, P__S_Handlers (a server's table: each method's
@@ -613,10 +615,11 @@ typedef struct Stubgen__Nested__V1__Deep__ClientStream_Rpc {
 
 /**
  * The server's handlers of stubgen.nested.v1.Deep/ClientStream, its member of
- * the service's handler table.  Set means on_message or on_half_close is not
- * NULL; unset, the method answers unimplemented.  Other members may be NULL.
- * Handlers run on the thread that drives the server; what they receive is
- * borrowed until they return, and their |user_data| is the table's.
+ * the service's handler table.  Set means on_message, on_half_close or
+ * on_recv_ready is not NULL; unset, the method answers unimplemented.  Other
+ * members may be NULL.  Handlers run on the thread that drives the server; what
+ * they receive is borrowed until they return, and their |user_data| is the
+ * table's.
  */
 typedef struct Stubgen__Nested__V1__Deep__ClientStream_Server {
   /** A request message. */
@@ -627,6 +630,16 @@ typedef struct Stubgen__Nested__V1__Deep__ClientStream_Server {
       stubgen__nested__v1__deep__client_stream_rpc_finish(), here or later (or
       earlier). */
   void (*on_half_close)(Stubgen__Nested__V1__Deep__ClientStream_Rpc rpc,
+                        void *user_data);
+  /** Set: pull mode.  The handler takes the requests with
+      stubgen__nested__v1__deep__client_stream_rpc_recv(); on_message must be
+      NULL (the service's _register() refuses the table otherwise) and
+      on_half_close is not called (the end is
+      stubgen__nested__v1__deep__client_stream_rpc_recv()'s CONCH_ERR_EOF).
+      Runs when the call arrives, and after
+      stubgen__nested__v1__deep__client_stream_rpc_recv() returned
+      CONCH_ERR_AGAIN once a request or the end is there. */
+  void (*on_recv_ready)(Stubgen__Nested__V1__Deep__ClientStream_Rpc rpc,
                         void *user_data);
   /** The call ended before the handler finished it: |status| says why
       (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
@@ -646,6 +659,22 @@ typedef struct Stubgen__Nested__V1__Deep__ClientStream_Server {
 int stubgen__nested__v1__deep__client_stream_rpc_send(
     Stubgen__Nested__V1__Deep__ClientStream_Rpc rpc,
     const Stubgen__Nested__V1__Outer__Middle *msg);
+
+/**
+ * Pull mode (on_recv_ready set): takes the next request of |rpc|, checked as it
+ * arrived (a bad one ended the call through on_cancel).  On 0, |*msg| is the
+ * caller's, to free with conch_server_message_free(conch_rpc_server(rpc.base),
+ * &(*msg)->base); it may outlive the call.  Requests not taken wait, and hold
+ * the client back (flow control).
+ *
+ * Returns what conch_rpc_recv() returns: 0, CONCH_ERR_AGAIN (none yet:
+ * on_recv_ready follows), CONCH_ERR_EOF (the client ended its requests and each
+ * was taken), CONCH_ERR_INVALID (NULL |msg| or |rpc.base|), CONCH_ERR_STATE
+ * (push mode, or the call is not the handler's any more) or CONCH_ERR_NOMEM
+ * (the request stays queued).
+ */
+int stubgen__nested__v1__deep__client_stream_rpc_recv(
+    Stubgen__Nested__V1__Deep__ClientStream_Rpc rpc, Ping **msg);
 
 /**
  * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
@@ -790,10 +819,11 @@ typedef struct Stubgen__Nested__V1__Deep__Bidi_Rpc {
 
 /**
  * The server's handlers of stubgen.nested.v1.Deep/Bidi, its member of the
- * service's handler table.  Set means on_message or on_half_close is not NULL;
- * unset, the method answers unimplemented.  Other members may be NULL.
- * Handlers run on the thread that drives the server; what they receive is
- * borrowed until they return, and their |user_data| is the table's.
+ * service's handler table.  Set means on_message, on_half_close or
+ * on_recv_ready is not NULL; unset, the method answers unimplemented.  Other
+ * members may be NULL.  Handlers run on the thread that drives the server; what
+ * they receive is borrowed until they return, and their |user_data| is the
+ * table's.
  */
 typedef struct Stubgen__Nested__V1__Deep__Bidi_Server {
   /** A request message. */
@@ -805,6 +835,15 @@ typedef struct Stubgen__Nested__V1__Deep__Bidi_Server {
       stubgen__nested__v1__deep__bidi_rpc_finish(), here or later (or earlier).
       */
   void (*on_half_close)(Stubgen__Nested__V1__Deep__Bidi_Rpc rpc,
+                        void *user_data);
+  /** Set: pull mode.  The handler takes the requests with
+      stubgen__nested__v1__deep__bidi_rpc_recv(); on_message must be NULL (the
+      service's _register() refuses the table otherwise) and on_half_close is
+      not called (the end is stubgen__nested__v1__deep__bidi_rpc_recv()'s
+      CONCH_ERR_EOF).  Runs when the call arrives, and after
+      stubgen__nested__v1__deep__bidi_rpc_recv() returned CONCH_ERR_AGAIN once a
+      request or the end is there. */
+  void (*on_recv_ready)(Stubgen__Nested__V1__Deep__Bidi_Rpc rpc,
                         void *user_data);
   /** The send buffer has room again after
       stubgen__nested__v1__deep__bidi_rpc_send() returned CONCH_ERR_AGAIN. */
@@ -828,6 +867,23 @@ typedef struct Stubgen__Nested__V1__Deep__Bidi_Server {
  */
 int stubgen__nested__v1__deep__bidi_rpc_send(
     Stubgen__Nested__V1__Deep__Bidi_Rpc rpc, const Pong *msg);
+
+/**
+ * Pull mode (on_recv_ready set): takes the next request of |rpc|, checked as it
+ * arrived (a bad one ended the call through on_cancel).  On 0, |*msg| is the
+ * caller's, to free with conch_server_message_free(conch_rpc_server(rpc.base),
+ * &(*msg)->base); it may outlive the call.  Requests not taken wait, and hold
+ * the client back (flow control).
+ *
+ * Returns what conch_rpc_recv() returns: 0, CONCH_ERR_AGAIN (none yet:
+ * on_recv_ready follows), CONCH_ERR_EOF (the client ended its requests and each
+ * was taken), CONCH_ERR_INVALID (NULL |msg| or |rpc.base|), CONCH_ERR_STATE
+ * (push mode, or the call is not the handler's any more) or CONCH_ERR_NOMEM
+ * (the request stays queued).
+ */
+int stubgen__nested__v1__deep__bidi_rpc_recv(
+    Stubgen__Nested__V1__Deep__Bidi_Rpc rpc,
+    Stubgen__Nested__V1__Outer__Middle__Inner **msg);
 
 /**
  * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
