@@ -13,6 +13,7 @@
 #include "envelope.h"
 #include "list.h"
 #include "pbborrow.h"
+#include "pbdec.h"
 #include "mem_int.h"
 #include "metadata_int.h"
 #include "pbjson.h"
@@ -101,9 +102,7 @@ static void pull_clear(conch_call *call) {
     call->qhead = (call->qhead + 1) % call->qcap;
     call->qlen--;
   }
-  conch__free(c->mem, call->q);
-  call->q = NULL;
-  call->qcap = 0;
+  call->qhead = 0; /* the queue's array stays, for a spare call */
   conch__buf_free(&call->rawq, c->mem);
   conch__buf_free(&call->rawcur, c->mem);
 }
@@ -113,6 +112,7 @@ static void pull_clear(conch_call *call) {
    steady flow of calls then allocates nothing of its own for them. */
 #define CALL_SPARE_MAX 64
 #define CALL_KEEP_BYTES 1024
+#define CALL_KEEP_QUEUE 8 /* pull-queue slots a spare call keeps */
 
 /* Empties |md|, keeping its memory unless it grew large. */
 static void md_keep(conch_metadata *md) {
@@ -140,6 +140,7 @@ static void call_free_memory(conch_call *call) {
   conch__metadata_clear(&call->gfields[1]);
   conch__buf_free(&call->sendbuf, mem);
   conch__buf_free(&call->body, mem);
+  conch__free(mem, call->q);
   conch__free(mem, call);
 }
 
@@ -168,6 +169,11 @@ void conch__call_destroy(conch_call *call) {
     md_keep(&call->gfields[1]);
     buf_keep(&call->sendbuf, c->mem);
     buf_keep(&call->body, c->mem);
+    if (call->qcap > CALL_KEEP_QUEUE) {
+      conch__free(c->mem, call->q);
+      call->q = NULL;
+      call->qcap = 0;
+    }
     call->spare_next = c->spare_calls;
     c->spare_calls = call;
     c->nspare++;
@@ -191,6 +197,8 @@ static conch_call *call_take(conch_client *c) {
   conch_call *call = c->spare_calls;
   if (call != NULL) {
     conch_buf sendbuf = call->sendbuf, body = call->body;
+    conch_qmsg *q = call->q;
+    size_t qcap = call->qcap;
     conch_metadata md[5];
     md[0] = call->req_headers;
     md[1] = call->headers;
@@ -202,6 +210,8 @@ static conch_call *call_take(conch_client *c) {
     memset(call, 0, sizeof(*call));
     call->sendbuf = sendbuf;
     call->body = body;
+    call->q = q; /* empty */
+    call->qcap = qcap;
     call->req_headers = md[0];
     call->headers = md[1];
     call->trailers = md[2];
@@ -764,10 +774,14 @@ static int decode(conch_call *call, ProtobufCAllocator *alloc, const uint8_t *p,
                                    out, err, errlen);
   }
   if (alloc == &c->arena_alloc) {
-    /* Borrowed by a handler: large bytes fields can stay in |p|, which
-       outlives the handler too. */
-    *out = conch__pb_unpack_borrow(call->method->output, alloc, p, len,
-                                   &c->scratch, c->mem);
+    /* Borrowed by a handler: bytes fields can stay in |p|, which outlives
+       the handler too.  The one-pass decoder first; what it leaves (unknown
+       fields, merges, invalid input) protobuf-c decodes. */
+    *out = conch__pb_decode(call->method->output, alloc, p, len, &c->pbdec);
+    if (*out == NULL) {
+      *out = conch__pb_unpack_borrow(call->method->output, alloc, p, len,
+                                     &c->scratch, c->mem);
+    }
   } else {
     *out = protobuf_c_message_unpack(call->method->output, alloc, len, p);
   }
@@ -820,8 +834,19 @@ static int deliver_pull(conch_call *call, const uint8_t *wire, size_t wlen,
     return 0;
   }
   {
-    conch_qmsg m = {NULL, NULL, 0, 0};
-    if (compressed) {
+    conch_qmsg m = {NULL, NULL, 0, 0, 0};
+    if (!compressed && call->unary_raw) {
+      /* Decoded when done runs, into the arena (conch__call_take_unary). */
+      m.gz = conch__malloc(c->mem, wlen > 0 ? wlen : 1);
+      if (m.gz == NULL) {
+        return CONCH_ERR_NOMEM;
+      }
+      if (wlen > 0) {
+        memcpy(m.gz, wire, wlen);
+      }
+      m.gzlen = wlen;
+      m.plain = 1;
+    } else if (compressed) {
       rv = decodes(call, p, len);
       if (rv != 0) {
         return rv;
@@ -927,6 +952,50 @@ int conch__call_deliver(conch_call *call, const uint8_t *wire, size_t wlen,
 
 enum { BLK_RESPONSE = 0, BLK_INFO = 1, BLK_TRAILERS = 2 };
 
+/* Remembers where the headers the runtime reads are, as the last field of
+   call->headers was just added (its name stored lowercase: compared as
+   bytes). */
+static void note_header(conch_call *call) {
+  const conch_metadata *md = &call->headers;
+  const conch_md_entry *e;
+  const char *name;
+  int which;
+  if (md->n == 0) {
+    return;
+  }
+  e = &md->ents[md->n - 1];
+  name = (const char *)md->strings.data + e->name_off;
+  switch (e->name_len) {
+  case 12:
+    which = memcmp(name, "content-type", 12) == 0 ? CONCH_H_CTYPE : -1;
+    break;
+  case 13:
+    which = memcmp(name, "grpc-encoding", 13) == 0 ? CONCH_H_GENC : -1;
+    break;
+  case 16:
+    which = memcmp(name, "content-encoding", 16) == 0 ? CONCH_H_CENC : -1;
+    break;
+  case 24:
+    which = memcmp(name, "connect-content-encoding", 24) == 0 ? CONCH_H_CCENC
+                                                              : -1;
+    break;
+  default:
+    return;
+  }
+  if (which >= 0 && call->hpos[which] == 0) {
+    call->hpos[which] = (uint32_t)md->n;
+  }
+}
+
+const char *conch__call_header(const conch_call *call, int which) {
+  const conch_metadata *md = &call->headers;
+  uint32_t pos = call->hpos[which];
+  if (pos == 0 || pos > md->n) {
+    return NULL;
+  }
+  return (const char *)md->strings.data + md->ents[pos - 1].value_off;
+}
+
 int conch__call_on_header(conch_call *call, const uint8_t *name, size_t nlen,
                           const uint8_t *value, size_t vlen, int trailer) {
   int rv;
@@ -984,6 +1053,9 @@ int conch__call_on_header(conch_call *call, const uint8_t *name, size_t nlen,
   } else {
     rv = conch__metadata_add_wire(&call->headers, (const char *)name, nlen,
                                   (const char *)value, vlen);
+    if (rv == 0) {
+      note_header(call);
+    }
   }
   if (rv != 0) {
     conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
@@ -1134,7 +1206,15 @@ int conch_call_recv(conch_call *call, ProtobufCMessage **msg) {
   }
   c = call->client;
   m = call->q[call->qhead];
-  if (m.msg == NULL) {
+  if (m.plain) {
+    char err[256];
+    int rv = decode(call, &c->pb_alloc, m.gz, m.gzlen, &m.msg, err,
+                    sizeof(err));
+    if (rv != 0) {
+      return rv == CONCH_ERR_NOMEM ? rv : CONCH_ERR_CODEC;
+    }
+    conch__free(c->mem, m.gz);
+  } else if (m.msg == NULL) {
     /* Arrived compressed and was checked then: decode it now. */
     conch__buf_reset(&c->inflbuf);
     if (conch__comp_decompress(&c->comps, &c->o.comp, call->resp_enc, m.gz,
@@ -1158,6 +1238,42 @@ int conch_call_recv(conch_call *call, ProtobufCMessage **msg) {
   call->qlen--;
   give_back(call, m.wire);
   *msg = m.msg;
+  return 0;
+}
+
+int conch__call_take_unary(conch_call *call, ProtobufCMessage **msg,
+                           int *in_arena, uint8_t **payload, char *err,
+                           size_t errlen) {
+  conch_client *c = call->client;
+  conch_qmsg m;
+  int rv;
+  *msg = NULL;
+  *in_arena = 0;
+  *payload = NULL;
+  err[0] = '\0';
+  if (!call->pull || call->method->output == NULL || call->qlen == 0 ||
+      !call->q[call->qhead].plain) {
+    return conch_call_recv(call, msg);
+  }
+  m = call->q[call->qhead];
+  call->qhead = (call->qhead + 1) % call->qcap;
+  call->qlen--;
+  give_back(call, m.wire);
+  /* The arena is free unless a handler holds a message from it (a done
+     callback does not run inside one, but nothing is assumed). */
+  *in_arena = c->arena_used == 0 && c->arena_nextra == 0;
+  rv = decode(call, *in_arena ? &c->arena_alloc : &c->pb_alloc, m.gz,
+              m.gzlen, msg, err, errlen);
+  if (rv != 0 || !*in_arena) {
+    /* protobuf-c's copy needs no payload; a failed decode none either. */
+    if (*in_arena) {
+      conch__arena_reset(c);
+      *in_arena = 0;
+    }
+    conch__free(c->mem, m.gz);
+    return rv == 0 ? 0 : rv == CONCH_ERR_NOMEM ? rv : CONCH_ERR_CODEC;
+  }
+  *payload = m.gz;
   return 0;
 }
 

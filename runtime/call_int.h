@@ -25,6 +25,16 @@ struct conch_conn; /* conn_int.h */
 #define CONCH_ENC_IDENTITY CONCH_COMPRESSION_IDENTITY
 #define CONCH_ENC_UNSUPPORTED (-1)
 
+/* Response headers the runtime reads, found as they arrive (call.c) so
+   that nothing looks them up by name: */
+enum {
+  CONCH_H_CTYPE, /* content-type */
+  CONCH_H_CENC,  /* content-encoding */
+  CONCH_H_CCENC, /* connect-content-encoding */
+  CONCH_H_GENC,  /* grpc-encoding */
+  CONCH_H_N
+};
+
 /* A received message waiting in pull mode: decoded, or (when it came
    compressed) kept as received and decoded when taken, so that what waits
    is bounded by the flow-control window and not by its inflated size. */
@@ -33,6 +43,8 @@ typedef struct conch_qmsg {
   uint8_t *gz;           /* compressed payload, validated on arrival */
   size_t gzlen;
   size_t wire; /* bytes of stream window it holds */
+  int plain;   /* |gz| is the payload as received, not compressed and not
+                  yet decoded (conch_unary_async() calls: unary_raw) */
 } conch_qmsg;
 
 struct conch_call {
@@ -86,6 +98,8 @@ struct conch_call {
   size_t body_bytes;              /* response body bytes seen */
   int resp_enc;                   /* compression id or CONCH_ENC_UNSUPPORTED */
   conch_metadata headers;
+  uint32_t hpos[CONCH_H_N]; /* 1 + index in |headers| of the first CONCH_H_*
+                               field, 0 when none */
   conch_metadata trailers;
   conch_metadata gfields[2]; /* gRPC status fields: [0] headers, [1] trailers */
   conch_env_reader reader;
@@ -112,8 +126,13 @@ struct conch_call {
   unsigned auto_free : 1;        /* conch_call_opts.auto_free */
   size_t msg_size; /* of the message being pushed to a handler, else 0 */
   conch_unary_done unary_done; /* conch_unary_async() calls */
+  unsigned unary_raw : 1; /* they keep the response as received, to decode
+                             it into the arena when done runs */
   conch_stub_unary_done stub_done; /* conch_stub_unary_async(): */
   conch_stub_fn stub_fn;           /* runs this typed callback */
+  conch_stub_stream_msg stub_msg;   /* conch_stub_stream_async(): */
+  conch_stub_fn stub_msg_fn;        /* each message, */
+  conch_stub_stream_done stub_sdone; /* the end (with stub_fn) */
 };
 
 /* Starts a call bound to no connection, as if its request had gone out:
@@ -165,12 +184,26 @@ int conch__call_ready_to_submit(const conch_call *call);
    |compressed|.  Returns 0, or non-zero when the call ended. */
 int conch__call_deliver(conch_call *call, const uint8_t *p, size_t len,
                         int compressed);
+/* Takes the one queued response of a finished pull-mode unary call, as
+   conch_call_recv() does, except that a response kept as received
+   (unary_raw) is decoded only now: into the client's arena when it is not
+   in use (|*in_arena| set: the message is borrowed until
+   conch__arena_reset(), and |*payload|, which it may point into, must be
+   freed after that), else as conch_call_recv() would.  Returns 0,
+   CONCH_ERR_CODEC (the response does not decode; |err| says why) or what
+   conch_call_recv() returns. */
+int conch__call_take_unary(conch_call *call, ProtobufCMessage **msg,
+                           int *in_arena, uint8_t **payload, char *err,
+                           size_t errlen);
 /* Inflates into the client's inflate buffer, capped by the receive limit;
    ends the call on failure (naming |what|) and returns non-zero. */
 int conch__call_inflate(conch_call *call, const uint8_t *p, size_t n,
                         const char *what);
 /* Lets go of an inflate buffer grown large by one message. */
 void conch__client_shrink_inflbuf(conch_client *c);
+/* The value of the first response header |which| (CONCH_H_*), NUL
+   terminated, or NULL when there is none. */
+const char *conch__call_header(const conch_call *call, int which);
 /* Runs on_headers with the client's recursion guard. */
 void conch__call_emit_headers(conch_call *call);
 

@@ -17,6 +17,7 @@
 #include "compress.h"
 #include "list.h"
 #include "opts_int.h"
+#include "pbdec.h"
 #include "timer.h"
 
 struct conch_tls_ctx; /* tls.h */
@@ -27,6 +28,12 @@ struct conch_client {
   const conch_mem *mem;           /* &o.mem */
   ProtobufCAllocator pb_alloc;    /* over mem: messages handed to users */
   ProtobufCAllocator arena_alloc; /* over |arena|: borrowed messages */
+  conch_pbdec_cache pbdec;        /* what pbdec.c knows of descriptors */
+  /* The response content-type last parsed, and what it parsed to: a
+     server sends the same one every time (protocol.c). */
+  char ct_last[48];
+  size_t ct_last_len; /* 0: none */
+  int ct_last_family, ct_last_codec, ct_last_params;
   int tls;                        /* https */
   char *host;                     /* without brackets */
   char *port;

@@ -53,6 +53,8 @@ typedef struct conch_conn {
   const struct conch_session_ops *ops; /* HTTP/2's until the session starts */
   struct conch_tls *tls;               /* filter.c; NULL without TLS */
   struct nghttp2_session *h2;          /* the client session (session.c) */
+  void *h2_spare[4];       /* its freed small blocks, by size (session.c) */
+  unsigned h2_nspare[4];
   struct conch_h1 *h1; /* HTTP/1.1 bridge (h1.c); NULL for HTTP/2 */
   conch_buf out;       /* bytes for the socket, without TLS (filter.c) */
   uint8_t *rbuf;       /* socket reads */

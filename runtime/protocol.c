@@ -22,10 +22,29 @@
 
 /* The response's content type, parsed (wire.h); family 0 when absent or
    not an "application/" type. */
-static conch_ctype resp_ctype(const char *ctype) {
+static conch_ctype resp_ctype(conch_call *call, const char *ctype) {
+  conch_client *c = call->client;
   conch_ctype ct;
-  if (ctype == NULL || conch__ctype_parse(ctype, strlen(ctype), &ct) != 0) {
+  size_t len;
+  if (ctype == NULL) {
     memset(&ct, 0, sizeof(ct));
+    return ct;
+  }
+  len = strlen(ctype);
+  if (len == c->ct_last_len && memcmp(ctype, c->ct_last, len) == 0) {
+    ct.family = c->ct_last_family;
+    ct.codec = c->ct_last_codec;
+    ct.params = c->ct_last_params;
+    return ct;
+  }
+  if (conch__ctype_parse(ctype, len, &ct) != 0) {
+    memset(&ct, 0, sizeof(ct));
+  } else if (len > 0 && len <= sizeof(c->ct_last)) {
+    memcpy(c->ct_last, ctype, len);
+    c->ct_last_len = len;
+    c->ct_last_family = ct.family;
+    c->ct_last_codec = ct.codec;
+    c->ct_last_params = ct.params;
   }
   return ct;
 }
@@ -560,8 +579,8 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
 /* ---- Connect responses -------------------------------------------------- */
 
 static void connect_stream_headers(conch_call *call) {
-  const char *ctype = conch_metadata_get(&call->headers, "content-type", NULL);
-  conch_ctype ct = resp_ctype(ctype);
+  const char *ctype = conch__call_header(call, CONCH_H_CTYPE);
+  conch_ctype ct = resp_ctype(call, ctype);
   const char *enc;
 
   if (call->http_status != 200) {
@@ -583,7 +602,7 @@ static void connect_stream_headers(conch_call *call) {
                      ctype, codec_name(call));
     return;
   }
-  enc = conch_metadata_get(&call->headers, "connect-content-encoding", NULL);
+  enc = conch__call_header(call, CONCH_H_CCENC);
   call->resp_enc = parse_encoding(call, enc);
   if (call->resp_enc == CONCH_ENC_UNSUPPORTED) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
@@ -754,10 +773,10 @@ void conch__proto_on_data(conch_call *call, const uint8_t *data, size_t len) {
 
 static void connect_unary_end(conch_call *call) {
   conch_client *c = call->client;
-  const char *ctype = conch_metadata_get(&call->headers, "content-type", NULL);
-  conch_ctype ct = resp_ctype(ctype);
+  const char *ctype = conch__call_header(call, CONCH_H_CTYPE);
+  conch_ctype ct = resp_ctype(call, ctype);
   const char *encv =
-      conch_metadata_get(&call->headers, "content-encoding", NULL);
+      conch__call_header(call, CONCH_H_CENC);
   int enc = parse_encoding(call, encv);
   const uint8_t *p = conch__buf_head(&call->body);
   size_t n = conch__buf_size(&call->body);
@@ -886,16 +905,19 @@ static void headers_are_trailers(conch_call *call) {
     char *copy =
         ct != NULL ? conch__strndup(call->client->mem, ct, ctlen) : NULL;
     conch_metadata_reset(h);
+    memset(call->hpos, 0, sizeof(call->hpos));
     if (copy != NULL) {
-      conch__metadata_add_raw(h, "content-type", 12, copy, ctlen);
+      if (conch__metadata_add_raw(h, "content-type", 12, copy, ctlen) == 0) {
+        call->hpos[CONCH_H_CTYPE] = 1;
+      }
       conch__free(call->client->mem, copy);
     }
   }
 }
 
 static void grpc_headers(conch_call *call) {
-  const char *ctype = conch_metadata_get(&call->headers, "content-type", NULL);
-  conch_ctype ct = resp_ctype(ctype);
+  const char *ctype = conch__call_header(call, CONCH_H_CTYPE);
+  conch_ctype ct = resp_ctype(call, ctype);
   const char *enc;
 
   if (call->http_status != 200) {
@@ -916,7 +938,7 @@ static void grpc_headers(conch_call *call) {
                      ctype, codec_name(call));
     return;
   }
-  enc = conch_metadata_get(&call->headers, "grpc-encoding", NULL);
+  enc = conch__call_header(call, CONCH_H_GENC);
   call->resp_enc = parse_encoding(call, enc);
   if (call->resp_enc == CONCH_ENC_UNSUPPORTED) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
@@ -1037,13 +1059,31 @@ static void grpc_feed(conch_call *call, const uint8_t *data, size_t len) {
    grpc-status-details-bin of |fields| (3.3 steps 5-8). */
 static void grpc_resolve(conch_call *call, const conch_metadata *fields) {
   conch_client *c = call->client;
-  size_t slen, mlen, dlen;
-  const char *sv = conch_metadata_get(fields, "grpc-status", &slen);
-  const char *mv = conch_metadata_get(fields, "grpc-message", &mlen);
-  const char *dv = conch_metadata_get(fields, "grpc-status-details-bin", &dlen);
+  size_t slen = 0, mlen = 0, dlen = 0, i;
+  const char *sv = NULL, *mv = NULL, *dv = NULL;
   conch_status st;
   char *msg = NULL;
   int code;
+
+  /* One walk for the three (names are stored lowercase; the first of each
+     counts, as conch_metadata_get() would find it). */
+  for (i = 0; i < fields->n; i++) {
+    const conch_md_entry *e = &fields->ents[i];
+    const char *name = (const char *)fields->strings.data + e->name_off;
+    const char *value = (const char *)fields->strings.data + e->value_off;
+    if (sv == NULL && e->name_len == 11 && memcmp(name, "grpc-status", 11) == 0) {
+      sv = value;
+      slen = e->value_len;
+    } else if (mv == NULL && e->name_len == 12 &&
+               memcmp(name, "grpc-message", 12) == 0) {
+      mv = value;
+      mlen = e->value_len;
+    } else if (dv == NULL && e->name_len == 23 &&
+               memcmp(name, "grpc-status-details-bin", 23) == 0) {
+      dv = value;
+      dlen = e->value_len;
+    }
+  }
 
   if (sv == NULL) {
     conch__call_fail(call, CONCH_CODE_UNKNOWN, CONCH_ERR_PROTO,

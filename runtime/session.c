@@ -4,6 +4,8 @@
    keepalive decision.  No descriptors and no clock: frames leave through
    the filter (conch__filter_write, written out by conn.c), bytes come in
    through |feed|, and the time is passed in. */
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -232,6 +234,118 @@ static int send_data(nghttp2_session *s, nghttp2_frame *frame,
   return 0;
 }
 
+/* ---- nghttp2's memory ---------------------------------------------------- */
+
+/* nghttp2 allocates a few small blocks for every stream (the stream, its
+   outbound frames) and frees them when it closes.  Freed blocks of up to
+   512 bytes are kept per connection, by size class, for the next streams:
+   a steady load of calls allocates nothing.  Each block starts with a
+   header saying its class and size. */
+#define SPARE_CLASSES 4
+#define SPARE_KEEP 256 /* blocks kept per class: 2 per stream, 128 streams */
+
+typedef union spare_hdr {
+  struct {
+    size_t cls;  /* class, or SPARE_CLASSES: not kept */
+    size_t size; /* usable bytes */
+  } h;
+  max_align_t align;
+} spare_hdr;
+
+static const size_t spare_size[SPARE_CLASSES] = {64, 128, 256, 512};
+
+static void *h2_malloc(size_t size, void *ud) {
+  conch_conn *conn = ud;
+  const conch_mem *mem = conn->client->mem;
+  size_t cls = 0;
+  spare_hdr *h;
+  while (cls < SPARE_CLASSES && size > spare_size[cls]) {
+    cls++;
+  }
+  if (cls < SPARE_CLASSES && conn->h2_spare[cls] != NULL) {
+    h = conn->h2_spare[cls];
+    memcpy(&conn->h2_spare[cls], h + 1, sizeof(void *));
+    conn->h2_nspare[cls]--;
+    return h + 1;
+  }
+  if (cls < SPARE_CLASSES) {
+    size = spare_size[cls];
+  } else if (size > SIZE_MAX - sizeof(*h)) {
+    return NULL;
+  }
+  h = mem->malloc(sizeof(*h) + size, mem->user_data);
+  if (h == NULL) {
+    return NULL;
+  }
+  h->h.cls = cls;
+  h->h.size = size;
+  return h + 1;
+}
+
+static void h2_mfree(void *p, void *ud) {
+  conch_conn *conn = ud;
+  const conch_mem *mem = conn->client->mem;
+  spare_hdr *h;
+  size_t cls;
+  if (p == NULL) {
+    return;
+  }
+  h = (spare_hdr *)p - 1;
+  cls = h->h.cls;
+  if (cls < SPARE_CLASSES && conn->h2_nspare[cls] < SPARE_KEEP) {
+    memcpy(p, &conn->h2_spare[cls], sizeof(void *));
+    conn->h2_spare[cls] = h;
+    conn->h2_nspare[cls]++;
+    return;
+  }
+  mem->free(h, mem->user_data);
+}
+
+static void *h2_calloc(size_t n, size_t size, void *ud) {
+  void *p;
+  if (size != 0 && n > SIZE_MAX / size) {
+    return NULL;
+  }
+  p = h2_malloc(n * size, ud);
+  if (p != NULL) {
+    memset(p, 0, n * size);
+  }
+  return p;
+}
+
+static void *h2_realloc(void *p, size_t size, void *ud) {
+  spare_hdr *h;
+  void *q;
+  if (p == NULL) {
+    return h2_malloc(size, ud);
+  }
+  h = (spare_hdr *)p - 1;
+  if (size <= h->h.size) {
+    return p;
+  }
+  q = h2_malloc(size, ud);
+  if (q == NULL) {
+    return NULL;
+  }
+  memcpy(q, p, h->h.size);
+  h2_mfree(p, ud);
+  return q;
+}
+
+/* Frees the blocks kept (once the session is gone). */
+static void h2_spare_drain(conch_conn *conn) {
+  const conch_mem *mem = conn->client->mem;
+  size_t cls;
+  for (cls = 0; cls < SPARE_CLASSES; cls++) {
+    while (conn->h2_spare[cls] != NULL) {
+      spare_hdr *h = conn->h2_spare[cls];
+      memcpy(&conn->h2_spare[cls], h + 1, sizeof(void *));
+      mem->free(h, mem->user_data);
+    }
+    conn->h2_nspare[cls] = 0;
+  }
+}
+
 /* ---- Setup ------------------------------------------------------------- */
 
 int conch__h2_start(conch_conn *conn) {
@@ -242,12 +356,12 @@ int conch__h2_start(conch_conn *conn) {
   nghttp2_settings_entry iv[3];
   int rv;
 
-  /* conch_mem has nghttp2_mem's layout, field by field. */
-  mem.mem_user_data = c->mem->user_data;
-  mem.malloc = c->mem->malloc;
-  mem.free = c->mem->free;
-  mem.calloc = c->mem->calloc;
-  mem.realloc = c->mem->realloc;
+  /* Over c->mem, keeping small blocks for reuse. */
+  mem.mem_user_data = conn;
+  mem.malloc = h2_malloc;
+  mem.free = h2_mfree;
+  mem.calloc = h2_calloc;
+  mem.realloc = h2_realloc;
 
   rv = nghttp2_session_callbacks_new(&cbs);
   if (rv != 0) {
@@ -418,6 +532,7 @@ void conch__h2_free(conch_conn *conn) {
     nghttp2_session_del(conn->h2);
     conn->h2 = NULL;
   }
+  h2_spare_drain(conn);
 }
 
 /* An http:// target with CONCH_HTTP_AUTO is tried with HTTP/2 (prior

@@ -6,6 +6,7 @@
 
 #include "call_int.h"
 #include "client_int.h"
+#include "mem_int.h"
 #include "status_int.h"
 
 int conch_stub_start(conch_client *c, const conch_method *method,
@@ -114,12 +115,23 @@ static void unary_close(conch_call *call, const conch_status *status,
   ProtobufCMessage *resp = NULL;
   conch_status local;
   const conch_status *st = status;
+  uint8_t *payload = NULL;
+  int in_arena = 0;
   int rv;
 
   conch_status_init(&local);
   if (status->code == CONCH_CODE_OK) {
-    rv = conch_call_recv(call, &resp);
-    if (rv != 0) {
+    char err[256];
+    rv = conch__call_take_unary(call, &resp, &in_arena, &payload, err,
+                                sizeof(err));
+    if (rv == CONCH_ERR_CODEC) {
+      /* Kept as received (unary_raw) and decoded only now. */
+      conch__status_set(&local, c->mem, CONCH_CODE_INTERNAL,
+                        CONCH_ORIGIN_LOCAL, CONCH_ERR_CODEC,
+                        "cannot decode %s%s%s", call->method->output->name,
+                        err[0] ? ": " : "", err);
+      st = &local;
+    } else if (rv != 0) {
       /* The message of a finished call decodes late only when it arrived
          compressed: memory is all that can fail.  An OK unary call without
          a message is ended with an error by the runtime and never gets
@@ -140,7 +152,12 @@ static void unary_close(conch_call *call, const conch_status *status,
   } else {
     call->unary_done(resp, st, &call->headers, trailers, user_data);
   }
-  conch_message_free(c, resp);
+  if (in_arena) {
+    conch__arena_reset(c);
+    conch__free(c->mem, payload);
+  } else {
+    conch_message_free(c, resp);
+  }
   conch_status_clear(&local);
 }
 
@@ -174,6 +191,7 @@ static int unary_async(conch_client *c, const conch_method *method,
   call->stub_done = stub_done;
   call->stub_fn = stub_fn;
   call->auto_free = 1;
+  call->unary_raw = 1;
   rv = conch_call_send(call, req);
   /* CONCH_ERR_STATE, CONCH_ERR_LIMIT: the call has ended and its status
      says why.  NOMEM ended it with resource_exhausted; anything else
@@ -209,4 +227,64 @@ int conch_stub_unary_async(conch_client *c, const conch_method *method,
   }
   return unary_async(c, method, opts, req, NULL, trampoline, done, user_data,
                      out);
+}
+
+/* ---- conch_stub_stream_async ---------------------------------------------
+   A push-mode server-streaming call: each message goes to its typed
+   callback as it is decoded (borrowed, as any handler's), the end to
+   another; the call frees itself after it. */
+
+static void stream_message(conch_call *call, const ProtobufCMessage *msg,
+                           void *user_data) {
+  call->stub_msg(msg, call->stub_msg_fn, user_data);
+}
+
+static void stream_close(conch_call *call, const conch_status *status,
+                         const conch_metadata *trailers, void *user_data) {
+  call->stub_sdone(status, &call->headers, trailers, call->stub_fn, user_data);
+}
+
+int conch_stub_stream_async(conch_client *c, const conch_method *method,
+                            const conch_call_opts *opts,
+                            const ProtobufCMessage *req,
+                            conch_stub_stream_msg msg_trampoline,
+                            conch_stub_fn on_message,
+                            conch_stub_stream_done done_trampoline,
+                            conch_stub_fn done, void *user_data,
+                            conch_call **out) {
+  static const conch_call_handler table = {NULL, stream_message, NULL, NULL,
+                                           stream_close};
+  conch_call *call;
+  int rv;
+
+  if (out != NULL) {
+    *out = NULL;
+  }
+  if (c == NULL || method == NULL || req == NULL || msg_trampoline == NULL ||
+      on_message == NULL || done_trampoline == NULL || done == NULL ||
+      method->kind != CONCH_STREAM_SERVER || method->input == NULL ||
+      method->output == NULL || req->descriptor != method->input) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch_call_start(c, method, opts, &table, user_data, &call);
+  if (rv != 0) {
+    return rv;
+  }
+  /* No handler runs inside conch_call_start() or conch_call_send():
+     setting these now is in time. */
+  call->stub_msg = msg_trampoline;
+  call->stub_msg_fn = on_message;
+  call->stub_sdone = done_trampoline;
+  call->stub_fn = done;
+  call->auto_free = 1;
+  rv = conch_call_send(call, req); /* its only request: sending ends them */
+  /* As in unary_async(): a call that cannot send its request ends, and
+     done runs once, later. */
+  if (rv != 0 && rv != CONCH_ERR_STATE && rv != CONCH_ERR_LIMIT) {
+    conch_call_cancel(call);
+  }
+  if (out != NULL) {
+    *out = call;
+  }
+  return 0;
 }

@@ -263,6 +263,32 @@ int process__process__connect_start(
                           table, handler, &req->base, &out->base);
 }
 
+static void m1_message(const ProtobufCMessage *msg, conch_stub_fn on_message,
+                       void *user_data) {
+  /* on_message was cast from this method's _OnMessage type; msg is the
+     base of its response type. */
+  ((Process__Process__Connect_OnMessage)on_message)(
+      (const Process__ConnectResponse *)msg, user_data);
+}
+
+static void m1_done(const conch_status *status, const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type. */
+  ((Process__Process__Connect_Done)done)(status, headers, trailers, user_data);
+}
+
+int process__process__connect_async(
+    conch_client *client, const conch_call_opts *opts,
+    const Process__ConnectRequest *req,
+    Process__Process__Connect_OnMessage on_message,
+    Process__Process__Connect_Done done, void *user_data, conch_call **out) {
+  return conch_stub_stream_async(client, &process__process__connect__method,
+                                 opts, req != NULL ? &req->base : NULL,
+                                 m1_message, (conch_stub_fn)on_message, m1_done,
+                                 (conch_stub_fn)done, user_data, out);
+}
+
 int process__process__connect_recv(Process__Process__Connect_Call call,
                                    Process__ConnectResponse **msg) {
   ProtobufCMessage *m = NULL;
@@ -420,6 +446,33 @@ int process__process__start_start(
   }
   return conch_stub_start(client, &process__process__start__method, opts, table,
                           handler, &req->base, &out->base);
+}
+
+static void m2_message(const ProtobufCMessage *msg, conch_stub_fn on_message,
+                       void *user_data) {
+  /* on_message was cast from this method's _OnMessage type; msg is the
+     base of its response type. */
+  ((Process__Process__Start_OnMessage)on_message)(
+      (const Process__StartResponse *)msg, user_data);
+}
+
+static void m2_done(const conch_status *status, const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type. */
+  ((Process__Process__Start_Done)done)(status, headers, trailers, user_data);
+}
+
+int process__process__start_async(conch_client *client,
+                                  const conch_call_opts *opts,
+                                  const Process__StartRequest *req,
+                                  Process__Process__Start_OnMessage on_message,
+                                  Process__Process__Start_Done done,
+                                  void *user_data, conch_call **out) {
+  return conch_stub_stream_async(client, &process__process__start__method, opts,
+                                 req != NULL ? &req->base : NULL, m2_message,
+                                 (conch_stub_fn)on_message, m2_done,
+                                 (conch_stub_fn)done, user_data, out);
 }
 
 int process__process__start_recv(Process__Process__Start_Call call,

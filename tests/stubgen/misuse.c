@@ -1,5 +1,5 @@
 /* Misuse of the generated stubs, client (cases 1-8 and, for _async(),
-   15-17) and server (9-14), must not compile.  Built with -DCASE=n by the stubgen/misuse_* tests,
+   15-20) and server (9-14), must not compile.  Built with -DCASE=n by the stubgen/misuse_* tests,
    each expected to fail; CASE 0 is the same code used rightly and must
    compile, so the failures come from the misuse and not from the file. */
 #include "stubgen.conch.h"
@@ -64,6 +64,26 @@ static void done_ping(const Ping *resp, const conch_status *st,
   (void)user_data;
 }
 
+/* Server-streaming _async() callbacks: the right ones for
+   Echo/ServerStream, and one taking a Ping. */
+static void on_pong_msg(const Pong *msg, void *user_data) {
+  (void)msg;
+  (void)user_data;
+}
+
+static void on_ping_msg(const Ping *msg, void *user_data) {
+  (void)msg;
+  (void)user_data;
+}
+
+static void stream_done(const conch_status *st, const conch_metadata *headers,
+                        const conch_metadata *trailers, void *user_data) {
+  (void)st;
+  (void)headers;
+  (void)trailers;
+  (void)user_data;
+}
+
 void misuse(conch_client *c, Echo__ClientStream_Call cs, Echo__Unary_Call u,
             Echo__ServerStream_Call ss) {
   Ping ping = PING__INIT;
@@ -79,6 +99,9 @@ void misuse(conch_client *c, Echo__ClientStream_Call cs, Echo__Unary_Call u,
   (void)on_pong;
   (void)done_ping;
   (void)done_pong;
+  (void)on_pong_msg;
+  (void)on_ping_msg;
+  (void)stream_done;
 
 #if CASE == 0
   h.on_message = on_pong;
@@ -88,6 +111,8 @@ void misuse(conch_client *c, Echo__ClientStream_Call cs, Echo__Unary_Call u,
   echo__unary_sync(c, NULL, &ping, &resp, NULL, NULL, NULL);
   echo__client_stream_close_and_recv_sync(cs, &resp);
   echo__unary_async(c, NULL, &ping, done_pong, NULL, NULL);
+  echo__server_stream_async(c, NULL, &ping, on_pong_msg, stream_done, NULL,
+                            NULL);
 #elif CASE == 1
   /* A request of the wrong type. */
   echo__client_stream_send(cs, &pong);
@@ -116,11 +141,23 @@ void misuse(conch_client *c, Echo__ClientStream_Call cs, Echo__Unary_Call u,
   /* A _Done callback taking the wrong response type. */
   echo__unary_async(c, NULL, &ping, done_ping, NULL, NULL);
 #elif CASE == 16
-  /* _async() exists for unary methods only. */
-  echo__server_stream_async(c, NULL, &ping, done_pong, NULL, NULL);
+  /* _async() exists for unary and server-streaming methods only. */
+  echo__bidi_async(c, NULL, &ping, done_pong, NULL, NULL);
 #elif CASE == 17
   /* A request of the wrong type. */
   echo__unary_async(c, NULL, &pong, done_pong, NULL, NULL);
+#elif CASE == 18
+  /* Server streaming: an _OnMessage taking the wrong response type. */
+  echo__server_stream_async(c, NULL, &ping, on_ping_msg, stream_done, NULL,
+                            NULL);
+#elif CASE == 19
+  /* Server streaming: a unary _Done (with a response) as the end. */
+  echo__server_stream_async(c, NULL, &ping, on_pong_msg, done_pong, NULL,
+                            NULL);
+#elif CASE == 20
+  /* Server streaming: a request of the wrong type. */
+  echo__server_stream_async(c, NULL, &pong, on_pong_msg, stream_done, NULL,
+                            NULL);
 #endif
   (void)h;
   (void)c;

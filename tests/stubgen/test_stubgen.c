@@ -437,6 +437,115 @@ static void test_server_stream_push(void **state) {
   conch_client_free(c);
 }
 
+/* ---- Server streaming, one callback per event (_async) ------------------ */
+
+typedef struct stream_seen {
+  int messages, dones;
+  int inside; /* set while _async() runs: nothing may run then */
+  int ran_inside;
+  int out_of_order; /* a message after done, or with the wrong index */
+  conch_code code;
+  char message[64];
+  int had_headers;
+} stream_seen;
+
+static void async_message(const Pong *msg, void *user_data) {
+  stream_seen *a = user_data;
+  a->ran_inside |= a->inside;
+  assert_ptr_equal(msg->base.descriptor, &pong__descriptor);
+  if (a->dones != 0 || msg->index != (unsigned)a->messages) {
+    a->out_of_order = 1;
+  }
+  a->messages++;
+}
+
+static void async_done(const conch_status *st, const conch_metadata *headers,
+                       const conch_metadata *trailers, void *user_data) {
+  stream_seen *a = user_data;
+  a->ran_inside |= a->inside;
+  a->dones++;
+  a->code = st->code;
+  assert_non_null(trailers);
+  a->had_headers = conch_metadata_get(headers, "content-type", NULL) != NULL;
+  snprintf(a->message, sizeof(a->message), "%s", conch_status_message(st));
+}
+
+/* Drives |c| until done ran, for up to 20 s. */
+static void run_until_stream_done(conch_client *c, const stream_seen *a) {
+  int i;
+  for (i = 0; i < 20 && a->dones == 0; i++) {
+    assert_int_equal(conch_client_run(c, 1000), 0);
+  }
+  assert_int_equal(a->dones, 1);
+}
+
+static void test_server_stream_async(void **state) {
+  conch_client *c = new_client();
+  Ping req = ping("async-tick");
+  stream_seen a = {0};
+  conch_call *call = NULL;
+  (void)state;
+
+  req.count = 7;
+  a.inside = 1;
+  assert_int_equal(echo__server_stream_async(c, NULL, &req, async_message,
+                                             async_done, &a, &call),
+                   0);
+  a.inside = 0;
+  assert_non_null(call);
+  run_until_stream_done(c, &a);
+  assert_int_equal(a.ran_inside, 0);
+  assert_int_equal(a.out_of_order, 0);
+  assert_int_equal(a.messages, 7);
+  assert_int_equal(a.code, CONCH_CODE_OK);
+  assert_true(a.had_headers);
+
+  /* Responses, then an error: the status says why. */
+  memset(&a, 0, sizeof(a));
+  req.count = 2;
+  req.fail_code = CONCH_CODE_ABORTED;
+  req.text = "stream aborted";
+  assert_int_equal(echo__server_stream_async(c, NULL, &req, async_message,
+                                             async_done, &a, NULL),
+                   0);
+  run_until_stream_done(c, &a);
+  assert_int_equal(a.messages, 2);
+  assert_int_equal(a.out_of_order, 0);
+  assert_int_equal(a.code, CONCH_CODE_ABORTED);
+  assert_string_equal(a.message, "stream aborted");
+
+  /* Canceled through |out|: done runs once, canceled. */
+  memset(&a, 0, sizeof(a));
+  req.count = 3;
+  req.fail_code = 0;
+  assert_int_equal(echo__server_stream_async(c, NULL, &req, async_message,
+                                             async_done, &a, &call),
+                   0);
+  conch_call_cancel(call);
+  run_until_stream_done(c, &a);
+  assert_int_equal(a.code, CONCH_CODE_CANCELED);
+
+  /* Arguments: nothing runs. */
+  memset(&a, 0, sizeof(a));
+  call = (conch_call *)&a;
+  assert_int_equal(echo__server_stream_async(c, NULL, NULL, async_message,
+                                             async_done, &a, &call),
+                   CONCH_ERR_INVALID);
+  assert_null(call);
+  assert_int_equal(
+      echo__server_stream_async(c, NULL, &req, NULL, async_done, &a, NULL),
+      CONCH_ERR_INVALID);
+  assert_int_equal(
+      echo__server_stream_async(c, NULL, &req, async_message, NULL, &a, NULL),
+      CONCH_ERR_INVALID);
+  assert_int_equal(echo__server_stream_async(NULL, NULL, &req, async_message,
+                                             async_done, &a, NULL),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_client_run(c, 0), 0);
+  assert_int_equal(a.dones + a.messages, 0);
+  conch_client_free(c);
+}
+
 /* ---- Client streaming --------------------------------------------------- */
 
 static void test_client_stream_sync(void **state) {
@@ -861,6 +970,7 @@ int main(void) {
       cmocka_unit_test(test_lookup),
       cmocka_unit_test(test_server_stream_pull),
       cmocka_unit_test(test_server_stream_push),
+      cmocka_unit_test(test_server_stream_async),
       cmocka_unit_test(test_client_stream_sync),
       cmocka_unit_test(test_client_stream_push),
       cmocka_unit_test(test_bidi_pull),

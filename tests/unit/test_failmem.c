@@ -386,6 +386,13 @@ static void test_unary_async_rpc_error(void **state) {
   assert_int_equal(async_once_of(&m_undecodable, 0, &d), 0);
   assert_int_not_equal(d.code, CONCH_CODE_OK);
   assert_false(d.had_resp);
+  /* Uncompressed, the response is kept as received and decoded only when
+     done runs: the same outcome. */
+  comp = comps[0];
+  assert_int_equal(async_once_of(&m_undecodable, 0, &d), 0);
+  assert_int_equal(d.code, CONCH_CODE_INTERNAL);
+  assert_false(d.had_resp);
+  comp = "gzip";
   /* Canceled through the out handle before its request went out. */
   assert_int_equal(async_once_of(&m_unary, 1, &d), 0);
   assert_int_equal(d.code, CONCH_CODE_CANCELED);

@@ -17,7 +17,8 @@
 #   - heap allocations per unit (memcheck's "total heap usage", differenced;
 #     all libraries), and conch's split into its own and nghttp2's (its
 #     conch_mem hooks, CONCH_BENCH_ALLOCS=1).
-# Environment: ROUNDS (default 3), QUICK=1 (smaller counts).
+# Environment: ROUNDS (default 3), QUICK=1 (smaller counts), ROWS (the rows
+# to run, e.g. "list-grpc setup-grpc"; default all).
 # Needs valgrind, strace, h2load and GNU time.
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -144,6 +145,10 @@ clients="conch h2load"
 
 # Rows: workload protocol; gRPC C++ only speaks gRPC.
 rows="list-connect list-grpc setup-connect setup-grpc bulk-connect bulk-grpc"
+# conch only: list and setup through the typed one-callback stubs
+# (p__s__m_async()), compared with the others' list and setup.
+rows="$rows listasync-connect listasync-grpc setupasync-connect setupasync-grpc"
+rows=${ROWS:-$rows}
 : >"$out/data"
 r=1
 while [ "$r" -le "$rounds" ]; do
@@ -152,6 +157,7 @@ while [ "$r" -le "$rounds" ]; do
     if [ "$w" = bulk ]; then n1=$n1_b n2=$n2_b nc=$ncpu_b; else n1=$n1_u n2=$n2_u nc=$ncpu_u; fi
     for c in $clients; do
       [ "$c" = grpc++ ] && [ "$p" = connect ] && continue
+      case $w in *async) [ "$c" = conch ] || continue ;; esac
       echo "round $r: $c $row" >&2
       set -- $(m_cpu "$c" "$w" "$p" "$nc")
       echo "$row $c cpu $1" >>"$out/data"
@@ -189,15 +195,20 @@ echo "time of the whole client process (GNU time, 10 ms resolution; $ncpu_u call
 echo "streams, $ncpu_b messages per run); rss: peak KiB; sys: syscalls (strace -f);"
 echo "heap: allocations, all libraries (memcheck); own/h2: conch's allocations split"
 echo "by its hooks into its own and nghttp2's.  x h2load, x gRPC: conch's figure"
-echo "divided by theirs (lower is better for conch)."
+echo "divided by theirs (lower is better for conch).  listasync and setupasync:"
+echo "conch's list and setup through the typed one-callback stubs (p__s__m_async()),"
+echo "compared with the others' list and setup."
 echo
 gib=$((1024 * 1024 * 1024))
 echo "| workload | client | ir/unit | cpu/unit | rss KiB | sys/unit | heap/unit | own+h2 | ir x h2load | ir x gRPC | cpu x h2load | cpu x gRPC |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for row in $rows; do
   w=${row%-*}
+  # The others' row to compare with: listasync-grpc with list-grpc.
+  hrow=${w%async}-${row#*-}
   for c in $clients; do
     [ "$c" = grpc++ ] && [ "${row#*-}" = connect ] && continue
+    case $w in *async) [ "$c" = conch ] || continue ;; esac
     ir=$(get "$row" "$c" ir) cpu=$(get "$row" "$c" cpu)
     if [ "$w" = bulk ]; then
       # per message -> per GiB
@@ -211,7 +222,7 @@ for row in $rows; do
     ratios="| | | |"
     if [ "$c" = conch ]; then
       gir=$(get "list-grpc" grpc++ ir)
-      ratios="| $(ratio "$(get "$row" conch ir)" "$(get "$row" h2load ir)") | $( [ "${row#*-}" = grpc ] && [ "$have_grpc" = 1 ] && ratio "$(get "$row" conch ir)" "$(get "$row" grpc++ ir)" || echo -) | $(ratio "$(get "$row" conch cpu)" "$(get "$row" h2load cpu)") | $( [ "${row#*-}" = grpc ] && [ "$have_grpc" = 1 ] && ratio "$(get "$row" conch cpu)" "$(get "$row" grpc++ cpu)" || echo -) |"
+      ratios="| $(ratio "$(get "$row" conch ir)" "$(get "$hrow" h2load ir)") | $( [ "${row#*-}" = grpc ] && [ "$have_grpc" = 1 ] && ratio "$(get "$row" conch ir)" "$(get "$hrow" grpc++ ir)" || echo -) | $(ratio "$(get "$row" conch cpu)" "$(get "$hrow" h2load cpu)") | $( [ "${row#*-}" = grpc ] && [ "$have_grpc" = 1 ] && ratio "$(get "$row" conch cpu)" "$(get "$hrow" grpc++ cpu)" || echo -) |"
       : "$gir"
     fi
     echo "| $row | $c | $ir | $cpu | $(get "$row" "$c" rss) | $sys | ${heap:--} | ${split:--} $ratios"

@@ -6,6 +6,7 @@
      conch-bench idle   URL STREAMS
      conch-bench [--protocol connect|grpc] list  URL CONC CALLS
      conch-bench [--protocol connect|grpc] setup URL CONC STREAMS
+     conch-bench [--protocol connect|grpc] listasync|setupasync URL CONC N
      conch-bench [--protocol connect|grpc] bulk  URL MESSAGES BYTES
 
    unary: CONCURRENCY unary calls kept in flight on one connection for
@@ -17,7 +18,10 @@
    (tools/bench/compare.sh), a fixed amount of work each: CALLS unary
    process.Process/List calls with CONC in flight; STREAMS server streams of
    process.Process/Start of one 64-byte message each, CONC open at a time;
-   one stream of MESSAGES messages of BYTES stdout bytes.  With
+   one stream of MESSAGES messages of BYTES stdout bytes.  listasync and
+   setupasync do list's and setup's work through the typed one-callback
+   stubs (process__process__list_async(), process__process__start_async()),
+   the calls freeing themselves.  With
    CONCH_BENCH_ALLOCS=1 in the environment the client counts its allocations
    (conch_mem hooks), split into nghttp2's and the rest (conch's own, with
    protobuf-c's arena), and reports them per call or stream.
@@ -362,6 +366,7 @@ typedef struct pc_state {
   const ProtobufCMessage *req;
   long total, started, done, errors;
   double bytes;
+  int async; /* through the typed _async() stubs */
 } pc_state;
 
 static void pc_start(pc_state *s);
@@ -405,12 +410,66 @@ static const conch_call_handler pc_list_h = {NULL, pc_list_msg, NULL, NULL,
 static const conch_call_handler pc_start_h = {NULL, pc_start_msg, NULL, NULL,
                                               pc_close};
 
+/* The same through the typed one-callback stubs (listasync, setupasync):
+   the calls free themselves. */
+static void pc_ended(pc_state *s, const conch_status *st) {
+  if (st->code == CONCH_CODE_OK) {
+    s->done++;
+  } else {
+    if (s->errors == 0) {
+      fprintf(stderr, "call failed: %s\n", st->message ? st->message : "");
+    }
+    s->errors++;
+  }
+  pc_start(s);
+}
+
+static void pc_list_done(const Process__ListResponse *resp,
+                         const conch_status *st, const conch_metadata *headers,
+                         const conch_metadata *trailers, void *ud) {
+  pc_state *s = ud;
+  (void)headers;
+  (void)trailers;
+  if (resp != NULL && resp->n_processes != 3) {
+    s->errors++;
+  }
+  pc_ended(s, st);
+}
+
+static void pc_start_event(const Process__StartResponse *r, void *ud) {
+  pc_start_msg(NULL, &r->base, ud);
+}
+
+static void pc_start_done(const conch_status *st, const conch_metadata *headers,
+                          const conch_metadata *trailers, void *ud) {
+  (void)headers;
+  (void)trailers;
+  pc_ended(ud, st);
+}
+
 static void pc_start(pc_state *s) {
   conch_call *call;
+  int rv;
   if (s->started >= s->total) {
     return;
   }
   s->started++;
+  if (s->async) {
+    if (s->m == &process__process__list__method) {
+      rv = process__process__list_async(
+          s->c, NULL, (const Process__ListRequest *)s->req, pc_list_done, s,
+          NULL);
+    } else {
+      rv = process__process__start_async(
+          s->c, NULL, (const Process__StartRequest *)s->req, pc_start_event,
+          pc_start_done, s, NULL);
+    }
+    if (rv != 0) {
+      fprintf(stderr, "cannot start a call\n");
+      exit(1);
+    }
+    return;
+  }
   if (conch_call_start(s->c, s->m, NULL,
                        s->m == &process__process__list__method ? &pc_list_h
                                                                 : &pc_start_h,
@@ -451,10 +510,11 @@ static int pc_run(const char *mode, const char *url, long a, long b) {
     return 1;
   }
   memset(&s.total, 0, sizeof(s) - offsetof(pc_state, total));
-  if (strcmp(mode, "list") == 0) {
+  s.async = strcmp(mode, "listasync") == 0 || strcmp(mode, "setupasync") == 0;
+  if (strcmp(mode, "list") == 0 || strcmp(mode, "listasync") == 0) {
     conc = a;
     s.total = b;
-  } else if (strcmp(mode, "setup") == 0) {
+  } else if (strcmp(mode, "setup") == 0 || strcmp(mode, "setupasync") == 0) {
     s.m = &process__process__start__method;
     s.req = &sreq.base;
     snprintf(arg0, sizeof(arg0), "1");
@@ -509,7 +569,9 @@ int main(int argc, char **argv) {
     argv += 2;
   }
   if (argc == 5 && (strcmp(argv[1], "list") == 0 ||
+                    strcmp(argv[1], "listasync") == 0 ||
                     strcmp(argv[1], "setup") == 0 ||
+                    strcmp(argv[1], "setupasync") == 0 ||
                     strcmp(argv[1], "bulk") == 0)) {
     return pc_run(argv[1], argv[2], atol(argv[3]), atol(argv[4]));
   }

@@ -334,7 +334,9 @@ static const char *const guide_names[] = {
     "                   p__s__m_recv_sync() blocks for it",
     "  p__s__m_sync()   a whole unary call, blocking",
     "  p__s__m_async()  a whole unary call, its end reported to one",
-    "                   P__S__M_Done callback",
+    "                   P__S__M_Done callback; for server streaming,",
+    "                   each response to a P__S__M_OnMessage callback",
+    "                   and the end to P__S__M_Done",
     "  p__s__m_send()   sends a request (client streaming, bidi);",
     "                   p__s__m_send_sync() blocks while the buffer is",
     "                   full",
@@ -387,7 +389,7 @@ static void file_guide(sg_buf *b, const sg_file *f) {
                 "function (they are serialized at once).  A response from "
                 "_recv(), _recv_sync(), _sync() or _close_and_recv_sync() is "
                 "the caller's, to free with conch_message_free(client, "
-                "&msg->base); one given to a handler or a _Done callback is "
+                "&msg->base); one given to a handler or an _OnMessage or _Done callback is "
                 "borrowed until it returns.  A call started with _start() is "
                 "the caller's, to free with conch_call_free(call.base); one "
                 "of _async() frees itself after its _Done callback.  On the server, a request "
@@ -408,7 +410,7 @@ static void file_guide(sg_buf *b, const sg_file *f) {
    kept NUL-separated in one buffer. */
 typedef struct decl {
   sg_buf text;
-  size_t off[10];
+  size_t off[12];
   size_t n;
 } decl;
 
@@ -443,7 +445,7 @@ static void decl_add(decl *d, const char *fmt, ...) {
 
 static void decl_end(sg_buf *b, decl *d, const char *indent,
                      const char *close) {
-  const char *params[10];
+  const char *params[12];
   size_t i;
   if (d->text.oom || d->n == 0) {
     b->oom = 1;
@@ -731,6 +733,59 @@ static void header_async(sg_buf *b, const names *n, decl *dl) {
   decl_add(dl, "conch_client *client");
   decl_add(dl, "const conch_call_opts *opts");
   decl_add(dl, "const %s *req", n->req);
+  decl_add(dl, "%s_Done done", n->m->camel);
+  decl_add(dl, "void *user_data");
+  decl_add(dl, "conch_call **out");
+  decl_end(b, dl, "", ");");
+}
+
+static void header_stream_async(sg_buf *b, const names *n, decl *dl) {
+  doc d;
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "One response of a %s_async() call: |msg| is borrowed until the "
+           "callback returns.",
+           n->B);
+  doc_close(&d);
+  decl_start(dl, "typedef void (*%s_OnMessage)(", n->m->camel);
+  decl_add(dl, "const %s *msg", n->resp);
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "", ");");
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "The end of a %s_async() call: |status|, and |headers| and "
+           "|trailers| (never NULL) the response metadata, all borrowed "
+           "until the callback returns.",
+           n->B);
+  doc_close(&d);
+  decl_start(dl, "typedef void (*%s_Done)(", n->m->camel);
+  decl_add(dl, "const conch_status *status");
+  decl_add(dl, "const conch_metadata *headers");
+  decl_add(dl, "const conch_metadata *trailers");
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "", ");");
+
+  doc_open(&d, b);
+  doc_para(&d,
+           "Calls %s without blocking: |on_message| runs for each response "
+           "and then |done| exactly once, all with |user_data| on the "
+           "thread that drives |client| and never from inside this "
+           "function; the call frees itself when |done| returns.  |req| is "
+           "borrowed; |opts| may be NULL.  |out| may be NULL; otherwise "
+           "|*out| is the call, for conch_call_cancel() and the getters "
+           "only (never conch_call_free()), until |done| returns.",
+           n->m->path + 1);
+  doc_para(&d, "Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL "
+               "|client|, |req|, |on_message| or |done|) or "
+               "CONCH_ERR_NOMEM; on failure nothing runs.");
+  doc_close(&d);
+  decl_start(dl, "int %s_async(", n->B);
+  decl_add(dl, "conch_client *client");
+  decl_add(dl, "const conch_call_opts *opts");
+  decl_add(dl, "const %s *req", n->req);
+  decl_add(dl, "%s_OnMessage on_message", n->m->camel);
   decl_add(dl, "%s_Done done", n->m->camel);
   decl_add(dl, "void *user_data");
   decl_add(dl, "conch_call **out");
@@ -1034,6 +1089,9 @@ static int header_method(sg_buf *b, const sg_method *m, decl *dl) {
   if (m->kind == SG_UNARY) {
     header_sync(b, &n, dl);
     header_async(b, &n, dl);
+  }
+  if (m->kind == SG_SERVER) {
+    header_stream_async(b, &n, dl);
   }
   if (is_stream_in(m)) {
     header_send(b, &n, dl);
@@ -1357,6 +1415,61 @@ static void source_async(sg_buf *b, const names *n, decl *dl) {
   sg_buf_puts(b, "}\n");
 }
 
+static void source_stream_async(sg_buf *b, const names *n, decl *dl) {
+  size_t k = n->m->index;
+
+  sg_buf_putc(b, '\n');
+  decl_start(dl, "static void m%zu_message(", k);
+  decl_add(dl, "const ProtobufCMessage *msg");
+  decl_add(dl, "conch_stub_fn on_message");
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "", ") {");
+  sg_buf_puts(b, "  /* on_message was cast from this method's _OnMessage "
+                 "type; msg is the\n     base of its response type. */\n");
+  decl_start(dl, "((%s_OnMessage)on_message)(", n->m->camel);
+  decl_add(dl, "(const %s *)msg", n->resp);
+  decl_add(dl, "user_data");
+  decl_end(b, dl, "  ", ");");
+  sg_buf_puts(b, "}\n\n");
+  decl_start(dl, "static void m%zu_done(", k);
+  decl_add(dl, "const conch_status *status");
+  decl_add(dl, "const conch_metadata *headers");
+  decl_add(dl, "const conch_metadata *trailers");
+  decl_add(dl, "conch_stub_fn done");
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "", ") {");
+  sg_buf_puts(b, "  /* done was cast from this method's _Done type. */\n");
+  decl_start(dl, "((%s_Done)done)(", n->m->camel);
+  decl_add(dl, "status");
+  decl_add(dl, "headers");
+  decl_add(dl, "trailers");
+  decl_add(dl, "user_data");
+  decl_end(b, dl, "  ", ");");
+  sg_buf_puts(b, "}\n\n");
+  decl_start(dl, "int %s_async(", n->B);
+  decl_add(dl, "conch_client *client");
+  decl_add(dl, "const conch_call_opts *opts");
+  decl_add(dl, "const %s *req", n->req);
+  decl_add(dl, "%s_OnMessage on_message", n->m->camel);
+  decl_add(dl, "%s_Done done", n->m->camel);
+  decl_add(dl, "void *user_data");
+  decl_add(dl, "conch_call **out");
+  decl_end(b, dl, "", ") {");
+  decl_start(dl, "return conch_stub_stream_async(");
+  decl_add(dl, "client");
+  decl_add(dl, "&%s__method", n->B);
+  decl_add(dl, "opts");
+  decl_add(dl, "req != NULL ? &req->base : NULL");
+  decl_add(dl, "m%zu_message", k);
+  decl_add(dl, "(conch_stub_fn)on_message");
+  decl_add(dl, "m%zu_done", k);
+  decl_add(dl, "(conch_stub_fn)done");
+  decl_add(dl, "user_data");
+  decl_add(dl, "out");
+  decl_end(b, dl, "  ", ");");
+  sg_buf_puts(b, "}\n");
+}
+
 /* _recv(), _recv_sync() and _close_and_recv_sync() share one body. */
 static void source_take(sg_buf *b, const names *n, decl *dl, const char *suffix,
                         const char *param, const char *how) {
@@ -1609,6 +1722,9 @@ static int source_method(sg_buf *b, const sg_service *s, const sg_method *m,
   if (m->kind == SG_UNARY) {
     source_sync(b, &n, dl);
     source_async(b, &n, dl);
+  }
+  if (m->kind == SG_SERVER) {
+    source_stream_async(b, &n, dl);
   }
   if (is_stream_in(m)) {
     source_send(b, &n, dl);

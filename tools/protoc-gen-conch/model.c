@@ -314,9 +314,11 @@ static const char *const client_fn[] = {"_send", "_send_sync", "_close_send",
                                         "_close_and_recv_sync", NULL};
 static const char *const bidi_fn[] = {"_send", "_send_sync", "_close_send",
                                       NULL};
+static const char *const server_fn[] = {"_async", NULL};
 static const char *const none[] = {NULL};
-static const char *const all_types[] = {"_Call", "_Handler", "_Rpc",
-                                        "_Server", "_Done", NULL};
+static const char *const all_types[] = {"_Call",   "_Handler", "_Rpc",
+                                        "_Server", "_Done",    "_OnMessage",
+                                        NULL};
 
 static const char *const *kind_fn(sg_kind k) {
   switch (k) {
@@ -329,7 +331,7 @@ static const char *const *kind_fn(sg_kind k) {
   case SG_SERVER:
     break;
   }
-  return none;
+  return server_fn;
 }
 
 /* The first name of |prefix| + |suffixes| that is taken, or NULL. */

@@ -281,6 +281,36 @@ int connectrpc__conformance__v1__conformance_service__server_stream_start(
       opts, table, handler, &req->base, &out->base);
 }
 
+static void m1_message(const ProtobufCMessage *msg, conch_stub_fn on_message,
+                       void *user_data) {
+  /* on_message was cast from this method's _OnMessage type; msg is the
+     base of its response type. */
+  ((Connectrpc__Conformance__V1__ConformanceService__ServerStream_OnMessage)on_message)(
+      (const Connectrpc__Conformance__V1__ServerStreamResponse *)msg,
+      user_data);
+}
+
+static void m1_done(const conch_status *status, const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type. */
+  ((Connectrpc__Conformance__V1__ConformanceService__ServerStream_Done)done)(
+      status, headers, trailers, user_data);
+}
+
+int connectrpc__conformance__v1__conformance_service__server_stream_async(
+    conch_client *client, const conch_call_opts *opts,
+    const Connectrpc__Conformance__V1__ServerStreamRequest *req,
+    Connectrpc__Conformance__V1__ConformanceService__ServerStream_OnMessage on_message,
+    Connectrpc__Conformance__V1__ConformanceService__ServerStream_Done done,
+    void *user_data, conch_call **out) {
+  return conch_stub_stream_async(
+      client,
+      &connectrpc__conformance__v1__conformance_service__server_stream__method,
+      opts, req != NULL ? &req->base : NULL, m1_message,
+      (conch_stub_fn)on_message, m1_done, (conch_stub_fn)done, user_data, out);
+}
+
 int connectrpc__conformance__v1__conformance_service__server_stream_recv(
     Connectrpc__Conformance__V1__ConformanceService__ServerStream_Call call,
     Connectrpc__Conformance__V1__ServerStreamResponse **msg) {

@@ -9,8 +9,9 @@
  * or pulled (conch_call_recv()) when no message handler is set.  The caller
  * owns the call handle and releases it with conch_call_free(), also after
  * the call has ended; calls started with conch_call_opts.auto_free or by
- * conch_unary_async() (one callback with response and status) free
- * themselves.
+ * conch_unary_async() (one callback with response and status) or
+ * conch_stub_stream_async() (the typed server-streaming _async() of
+ * generated stubs) free themselves.
  */
 #ifndef CONCH_CALL_H
 #define CONCH_CALL_H
@@ -404,6 +405,38 @@ CONCH_EXTERN int conch_stub_unary_async(conch_client *c,
                                         conch_stub_unary_done trampoline,
                                         conch_stub_fn done, void *user_data,
                                         conch_call **out);
+
+/** What runs a typed |on_message| of conch_stub_stream_async(): it casts
+    |on_message| back and calls it with the message as its type. */
+typedef void (*conch_stub_stream_msg)(const ProtobufCMessage *msg,
+                                      conch_stub_fn on_message,
+                                      void *user_data);
+
+/** What runs a typed |done| of conch_stub_stream_async(). */
+typedef void (*conch_stub_stream_done)(const conch_status *status,
+                                       const conch_metadata *headers,
+                                       const conch_metadata *trailers,
+                                       conch_stub_fn done, void *user_data);
+
+/**
+ * A whole server-streaming call without blocking, for typed wrappers: the
+ * request |req| goes out at once; every response runs |msg_trampoline|
+ * with |on_message| (the response borrowed until it returns), and the end
+ * runs |done_trampoline| with |done| exactly once, never from inside this
+ * function, after which the call frees itself.  All run with |user_data|
+ * on the thread that drives |c|.  |out| may be NULL; otherwise |*out| is
+ * the call, for conch_call_cancel() and the getters only (never
+ * conch_call_free()), until |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |c|, |req| or
+ * callback, a method that is not server streaming or a request of another
+ * type) or CONCH_ERR_NOMEM; on failure nothing runs.
+ */
+CONCH_EXTERN int conch_stub_stream_async(
+    conch_client *c, const conch_method *method, const conch_call_opts *opts,
+    const ProtobufCMessage *req, conch_stub_stream_msg msg_trampoline,
+    conch_stub_fn on_message, conch_stub_stream_done done_trampoline,
+    conch_stub_fn done, void *user_data, conch_call **out);
 
 #ifdef __cplusplus
 }

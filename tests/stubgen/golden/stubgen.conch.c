@@ -251,6 +251,31 @@ int echo__server_stream_start(conch_client *client, const conch_call_opts *opts,
                           handler, &req->base, &out->base);
 }
 
+static void m1_message(const ProtobufCMessage *msg, conch_stub_fn on_message,
+                       void *user_data) {
+  /* on_message was cast from this method's _OnMessage type; msg is the
+     base of its response type. */
+  ((Echo__ServerStream_OnMessage)on_message)((const Pong *)msg, user_data);
+}
+
+static void m1_done(const conch_status *status, const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type. */
+  ((Echo__ServerStream_Done)done)(status, headers, trailers, user_data);
+}
+
+int echo__server_stream_async(conch_client *client, const conch_call_opts *opts,
+                              const Ping *req,
+                              Echo__ServerStream_OnMessage on_message,
+                              Echo__ServerStream_Done done, void *user_data,
+                              conch_call **out) {
+  return conch_stub_stream_async(client, &echo__server_stream__method, opts,
+                                 req != NULL ? &req->base : NULL, m1_message,
+                                 (conch_stub_fn)on_message, m1_done,
+                                 (conch_stub_fn)done, user_data, out);
+}
+
 int echo__server_stream_recv(Echo__ServerStream_Call call, Pong **msg) {
   ProtobufCMessage *m = NULL;
   int rv;
@@ -1548,6 +1573,30 @@ int switch__fetch__start(conch_client *client, const conch_call_opts *opts,
   }
   return conch_stub_start(client, &switch__fetch___method, opts, table, handler,
                           &req->base, &out->base);
+}
+
+static void m8_message(const ProtobufCMessage *msg, conch_stub_fn on_message,
+                       void *user_data) {
+  /* on_message was cast from this method's _OnMessage type; msg is the
+     base of its response type. */
+  ((Switch__Fetch__OnMessage)on_message)((const Pong *)msg, user_data);
+}
+
+static void m8_done(const conch_status *status, const conch_metadata *headers,
+                    const conch_metadata *trailers, conch_stub_fn done,
+                    void *user_data) {
+  /* done was cast from this method's _Done type. */
+  ((Switch__Fetch__Done)done)(status, headers, trailers, user_data);
+}
+
+int switch__fetch__async(conch_client *client, const conch_call_opts *opts,
+                         const Ping *req, Switch__Fetch__OnMessage on_message,
+                         Switch__Fetch__Done done, void *user_data,
+                         conch_call **out) {
+  return conch_stub_stream_async(client, &switch__fetch___method, opts,
+                                 req != NULL ? &req->base : NULL, m8_message,
+                                 (conch_stub_fn)on_message, m8_done,
+                                 (conch_stub_fn)done, user_data, out);
 }
 
 int switch__fetch__recv(Switch__Fetch__Call call, Pong **msg) {

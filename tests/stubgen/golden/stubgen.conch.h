@@ -19,7 +19,9 @@
  *                    p__s__m_recv_sync() blocks for it
  *   p__s__m_sync()   a whole unary call, blocking
  *   p__s__m_async()  a whole unary call, its end reported to one
- *                    P__S__M_Done callback
+ *                    P__S__M_Done callback; for server streaming,
+ *                    each response to a P__S__M_OnMessage callback
+ *                    and the end to P__S__M_Done
  *   p__s__m_send()   sends a request (client streaming, bidi);
  *                    p__s__m_send_sync() blocks while the buffer is
  *                    full
@@ -41,12 +43,12 @@
  * Ownership: requests are borrowed for the call of the function (they are
  * serialized at once).  A response from _recv(), _recv_sync(), _sync() or
  * _close_and_recv_sync() is the caller's, to free with
- * conch_message_free(client, &msg->base); one given to a handler or a _Done
- * callback is borrowed until it returns.  A call started with _start() is the
- * caller's, to free with conch_call_free(call.base); one of _async() frees
- * itself after its _Done callback.  On the server, a request given to a handler
- * is borrowed until it returns, a response given to _rpc_send() is borrowed for
- * that call, and the server frees its calls.
+ * conch_message_free(client, &msg->base); one given to a handler or an
+ * _OnMessage or _Done callback is borrowed until it returns.  A call started
+ * with _start() is the caller's, to free with conch_call_free(call.base); one
+ * of _async() frees itself after its _Done callback.  On the server, a request
+ * given to a handler is borrowed until it returns, a response given to
+ * _rpc_send() is borrowed for that call, and the server frees its calls.
  *
  * Functions return 0 or a negative CONCH_ERR_* (conch/status.h); the outcome of
  * the RPC itself is a conch_status.  Handlers run on the thread that drives the
@@ -310,6 +312,39 @@ int echo__server_stream_start(conch_client *client, const conch_call_opts *opts,
                               const Ping *req,
                               const Echo__ServerStream_Handler *handler,
                               Echo__ServerStream_Call *out);
+
+/**
+ * One response of a echo__server_stream_async() call: |msg| is borrowed until
+ * the callback returns.
+ */
+typedef void (*Echo__ServerStream_OnMessage)(const Pong *msg, void *user_data);
+
+/**
+ * The end of a echo__server_stream_async() call: |status|, and |headers| and
+ * |trailers| (never NULL) the response metadata, all borrowed until the
+ * callback returns.
+ */
+typedef void (*Echo__ServerStream_Done)(const conch_status *status,
+                                        const conch_metadata *headers,
+                                        const conch_metadata *trailers,
+                                        void *user_data);
+
+/**
+ * Calls Echo/ServerStream without blocking: |on_message| runs for each response
+ * and then |done| exactly once, all with |user_data| on the thread that drives
+ * |client| and never from inside this function; the call frees itself when
+ * |done| returns.  |req| is borrowed; |opts| may be NULL.  |out| may be NULL;
+ * otherwise |*out| is the call, for conch_call_cancel() and the getters only
+ * (never conch_call_free()), until |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req|,
+ * |on_message| or |done|) or CONCH_ERR_NOMEM; on failure nothing runs.
+ */
+int echo__server_stream_async(conch_client *client, const conch_call_opts *opts,
+                              const Ping *req,
+                              Echo__ServerStream_OnMessage on_message,
+                              Echo__ServerStream_Done done, void *user_data,
+                              conch_call **out);
 
 /**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|
@@ -1528,6 +1563,38 @@ typedef struct Switch__Fetch__Handler {
 int switch__fetch__start(conch_client *client, const conch_call_opts *opts,
                          const Ping *req, const Switch__Fetch__Handler *handler,
                          Switch__Fetch__Call *out);
+
+/**
+ * One response of a switch__fetch__async() call: |msg| is borrowed until the
+ * callback returns.
+ */
+typedef void (*Switch__Fetch__OnMessage)(const Pong *msg, void *user_data);
+
+/**
+ * The end of a switch__fetch__async() call: |status|, and |headers| and
+ * |trailers| (never NULL) the response metadata, all borrowed until the
+ * callback returns.
+ */
+typedef void (*Switch__Fetch__Done)(const conch_status *status,
+                                    const conch_metadata *headers,
+                                    const conch_metadata *trailers,
+                                    void *user_data);
+
+/**
+ * Calls Switch/Fetch without blocking: |on_message| runs for each response and
+ * then |done| exactly once, all with |user_data| on the thread that drives
+ * |client| and never from inside this function; the call frees itself when
+ * |done| returns.  |req| is borrowed; |opts| may be NULL.  |out| may be NULL;
+ * otherwise |*out| is the call, for conch_call_cancel() and the getters only
+ * (never conch_call_free()), until |done| returns.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |client|, |req|,
+ * |on_message| or |done|) or CONCH_ERR_NOMEM; on failure nothing runs.
+ */
+int switch__fetch__async(conch_client *client, const conch_call_opts *opts,
+                         const Ping *req, Switch__Fetch__OnMessage on_message,
+                         Switch__Fetch__Done done, void *user_data,
+                         conch_call **out);
 
 /**
  * Pull mode: takes the next response of |call| without blocking.  On 0, |*msg|

@@ -19,7 +19,9 @@
  *                    p__s__m_recv_sync() blocks for it
  *   p__s__m_sync()   a whole unary call, blocking
  *   p__s__m_async()  a whole unary call, its end reported to one
- *                    P__S__M_Done callback
+ *                    P__S__M_Done callback; for server streaming,
+ *                    each response to a P__S__M_OnMessage callback
+ *                    and the end to P__S__M_Done
  *   p__s__m_send()   sends a request (client streaming, bidi);
  *                    p__s__m_send_sync() blocks while the buffer is
  *                    full
@@ -41,12 +43,12 @@
  * Ownership: requests are borrowed for the call of the function (they are
  * serialized at once).  A response from _recv(), _recv_sync(), _sync() or
  * _close_and_recv_sync() is the caller's, to free with
- * conch_message_free(client, &msg->base); one given to a handler or a _Done
- * callback is borrowed until it returns.  A call started with _start() is the
- * caller's, to free with conch_call_free(call.base); one of _async() frees
- * itself after its _Done callback.  On the server, a request given to a handler
- * is borrowed until it returns, a response given to _rpc_send() is borrowed for
- * that call, and the server frees its calls.
+ * conch_message_free(client, &msg->base); one given to a handler or an
+ * _OnMessage or _Done callback is borrowed until it returns.  A call started
+ * with _start() is the caller's, to free with conch_call_free(call.base); one
+ * of _async() frees itself after its _Done callback.  On the server, a request
+ * given to a handler is borrowed until it returns, a response given to
+ * _rpc_send() is borrowed for that call, and the server frees its calls.
  *
  * Functions return 0 or a negative CONCH_ERR_* (conch/status.h); the outcome of
  * the RPC itself is a conch_status.  Handlers run on the thread that drives the
