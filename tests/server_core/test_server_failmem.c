@@ -3,9 +3,10 @@
    client allocates with libc), and a unary call (gzip both ways), a bidi
    call and a client stream to a pull-mode handler (conch_rpc_recv()) in a
    compression of the test's own (both ways) run against it, over HTTP/2,
-   over HTTP/1.1 (the bridge of server_h1.c), and over TLS.  Whatever
-   fails, the server must not crash, hang or leak: every call ends (an
-   error is fine, a deadline is not), and once the server is freed no
+   over HTTP/1.1 (the bridge of server_h1.c), and over TLS, also with a
+   client certificate the server requires and verifies (mutual TLS).
+   Whatever fails, the server must not crash, hang or leak: every call ends
+   (an error is fine, a deadline is not), and once the server is freed no
    block of it is left. */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -26,6 +27,8 @@
 static size_t cur_n;
 static int cur_h1;  /* the client speaks HTTP/1.1 */
 static int cur_tls; /* ... over TLS */
+static int cur_mtls; /* ... presenting a client certificate (the server's
+                        own, self-signed: the server trusts it) */
 static char dir[] = "/tmp/conch-srvfailmem-XXXXXX";
 static char cert[128], key[128];
 /* How often the server's x-rev ran (user_data): the last run, with no
@@ -190,6 +193,10 @@ static conch_client *client(const fixture *fx, conch_protocol p, int xrev) {
   snprintf(url, sizeof(url), "%s", fx->url);
   if (cur_tls) {
     assert_int_equal(conch_client_opts_set_ca_file(o, cert), 0);
+    if (cur_mtls) {
+      assert_int_equal(conch_client_opts_set_client_cert_file(o, cert, key),
+                       0);
+    }
     snprintf(url, sizeof(url), "https://127.0.0.1:%d",
              conch_server_port(fx->s));
   }
@@ -313,6 +320,9 @@ static void sweep(conch_protocol p) {
   if (cur_tls) {
     assert_int_equal(conch_server_opts_set_tls(o, cert, key), 0);
   }
+  if (cur_mtls) {
+    assert_int_equal(conch_server_opts_set_tls_client_ca_file(o, cert), 0);
+  }
   n = getenv("FAILMEM_FROM") != NULL ? (size_t)atol(getenv("FAILMEM_FROM")) : 0;
   for (;; n++) {
     fixture fx;
@@ -351,7 +361,8 @@ static void sweep(conch_protocol p) {
          p == CONCH_PROTOCOL_CONNECT ? "connect"
          : p == CONCH_PROTOCOL_GRPC  ? "grpc"
                                      : "grpc-web",
-         cur_h1 ? " http/1.1" : "", cur_tls ? " tls" : "", n);
+         cur_h1 ? " http/1.1" : "",
+         cur_mtls ? " mtls" : cur_tls ? " tls" : "", n);
   conch_server_opts_free(o);
 }
 
@@ -386,6 +397,15 @@ static void test_tls(void **state) {
   cur_h1 = cur_tls = 0;
 }
 
+static void test_mtls(void **state) {
+  (void)state;
+  cur_tls = cur_mtls = 1;
+  sweep(CONCH_PROTOCOL_CONNECT);
+  cur_h1 = 1;
+  sweep(CONCH_PROTOCOL_CONNECT);
+  cur_h1 = cur_tls = cur_mtls = 0;
+}
+
 static int make_cert(void **state) {
   char cmd[1024];
   (void)state;
@@ -417,6 +437,7 @@ int main(void) {
       cmocka_unit_test(test_grpc_web),
       cmocka_unit_test(test_connect_h1),
       cmocka_unit_test(test_tls),
+      cmocka_unit_test(test_mtls),
   };
   return cmocka_run_group_tests(tests, make_cert, remove_cert);
 }
