@@ -459,6 +459,33 @@ static void decl_end(sg_buf *b, decl *d, const char *indent,
   wrap(b, indent, d->text.data + d->off[0], params, d->n - 1, close);
 }
 
+/* Adds a parameter "const <type> *<name>" for each pair of strings in |ap|,
+   up to a NULL type. */
+static void decl_vconst(decl *d, va_list ap) {
+  const char *type;
+  while ((type = va_arg(ap, const char *)) != NULL) {
+    const char *name = va_arg(ap, const char *);
+    decl_add(d, "const %s *%s", type, name);
+  }
+}
+
+/* A member "void (*<ev>)(<self_t> <self>, const <type> *<name>...,
+   void *user_data);" of a handler table; the pairs end with a NULL. */
+static void member_fn(sg_buf *b, decl *dl, const char *ev, const char *self_t,
+                      const char *self, ...) SG_SENTINEL;
+
+static void member_fn(sg_buf *b, decl *dl, const char *ev, const char *self_t,
+                      const char *self, ...) {
+  va_list ap;
+  decl_start(dl, "void (*%s)(", ev);
+  decl_add(dl, "%s %s", self_t, self);
+  va_start(ap, self);
+  decl_vconst(dl, ap);
+  va_end(ap);
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "  ", ");");
+}
+
 /* Everything a method's code refers to. */
 typedef struct names {
   const sg_method *m;
@@ -507,6 +534,91 @@ static void names_free(names *n) {
 #define RESP_DESC(n) sg_buf_str(&(n)->resp_desc)
 #define RPC_T(n) sg_buf_str(&(n)->rpc_t)
 #define SERVER_T(n) sg_buf_str(&(n)->server_t)
+
+/* The functions' heads, which the header declares and the source defines:
+   each proto_*() starts |dl| for decl_end() to close. */
+
+/* "int <B><suffix>(conch_client *client, const conch_call_opts *opts". */
+static void proto_client(decl *dl, const names *n, const char *suffix) {
+  decl_start(dl, "int %s%s(", n->B, suffix);
+  decl_add(dl, "conch_client *client");
+  decl_add(dl, "const conch_call_opts *opts");
+}
+
+static void proto_start(decl *dl, const names *n) {
+  proto_client(dl, n, "_start");
+  if (!is_stream_in(n->m)) {
+    decl_add(dl, "const %s *req", n->req);
+  }
+  decl_add(dl, "const %s *handler", HANDLER_T(n));
+  decl_add(dl, "%s *out", CALL_T(n));
+}
+
+static void proto_sync(decl *dl, const names *n) {
+  proto_client(dl, n, "_sync");
+  decl_add(dl, "const %s *req", n->req);
+  decl_add(dl, "%s **resp", n->resp);
+  decl_add(dl, "conch_status *status");
+  decl_add(dl, "conch_metadata *headers");
+  decl_add(dl, "conch_metadata *trailers");
+}
+
+/* _async() of a unary method or, with on_message, a server stream. */
+static void proto_async(decl *dl, const names *n) {
+  proto_client(dl, n, "_async");
+  decl_add(dl, "const %s *req", n->req);
+  if (n->m->kind == SG_SERVER) {
+    decl_add(dl, "%s_OnMessage on_message", n->m->camel);
+  }
+  decl_add(dl, "%s_Done done", n->m->camel);
+  decl_add(dl, "void *user_data");
+  decl_add(dl, "conch_call **out");
+}
+
+/* "int <B><suffix>(<Call> call". */
+static void proto_call(decl *dl, const names *n, const char *suffix) {
+  decl_start(dl, "int %s%s(", n->B, suffix);
+  decl_add(dl, "%s call", CALL_T(n));
+}
+
+/* _recv(), _recv_sync() and _close_and_recv_sync(): the response comes out
+   through |param|. */
+static void proto_take(decl *dl, const names *n, const char *suffix,
+                       const char *param) {
+  proto_call(dl, n, suffix);
+  decl_add(dl, "%s **%s", n->resp, param);
+}
+
+/* _send() and _send_sync(). */
+static void proto_send(decl *dl, const names *n, const char *suffix) {
+  proto_call(dl, n, suffix);
+  decl_add(dl, "const %s *msg", n->req);
+}
+
+/* "int <B>_rpc<suffix>(<Rpc> rpc". */
+static void proto_rpc(decl *dl, const names *n, const char *suffix) {
+  decl_start(dl, "int %s_rpc%s(", n->B, suffix);
+  decl_add(dl, "%s rpc", RPC_T(n));
+}
+
+/* The parameters of the end of a call: its status and metadata. */
+static void decl_end_params(decl *dl) {
+  decl_add(dl, "const conch_status *status");
+  decl_add(dl, "const conch_metadata *headers");
+  decl_add(dl, "const conch_metadata *trailers");
+}
+
+/* The typedef of _async()'s done callback; a unary one gets the response
+   too. */
+static void done_typedef(sg_buf *b, const names *n, decl *dl) {
+  decl_start(dl, "typedef void (*%s_Done)(", n->m->camel);
+  if (n->m->kind == SG_UNARY) {
+    decl_add(dl, "const %s *resp", n->resp);
+  }
+  decl_end_params(dl);
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "", ");");
+}
 
 static void header_descriptor(sg_buf *b, const names *n) {
   const sg_method *m = n->m;
@@ -592,35 +704,21 @@ static void header_types(sg_buf *b, const names *n, decl *dl) {
   sg_buf_printf(b, "typedef struct %s {\n", HANDLER_T(n));
   member_doc(b, "Response headers arrived (not for a trailers-only "
                 "response).");
-  decl_start(dl, "void (*on_headers)(");
-  decl_add(dl, "%s call", CALL_T(n));
-  decl_add(dl, "const conch_metadata *headers");
-  decl_add(dl, "void *user_data");
-  decl_end(b, dl, "  ", ");");
+  member_fn(b, dl, "on_headers", CALL_T(n), "call", "conch_metadata", "headers",
+            NULL);
   member_doc(b, m->kind == SG_UNARY || m->kind == SG_CLIENT ? "The response."
                                                             : "A response.");
-  decl_start(dl, "void (*on_message)(");
-  decl_add(dl, "%s call", CALL_T(n));
-  decl_add(dl, "const %s *msg", n->resp);
-  decl_add(dl, "void *user_data");
-  decl_end(b, dl, "  ", ");");
+  member_fn(b, dl, "on_message", CALL_T(n), "call", n->resp, "msg", NULL);
   if (is_stream_in(m)) {
     member_doc(b, "The send buffer has room again after a send returned "
                   "CONCH_ERR_AGAIN.");
-    decl_start(dl, "void (*on_send_ready)(");
-    decl_add(dl, "%s call", CALL_T(n));
-    decl_add(dl, "void *user_data");
-    decl_end(b, dl, "  ", ");");
+    member_fn(b, dl, "on_send_ready", CALL_T(n), "call", NULL);
   }
   member_doc(b, "The call ended with |status|; runs exactly once for every "
                 "started call.  |trailers| is never NULL.  The call may be "
                 "freed from here.");
-  decl_start(dl, "void (*on_close)(");
-  decl_add(dl, "%s call", CALL_T(n));
-  decl_add(dl, "const conch_status *status");
-  decl_add(dl, "const conch_metadata *trailers");
-  decl_add(dl, "void *user_data");
-  decl_end(b, dl, "  ", ");");
+  member_fn(b, dl, "on_close", CALL_T(n), "call", "conch_status", "status",
+            "conch_metadata", "trailers", NULL);
   member_doc(b, "Passed to every handler.");
   sg_buf_printf(b, "  void *user_data;\n} %s;\n", HANDLER_T(n));
 }
@@ -659,14 +757,7 @@ static void header_start(sg_buf *b, const names *n, decl *dl) {
                  "queued ends it as canceled instead.");
   }
   doc_close(&d);
-  decl_start(dl, "int %s_start(", n->B);
-  decl_add(dl, "conch_client *client");
-  decl_add(dl, "const conch_call_opts *opts");
-  if (!is_stream_in(m)) {
-    decl_add(dl, "const %s *req", n->req);
-  }
-  decl_add(dl, "const %s *handler", HANDLER_T(n));
-  decl_add(dl, "%s *out", CALL_T(n));
+  proto_start(dl, n);
   decl_end(b, dl, "", ");");
 }
 
@@ -687,14 +778,7 @@ static void header_sync(sg_buf *b, const names *n, decl *dl) {
                "CONCH_ERR_RECURSIVE (called from a handler of |client|) or "
                "CONCH_ERR_NOMEM.");
   doc_close(&d);
-  decl_start(dl, "int %s_sync(", n->B);
-  decl_add(dl, "conch_client *client");
-  decl_add(dl, "const conch_call_opts *opts");
-  decl_add(dl, "const %s *req", n->req);
-  decl_add(dl, "%s **resp", n->resp);
-  decl_add(dl, "conch_status *status");
-  decl_add(dl, "conch_metadata *headers");
-  decl_add(dl, "conch_metadata *trailers");
+  proto_sync(dl, n);
   decl_end(b, dl, "", ");");
 }
 
@@ -709,13 +793,7 @@ static void header_async(sg_buf *b, const names *n, decl *dl) {
            "borrowed until the callback returns.",
            n->B);
   doc_close(&d);
-  decl_start(dl, "typedef void (*%s_Done)(", n->m->camel);
-  decl_add(dl, "const %s *resp", n->resp);
-  decl_add(dl, "const conch_status *status");
-  decl_add(dl, "const conch_metadata *headers");
-  decl_add(dl, "const conch_metadata *trailers");
-  decl_add(dl, "void *user_data");
-  decl_end(b, dl, "", ");");
+  done_typedef(b, n, dl);
 
   doc_open(&d, b);
   doc_para(&d,
@@ -731,13 +809,7 @@ static void header_async(sg_buf *b, const names *n, decl *dl) {
                "|client|, |req| or |done|) or CONCH_ERR_NOMEM; on failure "
                "|done| never runs.");
   doc_close(&d);
-  decl_start(dl, "int %s_async(", n->B);
-  decl_add(dl, "conch_client *client");
-  decl_add(dl, "const conch_call_opts *opts");
-  decl_add(dl, "const %s *req", n->req);
-  decl_add(dl, "%s_Done done", n->m->camel);
-  decl_add(dl, "void *user_data");
-  decl_add(dl, "conch_call **out");
+  proto_async(dl, n);
   decl_end(b, dl, "", ");");
 }
 
@@ -762,12 +834,7 @@ static void header_stream_async(sg_buf *b, const names *n, decl *dl) {
            "until the callback returns.",
            n->B);
   doc_close(&d);
-  decl_start(dl, "typedef void (*%s_Done)(", n->m->camel);
-  decl_add(dl, "const conch_status *status");
-  decl_add(dl, "const conch_metadata *headers");
-  decl_add(dl, "const conch_metadata *trailers");
-  decl_add(dl, "void *user_data");
-  decl_end(b, dl, "", ");");
+  done_typedef(b, n, dl);
 
   doc_open(&d, b);
   doc_para(&d,
@@ -783,14 +850,7 @@ static void header_stream_async(sg_buf *b, const names *n, decl *dl) {
                "|client|, |req|, |on_message| or |done|) or "
                "CONCH_ERR_NOMEM; on failure nothing runs.");
   doc_close(&d);
-  decl_start(dl, "int %s_async(", n->B);
-  decl_add(dl, "conch_client *client");
-  decl_add(dl, "const conch_call_opts *opts");
-  decl_add(dl, "const %s *req", n->req);
-  decl_add(dl, "%s_OnMessage on_message", n->m->camel);
-  decl_add(dl, "%s_Done done", n->m->camel);
-  decl_add(dl, "void *user_data");
-  decl_add(dl, "conch_call **out");
+  proto_async(dl, n);
   decl_end(b, dl, "", ");");
 }
 
@@ -809,9 +869,7 @@ static void header_recv(sg_buf *b, const names *n, decl *dl) {
                "conch_call_status(call.base)); CONCH_ERR_STATE (the call has "
                "an on_message handler); CONCH_ERR_INVALID.");
   doc_close(&d);
-  decl_start(dl, "int %s_recv(", n->B);
-  decl_add(dl, "%s call", CALL_T(n));
-  decl_add(dl, "%s **msg", n->resp);
+  proto_take(dl, n, "_recv", "msg");
   decl_end(b, dl, "", ");");
 
   doc_open(&d, b);
@@ -821,9 +879,7 @@ static void header_recv(sg_buf *b, const names *n, decl *dl) {
            "CONCH_ERR_RECURSIVE when called from a handler.",
            n->B);
   doc_close(&d);
-  decl_start(dl, "int %s_recv_sync(", n->B);
-  decl_add(dl, "%s call", CALL_T(n));
-  decl_add(dl, "%s **msg", n->resp);
+  proto_take(dl, n, "_recv_sync", "msg");
   decl_end(b, dl, "", ");");
 }
 
@@ -840,9 +896,7 @@ static void header_send(sg_buf *b, const names *n, decl *dl) {
                "with resource_exhausted); CONCH_ERR_INVALID, CONCH_ERR_CODEC "
                "or CONCH_ERR_NOMEM.");
   doc_close(&d);
-  decl_start(dl, "int %s_send(", n->B);
-  decl_add(dl, "%s call", CALL_T(n));
-  decl_add(dl, "const %s *msg", n->req);
+  proto_send(dl, n, "_send");
   decl_end(b, dl, "", ");");
 
   doc_open(&d, b);
@@ -852,9 +906,7 @@ static void header_send(sg_buf *b, const names *n, decl *dl) {
            "when called from a handler.",
            n->B);
   doc_close(&d);
-  decl_start(dl, "int %s_send_sync(", n->B);
-  decl_add(dl, "%s call", CALL_T(n));
-  decl_add(dl, "const %s *msg", n->req);
+  proto_send(dl, n, "_send_sync");
   decl_end(b, dl, "", ");");
 
   doc_open(&d, b);
@@ -864,8 +916,7 @@ static void header_send(sg_buf *b, const names *n, decl *dl) {
            "CONCH_ERR_INVALID.",
            n->B);
   doc_close(&d);
-  decl_start(dl, "int %s_close_send(", n->B);
-  decl_add(dl, "%s call", CALL_T(n));
+  proto_call(dl, n, "_close_send");
   decl_end(b, dl, "", ");");
 }
 
@@ -884,9 +935,7 @@ static void header_close_and_recv(sg_buf *b, const names *n, decl *dl) {
                "on_message handler); CONCH_ERR_RECURSIVE (called from a "
                "handler); CONCH_ERR_INVALID.");
   doc_close(&d);
-  decl_start(dl, "int %s_close_and_recv_sync(", n->B);
-  decl_add(dl, "%s call", CALL_T(n));
-  decl_add(dl, "%s **resp", n->resp);
+  proto_take(dl, n, "_close_and_recv_sync", "resp");
   decl_end(b, dl, "", ");");
 }
 
@@ -948,20 +997,13 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
   sg_buf_printf(b, "typedef struct %s {\n", SERVER_T(n));
   if (is_stream_in(m)) {
     member_doc(b, "A request message.");
-    decl_start(dl, "void (*on_message)(");
-    decl_add(dl, "%s rpc", RPC_T(n));
-    decl_add(dl, "const %s *msg", n->req);
-    decl_add(dl, "void *user_data");
-    decl_end(b, dl, "  ", ");");
+    member_fn(b, dl, "on_message", RPC_T(n), "rpc", n->req, "msg", NULL);
     member_docf(b,
                 "The client sent its last request.  Answer with %s%s_rpc_"
                 "send() and end with %s_rpc_finish(), here or later (or "
                 "earlier).",
                 m->kind == SG_CLIENT ? "one " : "", n->B, n->B);
-    decl_start(dl, "void (*on_half_close)(");
-    decl_add(dl, "%s rpc", RPC_T(n));
-    decl_add(dl, "void *user_data");
-    decl_end(b, dl, "  ", ");");
+    member_fn(b, dl, "on_half_close", RPC_T(n), "rpc", NULL);
     member_docf(b,
                 "Set: pull mode.  The handler takes the requests with "
                 "%s_rpc_recv(); on_message must be NULL (the service's "
@@ -971,39 +1013,26 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
                 "returned CONCH_ERR_AGAIN once a request or the end is "
                 "there.",
                 n->B, n->B, n->B);
-    decl_start(dl, "void (*on_recv_ready)(");
-    decl_add(dl, "%s rpc", RPC_T(n));
-    decl_add(dl, "void *user_data");
-    decl_end(b, dl, "  ", ");");
+    member_fn(b, dl, "on_recv_ready", RPC_T(n), "rpc", NULL);
   } else {
     member_docf(b,
                 "The request.  Answer with %s %s_rpc_send() and end with "
                 "%s_rpc_finish(), here or later.",
                 m->kind == SG_UNARY ? "one" : "any number of", n->B, n->B);
-    decl_start(dl, "void (*on_request)(");
-    decl_add(dl, "%s rpc", RPC_T(n));
-    decl_add(dl, "const %s *req", n->req);
-    decl_add(dl, "void *user_data");
-    decl_end(b, dl, "  ", ");");
+    member_fn(b, dl, "on_request", RPC_T(n), "rpc", n->req, "req", NULL);
   }
   if (is_stream_out(m)) {
     member_docf(b,
                 "The send buffer has room again after %s_rpc_send() "
                 "returned CONCH_ERR_AGAIN.",
                 n->B);
-    decl_start(dl, "void (*on_send_ready)(");
-    decl_add(dl, "%s rpc", RPC_T(n));
-    decl_add(dl, "void *user_data");
-    decl_end(b, dl, "  ", ");");
+    member_fn(b, dl, "on_send_ready", RPC_T(n), "rpc", NULL);
   }
   member_doc(b, "The call ended before the handler finished it: |status| "
                 "says why (canceled, deadline_exceeded, a broken limit).  "
                 "|rpc| must not be used once this returns.");
-  decl_start(dl, "void (*on_cancel)(");
-  decl_add(dl, "%s rpc", RPC_T(n));
-  decl_add(dl, "const conch_status *status");
-  decl_add(dl, "void *user_data");
-  decl_end(b, dl, "  ", ");");
+  member_fn(b, dl, "on_cancel", RPC_T(n), "rpc", "conch_status", "status",
+            NULL);
   sg_buf_printf(b, "} %s;\n", SERVER_T(n));
 
   doc_open(&d, b);
@@ -1020,8 +1049,7 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
                "is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or "
                "CONCH_ERR_NOMEM.");
   doc_close(&d);
-  decl_start(dl, "int %s_rpc_send(", n->B);
-  decl_add(dl, "%s rpc", RPC_T(n));
+  proto_rpc(dl, n, "_send");
   decl_add(dl, "const %s *msg", n->resp);
   decl_end(b, dl, "", ");");
 
@@ -1042,8 +1070,7 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
                  "not the handler's any more) or CONCH_ERR_NOMEM (the "
                  "request stays queued).");
     doc_close(&d);
-    decl_start(dl, "int %s_rpc_recv(", n->B);
-    decl_add(dl, "%s rpc", RPC_T(n));
+    proto_rpc(dl, n, "_recv");
     decl_add(dl, "%s **msg", n->req);
     decl_end(b, dl, "", ");");
   }
@@ -1054,8 +1081,7 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
   doc_para(&d, "Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|, a code "
                "outside 0..16) or CONCH_ERR_STATE (finished already).");
   doc_close(&d);
-  decl_start(dl, "int %s_rpc_finish(", n->B);
-  decl_add(dl, "%s rpc", RPC_T(n));
+  proto_rpc(dl, n, "_finish");
   decl_add(dl, "const conch_status *status");
   decl_end(b, dl, "", ");");
 }
@@ -1238,81 +1264,95 @@ static void source_descriptor(sg_buf *b, const sg_method *m) {
                 m->out->lower, idempotency_names[m->idempotency]);
 }
 
+/* What the trampolines of one side of a method share: runtime handlers
+   "static void <p><k>_<event>(<self>, ...)" that forward to the typed
+   handler h-><member><dot><event> of the table |h_t| passed as their
+   user_data. */
+typedef struct side {
+  char p;
+  size_t k;
+  const char *self;    /* "conch_call *call" */
+  const char *var;     /* "call" */
+  const char *h_t;     /* the handler table's type */
+  const char *typed_t; /* the typed view of |var| */
+  const char *member;  /* the method's member of the table, or "" */
+  const char *dot;     /* "." after a member, or "" */
+} side;
+
+/* The head of a trampoline of |ev| and its locals h and typed; its
+   parameters after |self| are "const <type> *<name>" pairs up to a NULL. */
+static void tramp_open(sg_buf *b, decl *dl, const side *sd, const char *ev,
+                       ...) SG_SENTINEL;
+static void tramp_forward(sg_buf *b, decl *dl, const side *sd, const char *ev,
+                          int always, const char *msg_t, ...) SG_SENTINEL;
+
+static void tramp_open(sg_buf *b, decl *dl, const side *sd, const char *ev,
+                       ...) {
+  va_list ap;
+  decl_start(dl, "static void %c%zu_%s(", sd->p, sd->k, ev);
+  decl_add(dl, "%s", sd->self);
+  va_start(ap, ev);
+  decl_vconst(dl, ap);
+  va_end(ap);
+  decl_add(dl, "void *user_data");
+  decl_end(b, dl, "", ") {");
+  sg_buf_printf(b,
+                "  const %s *h = user_data;\n"
+                "  %s typed = {%s};\n\n",
+                sd->h_t, sd->typed_t, sd->var);
+}
+
+/* The rest of a trampoline: the call of the typed handler of |ev| (when it
+   is set, unless |always|) with typed, "(const <msg_t> *)msg" unless
+   |msg_t| is NULL, the arguments up to a NULL and h->user_data. */
+static void tramp_forward(sg_buf *b, decl *dl, const side *sd, const char *ev,
+                          int always, const char *msg_t, ...) {
+  const char *arg;
+  va_list ap;
+  if (!always) {
+    sg_buf_printf(b, "  if (h->%s%s%s != NULL) {\n", sd->member, sd->dot, ev);
+  }
+  decl_start(dl, "h->%s%s%s(", sd->member, sd->dot, ev);
+  decl_add(dl, "typed");
+  if (msg_t != NULL) {
+    decl_add(dl, "(const %s *)msg", msg_t);
+  }
+  va_start(ap, msg_t);
+  while ((arg = va_arg(ap, const char *)) != NULL) {
+    decl_add(dl, "%s", arg);
+  }
+  va_end(ap);
+  decl_add(dl, "h->user_data");
+  decl_end(b, dl, always ? "  " : "    ", ");");
+  sg_buf_puts(b, always ? "}\n\n" : "  }\n}\n\n");
+}
+
 /* The trampolines: runtime handlers that forward to the typed ones. */
 static void source_trampolines(sg_buf *b, const names *n, decl *dl) {
   const sg_method *m = n->m;
   size_t k = m->index;
 
-  sg_buf_putc(b, '\n');
-  decl_start(dl, "static void m%zu_on_headers(", k);
-  decl_add(dl, "conch_call *call");
-  decl_add(dl, "const conch_metadata *headers");
-  decl_add(dl, "void *user_data");
-  decl_end(b, dl, "", ") {");
-  sg_buf_printf(b,
-                "  const %s *h = user_data;\n"
-                "  %s typed = {call};\n\n"
-                "  if (h->on_headers != NULL) {\n",
-                HANDLER_T(n), CALL_T(n));
-  decl_start(dl, "h->on_headers(");
-  decl_add(dl, "typed");
-  decl_add(dl, "headers");
-  decl_add(dl, "h->user_data");
-  decl_end(b, dl, "    ", ");");
-  sg_buf_puts(b, "  }\n}\n\n");
+  side sd = {'m', k, "conch_call *call", "call", HANDLER_T(n), CALL_T(n), "",
+             ""};
 
-  decl_start(dl, "static void m%zu_on_message(", k);
-  decl_add(dl, "conch_call *call");
-  decl_add(dl, "const ProtobufCMessage *msg");
-  decl_add(dl, "void *user_data");
-  decl_end(b, dl, "", ") {");
-  sg_buf_printf(b,
-                "  const %s *h = user_data;\n"
-                "  %s typed = {call};\n\n"
-                "  /* Installed only with h->on_message.  |msg| is the "
-                "base of a\n"
-                "     message of the method's output type. */\n",
-                HANDLER_T(n), CALL_T(n));
-  decl_start(dl, "h->on_message(");
-  decl_add(dl, "typed");
-  decl_add(dl, "(const %s *)msg", n->resp);
-  decl_add(dl, "h->user_data");
-  decl_end(b, dl, "  ", ");");
-  sg_buf_puts(b, "}\n\n");
+  sg_buf_putc(b, '\n');
+  tramp_open(b, dl, &sd, "on_headers", "conch_metadata", "headers", NULL);
+  tramp_forward(b, dl, &sd, "on_headers", 0, NULL, "headers", NULL);
+
+  tramp_open(b, dl, &sd, "on_message", "ProtobufCMessage", "msg", NULL);
+  sg_buf_puts(b, "  /* Installed only with h->on_message.  |msg| is the base "
+                 "of a\n"
+                 "     message of the method's output type. */\n");
+  tramp_forward(b, dl, &sd, "on_message", 1, n->resp, NULL);
 
   if (is_stream_in(m)) {
-    decl_start(dl, "static void m%zu_on_send_ready(", k);
-    decl_add(dl, "conch_call *call");
-    decl_add(dl, "void *user_data");
-    decl_end(b, dl, "", ") {");
-    sg_buf_printf(b,
-                  "  const %s *h = user_data;\n"
-                  "  %s typed = {call};\n\n"
-                  "  if (h->on_send_ready != NULL) {\n"
-                  "    h->on_send_ready(typed, h->user_data);\n"
-                  "  }\n"
-                  "}\n\n",
-                  HANDLER_T(n), CALL_T(n));
+    tramp_open(b, dl, &sd, "on_send_ready", NULL);
+    tramp_forward(b, dl, &sd, "on_send_ready", 0, NULL, NULL);
   }
 
-  decl_start(dl, "static void m%zu_on_close(", k);
-  decl_add(dl, "conch_call *call");
-  decl_add(dl, "const conch_status *status");
-  decl_add(dl, "const conch_metadata *trailers");
-  decl_add(dl, "void *user_data");
-  decl_end(b, dl, "", ") {");
-  sg_buf_printf(b,
-                "  const %s *h = user_data;\n"
-                "  %s typed = {call};\n\n"
-                "  if (h->on_close != NULL) {\n",
-                HANDLER_T(n), CALL_T(n));
-  decl_start(dl, "h->on_close(");
-  decl_add(dl, "typed");
-  decl_add(dl, "status");
-  decl_add(dl, "trailers");
-  decl_add(dl, "h->user_data");
-  decl_end(b, dl, "    ", ");");
-  sg_buf_puts(b, "  }\n}\n\n");
+  tramp_open(b, dl, &sd, "on_close", "conch_status", "status",
+             "conch_metadata", "trailers", NULL);
+  tramp_forward(b, dl, &sd, "on_close", 0, NULL, "status", "trailers", NULL);
 
   /* Push and pull differ only in on_message, which the runtime reads at
      start to choose the mode. */
@@ -1339,19 +1379,21 @@ static void source_trampolines(sg_buf *b, const names *n, decl *dl) {
                 k);
 }
 
+/* "<head>client, &<B>__method, opts": a call of the runtime for the
+   method. */
+static void runtime_call(decl *dl, const names *n, const char *head) {
+  decl_start(dl, "%s", head);
+  decl_add(dl, "client");
+  decl_add(dl, "&%s__method", n->B);
+  decl_add(dl, "opts");
+}
+
 static void source_start(sg_buf *b, const names *n, decl *dl) {
   const sg_method *m = n->m;
   size_t k = m->index;
 
   sg_buf_putc(b, '\n');
-  decl_start(dl, "int %s_start(", n->B);
-  decl_add(dl, "conch_client *client");
-  decl_add(dl, "const conch_call_opts *opts");
-  if (!is_stream_in(m)) {
-    decl_add(dl, "const %s *req", n->req);
-  }
-  decl_add(dl, "const %s *handler", HANDLER_T(n));
-  decl_add(dl, "%s *out", CALL_T(n));
+  proto_start(dl, n);
   decl_end(b, dl, "", ") {");
   sg_buf_printf(b,
                 "  const conch_call_handler *table = &m%zu_pull;\n\n"
@@ -1362,10 +1404,7 @@ static void source_start(sg_buf *b, const names *n, decl *dl) {
                 "    table = &m%zu_push;\n"
                 "  }\n",
                 k, is_stream_in(m) ? "" : "req == NULL || ", k);
-  decl_start(dl, "return conch_stub_start(");
-  decl_add(dl, "client");
-  decl_add(dl, "&%s__method", n->B);
-  decl_add(dl, "opts");
+  runtime_call(dl, n, "return conch_stub_start(");
   decl_add(dl, "table");
   decl_add(dl, "handler");
   decl_add(dl, is_stream_in(m) ? "NULL" : "&req->base");
@@ -1376,14 +1415,7 @@ static void source_start(sg_buf *b, const names *n, decl *dl) {
 
 static void source_sync(sg_buf *b, const names *n, decl *dl) {
   sg_buf_putc(b, '\n');
-  decl_start(dl, "int %s_sync(", n->B);
-  decl_add(dl, "conch_client *client");
-  decl_add(dl, "const conch_call_opts *opts");
-  decl_add(dl, "const %s *req", n->req);
-  decl_add(dl, "%s **resp", n->resp);
-  decl_add(dl, "conch_status *status");
-  decl_add(dl, "conch_metadata *headers");
-  decl_add(dl, "conch_metadata *trailers");
+  proto_sync(dl, n);
   decl_end(b, dl, "", ") {");
   sg_buf_puts(b, "  ProtobufCMessage *m = NULL;\n"
                  "  int rv;\n\n"
@@ -1394,10 +1426,7 @@ static void source_sync(sg_buf *b, const names *n, decl *dl) {
                  "  if (req == NULL) {\n"
                  "    return CONCH_ERR_INVALID;\n"
                  "  }\n");
-  decl_start(dl, "rv = conch_unary_sync(");
-  decl_add(dl, "client");
-  decl_add(dl, "&%s__method", n->B);
-  decl_add(dl, "opts");
+  runtime_call(dl, n, "rv = conch_unary_sync(");
   decl_add(dl, "&req->base");
   decl_add(dl, "&m");
   decl_add(dl, "status");
@@ -1411,96 +1440,62 @@ static void source_sync(sg_buf *b, const names *n, decl *dl) {
                 n->resp);
 }
 
+/* _async() of a unary method or a server stream, and the callbacks that
+   turn the runtime's untyped ones into the method's. */
 static void source_async(sg_buf *b, const names *n, decl *dl) {
   size_t k = n->m->index;
+  int stream = n->m->kind == SG_SERVER;
 
   sg_buf_putc(b, '\n');
+  if (stream) {
+    decl_start(dl, "static void m%zu_message(", k);
+    decl_add(dl, "const ProtobufCMessage *msg");
+    decl_add(dl, "conch_stub_fn on_message");
+    decl_add(dl, "void *user_data");
+    decl_end(b, dl, "", ") {");
+    sg_buf_puts(b, "  /* on_message was cast from this method's _OnMessage "
+                   "type; msg is the\n     base of its response type. */\n");
+    decl_start(dl, "((%s_OnMessage)on_message)(", n->m->camel);
+    decl_add(dl, "(const %s *)msg", n->resp);
+    decl_add(dl, "user_data");
+    decl_end(b, dl, "  ", ");");
+    sg_buf_puts(b, "}\n\n");
+  }
   decl_start(dl, "static void m%zu_done(", k);
-  decl_add(dl, "const ProtobufCMessage *resp");
-  decl_add(dl, "const conch_status *status");
-  decl_add(dl, "const conch_metadata *headers");
-  decl_add(dl, "const conch_metadata *trailers");
+  if (!stream) {
+    decl_add(dl, "const ProtobufCMessage *resp");
+  }
+  decl_end_params(dl);
   decl_add(dl, "conch_stub_fn done");
   decl_add(dl, "void *user_data");
   decl_end(b, dl, "", ") {");
-  sg_buf_puts(b, "  /* done was cast from this method's _Done type; resp, "
-                 "when not NULL,\n     is the base of its response type. */\n");
+  if (stream) {
+    sg_buf_puts(b, "  /* done was cast from this method's _Done type. */\n");
+  } else {
+    sg_buf_puts(b, "  /* done was cast from this method's _Done type; resp, "
+                   "when not NULL,\n     is the base of its response type. "
+                   "*/\n");
+  }
   decl_start(dl, "((%s_Done)done)(", n->m->camel);
-  decl_add(dl, "(const %s *)resp", n->resp);
+  if (!stream) {
+    decl_add(dl, "(const %s *)resp", n->resp);
+  }
   decl_add(dl, "status");
   decl_add(dl, "headers");
   decl_add(dl, "trailers");
   decl_add(dl, "user_data");
   decl_end(b, dl, "  ", ");");
   sg_buf_puts(b, "}\n\n");
-  decl_start(dl, "int %s_async(", n->B);
-  decl_add(dl, "conch_client *client");
-  decl_add(dl, "const conch_call_opts *opts");
-  decl_add(dl, "const %s *req", n->req);
-  decl_add(dl, "%s_Done done", n->m->camel);
-  decl_add(dl, "void *user_data");
-  decl_add(dl, "conch_call **out");
+  proto_async(dl, n);
   decl_end(b, dl, "", ") {");
-  decl_start(dl, "return conch_stub_unary_async(");
-  decl_add(dl, "client");
-  decl_add(dl, "&%s__method", n->B);
-  decl_add(dl, "opts");
+  runtime_call(dl, n,
+               stream ? "return conch_stub_stream_async("
+                      : "return conch_stub_unary_async(");
   decl_add(dl, "req != NULL ? &req->base : NULL");
-  decl_add(dl, "m%zu_done", k);
-  decl_add(dl, "(conch_stub_fn)done");
-  decl_add(dl, "user_data");
-  decl_add(dl, "out");
-  decl_end(b, dl, "  ", ");");
-  sg_buf_puts(b, "}\n");
-}
-
-static void source_stream_async(sg_buf *b, const names *n, decl *dl) {
-  size_t k = n->m->index;
-
-  sg_buf_putc(b, '\n');
-  decl_start(dl, "static void m%zu_message(", k);
-  decl_add(dl, "const ProtobufCMessage *msg");
-  decl_add(dl, "conch_stub_fn on_message");
-  decl_add(dl, "void *user_data");
-  decl_end(b, dl, "", ") {");
-  sg_buf_puts(b, "  /* on_message was cast from this method's _OnMessage "
-                 "type; msg is the\n     base of its response type. */\n");
-  decl_start(dl, "((%s_OnMessage)on_message)(", n->m->camel);
-  decl_add(dl, "(const %s *)msg", n->resp);
-  decl_add(dl, "user_data");
-  decl_end(b, dl, "  ", ");");
-  sg_buf_puts(b, "}\n\n");
-  decl_start(dl, "static void m%zu_done(", k);
-  decl_add(dl, "const conch_status *status");
-  decl_add(dl, "const conch_metadata *headers");
-  decl_add(dl, "const conch_metadata *trailers");
-  decl_add(dl, "conch_stub_fn done");
-  decl_add(dl, "void *user_data");
-  decl_end(b, dl, "", ") {");
-  sg_buf_puts(b, "  /* done was cast from this method's _Done type. */\n");
-  decl_start(dl, "((%s_Done)done)(", n->m->camel);
-  decl_add(dl, "status");
-  decl_add(dl, "headers");
-  decl_add(dl, "trailers");
-  decl_add(dl, "user_data");
-  decl_end(b, dl, "  ", ");");
-  sg_buf_puts(b, "}\n\n");
-  decl_start(dl, "int %s_async(", n->B);
-  decl_add(dl, "conch_client *client");
-  decl_add(dl, "const conch_call_opts *opts");
-  decl_add(dl, "const %s *req", n->req);
-  decl_add(dl, "%s_OnMessage on_message", n->m->camel);
-  decl_add(dl, "%s_Done done", n->m->camel);
-  decl_add(dl, "void *user_data");
-  decl_add(dl, "conch_call **out");
-  decl_end(b, dl, "", ") {");
-  decl_start(dl, "return conch_stub_stream_async(");
-  decl_add(dl, "client");
-  decl_add(dl, "&%s__method", n->B);
-  decl_add(dl, "opts");
-  decl_add(dl, "req != NULL ? &req->base : NULL");
-  decl_add(dl, "m%zu_message", k);
-  decl_add(dl, "(conch_stub_fn)on_message");
+  if (stream) {
+    decl_add(dl, "m%zu_message", k);
+    decl_add(dl, "(conch_stub_fn)on_message");
+  }
   decl_add(dl, "m%zu_done", k);
   decl_add(dl, "(conch_stub_fn)done");
   decl_add(dl, "user_data");
@@ -1513,9 +1508,7 @@ static void source_stream_async(sg_buf *b, const names *n, decl *dl) {
 static void source_take(sg_buf *b, const names *n, decl *dl, const char *suffix,
                         const char *param, const char *how) {
   sg_buf_putc(b, '\n');
-  decl_start(dl, "int %s%s(", n->B, suffix);
-  decl_add(dl, "%s call", CALL_T(n));
-  decl_add(dl, "%s **%s", n->resp, param);
+  proto_take(dl, n, suffix, param);
   decl_end(b, dl, "", ") {");
   sg_buf_printf(b,
                 "  ProtobufCMessage *m = NULL;\n"
@@ -1546,9 +1539,7 @@ static void source_send(sg_buf *b, const names *n, decl *dl) {
 
   for (i = 0; i < 4; i += 2) {
     sg_buf_putc(b, '\n');
-    decl_start(dl, "int %s%s(", n->B, fn[i]);
-    decl_add(dl, "%s call", CALL_T(n));
-    decl_add(dl, "const %s *msg", n->req);
+    proto_send(dl, n, fn[i]);
     decl_end(b, dl, "", ") {");
     sg_buf_printf(b,
                   "  if (msg == NULL) {\n"
@@ -1559,8 +1550,7 @@ static void source_send(sg_buf *b, const names *n, decl *dl) {
                   fn[i + 1]);
   }
   sg_buf_putc(b, '\n');
-  decl_start(dl, "int %s_close_send(", n->B);
-  decl_add(dl, "%s call", CALL_T(n));
+  proto_call(dl, n, "_close_send");
   decl_end(b, dl, "", ") {");
   sg_buf_puts(b, "  return conch_call_close_send(call.base);\n}\n");
 }
@@ -1572,6 +1562,7 @@ static void source_server(sg_buf *b, const names *n, const sg_service *s,
   const sg_method *m = n->m;
   size_t k = m->index;
   const char *mb = m->member;
+  side sd = {'s', k, "conch_rpc *rpc", "rpc", s->handlers, RPC_T(n), mb, "."};
 
   sg_buf_putc(b, '\n');
   decl_start(dl, "static void s%zu_on_call(", k);
@@ -1603,92 +1594,30 @@ static void source_server(sg_buf *b, const names *n, const sg_service *s,
                  "  }\n"
                  "}\n\n");
 
-  decl_start(dl, "static void s%zu_on_message(", k);
-  decl_add(dl, "conch_rpc *rpc");
-  decl_add(dl, "const ProtobufCMessage *msg");
-  decl_add(dl, "void *user_data");
-  decl_end(b, dl, "", ") {");
-  sg_buf_printf(b,
-                "  const %s *h = user_data;\n"
-                "  %s typed = {rpc};\n\n"
-                "  /* |msg| is the base of a message of the method's input "
-                "type. */\n"
-                "  if (h->%s.%s != NULL) {\n",
-                s->handlers, RPC_T(n), mb,
-                is_stream_in(m) ? "on_message" : "on_request");
-  decl_start(dl, "h->%s.%s(", mb, is_stream_in(m) ? "on_message" : "on_request");
-  decl_add(dl, "typed");
-  decl_add(dl, "(const %s *)msg", n->req);
-  decl_add(dl, "h->user_data");
-  decl_end(b, dl, "    ", ");");
-  sg_buf_puts(b, "  }\n}\n\n");
+  tramp_open(b, dl, &sd, "on_message", "ProtobufCMessage", "msg", NULL);
+  sg_buf_puts(b, "  /* |msg| is the base of a message of the method's input "
+                 "type. */\n");
+  tramp_forward(b, dl, &sd, is_stream_in(m) ? "on_message" : "on_request", 0,
+                n->req, NULL);
 
   if (is_stream_in(m)) {
-    decl_start(dl, "static void s%zu_on_half_close(", k);
-    decl_add(dl, "conch_rpc *rpc");
-    decl_add(dl, "void *user_data");
-    decl_end(b, dl, "", ") {");
-    sg_buf_printf(b,
-                  "  const %s *h = user_data;\n"
-                  "  %s typed = {rpc};\n\n"
-                  "  if (h->%s.on_half_close != NULL) {\n",
-                  s->handlers, RPC_T(n), mb);
-    decl_start(dl, "h->%s.on_half_close(", mb);
-    decl_add(dl, "typed");
-    decl_add(dl, "h->user_data");
-    decl_end(b, dl, "    ", ");");
-    sg_buf_puts(b, "  }\n}\n\n");
+    tramp_open(b, dl, &sd, "on_half_close", NULL);
+    tramp_forward(b, dl, &sd, "on_half_close", 0, NULL, NULL);
   }
   if (is_stream_out(m)) {
-    decl_start(dl, "static void s%zu_on_send_ready(", k);
-    decl_add(dl, "conch_rpc *rpc");
-    decl_add(dl, "void *user_data");
-    decl_end(b, dl, "", ") {");
-    sg_buf_printf(b,
-                  "  const %s *h = user_data;\n"
-                  "  %s typed = {rpc};\n\n"
-                  "  if (h->%s.on_send_ready != NULL) {\n",
-                  s->handlers, RPC_T(n), mb);
-    decl_start(dl, "h->%s.on_send_ready(", mb);
-    decl_add(dl, "typed");
-    decl_add(dl, "h->user_data");
-    decl_end(b, dl, "    ", ");");
-    sg_buf_puts(b, "  }\n}\n\n");
+    tramp_open(b, dl, &sd, "on_send_ready", NULL);
+    tramp_forward(b, dl, &sd, "on_send_ready", 0, NULL, NULL);
   }
 
-  decl_start(dl, "static void s%zu_on_cancel(", k);
-  decl_add(dl, "conch_rpc *rpc");
-  decl_add(dl, "const conch_status *status");
-  decl_add(dl, "void *user_data");
-  decl_end(b, dl, "", ") {");
-  sg_buf_printf(b,
-                "  const %s *h = user_data;\n"
-                "  %s typed = {rpc};\n\n"
-                "  if (h->%s.on_cancel != NULL) {\n",
-                s->handlers, RPC_T(n), mb);
-  decl_start(dl, "h->%s.on_cancel(", mb);
-  decl_add(dl, "typed");
-  decl_add(dl, "status");
-  decl_add(dl, "h->user_data");
-  decl_end(b, dl, "    ", ");");
-  sg_buf_puts(b, "  }\n}\n\n");
+  tramp_open(b, dl, &sd, "on_cancel", "conch_status", "status", NULL);
+  tramp_forward(b, dl, &sd, "on_cancel", 0, NULL, "status", NULL);
 
   if (is_stream_in(m)) {
     /* Pull mode: on_recv_ready is the call's start too. */
-    decl_start(dl, "static void s%zu_on_recv_ready(", k);
-    decl_add(dl, "conch_rpc *rpc");
-    decl_add(dl, "void *user_data");
-    decl_end(b, dl, "", ") {");
-    sg_buf_printf(b,
-                  "  const %s *h = user_data;\n"
-                  "  %s typed = {rpc};\n\n"
-                  "  /* Installed only with h->%s.on_recv_ready. */\n",
-                  s->handlers, RPC_T(n), mb);
-    decl_start(dl, "h->%s.on_recv_ready(", mb);
-    decl_add(dl, "typed");
-    decl_add(dl, "h->user_data");
-    decl_end(b, dl, "  ", ");");
-    sg_buf_puts(b, "}\n\n");
+    tramp_open(b, dl, &sd, "on_recv_ready", NULL);
+    sg_buf_printf(b, "  /* Installed only with h->%s.on_recv_ready. */\n",
+                  mb);
+    tramp_forward(b, dl, &sd, "on_recv_ready", 1, NULL, NULL);
     sg_buf_printf(b,
                   "static const conch_server_handler s%zu_pull_handler = {\n"
                   "    .on_call = s%zu_on_recv_ready,\n"
@@ -1714,8 +1643,7 @@ static void source_server(sg_buf *b, const names *n, const sg_service *s,
   }
   sg_buf_puts(b, "};\n\n");
 
-  decl_start(dl, "int %s_rpc_send(", n->B);
-  decl_add(dl, "%s rpc", RPC_T(n));
+  proto_rpc(dl, n, "_send");
   decl_add(dl, "const %s *msg", n->resp);
   decl_end(b, dl, "", ") {");
   sg_buf_puts(b, "  if (msg == NULL) {\n"
@@ -1724,8 +1652,7 @@ static void source_server(sg_buf *b, const names *n, const sg_service *s,
                  "  return conch_rpc_send(rpc.base, &msg->base);\n"
                  "}\n\n");
   if (is_stream_in(m)) {
-    decl_start(dl, "int %s_rpc_recv(", n->B);
-    decl_add(dl, "%s rpc", RPC_T(n));
+    proto_rpc(dl, n, "_recv");
     decl_add(dl, "%s **msg", n->req);
     decl_end(b, dl, "", ") {");
     sg_buf_printf(b,
@@ -1742,8 +1669,7 @@ static void source_server(sg_buf *b, const names *n, const sg_service *s,
                   "}\n\n",
                   n->req);
   }
-  decl_start(dl, "int %s_rpc_finish(", n->B);
-  decl_add(dl, "%s rpc", RPC_T(n));
+  proto_rpc(dl, n, "_finish");
   decl_add(dl, "const conch_status *status");
   decl_end(b, dl, "", ") {");
   sg_buf_puts(b, "  return conch_rpc_finish(rpc.base, status);\n}\n");
@@ -1835,10 +1761,9 @@ static int source_method(sg_buf *b, const sg_service *s, const sg_method *m,
   source_start(b, &n, dl);
   if (m->kind == SG_UNARY) {
     source_sync(b, &n, dl);
-    source_async(b, &n, dl);
   }
-  if (m->kind == SG_SERVER) {
-    source_stream_async(b, &n, dl);
+  if (m->kind == SG_UNARY || m->kind == SG_SERVER) {
+    source_async(b, &n, dl);
   }
   if (is_stream_in(m)) {
     source_send(b, &n, dl);

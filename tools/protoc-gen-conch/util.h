@@ -9,8 +9,10 @@
 
 #if defined(__GNUC__)
 #define SG_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define SG_SENTINEL __attribute__((sentinel))
 #else
 #define SG_PRINTF(a, b)
+#define SG_SENTINEL
 #endif
 
 /* Output text.  Errors are sticky: after a failed allocation every append
