@@ -16,6 +16,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' HUP INT PIPE TERM
 
+# The files exist before the server starts: its redirections happen in the
+# forked child, which may not have run yet when the loop below first reads
+# "$scratch/out" (sed failing on a missing file ended the test under set -e).
+: >"$scratch/out"
+: >"$scratch/err"
 "$server" 127.0.0.1:0 >"$scratch/out" 2>"$scratch/err" &
 pid=$!
 # Poll for the port line: up to 20 s on a loaded machine.
