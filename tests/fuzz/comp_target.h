@@ -12,18 +12,10 @@
 
 #include <conch/status.h>
 
+#include "fuzz.h"
 #include "compress.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 #define MAX_OUT ((size_t)256 << 10)
-
-#define CHECK(c)                                                               \
-  do {                                                                         \
-    if (!(c)) {                                                                \
-      abort();                                                                 \
-    }                                                                          \
-  } while (0)
 
 static conch_comps comps;
 static conch_comp_opts copts;

@@ -15,19 +15,11 @@
 
 #include <conch/status.h>
 
+#include "fuzz.h"
 #include "envelope.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define HDR 7
 #define ABORT_RV 7
-
-#define CHECK(c)                                                               \
-  do {                                                                         \
-    if (!(c)) {                                                                \
-      abort();                                                                 \
-    }                                                                          \
-  } while (0)
 
 typedef struct ref_env {
   uint8_t flags;

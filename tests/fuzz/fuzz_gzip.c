@@ -9,18 +9,10 @@
 
 #include <conch/status.h>
 
+#include "fuzz.h"
 #include "gzip.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 #define MAX_OUT ((size_t)256 << 10)
-
-#define CHECK(c)                                                               \
-  do {                                                                         \
-    if (!(c)) {                                                                \
-      abort();                                                                 \
-    }                                                                          \
-  } while (0)
 
 /* `printf 'hello\n' | gzip -n` */
 static const uint8_t hello_gz[] = {

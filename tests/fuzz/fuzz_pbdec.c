@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
+#include "pb_arena.h"
 #include "buf.h"
 #include "pbborrow.h"
 #include "pbdec.h"
@@ -33,71 +35,6 @@
 #include "pbjson/types.pb-c.c"
 #include "pbjson/types2.pb-c.c"
 #pragma GCC diagnostic pop
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                               \
-  do {                                                                         \
-    if (!(c)) {                                                                \
-      abort();                                                                 \
-    }                                                                          \
-  } while (0)
-
-/* An arena: nothing is freed until the run ends, as in push mode, so a
-   field that points into the input is never handed to free(). */
-typedef struct arena {
-  void **blocks;
-  size_t n, cap;
-} arena;
-
-static void *arena_alloc(void *ud, size_t n) {
-  arena *a = ud;
-  void *p;
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? a->cap * 2 : 64;
-    void **b = realloc(a->blocks, cap * sizeof(*b));
-    if (b == NULL) {
-      return NULL;
-    }
-    a->blocks = b;
-    a->cap = cap;
-  }
-  p = malloc(n ? n : 1);
-  if (p != NULL) {
-    a->blocks[a->n++] = p;
-  }
-  return p;
-}
-
-static void arena_free(void *ud, void *p) {
-  (void)ud;
-  (void)p;
-}
-
-static void arena_clear(arena *a) {
-  size_t i;
-  for (i = 0; i < a->n; i++) {
-    free(a->blocks[i]);
-  }
-  free(a->blocks);
-}
-
-static uint8_t *pack(const ProtobufCMessage *m, size_t *len) {
-  uint8_t *out;
-  *len = protobuf_c_message_get_packed_size(m);
-  out = malloc(*len ? *len : 1);
-  CHECK(out != NULL);
-  CHECK(protobuf_c_message_pack(m, out) == *len);
-  return out;
-}
-
-static void same(const ProtobufCMessage *got, const ProtobufCMessage *want) {
-  size_t gl, wl;
-  uint8_t *g = pack(got, &gl), *w = pack(want, &wl);
-  CHECK(gl == wl && memcmp(g, w, gl) == 0);
-  free(g);
-  free(w);
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const ProtobufCMessageDescriptor *const descs[] = {

@@ -12,16 +12,8 @@
 #include <conch/client.h>
 #include <conch/status.h>
 
+#include "fuzz.h"
 #include "url.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                               \
-  do {                                                                         \
-    if (!(c)) {                                                                \
-      abort();                                                                 \
-    }                                                                          \
-  } while (0)
 
 static int fail_at; /* the allocation that fails (1-based), 0: none */
 static int allocs;

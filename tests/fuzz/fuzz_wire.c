@@ -12,18 +12,10 @@
 
 #include <conch/status.h>
 
+#include "fuzz.h"
 #include "pbjson.h"
 #include "status_int.h"
 #include "wire.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                               \
-  do {                                                                         \
-    if (!(c)) {                                                                \
-      abort();                                                                 \
-    }                                                                          \
-  } while (0)
 
 static void timeouts(const char *v, size_t n) {
   char out[CONCH_TIMEOUT_BUF];
