@@ -674,6 +674,34 @@ static int tls_setup(conch_tls *t, int is_ip) {
   return 0;
 }
 
+/* A connection of |ctx| in its handshake, holding a reference to |ctx|
+   that conch__tls_free() drops; NULL when out of memory. */
+static conch_tls *tls_new(conch_tls_ctx *ctx) {
+  conch_tls *t = conch__calloc(ctx->mem, 1, sizeof(*t));
+  if (t == NULL) {
+    return NULL;
+  }
+  t->ctx = ctx;
+  t->mem = ctx->mem;
+  t->state = TLS_HANDSHAKE;
+  t->first_in = -1;
+  t->vdepth = -1;
+  ctx->refs++;
+  return t;
+}
+
+/* The end of conch__tls_new() and conch__tls_accept_new(): |t| to |*out|
+   when its set-up returned |rv| 0, else freed. */
+static int tls_done(conch_tls *t, int rv, conch_tls **out) {
+  ERR_clear_error();
+  if (rv != 0) {
+    conch__tls_free(t);
+    return rv;
+  }
+  *out = t;
+  return 0;
+}
+
 int conch__tls_new(conch_tls **out, conch_tls_ctx *ctx, const char *host) {
   conch_tls *t;
   size_t off, len;
@@ -686,30 +714,17 @@ int conch__tls_new(conch_tls **out, conch_tls_ctx *ctx, const char *host) {
   if (rv != 0) {
     return rv;
   }
-  t = conch__calloc(ctx->mem, 1, sizeof(*t));
+  t = tls_new(ctx);
   if (t == NULL) {
     return CONCH_ERR_NOMEM;
   }
-  t->ctx = ctx;
-  t->mem = ctx->mem;
-  t->state = TLS_HANDSHAKE;
-  t->first_in = -1;
-  t->vdepth = -1;
   t->host = conch__strndup(t->mem, host + off, len);
   if (t->host == NULL) {
-    conch__free(t->mem, t);
+    conch__tls_free(t);
     return CONCH_ERR_NOMEM;
   }
-  ctx->refs++;
   ERR_clear_error();
-  rv = tls_setup(t, is_ip);
-  ERR_clear_error();
-  if (rv != 0) {
-    conch__tls_free(t);
-    return rv;
-  }
-  *out = t;
-  return 0;
+  return tls_done(t, tls_setup(t, is_ip), out);
 }
 
 void conch__tls_free(conch_tls *t) {
@@ -1171,16 +1186,10 @@ int conch__tls_accept_new(conch_tls **out, conch_tls_ctx *ctx) {
   if (out == NULL || ctx == NULL || !ctx->server) {
     return CONCH_ERR_INVALID;
   }
-  t = conch__calloc(ctx->mem, 1, sizeof(*t));
+  t = tls_new(ctx);
   if (t == NULL) {
     return CONCH_ERR_NOMEM;
   }
-  t->ctx = ctx;
-  t->mem = ctx->mem;
-  t->state = TLS_HANDSHAKE;
-  t->first_in = -1;
-  t->vdepth = -1;
-  ctx->refs++;
   ERR_clear_error();
   t->ssl = SSL_new(ctx->ssl_ctx);
   if (t->ssl != NULL && (bio = BIO_new(ctx->bio_method)) != NULL) {
@@ -1192,13 +1201,7 @@ int conch__tls_accept_new(conch_tls **out, conch_tls_ctx *ctx) {
       rv = 0;
     }
   }
-  ERR_clear_error();
-  if (rv != 0) {
-    conch__tls_free(t);
-    return rv;
-  }
-  *out = t;
-  return 0;
+  return tls_done(t, rv, out);
 }
 
 size_t conch__tls_buffered(const conch_tls *t) {
