@@ -1,5 +1,6 @@
-/* The calls test_server_uv.c and test_server_event.c make to a server that
-   an event-loop adapter drives on a thread of its own: per protocol a
+/* The calls test_server_uv.c, test_server_event.c and test_server_drive.c
+   make to a server that an event loop (an adapter's, or the I/O hooks')
+   drives on a thread of its own: per protocol a
    unary call, a server stream and a deadline the server's timer ends (so
    the listener, the connections and the timer all run on the loop).
    Include after <cmocka.h> and "svc.h". */

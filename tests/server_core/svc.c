@@ -469,3 +469,58 @@ void fx_stop(fixture *fx) {
     unlink(fx->sock);
   }
 }
+
+static int xr_compress(void *ud, int level, const uint8_t *in, size_t len,
+                       conch_compress_out *out) {
+  int rv = conch_compress_out_write(out, "XR", 2);
+  (void)level;
+  if (ud != NULL) {
+    atomic_fetch_add(&((svc_xr_count *)ud)->comp, 1);
+  }
+  for (size_t i = len; i > 0 && rv == 0; i--) {
+    uint8_t b = (uint8_t)(in[i - 1] ^ 0x5a);
+    rv = conch_compress_out_write(out, &b, 1);
+  }
+  return rv;
+}
+
+static int xr_decompress(void *ud, const uint8_t *in, size_t len,
+                         conch_compress_out *out) {
+  int rv = 0;
+  if (ud != NULL) {
+    atomic_fetch_add(&((svc_xr_count *)ud)->decomp, 1);
+  }
+  if (len < 2 || memcmp(in, "XR", 2) != 0) {
+    return CONCH_ERR_COMPRESSION;
+  }
+  for (size_t i = len; i > 2 && rv == 0; i--) {
+    uint8_t b = (uint8_t)(in[i - 1] ^ 0x5a);
+    rv = conch_compress_out_write(out, &b, 1);
+  }
+  return rv;
+}
+
+conch_compressor svc_xr_compressor(svc_xr_count *count) {
+  conch_compressor xr = CONCH_COMPRESSOR_INIT;
+  xr.name = "x-rev";
+  xr.compress = xr_compress;
+  xr.decompress = xr_decompress;
+  xr.user_data = count;
+  return xr;
+}
+
+int svc_make_cert(char *dir, const char *san, char *cert, char *key,
+                  size_t cap) {
+  char cmd[1024];
+  if (mkdtemp(dir) == NULL) {
+    return -1;
+  }
+  snprintf(cert, cap, "%s/cert.pem", dir);
+  snprintf(key, cap, "%s/key.pem", dir);
+  snprintf(cmd, sizeof(cmd),
+           "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+           "-nodes -days 2 -subj /CN=localhost -addext subjectAltName=%s "
+           "-keyout %s -out %s >/dev/null 2>&1",
+           san, key, cert);
+  return system(cmd) == 0 ? 0 : -1;
+}

@@ -67,4 +67,19 @@ void fx_resume(fixture *fx);
 /* Stops the thread and frees the server. */
 void fx_stop(fixture *fx);
 
+/* "x-rev", a custom compression: the bytes reversed, each xor 0x5a, after
+   a 2-byte mark; decoding refuses input without the mark.  Its user_data
+   is |count| (may be NULL), which counts the runs of each direction. */
+typedef struct svc_xr_count {
+  atomic_int comp, decomp;
+} svc_xr_count;
+conch_compressor svc_xr_compressor(svc_xr_count *count);
+
+/* A self-signed P-256 certificate for CN=localhost with the
+   subjectAltName |san|, made by openssl in |dir| (a mkdtemp() template,
+   filled in); |cert| and |key|, of |cap| bytes each, receive the paths of
+   its cert.pem and key.pem.  Returns 0 or -1. */
+int svc_make_cert(char *dir, const char *san, char *cert, char *key,
+                  size_t cap);
+
 #endif

@@ -309,29 +309,25 @@ static int no_calls_left(void *arg) {
   return atomic_load(&fx->calls_live) == 0;
 }
 
-static void test_unary(void **state) {
+/* |check| in every variant. */
+static void for_variants(void **state,
+                         void (*check)(const fixture *, const variant *)) {
   for (size_t i = 0; i < NVARIANTS; i++) {
-    unary_ok(*state, &variants[i]);
+    check(*state, &variants[i]);
   }
 }
 
+static void test_unary(void **state) { for_variants(state, unary_ok); }
+
 static void test_server_stream(void **state) {
-  for (size_t i = 0; i < NVARIANTS; i++) {
-    server_stream_ok(*state, &variants[i]);
-  }
+  for_variants(state, server_stream_ok);
 }
 
 static void test_client_stream(void **state) {
-  for (size_t i = 0; i < NVARIANTS; i++) {
-    client_stream_ok(*state, &variants[i]);
-  }
+  for_variants(state, client_stream_ok);
 }
 
-static void test_bidi(void **state) {
-  for (size_t i = 0; i < NVARIANTS; i++) {
-    bidi_ok(*state, &variants[i]);
-  }
-}
+static void test_bidi(void **state) { for_variants(state, bidi_ok); }
 
 static void test_error_details(void **state) {
   for (size_t i = 0; i < NVARIANTS; i++) {
@@ -436,54 +432,17 @@ static void test_many_methods(void **state) {
   }
 }
 
-/* A compression of the test's own ("x-rev"): the bytes reversed, each
-   xor 0x5a, after a 2-byte mark; decoding refuses input without the mark.
-   The counters (user_data) tell which side ran it. */
-typedef struct xr_count {
-  atomic_int comp, decomp;
-} xr_count;
-
-static int xr_compress(void *ud, int level, const uint8_t *in, size_t len,
-                       conch_compress_out *out) {
-  int rv = conch_compress_out_write(out, "XR", 2);
-  (void)level;
-  atomic_fetch_add(&((xr_count *)ud)->comp, 1);
-  for (size_t i = len; i > 0 && rv == 0; i--) {
-    uint8_t b = (uint8_t)(in[i - 1] ^ 0x5a);
-    rv = conch_compress_out_write(out, &b, 1);
-  }
-  return rv;
-}
-
-static int xr_decompress(void *ud, const uint8_t *in, size_t len,
-                         conch_compress_out *out) {
-  int rv = 0;
-  atomic_fetch_add(&((xr_count *)ud)->decomp, 1);
-  if (len < 2 || memcmp(in, "XR", 2) != 0) {
-    return CONCH_ERR_COMPRESSION;
-  }
-  for (size_t i = len; i > 2 && rv == 0; i--) {
-    uint8_t b = (uint8_t)(in[i - 1] ^ 0x5a);
-    rv = conch_compress_out_write(out, &b, 1);
-  }
-  return rv;
-}
-
 /* A registered compression on the server: requests in it are decoded,
    responses are sent in it, in every protocol and codec; a request in a
    custom compression the server does not know gets unimplemented. */
 static void test_custom_compression(void **state) {
-  static xr_count srv, cli;
-  conch_compressor xr = CONCH_COMPRESSOR_INIT;
+  static svc_xr_count srv, cli;
+  conch_compressor xr = svc_xr_compressor(&srv);
   conch_server_opts *so;
   fixture fx;
   int id = -1;
   (void)state;
 
-  xr.name = "x-rev";
-  xr.compress = xr_compress;
-  xr.decompress = xr_decompress;
-  xr.user_data = &srv;
   assert_int_equal(conch_server_opts_new(&so), 0);
   assert_int_equal(conch_server_opts_add_compression(NULL, &xr, NULL),
                    CONCH_ERR_INVALID);
@@ -497,7 +456,7 @@ static void test_custom_compression(void **state) {
 
   for (size_t v = 0; v < NVARIANTS; v++) {
     for (int other = 0; other < 2; other++) {
-      conch_compressor cx = CONCH_COMPRESSOR_INIT;
+      conch_compressor cx = svc_xr_compressor(&cli);
       Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
       ProtobufCMessage *out = NULL;
       conch_client_opts *o;
@@ -509,9 +468,6 @@ static void test_custom_compression(void **state) {
       int rv;
 
       cx.name = other ? "x-other" : "x-rev";
-      cx.compress = xr_compress;
-      cx.decompress = xr_decompress;
-      cx.user_data = &cli;
       assert_int_equal(conch_client_opts_new(&o), 0);
       assert_int_equal(conch_client_opts_set_protocol(o, variants[v].proto), 0);
       assert_int_equal(conch_client_opts_set_codec(o, variants[v].codec), 0);

@@ -28,6 +28,7 @@
 #include "memxport.h"
 #include "support.h" /* tests/server: raw HTTP/2 helpers */
 #include "svc.h"
+#include "loop_calls.h"
 #include "wait.h"
 
 /* ---- A loop driven by the hooks alone -------------------------------------- */
@@ -148,40 +149,9 @@ static void test_hooks(void **state) {
   snprintf(h.url, sizeof(h.url), "http://127.0.0.1:%d", conch_server_port(h.s));
   assert_int_equal(pthread_create(&h.thread, NULL, hooked_thread, &h), 0);
 
-  for (int proto = 0; proto < 3; proto++) {
-    conch_client_opts *o;
-    conch_client *c;
-    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
-    ProtobufCMessage *out = NULL;
-    conch_status st;
-    conch_call_opts co = CONCH_CALL_OPTS_INIT;
-
-    assert_int_equal(conch_client_opts_new(&o), 0);
-    assert_int_equal(conch_client_opts_set_protocol(o, (conch_protocol)proto),
-                     0);
-    assert_int_equal(conch_client_new(&c, h.url, o), 0);
-    conch_client_opts_free(o);
-    req.payload.data = (uint8_t *)"hooked";
-    req.payload.len = 6;
-    conch_status_init(&st);
-    assert_int_equal(
-        conch_unary_sync(c, &m_unary, NULL, &req.base, &out, &st, NULL, NULL),
-        0);
-    assert_memory_equal(((Conchtest__V1__Response *)out)->payload.data,
-                        "hooked", 6);
-    conch_message_free(c, out);
-    /* A deadline needs the timer hook. */
-    req.delay_ms = 1;
-    co.timeout_ms = 100;
-    co.deadline_grace_ms = 30000;
-    assert_int_equal(
-        conch_unary_sync(c, &m_unary, &co, &req.base, &out, &st, NULL, NULL),
-        CONCH_ERR_RPC);
-    assert_int_equal(st.code, CONCH_CODE_DEADLINE_EXCEEDED);
-    assert_int_equal(st.origin, CONCH_ORIGIN_SERVER);
-    conch_status_clear(&st);
-    conch_client_free(c);
-  }
+  /* Per protocol a unary call, a server stream and a deadline, which
+     needs the timer hook. */
+  loop_calls(h.url, "hooked");
   atomic_store(&h.stop, 1);
   pthread_join(h.thread, NULL);
   assert_true(h.loop.timer_calls > 0);

@@ -40,6 +40,30 @@ static void *ev_thread(void *arg) {
   return NULL;
 }
 
+/* A new base with the stop pipe's event on it. */
+static void ev_open(ev_run_ctx *e) {
+  e->base = event_base_new();
+  assert_non_null(e->base);
+  e->dispatched = -2;
+  assert_int_equal(pipe(e->stop), 0);
+  assert_int_equal(
+      event_base_once(e->base, e->stop[0], EV_READ, on_stop, e, NULL), 0);
+}
+
+/* With the server attached to e->base: the calls on the loop's thread,
+   then the loop stopped and the base freed. */
+static void ev_run_calls(ev_run_ctx *e, const char *url, const char *text) {
+  assert_int_equal(pthread_create(&e->thread, NULL, ev_thread, e), 0);
+  loop_calls(url, text);
+  assert_int_equal(write(e->stop[1], "x", 1), 1);
+  pthread_join(e->thread, NULL);
+  /* Returned for lack of events: detaching freed every one. */
+  assert_int_equal(e->dispatched, 1);
+  close(e->stop[0]);
+  close(e->stop[1]);
+  event_base_free(e->base);
+}
+
 static void test_event(void **state) {
   fixture fx;
   ev_run_ctx e;
@@ -48,41 +72,17 @@ static void test_event(void **state) {
 
   fx_start(&fx, NULL, 0);
   fx_pause(&fx); /* the loop below drives it instead */
-  e.base = event_base_new();
-  assert_non_null(e.base);
-  e.dispatched = -2;
-  assert_int_equal(pipe(e.stop), 0);
-  assert_int_equal(
-      event_base_once(e.base, e.stop[0], EV_READ, on_stop, &e, NULL), 0);
+  ev_open(&e);
   assert_int_equal(conch_event_attach_server(&e.a, e.base, fx.s), 0);
-  assert_int_equal(pthread_create(&e.thread, NULL, ev_thread, &e), 0);
-  loop_calls(fx.url, "on libevent");
-  assert_int_equal(write(e.stop[1], "x", 1), 1);
-  pthread_join(e.thread, NULL);
-  /* Returned for lack of events: detaching freed every one. */
-  assert_int_equal(e.dispatched, 1);
-  close(e.stop[0]);
-  close(e.stop[1]);
-  event_base_free(e.base);
+  ev_run_calls(&e, fx.url, "on libevent");
 
   /* Detached, the server is back in pull mode; a target made by hand
      attaches it again, to a new base. */
   assert_int_equal(conch_server_run(fx.s, 0), 0);
-  e.base = event_base_new();
-  assert_non_null(e.base);
-  assert_int_equal(pipe(e.stop), 0);
-  assert_int_equal(
-      event_base_once(e.base, e.stop[0], EV_READ, on_stop, &e, NULL), 0);
+  ev_open(&e);
   t = conch_loop_target_server(fx.s);
   assert_int_equal(conch_event_attach_target(&e.a, e.base, &t), 0);
-  assert_int_equal(pthread_create(&e.thread, NULL, ev_thread, &e), 0);
-  loop_calls(fx.url, "again");
-  assert_int_equal(write(e.stop[1], "x", 1), 1);
-  pthread_join(e.thread, NULL);
-  assert_int_equal(e.dispatched, 1);
-  close(e.stop[0]);
-  close(e.stop[1]);
-  event_base_free(e.base);
+  ev_run_calls(&e, fx.url, "again");
   conch_server_free(fx.s);
 }
 

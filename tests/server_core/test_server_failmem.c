@@ -33,59 +33,7 @@ static char dir[] = "/tmp/conch-srvfailmem-XXXXXX";
 static char cert[128], key[128];
 /* How often the server's x-rev ran (user_data): the last run, with no
    allocation failing, must have used it both ways. */
-static atomic_int srv_comp, srv_decomp;
-
-/* "x-rev": the bytes reversed, each xor 0x5a, after a 2-byte mark. */
-static int xr_compress(void *ud, int level, const uint8_t *in, size_t len,
-                       conch_compress_out *out) {
-  int rv = conch_compress_out_write(out, "XR", 2);
-  (void)level;
-  if (ud != NULL) {
-    atomic_fetch_add((atomic_int *)ud, 1);
-  }
-  for (size_t i = len; i > 0 && rv == 0; i--) {
-    uint8_t b = (uint8_t)(in[i - 1] ^ 0x5a);
-    rv = conch_compress_out_write(out, &b, 1);
-  }
-  return rv;
-}
-
-static int xr_decompress(void *ud, const uint8_t *in, size_t len,
-                         conch_compress_out *out) {
-  int rv = 0;
-  if (ud != NULL) {
-    atomic_fetch_add((atomic_int *)ud, 1);
-  }
-  if (len < 2 || memcmp(in, "XR", 2) != 0) {
-    return CONCH_ERR_COMPRESSION;
-  }
-  for (size_t i = len; i > 2 && rv == 0; i--) {
-    uint8_t b = (uint8_t)(in[i - 1] ^ 0x5a);
-    rv = conch_compress_out_write(out, &b, 1);
-  }
-  return rv;
-}
-
-static conch_compressor xr_compressor(void) {
-  conch_compressor xr = CONCH_COMPRESSOR_INIT;
-  xr.name = "x-rev";
-  xr.compress = xr_compress;
-  xr.decompress = xr_decompress;
-  return xr;
-}
-
-/* The server's: compress and decompress count in different counters. */
-static int xr_srv_compress(void *ud, int level, const uint8_t *in,
-                           size_t len, conch_compress_out *out) {
-  (void)ud;
-  return xr_compress(&srv_comp, level, in, len, out);
-}
-
-static int xr_srv_decompress(void *ud, const uint8_t *in, size_t len,
-                             conch_compress_out *out) {
-  (void)ud;
-  return xr_decompress(&srv_decomp, in, len, out);
-}
+static svc_xr_count srv_count;
 
 /* The pull-mode handler: counts the requests it takes with
    conch_rpc_recv(), then answers how many. */
@@ -172,7 +120,7 @@ static int add_pull(fixture *fx) {
 /* A client for |fx| as the sweep speaks; it sends in gzip, or with |xrev|
    in x-rev. */
 static conch_client *client(const fixture *fx, conch_protocol p, int xrev) {
-  conch_compressor xr = xr_compressor();
+  conch_compressor xr = svc_xr_compressor(NULL);
   conch_client_opts *o;
   conch_client *c;
   char url[160];
@@ -307,14 +255,12 @@ static int pull_call(const fixture *fx, conch_protocol p) {
 }
 
 static void sweep(conch_protocol p) {
-  conch_compressor xr = xr_compressor();
+  conch_compressor xr = svc_xr_compressor(&srv_count);
   conch_server_opts *o;
   size_t n;
 
   assert_int_equal(conch_server_opts_new(&o), 0);
   assert_int_equal(conch_server_opts_set_mem(o, failmem_hooks()), 0);
-  xr.compress = xr_srv_compress;
-  xr.decompress = xr_srv_decompress;
   assert_int_equal(conch_server_opts_add_compression(o, &xr, NULL), 0);
   assert_int_equal(conch_server_opts_set_compression(o, "x-rev, gzip"), 0);
   if (cur_tls) {
@@ -326,8 +272,8 @@ static void sweep(conch_protocol p) {
   n = getenv("FAILMEM_FROM") != NULL ? (size_t)atol(getenv("FAILMEM_FROM")) : 0;
   for (;; n++) {
     fixture fx;
-    int ok = 0, rv, comp0 = atomic_load(&srv_comp),
-            decomp0 = atomic_load(&srv_decomp);
+    int ok = 0, rv, comp0 = atomic_load(&srv_count.comp),
+            decomp0 = atomic_load(&srv_count.decomp);
     fx.tolerant = 1;
     cur_n = n;
     failmem_fail_at(n);
@@ -352,8 +298,8 @@ static void sweep(conch_protocol p) {
       assert_true(ok);
       /* 3 requests in x-rev (pull mode decodes each on arrival, to check
          it, and again at conch_rpc_recv()); the answer in x-rev. */
-      assert_true(atomic_load(&srv_decomp) >= decomp0 + 3);
-      assert_true(atomic_load(&srv_comp) > comp0);
+      assert_true(atomic_load(&srv_count.decomp) >= decomp0 + 3);
+      assert_true(atomic_load(&srv_count.comp) > comp0);
       break;
     }
   }
@@ -407,19 +353,8 @@ static void test_mtls(void **state) {
 }
 
 static int make_cert(void **state) {
-  char cmd[1024];
   (void)state;
-  if (mkdtemp(dir) == NULL) {
-    return -1;
-  }
-  snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
-  snprintf(key, sizeof(key), "%s/key.pem", dir);
-  snprintf(cmd, sizeof(cmd),
-           "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
-           "-nodes -days 2 -subj /CN=localhost -addext "
-           "subjectAltName=IP:127.0.0.1 -keyout %s -out %s >/dev/null 2>&1",
-           key, cert);
-  return system(cmd) == 0 ? 0 : -1;
+  return svc_make_cert(dir, "IP:127.0.0.1", cert, key, sizeof(cert));
 }
 
 static int remove_cert(void **state) {

@@ -58,18 +58,8 @@ static void read_file(const char *path, char *out, size_t cap) {
 static int make_cert(void **state) {
   char cmd[1024];
   (void)state;
-  if (mkdtemp(dir) == NULL) {
-    return -1;
-  }
-  snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
-  snprintf(key, sizeof(key), "%s/key.pem", dir);
-  snprintf(cmd, sizeof(cmd),
-           "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
-           "-nodes -days 2 -subj /CN=localhost -addext "
-           "subjectAltName=IP:127.0.0.1,DNS:localhost -keyout %s -out %s "
-           ">/dev/null 2>&1",
-           key, cert);
-  if (system(cmd) != 0) {
+  if (svc_make_cert(dir, "IP:127.0.0.1,DNS:localhost", cert, key,
+                    sizeof(cert)) != 0) {
     return -1;
   }
   read_file(cert, cert_pem, sizeof(cert_pem));
