@@ -389,10 +389,8 @@ static void pc_start_msg(conch_call *call, const ProtobufCMessage *m,
   }
 }
 
-static void pc_close(conch_call *call, const conch_status *st,
-                     const conch_metadata *trailers, void *ud) {
-  pc_state *s = ud;
-  (void)trailers;
+/* Counts a call that ended with |st|. */
+static void pc_count(pc_state *s, const conch_status *st) {
   if (st->code == CONCH_CODE_OK) {
     s->done++;
   } else {
@@ -401,6 +399,13 @@ static void pc_close(conch_call *call, const conch_status *st,
     }
     s->errors++;
   }
+}
+
+static void pc_close(conch_call *call, const conch_status *st,
+                     const conch_metadata *trailers, void *ud) {
+  pc_state *s = ud;
+  (void)trailers;
+  pc_count(s, st); /* |st| is the call's: before freeing it */
   conch_call_free(call);
   pc_start(s);
 }
@@ -413,14 +418,7 @@ static const conch_call_handler pc_start_h = {NULL, pc_start_msg, NULL, NULL,
 /* The same through the typed one-callback stubs (listasync, setupasync):
    the calls free themselves. */
 static void pc_ended(pc_state *s, const conch_status *st) {
-  if (st->code == CONCH_CODE_OK) {
-    s->done++;
-  } else {
-    if (s->errors == 0) {
-      fprintf(stderr, "call failed: %s\n", st->message ? st->message : "");
-    }
-    s->errors++;
-  }
+  pc_count(s, st);
   pc_start(s);
 }
 
