@@ -135,6 +135,15 @@ int conch_server_opts_set_compression(conch_server_opts *opts,
   return set_compression(opts, names);
 }
 
+int conch_server_opts_set_compress_min(conch_server_opts *opts,
+                                       size_t bytes) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->compress_min = bytes;
+  return 0;
+}
+
 int conch_server_opts_set_gate(conch_server_opts *opts,
                                conch_server_gate_fn gate, void *user_data) {
   if (opts == NULL) {

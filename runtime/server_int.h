@@ -39,6 +39,7 @@ struct conch_server_opts {
   long body_ms;         /* 0: none */
   size_t conn_buffered; /* request bytes one connection may hold; 0: any */
   size_t max_buffered;  /* ... all connections; 0: any */
+  size_t compress_min;  /* smaller response messages are not compressed */
 };
 
 typedef struct srv_route {

@@ -1655,7 +1655,11 @@ static int send_bytes(conch_rpc *rpc, const uint8_t *p, size_t n) {
   int compressed = 0;
   int rv;
 
-  if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY) {
+  if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY && n < s->o.compress_min &&
+      rpc->wire == SRV_CONNECT_UNARY) {
+    rpc->resp_enc = CONCH_COMPRESSION_IDENTITY; /* no Content-Encoding */
+  }
+  if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY && n >= s->o.compress_min) {
     rv = conch__comp_compress(&s->comps, &s->o.comp, rpc->resp_enc, p, n, &z);
     if (rv != 0) {
       conch__buf_free(&z, mem);

@@ -968,6 +968,63 @@ static void test_connect_go_answers(void **state) {
   fx_stop(&fx);
 }
 
+/* compress_min: small messages go out plain, large ones compressed (a
+   Connect unary response says so in Content-Encoding; a stream message in
+   its envelope flags). */
+static void test_compress_min(void **state) {
+  static const char *const unary_hdrs[] = {"content-type", "application/proto",
+                                           "accept-encoding", "gzip", NULL};
+  static const char *const grpc_hdrs[] = {"content-type", "application/grpc",
+                                          "grpc-accept-encoding", "gzip",
+                                          NULL};
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_server_opts *o;
+  uint8_t body[64], env[69];
+  size_t n;
+  fixture fx;
+  h2_resp r;
+  int port;
+  (void)state;
+
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_compress_min(o, 1024), 0);
+  fx_start(&fx, o, 0);
+  conch_server_opts_free(o);
+  port = conch_server_port(fx.s);
+
+  for (int big = 0; big < 2; big++) {
+    req.response_size = big ? 4000 : 100;
+    n = conchtest__v1__request__pack(&req, body);
+    assert_int_equal(
+        h2_request(port, "POST", SVC "Unary", unary_hdrs, body, n, &r), 0);
+    assert_int_equal(r.status, 200);
+    if (big) {
+      assert_non_null(strstr(r.extra, "content-encoding: gzip\n"));
+      assert_true(r.len < 4000);
+    } else {
+      assert_null(strstr(r.extra, "content-encoding"));
+      assert_true(r.len > 100);
+    }
+    h2_resp_free(&r);
+
+    req.response_count = 1;
+    n = conchtest__v1__request__pack(&req, env + 5);
+    env[0] = 0;
+    env[1] = env[2] = env[3] = 0;
+    env[4] = (uint8_t)n;
+    assert_int_equal(h2_request(port, "POST", SVC "ServerStream", grpc_hdrs,
+                                env, 5 + n, &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.extra, "grpc-encoding: gzip\n"));
+    assert_true(r.len > 5);
+    assert_int_equal(r.body[0], big ? 1 : 0);
+    h2_resp_free(&r);
+    req.response_count = 0;
+  }
+  fx_stop(&fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gate),
@@ -981,6 +1038,7 @@ int main(void) {
       cmocka_unit_test(test_half_close),
       cmocka_unit_test(test_notify_drained),
       cmocka_unit_test(test_connect_go_answers),
+      cmocka_unit_test(test_compress_min),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -170,6 +170,17 @@ CONCH_EXTERN int conch_server_opts_set_drain_timeout(conch_server_opts *opts,
 CONCH_EXTERN int conch_server_opts_set_compression(conch_server_opts *opts,
                                                    const char *names);
 
+/**
+ * Response messages under |bytes| go out uncompressed even when a
+ * compression was negotiated (a Connect unary response then has no
+ * Content-Encoding); compressing a few bytes costs more than it saves.
+ * Default 0: every message is compressed.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_server_opts_set_compress_min(conch_server_opts *opts,
+                                                    size_t bytes);
+
 /* ---- Requests before their method: the gate and plain routes ----------- */
 
 /** A request as the gate and plain routes see it, once its header block
