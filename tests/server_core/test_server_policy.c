@@ -706,7 +706,14 @@ static void test_emfile_shed(void **state) {
   assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
   low = old;
   low.rlim_cur = (rlim_t)maxfd + 1;
-  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  if (setrlimit(RLIMIT_NOFILE, &low) != 0) {
+    /* valgrind keeps descriptors of its own up there and refuses. */
+    print_message("cannot lower RLIMIT_NOFILE (%s): skipped\n",
+                  strerror(errno));
+    close(fd);
+    fx_stop(&fx);
+    skip();
+  }
   /* Fill the gaps below: no descriptor is left for accept(). */
   while (nfill < 256) {
     int f = open("/dev/null", O_RDONLY | O_CLOEXEC);
