@@ -2,6 +2,7 @@
    built-in codecs or to those registered by the caller. */
 #include "compress.h"
 
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 
@@ -52,6 +53,49 @@ int conch__comp_lookup(const conch_comp_opts *o, const char *name, size_t len) {
   return -1;
 }
 
+static int token_char(unsigned char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+         (ch >= '0' && ch <= '9') ||
+         (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+int conch__comp_add_custom(conch_comp_opts *o, const conch_compressor *comp,
+                           int *id) {
+  conch_comp_custom *cc;
+  size_t len, i;
+
+  if (comp == NULL ||
+      comp->struct_size < offsetof(conch_compressor, user_data) +
+                              sizeof(comp->user_data) ||
+      comp->name == NULL || comp->compress == NULL ||
+      comp->decompress == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  len = strlen(comp->name);
+  if (len == 0 || len > CONCH_COMPRESSION_NAME_MAX ||
+      conch__comp_lookup(o, comp->name, len) >= 0) {
+    return CONCH_ERR_INVALID;
+  }
+  for (i = 0; i < len; i++) {
+    if (!token_char((unsigned char)comp->name[i])) {
+      return CONCH_ERR_INVALID;
+    }
+  }
+  if (o->ncustom == CONCH_COMPRESSION_CUSTOM_MAX) {
+    return CONCH_ERR_LIMIT;
+  }
+  cc = &o->custom[o->ncustom];
+  memcpy(cc->name, comp->name, len + 1);
+  cc->compress = comp->compress;
+  cc->decompress = comp->decompress;
+  cc->user_data = comp->user_data;
+  if (id != NULL) {
+    *id = CONCH__COMP_NBUILTIN + (int)o->ncustom;
+  }
+  o->ncustom++;
+  return 0;
+}
+
 static int is_blank(char ch) { return ch == ' ' || ch == '\t'; }
 
 int conch__comp_set_accept(conch_comp_opts *o, const char *names,
@@ -72,7 +116,7 @@ int conch__comp_set_accept(conch_comp_opts *o, const char *names,
     }
     if (len > 0 || strict) {
       id = conch__comp_lookup(o, p, len);
-      if (id < 0 || (strict && id >= CONCH__COMP_NBUILTIN)) {
+      if (id < 0) {
         return CONCH_ERR_INVALID;
       }
       if (id != CONCH_COMPRESSION_IDENTITY && memchr(ids, id, n) == NULL) {

@@ -54,10 +54,16 @@ void conch__comp_opts_defaults(conch_comp_opts *o);
 /* The id of |name| (|len| bytes, case-insensitive), or -1. */
 int conch__comp_lookup(const conch_comp_opts *o, const char *name, size_t len);
 
+/* Registers |comp| (conch_client_opts_add_compression()'s checks; the
+   name is copied, the functions and user_data kept) as the next custom
+   id, written to |id| (may be NULL).  Returns 0, CONCH_ERR_INVALID or
+   CONCH_ERR_LIMIT; |o| unchanged on error. */
+int conch__comp_add_custom(conch_comp_opts *o, const conch_compressor *comp,
+                           int *id);
+
 /* Sets |o|'s accepted list from |names|, comma-separated, blanks around
    each name ignored, duplicates and identity dropped (NULL or "": identity
-   only).  |strict| (the server's) also refuses empty items and registered
-   compressions.  Returns 0, or CONCH_ERR_INVALID for an unknown name
+   only).  |strict| (the server's) also refuses empty items.  Returns 0, or CONCH_ERR_INVALID for an unknown name
    (|o| unchanged). */
 int conch__comp_set_accept(conch_comp_opts *o, const char *names, int strict);
 

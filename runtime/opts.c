@@ -232,47 +232,12 @@ int conch_client_opts_set_compression_level(conch_client_opts *opts, int id,
   return 0;
 }
 
-static int token_char(unsigned char ch) {
-  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-         (ch >= '0' && ch <= '9') ||
-         (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
-}
-
 int conch_client_opts_add_compression(conch_client_opts *opts,
                                       const conch_compressor *comp, int *id) {
-  conch_comp_custom *cc;
-  size_t len, i;
-
-  if (opts == NULL || comp == NULL ||
-      comp->struct_size < offsetof(conch_compressor, user_data) +
-                              sizeof(comp->user_data) ||
-      comp->name == NULL || comp->compress == NULL ||
-      comp->decompress == NULL) {
+  if (opts == NULL) {
     return CONCH_ERR_INVALID;
   }
-  len = strlen(comp->name);
-  if (len == 0 || len > CONCH_COMPRESSION_NAME_MAX ||
-      conch__comp_lookup(&opts->comp, comp->name, len) >= 0) {
-    return CONCH_ERR_INVALID;
-  }
-  for (i = 0; i < len; i++) {
-    if (!token_char((unsigned char)comp->name[i])) {
-      return CONCH_ERR_INVALID;
-    }
-  }
-  if (opts->comp.ncustom == CONCH_COMPRESSION_CUSTOM_MAX) {
-    return CONCH_ERR_LIMIT;
-  }
-  cc = &opts->comp.custom[opts->comp.ncustom];
-  memcpy(cc->name, comp->name, len + 1);
-  cc->compress = comp->compress;
-  cc->decompress = comp->decompress;
-  cc->user_data = comp->user_data;
-  if (id != NULL) {
-    *id = CONCH__COMP_NBUILTIN + (int)opts->comp.ncustom;
-  }
-  opts->comp.ncustom++;
-  return 0;
+  return conch__comp_add_custom(&opts->comp, comp, id);
 }
 
 int conch_client_opts_set_compress_min_bytes(conch_client_opts *opts,

@@ -56,8 +56,22 @@ int conch_server_opts_new(conch_server_opts **out) {
   return 0;
 }
 
+static void tls_opts_clear(conch_server_opts *o) {
+  const conch_mem *mem = conch_mem_default();
+
+  conch__free(mem, o->tls_cert_file);
+  conch__free(mem, o->tls_key_file);
+  conch__free(mem, o->tls_cert_pem);
+  conch__free(mem, o->tls_key_pem);
+  o->tls_cert_file = o->tls_key_file = NULL;
+  o->tls_cert_pem = o->tls_key_pem = NULL;
+  o->tls_cert_len = o->tls_key_len = 0;
+  o->tls = 0;
+}
+
 void conch_server_opts_free(conch_server_opts *opts) {
   if (opts != NULL) {
+    tls_opts_clear(opts);
     conch__free(conch_mem_default(), opts);
   }
 }
@@ -135,13 +149,106 @@ int conch_server_opts_set_compression(conch_server_opts *opts,
   return set_compression(opts, names);
 }
 
-int conch_server_opts_set_compress_min(conch_server_opts *opts,
-                                       size_t bytes) {
+int conch_server_opts_set_compress_min_bytes(conch_server_opts *opts,
+                                             size_t bytes) {
   if (opts == NULL) {
     return CONCH_ERR_INVALID;
   }
   opts->compress_min = bytes;
   return 0;
+}
+
+/* ---- TLS ---------------------------------------------------------------- */
+
+static void tls_config_of(const conch_server_opts *o, conch_tls_config *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->cert_file = o->tls_cert_file;
+  cfg->key_file = o->tls_key_file;
+  cfg->cert_pem = o->tls_cert_pem;
+  cfg->cert_pem_len = o->tls_cert_len;
+  cfg->key_pem = o->tls_key_pem;
+  cfg->key_pem_len = o->tls_key_len;
+  cfg->alpn = CONCH_TLS_ALPN_ANY; /* h2, else http/1.1 */
+}
+
+/* Loads what |o| names once, so that a bad file or PEM is reported by the
+   setter (and its reason by conch_server_opts_tls_error()). */
+static int tls_opts_check(conch_server_opts *o) {
+  conch_tls_config cfg;
+  conch_tls_ctx *ctx = NULL;
+  int rv;
+
+  tls_config_of(o, &cfg);
+  rv = conch__tls_server_ctx_new(&ctx, conch_mem_default(), &cfg, o->tls_err,
+                                 sizeof(o->tls_err));
+  conch__tls_ctx_free(ctx);
+  if (rv != 0) {
+    tls_opts_clear(o);
+  }
+  return rv;
+}
+
+static char *dup_len(const char *p, size_t n) {
+  char *d = conch__malloc(conch_mem_default(), n + 1);
+  if (d != NULL) {
+    memcpy(d, p, n);
+    d[n] = '\0';
+  }
+  return d;
+}
+
+int conch_server_opts_set_tls(conch_server_opts *opts, const char *cert_file,
+                              const char *key_file) {
+  if (opts == NULL || (cert_file == NULL && key_file != NULL)) {
+    return CONCH_ERR_INVALID;
+  }
+  tls_opts_clear(opts);
+  opts->tls_err[0] = '\0';
+  if (cert_file == NULL) {
+    return 0;
+  }
+  opts->tls_cert_file = dup_len(cert_file, strlen(cert_file));
+  if (opts->tls_cert_file == NULL ||
+      (key_file != NULL && (opts->tls_key_file = dup_len(
+                                key_file, strlen(key_file))) == NULL)) {
+    tls_opts_clear(opts);
+    return CONCH_ERR_NOMEM;
+  }
+  opts->tls = 1;
+  return tls_opts_check(opts);
+}
+
+int conch_server_opts_set_tls_pem(conch_server_opts *opts, const char *cert,
+                                  size_t cert_len, const char *key,
+                                  size_t key_len) {
+  if (opts == NULL || (cert == NULL && key != NULL)) {
+    return CONCH_ERR_INVALID;
+  }
+  tls_opts_clear(opts);
+  opts->tls_err[0] = '\0';
+  if (cert == NULL) {
+    return 0;
+  }
+  if (cert_len == 0) {
+    cert_len = strlen(cert);
+  }
+  if (key != NULL && key_len == 0) {
+    key_len = strlen(key);
+  }
+  opts->tls_cert_pem = dup_len(cert, cert_len);
+  opts->tls_cert_len = cert_len;
+  if (opts->tls_cert_pem == NULL ||
+      (key != NULL && (opts->tls_key_pem = dup_len(key, key_len)) == NULL)) {
+    tls_opts_clear(opts);
+    return CONCH_ERR_NOMEM;
+  }
+  opts->tls_key_len = key != NULL ? key_len : 0;
+  opts->tls = 1;
+  return tls_opts_check(opts);
+}
+
+const char *conch_server_opts_tls_error(const conch_server_opts *opts) {
+  return opts != NULL ? opts->tls_err : "";
 }
 
 int conch_server_opts_set_gate(conch_server_opts *opts,
@@ -199,6 +306,36 @@ int conch_server_opts_set_buffer_limits(conch_server_opts *opts,
   return 0;
 }
 
+int conch_server_opts_add_compression(conch_server_opts *opts,
+                                      const conch_compressor *comp, int *id) {
+  int n, rv;
+
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch__comp_add_custom(&opts->comp, comp, &n);
+  if (rv != 0) {
+    return rv;
+  }
+  /* Room for every id: CONCH__COMP_MAX counts the custom ones. */
+  opts->comp.accept[opts->comp.naccept++] = (uint8_t)n;
+  if (id != NULL) {
+    *id = n;
+  }
+  return 0;
+}
+
+int conch_server_opts_set_json_resolver(conch_server_opts *opts,
+                                        conch_json_resolver fn,
+                                        void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->json_resolve = fn;
+  opts->json_resolve_ud = fn != NULL ? user_data : NULL;
+  return 0;
+}
+
 /* ---- Server ------------------------------------------------------------- */
 
 static void *pb_alloc(void *ud, size_t n) { return conch__malloc(ud, n); }
@@ -225,8 +362,22 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
     return CONCH_ERR_NOMEM;
   }
   s->o = *opts;
-  conch_server_opts_free(defaults);
   s->mem = &s->o.mem;
+  if (opts->tls) {
+    conch_tls_config cfg;
+    tls_config_of(opts, &cfg);
+    rv = conch__tls_server_ctx_new(&s->tls, s->mem, &cfg, s->o.tls_err,
+                                   sizeof(s->o.tls_err));
+    if (rv != 0) {
+      conch__free(&opts->mem, s);
+      conch_server_opts_free(defaults);
+      return rv;
+    }
+  }
+  /* The strings stay the options'. */
+  s->o.tls_cert_file = s->o.tls_key_file = NULL;
+  s->o.tls_cert_pem = s->o.tls_key_pem = NULL;
+  conch_server_opts_free(defaults);
   conch__comps_init(&s->comps, s->mem);
   s->accept_len = conch__comp_accept_value(&s->o.comp,
                                            CONCH_COMPRESSION_IDENTITY,
@@ -283,18 +434,88 @@ void conch_server_free(conch_server *s) {
   if (s->spare_fd >= 0) {
     close(s->spare_fd);
   }
+  conch__free(s->mem, s->slots);
   conch__heap_free(&s->heap, s->mem);
   conch__comps_clear(&s->comps);
+  conch__tls_ctx_free(s->tls);
   conch__free(s->mem, s);
 }
 
+/* The method table is found through an open-addressing hash of the paths
+   (linear probing, at most half full): a lookup costs the same with 5
+   methods as with hundreds.  Up to SRV_SCAN_METHODS methods a scan is
+   cheaper, and is used (the hash is kept all the same).  The hash takes
+   the path 8 bytes at a time (a multiply and a shift per word); the paths
+   are the server's own, so a weak spot in it could slow only its own
+   lookups. */
+#define SRV_SCAN_METHODS 4
+
+static uint32_t path_hash(const char *p) {
+  size_t n = strlen(p);
+  uint64_t h = (uint64_t)n * 0x9e3779b97f4a7c15u;
+  uint64_t w;
+
+  for (; n >= 8; n -= 8, p += 8) {
+    memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdu;
+    h ^= h >> 32;
+  }
+  for (w = 0; n > 0; n--) {
+    w = (w << 8) | (unsigned char)p[n - 1];
+  }
+  h = (h ^ w) * 0xff51afd7ed558ccdu;
+  return (uint32_t)(h ^ (h >> 32));
+}
+
 static srv_method *find_method(conch_server *s, const char *path) {
-  for (size_t i = 0; i < s->nmethods; i++) {
-    if (strcmp(s->methods[i].path, path) == 0) {
-      return &s->methods[i];
+  size_t mask = s->cap_slots - 1;
+  size_t i;
+
+  if (s->nmethods <= SRV_SCAN_METHODS) {
+    for (i = 0; i < s->nmethods; i++) {
+      if (strcmp(s->methods[i].path, path) == 0) {
+        return &s->methods[i];
+      }
+    }
+    return NULL;
+  }
+  for (i = path_hash(path) & mask; s->slots[i] != 0; i = (i + 1) & mask) {
+    srv_method *m = &s->methods[s->slots[i] - 1];
+    if (strcmp(m->path, path) == 0) {
+      return m;
     }
   }
   return NULL;
+}
+
+/* Makes the hash room for |n| methods (|cap| slots, a power of two at
+   least 2n) and fills it from the table.  Returns 0 or CONCH_ERR_NOMEM
+   (the old hash kept). */
+static int rehash(conch_server *s, size_t n) {
+  size_t cap = 16;
+  uint32_t *t;
+
+  while (cap < 2 * n) {
+    cap *= 2;
+  }
+  if (cap == s->cap_slots) {
+    return 0;
+  }
+  t = conch__calloc(s->mem, cap, sizeof(*t));
+  if (t == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  for (size_t k = 0; k < s->nmethods; k++) {
+    size_t i = path_hash(s->methods[k].path) & (cap - 1);
+    while (t[i] != 0) {
+      i = (i + 1) & (cap - 1);
+    }
+    t[i] = (uint32_t)(k + 1);
+  }
+  conch__free(s->mem, s->slots);
+  s->slots = t;
+  s->cap_slots = cap;
+  return 0;
 }
 
 srv_method *conch__srv_find_method(conch_server *s, const char *path);
@@ -345,6 +566,8 @@ int conch_server_add_method(conch_server *s, const conch_method *method,
 
   if (s == NULL || method == NULL || handler == NULL ||
       handler->on_call == NULL || method->path == NULL ||
+      (handler->on_recv_ready != NULL &&
+       (handler->on_message != NULL || handler->on_raw_message != NULL)) ||
       method->path[0] != '/' || (unsigned)method->kind > CONCH_STREAM_BIDI ||
       find_method(s, method->path) != NULL ||
       conch__srv_find_route(s, method->path) != NULL) {
@@ -367,6 +590,9 @@ int conch_server_add_method(conch_server *s, const conch_method *method,
       s->methods[i].m.path = s->methods[i].path;
     }
   }
+  if (s->nmethods >= UINT32_MAX - 1 || rehash(s, s->nmethods + 1) != 0) {
+    return CONCH_ERR_NOMEM;
+  }
   m = &s->methods[s->nmethods];
   memset(m, 0, sizeof(*m));
   m->path = conch__strdup(s->mem, method->path);
@@ -377,6 +603,14 @@ int conch_server_add_method(conch_server *s, const conch_method *method,
   m->m.path = m->path;
   m->h = *handler;
   m->user_data = user_data;
+  {
+    size_t mask = s->cap_slots - 1;
+    size_t i = path_hash(m->path) & mask;
+    while (s->slots[i] != 0) {
+      i = (i + 1) & mask;
+    }
+    s->slots[i] = (uint32_t)(s->nmethods + 1);
+  }
   s->nmethods++;
   return 0;
 }
@@ -587,6 +821,28 @@ void conch__srv_conn_idle(srv_conn *conn) {
   }
 }
 
+/* HTTP/2 clients get GOAWAY, HTTP/1.1 ones "Connection: close" after
+   what they asked; a connection that has not said what it speaks yet
+   closes. */
+static void conn_goaway(srv_conn *conn) {
+  if (conn->goaway) {
+    return;
+  }
+  /* The client is told first (no request of its is lost), and cut off
+     if it does not go. */
+  conn->goaway = 1;
+  if (conn->proto == SRV_PROTO_H1) {
+    conch__srv_h1_goaway(conn);
+  } else if (conn->proto == SRV_PROTO_SNIFF) {
+    conn->dead = 1;
+  } else if (nghttp2_submit_goaway(
+                 conn->h2, NGHTTP2_FLAG_NONE,
+                 nghttp2_session_get_last_proc_stream_id(conn->h2),
+                 NGHTTP2_NO_ERROR, NULL, 0) != 0) {
+    conn->dead = 1;
+  }
+}
+
 static void conn_idle_expired(srv_conn *conn) {
   conch_server *s = conn->s;
 
@@ -598,12 +854,8 @@ static void conn_idle_expired(srv_conn *conn) {
     conn->dead = 1;
     return;
   }
-  /* The client is told first (no request of its is lost), and cut off
-     if it does not go. */
-  conn->goaway = 1;
-  if (nghttp2_submit_goaway(conn->h2, NGHTTP2_FLAG_NONE,
-                            nghttp2_session_get_last_proc_stream_id(conn->h2),
-                            NGHTTP2_NO_ERROR, NULL, 0) != 0 ||
+  conn_goaway(conn);
+  if (!conn->dead &&
       conch__heap_insert(&s->heap, s->mem, &conn->idle,
                          conch__srv_now() + SRV_CLOSE_MS) != 0) {
     conn->dead = 1;
@@ -622,7 +874,10 @@ static void conn_free(srv_conn *conn) {
     close(conn->fd);
   }
   conch__heap_remove(&s->heap, &conn->idle);
+  conch__heap_remove(&s->heap, &conn->linger);
+  conch__srv_h1_free(conn);
   nghttp2_session_del(conn->h2);
+  conch__tls_free(conn->tls);
   conch__buf_free(&conn->wbuf, s->mem);
   conch__list_remove(&conn->link);
   s->nconns--;
@@ -645,7 +900,15 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   conch__list_init(&conn->rpcs);
   conn->idle.idx = SIZE_MAX;
   conn->idle.kind = SRV_TIMER_IDLE;
+  conn->linger.idx = SIZE_MAX;
+  conn->linger.kind = SRV_TIMER_LINGER;
   rv = conch__srv_session_new(conn);
+  if (rv == 0 && s->tls != NULL) {
+    rv = conch__tls_accept_new(&conn->tls, s->tls);
+    if (rv != 0) {
+      nghttp2_session_del(conn->h2);
+    }
+  }
   if (rv != 0) {
     conch__free(s->mem, conn);
     return rv;
@@ -665,7 +928,10 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   conch__list_push(&s->conns, &conn->link);
   s->nconns++;
   conch__srv_conn_idle(conn);
-  s->pending = 1; /* our SETTINGS go out on the next turn */
+  /* Nothing is sent before the client's first bytes (the TLS hello, the
+     HTTP/2 preface or an HTTP/1.x request), but the hooks learn of the
+     connection on the next turn. */
+  s->pending = 1;
   return 0;
 }
 
@@ -809,6 +1075,123 @@ static long conn_write(srv_conn *conn, const void *buf, size_t len) {
   return n >= 0 ? (long)n : -(long)errno;
 }
 
+/* ---- Bytes for the transport: through TLS or not ---- */
+
+int conch__srv_conn_out(srv_conn *conn, const uint8_t *p, size_t n) {
+  if (conn->tls != NULL) {
+    return conch__tls_write(conn->tls, p, n);
+  }
+  return conch__buf_append(&conn->wbuf, conn->s->mem, p, n);
+}
+
+size_t conch__srv_conn_out_size(srv_conn *conn) {
+  const uint8_t *p;
+  if (conn->tls != NULL) {
+    return conch__tls_pending(conn->tls, &p);
+  }
+  return conch__buf_size(&conn->wbuf);
+}
+
+static size_t out_peek(srv_conn *conn, const uint8_t **p) {
+  if (conn->tls != NULL) {
+    return conch__tls_pending(conn->tls, p);
+  }
+  *p = conch__buf_head(&conn->wbuf);
+  return conch__buf_size(&conn->wbuf);
+}
+
+static void out_consume(srv_conn *conn, size_t n) {
+  if (conn->tls != NULL) {
+    conch__tls_consume(conn->tls, n);
+  } else {
+    conch__buf_consume(&conn->wbuf, n);
+  }
+}
+
+size_t conch__srv_date(char *out, size_t cap) {
+  time_t now = time(NULL);
+  struct tm tm;
+
+  if (cap == 0 || gmtime_r(&now, &tm) == NULL) {
+    if (cap > 0) {
+      out[0] = '\0';
+    }
+    return 0;
+  }
+  return strftime(out, cap, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+}
+
+/* ---- Reading -------------------------------------------------------------- */
+
+/* Ciphertext held before OpenSSL: no more is read from the transport. */
+#define SRV_TLS_IN_MAX (64 * 1024)
+/* Bytes read from one connection in one turn (the rest waits: others get
+   theirs). */
+#define SRV_READ_BUDGET (1024 * 1024)
+
+static void conn_start_h1(srv_conn *conn) {
+  conn->proto = SRV_PROTO_H1;
+  if (conch__srv_h1_start(conn) != 0) {
+    conn->dead = 1;
+  }
+}
+
+/* Plaintext from the client. */
+static void conn_input(srv_conn *conn, const uint8_t *p, size_t n) {
+  static const uint8_t magic[4] = {'P', 'R', 'I', ' '};
+
+  if (conn->proto == SRV_PROTO_SNIFF) {
+    size_t k = n < 4 - conn->nsniff ? n : 4 - conn->nsniff;
+    int h2;
+
+    memcpy(conn->sniff + conn->nsniff, p, k);
+    conn->nsniff += k;
+    p += k;
+    n -= k;
+    h2 = memcmp(conn->sniff, magic, conn->nsniff) == 0;
+    if (h2 && conn->nsniff < 4) {
+      return; /* "PR": either still */
+    }
+    /* Anything but the HTTP/2 preface is HTTP/1.x (curl without
+       --http2-prior-knowledge, browsers, undici). */
+    if (h2) {
+      conn->proto = SRV_PROTO_H2;
+      conn->s->pending = 1; /* our SETTINGS */
+    } else {
+      conn_start_h1(conn);
+    }
+    if (conn->dead) {
+      return;
+    }
+    conn_input(conn, conn->sniff, conn->nsniff);
+  }
+  if (n == 0 || conn->dead) {
+    return;
+  }
+  if (conn->proto == SRV_PROTO_H1) {
+    if (conch__srv_h1_feed(conn, p, n) != 0) {
+      conn->dead = 1;
+    }
+    return;
+  }
+  if (nghttp2_session_mem_recv(conn->h2, p, n) < 0) {
+    /* Garbage or a broken session: nghttp2 queued a GOAWAY when it
+       could; send it, then close. */
+    conn->fin = 1;
+  }
+}
+
+/* How many plaintext bytes the connection takes now. */
+static size_t conn_room(const srv_conn *conn) {
+  if (conn->fin) {
+    return 0;
+  }
+  if (conn->proto == SRV_PROTO_H1) {
+    return conch__srv_h1_room(conn);
+  }
+  return SRV_READ_CHUNK;
+}
+
 /* The client shut its write side (shutdown(SHUT_WR)): what it asked is
    still answered, as HTTP/2 allows; a request still being received can
    never end and is reset.  The connection closes once all is answered
@@ -824,63 +1207,171 @@ static void conn_half_close(srv_conn *conn) {
   }
 }
 
-static void conn_on_read(srv_conn *conn) {
+/* The client shut its write side (or sent close_notify). */
+static void conn_eof(srv_conn *conn) {
+  if (conn->proto == SRV_PROTO_H1 && !conn->lingering) {
+    conch__srv_h1_eof(conn);
+    return;
+  }
+  if (conn->proto == SRV_PROTO_H2 && !conn->rd_eof && !conn->has_t) {
+    conn_half_close(conn);
+    return;
+  }
+  conn->dead = 1;
+}
+
+/* Takes what TLS decrypted, as far as the connection has room. */
+static void conn_tls_pull(srv_conn *conn) {
   uint8_t buf[SRV_READ_CHUNK];
 
+  if (conn->tls == NULL || conn->dead) {
+    return;
+  }
+  if (conn->proto == SRV_PROTO_SNIFF && conn->nsniff == 0) {
+    int rv = conch__tls_handshake(conn->tls);
+    if (rv == CONCH_ERR_AGAIN) {
+      return;
+    }
+    if (rv != 0) {
+      conn->fin = 1; /* the alert goes out, if there is one */
+      return;
+    }
+    /* ALPN decides; without ALPN the first bytes do, as in cleartext. */
+    switch (conch__tls_alpn(conn->tls)) {
+    case CONCH_TLS_PROTO_H2:
+      conn->proto = SRV_PROTO_H2;
+      conn->s->pending = 1;
+      break;
+    case CONCH_TLS_PROTO_H1:
+      conn_start_h1(conn);
+      break;
+    default:
+      break;
+    }
+  }
   while (!conn->dead) {
-    long n = conn_read(conn, buf, sizeof(buf));
-    ssize_t used;
+    size_t room = conn_room(conn);
+    long n;
+    if (room == 0) {
+      return;
+    }
+    n = conch__tls_read(conn->tls, buf, room < sizeof(buf) ? room
+                                                           : sizeof(buf));
+    if (n == CONCH_ERR_AGAIN) {
+      return;
+    }
+    if (n == CONCH_ERR_EOF) {
+      conn_eof(conn);
+      return;
+    }
+    if (n < 0) {
+      conn->dead = 1;
+      return;
+    }
+    conn_input(conn, buf, (size_t)n);
+  }
+}
+
+/* Whether to read from the transport now. */
+static int conn_wants_read(const srv_conn *conn) {
+  if (conn->fin || conn->rd_eof) {
+    return 0;
+  }
+  if (conn->tls != NULL) {
+    return conch__tls_buffered(conn->tls) < SRV_TLS_IN_MAX;
+  }
+  return conn_room(conn) > 0;
+}
+
+static void conn_on_read(srv_conn *conn) {
+  uint8_t buf[SRV_READ_CHUNK];
+  size_t total = 0;
+
+  while (!conn->dead && conn_wants_read(conn)) {
+    size_t want = sizeof(buf);
+    long n;
+    if (conn->tls == NULL) {
+      size_t room = conn_room(conn);
+      want = room < want ? room : want;
+    }
+    n = conn_read(conn, buf, want);
     if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) {
       return;
     }
-    if (n == 0 && !conn->rd_eof && !conn->has_t) {
-      conn_half_close(conn);
+    if (n == 0) {
+      conn_eof(conn);
       return;
     }
-    if (n <= 0) {
+    if (n < 0) {
       conn->dead = 1;
       return;
     }
-    used = nghttp2_session_mem_recv(conn->h2, buf, (size_t)n);
-    if (used < 0) {
-      /* Not HTTP/2 (an HTTP/1.x client, garbage) or a broken session:
-         nghttp2 queued a GOAWAY when it could; send it, then close. */
-      conn->dead = 1;
+    if (conn->tls != NULL) {
+      if (conch__tls_feed(conn->tls, buf, (size_t)n) != 0) {
+        conn->dead = 1;
+        return;
+      }
+      conn_tls_pull(conn);
+    } else {
+      conn_input(conn, buf, (size_t)n);
+    }
+    total += (size_t)n;
+    if (total >= SRV_READ_BUDGET) {
+      conn->s->pending = 1; /* the rest on the next turn */
       return;
     }
   }
 }
 
-/* Writes what is buffered and what nghttp2 has.  Returns 0, or -1 when
-   the connection failed. */
-static int conn_flush(srv_conn *conn) {
-  conch_server *s = conn->s;
+/* ---- Writing -------------------------------------------------------------- */
 
+/* Writes what waits for the transport and what the protocol has.
+   Returns 0, or -1 when the connection failed. */
+static int conn_flush(srv_conn *conn) {
   for (;;) {
-    while (conch__buf_size(&conn->wbuf) > 0) {
-      long n = conn_write(conn, conch__buf_head(&conn->wbuf),
-                          conch__buf_size(&conn->wbuf));
+    const uint8_t *p;
+    size_t have;
+    while ((have = out_peek(conn, &p)) > 0) {
+      long n = conn_write(conn, p, have);
       if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) {
         return 0;
       }
       if (n <= 0) {
         return -1;
       }
-      conch__buf_consume(&conn->wbuf, (size_t)n);
+      out_consume(conn, (size_t)n);
+    }
+    if (conn->fin || conn->lingering) {
+      return 0;
+    }
+    if (conn->proto == SRV_PROTO_H1) {
+      int rv = conch__srv_h1_produce(conn);
+      if (rv < 0) {
+        return -1;
+      }
+      if (conch__srv_conn_out_size(conn) == 0) {
+        return 0;
+      }
+      continue;
+    }
+    if (conn->proto != SRV_PROTO_H2) {
+      return 0;
     }
     for (;;) {
-      const uint8_t *p;
       ssize_t n = nghttp2_session_mem_send(conn->h2, &p);
       if (n < 0) {
         return -1;
       }
       if (n == 0) {
-        return 0;
+        if (conch__srv_conn_out_size(conn) == 0) {
+          return 0;
+        }
+        break;
       }
-      if (conch__buf_append(&conn->wbuf, s->mem, p, (size_t)n) != 0) {
+      if (conch__srv_conn_out(conn, p, (size_t)n) != 0) {
         return -1;
       }
-      if (conch__buf_size(&conn->wbuf) >= 64 * 1024) {
+      if (conch__srv_conn_out_size(conn) >= 64 * 1024) {
         break; /* write some before taking more */
       }
     }
@@ -888,11 +1379,36 @@ static int conn_flush(srv_conn *conn) {
 }
 
 static unsigned conn_events(const srv_conn *conn) {
-  unsigned ev = conn->rd_eof ? 0 : CONCH_IO_READ;
-  if (conch__buf_size(&conn->wbuf) > 0) {
+  unsigned ev = 0;
+  if (conn->lingering || conn_wants_read(conn)) {
+    ev |= CONCH_IO_READ;
+  }
+  if (conch__srv_conn_out_size((srv_conn *)conn) > 0) {
     ev |= CONCH_IO_WRITE;
   }
   return ev;
+}
+
+/* HTTP/1.1 is done: the write side closes (close_notify, then the
+   socket's FIN when it is ours), and what the client still sends is read
+   and dropped for a while, so that it reads the answer instead of a
+   reset. */
+#define SRV_LINGER_MS 2000
+
+static void conn_linger(srv_conn *conn) {
+  conch_server *s = conn->s;
+
+  if (conn->lingering) {
+    return;
+  }
+  conn->lingering = 1;
+  if (conn->tls != NULL) {
+    (void)conch__tls_shutdown(conn->tls);
+  }
+  if (conch__heap_insert(&s->heap, s->mem, &conn->linger,
+                         conch__srv_now() + SRV_LINGER_MS) != 0) {
+    conn->fin = 1;
+  }
 }
 
 /* Tells the hooks what |conn| waits for (nothing: it is not watched). */
@@ -916,6 +1432,7 @@ static void conn_settle(srv_conn *conn) {
 
   if (!conn->dead) {
     conch__srv_conn_resume(conn);
+    conn_tls_pull(conn); /* room may have opened */
   }
   /* Handlers told of room send more: flush again, a few rounds at most
      (the rest waits for the next turn). */
@@ -923,6 +1440,11 @@ static void conn_settle(srv_conn *conn) {
     if (conn_flush(conn) != 0) {
       conn->dead = 1;
       break;
+    }
+    if (conn->proto == SRV_PROTO_H1 && !conn->lingering &&
+        conch__srv_h1_done(conn)) {
+      conn_linger(conn);
+      continue;
     }
     if (round == 4) {
       s->pending = 1; /* more may be owed: the next turn comes at once */
@@ -932,11 +1454,20 @@ static void conn_settle(srv_conn *conn) {
       break;
     }
   }
-  if (!conn->dead && conch__buf_size(&conn->wbuf) == 0 &&
-      !nghttp2_session_want_write(conn->h2) &&
-      (!nghttp2_session_want_read(conn->h2) ||
-       (conn->rd_eof && conch__list_empty(&conn->rpcs)))) {
-    conn->dead = 1; /* after GOAWAY, or half-closed, and drained */
+  if (!conn->dead && conch__srv_conn_out_size(conn) == 0) {
+    if (conn->fin) {
+      conn->dead = 1;
+    } else if (conn->proto == SRV_PROTO_H2 &&
+               !nghttp2_session_want_write(conn->h2) &&
+               (!nghttp2_session_want_read(conn->h2) ||
+                (conn->rd_eof && conch__list_empty(&conn->rpcs)))) {
+      conn->dead = 1; /* after GOAWAY, or half-closed, and drained */
+    } else if (conn->lingering && !conn->shut_wr) {
+      conn->shut_wr = 1;
+      if (!conn->has_t) {
+        (void)shutdown(conn->fd, SHUT_WR);
+      }
+    }
   }
   if (conn->dead) {
     conch__srv_conn_drop_rpcs(conn);
@@ -955,7 +1486,9 @@ void conch__srv_conn_kick(srv_conn *conn) {
     return; /* the turn settles every connection at its end */
   }
   s->in_cb = 1; /* nghttp2's callbacks may run: no driving from them */
-  if (conn_flush(conn) != 0) {
+  /* HTTP/1.1 moves requests into the session as it flushes, which could
+     start calls: that waits for the turn. */
+  if (conn->proto != SRV_PROTO_H1 && conn_flush(conn) != 0) {
     conn->dead = 1;
   }
   s->in_cb = 0;
@@ -974,16 +1507,7 @@ void conch__srv_conn_kick(srv_conn *conn) {
 
 static void goaway_all(conch_server *s) {
   for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
-    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
-    if (!conn->goaway) {
-      conn->goaway = 1;
-      if (nghttp2_submit_goaway(
-              conn->h2, NGHTTP2_FLAG_NONE,
-              nghttp2_session_get_last_proc_stream_id(conn->h2),
-              NGHTTP2_NO_ERROR, NULL, 0) != 0) {
-        conn->dead = 1;
-      }
-    }
+    conn_goaway(CONCH_CONTAINER(l, srv_conn, link));
   }
 }
 
@@ -1055,6 +1579,8 @@ static void run_timers(conch_server *s) {
       conch__srv_rpc_recv_expired(CONCH_CONTAINER(t, conch_rpc, recv));
     } else if (t->kind == SRV_TIMER_IDLE) {
       conn_idle_expired(CONCH_CONTAINER(t, srv_conn, idle));
+    } else if (t->kind == SRV_TIMER_LINGER) {
+      CONCH_CONTAINER(t, srv_conn, linger)->dead = 1;
     } else {
       conch__srv_rpc_deadline(CONCH_CONTAINER(t, conch_rpc, timer));
     }

@@ -18,6 +18,7 @@
 #include "list.h"
 #include "metadata_int.h"
 #include "timer.h"
+#include "tls.h"
 
 #define SRV_MAX_LISTENERS 8
 
@@ -30,6 +31,17 @@ struct conch_server_opts {
   uint32_t max_header_list;
   uint32_t max_streams;
   conch_comp_opts comp; /* accept[]: the compressions the server takes */
+  /* TLS (conch_server_opts_set_tls*()): copies owned by the options; the
+     server's copy of the struct holds them only until conch_server_new()
+     returns. */
+  int tls;
+  char *tls_cert_file;
+  char *tls_key_file;
+  char *tls_cert_pem;
+  size_t tls_cert_len;
+  char *tls_key_pem;
+  size_t tls_key_len;
+  char tls_err[256];
   conch_server_gate_fn gate;
   void *gate_ud;
   conch_server_accept_fn accept_fn;
@@ -40,6 +52,8 @@ struct conch_server_opts {
   size_t conn_buffered; /* request bytes one connection may hold; 0: any */
   size_t max_buffered;  /* ... all connections; 0: any */
   size_t compress_min;  /* smaller response messages are not compressed */
+  conch_json_resolver json_resolve; /* JSON codec: Any types; may be NULL */
+  void *json_resolve_ud;
 };
 
 typedef struct srv_route {
@@ -55,6 +69,15 @@ typedef struct srv_method {
   void *user_data;
 } srv_method;
 
+/* What a connection speaks. */
+enum {
+  SRV_PROTO_SNIFF = 0, /* not known yet: TLS handshake, first bytes */
+  SRV_PROTO_H2,        /* HTTP/2: bytes go to |h2| */
+  SRV_PROTO_H1         /* HTTP/1.x: server_h1.c stands before |h2| */
+};
+
+typedef struct srv_h1 srv_h1; /* server_h1.c */
+
 typedef struct srv_conn {
   conch_link link; /* in conch_server.conns */
   conch_server *s;
@@ -62,12 +85,21 @@ typedef struct srv_conn {
   int has_t;
   conch_server_transport t;
   nghttp2_session *h2;
-  conch_buf wbuf;   /* bytes nghttp2 gave that the socket did not take */
+  conch_buf wbuf;   /* bytes for the transport it did not take (no TLS) */
+  conch_tls *tls;   /* TLS over memory, or NULL: cleartext */
+  int proto;        /* SRV_PROTO_* */
+  uint8_t sniff[4]; /* first bytes of a cleartext connection */
+  size_t nsniff;
+  srv_h1 *h1;       /* SRV_PROTO_H1 */
   unsigned watched; /* what the hooks were told */
   int dead;         /* to be closed at the end of the turn */
-  int goaway;       /* GOAWAY submitted */
+  int goaway;       /* GOAWAY submitted (HTTP/1.1: no new request) */
+  int fin;          /* close once the bytes for the transport are out */
+  int lingering;    /* HTTP/1.1: write side done, reading until EOF */
+  int shut_wr;      /* the socket's write side was shut */
   conch_link rpcs;
   conch_timer idle; /* kind SRV_TIMER_IDLE: armed while there is no call */
+  conch_timer linger; /* kind SRV_TIMER_LINGER */
   long peer_uid;    /* Unix socket peer, else -1 */
   int passed;       /* a request passed the gate */
   int rd_eof;       /* the client shut its write side */
@@ -139,6 +171,11 @@ struct conch_rpc {
   int eos_held;    /* the request ended while bytes were held */
   conch_buf held;  /* request bytes not delivered (their window kept) */
   int half_closed; /* the client ended its requests */
+  int pull;        /* pull mode (on_recv_ready): messages wait in |pq| */
+  int want_recv;   /* conch_rpc_recv() said AGAIN: on_recv_ready is owed */
+  conch_buf pq;    /* checked messages as received: [u32 len][u8 comp][..] */
+  size_t pq_n;     /* how many */
+  conch_buf pmsg;  /* the raw message conch_rpc_recv_raw() lent */
   int nrecv;
   int nsent;
   void *data;
@@ -158,6 +195,8 @@ struct conch_server {
   size_t nmethods, cap_methods;
   srv_route *routes;
   size_t nroutes;
+  uint32_t *slots;  /* hash of the paths: index + 1 into methods, 0 free */
+  size_t cap_slots; /* a power of two, at least twice nmethods; 0: none */
   int lfd[SRV_MAX_LISTENERS];
   int lunix[SRV_MAX_LISTENERS];
   size_t nlisten;
@@ -174,6 +213,7 @@ struct conch_server {
   int shutting;
   conch_timer drain; /* kind SRV_TIMER_DRAIN */
   int drain_stage;   /* 1: calls were ended; 2: connections closed */
+  conch_tls_ctx *tls; /* serving TLS (every connection), or NULL */
   size_t buffered;   /* request bytes all calls hold */
   int spare_fd;      /* held in reserve for shedding, or -1 */
   int resting;       /* out of descriptors: listeners not watched */
@@ -184,8 +224,9 @@ enum {
   SRV_TIMER_DEADLINE = 0,
   SRV_TIMER_DRAIN = 1,
   SRV_TIMER_IDLE = 2,
-  SRV_TIMER_RECV = 3,
-  SRV_TIMER_ACCEPT = 4
+  SRV_TIMER_LINGER = 3,
+  SRV_TIMER_RECV = 4,
+  SRV_TIMER_ACCEPT = 5
 };
 
 int64_t conch__srv_now(void);
@@ -214,5 +255,39 @@ int conch__srv_conn_ready(srv_conn *conn);
 /* Sends what nghttp2 has for |conn| and, outside a turn, what that
    caused; marks the connection dead on failure. */
 void conch__srv_conn_kick(srv_conn *conn);
+
+/* ---- The connection layer for server_h1.c (server.c) ---------------------- */
+
+/* Queues |n| plaintext bytes for the transport (encrypted under TLS).
+   Returns 0 or a CONCH_ERR_*. */
+int conch__srv_conn_out(srv_conn *conn, const uint8_t *p, size_t n);
+/* How many bytes wait for the transport. */
+size_t conch__srv_conn_out_size(srv_conn *conn);
+/* "Date: <IMF-fixdate>\r\n" into |out|; its length (0 without a clock). */
+size_t conch__srv_date(char *out, size_t cap);
+
+/* ---- HTTP/1.1 (server_h1.c): a bridge into the connection's HTTP/2
+   session.  Every function but start takes a connection that has one. */
+
+/* Makes the bridge of |conn| (conn->h1).  Returns 0 or CONCH_ERR_NOMEM. */
+int conch__srv_h1_start(srv_conn *conn);
+/* Frees it (NULL conn->h1 is accepted). */
+void conch__srv_h1_free(srv_conn *conn);
+/* How many bytes the bridge takes now (0: do not read). */
+size_t conch__srv_h1_room(const srv_conn *conn);
+/* Bytes from the client.  Returns 0 or CONCH_ERR_NOMEM. */
+int conch__srv_h1_feed(srv_conn *conn, const uint8_t *p, size_t n);
+/* The client shut its write side. */
+void conch__srv_h1_eof(srv_conn *conn);
+/* No new request (shutdown, idle): the connection closes after the
+   current exchange. */
+void conch__srv_h1_goaway(srv_conn *conn);
+/* Parses, moves frames between the sessions and queues output while the
+   transport's buffer has room.  Returns 1 when it queued bytes or moved
+   anything, 0, or -1 when the connection must close. */
+int conch__srv_h1_produce(srv_conn *conn);
+/* 1 when the bridge is done: the connection closes once its output is
+   written (after a lingering read). */
+int conch__srv_h1_done(const srv_conn *conn);
 
 #endif

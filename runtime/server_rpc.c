@@ -222,6 +222,8 @@ static void rpc_free(conch_rpc *rpc) {
   conch__env_reader_clear(&rpc->env);
   conch__buf_free(&rpc->body, s->mem);
   conch__buf_free(&rpc->held, s->mem);
+  conch__buf_free(&rpc->pq, s->mem);
+  conch__buf_free(&rpc->pmsg, s->mem);
   conch__buf_free(&rpc->out, s->mem);
   conch__free(s->mem, rpc->trl.nv);
   conch__buf_free(&rpc->trl.store, s->mem);
@@ -638,6 +640,28 @@ void conch__srv_conn_drop_rpcs(srv_conn *conn) {
 
 /* ---- Requests ------------------------------------------------------------- */
 
+/* Decodes the request message |p| (|n| bytes, decompressed) of a typed
+   method.  Returns 0, CONCH_ERR_NOMEM (the allocator failed; protobuf-c
+   cannot tell it from bad input, JSON can) or CONCH_ERR_CODEC with the
+   reason in |err|. */
+static int decode_msg(conch_rpc *rpc, const uint8_t *p, size_t n,
+                      ProtobufCMessage **out, char *err, size_t errlen) {
+  conch_server *s = rpc->conn->s;
+  const srv_method *m = rpc->method;
+
+  if (rpc->json) {
+    conch_pbjson_opts jo = {s->o.json_resolve, s->o.json_resolve_ud};
+    return conch__pbjson_decode_ex(m->m.input, p, n, &jo, &s->pb_alloc, out,
+                                   err, errlen);
+  }
+  *out = protobuf_c_message_unpack(m->m.input, &s->pb_alloc, n, p);
+  if (*out == NULL) {
+    snprintf(err, errlen, "%zu bytes", n);
+    return CONCH_ERR_CODEC;
+  }
+  return 0;
+}
+
 static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
   conch_server *s = rpc->conn->s;
   const srv_method *m = rpc->method;
@@ -657,25 +681,55 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
     }
     return 0;
   }
-  if (rpc->json) {
-    if (conch__pbjson_decode(m->m.input, p, n, &s->pb_alloc, &msg, err,
-                             sizeof(err)) != 0) {
-      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "cannot decode %s: %s",
-               m->m.input->name, err);
-      return -1;
-    }
-  } else {
-    msg = protobuf_c_message_unpack(m->m.input, &s->pb_alloc, n, p);
-    if (msg == NULL) {
-      rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "cannot decode %s (%zu bytes)",
-               m->m.input->name, n);
-      return -1;
-    }
+  if (decode_msg(rpc, p, n, &msg, err, sizeof(err)) != 0) {
+    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "cannot decode %s: %s",
+             m->m.input->name, err);
+    return -1;
   }
-  if (m->h.on_message != NULL) {
+  /* Pull mode: checked now (a bad message ends the call as it comes),
+     handed over again, from the bytes as received, when taken. */
+  if (!rpc->pull && m->h.on_message != NULL) {
     m->h.on_message(rpc, msg, m->user_data);
   }
   protobuf_c_message_free_unpacked(msg, &s->pb_alloc);
+  return 0;
+}
+
+/* Decompresses |p| (|n| bytes) into |plain|.  Returns 0 or what
+   conch__comp_decompress() returns. */
+static int inflate_msg(conch_rpc *rpc, const uint8_t *p, size_t n,
+                       conch_buf *plain) {
+  conch_server *s = rpc->conn->s;
+  return conch__comp_decompress(&s->comps, &s->o.comp, rpc->req_enc, p, n,
+                                s->o.recv_limit, plain);
+}
+
+/* Pull mode: tells a handler that asked in vain that there is news. */
+static void pull_notify(conch_rpc *rpc) {
+  if (rpc->want_recv && rpc->state == SRV_RPC_USER) {
+    rpc->want_recv = 0;
+    rpc->method->h.on_recv_ready(rpc, rpc->method->user_data);
+  }
+}
+
+/* Pull mode: queues a checked message as received, and holds the bytes
+   after it (their stream window kept) until the queue is taken. */
+static int pull_queue(conch_rpc *rpc, int compressed, const uint8_t *p,
+                      size_t n) {
+  const conch_mem *mem = rpc_mem(rpc);
+  uint32_t len = (uint32_t)n;
+  uint8_t c = compressed ? 1 : 0;
+
+  if (conch__buf_reserve(&rpc->pq, mem, sizeof(len) + 1 + n) != 0) {
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  conch__buf_append(&rpc->pq, mem, &len, sizeof(len));
+  conch__buf_append(&rpc->pq, mem, &c, 1);
+  conch__buf_append(&rpc->pq, mem, p, n);
+  rpc->pq_n++;
+  rpc->paused = 1;
+  pull_notify(rpc);
   return 0;
 }
 
@@ -685,6 +739,8 @@ static int deliver(conch_rpc *rpc, int compressed, const uint8_t *p,
                    size_t n) {
   conch_server *s = rpc->conn->s;
   conch_buf plain = CONCH_BUF_INIT;
+  const uint8_t *wire = p;
+  size_t wlen = n;
   int rv;
 
   if (rpc->state != SRV_RPC_USER) {
@@ -696,8 +752,7 @@ static int deliver(conch_rpc *rpc, int compressed, const uint8_t *p,
     return -1;
   }
   if (compressed && n > 0) {
-    rv = conch__comp_decompress(&s->comps, &s->o.comp, rpc->req_enc, p, n,
-                                s->o.recv_limit, &plain);
+    rv = inflate_msg(rpc, p, n, &plain);
     if (rv != 0) {
       conch__buf_free(&plain, s->mem);
       if (rv == CONCH_ERR_LIMIT) {
@@ -715,6 +770,10 @@ static int deliver(conch_rpc *rpc, int compressed, const uint8_t *p,
   }
   rv = decode_and_deliver(rpc, p != NULL ? p : (const uint8_t *)"", n);
   conch__buf_free(&plain, s->mem);
+  if (rv == 0 && rpc->pull) {
+    rv = pull_queue(rpc, compressed && wlen > 0,
+                    wire != NULL ? wire : (const uint8_t *)"", wlen);
+  }
   return rv;
 }
 
@@ -753,7 +812,9 @@ static void rpc_half_close(conch_rpc *rpc) {
              "unary request has zero messages");
     return;
   }
-  if (m->h.on_half_close != NULL) {
+  if (rpc->pull) {
+    pull_notify(rpc); /* the end: conch_rpc_recv() says EOF */
+  } else if (m->h.on_half_close != NULL) {
     m->h.on_half_close(rpc, m->user_data);
   }
 }
@@ -1436,6 +1497,7 @@ static void start_call(conch_rpc *rpc) {
     return;
   }
   rpc->state = SRV_RPC_USER;
+  rpc->pull = rpc->method->h.on_recv_ready != NULL;
   conch__srv_conn_idle(rpc->conn);
   recv_update(rpc);
   rpc->method->h.on_call(rpc, rpc->method->user_data);
@@ -1758,7 +1820,9 @@ int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg) {
   }
   mem = rpc_mem(rpc);
   if (rpc->json) {
-    rv = conch__pbjson_encode(msg, mem, &b, err, sizeof(err));
+    const conch_server *s = rpc->conn->s;
+    conch_pbjson_opts jo = {s->o.json_resolve, s->o.json_resolve_ud};
+    rv = conch__pbjson_encode_ex(msg, &jo, mem, &b, err, sizeof(err));
   } else {
     size_t n = protobuf_c_message_get_packed_size(msg);
     rv = conch__buf_reserve(&b, mem, n);
@@ -1817,6 +1881,120 @@ size_t conch_rpc_queued(const conch_rpc *rpc) {
   return rpc != NULL ? conch__buf_size(&rpc->out) : 0;
 }
 
+/* Takes the first queued message of a pull-mode call: its bytes
+   decompressed into |plain| (or, uncompressed, pointed at in the queue:
+   |*p|, |*n|).  Returns 0, CONCH_ERR_AGAIN, CONCH_ERR_EOF or
+   CONCH_ERR_NOMEM (the message stays queued). */
+static int pull_take(conch_rpc *rpc, conch_buf *plain, const uint8_t **p,
+                     size_t *n, size_t *entry) {
+  const uint8_t *q;
+  uint32_t len;
+  int rv;
+
+  if (rpc->pq_n == 0) {
+    if (rpc->half_closed && !rpc->eos_held) {
+      return CONCH_ERR_EOF;
+    }
+    rpc->want_recv = 1;
+    return CONCH_ERR_AGAIN;
+  }
+  q = conch__buf_head(&rpc->pq);
+  memcpy(&len, q, sizeof(len));
+  *entry = sizeof(len) + 1 + len;
+  *p = q + sizeof(len) + 1;
+  *n = len;
+  if (q[sizeof(len)] != 0) {
+    rv = inflate_msg(rpc, *p, *n, plain);
+    if (rv != 0) {
+      return CONCH_ERR_NOMEM; /* it inflated once: only memory can fail */
+    }
+    *p = conch__buf_head(plain) != NULL ? conch__buf_head(plain)
+                                        : (const uint8_t *)"";
+    *n = conch__buf_size(plain);
+  }
+  return 0;
+}
+
+/* Drops the first queued message; the queue empty, the bytes held behind
+   it go on (on the server's next turn). */
+static void pull_drop(conch_rpc *rpc, size_t entry) {
+  conch__buf_consume(&rpc->pq, entry);
+  if (--rpc->pq_n == 0) {
+    conch__buf_free(&rpc->pq, rpc_mem(rpc));
+    if (rpc->paused) {
+      rpc->paused = 0;
+      rpc->resumed = 1;
+      rpc->conn->s->pending = 1;
+      conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
+    }
+  }
+}
+
+int conch_rpc_recv(conch_rpc *rpc, ProtobufCMessage **msg) {
+  conch_buf plain = CONCH_BUF_INIT;
+  const uint8_t *p;
+  size_t n, entry;
+  char err[256];
+  int rv;
+
+  if (rpc == NULL || msg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  *msg = NULL;
+  if (!rpc->pull || rpc->method->m.input == NULL ||
+      rpc->state != SRV_RPC_USER) {
+    return CONCH_ERR_STATE;
+  }
+  rv = pull_take(rpc, &plain, &p, &n, &entry);
+  if (rv == 0) {
+    rv = decode_msg(rpc, p, n, msg, err, sizeof(err));
+    if (rv != 0) {
+      rv = CONCH_ERR_NOMEM; /* it decoded once: only memory can fail */
+    } else {
+      pull_drop(rpc, entry);
+    }
+  }
+  conch__buf_free(&plain, rpc_mem(rpc));
+  return rv;
+}
+
+int conch_rpc_recv_raw(conch_rpc *rpc, const uint8_t **data, size_t *len) {
+  const conch_mem *mem;
+  conch_buf plain = CONCH_BUF_INIT;
+  const uint8_t *p;
+  size_t n, entry;
+  int rv;
+
+  if (rpc == NULL || data == NULL || len == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (!rpc->pull || rpc->method->m.input != NULL ||
+      rpc->state != SRV_RPC_USER) {
+    return CONCH_ERR_STATE;
+  }
+  mem = rpc_mem(rpc);
+  rv = pull_take(rpc, &plain, &p, &n, &entry);
+  if (rv == 0) {
+    conch__buf_reset(&rpc->pmsg);
+    if (conch__buf_append(&rpc->pmsg, mem, p, n) != 0) {
+      rv = CONCH_ERR_NOMEM;
+    } else {
+      pull_drop(rpc, entry);
+      *data = conch__buf_head(&rpc->pmsg) != NULL ? conch__buf_head(&rpc->pmsg)
+                                                  : (const uint8_t *)"";
+      *len = n;
+    }
+  }
+  conch__buf_free(&plain, mem);
+  return rv;
+}
+
+void conch_server_message_free(conch_server *s, ProtobufCMessage *msg) {
+  if (s != NULL && msg != NULL) {
+    protobuf_c_message_free_unpacked(msg, &s->pb_alloc);
+  }
+}
+
 int conch_rpc_notify_drained(conch_rpc *rpc, size_t low) {
   if (rpc == NULL) {
     return CONCH_ERR_INVALID;
@@ -1835,7 +2013,7 @@ int conch_rpc_pause(conch_rpc *rpc) {
   if (rpc == NULL) {
     return CONCH_ERR_INVALID;
   }
-  if (rpc->state != SRV_RPC_USER) {
+  if (rpc->state != SRV_RPC_USER || rpc->pull) {
     return CONCH_ERR_STATE;
   }
   rpc->paused = 1;
@@ -1847,7 +2025,7 @@ int conch_rpc_resume(conch_rpc *rpc) {
   if (rpc == NULL) {
     return CONCH_ERR_INVALID;
   }
-  if (rpc->state != SRV_RPC_USER) {
+  if (rpc->state != SRV_RPC_USER || rpc->pull) {
     return CONCH_ERR_STATE;
   }
   if (rpc->paused) {

@@ -45,7 +45,8 @@ struct conch_tls_ctx {
   BIO_METHOD *bio_method;
   size_t refs;
   int verify;
-  int alpn; /* CONCH_TLS_ALPN_* */
+  int alpn;   /* CONCH_TLS_ALPN_* */
+  int server; /* a server context (conch__tls_server_ctx_new()) */
 };
 
 enum { TLS_HANDSHAKE, TLS_OPEN, TLS_FAILED };
@@ -63,6 +64,7 @@ struct conch_tls {
   int shut;        /* close_notify queued */
   int oom;         /* |out| could not grow inside an OpenSSL call */
   int h2;          /* ALPN selected "h2" */
+  int h1;          /* ALPN selected "http/1.1" */
   int first_in;    /* first byte received, or -1 */
   int vdepth;      /* chain depth of the first verify failure, or -1 */
   char vsubject[160];
@@ -304,8 +306,8 @@ out:
 
 /* Loads the private key from |bio| (consumed) and checks it against the
    certificate already in |sc|, so a mismatch is reported as such. */
-static int use_key(SSL_CTX *sc, BIO *bio, const char *what, char *err,
-                   size_t errlen) {
+static int use_key(SSL_CTX *sc, BIO *bio, const char *what, const char *who,
+                   char *err, size_t errlen) {
   EVP_PKEY *pkey;
   int asked = 0, rv = 0;
 
@@ -323,8 +325,8 @@ static int use_key(SSL_CTX *sc, BIO *bio, const char *what, char *err,
   }
   if (X509_check_private_key(SSL_CTX_get0_certificate(sc), pkey) != 1) {
     rv = ctx_fail(err, errlen, CONCH_ERR_TLS,
-                  "%s: the client key does not match the client certificate",
-                  what);
+                  "%s: the %s key does not match the %s certificate", what,
+                  who, who);
   } else if (SSL_CTX_use_PrivateKey(sc, pkey) != 1) {
     rv = ctx_fail(err, errlen, CONCH_ERR_TLS, "%s: cannot use the private key",
                   what);
@@ -333,8 +335,8 @@ static int use_key(SSL_CTX *sc, BIO *bio, const char *what, char *err,
   return rv;
 }
 
-static int load_client_key(SSL_CTX *sc, const conch_tls_config *cfg, char *err,
-                           size_t errlen) {
+static int load_key(SSL_CTX *sc, const conch_tls_config *cfg, const char *who,
+                    char *err, size_t errlen) {
   char what[300];
   const char *path = NULL;
   BIO *bio;
@@ -347,24 +349,24 @@ static int load_client_key(SSL_CTX *sc, const conch_tls_config *cfg, char *err,
     snprintf(what, sizeof(what), "cert_pem");
   } else {
     path = cfg->key_file != NULL ? cfg->key_file : cfg->cert_file;
-    snprintf(what, sizeof(what), "client key file '%s'", path);
+    snprintf(what, sizeof(what), "%s key file '%s'", who, path);
     bio = BIO_new_file(path, "r");
   }
   if (bio == NULL) {
     return ctx_fail(err, errlen, path != NULL ? CONCH_ERR_TLS : CONCH_ERR_NOMEM,
                     "cannot open %s", what);
   }
-  return use_key(sc, bio, what, err, errlen);
+  return use_key(sc, bio, what, who, err, errlen);
 }
 
-static int load_client_cert(SSL_CTX *sc, const conch_tls_config *cfg, char *err,
-                            size_t errlen) {
+static int load_cert(SSL_CTX *sc, const conch_tls_config *cfg, const char *who,
+                     char *err, size_t errlen) {
   int rv;
 
   if (cfg->cert_file == NULL && cfg->cert_pem == NULL) {
     if (cfg->key_file != NULL || cfg->key_pem != NULL) {
       return ctx_fail(err, errlen, CONCH_ERR_INVALID,
-                      "a client key was given without a client certificate");
+                      "a %s key was given without a %s certificate", who, who);
     }
     return 0;
   }
@@ -379,7 +381,7 @@ static int load_client_cert(SSL_CTX *sc, const conch_tls_config *cfg, char *err,
   if (cfg->cert_file != NULL) {
     if (SSL_CTX_use_certificate_chain_file(sc, cfg->cert_file) != 1) {
       return ctx_fail(err, errlen, CONCH_ERR_TLS,
-                      "cannot load client certificate file '%s'",
+                      "cannot load %s certificate file '%s'", who,
                       cfg->cert_file);
     }
   } else {
@@ -388,7 +390,7 @@ static int load_client_cert(SSL_CTX *sc, const conch_tls_config *cfg, char *err,
       return rv;
     }
   }
-  return load_client_key(sc, cfg, err, errlen);
+  return load_key(sc, cfg, who, err, errlen);
 }
 
 /* The BIO between OpenSSL and our two buffers.  Reading takes from |in|,
@@ -450,10 +452,11 @@ static long bio_ctrl(BIO *b, int cmd, long num, void *ptr) {
   }
 }
 
+static int bio_method_setup(conch_tls_ctx *ctx, char *err, size_t errlen);
+
 static int ctx_setup(conch_tls_ctx *ctx, const conch_tls_config *cfg, char *err,
                      size_t errlen) {
   SSL_CTX *sc;
-  BIO_METHOD *m;
   int rv;
 
   sc = SSL_CTX_new(TLS_client_method());
@@ -482,10 +485,16 @@ static int ctx_setup(conch_tls_ctx *ctx, const conch_tls_config *cfg, char *err,
   if (rv != 0) {
     return rv;
   }
-  rv = load_client_cert(sc, cfg, err, errlen);
+  rv = load_cert(sc, cfg, "client", err, errlen);
   if (rv != 0) {
     return rv;
   }
+  return bio_method_setup(ctx, err, errlen);
+}
+
+static int bio_method_setup(conch_tls_ctx *ctx, char *err, size_t errlen) {
+  BIO_METHOD *m;
+
   /* A fixed type rather than BIO_get_new_index(), which would draw from a
      small process-wide counter on every context. */
   m = BIO_meth_new(BIO_TYPE_SOURCE_SINK, "conch");
@@ -815,20 +824,32 @@ int conch__tls_handshake(conch_tls *t) {
     case SSL_ERROR_WANT_READ:
       return CONCH_ERR_AGAIN;
     case SSL_ERROR_ZERO_RETURN:
-      return fail_with(t, "handshake failed: the server sent close_notify");
+      return fail_with(t, t->ctx->server
+                              ? "handshake failed: the client sent "
+                                "close_notify"
+                              : "handshake failed: the server sent "
+                                "close_notify");
     default:
       /* A TLS server answers with a handshake or alert record; anything
          else (often "HTTP/1.1 400") gets "wrong version number" from
          OpenSSL, which does not tell the user what happened. */
       if (t->first_in >= 0 && t->first_in != 0x16 && t->first_in != 0x15) {
-        return tls_fail(t, "handshake failed: the server did not answer with "
-                           "TLS");
+        return tls_fail(t, t->ctx->server
+                               ? "handshake failed: the client did not "
+                                 "speak TLS"
+                               : "handshake failed: the server did not "
+                                 "answer with TLS");
       }
       return tls_fail(t, "handshake failed");
     }
   }
   SSL_get0_alpn_selected(t->ssl, &proto, &n);
   t->h2 = n == 2 && memcmp(proto, "h2", 2) == 0;
+  t->h1 = n == 8 && memcmp(proto, "http/1.1", 8) == 0;
+  if (t->ctx->server) {
+    t->state = TLS_OPEN; /* the selection callback decided */
+    return 0;
+  }
   if (t->ctx->alpn == CONCH_TLS_ALPN_H2 && !t->h2) {
     return alpn_fail(t, proto, n);
   }
@@ -934,3 +955,159 @@ void conch__tls_consume(conch_tls *t, size_t n) {
 const char *conch__tls_error(const conch_tls *t) { return t->err; }
 
 int conch__tls_is_h2(const conch_tls *t) { return t != NULL && t->h2; }
+
+int conch__tls_alpn(const conch_tls *t) {
+  if (t == NULL) {
+    return CONCH_TLS_PROTO_NONE;
+  }
+  return t->h2 ? CONCH_TLS_PROTO_H2
+         : t->h1 ? CONCH_TLS_PROTO_H1
+                 : CONCH_TLS_PROTO_NONE;
+}
+
+/* ---- The server side ------------------------------------------------------ */
+
+/* Finds |want| in the client's ALPN list. */
+static int alpn_find(const unsigned char *in, unsigned int inlen,
+                     const unsigned char *want, const unsigned char **out,
+                     unsigned char *outlen) {
+  unsigned int i = 0;
+
+  while (i < inlen) {
+    unsigned int n = in[i];
+    if (n == 0 || i + 1 + n > inlen) {
+      break;
+    }
+    if (n == want[0] && memcmp(in + i + 1, want + 1, n) == 0) {
+      *out = in + i + 1;
+      *outlen = (unsigned char)n;
+      return 1;
+    }
+    i += 1 + n;
+  }
+  return 0;
+}
+
+/* "h2" first, then "http/1.1" when the context serves it.  A client that
+   offers neither gets the no_application_protocol alert (as Go and Node
+   servers send); one that offers no ALPN at all never gets here. */
+static int alpn_select(SSL *ssl, const unsigned char **out,
+                       unsigned char *outlen, const unsigned char *in,
+                       unsigned int inlen, void *arg) {
+  const conch_tls_ctx *ctx = arg;
+
+  (void)ssl;
+  if (alpn_find(in, inlen, alpn_h2, out, outlen) ||
+      (ctx->alpn != CONCH_TLS_ALPN_H2 &&
+       alpn_find(in, inlen, alpn_h1, out, outlen))) {
+    return SSL_TLSEXT_ERR_OK;
+  }
+  return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+static int server_ctx_setup(conch_tls_ctx *ctx, const conch_tls_config *cfg,
+                            char *err, size_t errlen) {
+  SSL_CTX *sc;
+  int rv;
+
+  if (cfg->cert_file == NULL && cfg->cert_pem == NULL) {
+    return ctx_fail(err, errlen, CONCH_ERR_INVALID,
+                    "a TLS server needs a certificate");
+  }
+  sc = SSL_CTX_new(TLS_server_method());
+  if (sc == NULL) {
+    return ctx_fail(err, errlen, CONCH_ERR_NOMEM, "cannot create SSL_CTX");
+  }
+  ctx->ssl_ctx = sc;
+  if (SSL_CTX_set_min_proto_version(sc, TLS1_2_VERSION) != 1 ||
+      SSL_CTX_set_cipher_list(sc, TLS12_CIPHERS) != 1) {
+    return ctx_fail(err, errlen, CONCH_ERR_TLS,
+                    "cannot set TLS versions and ciphers");
+  }
+  SSL_CTX_set_options(sc, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
+                              SSL_OP_CIPHER_SERVER_PREFERENCE);
+  SSL_CTX_set_default_passwd_cb(sc, no_password);
+  SSL_CTX_set_verify(sc, SSL_VERIFY_NONE, NULL);
+  rv = load_cert(sc, cfg, "server", err, errlen);
+  if (rv != 0) {
+    return rv;
+  }
+  SSL_CTX_set_alpn_select_cb(sc, alpn_select, ctx);
+  return bio_method_setup(ctx, err, errlen);
+}
+
+int conch__tls_server_ctx_new(conch_tls_ctx **out, const conch_mem *mem,
+                              const conch_tls_config *cfg, char *err,
+                              size_t errlen) {
+  conch_tls_ctx *ctx;
+  int rv;
+
+  if (errlen > 0) {
+    err[0] = '\0';
+  }
+  if (out == NULL || cfg == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (mem == NULL) {
+    mem = conch_mem_default();
+  }
+  ctx = conch__calloc(mem, 1, sizeof(*ctx));
+  if (ctx == NULL) {
+    return ctx_fail(err, errlen, CONCH_ERR_NOMEM, "out of memory");
+  }
+  ctx->mem = mem;
+  ctx->refs = 1;
+  ctx->server = 1;
+  ctx->alpn = cfg->alpn;
+  ERR_clear_error();
+  rv = server_ctx_setup(ctx, cfg, err, errlen);
+  ERR_clear_error();
+  if (rv != 0) {
+    ctx_destroy(ctx);
+    return rv;
+  }
+  *out = ctx;
+  return 0;
+}
+
+int conch__tls_accept_new(conch_tls **out, conch_tls_ctx *ctx) {
+  conch_tls *t;
+  BIO *bio;
+  int rv = CONCH_ERR_NOMEM;
+
+  if (out == NULL || ctx == NULL || !ctx->server) {
+    return CONCH_ERR_INVALID;
+  }
+  t = conch__calloc(ctx->mem, 1, sizeof(*t));
+  if (t == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  t->ctx = ctx;
+  t->mem = ctx->mem;
+  t->state = TLS_HANDSHAKE;
+  t->first_in = -1;
+  t->vdepth = -1;
+  ctx->refs++;
+  ERR_clear_error();
+  t->ssl = SSL_new(ctx->ssl_ctx);
+  if (t->ssl != NULL && (bio = BIO_new(ctx->bio_method)) != NULL) {
+    BIO_set_data(bio, t);
+    BIO_set_init(bio, 1);
+    SSL_set_bio(t->ssl, bio, bio);
+    if (SSL_set_app_data(t->ssl, t) == 1) {
+      SSL_set_accept_state(t->ssl);
+      rv = 0;
+    }
+  }
+  ERR_clear_error();
+  if (rv != 0) {
+    conch__tls_free(t);
+    return rv;
+  }
+  *out = t;
+  return 0;
+}
+
+size_t conch__tls_buffered(const conch_tls *t) {
+  return conch__buf_size(&t->in);
+}

@@ -208,4 +208,34 @@ const char *conch__tls_error(const conch_tls *t);
 /* Non-zero when the handshake selected ALPN "h2". */
 int conch__tls_is_h2(const conch_tls *t);
 
+/* What ALPN selected: CONCH_TLS_PROTO_H2, _H1 ("http/1.1") or _NONE (no
+   ALPN, or |t| NULL). */
+enum { CONCH_TLS_PROTO_NONE = 0, CONCH_TLS_PROTO_H2, CONCH_TLS_PROTO_H1 };
+int conch__tls_alpn(const conch_tls *t);
+
+/* Ciphertext fed and not yet taken by OpenSSL (a driver reads no more
+   from its transport while this is large). */
+size_t conch__tls_buffered(const conch_tls *t);
+
+/* ---- The server side (server.c) ------------------------------------------
+
+   A server context: the certificate chain and key of |cfg| (cert_file or
+   cert_pem, key_file or key_pem or the key in the certificate's PEM; the
+   CA and verify fields are ignored: no client certificates), TLS 1.2 or
+   newer with the suites of the client (ECDHE/DHE and AEAD under 1.2), no
+   renegotiation or compression, the server's suite order.  ALPN: "h2"
+   when the client offers it, else "http/1.1" unless |cfg->alpn| is
+   CONCH_TLS_ALPN_H2; a client offering neither gets the
+   no_application_protocol alert.  Connections from it are driven as the
+   client's are (feed, handshake, read, write, pending, consume); their
+   handshake never fails on ALPN (see conch__tls_alpn() afterwards).
+   Returns what conch__tls_ctx_new() returns. */
+int conch__tls_server_ctx_new(conch_tls_ctx **out, const conch_mem *mem,
+                              const conch_tls_config *cfg, char *err,
+                              size_t errlen);
+/* A server connection on the server context |ctx|.  Returns 0,
+   CONCH_ERR_INVALID (NULL argument, a client context) or
+   CONCH_ERR_NOMEM. */
+int conch__tls_accept_new(conch_tls **out, conch_tls_ctx *ctx);
+
 #endif

@@ -351,6 +351,488 @@ static void test_unknown_method(void **state) {
   }
 }
 
+/* Many methods (the lookup is a hash of the paths): registered while the
+   server serves nothing, unary and bidi, each call reaches its own handler (the raw
+   response is the index it was registered with), the old methods still
+   work, a path registered already is refused, and paths next to the
+   registered ones are unknown. */
+#define MANY 300
+
+static void many_half_close(conch_rpc *rpc, void *user_data) {
+  char b[16];
+  int n = snprintf(b, sizeof(b), "%d", (int)(intptr_t)user_data);
+  if (conch_rpc_send_raw(rpc, b, (size_t)n) != 0 ||
+      conch_rpc_finish(rpc, NULL) != 0) {
+    conch_status st;
+    conch_status_init(&st);
+    st.code = CONCH_CODE_INTERNAL;
+    (void)conch_rpc_finish(rpc, &st);
+  }
+}
+
+static void many_on_call(conch_rpc *rpc, void *user_data) {
+  (void)rpc;
+  (void)user_data;
+}
+
+static void test_many_methods(void **state) {
+  fixture *fx = *state;
+  const conch_server_handler h = {.on_call = many_on_call,
+                                  .on_half_close = many_half_close};
+  static char paths[MANY][40];
+  conch_method m = {0};
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+
+  fx_pause(fx);
+  for (int i = 0; i < MANY; i++) {
+    snprintf(paths[i], sizeof(paths[i]), "/many.v1.Svc/M%d", i);
+    m.path = paths[i];
+    m.kind = i % 2 == 0 ? CONCH_STREAM_UNARY : CONCH_STREAM_BIDI;
+    assert_int_equal(conch_server_add_method(fx->s, &m, &h,
+                                             (void *)(intptr_t)i),
+                     0);
+  }
+  m.path = paths[MANY / 2];
+  assert_int_equal(conch_server_add_method(fx->s, &m, &h, NULL),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_server_add_method(fx->s, &m_unary, &h, NULL),
+                   CONCH_ERR_INVALID);
+  fx_resume(fx);
+
+  for (size_t v = 0; v < NVARIANTS; v++) {
+    conch_client *c = client_for(fx, &variants[v]);
+    for (int i = (int)v; i < MANY; i += 37) {
+      conch_call *call;
+      const uint8_t *p;
+      size_t n;
+      char want[16];
+      m.path = paths[i];
+      m.kind = i % 2 == 0 ? CONCH_STREAM_UNARY : CONCH_STREAM_BIDI;
+      assert_int_equal(conch_call_start(c, &m, NULL, NULL, NULL, &call), 0);
+      assert_int_equal(conch_call_send_raw(call, "x", 1), 0);
+      if (m.kind == CONCH_STREAM_BIDI) { /* a unary call's send ends it */
+        assert_int_equal(conch_call_close_send(call), 0);
+      }
+      while (conch_call_recv_raw(call, &p, &n) == CONCH_ERR_AGAIN) {
+        assert_int_equal(conch_client_run(c, 50), 0);
+      }
+      snprintf(want, sizeof(want), "%d", i);
+      assert_int_equal(n, strlen(want));
+      assert_memory_equal(p, want, n);
+      assert_int_equal(conch_call_wait_sync(call), 0);
+      conch_call_free(call);
+    }
+    conch_client_free(c);
+  }
+  unary_ok(fx, &variants[0]);
+  {
+    conch_method unknown = m_unary;
+    unknown.path = "/many.v1.Svc/M300";
+    expect_code(fx, &variants[3], &unknown, NULL, &req,
+                CONCH_CODE_UNIMPLEMENTED);
+    unknown.path = "/many.v1.Svc/M";
+    expect_code(fx, &variants[3], &unknown, NULL, &req,
+                CONCH_CODE_UNIMPLEMENTED);
+  }
+}
+
+/* A compression of the test's own ("x-rev"): the bytes reversed, each
+   xor 0x5a, after a 2-byte mark; decoding refuses input without the mark.
+   The counters (user_data) tell which side ran it. */
+typedef struct xr_count {
+  atomic_int comp, decomp;
+} xr_count;
+
+static int xr_compress(void *ud, int level, const uint8_t *in, size_t len,
+                       conch_compress_out *out) {
+  int rv = conch_compress_out_write(out, "XR", 2);
+  (void)level;
+  atomic_fetch_add(&((xr_count *)ud)->comp, 1);
+  for (size_t i = len; i > 0 && rv == 0; i--) {
+    uint8_t b = (uint8_t)(in[i - 1] ^ 0x5a);
+    rv = conch_compress_out_write(out, &b, 1);
+  }
+  return rv;
+}
+
+static int xr_decompress(void *ud, const uint8_t *in, size_t len,
+                         conch_compress_out *out) {
+  int rv = 0;
+  atomic_fetch_add(&((xr_count *)ud)->decomp, 1);
+  if (len < 2 || memcmp(in, "XR", 2) != 0) {
+    return CONCH_ERR_COMPRESSION;
+  }
+  for (size_t i = len; i > 2 && rv == 0; i--) {
+    uint8_t b = (uint8_t)(in[i - 1] ^ 0x5a);
+    rv = conch_compress_out_write(out, &b, 1);
+  }
+  return rv;
+}
+
+/* A registered compression on the server: requests in it are decoded,
+   responses are sent in it, in every protocol and codec; a request in a
+   custom compression the server does not know gets unimplemented. */
+static void test_custom_compression(void **state) {
+  static xr_count srv, cli;
+  conch_compressor xr = CONCH_COMPRESSOR_INIT;
+  conch_server_opts *so;
+  fixture fx;
+  int id = -1;
+  (void)state;
+
+  xr.name = "x-rev";
+  xr.compress = xr_compress;
+  xr.decompress = xr_decompress;
+  xr.user_data = &srv;
+  assert_int_equal(conch_server_opts_new(&so), 0);
+  assert_int_equal(conch_server_opts_add_compression(NULL, &xr, NULL),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_server_opts_add_compression(so, &xr, &id), 0);
+  assert_int_equal(id, CONCH_COMPRESSION_CUSTOM_FIRST);
+  assert_int_equal(conch_server_opts_add_compression(so, &xr, NULL),
+                   CONCH_ERR_INVALID); /* the name is taken */
+  assert_int_equal(conch_server_opts_set_compression(so, "x-rev, gzip"), 0);
+  fx_start(&fx, so, 0);
+  conch_server_opts_free(so);
+
+  for (size_t v = 0; v < NVARIANTS; v++) {
+    for (int other = 0; other < 2; other++) {
+      conch_compressor cx = CONCH_COMPRESSOR_INIT;
+      Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+      ProtobufCMessage *out = NULL;
+      conch_client_opts *o;
+      conch_client *c;
+      conch_status st;
+      uint8_t payload[500];
+      int c0 = atomic_load(&cli.comp), d0 = atomic_load(&cli.decomp);
+      int sc0 = atomic_load(&srv.comp), sd0 = atomic_load(&srv.decomp);
+      int rv;
+
+      cx.name = other ? "x-other" : "x-rev";
+      cx.compress = xr_compress;
+      cx.decompress = xr_decompress;
+      cx.user_data = &cli;
+      assert_int_equal(conch_client_opts_new(&o), 0);
+      assert_int_equal(conch_client_opts_set_protocol(o, variants[v].proto), 0);
+      assert_int_equal(conch_client_opts_set_codec(o, variants[v].codec), 0);
+      assert_int_equal(conch_client_opts_set_http_version(o, CONCH_HTTP_2), 0);
+      assert_int_equal(conch_client_opts_add_compression(o, &cx, NULL), 0);
+      assert_int_equal(conch_client_opts_set_send_compression_name(o, cx.name),
+                       0);
+      assert_int_equal(conch_client_new(&c, fx.url, o), 0);
+      conch_client_opts_free(o);
+      memset(payload, 'p', sizeof(payload));
+      req.payload.data = payload;
+      req.payload.len = sizeof(payload);
+      conch_status_init(&st);
+      rv = conch_unary_sync(c, &m_unary, NULL, &req.base, &out, &st, NULL,
+                            NULL);
+      if (other) {
+        assert_int_equal(rv, CONCH_ERR_RPC);
+        assert_int_equal(st.code, CONCH_CODE_UNIMPLEMENTED);
+        assert_int_equal(atomic_load(&srv.decomp), sd0);
+      } else {
+        Conchtest__V1__Response *r = (Conchtest__V1__Response *)out;
+        if (rv != 0) {
+          fail_msg("%s: %s", vname(&variants[v]), conch_status_message(&st));
+        }
+        assert_int_equal(r->payload.len, sizeof(payload));
+        assert_memory_equal(r->payload.data, payload, sizeof(payload));
+        /* Each side compressed once and decoded what the other sent (the
+           client in pull mode twice: on arrival, and at the recv). */
+        assert_int_equal(atomic_load(&cli.comp), c0 + 1);
+        assert_int_equal(atomic_load(&srv.decomp), sd0 + 1);
+        assert_int_equal(atomic_load(&srv.comp), sc0 + 1);
+        assert_true(atomic_load(&cli.decomp) > d0);
+        conch_message_free(c, out);
+      }
+      conch_status_clear(&st);
+      conch_client_free(c);
+    }
+  }
+  fx_stop(&fx);
+}
+
+/* Pull mode: handlers with on_recv_ready take their requests with
+   conch_rpc_recv() (typed client stream and unary; Connect unary too) or
+   conch_rpc_recv_raw() (a raw bidi echo), in every protocol, codec and
+   compression; pause/resume are refused for them, and a handler with both
+   on_recv_ready and on_message is refused. */
+typedef struct pull_st {
+  uint32_t count;
+  uint64_t bytes;
+} pull_st;
+
+static atomic_int pull_pause_refused;
+
+static void pull_end(conch_rpc *rpc, pull_st *st, int rv) {
+  Conchtest__V1__Response r = CONCHTEST__V1__RESPONSE__INIT;
+  conch_status bad;
+
+  if (rv != CONCH_ERR_EOF) {
+    conch_status_init(&bad);
+    bad.code = CONCH_CODE_INTERNAL;
+    (void)conch_rpc_finish(rpc, &bad);
+  } else if (conch_rpc_method(rpc)->input == NULL) {
+    (void)conch_rpc_finish(rpc, NULL);
+  } else {
+    r.message_count = st->count;
+    r.total_bytes = st->bytes;
+    if (conch_rpc_send(rpc, &r.base) != 0 ||
+        conch_rpc_finish(rpc, NULL) != 0) {
+      conch_status_init(&bad);
+      bad.code = CONCH_CODE_INTERNAL;
+      (void)conch_rpc_finish(rpc, &bad);
+    }
+  }
+  free(st);
+}
+
+/* Takes what is there; AGAIN: on_recv_ready comes back here. */
+static void pull_take_all(conch_rpc *rpc, void *user_data) {
+  pull_st *st = conch_rpc_data(rpc);
+  int rv;
+  (void)user_data;
+
+  for (;;) {
+    if (conch_rpc_method(rpc)->input == NULL) {
+      const uint8_t *p;
+      size_t n;
+      rv = conch_rpc_recv_raw(rpc, &p, &n);
+      if (rv == 0 && conch_rpc_send_raw(rpc, p, n) != 0) {
+        rv = CONCH_ERR_STATE;
+      }
+    } else {
+      ProtobufCMessage *m;
+      rv = conch_rpc_recv(rpc, &m);
+      if (rv == 0) {
+        st->count++;
+        st->bytes += ((Conchtest__V1__Request *)m)->payload.len;
+        conch_server_message_free(conch_rpc_server(rpc), m);
+      }
+    }
+    if (rv == CONCH_ERR_AGAIN) {
+      return;
+    }
+    if (rv != 0) {
+      pull_end(rpc, st, rv);
+      return;
+    }
+  }
+}
+
+static void pull_on_call(conch_rpc *rpc, void *user_data) {
+  pull_st *st = calloc(1, sizeof(*st));
+  if (conch_rpc_pause(rpc) == CONCH_ERR_STATE &&
+      conch_rpc_resume(rpc) == CONCH_ERR_STATE) {
+    atomic_fetch_add(&pull_pause_refused, 1);
+  }
+  conch_rpc_set_data(rpc, st);
+  pull_take_all(rpc, user_data);
+}
+
+static void pull_on_cancel(conch_rpc *rpc, const conch_status *st,
+                           void *user_data) {
+  (void)st;
+  (void)user_data;
+  free(conch_rpc_data(rpc));
+}
+
+static const conch_method m_pull_cstream = {
+    "/pull.v1.Svc/Count", CONCH_STREAM_CLIENT,
+    &conchtest__v1__request__descriptor, &conchtest__v1__response__descriptor,
+    CONCH_IDEMPOTENCY_UNKNOWN};
+static const conch_method m_pull_unary = {
+    "/pull.v1.Svc/One", CONCH_STREAM_UNARY,
+    &conchtest__v1__request__descriptor, &conchtest__v1__response__descriptor,
+    CONCH_IDEMPOTENCY_UNKNOWN};
+static const conch_method m_pull_raw = {"/pull.v1.Svc/Raw", CONCH_STREAM_BIDI,
+                                        NULL, NULL, CONCH_IDEMPOTENCY_UNKNOWN};
+
+static void pull_never(conch_rpc *rpc, const ProtobufCMessage *m,
+                       void *user_data) {
+  (void)rpc;
+  (void)m;
+  (void)user_data;
+  fail_msg("on_message of a refused handler ran");
+}
+
+static void test_pull(void **state) {
+  fixture *fx = *state;
+  conch_server_handler h = {.on_call = pull_on_call,
+                            .on_cancel = pull_on_cancel,
+                            .on_recv_ready = pull_take_all};
+  conch_server_handler both = h;
+  int calls = 0;
+
+  both.on_message = pull_never;
+  fx_pause(fx);
+  assert_int_equal(conch_server_add_method(fx->s, &m_pull_cstream, &both, fx),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_server_add_method(fx->s, &m_pull_cstream, &h, fx), 0);
+  assert_int_equal(conch_server_add_method(fx->s, &m_pull_unary, &h, fx), 0);
+  assert_int_equal(conch_server_add_method(fx->s, &m_pull_raw, &h, fx), 0);
+  fx_resume(fx);
+
+  for (size_t v = 0; v < NVARIANTS; v++) {
+    conch_client *c = client_for(fx, &variants[v]);
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    Conchtest__V1__Response *r;
+    ProtobufCMessage *m;
+    conch_call *call;
+    conch_status st;
+    static uint8_t buf[3000];
+
+    /* A client stream of 30 messages, 0..2900 bytes. */
+    req.payload.data = buf;
+    assert_int_equal(
+        conch_call_start(c, &m_pull_cstream, NULL, NULL, NULL, &call), 0);
+    for (int i = 0; i < 30; i++) {
+      req.payload.len = 100 * (size_t)i;
+      assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+    }
+    assert_int_equal(conch_call_close_send(call), 0);
+    if (conch_call_recv_sync(call, &m) != 0) {
+      fail_msg("%s: %s", vname(&variants[v]),
+               conch_status_message(conch_call_status(call)));
+    }
+    r = (Conchtest__V1__Response *)m;
+    assert_int_equal(r->message_count, 30);
+    assert_int_equal(r->total_bytes, 43500);
+    conch_message_free(c, m);
+    assert_int_equal(conch_call_wait_sync(call), 0);
+    conch_call_free(call);
+    calls++;
+
+    /* Unary (for Connect, the unary protocol). */
+    req.payload.len = sizeof(buf);
+    conch_status_init(&st);
+    if (conch_unary_sync(c, &m_pull_unary, NULL, &req.base, &m, &st, NULL,
+                         NULL) != 0) {
+      fail_msg("%s: %s", vname(&variants[v]), conch_status_message(&st));
+    }
+    r = (Conchtest__V1__Response *)m;
+    assert_int_equal(r->message_count, 1);
+    assert_int_equal(r->total_bytes, sizeof(buf));
+    conch_message_free(c, m);
+    conch_status_clear(&st);
+    calls++;
+
+    /* Raw bidi: each message echoed as it is taken. */
+    assert_int_equal(conch_call_start(c, &m_pull_raw, NULL, NULL, NULL, &call),
+                     0);
+    for (int k = 0; k < 3; k++) {
+      const uint8_t *p;
+      size_t n;
+      memset(buf, 'a' + k, 100);
+      assert_int_equal(conch_call_send_raw(call, buf, 100 - (size_t)k), 0);
+      while (conch_call_recv_raw(call, &p, &n) == CONCH_ERR_AGAIN) {
+        assert_int_equal(conch_client_run(c, 50), 0);
+      }
+      assert_int_equal(n, 100 - (size_t)k);
+      assert_memory_equal(p, buf, n);
+    }
+    assert_int_equal(conch_call_close_send(call), 0);
+    assert_int_equal(conch_call_wait_sync(call), 0);
+    conch_call_free(call);
+    calls++;
+    conch_client_free(c);
+  }
+  assert_int_equal(atomic_load(&pull_pause_refused), calls);
+}
+
+/* Pull mode holds its client back: a handler that takes nothing leaves
+   the bytes after the first message unacknowledged, so the client's sends
+   block; once it takes them (here from the test's thread, the server's
+   thread stopped), everything arrives. */
+static atomic_int lazy_go;
+static conch_rpc *_Atomic lazy_rpc;
+
+static void lazy_ready(conch_rpc *rpc, void *user_data) {
+  if (!atomic_load(&lazy_go)) {
+    atomic_store(&lazy_rpc, rpc); /* owed no more on_recv_ready: it waits */
+    return;
+  }
+  pull_take_all(rpc, user_data);
+}
+
+static void lazy_on_call(conch_rpc *rpc, void *user_data) {
+  conch_rpc_set_data(rpc, calloc(1, sizeof(pull_st)));
+  lazy_ready(rpc, user_data);
+}
+
+static void test_pull_backpressure(void **state) {
+  fixture *fx = *state;
+  const conch_server_handler h = {.on_call = lazy_on_call,
+                                  .on_cancel = pull_on_cancel,
+                                  .on_recv_ready = lazy_ready};
+  static const conch_method m_lazy = {
+      "/pull.v1.Svc/Lazy", CONCH_STREAM_CLIENT,
+      &conchtest__v1__request__descriptor,
+      &conchtest__v1__response__descriptor, CONCH_IDEMPOTENCY_UNKNOWN};
+
+  fx_pause(fx);
+  assert_int_equal(conch_server_add_method(fx->s, &m_lazy, &h, fx), 0);
+  fx_resume(fx);
+  for (size_t i = 0; i < NVARIANTS; i++) {
+    if (strcmp(variants[i].comp, "identity") != 0) {
+      continue; /* compressed, the zeros would never fill a window */
+    }
+    conch_client *c = client_for_accept(fx, &variants[i], "");
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    static uint8_t chunk[10000];
+    conch_call *call;
+    ProtobufCMessage *m;
+    int sent = 0, blocked = 0, rv;
+
+    atomic_store(&lazy_go, 0);
+    atomic_store(&lazy_rpc, NULL);
+    assert_int_equal(conch_call_start(c, &m_lazy, NULL, NULL, NULL, &call), 0);
+    req.payload.data = chunk;
+    req.payload.len = sizeof(chunk);
+    long long end = conch_now_ms() + CONCH_WAIT_MS;
+    while (sent < 400 && conch_now_ms() < end) {
+      rv = conch_call_send(call, &req.base);
+      if (rv == CONCH_ERR_AGAIN) {
+        blocked = 1; /* the window and the client's buffer are full */
+        break;
+      }
+      assert_int_equal(rv, 0);
+      sent++;
+      assert_int_equal(conch_client_run(c, 0), 0);
+    }
+    if (!blocked) {
+      fail_msg("%s: sent %d, never blocked", vname(&variants[i]), sent);
+    }
+    /* The handler has the call and takes nothing. */
+    end = conch_now_ms() + CONCH_WAIT_MS;
+    while (atomic_load(&lazy_rpc) == NULL && conch_now_ms() < end) {
+      assert_int_equal(conch_client_run(c, 20), 0);
+    }
+    assert_non_null(atomic_load(&lazy_rpc));
+    fx_pause(fx);
+    atomic_store(&lazy_go, 1);
+    pull_take_all(atomic_load(&lazy_rpc), fx);
+    fx_resume(fx);
+    while (sent < 400) {
+      assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+      sent++;
+    }
+    assert_int_equal(conch_call_close_send(call), 0);
+    if (conch_call_recv_sync(call, &m) != 0) {
+      fail_msg("%s: %s", vname(&variants[i]),
+               conch_status_message(conch_call_status(call)));
+    }
+    Conchtest__V1__Response *r = (Conchtest__V1__Response *)m;
+    assert_int_equal(r->message_count, 400);
+    assert_int_equal(r->total_bytes, 400 * sizeof(chunk));
+    conch_message_free(c, m);
+    assert_int_equal(conch_call_wait_sync(call), 0);
+    conch_call_free(call);
+    conch_client_free(c);
+  }
+}
+
 typedef struct count_wait {
   fixture *fx;
   int want;
@@ -762,6 +1244,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bidi, setup, teardown),
       cmocka_unit_test_setup_teardown(test_error_details, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unknown_method, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_many_methods, setup, teardown),
+      cmocka_unit_test(test_custom_compression),
+      cmocka_unit_test_setup_teardown(test_pull, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pull_backpressure, setup, teardown),
       cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
       cmocka_unit_test_setup_teardown(test_backpressure, setup, teardown),
       cmocka_unit_test_setup_teardown(test_connect_get, setup, teardown),

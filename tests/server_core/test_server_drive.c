@@ -466,6 +466,9 @@ static void test_api_refusals(void **state) {
   assert_int_equal(conch_server_opts_set_max_header_list(o, 10),
                    CONCH_ERR_INVALID);
   assert_int_equal(conch_server_opts_set_max_streams(o, 0), CONCH_ERR_INVALID);
+  assert_int_equal(conch_server_opts_set_json_resolver(NULL, NULL, NULL),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_server_opts_set_json_resolver(o, NULL, NULL), 0);
   assert_int_equal(conch_server_new(&s, o), 0);
   conch_server_opts_free(o);
   assert_int_equal(conch_server_add_method(s, &m_unary, &none, NULL),

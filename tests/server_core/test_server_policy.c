@@ -994,7 +994,7 @@ static void test_compress_min(void **state) {
   (void)state;
 
   assert_int_equal(conch_server_opts_new(&o), 0);
-  assert_int_equal(conch_server_opts_set_compress_min(o, 1024), 0);
+  assert_int_equal(conch_server_opts_set_compress_min_bytes(o, 1024), 0);
   fx_start(&fx, o, 0);
   conch_server_opts_free(o);
   port = conch_server_port(fx.s);

@@ -10,7 +10,7 @@
 # ListResponse (bench-server's) and process.Process/Start with one event,
 # then keeps the stream open and idle.  Measures, medians of ROUNDS rounds,
 # a fresh server process for each measurement:
-#   - unary: h2load, N calls of List, one connection, 64 in flight,
+#   - unary: h2load, N calls of List, CONNS connections, 64 in flight each,
 #     Connect (application/proto) and gRPC; every response checked (2xx,
 #     the expected data bytes).  Requests per server CPU-second (the
 #     server's user+sys, all its threads, from /proc/PID/stat before and
@@ -21,8 +21,11 @@
 #     CPU-second;
 #   - idle streams: IDLE gRPC Start streams over IDLE_CONNS connections
 #     (idle_streams.mjs), each with its first message; the server's VmRSS
-#     after minus before (fresh server, nothing served yet), per stream.
-# Environment: ROUNDS (3), N (200000), IDLE (1000), IDLE_CONNS (10).
+#     after minus before (fresh server, nothing served yet), per stream;
+#     the same with Connect streams (application/connect+proto) for the
+#     servers that speak Connect.
+# Environment: ROUNDS (3), N (200000), CONNS (1), IDLE (1000),
+# IDLE_CONNS (10).
 # Needs h2load (nghttp2-client) and node with the test peers' packages
 # (tests/node_modules).
 set -eu
@@ -31,6 +34,7 @@ build=${1:-$top/build}
 bd=$build/tools/bench
 rounds=${ROUNDS:-3}
 n=${N:-200000}
+conns=${CONNS:-1}
 idle=${IDLE:-1000}
 idle_conns=${IDLE_CONNS:-10}
 for t in h2load node; do
@@ -87,11 +91,11 @@ status_kb() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$pid/status"; }
 h2() {
   url=http://127.0.0.1:$port/process.Process/List
   case $1 in
-  connect) h2load -n "$2" -c 1 -m 64 -H :method:POST \
+  connect) h2load -n "$2" -c "$conns" -m 64 -H :method:POST \
       -H content-type:application/proto -H connect-protocol-version:1 \
       "$url" >"$out/h2" 2>&1 || true
     want=$(($2 * 485)) ;;
-  grpc) h2load -n "$2" -c 1 -m 64 -d "$out/grpc-list" \
+  grpc) h2load -n "$2" -c "$conns" -m 64 -d "$out/grpc-list" \
       -H content-type:application/grpc -H te:trailers \
       "$url" >"$out/h2" 2>&1 || true
     want=$(($2 * 490)) ;;
@@ -137,27 +141,32 @@ for r in $(seq "$rounds"); do
     status_kb VmHWM >>"$out/$s-hwm"
     stop_server
 
-    start_server "$s"
-    rss0=$(status_kb VmRSS)
-    mkfifo "$out/hold"
-    node "$top/tools/bench/idle_streams.mjs" "http://127.0.0.1:$port" \
-      "$idle" "$idle_conns" <"$out/hold" >"$out/idle" &
-    cl=$!
-    exec 3>"$out/hold"
-    i=0
-    until grep -q '^OPEN' "$out/idle"; do
-      kill -0 "$cl" 2>/dev/null && [ $i -lt 1200 ] || {
-        echo "compare_server.sh: $s: idle streams did not open" >&2; exit 1; }
-      sleep 0.1
-      i=$((i + 1))
+    for ip in grpc connect; do
+      [ "$s" = grpc ] && [ "$ip" = connect ] && continue
+      start_server "$s"
+      rss0=$(status_kb VmRSS)
+      mkfifo "$out/hold"
+      node "$top/tools/bench/idle_streams.mjs" "http://127.0.0.1:$port" \
+        "$idle" "$idle_conns" "$ip" <"$out/hold" >"$out/idle" &
+      cl=$!
+      exec 3>"$out/hold"
+      i=0
+      until grep -q '^OPEN' "$out/idle"; do
+        kill -0 "$cl" 2>/dev/null && [ $i -lt 1200 ] || {
+          echo "compare_server.sh: $s: idle $ip streams did not open" >&2; exit 1; }
+        sleep 0.1
+        i=$((i + 1))
+      done
+      sleep 1 # let the server finish its turn
+      rss1=$(status_kb VmRSS)
+      exec 3>&-
+      wait "$cl" || true
+      rm -f "$out/hold"
+      f=$s-idle
+      [ "$ip" = connect ] && f=$s-idle-connect
+      echo $(((rss1 - rss0) * 1024 / idle)) >>"$out/$f"
+      stop_server
     done
-    sleep 1 # let the server finish its turn
-    rss1=$(status_kb VmRSS)
-    exec 3>&-
-    wait "$cl" || true
-    rm -f "$out/hold"
-    echo $(((rss1 - rss0) * 1024 / idle)) >>"$out/$s-idle"
-    stop_server
   done
 done
 
@@ -179,30 +188,31 @@ Versions: node $(node --version), connect-node $(sed -n 's/^  "version": "\(.*\)
 gRPC++ $(pkg-config --modversion grpc++ 2>/dev/null || echo n/a), $(h2load --version 2>/dev/null | head -1).
 
 Load: h2load, unary process.Process/List (empty request, 485-byte response),
-one connection, 64 in flight, $n calls per protocol after a 2,000-call
+$conns connection(s), 64 in flight on each, $n calls per protocol after a 2,000-call
 warm-up; every answer checked (2xx and the expected data bytes); then
 $((n / 2)) gRPC calls from conch-bench (our client, 64 in flight, every
 response decoded and checked).  Peak RSS after all three loads.  Idle:
 $idle gRPC process.Process/Start streams over $idle_conns connections, each
 with its first message, held open (tools/bench/idle_streams.mjs); server
-VmRSS after minus before, fresh server.  Medians of $rounds rounds.  CPU is
+VmRSS after minus before, fresh server; the same with Connect streams
+(application/connect+proto; gRPC C++ speaks no Connect).  Medians of $rounds rounds.  CPU is
 the server process's user+sys (all threads), $tck ticks a second.
 
-| server | Connect calls / CPU-s | gRPC calls / CPU-s | gRPC calls / CPU-s, conch-bench load | Connect req/s (wall) | gRPC req/s (wall) | peak RSS (KiB) | bytes / idle stream |
-|---|---|---|---|---|---|---|---|
+| server | Connect calls / CPU-s | gRPC calls / CPU-s | gRPC calls / CPU-s, conch-bench load | Connect req/s (wall) | gRPC req/s (wall) | peak RSS (KiB) | bytes / idle gRPC stream | bytes / idle Connect stream |
+|---|---|---|---|---|---|---|---|---|
 EOF2
 for s in $servers; do
-  echo "| $(name $s) | $(m $s-connect-cpu) | $(m $s-grpc-cpu) | $(m $s-cb-cpu) | $(m $s-connect-rps) | $(m $s-grpc-rps) | $(m $s-hwm) | $(m $s-idle) |"
+  echo "| $(name $s) | $(m $s-connect-cpu) | $(m $s-grpc-cpu) | $(m $s-cb-cpu) | $(m $s-connect-rps) | $(m $s-grpc-rps) | $(m $s-hwm) | $(m $s-idle) | $(m $s-idle-connect) |"
 done
 cat <<EOF2
 
 Ratios, same run (calls per CPU-second: higher is better for conch above 1;
 memory: lower is better for conch below 1):
 
-| conch over | Connect calls / CPU-s | gRPC calls / CPU-s | gRPC, conch-bench load | peak RSS | bytes / idle stream |
-|---|---|---|---|---|---|
-| connect-node | $(ratio conch-connect-cpu node-connect-cpu) | $(ratio conch-grpc-cpu node-grpc-cpu) | $(ratio conch-cb-cpu node-cb-cpu) | $(ratio conch-hwm node-hwm) | $(ratio conch-idle node-idle) |
+| conch over | Connect calls / CPU-s | gRPC calls / CPU-s | gRPC, conch-bench load | peak RSS | bytes / idle gRPC stream | bytes / idle Connect stream |
+|---|---|---|---|---|---|---|
+| connect-node | $(ratio conch-connect-cpu node-connect-cpu) | $(ratio conch-grpc-cpu node-grpc-cpu) | $(ratio conch-cb-cpu node-cb-cpu) | $(ratio conch-hwm node-hwm) | $(ratio conch-idle node-idle) | $(ratio conch-idle-connect node-idle-connect) |
 EOF2
 [ -x "$bd/grpc-bench-server" ] &&
-  echo "| gRPC C++ | n/a (gRPC only) | $(ratio conch-grpc-cpu grpc-grpc-cpu) | $(ratio conch-cb-cpu grpc-cb-cpu) | $(ratio conch-hwm grpc-hwm) | $(ratio conch-idle grpc-idle) |"
+  echo "| gRPC C++ | n/a (gRPC only) | $(ratio conch-grpc-cpu grpc-grpc-cpu) | $(ratio conch-cb-cpu grpc-cb-cpu) | $(ratio conch-hwm grpc-hwm) | $(ratio conch-idle grpc-idle) | n/a (gRPC only) |"
 exit 0

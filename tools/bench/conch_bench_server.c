@@ -1,7 +1,7 @@
 /* conch-bench-server: the server core (conch/server.h) under
    tools/bench/compare_server.sh.  A benchmark peer, not a test.
 
-     conch-bench-server [--write-list FILE]
+     conch-bench-server [--extra-methods N] [--write-list FILE]
 
    Serves process.Process on 127.0.0.1 (h2c; a free port, printed as
    "LISTENING <port>") through the generated stubs (process.conch.h):
@@ -11,7 +11,9 @@
    - Start (server stream): one StartEvent, then the stream stays open and
      idle until the client cancels it (memory per idle stream).
    Exits on SIGTERM or SIGINT.  --write-list FILE writes the canned
-   response's bytes to FILE and exits (the other servers read them). */
+   response's bytes to FILE and exits (the other servers read them).
+   --extra-methods N registers N more methods (raw, never called) before
+   process.Process's nine: the cost of finding a method among many. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,6 +75,26 @@ static void on_start(Process__Process__Start_Rpc rpc,
   }
 }
 
+static void on_extra(conch_rpc *rpc, void *user_data) {
+  (void)user_data;
+  (void)conch_rpc_finish(rpc, NULL);
+}
+
+static int add_extra(conch_server *s, long n) {
+  static const conch_server_handler h = {.on_call = on_extra};
+  char path[64];
+  int rv = 0;
+
+  for (long i = 0; i < n && rv == 0; i++) {
+    conch_method m = {0};
+    snprintf(path, sizeof(path), "/bench.Extra/Method%ld", i);
+    m.path = path;
+    m.kind = CONCH_STREAM_UNARY;
+    rv = conch_server_add_method(s, &m, &h, NULL);
+  }
+  return rv;
+}
+
 static int write_list(const char *path) {
   FILE *f = fopen(path, "wb");
   int ok;
@@ -92,14 +114,25 @@ int main(int argc, char **argv) {
       .start = {.on_request = on_start},
   };
   conch_server *s;
+  long extra = 0;
+  char *end;
   int rv;
 
   bench_list_build(list_bytes, "conch-bench-server");
   if (argc == 3 && strcmp(argv[1], "--write-list") == 0) {
     return write_list(argv[2]);
   }
-  if (argc != 1) {
-    fprintf(stderr, "usage: %s [--write-list FILE]\n", argv[0]);
+  if (argc == 3 && strcmp(argv[1], "--extra-methods") == 0) {
+    extra = strtol(argv[2], &end, 10);
+    if (*end != '\0' || extra < 0 || extra > 100000) {
+      argc = 0;
+    }
+  } else if (argc != 1) {
+    argc = 0;
+  }
+  if (argc == 0) {
+    fprintf(stderr, "usage: %s [--extra-methods N] [--write-list FILE]\n",
+            argv[0]);
     return 2;
   }
   list_resp = process__list_response__unpack(NULL, LIST_BYTES, list_bytes);
@@ -109,7 +142,10 @@ int main(int argc, char **argv) {
   if (conch_server_new(&s, NULL) != 0) {
     return 1;
   }
-  rv = process__process__register(s, &h);
+  rv = add_extra(s, extra);
+  if (rv == 0) {
+    rv = process__process__register(s, &h);
+  }
   if (rv == 0) {
     rv = conch_server_listen(s, "127.0.0.1:0");
   }

@@ -1,9 +1,10 @@
 // Opens idle server streams for tools/bench/compare_server.sh: COUNT gRPC
-// calls of process.Process/Start over CONNS h2c connections to URL, and
-// waits until each has its first response message.  Then prints
-// "OPEN <count>" and holds them, idle, until its stdin closes.
+// (or Connect, application/connect+proto) calls of process.Process/Start
+// over CONNS h2c connections to URL, and waits until each has its first
+// response message.  Then prints "OPEN <count>" and holds them, idle,
+// until its stdin closes.
 //
-//   node tools/bench/idle_streams.mjs URL COUNT CONNS
+//   node tools/bench/idle_streams.mjs URL COUNT CONNS [grpc|connect]
 import * as http2 from "node:http2";
 
 const [url, count, conns] = [
@@ -11,6 +12,14 @@ const [url, count, conns] = [
   Number(process.argv[3]),
   Number(process.argv[4]),
 ];
+const protocol = process.argv[5] ?? "grpc";
+const headers =
+  protocol === "connect"
+    ? {
+        "content-type": "application/connect+proto",
+        "connect-protocol-version": "1",
+      }
+    : { "content-type": "application/grpc", te: "trailers" };
 const body = Buffer.alloc(5); // an empty StartRequest, enveloped
 const sessions = [];
 let open = 0;
@@ -29,8 +38,7 @@ for (let c = 0; c < conns; c++) {
     const req = s.request({
       ":method": "POST",
       ":path": "/process.Process/Start",
-      "content-type": "application/grpc",
-      te: "trailers",
+      ...headers,
     });
     let seen = 0;
     req.on("data", (d) => {

@@ -113,6 +113,45 @@ static const char *unsupported(const CompatRequest *req) {
   return NULL;
 }
 
+/* The message types of the suite, for google.protobuf.Any in JSON
+   (ConformancePayload.RequestInfo.requests echoes the requests as Any, and
+   requests may carry error details); well-known types resolve without
+   help. */
+static const ProtobufCMessageDescriptor *const suite_types[] = {
+    &connectrpc__conformance__v1__unary_response_definition__descriptor,
+    &connectrpc__conformance__v1__stream_response_definition__descriptor,
+    &connectrpc__conformance__v1__unary_request__descriptor,
+    &connectrpc__conformance__v1__unary_response__descriptor,
+    &connectrpc__conformance__v1__idempotent_unary_request__descriptor,
+    &connectrpc__conformance__v1__idempotent_unary_response__descriptor,
+    &connectrpc__conformance__v1__server_stream_request__descriptor,
+    &connectrpc__conformance__v1__server_stream_response__descriptor,
+    &connectrpc__conformance__v1__client_stream_request__descriptor,
+    &connectrpc__conformance__v1__client_stream_response__descriptor,
+    &connectrpc__conformance__v1__bidi_stream_request__descriptor,
+    &connectrpc__conformance__v1__bidi_stream_response__descriptor,
+    &connectrpc__conformance__v1__unimplemented_request__descriptor,
+    &connectrpc__conformance__v1__unimplemented_response__descriptor,
+    &connectrpc__conformance__v1__conformance_payload__descriptor,
+    &connectrpc__conformance__v1__conformance_payload__request_info__descriptor,
+    &connectrpc__conformance__v1__conformance_payload__connect_get_info__descriptor,
+    &connectrpc__conformance__v1__error__descriptor,
+    &connectrpc__conformance__v1__header__descriptor,
+};
+
+static const ProtobufCMessageDescriptor *resolve_any(const char *type_url,
+                                                     void *user_data) {
+  const char *name = strrchr(type_url, '/');
+  (void)user_data;
+  name = name != NULL ? name + 1 : type_url;
+  for (size_t i = 0; i < sizeof(suite_types) / sizeof(suite_types[0]); i++) {
+    if (strcmp(suite_types[i]->name, name) == 0) {
+      return suite_types[i];
+    }
+  }
+  return NULL;
+}
+
 static int write_response(int port) {
   Connectrpc__Conformance__V1__ServerCompatResponse resp =
       CONNECTRPC__CONFORMANCE__V1__SERVER_COMPAT_RESPONSE__INIT;
@@ -203,7 +242,8 @@ int main(void) {
   conch_server_opts *opts = NULL;
   conch_server *s = NULL;
   int status = EXIT_FAILED;
-  if (conch_server_opts_new(&opts) != 0) {
+  if (conch_server_opts_new(&opts) != 0 ||
+      conch_server_opts_set_json_resolver(opts, resolve_any, NULL) != 0) {
     goto out;
   }
   /* The suite's limit; without one the core's default (4 MiB) stays. */

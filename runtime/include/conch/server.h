@@ -3,14 +3,28 @@
  *
  * server.h: the server core.  A conch_server answers Connect, gRPC and
  * gRPC-Web calls (proto and JSON codecs, all four stream kinds) over
- * cleartext HTTP/2 (h2c with prior knowledge), on TCP or Unix sockets it
+ * HTTP/2 and HTTP/1.1, in cleartext or TLS, on TCP or Unix sockets it
  * listens on, or on connections the caller accepted and hands over (with a
  * transport of its own, e.g. in memory).
  *
- * What this first slice does NOT do yet (issue 14): HTTP/1.1 serving (a
- * client that speaks HTTP/1.x is dropped), TLS serving, pull-mode
- * receiving (messages are pushed; conch_rpc_pause() holds them back),
- * registered custom compressions, a libevent adapter (libuv:
+ *  - Cleartext: a connection whose first bytes are the HTTP/2 preface
+ *    speaks HTTP/2 (h2c with prior knowledge); anything else is read as
+ *    HTTP/1.x.  TLS (conch_server_opts_set_tls()): ALPN "h2" or
+ *    "http/1.1" decides, and without ALPN the first bytes do.
+ *  - HTTP/1.1 carries Connect (unary, GET and streams) and gRPC-Web, as
+ *    connect-go serves them: keep-alive, pipelined requests (answered in
+ *    order), chunked request and response bodies, Expect: 100-continue,
+ *    Connection: close, HTTP/1.0.  A gRPC request over HTTP/1.1 is
+ *    answered too, its trailers as chunked trailers (which few clients
+ *    read: gRPC is an HTTP/2 protocol).
+ *    A request the HTTP/1.1 layer cannot take is answered there, and the
+ *    connection closes: malformed (400), a method other than GET, HEAD
+ *    and POST (405), a target over 8 KiB (414), a header section over
+ *    32 KiB or 100 fields (431), HTTP/2.0 in a request line (505), an
+ *    expectation other than 100-continue (417).
+ *
+ * What this slice does NOT do yet (issue 14): client certificates, a
+ * libevent adapter (libuv:
  * adapters/libuv_server.h), and `conch serve` on this core.  Typed
  * handler tables for a service come from protoc-gen-conch (the server half
  * of every *.conch.h: <service>_Handlers and <service>__register()).
@@ -32,7 +46,8 @@
  *    streams) and ends with conch_rpc_finish() and a conch_status (error
  *    details included).  Request messages arrive through on_message (or
  *    on_raw_message for raw methods), the end of the requests through
- *    on_half_close.
+ *    on_half_close; or, for a handler with on_recv_ready (pull mode), the
+ *    handler takes them with conch_rpc_recv() when it wants them.
  *  - Every call the handler saw ends for it exactly once: either the
  *    handler finishes it (conch_rpc_finish() returned 0), or on_cancel
  *    runs (the client canceled, the deadline passed, the request broke a
@@ -160,8 +175,9 @@ CONCH_EXTERN int conch_server_opts_set_drain_timeout(conch_server_opts *opts,
                                                      long ms);
 /**
  * The compressions accepted in requests and used for responses: a
- * comma-separated list of built-in names ("gzip,zstd"; "" or NULL:
- * identity only).  A request in a compression outside the list ends with
+ * comma-separated list of built-in names and names registered with
+ * conch_server_opts_add_compression() ("gzip,zstd"; "" or NULL:
+ * identity only), most preferred first.  A request in a compression outside the list ends with
  * unimplemented.  Default "gzip,br,zstd,deflate,snappy".
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, an unknown or malformed
@@ -169,6 +185,44 @@ CONCH_EXTERN int conch_server_opts_set_drain_timeout(conch_server_opts *opts,
  */
 CONCH_EXTERN int conch_server_opts_set_compression(conch_server_opts *opts,
                                                    const char *names);
+/**
+ * Serve TLS: every connection of the server (each listener's and every
+ * adopted one, whatever its transport) speaks TLS with the certificate
+ * chain in the PEM file |cert_file| and the private key in the PEM file
+ * |key_file| (NULL: the key is in |cert_file|).  A server serves either
+ * TLS or cleartext; for both, run two servers.  TLS 1.2 or newer; under
+ * TLS 1.2 only ECDHE/DHE key exchange with AEAD suites (which are also
+ * the ones HTTP/2 allows); no renegotiation.  ALPN selects "h2" when the
+ * client offers it, else "http/1.1"; a client offering neither gets the
+ * no_application_protocol alert, and one without ALPN is served as
+ * cleartext is (HTTP/2 with prior knowledge, else HTTP/1.1).  Client
+ * certificates are not asked for.  The files are read now, to check them,
+ * and again by conch_server_new().  |cert_file| NULL turns TLS off.
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |opts|, a key without certificate);
+ * CONCH_ERR_TLS (a file cannot be read or parsed, the key does not match
+ * the certificate, an encrypted key: conch_server_opts_tls_error() says
+ * which; TLS is then off) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_opts_set_tls(conch_server_opts *opts,
+                                           const char *cert_file,
+                                           const char *key_file);
+/**
+ * conch_server_opts_set_tls() with PEM text (copied): the certificate
+ * chain |cert| and the key |key| (NULL: in |cert|); a length 0 means
+ * NUL-terminated.  |cert| NULL turns TLS off.
+ *
+ * Returns what conch_server_opts_set_tls() returns.
+ */
+CONCH_EXTERN int conch_server_opts_set_tls_pem(conch_server_opts *opts,
+                                               const char *cert,
+                                               size_t cert_len,
+                                               const char *key,
+                                               size_t key_len);
+/** Why the last conch_server_opts_set_tls*() failed ("" when it did not;
+    never NULL). */
+CONCH_EXTERN const char *conch_server_opts_tls_error(
+    const conch_server_opts *opts);
 
 /**
  * Response messages under |bytes| go out uncompressed even when a
@@ -178,8 +232,8 @@ CONCH_EXTERN int conch_server_opts_set_compression(conch_server_opts *opts,
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
  */
-CONCH_EXTERN int conch_server_opts_set_compress_min(conch_server_opts *opts,
-                                                    size_t bytes);
+CONCH_EXTERN int conch_server_opts_set_compress_min_bytes(
+    conch_server_opts *opts, size_t bytes);
 
 /* ---- Requests before their method: the gate and plain routes ----------- */
 
@@ -319,6 +373,43 @@ CONCH_EXTERN int conch_server_opts_set_body_timeout(conch_server_opts *opts,
 CONCH_EXTERN int conch_server_opts_set_buffer_limits(conch_server_opts *opts,
                                                      size_t per_conn,
                                                      size_t total);
+/**
+ * Registers a compression of the caller's own (conch_compressor, as the
+ * client's conch_client_opts_add_compression(): the struct and name are
+ * copied, the functions and user_data retained for the life of |opts| and
+ * of every server made from it) and adds it to the end of the accepted
+ * list: requests in it are decompressed (within the receive limit), and
+ * responses use it when the request came in it, or when it is the first
+ * of the client's accepted list that the server takes.  A later
+ * conch_server_opts_set_compression() may name it elsewhere in the list
+ * or leave it out.  Its functions run on the thread that drives the
+ * server, one call at a time per server.  |id| (may be NULL) receives its
+ * id, CONCH_COMPRESSION_CUSTOM_FIRST and up in the order of registration.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |opts| or |comp|, a |struct_size|
+ * too small, a NULL function, or a bad or taken name), or CONCH_ERR_LIMIT
+ * (CONCH_COMPRESSION_CUSTOM_MAX are registered already).
+ */
+CONCH_EXTERN int conch_server_opts_add_compression(conch_server_opts *opts,
+                                                   const conch_compressor *comp,
+                                                   int *id);
+
+/**
+ * The resolver the JSON codec uses for google.protobuf.Any fields of
+ * requests and responses, and |user_data| for it; NULL (the default) for
+ * none.  As the client's (conch_client_opts_set_json_resolver()): the
+ * well-known types (google.protobuf.*) need none; an Any of any other
+ * type that does not resolve cannot be read or written: such a request
+ * ends its call with invalid_argument, and conch_rpc_send() of such a
+ * response returns CONCH_ERR_CODEC.  The resolver runs on the thread that
+ * drives the server; the descriptors it returns must stay valid for the
+ * server's life.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_server_opts_set_json_resolver(conch_server_opts *opts,
+                                                     conch_json_resolver fn,
+                                                     void *user_data);
 
 /** What a registered method does with its calls.  Every member but
     on_call may be NULL.  Pointers passed in are borrowed until the
@@ -351,12 +442,22 @@ typedef struct conch_server_handler {
       CONCH_ERR_AGAIN.  Runs once per such refusal, on the server's turn
       (never from inside conch_rpc_send()). */
   void (*on_send_ready)(conch_rpc *rpc, void *user_data);
+  /** Set: pull mode, the handler takes the request messages
+      (conch_rpc_recv(), conch_rpc_recv_raw()): on_message and
+      on_raw_message must be NULL, and on_half_close is not called (the
+      end is conch_rpc_recv()'s CONCH_ERR_EOF).  Runs when a
+      message or the end of the requests is there after conch_rpc_recv()
+      returned CONCH_ERR_AGAIN, once per such refusal, on the server's turn
+      (never from inside conch_rpc_recv()). */
+  void (*on_recv_ready)(conch_rpc *rpc, void *user_data);
 } conch_server_handler;
 
 /**
  * Creates a server.  |opts| may be NULL for the defaults; it is copied.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |out|) or CONCH_ERR_NOMEM.
+ * Returns 0, CONCH_ERR_INVALID (NULL |out|), CONCH_ERR_TLS (the TLS
+ * certificate or key of |opts| cannot be loaded any more) or
+ * CONCH_ERR_NOMEM.
  */
 CONCH_EXTERN int conch_server_new(conch_server **out,
                                   const conch_server_opts *opts);
@@ -375,7 +476,8 @@ CONCH_EXTERN void conch_server_free(conch_server *s);
  * while calls run.
  *
  * Returns 0, CONCH_ERR_INVALID (NULL argument, a path that does not start
- * with '/', a handler without on_call, an unknown stream kind, or a path
+ * with '/', a handler without on_call or with on_recv_ready and
+ * on_message or on_raw_message, an unknown stream kind, or a path
  * registered already), CONCH_ERR_STATE (the table is full and calls are
  * running) or CONCH_ERR_NOMEM.
  */
@@ -403,7 +505,8 @@ CONCH_EXTERN int conch_server_add_route(conch_server *s, const char *path,
  * Listens on |addr|: "HOST:PORT" (an IPv4 literal, "[v6]:PORT" or
  * "localhost"; port 0 picks a free one, see conch_server_port()) or
  * "unix:PATH" (a Unix socket; an existing socket file at PATH is replaced).
- * Connections speak h2c with prior knowledge.
+ * Connections speak HTTP/2 or HTTP/1.1, in TLS when the options say so
+ * (see the top of this file).
  *
  * Returns 0, CONCH_ERR_INVALID (NULL argument, an address that does not
  * parse), CONCH_ERR_STATE (after conch_server_shutdown()), CONCH_ERR_IO
@@ -606,6 +709,35 @@ CONCH_EXTERN int conch_rpc_send_packed(conch_rpc *rpc, const void *data,
  */
 CONCH_EXTERN size_t conch_rpc_queued(const conch_rpc *rpc);
 /**
+ * Pull mode (the method's handler has on_recv_ready): takes the next
+ * request message, decoded (its envelope, size limit, decompression and
+ * decoding were checked as it arrived: a bad one ended the call then,
+ * through on_cancel).  On 0, |*msg| is the caller's, to be freed with
+ * conch_server_message_free().  Messages not taken wait as received, and
+ * the bytes after them wait too, their HTTP/2 stream window not returned:
+ * a handler that takes nothing slows its client (as conch_rpc_pause()).
+ *
+ * Returns 0; CONCH_ERR_AGAIN (none yet: on_recv_ready follows);
+ * CONCH_ERR_EOF (the client ended its requests and every message was
+ * taken); CONCH_ERR_INVALID (NULL argument); CONCH_ERR_STATE (push mode,
+ * a raw method, or the call is not the handler's any more);
+ * CONCH_ERR_NOMEM (the message stays queued).
+ */
+CONCH_EXTERN int conch_rpc_recv(conch_rpc *rpc, ProtobufCMessage **msg);
+/**
+ * conch_rpc_recv() for raw methods: |*data| (|*len| bytes, decompressed)
+ * is borrowed until the next recv on |rpc| or the call's end.
+ *
+ * Returns what conch_rpc_recv() returns; CONCH_ERR_STATE also for a typed
+ * method.
+ */
+CONCH_EXTERN int conch_rpc_recv_raw(conch_rpc *rpc, const uint8_t **data,
+                                    size_t *len);
+/** Frees a message conch_rpc_recv() returned on a call of |s| (it may
+    outlive the call).  NULL |msg| is accepted. */
+CONCH_EXTERN void conch_server_message_free(conch_server *s,
+                                            ProtobufCMessage *msg);
+/**
  * Asks for on_send_ready once (on the server's turn, never from inside
  * this function) when the
  * bytes of |rpc| queued (conch_rpc_queued()) are |low| or fewer: a
@@ -626,7 +758,7 @@ CONCH_EXTERN int conch_rpc_notify_drained(conch_rpc *rpc, size_t low);
  * one being handled are still delivered.  on_half_close waits too.
  *
  * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE (the call
- * is not the handler's any more).
+ * is not the handler's any more, or is in pull mode).
  */
 CONCH_EXTERN int conch_rpc_pause(conch_rpc *rpc);
 /**

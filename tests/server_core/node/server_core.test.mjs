@@ -1,8 +1,9 @@
 // The server core of libconch (conch/server.h) called by clients nobody
 // here wrote: connect-node in its three protocols (Connect, gRPC,
 // gRPC-Web), binary and JSON, with and without gzip, every stream kind;
-// then raw HTTP/2 requests for what no well-behaved client sends (wrong
-// content type, unknown compression, bad timeout, GET, HTTP/1.1).  The
+// Connect and gRPC-Web also over HTTP/1.1 (httpVersion "1.1"); then raw
+// HTTP/2 requests for what no well-behaved client sends (wrong content
+// type, unknown compression, bad timeout, GET), and a raw HTTP/1.1 one.  The
 // server is tests/server_core/peer.c ($CONCH_SERVER_CORE_PEER).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -55,10 +56,10 @@ const makers = {
   "grpc-web": createGrpcWebTransport,
 };
 
-function clientFor(proto, binary, gzip) {
+function clientForHttp(proto, binary, gzip, http) {
   const transport = makers[proto]({
     baseUrl: `http://127.0.0.1:${port}`,
-    httpVersion: "2",
+    httpVersion: http,
     useBinaryFormat: binary,
     sendCompression: gzip ? compressionGzip : undefined,
     acceptCompression: gzip ? [compressionGzip] : [],
@@ -69,10 +70,20 @@ function clientFor(proto, binary, gzip) {
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
+// HTTP/2, and HTTP/1.1 for the protocols that do not need trailers (the
+// server tells the two apart by the first bytes).
+const runs = [];
 for (const proto of Object.keys(makers)) {
+  for (const http of proto === "grpc" ? ["2"] : ["2", "1.1"]) {
+    runs.push([proto, http]);
+  }
+}
+
+for (const [proto, http] of runs) {
   for (const binary of [true, false]) {
     for (const gzip of [false, true]) {
-      const name = `${proto} ${binary ? "binary" : "json"}${gzip ? " gzip" : ""}`;
+      const name = `${proto}${http === "1.1" ? " http/1.1" : ""} ${binary ? "binary" : "json"}${gzip ? " gzip" : ""}`;
+      const clientFor = (p, b, g) => clientForHttp(p, b, g, http);
 
       test(`${name}: unary with metadata`, async () => {
         const client = clientFor(proto, binary, gzip);
@@ -188,6 +199,10 @@ for (const proto of Object.keys(makers)) {
       });
     }
   }
+}
+
+function clientFor(proto, binary, gzip) {
+  return clientForHttp(proto, binary, gzip, "2");
 }
 
 // Raw HTTP/2: what the server answers to requests no client library sends.
@@ -343,13 +358,29 @@ test("raw: a truncated envelope is invalid_argument", async () => {
   assert.match(text, /grpc-status:3\r\n/);
 });
 
-test("raw: an HTTP/1.1 request gets the connection closed", async () => {
-  await new Promise((resolve) => {
+test("raw: an HTTP/1.1 request is answered in HTTP/1.1", async () => {
+  const res = await new Promise((resolve, reject) => {
     const req = http.request(
-      { host: "127.0.0.1", port, method: "POST", path },
-      () => assert.fail("an HTTP/1.1 response"),
+      {
+        host: "127.0.0.1",
+        port,
+        method: "POST",
+        path,
+        headers: { "content-type": "application/proto" },
+      },
+      (res) => {
+        const chunks = [];
+        res.on("data", (c) => chunks.push(c));
+        res.on("end", () =>
+          resolve({ res, body: Buffer.concat(chunks) }),
+        );
+      },
     );
-    req.on("error", () => resolve());
+    req.on("error", reject);
     req.end();
   });
+  assert.equal(res.res.httpVersion, "1.1");
+  assert.equal(res.res.statusCode, 200);
+  assert.equal(res.res.headers["content-type"], "application/proto");
+  assert.equal(Number(res.res.headers["content-length"]), res.body.length);
 });

@@ -1,0 +1,1086 @@
+/* The server core over HTTP/1.1 in cleartext (the first bytes are not
+   the HTTP/2 preface): conch's own client in HTTP/1.1 mode for Connect
+   and gRPC-Web, proto and JSON, every stream kind; curl --http1.1; and
+   raw sockets for what the HTTP/1.1 bridge (runtime/server_h1.c) must get
+   right: keep-alive, pipelining, chunked requests and responses,
+   Expect: 100-continue, malformed and oversized requests, HTTP/1.0,
+   Connection: close, a client leaving mid-stream, a slow reader, and a
+   graceful shutdown.  Ported from tests/server/test_serve_h1.c (conch
+   serve's bridge, which this one came from). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "svc.h"
+#include "wait.h"
+
+#define WAIT_MS CONCH_WAIT_MS
+
+#ifndef CONCH_PRINTF
+#define CONCH_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#endif
+
+/* ---- A raw HTTP/1.1 client ------------------------------------------------
+ */
+
+typedef struct h1c {
+  int fd;
+  uint8_t *buf;
+  size_t len;
+  size_t cap;
+  int eof;
+} h1c;
+
+static h1c *h1_open(int port) {
+  struct sockaddr_in sa;
+  h1c *c = calloc(1, sizeof(*c));
+  int one = 1;
+
+  assert_non_null(c);
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(c->fd >= 0);
+  assert_int_equal(connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return c;
+}
+
+static void h1_close(h1c *c) {
+  close(c->fd);
+  free(c->buf);
+  free(c);
+}
+
+static void h1_send(h1c *c, const void *p, size_t n) {
+  const uint8_t *b = p;
+
+  while (n > 0) {
+    ssize_t w = send(c->fd, b, n, MSG_NOSIGNAL);
+
+    if (w < 0 && errno == EINTR) {
+      continue;
+    }
+    assert_true(w > 0);
+    b += w;
+    n -= (size_t)w;
+  }
+}
+
+static void h1_sendf(h1c *c, const char *fmt, ...) CONCH_PRINTF(2, 3);
+static void h1_sendf(h1c *c, const char *fmt, ...) {
+  char buf[4096];
+  va_list ap;
+  int n;
+
+  va_start(ap, fmt);
+  n = vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  assert_true(n > 0 && (size_t)n < sizeof(buf));
+  h1_send(c, buf, (size_t)n);
+}
+
+/* Reads more: 1 got bytes, 0 EOF (or reset), -1 nothing within |ms|. */
+static int h1_fill(h1c *c, int ms) {
+  struct pollfd pfd = {c->fd, POLLIN, 0};
+  ssize_t n;
+
+  if (c->eof) {
+    return 0;
+  }
+  if (poll(&pfd, 1, ms) <= 0) {
+    return -1;
+  }
+  if (c->cap - c->len < 65536) {
+    c->cap = c->cap * 2 + 65536;
+    c->buf = realloc(c->buf, c->cap);
+    assert_non_null(c->buf);
+  }
+  n = read(c->fd, c->buf + c->len, c->cap - c->len);
+  if (n <= 0) {
+    c->eof = 1;
+    return 0;
+  }
+  c->len += (size_t)n;
+  return 1;
+}
+
+static void h1_drop(h1c *c, size_t n) {
+  memmove(c->buf, c->buf + n, c->len - n);
+  c->len -= n;
+}
+
+/* Waits until |n| bytes are buffered (or a CRLF when |line|).  Returns the
+   count to take, or 0 at EOF or timeout. */
+static size_t h1_want(h1c *c, size_t n, int line, long long deadline) {
+  for (;;) {
+    long long left = deadline - conch_now_ms();
+
+    if (line) {
+      uint8_t *e = c->len >= 2 ? memmem(c->buf, c->len, "\r\n", 2) : NULL;
+
+      if (e != NULL) {
+        return (size_t)(e - c->buf) + 2;
+      }
+    } else if (c->len >= n) {
+      return n;
+    }
+    if (left <= 0 || h1_fill(c, (int)left) <= 0) {
+      return 0;
+    }
+  }
+}
+
+/* True once the peer closed (nothing more within |ms|, then EOF). */
+static int h1_at_eof(h1c *c, int ms) {
+  long long deadline = conch_now_ms() + ms;
+
+  while (!c->eof && conch_now_ms() < deadline) {
+    if (h1_fill(c, (int)(deadline - conch_now_ms())) < 0) {
+      break;
+    }
+  }
+  return c->eof;
+}
+
+typedef struct h1_resp {
+  int status;
+  char head[16384]; /* header lines, CRLF-separated */
+  uint8_t *body;
+  size_t len;
+  int chunked;
+  int nchunks;
+  char trailers[1024];
+} h1_resp;
+
+static void resp_free(h1_resp *r) {
+  free(r->body);
+  r->body = NULL;
+  r->len = 0;
+}
+
+/* The value of header |name| (case-insensitive), or NULL. */
+static const char *hdr(const h1_resp *r, const char *name, char *out,
+                       size_t outlen) {
+  const char *p = r->head;
+  size_t n = strlen(name);
+
+  while (*p != '\0') {
+    const char *e = strstr(p, "\r\n");
+    size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
+
+    if (len > n && strncasecmp(p, name, n) == 0 && p[n] == ':') {
+      const char *v = p + n + 1;
+      size_t vl;
+
+      while (*v == ' ') {
+        v++;
+      }
+      vl = (size_t)(p + len - v);
+      if (vl >= outlen) {
+        vl = outlen - 1;
+      }
+      memcpy(out, v, vl);
+      out[vl] = '\0';
+      return out;
+    }
+    p += len;
+    if (e != NULL) {
+      p += 2;
+    }
+  }
+  return NULL;
+}
+
+/* Status line and headers.  Returns 0 or -1. */
+static int read_head(h1c *c, h1_resp *r, int ms) {
+  long long deadline = conch_now_ms() + ms;
+  uint8_t *end;
+
+  memset(r, 0, sizeof(*r));
+  for (;;) {
+    end = c->len >= 4 ? memmem(c->buf, c->len, "\r\n\r\n", 4) : NULL;
+    if (end != NULL) {
+      break;
+    }
+    if (conch_now_ms() >= deadline ||
+        h1_fill(c, (int)(deadline - conch_now_ms())) <= 0) {
+      return -1;
+    }
+  }
+  if (c->len < 12 || memcmp(c->buf, "HTTP/1.1 ", 9) != 0) {
+    return -1;
+  }
+  r->status =
+      (c->buf[9] - '0') * 100 + (c->buf[10] - '0') * 10 + (c->buf[11] - '0');
+  {
+    uint8_t *first = memmem(c->buf, c->len, "\r\n", 2);
+    size_t n = (size_t)(end - first) - 2 + 2;
+
+    if (n >= sizeof(r->head)) {
+      n = sizeof(r->head) - 1;
+    }
+    memcpy(r->head, first + 2, n);
+    r->head[n] = '\0';
+  }
+  h1_drop(c, (size_t)(end - c->buf) + 4);
+  return 0;
+}
+
+static void body_add(h1_resp *r, const uint8_t *p, size_t n) {
+  if (n == 0) {
+    return;
+  }
+  r->body = realloc(r->body, r->len + n + 1);
+  assert_non_null(r->body);
+  memcpy(r->body + r->len, p, n);
+  r->len += n;
+  r->body[r->len] = '\0';
+}
+
+/* One chunk of a chunked body into |r->body|: its size, 0 after the last
+   chunk (and the trailers), -1 on error or timeout. */
+static long read_chunk(h1c *c, h1_resp *r, int ms) {
+  long long deadline = conch_now_ms() + ms;
+  size_t k = h1_want(c, 0, 1, deadline);
+  char line[64];
+  char *end;
+  long size;
+
+  if (k == 0 || k > sizeof(line)) {
+    return -1;
+  }
+  memcpy(line, c->buf, k - 2);
+  line[k - 2] = '\0';
+  h1_drop(c, k);
+  size = strtol(line, &end, 16);
+  if (end == line || size < 0) {
+    return -1;
+  }
+  if (size == 0) {
+    for (;;) {
+      k = h1_want(c, 0, 1, deadline);
+      if (k == 0) {
+        return -1;
+      }
+      if (k == 2) {
+        h1_drop(c, 2);
+        return 0;
+      }
+      if (strlen(r->trailers) + k < sizeof(r->trailers)) {
+        strncat(r->trailers, (const char *)c->buf, k);
+      }
+      h1_drop(c, k);
+    }
+  }
+  if (h1_want(c, (size_t)size + 2, 0, deadline) == 0 ||
+      memcmp(c->buf + size, "\r\n", 2) != 0) {
+    return -1;
+  }
+  body_add(r, c->buf, (size_t)size);
+  h1_drop(c, (size_t)size + 2);
+  r->nchunks++;
+  return size;
+}
+
+/* A whole response.  |head_req|: the request was HEAD (no body). */
+static int read_resp(h1c *c, h1_resp *r, int head_req, int ms) {
+  long long deadline = conch_now_ms() + ms;
+  char v[64];
+
+  if (read_head(c, r, ms) != 0) {
+    return -1;
+  }
+  if (head_req || r->status == 204 || r->status == 304 || r->status < 200) {
+    return 0;
+  }
+  if (hdr(r, "transfer-encoding", v, sizeof(v)) != NULL) {
+    long n;
+
+    assert_string_equal(v, "chunked");
+    r->chunked = 1;
+    do {
+      n = read_chunk(c, r, (int)(deadline - conch_now_ms()));
+    } while (n > 0);
+    return n == 0 ? 0 : -1;
+  }
+  if (hdr(r, "content-length", v, sizeof(v)) != NULL) {
+    size_t n = (size_t)strtoul(v, NULL, 10);
+
+    if (n > 0 && h1_want(c, n, 0, deadline) == 0) {
+      return -1;
+    }
+    body_add(r, c->buf, n);
+    h1_drop(c, n);
+    return 0;
+  }
+  while (h1_fill(c, (int)(deadline - conch_now_ms())) > 0) {
+  }
+  body_add(r, c->buf, c->len);
+  h1_drop(c, c->len);
+  return c->eof ? 0 : -1;
+}
+
+/* Sends a POST of |body| with Content-Length. */
+static void post(h1c *c, const char *path, const char *ctype, const char *extra,
+                 const uint8_t *body, size_t len) {
+  h1_sendf(c,
+           "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: %s\r\n"
+           "Content-Length: %zu\r\n%s\r\n",
+           path, ctype, len, extra != NULL ? extra : "");
+  if (len > 0) {
+    h1_send(c, body, len);
+  }
+}
+
+/* ---- Messages --------------------------------------------------------------- */
+
+static uint8_t *pack(const ProtobufCMessage *m, size_t *len) {
+  uint8_t *b;
+  *len = protobuf_c_message_get_packed_size(m);
+  b = malloc(*len + 5);
+  assert_non_null(b);
+  protobuf_c_message_pack(m, b + 5);
+  return b;
+}
+
+/* |m| packed (|env| 0) or in a Connect/gRPC-Web envelope. */
+static uint8_t *msg_bytes(const ProtobufCMessage *m, int env, size_t *len) {
+  size_t n;
+  uint8_t *b = pack(m, &n);
+  if (!env) {
+    memmove(b, b + 5, n);
+    *len = n;
+    return b;
+  }
+  b[0] = 0;
+  b[1] = (uint8_t)(n >> 24);
+  b[2] = (uint8_t)(n >> 16);
+  b[3] = (uint8_t)(n >> 8);
+  b[4] = (uint8_t)n;
+  *len = n + 5;
+  return b;
+}
+
+/* The envelopes of a streamed body: how many data messages (flags 0),
+   and the end-stream message (flags 2) copied into |end|. */
+static int envelopes(const h1_resp *r, char *end, size_t endcap,
+                     Conchtest__V1__Response **last) {
+  size_t off = 0;
+  int n = 0;
+  end[0] = '\0';
+  while (off + 5 <= r->len) {
+    const uint8_t *p = r->body + off;
+    size_t len = ((size_t)p[1] << 24) | ((size_t)p[2] << 16) |
+                 ((size_t)p[3] << 8) | p[4];
+    assert_true(off + 5 + len <= r->len);
+    if (p[0] & 2) {
+      snprintf(end, endcap, "%.*s", (int)len, (const char *)p + 5);
+    } else {
+      n++;
+      if (last != NULL) {
+        if (*last != NULL) {
+          conchtest__v1__response__free_unpacked(*last, NULL);
+        }
+        *last = conchtest__v1__response__unpack(NULL, len, p + 5);
+        assert_non_null(*last);
+      }
+    }
+    off += 5 + len;
+  }
+  assert_int_equal(off, r->len);
+  return n;
+}
+
+static fixture *fx;
+static int port;
+
+static int setup(void **state) {
+  (void)state;
+  fx = calloc(1, sizeof(*fx));
+  fx_start(fx, NULL, 0);
+  port = conch_server_port(fx->s);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  fx_stop(fx);
+  free(fx);
+  return 0;
+}
+
+/* A unary Connect call (proto) on |c|: the request echoes |payload|. */
+static void unary_on(h1c *c, const char *payload, const char *extra,
+                     h1_resp *r) {
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  size_t len;
+  uint8_t *b;
+  req.payload.data = (uint8_t *)payload;
+  req.payload.len = strlen(payload);
+  b = msg_bytes(&req.base, 0, &len);
+  post(c, SVC "Unary", "application/proto", extra, b, len);
+  free(b);
+  assert_int_equal(read_resp(c, r, 0, WAIT_MS), 0);
+}
+
+static void assert_echo(const h1_resp *r, const char *payload) {
+  Conchtest__V1__Response *m;
+  assert_int_equal(r->status, 200);
+  m = conchtest__v1__response__unpack(NULL, r->len, r->body);
+  assert_non_null(m);
+  assert_int_equal(m->payload.len, strlen(payload));
+  assert_memory_equal(m->payload.data, payload, strlen(payload));
+  conchtest__v1__response__free_unpacked(m, NULL);
+}
+
+static void assert_alive(void) {
+  h1c *c = h1_open(port);
+  h1_resp r;
+  unary_on(c, "alive", NULL, &r);
+  assert_echo(&r, "alive");
+  resp_free(&r);
+  h1_close(c);
+}
+
+/* ---- conch's client, forced to HTTP/1.1 ------------------------------------ */
+
+static conch_client *h1_client(conch_protocol proto, conch_codec codec) {
+  conch_client_opts *o;
+  conch_client *c;
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_protocol(o, proto), 0);
+  assert_int_equal(conch_client_opts_set_codec(o, codec), 0);
+  assert_int_equal(conch_client_opts_set_send_compression_name(o, "gzip"), 0);
+  assert_int_equal(conch_client_opts_set_http_version(o, CONCH_HTTP_1_1), 0);
+  assert_int_equal(conch_client_new(&c, fx->url, o), 0);
+  conch_client_opts_free(o);
+  return c;
+}
+
+static void test_conch_client(void **state) {
+  static const conch_protocol protos[] = {CONCH_PROTOCOL_CONNECT,
+                                          CONCH_PROTOCOL_GRPC_WEB};
+  static const conch_codec codecs[] = {CONCH_CODEC_PROTO, CONCH_CODEC_JSON};
+  (void)state;
+  for (int pi = 0; pi < 2; pi++) {
+    for (int ci = 0; ci < 2; ci++) {
+      conch_client *c = h1_client(protos[pi], codecs[ci]);
+      Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+      ProtobufCMessage *out = NULL, *m;
+      conch_status st;
+      conch_call *call;
+      uint8_t payload[50000];
+      uint32_t n = 0;
+      int rv;
+
+      for (size_t i = 0; i < sizeof(payload); i++) {
+        payload[i] = (uint8_t)(i * 3);
+      }
+      /* Unary, several times over the kept-alive connection. */
+      for (int k = 0; k < 3; k++) {
+        req.payload.data = payload;
+        req.payload.len = sizeof(payload) - (size_t)k;
+        conch_status_init(&st);
+        if (conch_unary_sync(c, &m_unary, NULL, &req.base, &out, &st, NULL,
+                             NULL) != 0) {
+          fail_msg("%d/%d: %s", pi, ci, conch_status_message(&st));
+        }
+        assert_int_equal(
+            ((Conchtest__V1__Response *)out)->payload.len, req.payload.len);
+        assert_memory_equal(((Conchtest__V1__Response *)out)->payload.data,
+                            payload, req.payload.len);
+        conch_message_free(c, out);
+        conch_status_clear(&st);
+      }
+      /* An error with its code. */
+      {
+        Conchtest__V1__ErrorSpec e = CONCHTEST__V1__ERROR_SPEC__INIT;
+        Conchtest__V1__Request er = CONCHTEST__V1__REQUEST__INIT;
+        e.code = CONCH_CODE_FAILED_PRECONDITION;
+        e.message = "nope";
+        er.error = &e;
+        conch_status_init(&st);
+        assert_int_equal(conch_unary_sync(c, &m_unary, NULL, &er.base, &out,
+                                          &st, NULL, NULL),
+                         CONCH_ERR_RPC);
+        assert_int_equal(st.code, CONCH_CODE_FAILED_PRECONDITION);
+        assert_string_equal(conch_status_message(&st), "nope");
+        conch_status_clear(&st);
+      }
+      /* Server stream. */
+      req.payload.len = 0;
+      req.response_count = 6;
+      req.response_size = 30000;
+      assert_int_equal(
+          conch_call_start(c, &m_sstream, NULL, NULL, NULL, &call), 0);
+      assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+      while ((rv = conch_call_recv_sync(call, &m)) == 0) {
+        assert_int_equal(((Conchtest__V1__Response *)m)->index, n);
+        n++;
+        conch_message_free(c, m);
+      }
+      if (rv != CONCH_ERR_EOF) {
+        fail_msg("%d/%d: %s", pi, ci,
+                 conch_status_message(conch_call_status(call)));
+      }
+      assert_int_equal(n, 6);
+      conch_call_free(call);
+      /* Client stream and bidi, sent whole. */
+      for (int b = 0; b < 2; b++) {
+        Conchtest__V1__Request q = CONCHTEST__V1__REQUEST__INIT;
+        int got = 0;
+        assert_int_equal(conch_call_start(c, b ? &m_bidi : &m_cstream, NULL,
+                                          NULL, NULL, &call),
+                         0);
+        q.payload.data = payload;
+        for (int i = 0; i < 8; i++) {
+          q.payload.len = 1000 * (size_t)i;
+          assert_int_equal(conch_call_send_sync(call, &q.base), 0);
+        }
+        assert_int_equal(conch_call_close_send(call), 0);
+        while ((rv = conch_call_recv_sync(call, &m)) == 0) {
+          Conchtest__V1__Response *r = (Conchtest__V1__Response *)m;
+          if (b) {
+            assert_int_equal(r->payload.len, 1000 * (size_t)got);
+          } else {
+            assert_int_equal(r->message_count, 8);
+            assert_int_equal(r->total_bytes, 28000);
+          }
+          got++;
+          conch_message_free(c, m);
+        }
+        if (rv != CONCH_ERR_EOF) {
+          fail_msg("%d/%d %d: %s", pi, ci, b,
+                   conch_status_message(conch_call_status(call)));
+        }
+        assert_int_equal(got, b ? 8 : 1);
+        conch_call_free(call);
+      }
+      conch_client_free(c);
+    }
+  }
+}
+
+/* ---- Raw sockets ------------------------------------------------------------ */
+
+static void test_keepalive_pipelining(void **state) {
+  h1c *c = h1_open(port);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  Conchtest__V1__Response *last = NULL;
+  char v[128], end[256];
+  uint8_t *all, *u, *s;
+  size_t ul, sl, n = 0;
+  h1_resp r;
+  static const char get[] =
+      "GET " SVC "Unary?encoding=json&message=%7B%22payload%22%3A%22Z2V0%22%7D"
+      " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+
+  (void)state;
+  req.payload.data = (uint8_t *)"one";
+  req.payload.len = 3;
+  u = msg_bytes(&req.base, 0, &ul);
+  req.payload.len = 0;
+  req.response_count = 3;
+  req.response_size = 20000;
+  s = msg_bytes(&req.base, 1, &sl);
+  all = malloc(4096 + ul + sl);
+  assert_non_null(all);
+  /* Three requests in one write: a unary call, a server stream, a
+     Connect GET; each waits its turn. */
+  n += (size_t)sprintf((char *)all + n,
+                       "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
+                       "Content-Type: application/proto\r\n"
+                       "Content-Length: %zu\r\n\r\n",
+                       ul);
+  memcpy(all + n, u, ul);
+  n += ul;
+  n += (size_t)sprintf((char *)all + n,
+                       "POST " SVC "ServerStream HTTP/1.1\r\nHost: localhost\r\n"
+                       "Content-Type: application/connect+proto\r\n"
+                       "Content-Length: %zu\r\n\r\n",
+                       sl);
+  memcpy(all + n, s, sl);
+  n += sl;
+  memcpy(all + n, get, sizeof(get) - 1);
+  n += sizeof(get) - 1;
+  h1_send(c, all, n);
+  free(all);
+  free(u);
+  free(s);
+
+  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  assert_echo(&r, "one");
+  assert_non_null(hdr(&r, "content-length", v, sizeof(v)));
+  assert_null(hdr(&r, "connection", v, sizeof(v)));
+  assert_non_null(hdr(&r, "date", v, sizeof(v)));
+  resp_free(&r);
+
+  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  assert_int_equal(r.status, 200);
+  assert_non_null(hdr(&r, "content-type", v, sizeof(v)));
+  assert_string_equal(v, "application/connect+proto");
+  assert_int_equal(envelopes(&r, end, sizeof(end), &last), 3);
+  assert_int_equal(last->index, 2);
+  assert_int_equal(last->payload.len, 20000);
+  conchtest__v1__response__free_unpacked(last, NULL);
+  assert_string_equal(end, "{}");
+  resp_free(&r);
+
+  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr((char *)r.body, "\"payload\":\"Z2V0\""));
+  resp_free(&r);
+  assert_int_equal(c->len, 0);
+  /* HEAD: the server core takes GET and POST only (as connect-go), and
+     the answer to HEAD has no body. */
+  h1_sendf(c, "HEAD " SVC "Unary?encoding=json&message=%%7B%%7D HTTP/1.1\r\n"
+              "Host: localhost\r\n\r\n");
+  assert_int_equal(read_resp(c, &r, 1, WAIT_MS), 0);
+  assert_int_equal(r.status, 405);
+  resp_free(&r);
+  /* And the connection still serves. */
+  unary_on(c, "again", NULL, &r);
+  assert_echo(&r, "again");
+  resp_free(&r);
+  h1_close(c);
+}
+
+/* The bytes of |p| as chunks of |step|, with an extension and trailers. */
+static void send_chunked(h1c *c, const uint8_t *p, size_t n, size_t step) {
+  size_t off;
+  for (off = 0; off < n; off += step) {
+    size_t k = n - off < step ? n - off : step;
+    h1_sendf(c, "%zx;ext=1\r\n", k);
+    h1_send(c, p + off, k);
+    h1_send(c, "\r\n", 2);
+  }
+  h1_sendf(c, "0\r\nX-Trailer: t\r\n\r\n");
+}
+
+static void test_chunked_request(void **state) {
+  h1c *c = h1_open(port);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  Conchtest__V1__Response *last = NULL;
+  uint8_t body[4096];
+  char end[256];
+  size_t n = 0;
+  h1_resp r;
+
+  (void)state;
+  /* A client stream of 5 envelopes, chunked in pieces that split them. */
+  req.payload.data = body;
+  for (int i = 0; i < 5; i++) {
+    size_t len;
+    uint8_t *e;
+    req.payload.len = (size_t)i * 100;
+    e = msg_bytes(&req.base, 1, &len);
+    memcpy(body + n, e, len);
+    n += len;
+    free(e);
+  }
+  memset(body + n, 0, 0);
+  h1_sendf(c, "POST " SVC "ClientStream HTTP/1.1\r\nHost: localhost\r\n"
+              "Content-Type: application/connect+proto\r\n"
+              "Transfer-Encoding: chunked\r\n\r\n");
+  send_chunked(c, body, n, 7);
+  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  assert_int_equal(r.status, 200);
+  assert_int_equal(envelopes(&r, end, sizeof(end), &last), 1);
+  assert_int_equal(last->message_count, 5);
+  assert_int_equal(last->total_bytes, 1000);
+  conchtest__v1__response__free_unpacked(last, NULL);
+  resp_free(&r);
+  /* A unary call with a chunked body, on the same connection. */
+  {
+    size_t len;
+    uint8_t *b;
+    req.payload.data = (uint8_t *)"chunky";
+    req.payload.len = 6;
+    b = msg_bytes(&req.base, 0, &len);
+    h1_sendf(c, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
+                "Content-Type: application/proto\r\n"
+                "Transfer-Encoding: chunked\r\n\r\n");
+    send_chunked(c, b, len, 3);
+    free(b);
+    assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+    assert_echo(&r, "chunky");
+    resp_free(&r);
+  }
+  h1_close(c);
+}
+
+static void test_expect_continue(void **state) {
+  h1c *c = h1_open(port);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  size_t len;
+  uint8_t *b;
+  h1_resp r;
+
+  (void)state;
+  req.payload.data = (uint8_t *)"after 100";
+  req.payload.len = 9;
+  b = msg_bytes(&req.base, 0, &len);
+  h1_sendf(c,
+           "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
+           "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
+           "Expect: 100-continue\r\n\r\n",
+           len);
+  assert_int_equal(read_head(c, &r, WAIT_MS), 0);
+  assert_int_equal(r.status, 100);
+  h1_send(c, b, len);
+  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  assert_echo(&r, "after 100");
+  resp_free(&r);
+  /* Refused before the body (no such method): no 100, and the body that
+     follows anyway is read and dropped; the connection goes on. */
+  h1_sendf(c,
+           "POST /nope.v1.Nope/Nope HTTP/1.1\r\nHost: localhost\r\n"
+           "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
+           "Expect: 100-continue\r\n\r\n",
+           len);
+  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  assert_int_equal(r.status, 404);
+  resp_free(&r);
+  h1_send(c, b, len);
+  unary_on(c, "next", NULL, &r);
+  assert_echo(&r, "next");
+  resp_free(&r);
+  /* An expectation we do not know. */
+  h1_sendf(c, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
+              "Content-Length: 1\r\nExpect: magic\r\n\r\n");
+  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  assert_int_equal(r.status, 417);
+  resp_free(&r);
+  assert_true(h1_at_eof(c, WAIT_MS));
+  free(b);
+  h1_close(c);
+}
+
+/* |req| on its own connection: the answer's status, then EOF. */
+static void assert_refused(const char *req, size_t len, int status) {
+  h1c *c = h1_open(port);
+  h1_resp r;
+  char v[64];
+
+  h1_send(c, req, len);
+  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  if (r.status != status) {
+    fprintf(stderr, "%.40s...: %d, not %d\n", req, r.status, status);
+  }
+  assert_int_equal(r.status, status);
+  assert_non_null(hdr(&r, "connection", v, sizeof(v)));
+  assert_string_equal(v, "close");
+  resp_free(&r);
+  assert_true(h1_at_eof(c, WAIT_MS));
+  h1_close(c);
+}
+
+#define REFUSED(s, status) assert_refused(s, sizeof(s) - 1, status)
+#define GET_OK SVC "Unary?encoding=json&message=%7B%7D"
+
+static void test_malformed(void **state) {
+  (void)state;
+  REFUSED("\x01\x02 garbage\r\n\r\n", 400);
+  REFUSED("GET " GET_OK " HTTP/1.1\r\n\r\n", 400); /* no Host */
+  REFUSED("GET " GET_OK " HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400);
+  REFUSED("GET " GET_OK " HTTP/1.1\r\nHost: localhost\r\nBad Name: v\r\n\r\n",
+          400);
+  REFUSED("POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
+          "Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+          400);
+  REFUSED("POST " SVC
+          "Unary HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n"
+          "Content-Length: 2\r\n\r\nab",
+          400);
+  REFUSED("GET health HTTP/1.1\r\nHost: localhost\r\n\r\n", 400);
+  REFUSED("FOO / HTTP/1.1\r\nHost: localhost\r\n\r\n", 405);
+  REFUSED("PUT " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
+          "Content-Length: 0\r\n\r\n",
+          405);
+  REFUSED("CONNECT example.com:443 HTTP/1.1\r\nHost: localhost\r\n\r\n", 405);
+  REFUSED("GET " GET_OK " HTTP/2.0\r\nHost: localhost\r\n\r\n", 505);
+  /* Truncated: the client ends its side inside the headers. */
+  {
+    h1c *c = h1_open(port);
+    h1_resp r;
+    h1_sendf(c, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
+                "Content-Type: application/proto\r\n"
+                "Content-Length: 10\r\n\r\nabc");
+    shutdown(c->fd, SHUT_WR);
+    assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+    assert_int_equal(r.status, 400);
+    resp_free(&r);
+    assert_true(h1_at_eof(c, WAIT_MS));
+    h1_close(c);
+  }
+  /* Well-formed, but the client says it is the last. */
+  REFUSED("GET " GET_OK " HTTP/1.0\r\n\r\n", 200);
+  REFUSED("GET " GET_OK " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+          "\r\n",
+          200);
+  /* HTTP/1.0 keep-alive, with a length. */
+  {
+    h1c *c = h1_open(port);
+    h1_resp r;
+    char v[64];
+
+    h1_sendf(c, "GET %s HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", GET_OK);
+    assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(hdr(&r, "connection", v, sizeof(v)));
+    assert_string_equal(v, "keep-alive");
+    resp_free(&r);
+    h1_sendf(c, "GET %s HTTP/1.0\r\n\r\n", GET_OK);
+    assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    assert_true(h1_at_eof(c, WAIT_MS));
+    h1_close(c);
+  }
+  assert_alive();
+}
+
+static void test_oversized(void **state) {
+  size_t n = 48 * 1024;
+  char *big = malloc(n + 256);
+  size_t k;
+  int i;
+
+  (void)state;
+  assert_non_null(big);
+  k = (size_t)snprintf(big, 256,
+                       "GET %s HTTP/1.1\r\nHost: localhost\r\nX-Big: ", GET_OK);
+  memset(big + k, 'a', n);
+  k += n;
+  memcpy(big + k, "\r\n\r\n", 4);
+  assert_refused(big, k + 4, 431);
+  /* Too many fields. */
+  k = (size_t)snprintf(big, 256, "GET %s HTTP/1.1\r\nHost: localhost\r\n",
+                       GET_OK);
+  for (i = 0; i < 120; i++) {
+    k += (size_t)snprintf(big + k, 32, "X-%d: y\r\n", i);
+  }
+  memcpy(big + k, "\r\n", 2);
+  assert_refused(big, k + 2, 431);
+  /* A request line past 8 KiB. */
+  memcpy(big, "GET /", 5);
+  memset(big + 5, 'a', 9000);
+  k = 5 + 9000;
+  k += (size_t)snprintf(big + k, 64, " HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  assert_refused(big, k, 414);
+  free(big);
+  assert_alive();
+}
+
+static int cancels_at_least(void *arg) {
+  return atomic_load(&fx->cancels) >= *(int *)arg;
+}
+
+static int no_calls(void *arg) {
+  (void)arg;
+  return atomic_load(&fx->calls_live) == 0;
+}
+
+/* A server stream whose handler holds the call after one response. */
+static void start_held_stream(h1c *c, h1_resp *r) {
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  size_t len;
+  uint8_t *b;
+  req.response_count = 1;
+  req.response_size = 10;
+  req.delay_ms = 1;
+  b = msg_bytes(&req.base, 1, &len);
+  post(c, SVC "ServerStream", "application/connect+proto", NULL, b, len);
+  free(b);
+  assert_int_equal(read_head(c, r, WAIT_MS), 0);
+  assert_int_equal(r->status, 200);
+  assert_true(read_chunk(c, r, WAIT_MS) > 0);
+}
+
+static void test_client_leaves_mid_stream(void **state) {
+  h1c *c = h1_open(port);
+  int want = atomic_load(&fx->cancels) + 1;
+  h1_resp r;
+
+  (void)state;
+  start_held_stream(c, &r);
+  resp_free(&r);
+  h1_close(c);
+  /* The handler hears of it; the call is freed; the server serves on. */
+  assert_true(conch_wait_until(cancels_at_least, &want, WAIT_MS));
+  assert_true(conch_wait_until(no_calls, NULL, WAIT_MS));
+  assert_alive();
+}
+
+static int again_seen(void *arg) {
+  (void)arg;
+  return atomic_load(&fx->again) > 0;
+}
+
+/* A client that does not read: the handler's sends are refused
+   (CONCH_ERR_AGAIN) instead of piling up; then everything arrives. */
+static void test_slow_reader(void **state) {
+  h1c *c = h1_open(port);
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  char end[256];
+  size_t len;
+  uint8_t *b;
+  h1_resp r;
+
+  (void)state;
+  atomic_store(&fx->again, 0);
+  req.response_count = 400;
+  req.response_size = 60000; /* 24 MB: more than the socket buffers hold */
+  b = msg_bytes(&req.base, 1, &len);
+  post(c, SVC "ServerStream", "application/connect+proto", NULL, b, len);
+  free(b);
+  assert_true(conch_wait_until(again_seen, NULL, WAIT_MS));
+  assert_int_equal(read_resp(c, &r, 0, 60000), 0);
+  assert_int_equal(r.status, 200);
+  assert_int_equal(envelopes(&r, end, sizeof(end), NULL), 400);
+  assert_string_equal(end, "{}");
+  resp_free(&r);
+  h1_close(c);
+}
+
+static int server_idle(void *arg) {
+  (void)arg;
+  return atomic_load(&fx->idle);
+}
+
+/* Shutdown with HTTP/1.1 connections open: an idle keep-alive one closes
+   at once, a busy one when its call is done. */
+static void test_shutdown(void **state) {
+  h1c *idle = h1_open(port);
+  h1c *busy = h1_open(port);
+  Conchtest__V1__Response *last = NULL;
+  char end[256];
+  h1_resp r;
+  long n;
+
+  (void)state;
+  unary_on(idle, "first", NULL, &r);
+  assert_echo(&r, "first");
+  resp_free(&r);
+  start_held_stream(busy, &r);
+  atomic_store(&fx->shutdown_req, 1);
+  assert_true(h1_at_eof(idle, WAIT_MS));
+  assert_false(h1_at_eof(busy, 200));
+  atomic_store(&fx->release, 1);
+  do {
+    n = read_chunk(busy, &r, WAIT_MS);
+  } while (n > 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(envelopes(&r, end, sizeof(end), &last), 2);
+  assert_memory_equal(last->payload.data, "late", 4);
+  conchtest__v1__response__free_unpacked(last, NULL);
+  assert_string_equal(end, "{}");
+  resp_free(&r);
+  assert_true(h1_at_eof(busy, WAIT_MS));
+  assert_true(conch_wait_until(server_idle, NULL, WAIT_MS));
+  h1_close(idle);
+  h1_close(busy);
+}
+
+/* ---- curl --http1.1 --------------------------------------------------------- */
+
+static const char *run(const char *cmd) {
+  static char out[65536];
+  FILE *p = popen(cmd, "r");
+  size_t n;
+  assert_non_null(p);
+  n = fread(out, 1, sizeof(out) - 1, p);
+  out[n] = '\0';
+  assert_int_equal(pclose(p), 0);
+  return out;
+}
+
+static void test_curl(void **state) {
+  char cmd[1024], path[] = "/tmp/conch-srvh1-XXXXXX";
+  const char *out;
+  FILE *f;
+  int fd;
+
+  (void)state;
+  snprintf(cmd, sizeof(cmd),
+           "curl -sS --http1.1 -w '\\n%%{http_version} %%{response_code}' "
+           "-H 'content-type: application/json' --data-binary "
+           "'{\"payload\":\"aGVsbG8=\"}' %s" SVC "Unary",
+           fx->url);
+  out = run(cmd);
+  if (strstr(out, "\"payload\":\"aGVsbG8=\"") == NULL ||
+      strstr(out, "\n1.1 200") == NULL) {
+    fail_msg("%s", out);
+  }
+  /* A 200 KB JSON body, chunked, after Expect: 100-continue. */
+  fd = mkstemp(path);
+  assert_true(fd >= 0);
+  f = fdopen(fd, "w");
+  fputs("{\"payload\":\"", f);
+  for (int i = 0; i < 50000; i++) {
+    fputs("QUJD", f); /* "ABC" */
+  }
+  fputs("\"}", f);
+  fclose(f);
+  snprintf(cmd, sizeof(cmd),
+           "curl -sS --http1.1 -o /dev/null -w '%%{http_version} "
+           "%%{response_code} %%{size_download}' "
+           "-H 'content-type: application/json' -H 'Transfer-Encoding: "
+           "chunked' -H 'Expect: 100-continue' --data-binary @%s %s" SVC
+           "Unary",
+           path, fx->url);
+  out = run(cmd);
+  if (strncmp(out, "1.1 200 ", 8) != 0 || atol(out + 8) < 200000) {
+    fail_msg("%s", out);
+  }
+  unlink(path);
+  /* A Connect error (JSON) over HTTP/1.1. */
+  snprintf(cmd, sizeof(cmd),
+           "curl -sS --http1.1 -w ' %%{response_code}' "
+           "-H 'content-type: application/json' --data-binary "
+           "'{\"error\":{\"code\":9,\"message\":\"nope\"}}' %s" SVC "Unary",
+           fx->url);
+  out = run(cmd);
+  if (strstr(out, "\"code\":\"failed_precondition\"") == NULL ||
+      strstr(out, " 400") == NULL) {
+    fail_msg("%s", out);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_conch_client, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_keepalive_pipelining, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_chunked_request, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_expect_continue, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_oversized, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_client_leaves_mid_stream, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_slow_reader, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_curl, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_shutdown, setup, teardown),
+  };
+  if (getenv("TEST_FILTER") != NULL) {
+    cmocka_set_test_filter(getenv("TEST_FILTER"));
+  }
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
