@@ -51,8 +51,11 @@ static int gate(const conch_server_request *req, conch_server_verdict *v,
   atomic_store(&last_uid, req->peer_uid);
   snprintf(last_authority, sizeof(last_authority), "%s",
            req->authority != NULL ? req->authority : "(none)");
+  /* HTTP/1.1's Host arrives as the authority; an HTTP/2 client may send
+     a Host header of its own beside :authority. */
   const char *host = conch_server_request_header(req, "host");
-  if (host != NULL && strncmp(host, "evil", 4) == 0) {
+  if ((host != NULL && strncmp(host, "evil", 4) == 0) ||
+      (req->authority != NULL && strncmp(req->authority, "evil", 4) == 0)) {
     static const char *const hdrs[] = {"x-why", "rebinding", NULL};
     v->reply.status = 403;
     v->reply.content_type = "text/plain; charset=utf-8";
@@ -1032,6 +1035,78 @@ static void test_compress_min(void **state) {
   fx_stop(&fx);
 }
 
+/* Over HTTP/1.1 (bridged into the same dispatch) the gate and the plain
+   routes answer alike: a stranger gets the gate's 401, /health its 204,
+   and the token lets the call through. */
+static void h1_exchange(int port, const char *req, char *out, size_t cap) {
+  int fd = tcp_open(port);
+  size_t have = 0;
+  long long t0 = conch_now_ms();
+
+  assert_true(fd >= 0);
+  assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL),
+                   (ssize_t)strlen(req));
+  /* The answer, up to the end of its body (Content-Length) or EOF. */
+  while (have < cap - 1 && conch_now_ms() - t0 < WAIT_MS) {
+    struct pollfd pfd = {fd, POLLIN, 0};
+    ssize_t n;
+    const char *end, *cl;
+    if (poll(&pfd, 1, 200) <= 0) {
+      continue;
+    }
+    n = recv(fd, out + have, cap - 1 - have, 0);
+    if (n <= 0) {
+      break;
+    }
+    have += (size_t)n;
+    out[have] = '\0';
+    end = strstr(out, "\r\n\r\n");
+    cl = strcasestr(out, "content-length: ");
+    if (end != NULL && cl != NULL &&
+        have >= (size_t)(end + 4 - out) + strtoul(cl + 16, NULL, 10)) {
+      break;
+    }
+  }
+  out[have] = '\0';
+  close(fd);
+}
+
+static void test_gate_h1(void **state) {
+  conch_server_opts *o = gated_opts();
+  char out[4096];
+  fixture fx;
+  int port;
+  (void)state;
+
+  start_with(&fx, o, 0);
+  conch_server_opts_free(o);
+  port = conch_server_port(fx.s);
+
+  h1_exchange(port,
+              "POST " SVC "Unary HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+              out, sizeof(out));
+  assert_true(strncmp(out, "HTTP/1.1 401", 12) == 0);
+  assert_non_null(strstr(out, unauthorized));
+  h1_exchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", out,
+              sizeof(out));
+  assert_true(strncmp(out, "HTTP/1.1 204", 12) == 0);
+  h1_exchange(port,
+              "POST " SVC "Unary HTTP/1.1\r\nHost: evil.example\r\n"
+              "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+              out, sizeof(out));
+  assert_true(strncmp(out, "HTTP/1.1 403", 12) == 0);
+  assert_non_null(strcasestr(out, "x-why: rebinding"));
+  h1_exchange(port,
+              "POST " SVC "Unary HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              "X-Access-Token: s3cret\r\n"
+              "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+              out, sizeof(out));
+  assert_true(strncmp(out, "HTTP/1.1 200", 12) == 0);
+  assert_string_equal(last_authority, "127.0.0.1");
+  fx_stop(&fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gate),
@@ -1046,6 +1121,7 @@ int main(void) {
       cmocka_unit_test(test_notify_drained),
       cmocka_unit_test(test_connect_go_answers),
       cmocka_unit_test(test_compress_min),
+      cmocka_unit_test(test_gate_h1),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
