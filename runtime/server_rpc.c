@@ -644,19 +644,102 @@ void conch__srv_conn_drop_rpcs(srv_conn *conn) {
    method.  Returns 0, CONCH_ERR_NOMEM (the allocator failed; protobuf-c
    cannot tell it from bad input, JSON can) or CONCH_ERR_CODEC with the
    reason in |err|. */
+static int utf8_valid(const char *str) {
+  const unsigned char *p = (const unsigned char *)str;
+  size_t n = strlen(str);
+
+  while (n > 0) {
+    size_t k = conch__utf8_seq(p, n);
+    if (k == 0) {
+      return 0;
+    }
+    p += k;
+    n -= k;
+  }
+  return 1;
+}
+
+/* The first string field of |m| (nested messages, repeated fields and
+   map entries included) that is not UTF-8, or NULL; |*owner| its
+   message.  proto3 strings must be UTF-8: protobuf-go (connect-go)
+   refuses a message with one, and its JSON could not be written. */
+static const ProtobufCFieldDescriptor *
+bad_utf8(const ProtobufCMessage *m, const ProtobufCMessageDescriptor **owner) {
+  const ProtobufCMessageDescriptor *d = m->descriptor;
+
+  for (unsigned i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+    const char *base = (const char *)m;
+    const void *at = base + f->offset;
+    size_t n = 1;
+
+    if (f->type != PROTOBUF_C_TYPE_STRING &&
+        f->type != PROTOBUF_C_TYPE_MESSAGE) {
+      continue;
+    }
+    if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+        *(const uint32_t *)(base + f->quantifier_offset) != f->id) {
+      continue;
+    }
+    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+      n = *(const size_t *)(base + f->quantifier_offset);
+      at = *(void *const *)at;
+    }
+    for (size_t j = 0; j < n; j++) {
+      const void *v = f->label == PROTOBUF_C_LABEL_REPEATED
+                          ? ((void *const *)at)[j]
+                          : *(void *const *)at;
+      if (v == NULL) {
+        continue;
+      }
+      if (f->type == PROTOBUF_C_TYPE_STRING) {
+        if (!utf8_valid(v)) {
+          *owner = d;
+          return f;
+        }
+      } else {
+        const ProtobufCFieldDescriptor *bad = bad_utf8(v, owner);
+        if (bad != NULL) {
+          return bad;
+        }
+      }
+    }
+  }
+  return NULL;
+}
+
+/* Decodes one request message, with the error texts of connect-go (after
+   "unmarshal into <type>: ").  Returns 0, CONCH_ERR_CODEC or
+   CONCH_ERR_NOMEM. */
 static int decode_msg(conch_rpc *rpc, const uint8_t *p, size_t n,
                       ProtobufCMessage **out, char *err, size_t errlen) {
   conch_server *s = rpc->conn->s;
   const srv_method *m = rpc->method;
+  const ProtobufCMessageDescriptor *owner = NULL;
+  const ProtobufCFieldDescriptor *bad;
 
-  if (rpc->json) {
+  if (rpc->json && n == 0 && rpc->wire == SRV_CONNECT_UNARY) {
+    /* An empty envelope is an empty message whatever the codec; an empty
+       unary body is no JSON. */
+    snprintf(err, errlen, "zero-length payload is not a valid JSON object");
+    return CONCH_ERR_CODEC;
+  }
+  if (rpc->json && n > 0) {
     conch_pbjson_opts jo = {s->o.json_resolve, s->o.json_resolve_ud};
     return conch__pbjson_decode_ex(m->m.input, p, n, &jo, &s->pb_alloc, out,
                                    err, errlen);
   }
   *out = protobuf_c_message_unpack(m->m.input, &s->pb_alloc, n, p);
   if (*out == NULL) {
-    snprintf(err, errlen, "%zu bytes", n);
+    snprintf(err, errlen, "invalid wire-format data");
+    return CONCH_ERR_CODEC;
+  }
+  bad = bad_utf8(*out, &owner);
+  if (bad != NULL) {
+    snprintf(err, errlen, "proto: field %s.%s contains invalid UTF-8",
+             owner->name, bad->name);
+    protobuf_c_message_free_unpacked(*out, &s->pb_alloc);
+    *out = NULL;
     return CONCH_ERR_CODEC;
   }
   return 0;
@@ -682,7 +765,7 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
     return 0;
   }
   if (decode_msg(rpc, p, n, &msg, err, sizeof(err)) != 0) {
-    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "cannot decode %s: %s",
+    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "unmarshal into %s: %s",
              m->m.input->name, err);
     return -1;
   }

@@ -959,6 +959,23 @@ static void test_connect_go_answers(void **state) {
   connect_go_error(port, SVC "Unary", tmo_zero, "{}", 504,
                    "deadline_exceeded", "context deadline exceeded");
 
+  /* Decoding: connect-go's texts; proto3 strings must be UTF-8. */
+  {
+    static const char *const json[] = {"content-type", "application/json",
+                                       NULL};
+    connect_go_error(port, SVC "Unary", json, "", 400, "invalid_argument",
+                     "unmarshal into conchtest.v1.Request: zero-length "
+                     "payload is not a valid JSON object");
+    connect_go_error(port, SVC "Unary", proto, "\xff\xff", 400,
+                     "invalid_argument",
+                     "unmarshal into conchtest.v1.Request: invalid "
+                     "wire-format data");
+    connect_go_error(port, SVC "Unary", proto, "\x2a\x03\x12\x01\xff", 400,
+                     "invalid_argument",
+                     "unmarshal into conchtest.v1.Request: proto: field "
+                     "conchtest.v1.ErrorSpec.message contains invalid UTF-8");
+  }
+
   assert_int_equal(h2_request(port, "POST", SVC "Unary", grpc_tmo, two, 5, &r),
                    0);
   assert_non_null(strstr(r.extra, "grpc-status: 3\n"));
