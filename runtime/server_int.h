@@ -182,6 +182,11 @@ struct conch_rpc {
   conch_timer recv; /* kind SRV_TIMER_RECV: headers, then the body */
   int headers_in;   /* the header block ended */
   size_t counted;   /* request bytes held, as counted in conn and server */
+  /* Unary and server-streaming calls: the request message, decoded (or
+     raw), held until the request ends, as connect-go reads it. */
+  ProtobufCMessage *first;
+  conch_buf first_raw;
+  int has_first;
 };
 
 struct conch_server {

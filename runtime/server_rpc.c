@@ -214,6 +214,10 @@ static void rpc_free(conch_rpc *rpc) {
   conch__srv_conn_idle(rpc->conn);
   conch__free(s->mem, rpc->path);
   conch__free(s->mem, rpc->authority);
+  if (rpc->first != NULL) {
+    protobuf_c_message_free_unpacked(rpc->first, &s->pb_alloc);
+  }
+  conch__buf_free(&rpc->first_raw, s->mem);
   conch__free(s->mem, rpc->query);
   conch__metadata_clear(&rpc->req_md);
   conch__metadata_clear(&rpc->proto_md);
@@ -758,8 +762,19 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
              "unary request has multiple messages");
     return -1;
   }
+  /* The request of a unary or server-streaming call is handed over when
+     the request ends: a second message is refused before the handler
+     acts on the first. */
+  int hold = !rpc->pull && (m->m.kind == CONCH_STREAM_UNARY ||
+                            m->m.kind == CONCH_STREAM_SERVER);
   if (m->m.input == NULL) {
-    if (m->h.on_raw_message != NULL) {
+    if (hold) {
+      if (conch__buf_append(&rpc->first_raw, s->mem, p, n) != 0) {
+        rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+        return -1;
+      }
+      rpc->has_first = 1;
+    } else if (m->h.on_raw_message != NULL) {
       m->h.on_raw_message(rpc, p, n, m->user_data);
     }
     return 0;
@@ -768,6 +783,11 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
     rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "unmarshal into %s: %s",
              m->m.input->name, err);
     return -1;
+  }
+  if (hold) {
+    rpc->first = msg;
+    rpc->has_first = 1;
+    return 0;
   }
   /* Pull mode: checked now (a bad message ends the call as it comes),
      handed over again, from the bytes as received, when taken. */
@@ -883,7 +903,7 @@ static void rpc_half_close(conch_rpc *rpc) {
     }
   } else if (!conch__env_reader_at_boundary(&rpc->env)) {
     rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
-             "request ended inside a message");
+             "protocol error: incomplete envelope");
     return;
   }
   if (rpc->state != SRV_RPC_USER) {
@@ -894,6 +914,28 @@ static void rpc_half_close(conch_rpc *rpc) {
     rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED,
              "unary request has zero messages");
     return;
+  }
+  if (rpc->has_first) {
+    rpc->has_first = 0;
+    if (m->m.input == NULL) {
+      if (m->h.on_raw_message != NULL) {
+        m->h.on_raw_message(rpc,
+                            conch__buf_head(&rpc->first_raw) != NULL
+                                ? conch__buf_head(&rpc->first_raw)
+                                : (const uint8_t *)"",
+                            conch__buf_size(&rpc->first_raw), m->user_data);
+      }
+    } else if (m->h.on_message != NULL) {
+      m->h.on_message(rpc, rpc->first, m->user_data);
+    }
+    if (rpc->first != NULL) {
+      protobuf_c_message_free_unpacked(rpc->first, &rpc->conn->s->pb_alloc);
+      rpc->first = NULL;
+    }
+    conch__buf_free(&rpc->first_raw, rpc_mem(rpc));
+    if (rpc->state != SRV_RPC_USER) {
+      return;
+    }
   }
   if (rpc->pull) {
     pull_notify(rpc); /* the end: conch_rpc_recv() says EOF */

@@ -852,10 +852,9 @@ static void test_notify_drained(void **state) {
 /* Answers as connect-go (and a Go mux before it) gives them: the path
    before the method before the content type, Allow and Accept-Post,
    charset=utf-8 echoed, connect-go's texts for bad timeouts, protocol
-   versions and compressions, and unimplemented for a unary request with
-   zero messages.  (Two messages are noticed only while the handler has
-   not answered the first yet: the core delivers a unary request as it
-   comes, not at the end of the request as connect-go does.) */
+   versions and compressions, unimplemented for a unary request with zero
+   or two messages (the request is handed over when it ended, as
+   connect-go reads it), connect-go's decoding texts. */
 static void connect_go_error(int port, const char *path,
                              const char *const *hdrs, const char *body,
                              int status, const char *code, const char *msg) {
@@ -896,7 +895,7 @@ static void test_connect_go_answers(void **state) {
   static const char *const grpc_lz4[] = {"content-type", "application/grpc",
                                          "grpc-encoding", "lz4", NULL};
   static const char *const grpc[] = {"content-type", "application/grpc", NULL};
-  static const uint8_t two[5] = {0};
+  static const uint8_t two[10] = {0};
   fixture fx;
   h2_resp r;
   int port;
@@ -991,6 +990,20 @@ static void test_connect_go_answers(void **state) {
   assert_non_null(strstr(r.extra, "grpc-status: 12\n"));
   assert_non_null(
       strstr(r.extra, "grpc-message: unary request has zero messages\n"));
+  h2_resp_free(&r);
+  /* Two: refused before the handler sees the first (it would answer). */
+  assert_int_equal(h2_request(port, "POST", SVC "Unary", grpc, two, 10, &r),
+                   0);
+  assert_non_null(strstr(r.extra, "grpc-status: 12\n"));
+  assert_non_null(
+      strstr(r.extra, "grpc-message: unary request has multiple messages\n"));
+  h2_resp_free(&r);
+  /* The request ends inside a message. */
+  assert_int_equal(h2_request(port, "POST", SVC "Unary", grpc, two, 7, &r),
+                   0);
+  assert_non_null(strstr(r.extra, "grpc-status: 3\n"));
+  assert_non_null(
+      strstr(r.extra, "grpc-message: protocol error: incomplete envelope\n"));
   h2_resp_free(&r);
   fx_stop(&fx);
 }
