@@ -419,7 +419,9 @@ typedef struct conch_server_handler {
       message has been delivered yet.  Keep |rpc|; answer now or later. */
   void (*on_call)(conch_rpc *rpc, void *user_data);
   /** A request message of a typed method, decoded (borrowed: freed when
-      this returns). */
+      this returns).  The one request of a unary or server-streaming call
+      comes once the request ended (a second message is refused first,
+      as connect-go does), right before on_half_close. */
   void (*on_message)(conch_rpc *rpc, const ProtobufCMessage *msg,
                      void *user_data);
   /** A request message of a raw method (input descriptor NULL), as
