@@ -541,7 +541,7 @@ static int end_in_body(conch_rpc *rpc, const conch_status *st) {
     for (size_t i = 0; rv == 0 && i < h.n; i++) {
       rv = conch__buf_append(&b, mem, h.nv[i].name, h.nv[i].namelen);
       if (rv == 0) {
-        rv = conch__buf_append(&b, mem, ":", 1);
+        rv = conch__buf_append(&b, mem, ": ", 2);
       }
       if (rv == 0) {
         rv = conch__buf_append(&b, mem, h.nv[i].value, h.nv[i].valuelen);

@@ -258,7 +258,21 @@ int srv_rpc_send(srv_stream *st, const ProtobufCMessage *msg) {
   if (st->finished || st->rpc == NULL) {
     return 0;
   }
-  rv = conch_rpc_send(st->rpc, msg);
+  if (msg->descriptor == st->m->output) {
+    rv = conch_rpc_send(st->rpc, msg);
+  } else {
+    /* Connect answers with StartResponses: ConnectResponse is the same
+       message on the wire. */
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    uint8_t *b = malloc(n > 0 ? n : 1);
+    if (b == NULL) {
+      rv = CONCH_ERR_NOMEM;
+    } else {
+      rv = conch_rpc_send_packed(st->rpc, b,
+                                 protobuf_c_message_pack(msg, b));
+      free(b);
+    }
+  }
   after_send(st, rv);
   return rv != 0 ? -1 : 0;
 }
