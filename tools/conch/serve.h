@@ -229,7 +229,8 @@ struct srv_stream {
 };
 
 /* Makes the core, registers the service's methods, listens on
-   |listen_fd| (taken) and hooks the core into the loop.  Returns 0 or -1
+   |listen_fd| (taken; -1: none, connections are adopted) and hooks the
+   core into the loop.  Returns 0 or -1
    (said on stderr where it is the operator's doing). */
 int srv_core_start(srv_server *srv, int listen_fd);
 /* Frees the calls and watches let go of in the last loop turn. */

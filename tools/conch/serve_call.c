@@ -469,7 +469,9 @@ int srv_core_start(srv_server *srv, int listen_fd) {
 
   srv_timer_init(&srv->core_t, on_core_timer);
   if (conch_server_opts_new(&o) != 0) {
-    close(listen_fd);
+    if (listen_fd >= 0) {
+      close(listen_fd);
+    }
     return -1;
   }
   rv = conch_server_opts_set_recv_limit(o, cfg->max_message);
@@ -495,7 +497,9 @@ int srv_core_start(srv_server *srv, int listen_fd) {
   }
   conch_server_opts_free(o);
   if (rv != 0) {
-    close(listen_fd);
+    if (listen_fd >= 0) {
+      close(listen_fd);
+    }
     return -1;
   }
   for (size_t i = 0; srv_service_method(i) != NULL; i++) {
@@ -509,12 +513,14 @@ int srv_core_start(srv_server *srv, int listen_fd) {
     cm.input = m->input;
     cm.output = m->output;
     if (conch_server_add_method(srv->core, &cm, &h, srv) != 0) {
-      close(listen_fd);
+      if (listen_fd >= 0) {
+        close(listen_fd);
+      }
       return -1;
     }
   }
   if (conch_server_add_route(srv->core, "/health", health, srv) != 0 ||
-      conch_server_listen_fd(srv->core, listen_fd) != 0) {
+      (listen_fd >= 0 && conch_server_listen_fd(srv->core, listen_fd) != 0)) {
     return -1;
   }
   hooks.watch = hook_watch;
