@@ -713,8 +713,9 @@ bad_utf8(const ProtobufCMessage *m, const ProtobufCMessageDescriptor **owner) {
 }
 
 /* Decodes one request message, with the error texts of connect-go (after
-   "unmarshal into <type>: ").  Returns 0, CONCH_ERR_CODEC or
-   CONCH_ERR_NOMEM. */
+   "unmarshal into <type>: ").  Returns 0, CONCH_ERR_CODEC,
+   CONCH_ERR_LIMIT (a JSON message of too many values: its text alone in
+   |err|) or CONCH_ERR_NOMEM. */
 static int decode_msg(conch_rpc *rpc, const uint8_t *p, size_t n,
                       ProtobufCMessage **out, char *err, size_t errlen) {
   conch_server *s = rpc->conn->s;
@@ -730,6 +731,13 @@ static int decode_msg(conch_rpc *rpc, const uint8_t *p, size_t n,
   }
   if (rpc->json && n > 0) {
     conch_pbjson_opts jo = {s->o.json_resolve, s->o.json_resolve_ud};
+    /* The parse tree costs up to ~50 times the text: the values are
+       counted before any is built. */
+    if (conch__json_values(p, n) > CONCH_JSON_MAX_VALUES) {
+      snprintf(err, errlen, "JSON request has more than %d values",
+               CONCH_JSON_MAX_VALUES);
+      return CONCH_ERR_LIMIT;
+    }
     return conch__pbjson_decode_ex(m->m.input, p, n, &jo, &s->pb_alloc, out,
                                    err, errlen);
   }
@@ -754,6 +762,7 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
   const srv_method *m = rpc->method;
   ProtobufCMessage *msg = NULL;
   char err[256];
+  int rv;
 
   rpc->nrecv++;
   if ((m->m.kind == CONCH_STREAM_UNARY || m->m.kind == CONCH_STREAM_SERVER) &&
@@ -779,7 +788,12 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
     }
     return 0;
   }
-  if (decode_msg(rpc, p, n, &msg, err, sizeof(err)) != 0) {
+  rv = decode_msg(rpc, p, n, &msg, err, sizeof(err));
+  if (rv == CONCH_ERR_LIMIT) {
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "%s", err);
+    return -1;
+  }
+  if (rv != 0) {
     rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "unmarshal into %s: %s",
              m->m.input->name, err);
     return -1;
@@ -1191,7 +1205,8 @@ static int rpc_dispatch(conch_rpc *rpc) {
   if (ct == NULL || conch__ctype_parse(ct, strlen(ct), &t) != 0 ||
       t.codec == CONCH_CT_OTHER ||
       ((t.family == CONCH_CT_CONNECT || t.family == CONCH_CT_CONNECT_STREAM) &&
-       t.params == CONCH_CT_BAD_PARAMS)) {
+       (t.params == CONCH_CT_BAD_PARAMS ||
+        (t.params == CONCH_CT_UTF8 && t.codec != CONCH_CT_JSON)))) {
     const srv_method *m = conch__srv_find_method(s, rpc->path != NULL
                                                         ? rpc->path
                                                         : "");
