@@ -24,8 +24,8 @@
  *    expectation other than 100-continue (417).
  *
  * What this slice does NOT do yet (issue 14): client certificates, a
- * libevent adapter (libuv:
- * adapters/libuv_server.h), and `conch serve` on this core.  Typed
+ * libevent adapter (libuv: adapters/libuv_server.h).  `conch serve`
+ * (tools/conch/serve_call.c) is built on this core.  Typed
  * handler tables for a service come from protoc-gen-conch (the server half
  * of every *.conch.h: <service>_Handlers and <service>__register()).
  *
