@@ -151,6 +151,15 @@ int conch_server_opts_set_compression(conch_server_opts *opts,
   return set_compression(opts, names);
 }
 
+int conch_server_opts_set_compress_min_bytes(conch_server_opts *opts,
+                                             size_t bytes) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->compress_min = bytes;
+  return 0;
+}
+
 /* ---- TLS ---------------------------------------------------------------- */
 
 static void tls_config_of(const conch_server_opts *o, conch_tls_config *cfg) {
@@ -995,8 +1004,13 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   conch__srv_conn_idle(conn);
   /* Nothing is sent before the client's first bytes (the TLS hello, the
      HTTP/2 preface or an HTTP/1.x request), but the hooks learn of the
-     connection on the next turn. */
+     connection on the next turn: one is asked for when this is not
+     one (conch_server_adopt() from the caller's loop). */
   s->pending = 1;
+  if (s->has_hooks && !s->in_cb && s->hook_timer != 0) {
+    s->hook_timer = 0;
+    s->hooks.timer(0, s->hooks.user_data);
+  }
   return 0;
 }
 

@@ -57,6 +57,7 @@ struct conch_server_opts {
   long body_ms;         /* 0: none */
   size_t conn_buffered; /* request bytes one connection may hold; 0: any */
   size_t max_buffered;  /* ... all connections; 0: any */
+  size_t compress_min;  /* smaller response messages are not compressed */
   conch_json_resolver json_resolve; /* JSON codec: Any types; may be NULL */
   void *json_resolve_ud;
 };
@@ -188,6 +189,11 @@ struct conch_rpc {
   conch_timer recv; /* kind SRV_TIMER_RECV: headers, then the body */
   int headers_in;   /* the header block ended */
   size_t counted;   /* request bytes held, as counted in conn and server */
+  /* Unary and server-streaming calls: the request message, decoded (or
+     raw), held until the request ends, as connect-go reads it. */
+  ProtobufCMessage *first;
+  conch_buf first_raw;
+  int has_first;
 };
 
 struct conch_server {

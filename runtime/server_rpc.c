@@ -214,6 +214,10 @@ static void rpc_free(conch_rpc *rpc) {
   conch__srv_conn_idle(rpc->conn);
   conch__free(s->mem, rpc->path);
   conch__free(s->mem, rpc->authority);
+  if (rpc->first != NULL) {
+    protobuf_c_message_free_unpacked(rpc->first, &s->pb_alloc);
+  }
+  conch__buf_free(&rpc->first_raw, s->mem);
   conch__free(s->mem, rpc->query);
   conch__metadata_clear(&rpc->req_md);
   conch__metadata_clear(&rpc->proto_md);
@@ -537,7 +541,7 @@ static int end_in_body(conch_rpc *rpc, const conch_status *st) {
     for (size_t i = 0; rv == 0 && i < h.n; i++) {
       rv = conch__buf_append(&b, mem, h.nv[i].name, h.nv[i].namelen);
       if (rv == 0) {
-        rv = conch__buf_append(&b, mem, ":", 1);
+        rv = conch__buf_append(&b, mem, ": ", 2);
       }
       if (rv == 0) {
         rv = conch__buf_append(&b, mem, h.nv[i].value, h.nv[i].valuelen);
@@ -644,19 +648,110 @@ void conch__srv_conn_drop_rpcs(srv_conn *conn) {
    method.  Returns 0, CONCH_ERR_NOMEM (the allocator failed; protobuf-c
    cannot tell it from bad input, JSON can) or CONCH_ERR_CODEC with the
    reason in |err|. */
+static int utf8_valid(const char *str) {
+  const unsigned char *p = (const unsigned char *)str;
+  size_t n = strlen(str);
+
+  while (n > 0) {
+    size_t k = conch__utf8_seq(p, n);
+    if (k == 0) {
+      return 0;
+    }
+    p += k;
+    n -= k;
+  }
+  return 1;
+}
+
+/* The first string field of |m| (nested messages, repeated fields and
+   map entries included) that is not UTF-8, or NULL; |*owner| its
+   message.  proto3 strings must be UTF-8: protobuf-go (connect-go)
+   refuses a message with one, and its JSON could not be written. */
+static const ProtobufCFieldDescriptor *
+bad_utf8(const ProtobufCMessage *m, const ProtobufCMessageDescriptor **owner) {
+  const ProtobufCMessageDescriptor *d = m->descriptor;
+
+  for (unsigned i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+    const char *base = (const char *)m;
+    const void *at = base + f->offset;
+    size_t n = 1;
+
+    if (f->type != PROTOBUF_C_TYPE_STRING &&
+        f->type != PROTOBUF_C_TYPE_MESSAGE) {
+      continue;
+    }
+    if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+        *(const uint32_t *)(base + f->quantifier_offset) != f->id) {
+      continue;
+    }
+    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+      n = *(const size_t *)(base + f->quantifier_offset);
+      at = *(void *const *)at;
+    }
+    for (size_t j = 0; j < n; j++) {
+      const void *v = f->label == PROTOBUF_C_LABEL_REPEATED
+                          ? ((void *const *)at)[j]
+                          : *(void *const *)at;
+      if (v == NULL) {
+        continue;
+      }
+      if (f->type == PROTOBUF_C_TYPE_STRING) {
+        if (!utf8_valid(v)) {
+          *owner = d;
+          return f;
+        }
+      } else {
+        const ProtobufCFieldDescriptor *bad = bad_utf8(v, owner);
+        if (bad != NULL) {
+          return bad;
+        }
+      }
+    }
+  }
+  return NULL;
+}
+
+/* Decodes one request message, with the error texts of connect-go (after
+   "unmarshal into <type>: ").  Returns 0, CONCH_ERR_CODEC,
+   CONCH_ERR_LIMIT (a JSON message of too many values: its text alone in
+   |err|) or CONCH_ERR_NOMEM. */
 static int decode_msg(conch_rpc *rpc, const uint8_t *p, size_t n,
                       ProtobufCMessage **out, char *err, size_t errlen) {
   conch_server *s = rpc->conn->s;
   const srv_method *m = rpc->method;
+  const ProtobufCMessageDescriptor *owner = NULL;
+  const ProtobufCFieldDescriptor *bad;
 
-  if (rpc->json) {
+  if (rpc->json && n == 0 && rpc->wire == SRV_CONNECT_UNARY) {
+    /* An empty envelope is an empty message whatever the codec; an empty
+       unary body is no JSON. */
+    snprintf(err, errlen, "zero-length payload is not a valid JSON object");
+    return CONCH_ERR_CODEC;
+  }
+  if (rpc->json && n > 0) {
     conch_pbjson_opts jo = {s->o.json_resolve, s->o.json_resolve_ud};
+    /* The parse tree costs up to ~50 times the text: the values are
+       counted before any is built. */
+    if (conch__json_values(p, n) > CONCH_JSON_MAX_VALUES) {
+      snprintf(err, errlen, "JSON request has more than %d values",
+               CONCH_JSON_MAX_VALUES);
+      return CONCH_ERR_LIMIT;
+    }
     return conch__pbjson_decode_ex(m->m.input, p, n, &jo, &s->pb_alloc, out,
                                    err, errlen);
   }
   *out = protobuf_c_message_unpack(m->m.input, &s->pb_alloc, n, p);
   if (*out == NULL) {
-    snprintf(err, errlen, "%zu bytes", n);
+    snprintf(err, errlen, "invalid wire-format data");
+    return CONCH_ERR_CODEC;
+  }
+  bad = bad_utf8(*out, &owner);
+  if (bad != NULL) {
+    snprintf(err, errlen, "proto: field %s.%s contains invalid UTF-8",
+             owner->name, bad->name);
+    protobuf_c_message_free_unpacked(*out, &s->pb_alloc);
+    *out = NULL;
     return CONCH_ERR_CODEC;
   }
   return 0;
@@ -667,6 +762,7 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
   const srv_method *m = rpc->method;
   ProtobufCMessage *msg = NULL;
   char err[256];
+  int rv;
 
   rpc->nrecv++;
   if ((m->m.kind == CONCH_STREAM_UNARY || m->m.kind == CONCH_STREAM_SERVER) &&
@@ -675,16 +771,37 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
              "unary request has multiple messages");
     return -1;
   }
+  /* The request of a unary or server-streaming call is handed over when
+     the request ends: a second message is refused before the handler
+     acts on the first. */
+  int hold = !rpc->pull && (m->m.kind == CONCH_STREAM_UNARY ||
+                            m->m.kind == CONCH_STREAM_SERVER);
   if (m->m.input == NULL) {
-    if (m->h.on_raw_message != NULL) {
+    if (hold) {
+      if (conch__buf_append(&rpc->first_raw, s->mem, p, n) != 0) {
+        rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+        return -1;
+      }
+      rpc->has_first = 1;
+    } else if (m->h.on_raw_message != NULL) {
       m->h.on_raw_message(rpc, p, n, m->user_data);
     }
     return 0;
   }
-  if (decode_msg(rpc, p, n, &msg, err, sizeof(err)) != 0) {
-    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "cannot decode %s: %s",
+  rv = decode_msg(rpc, p, n, &msg, err, sizeof(err));
+  if (rv == CONCH_ERR_LIMIT) {
+    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "%s", err);
+    return -1;
+  }
+  if (rv != 0) {
+    rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "unmarshal into %s: %s",
              m->m.input->name, err);
     return -1;
+  }
+  if (hold) {
+    rpc->first = msg;
+    rpc->has_first = 1;
+    return 0;
   }
   /* Pull mode: checked now (a bad message ends the call as it comes),
      handed over again, from the bytes as received, when taken. */
@@ -800,7 +917,7 @@ static void rpc_half_close(conch_rpc *rpc) {
     }
   } else if (!conch__env_reader_at_boundary(&rpc->env)) {
     rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
-             "request ended inside a message");
+             "protocol error: incomplete envelope");
     return;
   }
   if (rpc->state != SRV_RPC_USER) {
@@ -811,6 +928,28 @@ static void rpc_half_close(conch_rpc *rpc) {
     rpc_fail(rpc, CONCH_CODE_UNIMPLEMENTED,
              "unary request has zero messages");
     return;
+  }
+  if (rpc->has_first) {
+    rpc->has_first = 0;
+    if (m->m.input == NULL) {
+      if (m->h.on_raw_message != NULL) {
+        m->h.on_raw_message(rpc,
+                            conch__buf_head(&rpc->first_raw) != NULL
+                                ? conch__buf_head(&rpc->first_raw)
+                                : (const uint8_t *)"",
+                            conch__buf_size(&rpc->first_raw), m->user_data);
+      }
+    } else if (m->h.on_message != NULL) {
+      m->h.on_message(rpc, rpc->first, m->user_data);
+    }
+    if (rpc->first != NULL) {
+      protobuf_c_message_free_unpacked(rpc->first, &rpc->conn->s->pb_alloc);
+      rpc->first = NULL;
+    }
+    conch__buf_free(&rpc->first_raw, rpc_mem(rpc));
+    if (rpc->state != SRV_RPC_USER) {
+      return;
+    }
   }
   if (rpc->pull) {
     pull_notify(rpc); /* the end: conch_rpc_recv() says EOF */
@@ -1066,7 +1205,8 @@ static int rpc_dispatch(conch_rpc *rpc) {
   if (ct == NULL || conch__ctype_parse(ct, strlen(ct), &t) != 0 ||
       t.codec == CONCH_CT_OTHER ||
       ((t.family == CONCH_CT_CONNECT || t.family == CONCH_CT_CONNECT_STREAM) &&
-       t.params == CONCH_CT_BAD_PARAMS)) {
+       (t.params == CONCH_CT_BAD_PARAMS ||
+        (t.params == CONCH_CT_UTF8 && t.codec != CONCH_CT_JSON)))) {
     const srv_method *m = conch__srv_find_method(s, rpc->path != NULL
                                                         ? rpc->path
                                                         : "");
@@ -1731,7 +1871,11 @@ static int send_bytes(conch_rpc *rpc, const uint8_t *p, size_t n) {
   int compressed = 0;
   int rv;
 
-  if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY) {
+  if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY && n < s->o.compress_min &&
+      rpc->wire == SRV_CONNECT_UNARY) {
+    rpc->resp_enc = CONCH_COMPRESSION_IDENTITY; /* no Content-Encoding */
+  }
+  if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY && n >= s->o.compress_min) {
     rv = conch__comp_compress(&s->comps, &s->o.comp, rpc->resp_enc, p, n, &z);
     if (rv != 0) {
       conch__buf_free(&z, mem);

@@ -1,11 +1,12 @@
 /* `conch serve` fed a client's bytes: the HTTP/2 session, the request
    headers, Connect bodies and envelopes, gzip, protobuf and the checks of
-   every RPC.  The bytes go over a socketpair into a real srv_conn, which
-   runs on the server's own modules (tools/conch: serve_conn.c, serve_h1.c,
-   serve_rpc.c, serve_service.c, serve_proc.c, serve_loop.c) driven by the
-   loop below.  Input that does not start with the HTTP/2 preface is
-   HTTP/1.1 (serve_h1.c: libhttp-parser, then an in-memory HTTP/2 client
-   session into the same server session); the h1_* seeds are such.
+   every RPC.  The bytes go over a socketpair into a connection of the
+   server core (runtime/server*.c, adopted with conch_server_adopt()),
+   configured and driven as conch serve does it (tools/conch: serve_call.c,
+   serve_service.c, serve_proc.c, serve_loop.c) by the loop below.  Input
+   that does not start with the HTTP/2 preface is HTTP/1.1 (the core's
+   server_h1.c: libhttp-parser, then an in-memory HTTP/2 client session
+   into the same server session); the h1_* seeds are such.
 
    Nothing here may run a command, switch users or touch the file system,
    whatever the input asks for:
@@ -462,10 +463,10 @@ conch_code srv_spawn(const Process__StartRequest *req, const srv_user *u,
 /* ---- The server ------------------------------------------------------------
  */
 
+static int is_h1; /* the input is no HTTP/2 */
+
 static void collect(void) {
-  while (!conch__list_empty(&srv.dead_conns)) {
-    srv_conn_free(CONCH_CONTAINER(srv.dead_conns.next, srv_conn, link));
-  }
+  srv_core_collect(&srv);
   while (!conch__list_empty(&srv.dead_procs)) {
     srv_proc_free(CONCH_CONTAINER(srv.dead_procs.next, srv_proc, link));
   }
@@ -495,7 +496,6 @@ static int turn(void) {
   int n;
   int i;
 
-  srv_conn_flush_all(&srv);
   collect();
   n = epoll_wait(srv.loop.epfd, evs, 64, 0);
   for (i = 0; i < n; i++) {
@@ -507,7 +507,12 @@ static int turn(void) {
     }
   }
   busy |= kids_step();
-  srv_conn_flush_all(&srv);
+  /* The core's work for the next turn (timer 0), not its deadlines. */
+  if (srv_timer_armed(&srv.core_t) && srv.core_t.t.when <= srv_now_ms()) {
+    srv_timer_cancel(&srv.loop, &srv.core_t);
+    (void)conch_server_on_timer(srv.core);
+    busy = 1;
+  }
   collect();
   busy |= drain();
   return busy;
@@ -541,11 +546,7 @@ static void run_timers(int n) {
 
 /* What srv_server_stop() does to connections and processes. */
 static void stop(void) {
-  conch_link *l;
-
-  for (l = srv.conns.next; l != &srv.conns; l = l->next) {
-    srv_conn_goaway(CONCH_CONTAINER(l, srv_conn, link));
-  }
+  (void)conch_server_shutdown(srv.core);
   srv_proc_signal_all(&srv, SIGTERM);
   settle();
 }
@@ -558,7 +559,7 @@ static void client_leave(void) {
 static void feed(const uint8_t *p, size_t n, size_t chunk) {
   int stuck = 0;
 
-  while (n > 0 && client >= 0 && !conch__list_empty(&srv.conns)) {
+  while (n > 0 && client >= 0 && !conch_server_idle(srv.core)) {
     ssize_t w = send(client, p, n < chunk ? n : chunk, MSG_NOSIGNAL);
 
     if (w < 0 && errno != EAGAIN && errno != EINTR) {
@@ -570,12 +571,10 @@ static void feed(const uint8_t *p, size_t n, size_t chunk) {
       stuck = 0;
     }
     if (!turn() && w <= 0 && ++stuck > 100) {
-      srv_conn *c = CONCH_CONTAINER(srv.conns.next, srv_conn, link);
-
       /* HTTP/1.1 reads only a bounded way ahead of the request being
          answered (pipelining behind a stream that does not end): the
          rest of the input is dropped.  HTTP/2 always reads. */
-      if (c->h1 != NULL) {
+      if (is_h1) {
         return;
       }
       fprintf(stderr, "fuzz_serve: the server stopped reading\n");
@@ -646,7 +645,6 @@ static void server_init(unsigned flags) {
   cfg->max_procs = 1024;
   cfg->max_buffered = 128u << 20;
   cfg->stdin_total = 64u << 20;
-  srv.spare_fd = -1;
   if (flags & F_TOKEN) {
     cfg->access_token = "tok";
   }
@@ -670,15 +668,11 @@ static void server_init(unsigned flags) {
   srv.mem = conch_mem_default();
   conch__gzip_init(&srv.gz, srv.mem);
   srv.euid = (flags & F_ROOT) ? 0 : 1000;
-  conch__list_init(&srv.conns);
-  conch__list_init(&srv.dead_conns);
-  conch__list_init(&srv.flush);
   conch__list_init(&srv.procs);
   conch__list_init(&srv.dead_procs);
-  srv_watch_init(&srv.listen_w, -1, NULL);
   srv_watch_init(&srv.sig_w, -1, NULL);
   srv_watch_init(&srv.stdin_w, -1, NULL);
-  if (srv_loop_init(&srv.loop) != 0) {
+  if (srv_loop_init(&srv.loop) != 0 || srv_core_start(&srv, -1) != 0) {
     abort();
   }
   for (i = 0; i < FAKE_SLOTS; i++) {
@@ -691,9 +685,7 @@ static void server_init(unsigned flags) {
 static void server_clear(void) {
   size_t i;
 
-  while (!conch__list_empty(&srv.conns)) {
-    srv_conn_close(CONCH_CONTAINER(srv.conns.next, srv_conn, link));
-  }
+  srv_core_free(&srv);
   while (!conch__list_empty(&srv.procs)) {
     srv_proc *p = CONCH_CONTAINER(srv.procs.next, srv_proc, link);
 
@@ -757,7 +749,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   add_proc("cat", "tty", 1, 1);
   add_proc("true", "old", 0, 1);
   add_proc("cat", "quiet", 0, 0);
-  if (srv_conn_accept(&srv, sv[0]) != 0) {
+  is_h1 = size < 5 || memcmp(data + 1, "PRI ", 4) != 0;
+  if (conch_server_adopt(srv.core, sv[0], NULL) != 0) {
     abort();
   }
   settle();

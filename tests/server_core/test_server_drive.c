@@ -526,7 +526,17 @@ static void test_hooks_policy(void **state) {
   assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
   low = old;
   low.rlim_cur = (rlim_t)maxfd + 1;
-  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  if (setrlimit(RLIMIT_NOFILE, &low) != 0) {
+    /* valgrind keeps descriptors of its own up there and refuses. */
+    print_message("cannot lower RLIMIT_NOFILE (%s): the shortage skipped\n",
+                  strerror(errno));
+    close(fd);
+    atomic_store(&h.stop, 1);
+    pthread_join(h.thread, NULL);
+    assert_int_equal(conch_server_set_io_hooks(h.s, NULL), 0);
+    conch_server_free(h.s);
+    skip();
+  }
   while (nfill < 256 && (fill[nfill] = open("/dev/null", O_RDONLY)) >= 0) {
     nfill++;
   }

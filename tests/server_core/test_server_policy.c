@@ -51,8 +51,11 @@ static int gate(const conch_server_request *req, conch_server_verdict *v,
   atomic_store(&last_uid, req->peer_uid);
   snprintf(last_authority, sizeof(last_authority), "%s",
            req->authority != NULL ? req->authority : "(none)");
+  /* HTTP/1.1's Host arrives as the authority; an HTTP/2 client may send
+     a Host header of its own beside :authority. */
   const char *host = conch_server_request_header(req, "host");
-  if (host != NULL && strncmp(host, "evil", 4) == 0) {
+  if ((host != NULL && strncmp(host, "evil", 4) == 0) ||
+      (req->authority != NULL && strncmp(req->authority, "evil", 4) == 0)) {
     static const char *const hdrs[] = {"x-why", "rebinding", NULL};
     v->reply.status = 403;
     v->reply.content_type = "text/plain; charset=utf-8";
@@ -706,7 +709,14 @@ static void test_emfile_shed(void **state) {
   assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
   low = old;
   low.rlim_cur = (rlim_t)maxfd + 1;
-  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  if (setrlimit(RLIMIT_NOFILE, &low) != 0) {
+    /* valgrind keeps descriptors of its own up there and refuses. */
+    print_message("cannot lower RLIMIT_NOFILE (%s): skipped\n",
+                  strerror(errno));
+    close(fd);
+    fx_stop(&fx);
+    skip();
+  }
   /* Fill the gaps below: no descriptor is left for accept(). */
   while (nfill < 256) {
     int f = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -842,10 +852,9 @@ static void test_notify_drained(void **state) {
 /* Answers as connect-go (and a Go mux before it) gives them: the path
    before the method before the content type, Allow and Accept-Post,
    charset=utf-8 echoed, connect-go's texts for bad timeouts, protocol
-   versions and compressions, and unimplemented for a unary request with
-   zero messages.  (Two messages are noticed only while the handler has
-   not answered the first yet: the core delivers a unary request as it
-   comes, not at the end of the request as connect-go does.) */
+   versions and compressions, unimplemented for a unary request with zero
+   or two messages (the request is handed over when it ended, as
+   connect-go reads it), connect-go's decoding texts. */
 static void connect_go_error(int port, const char *path,
                              const char *const *hdrs, const char *body,
                              int status, const char *code, const char *msg) {
@@ -886,7 +895,7 @@ static void test_connect_go_answers(void **state) {
   static const char *const grpc_lz4[] = {"content-type", "application/grpc",
                                          "grpc-encoding", "lz4", NULL};
   static const char *const grpc[] = {"content-type", "application/grpc", NULL};
-  static const uint8_t two[5] = {0};
+  static const uint8_t two[10] = {0};
   fixture fx;
   h2_resp r;
   int port;
@@ -949,6 +958,23 @@ static void test_connect_go_answers(void **state) {
   connect_go_error(port, SVC "Unary", tmo_zero, "{}", 504,
                    "deadline_exceeded", "context deadline exceeded");
 
+  /* Decoding: connect-go's texts; proto3 strings must be UTF-8. */
+  {
+    static const char *const json[] = {"content-type", "application/json",
+                                       NULL};
+    connect_go_error(port, SVC "Unary", json, "", 400, "invalid_argument",
+                     "unmarshal into conchtest.v1.Request: zero-length "
+                     "payload is not a valid JSON object");
+    connect_go_error(port, SVC "Unary", proto, "\xff\xff", 400,
+                     "invalid_argument",
+                     "unmarshal into conchtest.v1.Request: invalid "
+                     "wire-format data");
+    connect_go_error(port, SVC "Unary", proto, "\x2a\x03\x12\x01\xff", 400,
+                     "invalid_argument",
+                     "unmarshal into conchtest.v1.Request: proto: field "
+                     "conchtest.v1.ErrorSpec.message contains invalid UTF-8");
+  }
+
   assert_int_equal(h2_request(port, "POST", SVC "Unary", grpc_tmo, two, 5, &r),
                    0);
   assert_non_null(strstr(r.extra, "grpc-status: 3\n"));
@@ -965,6 +991,149 @@ static void test_connect_go_answers(void **state) {
   assert_non_null(
       strstr(r.extra, "grpc-message: unary request has zero messages\n"));
   h2_resp_free(&r);
+  /* Two: refused before the handler sees the first (it would answer). */
+  assert_int_equal(h2_request(port, "POST", SVC "Unary", grpc, two, 10, &r),
+                   0);
+  assert_non_null(strstr(r.extra, "grpc-status: 12\n"));
+  assert_non_null(
+      strstr(r.extra, "grpc-message: unary request has multiple messages\n"));
+  h2_resp_free(&r);
+  /* The request ends inside a message. */
+  assert_int_equal(h2_request(port, "POST", SVC "Unary", grpc, two, 7, &r),
+                   0);
+  assert_non_null(strstr(r.extra, "grpc-status: 3\n"));
+  assert_non_null(
+      strstr(r.extra, "grpc-message: protocol error: incomplete envelope\n"));
+  h2_resp_free(&r);
+  fx_stop(&fx);
+}
+
+/* compress_min: small messages go out plain, large ones compressed (a
+   Connect unary response says so in Content-Encoding; a stream message in
+   its envelope flags). */
+static void test_compress_min(void **state) {
+  static const char *const unary_hdrs[] = {"content-type", "application/proto",
+                                           "accept-encoding", "gzip", NULL};
+  static const char *const grpc_hdrs[] = {"content-type", "application/grpc",
+                                          "grpc-accept-encoding", "gzip",
+                                          NULL};
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_server_opts *o;
+  uint8_t body[64], env[69];
+  size_t n;
+  fixture fx;
+  h2_resp r;
+  int port;
+  (void)state;
+
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_compress_min_bytes(o, 1024), 0);
+  fx_start(&fx, o, 0);
+  conch_server_opts_free(o);
+  port = conch_server_port(fx.s);
+
+  for (int big = 0; big < 2; big++) {
+    req.response_size = big ? 4000 : 100;
+    n = conchtest__v1__request__pack(&req, body);
+    assert_int_equal(
+        h2_request(port, "POST", SVC "Unary", unary_hdrs, body, n, &r), 0);
+    assert_int_equal(r.status, 200);
+    if (big) {
+      assert_non_null(strstr(r.extra, "content-encoding: gzip\n"));
+      assert_true(r.len < 4000);
+    } else {
+      assert_null(strstr(r.extra, "content-encoding"));
+      assert_true(r.len > 100);
+    }
+    h2_resp_free(&r);
+
+    req.response_count = 1;
+    n = conchtest__v1__request__pack(&req, env + 5);
+    env[0] = 0;
+    env[1] = env[2] = env[3] = 0;
+    env[4] = (uint8_t)n;
+    assert_int_equal(h2_request(port, "POST", SVC "ServerStream", grpc_hdrs,
+                                env, 5 + n, &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.extra, "grpc-encoding: gzip\n"));
+    assert_true(r.len > 5);
+    assert_int_equal(r.body[0], big ? 1 : 0);
+    h2_resp_free(&r);
+    req.response_count = 0;
+  }
+  fx_stop(&fx);
+}
+
+/* Over HTTP/1.1 (bridged into the same dispatch) the gate and the plain
+   routes answer alike: a stranger gets the gate's 401, /health its 204,
+   and the token lets the call through. */
+static void h1_exchange(int port, const char *req, char *out, size_t cap) {
+  int fd = tcp_open(port);
+  size_t have = 0;
+  long long t0 = conch_now_ms();
+
+  assert_true(fd >= 0);
+  assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL),
+                   (ssize_t)strlen(req));
+  /* The answer, up to the end of its body (Content-Length) or EOF. */
+  while (have < cap - 1 && conch_now_ms() - t0 < WAIT_MS) {
+    struct pollfd pfd = {fd, POLLIN, 0};
+    ssize_t n;
+    const char *end, *cl;
+    if (poll(&pfd, 1, 200) <= 0) {
+      continue;
+    }
+    n = recv(fd, out + have, cap - 1 - have, 0);
+    if (n <= 0) {
+      break;
+    }
+    have += (size_t)n;
+    out[have] = '\0';
+    end = strstr(out, "\r\n\r\n");
+    cl = strcasestr(out, "content-length: ");
+    if (end != NULL && cl != NULL &&
+        have >= (size_t)(end + 4 - out) + strtoul(cl + 16, NULL, 10)) {
+      break;
+    }
+  }
+  out[have] = '\0';
+  close(fd);
+}
+
+static void test_gate_h1(void **state) {
+  conch_server_opts *o = gated_opts();
+  char out[4096];
+  fixture fx;
+  int port;
+  (void)state;
+
+  start_with(&fx, o, 0);
+  conch_server_opts_free(o);
+  port = conch_server_port(fx.s);
+
+  h1_exchange(port,
+              "POST " SVC "Unary HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+              out, sizeof(out));
+  assert_true(strncmp(out, "HTTP/1.1 401", 12) == 0);
+  assert_non_null(strstr(out, unauthorized));
+  h1_exchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", out,
+              sizeof(out));
+  assert_true(strncmp(out, "HTTP/1.1 204", 12) == 0);
+  h1_exchange(port,
+              "POST " SVC "Unary HTTP/1.1\r\nHost: evil.example\r\n"
+              "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+              out, sizeof(out));
+  assert_true(strncmp(out, "HTTP/1.1 403", 12) == 0);
+  assert_non_null(strcasestr(out, "x-why: rebinding"));
+  h1_exchange(port,
+              "POST " SVC "Unary HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              "X-Access-Token: s3cret\r\n"
+              "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+              out, sizeof(out));
+  assert_true(strncmp(out, "HTTP/1.1 200", 12) == 0);
+  assert_string_equal(last_authority, "127.0.0.1");
   fx_stop(&fx);
 }
 
@@ -981,6 +1150,8 @@ int main(void) {
       cmocka_unit_test(test_half_close),
       cmocka_unit_test(test_notify_drained),
       cmocka_unit_test(test_connect_go_answers),
+      cmocka_unit_test(test_compress_min),
+      cmocka_unit_test(test_gate_h1),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

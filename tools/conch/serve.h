@@ -2,11 +2,9 @@
 
    serve_loop.c     epoll, timers
    serve_main.c     options, listening socket, signals, lifetime, shutdown
-   serve_conn.c     one client connection: socket, TLS, nghttp2 session
-   serve_h1.c       HTTP/1.1 connections, bridged into that nghttp2 session
-   serve_tls.c      the server-side OpenSSL context (ALPN h2, http/1.1)
-   serve_rpc.c      Connect, gRPC and gRPC-Web, server side, on one HTTP/2
-                    stream
+   serve_call.c     the server core (conch/server.h) configured and driven
+                    from our loop; who gets in (token, Host, /health, Unix
+                    peers); its calls as srv_stream for the service
    serve_service.c  the process.Process RPCs
    serve_proc.c     running processes: output, stdin, reaping, retention
    serve_spawn.c    users, cwd and environment rules, fork/exec
@@ -24,10 +22,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <nghttp2/nghttp2.h>
-#include <openssl/ssl.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include <conch/server.h>
 #include <conch/status.h>
 
 #include "buf.h"
@@ -124,7 +121,6 @@ typedef struct srv_config {
 } srv_config;
 
 typedef struct srv_server srv_server;
-typedef struct srv_conn srv_conn;
 typedef struct srv_stream srv_stream;
 typedef struct srv_proc srv_proc;
 
@@ -133,15 +129,13 @@ struct srv_server {
   srv_loop loop;
   const conch_mem *mem;
   conch_gzip gz;
-  SSL_CTX *tls;
-  srv_watch listen_w;
+  conch_server *core; /* serves the connections (serve_call.c) */
+  srv_timer core_t;   /* its timer */
+  struct core_watch *core_watches; /* its fds */
+  struct core_watch *dead_watches; /* ... no longer watched, to free */
+  srv_stream *dead_streams;        /* calls over, to free after the turn */
   srv_watch sig_w;
   srv_watch stdin_w;
-  conch_link conns;
-  conch_link dead_conns;
-  conch_link flush; /* connections with output to produce this turn */
-  size_t nconns;
-  size_t buffered; /* request bytes held by every connection */
   conch_link procs;  /* running and retained, newest last */
   conch_link dead_procs;
   uint64_t next_serial;
@@ -149,8 +143,6 @@ struct srv_server {
   int stopping;    /* 1 once shutdown began */
   int hard_killed; /* SIGKILL went out */
   srv_timer stop_t;
-  srv_timer accept_t; /* out of descriptors: accept again later */
-  int spare_fd;       /* held back for srv_conn_shed(), or -1 */
   int keeper_on;      /* a keeper runs (serve_keeper.c) */
   int keeper_fd;      /* ... and this is its pipe */
   /* Starts waiting for their fork, a few per loop turn (serve_service.c;
@@ -176,85 +168,7 @@ int srv_authority_ok(const srv_server *srv, const char *authority);
    Returns 0 or -1 (none then). */
 int srv_keeper_start(srv_server *srv);
 
-/* ---- Connections (serve_conn.c) ------------------------------------------ */
-
-struct srv_conn {
-  conch_link link; /* srv->conns, or srv->dead_conns */
-  conch_link flush_link;
-  srv_server *srv;
-  srv_watch w;
-  SSL *ssl;
-  int handshaking;
-  int sniffed;      /* 0 not yet known, 1 HTTP/2, 2 HTTP/1.1 */
-  uint8_t sniff[4]; /* first bytes, held until the protocol is known */
-  size_t nsniff;
-  nghttp2_session *h2;
-  uint8_t *wbuf; /* output nghttp2 produced that the socket did not take */
-  size_t wlen;
-  size_t woff;
-  conch_link streams;
-  size_t buffered; /* request bytes held by its streams */
-  int dead;
-  srv_timer idle_t;  /* see conn_arm_idle() */
-  int authed;        /* a request passed the access-token check */
-  int rd_eof;        /* the client shut its write side */
-  int idle_closing;  /* idle: GOAWAY sent, the next expiry closes */
-  struct srv_h1 *h1; /* HTTP/1.1: the bridge into |h2| (serve_h1.c) */
-};
-
-int srv_conn_accept(srv_server *srv, int fd);
-/* At the connection limit: closes the oldest connection that has neither
-   shown the access token nor a request in progress.  Returns 0, or -1 if
-   there is none. */
-int srv_conn_evict(srv_server *srv);
-/* Out of descriptors: accepts the clients waiting on |listen_fd| with the
-   spare descriptor and closes them, so they fail now instead of hanging
-   in the backlog. */
-void srv_conn_shed(srv_server *srv, int listen_fd);
-/* Produce and write what the session has to send (deferred to the end of
-   the turn). */
-void srv_conn_kick(srv_conn *c);
-void srv_conn_flush_all(srv_server *srv);
-void srv_conn_close(srv_conn *c);
-void srv_conn_free(srv_conn *c);
-/* Tell the client no new streams, finishing the running ones. */
-void srv_conn_goaway(srv_conn *c);
-/* Gives |n| request bytes of stream |id| back to flow control. */
-void srv_conn_consume(srv_conn *c, int32_t id, size_t n);
-/* A stream of |c| began or went away: the idle timer follows. */
-void srv_conn_streams_changed(srv_conn *c);
-/* The idle limit of |c| now (header_ms until it is authenticated). */
-int64_t srv_conn_idle_ms(const srv_conn *c);
-
-enum { SRV_IO_AGAIN = -1, SRV_IO_ERROR = -2 };
-/* Writes to the socket (TLS or not): bytes written, SRV_IO_AGAIN or
-   SRV_IO_ERROR. */
-ssize_t srv_conn_send(srv_conn *c, const uint8_t *p, size_t len);
-
-/* ---- HTTP/1.1 (serve_h1.c) ----------------------------------------------- */
-
-typedef struct srv_h1 srv_h1;
-
-/* Makes |c| an HTTP/1.1 connection: its requests go to |c->h2| through an
-   in-memory HTTP/2 client session.  Returns 0 or -1 (close |c|). */
-int srv_h1_start(srv_conn *c);
-void srv_h1_free(srv_conn *c);
-/* How many bytes the connection may read now (0: the read-ahead is
-   full; stop reading). */
-size_t srv_h1_room(const srv_conn *c);
-/* Bytes read from the socket.  Returns 0 or -1 (out of memory). */
-int srv_h1_feed(srv_conn *c, const uint8_t *p, size_t n);
-/* Parses, moves frames between the sessions and writes the socket.
-   Returns 0, or -1 when the connection must close now. */
-int srv_h1_produce(srv_conn *c);
-/* EPOLLIN / EPOLLOUT as the connection needs them. */
-uint32_t srv_h1_events(const srv_conn *c);
-/* Server shutdown: finish the current request, then close. */
-void srv_h1_goaway(srv_conn *c);
-/* The client shut its write side: answer what it sent, then close. */
-void srv_h1_eof(srv_conn *c);
-
-/* ---- The RPC protocols on one stream (serve_rpc.c) ----------------------- */
+/* ---- Calls (serve_call.c) -------------------------------------------------- */
 
 enum srv_shape { SRV_UNARY = 0, SRV_SERVER_STREAM = 1, SRV_CLIENT_STREAM = 2 };
 /* The protocol of a request, from its content type. */
@@ -290,60 +204,16 @@ enum { SRV_HDR_MAX = 64 * 1024 };
 enum { SRV_CONFIG_BUDGET = 3 * 1024 * 1024 };
 
 struct srv_stream {
-  conch_link link; /* conn->streams */
-  srv_conn *conn;
-  int32_t id;
-  /* Request headers we act on (copies, NUL-terminated, NULL if absent). */
-  char *h_method;
-  char *h_path;
-  char *h_ctype;
-  char *h_encoding;  /* content-encoding / connect-content-encoding */
-  char *h_accept;    /* accept-encoding / connect-accept-encoding */
-  char *h_version;   /* connect-protocol-version */
-  char *h_timeout;   /* connect-timeout-ms */
-  char *h_keepalive; /* keepalive-ping-interval */
-  char *h_auth;      /* authorization */
-  char *h_token;     /* x-access-token */
-  char *h_authority; /* :authority, else host */
-  char *h_gencoding; /* grpc-encoding */
-  char *h_gaccept;   /* grpc-accept-encoding */
-  char *h_gtimeout;  /* grpc-timeout */
-  size_t hdr_bytes;
+  conch_rpc *rpc; /* NULL once the call is over */
+  srv_server *srv;
   const srv_method *m;
-  int proto;         /* SRV_CONNECT, SRV_GRPC or SRV_GRPC_WEB */
-  int json;          /* the JSON codec (else proto) */
-  const char *ctype; /* the response content type (static), once accepted */
-  int rejected;      /* answered during the headers: ignore the body */
-  int req_gzip;
-  int resp_gzip;
-  conch_buf body; /* unary request body */
-  conch_env_reader env;
-  int env_ready;
-  ProtobufCMessage *req; /* server streams: the one request, until END */
-  int nreq;
-  int req_done;     /* END_STREAM received */
-  int input_paused; /* request bytes are not given back to the window */
-  size_t unconsumed;
-  size_t held; /* request bytes buffered (counted in conn) */
-  /* Response. */
-  int started;          /* HEADERS submitted */
-  int finished;         /* the last byte of the response is queued */
-  int deferred;         /* the data source waits for output */
-  int sent_end;         /* END_STREAM went out */
-  int closed;           /* nghttp2 closed the stream */
-  int unary_err_status; /* HTTP status of a unary error, else 0 */
-  conch_buf out;
-  /* gRPC: the trailers the response ends with, once finished. */
-  conch_code end_code;
-  char *end_msg; /* grpc-message, percent-encoded; NULL: none */
-  int64_t timeout_ms; /* Connect-Timeout-Ms or grpc-timeout */
-  srv_timer deadline_t;
+  int json;         /* the JSON codec (else proto) */
+  int finished;     /* over for the service; freed after the loop turn */
+  srv_stream *dead_next;
+  int64_t timeout_ms; /* Connect-Timeout-Ms or grpc-timeout, 0: none */
   int64_t keepalive_ms;
   srv_timer keepalive_t;
-  srv_timer recv_t; /* headers, then each request message (body_ms) */
-  int headers_in;   /* the header block ended */
   srv_user user;
-  int have_user;
   /* Service state. */
   srv_proc *proc;     /* subscribed to, or waiting on its stdin */
   conch_link sub_link;  /* proc->subs */
@@ -358,19 +228,16 @@ struct srv_stream {
   char *spawn_cwd;                  /* ... and resolved cwd */
 };
 
-/* nghttp2 callbacks land here (serve_conn.c forwards them). */
-srv_stream *srv_rpc_stream_new(srv_conn *c, int32_t id);
-int srv_rpc_header(srv_stream *st, const uint8_t *name, size_t namelen,
-                   const uint8_t *value, size_t valuelen);
-void srv_rpc_headers_done(srv_stream *st);
-void srv_rpc_data(srv_stream *st, const uint8_t *p, size_t n);
-void srv_rpc_request_end(srv_stream *st);
-/* The stream is gone (closed or reset, or its connection went away). */
-void srv_rpc_stream_free(srv_stream *st);
-/* The data source of every response. */
-ssize_t srv_rpc_read_out(nghttp2_session *s, int32_t id, uint8_t *buf,
-                         size_t len, uint32_t *flags, nghttp2_data_source *src,
-                         void *user_data);
+/* Makes the core, registers the service's methods, listens on
+   |listen_fd| (taken; -1: none, connections are adopted) and hooks the
+   core into the loop.  Returns 0 or -1
+   (said on stderr where it is the operator's doing). */
+int srv_core_start(srv_server *srv, int listen_fd);
+/* Frees the calls and watches let go of in the last loop turn. */
+void srv_core_collect(srv_server *srv);
+/* Frees the core (its calls end first). */
+void srv_core_free(srv_server *srv);
+void srv_stream_free(srv_stream *st);
 
 /* For the service.  Queues one response message (streams) or the response
    (unary).  Returns 0 or -1 (out of memory; the stream is reset). */
@@ -392,6 +259,8 @@ size_t srv_rpc_queued(const srv_stream *st);
 /* ---- The service (serve_service.c) --------------------------------------- */
 
 const srv_method *srv_service_route(const char *path);
+/* The |i|th method of the service, NULL past the last. */
+const srv_method *srv_service_method(size_t i);
 /* The stream is going away: drop what the service holds for it. */
 void srv_service_stream_gone(srv_stream *st);
 /* The keepalive interval passed without data. */

@@ -6,7 +6,6 @@
 #include "commands.h"
 #include "rundir.h"
 #include "serve.h"
-#include "serve_tls.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -27,6 +26,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STOP_LINGER_MS 2000 /* after SIGKILL: let the last events out */
@@ -721,79 +721,6 @@ static int listen_on(srv_config *cfg, int *port_out) {
   return listen_tcp(cfg, cfg->listen, port_out);
 }
 
-/* A Unix socket peer must be us, root, or a uid the operator allowed. */
-static int peer_allowed(srv_server *srv, int fd) {
-  struct ucred cred;
-  socklen_t len = sizeof(cred);
-  size_t i;
-
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    return 0;
-  }
-  if (cred.uid == srv->euid || cred.uid == 0) {
-    return 1;
-  }
-  for (i = 0; i < srv->cfg.nallow_uids; i++) {
-    if (srv->cfg.allow_uids[i] == cred.uid) {
-      return 1;
-    }
-  }
-  /* Said once, then every 1000th: a peer may not fill the log. */
-  if (unix_l.refused++ % 1000 == 0) {
-    fprintf(stderr,
-            "conch serve: refused a connection from uid %ld (pid %ld); "
-            "--allow-uid lets a uid in\n",
-            (long)cred.uid, (long)cred.pid);
-  }
-  return 0;
-}
-
-static void on_listen(srv_watch *w, uint32_t events) {
-  srv_server *srv = CONCH_CONTAINER(w, srv_server, listen_w);
-  int i;
-
-  (void)events;
-  for (i = 0; i < 64; i++) {
-    int one = 1;
-    int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-    if (fd < 0) {
-      /* Out of descriptors or memory: the waiting clients are turned away
-         at once rather than left hanging (srv_conn_shed), and the
-         listening socket, still readable, rests a moment instead of
-         spinning. */
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-          errno == ENOMEM) {
-        srv_conn_shed(srv, w->fd);
-        srv_watch_set(&srv->loop, w, 0);
-        srv_timer_arm(&srv->loop, &srv->accept_t, srv_now_ms() + 100);
-      }
-      return;
-    }
-    if (srv->nconns >= srv->cfg.max_conns && srv_conn_evict(srv) != 0) {
-      close(fd);
-      continue;
-    }
-    if (unix_l.path[0] != '\0') {
-      if (!peer_allowed(srv, fd)) {
-        close(fd);
-        continue;
-      }
-    } else {
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    }
-    srv_conn_accept(srv, fd);
-  }
-}
-
-static void on_accept_again(srv_timer *t) {
-  srv_server *srv = CONCH_CONTAINER(t, srv_server, accept_t);
-
-  if (!srv->stopping) {
-    srv_watch_set(&srv->loop, &srv->listen_w, EPOLLIN);
-  }
-}
-
 /* ---- Signals, children, stdin ----------------------------------------------
  */
 
@@ -926,20 +853,14 @@ static void on_stop_timer(srv_timer *t) {
 }
 
 void srv_server_stop(srv_server *srv) {
-  conch_link *l;
-
   if (srv->stopping) {
     return;
   }
   srv->stopping = 1;
-  srv_watch_set(&srv->loop, &srv->listen_w, 0);
-  close(srv->listen_w.fd);
-  srv->listen_w.fd = -1;
+  /* The listener closes, every connection gets GOAWAY. */
+  (void)conch_server_shutdown(srv->core);
   unlisten_unix(); /* the path is free for the next server at once */
   srv_watch_set(&srv->loop, &srv->stdin_w, 0);
-  for (l = srv->conns.next; l != &srv->conns; l = l->next) {
-    srv_conn_goaway(CONCH_CONTAINER(l, srv_conn, link));
-  }
   srv_proc_signal_all(srv, SIGTERM);
   kill_children(SIGTERM);
   srv_timer_arm(&srv->loop, &srv->stop_t,
@@ -951,14 +872,12 @@ static int stop_done(const srv_server *srv) {
     return 1;
   }
   return srv->stopping == 1 && srv_proc_running(srv) == 0 &&
-         conch__list_empty(&srv->conns);
+         conch_server_idle(srv->core);
 }
 
 /* Frees what the last loop turn let go of. */
 static void collect(srv_server *srv) {
-  while (!conch__list_empty(&srv->dead_conns)) {
-    srv_conn_free(CONCH_CONTAINER(srv->dead_conns.next, srv_conn, link));
-  }
+  srv_core_collect(srv);
   while (!conch__list_empty(&srv->dead_procs)) {
     srv_proc_free(CONCH_CONTAINER(srv->dead_procs.next, srv_proc, link));
   }
@@ -987,9 +906,7 @@ static void final_reap(srv_server *srv) {
 }
 
 static void server_clear(srv_server *srv) {
-  while (!conch__list_empty(&srv->conns)) {
-    srv_conn_close(CONCH_CONTAINER(srv->conns.next, srv_conn, link));
-  }
+  srv_core_free(srv);
   while (!conch__list_empty(&srv->procs)) {
     srv_proc *p = CONCH_CONTAINER(srv->procs.next, srv_proc, link);
 
@@ -997,53 +914,34 @@ static void server_clear(srv_server *srv) {
     conch__list_push(&srv->dead_procs, &p->link);
   }
   collect(srv);
-  if (srv->listen_w.fd >= 0) {
-    close(srv->listen_w.fd);
-  }
   if (srv->sig_w.fd >= 0) {
     close(srv->sig_w.fd);
-  }
-  if (srv->spare_fd >= 0) {
-    close(srv->spare_fd);
   }
   unlisten_unix();
   if (srv->keeper_on) {
     close(srv->keeper_fd); /* EOF: the keeper exits (no group left) */
-  }
-  if (srv->tls != NULL) {
-    SSL_CTX_free(srv->tls);
   }
   conch__gzip_clear(&srv->gz);
   srv_loop_clear(&srv->loop);
 }
 
 static int server_init(srv_server *srv, int *port) {
+  int fd;
+
   srv->mem = conch_mem_default();
   conch__gzip_init(&srv->gz, srv->mem);
   srv->euid = geteuid();
-  conch__list_init(&srv->conns);
-  conch__list_init(&srv->dead_conns);
-  conch__list_init(&srv->flush);
   conch__list_init(&srv->procs);
   conch__list_init(&srv->dead_procs);
   srv_timer_init(&srv->stop_t, on_stop_timer);
-  srv_timer_init(&srv->accept_t, on_accept_again);
-  srv_watch_init(&srv->listen_w, -1, on_listen);
   srv_watch_init(&srv->sig_w, -1, on_signal);
   srv_watch_init(&srv->stdin_w, -1, on_stdin);
-  srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (srv_loop_init(&srv->loop) != 0) {
     fprintf(stderr, "conch serve: epoll: %s\n", strerror(errno));
     return -1;
   }
-  if (srv->cfg.tls_cert != NULL) {
-    srv->tls = srv_tls_new(srv->cfg.tls_cert, srv->cfg.tls_key);
-    if (srv->tls == NULL) {
-      return -1;
-    }
-  }
-  srv->listen_w.fd = listen_on(&srv->cfg, port);
-  if (srv->listen_w.fd < 0) {
+  fd = listen_on(&srv->cfg, port);
+  if (fd < 0 || srv_core_start(srv, fd) != 0) {
     return -1;
   }
   /* Children die with us even on SIGKILL (serve_keeper.c).  Before we
@@ -1051,8 +949,7 @@ static int server_init(srv_server *srv, int *port) {
   if (srv_keeper_start(srv) != 0) {
     fprintf(stderr, "conch serve: no keeper process: %s\n", strerror(errno));
   }
-  if (srv_watch_set(&srv->loop, &srv->listen_w, EPOLLIN) != 0 ||
-      setup_signals(srv) != 0 || watch_stdin(srv) != 0) {
+  if (setup_signals(srv) != 0 || watch_stdin(srv) != 0) {
     fprintf(stderr, "conch serve: setup: %s\n", strerror(errno));
     return -1;
   }
@@ -1061,7 +958,6 @@ static int server_init(srv_server *srv, int *port) {
 
 static int run(srv_server *srv) {
   for (;;) {
-    srv_conn_flush_all(srv);
     collect(srv);
     if (stop_done(srv)) {
       return 0;

@@ -45,6 +45,10 @@ static const srv_method methods[] = {
      &process__close_stdin_response__descriptor, svc_close_stdin, NULL},
 };
 
+const srv_method *srv_service_method(size_t i) {
+  return i < sizeof(methods) / sizeof(methods[0]) ? &methods[i] : NULL;
+}
+
 const srv_method *srv_service_route(const char *path) {
   size_t i;
 

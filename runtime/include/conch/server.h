@@ -23,12 +23,12 @@
  *    32 KiB or 100 fields (431), HTTP/2.0 in a request line (505), an
  *    expectation other than 100-continue (417).
  *
- * What this slice does NOT do yet (issue 14): `conch serve` on this
- * core.  Event loops: adapters/libuv.h and adapters/libevent.h drive a
- * server as they drive a client (conch_uv_attach_server(),
- * conch_event_attach_server()).  Typed
- * handler tables for a service come from protoc-gen-conch (the server half
- * of every *.conch.h: <service>_Handlers and <service>__register()).
+ * `conch serve` (tools/conch/serve_call.c) is built on this core.  Event
+ * loops: adapters/libuv.h and adapters/libevent.h drive a server as they
+ * drive a client (conch_uv_attach_server(), conch_event_attach_server()).
+ * Typed handler tables for a service come from protoc-gen-conch (the
+ * server half of every *.conch.h: <service>_Handlers and
+ * <service>__register()).
  *
  * The shape follows the client (client.h, call.h, io.h):
  *
@@ -272,6 +272,17 @@ CONCH_EXTERN int conch_server_opts_set_tls_client_cert_required(
 CONCH_EXTERN const char *conch_server_opts_tls_error(
     const conch_server_opts *opts);
 
+/**
+ * Response messages under |bytes| go out uncompressed even when a
+ * compression was negotiated (a Connect unary response then has no
+ * Content-Encoding); compressing a few bytes costs more than it saves.
+ * Default 0: every message is compressed.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_server_opts_set_compress_min_bytes(
+    conch_server_opts *opts, size_t bytes);
+
 /* ---- Requests before their method: the gate and plain routes ----------- */
 
 /** A request as the gate and plain routes see it, once its header block
@@ -456,7 +467,9 @@ typedef struct conch_server_handler {
       message has been delivered yet.  Keep |rpc|; answer now or later. */
   void (*on_call)(conch_rpc *rpc, void *user_data);
   /** A request message of a typed method, decoded (borrowed: freed when
-      this returns). */
+      this returns).  The one request of a unary or server-streaming call
+      comes once the request ended (a second message is refused first,
+      as connect-go does), right before on_half_close. */
   void (*on_message)(conch_rpc *rpc, const ProtobufCMessage *msg,
                      void *user_data);
   /** A request message of a raw method (input descriptor NULL), as

@@ -355,7 +355,7 @@ test("raw: a truncated envelope is invalid_argument", async () => {
   );
   assert.equal(r.head[":status"], 200);
   const text = r.body.toString("latin1");
-  assert.match(text, /grpc-status:3\r\n/);
+  assert.match(text, /grpc-status: 3\r\n/);
 });
 
 test("raw: an HTTP/1.1 request is answered in HTTP/1.1", async () => {
