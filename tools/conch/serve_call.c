@@ -469,10 +469,7 @@ int srv_core_start(srv_server *srv, int listen_fd) {
 
   srv_timer_init(&srv->core_t, on_core_timer);
   if (conch_server_opts_new(&o) != 0) {
-    if (listen_fd >= 0) {
-      close(listen_fd);
-    }
-    return -1;
+    goto fail;
   }
   rv = conch_server_opts_set_recv_limit(o, cfg->max_message);
   rv |= conch_server_opts_set_max_streams(o, cfg->max_streams);
@@ -497,10 +494,7 @@ int srv_core_start(srv_server *srv, int listen_fd) {
   }
   conch_server_opts_free(o);
   if (rv != 0) {
-    if (listen_fd >= 0) {
-      close(listen_fd);
-    }
-    return -1;
+    goto fail;
   }
   for (size_t i = 0; srv_service_method(i) != NULL; i++) {
     const srv_method *m = srv_service_method(i);
@@ -513,20 +507,27 @@ int srv_core_start(srv_server *srv, int listen_fd) {
     cm.input = m->input;
     cm.output = m->output;
     if (conch_server_add_method(srv->core, &cm, &h, srv) != 0) {
-      if (listen_fd >= 0) {
-        close(listen_fd);
-      }
-      return -1;
+      goto fail;
     }
   }
-  if (conch_server_add_route(srv->core, "/health", health, srv) != 0 ||
-      (listen_fd >= 0 && conch_server_listen_fd(srv->core, listen_fd) != 0)) {
-    return -1;
+  if (conch_server_add_route(srv->core, "/health", health, srv) != 0) {
+    goto fail;
+  }
+  if (listen_fd >= 0 && conch_server_listen_fd(srv->core, listen_fd) != 0) {
+    return -1; /* the core closed it */
   }
   hooks.watch = hook_watch;
   hooks.timer = hook_timer;
   hooks.user_data = srv;
   return conch_server_set_io_hooks(srv->core, &hooks) != 0 ? -1 : 0;
+
+fail:
+  /* Not handed to the core yet (srv->core, if made, is freed by
+     srv_core_free()). */
+  if (listen_fd >= 0) {
+    close(listen_fd);
+  }
+  return -1;
 }
 
 void srv_core_collect(srv_server *srv) {
