@@ -160,6 +160,21 @@ void conch__conn_reset(conch_conn *conn, conch_call *call, uint32_t h2err) {
   conn->ops->reset(conn, call, h2err);
 }
 
+void conch__conn_stream_closed(conch_conn *conn, conch_call *call,
+                               uint32_t err) {
+  if (conn->active > 0) {
+    conn->active--;
+  }
+  call->stream_live = 0;
+  conch__conn_unbind(call);
+  conch__call_on_stream_close(call, err);
+  conch__call_maybe_release(call);
+  /* A slot is free: queued calls may go. */
+  if (!conch__list_empty(&conn->queue)) {
+    conch__conn_mark_dirty(conn);
+  }
+}
+
 /* ---- Writing ----------------------------------------------------------- */
 
 /* Writes what is pending.  Returns 0 (written or would block) or fails the

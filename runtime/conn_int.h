@@ -55,7 +55,7 @@ typedef struct conch_conn {
   struct nghttp2_session *h2;          /* the client session (session.c) */
   void *h2_spare[4];       /* its freed small blocks, by size (session.c) */
   unsigned h2_nspare[4];
-  struct conch_h1 *h1; /* HTTP/1.1 bridge (h1.c); NULL for HTTP/2 */
+  struct conch_h1 *h1; /* the HTTP/1.1 session (h1.c); NULL for HTTP/2 */
   conch_buf out;       /* bytes for the socket, without TLS (filter.c) */
   uint8_t *rbuf;       /* socket reads */
   size_t rcap;
@@ -117,8 +117,13 @@ void conch__conn_consume(conch_conn *conn, struct conch_call *call, size_t n);
 /* Resets the stream of the call with |h2err|. */
 void conch__conn_reset(conch_conn *conn, struct conch_call *call,
                        uint32_t h2err);
+/* The session let go of |call|'s stream, which ended with |err|
+   (CONCH_STREAM_*, session.h): the call is unbound and told
+   (conch__call_on_stream_close), and released if nothing else holds it. */
+void conch__conn_stream_closed(conch_conn *conn, struct conch_call *call,
+                               uint32_t err);
 /* Stops watching and closes the socket; the connection stays until its
-   sessions are done (HTTP/1.1 bridge). */
+   session is over (HTTP/1.1). */
 void conch__conn_close_fd(conch_conn *conn);
 
 #endif

@@ -1,7 +1,6 @@
-/* HTTP/1.1 (h1.c).  A connection in HTTP/1.1 mode keeps its nghttp2
-   client session (session.c); the bridge is an in-memory nghttp2 server
-   session that turns each stream into an HTTP/1.1 exchange on the wire.
-   Private to the runtime. */
+/* HTTP/1.1 for client connections (h1.c): a session of its own on the
+   session table (session.h), reading responses with the HTTP/1.1 front
+   end (h1parse.h).  Private to the runtime. */
 #ifndef CONCH_H1_H
 #define CONCH_H1_H
 

@@ -483,8 +483,8 @@ void conch__proto_client_free(conch_client *c) {
   }
 }
 
-long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
-                                  conch_buf *store) {
+static long request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
+                            conch_buf *store) {
   conch_client *c = call->client;
   const conch_hdr_tmpl *t = call->get ? NULL : tmpl_get(call);
   int own_ua = conch_metadata_find(&call->req_headers, "user-agent", 0) >= 0;
@@ -574,6 +574,19 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
     nva[i].value = base + (uintptr_t)nva[i].value;
   }
   return (long)h.n;
+}
+
+long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
+                                  conch_buf *store) {
+  long n = request_headers(call, nva, cap, store);
+  if (n == CONCH_ERR_NOMEM) {
+    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
+                     "out of memory building request headers");
+  } else if (n < 0 && !call->finished) {
+    conch__call_fail(call, CONCH_CODE_INTERNAL, (int)n,
+                     "cannot build request headers: %s", conch_strerror((int)n));
+  }
+  return n;
 }
 
 /* ---- Connect responses -------------------------------------------------- */

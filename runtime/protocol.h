@@ -28,8 +28,9 @@ int conch__proto_headers_wait_message(const conch_call *call);
 /* Builds the request header list for |call| into |nva| (room for |cap|
    entries), with strings stored in |store|; the headers constant for the
    client and method come from a template (see conch_hdr_tmpl) and are
-   flagged for nghttp2 not to copy.  Returns the count or a negative
-   CONCH_ERR_*. */
+   flagged for nghttp2 not to copy.  Both sessions write their requests
+   from it (HTTP/1.1 as text).  Returns the count, or a negative CONCH_ERR_*
+   with the call failed, saying why. */
 long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
                                   conch_buf *store);
 /* Frees the request header templates of |c|, after its sessions. */

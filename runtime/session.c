@@ -162,17 +162,7 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t err,
     return 0;
   }
   nghttp2_session_set_stream_user_data(conn->h2, id, NULL);
-  if (conn->active > 0) {
-    conn->active--;
-  }
-  call->stream_live = 0;
-  conch__conn_unbind(call);
-  conch__call_on_stream_close(call, err);
-  conch__call_maybe_release(call);
-  /* A slot is free: queued calls may go. */
-  if (!conch__list_empty(&conn->queue)) {
-    conch__conn_mark_dirty(conn);
-  }
+  conch__conn_stream_closed(conn, call, err);
   return 0;
 }
 
@@ -225,9 +215,9 @@ static int send_data(nghttp2_session *s, nghttp2_frame *frame,
   (void)s;
   (void)frame; /* we never pad */
 
-  /* HTTP/2 writes it out; HTTP/1.1's bridge takes it instead. */
-  if (conn->ops->data_frame(conn, framehd, conch__call_send_head(call),
-                            length) != 0) {
+  /* The payload goes from the call's buffer to the output: one copy. */
+  if (conch__filter_write(conn, framehd, 9) != 0 ||
+      conch__filter_write(conn, conch__call_send_head(call), length) != 0) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
   conch__call_sent(call, length);
@@ -348,7 +338,7 @@ static void h2_spare_drain(conch_conn *conn) {
 
 /* ---- Setup ------------------------------------------------------------- */
 
-int conch__h2_start(conch_conn *conn) {
+static int h2_start(conch_conn *conn) {
   conch_client *c = conn->client;
   nghttp2_session_callbacks *cbs;
   nghttp2_option *opt;
@@ -421,15 +411,7 @@ static int submit_call(conch_conn *conn, conch_call *call) {
   n = conch__proto_request_headers(call, nva, 64, &store);
   if (n < 0) {
     conch__buf_free(&store, c->mem);
-    if (n == CONCH_ERR_NOMEM) {
-      conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
-                       "out of memory building request headers");
-    } else if (!call->finished) {
-      conch__call_fail(call, CONCH_CODE_INTERNAL, (int)n,
-                       "cannot build request headers: %s",
-                       conch_strerror((int)n));
-    }
-    return (int)n;
+    return (int)n; /* the call failed, saying why */
   }
   prd.source.ptr = call;
   prd.read_callback = data_read;
@@ -458,7 +440,7 @@ static int submit_call(conch_conn *conn, conch_call *call) {
   return 0;
 }
 
-void conch__h2_submit(conch_conn *conn) {
+static void h2_submit(conch_conn *conn) {
   uint32_t max;
   conch_link *l, *next;
 
@@ -489,7 +471,7 @@ static void check_fatal(conch_conn *conn, int rv) {
   }
 }
 
-void conch__h2_resume(conch_conn *conn, conch_call *call) {
+static void h2_resume(conch_conn *conn, conch_call *call) {
   if (call->submitted && call->stream_live && call->deferred &&
       conn->h2 != NULL) {
     call->deferred = 0;
@@ -498,7 +480,7 @@ void conch__h2_resume(conch_conn *conn, conch_call *call) {
   conch__conn_mark_dirty(conn);
 }
 
-void conch__h2_consume(conch_conn *conn, conch_call *call, size_t n) {
+static void h2_consume(conch_conn *conn, conch_call *call, size_t n) {
   if (n == 0 || conn->h2 == NULL || !call->stream_live) {
     return;
   }
@@ -507,7 +489,7 @@ void conch__h2_consume(conch_conn *conn, conch_call *call, size_t n) {
   conch__conn_mark_dirty(conn);
 }
 
-void conch__h2_reset(conch_conn *conn, conch_call *call, uint32_t h2err) {
+static void h2_reset(conch_conn *conn, conch_call *call, uint32_t h2err) {
   if (!call->submitted || !call->stream_live || conn->h2 == NULL) {
     return;
   }
@@ -527,7 +509,7 @@ static long h2_mem_recv(nghttp2_session *s, const uint8_t *in, size_t n) {
   return (long)nghttp2_session_mem_recv(s, in, n);
 }
 
-void conch__h2_free(conch_conn *conn) {
+static void h2_free(conch_conn *conn) {
   if (conn->h2 != NULL) {
     nghttp2_session_del(conn->h2);
     conn->h2 = NULL;
@@ -537,7 +519,7 @@ void conch__h2_free(conch_conn *conn) {
 
 /* An http:// target with CONCH_HTTP_AUTO is tried with HTTP/2 (prior
    knowledge) first.  No request goes out before the server's SETTINGS
-   (conch__h2_submit), so when the first byte back is the 'H' of an
+   (h2_submit), so when the first byte back is the 'H' of an
    HTTP/1.x status line instead (no HTTP/2 frame can start with 0x48: its
    length would exceed any SETTINGS_MAX_FRAME_SIZE the server could have
    announced before saying anything), nothing was sent but the preface:
@@ -631,11 +613,11 @@ static int h2_send(conch_conn *conn) {
   return 0;
 }
 
-int conch__h2_want_write(const conch_conn *conn) {
+static int h2_want_write(const conch_conn *conn) {
   return conn->h2 != NULL && nghttp2_session_want_write(conn->h2);
 }
 
-int conch__h2_over(const conch_conn *conn) {
+static int h2_over(const conch_conn *conn) {
   return conn->h2 != NULL && !nghttp2_session_want_read(conn->h2) &&
          !nghttp2_session_want_write(conn->h2);
 }
@@ -648,12 +630,12 @@ static long h2_capacity(const conch_conn *conn) {
       conn->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
 }
 
-int conch__h2_sent_all(const conch_conn *conn, const conch_call *call) {
+static int h2_sent_all(const conch_conn *conn, const conch_call *call) {
   return conn->h2 != NULL && nghttp2_session_get_stream_local_close(
                                  conn->h2, call->stream_id) == 1;
 }
 
-void conch__h2_forget(conch_conn *conn, conch_call *call) {
+static void h2_forget(conch_conn *conn, conch_call *call) {
   if (conn->h2 != NULL) {
     nghttp2_session_set_stream_user_data(conn->h2, call->stream_id, NULL);
   }
@@ -698,33 +680,23 @@ static int h2_ping(conch_conn *conn) {
              : 0;
 }
 
-static int h2_data_frame(conch_conn *conn, const uint8_t *hd,
-                         const uint8_t *data, size_t len) {
-  if (conch__filter_write(conn, hd, 9) != 0 ||
-      conch__filter_write(conn, data, len) != 0) {
-    return -1;
-  }
-  return 0;
-}
-
 const conch_session_ops conch__h2_ops = {
     .name = "HTTP/2",
-    .start = conch__h2_start,
-    .free = conch__h2_free,
-    .submit = conch__h2_submit,
-    .resume = conch__h2_resume,
-    .consume = conch__h2_consume,
-    .reset = conch__h2_reset,
+    .start = h2_start,
+    .free = h2_free,
+    .submit = h2_submit,
+    .resume = h2_resume,
+    .consume = h2_consume,
+    .reset = h2_reset,
     .feed = h2_feed,
     .want_read = h2_want_read,
     .on_close = h2_on_close,
     .send = h2_send,
-    .want_write = conch__h2_want_write,
-    .over = conch__h2_over,
+    .want_write = h2_want_write,
+    .over = h2_over,
     .keepalive = h2_keepalive,
     .ping = h2_ping,
-    .data_frame = h2_data_frame,
     .capacity = h2_capacity,
-    .sent_all = conch__h2_sent_all,
-    .forget = conch__h2_forget,
+    .sent_all = h2_sent_all,
+    .forget = h2_forget,
 };

@@ -35,8 +35,11 @@ typedef struct conch_session_ops {
   void (*resume)(struct conch_conn *conn, conch_call *call);
   /* Returns |n| bytes of window credit for the call's stream. */
   void (*consume)(struct conch_conn *conn, conch_call *call, size_t n);
-  /* Resets the call's stream with |h2err|. */
-  void (*reset)(struct conch_conn *conn, conch_call *call, uint32_t h2err);
+  /* The call ended (cancel, deadline, an error, or a complete response
+     while its request was still going): resets its stream with |err|
+     (CONCH_STREAM_*).  HTTP/1.1 closes the connection unless the exchange
+     was complete. */
+  void (*reset)(struct conch_conn *conn, conch_call *call, uint32_t err);
   /* Plaintext received.  Returns 0, or non-zero when the connection
      failed. */
   int (*feed)(struct conch_conn *conn, const uint8_t *p, size_t n);
@@ -58,10 +61,6 @@ typedef struct conch_session_ops {
                                int64_t *next);
   /* Queues a PING.  Returns 0 or CONCH_ERR_NOMEM. */
   int (*ping)(struct conch_conn *conn);
-  /* A DATA frame of the client session, handed out without copying: the
-     9-byte header |hd| and |len| bytes of |data|.  Returns 0 or -1. */
-  int (*data_frame)(struct conch_conn *conn, const uint8_t *hd,
-                    const uint8_t *data, size_t len);
   /* How many calls the started session takes at once: the peer's limit,
      or -1 while it is not known. */
   long (*capacity)(const struct conch_conn *conn);
@@ -76,17 +75,13 @@ typedef struct conch_session_ops {
 /* HTTP/2 (session.c). */
 extern const conch_session_ops conch__h2_ops;
 
-/* The nghttp2 client session, which HTTP/1.1's bridge (h1.c) builds on:
-   its operations are shared by both tables. */
-int conch__h2_start(struct conch_conn *conn);
-void conch__h2_free(struct conch_conn *conn);
-void conch__h2_submit(struct conch_conn *conn);
-void conch__h2_resume(struct conch_conn *conn, conch_call *call);
-void conch__h2_consume(struct conch_conn *conn, conch_call *call, size_t n);
-void conch__h2_reset(struct conch_conn *conn, conch_call *call, uint32_t h2err);
-int conch__h2_want_write(const struct conch_conn *conn);
-int conch__h2_over(const struct conch_conn *conn);
-int conch__h2_sent_all(const struct conch_conn *conn, const conch_call *call);
-void conch__h2_forget(struct conch_conn *conn, conch_call *call);
+/* How a stream ends: HTTP/2's error codes (RFC 9113 section 7), the
+   vocabulary of both sessions and of call.c (conch__call_on_stream_close,
+   conch__conn_stream_closed). */
+enum {
+  CONCH_STREAM_NO_ERROR = 0x0,
+  CONCH_STREAM_REFUSED = 0x7, /* not processed: may be sent again */
+  CONCH_STREAM_CANCEL = 0x8
+};
 
 #endif

@@ -2,7 +2,11 @@
    benchmarks of tools/bench/compare.sh: conch, gRPC C++ and h2load all run
    against this one process, so what differs is the client only.
 
-     bench-server [PORT]        (default 0: any free port)
+     bench-server [PORT] [h1]   (default 0: any free port)
+
+   With "h1" it speaks HTTP/1.1 instead (keep-alive, one request at a time
+   per connection, as envd): unary responses with Content-Length, streams
+   chunked, one chunk per write buffer, as Go's net/http sends them.
 
    Prints "listening PORT" on stdout once it accepts connections.  It knows
    two methods of process.Process, each for Connect and gRPC (chosen by the
@@ -22,12 +26,14 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <http_parser.h>
 #include <nghttp2/nghttp2.h>
 
 #include "list_fixture.h"
@@ -61,7 +67,12 @@ typedef struct bstream {
 
 typedef struct bconn {
   int fd;
-  nghttp2_session *h2;
+  nghttp2_session *h2; /* NULL: HTTP/1.1 */
+  http_parser hp;
+  bstream *cur; /* HTTP/1.1: the request being read or answered */
+  int ctype_next; /* the header value being read is content-type */
+  int answering;
+  int head_sent, chunked;
   bstream *streams;
   uint8_t out[65536];
   size_t out_len, out_off;
@@ -190,31 +201,27 @@ static ssize_t read_body(nghttp2_session *h2, int32_t id, uint8_t *buf,
   {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v),                 \
    NGHTTP2_NV_FLAG_NONE}
 
-static void respond(nghttp2_session *h2, bstream *s) {
-  nghttp2_data_provider dp;
+/* Sets |s|'s response body up (the pieces read_body() takes) and returns
+   its content-type; for an unknown method, *status is 404 (Connect) or the
+   gRPC status goes in the headers (*status 0, no body). */
+static const char *prepare(bstream *s, int *status) {
   const char *ct = s->kind == K_CONNECT_UNARY ? "application/proto"
                    : s->kind == K_CONNECT_STREAM
                        ? "application/connect+proto"
                        : s->ctype;
-  nghttp2_nv hd[] = {NV(":status", "200"), NV("content-type", ct)};
-
+  *status = 200;
   if (s->method == 0) {
     if (s->kind == K_GRPC) {
-      nghttp2_nv t[] = {NV(":status", "200"), NV("content-type", ct),
-                        NV("grpc-status", "12")};
-      nghttp2_submit_response(h2, s->id, t, 3, NULL);
+      *status = 0;
     } else {
       static const char e[] = "{\"code\":\"unimplemented\"}";
-      nghttp2_nv t[] = {NV(":status", "404"),
-                        NV("content-type", "application/json")};
+      *status = 404;
       s->head = (const uint8_t *)e;
       s->head_len = sizeof(e) - 1;
       s->piece = 0;
-      dp.source.ptr = s;
-      dp.read_callback = read_body;
-      nghttp2_submit_response(h2, s->id, t, 2, &dp);
+      ct = "application/json";
     }
-    return;
+    return ct;
   }
   s->grpc_trailers = s->kind == K_GRPC;
   if (s->method == 1) {
@@ -257,6 +264,22 @@ static void respond(nghttp2_session *h2, bstream *s) {
     }
   }
   s->piece = 0;
+  return ct;
+}
+
+static void respond(nghttp2_session *h2, bstream *s) {
+  nghttp2_data_provider dp;
+  int status;
+  const char *ct = prepare(s, &status);
+  nghttp2_nv hd[] = {NV(":status", status == 404 ? "404" : "200"),
+                     NV("content-type", ct)};
+
+  if (status == 0) {
+    nghttp2_nv t[] = {NV(":status", "200"), NV("content-type", ct),
+                      NV("grpc-status", "12")};
+    nghttp2_submit_response(h2, s->id, t, 3, NULL);
+    return;
+  }
   dp.source.ptr = s;
   dp.read_callback = read_body;
   nghttp2_submit_response(h2, s->id, hd, 2, &dp);
@@ -348,14 +371,195 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code,
   return 0;
 }
 
+/* ---- HTTP/1.1 ------------------------------------------------------------ */
+
+static int h1_begin(http_parser *hp) {
+  bconn *c = hp->data;
+  bstream *s = calloc(1, sizeof(*s));
+  if (s == NULL) {
+    return -1;
+  }
+  s->kind = K_CONNECT_UNARY;
+  c->cur = s;
+  c->answering = 0;
+  c->head_sent = 0;
+  return 0;
+}
+
+static int h1_url(http_parser *hp, const char *at, size_t len) {
+  bconn *c = hp->data;
+  if (len == 21 && memcmp(at, "/process.Process/List", 21) == 0) {
+    c->cur->method = 1;
+  } else if (len == 22 && memcmp(at, "/process.Process/Start", 22) == 0) {
+    c->cur->method = 2;
+  }
+  return 0;
+}
+
+static int h1_field(http_parser *hp, const char *at, size_t len) {
+  bconn *c = hp->data;
+  c->ctype_next = len == 12 && strncasecmp(at, "content-type", 12) == 0;
+  return 0;
+}
+
+static int h1_value(http_parser *hp, const char *at, size_t len) {
+  bconn *c = hp->data;
+  bstream *s = c->cur;
+  if (c->ctype_next && len < sizeof(s->ctype)) {
+    memcpy(s->ctype, at, len);
+    s->ctype[len] = '\0';
+    if (strncmp(s->ctype, "application/connect+", 20) == 0) {
+      s->kind = K_CONNECT_STREAM;
+    }
+  }
+  return 0;
+}
+
+static int h1_body(http_parser *hp, const char *at, size_t len) {
+  bconn *c = hp->data;
+  bstream *s = c->cur;
+  if (s->body_len + len <= MAX_BODY) {
+    memcpy(s->body + s->body_len, at, len);
+    s->body_len += len;
+  }
+  return 0;
+}
+
+static int h1_complete(http_parser *hp) {
+  bconn *c = hp->data;
+  int status;
+  const char *ct = prepare(c->cur, &status);
+  size_t total = c->cur->head_len +
+                 (size_t)(c->cur->count > 0 ? c->cur->count : 0) *
+                     c->cur->msg_len +
+                 c->cur->tail_len;
+  int n;
+  c->chunked = c->cur->method == 2;
+  n = snprintf((char *)c->out + c->out_len, sizeof(c->out) - c->out_len,
+               "HTTP/1.1 %s\r\ncontent-type: %s\r\n", status == 404 ? "404 Not Found" : "200 OK", ct);
+  c->out_len += (size_t)n;
+  n = c->chunked ? snprintf((char *)c->out + c->out_len,
+                            sizeof(c->out) - c->out_len,
+                            "transfer-encoding: chunked\r\n\r\n")
+                 : snprintf((char *)c->out + c->out_len,
+                            sizeof(c->out) - c->out_len,
+                            "content-length: %zu\r\n\r\n", total);
+  c->out_len += (size_t)n;
+  c->answering = 1;
+  http_parser_pause(hp, 1); /* one request at a time */
+  return 0;
+}
+
+static const http_parser_settings h1_settings = {
+    .on_message_begin = h1_begin,
+    .on_url = h1_url,
+    .on_header_field = h1_field,
+    .on_header_value = h1_value,
+    .on_body = h1_body,
+    .on_message_complete = h1_complete,
+};
+
+/* Fills the output with the response being answered. */
+static void h1_fill(bconn *c) {
+  bstream *s = c->cur;
+  while (s != NULL && c->answering && c->out_len + 64 < sizeof(c->out)) {
+    uint32_t flags = 0;
+    nghttp2_data_source src;
+    size_t room = sizeof(c->out) - c->out_len - 10, n;
+    src.ptr = s;
+    if (s->piece < 3) {
+      uint8_t *at = c->out + c->out_len + (c->chunked ? 8 : 0);
+      n = (size_t)read_body(NULL, 0, at, room, &flags, &src, NULL);
+      if (c->chunked && n > 0) {
+        char hd[24];
+        snprintf(hd, sizeof(hd), "%06zx\r\n", n);
+        memcpy(c->out + c->out_len, hd, 8);
+        c->out_len += 8 + n;
+        memcpy(c->out + c->out_len, "\r\n", 2);
+        c->out_len += 2;
+      } else {
+        c->out_len += n;
+      }
+      continue;
+    }
+    if (c->chunked) {
+      memcpy(c->out + c->out_len, "0\r\n\r\n", 5);
+      c->out_len += 5;
+    }
+    free(s->msg);
+    free(s);
+    c->cur = NULL;
+    c->answering = 0;
+    http_parser_pause(&c->hp, 0);
+  }
+}
+
+static int h1_io(bconn *c, short revents) {
+  uint8_t buf[65536];
+  if (revents & (POLLIN | POLLHUP | POLLERR)) {
+    while (!c->answering) {
+      ssize_t n = read(c->fd, buf, sizeof(buf));
+      size_t done;
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        return -1;
+      }
+      if (n < 0) {
+        break;
+      }
+      done = http_parser_execute(&c->hp, &h1_settings, (const char *)buf,
+                                 (size_t)n);
+      if (HTTP_PARSER_ERRNO(&c->hp) != HPE_OK &&
+          HTTP_PARSER_ERRNO(&c->hp) != HPE_PAUSED) {
+        return -1;
+      }
+      if (done != (size_t)n) {
+        return -1; /* pipelined: the benchmark clients do not */
+      }
+    }
+  }
+  for (;;) {
+    ssize_t w;
+    if (c->out_off == c->out_len) {
+      c->out_off = c->out_len = 0;
+      h1_fill(c);
+      if (c->out_len == 0) {
+        return 0;
+      }
+    }
+    w = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+    if (w < 0) {
+      if (errno == EAGAIN) {
+        return 0;
+      }
+      if (errno != EINTR) {
+        return -1;
+      }
+    } else {
+      c->out_off += (size_t)w;
+    }
+    if (c->out_off == c->out_len && !c->answering) {
+      /* answered: read the next request */
+      return h1_io(c, POLLIN);
+    }
+  }
+}
+
 static void conn_free(bconn *c) {
   while (c->streams != NULL) {
     free_stream(c, c->streams);
   }
-  nghttp2_session_del(c->h2);
+  if (c->cur != NULL) {
+    free(c->cur->msg);
+    free(c->cur);
+  }
+  if (c->h2 != NULL) {
+    nghttp2_session_del(c->h2);
+  }
   close(c->fd);
   free(c);
 }
+
+static int h1_mode;
 
 static bconn *conn_new(int fd) {
   nghttp2_session_callbacks *cbs;
@@ -367,6 +571,11 @@ static bconn *conn_new(int fd) {
 
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   c->fd = fd;
+  if (h1_mode) {
+    http_parser_init(&c->hp, HTTP_REQUEST);
+    c->hp.data = c;
+    return c;
+  }
   nghttp2_session_callbacks_new(&cbs);
   nghttp2_session_callbacks_set_on_begin_headers_callback(cbs,
                                                           on_begin_headers);
@@ -384,6 +593,9 @@ static bconn *conn_new(int fd) {
 /* Reads what there is and writes what fits; 0, or -1 to drop |c|. */
 static int conn_io(bconn *c, short revents) {
   uint8_t buf[65536];
+  if (c->h2 == NULL) {
+    return h1_io(c, revents);
+  }
   if (revents & (POLLIN | POLLHUP | POLLERR)) {
     for (;;) {
       ssize_t n = read(c->fd, buf, sizeof(buf));
@@ -488,6 +700,7 @@ int main(int argc, char **argv) {
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   sa.sin_port = htons((uint16_t)(argc > 1 ? atoi(argv[1]) : 0));
+  h1_mode = argc > 2 && strcmp(argv[2], "h1") == 0;
   if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
       listen(lfd, 64) != 0 ||
       getsockname(lfd, (struct sockaddr *)&sa, &salen) != 0) {
@@ -502,8 +715,8 @@ int main(int argc, char **argv) {
     for (i = 0; i < n; i++) {
       pfd[i + 1].fd = conns[i]->fd;
       pfd[i + 1].events = POLLIN;
-      if (nghttp2_session_want_write(conns[i]->h2) ||
-          conns[i]->out_off < conns[i]->out_len) {
+      if ((conns[i]->h2 != NULL && nghttp2_session_want_write(conns[i]->h2)) ||
+          conns[i]->out_off < conns[i]->out_len || conns[i]->answering) {
         pfd[i + 1].events |= POLLOUT;
       }
     }

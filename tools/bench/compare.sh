@@ -45,14 +45,23 @@ msg=65536
 rev="$(git -C "$top" rev-parse --short HEAD)$(git -C "$top" diff --quiet HEAD -- runtime tools/bench || echo '+dirty')"
 
 out=$(mktemp -d)
-srv=
-cleanup() { [ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$out"; }
+srv= srv1=
+cleanup() {
+  [ -n "$srv" ] && kill "$srv" 2>/dev/null
+  [ -n "$srv1" ] && kill "$srv1" 2>/dev/null
+  rm -rf "$out"
+}
 trap cleanup EXIT INT TERM
 mkfifo "$out/srv"
 "$bd/bench-server" >"$out/srv" </dev/null &
 srv=$!
 read -r _ port <"$out/srv"
 url=http://127.0.0.1:$port
+mkfifo "$out/srv1"
+"$bd/bench-server" 0 h1 >"$out/srv1" </dev/null &
+srv1=$!
+read -r _ port1 <"$out/srv1"
+url1=http://127.0.0.1:$port1
 
 # Request bodies for h2load, the same bytes the other clients send.
 # StartRequest{process{cmd:"bench" args:[COUNT, BYTES]}}, enveloped.
@@ -79,15 +88,23 @@ h2_args() { # workload protocol count -> h2load arguments
     echo "-n 1 -c 1 -m 1 -d $out/bulk$3 -H content-type:application/connect+proto -H connect-protocol-version:1 $url/process.Process/Start" ;;
   bulk-grpc) start_body "$3" $msg "$out/bulk$3"
     echo "-n 1 -c 1 -m 1 -d $out/bulk$3 -H content-type:application/grpc -H te:trailers $url/process.Process/Start" ;;
+  # HTTP/1.1: one request at a time per connection, 16 connections (conch's
+  # HTTP/1.1 pool) for 64 calls in flight.
+  list-h1) echo "--h1 -n $3 -c 16 -m 1 -H content-type:application/proto -H connect-protocol-version:1 -d /dev/null $url1/process.Process/List" ;;
+  setup-h1) echo "--h1 -n $3 -c 16 -m 1 -d $out/setup -H content-type:application/connect+proto -H connect-protocol-version:1 $url1/process.Process/Start" ;;
+  bulk-h1) start_body "$3" $msg "$out/bulk$3"
+    echo "--h1 -n 1 -c 1 -m 1 -d $out/bulk$3 -H content-type:application/connect+proto -H connect-protocol-version:1 $url1/process.Process/Start" ;;
   esac
 }
 
 cmd() { # client workload protocol count -> command line
   case $1 in
   conch)
+    p=$3 u=$url h1=
+    [ "$p" = h1 ] && p=connect u=$url1 h1=--http1
     case $2 in
-    bulk) echo "$bd/conch-bench --protocol $3 bulk $url $4 $msg" ;;
-    *) echo "$bd/conch-bench --protocol $3 $2 $url 64 $4" ;;
+    bulk) echo "$bd/conch-bench --protocol $p $h1 bulk $u $4 $msg" ;;
+    *) echo "$bd/conch-bench --protocol $p $h1 $2 $u 64 $4" ;;
     esac ;;
   grpc++)
     case $2 in
@@ -144,7 +161,8 @@ clients="conch h2load"
 [ "$have_grpc" = 1 ] && clients="conch grpc++ h2load"
 
 # Rows: workload protocol; gRPC C++ only speaks gRPC.
-rows="list-connect list-grpc setup-connect setup-grpc bulk-connect bulk-grpc"
+rows="list-connect list-grpc list-h1 setup-connect setup-grpc setup-h1"
+rows="$rows bulk-connect bulk-grpc bulk-h1"
 # conch only: list and setup through the typed one-callback stubs
 # (p__s__m_async()), compared with the others' list and setup.
 rows="$rows listasync-connect listasync-grpc setupasync-connect setupasync-grpc"
@@ -156,7 +174,7 @@ while [ "$r" -le "$rounds" ]; do
     w=${row%-*} p=${row#*-}
     if [ "$w" = bulk ]; then n1=$n1_b n2=$n2_b nc=$ncpu_b; else n1=$n1_u n2=$n2_u nc=$ncpu_u; fi
     for c in $clients; do
-      [ "$c" = grpc++ ] && [ "$p" = connect ] && continue
+      [ "$c" = grpc++ ] && [ "$p" != grpc ] && continue
       case $w in *async) [ "$c" = conch ] || continue ;; esac
       echo "round $r: $c $row" >&2
       set -- $(m_cpu "$c" "$w" "$p" "$nc")
@@ -207,7 +225,7 @@ for row in $rows; do
   # The others' row to compare with: listasync-grpc with list-grpc.
   hrow=${w%async}-${row#*-}
   for c in $clients; do
-    [ "$c" = grpc++ ] && [ "${row#*-}" = connect ] && continue
+    [ "$c" = grpc++ ] && [ "${row#*-}" != grpc ] && continue
     case $w in *async) [ "$c" = conch ] || continue ;; esac
     ir=$(get "$row" "$c" ir) cpu=$(get "$row" "$c" cpu)
     if [ "$w" = bulk ]; then

@@ -8,6 +8,7 @@
      conch-bench [--protocol connect|grpc] setup URL CONC STREAMS
      conch-bench [--protocol connect|grpc] listasync|setupasync URL CONC N
      conch-bench [--protocol connect|grpc] bulk  URL MESSAGES BYTES
+     (--http1 before the workload: the client speaks HTTP/1.1)
 
    unary: CONCURRENCY unary calls kept in flight on one connection for
    SECONDS; stream: one server stream of MESSAGE_BYTES messages read for
@@ -269,6 +270,7 @@ static int bench_idle(const char *url, int n) {
 /* ---- Workloads against bench-server (compare.sh) ------------------------ */
 
 static conch_protocol protocol = CONCH_PROTOCOL_CONNECT;
+static int http1; /* --http1 */
 
 /* Allocation counting: calls of the hooks whose caller lies in libnghttp2's
    mapping are nghttp2's, the rest conch's (with protobuf-c's arena). */
@@ -344,6 +346,7 @@ static conch_client *pc_client(const char *url, size_t recv_limit) {
   conch_client_opts *o;
   if (conch_client_opts_new(&o) != 0 ||
       conch_client_opts_set_protocol(o, protocol) != 0 ||
+      (http1 && conch_client_opts_set_http_version(o, CONCH_HTTP_1_1) != 0) ||
       (recv_limit > 0 && conch_client_opts_set_recv_limit(o, recv_limit) != 0)) {
     fprintf(stderr, "cannot make client options\n");
     exit(1);
@@ -565,6 +568,11 @@ int main(int argc, char **argv) {
     }
     argc -= 2;
     argv += 2;
+  }
+  if (argc > 1 && strcmp(argv[1], "--http1") == 0) {
+    http1 = 1;
+    argc--;
+    argv++;
   }
   if (argc == 5 && (strcmp(argv[1], "list") == 0 ||
                     strcmp(argv[1], "listasync") == 0 ||

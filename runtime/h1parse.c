@@ -1,0 +1,351 @@
+/* The HTTP/1.1 front end (h1parse.h): libhttp-parser's callbacks turned
+   into a head with its fields, body bytes and an end.  Field names and
+   values are collected in one buffer (|hb|) as offsets, because a field
+   may arrive in pieces across feeds; the list handed over points into it. */
+#include "h1parse.h"
+
+#include <limits.h>
+#include <string.h>
+
+#include "wire.h"
+
+struct conch_h1p_off {
+  size_t noff, nlen, voff, vlen; /* in |hb| */
+};
+
+#define H1P_MAX_FIELDS 1000
+
+static conch_h1p *of(http_parser *hp) { return hp->data; }
+
+/* RFC 9110 5.6.2 token characters, lowercase letters only (names are
+   lowercased first). */
+static int name_ok(const uint8_t *p, size_t n) {
+  size_t i;
+  if (n == 0) {
+    return 0;
+  }
+  for (i = 0; i < n; i++) {
+    uint8_t c = p[i];
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+      continue;
+    }
+    if (c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' ||
+        c == '*' || c == '+' || c == '-' || c == '.' || c == '^' || c == '_' ||
+        c == '`' || c == '|' || c == '~') {
+      continue;
+    }
+    return 0;
+  }
+  return 1;
+}
+
+/* Visible characters, obs-text and inner blanks (RFC 9110 5.5). */
+static int value_ok(const uint8_t *p, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    if ((p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7f) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static int hb_append(conch_h1p *p, const char *at, size_t len) {
+  if (conch__buf_size(&p->hb) + conch__buf_size(&p->url) + len > p->max_head) {
+    p->over = 1;
+    return -1;
+  }
+  if (conch__buf_append(&p->hb, p->mem, at, len) != 0) {
+    p->nomem = 1;
+    return -1;
+  }
+  return 0;
+}
+
+static void block_reset(conch_h1p *p) {
+  conch__buf_reset(&p->hb);
+  p->noffs = 0;
+  p->in_value = 0;
+}
+
+/* The fields of the block read so far, as HTTP/2 sees them (h1parse.h);
+   sets |*n|.  NULL when out of memory. */
+static const conch_h1_field *build_fields(conch_h1p *p, size_t *n) {
+  uint8_t *base = conch__buf_head(&p->hb);
+  size_t i, j, k = 0;
+  int chunked = (p->p.flags & F_CHUNKED) != 0;
+
+  *n = 0;
+  if (p->noffs == 0) {
+    return p->fields;
+  }
+  for (i = 0; i < p->noffs; i++) {
+    const struct conch_h1p_off *f = &p->offs[i];
+    uint8_t *name = base + f->noff;
+    const uint8_t *v = base + f->voff;
+    size_t vlen = f->vlen;
+    for (j = 0; j < f->nlen; j++) {
+      if (name[j] >= 'A' && name[j] <= 'Z') {
+        name[j] = (uint8_t)(name[j] - 'A' + 'a');
+      }
+    }
+    while (vlen > 0 && (v[0] == ' ' || v[0] == '\t')) {
+      v++;
+      vlen--;
+    }
+    while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t')) {
+      vlen--;
+    }
+    if (!name_ok(name, f->nlen) || !value_ok(v, vlen) ||
+        conch__h1_hop_by_hop(name, f->nlen) ||
+        (chunked && f->nlen == 14 && memcmp(name, "content-length", 14) == 0)) {
+      continue;
+    }
+    p->fields[k].name = name;
+    p->fields[k].nlen = f->nlen;
+    p->fields[k].value = vlen > 0 ? v : (const uint8_t *)"";
+    p->fields[k].vlen = vlen;
+    k++;
+  }
+  *n = k;
+  return p->fields;
+}
+
+/* ---- libhttp-parser callbacks ------------------------------------------ */
+
+static int on_message_begin(http_parser *hp) {
+  conch_h1p *p = of(hp);
+  p->started = 1;
+  p->head_done = 0;
+  p->skip_1xx = 0;
+  block_reset(p);
+  conch__buf_reset(&p->url);
+  return 0;
+}
+
+static int on_url(http_parser *hp, const char *at, size_t len) {
+  conch_h1p *p = of(hp);
+  if (conch__buf_size(&p->hb) + conch__buf_size(&p->url) + len > p->max_head) {
+    p->over = 1;
+    return -1;
+  }
+  if (conch__buf_append(&p->url, p->mem, at, len) != 0) {
+    p->nomem = 1;
+    return -1;
+  }
+  return 0;
+}
+
+static int field_add(conch_h1p *p) {
+  if (p->noffs == p->cap) {
+    size_t cap = p->cap ? p->cap * 2 : 16;
+    struct conch_h1p_off *o;
+    conch_h1_field *f;
+    if (cap > H1P_MAX_FIELDS) {
+      p->over = 1;
+      return -1;
+    }
+    o = conch__realloc(p->mem, p->offs, cap * sizeof(*o));
+    if (o == NULL) {
+      p->nomem = 1;
+      return -1;
+    }
+    p->offs = o;
+    f = conch__realloc(p->mem, p->fields, cap * sizeof(*f));
+    if (f == NULL) {
+      p->nomem = 1;
+      return -1;
+    }
+    p->fields = f;
+    p->cap = cap;
+  }
+  memset(&p->offs[p->noffs], 0, sizeof(p->offs[0]));
+  p->offs[p->noffs].noff = conch__buf_size(&p->hb);
+  p->noffs++;
+  return 0;
+}
+
+static int on_header_field(http_parser *hp, const char *at, size_t len) {
+  conch_h1p *p = of(hp);
+  if ((p->noffs == 0 || p->in_value) && field_add(p) != 0) {
+    return -1;
+  }
+  p->in_value = 0;
+  p->offs[p->noffs - 1].nlen += len;
+  return hb_append(p, at, len);
+}
+
+static int on_header_value(http_parser *hp, const char *at, size_t len) {
+  conch_h1p *p = of(hp);
+  struct conch_h1p_off *f;
+  if (p->noffs == 0) {
+    return -1;
+  }
+  f = &p->offs[p->noffs - 1];
+  if (!p->in_value) {
+    p->in_value = 1;
+    f->voff = conch__buf_size(&p->hb);
+    f->vlen = 0;
+  }
+  f->vlen += len;
+  return hb_append(p, at, len);
+}
+
+static int on_headers_complete(http_parser *hp) {
+  conch_h1p *p = of(hp);
+  conch_h1_head h;
+
+  if (p->head_done) {
+    return 0; /* chunked trailers end here in some versions */
+  }
+  if (hp->type == HTTP_RESPONSE) {
+    if (hp->status_code / 100 == 1) {
+      if (hp->status_code == 101) {
+        return -1; /* no upgrade was asked for */
+      }
+      p->skip_1xx = 1; /* 100 Continue & co: the final response follows */
+      block_reset(p);
+      return 0;
+    }
+    if (hp->status_code < 200 || hp->status_code > 999) {
+      return -1;
+    }
+  }
+  memset(&h, 0, sizeof(h));
+  h.status = hp->type == HTTP_RESPONSE ? (int)hp->status_code : 0;
+  if (hp->type == HTTP_REQUEST) {
+    h.method = http_method_str((enum http_method)hp->method);
+    h.url = conch__buf_size(&p->url) > 0 ? conch__buf_head(&p->url)
+                                         : (const uint8_t *)"";
+    h.url_len = conch__buf_size(&p->url);
+  }
+  h.version_minor = hp->http_minor;
+  h.chunked = (hp->flags & F_CHUNKED) != 0;
+  h.length = h.chunked || hp->content_length == ULLONG_MAX
+                 ? UINT64_MAX
+                 : (uint64_t)hp->content_length;
+  if (hp->type == HTTP_RESPONSE) {
+    h.body = !(hp->status_code == 204 || hp->status_code == 304 ||
+               (!h.chunked && hp->content_length == 0));
+  } else {
+    h.body = h.chunked || (h.length != UINT64_MAX && h.length > 0);
+  }
+  h.fields = build_fields(p, &h.nfields);
+  p->head_done = 1;
+  if (p->cbs->on_head(p->ud, &h) != 0) {
+    p->stopped = 1;
+    return -1;
+  }
+  block_reset(p); /* what follows is the trailers */
+  return 0;
+}
+
+static int on_body(http_parser *hp, const char *at, size_t len) {
+  conch_h1p *p = of(hp);
+  if (p->skip_1xx) {
+    return 0;
+  }
+  if (p->cbs->on_body(p->ud, (const uint8_t *)at, len) != 0) {
+    p->stopped = 1;
+    return -1;
+  }
+  return 0;
+}
+
+static int on_message_complete(http_parser *hp) {
+  conch_h1p *p = of(hp);
+  const conch_h1_field *t;
+  size_t nt;
+
+  if (p->skip_1xx) {
+    p->skip_1xx = 0;
+    p->head_done = 0;
+    block_reset(p);
+    return 0;
+  }
+  t = build_fields(p, &nt);
+  p->started = 0;
+  p->ended = 1;
+  if (p->cbs->on_end(p->ud, t, nt, http_should_keep_alive(hp) != 0) != 0) {
+    p->stopped = 1;
+    return -1;
+  }
+  /* Whatever follows is the next message's: the caller decides. */
+  http_parser_pause(hp, 1);
+  return 0;
+}
+
+static const http_parser_settings settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* ---- API --------------------------------------------------------------- */
+
+void conch__h1p_init(conch_h1p *p, int request, const conch_mem *mem,
+                     size_t max_head, const conch_h1p_cbs *cbs, void *ud) {
+  memset(p, 0, sizeof(*p));
+  http_parser_init(&p->p, request ? HTTP_REQUEST : HTTP_RESPONSE);
+  p->p.data = p;
+  p->mem = mem;
+  p->max_head = max_head;
+  p->cbs = cbs;
+  p->ud = ud;
+}
+
+void conch__h1p_free(conch_h1p *p) {
+  conch__buf_free(&p->hb, p->mem);
+  conch__buf_free(&p->url, p->mem);
+  conch__free(p->mem, p->offs);
+  conch__free(p->mem, p->fields);
+  p->offs = NULL;
+  p->fields = NULL;
+  p->noffs = p->cap = 0;
+}
+
+conch_h1p_result conch__h1p_feed(conch_h1p *p, const uint8_t *data, size_t n,
+                                 size_t *used) {
+  size_t done;
+  enum http_errno e;
+
+  *used = 0;
+  if (p->ended) {
+    /* The previous message ended: the parser is paused before this one. */
+    p->ended = 0;
+    http_parser_pause(&p->p, 0);
+  }
+  done = http_parser_execute(&p->p, &settings, (const char *)data, n);
+  *used = done;
+  e = HTTP_PARSER_ERRNO(&p->p);
+  if (p->nomem) {
+    return CONCH_H1P_NOMEM;
+  }
+  if (p->over || e == HPE_HEADER_OVERFLOW) {
+    return CONCH_H1P_LIMIT;
+  }
+  if (p->stopped) {
+    return CONCH_H1P_STOP;
+  }
+  if (p->ended) {
+    return CONCH_H1P_DONE;
+  }
+  if (e == HPE_OK && done == n) {
+    return CONCH_H1P_MORE;
+  }
+  return CONCH_H1P_BAD;
+}
+
+int conch__h1p_in_message(const conch_h1p *p) { return p->started; }
+
+int conch__h1p_head_done(const conch_h1p *p) {
+  return p->head_done && !p->skip_1xx;
+}
+
+const char *conch__h1p_error(const conch_h1p *p) {
+  return http_errno_description(HTTP_PARSER_ERRNO(&p->p));
+}
