@@ -76,7 +76,6 @@ start_body() { # count bytes file
   } >"$3"
 }
 printf '\000\000\000\000\000' >"$out/grpc-list"
-: >"$out/empty"
 start_body 1 64 "$out/setup"
 
 h2_args() { # workload protocol count -> h2load arguments
@@ -91,7 +90,7 @@ h2_args() { # workload protocol count -> h2load arguments
     echo "-n 1 -c 1 -m 1 -d $out/bulk$3 -H content-type:application/grpc -H te:trailers $url/process.Process/Start" ;;
   # HTTP/1.1: one request at a time per connection, 16 connections (conch's
   # HTTP/1.1 pool) for 64 calls in flight.
-  list-h1) echo "--h1 -n $3 -c 16 -m 1 -H content-type:application/proto -H connect-protocol-version:1 -d $out/empty $url1/process.Process/List" ;;
+  list-h1) echo "--h1 -n $3 -c 16 -m 1 -H content-type:application/proto -H connect-protocol-version:1 $url1/process.Process/List" ;;
   setup-h1) echo "--h1 -n $3 -c 16 -m 1 -d $out/setup -H content-type:application/connect+proto -H connect-protocol-version:1 $url1/process.Process/Start" ;;
   bulk-h1) start_body "$3" $msg "$out/bulk$3"
     echo "--h1 -n 1 -c 1 -m 1 -d $out/bulk$3 -H content-type:application/connect+proto -H connect-protocol-version:1 $url1/process.Process/Start" ;;
@@ -259,7 +258,8 @@ if command -v callgrind_annotate >/dev/null; then
   echo
   echo "| protocol | conch | nghttp2 | protobuf-c | allocator | libc other | other |"
   echo "|---|---:|---:|---:|---:|---:|---:|"
-  for p in connect grpc; do
+  for p in connect grpc h1; do
+    [ -f "$out/keep1-$p" ] || continue
     for k in 1 2; do
       callgrind_annotate --threshold=100 "$out/keep$k-$p" 2>/dev/null | awk '
         /^ *[0-9,]+ .*\[.*\]$/ {
