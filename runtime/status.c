@@ -323,6 +323,27 @@ int conch__status_set(conch_status *st, const conch_mem *mem, conch_code code,
   return rv;
 }
 
+int conch_status_vsetf(conch_status *st, const conch_mem *mem,
+                       conch_code code, const char *fmt, va_list ap) {
+  if (st == NULL || (int)code < 0 || (int)code > 16) {
+    return CONCH_ERR_INVALID;
+  }
+  conch_status_clear(st); /* vset sets only an OK status */
+  conch__status_vset(st, mem, code, CONCH_ORIGIN_LOCAL, 0, fmt, ap);
+  return fmt != NULL && st->message == NULL ? CONCH_ERR_NOMEM : 0;
+}
+
+int conch_status_setf(conch_status *st, const conch_mem *mem, conch_code code,
+                      const char *fmt, ...) {
+  va_list ap;
+  int rv;
+
+  va_start(ap, fmt);
+  rv = conch_status_vsetf(st, mem, code, fmt, ap);
+  va_end(ap);
+  return rv;
+}
+
 /* Moves the parts of |tmp| into |st| with the given code and origin,
    replacing what |st| held.  |tmp| is left empty. */
 static void status_take(conch_status *st, conch_status *tmp, int code,

@@ -1472,6 +1472,34 @@ static void test_json_bombs(void **state) {
   free(end);
 }
 
+/* conch_status_setf(): the public builder replaces what the status held,
+   formats its message and refuses codes out of range. */
+static void test_status_setf(void **state) {
+  conch_status st;
+  (void)state;
+  conch_status_init(&st);
+  assert_int_equal(conch__status_set(&st, NULL, CONCH_CODE_INTERNAL,
+                                     CONCH_ORIGIN_SERVER, 0, "old"),
+                   1);
+  st.http_status = 500;
+  assert_int_equal(conch_status_setf(&st, NULL, CONCH_CODE_NOT_FOUND,
+                                     "no %s at %d", "file", 7),
+                   0);
+  assert_int_equal(st.code, CONCH_CODE_NOT_FOUND);
+  assert_int_equal(st.origin, CONCH_ORIGIN_LOCAL);
+  assert_int_equal(st.http_status, 0);
+  assert_string_equal(conch_status_message(&st), "no file at 7");
+  assert_int_equal(conch_status_setf(&st, NULL, (conch_code)17, "x"),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(st.code, CONCH_CODE_NOT_FOUND);
+  assert_int_equal(conch_status_setf(NULL, NULL, CONCH_CODE_OK, NULL),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_status_setf(&st, NULL, CONCH_CODE_ABORTED, NULL), 0);
+  assert_null(st.message);
+  assert_string_equal(conch_status_message(&st), "aborted");
+  conch_status_clear(&st);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_strerror),
@@ -1503,6 +1531,7 @@ int main(void) {
       cmocka_unit_test(test_grpc_status_details_malformed),
       cmocka_unit_test(test_oom),
       cmocka_unit_test(test_json_bombs),
+      cmocka_unit_test(test_status_setf),
   };
 
   return cmocka_run_group_tests(tests, NULL, NULL);

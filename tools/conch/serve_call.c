@@ -19,7 +19,6 @@
 #include <openssl/crypto.h>
 
 #include "base64.h"
-#include "status_int.h"
 
 #define DEFAULT_KEEPALIVE_MS 90000
 #define MAX_KEEPALIVE_S 1000000000LL
@@ -220,8 +219,8 @@ void srv_rpc_vfinish(srv_stream *st, conch_code code, const char *fmt,
   stream_done(st);
   conch_status_init(&status);
   if (code != CONCH_CODE_OK) {
-    (void)conch__status_vset(&status, st->srv->mem, code, CONCH_ORIGIN_LOCAL,
-                             0, fmt != NULL ? fmt : "", ap);
+    (void)conch_status_vsetf(&status, st->srv->mem, code,
+                             fmt != NULL ? fmt : "", ap);
   }
   (void)conch_rpc_finish(rpc, &status);
   conch_status_clear(&status);

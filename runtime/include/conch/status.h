@@ -13,6 +13,7 @@
 #ifndef CONCH_STATUS_H
 #define CONCH_STATUS_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -183,6 +184,24 @@ CONCH_EXTERN int conch_status_copy(conch_status *dst, const conch_status *src,
  * Never NULL.
  */
 CONCH_EXTERN const char *conch_status_message(const conch_status *st);
+
+/**
+ * Sets |st| to |code| with a message formatted as printf() formats |fmt|
+ * (NULL: no message), for a status of your own: a server handler's answer,
+ * a failure to report.  What |st| held is freed first; the message is
+ * allocated with |mem| (NULL: the C library) and freed by
+ * conch_status_clear().  The origin is CONCH_ORIGIN_LOCAL.  Returns 0,
+ * CONCH_ERR_INVALID (|st| NULL or |code| outside 0..16: |st| unchanged) or
+ * CONCH_ERR_NOMEM (|st| has the code, without a message).
+ */
+CONCH_EXTERN int conch_status_setf(conch_status *st, const conch_mem *mem,
+                                   conch_code code, const char *fmt, ...)
+    CONCH_PRINTF(4, 5);
+
+/** conch_status_setf() with a va_list. */
+CONCH_EXTERN int conch_status_vsetf(conch_status *st, const conch_mem *mem,
+                                    conch_code code, const char *fmt,
+                                    va_list ap) CONCH_PRINTF(4, 0);
 
 #ifdef __cplusplus
 }
