@@ -584,7 +584,8 @@ long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
                      "out of memory building request headers");
   } else if (n < 0 && !call->finished) {
     conch__call_fail(call, CONCH_CODE_INTERNAL, (int)n,
-                     "cannot build request headers: %s", conch_strerror((int)n));
+                     "cannot build request headers: %s",
+                     conch_strerror((int)n));
   }
   return n;
 }

@@ -323,8 +323,8 @@ int conch__status_set(conch_status *st, const conch_mem *mem, conch_code code,
   return rv;
 }
 
-int conch_status_vsetf(conch_status *st, const conch_mem *mem,
-                       conch_code code, const char *fmt, va_list ap) {
+int conch_status_vsetf(conch_status *st, const conch_mem *mem, conch_code code,
+                       const char *fmt, va_list ap) {
   if (st == NULL || (int)code < 0 || (int)code > 16) {
     return CONCH_ERR_INVALID;
   }

@@ -19,7 +19,8 @@
      65536); every message is a StartResponse carrying a DataEvent.
 
    Anything else gets an "unimplemented" status.  Responses are prepared once;
-   the server does no per-request protobuf work beyond decoding a StartRequest. */
+   the server does no per-request protobuf work beyond decoding a StartRequest.
+ */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
@@ -69,7 +70,7 @@ typedef struct bconn {
   int fd;
   nghttp2_session *h2; /* NULL: HTTP/1.1 */
   http_parser hp;
-  bstream *cur; /* HTTP/1.1: the request being read or answered */
+  bstream *cur;   /* HTTP/1.1: the request being read or answered */
   int ctype_next; /* the header value being read is content-type */
   int answering;
   int head_sent, chunked;
@@ -429,21 +430,21 @@ static int h1_complete(http_parser *hp) {
   bconn *c = hp->data;
   int status;
   const char *ct = prepare(c->cur, &status);
-  size_t total = c->cur->head_len +
-                 (size_t)(c->cur->count > 0 ? c->cur->count : 0) *
-                     c->cur->msg_len +
-                 c->cur->tail_len;
+  size_t total =
+      c->cur->head_len +
+      (size_t)(c->cur->count > 0 ? c->cur->count : 0) * c->cur->msg_len +
+      c->cur->tail_len;
   int n;
   c->chunked = c->cur->method == 2;
   n = snprintf((char *)c->out + c->out_len, sizeof(c->out) - c->out_len,
-               "HTTP/1.1 %s\r\ncontent-type: %s\r\n", status == 404 ? "404 Not Found" : "200 OK", ct);
+               "HTTP/1.1 %s\r\ncontent-type: %s\r\n",
+               status == 404 ? "404 Not Found" : "200 OK", ct);
   c->out_len += (size_t)n;
-  n = c->chunked ? snprintf((char *)c->out + c->out_len,
-                            sizeof(c->out) - c->out_len,
-                            "transfer-encoding: chunked\r\n\r\n")
-                 : snprintf((char *)c->out + c->out_len,
-                            sizeof(c->out) - c->out_len,
-                            "content-length: %zu\r\n\r\n", total);
+  n = c->chunked
+          ? snprintf((char *)c->out + c->out_len, sizeof(c->out) - c->out_len,
+                     "transfer-encoding: chunked\r\n\r\n")
+          : snprintf((char *)c->out + c->out_len, sizeof(c->out) - c->out_len,
+                     "content-length: %zu\r\n\r\n", total);
   c->out_len += (size_t)n;
   c->answering = 1;
   http_parser_pause(hp, 1); /* one request at a time */

@@ -347,7 +347,8 @@ static conch_client *pc_client(const char *url, size_t recv_limit) {
   if (conch_client_opts_new(&o) != 0 ||
       conch_client_opts_set_protocol(o, protocol) != 0 ||
       (http1 && conch_client_opts_set_http_version(o, CONCH_HTTP_1_1) != 0) ||
-      (recv_limit > 0 && conch_client_opts_set_recv_limit(o, recv_limit) != 0)) {
+      (recv_limit > 0 &&
+       conch_client_opts_set_recv_limit(o, recv_limit) != 0)) {
     fprintf(stderr, "cannot make client options\n");
     exit(1);
   }

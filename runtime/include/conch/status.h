@@ -186,9 +186,10 @@ CONCH_EXTERN int conch_status_copy(conch_status *dst, const conch_status *src,
 CONCH_EXTERN const char *conch_status_message(const conch_status *st);
 
 /**
- * Sets |st| to |code| with a message formatted as printf() formats |fmt|
- * (NULL: no message), for a status of your own: a server handler's answer,
- * a failure to report.  What |st| held is freed first; the message is
+ * Sets |st| to |code| with a message made from |fmt| and the arguments
+ * after it, with the C library's printf conversions (|fmt| NULL: no
+ * message), for a status of your own: a server handler's answer, a failure
+ * to report.  What |st| held is freed first; the message is
  * allocated with |mem| (NULL: the C library) and freed by
  * conch_status_clear().  The origin is CONCH_ORIGIN_LOCAL.  Returns 0,
  * CONCH_ERR_INVALID (|st| NULL or |code| outside 0..16: |st| unchanged) or
@@ -198,7 +199,9 @@ CONCH_EXTERN int conch_status_setf(conch_status *st, const conch_mem *mem,
                                    conch_code code, const char *fmt, ...)
     CONCH_PRINTF(4, 5);
 
-/** conch_status_setf() with a va_list. */
+/**
+ * conch_status_setf() with a va_list.  Returns as conch_status_setf().
+ */
 CONCH_EXTERN int conch_status_vsetf(conch_status *st, const conch_mem *mem,
                                     conch_code code, const char *fmt,
                                     va_list ap) CONCH_PRINTF(4, 0);
