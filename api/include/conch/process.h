@@ -44,7 +44,9 @@
 extern "C" {
 #endif
 
-/** envd's address; also where `conch serve` listens by default. */
+/** envd's address, where E2B's SDKs look for it in debug mode.  Not the
+    default of a sandbox: a NULL url is the local server's private socket
+    (conch/local.h), as for the CLI. */
 #define CONCH_SANDBOX_DEFAULT_URL "http://127.0.0.1:49983"
 
 /** conch_sandbox_opts.keepalive_ms by default: a dead or frozen server ends
@@ -71,9 +73,14 @@ enum {
  */
 typedef struct conch_sandbox_opts {
   size_t struct_size;
-  /** Where envd listens; NULL = CONCH_SANDBOX_DEFAULT_URL.  "unix:PATH"
-      reaches a Unix socket (conch_client_new()); so does an http:// URL
-      with conch_client_opts_set_unix_socket() in |client_opts|. */
+  /** Where envd listens: "http://HOST:PORT", "https://...", or
+      "unix:PATH" for a Unix socket (conch_client_new()); so does an http://
+      URL with conch_client_opts_set_unix_socket() in |client_opts|.
+      NULL = the local server, the CLI's default: `conch serve` on the
+      private per-user socket (conch_local_socket(), conch/local.h), which
+      must answer when the sandbox is created unless |autostart| starts it
+      (else conch_sandbox_open() fails with unavailable, naming the socket
+      and how to start a server there). */
   const char *url;
   /** Sent as X-Access-Token when not NULL. */
   const char *access_token;
@@ -120,23 +127,59 @@ typedef struct conch_sandbox_opts {
    * would otherwise be taken for a dead server.
    */
   long keepalive_ms;
-  void *reserved[7];
+  /** With |url| NULL: non-zero starts the local server when nothing
+      answers on its socket, as the CLI does (conch_local_serve(): detached,
+      no zombie, no descriptor of the caller's, stdin /dev/null, output to
+      serve.log); conch_sandbox_open() then blocks until it answers, at most
+      |request_timeout_ms| (0 or -1: CONCH_LOCAL_START_TIMEOUT_MS).  0 (the
+      default): nothing is started.  Ignored with a |url|. */
+  int autostart;
+  /** The `conch` executable |autostart| runs: a path, or a name looked up
+      in PATH; NULL = $CONCH_SERVE_EXE, else `conch` in PATH.  Copied (used
+      only while the sandbox is created). */
+  const char *serve_exe;
+  void *reserved[5];
 } conch_sandbox_opts;
 
 #define CONCH_SANDBOX_OPTS_INIT                                                \
   {                                                                            \
-    sizeof(conch_sandbox_opts), NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, { \
+    sizeof(conch_sandbox_opts), NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0,   \
+        0, NULL, {                                                             \
       0                                                                        \
     }                                                                          \
   }
 
 /**
- * Creates a sandbox handle.  No connection is made until the first call.
- * Returns 0, CONCH_ERR_INVALID, CONCH_ERR_URL, CONCH_ERR_TLS or
- * CONCH_ERR_NOMEM.
+ * Creates a sandbox handle.  With a |url| no connection is made until the
+ * first call.  With |url| NULL (the local server) the private socket is
+ * found and its directory checked (conch_local_socket()), and a server must
+ * answer there: one already running, or one |autostart| started.
+ *
+ * Returns 0; CONCH_ERR_INVALID, CONCH_ERR_URL, CONCH_ERR_TLS or
+ * CONCH_ERR_NOMEM; with |url| NULL also CONCH_ERR_IO or CONCH_ERR_LIMIT
+ * (the runtime directory is not usable) and CONCH_ERR_CONNECT (no local
+ * server answers, or it could not be started): conch_sandbox_open() says
+ * why.
  */
 CONCH_EXTERN int conch_sandbox_new(conch_sandbox **out,
                                    const conch_sandbox_opts *opts);
+
+/**
+ * conch_sandbox_new() that says why it failed: |st| (initialised by the
+ * caller; may be NULL) gets a status when it returns CONCH_ERR_IO,
+ * CONCH_ERR_LIMIT or CONCH_ERR_CONNECT: failed_precondition for a runtime
+ * directory that is not private ("/tmp/conch-0 is not a private directory
+ * of ours (...): remove it, or set XDG_RUNTIME_DIR"), unavailable when no
+ * local server answers ("no local server answers on
+ * /run/user/1000/conch/serve.sock: start one with `conch serve` (it listens
+ * there by default), or set conch_sandbox_opts.autostart") or it did not
+ * start (naming its log, serve.log in the same directory).
+ *
+ * Returns as conch_sandbox_new().
+ */
+CONCH_EXTERN int conch_sandbox_open(conch_sandbox **out,
+                                    const conch_sandbox_opts *opts,
+                                    conch_status *st);
 
 /**
  * Closes every process handle still open (each as conch_process_close()
