@@ -1,0 +1,85 @@
+"""References and memory: 10,000 calls (unary List, run, stream, errors)
+leave no Python objects behind (gc), no Python memory (tracemalloc) and no
+C memory (RSS) beyond a small allowance."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import tracemalloc
+
+import conch
+
+CALLS = 10000
+
+
+def rss_kib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+async def workload(sb, n):
+    for i in range(n):
+        k = i % 20
+        if k < 14:
+            await sb.commands.list()
+        elif k < 17:
+            await sb.commands.run(["/bin/true"])
+        elif k < 19:
+            async with sb.stream(["/bin/echo", "x"]) as p:
+                async for _ in p:
+                    pass
+                await p.wait()
+        else:
+            try:
+                await sb.commands.kill(4000000)
+            except conch.NotFound:
+                pass
+
+
+def test_no_leaks(serve):
+    async def main():
+        async with conch.AsyncSandbox(serve.url) as sb:
+            await workload(sb, 400)  # warm up caches, pools, connections
+            gc.collect()
+            objs0, rss0 = len(gc.get_objects()), rss_kib()
+            tracemalloc.start()
+            snap0 = tracemalloc.take_snapshot()
+            await workload(sb, CALLS)
+            gc.collect()
+            snap1 = tracemalloc.take_snapshot()
+            tracemalloc.stop()
+            objs1, rss1 = len(gc.get_objects()), rss_kib()
+            return objs0, objs1, rss0, rss1, snap0, snap1
+
+    objs0, objs1, rss0, rss1, snap0, snap1 = asyncio.run(main())
+    grown = sum(s.size_diff for s in snap1.compare_to(snap0, "filename")
+                if s.size_diff > 0)
+    print(f"\n{CALLS} calls: gc objects {objs0} -> {objs1}, tracemalloc "
+          f"+{grown} B, RSS {rss0} -> {rss1} KiB")
+    assert objs1 - objs0 < 1000  # one per call would be 10,000
+    assert grown < 64 * 1024, [str(s) for s in
+                               snap1.compare_to(snap0, "lineno")[:10]]
+    assert rss1 - rss0 < 8 * 1024
+
+
+def test_no_leaks_blocking(serve):
+    with conch.Sandbox(serve.url) as sb:
+        for _ in range(200):
+            sb.commands.list()
+        gc.collect()
+        objs0, rss0 = len(gc.get_objects()), rss_kib()
+        for i in range(CALLS // 2):
+            if i % 10 == 0:
+                sb.commands.run(["/bin/true"])
+            else:
+                sb.commands.list()
+        gc.collect()
+        objs1, rss1 = len(gc.get_objects()), rss_kib()
+    print(f"\nblocking, {CALLS // 2} calls: gc objects {objs0} -> {objs1}, "
+          f"RSS {rss0} -> {rss1} KiB")
+    assert objs1 - objs0 < 1000  # one per call would be 10,000
+    assert rss1 - rss0 < 8 * 1024
