@@ -38,7 +38,7 @@
 #include <conch/local.h>
 #include <conch/process.h>
 
-/* ---- Module state: the Python classes of conch/_types.py, _errors.py ---- */
+/* ---- Module state: the Python classes of conch/_types.py, _errors.py ----- */
 
 static PyObject *ExecResult_cls;
 static PyObject *OutputChunk_cls;
@@ -50,10 +50,9 @@ static PyObject *END; /* what Op.pop() returns at the end of the output */
 
 static PyObject *s_stdout, *s_stderr, *s_pty, *s_done, *s_set_result,
     *s_set_exception, *s_create_future, *s_add_reader, *s_add_writer,
-    *s_remove_reader, *s_remove_writer, *s_call_later, *s_call_soon,
-    *s_cancel;
+    *s_remove_reader, *s_remove_writer, *s_call_later, *s_call_soon, *s_cancel;
 
-/* ---- Errors ------------------------------------------------------------- */
+/* ---- Errors -------------------------------------------------------------- */
 
 /* The exception for |st|, carrying |result| (may be NULL). */
 static PyObject *error_from_status(const conch_status *st, PyObject *result) {
@@ -76,9 +75,9 @@ static PyObject *error_from_status(const conch_status *st, PyObject *result) {
     }
     PyList_SET_ITEM(details, (Py_ssize_t)i, d);
   }
-  exc = PyObject_CallFunction(cls, "sOOi", conch_status_message(st), details,
-                              result != NULL ? result : Py_None,
-                              st->http_status);
+  exc =
+      PyObject_CallFunction(cls, "sOOi", conch_status_message(st), details,
+                            result != NULL ? result : Py_None, st->http_status);
   Py_DECREF(details);
   return exc;
 }
@@ -101,8 +100,8 @@ static PyObject *error_from_rv(int rv, const char *what) {
         Py_None, Py_None, 0);
   }
   conch_status_init(&st);
-  st.code = rv == CONCH_ERR_CONNECT ? CONCH_CODE_UNAVAILABLE
-                                    : CONCH_CODE_UNKNOWN;
+  st.code =
+      rv == CONCH_ERR_CONNECT ? CONCH_CODE_UNAVAILABLE : CONCH_CODE_UNKNOWN;
   st.message = (char *)conch_strerror(rv);
   exc = error_from_status(&st, NULL);
   return exc;
@@ -115,7 +114,7 @@ static void raise_exc(PyObject *exc) {
   }
 }
 
-/* ---- A fair lock for threads sharing a blocking sandbox ----------------- */
+/* ---- A fair lock for threads sharing a blocking sandbox ------------------ */
 
 typedef struct ticket_lock {
   pthread_mutex_t m;
@@ -160,7 +159,7 @@ static int tl_contended(ticket_lock *l) {
   return w;
 }
 
-/* ---- Objects -------------------------------------------------------------- */
+/* ---- Objects ------------------------------------------------------------- */
 
 typedef struct Op Op;
 
@@ -179,8 +178,8 @@ typedef struct SandboxObject {
   PyObject *timer;                         /* the loop's TimerHandle */
   watch_ent *watches;
   size_t nwatch, capwatch;
-  Op *ready;   /* ops whose state changed, for dispatch */
-  Op *open;    /* ops that hold a libconch handle (doubly linked) */
+  Op *ready; /* ops whose state changed, for dispatch */
+  Op *open;  /* ops that hold a libconch handle (doubly linked) */
   size_t nopen;
   int hook_failed;
   ticket_lock lock; /* blocking mode */
@@ -203,12 +202,12 @@ struct Op {
   conch_process *p; /* until the close is done */
   uint32_t pid;
   unsigned started : 1;
-  unsigned ended : 1;    /* on_end ran: |res| and |st| are final */
-  unsigned closing : 1;  /* conch_process_close_async() was called */
-  unsigned closed : 1;   /* its done ran (or nothing to close) */
-  unsigned discard : 1;  /* wait(): output is dropped */
+  unsigned ended : 1;   /* on_end ran: |res| and |st| are final */
+  unsigned closing : 1; /* conch_process_close_async() was called */
+  unsigned closed : 1;  /* its done ran (or nothing to close) */
+  unsigned discard : 1; /* wait(): output is dropped */
   unsigned in_ready : 1;
-  unsigned held : 1;     /* the sandbox holds a reference (handle open) */
+  unsigned held : 1; /* the sandbox holds a reference (handle open) */
   unsigned unary_done : 1;
   int close_rv;
   conch_exec_result res;
@@ -227,7 +226,7 @@ struct Op {
 static PyTypeObject SandboxType;
 static PyTypeObject OpType;
 
-/* ---- The ready list and dispatch ---------------------------------------- */
+/* ---- The ready list and dispatch ----------------------------------------- */
 
 static void mark_ready(Op *op) {
   if (!op->in_ready) {
@@ -315,8 +314,9 @@ static void dispatch_op(Op *op) {
     resolve(&op->f_data, Py_None, NULL);
   }
   if (op->f_end != NULL &&
-      (op->kind == OK_UNARY ? op->unary_done
-                            : op->ended && (op->kind != OK_RUN || op->closed))) {
+      (op->kind == OK_UNARY
+           ? op->unary_done
+           : op->ended && (op->kind != OK_RUN || op->closed))) {
     PyObject *exc = NULL, *val = op_end_value(op, &exc);
     resolve(&op->f_end, val, exc);
   }
@@ -343,7 +343,7 @@ static void dispatch(SandboxObject *s) {
   }
 }
 
-/* ---- The sandbox's list of open handles --------------------------------- */
+/* ---- The sandbox's list of open handles ---------------------------------- */
 
 static void op_hold(Op *op) {
   SandboxObject *s = op->sbo;
@@ -377,7 +377,7 @@ static void op_unhold(Op *op) {
   Py_DECREF(op);
 }
 
-/* ---- libconch's callbacks (plain C) --------------------------------------- */
+/* ---- libconch's callbacks (plain C) -------------------------------------- */
 
 static void chunks_free(Op *op) {
   chunk *c = op->qhead;
@@ -504,14 +504,13 @@ static void h_started(uint32_t pid, const conch_status *st, void *ud) {
   mark(op);
 }
 
-/* ---- Driving ------------------------------------------------------------ */
+/* ---- Driving ------------------------------------------------------------- */
 
 /* Blocking mode: drives the client until |cond(op)| holds.  Called with the
    GIL; releases it for every turn.  Returns 0, or -1 with a Python
    exception (a signal handler raised, e.g. KeyboardInterrupt) or a
    libconch failure. */
-static int drive_x(SandboxObject *s, int (*cond)(Op *op), Op *op,
-                   int signals) {
+static int drive_x(SandboxObject *s, int (*cond)(Op *op), Op *op, int signals) {
   int rv = 0;
   PyThreadState *ts = PyEval_SaveThread();
   conch_client_wakeup(s->c); /* a driver in poll hands over */
@@ -598,7 +597,8 @@ static int hook_watch(int fd, unsigned events, void *ud) {
   unsigned old = w != NULL ? w->events : 0, want;
   int rv = 0;
 
-  want = events & CONCH_IO_REMOVE ? 0 : events & (CONCH_IO_READ | CONCH_IO_WRITE);
+  want =
+      events & CONCH_IO_REMOVE ? 0 : events & (CONCH_IO_READ | CONCH_IO_WRITE);
   if (w == NULL && want != 0) {
     if (s->nwatch == s->capwatch) {
       size_t cap = s->capwatch ? 2 * s->capwatch : 8;
@@ -652,8 +652,8 @@ static int hook_timer(long ms, void *ud) {
     h = PyObject_CallMethodOneArg(s->loop, s_call_soon, s->on_timer);
   } else {
     PyObject *delay = PyFloat_FromDouble((double)ms / 1000.0);
-    h = delay != NULL ? PyObject_CallMethodObjArgs(s->loop, s_call_later,
-                                                   delay, s->on_timer, NULL)
+    h = delay != NULL ? PyObject_CallMethodObjArgs(s->loop, s_call_later, delay,
+                                                   s->on_timer, NULL)
                       : NULL;
     Py_XDECREF(delay);
   }
@@ -695,7 +695,7 @@ static PyObject *sb_on_timer(SandboxObject *s, PyObject *noargs) {
   Py_RETURN_NONE;
 }
 
-/* ---- Sandbox ------------------------------------------------------------ */
+/* ---- Sandbox ------------------------------------------------------------- */
 
 static int parse_headers(PyObject *h, conch_metadata **out) {
   Py_ssize_t i, n;
@@ -731,14 +731,22 @@ static int parse_headers(PyObject *h, conch_metadata **out) {
 }
 
 static int sb_init(SandboxObject *s, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"url",          "access_token",
-                           "user",         "headers",
-                           "timeout_ms",   "request_timeout_ms",
-                           "kill_grace_ms", "keepalive_ms",
-                           "capabilities", "protocol",
-                           "http_version", "codec",
-                           "cacert",       "autostart",
-                           "serve_exe",    "loop",
+  static char *kwlist[] = {"url",
+                           "access_token",
+                           "user",
+                           "headers",
+                           "timeout_ms",
+                           "request_timeout_ms",
+                           "kill_grace_ms",
+                           "keepalive_ms",
+                           "capabilities",
+                           "protocol",
+                           "http_version",
+                           "codec",
+                           "cacert",
+                           "autostart",
+                           "serve_exe",
+                           "loop",
                            NULL};
   const char *url = NULL, *token = NULL, *user = NULL, *cacert = NULL,
              *serve_exe = NULL;
@@ -768,8 +776,8 @@ static int sb_init(SandboxObject *s, PyObject *args, PyObject *kw) {
   }
   if (conch_client_opts_new(&co) != 0 ||
       conch_client_opts_set_protocol(co, (conch_protocol)protocol) != 0 ||
-      conch_client_opts_set_http_version(co, (conch_http_version)http_version) !=
-          0 ||
+      conch_client_opts_set_http_version(
+          co, (conch_http_version)http_version) != 0 ||
       conch_client_opts_set_codec(co, (conch_codec)codec) != 0 ||
       (cacert != NULL && conch_client_opts_set_ca_file(co, cacert) != 0)) {
     conch_client_opts_free(co);
@@ -916,7 +924,7 @@ static int sb_clear(SandboxObject *s) {
   return 0;
 }
 
-/* ---- Ops: making them ----------------------------------------------------- */
+/* ---- Ops: making them ---------------------------------------------------- */
 
 static Op *op_new(SandboxObject *s, int kind) {
   Op *op = PyObject_GC_New(Op, &OpType);
@@ -1279,8 +1287,8 @@ static PyObject *sb_free(SandboxObject *s, PyObject *noargs) {
 
 static PyObject *sb_get_caps(SandboxObject *s, void *c) {
   (void)c;
-  return PyLong_FromUnsignedLong(s->sb != NULL ? conch_sandbox_capabilities(s->sb)
-                                               : 0);
+  return PyLong_FromUnsignedLong(
+      s->sb != NULL ? conch_sandbox_capabilities(s->sb) : 0);
 }
 
 static PyObject *sb_get_nopen(SandboxObject *s, void *c) {
@@ -1330,7 +1338,7 @@ static PyTypeObject SandboxType = {
     .tp_doc = "A libconch sandbox (the engine of conch.AsyncSandbox and "
               "conch.Sandbox)."};
 
-/* ---- Ops: results ----------------------------------------------------------- */
+/* ---- Ops: results -------------------------------------------------------- */
 
 static PyObject *bytes_or_empty(const uint8_t *p, size_t n) {
   return PyBytes_FromStringAndSize(n > 0 ? (const char *)p : "", (Py_ssize_t)n);
@@ -1361,9 +1369,9 @@ static PyObject *str_list(char **v, size_t n) {
     return NULL;
   }
   for (i = 0; i < n; i++) {
-    PyObject *s = PyUnicode_DecodeUTF8(v[i] != NULL ? v[i] : "",
-                                       (Py_ssize_t)strlen(v[i] ? v[i] : ""),
-                                       "replace");
+    PyObject *s =
+        PyUnicode_DecodeUTF8(v[i] != NULL ? v[i] : "",
+                             (Py_ssize_t)strlen(v[i] ? v[i] : ""), "replace");
     if (s == NULL) {
       Py_DECREF(t);
       return NULL;
@@ -1469,7 +1477,7 @@ static PyObject *op_end_value(Op *op, PyObject **exc) {
   return NULL;
 }
 
-/* ---- Ops: methods ------------------------------------------------------- */
+/* ---- Ops: methods -------------------------------------------------------- */
 
 /* Whether future |f| is done (cancelled, most likely). */
 static int fut_done(PyObject *f) {
@@ -1788,7 +1796,7 @@ static PyTypeObject OpType = {
     .tp_doc = "One operation on a sandbox (a process handle or a unary "
               "call)."};
 
-/* ---- Module --------------------------------------------------------------- */
+/* ---- Module -------------------------------------------------------------- */
 
 static PyObject *mod_register(PyObject *m, PyObject *args) {
   PyObject *errs;

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import tracemalloc
 
 import conch
 
 CALLS = 10000
+# Under ASan freed memory sits in its quarantine: RSS says nothing there
+# (the C side is checked by ASan itself, and by the RSS in a plain build).
+SANITIZED = bool(os.environ.get("CONCH_PY_SANITIZED"))
 
 
 def rss_kib():
@@ -63,7 +67,7 @@ def test_no_leaks(serve):
     assert objs1 - objs0 < 1000  # one per call would be 10,000
     assert grown < 64 * 1024, [str(s) for s in
                                snap1.compare_to(snap0, "lineno")[:10]]
-    assert rss1 - rss0 < 8 * 1024
+    assert SANITIZED or rss1 - rss0 < 8 * 1024
 
 
 def test_no_leaks_blocking(serve):
@@ -81,5 +85,5 @@ def test_no_leaks_blocking(serve):
         objs1, rss1 = len(gc.get_objects()), rss_kib()
     print(f"\nblocking, {CALLS // 2} calls: gc objects {objs0} -> {objs1}, "
           f"RSS {rss0} -> {rss1} KiB")
-    assert objs1 - objs0 < 1000  # one per call would be 10,000
-    assert rss1 - rss0 < 8 * 1024
+    assert objs1 - objs0 < 1000  # one per call would be 5,000
+    assert SANITIZED or rss1 - rss0 < 8 * 1024
