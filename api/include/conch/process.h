@@ -559,9 +559,75 @@ CONCH_EXTERN int conch_stdin_write(conch_stdin *in, const void *data,
                                    size_t len);
 
 /** Ends the stream, waits for the server's answer (no longer than the
-    liveness bound) and frees |in|.  Returns 0 or CONCH_ERR_RPC (|st| says
-    why: unavailable when the server did not answer in time). */
+    liveness bound) and frees |in|.  Returns 0, CONCH_ERR_RPC (|st| says
+    why: unavailable when the server did not answer in time) or
+    CONCH_ERR_STATE (an asynchronous stream: conch_stdin_end() and
+    conch_stdin_free()). */
 CONCH_EXTERN int conch_stdin_close(conch_stdin *in, conch_status *st);
+
+/** Events of an asynchronous stdin stream (conch_stdin_open_async()), on
+    the sandbox's client loop.  Both may be NULL. */
+typedef struct conch_stdin_handler {
+  /** conch_stdin_send() returned CONCH_ERR_AGAIN before: there is room
+      again. */
+  void (*on_ready)(conch_stdin *in, void *user_data);
+  /** The stream ended, exactly once for every opened stream: after
+      conch_stdin_end() with OK once the server took everything, or on a
+      failure (|st| says why: not_found for a process that is gone,
+      internal for one without stdin, unavailable, canceled when it was
+      freed first).  |in| stays valid until conch_stdin_free(), which may
+      be called from here. */
+  void (*on_end)(conch_stdin *in, const conch_status *st, void *user_data);
+} conch_stdin_handler;
+
+/**
+ * An ordered stdin stream without blocking (|pty| 0: stdin, as
+ * conch_stdin_open(); 1: a PTY's terminal, as conch_pty_input_open()):
+ * the StreamInput call starts at once and |h| reports its end.  Writes are
+ * conch_stdin_send(), in order; conch_stdin_end() ends it; the handle is
+ * released with conch_stdin_free().  |h| is copied.  Liveness is the
+ * connection's (HTTP/2 PINGs, conch_sandbox_opts.keepalive_ms).
+ *
+ * Returns 0 with |*out| set (on_end runs exactly once, later, never inside
+ * this call); CONCH_ERR_INVALID (a NULL argument or an empty selector);
+ * CONCH_ERR_CAPABILITY (CONCH_CAP_STDIN_STREAM missing); CONCH_ERR_NOMEM.
+ * On failure no handler runs.
+ */
+CONCH_EXTERN int conch_stdin_open_async(conch_sandbox *sb,
+                                        const conch_selector *sel, int pty,
+                                        const conch_stdin_handler *h,
+                                        void *user_data, conch_stdin **out);
+
+/**
+ * Queues |data| (copied) on an asynchronous stream, after what was queued
+ * before.  Never blocks.
+ *
+ * Returns 0; CONCH_ERR_AGAIN (the send buffer is over its high-water mark:
+ * nothing was queued, on_ready follows); CONCH_ERR_RPC (the stream ended:
+ * on_end says or said why); CONCH_ERR_STATE (after conch_stdin_end(), or a
+ * blocking stream); CONCH_ERR_INVALID (NULL |in|, or NULL |data| with |len|
+ * > 0); CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_stdin_send(conch_stdin *in, const void *data,
+                                  size_t len);
+
+/**
+ * Ends an asynchronous stream once what was queued went out: on_end
+ * follows with the server's answer.
+ *
+ * Returns 0; CONCH_ERR_STATE (ended already, or a blocking stream);
+ * CONCH_ERR_INVALID (NULL |in|).
+ */
+CONCH_EXTERN int conch_stdin_end(conch_stdin *in);
+
+/**
+ * Releases an asynchronous stream.  One that has not ended is canceled
+ * first: its on_end runs (canceled) before this returns, and a
+ * conch_stdin_free() from inside that on_end does nothing.  From inside
+ * its own on_end the release happens once the handler returns.  NULL is
+ * accepted.
+ */
+CONCH_EXTERN void conch_stdin_free(conch_stdin *in);
 
 /* ---- Asynchronous forms -------------------------------------------------
 

@@ -181,7 +181,7 @@ typedef struct SandboxObject {
   Op *ready; /* ops whose state changed, for dispatch */
   Op *open;  /* ops that hold a libconch handle (doubly linked) */
   size_t nopen;
-  int hook_failed;
+  int lock_ready;
   ticket_lock lock; /* blocking mode */
   PyObject *weakrefs;
 } SandboxObject;
@@ -813,6 +813,7 @@ static int sb_init(SandboxObject *s, PyObject *args, PyObject *kw) {
   conch_status_clear(&st);
   s->c = conch_sandbox_native(s->sb);
   tl_init(&s->lock);
+  s->lock_ready = 1;
   if (loop != Py_None) {
     conch_io_hooks hooks;
     s->async = 1;
@@ -902,7 +903,7 @@ static void sb_dealloc(SandboxObject *s) {
   Py_CLEAR(s->on_timer);
   Py_CLEAR(s->timer);
   PyMem_Free(s->watches);
-  if (s->c != NULL || s->sb == NULL) {
+  if (s->lock_ready) {
     tl_destroy(&s->lock);
   }
   Py_TYPE(s)->tp_free((PyObject *)s);
@@ -1577,8 +1578,9 @@ static PyObject *op_wait_end(Op *op, PyObject *noargs) {
 /* Starts the close (once).  Returns 0 or -1 with an exception. */
 static int op_begin_close(Op *op) {
   int rv = 0;
-  if (op->closing || op->closed || op->kind == OK_UNARY) {
-    return 0; /* a unary call ends by itself (or with the sandbox) */
+  if (op->closing || op->closed || op->kind == OK_UNARY ||
+      op->kind == OK_START) {
+    return 0; /* no handle: it ends by itself (or with the sandbox) */
   }
   op->closing = 1;
   if (op->p == NULL) {
