@@ -21,10 +21,11 @@ subclasses named after the Connect code (``conch.Unavailable``,
 
 from . import _conch
 from ._async import (AsyncCommands, AsyncPty, AsyncSandbox, Process,
-                     ProcessHandle)
+                     ProcessHandle, StdinStream)
 from ._errors import *  # noqa: F401,F403
 from ._errors import ERRORS, CapabilityNotSupported, Error
-from ._sync import Commands, Pty, Sandbox, SyncProcess, SyncProcessHandle
+from ._sync import (Commands, Pty, Sandbox, SyncProcess, SyncProcessHandle,
+                    SyncStdinStream)
 from ._types import Capability, ExecResult, OutputChunk, ProcessInfo
 
 __version__ = "0.1.0"
@@ -43,6 +44,7 @@ def local_socket() -> str:
 __all__ = [
     "AsyncSandbox", "Sandbox", "AsyncCommands", "Commands", "AsyncPty",
     "Pty", "Process", "SyncProcess", "ProcessHandle", "SyncProcessHandle",
+    "StdinStream", "SyncStdinStream",
     "ExecResult", "OutputChunk", "ProcessInfo", "Capability", "local_socket",
     "Error", "CapabilityNotSupported",
     *[c.__name__ for c in ERRORS.values()],

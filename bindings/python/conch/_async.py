@@ -15,7 +15,10 @@ from ._errors import CapabilityNotSupported, Unavailable
 from ._types import Capability, ExecResult, OutputChunk, ProcessInfo
 
 __all__ = ["AsyncSandbox", "AsyncCommands", "AsyncPty", "Process",
-           "ProcessHandle"]
+           "ProcessHandle", "StdinStream"]
+
+#: The largest piece of one StreamInput message.
+STDIN_CHUNK = 64 * 1024
 
 
 async def _teardown(op) -> int:
@@ -156,6 +159,12 @@ class Process:
         await self._sb._unary("close_stdin", self._need_pid(), None, b"",
                               0, 0, False)
 
+    def stdin_stream(self) -> StdinStream:
+        """An ordered stream to the process's stdin (its terminal, for a
+        PTY): ``async with proc.stdin_stream() as w``."""
+        self._sb._check_cap(Capability.STDIN_STREAM, "stdin streams")
+        return StdinStream(self._sb, self._need_pid(), None, self._pty)
+
     async def resize(self, cols: int, rows: int) -> None:
         """Resizes the process's terminal (PTYs)."""
         c, r = pty_size(cols, rows)
@@ -178,6 +187,72 @@ class Process:
                     loop.call_soon_threadsafe(op.close_nowait)
             except Exception:
                 pass
+
+
+class StdinStream:
+    """An ordered stdin stream (envd's StreamInput: one call, data in
+    order), for processes started with ``stdin=True`` (or a PTY's
+    terminal).  ``async with proc.stdin_stream() as w: await w.write(b)``;
+    ``write()`` waits while the send buffer is full (back-pressure);
+    leaving the block ends the stream and waits for the server's answer
+    (an error raises), or cancels it when the block raised."""
+
+    __slots__ = ("_sb", "_sel", "_pty", "_op", "_closed")
+
+    def __init__(self, sb: "AsyncSandbox", pid: int, tag: Optional[str],
+                 pty: bool):
+        self._sb = sb
+        self._sel = (pid, tag)
+        self._pty = pty
+        self._op = None
+        self._closed = False
+
+    async def __aenter__(self) -> "StdinStream":
+        if self._op is not None:
+            raise RuntimeError("a StdinStream is entered once")
+        self._op = self._sb._native.stdin_open(self._sel[0], self._sel[1],
+                                               self._pty)
+        return self
+
+    async def __aexit__(self, et, ev, tb) -> bool:
+        if self._op is None or self._closed:
+            return False
+        if et is None:
+            await self.close()
+        else:
+            self._closed = True
+            await _teardown(self._op)
+        return False
+
+    def _need(self):
+        if self._op is None:
+            raise RuntimeError("use `async with ... as stream:`")
+        if self._closed:
+            raise RuntimeError("the stdin stream is closed")
+        return self._op
+
+    async def write(self, data) -> None:
+        """Queues |data| after what was written before."""
+        op = self._need()
+        view = memoryview(data_bytes(data))
+        for i in range(0, max(len(view), 1), STDIN_CHUNK):
+            part = view[i:i + STDIN_CHUNK]
+            while True:
+                r = op.stdin_send(part)
+                if r is True:
+                    break
+                if r is None:  # ended: the end says why
+                    await op.result_future()
+                    raise Unavailable("the stdin stream ended")
+                await op.data_future()
+
+    async def close(self) -> None:
+        """Ends the stream once everything went out; raises if the server
+        refused it (e.g. the process has no stdin, or is gone)."""
+        op = self._need()
+        self._closed = True
+        op.stdin_end()
+        await op.result_future()
 
 
 class ProcessHandle:
@@ -303,6 +378,13 @@ class AsyncCommands:
         pid, tag = selector(which)
         await self._sb._unary("close_stdin", pid, tag, b"", 0, 0, False)
 
+    def stdin_stream(self, which: Selector) -> StdinStream:
+        """An ordered stream to a process's stdin, by pid or tag: ``async
+        with sb.commands.stdin_stream(pid) as w``."""
+        self._sb._check_cap(Capability.STDIN_STREAM, "stdin streams")
+        pid, tag = selector(which)
+        return StdinStream(self._sb, pid, tag, False)
+
 
 class AsyncPty:
     """``sb.pty``: pseudo-terminal processes."""
@@ -328,6 +410,12 @@ class AsyncPty:
         """Writes to a PTY process's terminal."""
         pid, tag = selector(which)
         await self._sb._unary("stdin", pid, tag, data_bytes(data), 0, 0, True)
+
+    def input_stream(self, which: Selector) -> StdinStream:
+        """An ordered stream of keystrokes to a PTY process's terminal."""
+        self._sb._check_cap(Capability.STDIN_STREAM, "stdin streams")
+        pid, tag = selector(which)
+        return StdinStream(self._sb, pid, tag, True)
 
     async def resize(self, which: Selector, cols: int, rows: int) -> None:
         """Resizes a PTY process's terminal."""

@@ -18,7 +18,67 @@ from ._common import (END, PROBE, BASH, SH, Command, Selector, argv,
 from ._errors import CapabilityNotSupported, Unavailable
 from ._types import Capability, ExecResult, OutputChunk, ProcessInfo
 
-__all__ = ["Sandbox", "Commands", "Pty", "SyncProcess", "SyncProcessHandle"]
+__all__ = ["Sandbox", "Commands", "Pty", "SyncProcess", "SyncProcessHandle",
+           "SyncStdinStream"]
+
+STDIN_CHUNK = 64 * 1024
+
+
+class SyncStdinStream:
+    """``StdinStream`` of a blocking Sandbox (``with``, no ``await``)."""
+
+    __slots__ = ("_sb", "_sel", "_pty", "_op", "_closed")
+
+    def __init__(self, sb, pid, tag, pty):
+        self._sb = sb
+        self._sel = (pid, tag)
+        self._pty = pty
+        self._op = None
+        self._closed = False
+
+    def __enter__(self):
+        if self._op is not None:
+            raise RuntimeError("a stdin stream is entered once")
+        self._op = self._sb._native.stdin_open(self._sel[0], self._sel[1],
+                                               self._pty)
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if self._op is None or self._closed:
+            return False
+        if et is None:
+            self.close()
+        else:
+            self._closed = True
+            self._op.close()
+        return False
+
+    def _need(self):
+        if self._op is None:
+            raise RuntimeError("use `with ... as stream:`")
+        if self._closed:
+            raise RuntimeError("the stdin stream is closed")
+        return self._op
+
+    def write(self, data) -> None:
+        op = self._need()
+        view = memoryview(data_bytes(data))
+        for i in range(0, max(len(view), 1), STDIN_CHUNK):
+            part = view[i:i + STDIN_CHUNK]
+            while True:
+                r = op.stdin_send(part)
+                if r is True:
+                    break
+                if r is None:
+                    op.wait_end()
+                    raise Unavailable("the stdin stream ended")
+                op.wait_data()
+
+    def close(self) -> None:
+        op = self._need()
+        self._closed = True
+        op.stdin_end()
+        op.wait_end()
 
 
 class SyncProcess:
@@ -124,6 +184,10 @@ class SyncProcess:
     def resize(self, cols: int, rows: int) -> None:
         c, r = pty_size(cols, rows)
         self._sb._unary("resize", self._need_pid(), None, b"", c, r, False)
+
+    def stdin_stream(self) -> SyncStdinStream:
+        self._sb._check_cap(Capability.STDIN_STREAM, "stdin streams")
+        return SyncStdinStream(self._sb, self._need_pid(), None, self._pty)
 
     def _need_pid(self) -> int:
         pid = self.pid
@@ -235,6 +299,11 @@ class Commands:
         pid, tag = selector(which)
         self._sb._unary("close_stdin", pid, tag, b"", 0, 0, False)
 
+    def stdin_stream(self, which: Selector) -> SyncStdinStream:
+        self._sb._check_cap(Capability.STDIN_STREAM, "stdin streams")
+        pid, tag = selector(which)
+        return SyncStdinStream(self._sb, pid, tag, False)
+
 
 class Pty:
     """``sb.pty`` of a blocking Sandbox."""
@@ -257,6 +326,11 @@ class Pty:
     def send(self, which: Selector, data) -> None:
         pid, tag = selector(which)
         self._sb._unary("stdin", pid, tag, data_bytes(data), 0, 0, True)
+
+    def input_stream(self, which: Selector) -> SyncStdinStream:
+        self._sb._check_cap(Capability.STDIN_STREAM, "stdin streams")
+        pid, tag = selector(which)
+        return SyncStdinStream(self._sb, pid, tag, True)
 
     def resize(self, which: Selector, cols: int, rows: int) -> None:
         pid, tag = selector(which)

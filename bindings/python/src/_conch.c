@@ -186,7 +186,15 @@ typedef struct SandboxObject {
   PyObject *weakrefs;
 } SandboxObject;
 
-enum op_kind { OK_RUN, OK_STREAM, OK_PTY, OK_START, OK_CONNECT, OK_UNARY };
+enum op_kind {
+  OK_RUN,
+  OK_STREAM,
+  OK_PTY,
+  OK_START,
+  OK_CONNECT,
+  OK_UNARY,
+  OK_STDIN
+};
 
 /* A queued chunk of output. */
 typedef struct chunk {
@@ -200,6 +208,8 @@ struct Op {
   PyObject_HEAD SandboxObject *sbo; /* strong */
   int kind;
   conch_process *p; /* until the close is done */
+  conch_stdin *in;  /* OK_STDIN: until its end */
+  unsigned stdin_ready : 1;
   uint32_t pid;
   unsigned started : 1;
   unsigned ended : 1;   /* on_end ran: |res| and |st| are final */
@@ -209,6 +219,7 @@ struct Op {
   unsigned in_ready : 1;
   unsigned held : 1; /* the sandbox holds a reference (handle open) */
   unsigned unary_done : 1;
+  unsigned is_list : 1;
   int close_rv;
   conch_exec_result res;
   conch_status st;
@@ -309,12 +320,13 @@ static void dispatch_op(Op *op) {
       resolve(&op->f_start, NULL, error_from_status(&op->st, NULL));
     }
   }
-  if (op->f_data != NULL && (op->qhead != NULL || op->ended)) {
+  if (op->f_data != NULL &&
+      (op->qhead != NULL || op->ended || op->stdin_ready)) {
     Py_INCREF(Py_None);
     resolve(&op->f_data, Py_None, NULL);
   }
   if (op->f_end != NULL &&
-      (op->kind == OK_UNARY
+      (op->kind == OK_UNARY || op->kind == OK_STDIN
            ? op->unary_done
            : op->ended && (op->kind != OK_RUN || op->closed))) {
     PyObject *exc = NULL, *val = op_end_value(op, &exc);
@@ -1235,6 +1247,7 @@ static PyObject *sb_unary(SandboxObject *s, PyObject *args) {
   }
   LOCKED(s, {
     if (strcmp(what, "list") == 0) {
+      op->is_list = 1;
       rv = conch_list_async(s->sb, h_list, op);
     } else if (strcmp(what, "kill") == 0) {
       rv = conch_kill_async(s->sb, &sel, (int)a, h_unary, op);
@@ -1254,6 +1267,64 @@ static PyObject *sb_unary(SandboxObject *s, PyObject *args) {
     op->closed = 1;
     Py_DECREF(op);
     raise_exc(error_from_rv(rv, what));
+    return NULL;
+  }
+  op_hold(op);
+  return (PyObject *)op;
+}
+
+/* Ordered stdin streams. */
+static void h_stdin_ready(conch_stdin *in, void *ud) {
+  Op *op = ud;
+  (void)in;
+  op->stdin_ready = 1;
+  mark(op);
+}
+
+static void h_stdin_end(conch_stdin *in, const conch_status *st, void *ud) {
+  Op *op = ud;
+  conch_status_copy(&op->st, st, NULL);
+  op->ended = 1;
+  op->unary_done = 1;
+  op->closed = 1;
+  op->in = NULL;
+  conch_stdin_free(in); /* allowed here; ignored inside a free */
+  mark(op);
+}
+
+static const conch_stdin_handler stdin_handler = {h_stdin_ready,
+                                                  h_stdin_end};
+
+/* Sandbox.stdin_open(pid, tag, pty) -> Op. */
+static PyObject *sb_stdin_open(SandboxObject *s, PyObject *args) {
+  unsigned int pid;
+  PyObject *tag;
+  int pty, rv = 0;
+  conch_selector sel = {0, NULL};
+  Op *op;
+  if (!PyArg_ParseTuple(args, "IOp", &pid, &tag, &pty)) {
+    return NULL;
+  }
+  if (sb_check(s) != 0) {
+    return NULL;
+  }
+  sel.pid = pid;
+  if (tag != Py_None) {
+    sel.tag = PyUnicode_AsUTF8(tag);
+    if (sel.tag == NULL) {
+      return NULL;
+    }
+  }
+  op = op_new(s, OK_STDIN);
+  if (op == NULL) {
+    return NULL;
+  }
+  LOCKED(s, rv = conch_stdin_open_async(s->sb, &sel, pty, &stdin_handler, op,
+                                        &op->in));
+  if (rv != 0) {
+    op->closed = 1;
+    Py_DECREF(op);
+    raise_exc(error_from_rv(rv, "stdin stream"));
     return NULL;
   }
   op_hold(op);
@@ -1308,6 +1379,8 @@ static PyMethodDef sb_methods[] = {
      "timeout_ms, request_timeout_ms) -> Op"},
     {"connect", (PyCFunction)sb_connect, METH_VARARGS,
      "connect(pid, tag, detached) -> Op"},
+    {"stdin_open", (PyCFunction)sb_stdin_open, METH_VARARGS,
+     "stdin_open(pid, tag, pty) -> Op: an ordered stdin stream"},
     {"unary", (PyCFunction)sb_unary, METH_VARARGS,
      "unary(what, pid=0, tag=None, data=b'', a=0, b=0, pty=False) -> Op"},
     {"open_ops", (PyCFunction)sb_close_all, METH_NOARGS,
@@ -1446,7 +1519,7 @@ static void list_free(conch_process_info *l, size_t n) {
 static PyObject *op_end_value(Op *op, PyObject **exc) {
   PyObject *res;
   *exc = NULL;
-  if (op->kind == OK_UNARY) {
+  if (op->kind == OK_UNARY || op->kind == OK_STDIN) {
     if (op->st.code != CONCH_CODE_OK) {
       *exc = error_from_status(&op->st, NULL);
       if (*exc == NULL) {
@@ -1454,12 +1527,8 @@ static PyObject *op_end_value(Op *op, PyObject **exc) {
       }
       return NULL;
     }
-    if (op->list != NULL || op->nlist == 0) {
-      res = op->list != NULL ? make_list(op->list, op->nlist) : NULL;
-      if (op->list == NULL) {
-        res = PyList_New(0);
-      }
-      return res;
+    if (op->is_list) {
+      return op->list != NULL ? make_list(op->list, op->nlist) : PyList_New(0);
     }
     Py_RETURN_NONE;
   }
@@ -1517,9 +1586,11 @@ FUTURE_METHOD(op_end_future_raw, f_end)
 FUTURE_METHOD(op_close_future_raw, f_close)
 
 static int c_started(Op *op) { return op->started || op->ended; }
-static int c_data(Op *op) { return op->qhead != NULL || op->ended; }
+static int c_data(Op *op) {
+  return op->qhead != NULL || op->ended || op->stdin_ready;
+}
 static int c_end(Op *op) {
-  return op->kind == OK_UNARY ? op->unary_done
+  return op->kind == OK_UNARY || op->kind == OK_STDIN ? op->unary_done
                               : op->ended && (op->kind != OK_RUN || op->closed);
 }
 static int c_closed(Op *op) { return op->closed; }
@@ -1582,6 +1653,12 @@ static int op_begin_close(Op *op) {
       op->kind == OK_START) {
     return 0; /* no handle: it ends by itself (or with the sandbox) */
   }
+  if (op->kind == OK_STDIN) {
+    /* Cancels a stream not ended: its on_end runs inside the free. */
+    op->closing = 1;
+    LOCKED(op->sbo, conch_stdin_free(op->in));
+    return 0;
+  }
   op->closing = 1;
   if (op->p == NULL) {
     op->closed = 1;
@@ -1635,6 +1712,67 @@ static PyObject *op_close_nowait(Op *op, PyObject *noargs) {
   if (op_begin_close(op) != 0) {
     return NULL;
   }
+  Py_RETURN_NONE;
+}
+
+/* Op.stdin_send(data) -> True (queued) or False (the buffer is full:
+   wait for data_future()/wait_data() and send again); raises once the
+   stream failed. */
+static PyObject *op_stdin_send(Op *op, PyObject *arg) {
+  Py_buffer b;
+  int rv = 0;
+  if (op->kind != OK_STDIN) {
+    PyErr_SetString(PyExc_TypeError, "not a stdin stream");
+    return NULL;
+  }
+  if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) != 0) {
+    return NULL;
+  }
+  if (op->in == NULL) {
+    rv = CONCH_ERR_RPC;
+  } else {
+    LOCKED(op->sbo, {
+      rv = conch_stdin_send(op->in, b.buf, (size_t)b.len);
+      if (rv == CONCH_ERR_AGAIN) {
+        op->stdin_ready = 0;
+      }
+    });
+  }
+  PyBuffer_Release(&b);
+  if (rv == 0) {
+    Py_RETURN_TRUE;
+  }
+  if (rv == CONCH_ERR_AGAIN) {
+    Py_RETURN_FALSE;
+  }
+  if (rv == CONCH_ERR_RPC) {
+    /* The stream ended: its status, once on_end told it, else None (the
+       caller waits for the end to learn why). */
+    if (op->ended) {
+      raise_exc(error_from_status(&op->st, NULL));
+      return NULL;
+    }
+    Py_RETURN_NONE;
+  }
+  if (rv == CONCH_ERR_STATE) {
+    PyErr_SetString(PyExc_RuntimeError, "the stdin stream was closed");
+    return NULL;
+  }
+  raise_exc(error_from_rv(rv, "stdin"));
+  return NULL;
+}
+
+static PyObject *op_stdin_end(Op *op, PyObject *noargs) {
+  int rv = 0;
+  (void)noargs;
+  if (op->kind != OK_STDIN) {
+    PyErr_SetString(PyExc_TypeError, "not a stdin stream");
+    return NULL;
+  }
+  if (op->in != NULL && !op->ended) {
+    LOCKED(op->sbo, rv = conch_stdin_end(op->in));
+  }
+  (void)rv; /* ended already: the end's status tells */
   Py_RETURN_NONE;
 }
 
@@ -1774,6 +1912,8 @@ static PyMethodDef op_methods[] = {
     {"close", (PyCFunction)op_close, METH_NOARGS, NULL},
     {"close_nowait", (PyCFunction)op_close_nowait, METH_NOARGS, NULL},
     {"pop", (PyCFunction)op_pop, METH_NOARGS, NULL},
+    {"stdin_send", (PyCFunction)op_stdin_send, METH_O, NULL},
+    {"stdin_end", (PyCFunction)op_stdin_end, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef op_getset[] = {

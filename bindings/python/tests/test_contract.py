@@ -138,7 +138,8 @@ def test_cancel_twice_during_teardown(serve, kind):
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
-            assert live_marked(m) == []
+            # The teardown ran its course: TERM, the whole grace, KILL.
+            assert time.monotonic() - t[0] >= 0.9
 
     run_on(kind, main)
     record("cancel again in the grace (TERM ignored)", kind, t[0], m)

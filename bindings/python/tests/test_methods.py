@@ -185,6 +185,42 @@ async def test_stdin(server):
         assert r.exit_code == 5
 
 
+async def test_stdin_stream(server):
+    async with sb_for(server) as sb:
+        async with sb.stream(["/bin/sh", "-c", "wc -c; head -c 3 /dev/null"],
+                             stdin=True) as proc:
+            async with proc.stdin_stream() as w:
+                # 4 MiB written at once: back-pressure, in order.
+                for i in range(64):
+                    await w.write(bytes([65 + i % 26]) * 65536)
+            await proc.close_stdin()
+            out = b"".join([c.data async for c in proc])
+            assert int(out) == 64 * 65536
+        async with sb.stream(["/bin/cat"], stdin=True) as proc:
+            async with sb.commands.stdin_stream(proc.pid) as w:
+                for i in range(100):
+                    await w.write(b"%d," % i)
+            await proc.close_stdin()
+            out = b"".join([c.data async for c in proc])
+            assert out == b"".join(b"%d," % i for i in range(100))
+        # A process without stdin: the server refuses, close() raises.
+        async with sb.stream(["/bin/sleep", "5"]) as proc:
+            with pytest.raises(conch.Error):
+                async with proc.stdin_stream() as w:
+                    await w.write(b"x")
+
+
+def test_stdin_stream_blocking(server):
+    with conch.Sandbox(server.url) as sb:
+        with sb.stream(["/bin/cat"], stdin=True) as proc:
+            with proc.stdin_stream() as w:
+                for i in range(50):
+                    w.write(b"%d;" % i)
+            proc.close_stdin()
+            assert b"".join(c.data for c in proc) == \
+                b"".join(b"%d;" % i for i in range(50))
+
+
 async def test_pty(serve):
     m = mark()
     async with sb_for(serve) as sb:
