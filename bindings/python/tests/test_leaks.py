@@ -87,3 +87,49 @@ def test_no_leaks_blocking(serve):
           f"RSS {rss0} -> {rss1} KiB")
     assert objs1 - objs0 < 1000  # one per call would be 5,000
     assert SANITIZED or rss1 - rss0 < 8 * 1024
+
+
+def test_reference_counts(serve):
+    """What the package hands out is referenced by the caller alone, and
+    the native sandbox's count comes back once the calls are done."""
+    import sys
+
+    async def main():
+        async with conch.AsyncSandbox(serve.url) as sb:
+            await sb.commands.list()
+            native = sb._native
+            before = sys.getrefcount(native)
+            r = await sb.commands.run(["/bin/echo", "x"])
+            # Ours, and the future that delivered it (alive for this step
+            # of the task, in the loop's wakeup handle).
+            assert sys.getrefcount(r) <= 3
+            await asyncio.sleep(0)
+            assert sys.getrefcount(r) == 2
+            assert sys.getrefcount(r.stdout_bytes) == 3  # r, the temporary
+
+            def count(cls):
+                return sum(1 for o in gc.get_objects() if type(o) is cls)
+
+            gc.collect()
+            n = {c: count(c) for c in (conch.ExecResult, conch.OutputChunk,
+                                       conch.Process, conch._conch.Op)}
+            for _ in range(300):
+                async with sb.stream(["/bin/echo", "y"]) as p:
+                    chunks = [c async for c in p]
+                    await p.wait()
+                try:
+                    await sb.commands.kill(4000000)
+                except conch.NotFound:
+                    pass
+            del p, chunks
+            gc.collect()
+            for c, k in n.items():
+                assert count(c) <= k + 1, c
+            for _ in range(200):
+                await sb.commands.list()
+                await sb.commands.run(["/bin/true"])
+            gc.collect()
+            assert sys.getrefcount(native) == before
+            assert native.open_count == 0
+
+    asyncio.run(main())

@@ -349,3 +349,18 @@ def test_blocking_keyboard_interrupt(serve):
         with pytest.raises(KeyboardInterrupt):
             sb.commands.run(["/bin/sleep", m])
         assert live_marked(m) == []
+
+
+async def test_shell_probe(serve, monkeypatch):
+    """A str command runs in bash -l -c where the sandbox has bash, else in
+    sh -c (the probe decides once per sandbox)."""
+    async with sb_for(serve) as sb:
+        r = await sb.commands.run("echo $0")
+        assert r.stdout == "/bin/bash\n"
+    import conch._async as a
+    monkeypatch.setattr(a, "PROBE", ("/bin/sh", ("-c", "test -x /nonexistent")))
+    async with sb_for(serve) as sb:
+        r = await sb.commands.run("echo $0")
+        assert r.stdout == "/bin/sh\n"
+    async with sb_for(serve, shell=["/bin/sh", "-c"]) as sb:
+        assert (await sb.commands.run("echo $0")).stdout == "/bin/sh\n"
