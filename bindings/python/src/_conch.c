@@ -143,6 +143,18 @@ static void tl_lock(ticket_lock *l) {
   pthread_mutex_unlock(&l->m);
 }
 
+/* Takes the lock if nobody holds or waits for it.  Returns 1 when taken. */
+static int tl_trylock(ticket_lock *l) {
+  int ok;
+  pthread_mutex_lock(&l->m);
+  ok = l->next == l->serving;
+  if (ok) {
+    l->next++;
+  }
+  pthread_mutex_unlock(&l->m);
+  return ok;
+}
+
 static void tl_unlock(ticket_lock *l) {
   pthread_mutex_lock(&l->m);
   l->serving++;
@@ -525,8 +537,10 @@ static void h_started(uint32_t pid, const conch_status *st, void *ud) {
 static int drive_x(SandboxObject *s, int (*cond)(Op *op), Op *op, int signals) {
   int rv = 0;
   PyThreadState *ts = PyEval_SaveThread();
-  conch_client_wakeup(s->c); /* a driver in poll hands over */
-  tl_lock(&s->lock);
+  if (!tl_trylock(&s->lock)) {
+    conch_client_wakeup(s->c); /* a driver in poll hands over */
+    tl_lock(&s->lock);
+  }
   for (;;) {
     PyEval_RestoreThread(ts);
     dispatch(s);
@@ -567,8 +581,10 @@ static int drive(SandboxObject *s, int (*cond)(Op *op), Op *op) {
     if ((s)->async) {                                                          \
       stmt;                                                                    \
     } else {                                                                   \
-      Py_BEGIN_ALLOW_THREADS conch_client_wakeup((s)->c);                      \
-      tl_lock(&(s)->lock);                                                     \
+      Py_BEGIN_ALLOW_THREADS if (!tl_trylock(&(s)->lock)) {                    \
+        conch_client_wakeup((s)->c); /* the driver hands over */               \
+        tl_lock(&(s)->lock);                                                   \
+      }                                                                        \
       stmt;                                                                    \
       tl_unlock(&(s)->lock);                                                   \
       Py_END_ALLOW_THREADS                                                     \
