@@ -55,8 +55,8 @@ fi
 # The Python package: Debian's pip builds and installs it offline (no index,
 # no build isolation: python3-setuptools and python3-wheel as installed)
 # into a venv, with the conch executable inside; url=None then starts it.
-if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv, sysconfig,
-os; assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' \
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import os, sysconfig, venv
+assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' \
   2>/dev/null; then
   /usr/bin/python3 -m venv --system-site-packages "$scratch/venv"
   "$scratch/venv/bin/python" -m pip install -q --no-build-isolation \
