@@ -14,9 +14,9 @@ struct conch_stdin {
   conch_stdin_handler h;
   void *ud;
   unsigned async : 1;
-  unsigned ended : 1;     /* on_close ran */
-  unsigned closed : 1;    /* conch_stdin_end() was called */
-  unsigned freeing : 1;   /* conch_stdin_free() runs */
+  unsigned ended : 1;      /* on_close ran */
+  unsigned closed : 1;     /* conch_stdin_end() was called */
+  unsigned freeing : 1;    /* conch_stdin_free() runs */
   unsigned free_after : 1; /* freed from inside on_end */
   unsigned in_end : 1;
 };

@@ -854,9 +854,8 @@ static void test_stdin_async(void **state) {
     }
     assert_int_equal(conch_stdin_end(in), 0);
     while ((rv = conch_process_next(p, &ch)) == 0) {
-      memcpy(buf + len, ch.data, ch.len < sizeof(buf) - len - 1
-                                     ? ch.len
-                                     : sizeof(buf) - len - 1);
+      memcpy(buf + len, ch.data,
+             ch.len < sizeof(buf) - len - 1 ? ch.len : sizeof(buf) - len - 1);
       len += ch.len;
     }
     buf[len < sizeof(buf) ? len : sizeof(buf) - 1] = '\0';

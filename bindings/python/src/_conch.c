@@ -1308,8 +1308,7 @@ static void h_stdin_end(conch_stdin *in, const conch_status *st, void *ud) {
   mark(op);
 }
 
-static const conch_stdin_handler stdin_handler = {h_stdin_ready,
-                                                  h_stdin_end};
+static const conch_stdin_handler stdin_handler = {h_stdin_ready, h_stdin_end};
 
 /* Sandbox.stdin_open(pid, tag, pty) -> Op. */
 static PyObject *sb_stdin_open(SandboxObject *s, PyObject *args) {
@@ -1606,8 +1605,9 @@ static int c_data(Op *op) {
   return op->qhead != NULL || op->ended || op->stdin_ready;
 }
 static int c_end(Op *op) {
-  return op->kind == OK_UNARY || op->kind == OK_STDIN ? op->unary_done
-                              : op->ended && (op->kind != OK_RUN || op->closed);
+  return op->kind == OK_UNARY || op->kind == OK_STDIN
+             ? op->unary_done
+             : op->ended && (op->kind != OK_RUN || op->closed);
 }
 static int c_closed(Op *op) { return op->closed; }
 
