@@ -15,8 +15,7 @@
      65536); every message is a StartResponse carrying a DataEvent.
 
    Anything else gets an "unimplemented" status.  Responses are prepared once;
-   the server does no per-request protobuf work beyond decoding a StartRequest.
- */
+   the server does no per-request protobuf work beyond decoding a StartRequest. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>

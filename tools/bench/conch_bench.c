@@ -344,8 +344,7 @@ static conch_client *pc_client(const char *url, size_t recv_limit) {
   conch_client_opts *o;
   if (conch_client_opts_new(&o) != 0 ||
       conch_client_opts_set_protocol(o, protocol) != 0 ||
-      (recv_limit > 0 &&
-       conch_client_opts_set_recv_limit(o, recv_limit) != 0)) {
+      (recv_limit > 0 && conch_client_opts_set_recv_limit(o, recv_limit) != 0)) {
     fprintf(stderr, "cannot make client options\n");
     exit(1);
   }

@@ -220,8 +220,8 @@ void srv_rpc_vfinish(srv_stream *st, conch_code code, const char *fmt,
   stream_done(st);
   conch_status_init(&status);
   if (code != CONCH_CODE_OK) {
-    (void)conch__status_vset(&status, st->srv->mem, code, CONCH_ORIGIN_LOCAL, 0,
-                             fmt != NULL ? fmt : "", ap);
+    (void)conch__status_vset(&status, st->srv->mem, code, CONCH_ORIGIN_LOCAL,
+                             0, fmt != NULL ? fmt : "", ap);
   }
   (void)conch_rpc_finish(rpc, &status);
   conch_status_clear(&status);
