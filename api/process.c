@@ -1167,15 +1167,11 @@ static int send_signal_async(conch_process *p, int sig) {
   return rv;
 }
 
-static void kill_after_grace(conch_process *p) {
-  p->escalated = 1;
-  send_signal_async(p, 9);
-}
-
-/* SIGTERM now; a Connect whose deadline is the grace period watches for
-   the end.  envd kills a process at the deadline of a Connect, so the
-   SIGKILL happens even if this client goes away meanwhile. */
-static void kill_started(conch_process *p) {
+/* A Connect that watches for the end of the process: its deadline is
+   |timeout_ms| (envd kills the process at it), and the client waits up to
+   |grace_ms| past it for the server's report.  Returns 0 (watch_close
+   follows) or -1. */
+static int start_watch(conch_process *p, long timeout_ms, long grace_ms) {
   static const conch_call_handler wh = {NULL, watch_msg, NULL, NULL,
                                         watch_close};
   conch_sandbox *sb = p->sb;
@@ -1183,33 +1179,52 @@ static void kill_started(conch_process *p) {
   Process__ProcessSelector ps;
   conch_selector sel = {p->pid, NULL};
   conch_call_opts co = CONCH_CALL_OPTS_INIT;
-  conch_metadata *md;
+  conch_metadata *md = conch__sb_headers(sb, NULL, 0);
   conch_call *watch;
-  long wait = sb->request_timeout_ms > 0 ? sb->request_timeout_ms : 60000;
 
-  drop_call(p); /* the process runs on without this stream */
-  send_signal_async(p, 15);
-  md = conch__sb_headers(sb, NULL, 0);
   if (md == NULL) {
-    p->close_rv = CONCH_ERR_RPC;
-    maybe_done(p);
-    return;
+    return -1;
   }
   co.headers = md;
-  co.timeout_ms = sb->kill_grace_ms;
-  co.deadline_grace_ms = close_bound(sb, wait);
+  co.timeout_ms = timeout_ms;
+  co.deadline_grace_ms = grace_ms;
   if (conch_call_start(sb->client, &process__process__connect__method, &co, &wh,
                        p, &watch) != 0) {
     conch_metadata_free(md);
-    kill_after_grace(p);
-    maybe_done(p);
-    return;
+    return -1;
   }
   conch_metadata_free(md);
   conch__sb_selector(&sel, &ps);
   req.process = &ps;
   p->pending++;
   conch_call_send(watch, &req.base);
+  return 0;
+}
+
+/* The grace period passed: SIGKILL, and the end awaited once more, so that
+   the close returns once the process is gone, not once the signal was
+   sent. */
+static void kill_after_grace(conch_process *p) {
+  p->escalated = 1;
+  send_signal_async(p, 9);
+  if (p->started && start_watch(p, close_bound(p->sb, 0), 0) != 0) {
+    p->close_rv = CONCH_ERR_RPC;
+  }
+}
+
+/* SIGTERM now; a Connect whose deadline is the grace period watches for
+   the end.  envd kills a process at the deadline of a Connect, so the
+   SIGKILL happens even if this client goes away meanwhile. */
+static void kill_started(conch_process *p) {
+  conch_sandbox *sb = p->sb;
+  long wait = sb->request_timeout_ms > 0 ? sb->request_timeout_ms : 60000;
+
+  drop_call(p); /* the process runs on without this stream */
+  send_signal_async(p, 15);
+  if (start_watch(p, sb->kill_grace_ms, close_bound(sb, wait)) != 0) {
+    kill_after_grace(p);
+    maybe_done(p);
+  }
 }
 
 int conch_process_close_async(conch_process *p,

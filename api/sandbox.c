@@ -4,6 +4,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <conch/local.h>
+
 #include "api_int.h"
 
 /* ---- Sandbox ------------------------------------------------------------ */
@@ -39,10 +41,45 @@ static char *basic_auth(const conch_mem *mem, const char *user) {
 
 static long or_default(long v, long dflt) { return v == 0 ? dflt : v; }
 
+/* url NULL: the local server's socket as a "unix:" URL in |url|, once a
+   server answers there (or |o->autostart| started one). */
+static int local_url(const conch_sandbox_opts *o, char *url, size_t cap,
+                     conch_status *st) {
+  char sock[128], msg[400];
+  int rv;
+
+  if (o->autostart) {
+    rv = conch_local_serve(
+        o->serve_exe, o->request_timeout_ms > 0 ? o->request_timeout_ms : 0,
+        sock, sizeof(sock), st);
+  } else {
+    rv = conch_local_socket(sock, sizeof(sock), st);
+    if (rv == 0 && !conch_local_answers(sock)) {
+      snprintf(msg, sizeof(msg),
+               "no local server answers on %s: start one with `conch serve` "
+               "(it listens there by default), or set "
+               "conch_sandbox_opts.autostart",
+               sock);
+      conch__sb_fail(st, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT, msg);
+      rv = CONCH_ERR_CONNECT;
+    }
+  }
+  if (rv == 0) {
+    snprintf(url, cap, "unix:%s", sock);
+  }
+  return rv;
+}
+
 int conch_sandbox_new(conch_sandbox **out, const conch_sandbox_opts *opts) {
+  return conch_sandbox_open(out, opts, NULL);
+}
+
+int conch_sandbox_open(conch_sandbox **out, const conch_sandbox_opts *opts,
+                       conch_status *st) {
   conch_sandbox_opts o = CONCH_SANDBOX_OPTS_INIT;
   conch_sandbox *sb;
   const conch_mem *mem;
+  char local[140];
   int rv;
 
   if (out == NULL) {
@@ -59,13 +96,18 @@ int conch_sandbox_new(conch_sandbox **out, const conch_sandbox_opts *opts) {
       o.keepalive_ms < -1 || (o.keepalive_ms > 0 && o.keepalive_ms < 1000)) {
     return CONCH_ERR_INVALID;
   }
+  if (o.url == NULL) {
+    rv = local_url(&o, local, sizeof(local), st);
+    if (rv != 0) {
+      return rv;
+    }
+  }
   sb = api_calloc(conch_mem_default(), 1, sizeof(*sb));
   if (sb == NULL) {
     return CONCH_ERR_NOMEM;
   }
   sb->procs.prev = sb->procs.next = &sb->procs;
-  rv = conch_client_new(&sb->client,
-                        o.url != NULL ? o.url : CONCH_SANDBOX_DEFAULT_URL,
+  rv = conch_client_new(&sb->client, o.url != NULL ? o.url : local,
                         o.client_opts);
   if (rv != 0) {
     api_free(conch_mem_default(), sb);

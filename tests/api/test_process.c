@@ -754,6 +754,152 @@ static void test_stdin(void **state) {
   conch_sandbox_free(sb);
 }
 
+/* The ordered stdin stream without blocking: sends in order, the send
+   buffer's back-pressure (CONCH_ERR_AGAIN then on_ready), the end's
+   status, and a stream to a process without stdin failing. */
+typedef struct stdin_log {
+  int ready, ended;
+  conch_code code;
+} stdin_log;
+
+static void in_ready(conch_stdin *in, void *ud) {
+  (void)in;
+  ((stdin_log *)ud)->ready++;
+}
+
+static void in_end(conch_stdin *in, const conch_status *st, void *ud) {
+  stdin_log *l = ud;
+  l->ended++;
+  l->code = st->code;
+  conch_stdin_free(in); /* allowed here */
+}
+
+static void test_stdin_async(void **state) {
+  static const conch_stdin_handler h = {in_ready, in_end};
+  conch_sandbox *sb = sandbox();
+  conch_client *c = conch_sandbox_native(sb);
+  const char *args[] = {"-c", "wc -c"};
+  conch_proc_opts o = CONCH_PROC_OPTS_INIT;
+  conch_exec_result r;
+  conch_process *p;
+  conch_stdin *in;
+  conch_selector sel = {0, NULL};
+  conch_status st;
+  stdin_log l = {0, 0, CONCH_CODE_OK};
+  static char block[65536];
+  size_t sent = 0, total = 8u << 20;
+  int rv, again = 0;
+  (void)state;
+
+  o.cmd = "/bin/sh";
+  o.args = args;
+  o.nargs = 2;
+  o.stdin_enabled = 1;
+  conch_status_init(&st);
+  conch_exec_result_init(&r);
+  memset(block, 'x', sizeof(block));
+  assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
+  sel.pid = conch_process_pid(p);
+  assert_int_equal(conch_stdin_open_async(sb, &sel, 0, &h, &l, &in), 0);
+  /* 8 MiB without waiting in between: the buffer fills and on_ready
+     says when to go on. */
+  while (sent < total) {
+    rv = conch_stdin_send(in, block, sizeof(block));
+    if (rv == CONCH_ERR_AGAIN) {
+      int before = l.ready;
+      again++;
+      while (l.ready == before && !l.ended) {
+        assert_int_equal(conch_client_run(c, 1000), 0);
+      }
+      continue;
+    }
+    assert_int_equal(rv, 0);
+    sent += sizeof(block);
+  }
+  assert_true(again > 0);
+  assert_int_equal(conch_stdin_end(in), 0);
+  assert_int_equal(conch_stdin_end(in), CONCH_ERR_STATE);
+  assert_int_equal(conch_stdin_send(in, "x", 1), CONCH_ERR_STATE);
+  while (!l.ended) {
+    assert_int_equal(conch_client_run(c, 1000), 0);
+  }
+  assert_int_equal(l.ended, 1);
+  assert_int_equal(l.code, CONCH_CODE_OK);
+  assert_int_equal(conch_process_close_stdin(p, &st), 0);
+  assert_int_equal(conch_process_wait(p, &r, &st), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_int_equal(conch_process_close(p), 0);
+
+  /* Read back what wc counted: a run, to see the output. */
+  {
+    const char *a2[] = {"-c", "head -c 300000 | wc -c"};
+    conch_proc_opts o2 = o;
+    conch_chunk ch;
+    char buf[64];
+    size_t len = 0;
+    o2.args = a2;
+    assert_int_equal(conch_stream(sb, &o2, &p, &st), 0);
+    sel.pid = conch_process_pid(p);
+    memset(&l, 0, sizeof(l));
+    assert_int_equal(conch_stdin_open_async(sb, &sel, 0, &h, &l, &in), 0);
+    for (sent = 0; sent < 300000;) {
+      size_t n = 300000 - sent < sizeof(block) ? 300000 - sent : sizeof(block);
+      rv = conch_stdin_send(in, block, n);
+      if (rv == CONCH_ERR_AGAIN) {
+        assert_int_equal(conch_client_run(c, 1000), 0);
+        continue;
+      }
+      assert_int_equal(rv, 0);
+      sent += n;
+    }
+    assert_int_equal(conch_stdin_end(in), 0);
+    while ((rv = conch_process_next(p, &ch)) == 0) {
+      memcpy(buf + len, ch.data,
+             ch.len < sizeof(buf) - len - 1 ? ch.len : sizeof(buf) - len - 1);
+      len += ch.len;
+    }
+    buf[len < sizeof(buf) ? len : sizeof(buf) - 1] = '\0';
+    assert_int_equal(strtol(buf, NULL, 10), 300000);
+    while (!l.ended) {
+      assert_int_equal(conch_client_run(c, 1000), 0);
+    }
+    assert_int_equal(conch_process_close(p), 0);
+  }
+
+  /* A process without stdin: the stream ends with an error. */
+  {
+    const char *a3[] = {"5"};
+    conch_proc_opts o3 = CONCH_PROC_OPTS_INIT;
+    o3.cmd = "sleep";
+    o3.args = a3;
+    o3.nargs = 1;
+    assert_int_equal(conch_stream(sb, &o3, &p, &st), 0);
+    sel.pid = conch_process_pid(p);
+    memset(&l, 0, sizeof(l));
+    assert_int_equal(conch_stdin_open_async(sb, &sel, 0, &h, &l, &in), 0);
+    rv = conch_stdin_send(in, "x", 1);
+    assert_true(rv == 0 || rv == CONCH_ERR_RPC);
+    conch_stdin_end(in);
+    while (!l.ended) {
+      assert_int_equal(conch_client_run(c, 1000), 0);
+    }
+    assert_int_not_equal(l.code, CONCH_CODE_OK);
+    assert_int_equal(conch_process_close(p), 0);
+  }
+  /* Freed before its end: canceled, on_end inside the free. */
+  sel.pid = 1;
+  memset(&l, 0, sizeof(l));
+  assert_int_equal(conch_stdin_open_async(sb, &sel, 0, &h, &l, &in), 0);
+  conch_stdin_free(in);
+  assert_int_equal(l.ended, 1);
+  assert_int_equal(l.code, CONCH_CODE_CANCELED);
+  assert_int_equal(conch_stdin_open_async(sb, NULL, 0, &h, &l, &in),
+                   CONCH_ERR_INVALID);
+  conch_exec_result_clear(&r);
+  conch_status_clear(&st);
+  conch_sandbox_free(sb);
+}
+
 static void test_pty(void **state) {
   conch_sandbox *sb;
   conch_proc_opts o = CONCH_PROC_OPTS_INIT;
@@ -1081,6 +1227,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_start_list_kill),
       cmocka_unit_test(test_connect),
       cmocka_unit_test(test_stdin),
+      cmocka_unit_test(test_stdin_async),
       cmocka_unit_test(test_pty),
       cmocka_unit_test(test_large_output),
       cmocka_unit_test(test_binary_output),

@@ -52,4 +52,36 @@ fi
   echo "install check: CONCH_BUILD_SHARED=OFF still built libconch.so" >&2
   exit 1
 }
+# The Python package: Debian's pip builds and installs it offline (no index,
+# no build isolation: python3-setuptools and python3-wheel as installed)
+# into a venv, with the conch executable inside; url=None then starts it.
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import os, sysconfig, venv
+assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' \
+  2>/dev/null; then
+  /usr/bin/python3 -m venv --system-site-packages "$scratch/venv"
+  "$scratch/venv/bin/python" -m pip install -q --no-build-isolation \
+    --no-index "$top/bindings/python" >"$scratch/pip.log" 2>&1 || {
+    tail -30 "$scratch/pip.log"
+    echo "install check: pip install ./bindings/python failed" >&2
+    exit 1
+  }
+  mkdir -m 700 "$scratch/xdg"
+  out=$(cd "$scratch" && env -u CONCH_SERVE_EXE XDG_RUNTIME_DIR="$scratch/xdg" \
+    PATH=/usr/bin:/bin "$scratch/venv/bin/python" -c '
+import asyncio, conch
+async def main():
+    async with conch.AsyncSandbox() as sb:
+        print((await sb.commands.run("echo pip-ok")).stdout, end="")
+asyncio.run(main())')
+  XDG_RUNTIME_DIR="$scratch/xdg" "$scratch/venv/bin/python" -c '
+import conch, os, subprocess
+from conch._build import SERVE_EXE
+subprocess.run([SERVE_EXE, "serve", "--stop"], check=True)'
+  [ "$out" = pip-ok ] || {
+    echo "install check: the pip-installed package does not run ($out)" >&2
+    exit 1
+  }
+else
+  echo "install check: no python3-dev: the Python package is not checked"
+fi
 echo "install check: ok"

@@ -97,7 +97,8 @@ static void run_child(const char *const *argv, int in_fd, int out_fd,
   _exit(127);
 }
 
-/* Parses "LISTENING <port>"; returns the port or -1. */
+/* Parses "LISTENING <port>" (or "LISTENING unix:PATH", `conch serve` on a
+   Unix socket: port 0); returns the port or -1. */
 static int parse_listening(const char *line) {
   const char *digits;
   char *end;
@@ -107,6 +108,9 @@ static int parse_listening(const char *line) {
     return -1;
   }
   digits = line + sizeof listening - 1;
+  if (strncmp(digits, "unix:/", 6) == 0) {
+    return 0;
+  }
   if (*digits < '0' || *digits > '9') {
     return -1;
   }
@@ -172,7 +176,7 @@ static int read_port(int fd, const char *script) {
       line[len] = '\0';
       len = 0;
       port = parse_listening(line);
-      if (port > 0) {
+      if (port >= 0) {
         return port;
       }
       fprintf(stderr, "conch_peer: %s: %s\n", script, line);
@@ -220,7 +224,7 @@ int conch_peer_start_argv(conch_peer *p, const char *const *argv) {
 
   port = read_port(out_pipe[0], script);
   close_fd(&out_pipe[0]);
-  if (port > 0) {
+  if (port >= 0) {
     p->port = port;
     return 0;
   }

@@ -16,7 +16,7 @@
 
 typedef struct conch_peer {
   pid_t pid;    /* the node process; -1 when none */
-  int port;     /* the port from its LISTENING line */
+  int port; /* the port from its LISTENING line (0: "LISTENING unix:PATH") */
   int stdin_fd; /* write end of its stdin (close-on-exec); -1 when none */
 } conch_peer;
 

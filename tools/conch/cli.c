@@ -22,10 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <conch/local.h>
 #include <conch/process.h>
 
 #include "cli.h"
-#include "rundir.h"
 #include "serve.h"
 
 /* ---- Small helpers ------------------------------------------------------ */
@@ -153,36 +153,29 @@ static int exit_code_of(const conch_exec_result *r) {
 /* ---- The local server --------------------------------------------------- */
 
 /* The CLI and its background server meet on a Unix socket in the private
-   runtime directory (rundir.c): nobody else can create or replace it, the
+   runtime directory (conch/local.h: the library's discovery, shared with
+   sandboxes whose url is NULL): nobody else can create or replace it, the
    server serves only our uid and root (SO_PEERCRED), and the runtime checks
    that the server is ours or root's (conch_client_opts_set_unix_socket). */
-typedef struct local_server {
-  int dirfd;
-  char dir[200];
-  char sock[256];
-} local_server;
 
-static int local_open(local_server *ls) {
-  char err[512];
-  int n;
+/* The socket's path, or -1 after saying why. */
+static int local_socket(char *sock, size_t cap) {
+  conch_status st;
+  int rv;
 
-  ls->dirfd = conch_rundir_open(ls->dir, sizeof(ls->dir), err, sizeof(err));
-  if (ls->dirfd < 0) {
-    fprintf(stderr, "conch: %s\n", err);
-    return -1;
+  conch_status_init(&st);
+  rv = conch_local_socket(sock, cap, &st);
+  if (rv != 0) {
+    fprintf(stderr, "conch: %s\n",
+            st.code != CONCH_CODE_OK ? conch_status_message(&st)
+                                     : conch_strerror(rv));
   }
-  n = snprintf(ls->sock, sizeof(ls->sock), "%s/serve.sock", ls->dir);
-  if (n < 0 || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-    fprintf(stderr, "conch: %s/serve.sock: path too long for a socket\n",
-            ls->dir);
-    close(ls->dirfd);
-    return -1;
-  }
-  return 0;
+  conch_status_clear(&st);
+  return rv != 0 ? -1 : 0;
 }
 
 /* A connected socket to the local server, or -1. */
-static int local_connect(const local_server *ls) {
+static int local_connect(const char *sock) {
   struct sockaddr_un a;
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -191,7 +184,7 @@ static int local_connect(const local_server *ls) {
   }
   memset(&a, 0, sizeof(a));
   a.sun_family = AF_UNIX;
-  memcpy(a.sun_path, ls->sock, strlen(ls->sock));
+  memcpy(a.sun_path, sock, strlen(sock));
   if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
     close(fd);
     return -1;
@@ -199,112 +192,29 @@ static int local_connect(const local_server *ls) {
   return fd;
 }
 
-static int local_answers(const local_server *ls) {
-  int fd = local_connect(ls);
-  if (fd < 0) {
-    return 0;
-  }
-  close(fd);
-  return 1;
-}
-
-/* Whether a server holds the socket's lock (starting, or serving). */
-static int local_locked(const local_server *ls) {
-  int fd = conch_rundir_openat(ls->dirfd, "serve.sock.lock", O_RDONLY);
-  int held;
-
-  if (fd < 0) {
-    return 0;
-  }
-  held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  close(fd);
-  return held;
-}
-
-/* Starts `conch serve` on the private socket, detached from this terminal
-   and session, its output appended to serve.log next to the socket. */
-static int start_local_server(const local_server *ls) {
-  char listen_arg[300];
-  pid_t pid;
-  int64_t t0;
-  int log = conch_rundir_openat(ls->dirfd, "serve.log",
-                                O_WRONLY | O_CREAT | O_APPEND);
-  int status;
-
-  if (log < 0) {
-    fprintf(stderr, "conch: %s/serve.log: %s\n", ls->dir,
-            errno == ELOOP   ? "a symlink (refused)"
-            : errno == EPERM ? "not a regular file of ours (refused)"
-                             : strerror(errno));
-    return -1;
-  }
-  snprintf(listen_arg, sizeof(listen_arg), "unix:%s", ls->sock);
-  fflush(NULL);
-  pid = fork();
-  if (pid < 0) {
-    close(log);
-    return -1;
-  }
-  if (pid == 0) {
-    int in = open("/dev/null", O_RDONLY);
-    setsid();
-    if (in >= 0) {
-      dup2(in, STDIN_FILENO);
-    }
-    dup2(log, STDOUT_FILENO);
-    dup2(log, STDERR_FILENO);
-    unsetenv("CONCH_TOKEN"); /* the socket's peer check is the guard */
-    execl("/proc/self/exe", "conch", "serve", "--listen", listen_arg,
-          (char *)NULL);
-    _exit(127);
-  }
-  close(log);
-  t0 = now_ms();
-  while (now_ms() - t0 < 20000) {
-    if (local_answers(ls)) {
-      return 0;
-    }
-    /* Ours gave up (another CLI's server won the lock): wait for that one
-       while it holds the lock. */
-    if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) {
-      pid = 0;
-    }
-    if (pid == 0 && !local_locked(ls) && !local_answers(ls)) {
-      fprintf(stderr, "conch: the local server did not start (see %s/%s)\n",
-              ls->dir, "serve.log");
-      return -1;
-    }
-    usleep(20000);
-  }
-  fprintf(stderr, "conch: the local server did not answer (see %s/%s)\n",
-          ls->dir, "serve.log");
-  return -1;
-}
-
 /* `conch serve --stop`: the pid comes from the socket itself (SO_PEERCRED of
    the listener), pinned with a pidfd while the connection shows the server
    alive, so no stale file can make us signal another process. */
 int conch_cli_serve_stop(void) {
-  local_server ls;
+  char sock[128];
   struct ucred cred;
   socklen_t len = sizeof(cred);
   struct pollfd pf;
   int fd, pidfd, rv = 1;
   int64_t t0;
 
-  if (local_open(&ls) != 0) {
+  if (local_socket(sock, sizeof(sock)) != 0) {
     return 1;
   }
-  fd = local_connect(&ls);
+  fd = local_connect(sock);
   if (fd < 0) {
     fprintf(stderr, "conch: no background server (nothing answers on %s)\n",
-            ls.sock);
-    close(ls.dirfd);
+            sock);
     return 1;
   }
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
       cred.pid <= 1 || (cred.uid != geteuid() && cred.uid != 0)) {
-    fprintf(stderr, "conch: %s: not a server of ours\n", ls.sock);
+    fprintf(stderr, "conch: %s: not a server of ours\n", sock);
     goto out;
   }
   pidfd = (int)syscall(SYS_pidfd_open, (pid_t)cred.pid, 0);
@@ -338,7 +248,6 @@ int conch_cli_serve_stop(void) {
   rv = 0;
 out:
   close(fd);
-  close(ls.dirfd);
   return rv;
 }
 
@@ -372,28 +281,17 @@ static int keepalive_from_env(long *ms) {
 static int open_sandbox(cli_globals *g, conch_sandbox **sb) {
   conch_sandbox_opts so = CONCH_SANDBOX_OPTS_INIT;
   conch_client_opts *co = NULL;
-  local_server ls;
+  conch_status st;
   int rv;
 
   if (conch_client_opts_new(&co) != 0) {
     return -1;
   }
+  /* No URL: the library's local server, started here (this very
+     executable) when nothing answers. */
   so.url = g->url;
-  if (g->url == NULL) {
-    if (local_open(&ls) != 0) {
-      conch_client_opts_free(co);
-      return -1;
-    }
-    rv = local_answers(&ls) ? 0 : start_local_server(&ls);
-    close(ls.dirfd);
-    /* The socket, with the runtime's check that its server is ours or
-       root's. */
-    if (rv != 0 || conch_client_opts_set_unix_socket(co, ls.sock) != 0) {
-      conch_client_opts_free(co);
-      return -1;
-    }
-    so.url = "http://localhost";
-  }
+  so.autostart = 1;
+  so.serve_exe = "/proc/self/exe";
   so.access_token = g->token;
   so.user = g->user;
   if (keepalive_from_env(&so.keepalive_ms) != 0) {
@@ -421,12 +319,20 @@ static int open_sandbox(cli_globals *g, conch_sandbox **sb) {
   }
   so.client_opts = co;
   opts_used = g;
-  rv = conch_sandbox_new(sb, &so);
+  conch_status_init(&st);
+  rv = conch_sandbox_open(sb, &so, &st);
   conch_client_opts_free(co);
   if (rv != 0) {
-    fprintf(stderr, "conch: %s: %s\n", so.url, conch_strerror(rv));
+    if (st.code != CONCH_CODE_OK) {
+      fprintf(stderr, "conch: %s\n", conch_status_message(&st));
+    } else {
+      fprintf(stderr, "conch: %s: %s\n", so.url != NULL ? so.url : "local",
+              conch_strerror(rv));
+    }
+    conch_status_clear(&st);
     return -1;
   }
+  conch_status_clear(&st);
   return 0;
 }
 

@@ -4,8 +4,9 @@
    SIGTERM to every process group, SIGKILL after the grace period, then
    every child reaped before exit. */
 #include "commands.h"
-#include "rundir.h"
 #include "serve.h"
+
+#include <conch/local.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -699,16 +700,20 @@ static void unlisten_unix(void) {
 /* The default listener: the private runtime directory's socket, the one the
    CLI looks for. */
 static int default_listen(srv_config *cfg, char *buf, size_t cap) {
-  char dir[200];
-  char err[512];
-  int fd = conch_rundir_open(dir, sizeof(dir), err, sizeof(err));
+  char sock[128];
+  conch_status st;
+  int rv;
 
-  if (fd < 0) {
-    fprintf(stderr, "conch serve: %s\n", err);
+  conch_status_init(&st);
+  rv = conch_local_socket(sock, sizeof(sock), &st);
+  if (rv != 0) {
+    fprintf(stderr, "conch serve: %s\n",
+            st.code != CONCH_CODE_OK ? conch_status_message(&st)
+                                     : conch_strerror(rv));
+    conch_status_clear(&st);
     return -1;
   }
-  close(fd);
-  snprintf(buf, cap, "unix:%s/serve.sock", dir);
+  snprintf(buf, cap, "unix:%s", sock);
   cfg->listen = buf;
   return 0;
 }

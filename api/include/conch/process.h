@@ -44,7 +44,9 @@
 extern "C" {
 #endif
 
-/** envd's address; also where `conch serve` listens by default. */
+/** envd's address, where E2B's SDKs look for it in debug mode.  Not the
+    default of a sandbox: a NULL url is the local server's private socket
+    (conch/local.h), as for the CLI. */
 #define CONCH_SANDBOX_DEFAULT_URL "http://127.0.0.1:49983"
 
 /** conch_sandbox_opts.keepalive_ms by default: a dead or frozen server ends
@@ -71,9 +73,14 @@ enum {
  */
 typedef struct conch_sandbox_opts {
   size_t struct_size;
-  /** Where envd listens; NULL = CONCH_SANDBOX_DEFAULT_URL.  "unix:PATH"
-      reaches a Unix socket (conch_client_new()); so does an http:// URL
-      with conch_client_opts_set_unix_socket() in |client_opts|. */
+  /** Where envd listens: "http://HOST:PORT", "https://...", or
+      "unix:PATH" for a Unix socket (conch_client_new()); so does an http://
+      URL with conch_client_opts_set_unix_socket() in |client_opts|.
+      NULL = the local server, the CLI's default: `conch serve` on the
+      private per-user socket (conch_local_socket(), conch/local.h), which
+      must answer when the sandbox is created unless |autostart| starts it
+      (else conch_sandbox_open() fails with unavailable, naming the socket
+      and how to start a server there). */
   const char *url;
   /** Sent as X-Access-Token when not NULL. */
   const char *access_token;
@@ -120,23 +127,59 @@ typedef struct conch_sandbox_opts {
    * would otherwise be taken for a dead server.
    */
   long keepalive_ms;
-  void *reserved[7];
+  /** With |url| NULL: non-zero starts the local server when nothing
+      answers on its socket, as the CLI does (conch_local_serve(): detached,
+      no zombie, no descriptor of the caller's, stdin /dev/null, output to
+      serve.log); conch_sandbox_open() then blocks until it answers, at most
+      |request_timeout_ms| (0 or -1: CONCH_LOCAL_START_TIMEOUT_MS).  0 (the
+      default): nothing is started.  Ignored with a |url|. */
+  int autostart;
+  /** The `conch` executable |autostart| runs: a path, or a name looked up
+      in PATH; NULL = $CONCH_SERVE_EXE, else `conch` in PATH.  Copied (used
+      only while the sandbox is created). */
+  const char *serve_exe;
+  void *reserved[5];
 } conch_sandbox_opts;
 
 #define CONCH_SANDBOX_OPTS_INIT                                                \
   {                                                                            \
-    sizeof(conch_sandbox_opts), NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, { \
+    sizeof(conch_sandbox_opts), NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0,   \
+        0, NULL, {                                                             \
       0                                                                        \
     }                                                                          \
   }
 
 /**
- * Creates a sandbox handle.  No connection is made until the first call.
- * Returns 0, CONCH_ERR_INVALID, CONCH_ERR_URL, CONCH_ERR_TLS or
- * CONCH_ERR_NOMEM.
+ * Creates a sandbox handle.  With a |url| no connection is made until the
+ * first call.  With |url| NULL (the local server) the private socket is
+ * found and its directory checked (conch_local_socket()), and a server must
+ * answer there: one already running, or one |autostart| started.
+ *
+ * Returns 0; CONCH_ERR_INVALID, CONCH_ERR_URL, CONCH_ERR_TLS or
+ * CONCH_ERR_NOMEM; with |url| NULL also CONCH_ERR_IO or CONCH_ERR_LIMIT
+ * (the runtime directory is not usable) and CONCH_ERR_CONNECT (no local
+ * server answers, or it could not be started): conch_sandbox_open() says
+ * why.
  */
 CONCH_EXTERN int conch_sandbox_new(conch_sandbox **out,
                                    const conch_sandbox_opts *opts);
+
+/**
+ * conch_sandbox_new() that says why it failed: |st| (initialised by the
+ * caller; may be NULL) gets a status when it returns CONCH_ERR_IO,
+ * CONCH_ERR_LIMIT or CONCH_ERR_CONNECT: failed_precondition for a runtime
+ * directory that is not private ("/tmp/conch-0 is not a private directory
+ * of ours (...): remove it, or set XDG_RUNTIME_DIR"), unavailable when no
+ * local server answers ("no local server answers on
+ * /run/user/1000/conch/serve.sock: start one with `conch serve` (it listens
+ * there by default), or set conch_sandbox_opts.autostart") or it did not
+ * start (naming its log, serve.log in the same directory).
+ *
+ * Returns as conch_sandbox_new().
+ */
+CONCH_EXTERN int conch_sandbox_open(conch_sandbox **out,
+                                    const conch_sandbox_opts *opts,
+                                    conch_status *st);
 
 /**
  * Closes every process handle still open (each as conch_process_close()
@@ -516,9 +559,75 @@ CONCH_EXTERN int conch_stdin_write(conch_stdin *in, const void *data,
                                    size_t len);
 
 /** Ends the stream, waits for the server's answer (no longer than the
-    liveness bound) and frees |in|.  Returns 0 or CONCH_ERR_RPC (|st| says
-    why: unavailable when the server did not answer in time). */
+    liveness bound) and frees |in|.  Returns 0, CONCH_ERR_RPC (|st| says
+    why: unavailable when the server did not answer in time) or
+    CONCH_ERR_STATE (an asynchronous stream: conch_stdin_end() and
+    conch_stdin_free()). */
 CONCH_EXTERN int conch_stdin_close(conch_stdin *in, conch_status *st);
+
+/** Events of an asynchronous stdin stream (conch_stdin_open_async()), on
+    the sandbox's client loop.  Both may be NULL. */
+typedef struct conch_stdin_handler {
+  /** conch_stdin_send() returned CONCH_ERR_AGAIN before: there is room
+      again. */
+  void (*on_ready)(conch_stdin *in, void *user_data);
+  /** The stream ended, exactly once for every opened stream: after
+      conch_stdin_end() with OK once the server took everything, or on a
+      failure (|st| says why: not_found for a process that is gone,
+      internal for one without stdin, unavailable, canceled when it was
+      freed first).  |in| stays valid until conch_stdin_free(), which may
+      be called from here. */
+  void (*on_end)(conch_stdin *in, const conch_status *st, void *user_data);
+} conch_stdin_handler;
+
+/**
+ * An ordered stdin stream without blocking (|pty| 0: stdin, as
+ * conch_stdin_open(); 1: a PTY's terminal, as conch_pty_input_open()):
+ * the StreamInput call starts at once and |h| reports its end.  Writes are
+ * conch_stdin_send(), in order; conch_stdin_end() ends it; the handle is
+ * released with conch_stdin_free().  |h| is copied.  Liveness is the
+ * connection's (HTTP/2 PINGs, conch_sandbox_opts.keepalive_ms).
+ *
+ * Returns 0 with |*out| set (on_end runs exactly once, later, never inside
+ * this call); CONCH_ERR_INVALID (a NULL argument or an empty selector);
+ * CONCH_ERR_CAPABILITY (CONCH_CAP_STDIN_STREAM missing); CONCH_ERR_NOMEM.
+ * On failure no handler runs.
+ */
+CONCH_EXTERN int conch_stdin_open_async(conch_sandbox *sb,
+                                        const conch_selector *sel, int pty,
+                                        const conch_stdin_handler *h,
+                                        void *user_data, conch_stdin **out);
+
+/**
+ * Queues |data| (copied) on an asynchronous stream, after what was queued
+ * before.  Never blocks.
+ *
+ * Returns 0; CONCH_ERR_AGAIN (the send buffer is over its high-water mark:
+ * nothing was queued, on_ready follows); CONCH_ERR_RPC (the stream ended:
+ * on_end says or said why); CONCH_ERR_STATE (after conch_stdin_end(), or a
+ * blocking stream); CONCH_ERR_INVALID (NULL |in|, or NULL |data| with |len|
+ * > 0); CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_stdin_send(conch_stdin *in, const void *data,
+                                  size_t len);
+
+/**
+ * Ends an asynchronous stream once what was queued went out: on_end
+ * follows with the server's answer.
+ *
+ * Returns 0; CONCH_ERR_STATE (ended already, or a blocking stream);
+ * CONCH_ERR_INVALID (NULL |in|).
+ */
+CONCH_EXTERN int conch_stdin_end(conch_stdin *in);
+
+/**
+ * Releases an asynchronous stream.  One that has not ended is canceled
+ * first: its on_end runs (canceled) before this returns, and a
+ * conch_stdin_free() from inside that on_end does nothing.  From inside
+ * its own on_end the release happens once the handler returns.  NULL is
+ * accepted.
+ */
+CONCH_EXTERN void conch_stdin_free(conch_stdin *in);
 
 /* ---- Asynchronous forms -------------------------------------------------
 
