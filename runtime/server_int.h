@@ -188,6 +188,9 @@ struct conch_rpc {
   void *data;
   conch_timer recv; /* kind SRV_TIMER_RECV: headers, then the body */
   int headers_in;   /* the header block ended */
+  int discarding;   /* answered before the request ended: its rest is read
+                       and dropped, within bounds, before the reset */
+  size_t discarded; /* ... how many bytes */
   size_t counted;   /* request bytes held, as counted in conn and server */
   /* Unary and server-streaming calls: the request message, decoded (or
      raw), held until the request ends, as connect-go reads it. */
@@ -227,6 +230,9 @@ struct conch_server {
   int drain_stage;   /* 1: calls were ended; 2: connections closed */
   conch_tls_ctx *tls; /* serving TLS (every connection), or NULL */
   size_t buffered;   /* request bytes all calls hold */
+  size_t buffered_peak; /* the most |buffered| was */
+  uint64_t shed_calls;  /* calls ended to make room for smaller ones */
+  uint64_t shed_conns;  /* connections closed to make room for new ones */
   int spare_fd;      /* held in reserve for shedding, or -1 */
   int resting;       /* out of descriptors: listeners not watched */
   conch_timer rest;  /* kind SRV_TIMER_ACCEPT: ... until this */

@@ -1550,8 +1550,8 @@ static void recv_update(conch_rpc *rpc) {
   conch_stream_kind k;
   int want;
 
-  if (!rpc->headers_in || s->o.body_ms == 0) {
-    return;
+  if (!rpc->headers_in || s->o.body_ms == 0 || rpc->discarding) {
+    return; /* a discarding call has its own timer */
   }
   k = rpc->method != NULL ? rpc->method->m.kind : CONCH_STREAM_UNARY;
   if (rpc->state != SRV_RPC_USER || rpc->half_closed || rpc->paused ||
@@ -1574,6 +1574,13 @@ static void recv_update(conch_rpc *rpc) {
 
 void conch__srv_rpc_recv_expired(conch_rpc *rpc) {
   srv_conn *conn = rpc->conn;
+
+  if (rpc->discarding) {
+    /* Answered long ago, and the client still has not ended its side. */
+    (void)nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
+                                    NGHTTP2_NO_ERROR);
+    return;
+  }
 
   if (!rpc->headers_in) {
     /* A header block that never ends blocks the whole connection
@@ -1605,24 +1612,100 @@ static void rpc_drop_held(conch_rpc *rpc) {
   rpc->env.prefix_len = 0;
 }
 
-/* Counts what |rpc| holds against the limits: over the server's, the call
-   ends (resource_exhausted); over its connection's, the connection ends. */
+/* The server's budget of buffered request bytes is one for everyone, and
+   small requests (a listing, a signal, the teardown of a process) must
+   get through however it was filled.  A call that holds at most
+   SRV_SMALL_HOLD (and at most a 16th of the budget) is small: it may use
+   the whole budget, while larger ones may fill only SRV_RESERVE_DIV - 1
+   of its SRV_RESERVE_DIV parts.  Should small calls fill the rest too
+   (many of them held unfinished), a small call past the budget takes the
+   place of the calls that hold the most. */
+#define SRV_SMALL_HOLD (64 * 1024)
+#define SRV_RESERVE_DIV 8
+
+static size_t small_hold(const conch_server *s) {
+  size_t k = s->o.max_buffered / 16;
+  return k < SRV_SMALL_HOLD ? k : SRV_SMALL_HOLD;
+}
+
+/* The call that holds the most request bytes, other than |self|, or NULL.
+   Runs only past the budget; connections that hold no more than the best
+   so far are skipped whole. */
+static conch_rpc *largest_holder(conch_server *s, const conch_rpc *self) {
+  conch_rpc *best = NULL;
+
+  for (conch_link *c = s->conns.next; c != &s->conns; c = c->next) {
+    srv_conn *conn = CONCH_CONTAINER(c, srv_conn, link);
+    if (conn->buffered == 0 ||
+        (best != NULL && conn->buffered <= best->counted)) {
+      continue;
+    }
+    for (conch_link *l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
+      conch_rpc *r = CONCH_CONTAINER(l, conch_rpc, link);
+      if (r != self && r->counted > 0 &&
+          (best == NULL || r->counted > best->counted)) {
+        best = r;
+      }
+    }
+  }
+  return best;
+}
+
+/* Ends |v| (resource_exhausted) and lets go of the request bytes it
+   holds, to make room for a smaller request. */
+static void shed_call(conch_rpc *v) {
+  srv_conn *vc = v->conn;
+  conch_server *s = vc->s;
+  size_t held = v->counted;
+  size_t unread = conch__buf_size(&v->held); /* their window still out */
+
+  rpc_drop_held(v);
+  s->buffered -= v->counted;
+  vc->buffered -= v->counted;
+  v->counted = 0;
+  s->shed_calls++;
+  if (unread > 0) {
+    (void)nghttp2_session_consume_stream(vc->h2, v->id, unread);
+  }
+  rpc_fail(v, CONCH_CODE_RESOURCE_EXHAUSTED,
+           "server busy: this request held the most (%zu bytes) when "
+           "requests being received reached %zu bytes, and a smaller one "
+           "took its place",
+           held, s->o.max_buffered);
+}
+
+/* Counts what |rpc| holds against the limits: past the server's, a small
+   call takes the place of the largest holders, a larger one ends
+   (resource_exhausted); past its connection's, the connection ends. */
 static void rpc_count(conch_rpc *rpc) {
   srv_conn *conn = rpc->conn;
   conch_server *s = conn->s;
   size_t now = rpc_held(rpc);
+  size_t max = s->o.max_buffered;
 
-  if (now > rpc->counted && s->o.max_buffered > 0 &&
-      s->buffered - rpc->counted + now > s->o.max_buffered) {
-    rpc_drop_held(rpc);
-    now = 0;
-    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
-             "server busy: requests being received hold more than %zu bytes",
-             s->o.max_buffered);
+  if (now > rpc->counted && max > 0) {
+    int small = now <= small_hold(s);
+    size_t cap = small ? max : max - max / SRV_RESERVE_DIV;
+    conch_rpc *v;
+    while (small && s->buffered - rpc->counted + now > cap &&
+           (v = largest_holder(s, rpc)) != NULL && v->counted > now) {
+      shed_call(v);
+    }
+    if (s->buffered - rpc->counted + now > cap) {
+      rpc_drop_held(rpc);
+      now = 0;
+      rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
+               "server busy: requests being received hold more than %zu "
+               "bytes",
+               small ? max : cap);
+    }
   }
   s->buffered = s->buffered - rpc->counted + now;
   conn->buffered = conn->buffered - rpc->counted + now;
   rpc->counted = now;
+  if (s->buffered > s->buffered_peak) {
+    s->buffered_peak = s->buffered;
+  }
   if (s->o.conn_buffered > 0 && conn->buffered > s->o.conn_buffered &&
       !conn->dead) {
     (void)nghttp2_session_terminate_session(conn->h2,
@@ -1672,6 +1755,12 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame,
   return 0;
 }
 
+/* An answered request's rest, read and dropped before its stream is
+   reset (on_frame_send()): at most this many bytes, for at most this
+   long. */
+#define SRV_DISCARD_MAX (1024 * 1024)
+#define SRV_DISCARD_MS 5000
+
 /* Request bytes of a paused call wait, their stream window not returned:
    the client can send no more than the window ahead. */
 static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id,
@@ -1692,6 +1781,12 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id,
     } else {
       rpc_count(rpc);
       return 0;
+    }
+  } else if (rpc != NULL && rpc->discarding) {
+    rpc->discarded += len;
+    if (rpc->discarded > SRV_DISCARD_MAX) {
+      (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, id,
+                                      NGHTTP2_NO_ERROR);
     }
   } else if (rpc != NULL) {
     rpc_data(rpc, data, len);
@@ -1740,10 +1835,23 @@ static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame,
     return 0;
   }
   rpc = stream_rpc(h2, frame->hd.stream_id);
-  if (rpc != NULL && !rpc->half_closed) {
-    /* The response is complete: the rest of the request is not wanted. */
-    (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
-                                    NGHTTP2_NO_ERROR);
+  if (rpc != NULL && !rpc->half_closed && !rpc->discarding) {
+    /* The response is complete and the rest of the request is not wanted
+       (a refusal, an error).  HTTP/2 lets the server reset the stream
+       with NO_ERROR now, but clients that are still sending (curl)
+       report the reset and drop the answer: the rest is read and dropped
+       until the client ends its side, and the stream is reset only when
+       it sends more than SRV_DISCARD_MAX or takes longer than
+       SRV_DISCARD_MS (as an HTTP/1.1 connection reads the body after an
+       early answer). */
+    conch_server *s = rpc->conn->s;
+    rpc->discarding = 1;
+    conch__heap_remove(&s->heap, &rpc->recv);
+    if (conch__heap_insert(&s->heap, s->mem, &rpc->recv,
+                           conch__srv_now() + SRV_DISCARD_MS) != 0) {
+      (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE,
+                                      frame->hd.stream_id, NGHTTP2_NO_ERROR);
+    }
   }
   return 0;
 }
