@@ -171,6 +171,11 @@ struct conch_rpc {
   int deferred;      /* the data source is deferred */
   srv_hb trl;       /* gRPC trailers, for when |out| drained */
   int want_ready;  /* a send was refused: on_send_ready is owed */
+  int refused;     /* a send was refused and none succeeded since: an OK
+                      finish would hide a lost response */
+  int sourcing;    /* conch_rpc_send_from(): responses come from |src| */
+  int src_wait;    /* ... which had none: until conch_rpc_wake() */
+  conch_rpc_source src;
   int want_low;    /* conch_rpc_notify_drained(): on_send_ready at |low| */
   size_t low;
   int paused;      /* conch_rpc_pause(): request bytes wait in |held| */

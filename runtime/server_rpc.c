@@ -2020,6 +2020,7 @@ static int send_bytes(conch_rpc *rpc, const uint8_t *p, size_t n) {
     return rv;
   }
   rpc->nsent++;
+  rpc->refused = 0;
   if (rpc->wire != SRV_CONNECT_UNARY) {
     rpc_resume(rpc);
     conch__srv_conn_kick(rpc->conn);
@@ -2029,7 +2030,7 @@ static int send_bytes(conch_rpc *rpc, const uint8_t *p, size_t n) {
 
 static int send_check(conch_rpc *rpc) {
   conch_stream_kind k = rpc->method->m.kind;
-  if (rpc->state != SRV_RPC_USER) {
+  if (rpc->state != SRV_RPC_USER || rpc->sourcing) {
     return CONCH_ERR_STATE;
   }
   if ((k == CONCH_STREAM_UNARY || k == CONCH_STREAM_CLIENT) &&
@@ -2038,9 +2039,50 @@ static int send_check(conch_rpc *rpc) {
   }
   if (conch__buf_size(&rpc->out) >= rpc->conn->s->o.send_buffer) {
     rpc->want_ready = 1;
+    rpc->refused = 1;
     return CONCH_ERR_AGAIN;
   }
   return 0;
+}
+
+static int send_msg(conch_rpc *rpc, const ProtobufCMessage *msg);
+
+/* The most a source's responses may queue: the send buffer, and no more
+   than this however large that is. */
+#define SRV_SOURCE_MAX (1024 * 1024)
+
+/* Takes responses from the source of |rpc| while its send buffer has room
+   (one at least when nothing waits), until it has none now, ends the
+   call, or a response cannot be sent (the call then ends with internal).
+   Returns 1 when the source ran. */
+static int rpc_pump(conch_rpc *rpc) {
+  size_t room = rpc->conn->s->o.send_buffer;
+  int ran = 0;
+
+  if (room > SRV_SOURCE_MAX) {
+    room = SRV_SOURCE_MAX;
+  }
+  while (rpc->state == SRV_RPC_USER && !rpc->src_wait &&
+         conch__buf_size(&rpc->out) < room) {
+    const ProtobufCMessage *m = rpc->src.next(rpc, &rpc->src);
+    int rv;
+    ran = 1;
+    if (rpc->state != SRV_RPC_USER) {
+      break; /* finished (the end of the stream), or canceled */
+    }
+    if (m == NULL) {
+      rpc->src_wait = 1;
+      break;
+    }
+    rv = m->descriptor != rpc->method->m.output ? CONCH_ERR_INVALID
+                                                : send_msg(rpc, m);
+    if (rv != 0) {
+      rpc_fail(rpc, CONCH_CODE_INTERNAL,
+               "response %d of the stream cannot be sent: %s",
+               rpc->nsent + 1, conch_strerror(rv));
+    }
+  }
+  return ran;
 }
 
 int conch__srv_conn_ready(srv_conn *conn) {
@@ -2050,6 +2092,11 @@ int conch__srv_conn_ready(srv_conn *conn) {
 
   for (l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
     conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
+    if (rpc->state == SRV_RPC_USER && rpc->sourcing) {
+      /* The source is the handler: it runs while there is room. */
+      n += rpc_pump(rpc);
+      continue;
+    }
     if (rpc->state == SRV_RPC_USER &&
         ((rpc->want_ready && conch__buf_size(&rpc->out) < room) ||
          (rpc->want_low && conch__buf_size(&rpc->out) <= rpc->low))) {
@@ -2067,9 +2114,6 @@ int conch__srv_conn_ready(srv_conn *conn) {
 }
 
 int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg) {
-  const conch_mem *mem;
-  conch_buf b = CONCH_BUF_INIT;
-  char err[256];
   int rv;
 
   if (rpc == NULL || msg == NULL || rpc->method->m.output == NULL ||
@@ -2077,10 +2121,16 @@ int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg) {
     return CONCH_ERR_INVALID;
   }
   rv = send_check(rpc);
-  if (rv != 0) {
-    return rv;
-  }
-  mem = rpc_mem(rpc);
+  return rv != 0 ? rv : send_msg(rpc, msg);
+}
+
+/* Serializes and queues |msg| (checked by the caller). */
+static int send_msg(conch_rpc *rpc, const ProtobufCMessage *msg) {
+  const conch_mem *mem = rpc_mem(rpc);
+  conch_buf b = CONCH_BUF_INIT;
+  char err[256];
+  int rv;
+
   if (rpc->json) {
     const conch_server *s = rpc->conn->s;
     conch_pbjson_opts jo = {s->o.json_resolve, s->o.json_resolve_ud};
@@ -2299,6 +2349,45 @@ int conch_rpc_resume(conch_rpc *rpc) {
   return 0;
 }
 
+int conch_rpc_send_from(conch_rpc *rpc, const conch_rpc_source *src) {
+  conch_stream_kind k;
+
+  if (rpc == NULL || src == NULL || src->next == NULL ||
+      rpc->method->m.output == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  k = rpc->method->m.kind;
+  if (k != CONCH_STREAM_SERVER && k != CONCH_STREAM_BIDI) {
+    return CONCH_ERR_INVALID;
+  }
+  if (rpc->state != SRV_RPC_USER || rpc->sourcing) {
+    return CONCH_ERR_STATE;
+  }
+  rpc->src = *src;
+  rpc->sourcing = 1;
+  rpc->src_wait = 0;
+  rpc->want_ready = 0; /* the source takes the room from now on */
+  rpc->refused = 0;    /* and sends what was refused, if it still counts */
+  rpc->conn->s->pending = 1;
+  conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
+  return 0;
+}
+
+int conch_rpc_wake(conch_rpc *rpc) {
+  if (rpc == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (rpc->state != SRV_RPC_USER || !rpc->sourcing) {
+    return CONCH_ERR_STATE;
+  }
+  if (rpc->src_wait) {
+    rpc->src_wait = 0;
+    rpc->conn->s->pending = 1;
+    conch__srv_conn_kick(rpc->conn);
+  }
+  return 0;
+}
+
 int conch_rpc_finish(conch_rpc *rpc, const conch_status *status) {
   conch_status ok;
   conch_stream_kind k;
@@ -2318,6 +2407,19 @@ int conch_rpc_finish(conch_rpc *rpc, const conch_status *status) {
     (void)conch__status_set(&ok, rpc_mem(rpc), CONCH_CODE_INTERNAL,
                             CONCH_ORIGIN_LOCAL, 0,
                             "the handler sent no response message");
+    rpc_end(rpc, &ok);
+    conch_status_clear(&ok);
+    return 0;
+  }
+  if ((status == NULL || status->code == CONCH_CODE_OK) && rpc->refused) {
+    /* The stream lost a response the handler sent: OK would hide it. */
+    conch_status_init(&ok);
+    (void)conch__status_set(
+        &ok, rpc_mem(rpc), CONCH_CODE_INTERNAL, CONCH_ORIGIN_LOCAL, 0,
+        "the handler ended the stream after %d responses, while a response "
+        "it sent was refused (CONCH_ERR_AGAIN: send buffer full) and not "
+        "sent again",
+        rpc->nsent);
     rpc_end(rpc, &ok);
     conch_status_clear(&ok);
     return 0;

@@ -827,9 +827,11 @@ CONCH_EXTERN const uint8_t *conch_rpc_peer_cert_der(const conch_rpc *rpc,
  * that reads slowly slows its handler instead of filling memory.
  *
  * Returns 0; CONCH_ERR_AGAIN (the send buffer is full: nothing queued,
- * on_send_ready follows); CONCH_ERR_INVALID (NULL argument, a message of
- * another type, a raw method); CONCH_ERR_STATE (after the finish, a second message of a
- * unary or client-streaming call); CONCH_ERR_CODEC (it cannot be
+ * on_send_ready follows; send it again then, or the call cannot finish
+ * OK: see conch_rpc_finish()); CONCH_ERR_INVALID (NULL argument, a message
+ * of another type, a raw method); CONCH_ERR_STATE (after the finish, a
+ * second message of a unary or client-streaming call, while a source
+ * sends: conch_rpc_send_from()); CONCH_ERR_CODEC (it cannot be
  * serialized, e.g. JSON of an Any whose type is unknown); CONCH_ERR_LIMIT
  * (over the 4 GiB envelope limit) or CONCH_ERR_NOMEM.  A failed send
  * changes nothing.
@@ -920,13 +922,72 @@ CONCH_EXTERN int conch_rpc_pause(conch_rpc *rpc);
  * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE.
  */
 CONCH_EXTERN int conch_rpc_resume(conch_rpc *rpc);
+/** Where conch_rpc_send_from() takes a call's responses from.  Copied by
+    it. */
+typedef struct conch_rpc_source conch_rpc_source;
+struct conch_rpc_source {
+  /** Returns the next response of |rpc| (the source's: it must stay valid
+      until next runs again, or the call ends; it is serialized right
+      after next returns), or NULL: after ending the stream with
+      conch_rpc_finish() (any status, here in next), or when the source
+      has no response now (the stream waits until conch_rpc_wake()).
+      Runs on the server's turn, never from inside a conch_rpc_*()
+      function, again and again while the call's send buffer has room. */
+  const ProtobufCMessage *(*next)(conch_rpc *rpc, const conch_rpc_source *src);
+  void *user_data;
+  /** For a typed wrapper: a function of its own type that |next| casts
+      back and calls (the stubs' p__s__m_rpc_stream() keeps the handler's
+      typed source here).  NULL otherwise. */
+  conch_stub_fn typed;
+};
+
+/**
+ * Streams the responses of |rpc| (a server-streaming or bidi call of a
+ * typed method) from |src|: from now on the server asks the source for
+ * the next response whenever the call's send buffer has room (the send
+ * buffer size of conch_server_opts_set_send_buffer(), at most 1 MiB; one
+ * response at least when nothing waits), so the stream goes exactly as
+ * fast as the client reads, and at most that budget (and one response)
+ * waits in memory.  Nothing is ever refused: the handler sees neither
+ * CONCH_ERR_AGAIN nor on_send_ready.  The stream ends when the source
+ * finishes the call (inside next, or the handler from elsewhere), or when
+ * the call ends otherwise (on_cancel: the source is not called again).  A
+ * response that cannot be sent (CONCH_ERR_CODEC, CONCH_ERR_LIMIT,
+ * CONCH_ERR_NOMEM, another type) ends the call with internal, through
+ * on_cancel.  While the source runs, conch_rpc_send() and its kin return
+ * CONCH_ERR_STATE; the request side (on_message, pause, pull mode) goes on
+ * as before.
+ *
+ * Returns 0 (the first response is asked for on the server's next turn,
+ * never from inside this function); CONCH_ERR_INVALID (NULL argument or
+ * |src->next|, a raw method, a unary or client-streaming method) or
+ * CONCH_ERR_STATE (the call is not the handler's any more, or has a
+ * source already).
+ */
+CONCH_EXTERN int conch_rpc_send_from(conch_rpc *rpc,
+                                     const conch_rpc_source *src);
+/**
+ * The source of |rpc| (conch_rpc_send_from()) has responses again after
+ * its next returned NULL: it is asked on the server's next turn.  Calling
+ * it while the source is not waiting does nothing.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE (no source,
+ * or the call is not the handler's any more).
+ */
+CONCH_EXTERN int conch_rpc_wake(conch_rpc *rpc);
+
 /**
  * Ends the call with |status| (NULL: OK; copied, details included): the
  * trailers (gRPC), the end-stream message (Connect streams), the trailer
  * frame (gRPC-Web) or the whole response (Connect unary: an error is the
  * Connect error JSON under the code's HTTP status) go out with the
  * response trailers.  A unary or client-streaming call finished OK without
- * a message ends with internal instead (the client needs one).  The
+ * a message ends with internal instead (the client needs one).  So does a
+ * stream finished OK while a response was refused (conch_rpc_send() said
+ * CONCH_ERR_AGAIN) and no send succeeded since: the client would take a
+ * stream cut short for a whole one.  A handler that sends by itself waits
+ * for on_send_ready and sends the refused response again before it
+ * finishes; conch_rpc_send_from() never refuses.  The
  * handler gives |rpc| up: the server frees it once the response is sent
  * (or the stream is gone); no handler of it runs again.
  *
