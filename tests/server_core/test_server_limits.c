@@ -380,7 +380,9 @@ static void frame(int fd, uint8_t type, uint8_t flags, uint32_t sid,
   buf[6] = (uint8_t)(sid >> 16);
   buf[7] = (uint8_t)(sid >> 8);
   buf[8] = (uint8_t)sid;
-  memcpy(buf + 9, p, len);
+  if (len > 0) {
+    memcpy(buf + 9, p, len);
+  }
   assert_int_equal(send(fd, buf, 9 + len, MSG_NOSIGNAL), (ssize_t)(9 + len));
 }
 
