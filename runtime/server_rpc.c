@@ -2078,8 +2078,8 @@ static int rpc_pump(conch_rpc *rpc) {
                                                 : send_msg(rpc, m);
     if (rv != 0) {
       rpc_fail(rpc, CONCH_CODE_INTERNAL,
-               "response %d of the stream cannot be sent: %s",
-               rpc->nsent + 1, conch_strerror(rv));
+               "response %d of the stream cannot be sent: %s", rpc->nsent + 1,
+               conch_strerror(rv));
     }
   }
   return ran;

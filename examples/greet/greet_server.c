@@ -46,8 +46,8 @@ static void on_signal(int sig) {
 }
 
 /* The greeting number |i| of |n| for |name|: Hello first, Bye last. */
-static void greeting(char *text, size_t size, unsigned long i,
-                     unsigned long n, const char *name) {
+static void greeting(char *text, size_t size, unsigned long i, unsigned long n,
+                     const char *name) {
   if (i == 0) {
     snprintf(text, size, "Hello, %s!", name);
   } else if (i + 1 == n) {

@@ -749,8 +749,8 @@ static int tcp_quiet(int port) {
   while (quiet && fgets(line, sizeof(line), f) != NULL) {
     unsigned lport, rport, st;
     unsigned long tx, rx;
-    if (sscanf(line, "%*d: %*x:%x %*x:%x %x %lx:%lx", &lport, &rport, &st,
-               &tx, &rx) == 5 &&
+    if (sscanf(line, "%*d: %*x:%x %*x:%x %x %lx:%lx", &lport, &rport, &st, &tx,
+               &rx) == 5 &&
         lport == (unsigned)port && st == 1 && rx != 0) {
       quiet = 0;
     }
@@ -778,8 +778,7 @@ static int dflt_teardown(void **state) {
 }
 
 static void test_budget_small_requests(void **state) {
-  static const char *const json[] = {"content-type", "application/json",
-                                     NULL};
+  static const char *const json[] = {"content-type", "application/json", NULL};
   enum { N = 17 };
   const size_t body = 8u << 20;
   conch_client *c = client_new(dflt.url);

@@ -70,8 +70,8 @@ static int stream_index(holder *h, int32_t id) {
   return -1;
 }
 
-static ssize_t h_send(nghttp2_session *s, const uint8_t *p, size_t n,
-                      int flags, void *ud) {
+static ssize_t h_send(nghttp2_session *s, const uint8_t *p, size_t n, int flags,
+                      void *ud) {
   holder *h = ud;
   ssize_t k = send(h->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
   (void)s;
@@ -121,8 +121,8 @@ static int h_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
   (void)s;
   if (f->hd.type == NGHTTP2_GOAWAY) {
     h->goaway = 1;
-  } else if (i >= 0 &&
-             (f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_RST_STREAM)) {
+  } else if (i >= 0 && (f->hd.type == NGHTTP2_HEADERS ||
+                        f->hd.type == NGHTTP2_RST_STREAM)) {
     h->answered[i] = 1;
   }
   return 0;
@@ -139,9 +139,8 @@ static int h_close(nghttp2_session *s, int32_t id, uint32_t err, void *ud) {
   return 0;
 }
 
-static ssize_t h_body(nghttp2_session *s, int32_t id, uint8_t *buf,
-                      size_t len, uint32_t *flags, nghttp2_data_source *src,
-                      void *ud) {
+static ssize_t h_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+                      uint32_t *flags, nghttp2_data_source *src, void *ud) {
   holder *h = ud;
   int i = stream_index(h, id);
   size_t left, k;
@@ -169,8 +168,7 @@ static holder *holder_open(int port, int n, size_t want, int grpc,
                            size_t claim) {
   holder *h = calloc(1, sizeof(*h));
   nghttp2_session_callbacks *cb;
-  nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
-                               1 << 20};
+  nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20};
   const char *path = grpc ? SVC "ClientStream" : SVC "Unary";
   const char *ctype = grpc ? "application/grpc" : "application/proto";
   nghttp2_nv nv[5] = {
@@ -196,8 +194,8 @@ static holder *holder_open(int port, int n, size_t want, int grpc,
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, h_close);
   assert_int_equal(nghttp2_session_client_new(&h->h2, cb, h), 0);
   nghttp2_session_callbacks_del(cb);
-  assert_int_equal(
-      nghttp2_submit_settings(h->h2, NGHTTP2_FLAG_NONE, &iv, 1), 0);
+  assert_int_equal(nghttp2_submit_settings(h->h2, NGHTTP2_FLAG_NONE, &iv, 1),
+                   0);
   for (int i = 0; i < n; i++) {
     nghttp2_data_provider prd;
     prd.source.ptr = NULL;
@@ -297,8 +295,7 @@ static conch_server_stats stats_of(fixture *fx) {
 /* One Unary call with a |payload|-byte payload on a connection of its
    own; returns the HTTP status (0: no answer). */
 static int unary(int port, size_t payload) {
-  static const char *const hdrs[] = {"content-type", "application/proto",
-                                     NULL};
+  static const char *const hdrs[] = {"content-type", "application/proto", NULL};
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   uint8_t *body;
   size_t n;
@@ -397,9 +394,9 @@ static int h2_bare(int port) {
 
 /* HEADERS (|flags|) of a POST to Unary: HPACK with literal names. */
 static void h2_headers(int fd, uint32_t sid, uint8_t flags) {
-  static const char *const kv[] = {":method", "POST", ":scheme", "http",
-                                   ":path", SVC "Unary", ":authority",
-                                   "127.0.0.1"};
+  static const char *const kv[] = {":method",    "POST",     ":scheme",
+                                   "http",       ":path",    SVC "Unary",
+                                   ":authority", "127.0.0.1"};
   nghttp2_hd_deflater *d;
   nghttp2_nv nv[4];
   uint8_t block[256];
@@ -510,7 +507,8 @@ static void test_default_header_timeout(void **state) {
   fx_stop(&fx);
 }
 
-/* ---- Out of descriptors --------------------------------------------------- */
+/* ---- Out of descriptors ---------------------------------------------------
+ */
 
 /* With no descriptor left, a client that connects is served: an idle
    connection (a stranger's) is closed to make room for it. */
@@ -581,10 +579,11 @@ static void test_default_fd_exhaustion(void **state) {
                    (ssize_t)(sizeof(preface) - 1));
   frame(fd, 4, 0, 0, NULL, 0);
   {
-    static const char *const kv[] = {":method", "POST", ":scheme", "http",
-                                     ":path", SVC "Unary", ":authority",
-                                     "127.0.0.1", "content-type",
-                                     "application/grpc"};
+    static const char *const kv[] = {":method",      "POST",
+                                     ":scheme",      "http",
+                                     ":path",        SVC "Unary",
+                                     ":authority",   "127.0.0.1",
+                                     "content-type", "application/grpc"};
     nghttp2_hd_deflater *dd;
     nghttp2_nv nv[5];
     uint8_t block[256];
@@ -693,8 +692,8 @@ static void test_budget_small_gets_through(void **state) {
     assert_int_equal(drive(&hs[i], 1, NULL, WAIT_MS), 1);
   }
   st = stats_of(&fx);
-  print_message("held %zu KiB of 1024; answered %d of 3\n",
-                st.buffered >> 10, answered_count(hs, 3));
+  print_message("held %zu KiB of 1024; answered %d of 3\n", st.buffered >> 10,
+                answered_count(hs, 3));
   assert_true(st.buffered >= (680u << 10));
   /* A small request: served, and nobody makes room for it. */
   assert_int_equal(unary(port, 8 << 10), 200);
@@ -744,9 +743,9 @@ static void test_budget_largest_makes_room(void **state) {
   st = stats_of(&fx);
   print_message("shed: the %s holder (status %d); %llu shed; held %zu KiB, "
                 "at most %zu KiB\n",
-                shed == 0 ? "400 KiB" : "300 KiB",
-                large[shed]->status[0], (unsigned long long)st.shed_calls,
-                st.buffered >> 10, st.buffered_peak >> 10);
+                shed == 0 ? "400 KiB" : "300 KiB", large[shed]->status[0],
+                (unsigned long long)st.shed_calls, st.buffered >> 10,
+                st.buffered_peak >> 10);
   assert_int_equal(shed, 0);
   assert_int_equal(large[0]->status[0], 429); /* resource_exhausted */
   assert_int_equal(large[1]->answered[0], 0);

@@ -37,10 +37,10 @@ static const conch_method m_source = {
     "/streamend.Test/Source", CONCH_STREAM_SERVER,
     &conchtest__v1__request__descriptor, &conchtest__v1__response__descriptor,
     CONCH_IDEMPOTENCY_UNKNOWN};
-static const conch_method m_echo = {
-    "/streamend.Test/Echo", CONCH_STREAM_BIDI,
-    &conchtest__v1__request__descriptor, &conchtest__v1__response__descriptor,
-    CONCH_IDEMPOTENCY_UNKNOWN};
+static const conch_method m_echo = {"/streamend.Test/Echo", CONCH_STREAM_BIDI,
+                                    &conchtest__v1__request__descriptor,
+                                    &conchtest__v1__response__descriptor,
+                                    CONCH_IDEMPOTENCY_UNKNOWN};
 
 /* What the handlers saw (they run on the server's thread). */
 static atomic_int refusals;       /* CONCH_ERR_AGAIN from conch_rpc_send() */
@@ -239,16 +239,16 @@ static const conch_method m_refuse = {
 
 static int group_setup(void **state) {
   static fixture fx;
-  const conch_server_handler naive = {on_call,   naive_message, NULL, NULL,
-                                      on_cancel, NULL};
-  const conch_server_handler careful = {on_call,   careful_message, NULL,
-                                        NULL,      on_cancel,       careful_ready};
-  const conch_server_handler source = {on_call,   source_message, NULL, NULL,
-                                       on_cancel, NULL};
-  const conch_server_handler echo = {echo_call, echo_message, NULL,
-                                     echo_half_close, on_cancel, NULL};
-  const conch_server_handler refuse = {refuse_call, NULL, NULL, NULL, NULL,
-                                       NULL};
+  const conch_server_handler naive = {on_call, naive_message, NULL,
+                                      NULL,    on_cancel,     NULL};
+  const conch_server_handler careful = {on_call,   careful_message, NULL, NULL,
+                                        on_cancel, careful_ready};
+  const conch_server_handler source = {on_call, source_message, NULL,
+                                       NULL,    on_cancel,      NULL};
+  const conch_server_handler echo = {echo_call,       echo_message, NULL,
+                                     echo_half_close, on_cancel,    NULL};
+  const conch_server_handler refuse = {refuse_call, NULL, NULL,
+                                       NULL,        NULL, NULL};
 
   fx_start(&fx, NULL, 0);
   fx_pause(&fx);
@@ -327,8 +327,8 @@ static void test_naive_loop_is_not_ok(void **state) {
     conch_code code;
     char msg[512];
     int before = atomic_load(&refusals);
-    uint32_t n = call_stream(*state, &variants[i], &m_naive, COUNT, &code,
-                             msg, sizeof(msg));
+    uint32_t n = call_stream(*state, &variants[i], &m_naive, COUNT, &code, msg,
+                             sizeof(msg));
     print_message("%s: %u of %u, then %s: %s\n", variants[i].name, n, COUNT,
                   conch_code_name(code), msg);
     assert_true(atomic_load(&refusals) > before); /* it did stop early */
@@ -354,8 +354,8 @@ static void test_source(void **state) {
   for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
     conch_code code;
     char msg[512];
-    uint32_t n = call_stream(*state, &variants[i], &m_source, COUNT, &code,
-                             msg, sizeof(msg));
+    uint32_t n = call_stream(*state, &variants[i], &m_source, COUNT, &code, msg,
+                             sizeof(msg));
     print_message("%s: %u of %u, then %s; at most %zu bytes queued\n",
                   variants[i].name, n, COUNT, conch_code_name(code),
                   (size_t)atomic_load(&most_queued));
@@ -369,8 +369,8 @@ static void test_source(void **state) {
   {
     conch_code code;
     char msg[512];
-    assert_int_equal(call_stream(*state, &variants[0], &m_source, 0, &code,
-                                 msg, sizeof(msg)),
+    assert_int_equal(call_stream(*state, &variants[0], &m_source, 0, &code, msg,
+                                 sizeof(msg)),
                      0);
     assert_int_equal(code, CONCH_CODE_OK);
   }
@@ -411,9 +411,9 @@ static void test_source_refusals(void **state) {
   conch_status st;
 
   conch_status_init(&st);
-  assert_int_equal(conch_unary_sync(c, &m_refuse, NULL, &req.base, &resp, &st,
-                                    NULL, NULL),
-                   CONCH_ERR_RPC);
+  assert_int_equal(
+      conch_unary_sync(c, &m_refuse, NULL, &req.base, &resp, &st, NULL, NULL),
+      CONCH_ERR_RPC);
   assert_int_equal(st.code, CONCH_CODE_FAILED_PRECONDITION);
   conch_status_clear(&st);
   conch_client_free(c);

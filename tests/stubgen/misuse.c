@@ -176,8 +176,7 @@ static const Pong *src_stream(Echo__ServerStream_Rpc rpc, void *user_data) {
   return NULL;
 }
 
-static const Ping *src_gives_ping(Echo__ServerStream_Rpc rpc,
-                                  void *user_data) {
+static const Ping *src_gives_ping(Echo__ServerStream_Rpc rpc, void *user_data) {
   (void)rpc;
   (void)user_data;
   return NULL;

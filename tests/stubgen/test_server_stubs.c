@@ -162,7 +162,8 @@ static void bidi_cancel(Echo__Bidi_Rpc rpc, const conch_status *status,
 }
 
 /* Desk/Close of stubgen/renamed.proto: prefixes with a trailing '_'. */
-/* ---- The same Echo with typed sources -------------------------------------- */
+/* ---- The same Echo with typed sources --------------------------------------
+ */
 
 /* A source's state: ServerStream's count, or Bidi's requests not answered
    yet; |pong| is the response being sent (valid until the source runs
@@ -691,8 +692,7 @@ int main(void) {
   CHECK(atomic_load(&sources_done) ==
         2 * (int)(sizeof(variants) / sizeof(variants[0])));
   {
-    conch_client *c =
-        client_new(&sfx, CONCH_PROTOCOL_GRPC, CONCH_CODEC_PROTO);
+    conch_client *c = client_new(&sfx, CONCH_PROTOCOL_GRPC, CONCH_CODEC_PROTO);
     sourced_stream(c);
     conch_client_free(c);
   }

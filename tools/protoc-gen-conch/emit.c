@@ -1081,10 +1081,11 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
              "way: it never refuses.",
              n->B);
   }
-  doc_para(&d, "Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, "
-               "CONCH_ERR_INVALID (NULL |msg| or |rpc.base|), "
-               "CONCH_ERR_STATE (finished, %s), CONCH_ERR_CODEC, "
-               "CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.",
+  doc_para(&d,
+           "Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, "
+           "CONCH_ERR_INVALID (NULL |msg| or |rpc.base|), "
+           "CONCH_ERR_STATE (finished, %s), CONCH_ERR_CODEC, "
+           "CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.",
            is_stream_out(m) ? "or while a source sends"
                             : "or a second response where one is taken");
   doc_close(&d);
@@ -1128,18 +1129,17 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
     }
 
     doc_open(&d, b);
-    doc_para(&d,
-             "Sends the responses of |rpc| that |next| returns, as "
-             "conch_rpc_send_from(): the server calls |next| (with "
-             "|user_data|, on its own turns, never from inside this "
-             "function) whenever the send buffer has room, so the stream "
-             "goes as fast as the client reads and at most the send buffer "
-             "(at most 1 MiB) waits in memory.  Nothing is refused: the "
-             "handler sees neither CONCH_ERR_AGAIN nor on_send_ready.  The "
-             "stream ends when |next| finishes the call (or the handler "
-             "does, or on_cancel runs); a response that cannot be sent "
-             "ends the call with internal, through on_cancel.  Requests "
-             "go on arriving as before.");
+    doc_para(&d, "Sends the responses of |rpc| that |next| returns, as "
+                 "conch_rpc_send_from(): the server calls |next| (with "
+                 "|user_data|, on its own turns, never from inside this "
+                 "function) whenever the send buffer has room, so the stream "
+                 "goes as fast as the client reads and at most the send buffer "
+                 "(at most 1 MiB) waits in memory.  Nothing is refused: the "
+                 "handler sees neither CONCH_ERR_AGAIN nor on_send_ready.  The "
+                 "stream ends when |next| finishes the call (or the handler "
+                 "does, or on_cancel runs); a response that cannot be sent "
+                 "ends the call with internal, through on_cancel.  Requests "
+                 "go on arriving as before.");
     doc_para(&d, "Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|) "
                  "or CONCH_ERR_STATE (the call is not the handler's any "
                  "more, or has a source already).");

@@ -313,9 +313,8 @@ static const char *const unary_fn[] = {"_sync", "_async", NULL};
 static const char *const client_fn[] = {"_send", "_send_sync", "_close_send",
                                         "_close_and_recv_sync", "_rpc_recv",
                                         NULL};
-static const char *const bidi_fn[] = {"_send",       "_send_sync",
-                                      "_close_send", "_rpc_recv",
-                                      "_rpc_stream", "_rpc_wake",
+static const char *const bidi_fn[] = {"_send",     "_send_sync",  "_close_send",
+                                      "_rpc_recv", "_rpc_stream", "_rpc_wake",
                                       NULL};
 static const char *const server_fn[] = {"_async", "_rpc_stream", "_rpc_wake",
                                         NULL};
@@ -324,9 +323,9 @@ static const char *const all_types[] = {"_Call",   "_Handler", "_Rpc",
                                         "_Server", "_Done",    "_OnMessage",
                                         NULL};
 /* Server streaming and bidi also have a typed source (_rpc_stream()). */
-static const char *const stream_types[] = {
-    "_Call", "_Handler", "_Rpc", "_Server", "_Done", "_OnMessage", "_Next",
-    NULL};
+static const char *const stream_types[] = {"_Call",   "_Handler", "_Rpc",
+                                           "_Server", "_Done",    "_OnMessage",
+                                           "_Next",   NULL};
 
 static const char *const *kind_fn(sg_kind k) {
   switch (k) {
