@@ -151,8 +151,16 @@ struct conch_rpc {
   /* Request headers, gathered until they end. */
   int bad_method; /* :method was neither POST nor GET */
   int get;        /* :method was GET (Connect unary GET) */
+  uint32_t discarded; /* of an answered request, see |discarding| */
   char *query;    /* after '?' in :path, or NULL */
   int hdr_too_big;
+  /* In the hole before |hdr_bytes|. */
+  unsigned refused : 1;  /* a send was refused and none succeeded since: an
+                            OK finish would hide a lost response */
+  unsigned src_wait : 1; /* |src| had none: until conch_rpc_wake() */
+  unsigned discarding : 1; /* answered before the request ended: its rest
+                              is read and dropped, within bounds, before
+                              the reset */
   size_t hdr_bytes;
   char *path;
   char *authority;         /* :authority, or NULL */
@@ -171,12 +179,10 @@ struct conch_rpc {
   int deferred;      /* the data source is deferred */
   srv_hb trl;       /* gRPC trailers, for when |out| drained */
   int want_ready;  /* a send was refused: on_send_ready is owed */
-  int refused;     /* a send was refused and none succeeded since: an OK
-                      finish would hide a lost response */
-  int sourcing;    /* conch_rpc_send_from(): responses come from |src| */
-  int src_wait;    /* ... which had none: until conch_rpc_wake() */
-  conch_rpc_source src;
   int want_low;    /* conch_rpc_notify_drained(): on_send_ready at |low| */
+  /* conch_rpc_send_from(): responses come from here (allocated then: an
+     idle call pays only this pointer). */
+  conch_rpc_source *src;
   size_t low;
   int paused;      /* conch_rpc_pause(): request bytes wait in |held| */
   int resumed;     /* conch_rpc_resume(): |held| is fed on the next turn */
@@ -193,9 +199,6 @@ struct conch_rpc {
   void *data;
   conch_timer recv; /* kind SRV_TIMER_RECV: headers, then the body */
   int headers_in;   /* the header block ended */
-  int discarding;   /* answered before the request ended: its rest is read
-                       and dropped, within bounds, before the reset */
-  size_t discarded; /* ... how many bytes */
   size_t counted;   /* request bytes held, as counted in conn and server */
   /* Unary and server-streaming calls: the request message, decoded (or
      raw), held until the request ends, as connect-go reads it. */

@@ -229,6 +229,7 @@ static void rpc_free(conch_rpc *rpc) {
   conch__buf_free(&rpc->pq, s->mem);
   conch__buf_free(&rpc->pmsg, s->mem);
   conch__buf_free(&rpc->out, s->mem);
+  conch__free(s->mem, rpc->src);
   conch__free(s->mem, rpc->trl.nv);
   conch__buf_free(&rpc->trl.store, s->mem);
   s->ncalls--;
@@ -1783,7 +1784,7 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id,
       return 0;
     }
   } else if (rpc != NULL && rpc->discarding) {
-    rpc->discarded += len;
+    rpc->discarded += (uint32_t)len; /* at most one frame past the max */
     if (rpc->discarded > SRV_DISCARD_MAX) {
       (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, id,
                                       NGHTTP2_NO_ERROR);
@@ -2030,7 +2031,7 @@ static int send_bytes(conch_rpc *rpc, const uint8_t *p, size_t n) {
 
 static int send_check(conch_rpc *rpc) {
   conch_stream_kind k = rpc->method->m.kind;
-  if (rpc->state != SRV_RPC_USER || rpc->sourcing) {
+  if (rpc->state != SRV_RPC_USER || rpc->src != NULL) {
     return CONCH_ERR_STATE;
   }
   if ((k == CONCH_STREAM_UNARY || k == CONCH_STREAM_CLIENT) &&
@@ -2064,7 +2065,7 @@ static int rpc_pump(conch_rpc *rpc) {
   }
   while (rpc->state == SRV_RPC_USER && !rpc->src_wait &&
          conch__buf_size(&rpc->out) < room) {
-    const ProtobufCMessage *m = rpc->src.next(rpc, &rpc->src);
+    const ProtobufCMessage *m = rpc->src->next(rpc, rpc->src);
     int rv;
     ran = 1;
     if (rpc->state != SRV_RPC_USER) {
@@ -2092,7 +2093,7 @@ int conch__srv_conn_ready(srv_conn *conn) {
 
   for (l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
     conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
-    if (rpc->state == SRV_RPC_USER && rpc->sourcing) {
+    if (rpc->state == SRV_RPC_USER && rpc->src != NULL) {
       /* The source is the handler: it runs while there is room. */
       n += rpc_pump(rpc);
       continue;
@@ -2360,11 +2361,14 @@ int conch_rpc_send_from(conch_rpc *rpc, const conch_rpc_source *src) {
   if (k != CONCH_STREAM_SERVER && k != CONCH_STREAM_BIDI) {
     return CONCH_ERR_INVALID;
   }
-  if (rpc->state != SRV_RPC_USER || rpc->sourcing) {
+  if (rpc->state != SRV_RPC_USER || rpc->src != NULL) {
     return CONCH_ERR_STATE;
   }
-  rpc->src = *src;
-  rpc->sourcing = 1;
+  rpc->src = conch__malloc(rpc_mem(rpc), sizeof(*rpc->src));
+  if (rpc->src == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  *rpc->src = *src;
   rpc->src_wait = 0;
   rpc->want_ready = 0; /* the source takes the room from now on */
   rpc->refused = 0;    /* and sends what was refused, if it still counts */
@@ -2377,7 +2381,7 @@ int conch_rpc_wake(conch_rpc *rpc) {
   if (rpc == NULL) {
     return CONCH_ERR_INVALID;
   }
-  if (rpc->state != SRV_RPC_USER || !rpc->sourcing) {
+  if (rpc->state != SRV_RPC_USER || rpc->src == NULL) {
     return CONCH_ERR_STATE;
   }
   if (rpc->src_wait) {

@@ -463,8 +463,9 @@ typedef const Process__ConnectResponse *(*Process__Process__Connect_Next)(
  * does, or on_cancel runs); a response that cannot be sent ends the call with
  * internal, through on_cancel.  Requests go on arriving as before.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|) or CONCH_ERR_STATE
- * (the call is not the handler's any more, or has a source already).
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
  */
 int process__process__connect_rpc_stream(Process__Process__Connect_Rpc rpc,
                                          Process__Process__Connect_Next next,
@@ -682,8 +683,9 @@ typedef const Process__StartResponse *(*Process__Process__Start_Next)(
  * does, or on_cancel runs); a response that cannot be sent ends the call with
  * internal, through on_cancel.  Requests go on arriving as before.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|) or CONCH_ERR_STATE
- * (the call is not the handler's any more, or has a source already).
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
  */
 int process__process__start_rpc_stream(Process__Process__Start_Rpc rpc,
                                        Process__Process__Start_Next next,

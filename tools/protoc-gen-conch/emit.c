@@ -1140,9 +1140,9 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
                  "does, or on_cancel runs); a response that cannot be sent "
                  "ends the call with internal, through on_cancel.  Requests "
                  "go on arriving as before.");
-    doc_para(&d, "Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|) "
-                 "or CONCH_ERR_STATE (the call is not the handler's any "
-                 "more, or has a source already).");
+    doc_para(&d, "Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), "
+                 "CONCH_ERR_STATE (the call is not the handler's any more, "
+                 "or has a source already) or CONCH_ERR_NOMEM.");
     doc_close(&d);
     proto_rpc(dl, n, "_stream");
     decl_add(dl, "%s_Next next", m->camel);

@@ -528,8 +528,9 @@ typedef const Connectrpc__Conformance__V1__ServerStreamResponse *(
  * does, or on_cancel runs); a response that cannot be sent ends the call with
  * internal, through on_cancel.  Requests go on arriving as before.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|) or CONCH_ERR_STATE
- * (the call is not the handler's any more, or has a source already).
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
  */
 int connectrpc__conformance__v1__conformance_service__server_stream_rpc_stream(
     Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc,
@@ -1049,8 +1050,9 @@ typedef const Connectrpc__Conformance__V1__BidiStreamResponse *(
  * does, or on_cancel runs); a response that cannot be sent ends the call with
  * internal, through on_cancel.  Requests go on arriving as before.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|) or CONCH_ERR_STATE
- * (the call is not the handler's any more, or has a source already).
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
  */
 int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_stream(
     Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,

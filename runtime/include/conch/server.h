@@ -960,9 +960,9 @@ struct conch_rpc_source {
  *
  * Returns 0 (the first response is asked for on the server's next turn,
  * never from inside this function); CONCH_ERR_INVALID (NULL argument or
- * |src->next|, a raw method, a unary or client-streaming method) or
+ * |src->next|, a raw method, a unary or client-streaming method),
  * CONCH_ERR_STATE (the call is not the handler's any more, or has a
- * source already).
+ * source already) or CONCH_ERR_NOMEM (nothing changed).
  */
 CONCH_EXTERN int conch_rpc_send_from(conch_rpc *rpc,
                                      const conch_rpc_source *src);

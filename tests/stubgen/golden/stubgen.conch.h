@@ -442,8 +442,9 @@ typedef const Pong *(*Echo__ServerStream_Next)(Echo__ServerStream_Rpc rpc,
  * does, or on_cancel runs); a response that cannot be sent ends the call with
  * internal, through on_cancel.  Requests go on arriving as before.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|) or CONCH_ERR_STATE
- * (the call is not the handler's any more, or has a source already).
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
  */
 int echo__server_stream_rpc_stream(Echo__ServerStream_Rpc rpc,
                                    Echo__ServerStream_Next next,
@@ -847,8 +848,9 @@ typedef const Pong *(*Echo__Bidi_Next)(Echo__Bidi_Rpc rpc, void *user_data);
  * does, or on_cancel runs); a response that cannot be sent ends the call with
  * internal, through on_cancel.  Requests go on arriving as before.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|) or CONCH_ERR_STATE
- * (the call is not the handler's any more, or has a source already).
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
  */
 int echo__bidi_rpc_stream(Echo__Bidi_Rpc rpc, Echo__Bidi_Next next,
                           void *user_data);
@@ -1815,8 +1817,9 @@ typedef const Pong *(*Switch__Fetch__Next)(Switch__Fetch__Rpc rpc,
  * does, or on_cancel runs); a response that cannot be sent ends the call with
  * internal, through on_cancel.  Requests go on arriving as before.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|) or CONCH_ERR_STATE
- * (the call is not the handler's any more, or has a source already).
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
  */
 int switch__fetch__rpc_stream(Switch__Fetch__Rpc rpc, Switch__Fetch__Next next,
                               void *user_data);
@@ -2198,8 +2201,9 @@ typedef const Pong *(*Switch__Put__Next)(Switch__Put__Rpc rpc, void *user_data);
  * does, or on_cancel runs); a response that cannot be sent ends the call with
  * internal, through on_cancel.  Requests go on arriving as before.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|) or CONCH_ERR_STATE
- * (the call is not the handler's any more, or has a source already).
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
  */
 int switch__put__rpc_stream(Switch__Put__Rpc rpc, Switch__Put__Next next,
                             void *user_data);

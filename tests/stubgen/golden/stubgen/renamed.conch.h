@@ -467,8 +467,9 @@ typedef const Alt__Names__Note *(*Alt__Names__Notes__Watch_Next)(
  * does, or on_cancel runs); a response that cannot be sent ends the call with
  * internal, through on_cancel.  Requests go on arriving as before.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|) or CONCH_ERR_STATE
- * (the call is not the handler's any more, or has a source already).
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
  */
 int alt__names__notes__watch_rpc_stream(Alt__Names__Notes__Watch_Rpc rpc,
                                         Alt__Names__Notes__Watch_Next next,

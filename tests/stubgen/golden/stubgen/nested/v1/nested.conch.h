@@ -486,8 +486,9 @@ typedef const Stubgen__Nested__V1__Outer__Middle__Inner *(
  * does, or on_cancel runs); a response that cannot be sent ends the call with
  * internal, through on_cancel.  Requests go on arriving as before.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|) or CONCH_ERR_STATE
- * (the call is not the handler's any more, or has a source already).
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
  */
 int stubgen__nested__v1__deep__server_stream_rpc_stream(
     Stubgen__Nested__V1__Deep__ServerStream_Rpc rpc,
@@ -946,8 +947,9 @@ typedef const Pong *(*Stubgen__Nested__V1__Deep__Bidi_Next)(
  * does, or on_cancel runs); a response that cannot be sent ends the call with
  * internal, through on_cancel.  Requests go on arriving as before.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|) or CONCH_ERR_STATE
- * (the call is not the handler's any more, or has a source already).
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
  */
 int stubgen__nested__v1__deep__bidi_rpc_stream(
     Stubgen__Nested__V1__Deep__Bidi_Rpc rpc,
