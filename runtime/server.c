@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -19,6 +20,18 @@
 
 /* Default receive limit, as the client's. */
 #define SRV_RECV_LIMIT (4u * 1024 * 1024)
+/* The bounds every server has unless its caller loosens them (server.h,
+   "Limits"): a connection must say what it wants within the header
+   timeout, a request body arrive within the body timeout, an idle
+   connection go after the idle timeout; at most SRV_MAX_CONNS
+   connections, and request bytes held in memory at most SRV_CONN_BUFFERED
+   on one connection and SRV_MAX_BUFFERED on all of them. */
+#define SRV_HEADER_MS 10000
+#define SRV_BODY_MS 60000
+#define SRV_IDLE_MS 60000
+#define SRV_MAX_CONNS 1024
+#define SRV_CONN_BUFFERED (32u * 1024 * 1024)
+#define SRV_MAX_BUFFERED (64u * 1024 * 1024)
 #define SRV_READ_CHUNK 16384
 #define SRV_CLOSE_MS 1000 /* after an idle GOAWAY, before the close */
 
@@ -50,6 +63,12 @@ int conch_server_opts_new(conch_server_opts **out) {
   o->send_buffer = 256 * 1024;
   o->max_header_list = 64 * 1024;
   o->max_streams = 100;
+  o->header_ms = SRV_HEADER_MS;
+  o->body_ms = SRV_BODY_MS;
+  o->idle_ms = SRV_IDLE_MS;
+  o->max_conns = SRV_MAX_CONNS;
+  o->conn_buffered = SRV_CONN_BUFFERED;
+  o->max_buffered = SRV_MAX_BUFFERED;
   conch__comp_opts_defaults(&o->comp);
   (void)set_compression(o, "gzip,br,zstd,deflate,snappy");
   *out = o;
@@ -1067,17 +1086,53 @@ static void shed(conch_server *s, int lfd) {
   }
 }
 
-/* At the connection limit: closes the oldest connection that has neither
-   passed the gate nor a call.  Returns 0, or -1 if there is none. */
-static int evict(conch_server *s) {
+/* The connection to close to make room for a new one (at the connection
+   limit, or out of descriptors): the oldest that has neither passed the
+   gate nor a call in progress; on a server without a gate (where every
+   request passes, so passing proves nothing), else the oldest without a
+   call in progress.  NULL when there is none. */
+static srv_conn *victim(conch_server *s) {
+  srv_conn *idle = NULL;
+
   for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
-    if (!conn->passed && !conn->dead && conch__list_empty(&conn->rpcs)) {
-      conn->dead = 1; /* closed at the end of this turn */
-      return 0;
+    if (conn->dead || conn_busy(conn)) {
+      continue;
+    }
+    if (!conn->passed) {
+      return conn;
+    }
+    if (idle == NULL && s->o.gate == NULL) {
+      idle = conn;
     }
   }
-  return -1;
+  return idle;
+}
+
+/* Out of descriptors: closes a connection now so that its descriptor
+   takes the client waiting (one closing anyway first, else a victim()).
+   Returns 0, or -1 if there is none. */
+static int free_descriptor(conch_server *s) {
+  srv_conn *v = NULL;
+
+  for (conch_link *l = s->conns.next; l != &s->conns && v == NULL;
+       l = l->next) {
+    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
+    if (conn->dead) {
+      v = conn;
+    }
+  }
+  if (v == NULL) {
+    v = victim(s);
+  }
+  if (v == NULL) {
+    return -1;
+  }
+  /* Outside every callback of |v|'s (this runs for a listener). */
+  s->shed_conns++;
+  conch__srv_conn_drop_rpcs(v);
+  conn_free(v);
+  return 0;
 }
 
 static size_t live_conns(const conch_server *s) {
@@ -1115,17 +1170,35 @@ static void accept_all(conch_server *s, int lfd, int is_unix) {
     int one = 1;
     int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-          errno == ENOMEM) {
+      int e = errno;
+      if (e == EMFILE || e == ENFILE) {
+        /* accept() says so whether or not a client waits: room is made
+           only for one that does. */
+        struct pollfd pfd = {lfd, POLLIN, 0};
+        if (poll(&pfd, 1, 0) != 1) {
+          return;
+        }
+        if (free_descriptor(s) == 0) {
+          continue; /* the client takes the descriptor of an idle one */
+        }
+      }
+      if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
         shed(s, lfd);
       }
       return; /* EAGAIN, or a failure that the next turn retries */
     }
-    if ((s->o.max_conns > 0 && live_conns(s) >= s->o.max_conns &&
-         evict(s) != 0) ||
-        !peer_ok(s, fd, is_unix)) {
+    if (!peer_ok(s, fd, is_unix)) {
       close(fd);
       continue;
+    }
+    if (s->o.max_conns > 0 && live_conns(s) >= s->o.max_conns) {
+      srv_conn *v = victim(s);
+      if (v == NULL) {
+        close(fd);
+        continue;
+      }
+      v->dead = 1; /* closed at the end of this turn */
+      s->shed_conns++;
     }
     if (!is_unix) {
       (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -1630,6 +1703,24 @@ int conch_server_idle(const conch_server *s) {
 
 size_t conch_server_calls(const conch_server *s) {
   return s != NULL ? s->ncalls : 0;
+}
+
+int conch_server_stats_get(const conch_server *s, conch_server_stats *out,
+                           size_t size) {
+  conch_server_stats st;
+
+  if (s == NULL || out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  memset(&st, 0, sizeof(st));
+  st.conns = s->nconns;
+  st.calls = s->ncalls;
+  st.buffered = s->buffered;
+  st.buffered_peak = s->buffered_peak;
+  st.shed_calls = s->shed_calls;
+  st.shed_conns = s->shed_conns;
+  memcpy(out, &st, size < sizeof(st) ? size : sizeof(st));
+  return 0;
 }
 
 /* ---- Driving ------------------------------------------------------------ */

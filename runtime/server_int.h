@@ -151,8 +151,16 @@ struct conch_rpc {
   /* Request headers, gathered until they end. */
   int bad_method; /* :method was neither POST nor GET */
   int get;        /* :method was GET (Connect unary GET) */
+  uint32_t discarded; /* of an answered request, see |discarding| */
   char *query;    /* after '?' in :path, or NULL */
   int hdr_too_big;
+  /* In the hole before |hdr_bytes|. */
+  unsigned refused : 1;  /* a send was refused and none succeeded since: an
+                            OK finish would hide a lost response */
+  unsigned src_wait : 1; /* |src| had none: until conch_rpc_wake() */
+  unsigned discarding : 1; /* answered before the request ended: its rest
+                              is read and dropped, within bounds, before
+                              the reset */
   size_t hdr_bytes;
   char *path;
   char *authority;         /* :authority, or NULL */
@@ -172,6 +180,9 @@ struct conch_rpc {
   srv_hb trl;       /* gRPC trailers, for when |out| drained */
   int want_ready;  /* a send was refused: on_send_ready is owed */
   int want_low;    /* conch_rpc_notify_drained(): on_send_ready at |low| */
+  /* conch_rpc_send_from(): responses come from here (allocated then: an
+     idle call pays only this pointer). */
+  conch_rpc_source *src;
   size_t low;
   int paused;      /* conch_rpc_pause(): request bytes wait in |held| */
   int resumed;     /* conch_rpc_resume(): |held| is fed on the next turn */
@@ -227,6 +238,9 @@ struct conch_server {
   int drain_stage;   /* 1: calls were ended; 2: connections closed */
   conch_tls_ctx *tls; /* serving TLS (every connection), or NULL */
   size_t buffered;   /* request bytes all calls hold */
+  size_t buffered_peak; /* the most |buffered| was */
+  uint64_t shed_calls;  /* calls ended to make room for smaller ones */
+  uint64_t shed_conns;  /* connections closed to make room for new ones */
   int spare_fd;      /* held in reserve for shedding, or -1 */
   int resting;       /* out of descriptors: listeners not watched */
   conch_timer rest;  /* kind SRV_TIMER_ACCEPT: ... until this */

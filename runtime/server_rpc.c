@@ -229,6 +229,7 @@ static void rpc_free(conch_rpc *rpc) {
   conch__buf_free(&rpc->pq, s->mem);
   conch__buf_free(&rpc->pmsg, s->mem);
   conch__buf_free(&rpc->out, s->mem);
+  conch__free(s->mem, rpc->src);
   conch__free(s->mem, rpc->trl.nv);
   conch__buf_free(&rpc->trl.store, s->mem);
   s->ncalls--;
@@ -1550,8 +1551,8 @@ static void recv_update(conch_rpc *rpc) {
   conch_stream_kind k;
   int want;
 
-  if (!rpc->headers_in || s->o.body_ms == 0) {
-    return;
+  if (!rpc->headers_in || s->o.body_ms == 0 || rpc->discarding) {
+    return; /* a discarding call has its own timer */
   }
   k = rpc->method != NULL ? rpc->method->m.kind : CONCH_STREAM_UNARY;
   if (rpc->state != SRV_RPC_USER || rpc->half_closed || rpc->paused ||
@@ -1574,6 +1575,13 @@ static void recv_update(conch_rpc *rpc) {
 
 void conch__srv_rpc_recv_expired(conch_rpc *rpc) {
   srv_conn *conn = rpc->conn;
+
+  if (rpc->discarding) {
+    /* Answered long ago, and the client still has not ended its side. */
+    (void)nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
+                                    NGHTTP2_NO_ERROR);
+    return;
+  }
 
   if (!rpc->headers_in) {
     /* A header block that never ends blocks the whole connection
@@ -1605,24 +1613,100 @@ static void rpc_drop_held(conch_rpc *rpc) {
   rpc->env.prefix_len = 0;
 }
 
-/* Counts what |rpc| holds against the limits: over the server's, the call
-   ends (resource_exhausted); over its connection's, the connection ends. */
+/* The server's budget of buffered request bytes is one for everyone, and
+   small requests (a listing, a signal, the teardown of a process) must
+   get through however it was filled.  A call that holds at most
+   SRV_SMALL_HOLD (and at most a 16th of the budget) is small: it may use
+   the whole budget, while larger ones may fill only SRV_RESERVE_DIV - 1
+   of its SRV_RESERVE_DIV parts.  Should small calls fill the rest too
+   (many of them held unfinished), a small call past the budget takes the
+   place of the calls that hold the most. */
+#define SRV_SMALL_HOLD (64 * 1024)
+#define SRV_RESERVE_DIV 8
+
+static size_t small_hold(const conch_server *s) {
+  size_t k = s->o.max_buffered / 16;
+  return k < SRV_SMALL_HOLD ? k : SRV_SMALL_HOLD;
+}
+
+/* The call that holds the most request bytes, other than |self|, or NULL.
+   Runs only past the budget; connections that hold no more than the best
+   so far are skipped whole. */
+static conch_rpc *largest_holder(conch_server *s, const conch_rpc *self) {
+  conch_rpc *best = NULL;
+
+  for (conch_link *c = s->conns.next; c != &s->conns; c = c->next) {
+    srv_conn *conn = CONCH_CONTAINER(c, srv_conn, link);
+    if (conn->buffered == 0 ||
+        (best != NULL && conn->buffered <= best->counted)) {
+      continue;
+    }
+    for (conch_link *l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
+      conch_rpc *r = CONCH_CONTAINER(l, conch_rpc, link);
+      if (r != self && r->counted > 0 &&
+          (best == NULL || r->counted > best->counted)) {
+        best = r;
+      }
+    }
+  }
+  return best;
+}
+
+/* Ends |v| (resource_exhausted) and lets go of the request bytes it
+   holds, to make room for a smaller request. */
+static void shed_call(conch_rpc *v) {
+  srv_conn *vc = v->conn;
+  conch_server *s = vc->s;
+  size_t held = v->counted;
+  size_t unread = conch__buf_size(&v->held); /* their window still out */
+
+  rpc_drop_held(v);
+  s->buffered -= v->counted;
+  vc->buffered -= v->counted;
+  v->counted = 0;
+  s->shed_calls++;
+  if (unread > 0) {
+    (void)nghttp2_session_consume_stream(vc->h2, v->id, unread);
+  }
+  rpc_fail(v, CONCH_CODE_RESOURCE_EXHAUSTED,
+           "server busy: this request held the most (%zu bytes) when "
+           "requests being received reached %zu bytes, and a smaller one "
+           "took its place",
+           held, s->o.max_buffered);
+}
+
+/* Counts what |rpc| holds against the limits: past the server's, a small
+   call takes the place of the largest holders, a larger one ends
+   (resource_exhausted); past its connection's, the connection ends. */
 static void rpc_count(conch_rpc *rpc) {
   srv_conn *conn = rpc->conn;
   conch_server *s = conn->s;
   size_t now = rpc_held(rpc);
+  size_t max = s->o.max_buffered;
 
-  if (now > rpc->counted && s->o.max_buffered > 0 &&
-      s->buffered - rpc->counted + now > s->o.max_buffered) {
-    rpc_drop_held(rpc);
-    now = 0;
-    rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
-             "server busy: requests being received hold more than %zu bytes",
-             s->o.max_buffered);
+  if (now > rpc->counted && max > 0) {
+    int small = now <= small_hold(s);
+    size_t cap = small ? max : max - max / SRV_RESERVE_DIV;
+    conch_rpc *v;
+    while (small && s->buffered - rpc->counted + now > cap &&
+           (v = largest_holder(s, rpc)) != NULL && v->counted > now) {
+      shed_call(v);
+    }
+    if (s->buffered - rpc->counted + now > cap) {
+      rpc_drop_held(rpc);
+      now = 0;
+      rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
+               "server busy: requests being received hold more than %zu "
+               "bytes",
+               small ? max : cap);
+    }
   }
   s->buffered = s->buffered - rpc->counted + now;
   conn->buffered = conn->buffered - rpc->counted + now;
   rpc->counted = now;
+  if (s->buffered > s->buffered_peak) {
+    s->buffered_peak = s->buffered;
+  }
   if (s->o.conn_buffered > 0 && conn->buffered > s->o.conn_buffered &&
       !conn->dead) {
     (void)nghttp2_session_terminate_session(conn->h2,
@@ -1672,6 +1756,12 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame,
   return 0;
 }
 
+/* An answered request's rest, read and dropped before its stream is
+   reset (on_frame_send()): at most this many bytes, for at most this
+   long. */
+#define SRV_DISCARD_MAX (1024 * 1024)
+#define SRV_DISCARD_MS 5000
+
 /* Request bytes of a paused call wait, their stream window not returned:
    the client can send no more than the window ahead. */
 static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id,
@@ -1692,6 +1782,12 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id,
     } else {
       rpc_count(rpc);
       return 0;
+    }
+  } else if (rpc != NULL && rpc->discarding) {
+    rpc->discarded += (uint32_t)len; /* at most one frame past the max */
+    if (rpc->discarded > SRV_DISCARD_MAX) {
+      (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, id,
+                                      NGHTTP2_NO_ERROR);
     }
   } else if (rpc != NULL) {
     rpc_data(rpc, data, len);
@@ -1740,10 +1836,23 @@ static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame,
     return 0;
   }
   rpc = stream_rpc(h2, frame->hd.stream_id);
-  if (rpc != NULL && !rpc->half_closed) {
-    /* The response is complete: the rest of the request is not wanted. */
-    (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
-                                    NGHTTP2_NO_ERROR);
+  if (rpc != NULL && !rpc->half_closed && !rpc->discarding) {
+    /* The response is complete and the rest of the request is not wanted
+       (a refusal, an error).  HTTP/2 lets the server reset the stream
+       with NO_ERROR now, but clients that are still sending (curl)
+       report the reset and drop the answer: the rest is read and dropped
+       until the client ends its side, and the stream is reset only when
+       it sends more than SRV_DISCARD_MAX or takes longer than
+       SRV_DISCARD_MS (as an HTTP/1.1 connection reads the body after an
+       early answer). */
+    conch_server *s = rpc->conn->s;
+    rpc->discarding = 1;
+    conch__heap_remove(&s->heap, &rpc->recv);
+    if (conch__heap_insert(&s->heap, s->mem, &rpc->recv,
+                           conch__srv_now() + SRV_DISCARD_MS) != 0) {
+      (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE,
+                                      frame->hd.stream_id, NGHTTP2_NO_ERROR);
+    }
   }
   return 0;
 }
@@ -1912,6 +2021,7 @@ static int send_bytes(conch_rpc *rpc, const uint8_t *p, size_t n) {
     return rv;
   }
   rpc->nsent++;
+  rpc->refused = 0;
   if (rpc->wire != SRV_CONNECT_UNARY) {
     rpc_resume(rpc);
     conch__srv_conn_kick(rpc->conn);
@@ -1921,7 +2031,7 @@ static int send_bytes(conch_rpc *rpc, const uint8_t *p, size_t n) {
 
 static int send_check(conch_rpc *rpc) {
   conch_stream_kind k = rpc->method->m.kind;
-  if (rpc->state != SRV_RPC_USER) {
+  if (rpc->state != SRV_RPC_USER || rpc->src != NULL) {
     return CONCH_ERR_STATE;
   }
   if ((k == CONCH_STREAM_UNARY || k == CONCH_STREAM_CLIENT) &&
@@ -1930,9 +2040,50 @@ static int send_check(conch_rpc *rpc) {
   }
   if (conch__buf_size(&rpc->out) >= rpc->conn->s->o.send_buffer) {
     rpc->want_ready = 1;
+    rpc->refused = 1;
     return CONCH_ERR_AGAIN;
   }
   return 0;
+}
+
+static int send_msg(conch_rpc *rpc, const ProtobufCMessage *msg);
+
+/* The most a source's responses may queue: the send buffer, and no more
+   than this however large that is. */
+#define SRV_SOURCE_MAX (1024 * 1024)
+
+/* Takes responses from the source of |rpc| while its send buffer has room
+   (one at least when nothing waits), until it has none now, ends the
+   call, or a response cannot be sent (the call then ends with internal).
+   Returns 1 when the source ran. */
+static int rpc_pump(conch_rpc *rpc) {
+  size_t room = rpc->conn->s->o.send_buffer;
+  int ran = 0;
+
+  if (room > SRV_SOURCE_MAX) {
+    room = SRV_SOURCE_MAX;
+  }
+  while (rpc->state == SRV_RPC_USER && !rpc->src_wait &&
+         conch__buf_size(&rpc->out) < room) {
+    const ProtobufCMessage *m = rpc->src->next(rpc, rpc->src);
+    int rv;
+    ran = 1;
+    if (rpc->state != SRV_RPC_USER) {
+      break; /* finished (the end of the stream), or canceled */
+    }
+    if (m == NULL) {
+      rpc->src_wait = 1;
+      break;
+    }
+    rv = m->descriptor != rpc->method->m.output ? CONCH_ERR_INVALID
+                                                : send_msg(rpc, m);
+    if (rv != 0) {
+      rpc_fail(rpc, CONCH_CODE_INTERNAL,
+               "response %d of the stream cannot be sent: %s", rpc->nsent + 1,
+               conch_strerror(rv));
+    }
+  }
+  return ran;
 }
 
 int conch__srv_conn_ready(srv_conn *conn) {
@@ -1942,6 +2093,11 @@ int conch__srv_conn_ready(srv_conn *conn) {
 
   for (l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
     conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
+    if (rpc->state == SRV_RPC_USER && rpc->src != NULL) {
+      /* The source is the handler: it runs while there is room. */
+      n += rpc_pump(rpc);
+      continue;
+    }
     if (rpc->state == SRV_RPC_USER &&
         ((rpc->want_ready && conch__buf_size(&rpc->out) < room) ||
          (rpc->want_low && conch__buf_size(&rpc->out) <= rpc->low))) {
@@ -1959,9 +2115,6 @@ int conch__srv_conn_ready(srv_conn *conn) {
 }
 
 int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg) {
-  const conch_mem *mem;
-  conch_buf b = CONCH_BUF_INIT;
-  char err[256];
   int rv;
 
   if (rpc == NULL || msg == NULL || rpc->method->m.output == NULL ||
@@ -1969,10 +2122,16 @@ int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg) {
     return CONCH_ERR_INVALID;
   }
   rv = send_check(rpc);
-  if (rv != 0) {
-    return rv;
-  }
-  mem = rpc_mem(rpc);
+  return rv != 0 ? rv : send_msg(rpc, msg);
+}
+
+/* Serializes and queues |msg| (checked by the caller). */
+static int send_msg(conch_rpc *rpc, const ProtobufCMessage *msg) {
+  const conch_mem *mem = rpc_mem(rpc);
+  conch_buf b = CONCH_BUF_INIT;
+  char err[256];
+  int rv;
+
   if (rpc->json) {
     const conch_server *s = rpc->conn->s;
     conch_pbjson_opts jo = {s->o.json_resolve, s->o.json_resolve_ud};
@@ -2191,6 +2350,48 @@ int conch_rpc_resume(conch_rpc *rpc) {
   return 0;
 }
 
+int conch_rpc_send_from(conch_rpc *rpc, const conch_rpc_source *src) {
+  conch_stream_kind k;
+
+  if (rpc == NULL || src == NULL || src->next == NULL ||
+      rpc->method->m.output == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  k = rpc->method->m.kind;
+  if (k != CONCH_STREAM_SERVER && k != CONCH_STREAM_BIDI) {
+    return CONCH_ERR_INVALID;
+  }
+  if (rpc->state != SRV_RPC_USER || rpc->src != NULL) {
+    return CONCH_ERR_STATE;
+  }
+  rpc->src = conch__malloc(rpc_mem(rpc), sizeof(*rpc->src));
+  if (rpc->src == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  *rpc->src = *src;
+  rpc->src_wait = 0;
+  rpc->want_ready = 0; /* the source takes the room from now on */
+  rpc->refused = 0;    /* and sends what was refused, if it still counts */
+  rpc->conn->s->pending = 1;
+  conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
+  return 0;
+}
+
+int conch_rpc_wake(conch_rpc *rpc) {
+  if (rpc == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (rpc->state != SRV_RPC_USER || rpc->src == NULL) {
+    return CONCH_ERR_STATE;
+  }
+  if (rpc->src_wait) {
+    rpc->src_wait = 0;
+    rpc->conn->s->pending = 1;
+    conch__srv_conn_kick(rpc->conn);
+  }
+  return 0;
+}
+
 int conch_rpc_finish(conch_rpc *rpc, const conch_status *status) {
   conch_status ok;
   conch_stream_kind k;
@@ -2210,6 +2411,19 @@ int conch_rpc_finish(conch_rpc *rpc, const conch_status *status) {
     (void)conch__status_set(&ok, rpc_mem(rpc), CONCH_CODE_INTERNAL,
                             CONCH_ORIGIN_LOCAL, 0,
                             "the handler sent no response message");
+    rpc_end(rpc, &ok);
+    conch_status_clear(&ok);
+    return 0;
+  }
+  if ((status == NULL || status->code == CONCH_CODE_OK) && rpc->refused) {
+    /* The stream lost a response the handler sent: OK would hide it. */
+    conch_status_init(&ok);
+    (void)conch__status_set(
+        &ok, rpc_mem(rpc), CONCH_CODE_INTERNAL, CONCH_ORIGIN_LOCAL, 0,
+        "the handler ended the stream after %d responses, while a response "
+        "it sent was refused (CONCH_ERR_AGAIN: send buffer full) and not "
+        "sent again",
+        rpc->nsent);
     rpc_end(rpc, &ok);
     conch_status_clear(&ok);
     return 0;

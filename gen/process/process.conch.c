@@ -375,6 +375,35 @@ int process__process__connect_rpc_send(Process__Process__Connect_Rpc rpc,
   return conch_rpc_send(rpc.base, &msg->base);
 }
 
+static const ProtobufCMessage *s1_next(conch_rpc *rpc,
+                                       const conch_rpc_source *src) {
+  /* src->typed was cast from this method's _Next type. */
+  Process__Process__Connect_Next next =
+      (Process__Process__Connect_Next)src->typed;
+  Process__Process__Connect_Rpc typed = {rpc};
+  const Process__ConnectResponse *msg = next(typed, src->user_data);
+
+  return msg != NULL ? &msg->base : NULL;
+}
+
+int process__process__connect_rpc_stream(Process__Process__Connect_Rpc rpc,
+                                         Process__Process__Connect_Next next,
+                                         void *user_data) {
+  conch_rpc_source src;
+
+  if (next == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  src.next = s1_next;
+  src.user_data = user_data;
+  src.typed = (conch_stub_fn)next;
+  return conch_rpc_send_from(rpc.base, &src);
+}
+
+int process__process__connect_rpc_wake(Process__Process__Connect_Rpc rpc) {
+  return conch_rpc_wake(rpc.base);
+}
+
 int process__process__connect_rpc_finish(Process__Process__Connect_Rpc rpc,
                                          const conch_status *status) {
   return conch_rpc_finish(rpc.base, status);
@@ -557,6 +586,34 @@ int process__process__start_rpc_send(Process__Process__Start_Rpc rpc,
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+static const ProtobufCMessage *s2_next(conch_rpc *rpc,
+                                       const conch_rpc_source *src) {
+  /* src->typed was cast from this method's _Next type. */
+  Process__Process__Start_Next next = (Process__Process__Start_Next)src->typed;
+  Process__Process__Start_Rpc typed = {rpc};
+  const Process__StartResponse *msg = next(typed, src->user_data);
+
+  return msg != NULL ? &msg->base : NULL;
+}
+
+int process__process__start_rpc_stream(Process__Process__Start_Rpc rpc,
+                                       Process__Process__Start_Next next,
+                                       void *user_data) {
+  conch_rpc_source src;
+
+  if (next == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  src.next = s2_next;
+  src.user_data = user_data;
+  src.typed = (conch_stub_fn)next;
+  return conch_rpc_send_from(rpc.base, &src);
+}
+
+int process__process__start_rpc_wake(Process__Process__Start_Rpc rpc) {
+  return conch_rpc_wake(rpc.base);
 }
 
 int process__process__start_rpc_finish(Process__Process__Start_Rpc rpc,

@@ -731,6 +731,157 @@ static void test_buffered_budget(void **state) {
   close(fds[i]);
 }
 
+static void wait_no_procs(conch_client *c);
+
+/* 1 when no established TCP connection of the server at 127.0.0.1:|port|
+   has bytes it did not read (/proc/net/tcp: every byte that reached it was
+   read). */
+static int tcp_quiet(int port) {
+  char line[512];
+  FILE *f = fopen("/proc/net/tcp", "r");
+  int quiet = 1;
+
+  assert_non_null(f);
+  if (fgets(line, sizeof(line), f) == NULL) { /* the header */
+    fclose(f);
+    return 0;
+  }
+  while (quiet && fgets(line, sizeof(line), f) != NULL) {
+    unsigned lport, rport, st;
+    unsigned long tx, rx;
+    if (sscanf(line, "%*d: %*x:%x %*x:%x %x %lx:%lx", &lport, &rport, &st, &tx,
+               &rx) == 5 &&
+        lport == (unsigned)port && st == 1 && rx != 0) {
+      quiet = 0;
+    }
+    (void)rport;
+    (void)tx;
+  }
+  fclose(f);
+  return quiet;
+}
+
+/* One budget for everyone: 17 HTTP/1.1 connections each hold 8 MiB of an
+   unfinished List body (136 MiB against the default 128 MiB); those past
+   seven eighths of the budget are refused, and a small request (a 2-byte
+   List, the SendSignal of a teardown) is served at once all the same. */
+static serve_peer dflt; /* conch serve's defaults (test_budget_*) */
+
+static int dflt_setup(void **state) {
+  (void)state;
+  return serve_start(&dflt, NULL);
+}
+
+static int dflt_teardown(void **state) {
+  (void)state;
+  return serve_stop(&dflt, 10000);
+}
+
+static void test_budget_small_requests(void **state) {
+  static const char *const json[] = {"content-type", "application/json", NULL};
+  enum { N = 17 };
+  const size_t body = 8u << 20;
+  conch_client *c = client_new(dflt.url);
+  struct pollfd pfd[N];
+  conch_call *call;
+  run_result r;
+  h2_resp lr;
+  char buf[1024];
+  char msg[256];
+  pid_t pid;
+  long long t0;
+  int refused = -1;
+  int i;
+
+  (void)state;
+  for (i = 0; i < N; i++) {
+    pfd[i].fd = h1_partial_list(dflt.port, body + 2, body);
+    pfd[i].events = POLLIN;
+  }
+  /* The budget is full once one of them is refused. */
+  t0 = conch_now_ms();
+  while (refused < 0 && conch_now_ms() - t0 < WAIT_MS) {
+    if (poll(pfd, N, 100) <= 0) {
+      continue;
+    }
+    for (i = 0; i < N && refused < 0; i++) {
+      if (pfd[i].revents & POLLIN) {
+        refused = i;
+      }
+    }
+  }
+  assert_true(refused >= 0);
+  h1_answer(pfd[refused].fd, buf, sizeof(buf));
+  print_message("17 x 8 MiB: connection %d refused after %lld ms: %.60s\n",
+                refused, conch_now_ms() - t0, buf);
+  assert_non_null(strstr(buf, "resource_exhausted"));
+  /* The others hold all they sent: the server read every byte. */
+  t0 = conch_now_ms();
+  while (!tcp_quiet(dflt.port) && conch_now_ms() - t0 < WAIT_MS) {
+    conch_sleep_ms(20);
+  }
+  assert_true(tcp_quiet(dflt.port));
+  /* A process to signal: its Start is a small request too. */
+  call = start_call(c, NULL, &r, &pid, "sleep", "60", NULL);
+  assert_non_null(call);
+  note_pid(pid);
+  /* Small requests go through at once. */
+  t0 = conch_now_ms();
+  memset(&lr, 0, sizeof(lr));
+  assert_int_equal(h2_request(dflt.port, "POST", SVC "List", json,
+                              (const uint8_t *)"{}", 2, &lr),
+                   0);
+  print_message("a 2-byte List: HTTP %d after %lld ms\n", lr.status,
+                conch_now_ms() - t0);
+  assert_int_equal(lr.status, 200);
+  h2_resp_free(&lr);
+  t0 = conch_now_ms();
+  assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
+                   CONCH_CODE_OK);
+  print_message("SendSignal: ok after %lld ms\n", conch_now_ms() - t0);
+  for (i = 0; i < N; i++) {
+    close(pfd[i].fd);
+  }
+  drain_call(c, call, &r);
+  conch_call_free(call);
+  wait_no_procs(c);
+  conch_client_free(c);
+}
+
+/* curl 7.88 over HTTP/2 reports "(92) Stream error" instead of an answer
+   that comes, with a reset, before it finished sending its body: a POST
+   without the token must print its 401, every time. */
+static void test_curl_401_h2(void **state) {
+  char cmd[512];
+  int ok = 0, tries = 200;
+
+  (void)state;
+  snprintf(cmd, sizeof(cmd),
+           "curl -sS --http2-prior-knowledge -o /dev/null -w '%%{http_code}' "
+           "-X POST -H 'Content-Type: application/json' --data '{}' "
+           "http://127.0.0.1:%d" SVC "List 2>&1",
+           tok.port);
+  for (int i = 0; i < tries; i++) {
+    char out[256] = "";
+    FILE *f = popen(cmd, "r");
+    size_t n;
+    int rc;
+    assert_non_null(f);
+    n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    rc = pclose(f);
+    if (rc == 0 && strcmp(out, "401") == 0) {
+      ok++;
+    } else if (i - ok < 3) {
+      print_message("try %d: rc %d: %s\n", i, rc, out);
+    }
+  }
+  print_message("curl --http2-prior-knowledge without a token: %d of %d "
+                "printed 401\n",
+                ok, tries);
+  assert_int_equal(ok, tries);
+}
+
 /* ---- Processes -------------------------------------------------------------
  */
 
@@ -1125,6 +1276,9 @@ int main(void) {
       cmocka_unit_test(test_slots_held_by_strangers),
       cmocka_unit_test(test_json_bomb),
       cmocka_unit_test(test_buffered_budget),
+      cmocka_unit_test_setup_teardown(test_budget_small_requests, dflt_setup,
+                                      dflt_teardown),
+      cmocka_unit_test(test_curl_401_h2),
       cmocka_unit_test(test_process_cap),
       cmocka_unit_test(test_list_fits),
       cmocka_unit_test(test_stdin_budget),

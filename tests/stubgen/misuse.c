@@ -1,5 +1,6 @@
 /* Misuse of the generated stubs, client (cases 1-8 and, for _async(),
-   15-20) and server (9-14; pull mode 21-23), must not compile.  Built with -DCASE=n by the stubgen/misuse_* tests,
+   15-20) and server (9-14; pull mode 21-23; typed sources 24-26), must
+   not compile.  Built with -DCASE=n by the stubgen/misuse_* tests,
    each expected to fail; CASE 0 is the same code used rightly and must
    compile, so the failures come from the misuse and not from the file. */
 #include "stubgen.conch.h"
@@ -168,6 +169,25 @@ void misuse(conch_client *c, Echo__ClientStream_Call cs, Echo__Unary_Call u,
   (void)resp;
 }
 
+/* Typed sources: the right one for Echo/ServerStream, and wrong ones. */
+static const Pong *src_stream(Echo__ServerStream_Rpc rpc, void *user_data) {
+  (void)rpc;
+  (void)user_data;
+  return NULL;
+}
+
+static const Ping *src_gives_ping(Echo__ServerStream_Rpc rpc, void *user_data) {
+  (void)rpc;
+  (void)user_data;
+  return NULL;
+}
+
+static const Pong *src_bidi(Echo__Bidi_Rpc rpc, void *user_data) {
+  (void)rpc;
+  (void)user_data;
+  return NULL;
+}
+
 void server_misuse(conch_server *srv, Echo__Unary_Rpc ur,
                    Echo__ServerStream_Rpc sr) {
   Ping ping = PING__INIT;
@@ -180,12 +200,17 @@ void server_misuse(conch_server *srv, Echo__Unary_Rpc ur,
   (void)srv_unary;
   (void)srv_takes_pong;
   (void)srv_other_rpc;
+  (void)src_stream;
+  (void)src_gives_ping;
+  (void)src_bidi;
 
 #if CASE == 0
   eh.unary.on_request = srv_unary;
   eh.server_stream.on_request = srv_other_rpc;
   echo__unary_rpc_send(ur, &pong);
   echo__server_stream_rpc_send(sr, &pong);
+  echo__server_stream_rpc_stream(sr, src_stream, NULL);
+  echo__server_stream_rpc_wake(sr);
   echo__unary_rpc_finish(ur, NULL);
   echo__register(srv, &eh);
 #elif CASE == 9
@@ -206,6 +231,15 @@ void server_misuse(conch_server *srv, Echo__Unary_Rpc ur,
 #elif CASE == 14
   /* Server: another service's table. */
   echo__register(srv, &other);
+#elif CASE == 24
+  /* Server: a source of responses of the wrong type. */
+  echo__server_stream_rpc_stream(sr, src_gives_ping, NULL);
+#elif CASE == 25
+  /* Server: a unary method has no source (one response). */
+  echo__unary_rpc_stream(ur, src_stream, NULL);
+#elif CASE == 26
+  /* Server: another method's source. */
+  echo__server_stream_rpc_stream(sr, src_bidi, NULL);
 #endif
   (void)eh;
   (void)srv;

@@ -7,7 +7,10 @@
    and a renamed service (stubgen/renamed.proto's Desk).  A second server
    takes the requests of client streaming and bidi in pull mode (typed
    on_recv_ready and _rpc_recv()), for the same calls; a table with both
-   on_recv_ready and on_message is refused.  The server runs
+   on_recv_ready and on_message is refused.  A third serves ServerStream
+   and Bidi from typed sources (_rpc_stream(), _rpc_wake()): the same
+   calls, and a stream of 100,000 responses through a small send buffer,
+   all of them and then OK.  The server runs
    on a thread of its own (conch_server_run); the client blocks on the
    test's thread.  Conditions are polled with a generous limit. */
 #include <pthread.h>
@@ -159,6 +162,147 @@ static void bidi_cancel(Echo__Bidi_Rpc rpc, const conch_status *status,
 }
 
 /* Desk/Close of stubgen/renamed.proto: prefixes with a trailing '_'. */
+/* ---- The same Echo with typed sources --------------------------------------
+ */
+
+/* A source's state: ServerStream's count, or Bidi's requests not answered
+   yet; |pong| is the response being sent (valid until the source runs
+   again). */
+typedef struct source_state {
+  uint32_t next, count;
+  char *text;
+  Pong pong;
+  char *queue[8];
+  size_t head, n;
+  int ended;
+  char *last; /* the text of the response being sent (Bidi) */
+} source_state;
+
+static atomic_int sources_done;
+
+static void source_free(source_state *st) {
+  free(st->text);
+  free(st->last);
+  while (st->n > 0) {
+    free(st->queue[st->head]);
+    st->head = (st->head + 1) % 8;
+    st->n--;
+  }
+  free(st);
+}
+
+static const Pong *ss_next(Echo__ServerStream_Rpc rpc, void *user_data) {
+  source_state *st = user_data;
+  Pong init = PONG__INIT;
+
+  if (st->next == st->count) {
+    source_free(st);
+    conch_rpc_set_data(rpc.base, NULL);
+    atomic_fetch_add(&sources_done, 1);
+    CHECK(echo__server_stream_rpc_finish(rpc, NULL) == 0);
+    return NULL;
+  }
+  st->pong = init;
+  st->pong.method = "ServerStream";
+  st->pong.text = st->text;
+  st->pong.index = st->next++;
+  return &st->pong;
+}
+
+static void ss_request(Echo__ServerStream_Rpc rpc, const Ping *req,
+                       void *user_data) {
+  source_state *st = calloc(1, sizeof(*st));
+  Pong pong = PONG__INIT;
+
+  (void)user_data;
+  CHECK(st != NULL);
+  st->count = req->count;
+  st->text = strdup(req->text);
+  CHECK(st->text != NULL);
+  conch_rpc_set_data(rpc.base, st);
+  CHECK(echo__server_stream_rpc_stream(rpc, NULL, st) == CONCH_ERR_INVALID);
+  CHECK(echo__server_stream_rpc_wake(rpc) == CONCH_ERR_STATE);
+  CHECK(echo__server_stream_rpc_stream(rpc, ss_next, st) == 0);
+  /* The source sends now: by hand is refused. */
+  CHECK(echo__server_stream_rpc_send(rpc, &pong) == CONCH_ERR_STATE);
+  CHECK(echo__server_stream_rpc_stream(rpc, ss_next, st) == CONCH_ERR_STATE);
+}
+
+static void ss_cancel(Echo__ServerStream_Rpc rpc, const conch_status *status,
+                      void *user_data) {
+  (void)status;
+  (void)user_data;
+  if (conch_rpc_data(rpc.base) != NULL) {
+    source_free(conch_rpc_data(rpc.base));
+  }
+}
+
+/* Bidi: each request answered as it comes; between them the source has
+   nothing and waits for _rpc_wake(). */
+static const Pong *sb_next(Echo__Bidi_Rpc rpc, void *user_data) {
+  source_state *st = user_data;
+  Pong init = PONG__INIT;
+
+  free(st->last); /* the previous response went out */
+  st->last = NULL;
+  if (st->n == 0) {
+    if (st->ended) {
+      source_free(st);
+      conch_rpc_set_data(rpc.base, NULL);
+      atomic_fetch_add(&sources_done, 1);
+      CHECK(echo__bidi_rpc_finish(rpc, NULL) == 0);
+    }
+    return NULL;
+  }
+  st->last = st->queue[st->head];
+  st->head = (st->head + 1) % 8;
+  st->n--;
+  st->pong = init;
+  st->pong.method = "Bidi";
+  st->pong.text = st->last;
+  st->pong.index = st->next++;
+  return &st->pong;
+}
+
+static source_state *sb_state(Echo__Bidi_Rpc rpc) {
+  source_state *st = conch_rpc_data(rpc.base);
+  if (st == NULL) {
+    st = calloc(1, sizeof(*st));
+    CHECK(st != NULL);
+    conch_rpc_set_data(rpc.base, st);
+    CHECK(echo__bidi_rpc_stream(rpc, sb_next, st) == 0);
+  }
+  return st;
+}
+
+static void sb_message(Echo__Bidi_Rpc rpc, const Ping *msg, void *user_data) {
+  source_state *st = sb_state(rpc);
+
+  (void)user_data;
+  CHECK(st->n < 8);
+  st->queue[(st->head + st->n) % 8] = strdup(msg->text);
+  CHECK(st->queue[(st->head + st->n) % 8] != NULL);
+  st->n++;
+  CHECK(echo__bidi_rpc_wake(rpc) == 0);
+}
+
+static void sb_half_close(Echo__Bidi_Rpc rpc, void *user_data) {
+  source_state *st = sb_state(rpc);
+
+  (void)user_data;
+  st->ended = 1;
+  CHECK(echo__bidi_rpc_wake(rpc) == 0);
+}
+
+static void sb_cancel(Echo__Bidi_Rpc rpc, const conch_status *status,
+                      void *user_data) {
+  (void)status;
+  (void)user_data;
+  if (conch_rpc_data(rpc.base) != NULL) {
+    source_free(conch_rpc_data(rpc.base));
+  }
+}
+
 static void desk_close(Alt__Names__Desk__Close__Rpc rpc,
                        const Alt__Names__Note *req, void *user_data) {
   Alt__Names__Note note = ALT__NAMES__NOTE__INIT;
@@ -377,6 +521,29 @@ static void paced_stream(conch_client *c) {
   CHECK(atomic_load(&send_ready_runs) > 0);
 }
 
+/* 100,000 responses from a typed source through a 4 KiB send buffer: all
+   of them, in order, and then OK. */
+static void sourced_stream(conch_client *c) {
+  Echo__ServerStream_Call call;
+  Ping ping = PING__INIT;
+  Pong *pong = NULL;
+  conch_call_opts opts = CONCH_CALL_OPTS_INIT;
+  uint32_t i;
+
+  ping.text = "s";
+  ping.count = 100000;
+  opts.timeout_ms = CONCH_WAIT_MS;
+  CHECK(echo__server_stream_start(c, &opts, &ping, NULL, &call) == 0);
+  for (i = 0; i < 100000; i++) {
+    CHECK(echo__server_stream_recv_sync(call, &pong) == 0);
+    CHECK(pong->index == i);
+    conch_message_free(c, &pong->base);
+  }
+  CHECK(echo__server_stream_recv_sync(call, &pong) == CONCH_ERR_EOF);
+  CHECK(conch_call_status(call.base)->code == CONCH_CODE_OK);
+  conch_call_free(call.base);
+}
+
 static int is_holding(void *arg) {
   (void)arg;
   return atomic_load(&holding);
@@ -434,8 +601,8 @@ static void renamed(conch_client *c) {
 }
 
 int main(void) {
-  static fixture fx, pfx;
-  Echo_Handlers h = {0}, ph, both;
+  static fixture fx, pfx, sfx;
+  Echo_Handlers h = {0}, ph, both, sh;
   Alt__Names__Desk_Handlers desk = {0};
   conch_server_opts *o;
   static const struct {
@@ -494,12 +661,39 @@ int main(void) {
   CHECK(echo__register(pfx.s, &ph) == 0);
   fixture_serve(&pfx);
 
+  /* The typed sources: ServerStream and Bidi. */
+  sh = h;
+  sh.server_stream.on_request = ss_request;
+  sh.server_stream.on_send_ready = NULL;
+  sh.server_stream.on_cancel = ss_cancel;
+  sh.bidi.on_message = sb_message;
+  sh.bidi.on_half_close = sb_half_close;
+  sh.bidi.on_cancel = sb_cancel;
+  sh.user_data = &sfx.served;
+  CHECK(conch_server_opts_new(&o) == 0);
+  CHECK(conch_server_opts_set_send_buffer(o, 4096) == 0);
+  CHECK(conch_server_new(&sfx.s, o) == 0);
+  conch_server_opts_free(o);
+  CHECK(echo__register(sfx.s, &sh) == 0);
+  fixture_serve(&sfx);
+
   for (v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
     conch_client *c = client_new(&fx, variants[v].proto, variants[v].codec);
     call_every_kind(c);
     conch_client_free(c);
     c = client_new(&pfx, variants[v].proto, variants[v].codec);
     call_every_kind(c);
+    conch_client_free(c);
+    c = client_new(&sfx, variants[v].proto, variants[v].codec);
+    call_every_kind(c);
+    conch_client_free(c);
+  }
+  /* Each variant: one ServerStream and one Bidi source ran to the end. */
+  CHECK(atomic_load(&sources_done) ==
+        2 * (int)(sizeof(variants) / sizeof(variants[0])));
+  {
+    conch_client *c = client_new(&sfx, CONCH_PROTOCOL_GRPC, CONCH_CODEC_PROTO);
+    sourced_stream(c);
     conch_client_free(c);
   }
   /* Each variant: 3 client-streaming and 4 bidi requests pulled. */
@@ -521,10 +715,12 @@ int main(void) {
 
   fixture_stop(&fx);
   fixture_stop(&pfx);
+  fixture_stop(&sfx);
   printf("server stubs: every kind in %zu protocol/codec variants, push and "
-         "pull mode (%d requests pulled); a paced stream (on_send_ready %d "
-         "times), a canceled call, a renamed service\n",
+         "pull mode (%d requests pulled), typed sources (%d streams); a "
+         "paced stream (on_send_ready %d times), 100,000 responses from a "
+         "source, a canceled call, a renamed service\n",
          sizeof(variants) / sizeof(variants[0]), atomic_load(&pulled),
-         atomic_load(&send_ready_runs));
+         atomic_load(&sources_done), atomic_load(&send_ready_runs));
   return 0;
 }

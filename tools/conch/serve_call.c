@@ -470,6 +470,12 @@ int srv_core_start(srv_server *srv, int listen_fd) {
   if (conch_server_opts_new(&o) != 0) {
     goto fail;
   }
+  /* Every limit of the core is set here from conch serve's own
+     configuration (serve_main.c), so that changes of the core's defaults
+     (conch/server.h, "Limits") do not change conch serve.  The buffer
+     budget keeps its last eighth for small requests (a List, a
+     SendSignal, the teardown of conch_process_close()), which therefore
+     get through however many unfinished bodies fill the rest. */
   rv = conch_server_opts_set_recv_limit(o, cfg->max_message);
   rv |= conch_server_opts_set_max_streams(o, cfg->max_streams);
   rv |= conch_server_opts_set_send_buffer(o, SIZE_MAX);

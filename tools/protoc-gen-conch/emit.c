@@ -121,6 +121,31 @@ static void wrap(sg_buf *b, const char *indent, const char *head,
   sg_buf_printf(b, "%s\n", close);
 }
 
+/* "  <lhs> = <rhs>;" in a function body (|lhs| and |rhs| formats with one
+   %s each, filled with |a1| and, when not NULL, |a2|), broken after the
+   '=' when it does not fit, as clang-format breaks it. */
+static void assign(sg_buf *b, const char *lhs, const char *rhs, const char *a1,
+                   const char *a2) {
+  sg_buf l, r;
+  sg_buf_init(&l);
+  sg_buf_init(&r);
+  sg_buf_printf(&l, lhs, a1);
+  if (a2 != NULL) {
+    sg_buf_printf(&r, rhs, a2);
+  } else {
+    sg_buf_puts(&r, rhs);
+  }
+  if (l.oom || r.oom) {
+    b->oom = 1;
+  } else if (2 + l.len + 3 + r.len + 1 <= WIDTH) {
+    sg_buf_printf(b, "  %s = %s;\n", sg_buf_str(&l), sg_buf_str(&r));
+  } else {
+    sg_buf_printf(b, "  %s =\n      %s;\n", sg_buf_str(&l), sg_buf_str(&r));
+  }
+  sg_buf_free(&l);
+  sg_buf_free(&r);
+}
+
 /* Word-wraps |text| into lines of at most WIDTH columns, each starting with
    |first| (the first line) or |rest|.  Runs of spaces inside a line are
    kept (two after a full stop); at a break they go. */
@@ -348,6 +373,10 @@ static const char *const guide_names[] = {
     "  P__S__M_Server   the server's typed handlers of the method",
     "  p__s__m_rpc_send()  sends a response (server side);",
     "                   p__s__m_rpc_finish() ends the call with a status",
+    "  p__s__m_rpc_stream()  sends the responses a P__S__M_Next source",
+    "                   returns, as the client takes them (server side;",
+    "                   server streaming, bidi); p__s__m_rpc_wake()",
+    "                   when a source that had none has one again",
     "  p__s__m_rpc_recv()  takes the next request in pull mode (server",
     "                   side; client streaming, bidi)",
     NULL};
@@ -1024,8 +1053,9 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
   if (is_stream_out(m)) {
     member_docf(b,
                 "The send buffer has room again after %s_rpc_send() "
-                "returned CONCH_ERR_AGAIN.",
-                n->B);
+                "returned CONCH_ERR_AGAIN: send the refused response again "
+                "(not with %s_rpc_stream()).",
+                n->B, n->B);
     member_fn(b, dl, "on_send_ready", RPC_T(n), "rpc", NULL);
   }
   member_doc(b, "The call ended before the handler finished it: |status| "
@@ -1036,22 +1066,102 @@ static void header_server(sg_buf *b, const names *n, decl *dl) {
   sg_buf_printf(b, "} %s;\n", SERVER_T(n));
 
   doc_open(&d, b);
+  if (m->kind == SG_UNARY || m->kind == SG_CLIENT) {
+    doc_para(&d,
+             "Queues the response |msg| of |rpc| (serialized here, borrowed "
+             "for this call only).  The call takes one response.");
+  } else {
+    doc_para(&d,
+             "Queues the response |msg| of |rpc| (serialized here, borrowed "
+             "for this call only).  While the send buffer is full, "
+             "responses are refused with CONCH_ERR_AGAIN (nothing queued) "
+             "and on_send_ready says when to send it again: a stream "
+             "finished OK after a refused response that was not sent again "
+             "ends with internal, not OK.  %s_rpc_stream() is the easier "
+             "way: it never refuses.",
+             n->B);
+  }
   doc_para(&d,
-           "Queues the response |msg| of |rpc| (serialized here, borrowed "
-           "for this call only).  %s",
-           m->kind == SG_UNARY || m->kind == SG_CLIENT
-               ? "The call takes one response."
-               : "While the send buffer is full, responses are refused with "
-                 "CONCH_ERR_AGAIN and on_send_ready says when to go on.");
-  doc_para(&d, "Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, "
-               "CONCH_ERR_INVALID (NULL |msg| or |rpc.base|), "
-               "CONCH_ERR_STATE (finished, or a second response where one "
-               "is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or "
-               "CONCH_ERR_NOMEM.");
+           "Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, "
+           "CONCH_ERR_INVALID (NULL |msg| or |rpc.base|), "
+           "CONCH_ERR_STATE (finished, %s), CONCH_ERR_CODEC, "
+           "CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.",
+           is_stream_out(m) ? "or while a source sends"
+                            : "or a second response where one is taken");
   doc_close(&d);
   proto_rpc(dl, n, "_send");
   decl_add(dl, "const %s *msg", n->resp);
   decl_end(b, dl, "", ");");
+
+  if (is_stream_out(m)) {
+    doc_open(&d, b);
+    doc_para(&d,
+             "A source of the responses of %s, for %s_rpc_stream(): "
+             "returns the next response of |rpc| (the source's: it must "
+             "stay valid until the source runs again or the call ends), "
+             "or NULL, either after ending the stream with "
+             "%s_rpc_finish() (here, with any status), or when it has "
+             "none now (then %s_rpc_wake() when it has).  |user_data| is "
+             "what _rpc_stream() was given.",
+             m->path + 1, n->B, n->B, n->B);
+    doc_close(&d);
+    if (strlen("typedef const  *(*_Next)(") + strlen(n->resp) +
+            strlen(m->camel) <=
+        WIDTH) {
+      decl_start(dl, "typedef const %s *(*%s_Next)(", n->resp, m->camel);
+      decl_add(dl, "%s rpc", RPC_T(n));
+      decl_add(dl, "void *user_data");
+      decl_end(b, dl, "", ");");
+    } else {
+      /* Too long for one line: broken where clang-format breaks it. */
+      const char *params[2];
+      sg_buf rpc_param;
+      sg_buf_init(&rpc_param);
+      sg_buf_printf(&rpc_param, "%s rpc", RPC_T(n));
+      b->oom |= rpc_param.oom;
+      params[0] = sg_buf_str(&rpc_param);
+      params[1] = "void *user_data";
+      sg_buf_printf(b, "typedef const %s *(\n    *%s_Next)(\n    ", n->resp,
+                    m->camel);
+      pack(b, 4, params, 2, ");");
+      sg_buf_puts(b, ");\n");
+      sg_buf_free(&rpc_param);
+    }
+
+    doc_open(&d, b);
+    doc_para(&d, "Sends the responses of |rpc| that |next| returns, as "
+                 "conch_rpc_send_from(): the server calls |next| (with "
+                 "|user_data|, on its own turns, never from inside this "
+                 "function) whenever the send buffer has room, so the stream "
+                 "goes as fast as the client reads and at most the send buffer "
+                 "(at most 1 MiB) waits in memory.  Nothing is refused: the "
+                 "handler sees neither CONCH_ERR_AGAIN nor on_send_ready.  The "
+                 "stream ends when |next| finishes the call (or the handler "
+                 "does, or on_cancel runs); a response that cannot be sent "
+                 "ends the call with internal, through on_cancel.  Requests "
+                 "go on arriving as before.");
+    doc_para(&d, "Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), "
+                 "CONCH_ERR_STATE (the call is not the handler's any more, "
+                 "or has a source already) or CONCH_ERR_NOMEM.");
+    doc_close(&d);
+    proto_rpc(dl, n, "_stream");
+    decl_add(dl, "%s_Next next", m->camel);
+    decl_add(dl, "void *user_data");
+    decl_end(b, dl, "", ");");
+
+    doc_open(&d, b);
+    doc_para(&d,
+             "The source of |rpc| (%s_rpc_stream()) has a response again "
+             "after it returned NULL without finishing: it runs on the "
+             "server's next turn.",
+             n->B);
+    doc_para(&d, "Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|) or "
+                 "CONCH_ERR_STATE (no source, or the call is not the "
+                 "handler's any more).");
+    doc_close(&d);
+    proto_rpc(dl, n, "_wake");
+    decl_end(b, dl, "", ");");
+  }
 
   if (is_stream_in(m)) {
     doc_open(&d, b);
@@ -1651,6 +1761,47 @@ static void source_server(sg_buf *b, const names *n, const sg_service *s,
                  "  }\n"
                  "  return conch_rpc_send(rpc.base, &msg->base);\n"
                  "}\n\n");
+  if (is_stream_out(m)) {
+    decl_start(dl, "static const ProtobufCMessage *s%zu_next(", k);
+    decl_add(dl, "conch_rpc *rpc");
+    decl_add(dl, "const conch_rpc_source *src");
+    decl_end(b, dl, "", ") {");
+    sg_buf_puts(b, "  /* src->typed was cast from this method's _Next type. "
+                   "*/\n");
+    assign(b, "%s_Next next", "(%s_Next)src->typed", m->camel, m->camel);
+    sg_buf_printf(b, "  %s typed = {rpc};\n", RPC_T(n));
+    assign(b, "const %s *msg", "next(typed, src->user_data)", n->resp, NULL);
+    sg_buf_puts(b, "\n  return msg != NULL ? &msg->base : NULL;\n}\n\n");
+
+    proto_rpc(dl, n, "_stream");
+    decl_add(dl, "%s_Next next", m->camel);
+    decl_add(dl, "void *user_data");
+    decl_end(b, dl, "", ") {");
+    sg_buf_printf(b,
+                  "  conch_rpc_source src;\n\n"
+                  "  if (next == NULL) {\n"
+                  "    return CONCH_ERR_INVALID;\n"
+                  "  }\n"
+                  "  src.next = s%zu_next;\n"
+                  "  src.user_data = user_data;\n"
+                  "  src.typed = (conch_stub_fn)next;\n"
+                  "  return conch_rpc_send_from(rpc.base, &src);\n"
+                  "}\n\n",
+                  k);
+    /* Short enough, clang-format keeps it on one line. */
+    if (strlen("int _rpc_wake( rpc) { return conch_rpc_wake(rpc.base); }") +
+            strlen(n->B) + strlen(RPC_T(n)) <=
+        WIDTH) {
+      sg_buf_printf(b,
+                    "int %s_rpc_wake(%s rpc) { return "
+                    "conch_rpc_wake(rpc.base); }\n\n",
+                    n->B, RPC_T(n));
+    } else {
+      proto_rpc(dl, n, "_wake");
+      decl_end(b, dl, "", ") {");
+      sg_buf_puts(b, "  return conch_rpc_wake(rpc.base);\n}\n\n");
+    }
+  }
   if (is_stream_in(m)) {
     proto_rpc(dl, n, "_recv");
     decl_add(dl, "%s **msg", n->req);

@@ -313,13 +313,19 @@ static const char *const unary_fn[] = {"_sync", "_async", NULL};
 static const char *const client_fn[] = {"_send", "_send_sync", "_close_send",
                                         "_close_and_recv_sync", "_rpc_recv",
                                         NULL};
-static const char *const bidi_fn[] = {"_send", "_send_sync", "_close_send",
-                                      "_rpc_recv", NULL};
-static const char *const server_fn[] = {"_async", NULL};
+static const char *const bidi_fn[] = {"_send",     "_send_sync",  "_close_send",
+                                      "_rpc_recv", "_rpc_stream", "_rpc_wake",
+                                      NULL};
+static const char *const server_fn[] = {"_async", "_rpc_stream", "_rpc_wake",
+                                        NULL};
 static const char *const none[] = {NULL};
 static const char *const all_types[] = {"_Call",   "_Handler", "_Rpc",
                                         "_Server", "_Done",    "_OnMessage",
                                         NULL};
+/* Server streaming and bidi also have a typed source (_rpc_stream()). */
+static const char *const stream_types[] = {"_Call",   "_Handler", "_Rpc",
+                                           "_Server", "_Done",    "_OnMessage",
+                                           "_Next",   NULL};
 
 static const char *const *kind_fn(sg_kind k) {
   switch (k) {
@@ -450,7 +456,9 @@ static int build_method(gen *g, sg_file *f, sg_service *s,
     return nomem(g);
   }
   if (pick_prefix(g, &m->lower, &m->camel, all_fn, kind_fn(m->kind),
-                  all_types, what, &m->taken, &m->taken_by) != 0) {
+                  m->kind == SG_SERVER || m->kind == SG_BIDI ? stream_types
+                                                             : all_types,
+                  what, &m->taken, &m->taken_by) != 0) {
     return -1;
   }
   /* The prefixes differ from each other's in the part after the service,

@@ -403,6 +403,38 @@ int connectrpc__conformance__v1__conformance_service__server_stream_rpc_send(
   return conch_rpc_send(rpc.base, &msg->base);
 }
 
+static const ProtobufCMessage *s1_next(conch_rpc *rpc,
+                                       const conch_rpc_source *src) {
+  /* src->typed was cast from this method's _Next type. */
+  Connectrpc__Conformance__V1__ConformanceService__ServerStream_Next next =
+      (Connectrpc__Conformance__V1__ConformanceService__ServerStream_Next)src->typed;
+  Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc typed = {rpc};
+  const Connectrpc__Conformance__V1__ServerStreamResponse *msg =
+      next(typed, src->user_data);
+
+  return msg != NULL ? &msg->base : NULL;
+}
+
+int connectrpc__conformance__v1__conformance_service__server_stream_rpc_stream(
+    Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc,
+    Connectrpc__Conformance__V1__ConformanceService__ServerStream_Next next,
+    void *user_data) {
+  conch_rpc_source src;
+
+  if (next == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  src.next = s1_next;
+  src.user_data = user_data;
+  src.typed = (conch_stub_fn)next;
+  return conch_rpc_send_from(rpc.base, &src);
+}
+
+int connectrpc__conformance__v1__conformance_service__server_stream_rpc_wake(
+    Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc) {
+  return conch_rpc_wake(rpc.base);
+}
+
 int connectrpc__conformance__v1__conformance_service__server_stream_rpc_finish(
     Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc,
     const conch_status *status) {
@@ -879,6 +911,38 @@ int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_send(
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+static const ProtobufCMessage *s3_next(conch_rpc *rpc,
+                                       const conch_rpc_source *src) {
+  /* src->typed was cast from this method's _Next type. */
+  Connectrpc__Conformance__V1__ConformanceService__BidiStream_Next next =
+      (Connectrpc__Conformance__V1__ConformanceService__BidiStream_Next)src->typed;
+  Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc typed = {rpc};
+  const Connectrpc__Conformance__V1__BidiStreamResponse *msg =
+      next(typed, src->user_data);
+
+  return msg != NULL ? &msg->base : NULL;
+}
+
+int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_stream(
+    Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
+    Connectrpc__Conformance__V1__ConformanceService__BidiStream_Next next,
+    void *user_data) {
+  conch_rpc_source src;
+
+  if (next == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  src.next = s3_next;
+  src.user_data = user_data;
+  src.typed = (conch_stub_fn)next;
+  return conch_rpc_send_from(rpc.base, &src);
+}
+
+int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_wake(
+    Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc) {
+  return conch_rpc_wake(rpc.base);
 }
 
 int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_recv(

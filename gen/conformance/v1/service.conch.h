@@ -33,6 +33,10 @@
  *   P__S__M_Server   the server's typed handlers of the method
  *   p__s__m_rpc_send()  sends a response (server side);
  *                    p__s__m_rpc_finish() ends the call with a status
+ *   p__s__m_rpc_stream()  sends the responses a P__S__M_Next source
+ *                    returns, as the client takes them (server side;
+ *                    server streaming, bidi); p__s__m_rpc_wake()
+ *                    when a source that had none has one again
  *   p__s__m_rpc_recv()  takes the next request in pull mode (server
  *                    side; client streaming, bidi)
  *
@@ -466,7 +470,9 @@ typedef struct Connectrpc__Conformance__V1__ConformanceService__ServerStream_Ser
       void *user_data);
   /** The send buffer has room again after
       connectrpc__conformance__v1__conformance_service__server_stream_rpc_send()
-      returned CONCH_ERR_AGAIN. */
+      returned CONCH_ERR_AGAIN: send the refused response again (not with
+      connectrpc__conformance__v1__conformance_service__server_stream_rpc_stream()).
+      */
   void (*on_send_ready)(
       Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc,
       void *user_data);
@@ -481,15 +487,67 @@ typedef struct Connectrpc__Conformance__V1__ConformanceService__ServerStream_Ser
 /**
  * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
  * only).  While the send buffer is full, responses are refused with
- * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ * CONCH_ERR_AGAIN (nothing queued) and on_send_ready says when to send it
+ * again: a stream finished OK after a refused response that was not sent again
+ * ends with internal, not OK.
+ * connectrpc__conformance__v1__conformance_service__server_stream_rpc_stream()
+ * is the easier way: it never refuses.
  *
  * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
- * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
- * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or while a source
+ * sends), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
  */
 int connectrpc__conformance__v1__conformance_service__server_stream_rpc_send(
     Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc,
     const Connectrpc__Conformance__V1__ServerStreamResponse *msg);
+
+/**
+ * A source of the responses of
+ * connectrpc.conformance.v1.ConformanceService/ServerStream, for
+ * connectrpc__conformance__v1__conformance_service__server_stream_rpc_stream():
+ * returns the next response of |rpc| (the source's: it must stay valid until
+ * the source runs again or the call ends), or NULL, either after ending the
+ * stream with
+ * connectrpc__conformance__v1__conformance_service__server_stream_rpc_finish()
+ * (here, with any status), or when it has none now (then
+ * connectrpc__conformance__v1__conformance_service__server_stream_rpc_wake()
+ * when it has).  |user_data| is what _rpc_stream() was given.
+ */
+typedef const Connectrpc__Conformance__V1__ServerStreamResponse *(
+    *Connectrpc__Conformance__V1__ConformanceService__ServerStream_Next)(
+    Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc,
+    void *user_data);
+
+/**
+ * Sends the responses of |rpc| that |next| returns, as conch_rpc_send_from():
+ * the server calls |next| (with |user_data|, on its own turns, never from
+ * inside this function) whenever the send buffer has room, so the stream goes
+ * as fast as the client reads and at most the send buffer (at most 1 MiB) waits
+ * in memory.  Nothing is refused: the handler sees neither CONCH_ERR_AGAIN nor
+ * on_send_ready.  The stream ends when |next| finishes the call (or the handler
+ * does, or on_cancel runs); a response that cannot be sent ends the call with
+ * internal, through on_cancel.  Requests go on arriving as before.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
+ */
+int connectrpc__conformance__v1__conformance_service__server_stream_rpc_stream(
+    Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc,
+    Connectrpc__Conformance__V1__ConformanceService__ServerStream_Next next,
+    void *user_data);
+
+/**
+ * The source of |rpc|
+ * (connectrpc__conformance__v1__conformance_service__server_stream_rpc_stream())
+ * has a response again after it returned NULL without finishing: it runs on the
+ * server's next turn.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|) or CONCH_ERR_STATE (no source,
+ * or the call is not the handler's any more).
+ */
+int connectrpc__conformance__v1__conformance_service__server_stream_rpc_wake(
+    Connectrpc__Conformance__V1__ConformanceService__ServerStream_Rpc rpc);
 
 /**
  * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
@@ -934,7 +992,9 @@ typedef struct Connectrpc__Conformance__V1__ConformanceService__BidiStream_Serve
       void *user_data);
   /** The send buffer has room again after
       connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_send()
-      returned CONCH_ERR_AGAIN. */
+      returned CONCH_ERR_AGAIN: send the refused response again (not with
+      connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_stream()).
+      */
   void (*on_send_ready)(
       Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
       void *user_data);
@@ -949,15 +1009,67 @@ typedef struct Connectrpc__Conformance__V1__ConformanceService__BidiStream_Serve
 /**
  * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
  * only).  While the send buffer is full, responses are refused with
- * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ * CONCH_ERR_AGAIN (nothing queued) and on_send_ready says when to send it
+ * again: a stream finished OK after a refused response that was not sent again
+ * ends with internal, not OK.
+ * connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_stream() is
+ * the easier way: it never refuses.
  *
  * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
- * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
- * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or while a source
+ * sends), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
  */
 int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_send(
     Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
     const Connectrpc__Conformance__V1__BidiStreamResponse *msg);
+
+/**
+ * A source of the responses of
+ * connectrpc.conformance.v1.ConformanceService/BidiStream, for
+ * connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_stream():
+ * returns the next response of |rpc| (the source's: it must stay valid until
+ * the source runs again or the call ends), or NULL, either after ending the
+ * stream with
+ * connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_finish()
+ * (here, with any status), or when it has none now (then
+ * connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_wake() when
+ * it has).  |user_data| is what _rpc_stream() was given.
+ */
+typedef const Connectrpc__Conformance__V1__BidiStreamResponse *(
+    *Connectrpc__Conformance__V1__ConformanceService__BidiStream_Next)(
+    Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
+    void *user_data);
+
+/**
+ * Sends the responses of |rpc| that |next| returns, as conch_rpc_send_from():
+ * the server calls |next| (with |user_data|, on its own turns, never from
+ * inside this function) whenever the send buffer has room, so the stream goes
+ * as fast as the client reads and at most the send buffer (at most 1 MiB) waits
+ * in memory.  Nothing is refused: the handler sees neither CONCH_ERR_AGAIN nor
+ * on_send_ready.  The stream ends when |next| finishes the call (or the handler
+ * does, or on_cancel runs); a response that cannot be sent ends the call with
+ * internal, through on_cancel.  Requests go on arriving as before.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
+ */
+int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_stream(
+    Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc,
+    Connectrpc__Conformance__V1__ConformanceService__BidiStream_Next next,
+    void *user_data);
+
+/**
+ * The source of |rpc|
+ * (connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_stream())
+ * has a response again after it returned NULL without finishing: it runs on the
+ * server's next turn.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|) or CONCH_ERR_STATE (no source,
+ * or the call is not the handler's any more).
+ */
+int connectrpc__conformance__v1__conformance_service__bidi_stream_rpc_wake(
+    Connectrpc__Conformance__V1__ConformanceService__BidiStream_Rpc rpc);
 
 /**
  * Pull mode (on_recv_ready set): takes the next request of |rpc|, checked as it

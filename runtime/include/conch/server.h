@@ -60,11 +60,53 @@
  *    answer paths that are no RPC, such as a health check.  Connections
  *    are filtered (accept filter), limited (conch_server_opts_set_max_conns()),
  *    timed (header, body and idle timeouts) and held to a budget of
- *    buffered request bytes.
+ *    buffered request bytes (see "Limits" below).
  *  - Driving: as a client is driven (io.h): io hooks with
  *    conch_server_on_io() / conch_server_on_timer(), or pull with
  *    conch_server_pollfds() / conch_server_timeout_ms() /
  *    conch_server_process(), or blocking turns with conch_server_run().
+ *
+ * Limits.  A server is bounded from the start, with the options' defaults
+ * (conch_server_new(s, NULL) included), so that a server exposed to
+ * strangers cannot be held or filled by them:
+ *
+ *    header timeout   10 s   a connection must send a request header
+ *                            block (after its TLS handshake and preface)
+ *                            within it, and each header block must end
+ *                            within it: idle prefaces and slowloris
+ *                            headers are cut off
+ *    body timeout     60 s   a unary request body, or each message of a
+ *                            stream, once begun, must arrive within it
+ *    idle timeout     60 s   a connection without a call gets GOAWAY
+ *    connections      1024   past it (or when accept() runs out of
+ *                            descriptors), an idle connection makes room
+ *                            for the new one
+ *    buffered bytes   32 MiB of requests held per connection, 64 MiB in
+ *                            all, of which the last eighth is kept for
+ *                            small requests (which, past the total, take
+ *                            the place of the largest holders)
+ *    receive limit    4 MiB  per request message
+ *
+ * Each has its setter, which documents it.  0 turns a limit or timeout
+ * off: a server without limits (only for trusted peers, e.g. a benchmark)
+ * sets 0 through conch_server_opts_set_header_timeout(), _body_timeout(),
+ * _idle_timeout(), _max_conns() and _buffer_limits(0, 0), and
+ * conch_server_opts_set_recv_limit(0).  conch serve sets its own values
+ * (tools/conch/serve_call.c).  conch_server_stats_get() shows what the
+ * limits hold and what they shed.
+ *
+ * Streams that end early.  conch_rpc_send() refuses a response while the
+ * call's send buffer is full (CONCH_ERR_AGAIN: nothing was queued), and a
+ * handler that stops there and finishes would tell the client OK about a
+ * stream it cut short.  So a response refused and not sent again by the
+ * finish makes an OK finish end the call with internal instead (see
+ * conch_rpc_finish()).  The easy way to send a stream is to let the server
+ * pull the responses from a source as the client takes them:
+ * conch_rpc_send_from() (typed in the stubs: p__s__m_rpc_stream()), which
+ * never refuses and ends the call when the source says so; the handler
+ * that sends by itself waits for on_send_ready after CONCH_ERR_AGAIN and
+ * sends the refused response again (examples/greet/greet_server.c shows
+ * both).
  *
  * Thread safety: a server and everything hanging off it (calls, their
  * metadata) is used by one thread at a time; the library takes no locks.
@@ -102,7 +144,10 @@ typedef struct conch_rpc conch_rpc;
  * receive limit 4 MiB per message (after decompression), header list
  * limit 64 KiB, 100 concurrent streams per connection, gzip, br, zstd,
  * deflate and snappy accepted (identity always), responses compressed
- * in the request's compression when the client accepts it.
+ * in the request's compression when the client accepts it; and the limits
+ * at the top of this file: header timeout 10 s, body timeout 60 s, idle
+ * timeout 60 s, at most 1024 connections, 32 MiB of buffered request
+ * bytes per connection and 64 MiB in all.
  *
  * Returns 0, CONCH_ERR_INVALID (NULL |out|) or CONCH_ERR_NOMEM.
  */
@@ -157,7 +202,8 @@ CONCH_EXTERN int conch_server_opts_set_send_buffer(conch_server_opts *opts,
                                                    size_t bytes);
 /**
  * Connections without a call for |ms| get GOAWAY and close (a client
- * opens a new one when it needs one).  0 (the default): they stay.
+ * opens a new one when it needs one).  Default 60000 (60 s); 0: they
+ * stay however long they are idle.
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, negative |ms|).
  */
@@ -371,35 +417,43 @@ typedef int (*conch_server_accept_fn)(const conch_server_peer *peer,
 CONCH_EXTERN int conch_server_opts_set_accept_filter(
     conch_server_opts *opts, conch_server_accept_fn fn, void *user_data);
 /**
- * At most |n| connections (0, the default: no limit).  A connection
- * accepted at the limit takes the place of the oldest one that has
- * neither passed the gate nor a call in progress; when there is none, the
- * new one is closed.
+ * At most |n| connections: default 1024; 0: no limit (but see below).  A
+ * connection accepted at the limit takes the place of the oldest one that
+ * has neither passed the gate nor a call in progress, or, on a server
+ * without a gate (where every request passes), of the oldest one without
+ * a call in progress; when there is none, the new one is closed.
  *
  * Whatever the limit, when accept() runs out of descriptors (EMFILE,
- * ENFILE) or memory, the clients waiting in the listener's backlog are
- * accepted with a descriptor held in reserve and closed at once, so that
- * they fail now instead of hanging, and the listener rests 100 ms.
+ * ENFILE), the same connection (or one already closing) is closed at once
+ * and the new client takes its descriptor, so that idle connections
+ * cannot lock clients out of a process with few descriptors.  When there
+ * is none, or accept() runs out of memory, the clients waiting in the
+ * listener's backlog are accepted with a descriptor held in reserve and
+ * closed at once, so that they fail now instead of hanging, and the
+ * listener rests 100 ms.
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
  */
 CONCH_EXTERN int conch_server_opts_set_max_conns(conch_server_opts *opts,
                                                  size_t n);
 /**
- * The header timeout (0, the default: none): a request's header block
- * must end within |ms| of its first frame, or its connection closes (no
- * other stream can go on while it is open).  It is also the idle limit of
- * a connection that has not passed the gate yet (from the accept, and
- * after each call ends): a stranger holds a connection no longer than it
- * takes to send a request (the idle timeout, when shorter, applies).
+ * The header timeout, default 10000 (10 s); 0: none.  A request's header
+ * block must end within |ms| of its first frame, or its connection closes
+ * (no other stream can go on while it is open).  It is also the idle
+ * limit of a connection that has not passed the gate yet (from the
+ * accept, so its TLS handshake and preface included, and after each call
+ * ends): a stranger holds a connection no longer than it takes to send a
+ * request (the idle timeout, when shorter, applies).  Without a gate, a
+ * connection passes with its first request to a method.
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, negative |ms|).
  */
 CONCH_EXTERN int conch_server_opts_set_header_timeout(conch_server_opts *opts,
                                                       long ms);
 /**
- * The body timeout (0, the default: none): the request of a unary or
- * server-streaming call must be complete within |ms| of its headers, and
+ * The body timeout, default 60000 (60 s); 0: none.  The request of a
+ * unary or server-streaming call must be complete within |ms| of its
+ * headers, and
  * each request message of a client or bidi stream within |ms| of its
  * first byte (not counting time the handler keeps the call paused).
  * Otherwise the call ends with deadline_exceeded (the handler gets
@@ -413,8 +467,20 @@ CONCH_EXTERN int conch_server_opts_set_body_timeout(conch_server_opts *opts,
  * Limits on request bytes held in memory (a Connect unary body, a message
  * partly received, bytes held for a paused call): at most |per_conn| on
  * one connection (more ends the connection: GOAWAY ENHANCE_YOUR_CALM) and
- * |total| on all of them (a call that would go over ends with
- * resource_exhausted).  0 means no limit (the default for both).
+ * |total| on all of them.  Defaults 32 MiB and 64 MiB; 0 means no limit.
+ *
+ * The total is one budget for everyone, and a few clients filling it must
+ * not starve the rest, so its last eighth is kept for small calls: a call
+ * holding more than 64 KiB (or more than a 16th of |total|) ends with
+ * resource_exhausted when it would take the total past seven eighths, and
+ * the calls that came first go on; a small call may use the whole total.
+ * Should small calls fill the reserve too (many held unfinished), a small
+ * call that would go past |total| takes the place of the calls holding the
+ * most, largest first, as long as they hold more than it does (they end
+ * with resource_exhausted: their handlers get on_cancel, their clients
+ * "server busy"); with none, it ends itself.  Small requests (a listing,
+ * a signal, a teardown) therefore get through however the budget was
+ * filled, and no more than |total| is ever held.
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
  */
@@ -632,6 +698,30 @@ CONCH_EXTERN int conch_server_idle(const conch_server *s);
  */
 CONCH_EXTERN size_t conch_server_calls(const conch_server *s);
 
+/** What a server holds and what its limits did (conch_server_stats_get()).
+    Members are only ever added at the end. */
+typedef struct conch_server_stats {
+  size_t conns;         /**< connections open */
+  size_t calls;         /**< calls held (conch_server_calls()) */
+  size_t buffered;      /**< request bytes held in memory now: what the
+                             buffer limits count */
+  size_t buffered_peak; /**< the most |buffered| has been */
+  uint64_t shed_calls;  /**< calls ended to make room for a smaller request
+                             (conch_server_opts_set_buffer_limits()) */
+  uint64_t shed_conns;  /**< connections closed to make room for a new one
+                             (the connection limit, or no descriptor) */
+} conch_server_stats;
+
+/**
+ * Fills |out| (|size| bytes of it: sizeof(conch_server_stats) of the
+ * caller's header) with the server's figures.  Like every function of a
+ * server, on the thread that drives it.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL argument).
+ */
+CONCH_EXTERN int conch_server_stats_get(const conch_server *s,
+                                        conch_server_stats *out, size_t size);
+
 /* ---- Driving: the same three ways as a client (io.h) --------------------- */
 
 /**
@@ -737,9 +827,11 @@ CONCH_EXTERN const uint8_t *conch_rpc_peer_cert_der(const conch_rpc *rpc,
  * that reads slowly slows its handler instead of filling memory.
  *
  * Returns 0; CONCH_ERR_AGAIN (the send buffer is full: nothing queued,
- * on_send_ready follows); CONCH_ERR_INVALID (NULL argument, a message of
- * another type, a raw method); CONCH_ERR_STATE (after the finish, a second message of a
- * unary or client-streaming call); CONCH_ERR_CODEC (it cannot be
+ * on_send_ready follows; send it again then, or the call cannot finish
+ * OK: see conch_rpc_finish()); CONCH_ERR_INVALID (NULL argument, a message
+ * of another type, a raw method); CONCH_ERR_STATE (after the finish, a
+ * second message of a unary or client-streaming call, while a source
+ * sends: conch_rpc_send_from()); CONCH_ERR_CODEC (it cannot be
  * serialized, e.g. JSON of an Any whose type is unknown); CONCH_ERR_LIMIT
  * (over the 4 GiB envelope limit) or CONCH_ERR_NOMEM.  A failed send
  * changes nothing.
@@ -830,13 +922,72 @@ CONCH_EXTERN int conch_rpc_pause(conch_rpc *rpc);
  * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE.
  */
 CONCH_EXTERN int conch_rpc_resume(conch_rpc *rpc);
+/** Where conch_rpc_send_from() takes a call's responses from.  Copied by
+    it. */
+typedef struct conch_rpc_source conch_rpc_source;
+struct conch_rpc_source {
+  /** Returns the next response of |rpc| (the source's: it must stay valid
+      until next runs again, or the call ends; it is serialized right
+      after next returns), or NULL: after ending the stream with
+      conch_rpc_finish() (any status, here in next), or when the source
+      has no response now (the stream waits until conch_rpc_wake()).
+      Runs on the server's turn, never from inside a conch_rpc_*()
+      function, again and again while the call's send buffer has room. */
+  const ProtobufCMessage *(*next)(conch_rpc *rpc, const conch_rpc_source *src);
+  void *user_data;
+  /** For a typed wrapper: a function of its own type that |next| casts
+      back and calls (the stubs' p__s__m_rpc_stream() keeps the handler's
+      typed source here).  NULL otherwise. */
+  conch_stub_fn typed;
+};
+
+/**
+ * Streams the responses of |rpc| (a server-streaming or bidi call of a
+ * typed method) from |src|: from now on the server asks the source for
+ * the next response whenever the call's send buffer has room (the send
+ * buffer size of conch_server_opts_set_send_buffer(), at most 1 MiB; one
+ * response at least when nothing waits), so the stream goes exactly as
+ * fast as the client reads, and at most that budget (and one response)
+ * waits in memory.  Nothing is ever refused: the handler sees neither
+ * CONCH_ERR_AGAIN nor on_send_ready.  The stream ends when the source
+ * finishes the call (inside next, or the handler from elsewhere), or when
+ * the call ends otherwise (on_cancel: the source is not called again).  A
+ * response that cannot be sent (CONCH_ERR_CODEC, CONCH_ERR_LIMIT,
+ * CONCH_ERR_NOMEM, another type) ends the call with internal, through
+ * on_cancel.  While the source runs, conch_rpc_send() and its kin return
+ * CONCH_ERR_STATE; the request side (on_message, pause, pull mode) goes on
+ * as before.
+ *
+ * Returns 0 (the first response is asked for on the server's next turn,
+ * never from inside this function); CONCH_ERR_INVALID (NULL argument or
+ * |src->next|, a raw method, a unary or client-streaming method),
+ * CONCH_ERR_STATE (the call is not the handler's any more, or has a
+ * source already) or CONCH_ERR_NOMEM (nothing changed).
+ */
+CONCH_EXTERN int conch_rpc_send_from(conch_rpc *rpc,
+                                     const conch_rpc_source *src);
+/**
+ * The source of |rpc| (conch_rpc_send_from()) has responses again after
+ * its next returned NULL: it is asked on the server's next turn.  Calling
+ * it while the source is not waiting does nothing.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc|) or CONCH_ERR_STATE (no source,
+ * or the call is not the handler's any more).
+ */
+CONCH_EXTERN int conch_rpc_wake(conch_rpc *rpc);
+
 /**
  * Ends the call with |status| (NULL: OK; copied, details included): the
  * trailers (gRPC), the end-stream message (Connect streams), the trailer
  * frame (gRPC-Web) or the whole response (Connect unary: an error is the
  * Connect error JSON under the code's HTTP status) go out with the
  * response trailers.  A unary or client-streaming call finished OK without
- * a message ends with internal instead (the client needs one).  The
+ * a message ends with internal instead (the client needs one).  So does a
+ * stream finished OK while a response was refused (conch_rpc_send() said
+ * CONCH_ERR_AGAIN) and no send succeeded since: the client would take a
+ * stream cut short for a whole one.  A handler that sends by itself waits
+ * for on_send_ready and sends the refused response again before it
+ * finishes; conch_rpc_send_from() never refuses.  The
  * handler gives |rpc| up: the server frees it once the response is sent
  * (or the stream is gone); no handler of it runs again.
  *

@@ -356,6 +356,34 @@ int echo__server_stream_rpc_send(Echo__ServerStream_Rpc rpc, const Pong *msg) {
   return conch_rpc_send(rpc.base, &msg->base);
 }
 
+static const ProtobufCMessage *s1_next(conch_rpc *rpc,
+                                       const conch_rpc_source *src) {
+  /* src->typed was cast from this method's _Next type. */
+  Echo__ServerStream_Next next = (Echo__ServerStream_Next)src->typed;
+  Echo__ServerStream_Rpc typed = {rpc};
+  const Pong *msg = next(typed, src->user_data);
+
+  return msg != NULL ? &msg->base : NULL;
+}
+
+int echo__server_stream_rpc_stream(Echo__ServerStream_Rpc rpc,
+                                   Echo__ServerStream_Next next,
+                                   void *user_data) {
+  conch_rpc_source src;
+
+  if (next == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  src.next = s1_next;
+  src.user_data = user_data;
+  src.typed = (conch_stub_fn)next;
+  return conch_rpc_send_from(rpc.base, &src);
+}
+
+int echo__server_stream_rpc_wake(Echo__ServerStream_Rpc rpc) {
+  return conch_rpc_wake(rpc.base);
+}
+
 int echo__server_stream_rpc_finish(Echo__ServerStream_Rpc rpc,
                                    const conch_status *status) {
   return conch_rpc_finish(rpc.base, status);
@@ -781,6 +809,31 @@ int echo__bidi_rpc_send(Echo__Bidi_Rpc rpc, const Pong *msg) {
   }
   return conch_rpc_send(rpc.base, &msg->base);
 }
+
+static const ProtobufCMessage *s3_next(conch_rpc *rpc,
+                                       const conch_rpc_source *src) {
+  /* src->typed was cast from this method's _Next type. */
+  Echo__Bidi_Next next = (Echo__Bidi_Next)src->typed;
+  Echo__Bidi_Rpc typed = {rpc};
+  const Pong *msg = next(typed, src->user_data);
+
+  return msg != NULL ? &msg->base : NULL;
+}
+
+int echo__bidi_rpc_stream(Echo__Bidi_Rpc rpc, Echo__Bidi_Next next,
+                          void *user_data) {
+  conch_rpc_source src;
+
+  if (next == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  src.next = s3_next;
+  src.user_data = user_data;
+  src.typed = (conch_stub_fn)next;
+  return conch_rpc_send_from(rpc.base, &src);
+}
+
+int echo__bidi_rpc_wake(Echo__Bidi_Rpc rpc) { return conch_rpc_wake(rpc.base); }
 
 int echo__bidi_rpc_recv(Echo__Bidi_Rpc rpc, Ping **msg) {
   ProtobufCMessage *m = NULL;
@@ -1752,6 +1805,33 @@ int switch__fetch__rpc_send(Switch__Fetch__Rpc rpc, const Pong *msg) {
   return conch_rpc_send(rpc.base, &msg->base);
 }
 
+static const ProtobufCMessage *s8_next(conch_rpc *rpc,
+                                       const conch_rpc_source *src) {
+  /* src->typed was cast from this method's _Next type. */
+  Switch__Fetch__Next next = (Switch__Fetch__Next)src->typed;
+  Switch__Fetch__Rpc typed = {rpc};
+  const Pong *msg = next(typed, src->user_data);
+
+  return msg != NULL ? &msg->base : NULL;
+}
+
+int switch__fetch__rpc_stream(Switch__Fetch__Rpc rpc, Switch__Fetch__Next next,
+                              void *user_data) {
+  conch_rpc_source src;
+
+  if (next == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  src.next = s8_next;
+  src.user_data = user_data;
+  src.typed = (conch_stub_fn)next;
+  return conch_rpc_send_from(rpc.base, &src);
+}
+
+int switch__fetch__rpc_wake(Switch__Fetch__Rpc rpc) {
+  return conch_rpc_wake(rpc.base);
+}
+
 int switch__fetch__rpc_finish(Switch__Fetch__Rpc rpc,
                               const conch_status *status) {
   return conch_rpc_finish(rpc.base, status);
@@ -2134,6 +2214,33 @@ int switch__put__rpc_send(Switch__Put__Rpc rpc, const Pong *msg) {
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+static const ProtobufCMessage *s10_next(conch_rpc *rpc,
+                                        const conch_rpc_source *src) {
+  /* src->typed was cast from this method's _Next type. */
+  Switch__Put__Next next = (Switch__Put__Next)src->typed;
+  Switch__Put__Rpc typed = {rpc};
+  const Pong *msg = next(typed, src->user_data);
+
+  return msg != NULL ? &msg->base : NULL;
+}
+
+int switch__put__rpc_stream(Switch__Put__Rpc rpc, Switch__Put__Next next,
+                            void *user_data) {
+  conch_rpc_source src;
+
+  if (next == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  src.next = s10_next;
+  src.user_data = user_data;
+  src.typed = (conch_stub_fn)next;
+  return conch_rpc_send_from(rpc.base, &src);
+}
+
+int switch__put__rpc_wake(Switch__Put__Rpc rpc) {
+  return conch_rpc_wake(rpc.base);
 }
 
 int switch__put__rpc_recv(Switch__Put__Rpc rpc, Ping **msg) {

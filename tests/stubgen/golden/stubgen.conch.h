@@ -33,6 +33,10 @@
  *   P__S__M_Server   the server's typed handlers of the method
  *   p__s__m_rpc_send()  sends a response (server side);
  *                    p__s__m_rpc_finish() ends the call with a status
+ *   p__s__m_rpc_stream()  sends the responses a P__S__M_Next source
+ *                    returns, as the client takes them (server side;
+ *                    server streaming, bidi); p__s__m_rpc_wake()
+ *                    when a source that had none has one again
  *   p__s__m_rpc_recv()  takes the next request in pull mode (server
  *                    side; client streaming, bidi)
  *
@@ -392,7 +396,8 @@ typedef struct Echo__ServerStream_Server {
   void (*on_request)(Echo__ServerStream_Rpc rpc, const Ping *req,
                      void *user_data);
   /** The send buffer has room again after echo__server_stream_rpc_send()
-      returned CONCH_ERR_AGAIN. */
+      returned CONCH_ERR_AGAIN: send the refused response again (not with
+      echo__server_stream_rpc_stream()). */
   void (*on_send_ready)(Echo__ServerStream_Rpc rpc, void *user_data);
   /** The call ended before the handler finished it: |status| says why
       (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
@@ -404,13 +409,55 @@ typedef struct Echo__ServerStream_Server {
 /**
  * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
  * only).  While the send buffer is full, responses are refused with
- * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ * CONCH_ERR_AGAIN (nothing queued) and on_send_ready says when to send it
+ * again: a stream finished OK after a refused response that was not sent again
+ * ends with internal, not OK.  echo__server_stream_rpc_stream() is the easier
+ * way: it never refuses.
  *
  * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
- * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
- * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or while a source
+ * sends), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
  */
 int echo__server_stream_rpc_send(Echo__ServerStream_Rpc rpc, const Pong *msg);
+
+/**
+ * A source of the responses of Echo/ServerStream, for
+ * echo__server_stream_rpc_stream(): returns the next response of |rpc| (the
+ * source's: it must stay valid until the source runs again or the call ends),
+ * or NULL, either after ending the stream with echo__server_stream_rpc_finish()
+ * (here, with any status), or when it has none now (then
+ * echo__server_stream_rpc_wake() when it has).  |user_data| is what
+ * _rpc_stream() was given.
+ */
+typedef const Pong *(*Echo__ServerStream_Next)(Echo__ServerStream_Rpc rpc,
+                                               void *user_data);
+
+/**
+ * Sends the responses of |rpc| that |next| returns, as conch_rpc_send_from():
+ * the server calls |next| (with |user_data|, on its own turns, never from
+ * inside this function) whenever the send buffer has room, so the stream goes
+ * as fast as the client reads and at most the send buffer (at most 1 MiB) waits
+ * in memory.  Nothing is refused: the handler sees neither CONCH_ERR_AGAIN nor
+ * on_send_ready.  The stream ends when |next| finishes the call (or the handler
+ * does, or on_cancel runs); a response that cannot be sent ends the call with
+ * internal, through on_cancel.  Requests go on arriving as before.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
+ */
+int echo__server_stream_rpc_stream(Echo__ServerStream_Rpc rpc,
+                                   Echo__ServerStream_Next next,
+                                   void *user_data);
+
+/**
+ * The source of |rpc| (echo__server_stream_rpc_stream()) has a response again
+ * after it returned NULL without finishing: it runs on the server's next turn.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|) or CONCH_ERR_STATE (no source,
+ * or the call is not the handler's any more).
+ */
+int echo__server_stream_rpc_wake(Echo__ServerStream_Rpc rpc);
 
 /**
  * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
@@ -757,7 +804,8 @@ typedef struct Echo__Bidi_Server {
       end is there. */
   void (*on_recv_ready)(Echo__Bidi_Rpc rpc, void *user_data);
   /** The send buffer has room again after echo__bidi_rpc_send() returned
-      CONCH_ERR_AGAIN. */
+      CONCH_ERR_AGAIN: send the refused response again (not with
+      echo__bidi_rpc_stream()). */
   void (*on_send_ready)(Echo__Bidi_Rpc rpc, void *user_data);
   /** The call ended before the handler finished it: |status| says why
       (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
@@ -769,13 +817,52 @@ typedef struct Echo__Bidi_Server {
 /**
  * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
  * only).  While the send buffer is full, responses are refused with
- * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ * CONCH_ERR_AGAIN (nothing queued) and on_send_ready says when to send it
+ * again: a stream finished OK after a refused response that was not sent again
+ * ends with internal, not OK.  echo__bidi_rpc_stream() is the easier way: it
+ * never refuses.
  *
  * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
- * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
- * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or while a source
+ * sends), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
  */
 int echo__bidi_rpc_send(Echo__Bidi_Rpc rpc, const Pong *msg);
+
+/**
+ * A source of the responses of Echo/Bidi, for echo__bidi_rpc_stream(): returns
+ * the next response of |rpc| (the source's: it must stay valid until the source
+ * runs again or the call ends), or NULL, either after ending the stream with
+ * echo__bidi_rpc_finish() (here, with any status), or when it has none now
+ * (then echo__bidi_rpc_wake() when it has).  |user_data| is what _rpc_stream()
+ * was given.
+ */
+typedef const Pong *(*Echo__Bidi_Next)(Echo__Bidi_Rpc rpc, void *user_data);
+
+/**
+ * Sends the responses of |rpc| that |next| returns, as conch_rpc_send_from():
+ * the server calls |next| (with |user_data|, on its own turns, never from
+ * inside this function) whenever the send buffer has room, so the stream goes
+ * as fast as the client reads and at most the send buffer (at most 1 MiB) waits
+ * in memory.  Nothing is refused: the handler sees neither CONCH_ERR_AGAIN nor
+ * on_send_ready.  The stream ends when |next| finishes the call (or the handler
+ * does, or on_cancel runs); a response that cannot be sent ends the call with
+ * internal, through on_cancel.  Requests go on arriving as before.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
+ */
+int echo__bidi_rpc_stream(Echo__Bidi_Rpc rpc, Echo__Bidi_Next next,
+                          void *user_data);
+
+/**
+ * The source of |rpc| (echo__bidi_rpc_stream()) has a response again after it
+ * returned NULL without finishing: it runs on the server's next turn.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|) or CONCH_ERR_STATE (no source,
+ * or the call is not the handler's any more).
+ */
+int echo__bidi_rpc_wake(Echo__Bidi_Rpc rpc);
 
 /**
  * Pull mode (on_recv_ready set): takes the next request of |rpc|, checked as it
@@ -1685,7 +1772,8 @@ typedef struct Switch__Fetch__Server {
       with switch__fetch__rpc_finish(), here or later. */
   void (*on_request)(Switch__Fetch__Rpc rpc, const Ping *req, void *user_data);
   /** The send buffer has room again after switch__fetch__rpc_send() returned
-      CONCH_ERR_AGAIN. */
+      CONCH_ERR_AGAIN: send the refused response again (not with
+      switch__fetch__rpc_stream()). */
   void (*on_send_ready)(Switch__Fetch__Rpc rpc, void *user_data);
   /** The call ended before the handler finished it: |status| says why
       (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
@@ -1697,13 +1785,53 @@ typedef struct Switch__Fetch__Server {
 /**
  * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
  * only).  While the send buffer is full, responses are refused with
- * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ * CONCH_ERR_AGAIN (nothing queued) and on_send_ready says when to send it
+ * again: a stream finished OK after a refused response that was not sent again
+ * ends with internal, not OK.  switch__fetch__rpc_stream() is the easier way:
+ * it never refuses.
  *
  * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
- * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
- * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or while a source
+ * sends), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
  */
 int switch__fetch__rpc_send(Switch__Fetch__Rpc rpc, const Pong *msg);
+
+/**
+ * A source of the responses of Switch/Fetch, for switch__fetch__rpc_stream():
+ * returns the next response of |rpc| (the source's: it must stay valid until
+ * the source runs again or the call ends), or NULL, either after ending the
+ * stream with switch__fetch__rpc_finish() (here, with any status), or when it
+ * has none now (then switch__fetch__rpc_wake() when it has).  |user_data| is
+ * what _rpc_stream() was given.
+ */
+typedef const Pong *(*Switch__Fetch__Next)(Switch__Fetch__Rpc rpc,
+                                           void *user_data);
+
+/**
+ * Sends the responses of |rpc| that |next| returns, as conch_rpc_send_from():
+ * the server calls |next| (with |user_data|, on its own turns, never from
+ * inside this function) whenever the send buffer has room, so the stream goes
+ * as fast as the client reads and at most the send buffer (at most 1 MiB) waits
+ * in memory.  Nothing is refused: the handler sees neither CONCH_ERR_AGAIN nor
+ * on_send_ready.  The stream ends when |next| finishes the call (or the handler
+ * does, or on_cancel runs); a response that cannot be sent ends the call with
+ * internal, through on_cancel.  Requests go on arriving as before.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
+ */
+int switch__fetch__rpc_stream(Switch__Fetch__Rpc rpc, Switch__Fetch__Next next,
+                              void *user_data);
+
+/**
+ * The source of |rpc| (switch__fetch__rpc_stream()) has a response again after
+ * it returned NULL without finishing: it runs on the server's next turn.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|) or CONCH_ERR_STATE (no source,
+ * or the call is not the handler's any more).
+ */
+int switch__fetch__rpc_wake(Switch__Fetch__Rpc rpc);
 
 /**
  * Ends |rpc| with |status| (NULL: OK), as conch_rpc_finish(): the handler gives
@@ -2029,7 +2157,8 @@ typedef struct Switch__Put__Server {
       request or the end is there. */
   void (*on_recv_ready)(Switch__Put__Rpc rpc, void *user_data);
   /** The send buffer has room again after switch__put__rpc_send() returned
-      CONCH_ERR_AGAIN. */
+      CONCH_ERR_AGAIN: send the refused response again (not with
+      switch__put__rpc_stream()). */
   void (*on_send_ready)(Switch__Put__Rpc rpc, void *user_data);
   /** The call ended before the handler finished it: |status| says why
       (canceled, deadline_exceeded, a broken limit).  |rpc| must not be used
@@ -2041,13 +2170,52 @@ typedef struct Switch__Put__Server {
 /**
  * Queues the response |msg| of |rpc| (serialized here, borrowed for this call
  * only).  While the send buffer is full, responses are refused with
- * CONCH_ERR_AGAIN and on_send_ready says when to go on.
+ * CONCH_ERR_AGAIN (nothing queued) and on_send_ready says when to send it
+ * again: a stream finished OK after a refused response that was not sent again
+ * ends with internal, not OK.  switch__put__rpc_stream() is the easier way: it
+ * never refuses.
  *
  * Returns what conch_rpc_send() returns: 0, CONCH_ERR_AGAIN, CONCH_ERR_INVALID
- * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or a second response
- * where one is taken), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
+ * (NULL |msg| or |rpc.base|), CONCH_ERR_STATE (finished, or while a source
+ * sends), CONCH_ERR_CODEC, CONCH_ERR_LIMIT or CONCH_ERR_NOMEM.
  */
 int switch__put__rpc_send(Switch__Put__Rpc rpc, const Pong *msg);
+
+/**
+ * A source of the responses of Switch/Put, for switch__put__rpc_stream():
+ * returns the next response of |rpc| (the source's: it must stay valid until
+ * the source runs again or the call ends), or NULL, either after ending the
+ * stream with switch__put__rpc_finish() (here, with any status), or when it has
+ * none now (then switch__put__rpc_wake() when it has).  |user_data| is what
+ * _rpc_stream() was given.
+ */
+typedef const Pong *(*Switch__Put__Next)(Switch__Put__Rpc rpc, void *user_data);
+
+/**
+ * Sends the responses of |rpc| that |next| returns, as conch_rpc_send_from():
+ * the server calls |next| (with |user_data|, on its own turns, never from
+ * inside this function) whenever the send buffer has room, so the stream goes
+ * as fast as the client reads and at most the send buffer (at most 1 MiB) waits
+ * in memory.  Nothing is refused: the handler sees neither CONCH_ERR_AGAIN nor
+ * on_send_ready.  The stream ends when |next| finishes the call (or the handler
+ * does, or on_cancel runs); a response that cannot be sent ends the call with
+ * internal, through on_cancel.  Requests go on arriving as before.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |next| or |rpc.base|), CONCH_ERR_STATE
+ * (the call is not the handler's any more, or has a source already) or
+ * CONCH_ERR_NOMEM.
+ */
+int switch__put__rpc_stream(Switch__Put__Rpc rpc, Switch__Put__Next next,
+                            void *user_data);
+
+/**
+ * The source of |rpc| (switch__put__rpc_stream()) has a response again after it
+ * returned NULL without finishing: it runs on the server's next turn.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |rpc.base|) or CONCH_ERR_STATE (no source,
+ * or the call is not the handler's any more).
+ */
+int switch__put__rpc_wake(Switch__Put__Rpc rpc);
 
 /**
  * Pull mode (on_recv_ready set): takes the next request of |rpc|, checked as it

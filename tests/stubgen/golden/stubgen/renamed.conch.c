@@ -400,6 +400,35 @@ int alt__names__notes__watch_rpc_send(Alt__Names__Notes__Watch_Rpc rpc,
   return conch_rpc_send(rpc.base, &msg->base);
 }
 
+static const ProtobufCMessage *s1_next(conch_rpc *rpc,
+                                       const conch_rpc_source *src) {
+  /* src->typed was cast from this method's _Next type. */
+  Alt__Names__Notes__Watch_Next next =
+      (Alt__Names__Notes__Watch_Next)src->typed;
+  Alt__Names__Notes__Watch_Rpc typed = {rpc};
+  const Alt__Names__Note *msg = next(typed, src->user_data);
+
+  return msg != NULL ? &msg->base : NULL;
+}
+
+int alt__names__notes__watch_rpc_stream(Alt__Names__Notes__Watch_Rpc rpc,
+                                        Alt__Names__Notes__Watch_Next next,
+                                        void *user_data) {
+  conch_rpc_source src;
+
+  if (next == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  src.next = s1_next;
+  src.user_data = user_data;
+  src.typed = (conch_stub_fn)next;
+  return conch_rpc_send_from(rpc.base, &src);
+}
+
+int alt__names__notes__watch_rpc_wake(Alt__Names__Notes__Watch_Rpc rpc) {
+  return conch_rpc_wake(rpc.base);
+}
+
 int alt__names__notes__watch_rpc_recv(Alt__Names__Notes__Watch_Rpc rpc,
                                       Alt__Names__Note **msg) {
   ProtobufCMessage *m = NULL;

@@ -392,6 +392,37 @@ int stubgen__nested__v1__deep__server_stream_rpc_send(
   return conch_rpc_send(rpc.base, &msg->base);
 }
 
+static const ProtobufCMessage *s1_next(conch_rpc *rpc,
+                                       const conch_rpc_source *src) {
+  /* src->typed was cast from this method's _Next type. */
+  Stubgen__Nested__V1__Deep__ServerStream_Next next =
+      (Stubgen__Nested__V1__Deep__ServerStream_Next)src->typed;
+  Stubgen__Nested__V1__Deep__ServerStream_Rpc typed = {rpc};
+  const Stubgen__Nested__V1__Outer__Middle__Inner *msg =
+      next(typed, src->user_data);
+
+  return msg != NULL ? &msg->base : NULL;
+}
+
+int stubgen__nested__v1__deep__server_stream_rpc_stream(
+    Stubgen__Nested__V1__Deep__ServerStream_Rpc rpc,
+    Stubgen__Nested__V1__Deep__ServerStream_Next next, void *user_data) {
+  conch_rpc_source src;
+
+  if (next == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  src.next = s1_next;
+  src.user_data = user_data;
+  src.typed = (conch_stub_fn)next;
+  return conch_rpc_send_from(rpc.base, &src);
+}
+
+int stubgen__nested__v1__deep__server_stream_rpc_wake(
+    Stubgen__Nested__V1__Deep__ServerStream_Rpc rpc) {
+  return conch_rpc_wake(rpc.base);
+}
+
 int stubgen__nested__v1__deep__server_stream_rpc_finish(
     Stubgen__Nested__V1__Deep__ServerStream_Rpc rpc,
     const conch_status *status) {
@@ -846,6 +877,36 @@ int stubgen__nested__v1__deep__bidi_rpc_send(
     return CONCH_ERR_INVALID;
   }
   return conch_rpc_send(rpc.base, &msg->base);
+}
+
+static const ProtobufCMessage *s3_next(conch_rpc *rpc,
+                                       const conch_rpc_source *src) {
+  /* src->typed was cast from this method's _Next type. */
+  Stubgen__Nested__V1__Deep__Bidi_Next next =
+      (Stubgen__Nested__V1__Deep__Bidi_Next)src->typed;
+  Stubgen__Nested__V1__Deep__Bidi_Rpc typed = {rpc};
+  const Pong *msg = next(typed, src->user_data);
+
+  return msg != NULL ? &msg->base : NULL;
+}
+
+int stubgen__nested__v1__deep__bidi_rpc_stream(
+    Stubgen__Nested__V1__Deep__Bidi_Rpc rpc,
+    Stubgen__Nested__V1__Deep__Bidi_Next next, void *user_data) {
+  conch_rpc_source src;
+
+  if (next == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  src.next = s3_next;
+  src.user_data = user_data;
+  src.typed = (conch_stub_fn)next;
+  return conch_rpc_send_from(rpc.base, &src);
+}
+
+int stubgen__nested__v1__deep__bidi_rpc_wake(
+    Stubgen__Nested__V1__Deep__Bidi_Rpc rpc) {
+  return conch_rpc_wake(rpc.base);
 }
 
 int stubgen__nested__v1__deep__bidi_rpc_recv(
