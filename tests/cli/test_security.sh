@@ -125,13 +125,13 @@ printf 'file-tok-%s\n' $$ >"$tmp/tok"
 start_server -- --listen 127.0.0.1:0 --access-token-file "$tmp/tok"
 U="--url http://127.0.0.1:$listening"
 "$CONCH" $U run -- true 2>"$tmp/e"
-check "token file: no token -> refused" 255 "$?"
+check "token file: no token -> refused (unauthenticated: 251)" 251 "$?"
 out=$(CONCH_TOKEN=file-tok-$$ "$CONCH" $U run -- echo in)
 check "token file: the token works" in "$out"
 start_server env CONCH_TOKEN=env-tok-$$ -- --listen 127.0.0.1:0
 U="--url http://127.0.0.1:$listening"
 "$CONCH" $U run -- true 2>/dev/null
-check "CONCH_TOKEN: no token -> refused" 255 "$?"
+check "CONCH_TOKEN: no token -> refused (unauthenticated: 251)" 251 "$?"
 out=$(CONCH_TOKEN=env-tok-$$ "$CONCH" $U run -- echo in)
 check "CONCH_TOKEN: the token works" in "$out"
 start_server -- --listen 127.0.0.1:0 --access-token argv-tok-$$
@@ -174,7 +174,7 @@ fi
 U="--url http://127.0.0.1:$port"
 if [ "$(id -u)" = 0 ]; then
   out=$("$CONCH" $U --user nobody run -- id -u 2>"$tmp/e")
-  check "run as nobody without --allow-user -> refused" "255 " "$? $out"
+  check "run as nobody without --allow-user -> refused (251)" "251 " "$? $out"
   check "... permission_denied" yes "$(contains "$tmp/e" permission_denied)"
   start_server -- --listen 127.0.0.1:0 --no-token --allow-user nobody
   out=$("$CONCH" --url "http://127.0.0.1:$listening" --user nobody run --cwd / -- id -u)
