@@ -144,6 +144,20 @@ static char *read_token_file(const char *path, const char *from) {
   return nl;
 }
 
+/* The token's own copy (--token, --token-file): the last one given wins;
+   wiped and freed as conch exits. */
+static char *owned_token;
+
+static int own_token(cli_globals *g, char *t) {
+  if (owned_token != NULL) {
+    memset(owned_token, 0, strlen(owned_token));
+    free(owned_token);
+  }
+  owned_token = t;
+  g->token = t;
+  return t != NULL ? 0 : -1;
+}
+
 /* Applies global option |k| with |v|; |from| names where it came from (the
    option or its variable).  Returns 0 or -1 after a message. */
 static int global_set(cli_globals *g, int k, const char *v, const char *from) {
@@ -159,15 +173,13 @@ static int global_set(cli_globals *g, int k, const char *v, const char *from) {
     return 0;
   case G_TOKEN:
     /* A copy: the command line's is blanked (cli_next). */
-    g->token = strdup(v);
-    if (g->token == NULL) {
+    if (own_token(g, strdup(v)) != 0) {
       cli_usage_fail(NULL, "out of memory");
       return -1;
     }
     return 0;
   case G_TOKEN_FILE:
-    g->token = read_token_file(v, from);
-    return g->token != NULL ? 0 : -1;
+    return own_token(g, read_token_file(v, from));
   case G_JSON_ERRORS:
     /* The variable: any value but 0 turns it on (the option has none);
        nothing turns it off once on (main() looked first). */
@@ -584,6 +596,10 @@ int main(int argc, char **argv) {
     cli_set_json_errors(1);
   }
   rc = run_main(argc, argv);
+  if (owned_token != NULL) {
+    memset(owned_token, 0, strlen(owned_token));
+    free(owned_token);
+  }
   return ran_serve ? rc : cli_finish_output(rc);
 }
 
