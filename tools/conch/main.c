@@ -5,6 +5,7 @@
    process commands live in cli.c, the local server in serve_*.c. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -595,6 +596,10 @@ int main(int argc, char **argv) {
       (env != NULL && env[0] != '\0' && strcmp(env, "0") != 0)) {
     cli_set_json_errors(1);
   }
+  /* A reader that went away is a write error with a message (249), not a
+     silent death: conch serve ignores it too, and resets it for the
+     processes it spawns. */
+  signal(SIGPIPE, SIG_IGN);
   rc = run_main(argc, argv);
   if (owned_token != NULL) {
     memset(owned_token, 0, strlen(owned_token));

@@ -597,7 +597,9 @@ typedef struct conch_process_handler {
 
 /**
  * conch_run() on the loop: output is collected into the result given to
- * on_end (streamed = 0) and also passed to on_chunk.  |h| is copied.
+ * on_end (streamed = 0; bounded by max_output_bytes as for conch_run(),
+ * its buffers borrowed until on_end returns) and also passed, all of it,
+ * to on_chunk.  |h| is copied.
  * Returns 0 with |*out| set (release it with conch_process_close() or
  * conch_process_close_async(), also after on_end), CONCH_ERR_INVALID or
  * CONCH_ERR_NOMEM (no handler runs).
