@@ -65,8 +65,8 @@ static const cli_opt global_opts[] = {
      "the message codec (default proto)"},
     {"--json-errors", NULL, "CONCH_JSON_ERRORS",
      "report a failure of conch as one JSON object on a line of stderr: code, "
-     "grpc_code, message, details, retryable, exit_code, origin (CONCH_"
-     "JSON_ERRORS=1)"},
+     "grpc_code, message, details, retryable, exit_code, origin (the "
+     "variable: 1)"},
     {NULL, NULL, NULL, NULL}};
 
 int cli_usage_fail(const char *cmd, const char *fmt, ...) {
@@ -390,9 +390,11 @@ static const command commands[] = {
      "run a command, streaming its output",
      "Runs CMD with its ARGs (no shell: use sh -c '...') and streams its\n"
      "stdout and stderr here.  Exits with its exit status, 128+N when a\n"
-     "signal N ended it, 255 when the call failed.  The server kills it\n"
-     "after its lifetime (60 s unless --timeout says otherwise).  Ctrl-C\n"
-     "ends it.",
+     "signal N ended it, or conch's own code when conch failed (conch\n"
+     "--help: 124 when it reached its lifetime, 255 when the server was\n"
+     "not reached or lost, ...).  The server kills it after its lifetime\n"
+     "(60 s unless --timeout says otherwise).  Ctrl-C ends it, and so does\n"
+     "an output that cannot be written (exit 249).",
      cli_run_opts, "conch run --env GREETING=hi -- sh -c 'echo $GREETING'"},
     {"start", conch_cli_start, "[--] CMD [ARG...]",
      "start a command in the background",
@@ -403,8 +405,7 @@ static const command commands[] = {
      "Lists the running processes: pid, tag and the command line, quoted\n"
      "the way a shell reads it back.",
      cli_ps_opts, "conch ps --json"},
-    {"kill", conch_cli_kill, "PID|@TAG",
-     "send SIGTERM or SIGKILL to a process",
+    {"kill", conch_cli_kill, "PID|@TAG", "send SIGTERM or SIGKILL to a process",
      "Sends SIGKILL (or SIGTERM) to a process and its process group.",
      cli_kill_opts, "conch kill --signal TERM @web"},
     {"attach", conch_cli_attach, "PID|@TAG", "re-attach to a process's output",
@@ -413,7 +414,10 @@ static const command commands[] = {
      cli_none_opts, "conch attach @web"},
     {"pty", conch_cli_pty, "[--] [CMD [ARG...]]", "an interactive terminal",
      "Opens a terminal running CMD (default: the user's login shell) and\n"
-     "connects this terminal to it; it ends when CMD exits.",
+     "connects this terminal to it; it ends when CMD exits, or after its\n"
+     "lifetime (3600 s unless --timeout says otherwise).  Refuses (exit 2)\n"
+     "when stdin is not a terminal: run --stdin gives a command piped\n"
+     "input.",
      cli_none_opts, "conch pty -- bash -l"},
     {"serve", serve, "", "run the local envd-compatible process server",
      "(conch serve --help)", serve_opts_doc, "conch serve --listen unix:S"},
