@@ -44,6 +44,7 @@ struct conch_sandbox {
   long kill_grace_ms;
   long keepalive_ms; /* -1 off */
   long silence_ms;   /* a stream silent this long is dead; 0 = off */
+  size_t max_output; /* kept per stream by runs; SIZE_MAX: no limit */
   unsigned caps;
   conch_plink procs; /* open handles */
 };

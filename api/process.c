@@ -1,10 +1,26 @@
 /* Process handles: Start and Connect streams turned into tagged chunks and
    an exec result, blocking and asynchronous, and the close that always
    ends the remote process. */
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
 #include "api_int.h"
+#include "output.h"
+
+/* Fields added into reserved slots: the structs keep their size (ABI). */
+_Static_assert(sizeof(conch_exec_result) ==
+                   offsetof(conch_exec_result, out_dropped) +
+                       4 * sizeof(void *),
+               "conch_exec_result changed size");
+_Static_assert(sizeof(conch_proc_opts) ==
+                   offsetof(conch_proc_opts, max_output_bytes) +
+                       8 * sizeof(void *),
+               "conch_proc_opts changed size");
+_Static_assert(sizeof(conch_sandbox_opts) ==
+                   offsetof(conch_sandbox_opts, autostart) +
+                       7 * sizeof(void *),
+               "conch_sandbox_opts changed size");
 
 /* Past the lifetime it sent, a process stream waits this much longer for
    the server's own report of the end before giving up locally. */
@@ -17,13 +33,6 @@ typedef enum proc_kind {
   PK_PTY,
   PK_CONNECT
 } proc_kind;
-
-/* A growable output buffer for collected results. */
-typedef struct obuf {
-  uint8_t *p;
-  size_t len;
-  size_t cap;
-} obuf;
 
 struct conch_process {
   conch_sandbox *sb;
@@ -61,7 +70,7 @@ struct conch_process {
   int64_t live_due;
   conch_alarm *live_alarm;
   conch_exec_result res;
-  obuf out, err, text;
+  conch__output output; /* collected (run), bounded per stream */
   conch_status st;
   ProtobufCMessage *cur; /* pull: the message behind the last chunk */
   void (*on_out)(const uint8_t *, size_t, void *);
@@ -112,27 +121,12 @@ void conch_exec_result_clear(conch_exec_result *r) {
   conch_exec_result_init(r);
 }
 
-static int obuf_add(obuf *b, const uint8_t *p, size_t n) {
-  const conch_mem *m = conch_mem_default();
-  if (n == 0) {
-    return 0;
-  }
-  if (b->cap - b->len < n) {
-    size_t cap = b->cap ? b->cap : 4096;
-    uint8_t *q;
-    while (cap - b->len < n) {
-      cap *= 2;
-    }
-    q = m->realloc(b->p, cap, m->user_data);
-    if (q == NULL) {
-      return CONCH_ERR_NOMEM;
-    }
-    b->p = q;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, p, n);
-  b->len += n;
-  return 0;
+/* The result's view of what was dropped. */
+static void set_truncation(conch_exec_result *dst, const conch__output *o) {
+  dst->out_dropped = o->out_dropped;
+  dst->err_dropped = o->err_dropped;
+  dst->truncated = (o->out_dropped > 0 ? CONCH_TRUNCATED_STDOUT : 0u) |
+                   (o->err_dropped > 0 ? CONCH_TRUNCATED_STDERR : 0u);
 }
 
 /* Copies what is known of the end into |dst| (streamed: no buffers). */
@@ -145,6 +139,9 @@ static int copy_end(conch_exec_result *dst, const conch_process *p,
   dst->exit_code = p->res.exit_code;
   dst->exited = p->res.exited;
   dst->streamed = !with_output;
+  if (with_output) {
+    set_truncation(dst, &p->output);
+  }
   if (p->res.status != NULL) {
     dst->status = conch__api_strdup(m, p->res.status);
   }
@@ -156,7 +153,8 @@ static int copy_end(conch_exec_result *dst, const conch_process *p,
     return CONCH_ERR_NOMEM;
   }
   if (with_output) {
-    const obuf *bufs[3] = {&p->out, &p->err, &p->text};
+    const conch__obuf *bufs[3] = {&p->output.out, &p->output.err,
+                                  &p->output.text};
     uint8_t **ptrs[3] = {&dst->out, &dst->err, &dst->text};
     size_t *lens[3] = {&dst->out_len, &dst->err_len, &dst->text_len};
     int i;
@@ -173,6 +171,27 @@ static int copy_end(conch_exec_result *dst, const conch_process *p,
     }
   }
   return 0;
+}
+
+/* conch_run(): hands the collected output over to |dst| (no copy; a
+   run's output may be large), after copy_end() filled in the rest. */
+static void take_output(conch_exec_result *dst, conch_process *p) {
+  uint8_t **ptrs[3] = {&dst->out, &dst->err, &dst->text};
+  size_t *lens[3] = {&dst->out_len, &dst->err_len, &dst->text_len};
+  conch__obuf *bufs[3] = {&p->output.out, &p->output.err, &p->output.text};
+  int i;
+  set_truncation(dst, &p->output);
+  for (i = 0; i < 3; i++) {
+    const conch_mem *m = conch_mem_default();
+    api_free(m, *ptrs[i]);
+    *ptrs[i] = bufs[i]->len > 0 ? bufs[i]->p : NULL;
+    *lens[i] = bufs[i]->len;
+    if (bufs[i]->len == 0) {
+      api_free(m, bufs[i]->p);
+    }
+    bufs[i]->p = NULL;
+    bufs[i]->len = bufs[i]->cap = 0;
+  }
 }
 
 /* ---- Events ------------------------------------------------------------- */
@@ -259,14 +278,12 @@ static int proc_event(conch_process *p, const Process__ProcessEvent *ev,
     if (chunk->data == NULL) {
       chunk->data = (const uint8_t *)"";
     }
-    if (p->collect) {
-      obuf *b = chunk->stream == CONCH_CHUNK_STDERR ? &p->err : &p->out;
-      if (obuf_add(b, chunk->data, chunk->len) != 0 ||
-          obuf_add(&p->text, chunk->data, chunk->len) != 0) {
-        set_status(p, CONCH_CODE_RESOURCE_EXHAUSTED,
-                   "out of memory collecting output");
-        return -1;
-      }
+    if (p->collect &&
+        conch__output_add(&p->output, chunk->stream == CONCH_CHUNK_STDERR,
+                          chunk->data, chunk->len) != 0) {
+      set_status(p, CONCH_CODE_RESOURCE_EXHAUSTED,
+                 "out of memory collecting output");
+      return -1;
     }
     if (chunk->stream == CONCH_CHUNK_STDERR) {
       if (p->on_err != NULL) {
@@ -325,7 +342,6 @@ static void drop_call(conch_process *p) {
 }
 
 static void proc_free(conch_process *p) {
-  const conch_mem *dm = conch_mem_default();
   drop_call(p);
   if (p->call_open) {
     /* Freed from inside one of the call's handlers: the runtime still owes
@@ -342,9 +358,7 @@ static void proc_free(conch_process *p) {
     p->cur = NULL;
   }
   plink_remove(&p->link);
-  api_free(dm, p->out.p);
-  api_free(dm, p->err.p);
-  api_free(dm, p->text.p);
+  conch__output_clear(&p->output);
   api_free(p->mem, p->tag);
   conch_exec_result_clear(&p->res);
   conch_status_clear(&p->st);
@@ -408,9 +422,21 @@ static void tell_end(conch_process *p) {
   {
     conch_exec_result r;
     conch_exec_result_init(&r);
-    copy_end(&r, p, p->collect);
+    copy_end(&r, p, 0);
+    if (p->collect) {
+      /* Lent, not copied: borrowed until on_end returns. */
+      r.streamed = 0;
+      set_truncation(&r, &p->output);
+      r.out = p->output.out.p;
+      r.out_len = p->output.out.len;
+      r.err = p->output.err.p;
+      r.err_len = p->output.err.len;
+      r.text = p->output.text.p;
+      r.text_len = p->output.text.len;
+    }
     p->in_handler++;
     p->h.on_end(p, &r, &p->st, p->ud);
+    r.out = r.err = r.text = NULL;
     conch_exec_result_clear(&r);
     leave_handler(p);
   }
@@ -645,6 +671,9 @@ static int proc_begin(conch_sandbox *sb, proc_kind kind,
   p->mem = sb->mem;
   p->async = async != 0;
   p->collect = kind == PK_RUN;
+  conch__output_init(&p->output, conch_mem_default(),
+                     o != NULL && o->max_output_bytes != 0 ? o->max_output_bytes
+                                                           : sb->max_output);
   p->own = kind != PK_START;
   p->is_connect = kind == PK_CONNECT;
   p->pty = o != NULL && o->pty_cols != 0 && o->pty_rows != 0;
@@ -1070,7 +1099,8 @@ int conch_run(conch_sandbox *sb, const conch_proc_opts *o,
     rv = conch_process_next(p, &chunk);
   } while (rv == 0);
   if (rv == CONCH_ERR_EOF || rv == CONCH_ERR_RPC) {
-    int cr = copy_end(res, p, 1);
+    int cr = copy_end(res, p, 0);
+    take_output(res, p);
     res->streamed = 0;
     if (cr != 0) {
       rv = cr;

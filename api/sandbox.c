@@ -124,6 +124,8 @@ int conch_sandbox_open(conch_sandbox **out, const conch_sandbox_opts *opts,
      under sanitizers stalls for 20 s) without waiting forever. */
   sb->silence_ms = sb->keepalive_ms > 0 ? 3 * sb->keepalive_ms + 5000 : 0;
   sb->caps = o.capabilities != 0 ? o.capabilities : CONCH_CAP_ALL;
+  sb->max_output =
+      o.max_output_bytes != 0 ? o.max_output_bytes : CONCH_MAX_OUTPUT_DEFAULT;
   /* HTTP/2 PINGs, unless the caller's client options chose otherwise. */
   rv = sb->keepalive_ms > 0
            ? conch_client_keepalive_default(sb->client, sb->keepalive_ms,

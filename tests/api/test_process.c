@@ -7,6 +7,7 @@
    run real processes on this machine, so every "nothing left running"
    claim is checked in the OS process table too. */
 #include <errno.h>
+#include <malloc.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <spawn.h>
@@ -1032,6 +1033,261 @@ static void test_large_output(void **state) {
   conch_sandbox_free(sb);
 }
 
+/* ---- Bounded output of run ---------------------------------------------- */
+
+/* Bytes in live heap allocations: glibc's arenas and mmapped blocks (a
+   large buffer is one), or ASan's count (its quarantine aside). */
+static long live_kib(void) {
+#if defined(__SANITIZE_ADDRESS__)
+  return heap_kib();
+#else
+  struct mallinfo2 mi = mallinfo2();
+  return (long)((mi.uordblks + mi.hblkhd) / 1024);
+#endif
+}
+
+typedef struct out_watch {
+  long base, peak; /* KiB */
+  unsigned long long out, err;
+  int k;
+} out_watch;
+
+static void watch_sample(out_watch *w) {
+  if ((++w->k & 63) == 0) {
+    long v = live_kib() - w->base;
+    w->peak = v > w->peak ? v : w->peak;
+  }
+}
+
+static void watch_out(const uint8_t *d, size_t n, void *ud) {
+  out_watch *w = ud;
+  (void)d;
+  w->out += n;
+  watch_sample(w);
+}
+
+static void watch_err(const uint8_t *d, size_t n, void *ud) {
+  out_watch *w = ud;
+  (void)d;
+  w->err += n;
+  watch_sample(w);
+}
+
+#define MIB (1024L * 1024L)
+#define FLOOD_BYTES 209715200ULL /* yes | head -c 200M */
+
+/* A run of 200 MiB of output with the default options holds the default
+   limit's worth, not the output: before the limit, conch_run() kept all of
+   it (and its copy in text: 400 MiB, more with the buffers' doubling). */
+static void test_run_output_bounded_by_default(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o = sh("yes | head -c 200M; echo done >&2", argv);
+  conch_exec_result r;
+  conch_status st;
+  out_watch w;
+  int64_t t0;
+  (void)state;
+
+  memset(&w, 0, sizeof(w));
+  o.timeout_ms = 600000;
+  o.on_stdout = watch_out;
+  o.on_stderr = watch_err;
+  o.user_data = &w;
+  conch_exec_result_init(&r);
+  conch_status_init(&st);
+  w.base = live_kib();
+  t0 = conch_now_ms();
+  assert_int_equal(conch_run(sb, &o, &r, &st), 0);
+  printf("  200 MiB through conch_run() in %lld ms; live heap grew by at "
+         "most %ld KiB, %zu bytes of stdout kept\n",
+         (long long)(conch_now_ms() - t0), w.peak, r.out_len);
+  assert_int_equal(r.exit_code, 0);
+  assert_true(w.out == FLOOD_BYTES);     /* the callback saw all of it */
+  assert_int_equal(r.out_len, 16 * MIB); /* CONCH_MAX_OUTPUT_DEFAULT */
+  assert_int_equal(r.err_len, 5);
+  assert_memory_equal(r.err, "done\n", 5);
+  assert_int_equal(r.text_len, r.out_len + r.err_len);
+  /* Kept: stdout 16 + text 16 MiB; room for the client's own buffers. */
+  assert_true(w.peak < 64 * 1024);
+  conch_exec_result_clear(&r);
+  conch_sandbox_free(sb);
+}
+
+/* A small limit per call: both streams cut at it, each keeping its first
+   bytes, the rest drained and counted; the exit code still arrives; text
+   is what was kept of both. */
+static void test_run_output_limit(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o =
+      sh("printf E >&2; yes | head -c 200M; head -c 3000000 /dev/zero >&2; "
+         "exit 7",
+         argv);
+  conch_exec_result r;
+  conch_status st;
+  out_watch w;
+  size_t i;
+  (void)state;
+
+  memset(&w, 0, sizeof(w));
+  o.timeout_ms = 600000;
+  o.max_output_bytes = (size_t)MIB;
+  o.on_stdout = watch_out;
+  o.on_stderr = watch_err;
+  o.user_data = &w;
+  conch_exec_result_init(&r);
+  conch_status_init(&st);
+  w.base = live_kib();
+  assert_int_equal(conch_run(sb, &o, &r, &st), 0);
+  printf("  200 MiB with a 1 MiB limit: live heap grew by at most %ld KiB\n",
+         w.peak);
+  assert_true(r.ended);
+  assert_int_equal(r.exit_code, 7);
+  assert_int_equal(r.truncated,
+                   CONCH_TRUNCATED_STDOUT | CONCH_TRUNCATED_STDERR);
+  assert_int_equal(r.out_len, MIB);
+  assert_true(r.out_dropped == FLOOD_BYTES - MIB);
+  for (i = 0; i < r.out_len; i++) {
+    if (r.out[i] != (i % 2 == 0 ? 'y' : '\n')) {
+      fail_msg("stdout byte %zu is 0x%02x: not the stream's head", i, r.out[i]);
+    }
+  }
+  assert_int_equal(r.err_len, MIB);
+  assert_int_equal(r.err[0], 'E');
+  assert_int_equal(r.err[1], 0);
+  assert_int_equal(r.err_dropped, 3000001 - MIB);
+  assert_true(w.out == FLOOD_BYTES);
+  assert_true(w.err == 3000001);
+  /* text: the kept bytes of both (in arrival order, which two pipes do
+     not fix between the streams). */
+  assert_int_equal(r.text_len, 2 * MIB);
+  {
+    size_t n[256] = {0};
+    for (i = 0; i < r.text_len; i++) {
+      n[r.text[i]]++;
+    }
+    assert_int_equal(n['E'], 1);
+    assert_int_equal(n[0], MIB - 1);
+    assert_int_equal(n['y'], MIB / 2);
+    assert_int_equal(n['\n'], MIB / 2);
+  }
+  assert_true(w.peak < 32 * 1024);
+  conch_exec_result_clear(&r);
+
+  /* Under the limit: nothing dropped, no flag. */
+  o = sh("echo small", argv);
+  o.max_output_bytes = 6;
+  assert_int_equal(conch_run(sb, &o, &r, &st), 0);
+  assert_int_equal(r.truncated, 0);
+  assert_int_equal(r.out_dropped, 0);
+  assert_int_equal(r.out_len, 6);
+  conch_exec_result_clear(&r);
+  /* One byte over. */
+  o = sh("echo small!", argv);
+  o.max_output_bytes = 6;
+  assert_int_equal(conch_run(sb, &o, &r, &st), 0);
+  assert_int_equal(r.truncated, CONCH_TRUNCATED_STDOUT);
+  assert_int_equal(r.out_dropped, 1);
+  assert_memory_equal(r.out, "small!", 6);
+  conch_exec_result_clear(&r);
+  conch_sandbox_free(sb);
+}
+
+/* The sandbox's limit, and a call that lifts it. */
+static void test_run_output_limit_sandbox(void **state) {
+  conch_sandbox_opts so = CONCH_SANDBOX_OPTS_INIT;
+  conch_sandbox *sb;
+  const char *argv[2];
+  conch_proc_opts o = sh("head -c 10000 /dev/zero", argv);
+  conch_exec_result r;
+  conch_status st;
+  (void)state;
+
+  so.url = url;
+  so.client_opts = client_opts;
+  so.max_output_bytes = 4096;
+  assert_int_equal(conch_sandbox_new(&sb, &so), 0);
+  conch_exec_result_init(&r);
+  conch_status_init(&st);
+  assert_int_equal(conch_run(sb, &o, &r, &st), 0);
+  assert_int_equal(r.out_len, 4096);
+  assert_int_equal(r.out_dropped, 10000 - 4096);
+  assert_int_equal(r.truncated, CONCH_TRUNCATED_STDOUT);
+  conch_exec_result_clear(&r);
+  o.max_output_bytes = CONCH_OUTPUT_UNLIMITED;
+  assert_int_equal(conch_run(sb, &o, &r, &st), 0);
+  assert_int_equal(r.out_len, 10000);
+  assert_int_equal(r.truncated, 0);
+  conch_exec_result_clear(&r);
+  conch_sandbox_free(sb);
+}
+
+/* conch_run_async(): on_chunk sees everything, on_end a bounded result
+   (lent, not copied); conch_process_wait() afterwards gives the same. */
+typedef struct async_out {
+  unsigned long long chunks_bytes;
+  int ended;
+  int exit_code;
+  size_t out_len, text_len, out_dropped;
+  unsigned truncated;
+} async_out;
+
+static void ao_chunk(conch_process *p, const conch_chunk *c, void *ud) {
+  async_out *a = ud;
+  (void)p;
+  a->chunks_bytes += c->len;
+}
+
+static void ao_end(conch_process *p, const conch_exec_result *res,
+                   const conch_status *st, void *ud) {
+  async_out *a = ud;
+  (void)p;
+  assert_int_equal(st->code, CONCH_CODE_OK);
+  a->ended = 1;
+  a->exit_code = res->exit_code;
+  a->out_len = res->out_len;
+  a->text_len = res->text_len;
+  a->out_dropped = res->out_dropped;
+  a->truncated = res->truncated;
+  assert_int_equal(res->streamed, 0);
+  assert_memory_equal(res->out, "y\ny\n", 4);
+}
+
+static void test_run_output_limit_async(void **state) {
+  static const conch_process_handler h = {NULL, ao_chunk, ao_end};
+  conch_sandbox *sb = sandbox();
+  const char *argv[2];
+  conch_proc_opts o = sh("yes y | head -c 5000000; exit 3", argv);
+  conch_process *p;
+  conch_exec_result r;
+  conch_status st;
+  async_out a;
+  (void)state;
+
+  memset(&a, 0, sizeof(a));
+  o.max_output_bytes = 100000;
+  assert_int_equal(conch_run_async(sb, &o, &h, &a, &p), 0);
+  while (!a.ended) {
+    assert_int_equal(conch_client_run(conch_sandbox_native(sb), -1), 0);
+  }
+  assert_true(a.chunks_bytes == 5000000);
+  assert_int_equal(a.exit_code, 3);
+  assert_int_equal(a.out_len, 100000);
+  assert_int_equal(a.text_len, 100000);
+  assert_int_equal(a.out_dropped, 5000000 - 100000);
+  assert_int_equal(a.truncated, CONCH_TRUNCATED_STDOUT);
+  conch_exec_result_init(&r);
+  conch_status_init(&st);
+  assert_int_equal(conch_process_wait(p, &r, &st), 0);
+  assert_int_equal(r.out_len, 100000);
+  assert_int_equal(r.out_dropped, 5000000 - 100000);
+  assert_int_equal(r.truncated, CONCH_TRUNCATED_STDOUT);
+  conch_exec_result_clear(&r);
+  assert_int_equal(conch_process_close(p), 0);
+  conch_sandbox_free(sb);
+}
+
 static void test_binary_output(void **state) {
   conch_sandbox *sb = sandbox();
   char path[] = "/tmp/conch-bin-XXXXXX";
@@ -1231,6 +1487,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_pty),
       cmocka_unit_test(test_large_output),
       cmocka_unit_test(test_binary_output),
+      cmocka_unit_test(test_run_output_bounded_by_default),
+      cmocka_unit_test(test_run_output_limit),
+      cmocka_unit_test(test_run_output_limit_sandbox),
+      cmocka_unit_test(test_run_output_limit_async),
       cmocka_unit_test(test_thousand_async),
   };
   int rv;

@@ -4,6 +4,12 @@
 // come.  Prints "LISTENING <port>"; exits when its stdin closes.
 //
 //   node h1_front.mjs BACKEND_PORT
+//
+// For tests of what the client sends and how it takes errors:
+// H1_FRONT_LOG=FILE appends one line per request, "METHOD PATH HEADERS"
+// (the headers as JSON); H1_FRONT_ERROR=JSON answers every request with
+// that Connect error body (HTTP 409) instead of passing it on.
+import * as fs from "node:fs";
 import * as http from "node:http";
 
 const backend = Number(process.argv[2]);
@@ -17,7 +23,20 @@ function strip(headers) {
   return out;
 }
 
+const log = process.env.H1_FRONT_LOG;
+const error = process.env.H1_FRONT_ERROR;
+
 const server = http.createServer((req, res) => {
+  if (log) {
+    fs.appendFileSync(log,
+      `${req.method} ${req.url} ${JSON.stringify(req.headers)}\n`);
+  }
+  if (error) {
+    req.resume();
+    res.writeHead(409, { "content-type": "application/json" });
+    res.end(error);
+    return;
+  }
   const up = http.request({ host: "127.0.0.1", port: backend, agent,
     method: req.method, path: req.url, headers: strip(req.headers) },
   (r) => {

@@ -88,7 +88,7 @@ check "SIGSEGV without a core -> 139" "139" "$?"
 "$CONCH" $U run -- sh -c 'kill -USR1 $$' 2>/dev/null
 check "killed by SIGUSR1 -> 138" "138" "$?"
 "$CONCH" $U run --cwd /nonexistent -- true 2>"$tmp/err"
-check "rpc failure exits 255" "255" "$?"
+check "invalid_argument exits 253" "253" "$?"
 check "rpc failure message" "conch: invalid_argument:" \
   "$(cut -c1-24 "$tmp/err")"
 head -c 100000 /dev/urandom >"$tmp/bin"
@@ -96,7 +96,7 @@ head -c 100000 /dev/urandom >"$tmp/bin"
 check "binary output intact" "$(sha256sum <"$tmp/bin")" \
   "$(sha256sum <"$tmp/bin.out")"
 "$CONCH" $U --timeout 1 run -- sleep 37 2>"$tmp/err"
-check "timeout ends the process" "255" "$?"
+check "the lifetime ends the process: 124, as timeout(1)" "124" "$?"
 
 # start, ps, attach, kill.
 pid=$("$CONCH" $U start --tag cli-test -- sleep 67)
@@ -107,7 +107,7 @@ check "ps lists it" "1" "$(grep -c "^$pid *cli-test *sleep 67" "$tmp/ps")"
 check "kill by tag" "0" "$?"
 check "killed process gone" "no" "$(still_alive "$pid")"
 "$CONCH" $U kill 999999 2>"$tmp/err"
-check "kill unknown pid" "255" "$?"
+check "kill unknown pid: not_found exits 252" "252" "$?"
 # Output is not replayed, so the process ticks until attach has seen a
 # tick (it is subscribed), then says its last word.
 pid=$("$CONCH" $U start -- sh -c \
@@ -185,7 +185,7 @@ check "run's process ends at its lifetime once the server runs again" "0" \
 "$CONCH" $U2 kill "$pid"
 check "attach left its process to kill" "0" "$?"
 CONCH_KEEPALIVE=soon "$CONCH" $U2 ps 2>"$tmp/err"
-check "a bad CONCH_KEEPALIVE is refused" "255" "$?"
+check "a bad CONCH_KEEPALIVE is refused (a usage error)" "2" "$?"
 kill "$srv2"
 wait "$srv2"
 srv2=

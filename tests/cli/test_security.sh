@@ -125,13 +125,13 @@ printf 'file-tok-%s\n' $$ >"$tmp/tok"
 start_server -- --listen 127.0.0.1:0 --access-token-file "$tmp/tok"
 U="--url http://127.0.0.1:$listening"
 "$CONCH" $U run -- true 2>"$tmp/e"
-check "token file: no token -> refused" 255 "$?"
+check "token file: no token -> refused (unauthenticated: 251)" 251 "$?"
 out=$(CONCH_TOKEN=file-tok-$$ "$CONCH" $U run -- echo in)
 check "token file: the token works" in "$out"
 start_server env CONCH_TOKEN=env-tok-$$ -- --listen 127.0.0.1:0
 U="--url http://127.0.0.1:$listening"
 "$CONCH" $U run -- true 2>/dev/null
-check "CONCH_TOKEN: no token -> refused" 255 "$?"
+check "CONCH_TOKEN: no token -> refused (unauthenticated: 251)" 251 "$?"
 out=$(CONCH_TOKEN=env-tok-$$ "$CONCH" $U run -- echo in)
 check "CONCH_TOKEN: the token works" in "$out"
 start_server -- --listen 127.0.0.1:0 --access-token argv-tok-$$
@@ -174,7 +174,7 @@ fi
 U="--url http://127.0.0.1:$port"
 if [ "$(id -u)" = 0 ]; then
   out=$("$CONCH" $U --user nobody run -- id -u 2>"$tmp/e")
-  check "run as nobody without --allow-user -> refused" "255 " "$? $out"
+  check "run as nobody without --allow-user -> refused (251)" "251 " "$? $out"
   check "... permission_denied" yes "$(contains "$tmp/e" permission_denied)"
   start_server -- --listen 127.0.0.1:0 --no-token --allow-user nobody
   out=$("$CONCH" --url "http://127.0.0.1:$listening" --user nobody run --cwd / -- id -u)
@@ -279,12 +279,12 @@ mkdir -m 1777 "$tmp/xdg-planted"
 planted "$tmp/xdg-planted/conch"
 out=$(XDG_RUNTIME_DIR=$tmp/xdg-planted timeout 20 "$CONCH" run -- echo in \
   2>"$tmp/e")
-check "a planted runtime directory is refused" "255 " "$? $out"
+check "a planted runtime directory is refused" "253 " "$? $out"
 check "... says why" yes "$(contains "$tmp/e" "not a private directory")"
 planted "$tmp/shared/conch-$(id -u)"
 out=$(env -u XDG_RUNTIME_DIR TMPDIR="$tmp/shared" timeout 20 "$CONCH" run -- \
   echo in 2>"$tmp/e")
-check "a planted \$TMPDIR/conch-UID is refused" "255 " "$? $out"
+check "a planted \$TMPDIR/conch-UID is refused" "253 " "$? $out"
 check "the symlinks' target is intact" precious "$(cat "$tmp/victim")"
 
 # Our own private directory, with a symlink for the log.
@@ -292,7 +292,7 @@ mkdir -m 700 "$tmp/xdg-link" "$tmp/xdg-link/conch"
 ln -s "$tmp/victim" "$tmp/xdg-link/conch/serve.log"
 ln -s "$tmp/victim" "$tmp/xdg-link/conch/serve-49983.log"
 XDG_RUNTIME_DIR=$tmp/xdg-link timeout 20 "$CONCH" run -- true 2>"$tmp/e"
-check "a symlinked serve.log is refused" 255 "$?"
+check "a symlinked serve.log is refused" 253 "$?"
 check "... says why" yes "$(contains "$tmp/e" "symlink")"
 check "the log's target is intact" precious "$(cat "$tmp/victim")"
 

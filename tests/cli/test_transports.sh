@@ -129,7 +129,7 @@ for proto in grpc grpc-web; do
     check "conch serve $proto ${http:-h2c}: kill" 0 "$?"
     "$CONCH" "${G[@]}" kill 999999 2>"$tmp/err"
     check "conch serve $proto ${http:-h2c}: kill of no process" \
-      "255 conch: not_found: process with pid 999999 not found" \
+      "252 conch: not_found: process with pid 999999 not found" \
       "$? $(cat "$tmp/err")"
     out=$(seq 1 20000 | "$CONCH" "${G[@]}" run --stdin -- sh -c 'wc -l; exit 4')
     check "conch serve $proto ${http:-h2c}: run --stdin" "4 20000" "$? $out"
@@ -182,7 +182,7 @@ check "CONCH_PROTOCOL=h3" "conch: CONCH_PROTOCOL: 'h3' is not one of connect, gr
 # run's lifetime.
 "$CONCH" --url "http://127.0.0.1:$front" --token $tok --timeout 1 run -- \
   sleep 30 2>"$tmp/err"
-check "run past its lifetime: 255" 255 "$?"
+check "run past its lifetime: 124, as timeout(1)" 124 "$?"
 check "run past its lifetime: says so" 1 \
   "$(grep -c "reached its lifetime of 1 s and was killed; --timeout SEC (or CONCH_TIMEOUT)" "$tmp/err")"
 

@@ -60,34 +60,43 @@ static void catch_signals(void) {
 /* The options of this run, for the hints of errors. */
 static const cli_globals *opts_used;
 
-/* A status as "conch: code: message", with a hint where the cause is
-   likely ours: gRPC or gRPC-Web against a Connect-only server (it answers
-   them 415). */
-static void status_error(const conch_status *st) {
+/* Reports a failed RPC as "conch: code: message" (or its JSON), with a
+   hint where the cause is likely ours: gRPC or gRPC-Web against a
+   Connect-only server (it answers them 415), HTTP/2 against an HTTP/1.1
+   one.  |hint| (or NULL) stands otherwise.  Returns the exit code. */
+static int status_fail(const conch_status *st, const char *hint, uint32_t pid) {
   const char *msg = conch_status_message(st);
-  fprintf(stderr, "conch: %s: %s\n", conch_code_name(st->code), msg);
+  char h[200];
   if (opts_used != NULL && opts_used->protocol != CONCH_PROTOCOL_CONNECT &&
       strstr(msg, "415") != NULL) {
-    fprintf(stderr,
-            "conch: the server does not take --protocol %s (it speaks "
-            "connect only)\n",
-            opts_used->protocol == CONCH_PROTOCOL_GRPC ? "grpc" : "grpc-web");
+    snprintf(h, sizeof(h),
+             "the server does not take --protocol %s (it speaks connect only)",
+             opts_used->protocol == CONCH_PROTOCOL_GRPC ? "grpc" : "grpc-web");
+    hint = h;
   }
   if (opts_used != NULL && opts_used->http_version == CONCH_HTTP_2 &&
       strstr(msg, "SETTINGS frame") != NULL) {
-    fprintf(stderr, "conch: the server does not speak HTTP/2 without TLS "
-                    "(h2c): leave out --http2\n");
+    hint = "the server does not speak HTTP/2 without TLS (h2c): leave out "
+           "--http2";
   }
+  return cli_fail_status(st, hint, pid);
 }
 
-static void rpc_error(const char *what, int rv, const conch_status *st) {
+/* A failed call: its status, or what the library returned. */
+static int rpc_fail(const char *what, int rv, const conch_status *st) {
   if (rv == CONCH_ERR_RPC && st != NULL) {
-    status_error(st);
-  } else if (rv == CONCH_ERR_CAPABILITY) {
-    fprintf(stderr, "conch: %s: the sandbox does not support it\n", what);
-  } else {
-    fprintf(stderr, "conch: %s: %s\n", what, conch_strerror(rv));
+    return status_fail(st, NULL, 0);
   }
+  if (rv == CONCH_ERR_CAPABILITY) {
+    return cli_fail_local(CLI_EXIT_RPC, CONCH_CODE_UNIMPLEMENTED, NULL, NULL, 0,
+                          "%s: the sandbox does not support it", what);
+  }
+  if (rv == CONCH_ERR_NOMEM) {
+    return cli_fail_local(CLI_EXIT_EXHAUSTED, CONCH_CODE_RESOURCE_EXHAUSTED,
+                          NULL, NULL, 0, "%s: %s", what, conch_strerror(rv));
+  }
+  return cli_fail_local(CLI_EXIT_RPC, CONCH_CODE_INTERNAL, NULL, NULL, 0,
+                        "%s: %s", what, conch_strerror(rv));
 }
 
 static int64_t now_ms(void) {
@@ -96,7 +105,8 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Writes all of |p| to |fd|.  Returns 0 or -1 (the reader went away). */
+/* Writes all of |p| to |fd|.  Returns 0 or the errno of the failed write
+   (EPIPE: the reader went away; ENOSPC: a full disk or /dev/full). */
 static int write_all(int fd, const uint8_t *p, size_t n) {
   while (n > 0) {
     ssize_t w = write(fd, p, n);
@@ -104,7 +114,7 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
       if (errno == EINTR) {
         continue;
       }
-      return -1;
+      return errno != 0 ? errno : EIO;
     }
     p += w;
     n -= (size_t)w;
@@ -268,24 +278,46 @@ static int keepalive_from_env(long *ms) {
   errno = 0;
   s = strtol(v, &end, 10);
   if (errno != 0 || *end != '\0' || s < 1 || s > 86400) {
-    fprintf(stderr,
-            "conch: CONCH_KEEPALIVE must be seconds (1-86400) or off, not "
-            "'%s'\n",
-            v);
+    cli_usage_fail(
+        NULL, "CONCH_KEEPALIVE must be seconds (1-86400) or off, not '%s'", v);
     return -1;
   }
   *ms = s * 1000;
   return 0;
 }
 
+/* A URL the client refused: what it likely meant. */
+static int bad_url(const char *url, int rv) {
+  char hint[300];
+  if (rv == CONCH_ERR_URL && strstr(url, "://") == NULL &&
+      strncmp(url, "unix:", 5) != 0) {
+    snprintf(hint, sizeof(hint),
+             "conch: a URL needs its scheme: --url http://%s (or https://, "
+             "or unix:PATH)",
+             url);
+    return cli_fail_local(CLI_EXIT_USAGE, CONCH_CODE_INVALID_ARGUMENT, NULL,
+                          hint, 0, "--url %s: %s", url, conch_strerror(rv));
+  }
+  return cli_fail_local(CLI_EXIT_USAGE, CONCH_CODE_INVALID_ARGUMENT, NULL, NULL,
+                        0, "%s: %s", url, conch_strerror(rv));
+}
+
+/* Returns 0 with |*sb| set, or the exit code after a message. */
 static int open_sandbox(cli_globals *g, conch_sandbox **sb) {
   conch_sandbox_opts so = CONCH_SANDBOX_OPTS_INIT;
   conch_client_opts *co = NULL;
   conch_status st;
   int rv;
 
+  if (keepalive_from_env(&so.keepalive_ms) != 0) {
+    return CLI_EXIT_USAGE;
+  }
+  if (g->cacert != NULL && access(g->cacert, R_OK) != 0) {
+    return cli_usage_fail(NULL, "--cacert %s: %s", g->cacert,
+                          errno == ENOENT ? "no such file" : strerror(errno));
+  }
   if (conch_client_opts_new(&co) != 0) {
-    return -1;
+    return rpc_fail("client options", CONCH_ERR_NOMEM, NULL);
   }
   /* No URL: the library's local server, started here (this very
      executable) when nothing answers. */
@@ -294,18 +326,8 @@ static int open_sandbox(cli_globals *g, conch_sandbox **sb) {
   so.serve_exe = "/proc/self/exe";
   so.access_token = g->token;
   so.user = g->user;
-  if (keepalive_from_env(&so.keepalive_ms) != 0) {
-    conch_client_opts_free(co);
-    return -1;
-  }
   if (g->timeout_ms != 0) {
     so.timeout_ms = g->timeout_ms;
-  }
-  if (g->cacert != NULL && access(g->cacert, R_OK) != 0) {
-    fprintf(stderr, "conch: --cacert %s: %s\n", g->cacert,
-            errno == ENOENT ? "no such file" : strerror(errno));
-    conch_client_opts_free(co);
-    return -1;
   }
   if ((g->cacert != NULL &&
        conch_client_opts_set_ca_file(co, g->cacert) != 0) ||
@@ -313,45 +335,66 @@ static int open_sandbox(cli_globals *g, conch_sandbox **sb) {
           co, (conch_http_version)g->http_version) != 0 ||
       conch_client_opts_set_protocol(co, (conch_protocol)g->protocol) != 0 ||
       conch_client_opts_set_codec(co, (conch_codec)g->codec) != 0) {
-    fprintf(stderr, "conch: cannot set the client's options\n");
     conch_client_opts_free(co);
-    return -1;
+    return cli_fail_local(CLI_EXIT_RPC, CONCH_CODE_INTERNAL, NULL, NULL, 0,
+                          "cannot set the client's options");
   }
   so.client_opts = co;
   opts_used = g;
   conch_status_init(&st);
   rv = conch_sandbox_open(sb, &so, &st);
   conch_client_opts_free(co);
+  if (rv == CONCH_ERR_TLS && g->cacert != NULL) {
+    return cli_usage_fail(NULL, "--cacert %s: %s", g->cacert,
+                          conch_strerror(rv));
+  }
+  if (rv == CONCH_ERR_URL || rv == CONCH_ERR_INVALID) {
+    return bad_url(so.url, rv);
+  }
   if (rv != 0) {
     if (st.code != CONCH_CODE_OK) {
-      fprintf(stderr, "conch: %s\n", conch_status_message(&st));
+      rv = status_fail(&st, NULL, 0);
     } else {
-      fprintf(stderr, "conch: %s: %s\n", so.url != NULL ? so.url : "local",
-              conch_strerror(rv));
+      rv = rpc_fail(so.url != NULL ? so.url : "local", rv, NULL);
     }
     conch_status_clear(&st);
-    return -1;
+    return rv;
   }
   conch_status_clear(&st);
   return 0;
 }
 
-static int parse_selector(const char *arg, conch_selector *sel) {
+/* The PID|@TAG operand of |cmd|: 0, or a usage error that names it. */
+static int parse_selector(const char *cmd, int argc, char **argv, int i,
+                          conch_selector *sel) {
+  const char *arg = i < argc ? argv[i] : NULL;
+  char why[200];
   char *end;
   unsigned long v;
   sel->pid = 0;
   sel->tag = NULL;
+  if (arg == NULL) {
+    return cli_usage_error(cmd, "which process? (a pid, or @TAG)");
+  }
+  if (argc > i + 1) {
+    snprintf(why, sizeof(why), "one process at a time, not '%s' too",
+             argv[i + 1]);
+    return cli_usage_error(cmd, why);
+  }
   if (arg[0] == '@') {
     if (arg[1] == '\0') {
-      return -1;
+      return cli_usage_error(cmd, "'@' names no tag (@TAG)");
     }
     sel->tag = arg + 1;
     return 0;
   }
   errno = 0;
   v = strtoul(arg, &end, 10);
-  if (errno != 0 || *end != '\0' || v == 0 || v > 0xffffffffUL) {
-    return -1;
+  if (errno != 0 || *end != '\0' || end == arg || arg[0] == '-' ||
+      arg[0] == '+' || v == 0 || v > 0xffffffffUL) {
+    snprintf(why, sizeof(why), "'%.100s' is not a pid (1-4294967295) or @TAG",
+             arg);
+    return cli_usage_error(cmd, why);
   }
   sel->pid = (uint32_t)v;
   return 0;
@@ -363,7 +406,42 @@ typedef struct proc_args {
   conch_proc_opts o;
   conch_env env[64];
   int use_stdin;
+  int limit_output; /* run --max-output */
+  unsigned long long max_output;
 } proc_args;
+
+/* BYTES of --max-output: a number with an optional K, M or G (KiB, MiB,
+   GiB).  Returns 0, or -1 after a message. */
+static int parse_bytes(const char *cmd, const char *name, const char *v,
+                       unsigned long long *out) {
+  char *end;
+  unsigned long long n, mul = 1;
+  errno = 0;
+  n = strtoull(v, &end, 10);
+  if (end != v && (*end == 'K' || *end == 'k')) {
+    mul = 1ULL << 10;
+  } else if (end != v && (*end == 'M' || *end == 'm')) {
+    mul = 1ULL << 20;
+  } else if (end != v && (*end == 'G' || *end == 'g')) {
+    mul = 1ULL << 30;
+  }
+  if (mul > 1) {
+    end++;
+    if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0) {
+      end += strlen(end);
+    }
+  }
+  if (errno != 0 || end == v || *end != '\0' || v[0] == '-' ||
+      n > ~0ULL / mul) {
+    cli_usage_fail(cmd,
+                   "%s wants a size in bytes (a number, K, M or G), not "
+                   "'%s'",
+                   name, v);
+    return -1;
+  }
+  *out = n * mul;
+  return 0;
+}
 
 static int parse_proc(cli_globals *g, int argc, char **argv, proc_args *pa,
                       const char *cmd) {
@@ -374,6 +452,8 @@ static int parse_proc(cli_globals *g, int argc, char **argv, proc_args *pa,
 
   pa->o = d;
   pa->use_stdin = 0;
+  pa->limit_output = 0;
+  pa->max_output = 0;
   while ((k = cli_next(cmd, opts, g, argc, argv, &i, &v)) >= 0) {
     const char *name = opts[k].name;
     if (strcmp(name, "--cwd") == 0) {
@@ -384,8 +464,7 @@ static int parse_proc(cli_globals *g, int argc, char **argv, proc_args *pa,
       char *kv = argv[i - 1] + (v - argv[i - 1]); /* ours to cut */
       char *eq = strchr(kv, '=');
       if (eq == NULL || eq == kv || pa->o.nenv == 64) {
-        fprintf(stderr, "conch %s: --env needs NAME=VALUE, got '%s'\n", cmd,
-                kv);
+        cli_usage_fail(cmd, "--env needs NAME=VALUE, got '%s'", kv);
         return -1;
       }
       *eq = '\0';
@@ -394,6 +473,11 @@ static int parse_proc(cli_globals *g, int argc, char **argv, proc_args *pa,
       pa->o.nenv++;
     } else if (strcmp(name, "--stdin") == 0) {
       pa->use_stdin = 1;
+    } else if (strcmp(name, "--max-output") == 0) {
+      if (parse_bytes(cmd, name, v, &pa->max_output) != 0) {
+        return -1;
+      }
+      pa->limit_output = 1;
     }
   }
   if (k == CLI_ERROR) {
@@ -421,11 +505,16 @@ typedef struct session {
   int pty;         /* stdin goes to a terminal, raw */
   int started;
   int ended;
-  int out_broken; /* our stdout went away */
+  int out_broken; /* a write to our stdout failed: its errno */
+  int err_broken; /* ... to our stderr */
   int exit_code;
   conch_status st;
-  long lifetime_ms;     /* the process's, when we started it; else 0 */
-  int lifetime_default; /* ... and it is run's default */
+  long lifetime_ms;          /* the process's, when we started it; else 0 */
+  const char *lifetime_dflt; /* "run's default" when it is one; else NULL */
+  /* run --max-output: what is shown of each stream. */
+  int limit_output;
+  unsigned long long max_output;
+  unsigned long long shown[2], dropped[2];
 } session;
 
 static void s_start(conch_process *p, uint32_t pid, void *ud) {
@@ -437,10 +526,26 @@ static void s_start(conch_process *p, uint32_t pid, void *ud) {
 
 static void s_chunk(conch_process *p, const conch_chunk *c, void *ud) {
   session *s = ud;
-  int fd = c->stream == CONCH_CHUNK_STDERR ? STDERR_FILENO : STDOUT_FILENO;
+  int is_err = c->stream == CONCH_CHUNK_STDERR;
+  size_t n = c->len;
+  int err;
   (void)p;
-  if (write_all(fd, c->data, c->len) != 0 && fd == STDOUT_FILENO) {
-    s->out_broken = 1;
+  if (s->out_broken != 0 || s->err_broken != 0) {
+    return; /* the loop stops at its next turn */
+  }
+  if (s->limit_output) {
+    unsigned long long room = s->max_output - s->shown[is_err];
+    if (n > room) {
+      s->dropped[is_err] += n - room;
+      n = (size_t)room;
+    }
+    s->shown[is_err] += n;
+  }
+  err = write_all(is_err ? STDERR_FILENO : STDOUT_FILENO, c->data, n);
+  if (err != 0) {
+    *(is_err ? &s->err_broken : &s->out_broken) = err;
+  } else if (is_err) {
+    cli_stderr_passed(c->data, n);
   }
 }
 
@@ -450,7 +555,7 @@ static void s_end(conch_process *p, const conch_exec_result *r,
   (void)p;
   s->ended = 1;
   conch_status_copy(&s->st, st, NULL);
-  s->exit_code = st->code == CONCH_CODE_OK ? exit_code_of(r) : 255;
+  s->exit_code = st->code == CONCH_CODE_OK ? exit_code_of(r) : 0;
 }
 
 static void resize_to_terminal(session *s) {
@@ -481,7 +586,7 @@ static int pump(session *s) {
       n = 15; /* more connections than slots: the rest wait a turn */
     }
     in_slot = n;
-    if (got_signal || s->out_broken) {
+    if (got_signal || s->out_broken != 0 || s->err_broken != 0) {
       break;
     }
     if (got_winch && s->pty && s->started) {
@@ -508,7 +613,9 @@ static int pump(session *s) {
     }
     rv = poll(fds, (nfds_t)n, t < 0 || t > 1000 ? 1000 : (int)t);
     if (rv < 0 && errno != EINTR) {
-      break;
+      return cli_fail_local(CLI_EXIT_RPC, CONCH_CODE_INTERNAL, NULL, NULL,
+                            conch_process_pid(s->p), "poll: %s",
+                            strerror(errno));
     }
     if (rv > 0 && in_slot < n && fds[in_slot].revents != 0) {
       uint8_t buf[32768];
@@ -540,24 +647,41 @@ static int pump(session *s) {
     conch_status_clear(&st);
     s->in = NULL;
   }
+  if (s->out_broken != 0 || s->err_broken != 0) {
+    /* The output has nowhere to go: the process ends with its handle, as
+       when the user interrupts it. */
+    return cli_fail_output(s->out_broken != 0 ? "stdout" : "stderr",
+                           s->out_broken != 0 ? s->out_broken : s->err_broken,
+                           conch_process_pid(s->p),
+                           s->ended ? NULL : "the process is ended");
+  }
   if (!s->ended) {
     /* Interrupted: a streamed process ends with its handle. */
-    return got_signal ? 128 + got_signal : 1;
+    return 128 + got_signal;
   }
   if (s->st.code != CONCH_CODE_OK) {
-    status_error(&s->st);
+    char hint[300];
+    const char *h = NULL;
     if (s->st.code == CONCH_CODE_DEADLINE_EXCEEDED && s->lifetime_ms > 0) {
-      fprintf(stderr,
-              "conch: the process reached its lifetime of %ld s%s and was "
-              "killed; --timeout SEC (or CONCH_TIMEOUT) sets another, 0 "
-              "none\n",
-              s->lifetime_ms / 1000,
-              s->lifetime_default ? " (run's default)" : "");
+      snprintf(hint, sizeof(hint),
+               "the process reached its lifetime of %ld s%s%s%s and was "
+               "killed; --timeout SEC (or CONCH_TIMEOUT) sets another, 0 none",
+               s->lifetime_ms / 1000, s->lifetime_dflt != NULL ? " (" : "",
+               s->lifetime_dflt != NULL ? s->lifetime_dflt : "",
+               s->lifetime_dflt != NULL ? ")" : "");
+      h = hint;
     } else if (s->st.code == CONCH_CODE_DEADLINE_EXCEEDED) {
-      fprintf(stderr, "conch: the process reached the lifetime it was "
-                      "started with and was killed\n");
+      h = "the process reached the lifetime it was started with and was "
+          "killed";
     }
-    return 255;
+    return status_fail(&s->st, h, conch_process_pid(s->p));
+  }
+  for (int k = 0; k < 2; k++) {
+    if (s->dropped[k] > 0) {
+      cli_note("%s cut at --max-output %llu bytes: %llu more were read and "
+               "not shown",
+               k == 0 ? "stdout" : "stderr", s->max_output, s->dropped[k]);
+    }
   }
   return s->exit_code;
 }
@@ -578,22 +702,25 @@ int conch_cli_run(cli_globals *g, int argc, char **argv) {
   int rv;
 
   if (parse_proc(g, argc, argv, &pa, "run") != 0) {
-    return 2;
+    return CLI_EXIT_USAGE;
   }
   memset(&s, 0, sizeof(s));
   conch_status_init(&s.st);
-  if (open_sandbox(g, &s.sb) != 0) {
-    return 255;
+  rv = open_sandbox(g, &s.sb);
+  if (rv != 0) {
+    return rv;
   }
   catch_signals();
   s.forward = pa.use_stdin;
+  s.limit_output = pa.limit_output;
+  s.max_output = pa.max_output;
   s.lifetime_ms = g->timeout_ms == 0 ? 60000 : g->timeout_ms;
-  s.lifetime_default = g->timeout_ms == 0;
+  s.lifetime_dflt = g->timeout_ms == 0 ? "run's default" : NULL;
   rv = conch_stream_async(s.sb, &pa.o, &session_handler, &s, &s.p);
   if (rv != 0) {
-    rpc_error("run", rv, NULL);
+    rv = rpc_fail("run", rv, NULL);
     conch_sandbox_free(s.sb);
-    return 255;
+    return rv;
   }
   return finish_session(&s, pump(&s));
 }
@@ -609,16 +736,16 @@ int conch_cli_attach(cli_globals *g, int argc, char **argv) {
   while ((k = cli_next("attach", cli_none_opts, g, argc, argv, &i, &v)) >= 0) {
   }
   if (k == CLI_ERROR) {
-    return 2;
+    return CLI_EXIT_USAGE;
   }
-  if (argc != i + 1 || parse_selector(argv[i], &sel) != 0) {
-    cli_usage_error("attach", i >= argc ? "which process?" : NULL);
-    return 2;
+  if (parse_selector("attach", argc, argv, i, &sel) != 0) {
+    return CLI_EXIT_USAGE;
   }
   memset(&s, 0, sizeof(s));
   conch_status_init(&s.st);
-  if (open_sandbox(g, &s.sb) != 0) {
-    return 255;
+  rv = open_sandbox(g, &s.sb);
+  if (rv != 0) {
+    return rv;
   }
   catch_signals();
   /* Detached: leaving (Ctrl-C) lets the process run on, as the SDKs'
@@ -626,18 +753,22 @@ int conch_cli_attach(cli_globals *g, int argc, char **argv) {
   rv = conch_connect_async(s.sb, &sel, CONCH_CONNECT_DETACHED, &session_handler,
                            &s, &s.p);
   if (rv != 0) {
-    rpc_error("attach", rv, NULL);
+    rv = rpc_fail("attach", rv, NULL);
     conch_sandbox_free(s.sb);
-    return 255;
+    return rv;
   }
   return finish_session(&s, pump(&s));
 }
+
+/* pty's lifetime unless --timeout says otherwise: an interactive session
+   outlives run's 60 s, but one whose terminal went away without a word
+   (the CLI killed, the host gone) must not run on for good. */
+#define PTY_LIFETIME_MS 3600000L
 
 int conch_cli_pty(cli_globals *g, int argc, char **argv) {
   conch_proc_opts o = CONCH_PROC_OPTS_INIT;
   struct termios saved, raw;
   struct winsize ws;
-  int tty = isatty(STDIN_FILENO);
   session s;
   int rv, code;
 
@@ -647,43 +778,52 @@ int conch_cli_pty(cli_globals *g, int argc, char **argv) {
   while ((k = cli_next("pty", cli_none_opts, g, argc, argv, &i, &v)) >= 0) {
   }
   if (k == CLI_ERROR) {
-    return 2;
+    return CLI_EXIT_USAGE;
+  }
+  /* A terminal needs one here: without it the remote shell waits for
+     keystrokes that never come (ssh refuses likewise). */
+  if (!isatty(STDIN_FILENO)) {
+    return cli_fail_local(
+        CLI_EXIT_USAGE, CONCH_CODE_INVALID_ARGUMENT, "conch pty",
+        "conch pty: `conch run --stdin -- CMD` gives a command this input "
+        "without a terminal",
+        0, "stdin is not a terminal: a pseudo-terminal needs one");
   }
   if (i < argc) {
     o.cmd = argv[i];
     o.args = (const char *const *)argv + i + 1;
     o.nargs = (size_t)(argc - i - 1);
   }
-  if (tty && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+  if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
     o.pty_cols = ws.ws_col;
     o.pty_rows = ws.ws_row;
   }
-  o.timeout_ms = g->timeout_ms != 0 ? g->timeout_ms : -1;
+  o.timeout_ms = g->timeout_ms != 0 ? g->timeout_ms : PTY_LIFETIME_MS;
   memset(&s, 0, sizeof(s));
   s.lifetime_ms = o.timeout_ms;
+  s.lifetime_dflt = g->timeout_ms == 0 ? "pty's default" : NULL;
   conch_status_init(&s.st);
-  if (open_sandbox(g, &s.sb) != 0) {
-    return 255;
+  rv = open_sandbox(g, &s.sb);
+  if (rv != 0) {
+    return rv;
   }
   catch_signals();
   s.forward = 1;
   s.pty = 1;
   rv = conch_pty_open_async(s.sb, &o, &session_handler, &s, &s.p);
   if (rv != 0) {
-    rpc_error("pty", rv, NULL);
+    rv = rpc_fail("pty", rv, NULL);
     conch_sandbox_free(s.sb);
-    return 255;
+    return rv;
   }
-  if (tty && tcgetattr(STDIN_FILENO, &saved) == 0) {
+  if (tcgetattr(STDIN_FILENO, &saved) == 0) {
     raw = saved;
     cfmakeraw(&raw);
     tcsetattr(STDIN_FILENO, TCSANOW, &raw);
-  } else {
-    tty = 0;
-  }
-  code = pump(&s);
-  if (tty) {
+    code = pump(&s);
     tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+  } else {
+    code = pump(&s);
   }
   return finish_session(&s, code);
 }
@@ -696,10 +836,11 @@ int conch_cli_start(cli_globals *g, int argc, char **argv) {
   int rv;
 
   if (parse_proc(g, argc, argv, &pa, "start") != 0) {
-    return 2;
+    return CLI_EXIT_USAGE;
   }
-  if (open_sandbox(g, &sb) != 0) {
-    return 255;
+  rv = open_sandbox(g, &sb);
+  if (rv != 0) {
+    return rv;
   }
   if (g->timeout_ms != 0) {
     pa.o.timeout_ms = g->timeout_ms;
@@ -707,13 +848,20 @@ int conch_cli_start(cli_globals *g, int argc, char **argv) {
   conch_status_init(&st);
   rv = conch_start(sb, &pa.o, &pid, &st);
   if (rv != 0) {
-    rpc_error("start", rv, &st);
+    rv = rpc_fail("start", rv, &st);
     conch_status_clear(&st);
     conch_sandbox_free(sb);
-    return 255;
+    return rv;
   }
-  printf("%u\n", pid);
   conch_sandbox_free(sb);
+  /* The pid is all a script has of the process: it must arrive. */
+  errno = 0;
+  if (printf("%u\n", pid) < 0 || fflush(stdout) != 0) {
+    char what[100];
+    snprintf(what, sizeof(what),
+             "the process runs on as pid %u, not written out", pid);
+    return cli_fail_output("stdout", errno != 0 ? errno : -1, pid, what);
+  }
   return 0;
 }
 
@@ -740,27 +888,7 @@ static void put_shell_word(FILE *f, const char *w) {
 /* |s| as a JSON string.  Bytes that are not UTF-8 pass through as they
    came (the server sent them as protobuf strings, which are UTF-8). */
 static void put_json_string(FILE *f, const char *s) {
-  fputc('"', f);
-  if (s == NULL) {
-    s = "";
-  }
-  for (; *s != '\0'; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      fprintf(f, "\\%c", c);
-    } else if (c == '\n') {
-      fputs("\\n", f);
-    } else if (c == '\t') {
-      fputs("\\t", f);
-    } else if (c == '\r') {
-      fputs("\\r", f);
-    } else if (c < 0x20 || c == 0x7f) {
-      fprintf(f, "\\u%04x", c);
-    } else {
-      fputc(c, f);
-    }
-  }
-  fputc('"', f);
+  cli_json_string(f, s, 0);
 }
 
 static void put_json_process(FILE *f, const conch_process_info *p) {
@@ -810,22 +938,22 @@ int conch_cli_ps(cli_globals *g, int argc, char **argv) {
     json = 1; /* --json, its only option */
   }
   if (rv == CLI_ERROR) {
-    return 2;
+    return CLI_EXIT_USAGE;
   }
   if (a != argc) {
-    cli_usage_error("ps", "takes no operands");
-    return 2;
+    return cli_usage_error("ps", "takes no operands");
   }
-  if (open_sandbox(g, &sb) != 0) {
-    return 255;
+  rv = open_sandbox(g, &sb);
+  if (rv != 0) {
+    return rv;
   }
   conch_status_init(&st);
   rv = conch_list(sb, &list, &n, &st);
   if (rv != 0) {
-    rpc_error("ps", rv, &st);
+    rv = rpc_fail("ps", rv, &st);
     conch_status_clear(&st);
     conch_sandbox_free(sb);
-    return 255;
+    return rv;
   }
   if (!json) {
     printf("%-8s %-16s %s\n", "PID", "TAG", "COMMAND");
@@ -863,27 +991,26 @@ int conch_cli_kill(cli_globals *g, int argc, char **argv) {
                strcmp(v, "9") == 0) {
       sig = SIGKILL;
     } else {
-      fprintf(stderr, "conch kill: only TERM and KILL can be sent, not '%s'\n",
-              v);
-      return 2;
+      return cli_usage_fail("kill", "only TERM and KILL can be sent, not '%s'",
+                            v);
     }
   }
   if (k == CLI_ERROR) {
-    return 2;
+    return CLI_EXIT_USAGE;
   }
-  if (argc != i + 1 || parse_selector(argv[i], &sel) != 0) {
-    cli_usage_error("kill", i >= argc ? "which process?" : NULL);
-    return 2;
+  if (parse_selector("kill", argc, argv, i, &sel) != 0) {
+    return CLI_EXIT_USAGE;
   }
-  if (open_sandbox(g, &sb) != 0) {
-    return 255;
+  rv = open_sandbox(g, &sb);
+  if (rv != 0) {
+    return rv;
   }
   conch_status_init(&st);
   rv = conch_kill(sb, &sel, sig, &st);
   if (rv != 0) {
-    rpc_error("kill", rv, &st);
+    rv = rpc_fail("kill", rv, &st);
   }
   conch_status_clear(&st);
   conch_sandbox_free(sb);
-  return rv == 0 ? 0 : 255;
+  return rv;
 }

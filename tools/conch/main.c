@@ -4,9 +4,13 @@
    (conch.1) and the bash completion name every option they print.  The
    process commands live in cli.c, the local server in serve_*.c. */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <conch/conch.h>
 
@@ -18,6 +22,7 @@
 enum {
   G_URL,
   G_TOKEN,
+  G_TOKEN_FILE,
   G_USER,
   G_TIMEOUT,
   G_CACERT,
@@ -25,6 +30,7 @@ enum {
   G_HTTP2,
   G_PROTOCOL,
   G_CODEC,
+  G_JSON_ERRORS,
   G_COUNT
 };
 
@@ -32,12 +38,18 @@ static const cli_opt global_opts[] = {
     {"--url", "URL", "CONCH_URL",
      "the server: http[s]://HOST[:PORT] or unix:PATH (default: the local "
      "server on a private Unix socket, started when none answers)"},
-    {"--token", "TOKEN", "CONCH_TOKEN", "the access token (X-Access-Token)"},
+    {"--token", "TOKEN", "CONCH_TOKEN",
+     "the access token (X-Access-Token); blanked from the command line at "
+     "start, but ps may see it before: CONCH_TOKEN or --token-file is "
+     "better"},
+    {"--token-file", "FILE", "CONCH_TOKEN_FILE",
+     "read the access token from the first line of FILE"},
     {"--user", "USER", "CONCH_USER",
      "the user processes run as (default: the server's default user)"},
     {"--timeout", "SEC", "CONCH_TIMEOUT",
      "lifetime of processes started by run, start and pty; the server kills "
-     "them after it (run's default: 60, pty's: none; 0 = none)"},
+     "them after it (run's default: 60, pty's: 3600, start's: none; 0 = "
+     "none)"},
     {"--cacert", "FILE", "CONCH_CACERT",
      "PEM CA certificates to verify an https:// server with (default: the "
      "system's)"},
@@ -51,22 +63,100 @@ static const cli_opt global_opts[] = {
      "three; grpc needs HTTP/2)"},
     {"--codec", "proto|json", "CONCH_CODEC",
      "the message codec (default proto)"},
+    {"--json-errors", NULL, "CONCH_JSON_ERRORS",
+     "report a failure of conch as one JSON object on a line of stderr: code, "
+     "grpc_code, message, details, retryable, exit_code, origin (the "
+     "variable: 1)"},
     {NULL, NULL, NULL, NULL}};
+
+int cli_usage_fail(const char *cmd, const char *fmt, ...) {
+  char msg[1024], prefix[64];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  snprintf(prefix, sizeof(prefix), "conch%s%s", cmd != NULL ? " " : "",
+           cmd != NULL ? cmd : "");
+  return cli_fail_local(CLI_EXIT_USAGE, CONCH_CODE_INVALID_ARGUMENT, prefix,
+                        NULL, 0, "%s", msg);
+}
 
 static int pick(const char *from, const char *v, const char *const *names,
                 int n) {
+  char list[256];
+  size_t used = 0;
   int k;
   for (k = 0; k < n; k++) {
     if (strcmp(v, names[k]) == 0) {
       return k;
     }
   }
-  fprintf(stderr, "conch: %s: '%s' is not one of", from, v);
-  for (k = 0; k < n; k++) {
-    fprintf(stderr, "%s %s", k == 0 ? "" : ",", names[k]);
+  list[0] = '\0';
+  for (k = 0; k < n && used < sizeof(list); k++) {
+    int w = snprintf(list + used, sizeof(list) - used, "%s %s",
+                     k == 0 ? "" : ",", names[k]);
+    used += w > 0 ? (size_t)w : 0;
   }
-  fprintf(stderr, "\n");
+  cli_usage_fail(NULL, "%s: '%s' is not one of%s", from, v, list);
   return -1;
+}
+
+/* The first line of |path| (the access token), without its line end, in
+   memory of its own; NULL after a message. */
+static char *read_token_file(const char *path, const char *from) {
+  char buf[4097];
+  size_t n = 0;
+  ssize_t r;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  char *nl;
+
+  if (fd < 0) {
+    cli_usage_fail(NULL, "%s %s: %s", from, path, strerror(errno));
+    return NULL;
+  }
+  while (n < sizeof(buf) - 1) {
+    r = read(fd, buf + n, sizeof(buf) - 1 - n);
+    if (r < 0 && errno == EINTR) {
+      continue;
+    }
+    if (r <= 0) {
+      break;
+    }
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = '\0';
+  nl = strpbrk(buf, "\r\n");
+  if (nl != NULL) {
+    *nl = '\0';
+  } else if (n == sizeof(buf) - 1) {
+    cli_usage_fail(NULL, "%s %s: the token is over 4 KiB", from, path);
+    return NULL;
+  }
+  if (buf[0] == '\0') {
+    cli_usage_fail(NULL, "%s %s: no token on its first line", from, path);
+    return NULL;
+  }
+  nl = strdup(buf);
+  memset(buf, 0, sizeof(buf));
+  if (nl == NULL) {
+    cli_usage_fail(NULL, "out of memory");
+  }
+  return nl;
+}
+
+/* The token's own copy (--token, --token-file): the last one given wins;
+   wiped and freed as conch exits. */
+static char *owned_token;
+
+static int own_token(cli_globals *g, char *t) {
+  if (owned_token != NULL) {
+    memset(owned_token, 0, strlen(owned_token));
+    free(owned_token);
+  }
+  owned_token = t;
+  g->token = t;
+  return t != NULL ? 0 : -1;
 }
 
 /* Applies global option |k| with |v|; |from| names where it came from (the
@@ -83,7 +173,20 @@ static int global_set(cli_globals *g, int k, const char *v, const char *from) {
     g->url = v[0] != '\0' ? v : NULL;
     return 0;
   case G_TOKEN:
-    g->token = v;
+    /* A copy: the command line's is blanked (cli_next). */
+    if (own_token(g, strdup(v)) != 0) {
+      cli_usage_fail(NULL, "out of memory");
+      return -1;
+    }
+    return 0;
+  case G_TOKEN_FILE:
+    return own_token(g, read_token_file(v, from));
+  case G_JSON_ERRORS:
+    /* The variable: any value but 0 turns it on (the option has none);
+       nothing turns it off once on (main() looked first). */
+    if (v == NULL || strcmp(v, "0") != 0) {
+      cli_set_json_errors(1);
+    }
     return 0;
   case G_USER:
     g->user = v;
@@ -95,7 +198,7 @@ static int global_set(cli_globals *g, int k, const char *v, const char *from) {
     errno = 0;
     s = strtol(v, &end, 10);
     if (errno != 0 || end == v || *end != '\0' || s < 0 || s > 100000000L) {
-      fprintf(stderr, "conch: %s wants seconds, got '%s'\n", from, v);
+      cli_usage_fail(NULL, "%s wants seconds, got '%s'", from, v);
       return -1;
     }
     g->timeout_ms = s == 0 ? -1 : s * 1000; /* 0: no limit */
@@ -184,9 +287,8 @@ int cli_next(const char *cmd, const cli_opt *opts, cli_globals *g, int argc,
       o = find(global_opts, a, n);
     }
     if (o == NULL) {
-      fprintf(stderr, "conch%s%s: unknown option '%.*s' (conch %s%s--help)\n",
-              cmd != NULL ? " " : "", cmd != NULL ? cmd : "", (int)n, a,
-              cmd != NULL ? cmd : "", cmd != NULL ? " " : "");
+      cli_usage_fail(cmd, "unknown option '%.*s' (conch %s%s--help)", (int)n, a,
+                     cmd != NULL ? cmd : "", cmd != NULL ? " " : "");
       return CLI_ERROR;
     }
     if (o->arg != NULL) {
@@ -195,20 +297,23 @@ int cli_next(const char *cmd, const cli_opt *opts, cli_globals *g, int argc,
       } else if (*i + 1 < argc) {
         v = argv[++*i];
       } else {
-        fprintf(stderr, "conch%s%s: %s needs a value (%s)\n",
-                cmd != NULL ? " " : "", cmd != NULL ? cmd : "", o->name,
-                o->arg);
+        cli_usage_fail(cmd, "%s needs a value (%s)", o->name, o->arg);
         return CLI_ERROR;
       }
     } else if (a[n] == '=') {
-      fprintf(stderr, "conch%s%s: %s takes no value\n", cmd != NULL ? " " : "",
-              cmd != NULL ? cmd : "", o->name);
+      cli_usage_fail(cmd, "%s takes no value", o->name);
       return CLI_ERROR;
     }
     ++*i;
     if (o >= global_opts && o < global_opts + G_COUNT) {
-      if (global_set(g, (int)(o - global_opts), v, o->name) != 0) {
+      int k = (int)(o - global_opts);
+      if (global_set(g, k, v, o->name) != 0) {
         return CLI_ERROR;
+      }
+      if (k == G_TOKEN) {
+        /* Out of /proc/PID/cmdline (ps) from now on; it was there until
+           now, which is why CONCH_TOKEN and --token-file are better. */
+        memset(argv[*i - 1] + (v - argv[*i - 1]), 'x', strlen(v));
       }
       continue;
     }
@@ -227,6 +332,10 @@ const cli_opt cli_run_opts[] = {
     {"--env", "NAME=VALUE", NULL, "an environment variable (repeatable)"},
     {"--tag", "TAG", NULL, "a tag to find the process by (@TAG)"},
     {"--stdin", NULL, NULL, "forward this stdin to the process"},
+    {"--max-output", "BYTES", NULL,
+     "show at most BYTES (K, M, G: KiB, MiB, GiB) of each of stdout and "
+     "stderr; the rest is read and dropped, the process runs on to its end "
+     "and exit status, and a note on stderr says how much was not shown"},
     {NULL, NULL, NULL, NULL}};
 
 const cli_opt cli_start_opts[] = {
@@ -261,9 +370,13 @@ typedef struct command {
   const char *example;
 } command;
 
+/* conch serve checks its own output (serve_main.c). */
+static int ran_serve;
+
 static int serve(cli_globals *g, int argc, char **argv) {
   int i;
   (void)g;
+  ran_serve = 1;
   for (i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--stop") == 0) {
       return conch_cli_serve_stop();
@@ -277,9 +390,11 @@ static const command commands[] = {
      "run a command, streaming its output",
      "Runs CMD with its ARGs (no shell: use sh -c '...') and streams its\n"
      "stdout and stderr here.  Exits with its exit status, 128+N when a\n"
-     "signal N ended it, 255 when the call failed.  The server kills it\n"
-     "after its lifetime (60 s unless --timeout says otherwise).  Ctrl-C\n"
-     "ends it.",
+     "signal N ended it, or conch's own code when conch failed (conch\n"
+     "--help: 124 when it reached its lifetime, 255 when the server was\n"
+     "not reached or lost, ...).  The server kills it after its lifetime\n"
+     "(60 s unless --timeout says otherwise).  Ctrl-C ends it, and so does\n"
+     "an output that cannot be written (exit 249).",
      cli_run_opts, "conch run --env GREETING=hi -- sh -c 'echo $GREETING'"},
     {"start", conch_cli_start, "[--] CMD [ARG...]",
      "start a command in the background",
@@ -290,8 +405,7 @@ static const command commands[] = {
      "Lists the running processes: pid, tag and the command line, quoted\n"
      "the way a shell reads it back.",
      cli_ps_opts, "conch ps --json"},
-    {"kill", conch_cli_kill, "PID|@TAG",
-     "send SIGTERM or SIGKILL to a process",
+    {"kill", conch_cli_kill, "PID|@TAG", "send SIGTERM or SIGKILL to a process",
      "Sends SIGKILL (or SIGTERM) to a process and its process group.",
      cli_kill_opts, "conch kill --signal TERM @web"},
     {"attach", conch_cli_attach, "PID|@TAG", "re-attach to a process's output",
@@ -300,7 +414,10 @@ static const command commands[] = {
      cli_none_opts, "conch attach @web"},
     {"pty", conch_cli_pty, "[--] [CMD [ARG...]]", "an interactive terminal",
      "Opens a terminal running CMD (default: the user's login shell) and\n"
-     "connects this terminal to it; it ends when CMD exits.",
+     "connects this terminal to it; it ends when CMD exits, or after its\n"
+     "lifetime (3600 s unless --timeout says otherwise).  Refuses (exit 2)\n"
+     "when stdin is not a terminal: run --stdin gives a command piped\n"
+     "input.",
      cli_none_opts, "conch pty -- bash -l"},
     {"serve", serve, "", "run the local envd-compatible process server",
      "(conch serve --help)", serve_opts_doc, "conch serve --listen unix:S"},
@@ -358,6 +475,27 @@ static void print_env(FILE *f) {
           "unavailable\n");
 }
 
+static void print_exit(FILE *f) {
+  fprintf(f,
+          "\nexit status: run, attach and pty exit with the process's status "
+          "(128+N\nwhen signal N ended it); a failure of conch itself exits "
+          "with\n"
+          "  2    a usage error (an option, operand or CONCH_* value)\n"
+          "  124  deadline_exceeded: the process reached its lifetime, or a "
+          "call its\n       time limit\n"
+          "  249  conch could not write to stdout or stderr (the process, if "
+          "any,\n       was ended)\n"
+          "  250  resource_exhausted   251  unauthenticated, "
+          "permission_denied\n"
+          "  252  not_found   253  invalid_argument, failed_precondition, "
+          "out_of_range\n"
+          "  254  another RPC failure\n"
+          "  255  unavailable: the server could not be reached, or was lost\n"
+          "--json-errors tells the two apart: a failure of conch always ends "
+          "stderr\nwith its JSON object, the process's own status never "
+          "does.\n");
+}
+
 static void usage(FILE *f) {
   size_t i;
   fprintf(f, "usage: conch [global options] COMMAND [options] [operands]\n"
@@ -371,6 +509,7 @@ static void usage(FILE *f) {
              "tells more\n"
              "  --version                 conch's version\n");
   print_env(f);
+  print_exit(f);
   fprintf(f, "\nexample:\n  conch --url http://127.0.0.1:49983 run -- uname "
              "-a\n");
 }
@@ -389,20 +528,23 @@ static void command_usage(FILE *f, const command *c) {
   fprintf(f, "\nexample:\n  %s\n", c->example);
 }
 
-void cli_usage_error(const char *cmd, const char *why) {
+int cli_usage_error(const char *cmd, const char *why) {
+  char line[256], prefix[64];
   size_t k;
-  if (why != NULL) {
-    fprintf(stderr, "conch %s: %s\n", cmd, why);
-  }
+  line[0] = '\0';
   for (k = 0; k < NCOMMANDS; k++) {
     if (strcmp(commands[k].name, cmd) == 0) {
-      fprintf(stderr, "usage: conch %s%s%s%s  (conch %s --help)\n",
-              commands[k].name,
-              commands[k].opts[0].name != NULL ? " [options]" : "",
-              commands[k].operands[0] != '\0' ? " " : "",
-              commands[k].operands, commands[k].name);
+      snprintf(line, sizeof(line), "usage: conch %s%s%s%s  (conch %s --help)",
+               commands[k].name,
+               commands[k].opts[0].name != NULL ? " [options]" : "",
+               commands[k].operands[0] != '\0' ? " " : "", commands[k].operands,
+               commands[k].name);
     }
   }
+  snprintf(prefix, sizeof(prefix), "conch %s", cmd);
+  return cli_fail_local(CLI_EXIT_USAGE, CONCH_CODE_INVALID_ARGUMENT, prefix,
+                        line[0] != '\0' ? line : NULL, 0, "%s",
+                        why != NULL ? why : "bad operands");
 }
 
 static const command *lookup(const char *name) {
@@ -415,7 +557,62 @@ static const command *lookup(const char *name) {
   return NULL;
 }
 
+/* Whether --json-errors is among the options of the command line (before
+   the command and after it, up to its first operand), so that an error met
+   before the parser reaches it is reported its way too. */
+static int wants_json_errors(int argc, char **argv) {
+  const command *c = NULL;
+  int j;
+  for (j = 1; j < argc && strcmp(argv[j], "--") != 0; j++) {
+    const char *a = argv[j];
+    size_t n = strncmp(a, "--", 2) == 0 ? strcspn(a, "=") : strlen(a);
+    const cli_opt *o;
+    if (a[0] != '-' || a[1] == '\0') {
+      if (c != NULL) {
+        break; /* the command's first operand */
+      }
+      c = lookup(a);
+      if (c == NULL || c->run == serve) {
+        break;
+      }
+      continue;
+    }
+    if (strcmp(a, "--json-errors") == 0) {
+      return 1;
+    }
+    o = find(global_opts, a, n);
+    if (o == NULL && c != NULL) {
+      o = find(c->opts, a, n);
+    }
+    if (o != NULL && o->arg != NULL && a[n] != '=') {
+      j++; /* its value */
+    }
+  }
+  return 0;
+}
+
+static int run_main(int argc, char **argv);
+
 int main(int argc, char **argv) {
+  const char *env = getenv("CONCH_JSON_ERRORS");
+  int rc;
+  if (wants_json_errors(argc, argv) ||
+      (env != NULL && env[0] != '\0' && strcmp(env, "0") != 0)) {
+    cli_set_json_errors(1);
+  }
+  /* A reader that went away is a write error with a message (249), not a
+     silent death: conch serve ignores it too, and resets it for the
+     processes it spawns. */
+  signal(SIGPIPE, SIG_IGN);
+  rc = run_main(argc, argv);
+  if (owned_token != NULL) {
+    memset(owned_token, 0, strlen(owned_token));
+    free(owned_token);
+  }
+  return ran_serve ? rc : cli_finish_output(rc);
+}
+
+static int run_main(int argc, char **argv) {
   cli_globals g;
   const command *c;
   const char *v;
@@ -452,6 +649,7 @@ int main(int argc, char **argv) {
     c = i + 1 < argc ? lookup(argv[i + 1]) : NULL;
     if (c != NULL && c->run == serve) {
       char *a[] = {argv[i + 1], (char *)"--help", NULL};
+      ran_serve = 1;
       return conch_cmd_serve(2, a);
     }
     if (c != NULL) {
@@ -467,8 +665,7 @@ int main(int argc, char **argv) {
   }
   c = lookup(argv[i]);
   if (c == NULL) {
-    fprintf(stderr, "conch: unknown command '%s' (conch --help)\n", argv[i]);
-    return 2;
+    return cli_usage_fail(NULL, "unknown command '%s' (conch --help)", argv[i]);
   }
   if (c->run != serve) {
     for (j = i + 1; j < argc && strcmp(argv[j], "--") != 0; j++) {

@@ -7,8 +7,9 @@
  * A sandbox is a target (URL, token, default user and timeouts).  On it:
  *
  *  - conch_run() runs a command to completion and returns its output in a
- *    conch_exec_result (streamed = 0).  A non-zero exit is a result, not an
- *    error.
+ *    conch_exec_result (streamed = 0), each stream bounded (its first
+ *    CONCH_MAX_OUTPUT_DEFAULT bytes by default; .truncated says when more
+ *    was dropped).  A non-zero exit is a result, not an error.
  *  - conch_stream() returns a conch_process handle: conch_process_next()
  *    yields tagged chunks (stdout, stderr, pty) as they arrive, ordered
  *    within each stream (not across them); conch_process_wait() returns the
@@ -52,6 +53,21 @@ extern "C" {
 /** conch_sandbox_opts.keepalive_ms by default: a dead or frozen server ends
     open streams with unavailable within 3 x 10 s + 5 s = 35 s. */
 #define CONCH_KEEPALIVE_DEFAULT_MS 10000
+
+/**
+ * How much output conch_run() keeps of each of stdout and stderr by
+ * default (conch_sandbox_opts.max_output_bytes): 16 MiB.  Generous for
+ * what a caller reads whole (a build log, a test run; a model's context
+ * takes far less), and finite: a runaway loop or a `cat` of a large file
+ * costs at most 64 MiB per run (stdout, stderr and text), the same order as
+ * the largest message conch serve takes (16 MiB).  Output of any size is
+ * better streamed (conch_stream()) or written to a file.
+ */
+#define CONCH_MAX_OUTPUT_DEFAULT ((size_t)16 << 20)
+
+/** conch_proc_opts / conch_sandbox_opts.max_output_bytes: keep everything
+    (the behaviour before the limit existed). */
+#define CONCH_OUTPUT_UNLIMITED ((size_t)-1)
 
 typedef struct conch_sandbox conch_sandbox;
 typedef struct conch_process conch_process;
@@ -138,13 +154,17 @@ typedef struct conch_sandbox_opts {
       in PATH; NULL = $CONCH_SERVE_EXE, else `conch` in PATH.  Copied (used
       only while the sandbox is created). */
   const char *serve_exe;
-  void *reserved[5];
+  /** The output conch_run() and conch_run_async() keep of each process,
+      per stream (conch_proc_opts.max_output_bytes): 0 =
+      CONCH_MAX_OUTPUT_DEFAULT, CONCH_OUTPUT_UNLIMITED = no limit. */
+  size_t max_output_bytes;
+  void *reserved[4];
 } conch_sandbox_opts;
 
 #define CONCH_SANDBOX_OPTS_INIT                                                \
   {                                                                            \
     sizeof(conch_sandbox_opts), NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0,   \
-        0, NULL, {                                                             \
+        0, NULL, 0, {                                                             \
       0                                                                        \
     }                                                                          \
   }
@@ -240,17 +260,32 @@ typedef struct conch_proc_opts {
       sandbox's, -1 = none. */
   long request_timeout_ms;
   /** conch_run() only: called with each piece of output as it arrives
-      (borrowed bytes).  May be NULL. */
+      (borrowed bytes), all of it, whatever |max_output_bytes| keeps.  May
+      be NULL. */
   void (*on_stdout)(const uint8_t *data, size_t len, void *user_data);
   void (*on_stderr)(const uint8_t *data, size_t len, void *user_data);
   void *user_data;
-  void *reserved[8];
+  /**
+   * conch_run() and conch_run_async(): the most bytes of each of stdout
+   * and stderr the result keeps (PTY output counts as stdout).  0 = the
+   * sandbox's (conch_sandbox_opts.max_output_bytes, by default
+   * CONCH_MAX_OUTPUT_DEFAULT), CONCH_OUTPUT_UNLIMITED = all of it.  Each
+   * stream keeps its first bytes up to the limit; the rest is still read
+   * from the server (the process never blocks on a full buffer, and its
+   * end and exit code arrive as usual) but dropped, and the result says so
+   * (conch_exec_result.truncated, out_dropped, err_dropped).  |text| keeps
+   * exactly the bytes kept of both, in arrival order: at most twice the
+   * limit.  Memory held for a run's output is therefore at most 4 x the
+   * limit (stdout, stderr and text).
+   */
+  size_t max_output_bytes;
+  void *reserved[7];
 } conch_proc_opts;
 
 #define CONCH_PROC_OPTS_INIT                                                   \
   {                                                                            \
     sizeof(conch_proc_opts), NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, 0, 0,   \
-        0, 0, 0, NULL, NULL, NULL, {                                           \
+        0, 0, 0, NULL, NULL, NULL, 0, {                                        \
       0                                                                        \
     }                                                                          \
   }
@@ -284,8 +319,22 @@ typedef struct conch_exec_result {
   /** Non-zero when the output was streamed to the caller, so the buffers
       above are empty by construction, not because there was no output. */
   int streamed;
-  void *reserved[4];
+  /** Bytes of stdout and of stderr past conch_proc_opts.max_output_bytes:
+      read and dropped, not in |out|, |err| or |text| (which hold each
+      stream's first bytes).  0 when nothing was dropped. */
+  size_t out_dropped;
+  size_t err_dropped;
+  /** CONCH_TRUNCATED_STDOUT and/or CONCH_TRUNCATED_STDERR when that
+      stream's output went past the limit (its *_dropped is then non-zero,
+      and |text| lacks those bytes too); 0 when everything was kept. */
+  unsigned truncated;
+  void *reserved[1];
 } conch_exec_result;
+
+/** conch_exec_result.truncated: stdout (or PTY output) was cut. */
+#define CONCH_TRUNCATED_STDOUT 1u
+/** conch_exec_result.truncated: stderr was cut. */
+#define CONCH_TRUNCATED_STDERR 2u
 
 /** Sets |r| empty. */
 CONCH_EXTERN void conch_exec_result_init(conch_exec_result *r);
@@ -316,8 +365,11 @@ typedef struct conch_selector {
 
 /**
  * Runs a process to its end and collects its output into |res|
- * (initialised by the caller; conch_exec_result_clear() after).  Output
- * callbacks of |o| run as output arrives.  A non-zero exit is a result.
+ * (initialised by the caller; conch_exec_result_clear() after), each
+ * stream up to |o->max_output_bytes| (by default the sandbox's, 16 MiB):
+ * past it the output goes on being read and is dropped, and
+ * |res->truncated| says which stream was cut.  Output callbacks of |o| run
+ * as output arrives, with all of it.  A non-zero exit is a result.
  *
  * Returns 0 (the process ended; see |res|), CONCH_ERR_RPC (the RPC failed:
  * |st| says why; |res| holds what arrived, and the process was ended if it
@@ -653,7 +705,9 @@ typedef struct conch_process_handler {
 
 /**
  * conch_run() on the loop: output is collected into the result given to
- * on_end (streamed = 0) and also passed to on_chunk.  |h| is copied.
+ * on_end (streamed = 0; bounded by max_output_bytes as for conch_run(),
+ * its buffers borrowed until on_end returns) and also passed, all of it,
+ * to on_chunk.  |h| is copied.
  * Returns 0 with |*out| set (release it with conch_process_close() or
  * conch_process_close_async(), also after on_end), CONCH_ERR_INVALID or
  * CONCH_ERR_NOMEM (no handler runs).

@@ -12,6 +12,11 @@
  *   ... event_base_dispatch(base) ...
  *   conch_event_detach(&a);       (before conch_client_free/_server_free)
  *
+ * conch_event_detach() may be called from inside one of the driven
+ * object's callbacks (a call's on_close, a server handler): the detach
+ * then happens once that callback's turn is over, before control returns
+ * to libevent.  Free the object only after that.
+ *
  * Each fd the driven object asks for (a client's connections; a server's
  * listeners and connections) gets a persistent event; its timer is one
  * timer event.  |a| must stay at the same address while attached; one
@@ -37,9 +42,23 @@ typedef struct conch_event_fd {
 typedef struct conch_event {
   struct event_base *base;
   conch_loop_target target;
-  struct event *timer;
+  struct event *timer; /* NULL once detached */
   conch_event_fd *fds;
+  int depth;          /* inside the driven object's on_io / on_timer */
+  int detach_pending; /* conch_event_detach() came from inside: do it after */
 } conch_event;
+
+static void conch_event__free_all(conch_event *a);
+
+/* After the driven object's turn: a detach asked for during it. */
+static void conch_event__turn_over(conch_event *a) {
+  a->depth--;
+  if (a->depth == 0 && a->detach_pending) {
+    a->detach_pending = 0;
+    a->target.set_io_hooks(a->target.obj, NULL);
+    conch_event__free_all(a);
+  }
+}
 
 static void conch_event__io_cb(evutil_socket_t fd, short what, void *arg) {
   conch_event_fd *f = (conch_event_fd *)arg;
@@ -50,14 +69,19 @@ static void conch_event__io_cb(evutil_socket_t fd, short what, void *arg) {
   if (what & EV_WRITE) {
     ev |= CONCH_IO_WRITE;
   }
-  f->owner->target.on_io(f->owner->target.obj, (int)fd, ev);
+  conch_event *a = f->owner;
+  a->depth++;
+  a->target.on_io(a->target.obj, (int)fd, ev);
+  conch_event__turn_over(a);
 }
 
 static void conch_event__timer_cb(evutil_socket_t fd, short what, void *arg) {
   conch_event *a = (conch_event *)arg;
   (void)fd;
   (void)what;
+  a->depth++;
   a->target.on_timer(a->target.obj);
+  conch_event__turn_over(a);
 }
 
 static int conch_event__watch(int fd, unsigned events, void *ud) {
@@ -125,8 +149,10 @@ static void conch_event__free_all(conch_event *a) {
     }
     free(f);
   }
-  event_free(a->timer);
-  a->timer = NULL;
+  if (a->timer != NULL) {
+    event_free(a->timer);
+    a->timer = NULL;
+  }
 }
 
 /**
@@ -142,6 +168,8 @@ static inline int conch_event_attach_target(conch_event *a,
   a->base = base;
   a->target = *t;
   a->fds = NULL;
+  a->depth = 0;
+  a->detach_pending = 0;
   a->timer = evtimer_new(base, conch_event__timer_cb, a);
   if (a->timer == NULL) {
     return -1;
@@ -178,11 +206,36 @@ static inline int conch_event_attach_server(conch_event *a,
   return conch_event_attach_target(a, base, &t);
 }
 
-/** Detaches the driven object and frees every event.  Call before
-    conch_client_free() or conch_server_free(). */
-static inline void conch_event_detach(conch_event *a) {
-  a->target.set_io_hooks(a->target.obj, NULL);
+/**
+ * Detaches the driven object (it goes back to pull mode) and frees every
+ * event.  Call before conch_client_free() or conch_server_free().  A second
+ * detach does nothing.
+ *
+ * From inside one of the object's callbacks run by this adapter (a call's
+ * handler, a server's handler, gate or accept filter) the object cannot let
+ * go of its hooks yet: the detach is recorded and done as soon as the
+ * object's turn returns to the adapter, still inside the libevent callback
+ * that ran it.  Until then the object keeps its events; |a| must stay
+ * valid, and the object must not be freed, until event_base_dispatch()
+ * returned or another callback runs.
+ *
+ * Returns 0 (detached, or deferred as above), or CONCH_ERR_RECURSIVE when
+ * called from a callback of the object that this adapter did not run (the
+ * object's own blocking or free functions running it): nothing is changed
+ * then, call it again after that callback returned.
+ */
+static inline int conch_event_detach(conch_event *a) {
+  int rv = a->target.set_io_hooks(a->target.obj, NULL);
+  if (rv == CONCH_ERR_RECURSIVE) {
+    if (a->depth > 0) {
+      a->detach_pending = 1;
+      return 0;
+    }
+    return rv;
+  }
+  a->detach_pending = 0;
   conch_event__free_all(a);
+  return 0;
 }
 
 #endif /* CONCH_ADAPTERS_LIBEVENT_H */

@@ -12,6 +12,12 @@
  *   conch_uv_detach(&a);          (before conch_client_free/_server_free)
  *   uv_run(loop, UV_RUN_NOWAIT);  (lets libuv finish closing the handles)
  *
+ * conch_uv_detach() may be called from inside one of the driven object's
+ * callbacks (a call's on_close, a server handler): the detach then
+ * happens once that callback's turn is over, before control returns to
+ * libuv.  Free the object only after that (after uv_run returns, or from
+ * a callback of your own).
+ *
  * Each fd the driven object asks for (a client's connections; a server's
  * listeners and connections) gets a uv_poll_t; its timer is one uv_timer_t.
  * |a| must stay at the same address while attached; one conch_uv drives
@@ -37,9 +43,23 @@ typedef struct conch_uv_fd {
 typedef struct conch_uv {
   uv_loop_t *loop;
   conch_loop_target target;
-  uv_timer_t *timer; /* heap: closed asynchronously */
+  uv_timer_t *timer; /* heap: closed asynchronously; NULL once detached */
   conch_uv_fd *fds;
+  int depth;          /* inside the driven object's on_io / on_timer */
+  int detach_pending; /* conch_uv_detach() came from inside: do it after */
 } conch_uv;
+
+static void conch_uv__close_all(conch_uv *a);
+
+/* After the driven object's turn: a detach asked for during it. */
+static void conch_uv__turn_over(conch_uv *a) {
+  a->depth--;
+  if (a->depth == 0 && a->detach_pending) {
+    a->detach_pending = 0;
+    a->target.set_io_hooks(a->target.obj, NULL);
+    conch_uv__close_all(a);
+  }
+}
 
 static void conch_uv__free_cb(uv_handle_t *h) { free(h); }
 
@@ -54,12 +74,17 @@ static void conch_uv__poll_cb(uv_poll_t *p, int status, int events) {
   if (status == 0 && (events & UV_WRITABLE)) {
     ev |= CONCH_IO_WRITE;
   }
-  f->owner->target.on_io(f->owner->target.obj, f->fd, ev);
+  conch_uv *a = f->owner;
+  a->depth++;
+  a->target.on_io(a->target.obj, f->fd, ev);
+  conch_uv__turn_over(a);
 }
 
 static void conch_uv__timer_cb(uv_timer_t *t) {
   conch_uv *a = (conch_uv *)t->data;
+  a->depth++;
   a->target.on_timer(a->target.obj);
+  conch_uv__turn_over(a);
 }
 
 static int conch_uv__watch(int fd, unsigned events, void *ud) {
@@ -119,9 +144,11 @@ static void conch_uv__close_all(conch_uv *a) {
     uv_poll_stop(&f->poll);
     uv_close((uv_handle_t *)&f->poll, conch_uv__free_cb);
   }
-  uv_timer_stop(a->timer);
-  uv_close((uv_handle_t *)a->timer, conch_uv__free_cb);
-  a->timer = NULL;
+  if (a->timer != NULL) {
+    uv_timer_stop(a->timer);
+    uv_close((uv_handle_t *)a->timer, conch_uv__free_cb);
+    a->timer = NULL;
+  }
 }
 
 /**
@@ -135,6 +162,8 @@ static inline int conch_uv_attach_target(conch_uv *a, uv_loop_t *loop,
   a->loop = loop;
   a->target = *t;
   a->fds = NULL;
+  a->depth = 0;
+  a->detach_pending = 0;
   a->timer = (uv_timer_t *)malloc(sizeof(uv_timer_t));
   if (a->timer == NULL || uv_timer_init(loop, a->timer) != 0) {
     free(a->timer);
@@ -174,13 +203,36 @@ static inline int conch_uv_attach_server(conch_uv *a, uv_loop_t *loop,
 }
 
 /**
- * Detaches the driven object: every handle is stopped and closed (freed by
- * libuv on its next turn).  Call before conch_client_free() or
- * conch_server_free().
+ * Detaches the driven object: it goes back to pull mode, and every handle
+ * is stopped and closed (freed by libuv on its next turn).  Call before
+ * conch_client_free() or conch_server_free().  A second detach does
+ * nothing.
+ *
+ * From inside one of the object's callbacks run by this adapter (a call's
+ * handler, a server's handler, gate or accept filter) the object cannot let
+ * go of its hooks yet: the detach is recorded and done as soon as the
+ * object's turn returns to the adapter, still inside the libuv callback
+ * that ran it.  Until then the object keeps its handles (it may still ask
+ * for fds and timers in that turn); |a| must stay valid, and the object
+ * must not be freed, until uv_run() returned or another callback runs.
+ *
+ * Returns 0 (detached, or deferred as above), or CONCH_ERR_RECURSIVE when
+ * called from a callback of the object that this adapter did not run (the
+ * object's own blocking or free functions running it): nothing is changed
+ * then, call it again after that callback returned.
  */
-static inline void conch_uv_detach(conch_uv *a) {
-  a->target.set_io_hooks(a->target.obj, NULL);
+static inline int conch_uv_detach(conch_uv *a) {
+  int rv = a->target.set_io_hooks(a->target.obj, NULL);
+  if (rv == CONCH_ERR_RECURSIVE) {
+    if (a->depth > 0) {
+      a->detach_pending = 1;
+      return 0;
+    }
+    return rv;
+  }
+  a->detach_pending = 0;
   conch_uv__close_all(a);
+  return 0;
 }
 
 #endif /* CONCH_ADAPTERS_LIBUV_H */

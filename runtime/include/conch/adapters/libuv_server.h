@@ -26,6 +26,6 @@ static inline int conch_uvs_attach(conch_uvs *a, uv_loop_t *loop,
 }
 
 /** conch_uv_detach(). */
-static inline void conch_uvs_detach(conch_uvs *a) { conch_uv_detach(a); }
+static inline int conch_uvs_detach(conch_uvs *a) { return conch_uv_detach(a); }
 
 #endif /* CONCH_ADAPTERS_LIBUV_SERVER_H */
