@@ -264,9 +264,16 @@ static int start_local_server(const local_server *ls) {
     if (local_answers(ls)) {
       return 0;
     }
-    /* Ours gave up (another CLI's server won the lock): wait for that one
-       while it holds the lock. */
+    /* Ours gave up (another CLI's server won the lock: exit status 5):
+       wait for that one while it holds the lock.  One that crashed is
+       said, even when another answers. */
     if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) {
+      if (WIFSIGNALED(status)) {
+        fprintf(stderr,
+                "conch: the local server it started (pid %ld) died "
+                "of signal %d (see %s/serve.log)\n",
+                (long)pid, WTERMSIG(status), ls->dir);
+      }
       pid = 0;
     }
     if (pid == 0 && !local_locked(ls) && !local_answers(ls)) {
