@@ -8,7 +8,7 @@ PKGS="build-essential cmake pkg-config libnghttp2-dev libssl-dev zlib1g-dev \
 libbrotli-dev libzstd-dev libsnappy-dev \
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libcmocka-dev \
 libjansson-dev libuv1-dev libevent-dev libhttp-parser-dev openssl curl \
-valgrind clang libclang-rt-14-dev"
+valgrind clang libclang-rt-14-dev xz-utils"
 
 missing=""
 for p in $PKGS; do
