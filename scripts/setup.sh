@@ -10,7 +10,7 @@ libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libcmocka-dev \
 libjansson-dev libuv1-dev libevent-dev libhttp-parser-dev openssl curl \
 valgrind clang libclang-rt-14-dev \
 python3-dev python3-pytest python3-pytest-asyncio python3-uvloop \
-python3-grpcio python3-protobuf python3-pip python3-setuptools python3-wheel"
+python3-grpcio python3-protobuf python3-pip python3-setuptools python3-wheel xz-utils"
 
 missing=""
 for p in $PKGS; do

@@ -23,6 +23,12 @@ sh proto/regen.sh --check
 step "build (gcc, -Werror)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$jobs"
+# ctest conformance/official-*: without the suite's runner they are skipped;
+# say so here, where it cannot be missed.
+if ! runner=$(sh tests/conformance/official.sh --locate build 2>&1); then
+  printf '\n**** WARNING: %s\n**** conformance/official-client and -server will be SKIPPED\n' \
+    "$runner"
+fi
 step "tests"
 (cd build && ctest -j "$jobs" --output-on-failure)
 

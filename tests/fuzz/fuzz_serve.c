@@ -672,6 +672,7 @@ static void server_init(unsigned flags) {
   conch__list_init(&srv.dead_procs);
   srv_watch_init(&srv.sig_w, -1, NULL);
   srv_watch_init(&srv.stdin_w, -1, NULL);
+  srv_core_init(&srv);
   if (srv_loop_init(&srv.loop) != 0 || srv_core_start(&srv, -1) != 0) {
     abort();
   }

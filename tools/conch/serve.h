@@ -153,6 +153,29 @@ struct srv_server {
   size_t queued_bytes; /* their StartRequests, packed */
 };
 
+/* conch serve's exit statuses (tools/conch/README.md, conch.1 and
+   `conch serve --help` list them).  Every refusal says why on stderr. */
+enum srv_exit {
+  SRV_EXIT_OK = 0,     /* stopped: a signal, stdin's end (--stop), --help */
+  SRV_EXIT_FAILED = 1, /* the system: out of descriptors, memory or
+                          processes (epoll, signalfd, the keeper), stdout
+                          closed or the LISTENING line not written, or the
+                          loop failing while serving */
+  SRV_EXIT_USAGE = 2,  /* the command line or a file it names: an unknown
+                          option, a bad value, options that exclude each
+                          other, a --listen that is neither HOST:PORT nor
+                          unix:PATH, --workdir, --user, --allow-user, the
+                          access token or its file, the TLS files */
+  SRV_EXIT_UNSAFE = 3, /* TCP without a token: not loopback, or no
+                          --no-token */
+  SRV_EXIT_LISTEN = 4, /* could not listen: the address is in use, not
+                          this machine's or does not resolve, permission,
+                          the socket's directory missing, a non-socket at
+                          the path, the runtime directory not private */
+  SRV_EXIT_TAKEN = 5   /* another conch serve serves that Unix socket (the
+                          loser of two CLIs' auto-start) */
+};
+
 /* Begins the shutdown (signal, stdin closed). */
 void srv_server_stop(srv_server *srv);
 /* Whether processes may run as |name| (uid |uid|): the server's own user,
@@ -228,10 +251,14 @@ struct srv_stream {
   char *spawn_cwd;                  /* ... and resolved cwd */
 };
 
+/* Puts the core's part of |srv| (no core, no watches, its timer unarmed)
+   in the state srv_core_free() takes: before anything that can fail. */
+void srv_core_init(srv_server *srv);
 /* Makes the core, registers the service's methods, listens on
    |listen_fd| (taken; -1: none, connections are adopted) and hooks the
-   core into the loop.  Returns 0 or -1
-   (said on stderr where it is the operator's doing). */
+   core into the loop.  Returns 0, or the exit status that fits the
+   failure (SRV_EXIT_USAGE for the TLS files, else SRV_EXIT_FAILED),
+   said on stderr. */
 int srv_core_start(srv_server *srv, int listen_fd);
 /* Frees the calls and watches let go of in the last loop turn. */
 void srv_core_collect(srv_server *srv);

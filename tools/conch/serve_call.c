@@ -457,6 +457,19 @@ static void on_send_ready(conch_rpc *rpc, void *ud) {
 
 /* ---- The server ---------------------------------------------------------------- */
 
+void srv_core_init(srv_server *srv) {
+  srv->core = NULL;
+  srv->core_watches = NULL;
+  srv->dead_watches = NULL;
+  srv->dead_streams = NULL;
+  srv_timer_init(&srv->core_t, on_core_timer);
+}
+
+static int core_fail(const char *what, int rv) {
+  fprintf(stderr, "conch serve: %s: %s\n", what, conch_strerror(rv));
+  return SRV_EXIT_FAILED;
+}
+
 int srv_core_start(srv_server *srv, int listen_fd) {
   static const conch_server_handler h = {on_call,   on_message,
                                          NULL,      on_half_close,
@@ -464,10 +477,12 @@ int srv_core_start(srv_server *srv, int listen_fd) {
   const srv_config *cfg = &srv->cfg;
   conch_server_opts *o;
   conch_io_hooks hooks;
+  int status = SRV_EXIT_FAILED;
   int rv;
 
-  srv_timer_init(&srv->core_t, on_core_timer);
-  if (conch_server_opts_new(&o) != 0) {
+  rv = conch_server_opts_new(&o);
+  if (rv != 0) {
+    core_fail("the server's options", rv);
     goto fail;
   }
   /* Every limit of the core is set here from conch serve's own
@@ -489,13 +504,23 @@ int srv_core_start(srv_server *srv, int listen_fd) {
   rv |= conch_server_opts_set_compress_min_bytes(o, cfg->compress_min);
   rv |= conch_server_opts_set_gate(o, gate, srv);
   rv |= conch_server_opts_set_accept_filter(o, peer_filter, srv);
-  if (rv == 0 && cfg->tls_cert != NULL &&
-      conch_server_opts_set_tls(o, cfg->tls_cert, cfg->tls_key) != 0) {
-    fprintf(stderr, "conch serve: TLS: %s\n", conch_server_opts_tls_error(o));
-    rv = -1;
+  if (rv != 0) {
+    /* Or'ed codes: only "failed" is sure. */
+    fprintf(stderr, "conch serve: the server's options could not be set\n");
+  } else if (cfg->tls_cert != NULL) {
+    rv = conch_server_opts_set_tls(o, cfg->tls_cert, cfg->tls_key);
+    if (rv == CONCH_ERR_TLS) {
+      fprintf(stderr, "conch serve: TLS: %s\n", conch_server_opts_tls_error(o));
+      status = SRV_EXIT_USAGE;
+    } else if (rv != 0) {
+      core_fail("TLS", rv);
+    }
   }
   if (rv == 0) {
     rv = conch_server_new(&srv->core, o);
+    if (rv != 0) {
+      core_fail("the server", rv);
+    }
   }
   conch_server_opts_free(o);
   if (rv != 0) {
@@ -511,20 +536,28 @@ int srv_core_start(srv_server *srv, int listen_fd) {
                                               : CONCH_STREAM_CLIENT;
     cm.input = m->input;
     cm.output = m->output;
-    if (conch_server_add_method(srv->core, &cm, &h, srv) != 0) {
+    rv = conch_server_add_method(srv->core, &cm, &h, srv);
+    if (rv != 0) {
+      core_fail(m->path, rv);
       goto fail;
     }
   }
-  if (conch_server_add_route(srv->core, "/health", health, srv) != 0) {
+  rv = conch_server_add_route(srv->core, "/health", health, srv);
+  if (rv != 0) {
+    core_fail("/health", rv);
     goto fail;
   }
-  if (listen_fd >= 0 && conch_server_listen_fd(srv->core, listen_fd) != 0) {
-    return -1; /* the core closed it */
+  if (listen_fd >= 0) {
+    rv = conch_server_listen_fd(srv->core, listen_fd);
+    if (rv != 0) {
+      return core_fail("the listening socket", rv); /* the core closed it */
+    }
   }
   hooks.watch = hook_watch;
   hooks.timer = hook_timer;
   hooks.user_data = srv;
-  return conch_server_set_io_hooks(srv->core, &hooks) != 0 ? -1 : 0;
+  rv = conch_server_set_io_hooks(srv->core, &hooks);
+  return rv != 0 ? core_fail("the server's loop", rv) : 0;
 
 fail:
   /* Not handed to the core yet (srv->core, if made, is freed by
@@ -532,7 +565,7 @@ fail:
   if (listen_fd >= 0) {
     close(listen_fd);
   }
-  return -1;
+  return status;
 }
 
 void srv_core_collect(srv_server *srv) {

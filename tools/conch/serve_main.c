@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -73,6 +74,12 @@ static const char usage_text[] =
     "                        default: the user's home)\n"
     "  --stop                end the background server the CLI started\n"
     "\n"
+    "Exit status: 0 stopped (a signal, the end of stdin); 1 the system failed\n"
+    "(out of descriptors, memory or processes, stdout not writable); 2 a bad\n"
+    "option, value or named file; 3 refused: TCP without a token; 4 could not\n"
+    "listen (address in use, not ours, no such directory); 5 another conch\n"
+    "serve serves that Unix socket.\n"
+    "\n"
     "example: conch serve --listen 127.0.0.1:0 --no-token --workdir /tmp\n";
 
 /* Token and listener options, resolved after parsing (serve_main.c). */
@@ -84,6 +91,35 @@ typedef struct listen_opts {
 } listen_opts;
 
 static listen_opts lopts;
+
+/* The exit status of the first failure (enum srv_exit). */
+static int fail_status;
+
+/* Says why on stderr, keeps |status| unless a failure came first, and
+   returns -1. */
+static int CONCH_PRINTF(2, 3) fail(int status, const char *fmt, ...) {
+  va_list ap;
+
+  fputs("conch serve: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  if (fail_status == 0) {
+    fail_status = status;
+  }
+  return -1;
+}
+
+static int check_listen(const char *listen);
+
+/* |otherwise|, unless |err| says the system ran out of something. */
+static int errno_status(int err, int otherwise) {
+  return err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS ||
+                 err == EAGAIN
+             ? SRV_EXIT_FAILED
+             : otherwise;
+}
 
 /* The Unix socket we bound, removed at exit if still ours. */
 static struct {
@@ -126,9 +162,8 @@ static int parse_num(const char *opt, const char *v, long long min,
   errno = 0;
   n = strtoll(v, &end, 10);
   if (errno != 0 || end == v || *end != '\0' || n < min || n > max) {
-    fprintf(stderr, "conch serve: %s: not a number in [%lld, %lld]: %s\n", opt,
-            min, max, v);
-    return -1;
+    return fail(SRV_EXIT_USAGE, "%s: not a number in [%lld, %lld]: %s", opt,
+                min, max, v);
   }
   *out = n;
   return 0;
@@ -201,8 +236,7 @@ static int set_allow(srv_config *cfg, const char *name, const char *v) {
     long long n;
 
     if (cfg->nallow_uids == SRV_MAX_ALLOW) {
-      fprintf(stderr, "conch serve: at most %d --allow-uid\n", SRV_MAX_ALLOW);
-      return -1;
+      return fail(SRV_EXIT_USAGE, "at most %d --allow-uid", SRV_MAX_ALLOW);
     }
     if (parse_num(name, v, 0, 0x7fffffffLL, &n) != 0) {
       return -1;
@@ -212,12 +246,10 @@ static int set_allow(srv_config *cfg, const char *name, const char *v) {
   }
   if (strcmp(name, "--allow-user") == 0) {
     if (cfg->nallow_users == SRV_MAX_ALLOW) {
-      fprintf(stderr, "conch serve: at most %d --allow-user\n", SRV_MAX_ALLOW);
-      return -1;
+      return fail(SRV_EXIT_USAGE, "at most %d --allow-user", SRV_MAX_ALLOW);
     }
     if (v[0] == '\0') {
-      fprintf(stderr, "conch serve: --allow-user needs a user name or *\n");
-      return -1;
+      return fail(SRV_EXIT_USAGE, "--allow-user needs a user name or *");
     }
     cfg->allow_users[cfg->nallow_users++] = v;
     return 0;
@@ -227,14 +259,12 @@ static int set_allow(srv_config *cfg, const char *name, const char *v) {
 
 static int set_token(const char *v) {
   if (lopts.token_argv) {
-    fprintf(stderr, "conch serve: --access-token given twice\n");
-    return -1;
+    return fail(SRV_EXIT_USAGE, "--access-token given twice");
   }
   lopts.token_argv = 1;
   lopts.token = strdup(v);
   if (lopts.token == NULL) {
-    fprintf(stderr, "conch serve: out of memory\n");
-    return -1;
+    return fail(SRV_EXIT_FAILED, "out of memory");
   }
   return 0;
 }
@@ -263,45 +293,67 @@ static int set_option(srv_config *cfg, const char *name, const char *v) {
     }
     rv = set_number(cfg, name, v);
     if (rv > 0) {
-      fprintf(stderr, "conch serve: unknown option %s\n%s", name, usage_text);
+      fail(SRV_EXIT_USAGE, "unknown option %s", name);
+      fputs(usage_text, stderr);
     }
     return rv != 0 ? -1 : 0;
   }
   return 0;
 }
 
-/* --workdir must be an absolute directory, --user a user this server can
-   switch to. */
-static int check_defaults(const srv_config *cfg) {
-  struct stat sb;
+/* A user this server can run processes as: it exists, and it is the
+   server's own unless the server runs as root. */
+static int check_user(const char *opt, const char *name) {
   srv_user u;
+  int rv = srv_user_lookup(name, &u);
 
-  if (cfg->workdir != NULL &&
-      (cfg->workdir[0] != '/' || stat(cfg->workdir, &sb) != 0 ||
-       !S_ISDIR(sb.st_mode))) {
-    fprintf(stderr, "conch serve: --workdir %s: %s\n", cfg->workdir,
-            cfg->workdir[0] != '/' ? "not an absolute path"
-            : errno == ENOENT      ? "no such directory"
-                                   : "not a directory");
-    return -1;
+  if (rv == -2) {
+    return fail(SRV_EXIT_FAILED, "%s %s: out of memory", opt, name);
   }
-  if (cfg->default_user == NULL) {
-    return 0;
-  }
-  if (srv_user_lookup(cfg->default_user, &u) != 0) {
-    fprintf(stderr, "conch serve: --user %s: no such user\n",
-            cfg->default_user);
-    return -1;
+  if (rv != 0) {
+    return fail(SRV_EXIT_USAGE, "%s %s: no such user", opt, name);
   }
   if (u.uid != geteuid() && geteuid() != 0) {
-    fprintf(stderr,
-            "conch serve: --user %s: not running as root, this server can "
-            "run processes as its own user only\n",
-            cfg->default_user);
     srv_user_clear(&u);
-    return -1;
+    return fail(SRV_EXIT_USAGE,
+                "%s %s: not running as root, this server can run processes "
+                "as its own user only",
+                opt, name);
   }
   srv_user_clear(&u);
+  return 0;
+}
+
+/* --workdir must be an absolute directory, --user and --allow-user users
+   this server can switch to ("*" aside). */
+static int check_defaults(const srv_config *cfg) {
+  struct stat sb;
+  size_t i;
+
+  if (cfg->workdir != NULL) {
+    if (cfg->workdir[0] != '/') {
+      return fail(SRV_EXIT_USAGE, "--workdir %s: not an absolute path",
+                  cfg->workdir);
+    }
+    if (stat(cfg->workdir, &sb) != 0) {
+      return fail(errno_status(errno, SRV_EXIT_USAGE), "--workdir %s: %s",
+                  cfg->workdir, strerror(errno));
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+      return fail(SRV_EXIT_USAGE, "--workdir %s: not a directory",
+                  cfg->workdir);
+    }
+  }
+  if (cfg->default_user != NULL &&
+      check_user("--user", cfg->default_user) != 0) {
+    return -1;
+  }
+  for (i = 0; i < cfg->nallow_users; i++) {
+    if (strcmp(cfg->allow_users[i], "*") != 0 &&
+        check_user("--allow-user", cfg->allow_users[i]) != 0) {
+      return -1;
+    }
+  }
   return 0;
 }
 
@@ -328,8 +380,8 @@ static int parse_args(int argc, char **argv, srv_config *cfg) {
       continue;
     }
     if (strncmp(arg, "--", 2) != 0) {
-      fprintf(stderr, "conch serve: unexpected argument %s\n%s", arg,
-              usage_text);
+      fail(SRV_EXIT_USAGE, "unexpected argument %s", arg);
+      fputs(usage_text, stderr);
       return -1;
     }
     if (eq != NULL) {
@@ -337,8 +389,7 @@ static int parse_args(int argc, char **argv, srv_config *cfg) {
       value = eq + 1;
     } else {
       if (i + 1 >= argc) {
-        fprintf(stderr, "conch serve: %s needs a value\n", arg);
-        return -1;
+        return fail(SRV_EXIT_USAGE, "%s needs a value", arg);
       }
       snprintf(name, sizeof(name), "%s", arg);
       value = argv[++i];
@@ -353,7 +404,9 @@ static int parse_args(int argc, char **argv, srv_config *cfg) {
     }
   }
   if ((cfg->tls_cert == NULL) != (cfg->tls_key == NULL)) {
-    fprintf(stderr, "conch serve: --tls-cert and --tls-key go together\n");
+    return fail(SRV_EXIT_USAGE, "--tls-cert and --tls-key go together");
+  }
+  if (cfg->listen != NULL && check_listen(cfg->listen) != 0) {
     return -1;
   }
   if (check_defaults(cfg) != 0) {
@@ -370,15 +423,14 @@ static int token_valid(const char *t, const char *from) {
   size_t i;
 
   if (t[0] == '\0') {
-    fprintf(stderr, "conch serve: the access token (%s) is empty\n", from);
+    fail(SRV_EXIT_USAGE, "the access token (%s) is empty", from);
     return 0;
   }
   for (i = 0; t[i] != '\0'; i++) {
     if ((unsigned char)t[i] <= 0x20 || (unsigned char)t[i] >= 0x7f) {
-      fprintf(stderr,
-              "conch serve: the access token (%s) may hold only visible "
-              "ASCII characters\n",
-              from);
+      fail(SRV_EXIT_USAGE,
+           "the access token (%s) may hold only visible ASCII characters",
+           from);
       return 0;
     }
   }
@@ -394,7 +446,8 @@ static char *read_token_file(const char *path) {
   char *nl;
 
   if (fd < 0) {
-    fprintf(stderr, "conch serve: %s: %s\n", path, strerror(errno));
+    fail(errno_status(errno, SRV_EXIT_USAGE), "--access-token-file %s: %s",
+         path, strerror(errno));
     return NULL;
   }
   while (n < sizeof(buf) - 1) {
@@ -402,7 +455,16 @@ static char *read_token_file(const char *path) {
     if (r < 0 && errno == EINTR) {
       continue;
     }
-    if (r <= 0) {
+    if (r < 0) {
+      /* A directory (EISDIR), or an I/O error: no token rather than a
+         part of one. */
+      fail(errno_status(errno, SRV_EXIT_USAGE), "--access-token-file %s: %s",
+           path, strerror(errno));
+      close(fd);
+      memset(buf, 0, sizeof(buf));
+      return NULL;
+    }
+    if (r == 0) {
       break;
     }
     n += (size_t)r;
@@ -413,13 +475,15 @@ static char *read_token_file(const char *path) {
   if (nl != NULL) {
     *nl = '\0';
   } else if (n == sizeof(buf) - 1) {
-    fprintf(stderr, "conch serve: %s: the token is over 4 KiB\n", path);
+    fail(SRV_EXIT_USAGE, "--access-token-file %s: the token is over 4 KiB",
+         path);
+    memset(buf, 0, sizeof(buf));
     return NULL;
   }
   nl = strdup(buf);
   memset(buf, 0, sizeof(buf));
   if (nl == NULL) {
-    fprintf(stderr, "conch serve: out of memory\n");
+    fail(SRV_EXIT_FAILED, "out of memory");
   }
   return nl;
 }
@@ -431,14 +495,12 @@ static int resolve_token(srv_config *cfg) {
   const char *from = "--access-token";
 
   if (lopts.token_file != NULL && lopts.token_argv) {
-    fprintf(stderr, "conch serve: --access-token and --access-token-file "
-                    "exclude each other\n");
-    return -1;
+    return fail(SRV_EXIT_USAGE,
+                "--access-token and --access-token-file exclude each other");
   }
   if (lopts.no_token && (lopts.token_file != NULL || lopts.token_argv)) {
-    fprintf(stderr, "conch serve: --no-token and an access token exclude "
-                    "each other\n");
-    return -1;
+    return fail(SRV_EXIT_USAGE,
+                "--no-token and an access token exclude each other");
   }
   if (lopts.token_file != NULL) {
     lopts.token = read_token_file(lopts.token_file);
@@ -449,7 +511,7 @@ static int resolve_token(srv_config *cfg) {
   } else if (!lopts.token_argv && !lopts.no_token && env != NULL) {
     lopts.token = strdup(env);
     if (lopts.token == NULL) {
-      return -1;
+      return fail(SRV_EXIT_FAILED, "out of memory");
     }
     from = "CONCH_TOKEN";
   }
@@ -494,6 +556,51 @@ static int split_hostport(const char *s, char *host, size_t hostlen,
   return 0;
 }
 
+/* A port: 0 to 65535 in decimal digits. */
+static int port_valid(const char *p) {
+  size_t i;
+  long v = 0;
+
+  for (i = 0; p[i] != '\0'; i++) {
+    if (p[i] < '0' || p[i] > '9' || i >= 5) {
+      return 0;
+    }
+    v = v * 10 + (p[i] - '0');
+  }
+  return i > 0 && v <= 65535;
+}
+
+/* --listen's form, checked before anything is opened. */
+static int check_listen(const char *listen) {
+  char host[256];
+  const char *port;
+
+  if (strncmp(listen, "unix:", 5) == 0) {
+    size_t n = strlen(listen + 5);
+
+    size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+
+    if (max > sizeof(unix_l.path) - 1) {
+      max = sizeof(unix_l.path) - 1;
+    }
+    if (n == 0 || n > max) {
+      return fail(SRV_EXIT_USAGE,
+                  "--listen %s: the socket path is empty or longer than %zu "
+                  "bytes",
+                  listen, max);
+    }
+    return 0;
+  }
+  if (split_hostport(listen, host, sizeof(host), &port) != 0 ||
+      !port_valid(port)) {
+    return fail(SRV_EXIT_USAGE,
+                "--listen wants HOST:PORT (PORT 0-65535, 0 picks a free "
+                "one), [IPv6]:PORT or unix:PATH, got %s",
+                listen);
+  }
+  return 0;
+}
+
 static int is_loopback(const struct sockaddr *sa) {
   if (sa->sa_family == AF_INET) {
     const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
@@ -530,24 +637,22 @@ static int tcp_policy(srv_config *cfg, const char *addr,
     return 0;
   }
   if (!is_loopback(sa)) {
-    fprintf(stderr,
-            "conch serve: refusing to listen on %s without an access token: "
-            "it is not a loopback address, so anyone who reaches it could "
-            "run commands as %s.  Give a token (--access-token-file FILE or "
-            "CONCH_TOKEN; better with --tls-cert/--tls-key), or listen on "
-            "127.0.0.1\n",
-            addr, own_user_name());
-    return -1;
+    return fail(SRV_EXIT_UNSAFE,
+                "refusing to listen on %s without an access token: it is not "
+                "a loopback address, so anyone who reaches it could run "
+                "commands as %s.  Give a token (--access-token-file FILE or "
+                "CONCH_TOKEN; better with --tls-cert/--tls-key), or listen on "
+                "127.0.0.1",
+                addr, own_user_name());
   }
   if (!lopts.no_token) {
-    fprintf(stderr,
-            "conch serve: a TCP listener needs an access token "
-            "(--access-token-file FILE or CONCH_TOKEN), or --no-token to let "
-            "every local user run commands as %s (the e2b SDK with "
-            "E2B_DEBUG=true sends no token).  Without --listen, conch serve "
-            "listens on a private Unix socket\n",
-            own_user_name());
-    return -1;
+    return fail(SRV_EXIT_UNSAFE,
+                "a TCP listener needs an access token (--access-token-file "
+                "FILE or CONCH_TOKEN), or --no-token to let every local user "
+                "run commands as %s (the e2b SDK with E2B_DEBUG=true sends no "
+                "token).  Without --listen, conch serve listens on a private "
+                "Unix socket",
+                own_user_name());
   }
   cfg->host_check = 1; /* DNS rebinding: browsers are local users too */
   return 0;
@@ -565,10 +670,8 @@ static int listen_tcp(srv_config *cfg, const char *addr, int *port_out) {
   int rv;
 
   if (split_hostport(addr, host, sizeof(host), &port) != 0) {
-    fprintf(stderr,
-            "conch serve: --listen wants HOST:PORT or unix:PATH, got %s\n",
-            addr);
-    return -1;
+    return fail(SRV_EXIT_USAGE, "--listen wants HOST:PORT or unix:PATH, got %s",
+                addr); /* check_listen() said it already */
   }
   memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
@@ -576,8 +679,12 @@ static int listen_tcp(srv_config *cfg, const char *addr, int *port_out) {
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   rv = getaddrinfo(host[0] != '\0' ? host : NULL, port, &hints, &res);
   if (rv != 0) {
-    fprintf(stderr, "conch serve: %s: %s\n", addr, gai_strerror(rv));
-    return -1;
+    return fail(rv == EAI_MEMORY ||
+                        (rv == EAI_SYSTEM && errno_status(errno, 0) != 0)
+                    ? SRV_EXIT_FAILED
+                    : SRV_EXIT_LISTEN,
+                "listen on %s: %s", addr,
+                rv == EAI_SYSTEM ? strerror(errno) : gai_strerror(rv));
   }
   if (tcp_policy(cfg, addr, res->ai_addr) != 0) {
     freeaddrinfo(res);
@@ -588,12 +695,14 @@ static int listen_tcp(srv_config *cfg, const char *addr, int *port_out) {
       setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
       bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 512) != 0 ||
       getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0) {
-    fprintf(stderr, "conch serve: listen on %s: %s\n", addr, strerror(errno));
+    int err = errno;
+
     if (fd >= 0) {
       close(fd);
     }
     freeaddrinfo(res);
-    return -1;
+    return fail(errno_status(err, SRV_EXIT_LISTEN), "listen on %s: %s", addr,
+                strerror(err));
   }
   freeaddrinfo(res);
   *port_out =
@@ -612,19 +721,26 @@ static int lock_socket_path(const char *path) {
 
   snprintf(lock, sizeof(lock), "%s.lock", path);
   fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
-  if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
-      sb.st_uid != geteuid()) {
-    fprintf(stderr, "conch serve: %s: %s\n", lock,
-            fd < 0 ? strerror(errno) : "not a regular file of ours");
-    if (fd >= 0) {
-      close(fd);
-    }
-    return -1;
+  if (fd < 0) {
+    return fail(errno_status(errno, SRV_EXIT_LISTEN),
+                "listen on unix:%s: %s: %s", path, lock, strerror(errno));
+  }
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
+    close(fd);
+    return fail(SRV_EXIT_LISTEN,
+                "listen on unix:%s: %s: not a regular file of ours", path,
+                lock);
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    fprintf(stderr, "conch serve: another conch serve listens on %s\n", path);
+    int err = errno;
+
     close(fd);
-    return -1;
+    if (err == EWOULDBLOCK) {
+      return fail(SRV_EXIT_TAKEN, "another conch serve listens on unix:%s",
+                  path);
+    }
+    return fail(errno_status(err, SRV_EXIT_LISTEN), "listen on unix:%s: %s: %s",
+                path, lock, strerror(err));
   }
   return fd;
 }
@@ -637,9 +753,8 @@ static int listen_unix(const char *path) {
   int fd;
 
   if (n == 0 || n >= sizeof(sa.sun_path) || n >= sizeof(unix_l.path)) {
-    fprintf(stderr, "conch serve: unix:%s: the path is empty or too long\n",
-            path);
-    return -1;
+    return fail(SRV_EXIT_USAGE, "unix:%s: the path is empty or too long",
+                path); /* check_listen() said it already */
   }
   unix_l.lock_fd = lock_socket_path(path);
   if (unix_l.lock_fd < 0) {
@@ -647,8 +762,8 @@ static int listen_unix(const char *path) {
   }
   if (lstat(path, &sb) == 0) {
     if (!S_ISSOCK(sb.st_mode)) {
-      fprintf(stderr, "conch serve: %s exists and is not a socket\n", path);
-      return -1;
+      return fail(SRV_EXIT_LISTEN,
+                  "listen on unix:%s: it exists and is not a socket", path);
     }
     unlink(path); /* a dead server's: we hold the lock */
   }
@@ -657,24 +772,26 @@ static int listen_unix(const char *path) {
   memcpy(sa.sun_path, path, n);
   fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    fprintf(stderr, "conch serve: socket: %s\n", strerror(errno));
-    return -1;
+    return fail(errno_status(errno, SRV_EXIT_LISTEN),
+                "listen on unix:%s: socket: %s", path, strerror(errno));
   }
   old = umask(0177); /* the socket is born 0600 */
   if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+    int err = errno;
+
     umask(old);
-    fprintf(stderr, "conch serve: listen on unix:%s: %s\n", path,
-            strerror(errno));
     close(fd);
-    return -1;
+    return fail(errno_status(err, SRV_EXIT_LISTEN), "listen on unix:%s: %s",
+                path, strerror(err));
   }
   umask(old);
   if (listen(fd, 512) != 0 || lstat(path, &sb) != 0) {
-    fprintf(stderr, "conch serve: listen on unix:%s: %s\n", path,
-            strerror(errno));
+    int err = errno;
+
     close(fd);
     unlink(path);
-    return -1;
+    return fail(errno_status(err, SRV_EXIT_LISTEN), "listen on unix:%s: %s",
+                path, strerror(err));
   }
   memcpy(unix_l.path, path, n + 1);
   unix_l.dev = sb.st_dev;
@@ -707,9 +824,10 @@ static int default_listen(srv_config *cfg, char *buf, size_t cap) {
   conch_status_init(&st);
   rv = conch_local_socket(sock, sizeof(sock), &st);
   if (rv != 0) {
-    fprintf(stderr, "conch serve: %s\n",
-            st.code != CONCH_CODE_OK ? conch_status_message(&st)
-                                     : conch_strerror(rv));
+    fail(st.code == CONCH_CODE_RESOURCE_EXHAUSTED ? SRV_EXIT_FAILED
+                                                  : SRV_EXIT_LISTEN,
+         "%s", st.code != CONCH_CODE_OK ? conch_status_message(&st)
+                                        : conch_strerror(rv));
     conch_status_clear(&st);
     return -1;
   }
@@ -910,6 +1028,23 @@ static void final_reap(srv_server *srv) {
   }
 }
 
+/* Every part of |srv| in a state that server_clear() takes, so that a
+   failure at any step of the start needs no other cleanup. */
+static void server_preinit(srv_server *srv) {
+  memset(srv, 0, sizeof(*srv));
+  srv->mem = conch_mem_default();
+  conch__gzip_init(&srv->gz, srv->mem);
+  srv->euid = geteuid();
+  srv->loop.epfd = -1; /* and an empty heap */
+  conch__list_init(&srv->procs);
+  conch__list_init(&srv->dead_procs);
+  srv_timer_init(&srv->stop_t, on_stop_timer);
+  srv_watch_init(&srv->sig_w, -1, on_signal);
+  srv_watch_init(&srv->stdin_w, -1, on_stdin);
+  srv->keeper_fd = -1;
+  srv_core_init(srv);
+}
+
 static void server_clear(srv_server *srv) {
   srv_core_free(srv);
   while (!conch__list_empty(&srv->procs)) {
@@ -921,42 +1056,62 @@ static void server_clear(srv_server *srv) {
   collect(srv);
   if (srv->sig_w.fd >= 0) {
     close(srv->sig_w.fd);
+    srv->sig_w.fd = -1;
   }
   unlisten_unix();
   if (srv->keeper_on) {
     close(srv->keeper_fd); /* EOF: the keeper exits (no group left) */
+    srv->keeper_on = 0;
   }
   conch__gzip_clear(&srv->gz);
   srv_loop_clear(&srv->loop);
 }
 
+/* Returns 0, or -1 with fail_status set. */
 static int server_init(srv_server *srv, int *port) {
   int fd;
+  int rv;
 
-  srv->mem = conch_mem_default();
-  conch__gzip_init(&srv->gz, srv->mem);
-  srv->euid = geteuid();
-  conch__list_init(&srv->procs);
-  conch__list_init(&srv->dead_procs);
-  srv_timer_init(&srv->stop_t, on_stop_timer);
-  srv_watch_init(&srv->sig_w, -1, on_signal);
-  srv_watch_init(&srv->stdin_w, -1, on_stdin);
   if (srv_loop_init(&srv->loop) != 0) {
-    fprintf(stderr, "conch serve: epoll: %s\n", strerror(errno));
-    return -1;
+    return fail(SRV_EXIT_FAILED, "epoll: %s", strerror(errno));
   }
   fd = listen_on(&srv->cfg, port);
-  if (fd < 0 || srv_core_start(srv, fd) != 0) {
+  if (fd < 0) {
+    return -1;
+  }
+  rv = srv_core_start(srv, fd);
+  if (rv != 0) {
+    if (fail_status == 0) {
+      fail_status = rv; /* said by srv_core_start() */
+    }
     return -1;
   }
   /* Children die with us even on SIGKILL (serve_keeper.c).  Before we
-     become a subreaper: the keeper must not be reparented to us. */
+     become a subreaper: the keeper must not be reparented to us.  Without
+     it that promise would not hold: no start. */
   if (srv_keeper_start(srv) != 0) {
-    fprintf(stderr, "conch serve: no keeper process: %s\n", strerror(errno));
+    return fail(SRV_EXIT_FAILED, "cannot start the keeper process: %s",
+                strerror(errno));
   }
   if (setup_signals(srv) != 0 || watch_stdin(srv) != 0) {
-    fprintf(stderr, "conch serve: setup: %s\n", strerror(errno));
-    return -1;
+    return fail(SRV_EXIT_FAILED, "signals and stdin: %s", strerror(errno));
+  }
+  return 0;
+}
+
+/* The LISTENING line: the one way a parent learns where we are, so not
+   writing it whole is a failure, not a silent server. */
+static int announce(int port) {
+  int n;
+
+  if (unix_l.path[0] != '\0') {
+    n = printf("LISTENING unix:%s\n", unix_l.path);
+  } else {
+    n = printf("LISTENING %d\n", port);
+  }
+  if (n < 0 || fflush(stdout) != 0 || ferror(stdout)) {
+    return fail(SRV_EXIT_FAILED, "writing the LISTENING line to stdout: %s",
+                strerror(errno));
   }
   return 0;
 }
@@ -968,8 +1123,7 @@ static int run(srv_server *srv) {
       return 0;
     }
     if (srv_loop_poll(&srv->loop, LOOP_MAX_WAIT_MS) != 0) {
-      fprintf(stderr, "conch serve: epoll_wait: %s\n", strerror(errno));
-      return -1;
+      return fail(SRV_EXIT_FAILED, "epoll_wait: %s", strerror(errno));
     }
   }
 }
@@ -982,40 +1136,70 @@ static void free_token(void) {
   memset(&lopts, 0, sizeof(lopts));
 }
 
+/* A closed stdin or stderr would hand its number to the first socket we
+   open, and a message or the LISTENING line would go into it: /dev/null
+   takes their place.  A closed stdout is refused (the LISTENING line would
+   be lost). */
+static int check_std_fds(void) {
+  int fd;
+
+  for (fd = 0; fd <= 2; fd++) {
+    if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) {
+      continue;
+    }
+    if (fd == STDOUT_FILENO) {
+      return fail(SRV_EXIT_FAILED,
+                  "stdout is closed: the LISTENING line cannot be written");
+    }
+    if (open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd) {
+      return fail(SRV_EXIT_FAILED, "/dev/null: %s", strerror(errno));
+    }
+  }
+  return 0;
+}
+
 int conch_cmd_serve(int argc, char **argv) {
   srv_server srv;
   char listen_buf[256];
   int port = 0;
   int rv;
 
-  memset(&srv, 0, sizeof(srv));
+  fail_status = 0;
+  server_preinit(&srv);
   config_defaults(&srv.cfg);
-  rv = parse_args(argc, argv, &srv.cfg);
+  rv = check_std_fds();
   if (rv == 0) {
-    rv = resolve_token(&srv.cfg) != 0 ? -1 : 0;
+    rv = parse_args(argc, argv, &srv.cfg);
+  }
+  if (rv > 0) {
+    free_token();
+    if (fputs(usage_text, stdout) < 0 || fflush(stdout) != 0) {
+      fail(SRV_EXIT_FAILED, "writing the help to stdout: %s", strerror(errno));
+      return SRV_EXIT_FAILED;
+    }
+    return SRV_EXIT_OK;
+  }
+  if (rv == 0) {
+    rv = resolve_token(&srv.cfg);
   }
   if (rv == 0 && srv.cfg.listen == NULL) {
     rv = default_listen(&srv.cfg, listen_buf, sizeof(listen_buf));
   }
-  if (rv != 0) {
-    free_token();
-    if (rv > 0) {
-      fputs(usage_text, stdout);
-    }
-    return rv > 0 ? 0 : 2;
-  }
-  rv = server_init(&srv, &port);
   if (rv == 0) {
-    if (unix_l.path[0] != '\0') {
-      printf("LISTENING unix:%s\n", unix_l.path);
-    } else {
-      printf("LISTENING %d\n", port);
-    }
-    fflush(stdout);
-    rv = run(&srv);
+    rv = server_init(&srv, &port);
   }
-  final_reap(&srv);
+  if (rv == 0) {
+    rv = announce(port);
+  }
+  if (rv == 0) {
+    /* Serving: processes may run from now on, and all must end. */
+    rv = run(&srv);
+    final_reap(&srv);
+  }
   server_clear(&srv);
   free_token();
-  return rv == 0 ? 0 : 1;
+  if (rv != 0) {
+    return fail_status != 0 ? fail_status : SRV_EXIT_FAILED;
+  }
+  return SRV_EXIT_OK;
 }

@@ -7,8 +7,11 @@
    length (4 bytes, big-endian).  This program starts a conch_server on
    127.0.0.1 (a free port) serving connectrpc.conformance.v1.
    ConformanceService (service.c), writes a ServerCompatResponse with the
-   host and port to stdout, framed the same way, and serves until its stdin
-   closes (then it exits 0) or SIGTERM (its default action, kept).
+   host and port to stdout, framed the same way, and serves until SIGTERM
+   or SIGINT (then it cancels the calls still running and exits 0), as the
+   suite's reference server does: the runner closes our stdin once it has
+   written the request, so the end of stdin means nothing.  If the runner
+   dies first we get SIGTERM all the same (PR_SET_PDEATHSIG).
 
    HTTP/2 and HTTP/1.1 are served on the same port (the server core tells
    them apart); with use_tls the server makes a self-signed certificate
@@ -22,8 +25,8 @@
    client_tls_cert without use_tls, a client_tls_cert that is no PEM
    certificate) exits 2.
 
-   One thread: the loop polls stdin and the server's descriptors together
-   (conch_server_pollfds(), conch_server_timeout_ms(),
+   One thread: the loop polls a signalfd and the server's descriptors
+   together (conch_server_pollfds(), conch_server_timeout_ms(),
    conch_server_process()) and runs the response delays of the calls. */
 #include <errno.h>
 #include <poll.h>
@@ -31,6 +34,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -241,8 +246,30 @@ static int write_response(int port, const char *pem) {
   return rv;
 }
 
-/* Serves until stdin closes.  Returns 0, or -1 when polling failed. */
-static int serve(conch_server *s) {
+/* SIGTERM and SIGINT, blocked, as a descriptor to poll; also SIGTERM when
+   the runner dies.  Returns the descriptor or -1. */
+static int stop_signals(void) {
+  sigset_t set;
+  pid_t parent = getppid();
+
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  if (sigprocmask(SIG_BLOCK, &set, NULL) != 0) {
+    return -1;
+  }
+  if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
+    return -1;
+  }
+  if (getppid() != parent) {
+    raise(SIGTERM); /* it died before the prctl: pending, seen at once */
+  }
+  return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+/* Serves until a signal comes on |sig_fd|.  Returns 0, or -1 when polling
+   failed. */
+static int serve(conch_server *s, int sig_fd) {
   struct pollfd *fds = NULL;
   size_t cap = 0;
   int rv = 0;
@@ -260,7 +287,7 @@ static int serve(conch_server *s) {
       cap = need + 8;
       continue;
     }
-    fds[0].fd = 0;
+    fds[0].fd = sig_fd;
     fds[0].events = POLLIN;
     fds[0].revents = 0;
     long t = conch_server_timeout_ms(s);
@@ -275,9 +302,8 @@ static int serve(conch_server *s) {
       break;
     }
     if (n > 0 && fds[0].revents != 0) {
-      char junk[256];
-      ssize_t r = read(0, junk, sizeof(junk));
-      if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
+      struct signalfd_siginfo si;
+      if (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         break; /* the runner is done with us */
       }
     }
@@ -316,6 +342,7 @@ int main(void) {
   conch_server *s = NULL;
   char *cert = NULL, *key = NULL;
   int status = EXIT_FAILED;
+  int sig_fd = -1;
   if (conch_server_opts_new(&opts) != 0 ||
       conch_server_opts_set_json_resolver(opts, resolve_any, NULL) != 0) {
     goto out;
@@ -357,6 +384,12 @@ int main(void) {
     fprintf(stderr, "conformance-server: registering the service failed\n");
     goto out;
   }
+  /* Before the response: a SIGTERM from then on ends us well. */
+  sig_fd = stop_signals();
+  if (sig_fd < 0) {
+    perror("conformance-server: signals");
+    goto out;
+  }
   int rv = conch_server_listen(s, "127.0.0.1:0");
   if (rv != 0) {
     fprintf(stderr, "conformance-server: listen: %s\n", conch_strerror(rv));
@@ -366,11 +399,14 @@ int main(void) {
     fprintf(stderr, "conformance-server: writing the response failed\n");
     goto out;
   }
-  if (serve(s) == 0) {
+  if (serve(s, sig_fd) == 0) {
     status = 0;
   }
 
 out:
+  if (sig_fd >= 0) {
+    close(sig_fd);
+  }
   conch_server_free(s); /* cancels the calls still running */
   conch_server_opts_free(opts);
   free(cert);

@@ -247,7 +247,9 @@ function startServerBin(path, httpVersion = 2, useTls = false,
         resolve(server);
       }
     });
-    child.stdin.write(compatRequest({ protocol: 1, httpVersion, useTls,
+    // Then stdin is closed, as the suite's runner does: the server serves
+    // on until SIGTERM.
+    child.stdin.end(compatRequest({ protocol: 1, httpVersion, useTls,
       clientTlsCert }));
   });
 }

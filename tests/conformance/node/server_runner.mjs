@@ -4,13 +4,14 @@
 //   node server_runner.mjs --server PATH
 //
 // For each protocol (Connect, gRPC, gRPC-Web) the server is started anew:
-// a size-delimited ServerCompatRequest on its stdin (HTTP/2, no TLS), a
-// size-delimited ServerCompatResponse with host and port read from its
-// stdout.  Then every case below runs in each codec and compression the
-// features file declares (requests and responses compressed); each checks
-// what the suite checks of the ConformanceService's answer (data,
-// headers, trailers, errors and details, the echoed RequestInfo).  At the
-// end the server's stdin is closed and it must exit 0.  Also checked: the
+// a size-delimited ServerCompatRequest on its stdin (HTTP/2, no TLS), then
+// stdin closed, as the suite's runner does; a size-delimited
+// ServerCompatResponse with host and port read from its stdout.  Then
+// every case below runs in each codec and compression the features file
+// declares (requests and responses compressed); each checks what the suite
+// checks of the ConformanceService's answer (data, headers, trailers,
+// errors and details, the echoed RequestInfo).  At the end the server gets
+// SIGTERM and must exit 0 (within 10 s).  Also checked: the
 // message_receive_limit of the ServerCompatRequest, that a server started
 // for HTTP/1.1, TLS (its certificate returned as pem_cert) or both answers
 // in each protocol that HTTP version carries, that one asked for TLS
@@ -19,8 +20,7 @@
 // refuses one presenting none or another, that a request for HTTP/3 is
 // refused with a message and exit status 3, that a frame that does not
 // parse, a client_tls_cert that is no certificate and one without use_tls
-// exit 2, and that closing stdin while a call runs ends it and exits 0 at
-// once.
+// exit 2, and that SIGTERM while a call runs ends it and exits 0 at once.
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -82,7 +82,8 @@ function startServer(req) {
   child.stderr.on("data", (d) => (stderr += d));
   const exited = new Promise((resolve) =>
     child.on("exit", (code, signal) => resolve({ code, signal })));
-  child.stdin.write(compatRequest(req));
+  // The request, then the end of stdin: the server must serve on.
+  child.stdin.end(compatRequest(req));
   const listening = new Promise((resolve, reject) => {
     let buf = Buffer.alloc(0);
     child.stdout.on("data", (d) => {
@@ -97,6 +98,22 @@ function startServer(req) {
       20000).unref();
   });
   return { child, listening, exited, stderr: () => stderr };
+}
+
+// SIGTERM to a server of startServer(): resolves to how it exited, or to
+// {code: "still running 10 s after SIGTERM"} (then it is killed).
+async function stopServer(srv) {
+  srv.child.kill("SIGTERM");
+  let timer;
+  const late = new Promise((resolve) => {
+    timer = setTimeout(() => {
+      srv.child.kill("SIGKILL");
+      resolve({ code: "still running 10 s after SIGTERM" });
+    }, 10000);
+  });
+  const e = await Promise.race([srv.exited, late]);
+  clearTimeout(timer);
+  return e;
 }
 
 // ---------------------------------------------------------------------------
@@ -548,12 +565,11 @@ async function runProtocol(pname) {
       }
     }
   }
-  srv.child.stdin.end();
-  const e = await srv.exited;
+  const e = await stopServer(srv);
   if (e.code !== 0) {
     failures++;
     process.stdout.write(`FAIL ${protocol}: server exited ${e.code ?? e.signal}` +
-      ` after stdin closed: ${srv.stderr()}\n`);
+      ` on SIGTERM: ${srv.stderr()}\n`);
   }
 }
 
@@ -582,8 +598,7 @@ async function receiveLimit() {
       process.stdout.write(`FAIL ${protocol}/receive-limit: ${e.stack ?? e}\n`);
     }
   }
-  srv.child.stdin.end();
-  const e = await srv.exited;
+  const e = await stopServer(srv);
   if (e.code !== 0) {
     failures++;
     process.stdout.write(`FAIL receive-limit: server exited ` +
@@ -591,10 +606,10 @@ async function receiveLimit() {
   }
 }
 
-// Closing stdin while a call waits out a 10 s delay: the server ends the
-// call and exits 0 at once (well before the delay), and the client's call
+// SIGTERM while a call waits out a 10 s delay: the server ends the call
+// and exits 0 at once (well before the delay), and the client's call
 // fails.
-async function closeWhileBusy() {
+async function sigtermWhileBusy() {
   const srv = startServer({ protocol: 1, httpVersion: 2 });
   const { host, port } = await srv.listening;
   const client = createClient(ConformanceService, createConnectTransport({
@@ -608,13 +623,12 @@ async function closeWhileBusy() {
   // server has read the first call's stream before it.
   await client.unary(create(UnaryRequestSchema, {}));
   const t0 = Date.now();
-  srv.child.stdin.end();
-  const e = await srv.exited;
+  const e = await stopServer(srv);
   const outcome = await call;
   const ms = Date.now() - t0;
   if (e.code !== 0 || ms > 8000 || outcome === "succeeded") {
     failures++;
-    process.stdout.write(`FAIL close-while-busy: exit ${e.code ?? e.signal}` +
+    process.stdout.write(`FAIL sigterm-while-busy: exit ${e.code ?? e.signal}` +
       ` after ${ms} ms, call ${outcome}: ${srv.stderr()}\n`);
   } else {
     totals.lifecycle = (totals.lifecycle ?? 0) + 1;
@@ -644,7 +658,7 @@ async function badRequest() {
 // TLS with the certificate it returned when |req| asks for TLS, presenting
 // the client certificate |creds| ({cert, key}) when given, and refuses the
 // handshake of each client in |refusedCreds| ({cert, key}, or {} for no
-// certificate); then it exits 0 when stdin closes.
+// certificate); then it exits 0 on SIGTERM.
 async function served(name, req, http, creds = null, refusedCreds = []) {
   const srv = startServer(req);
   let resp;
@@ -707,8 +721,7 @@ async function served(name, req, http, creds = null, refusedCreds = []) {
       }
     }
   }
-  srv.child.stdin.end();
-  const e = await srv.exited;
+  const e = await stopServer(srv);
   if (e.code !== 0) {
     failures++;
     process.stdout.write(`FAIL serve ${name}: server exited ` +
@@ -778,7 +791,7 @@ for (const p of features.protocols ?? []) {
   await runProtocol(p);
 }
 await receiveLimit();
-await closeWhileBusy();
+await sigtermWhileBusy();
 await badRequest();
 await served("HTTP/1.1", { protocol: 1, httpVersion: 1 }, "1.1");
 await served("TLS", { protocol: 1, httpVersion: 2, useTls: true }, "2");
