@@ -356,6 +356,28 @@ void conch__timer_arm(conch_client *c, conch_timer *t, int64_t when) {
   (void)conch__heap_insert(&c->timers, c->mem, t, when);
 }
 
+static void fire_alarm(conch_client *c, conch_timer *t) {
+  conch_alarm *a = CONCH_CONTAINER(t, conch_alarm, t);
+  conch__list_remove(&a->link);
+  a->firing = 1;
+  a->cb(c, a->user_data);
+  conch__free(c->mem, a);
+}
+
+/* Fires the alarms at the top of the heap that were due at |now|, before
+   the turn's I/O: what the caller scheduled for a moment that passed while
+   the loop was busy (a cancel 5 ms after a send) happens before what
+   arrived later, as with libuv's timers-before-poll.  Deadlines and
+   keepalives wait for the I/O, which may hold the answer. */
+static void run_due_alarms(conch_client *c, int64_t now) {
+  conch_timer *t;
+  while ((t = conch__heap_top(&c->timers)) != NULL && t->when <= now &&
+         t->kind == CONCH_TIMER_ALARM) {
+    conch__timer_disarm(c, t);
+    fire_alarm(c, t);
+  }
+}
+
 static void run_timers(conch_client *c, int64_t now) {
   conch_timer *t;
   while ((t = conch__heap_top(&c->timers)) != NULL && t->when <= now) {
@@ -370,14 +392,9 @@ static void run_timers(conch_client *c, int64_t now) {
     case CONCH_TIMER_CONN_KEEPALIVE:
       conch__conn_on_keepalive(CONCH_CONTAINER(t, conch_conn, keepalive_timer));
       break;
-    case CONCH_TIMER_ALARM: {
-      conch_alarm *a = CONCH_CONTAINER(t, conch_alarm, t);
-      conch__list_remove(&a->link);
-      a->firing = 1;
-      a->cb(c, a->user_data);
-      conch__free(c->mem, a);
+    case CONCH_TIMER_ALARM:
+      fire_alarm(c, t);
       break;
-    }
     default:
       break;
     }
@@ -557,6 +574,7 @@ int conch_client_process(conch_client *c, const struct pollfd *fds,
     return CONCH_ERR_RECURSIVE;
   }
   c->depth++;
+  run_due_alarms(c, conch__client_now(c));
   for (i = 0; i < nfds; i++) {
     unsigned ev = 0;
     if (fds[i].revents == 0) {

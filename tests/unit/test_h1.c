@@ -11,6 +11,7 @@
    mid-response, back-pressure (a pull-mode call that does not read stops
    the socket being read), and the front end alone on pipelined requests
    (the server role). */
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -530,6 +531,43 @@ static void test_parser_response_to_eof(void **state) {
   conch__h1p_free(&p);
 }
 
+/* An alarm due when a pull-mode turn begins runs before that turn's I/O:
+   a cancel scheduled 5 ms after the request, on a loop that was busy for
+   10 ms, comes before the response that arrived meanwhile (the official
+   conformance suite's cancel-after-close-send, on a loaded machine). */
+static void cancel_cb(conch_client *c, void *ud) {
+  (void)c;
+  conch_call_cancel(ud);
+}
+
+static void test_due_alarm_before_io(void **state) {
+  memx m;
+  result r;
+  conch_client *c = client(&m);
+  conch_call *call = start(c, &sstream, &r, 1);
+  struct pollfd pfd;
+  (void)state;
+
+  memx_pump(&m, 32);
+  feed(&m, m.conns[0],
+       "HTTP/1.1 200 OK\r\nContent-Type: application/connect+proto\r\n"
+       "Transfer-Encoding: chunked\r\n\r\n");
+  assert_int_equal(conch_client_alarm(c, 5, cancel_cb, call, NULL), 0);
+  m.now += 10; /* busy: the alarm is due, nothing handled yet */
+  memx_feed(m.conns[0], "7\r\n\x00\x00\x00\x00\x02ok\r\n", 12);
+  pfd.fd = m.conns[0]->handle;
+  pfd.events = POLLIN;
+  pfd.revents = POLLIN;
+  assert_int_equal(conch_client_process(c, &pfd, 1), 0);
+  memx_pump(&m, 32);
+  assert_int_equal(r.msgs, 0);
+  assert_int_equal(r.closes, 1);
+  assert_int_equal(r.code, CONCH_CODE_CANCELED);
+  conch_call_free(call);
+  conch_client_free(c);
+  memx_clear(&m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_and_keep_alive),
@@ -541,6 +579,7 @@ int main(void) {
       cmocka_unit_test(test_malformed_and_too_large),
       cmocka_unit_test(test_cancel_closes),
       cmocka_unit_test(test_back_pressure),
+      cmocka_unit_test(test_due_alarm_before_io),
       cmocka_unit_test(test_parser_pipelined_requests),
       cmocka_unit_test(test_parser_response_to_eof),
   };

@@ -137,7 +137,10 @@ typedef struct conch_alarm conch_alarm;
  * freed after |cb| returns, by conch_alarm_cancel(), or by
  * conch_client_free() (then |cb| never runs).  |out| may be NULL when the
  * alarm will not be canceled.  Returns 0, CONCH_ERR_INVALID or
- * CONCH_ERR_NOMEM (then |cb| never runs).
+ * CONCH_ERR_NOMEM (then |cb| never runs).  In conch_client_process() (and
+ * so conch_client_run() and the blocking calls) an alarm that was due when
+ * the turn began runs before the turn's I/O is handled: a cancel scheduled
+ * for a moment the loop spent busy comes before data that arrived later.
  */
 CONCH_EXTERN int conch_client_alarm(conch_client *c, long ms,
                                     void (*cb)(conch_client *c,
