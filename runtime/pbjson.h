@@ -29,6 +29,7 @@
 #include <conch/mem.h>
 
 #include "buf.h"
+#include "json.h"
 
 /* Options of the _ex functions.  Zero-initialise; NULL options are all
    zero. */
@@ -130,18 +131,9 @@ int conch__pbjson_decode_ex(const ProtobufCMessageDescriptor *d,
 
 /* JSON text is parsed into a tree (jansson) that costs up to ~50 times the
    text ("[[],[],...]" is a node per 3 bytes), so no text with more values
-   than this is parsed: conch__pbjson_decode*() and the Connect error and
-   end-stream JSON count them first. */
+   than this is parsed: callers of conch__pbjson_decode*() count them first
+   (conch__json_values(), json.h).  The Connect error and end-stream JSON
+   is read without a tree (json.h) and needs no such limit. */
 #define CONCH_JSON_MAX_VALUES (256 * 1024)
-
-/* An upper bound on the values (objects, arrays, members, elements) in the
-   JSON text |p|: one, plus one per '[', '{', ',' and ':' outside strings.
-   One pass; nothing allocated. */
-size_t conch__json_values(const uint8_t *p, size_t n);
-
-/* Length of the UTF-8 sequence at |s| (|n| > 0 bytes left), or 0 when it
-   is not valid UTF-8: overlong forms, surrogates and code points past
-   U+10FFFF are invalid, as in Go's utf8 package (and for jansson). */
-size_t conch__utf8_seq(const unsigned char *s, size_t n);
 
 #endif

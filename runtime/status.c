@@ -7,17 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "base64.h"
 #include "mem_int.h"
 #include "metadata_int.h"
-#include "pbjson.h"
+#include "json.h"
 #include "wire.h"
-
-/* Ints become reals so that a huge number somewhere we never read (a
-   "debug" member, say) does not make the whole document unparsable. */
-#define JSON_FLAGS (JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL)
 
 static const char TYPE_PREFIX[] = "type.googleapis.com/";
 
@@ -435,81 +429,127 @@ static int set_http_message(conch_status *st, int http_status) {
   return 0;
 }
 
+/* The string at |at| of |p|, decoded into a new NUL-terminated block
+   (|*len| its length), or NULL when out of memory. */
+static char *json_dup(const uint8_t *p, size_t at, const conch_mem *mem,
+                      size_t *len) {
+  size_t n = conch__json_strlen(p, at);
+  char *s = n < SIZE_MAX ? conch__malloc(mem, n + 1) : NULL;
+
+  if (s != NULL) {
+    *len = conch__json_string(p, at, s);
+  }
+  return s;
+}
+
+/* The value of the last member |name| of the object at |obj|, or
+   (size_t)-1 (a repeated key: the last wins, as in jansson, Go and
+   JavaScript). */
+#define JSON_NONE ((size_t)-1)
+
+static size_t json_get(const uint8_t *p, size_t n, size_t obj,
+                       const char *name) {
+  size_t it = obj, key, value, found = JSON_NONE;
+
+  while (conch__json_member(p, n, &it, &key, &value)) {
+    if (conch__json_string_is(p, key, name)) {
+      found = value;
+    }
+  }
+  return found;
+}
+
+static int json_is(const uint8_t *p, size_t at, int kind) {
+  return at != JSON_NONE && conch__json_kind(p, at) == kind;
+}
+
+/* Present and not null. */
+static int json_given(const uint8_t *p, size_t at) {
+  return at != JSON_NONE && conch__json_kind(p, at) != CONCH_JSON_NULL;
+}
+
 /* Decodes one element of a "details" array into |tmp|.  Returns 0,
    CONCH_ERR_PROTO (the element is malformed) or CONCH_ERR_NOMEM. */
-static int json_detail(const json_t *d, const conch_mem *mem,
-                       conch_status *tmp) {
-  const json_t *type, *value;
-  const char *b64;
-  size_t b64_len, len;
-  uint8_t *raw;
+static int json_detail(const uint8_t *p, size_t n, size_t d,
+                       const conch_mem *mem, conch_status *tmp) {
+  size_t type, value, tlen, b64_len, len;
+  char *t, *b64;
+  uint8_t *raw = NULL;
   int rv;
 
-  if (!json_is_object(d)) {
+  if (!json_is(p, d, CONCH_JSON_OBJECT)) {
     return CONCH_ERR_PROTO;
   }
-  type = json_object_get(d, "type");
-  value = json_object_get(d, "value");
-  if (!json_is_string(type) || !json_is_string(value)) {
+  type = json_get(p, n, d, "type");
+  value = json_get(p, n, d, "value");
+  if (!json_is(p, type, CONCH_JSON_STRING) ||
+      !json_is(p, value, CONCH_JSON_STRING)) {
     return CONCH_ERR_PROTO;
   }
-  b64 = json_string_value(value);
-  b64_len = json_string_length(value);
-  raw = conch__malloc(mem, conch__b64_decoded_max(b64_len) + 1);
+  t = json_dup(p, type, mem, &tlen);
+  b64 = json_dup(p, value, mem, &b64_len);
+  if (t != NULL && b64 != NULL) {
+    raw = conch__malloc(mem, conch__b64_decoded_max(b64_len) + 1);
+  }
   if (raw == NULL) {
-    return CONCH_ERR_NOMEM;
-  }
-  rv = conch__b64_decode(b64, b64_len, CONCH_B64_STD, raw, &len);
-  if (rv != 0) {
+    rv = CONCH_ERR_NOMEM;
+  } else if (conch__b64_decode(b64, b64_len, CONCH_B64_STD, raw, &len) != 0) {
     rv = CONCH_ERR_PROTO;
   } else {
-    rv = conch__status_add_detail(tmp, mem, json_string_value(type),
-                                  json_string_length(type), raw, len);
+    rv = conch__status_add_detail(tmp, mem, t, tlen, raw, len);
   }
   conch__free(mem, raw);
+  conch__free(mem, b64);
+  conch__free(mem, t);
   return rv;
 }
 
-/* Reads a Connect Error object (1.4) into |tmp| (message and details) and
-   |*code| (-1 when missing, null or unknown).  With |strict| (end-stream),
-   a code, message or details member of the wrong type is an error; without
-   it (unary), a mistyped code or message counts as absent.  A malformed
-   detail is always an error.  Returns 0, CONCH_ERR_PROTO or
+/* Reads the Connect Error object (1.4) at |obj| into |tmp| (message and
+   details) and |*code| (-1 when missing, null or unknown).  With |strict|
+   (end-stream), a code, message or details member of the wrong type is an
+   error; without it (unary), a mistyped code or message counts as absent.
+   A malformed detail is always an error.  Returns 0, CONCH_ERR_PROTO or
    CONCH_ERR_NOMEM; |tmp| may hold parts on failure. */
-static int json_error(const json_t *obj, const conch_mem *mem, int strict,
-                      conch_status *tmp, int *code) {
-  const json_t *jcode, *jmsg, *jdetails, *d;
-  size_t i;
+static int json_error(const uint8_t *p, size_t n, size_t obj,
+                      const conch_mem *mem, int strict, conch_status *tmp,
+                      int *code) {
+  size_t jcode, jmsg, jdetails, it, d, len;
+  char name[32];
   int rv;
 
   *code = -1;
-  jcode = json_object_get(obj, "code");
-  jmsg = json_object_get(obj, "message");
-  jdetails = json_object_get(obj, "details");
-  if (json_is_string(jcode)) {
-    *code =
-        conch_code_parse(json_string_value(jcode), json_string_length(jcode));
-  } else if (strict && jcode != NULL && !json_is_null(jcode)) {
+  jcode = json_get(p, n, obj, "code");
+  jmsg = json_get(p, n, obj, "message");
+  jdetails = json_get(p, n, obj, "details");
+  if (json_is(p, jcode, CONCH_JSON_STRING)) {
+    /* No code's name is this long: such a string is an unknown code. */
+    if (conch__json_strlen(p, jcode) < sizeof(name)) {
+      len = conch__json_string(p, jcode, name);
+      *code = conch_code_parse(name, len);
+    }
+  } else if (strict && json_given(p, jcode)) {
     return CONCH_ERR_PROTO;
   }
-  if (strict && jmsg != NULL && !json_is_null(jmsg) && !json_is_string(jmsg)) {
+  if (strict && json_given(p, jmsg) && !json_is(p, jmsg, CONCH_JSON_STRING)) {
     return CONCH_ERR_PROTO;
   }
-  if (jdetails != NULL && !json_is_null(jdetails) && !json_is_array(jdetails)) {
-    return CONCH_ERR_PROTO;
-  }
-  json_array_foreach(jdetails, i, d) {
-    rv = json_detail(d, mem, tmp);
-    if (rv != 0) {
-      return rv;
+  if (json_given(p, jdetails)) {
+    if (!json_is(p, jdetails, CONCH_JSON_ARRAY)) {
+      return CONCH_ERR_PROTO;
+    }
+    it = jdetails;
+    while (conch__json_element(p, n, &it, &d)) {
+      rv = json_detail(p, n, d, mem, tmp);
+      if (rv != 0) {
+        return rv;
+      }
     }
   }
   /* An empty message counts as none: conch_status_message() then gives
      the code's name. */
-  if (json_is_string(jmsg) && json_string_length(jmsg) > 0) {
+  if (json_is(p, jmsg, CONCH_JSON_STRING) && conch__json_strlen(p, jmsg) > 0) {
     mem = status_mem(tmp, mem);
-    tmp->message =
-        conch__strndup(mem, json_string_value(jmsg), json_string_length(jmsg));
+    tmp->message = json_dup(p, jmsg, mem, &len);
     if (tmp->message == NULL) {
       return CONCH_ERR_NOMEM;
     }
@@ -533,25 +573,20 @@ int conch__connect_unary_error(conch_status *st, const conch_mem *mem,
                                int http_status, int json_ctype,
                                const uint8_t *body, size_t len) {
   conch_status tmp;
-  json_t *root = NULL;
+  size_t root;
   int code = -1, rv, fallback_rv;
 
   if (st->code != CONCH_CODE_OK) {
     return 0;
   }
   mem = mem_or_default(mem);
-  if (json_ctype && len > 0 &&
-      conch__json_values(body, len) <= CONCH_JSON_MAX_VALUES) {
-    root = json_loadb((const char *)body, len, JSON_FLAGS, NULL);
-  }
-  if (!json_is_object(root)) {
-    json_decref(root);
+  if (!json_ctype || len == 0 || conch__json_check(body, len, &root) != 0 ||
+      conch__json_kind(body, root) != CONCH_JSON_OBJECT) {
     return http_fallback(st, mem, http_status);
   }
   conch_status_init(&tmp);
   tmp.mem = mem;
-  rv = json_error(root, mem, 0, &tmp, &code);
-  json_decref(root);
+  rv = json_error(body, len, root, mem, 0, &tmp, &code);
   if (rv != 0) {
     /* A malformed detail spoils the whole body (1.4); out of memory, the
        status code still has to be set. */
@@ -576,20 +611,19 @@ int conch__connect_unary_error(conch_status *st, const conch_mem *mem,
 
 /* Checks that |md| is an end-stream "metadata" object: every value an
    array of strings. */
-static int json_metadata_ok(json_t *md) {
-  const char *key;
-  const json_t *vals, *v;
-  size_t i;
+static int json_metadata_ok(const uint8_t *p, size_t n, size_t md) {
+  size_t it = md, key, vals, vit, v;
 
-  if (!json_is_object(md)) {
+  if (!json_is(p, md, CONCH_JSON_OBJECT)) {
     return 0;
   }
-  json_object_foreach(md, key, vals) {
-    if (!json_is_array(vals)) {
+  while (conch__json_member(p, n, &it, &key, &vals)) {
+    if (!json_is(p, vals, CONCH_JSON_ARRAY)) {
       return 0;
     }
-    json_array_foreach(vals, i, v) {
-      if (!json_is_string(v)) {
+    vit = vals;
+    while (conch__json_element(p, n, &vit, &v)) {
+      if (!json_is(p, v, CONCH_JSON_STRING)) {
         return 0;
       }
     }
@@ -598,64 +632,66 @@ static int json_metadata_ok(json_t *md) {
 }
 
 /* Appends every pair of a checked "metadata" object to |trailers|, or
-   nothing if an allocation fails. */
-static int json_metadata_add(conch_metadata *trailers, json_t *md) {
+   nothing if an allocation fails.  A key given twice adds the values of
+   both (they are header values; jansson kept the last). */
+static int json_metadata_add(conch_metadata *trailers, const conch_mem *mem,
+                             const uint8_t *p, size_t n, size_t md) {
   size_t n0 = trailers->n;
   size_t len0 = trailers->strings.len;
-  const char *key;
-  const json_t *vals, *v;
-  size_t i;
-  int rv;
+  size_t it = md, key, vals, vit, v, klen, vlen;
+  char *k, *s;
+  int rv = 0;
 
-  json_object_foreach(md, key, vals) {
-    json_array_foreach(vals, i, v) {
-      rv =
-          conch__metadata_add_wire(trailers, key, strlen(key),
-                                   json_string_value(v), json_string_length(v));
-      if (rv != 0) {
-        /* Adding only appends, so cutting back restores the list. */
-        trailers->n = n0;
-        trailers->strings.len = len0;
-        return rv;
-      }
+  while (rv == 0 && conch__json_member(p, n, &it, &key, &vals)) {
+    k = json_dup(p, key, mem, &klen);
+    if (k == NULL) {
+      rv = CONCH_ERR_NOMEM;
+      break;
     }
+    vit = vals;
+    while (rv == 0 && conch__json_element(p, n, &vit, &v)) {
+      s = json_dup(p, v, mem, &vlen);
+      rv = s == NULL ? CONCH_ERR_NOMEM
+                     : conch__metadata_add_wire(trailers, k, klen, s, vlen);
+      conch__free(mem, s);
+    }
+    conch__free(mem, k);
   }
-  return 0;
+  if (rv != 0) {
+    /* Adding only appends, so cutting back restores the list. */
+    trailers->n = n0;
+    trailers->strings.len = len0;
+  }
+  return rv;
 }
 
 int conch__connect_end_stream(const uint8_t *json, size_t len,
                               const conch_mem *mem, conch_status *st,
                               conch_metadata *trailers) {
   conch_status tmp;
-  json_t *root, *err, *md;
+  size_t root, err, md;
   int code = -1, has_error, rv = 0;
 
   mem = mem_or_default(mem);
-  if (conch__json_values(json, len) > CONCH_JSON_MAX_VALUES) {
+  if (conch__json_check(json, len, &root) != 0 ||
+      conch__json_kind(json, root) != CONCH_JSON_OBJECT) {
     return CONCH_ERR_PROTO;
   }
-  root = json_loadb((const char *)json, len, JSON_FLAGS, NULL);
-  if (!json_is_object(root)) {
-    json_decref(root);
-    return CONCH_ERR_PROTO;
-  }
-  err = json_object_get(root, "error");
-  md = json_object_get(root, "metadata");
-  has_error = err != NULL && !json_is_null(err);
-  if ((has_error && !json_is_object(err)) ||
-      (md != NULL && !json_is_null(md) && !json_metadata_ok(md))) {
-    json_decref(root);
+  err = json_get(json, len, root, "error");
+  md = json_get(json, len, root, "metadata");
+  has_error = json_given(json, err);
+  if ((has_error && !json_is(json, err, CONCH_JSON_OBJECT)) ||
+      (json_given(json, md) && !json_metadata_ok(json, len, md))) {
     return CONCH_ERR_PROTO;
   }
   conch_status_init(&tmp);
   tmp.mem = mem;
   if (has_error) {
-    rv = json_error(err, mem, 1, &tmp, &code);
+    rv = json_error(json, len, err, mem, 1, &tmp, &code);
   }
-  if (rv == 0 && trailers != NULL && json_is_object(md)) {
-    rv = json_metadata_add(trailers, md);
+  if (rv == 0 && trailers != NULL && json_is(json, md, CONCH_JSON_OBJECT)) {
+    rv = json_metadata_add(trailers, mem, json, len, md);
   }
-  json_decref(root);
   if (rv != 0) {
     conch_status_clear(&tmp);
     return rv;

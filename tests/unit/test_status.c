@@ -1443,8 +1443,9 @@ static void test_oom(void **state) {
 }
 
 /* A 4 MiB error body of empty arrays (what a server, or whoever holds the
-   port, may send): its values are counted before any parse tree is built
-   (~50 times the text), and it counts as no usable body. */
+   port, may send): it is read without a parse tree (runtime/json.c; a tree
+   would cost ~50 times the text), so memory stays flat, and its details
+   are no objects, so it counts as no usable body. */
 static void test_json_bombs(void **state) {
   char *body = json_bomb("{\"code\":\"internal\",\"details\":", "}", 4u << 20);
   char *end = json_bomb("{\"error\":{\"code\":\"internal\",\"details\":", "}}",
