@@ -38,11 +38,16 @@ int64_t conch__client_now(const conch_client *c) {
 
 /* ---- Version ------------------------------------------------------------ */
 
-static const conch_version_info version_info = {1,
-                                                (CONCH_VERSION_MAJOR << 16) |
-                                                    (CONCH_VERSION_MINOR << 8) |
-                                                    CONCH_VERSION_PATCH,
-                                                CONCH_VERSION_STRING};
+static const conch_version_info version_info = {
+    2,
+    (CONCH_VERSION_MAJOR << 16) | (CONCH_VERSION_MINOR << 8) |
+        CONCH_VERSION_PATCH,
+    CONCH_VERSION_STRING,
+    (CONCH_WITH_SERVER ? CONCH_FEATURE_SERVER : 0) |
+        (CONCH_WITH_BROTLI ? CONCH_FEATURE_BROTLI : 0) |
+        (CONCH_WITH_ZSTD ? CONCH_FEATURE_ZSTD : 0) |
+        (CONCH_WITH_SNAPPY ? CONCH_FEATURE_SNAPPY : 0) |
+        (CONCH_WITH_JSON ? CONCH_FEATURE_JSON : 0)};
 
 const conch_version_info *conch_version(void) { return &version_info; }
 

@@ -1,5 +1,9 @@
 /* The compression registry: names, accepted lists, and dispatch to the
-   built-in codecs or to those registered by the caller. */
+   built-in codecs or to those registered by the caller.  br, zstd and
+   snappy are each left out of a build without their library
+   (CONCH_WITH_BROTLI, _ZSTD, _SNAPPY): their ids and names are then not
+   valid here, so nothing sends, advertises or decodes them, and a caller
+   who names one hears CONCH_ERR_UNSUPPORTED. */
 #include "compress.h"
 
 #include <stddef.h>
@@ -12,6 +16,10 @@
 
 static const char *const builtin_names[CONCH__COMP_NBUILTIN] = {
     "identity", "gzip", "br", "zstd", "deflate", "snappy"};
+
+/* Which built-in ids this build has (CONCH_WITH_BROTLI, _ZSTD, _SNAPPY). */
+static const unsigned char builtin_built[CONCH__COMP_NBUILTIN] = {
+    1, 1, CONCH_WITH_BROTLI, CONCH_WITH_ZSTD, 1, CONCH_WITH_SNAPPY};
 
 /* Decoded output grows by what is out so far (doubling), at least this
    much per step. */
@@ -30,8 +38,17 @@ void conch__comp_opts_defaults(conch_comp_opts *o) {
 }
 
 int conch__comp_valid(const conch_comp_opts *o, int id) {
-  return id >= 0 && (id < CONCH__COMP_NBUILTIN ||
-                     (size_t)id < CONCH__COMP_NBUILTIN + o->ncustom);
+  return id >= 0 && (id < CONCH__COMP_NBUILTIN
+                         ? builtin_built[id]
+                         : (size_t)id < CONCH__COMP_NBUILTIN + o->ncustom);
+}
+
+int conch__comp_check(const conch_comp_opts *o, int id) {
+  if (conch__comp_valid(o, id)) {
+    return 0;
+  }
+  return id >= 0 && id < CONCH__COMP_NBUILTIN ? CONCH_ERR_UNSUPPORTED
+                                              : CONCH_ERR_INVALID;
 }
 
 const char *conch__comp_name(const conch_comp_opts *o, int id) {
@@ -41,16 +58,38 @@ const char *conch__comp_name(const conch_comp_opts *o, int id) {
   return o->custom[id - CONCH__COMP_NBUILTIN].name;
 }
 
+static int name_is(const char *n, const char *name, size_t len) {
+  return strlen(n) == len && strncasecmp(n, name, len) == 0;
+}
+
 int conch__comp_lookup(const conch_comp_opts *o, const char *name, size_t len) {
   int id;
 
+  /* A built-in this build lacks is not there: its name is free for a
+     registered compression of the caller's. */
   for (id = 0; id < CONCH__COMP_NBUILTIN + (int)o->ncustom; id++) {
-    const char *n = conch__comp_name(o, id);
-    if (strlen(n) == len && strncasecmp(n, name, len) == 0) {
+    if (conch__comp_valid(o, id) &&
+        name_is(conch__comp_name(o, id), name, len)) {
       return id;
     }
   }
   return -1;
+}
+
+int conch__comp_find(const conch_comp_opts *o, const char *name, size_t len,
+                     int *id) {
+  int i = conch__comp_lookup(o, name, len);
+
+  if (i >= 0) {
+    *id = i;
+    return 0;
+  }
+  for (i = 0; i < CONCH__COMP_NBUILTIN; i++) {
+    if (name_is(builtin_names[i], name, len)) {
+      return CONCH_ERR_UNSUPPORTED; /* known, not built */
+    }
+  }
+  return CONCH_ERR_INVALID;
 }
 
 static int token_char(unsigned char ch) {
@@ -115,9 +154,9 @@ int conch__comp_set_accept(conch_comp_opts *o, const char *names,
       len--;
     }
     if (len > 0 || strict) {
-      id = conch__comp_lookup(o, p, len);
-      if (id < 0) {
-        return CONCH_ERR_INVALID;
+      int rv = conch__comp_find(o, p, len, &id);
+      if (rv != 0) {
+        return rv;
       }
       if (id != CONCH_COMPRESSION_IDENTITY && memchr(ids, id, n) == NULL) {
         ids[n++] = (uint8_t)id;
@@ -141,6 +180,20 @@ static size_t put_name(char *out, size_t at, const char *n) {
   }
   memcpy(out + at, n, len);
   return at + len;
+}
+
+void conch__comp_accept_builtins(conch_comp_opts *o) {
+  static const uint8_t order[] = {
+      CONCH_COMPRESSION_GZIP, CONCH_COMPRESSION_BR, CONCH_COMPRESSION_ZSTD,
+      CONCH_COMPRESSION_DEFLATE, CONCH_COMPRESSION_SNAPPY};
+  size_t i;
+
+  o->naccept = 0;
+  for (i = 0; i < sizeof(order); i++) {
+    if (builtin_built[order[i]]) {
+      o->accept[o->naccept++] = order[i];
+    }
+  }
 }
 
 size_t conch__comp_accept_value(const conch_comp_opts *o, int send,
@@ -168,8 +221,12 @@ void conch__comps_init(conch_comps *cs, const conch_mem *mem) {
 void conch__comps_clear(conch_comps *cs) {
   conch__gzip_clear(&cs->gz);
   conch__gzip_clear(&cs->zl);
+#if CONCH_WITH_ZSTD
   conch__zstd_free(cs->zs, cs->mem);
+#endif
+#if CONCH_WITH_SNAPPY
   conch__snappy_free(cs->sn, cs->mem);
+#endif
   cs->zs = NULL;
   cs->sn = NULL;
 }
@@ -281,15 +338,21 @@ int conch__comp_compress(conch_comps *cs, const conch_comp_opts *o, int id,
     return conch__gzip_deflate(&cs->gz, level, in, n, out);
   case CONCH_COMPRESSION_DEFLATE:
     return conch__gzip_deflate(&cs->zl, level, in, n, out);
+#if CONCH_WITH_BROTLI
   case CONCH_COMPRESSION_BR:
     rv = conch__br_compress(cs->mem, level, in, n, out);
     break;
+#endif
+#if CONCH_WITH_ZSTD
   case CONCH_COMPRESSION_ZSTD:
     rv = conch__zstd_compress(&cs->zs, cs->mem, level, in, n, out);
     break;
+#endif
+#if CONCH_WITH_SNAPPY
   case CONCH_COMPRESSION_SNAPPY:
     rv = conch__snappy_compress(&cs->sn, cs->mem, in, n, out);
     break;
+#endif
   default:
     if (!conch__comp_valid(o, id) || id == CONCH_COMPRESSION_IDENTITY) {
       return CONCH_ERR_INVALID;
@@ -318,15 +381,21 @@ int conch__comp_decompress(conch_comps *cs, const conch_comp_opts *o, int id,
     return conch__gzip_inflate(&cs->gz, in, n, max_out, out);
   case CONCH_COMPRESSION_DEFLATE:
     return conch__gzip_inflate(&cs->zl, in, n, max_out, out);
+#if CONCH_WITH_BROTLI
   case CONCH_COMPRESSION_BR:
     rv = conch__br_decompress(cs->mem, in, n, max_out, out);
     break;
+#endif
+#if CONCH_WITH_ZSTD
   case CONCH_COMPRESSION_ZSTD:
     rv = conch__zstd_decompress(&cs->zs, cs->mem, in, n, max_out, out);
     break;
+#endif
+#if CONCH_WITH_SNAPPY
   case CONCH_COMPRESSION_SNAPPY:
     rv = conch__snappy_decompress(&cs->sn, cs->mem, in, n, max_out, out);
     break;
+#endif
   default:
     if (!conch__comp_valid(o, id) || id == CONCH_COMPRESSION_IDENTITY) {
       return CONCH_ERR_INVALID;

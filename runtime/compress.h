@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <conch/client.h>
+#include <conch/features.h>
 #include <conch/mem.h>
 
 #include "buf.h"
@@ -51,8 +52,16 @@ typedef struct conch_comps {
 
 void conch__comp_opts_defaults(conch_comp_opts *o);
 
-/* The id of |name| (|len| bytes, case-insensitive), or -1. */
+/* The id of |name| (|len| bytes, case-insensitive), or -1.  A built-in
+   compression this build lacks is not found (so its name may be
+   registered). */
 int conch__comp_lookup(const conch_comp_opts *o, const char *name, size_t len);
+
+/* conch__comp_lookup() that says why not: 0 with |*id| set,
+   CONCH_ERR_UNSUPPORTED (a built-in this build lacks: "br" without
+   CONCH_WITH_BROTLI) or CONCH_ERR_INVALID (unknown). */
+int conch__comp_find(const conch_comp_opts *o, const char *name, size_t len,
+                     int *id);
 
 /* Registers |comp| (conch_client_opts_add_compression()'s checks; the
    name is copied, the functions and user_data kept) as the next custom
@@ -63,15 +72,25 @@ int conch__comp_add_custom(conch_comp_opts *o, const conch_compressor *comp,
 
 /* Sets |o|'s accepted list from |names|, comma-separated, blanks around
    each name ignored, duplicates and identity dropped (NULL or "": identity
-   only).  |strict| (the server's) also refuses empty items.  Returns 0, or CONCH_ERR_INVALID for an unknown name
-   (|o| unchanged). */
+   only).  |strict| (the server's) also refuses empty items.  Returns 0,
+   CONCH_ERR_UNSUPPORTED for a built-in this build lacks or
+   CONCH_ERR_INVALID for an unknown name (|o| unchanged either way). */
 int conch__comp_set_accept(conch_comp_opts *o, const char *names, int strict);
 
 /* The wire name of |id| (a valid id). */
 const char *conch__comp_name(const conch_comp_opts *o, int id);
 
-/* 1 when |id| is a compression |o| knows. */
+/* 1 when |id| is a compression |o| knows (built-in and built, or
+   registered). */
 int conch__comp_valid(const conch_comp_opts *o, int id);
+
+/* 0 when |id| is valid, CONCH_ERR_UNSUPPORTED for a built-in id this build
+   lacks, CONCH_ERR_INVALID for any other. */
+int conch__comp_check(const conch_comp_opts *o, int id);
+
+/* Sets the accepted list to every built-in this build has but identity:
+   gzip, br, zstd, deflate, snappy (the server's default). */
+void conch__comp_accept_builtins(conch_comp_opts *o);
 
 /* Room for the longest accepted list: every name and a comma each. */
 #define CONCH__COMP_ACCEPT_MAX (CONCH__COMP_MAX * (CONCH_COMPRESSION_NAME_MAX + 1))

@@ -137,6 +137,9 @@ int conch_client_opts_set_codec(conch_client_opts *opts, conch_codec codec) {
       (codec != CONCH_CODEC_PROTO && codec != CONCH_CODEC_JSON)) {
     return CONCH_ERR_INVALID;
   }
+  if (codec == CONCH_CODEC_JSON && !CONCH_WITH_JSON) {
+    return CONCH_ERR_UNSUPPORTED;
+  }
   opts->codec = codec;
   return 0;
 }
@@ -154,8 +157,14 @@ int conch_client_opts_set_json_resolver(conch_client_opts *opts,
 
 int conch_client_opts_set_send_compression(conch_client_opts *opts,
                                            conch_compression c) {
-  if (opts == NULL || !conch__comp_valid(&opts->comp, (int)c)) {
+  int rv;
+
+  if (opts == NULL) {
     return CONCH_ERR_INVALID;
+  }
+  rv = conch__comp_check(&opts->comp, (int)c);
+  if (rv != 0) {
+    return rv;
   }
   opts->comp.send = (int)c;
   return 0;
@@ -163,14 +172,14 @@ int conch_client_opts_set_send_compression(conch_client_opts *opts,
 
 int conch_client_opts_set_send_compression_name(conch_client_opts *opts,
                                                 const char *name) {
-  int id;
+  int id, rv;
 
   if (opts == NULL || name == NULL) {
     return CONCH_ERR_INVALID;
   }
-  id = conch__comp_lookup(&opts->comp, name, strlen(name));
-  if (id < 0) {
-    return CONCH_ERR_INVALID;
+  rv = conch__comp_find(&opts->comp, name, strlen(name), &id);
+  if (rv != 0) {
+    return rv;
   }
   opts->comp.send = id;
   return 0;
@@ -224,8 +233,16 @@ static int level_ok(int id, int level) {
 
 int conch_client_opts_set_compression_level(conch_client_opts *opts, int id,
                                             int level) {
-  if (opts == NULL || !conch__comp_valid(&opts->comp, id) ||
-      !level_ok(id, level)) {
+  int rv;
+
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch__comp_check(&opts->comp, id);
+  if (rv != 0) {
+    return rv;
+  }
+  if (!level_ok(id, level)) {
     return CONCH_ERR_INVALID;
   }
   opts->comp.level[id] = level;

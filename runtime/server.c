@@ -70,7 +70,7 @@ int conch_server_opts_new(conch_server_opts **out) {
   o->conn_buffered = SRV_CONN_BUFFERED;
   o->max_buffered = SRV_MAX_BUFFERED;
   conch__comp_opts_defaults(&o->comp);
-  (void)set_compression(o, "gzip,br,zstd,deflate,snappy");
+  conch__comp_accept_builtins(&o->comp); /* those this build has */
   *out = o;
   return 0;
 }

@@ -354,6 +354,7 @@ static void rpc_405(conch_rpc *rpc, const srv_method *m) {
 
 /* 415: the content types a method of |m|'s kind takes (Accept-Post). */
 static void rpc_415(conch_rpc *rpc, const srv_method *m) {
+#if CONCH_WITH_JSON
   static const char *const accept[2] = {
       "application/json, application/json; charset=utf-8, application/proto, "
       "application/grpc, application/grpc+json, application/grpc+proto, "
@@ -363,6 +364,14 @@ static void rpc_415(conch_rpc *rpc, const srv_method *m) {
       "application/connect+proto, application/grpc, application/grpc+json, "
       "application/grpc+proto, application/grpc-web, "
       "application/grpc-web+json, application/grpc-web+proto"};
+#else
+  /* Built without the JSON codec: its content types are refused. */
+  static const char *const accept[2] = {
+      "application/proto, application/grpc, application/grpc+proto, "
+      "application/grpc-web, application/grpc-web+proto",
+      "application/connect+proto, application/grpc, application/grpc+proto, "
+      "application/grpc-web, application/grpc-web+proto"};
+#endif
   rpc_plain_hdr(rpc, 415, "accept-post",
                 accept[m != NULL && m->m.kind != CONCH_STREAM_UNARY]);
 }
@@ -1122,7 +1131,7 @@ static int get_request(conch_rpc *rpc) {
     return -1;
   }
   rpc->wire = SRV_CONNECT_UNARY;
-  if (query_is(q, "encoding", "json")) {
+  if (query_is(q, "encoding", "json") && CONCH_WITH_JSON) {
     rpc->json = 1;
   } else if (!query_is(q, "encoding", "proto")) {
     rpc_plain(rpc, 415);
@@ -1205,6 +1214,7 @@ static int rpc_dispatch(conch_rpc *rpc) {
   }
   if (ct == NULL || conch__ctype_parse(ct, strlen(ct), &t) != 0 ||
       t.codec == CONCH_CT_OTHER ||
+      (t.codec == CONCH_CT_JSON && !CONCH_WITH_JSON) ||
       ((t.family == CONCH_CT_CONNECT || t.family == CONCH_CT_CONNECT_STREAM) &&
        (t.params == CONCH_CT_BAD_PARAMS ||
         (t.params == CONCH_CT_UTF8 && t.codec != CONCH_CT_JSON)))) {

@@ -52,7 +52,9 @@ class BuildExt(build_ext):
         subprocess.check_call(["cmake", "--build", cm, "-j",
                                str(os.cpu_count() or 2), "--target",
                                "conch_static", "conch_cli"])
-        ext.include_dirs += [os.path.join(TOP, "runtime", "include"),
+        # conch/features.h is made by the build (the CONCH_WITH_* options).
+        ext.include_dirs += [os.path.join(cm, "runtime", "include"),
+                             os.path.join(TOP, "runtime", "include"),
                              os.path.join(TOP, "api", "include"),
                              os.path.join(TOP, "gen")]
         ext.extra_objects.append(os.path.join(cm, "runtime", "libconch.a"))

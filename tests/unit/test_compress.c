@@ -3,7 +3,9 @@
    brotli and zlib), round trips through the registry, every truncation,
    corrupt input, the snappy framing rules, decompression bombs with
    bounded memory, every allocation failure, registered compressions and
-   the options that choose and advertise them. */
+   the options that choose and advertise them.  A build without br, zstd
+   or snappy (CONCH_WITH_*) tests the others, and that the missing ones are
+   refused as unsupported and their names free for registration. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +17,7 @@
 #include <cmocka.h>
 
 #include <conch/client.h>
+#include <conch/features.h>
 #include <conch/status.h>
 
 #include "buf.h"
@@ -29,6 +32,7 @@ static const uint8_t zstd_hello[] = {
     0x28, 0xb5, 0x2f, 0xfd, 0x24, 0x0e, 0x71, 0x00, 0x00, 0x48,
     0x65, 0x6c, 0x6c, 0x6f, 0x2c, 0x20, 0x63, 0x6f, 0x6e, 0x63,
     0x68, 0x21, 0x0a, 0x7b, 0x4a, 0x42, 0x17};
+#if CONCH_WITH_ZSTD || CONCH_WITH_BROTLI
 /* `zstd -3` (zstd 1.5.4 CLI) of 20 fox lines: a repeat-offset sequence. */
 static const uint8_t zstd_fox[] = {
     0x28, 0xb5, 0x2f, 0xfd, 0x64, 0x84, 0x02, 0xb5, 0x01, 0x00, 0xd4, 0x02,
@@ -37,10 +41,12 @@ static const uint8_t zstd_fox[] = {
     0x73, 0x20, 0x6f, 0x76, 0x65, 0x72, 0x20, 0x74, 0x68, 0x65, 0x20, 0x6c,
     0x61, 0x7a, 0x79, 0x20, 0x64, 0x6f, 0x67, 0x2e, 0x0a, 0x01, 0x00, 0xa5,
     0x0a, 0x2b, 0x55, 0x06, 0xbf, 0xcb, 0x58, 0xa6};
+#endif
 /* Node 20 zlib.brotliCompressSync(hello_txt) */
 static const uint8_t br_hello[] = {0x8b, 0x06, 0x80, 0x48, 0x65, 0x6c,
                                    0x6c, 0x6f, 0x2c, 0x20, 0x63, 0x6f,
                                    0x6e, 0x63, 0x68, 0x21, 0x0a, 0x03};
+#if CONCH_WITH_BROTLI
 /* Node 20 zlib.brotliCompressSync(20 fox lines) */
 static const uint8_t br_fox[] = {
     0x1b, 0x83, 0x03, 0x88, 0x2c, 0x0e, 0xec, 0x98, 0x32, 0x78, 0x61, 0xc3,
@@ -48,6 +54,7 @@ static const uint8_t br_fox[] = {
     0x67, 0x78, 0x7a, 0x2a, 0xec, 0xad, 0x41, 0x5c, 0xe6, 0xf2, 0xc2, 0x06,
     0x1c, 0x38, 0x24, 0x90, 0x37, 0x12, 0xdf, 0xa0, 0xd3, 0x0a, 0x67, 0x1e,
     0x1e, 0x27, 0xaa, 0x29, 0x38, 0xc2, 0x89, 0xb8, 0x4f, 0x03, 0x03};
+#endif
 /* Node 20 zlib.deflateSync(hello_txt): zlib format, RFC 1950 */
 static const uint8_t zlib_hello[] = {
     0x78, 0x9c, 0xf3, 0x48, 0xcd, 0xc9, 0xc9, 0xd7, 0x51, 0x48, 0xce,
@@ -55,10 +62,12 @@ static const uint8_t zlib_hello[] = {
 
 static const char fox_line[] = "The quick brown fox jumps over the lazy dog.\n";
 
-static const int codecs[] = {CONCH_COMPRESSION_GZIP, CONCH_COMPRESSION_BR,
-                             CONCH_COMPRESSION_ZSTD, CONCH_COMPRESSION_DEFLATE,
-                             CONCH_COMPRESSION_SNAPPY};
-#define NCODECS (sizeof(codecs) / sizeof(codecs[0]))
+static const int all_codecs[] = {
+    CONCH_COMPRESSION_GZIP, CONCH_COMPRESSION_BR, CONCH_COMPRESSION_ZSTD,
+    CONCH_COMPRESSION_DEFLATE, CONCH_COMPRESSION_SNAPPY};
+/* Those this build has (CONCH_WITH_*), set by main(). */
+static int codecs[sizeof(all_codecs) / sizeof(all_codecs[0])];
+static size_t ncodecs;
 
 /* An allocator that tracks live and peak bytes, to bound the memory a
    decoder may use. */
@@ -211,31 +220,43 @@ static void test_foreign_streams(void **state) {
   assert_int_equal(strlen(fox_line), 45);
   fox20(fox);
   env_init(&e, conch_mem_default());
+#if CONCH_WITH_ZSTD
   expect_decode(&e, CONCH_COMPRESSION_ZSTD, zstd_hello, sizeof(zstd_hello),
                 hello_txt, strlen(hello_txt));
   expect_decode(&e, CONCH_COMPRESSION_ZSTD, zstd_fox, sizeof(zstd_fox), fox,
                 sizeof(fox));
+#endif
+#if CONCH_WITH_BROTLI
   expect_decode(&e, CONCH_COMPRESSION_BR, br_hello, sizeof(br_hello),
                 hello_txt, strlen(hello_txt));
   expect_decode(&e, CONCH_COMPRESSION_BR, br_fox, sizeof(br_fox), fox,
                 sizeof(fox));
+#endif
   expect_decode(&e, CONCH_COMPRESSION_DEFLATE, zlib_hello, sizeof(zlib_hello),
                 hello_txt, strlen(hello_txt));
   /* zstd: frames follow each other, and skippable frames are skipped. */
   memcpy(two, zstd_hello, sizeof(zstd_hello));
   memcpy(two + sizeof(zstd_hello), "\x50\x2a\x4d\x18\x04\x00\x00\x00skip", 12);
   memcpy(two + sizeof(zstd_hello) + 12, zstd_hello, sizeof(zstd_hello));
+#if CONCH_WITH_ZSTD
   {
     char want[64];
     snprintf(want, sizeof(want), "%s%s", hello_txt, hello_txt);
     expect_decode(&e, CONCH_COMPRESSION_ZSTD, two, sizeof(two), want,
                   strlen(want));
   }
+#endif
   /* Each decoder refuses the others' formats. */
   expect_error(&e, CONCH_COMPRESSION_DEFLATE, br_hello, sizeof(br_hello));
+#if CONCH_WITH_ZSTD
   expect_error(&e, CONCH_COMPRESSION_ZSTD, zlib_hello, sizeof(zlib_hello));
+#endif
+#if CONCH_WITH_SNAPPY
   expect_error(&e, CONCH_COMPRESSION_SNAPPY, zstd_hello, sizeof(zstd_hello));
+#endif
+#if CONCH_WITH_BROTLI
   expect_error(&e, CONCH_COMPRESSION_BR, zstd_fox, sizeof(zstd_fox));
+#endif
   expect_error(&e, CONCH_COMPRESSION_GZIP, zlib_hello, sizeof(zlib_hello));
   /* deflate is one zlib stream: a second one, or any byte after it, is an
      error (gzip alone allows members to follow each other). */
@@ -246,6 +267,7 @@ static void test_foreign_streams(void **state) {
     expect_error(&e, CONCH_COMPRESSION_DEFLATE, z2, sizeof(z2));
     expect_error(&e, CONCH_COMPRESSION_DEFLATE, z2, sizeof(zlib_hello) + 1);
   }
+#if CONCH_WITH_BROTLI
   /* br: one stream, nothing after it. */
   {
     uint8_t b2[sizeof(br_hello) + 1];
@@ -253,6 +275,8 @@ static void test_foreign_streams(void **state) {
     b2[sizeof(br_hello)] = 0;
     expect_error(&e, CONCH_COMPRESSION_BR, b2, sizeof(b2));
   }
+#endif
+#if CONCH_WITH_ZSTD
   /* A zstd checksum that does not match. */
   {
     uint8_t bad[sizeof(zstd_hello)];
@@ -260,6 +284,7 @@ static void test_foreign_streams(void **state) {
     bad[sizeof(bad) - 1] ^= 1;
     expect_error(&e, CONCH_COMPRESSION_ZSTD, bad, sizeof(bad));
   }
+#endif
   env_clear(&e);
 }
 
@@ -295,7 +320,7 @@ static void test_roundtrips(void **state) {
   fill_text(text, big, 3);
   fill_random(rnd, 300000, 4);
   env_init(&e, conch_mem_default());
-  for (i = 0; i < NCODECS; i++) {
+  for (i = 0; i < ncodecs; i++) {
     for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
       roundtrip(&e, codecs[i], text, sizes[k]);
       roundtrip(&e, codecs[i], rnd, sizes[k]);
@@ -303,20 +328,24 @@ static void test_roundtrips(void **state) {
     roundtrip(&e, codecs[i], text, big);
   }
   /* Levels, where a codec has them. */
+#if CONCH_WITH_BROTLI
   for (k = 0; k <= 11; k++) {
     e.o.level[CONCH_COMPRESSION_BR] = (int)k;
     roundtrip(&e, CONCH_COMPRESSION_BR, text, 100000);
   }
+#endif
+#if CONCH_WITH_ZSTD
   for (k = 1; k <= 19; k += 3) {
     e.o.level[CONCH_COMPRESSION_ZSTD] = (int)k;
     roundtrip(&e, CONCH_COMPRESSION_ZSTD, text, 100000);
   }
+#endif
   for (k = 0; k <= 9; k++) {
     e.o.level[CONCH_COMPRESSION_DEFLATE] = (int)k;
     roundtrip(&e, CONCH_COMPRESSION_DEFLATE, text, 100000);
   }
   /* Compression works: text shrinks. */
-  for (i = 0; i < NCODECS; i++) {
+  for (i = 0; i < ncodecs; i++) {
     conch_buf z = CONCH_BUF_INIT;
     assert_int_equal(enc(&e, codecs[i], text, 100000, &z), 0);
     assert_true(conch__buf_size(&z) < 100000 / 4);
@@ -336,7 +365,7 @@ static void test_every_truncation(void **state) {
 
   fill_text(text, sizeof(text), 5);
   env_init(&e, conch_mem_default());
-  for (i = 0; i < NCODECS; i++) {
+  for (i = 0; i < ncodecs; i++) {
     conch_buf z = CONCH_BUF_INIT;
     assert_int_equal(enc(&e, codecs[i], text, sizeof(text), &z), 0);
     for (cut = 1; cut < conch__buf_size(&z); cut++) {
@@ -360,7 +389,8 @@ static void test_every_truncation(void **state) {
     }
     conch__buf_free(&z, conch_mem_default());
   }
-  assert_int_equal(nsnappy, 2); /* 70000 bytes: identifier, two chunks */
+  /* 70000 bytes: identifier, two chunks */
+  assert_int_equal(nsnappy, CONCH_WITH_SNAPPY ? 2 : 0);
   env_clear(&e);
 }
 
@@ -374,7 +404,7 @@ static void test_corrupt_bytes(void **state) {
 
   fill_text(text, sizeof(text), 6);
   env_init(&e, conch_mem_default());
-  for (i = 0; i < NCODECS; i++) {
+  for (i = 0; i < ncodecs; i++) {
     conch_buf z = CONCH_BUF_INIT;
     assert_int_equal(enc(&e, codecs[i], text, sizeof(text), &z), 0);
     for (at = 0; at < conch__buf_size(&z); at++) {
@@ -398,6 +428,13 @@ static void test_corrupt_bytes(void **state) {
 }
 
 /* ---- snappy framing ------------------------------------------------------ */
+
+#if !CONCH_WITH_SNAPPY
+static void test_snappy_framing(void **state) {
+  (void)state;
+  skip();
+}
+#else
 
 static void put_chunk(uint8_t *p, size_t *at, int type, const void *body,
                       size_t n) {
@@ -510,6 +547,8 @@ static void test_snappy_framing(void **state) {
   env_clear(&e);
 }
 
+#endif /* CONCH_WITH_SNAPPY */
+
 /* ---- Bombs --------------------------------------------------------------- */
 
 /* 64 MiB of zeros compressed, decoded with a 1 MiB limit: LIMIT, with
@@ -522,7 +561,7 @@ static void test_bombs(void **state) {
   (void)state;
 
   assert_non_null(zeros);
-  for (i = 0; i < NCODECS; i++) {
+  for (i = 0; i < ncodecs; i++) {
     meter m = {0, 0};
     conch_mem mm = {&m, meter_malloc, meter_free, meter_calloc,
                     meter_realloc};
@@ -563,7 +602,7 @@ static void test_every_allocation_failure(void **state) {
   (void)state;
 
   fill_text(text, sizeof(text), 7);
-  for (i = 0; i < NCODECS; i++) {
+  for (i = 0; i < ncodecs; i++) {
     int id = codecs[i];
     for (n = 0;; n++) {
       conch_buf z = CONCH_BUF_INIT, out = CONCH_BUF_INIT;
@@ -773,6 +812,13 @@ static void test_registered(void **state) {
 
 /* ---- Options: send, accepted lists, levels ------------------------------- */
 
+#if !(CONCH_WITH_BROTLI && CONCH_WITH_ZSTD && CONCH_WITH_SNAPPY)
+/* Written with all of them; test_built_or_not covers the others. */
+static void test_options(void **state) {
+  (void)state;
+  skip();
+}
+#else
 static void accept_is(const conch_client_opts *o, int send, const char *want) {
   char v[CONCH__COMP_ACCEPT_MAX + 1];
   size_t n = conch__comp_accept_value(&o->comp, send, v);
@@ -872,8 +918,106 @@ static void test_options(void **state) {
   assert_int_equal(o->comp.level[CONCH_COMPRESSION_GZIP], 4);
   conch_client_opts_free(o);
 }
+#endif
+
+/* ---- What the build has -------------------------------------------------- */
+
+/* Each of br, zstd and snappy answers the setters as the build says: taken
+   when built, CONCH_ERR_UNSUPPORTED (and nothing changed) when not, with
+   its name then free for a registered compression.  Unknown names stay
+   CONCH_ERR_INVALID either way. */
+static void test_built_or_not(void **state) {
+  static const struct {
+    int id;
+    const char *name;
+    int built;
+    int level;
+  } opt[] = {{CONCH_COMPRESSION_BR, "br", CONCH_WITH_BROTLI, 3},
+             {CONCH_COMPRESSION_ZSTD, "zstd", CONCH_WITH_ZSTD, 3},
+             {CONCH_COMPRESSION_SNAPPY, "snappy", CONCH_WITH_SNAPPY, -1}};
+  char list[64], v[CONCH__COMP_ACCEPT_MAX + 1], want[64];
+  conch_comp_opts so;
+  size_t i, n;
+  (void)state;
+
+  for (i = 0; i < sizeof(opt) / sizeof(opt[0]); i++) {
+    conch_client_opts *o;
+    conch_compressor x = CONCH_COMPRESSOR_INIT;
+    int expect = opt[i].built ? 0 : CONCH_ERR_UNSUPPORTED, id = -1;
+    conch_comps cs;
+    conch_buf out = CONCH_BUF_INIT;
+
+    assert_int_equal(conch_client_opts_new(&o), 0);
+    assert_int_equal(conch__comp_valid(&o->comp, opt[i].id), opt[i].built);
+    assert_int_equal(
+        conch_client_opts_set_send_compression(o, (conch_compression)opt[i].id),
+        expect);
+    assert_int_equal(o->comp.send,
+                     opt[i].built ? opt[i].id : CONCH_COMPRESSION_IDENTITY);
+    assert_int_equal(
+        conch_client_opts_set_send_compression(o, CONCH_COMPRESSION_IDENTITY),
+        0);
+    assert_int_equal(
+        conch_client_opts_set_send_compression_name(o, opt[i].name), expect);
+    assert_int_equal(
+        conch_client_opts_set_compression_level(o, opt[i].id, opt[i].level),
+        expect);
+    snprintf(list, sizeof(list), "deflate,%s", opt[i].name);
+    assert_int_equal(conch_client_opts_set_accept_compression(o, list), expect);
+    n = conch__comp_accept_value(&o->comp, CONCH_COMPRESSION_IDENTITY, v);
+    v[n] = '\0';
+    assert_string_equal(v, opt[i].built ? list : "gzip"); /* or unchanged */
+    /* Unknown stays unknown. */
+    assert_int_equal(conch_client_opts_set_send_compression_name(o, "lz4"),
+                     CONCH_ERR_INVALID);
+    assert_int_equal(conch_client_opts_set_accept_compression(o, "lz4"),
+                     CONCH_ERR_INVALID);
+    /* The registry does not dispatch to a codec it lacks. */
+    conch__comps_init(&cs, conch_mem_default());
+    if (!opt[i].built) {
+      assert_int_equal(conch__comp_decompress(&cs, &o->comp, opt[i].id,
+                                              (const uint8_t *)"x", 1, 0, &out),
+                       CONCH_ERR_INVALID);
+      assert_int_equal(conch__comp_compress(&cs, &o->comp, opt[i].id,
+                                            (const uint8_t *)"x", 1, &out),
+                       CONCH_ERR_INVALID);
+      assert_int_equal(conch__buf_size(&out), 0);
+    }
+    /* A compression of the caller's may take the name of one not built. */
+    x.name = opt[i].name;
+    x.compress = xor_compress;
+    x.decompress = xor_decompress;
+    x.user_data = &xor_calls;
+    assert_int_equal(conch_client_opts_add_compression(o, &x, &id),
+                     opt[i].built ? CONCH_ERR_INVALID : 0);
+    if (!opt[i].built) {
+      assert_int_equal(id, CONCH_COMPRESSION_CUSTOM_FIRST);
+      assert_int_equal(
+          conch_client_opts_set_send_compression_name(o, opt[i].name), 0);
+      assert_int_equal(o->comp.send, CONCH_COMPRESSION_CUSTOM_FIRST);
+      assert_int_equal(conch__comp_compress(&cs, &o->comp, o->comp.send,
+                                            (const uint8_t *)"x", 1, &out),
+                       0);
+      assert_int_equal(conch__buf_size(&out), 2); /* the marker and 'x' */
+    }
+    conch__comps_clear(&cs);
+    conch__buf_free(&out, conch_mem_default());
+    conch_client_opts_free(o);
+  }
+  /* The server's default accepted list: every built-in the build has. */
+  conch__comp_opts_defaults(&so);
+  conch__comp_accept_builtins(&so);
+  n = conch__comp_accept_value(&so, CONCH_COMPRESSION_IDENTITY, v);
+  v[n] = '\0';
+  snprintf(want, sizeof(want), "gzip%s%s,deflate%s",
+           CONCH_WITH_BROTLI ? ",br" : "", CONCH_WITH_ZSTD ? ",zstd" : "",
+           CONCH_WITH_SNAPPY ? ",snappy" : "");
+  assert_string_equal(v, want);
+}
 
 int main(void) {
+  conch_comp_opts co;
+  size_t i;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_foreign_streams),
       cmocka_unit_test(test_roundtrips),
@@ -884,6 +1028,14 @@ int main(void) {
       cmocka_unit_test(test_every_allocation_failure),
       cmocka_unit_test(test_registered),
       cmocka_unit_test(test_options),
+      cmocka_unit_test(test_built_or_not),
   };
+
+  conch__comp_opts_defaults(&co);
+  for (i = 0; i < sizeof(all_codecs) / sizeof(all_codecs[0]); i++) {
+    if (conch__comp_valid(&co, all_codecs[i])) {
+      codecs[ncodecs++] = all_codecs[i];
+    }
+  }
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,7 @@
 #include <conch/conch.h>
 
 #include "conchtest/v1/test.pb-c.h"
+#include "compress.h"
 #include "failmem.h"
 #include "memsrv.h"
 #include "memxport.h"
@@ -254,6 +255,14 @@ static int bidi_once(void) {
 static const char *const comps[] = {"identity", "gzip",    "br",
                                     "zstd",     "deflate", "snappy"};
 
+/* Whether this build has compression |name| (CONCH_WITH_*). */
+static int built(const char *name) {
+  conch_comp_opts co;
+  int id;
+  conch__comp_opts_defaults(&co);
+  return conch__comp_find(&co, name, strlen(name), &id) == 0;
+}
+
 /* ---- conch_unary_async: the whole end in one callback ------------------- */
 
 typedef struct done_rec {
@@ -361,6 +370,9 @@ static void test_unary_async_ok(void **state) {
   (void)state;
   failmem_fail_at((size_t)-1);
   for (i = 0; i < sizeof(comps) / sizeof(comps[0]); i++) {
+    if (!built(comps[i])) {
+      continue;
+    }
     comp = comps[i];
     assert_int_equal(async_once_of(&m_unary, 0, &d), 0);
     assert_int_equal(d.code, CONCH_CODE_OK);
@@ -455,6 +467,9 @@ static void test_unary_every_oom(void **state) {
   size_t i;
   (void)state;
   for (i = 0; i < sizeof(comps) / sizeof(comps[0]); i++) {
+    if (!built(comps[i])) {
+      continue;
+    }
     comp = comps[i];
     every_allocation(unary_once);
   }
@@ -465,6 +480,9 @@ static void test_unary_async_every_oom(void **state) {
   size_t i;
   (void)state;
   for (i = 0; i < sizeof(comps) / sizeof(comps[0]); i++) {
+    if (!built(comps[i])) {
+      continue;
+    }
     comp = comps[i];
     every_allocation(async_once);
   }
@@ -475,6 +493,9 @@ static void test_bidi_every_oom(void **state) {
   size_t i;
   (void)state;
   for (i = 0; i < sizeof(comps) / sizeof(comps[0]); i++) {
+    if (!built(comps[i])) {
+      continue;
+    }
     comp = comps[i];
     every_allocation(bidi_once);
   }
@@ -489,6 +510,9 @@ static void test_echo_is_compressed(void **state) {
   (void)state;
   failmem_fail_at((size_t)-1);
   for (i = 0; i < sizeof(comps) / sizeof(comps[0]); i++) {
+    if (!built(comps[i])) {
+      continue;
+    }
     comp = comps[i];
     assert_int_equal(unary_once(), 0);
     assert_string_equal(seen_enc, i == 0 ? "" : comp);

@@ -57,7 +57,12 @@ typedef const struct ProtobufCMessageDescriptor *(*conch_json_resolver)(
  * Message compressions.  Every client knows the built-in ones below; more
  * can be registered (conch_client_opts_add_compression()), and those get
  * ids from CONCH_COMPRESSION_CUSTOM_FIRST on.  An id is what the send
- * compression setters and conch_call_opts.send_compression take.
+ * compression setters and conch_call_opts.send_compression take.  br,
+ * zstd and snappy are in a libconch built with their libraries
+ * (CONCH_WITH_BROTLI, _ZSTD, _SNAPPY in conch/features.h); without one,
+ * naming it to a setter returns CONCH_ERR_UNSUPPORTED, it is never
+ * advertised, a response in it ends the call with internal, and its name
+ * is free for conch_client_opts_add_compression().
  */
 typedef enum conch_compression {
   /** In per-call options: use the client's setting. */
@@ -132,7 +137,10 @@ CONCH_EXTERN int conch_client_opts_set_protocol(conch_client_opts *opts,
  * codec ends the call with internal.  The receive and send limits apply to
  * the JSON bytes.  Raw methods (NULL descriptors) pass their bytes through
  * untouched; only the content type says JSON.  Error details stay binary
- * (google.protobuf.Any) in every codec.  Returns 0 or CONCH_ERR_INVALID.
+ * (google.protobuf.Any) in every codec.  Returns 0, CONCH_ERR_INVALID (an
+ * unknown codec) or CONCH_ERR_UNSUPPORTED (CONCH_CODEC_JSON in a libconch
+ * built without the JSON codec, CONCH_WITH_JSON 0; Connect's error JSON
+ * is read all the same).
  */
 CONCH_EXTERN int conch_client_opts_set_codec(conch_client_opts *opts,
                                              conch_codec codec);
@@ -159,7 +167,8 @@ CONCH_EXTERN int conch_client_opts_set_json_resolver(conch_client_opts *opts,
  * compression is always advertised as accepted too (first, when the
  * accepted list lacks it): a server may answer in it.
  *
- * Returns 0 or CONCH_ERR_INVALID (NULL |opts| or an unknown compression).
+ * Returns 0, CONCH_ERR_INVALID (NULL |opts| or an unknown compression) or
+ * CONCH_ERR_UNSUPPORTED (a built-in one this libconch was built without).
  */
 CONCH_EXTERN int conch_client_opts_set_send_compression(conch_client_opts *opts,
                                                         conch_compression c);
@@ -168,8 +177,9 @@ CONCH_EXTERN int conch_client_opts_set_send_compression(conch_client_opts *opts,
  * The same by name: "identity", "gzip", "br", "zstd", "deflate", "snappy"
  * or a registered name (case-insensitive).
  *
- * Returns 0 or CONCH_ERR_INVALID (NULL |opts| or |name|, or an unknown
- * name).
+ * Returns 0, CONCH_ERR_INVALID (NULL |opts| or |name|, or an unknown
+ * name) or CONCH_ERR_UNSUPPORTED (a built-in one this libconch was built
+ * without).
  */
 CONCH_EXTERN int
 conch_client_opts_set_send_compression_name(conch_client_opts *opts,
@@ -186,8 +196,9 @@ conch_client_opts_set_send_compression_name(conch_client_opts *opts,
  * knows is decoded whether or not it was advertised; one in a compression
  * it does not know ends the call with internal.
  *
- * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, an unknown or malformed
- * name; |opts| is then unchanged).
+ * Returns 0, CONCH_ERR_INVALID (NULL |opts|, an unknown or malformed
+ * name) or CONCH_ERR_UNSUPPORTED (a built-in one this libconch was built
+ * without); |opts| is unchanged on error.
  */
 CONCH_EXTERN int
 conch_client_opts_set_accept_compression(conch_client_opts *opts,
@@ -210,8 +221,9 @@ conch_client_opts_set_accept_gzip(conch_client_opts *opts, int on);
  * registered compression gets any level >= -1 passed to its compress
  * function.
  *
- * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, an unknown |id|, or a level
- * outside its range).
+ * Returns 0, CONCH_ERR_INVALID (NULL |opts|, an unknown |id|, or a level
+ * outside its range) or CONCH_ERR_UNSUPPORTED (a built-in one this
+ * libconch was built without).
  */
 CONCH_EXTERN int conch_client_opts_set_compression_level(conch_client_opts *opts,
                                                          int id, int level);
@@ -294,7 +306,8 @@ typedef struct conch_compressor {
  * above).  Its functions run on the thread that drives the client, one
  * call at a time per client; they may run for several clients at once.
  * |id| (may be NULL) receives its id, CONCH_COMPRESSION_CUSTOM_FIRST and
- * up in the order of registration.
+ * up in the order of registration.  The name of a built-in compression
+ * the build lacks is free ("zstd" without CONCH_WITH_ZSTD).
  *
  * Returns 0, CONCH_ERR_INVALID (NULL |opts| or |comp|, a |struct_size|
  * too small, a NULL function, or a bad or taken name), or CONCH_ERR_LIMIT

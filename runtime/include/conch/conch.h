@@ -17,6 +17,7 @@
 #define CONCH_H
 
 #include <conch/export.h>
+#include <conch/features.h>
 #include <conch/mem.h>
 #include <conch/status.h>
 #include <conch/metadata.h>
@@ -34,14 +35,27 @@ extern "C" {
 #define CONCH_VERSION_PATCH 0
 #define CONCH_VERSION_STRING "0.1.0"
 
+/** Bits of conch_version_info.features: the modules a libconch was built
+    with (conch/features.h says what each one's absence means). */
+enum {
+  CONCH_FEATURE_SERVER = 1 << 0, /* the server core, conch/server.h */
+  CONCH_FEATURE_BROTLI = 1 << 1, /* the "br" compression */
+  CONCH_FEATURE_ZSTD = 1 << 2,   /* the "zstd" compression */
+  CONCH_FEATURE_SNAPPY = 1 << 3, /* the "snappy" compression */
+  CONCH_FEATURE_JSON = 1 << 4    /* the JSON codec */
+};
+
 /** Version information of the library actually linked. */
 typedef struct conch_version_info {
-  /** Grows by one each time this struct gains a field. */
+  /** Grows by one each time this struct gains a field: 2 since
+      |features|. */
   int age;
   /** 0xMMmmpp. */
   int version_num;
   /** "0.1.0". */
   const char *version_str;
+  /** CONCH_FEATURE_* bits of the modules this library has (age 2). */
+  unsigned features;
 } conch_version_info;
 
 /** Returns static version information; never NULL. */

@@ -113,6 +113,16 @@
  * Handlers run on that thread during the server's turns (on_io, on_timer,
  * process, run, and conch_server_free()), never from inside the conch_rpc_*
  * functions.
+ *
+ * A libconch built without the server (CONCH_WITH_SERVER 0 in
+ * conch/features.h, no CONCH_FEATURE_SERVER in conch_version()->features)
+ * still has every function below, so that code written against this
+ * header (the server half of generated stubs, the adapters) links; none
+ * can make a server: conch_server_opts_new() and conch_server_new() return
+ * CONCH_ERR_UNSUPPORTED with |*out| NULL, and so does every other function
+ * that returns a CONCH_ERR_*.  Likewise a build without the JSON codec
+ * answers JSON requests 415, and one without br, zstd or snappy does not
+ * accept those (conch/features.h).
  */
 #ifndef CONCH_SERVER_H
 #define CONCH_SERVER_H
@@ -126,6 +136,7 @@
 #include <conch/call.h>
 #include <conch/client.h>
 #include <conch/export.h>
+#include <conch/features.h>
 #include <conch/io.h>
 #include <conch/mem.h>
 #include <conch/metadata.h>
@@ -143,13 +154,16 @@ typedef struct conch_rpc conch_rpc;
  * Creates server options with the defaults: the C library's allocator,
  * receive limit 4 MiB per message (after decompression), header list
  * limit 64 KiB, 100 concurrent streams per connection, gzip, br, zstd,
- * deflate and snappy accepted (identity always), responses compressed
- * in the request's compression when the client accepts it; and the limits
- * at the top of this file: header timeout 10 s, body timeout 60 s, idle
- * timeout 60 s, at most 1024 connections, 32 MiB of buffered request
- * bytes per connection and 64 MiB in all.
+ * deflate and snappy accepted (those of them the build has; identity
+ * always), responses compressed in the request's compression when the
+ * client accepts it; and the limits at the top of this file: header
+ * timeout 10 s, body timeout 60 s, idle timeout 60 s, at most 1024
+ * connections, 32 MiB of buffered request bytes per connection and 64 MiB
+ * in all.
  *
- * Returns 0, CONCH_ERR_INVALID (NULL |out|) or CONCH_ERR_NOMEM.
+ * Returns 0, CONCH_ERR_INVALID (NULL |out|), CONCH_ERR_NOMEM, or
+ * CONCH_ERR_UNSUPPORTED (a libconch built without the server; |*out| is
+ * then NULL).
  */
 CONCH_EXTERN int conch_server_opts_new(conch_server_opts **out);
 /** Frees |opts|.  NULL is accepted. */
@@ -224,11 +238,14 @@ CONCH_EXTERN int conch_server_opts_set_drain_timeout(conch_server_opts *opts,
  * The compressions accepted in requests and used for responses: a
  * comma-separated list of built-in names and names registered with
  * conch_server_opts_add_compression() ("gzip,zstd"; "" or NULL:
- * identity only), most preferred first.  A request in a compression outside the list ends with
- * unimplemented.  Default "gzip,br,zstd,deflate,snappy".
+ * identity only), most preferred first.  A request in a compression
+ * outside the list ends with unimplemented.  Default
+ * "gzip,br,zstd,deflate,snappy", less those the build lacks.
  *
- * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, an unknown or malformed
- * name; |opts| unchanged).
+ * Returns 0, CONCH_ERR_INVALID (NULL |opts|, an unknown or malformed
+ * name) or CONCH_ERR_UNSUPPORTED (a built-in this libconch was built
+ * without, e.g. "br" without CONCH_WITH_BROTLI); |opts| unchanged on
+ * error.
  */
 CONCH_EXTERN int conch_server_opts_set_compression(conch_server_opts *opts,
                                                    const char *names);
@@ -500,6 +517,9 @@ CONCH_EXTERN int conch_server_opts_set_buffer_limits(conch_server_opts *opts,
  * server, one call at a time per server.  |id| (may be NULL) receives its
  * id, CONCH_COMPRESSION_CUSTOM_FIRST and up in the order of registration.
  *
+ * The name of a built-in compression the build lacks is free ("br"
+ * without CONCH_WITH_BROTLI: a brotli of the caller's may take it).
+ *
  * Returns 0, CONCH_ERR_INVALID (NULL |opts| or |comp|, a |struct_size|
  * too small, a NULL function, or a bad or taken name), or CONCH_ERR_LIMIT
  * (CONCH_COMPRESSION_CUSTOM_MAX are registered already).
@@ -517,7 +537,8 @@ CONCH_EXTERN int conch_server_opts_add_compression(conch_server_opts *opts,
  * ends its call with invalid_argument, and conch_rpc_send() of such a
  * response returns CONCH_ERR_CODEC.  The resolver runs on the thread that
  * drives the server; the descriptors it returns must stay valid for the
- * server's life.
+ * server's life.  Without the JSON codec (CONCH_WITH_JSON 0) it is kept
+ * and never used: JSON requests are answered 415.
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
  */
