@@ -19,17 +19,27 @@
 #     conch_mem hooks, CONCH_BENCH_ALLOCS=1).
 # Environment: ROUNDS (default 3), QUICK=1 (smaller counts), ROWS (the rows
 # to run, e.g. "list-grpc setup-grpc"; default all).
-# Needs valgrind, strace, h2load and GNU time.
+# Needs valgrind, strace, h2load (Debian: nghttp2-client) and GNU time (time).
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$top/build}
 bd=$build/tools/bench
 rounds=${ROUNDS:-3}
-for t in valgrind strace h2load /usr/bin/time; do
-  command -v "$t" >/dev/null || { echo "compare.sh: $t missing" >&2; exit 1; }
+# Each tool with the Debian 12 package that has it (not installed by
+# scripts/setup.sh: no test needs them).
+missing=
+for t in valgrind:valgrind strace:strace h2load:nghttp2-client \
+  /usr/bin/time:time; do
+  command -v "${t%%:*}" >/dev/null || missing="$missing ${t#*:}"
 done
+if [ -n "$missing" ]; then
+  echo "compare.sh: needs valgrind, strace, h2load and GNU time;" \
+    "install them with: apt-get install$missing" >&2
+  exit 1
+fi
 [ -x "$bd/conch-bench" ] && [ -x "$bd/bench-server" ] || {
-  echo "compare.sh: build conch-bench and bench-server first" >&2; exit 1; }
+  echo "compare.sh: build conch-bench and bench-server first (a build with" \
+    "CONCH_BUILD_TESTS)" >&2; exit 1; }
 have_grpc=0
 [ -x "$bd/grpc-bench" ] && have_grpc=1
 

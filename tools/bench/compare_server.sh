@@ -37,11 +37,20 @@ n=${N:-200000}
 conns=${CONNS:-1}
 idle=${IDLE:-1000}
 idle_conns=${IDLE_CONNS:-10}
-for t in h2load node; do
-  command -v "$t" >/dev/null || { echo "compare_server.sh: $t missing" >&2; exit 1; }
+# Each tool with the Debian 12 package that has it (h2load is not
+# installed by scripts/setup.sh: no test needs it).
+missing=
+for t in h2load:nghttp2-client node:nodejs; do
+  command -v "${t%%:*}" >/dev/null || missing="$missing ${t#*:}"
 done
+if [ -n "$missing" ]; then
+  echo "compare_server.sh: needs h2load and node; install them with:" \
+    "apt-get install$missing" >&2
+  exit 1
+fi
 [ -x "$bd/conch-bench-server" ] && [ -x "$bd/conch-bench" ] || {
-  echo "compare_server.sh: build conch-bench-server and conch-bench first" >&2
+  echo "compare_server.sh: build conch-bench-server and conch-bench first" \
+    "(a build with CONCH_BUILD_TESTS and CONCH_WITH_SERVER)" >&2
   exit 1; }
 [ -d "$top/tests/node_modules/@connectrpc/connect-node" ] || {
   echo "compare_server.sh: tests/node_modules missing (scripts/setup.sh)" >&2; exit 1; }
