@@ -73,6 +73,9 @@ static long x_write(void *ud, int h, const void *buf, size_t len) {
   if (mc->write_err != 0) {
     return -mc->write_err;
   }
+  if (mc->write_block) {
+    return -EAGAIN;
+  }
   if (mc->out_len + len > mc->out_cap) {
     size_t cap = mc->out_cap ? mc->out_cap : 4096;
     uint8_t *p;
@@ -173,7 +176,7 @@ void memx_drain(memx_conn *mc) { mc->out_len = 0; }
 
 /* What |mc| is ready for, as poll would say. */
 static unsigned ready(const memx_conn *mc) {
-  unsigned ev = CONCH_IO_WRITE; /* writes always fit */
+  unsigned ev = mc->write_block ? 0 : CONCH_IO_WRITE; /* else always fit */
   if (mc->in_len > mc->in_off || mc->eof || mc->read_err != 0) {
     ev |= CONCH_IO_READ;
   }

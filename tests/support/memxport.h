@@ -30,6 +30,8 @@ typedef struct memx_conn {
   int eof;                  /* after |in|, the end of the stream */
   int read_err;             /* errno the next read fails with, or 0 */
   int write_err;            /* errno the next write fails with, or 0 */
+  int write_block;          /* writes take nothing (EAGAIN): a peer that
+                               does not read */
   int connect_err;          /* connect_result's answer (0: connected) */
 } memx_conn;
 

@@ -1,6 +1,7 @@
 /* Connections without sockets, Node or sleeps: the in-memory transport
    (tests/support/memxport.c) carries the bytes, an nghttp2 server session
-   here plays the HTTP/2 peer, and time is the transport's clock.  Covered:
+   (tests/support/h2peer.c, which never answers a PING here) plays the
+   HTTP/2 peer, and time is the transport's clock.  Covered:
    the h2c SETTINGS exchange and a unary call over it, the fallback to
    HTTP/1.1 when the server answers the preface in HTTP/1.x, a GOAWAY that
    sends a waiting call to a new connection, the keepalive PING timeout
@@ -23,128 +24,11 @@
 #include "conn_int.h"
 #include "h1.h"
 #include "list.h"
+#include "h2peer.h"
 #include "memxport.h"
 #include "session.h"
 
 #define URL "http://127.0.0.1:8080"
-
-/* ---- The HTTP/2 server ------------------------------------------------- */
-
-typedef struct srv {
-  nghttp2_session *s;
-  memx_conn *mc;
-  int settings_acked; /* the client acknowledged our SETTINGS */
-  int pings;
-  int goaways;
-  int32_t streams[8]; /* request streams, in the order they came */
-  int nstreams;
-  int ended[8];       /* the request's END_STREAM arrived */
-  int lenient;        /* a client in trouble may send nonsense: stop */
-  int dead;
-} srv;
-
-static int srv_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
-  srv *h = ud;
-  (void)s;
-  if (f->hd.type == NGHTTP2_SETTINGS && (f->hd.flags & NGHTTP2_FLAG_ACK)) {
-    h->settings_acked = 1;
-  } else if (f->hd.type == NGHTTP2_PING &&
-             !(f->hd.flags & NGHTTP2_FLAG_ACK)) {
-    h->pings++;
-  } else if (f->hd.type == NGHTTP2_HEADERS && h->nstreams < 8 &&
-             f->headers.cat == NGHTTP2_HCAT_REQUEST) {
-    h->streams[h->nstreams++] = f->hd.stream_id;
-  }
-  if ((f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
-    int i;
-    for (i = 0; i < h->nstreams; i++) {
-      if (h->streams[i] == f->hd.stream_id) {
-        h->ended[i] = 1;
-      }
-    }
-  }
-  return 0;
-}
-
-/* Starts a server on |mc| that allows |max_streams| streams. */
-static void srv_new(srv *h, memx_conn *mc, uint32_t max_streams) {
-  nghttp2_session_callbacks *cb;
-  nghttp2_option *opt;
-  nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
-                               max_streams};
-  memset(h, 0, sizeof(*h));
-  h->mc = mc;
-  assert_int_equal(nghttp2_session_callbacks_new(&cb), 0);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, srv_frame);
-  assert_int_equal(nghttp2_option_new(&opt), 0);
-  /* PINGs are never answered: the keepalive test needs a silent peer. */
-  nghttp2_option_set_no_auto_ping_ack(opt, 1);
-  assert_int_equal(nghttp2_session_server_new2(&h->s, cb, h, opt), 0);
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cb);
-  assert_int_equal(nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, &iv, 1),
-                   0);
-}
-
-static void srv_free(srv *h) { nghttp2_session_del(h->s); }
-
-/* Reads what the client wrote; writes what the server has. */
-static void srv_io(srv *h) {
-  const uint8_t *p;
-  ssize_t n;
-  if (h->dead) {
-    return;
-  }
-  if (h->mc->out_len > 0) {
-    n = nghttp2_session_mem_recv(h->s, h->mc->out, h->mc->out_len);
-    if (n < 0 && h->lenient) {
-      h->dead = 1;
-      h->mc->eof = 1;
-      return;
-    }
-    assert_int_equal(n, (ssize_t)h->mc->out_len);
-    memx_drain(h->mc);
-  }
-  while ((n = nghttp2_session_mem_send(h->s, &p)) > 0) {
-    memx_feed(h->mc, p, (size_t)n);
-  }
-  assert_true(n == 0);
-}
-
-/* Server and client take turns until neither has anything to say. */
-static void exchange(memx *m, srv *h) {
-  int i;
-  for (i = 0; i < 16; i++) {
-    srv_io(h);
-    memx_pump(m, 16);
-  }
-}
-
-static ssize_t body_read(nghttp2_session *s, int32_t id, uint8_t *buf,
-                         size_t len, uint32_t *flags,
-                         nghttp2_data_source *src, void *ud) {
-  const char *body = src->ptr;
-  size_t n = strlen(body);
-  (void)s;
-  (void)id;
-  (void)ud;
-  assert_true(n <= len);
-  memcpy(buf, body, n);
-  *flags |= NGHTTP2_DATA_FLAG_EOF;
-  return (ssize_t)n;
-}
-
-/* A Connect unary response with |body| on |id|. */
-static void srv_reply(srv *h, int32_t id, const char *body) {
-  nghttp2_nv nv[] = {
-      {(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
-      {(uint8_t *)"content-type", (uint8_t *)"application/proto", 12, 17, 0},
-  };
-  nghttp2_data_provider prd;
-  prd.source.ptr = (void *)body;
-  prd.read_callback = body_read;
-  assert_int_equal(nghttp2_submit_response(h->s, id, nv, 2, &prd), 0);
-}
 
 /* ---- The client -------------------------------------------------------- */
 
@@ -213,7 +97,7 @@ static conch_conn *first_conn(conch_client *c) {
 
 static void test_settings_and_unary(void **state) {
   memx m;
-  srv h;
+  h2peer h;
   result r;
   conch_client *c = client(&m, 0);
   conch_call *call = start(c, &r);
@@ -226,8 +110,8 @@ static void test_settings_and_unary(void **state) {
   /* The client speaks first: the preface, then its SETTINGS. */
   assert_true(memx_last(&m)->out_len >= 24);
   assert_memory_equal(memx_last(&m)->out, NGHTTP2_CLIENT_MAGIC, 24);
-  srv_new(&h, memx_last(&m), 7);
-  exchange(&m, &h);
+  h2peer_new(&h, memx_last(&m), 7, H2PEER_NO_PING_ACK);
+  h2peer_exchange(&m, &h);
   conn = first_conn(c);
   assert_int_equal(conn->state, CONCH_CONN_READY);
   assert_true(conn->peer_settings);
@@ -236,16 +120,16 @@ static void test_settings_and_unary(void **state) {
                    7);
   assert_true(h.settings_acked);
   assert_int_equal(h.nstreams, 1);
-  assert_true(h.ended[0]);
+  assert_true(h.streams[0].ended);
   assert_int_equal(r.closes, 0);
-  srv_reply(&h, h.streams[0], "ok");
-  exchange(&m, &h);
+  h2peer_reply(&h, h.streams[0].id, "application/proto", "ok", 2, NULL);
+  h2peer_exchange(&m, &h);
   assert_int_equal(r.closes, 1);
   assert_int_equal(r.code, CONCH_CODE_OK);
   assert_string_equal(r.body, "ok");
   conch_call_free(call);
   conch_client_free(c);
-  srv_free(&h);
+  h2peer_free(&h);
   memx_clear(&m);
 }
 
@@ -288,7 +172,7 @@ static void test_http1_fallback(void **state) {
 
 static void test_goaway_requeues(void **state) {
   memx m;
-  srv h1, h2;
+  h2peer h1, h2;
   result ra, rb;
   conch_client *c = client(&m, 0);
   conch_call *a = start(c, &ra), *b = start(c, &rb);
@@ -296,26 +180,27 @@ static void test_goaway_requeues(void **state) {
 
   memx_pump(&m, 16);
   assert_int_equal(m.opens, 1);
-  srv_new(&h1, m.conns[0], 1); /* one stream at a time: b waits */
-  exchange(&m, &h1);
+  h2peer_new(&h1, m.conns[0], 1,
+             H2PEER_NO_PING_ACK); /* one stream at a time: b waits */
+  h2peer_exchange(&m, &h1);
   assert_int_equal(h1.nstreams, 1);
   assert_int_equal(m.opens, 1);
   assert_int_equal(rb.closes, 0);
   /* The server goes away: a (stream 1) may finish, b never started here. */
   assert_int_equal(nghttp2_submit_goaway(h1.s, NGHTTP2_FLAG_NONE,
-                                         h1.streams[0], NGHTTP2_NO_ERROR,
+                                         h1.streams[0].id, NGHTTP2_NO_ERROR,
                                          NULL, 0),
                    0);
-  exchange(&m, &h1);
+  h2peer_exchange(&m, &h1);
   assert_int_equal(m.opens, 2);
   assert_int_equal(rb.closes, 0);
-  srv_new(&h2, m.conns[1], 100);
-  exchange(&m, &h2);
+  h2peer_new(&h2, m.conns[1], 100, H2PEER_NO_PING_ACK);
+  h2peer_exchange(&m, &h2);
   assert_int_equal(h2.nstreams, 1);
-  srv_reply(&h2, h2.streams[0], "b");
-  srv_reply(&h1, h1.streams[0], "a");
-  exchange(&m, &h2);
-  exchange(&m, &h1);
+  h2peer_reply(&h2, h2.streams[0].id, "application/proto", "b", 1, NULL);
+  h2peer_reply(&h1, h1.streams[0].id, "application/proto", "a", 1, NULL);
+  h2peer_exchange(&m, &h2);
+  h2peer_exchange(&m, &h1);
   assert_int_equal(ra.closes, 1);
   assert_int_equal(ra.code, CONCH_CODE_OK);
   assert_string_equal(ra.body, "a");
@@ -325,29 +210,29 @@ static void test_goaway_requeues(void **state) {
   conch_call_free(a);
   conch_call_free(b);
   conch_client_free(c);
-  srv_free(&h1);
-  srv_free(&h2);
+  h2peer_free(&h1);
+  h2peer_free(&h2);
   memx_clear(&m);
 }
 
 static void test_keepalive_timeout(void **state) {
   memx m;
-  srv h;
+  h2peer h;
   result r;
   conch_client *c = client(&m, 1000);
   conch_call *call = start(c, &r);
   (void)state;
 
   memx_pump(&m, 16);
-  srv_new(&h, memx_last(&m), 100);
-  exchange(&m, &h);
+  h2peer_new(&h, memx_last(&m), 100, H2PEER_NO_PING_ACK);
+  h2peer_exchange(&m, &h);
   assert_int_equal(first_conn(c)->state, CONCH_CONN_READY);
   assert_int_equal(h.pings, 0);
   memx_advance(&m, 999);
-  srv_io(&h);
+  h2peer_io(&h);
   assert_int_equal(h.pings, 0);
   memx_advance(&m, 1); /* the interval: a PING goes out */
-  srv_io(&h);
+  h2peer_io(&h);
   assert_int_equal(h.pings, 1);
   /* The server read it and stays silent. */
   memx_advance(&m, 499);
@@ -358,7 +243,7 @@ static void test_keepalive_timeout(void **state) {
   assert_non_null(strstr(r.msg, "did not answer a PING within 500 ms"));
   conch_call_free(call);
   conch_client_free(c);
-  srv_free(&h);
+  h2peer_free(&h);
   memx_clear(&m);
 }
 
@@ -366,7 +251,7 @@ static void test_keepalive_timeout(void **state) {
    passed in, asked directly with no timer running. */
 static void test_keepalive_decision(void **state) {
   memx m;
-  srv h;
+  h2peer h;
   result r;
   conch_client *c = client(&m, 1000);
   conch_call *call = start(c, &r);
@@ -375,8 +260,8 @@ static void test_keepalive_decision(void **state) {
   (void)state;
 
   memx_pump(&m, 16);
-  srv_new(&h, memx_last(&m), 100);
-  exchange(&m, &h);
+  h2peer_new(&h, memx_last(&m), 100, H2PEER_NO_PING_ACK);
+  h2peer_exchange(&m, &h);
   conn = first_conn(c);
   assert_int_equal(conn->state, CONCH_CONN_READY);
   assert_ptr_equal(conn->ops, &conch__h2_ops);
@@ -404,21 +289,21 @@ static void test_keepalive_decision(void **state) {
   assert_int_equal(r.closes, 0);
   conch_call_free(call);
   conch_client_free(c);
-  srv_free(&h);
+  h2peer_free(&h);
   memx_clear(&m);
 }
 
 static void test_read_error(void **state) {
   memx m;
-  srv h;
+  h2peer h;
   result r;
   conch_client *c = client(&m, 0);
   conch_call *call = start(c, &r);
   (void)state;
 
   memx_pump(&m, 16);
-  srv_new(&h, memx_last(&m), 100);
-  exchange(&m, &h);
+  h2peer_new(&h, memx_last(&m), 100, H2PEER_NO_PING_ACK);
+  h2peer_exchange(&m, &h);
   assert_int_equal(h.nstreams, 1);
   memx_last(&m)->read_err = ECONNRESET;
   memx_pump(&m, 16);
@@ -429,7 +314,7 @@ static void test_read_error(void **state) {
   assert_false(memx_last(&m)->open);
   conch_call_free(call);
   conch_client_free(c);
-  srv_free(&h);
+  h2peer_free(&h);
   memx_clear(&m);
 }
 
