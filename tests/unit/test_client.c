@@ -331,18 +331,22 @@ static void test_deadline_grace(void **state) {
   (void)state;
   assert_int_equal(conch_client_new(&c, "http://127.0.0.1:1", NULL), 0);
   opts.timeout_ms = 30;
-  opts.deadline_grace_ms = 200;
+  opts.deadline_grace_ms = 1500;
   t0 = conch__now_ms();
   assert_int_equal(conch__call_new_detached(c, &m, &opts, &h, &closes, &call),
                    0);
-  /* The deadline passes, the grace has not: the call is still open. */
+  /* The deadline passes, the grace has not: the call is still open (a
+     turn that returned before the grace's end proves it; on a machine
+     stalled past the grace there is nothing to check). */
   assert_int_equal(conch_client_run(c, 100), 0);
-  assert_int_equal(closes, 0);
-  assert_false(conch_call_done(call));
+  if (conch__now_ms() - t0 < 1530) {
+    assert_int_equal(closes, 0);
+    assert_false(conch_call_done(call));
+  }
   while (closes == 0) {
     assert_int_equal(conch_client_run(c, -1), 0);
   }
-  assert_true(conch__now_ms() - t0 >= 230);
+  assert_true(conch__now_ms() - t0 >= 1530);
   conch_call_free(call);
   conch_client_free(c);
 }
