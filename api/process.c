@@ -545,6 +545,10 @@ static void live_check(conch_client *c, void *ud) {
   if (p->done || p->call == NULL || p->detaching || p->closing) {
     return;
   }
+  if (conch_call_paused(p->call)) {
+    live_arm(p, now + bound); /* the silence is ours: it is not judged */
+    return;
+  }
   if (now - p->last_rx < bound) {
     live_arm(p, p->last_rx + bound);
   } else if (now - p->live_due > 1000) {
@@ -552,6 +556,24 @@ static void live_check(conch_client *c, void *ud) {
   } else {
     live_fail(p);
   }
+}
+
+int conch_process_pause(conch_process *p) {
+  if (p == NULL || !p->async) {
+    return CONCH_ERR_INVALID;
+  }
+  return p->call != NULL ? conch_call_pause(p->call) : 0;
+}
+
+int conch_process_resume(conch_process *p) {
+  if (p == NULL || !p->async) {
+    return CONCH_ERR_INVALID;
+  }
+  if (p->call == NULL || !conch_call_paused(p->call)) {
+    return 0;
+  }
+  p->last_rx = now_ms(); /* the silence bound counts from here */
+  return conch_call_resume(p->call);
 }
 
 static void start_timeout(conch_client *c, void *ud) {

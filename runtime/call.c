@@ -239,10 +239,11 @@ int conch__call_maybe_release(conch_call *call) {
   return 0;
 }
 
-/* Gives back the stream-window credit not held by queued messages. */
+/* Gives back the stream-window credit not held by queued messages (none
+   while the reader has paused the call, unless it ended). */
 static void credit(conch_call *call) {
   size_t n;
-  if (call->unconsumed <= call->held) {
+  if (call->unconsumed <= call->held || (call->paused && !call->finished)) {
     return;
   }
   n = call->unconsumed - call->held;
@@ -676,6 +677,32 @@ int conch_call_cancel(conch_call *call) {
   conch__call_fail(call, CONCH_CODE_CANCELED, CONCH_ERR_CANCELED,
                    "canceled by the application");
   return 0;
+}
+
+int conch_call_pause(conch_call *call) {
+  if (call == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  call->paused = 1;
+  return 0;
+}
+
+int conch_call_resume(conch_call *call) {
+  if (call == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (call->paused) {
+    call->paused = 0;
+    if (!call->finished) {
+      credit(call);
+      conch__client_kick(call->client);
+    }
+  }
+  return 0;
+}
+
+int conch_call_paused(const conch_call *call) {
+  return call != NULL && call->paused;
 }
 
 void conch_call_free(conch_call *call) {

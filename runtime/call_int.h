@@ -106,6 +106,7 @@ struct conch_call {
   conch_buf body;    /* Connect unary body, error bodies */
   unsigned nrecv;    /* messages received */
   size_t unconsumed; /* stream-window bytes not yet credited back */
+  unsigned paused : 1; /* conch_call_pause(): no credit goes back */
 
   /* Pull mode. */
   unsigned pull : 1;

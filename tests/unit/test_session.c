@@ -275,6 +275,58 @@ static void test_receive_window(void **state) {
   free(body);
 }
 
+/* A push-mode call paused by its reader: what fits in the stream window
+   is still delivered, no stream credit goes back, so the server stops;
+   resumed, the credit held back goes out at once and the rest comes in. */
+static void test_push_paused(void **state) {
+  memx m;
+  h2peer h;
+  conch_client *c = client_with(&m, 65535, 1u << 20, 0, NULL);
+  result r;
+  conch_call *call = start(c, &sstream, &r);
+  size_t len, off;
+  uint8_t *body = stream_body(32, 16384, &len);
+  h2peer_stream *st;
+  int i;
+  (void)state;
+
+  assert_int_equal(conch_call_pause(NULL), CONCH_ERR_INVALID);
+  assert_int_equal(conch_call_pause(call), 0);
+  assert_int_equal(conch_call_pause(call), 0); /* idempotent */
+  assert_int_equal(conch_call_paused(call), 1);
+  memx_pump(&m, 16);
+  h2peer_new(&h, memx_last(&m), 100, 0);
+  h2peer_exchange(&m, &h);
+  st = &h.streams[0];
+  h2peer_reply(&h, st->id, STREAM, body, len, NULL);
+  for (i = 0; i < 4; i++) {
+    h2peer_exchange(&m, &h);
+  }
+  /* One window's worth, delivered; nothing credited back. */
+  off = st->body_off;
+  assert_true(off > 0 && off <= 65535);
+  assert_int_equal(st->credit, 0);
+  assert_int_equal(r.msgs, (int)(off / (16384 + 5)));
+  assert_false(conch_call_done(call));
+  h2peer_exchange(&m, &h);
+  assert_int_equal(st->body_off, off); /* it stays stopped */
+  /* Resumed: everything comes in. */
+  assert_int_equal(conch_call_resume(call), 0);
+  assert_int_equal(conch_call_paused(call), 0);
+  for (i = 0; i < 1000 && !conch_call_done(call); i++) {
+    h2peer_exchange(&m, &h);
+  }
+  assert_true(conch_call_done(call));
+  assert_int_equal(r.msgs, 32);
+  assert_int_equal(st->body_off, len);
+  assert_int_equal(r.code, CONCH_CODE_OK);
+  conch_call_free(call);
+  conch_client_free(c);
+  h2peer_free(&h);
+  memx_clear(&m);
+  free(body);
+}
+
 /* A message larger than the stream window still arrives: the window
    credit of a message being assembled is returned as it comes in. */
 static void test_message_over_window(void **state) {
@@ -784,6 +836,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_settings),
       cmocka_unit_test(test_receive_window),
+      cmocka_unit_test(test_push_paused),
       cmocka_unit_test(test_message_over_window),
       cmocka_unit_test(test_send_window),
       cmocka_unit_test(test_resets),

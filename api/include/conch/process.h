@@ -735,6 +735,23 @@ CONCH_EXTERN int conch_connect_async(conch_sandbox *sb,
                                      void *user_data, conch_process **out);
 
 /**
+ * Back-pressure for an asynchronous handle whose reader queues output and
+ * falls behind: the server is given no more flow-control credit for this
+ * process's stream, so it stops sending once about one stream window
+ * (4 MiB by default) is out, and the process blocks on its full pipe as it
+ * would under a slow terminal.  Output already received still reaches
+ * on_chunk (a window of wire bytes, which compressed may hold more).  The silence bound (keepalive) is not judged while paused and
+ * counts again from conch_process_resume().  Idempotent.
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL, or a handle of the blocking API,
+ * whose conch_process_next() already reads only as fast as its caller).
+ */
+CONCH_EXTERN int conch_process_pause(conch_process *p);
+
+/** Ends conch_process_pause().  Returns as conch_process_pause(). */
+CONCH_EXTERN int conch_process_resume(conch_process *p);
+
+/**
  * conch_process_close() on the loop: |done| (may be NULL) runs once |p| is
  * released, with 0 or CONCH_ERR_RPC as conch_process_close() returns.
  *

@@ -183,6 +183,31 @@ CONCH_EXTERN int conch_call_close_send(conch_call *call);
 CONCH_EXTERN int conch_call_cancel(conch_call *call);
 
 /**
+ * Back-pressure for a reader with a queue of its own (push mode, or pull
+ * mode taking messages faster than it can use them): from now on no
+ * flow-control credit goes back to the server for |call|'s responses, so
+ * that it stops sending once it used its window (the stream window of
+ * conch_client_opts_set_windows(), 4 MiB by default; over HTTP/1.1 the
+ * client stops reading the connection at the same bound).  What was
+ * already received is still delivered.  The bound is in wire bytes: over
+ * a compressed response the messages it holds may decode to more.
+ * Idempotent; a call that ends lets go of its window all the same.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |call|).
+ */
+CONCH_EXTERN int conch_call_pause(conch_call *call);
+
+/**
+ * Ends conch_call_pause(): the credit held back goes to the server at once.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |call|).
+ */
+CONCH_EXTERN int conch_call_resume(conch_call *call);
+
+/** 1 while |call| is paused (conch_call_pause()), else 0 (also for NULL). */
+CONCH_EXTERN int conch_call_paused(const conch_call *call);
+
+/**
  * Frees |call|.  A call that has not ended is canceled first, and its
  * on_close runs before this returns.  From inside one of the call's own
  * handlers the release is deferred until the handler returns.  NULL is
