@@ -228,6 +228,7 @@ struct Op {
   unsigned closing : 1; /* conch_process_close_async() was called */
   unsigned closed : 1;  /* its done ran (or nothing to close) */
   unsigned discard : 1; /* wait(): output is dropped */
+  unsigned paused : 1;  /* the queue is past Q_HIGH: the server waits */
   unsigned in_ready : 1;
   unsigned held : 1; /* the sandbox holds a reference (handle open) */
   unsigned unary_done : 1;
@@ -403,6 +404,25 @@ static void op_unhold(Op *op) {
 
 /* ---- libconch's callbacks (plain C) -------------------------------------- */
 
+/* Back-pressure: a reader that lets more than Q_HIGH bytes of output queue
+   up pauses the process's stream (conch_process_pause: the server stops
+   after one stream window more), and taking it down to Q_LOW resumes it;
+   so a slow `async for` holds a bounded amount, and the process blocks on
+   its pipe as under a slow terminal. */
+#define Q_HIGH (1u << 20)
+#define Q_LOW (256u << 10)
+
+/* After chunks were taken: resumes a paused stream whose queue is low
+   again.  On the loop's thread, or with the sandbox's lock held. */
+static void q_relieve(Op *op) {
+  if (op->paused && op->qbytes <= Q_LOW) {
+    op->paused = 0;
+    if (op->p != NULL) {
+      (void)conch_process_resume(op->p);
+    }
+  }
+}
+
 static void chunks_free(Op *op) {
   chunk *c = op->qhead;
   while (c != NULL) {
@@ -425,7 +445,6 @@ static void h_start(conch_process *p, uint32_t pid, void *ud) {
 static void h_chunk(conch_process *p, const conch_chunk *ck, void *ud) {
   Op *op = ud;
   chunk *c;
-  (void)p;
   if (op->kind == OK_RUN || op->discard) {
     return; /* run collects in libconch; wait() drops */
   }
@@ -450,6 +469,9 @@ static void h_chunk(conch_process *p, const conch_chunk *ck, void *ud) {
   }
   op->qtail = c;
   op->qbytes += ck->len;
+  if (!op->paused && op->qbytes >= Q_HIGH && conch_process_pause(p) == 0) {
+    op->paused = 1;
+  }
   mark(op);
 }
 
@@ -1634,9 +1656,10 @@ static PyObject *op_wait_data(Op *op, PyObject *noargs) {
 
 static void drop_queue(Op *op) {
   if (!op->sbo->async) {
-    LOCKED(op->sbo, chunks_free(op));
+    LOCKED(op->sbo, { chunks_free(op); q_relieve(op); });
   } else {
     chunks_free(op);
+    q_relieve(op);
   }
 }
 
@@ -1809,6 +1832,7 @@ static PyObject *op_pop(Op *op, PyObject *noargs) {
           op->qtail = NULL;
         }
         op->qbytes -= c->len;
+        q_relieve(op);
       }
     });
   } else {
@@ -1819,6 +1843,7 @@ static PyObject *op_pop(Op *op, PyObject *noargs) {
         op->qtail = NULL;
       }
       op->qbytes -= c->len;
+      q_relieve(op);
     }
   }
   if (c == NULL) {

@@ -113,6 +113,29 @@ async def test_stream_order(server):
         assert proc.pid == res.pid
 
 
+async def test_stream_back_pressure(server):
+    """A reader that stops taking output holds a bounded queue (1 MiB, then
+    the stream pauses: one stream window more at most) while the process
+    waits on its pipe; reading on, every byte arrives."""
+    total, bound = 16_000_000, (1 << 20) + (4 << 20) + (512 << 10)
+    async with sb_for(server) as sb:
+        async with sb.stream(["/bin/sh", "-c",
+                              f"head -c {total} /dev/urandom; exit 7"]) as proc:
+            it = proc.__aiter__()
+            got = len((await it.__anext__()).data)
+            peak = 0
+            for _ in range(20):  # two seconds of the loop, reading nothing
+                await asyncio.sleep(0.1)
+                peak = max(peak, proc._op.queued_bytes)
+            assert peak <= bound, peak
+            assert not proc._op.ended
+            async for c in it:
+                got += len(c.data)
+            res = await proc.wait()
+        assert got == total
+        assert res.exit_code == 7 and res.streamed
+
+
 async def test_start_list_kill(server):
     m = mark()
     async with sb_for(server) as sb:
