@@ -17,7 +17,7 @@
    upload leaves the old file (or none), never half a file (envd truncates
    the target first); the mode of a file replaced is kept.  A gzip body may
    not inflate past GZ_RATIO times its compressed size plus GZ_SLACK (a
-   decompression bomb is a 400, not a full disk).  Downloads ignore Range
+   decompression bomb is a 400, not a full disk: so is a gzip body of more than 64 MiB of zeros).  Downloads ignore Range
    and Accept-Encoding (always the whole file, identity).
 
    Everything streams: request bytes go to disk as they come (inflated
@@ -45,7 +45,7 @@
 #include "base64.h"
 
 #define PIECE (64 * 1024)
-#define GZ_RATIO 1100ULL /* just past deflate's best (1032:1) */
+#define GZ_RATIO 100ULL /* far past what real data compresses to */
 #define GZ_SLACK (64ULL * 1024 * 1024)
 #define MAX_ENTRIES 100000
 
