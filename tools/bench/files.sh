@@ -47,13 +47,13 @@ echo "conch serve idle: VmHWM $(hwm) KiB"
 
 for mode in --http1.1 --http2-prior-knowledge; do
   t0=$(now)
-  curl -sS -o /dev/null -H 'content-type: application/octet-stream' \
-    --data-binary @"$work/src" "$url/files?path=$work/up$mode"
+  curl -sS $mode -o /dev/null -H 'content-type: application/octet-stream' \
+    -X POST -T "$work/src" "$url/files?path=$work/up$mode"
   t1=$(now)
   cmp -s "$work/src" "$work/up$mode" || { echo "upload differs" >&2; exit 1; }
   echo "upload $mode: $(mibs "$t0" "$t1") MiB/s, VmHWM $(hwm) KiB"
   t0=$(now)
-  curl -sS -o "$work/down" "$url/files?path=$work/up$mode"
+  curl -sS $mode -o "$work/down" "$url/files?path=$work/up$mode"
   t1=$(now)
   cmp -s "$work/src" "$work/down" || { echo "download differs" >&2; exit 1; }
   rm -f "$work/down" "$work/up$mode"
