@@ -414,8 +414,8 @@ static void test_gzip_bomb(void **state) {
   assert_int_equal(stat(path, &st), -1);
 }
 
-/* A 300 MiB multipart upload streams: the server's RSS stays far under
-   32 MiB. */
+/* A 300 MiB multipart upload streams: the server's RSS grows by far less
+   than 32 MiB. */
 static void test_huge_multipart(void **state) {
   char path[256], src[256];
   const char *out;
@@ -425,6 +425,7 @@ static void test_huge_multipart(void **state) {
   snprintf(src, sizeof(src), "%s/huge.src", dir);
   snprintf(path, sizeof(path), "%s/huge.bin", dir);
   run("head -c 314572800 /dev/zero > %s", src);
+  long rss0 = proc_rss_kb(srv.pid);
   out = run("curl -sS --max-time 120 " AUTH
             " -F 'file=@%s;filename=%s' -w ' %%{http_code}' '%s/files'",
             src, path, srv.url);
@@ -432,7 +433,11 @@ static void test_huge_multipart(void **state) {
   assert_int_equal(stat(path, &st), 0);
   assert_int_equal(st.st_size, 314572800);
   rss = proc_rss_kb(srv.pid);
-  assert_true(rss > 0 && rss < 32 * 1024);
+  fprintf(stderr, "300 MiB multipart upload: server RSS %ld -> %ld KiB\n",
+          rss0, rss);
+  /* The growth, as the other suites bound it (sanitizer builds start
+     larger). */
+  assert_true(rss0 > 0 && rss > 0 && rss - rss0 < 32 * 1024);
   unlink(src);
   unlink(path);
 }
