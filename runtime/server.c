@@ -524,6 +524,10 @@ void conch_server_free(conch_server *s) {
     conch__free(s->mem, s->routes[i].path);
   }
   conch__free(s->mem, s->routes);
+  for (size_t i = 0; i < s->nhttps; i++) {
+    conch__free(s->mem, s->https[i].path);
+  }
+  conch__free(s->mem, s->https);
   if (s->spare_fd >= 0) {
     close(s->spare_fd);
   }
@@ -625,13 +629,56 @@ srv_route *conch__srv_find_route(conch_server *s, const char *path) {
   return NULL;
 }
 
+srv_http_route *conch__srv_find_http(conch_server *s, const char *path) {
+  for (size_t i = 0; i < s->nhttps; i++) {
+    if (strcmp(s->https[i].path, path) == 0) {
+      return &s->https[i];
+    }
+  }
+  return NULL;
+}
+
+/* A path a method, route or HTTP handler has. */
+static int path_taken(conch_server *s, const char *path) {
+  return find_method(s, path) != NULL ||
+         conch__srv_find_route(s, path) != NULL ||
+         conch__srv_find_http(s, path) != NULL;
+}
+
+int conch_server_add_http(conch_server *s, const char *path,
+                          const conch_http_handler *handler, void *user_data) {
+  srv_http_route *t;
+  char *copy;
+
+  if (s == NULL || path == NULL || handler == NULL ||
+      handler->on_request == NULL || path[0] != '/' || path_taken(s, path)) {
+    return CONCH_ERR_INVALID;
+  }
+  copy = conch__strdup(s->mem, path);
+  if (copy == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  /* Exchanges copy their handler: the table may move at any time. */
+  t = conch__realloc(s->mem, s->https, (s->nhttps + 1) * sizeof(*t));
+  if (t == NULL) {
+    conch__free(s->mem, copy);
+    return CONCH_ERR_NOMEM;
+  }
+  s->https = t;
+  t[s->nhttps].path = copy;
+  t[s->nhttps].h = *handler;
+  t[s->nhttps].user_data = user_data;
+  s->nhttps++;
+  return 0;
+}
+
 int conch_server_add_route(conch_server *s, const char *path,
                            conch_server_route_fn fn, void *user_data) {
   srv_route *t;
   char *copy;
 
   if (s == NULL || path == NULL || fn == NULL || path[0] != '/' ||
-      find_method(s, path) != NULL || conch__srv_find_route(s, path) != NULL) {
+      path_taken(s, path)) {
     return CONCH_ERR_INVALID;
   }
   copy = conch__strdup(s->mem, path);
@@ -662,8 +709,7 @@ int conch_server_add_method(conch_server *s, const conch_method *method,
       (handler->on_recv_ready != NULL &&
        (handler->on_message != NULL || handler->on_raw_message != NULL)) ||
       method->path[0] != '/' || (unsigned)method->kind > CONCH_STREAM_BIDI ||
-      find_method(s, method->path) != NULL ||
-      conch__srv_find_route(s, method->path) != NULL) {
+      path_taken(s, method->path)) {
     return CONCH_ERR_INVALID;
   }
   if (s->nmethods == s->cap_methods) {

@@ -104,6 +104,7 @@ struct srv_h1 {
   int got_head;  /* HEADERS arrived */
   int committed; /* status line and headers are in |out| */
   int chunked;
+  long long resp_len; /* the response's content-length, or -1 */
   conch_buf rhead;  /* "Name: value\r\n" lines */
   conch_buf rtrail; /* trailers, likewise */
   conch_buf hold;   /* DATA before the head is committed */
@@ -219,6 +220,7 @@ static void ex_reset(srv_h1 *h) {
   buf_trim(h, &h->body);
   h->status = 0;
   h->got_head = h->committed = h->chunked = 0;
+  h->resp_len = -1;
   buf_trim(h, &h->rhead);
   buf_trim(h, &h->rtrail);
   buf_trim(h, &h->hold);
@@ -772,10 +774,22 @@ static void commit(srv_h1 *h, int ended) {
   n = date_header(line, sizeof(line));
   put(h, line, (size_t)n);
   put(h, conch__buf_head(&h->rhead), conch__buf_size(&h->rhead));
+  if (h->method == HTTP_HEAD && h->resp_len >= 0 && h->status >= 200 &&
+      h->status != 204 && h->status != 304) {
+    /* HEAD: the length a GET would have (RFC 9110 8.6). */
+    n = snprintf(line, sizeof(line), "Content-Length: %lld\r\n", h->resp_len);
+    put(h, line, (size_t)n);
+  }
   if (!nobody) {
     if (ended) {
       n = snprintf(line, sizeof(line), "Content-Length: %zu\r\n",
                    conch__buf_size(&h->hold));
+      put(h, line, (size_t)n);
+    } else if (h->resp_len >= 0) {
+      /* The handler's promise (a plain HTTP handler holds it to it: a
+         shorter body resets the stream, and the connection closes). */
+      n = snprintf(line, sizeof(line), "Content-Length: %lld\r\n",
+                   h->resp_len);
       put(h, line, (size_t)n);
     } else if (!h->http10) {
       puts_out(h, "Transfer-Encoding: chunked\r\n");
@@ -837,6 +851,16 @@ static int cli_on_header(nghttp2_session *s, const nghttp2_frame *f,
       h->status =
           (value[0] - '0') * 100 + (value[1] - '0') * 10 + (value[2] - '0');
     }
+    return 0;
+  }
+  if (!h->got_head && name_eq(name, namelen, "content-length")) {
+    long long v = 0;
+    size_t i;
+    for (i = 0; i < valuelen && i < 18 && value[i] >= '0' && value[i] <= '9';
+         i++) {
+      v = v * 10 + (value[i] - '0');
+    }
+    h->resp_len = i > 0 && i == valuelen ? v : -1;
     return 0;
   }
   if (namelen == 0 || name[0] == ':' || conch__h1_hop_by_hop(name, namelen) ||
@@ -943,6 +967,7 @@ int conch__srv_h1_start(srv_conn *c) {
     return CONCH_ERR_NOMEM;
   }
   h->c = c;
+  h->resp_len = -1;
   c->h1 = h;
   http_parser_init(&h->p, HTTP_REQUEST);
   h->p.data = h;

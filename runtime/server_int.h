@@ -68,6 +68,13 @@ typedef struct srv_route {
   void *user_data;
 } srv_route;
 
+/* A plain HTTP handler (conch_server_add_http()). */
+typedef struct srv_http_route {
+  char *path;
+  conch_http_handler h;
+  void *user_data;
+} srv_http_route;
+
 typedef struct srv_method {
   conch_method m; /* m.path points at |path| */
   char *path;
@@ -200,6 +207,8 @@ struct conch_rpc {
   conch_timer recv; /* kind SRV_TIMER_RECV: headers, then the body */
   int headers_in;   /* the header block ended */
   size_t counted;   /* request bytes held, as counted in conn and server */
+  /* A plain HTTP exchange (conch_server_add_http()), or NULL: an RPC. */
+  struct conch_http *http;
   /* Unary and server-streaming calls: the request message, decoded (or
      raw), held until the request ends, as connect-go reads it. */
   ProtobufCMessage *first;
@@ -218,6 +227,8 @@ struct conch_server {
   size_t nmethods, cap_methods;
   srv_route *routes;
   size_t nroutes;
+  srv_http_route *https;
+  size_t nhttps;
   uint32_t *slots;  /* hash of the paths: index + 1 into methods, 0 free */
   size_t cap_slots; /* a power of two, at least twice nmethods; 0: none */
   int lfd[SRV_MAX_LISTENERS];
@@ -267,6 +278,7 @@ void conch__srv_rpc_deadline(conch_rpc *rpc);
 void conch__srv_rpc_recv_expired(conch_rpc *rpc);
 srv_method *conch__srv_find_method(conch_server *s, const char *path);
 srv_route *conch__srv_find_route(conch_server *s, const char *path);
+srv_http_route *conch__srv_find_http(conch_server *s, const char *path);
 /* Arms the idle timer of |conn| when it has no call (and a timeout is
    set), disarms it otherwise. */
 void conch__srv_conn_idle(srv_conn *conn);
@@ -281,6 +293,46 @@ int conch__srv_conn_ready(srv_conn *conn);
 /* Sends what nghttp2 has for |conn| and, outside a turn, what that
    caused; marks the connection dead on failure. */
 void conch__srv_conn_kick(srv_conn *conn);
+
+/* ---- Plain HTTP exchanges (server_http.c) ---------------------------------
+
+   An exchange is a conch_rpc without a method (rpc->http set): the same
+   stream, timers, held bytes and budget; server_rpc.c hands it to these
+   functions where it would run the RPC protocols. */
+
+/* One exchange, the handler's handle. */
+struct conch_http {
+  conch_rpc *rpc;
+  conch_http_handler h; /* copied: the route table may move */
+  void *user_data;
+  void *data;      /* conch_http_set_data() */
+  int responded;   /* the head was submitted */
+  int head;        /* a HEAD request: no body goes out */
+  int body;        /* the response has a body (a data source) */
+  int want_ready;  /* a write was refused: on_send_ready is owed */
+  int64_t clen;    /* the content-length the handler declared, or -1 */
+  uint64_t sent;   /* body bytes the handler wrote */
+};
+
+/* The header block of a request to |route| ended: the handler's
+   on_request runs.  Returns 0, or CONCH_ERR_NOMEM (nothing was started:
+   the caller answers). */
+int conch__srv_http_start(conch_rpc *rpc, const srv_http_route *route);
+/* Request body bytes for a started exchange. */
+void conch__srv_http_body(conch_rpc *rpc, const uint8_t *p, size_t n);
+/* The request ended. */
+void conch__srv_http_eof(conch_rpc *rpc);
+/* The exchange is gone (stream closed, connection dropped): on_cancel if
+   the handler still holds it. */
+void conch__srv_http_cancel(conch_rpc *rpc);
+/* The server ends it (timeout, budget, shutdown: |code| says which):
+   on_cancel, then a plain status if no head went out, else a reset. */
+void conch__srv_http_fail(conch_rpc *rpc, conch_code code);
+/* on_send_ready if owed and there is room.  Returns 1 when it ran. */
+int conch__srv_http_ready(conch_rpc *rpc);
+void conch__srv_http_free(conch_rpc *rpc);
+/* server_rpc.c's body timer update, for pause and resume. */
+void conch__srv_rpc_recv_update(conch_rpc *rpc);
 
 /* ---- The connection layer for server_h1.c (server.c) ---------------------- */
 

@@ -454,3 +454,94 @@ int conch_rpc_wake(conch_rpc *rpc) {
   (void)rpc;
   return CONCH_ERR_UNSUPPORTED;
 }
+
+int conch_server_add_http(conch_server *s, const char *path,
+                          const conch_http_handler *handler, void *user_data) {
+  (void)s;
+  (void)path;
+  (void)handler;
+  (void)user_data;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
+const char *conch_http_method(const conch_http *h) {
+  (void)h;
+  return NULL;
+}
+
+const char *conch_http_path(const conch_http *h) {
+  (void)h;
+  return NULL;
+}
+
+const char *conch_http_query(const conch_http *h) {
+  (void)h;
+  return NULL;
+}
+
+const char *conch_http_header(const conch_http *h, const char *name) {
+  (void)h;
+  (void)name;
+  return NULL;
+}
+
+long conch_http_peer_uid(const conch_http *h) {
+  (void)h;
+  return -1;
+}
+
+conch_server *conch_http_server(const conch_http *h) {
+  (void)h;
+  return NULL;
+}
+
+void *conch_http_user_data(const conch_http *h) {
+  (void)h;
+  return NULL;
+}
+
+void conch_http_set_data(conch_http *h, void *data) {
+  (void)h;
+  (void)data;
+}
+
+void *conch_http_data(const conch_http *h) {
+  (void)h;
+  return NULL;
+}
+
+int conch_http_pause(conch_http *h) {
+  (void)h;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
+int conch_http_resume(conch_http *h) {
+  (void)h;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
+int conch_http_respond(conch_http *h, int status, const char *const *headers,
+                       int body) {
+  (void)h;
+  (void)status;
+  (void)headers;
+  (void)body;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
+int conch_http_write(conch_http *h, const void *data, size_t len) {
+  (void)h;
+  (void)data;
+  (void)len;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
+size_t conch_http_queued(const conch_http *h) {
+  (void)h;
+  return 0;
+}
+
+int conch_http_end(conch_http *h) {
+  (void)h;
+  return CONCH_ERR_UNSUPPORTED;
+}

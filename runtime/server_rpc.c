@@ -232,6 +232,7 @@ static void rpc_free(conch_rpc *rpc) {
   conch__free(s->mem, rpc->src);
   conch__free(s->mem, rpc->trl.nv);
   conch__buf_free(&rpc->trl.store, s->mem);
+  conch__srv_http_free(rpc);
   s->ncalls--;
   conch__free(s->mem, rpc);
 }
@@ -239,6 +240,10 @@ static void rpc_free(conch_rpc *rpc) {
 /* The handler gives the call up: it hears of it once, through on_cancel. */
 static void rpc_cancel_user(conch_rpc *rpc, const conch_status *st) {
   if (rpc->state != SRV_RPC_USER) {
+    return;
+  }
+  if (rpc->http != NULL) {
+    conch__srv_http_cancel(rpc);
     return;
   }
   rpc->state = SRV_RPC_DONE;
@@ -616,6 +621,10 @@ static CONCH_PRINTF(3, 4) void rpc_fail(conch_rpc *rpc, conch_code code,
   if (rpc->state == SRV_RPC_DONE) {
     return;
   }
+  if (rpc->http != NULL) {
+    conch__srv_http_fail(rpc, code);
+    return;
+  }
   conch_status_init(&st);
   va_start(ap, fmt);
   (void)conch__status_vset(&st, rpc_mem(rpc), code, CONCH_ORIGIN_LOCAL, 0,
@@ -920,6 +929,10 @@ static void rpc_half_close(conch_rpc *rpc) {
   if (rpc->state != SRV_RPC_USER) {
     return;
   }
+  if (rpc->http != NULL) {
+    conch__srv_http_eof(rpc);
+    return;
+  }
   if (rpc->wire == SRV_CONNECT_UNARY) {
     if (deliver(rpc, rpc->req_enc != CONCH_COMPRESSION_IDENTITY,
                 conch__buf_head(&rpc->body), conch__buf_size(&rpc->body)) != 0) {
@@ -973,6 +986,12 @@ static void rpc_data(conch_rpc *rpc, const uint8_t *p, size_t n) {
   int rv;
 
   if (rpc->state != SRV_RPC_USER) {
+    return;
+  }
+  if (rpc->http != NULL) {
+    /* The body timer runs from chunk to chunk (recv_update rearms it). */
+    conch__heap_remove(&s->heap, &rpc->recv);
+    conch__srv_http_body(rpc, p, n);
     return;
   }
   if (rpc->wire == SRV_CONNECT_UNARY) {
@@ -1519,6 +1538,7 @@ static int rpc_gate(conch_rpc *rpc) {
   conch_server *s = rpc->conn->s;
   conch_server_request req;
   srv_route *route;
+  srv_http_route *http;
 
   memset(&req, 0, sizeof(req));
   req.method = rpc->mname;
@@ -1535,6 +1555,16 @@ static int rpc_gate(conch_rpc *rpc) {
       rpc_refuse(rpc, &v);
       return -1;
     }
+  }
+  http = conch__srv_find_http(s, req.path);
+  if (http != NULL) {
+    if (conch__srv_http_start(rpc, http) != 0) {
+      conch_server_reply r;
+      memset(&r, 0, sizeof(r));
+      r.status = 503;
+      rpc_reply(rpc, &r);
+    }
+    return -1;
   }
   route = conch__srv_find_route(s, req.path);
   if (route != NULL) {
@@ -1568,6 +1598,8 @@ static void recv_update(conch_rpc *rpc) {
   if (rpc->state != SRV_RPC_USER || rpc->half_closed || rpc->paused ||
       rpc->eos_held) {
     want = 0;
+  } else if (rpc->http != NULL) {
+    want = 1; /* rearmed by each chunk (rpc_data) */
   } else if (k == CONCH_STREAM_UNARY || k == CONCH_STREAM_SERVER ||
              rpc->wire == SRV_CONNECT_UNARY) {
     want = 1;
@@ -1582,6 +1614,8 @@ static void recv_update(conch_rpc *rpc) {
     rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
   }
 }
+
+void conch__srv_rpc_recv_update(conch_rpc *rpc) { recv_update(rpc); }
 
 void conch__srv_rpc_recv_expired(conch_rpc *rpc) {
   srv_conn *conn = rpc->conn;
@@ -2103,6 +2137,10 @@ int conch__srv_conn_ready(srv_conn *conn) {
 
   for (l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
     conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
+    if (rpc->http != NULL) {
+      n += conch__srv_http_ready(rpc);
+      continue;
+    }
     if (rpc->state == SRV_RPC_USER && rpc->src != NULL) {
       /* The source is the handler: it runs while there is room. */
       n += rpc_pump(rpc);

@@ -3,7 +3,7 @@
 // of tests/api/node started with --http1.
 //
 //   node sdk_test.mjs --url http://127.0.0.1:PORT [--access-token T]
-//                     [--no-pty] [--only REGEX] [--verbose]
+//                     [--no-pty] [--no-files] [--only REGEX] [--verbose]
 //                     [--server-user NAME] [--workdir DIR]
 //
 // --server-user: the user the server runs processes as by default (`conch
@@ -44,6 +44,7 @@ const opt = {
   url: process.env.E2B_SANDBOX_URL || "",
   token: process.env.E2B_ACCESS_TOKEN || "",
   pty: true,
+  files: true, // the server has envd's /files (conch serve does)
   only: null,
   verbose: false,
   serverUser: null,
@@ -61,6 +62,7 @@ const opt = {
       case "--url": opt.url = value(); break;
       case "--access-token": opt.token = value(); break;
       case "--no-pty": opt.pty = false; break;
+      case "--no-files": opt.files = false; break;
       case "--only": opt.only = new RegExp(value()); break;
       case "--verbose": opt.verbose = true; break;
       case "--server-user": opt.serverUser = value(); break;
@@ -700,6 +702,82 @@ test("pty: kill -> true, then false; connect re-attaches", async () => {
 }, { skip: noPty });
 
 // Last: nothing the suite started is still running.
+// ---------------------------------------------------------------------------
+// sandbox.files: write and read go through envd's /files only (POST and GET;
+// the SDK calls no Filesystem RPC for them), so they need nothing of the
+// filesystem.Filesystem service.
+
+const noFiles = opt.files ? undefined : "the server has no /files (--no-files)";
+const FILES_DIR = fs.mkdtempSync(`${os.tmpdir()}/conch-e2b-files-`);
+fs.chmodSync(FILES_DIR, 0o1777); // a server running as another user writes here
+process.on("exit", () => fs.rmSync(FILES_DIR, { recursive: true, force: true }));
+
+test("files.write: text, read back as text, bytes and a stream", async () => {
+  const p = `${FILES_DIR}/one/deep/a.txt`;
+  const info = await sbx.files.write(p, "hello, files\n");
+  eq(info.path, p, "path");
+  eq(info.name, "a.txt", "name");
+  eq(info.type, "file", "type");
+  eq(await sbx.files.read(p), "hello, files\n", "read text");
+  const b = await sbx.files.read(p, { format: "bytes" });
+  check(b instanceof Uint8Array, "bytes: a Uint8Array");
+  eq(Buffer.from(b).toString(), "hello, files\n", "read bytes");
+  const st = await sbx.files.read(p, { format: "stream" });
+  const parts = [];
+  for await (const c of st) parts.push(Buffer.from(c));
+  eq(Buffer.concat(parts).toString(), "hello, files\n", "read stream");
+}, { skip: noFiles });
+
+test("files.write: bytes (every byte value) and an empty file", async () => {
+  const p = `${FILES_DIR}/bytes.bin`;
+  const data = new Uint8Array(256 * 64);
+  for (let i = 0; i < data.length; i++) data[i] = i & 255;
+  await sbx.files.write(p, data.buffer);
+  const got = fs.readFileSync(p);
+  check(Buffer.compare(got, Buffer.from(data)) === 0, "bytes on disk");
+  const back = await sbx.files.read(p, { format: "bytes" });
+  check(Buffer.compare(Buffer.from(back), Buffer.from(data)) === 0, "bytes read");
+  await sbx.files.write(`${FILES_DIR}/empty`, "");
+  eq(await sbx.files.read(`${FILES_DIR}/empty`), "", "empty file");
+}, { skip: noFiles });
+
+test("files.write: many files in one request (multipart)", async () => {
+  const r = await sbx.files.write([
+    { path: `${FILES_DIR}/many/1.txt`, data: "one" },
+    { path: `${FILES_DIR}/many/sub/2.txt`, data: "two" },
+    { path: `${FILES_DIR}/many/3.bin`, data: new Uint8Array([0, 1, 2]).buffer },
+  ]);
+  eq(r.length, 3, "entries");
+  eq(r[1].name, "2.txt", "second name");
+  eq(fs.readFileSync(`${FILES_DIR}/many/sub/2.txt`, "utf8"), "two", "2.txt");
+  eq(fs.readFileSync(`${FILES_DIR}/many/3.bin`).length, 3, "3.bin");
+}, { skip: noFiles });
+
+test("files.write: a stream (octet-stream), 8 MiB, and gzip", async () => {
+  const p = `${FILES_DIR}/stream.bin`;
+  const chunk = randomBytes(MiB);
+  let n = 0;
+  const stream = new ReadableStream({
+    pull(c) {
+      if (n++ < 8) c.enqueue(new Uint8Array(chunk));
+      else c.close();
+    },
+  });
+  await sbx.files.write(p, stream);
+  eq(fs.statSync(p).size, 8 * MiB, "size");
+  check(Buffer.compare(fs.readFileSync(p).subarray(MiB, 2 * MiB), chunk) === 0,
+        "content");
+  await sbx.files.write(`${FILES_DIR}/gz.txt`, "zipped text ".repeat(1000), { gzip: true });
+  eq(fs.readFileSync(`${FILES_DIR}/gz.txt`, "utf8"), "zipped text ".repeat(1000), "gzip");
+}, { skip: noFiles });
+
+test("files.read: a missing file -> NotFoundError (404)", async () => {
+  const e = await rejection(sbx.files.read(`${FILES_DIR}/no-such-file`), "read");
+  check(/not found|does not exist/i.test(e.message) || e.name === "NotFoundError" ||
+        e.name === "FileNotFoundError",
+        `read: expected a not-found error, got ${describe(e)}`);
+}, { skip: noFiles });
+
 test("no process of the suite left running", async () => {
   const ok = await eventually(() => taggedProcesses().length === 0, 5000);
   if (!ok) {

@@ -283,6 +283,12 @@ srv_server *srv_rpc_server(const srv_stream *st);
 /* Bytes queued for the client and not yet taken by nghttp2. */
 size_t srv_rpc_queued(const srv_stream *st);
 
+/* ---- /files (serve_files.c) ------------------------------------------------ */
+
+/* Registers envd's /files (GET download, POST upload) on srv->core.
+   Returns what conch_server_add_http() returns. */
+int srv_files_register(srv_server *srv);
+
 /* ---- The service (serve_service.c) --------------------------------------- */
 
 const srv_method *srv_service_route(const char *path);

@@ -108,6 +108,13 @@ static int is_health(const conch_server_request *req) {
          (strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0);
 }
 
+/* envd lets GET and POST /files past the token: they take a signature
+   instead, checked by the handler (serve_files.c). */
+static int is_files(const conch_server_request *req) {
+  return strcmp(req->path, "/files") == 0 &&
+         (strcmp(req->method, "GET") == 0 || strcmp(req->method, "POST") == 0);
+}
+
 /* envd's order: the Host check, then the token (not for the health
    check). */
 static int gate(const conch_server_request *req, conch_server_verdict *v,
@@ -123,7 +130,7 @@ static int gate(const conch_server_request *req, conch_server_verdict *v,
     v->reply.body_len = sizeof(body) - 1;
     return 1;
   }
-  if (srv->cfg.access_token != NULL && !is_health(req) &&
+  if (srv->cfg.access_token != NULL && !is_health(req) && !is_files(req) &&
       !token_ok(conch_server_request_header(req, "x-access-token"),
                 srv->cfg.access_token)) {
     v->reply.status = 401;
@@ -545,6 +552,11 @@ int srv_core_start(srv_server *srv, int listen_fd) {
   rv = conch_server_add_route(srv->core, "/health", health, srv);
   if (rv != 0) {
     core_fail("/health", rv);
+    goto fail;
+  }
+  rv = srv_files_register(srv);
+  if (rv != 0) {
+    core_fail("/files", rv);
     goto fail;
   }
   if (listen_fd >= 0) {

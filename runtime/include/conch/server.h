@@ -57,7 +57,9 @@
  *    used again.
  *  - Before a method: a gate (conch_server_opts_set_gate()) sees every
  *    request and may refuse it; plain routes (conch_server_add_route())
- *    answer paths that are no RPC, such as a health check.  Connections
+ *    answer paths that are no RPC, such as a health check, and plain HTTP
+ *    handlers (conch_server_add_http()) stream requests and responses of
+ *    their own (file up- and downloads).  Connections
  *    are filtered (accept filter), limited (conch_server_opts_set_max_conns()),
  *    timed (header, body and idle timeouts) and held to a budget of
  *    buffered request bytes (see "Limits" below).
@@ -638,6 +640,142 @@ typedef void (*conch_server_route_fn)(const conch_server_request *req,
 CONCH_EXTERN int conch_server_add_route(conch_server *s, const char *path,
                                         conch_server_route_fn fn,
                                         void *user_data);
+/* ---- Plain HTTP handlers: streamed requests and responses --------------- */
+
+/** One plain HTTP exchange (conch_server_add_http()): a request to the
+    handler's path and the response the handler streams back.  Valid from
+    on_request until the handler gives it up (conch_http_end()) or
+    on_cancel returns. */
+typedef struct conch_http conch_http;
+
+/** What a plain HTTP handler is told.  Every function runs on the server's
+    turn, never from inside a conch_http_*() function; copied by
+    conch_server_add_http(). */
+typedef struct conch_http_handler {
+  /** The request's head arrived (conch_http_method(), _path(), _query(),
+      _header() tell it).  Required.  The handler may answer at once
+      (conch_http_respond(), _end()) or later, from any of its hooks. */
+  void (*on_request)(conch_http *h, void *user_data);
+  /** |len| bytes of the request body (borrowed for the call; HTTP/1.1
+      chunked framing removed, chunks joined in order).  While the handler
+      keeps the exchange paused (conch_http_pause()) nothing more comes
+      and the client is held to its flow-control window (HTTP/2: 1 MiB;
+      HTTP/1.1: 64 KiB, and the connection is not read).  NULL: the body
+      is read and dropped. */
+  void (*on_body)(conch_http *h, const uint8_t *data, size_t len,
+                  void *user_data);
+  /** The request body ended (after its last on_body).  May be NULL. */
+  void (*on_end)(conch_http *h, void *user_data);
+  /** A conch_http_write() was refused (CONCH_ERR_AGAIN) and the response
+      has room again.  May be NULL. */
+  void (*on_send_ready)(conch_http *h, void *user_data);
+  /** The exchange ended before conch_http_end(): the client reset the
+      stream or closed the connection, the body timeout passed, the buffer
+      budget shed it, the server shuts down or is freed.  |h| is gone when
+      this returns.  May be NULL. */
+  void (*on_cancel)(conch_http *h, void *user_data);
+} conch_http_handler;
+
+/**
+ * Serves requests to |path| (exactly, the query aside; GET, HEAD and POST
+ * over HTTP/1.1, any method over HTTP/2) with |handler|, streamed both
+ * ways with back-pressure, over HTTP/2 and HTTP/1.1 alike.  The gate sees
+ * them first (a request it passes here does not mark its connection as
+ * passed).  Request bodies reach on_body as they arrive, each chunk once
+ * (the body timeout of conch_server_opts_set_body_timeout() runs from
+ * chunk to chunk while the exchange is not paused; paused bytes count
+ * against the buffer limits).  The response is a head
+ * (conch_http_respond()), body bytes (conch_http_write(), refused while
+ * the response holds its budget: a client that stops reading holds at
+ * most that much of the server's memory), and the end (conch_http_end()).
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL argument, no on_request, a path that
+ * does not start with '/', a path taken by a method, route or handler) or
+ * CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_add_http(conch_server *s, const char *path,
+                                       const conch_http_handler *handler,
+                                       void *user_data);
+/** :method ("GET", "POST", ...). */
+CONCH_EXTERN const char *conch_http_method(const conch_http *h);
+/** :path without the query. */
+CONCH_EXTERN const char *conch_http_path(const conch_http *h);
+/** The query after '?', as sent (percent-escapes kept), or "" when there
+    is none. */
+CONCH_EXTERN const char *conch_http_query(const conch_http *h);
+/** The first value of request header |name| (lower case; pseudo-headers
+    not), or NULL.  Over HTTP/1.1 Host is :authority, and Content-Length
+    and connection-specific fields are not headers. */
+CONCH_EXTERN const char *conch_http_header(const conch_http *h,
+                                           const char *name);
+/** The peer's uid on a Unix socket (SO_PEERCRED), -1 otherwise. */
+CONCH_EXTERN long conch_http_peer_uid(const conch_http *h);
+/** The server of |h|. */
+CONCH_EXTERN conch_server *conch_http_server(const conch_http *h);
+/** The |user_data| given with the handler. */
+CONCH_EXTERN void *conch_http_user_data(const conch_http *h);
+/** A pointer of the handler's own, kept with |h| (NULL at first). */
+CONCH_EXTERN void conch_http_set_data(conch_http *h, void *data);
+/** What conch_http_set_data() stored. */
+CONCH_EXTERN void *conch_http_data(const conch_http *h);
+/**
+ * Stops delivering the request body (see on_body); on_end waits too.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL) or CONCH_ERR_STATE (given up).
+ */
+CONCH_EXTERN int conch_http_pause(conch_http *h);
+/**
+ * Delivers what waited and goes on, on the server's next turn.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL) or CONCH_ERR_STATE (given up).
+ */
+CONCH_EXTERN int conch_http_resume(conch_http *h);
+/**
+ * Sends the response head: |status| (200..599) and |headers| (NULL, or
+ * name, value, ..., NULL; lower-case names, copied).  A content-length
+ * among them is a promise: more bytes are refused by conch_http_write()
+ * and fewer make conch_http_end() reset the stream (HTTP/1.1: the
+ * connection closes), so that a client never takes a cut response for a
+ * whole one; HTTP/1.1 sends it as Content-Length, else the body is
+ * chunked when it does not end within the turn.  |body| 0: the response
+ * has no body (it ends with the head; conch_http_end() is still owed).
+ * A HEAD request gets no body whatever is written.
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL |h|, a status outside 200..599, a
+ * header without value, a content-length that is no number);
+ * CONCH_ERR_STATE (responded already, or given up) or CONCH_ERR_NOMEM
+ * (nothing sent).
+ */
+CONCH_EXTERN int conch_http_respond(conch_http *h, int status,
+                                    const char *const *headers, int body);
+/**
+ * Queues |len| body bytes (copied).  While the bytes queued and not yet
+ * taken by the connection reach the response budget (the send buffer of
+ * conch_server_opts_set_send_buffer(), at most 256 KiB), writes are
+ * refused with CONCH_ERR_AGAIN and on_send_ready follows; one write is
+ * always taken whole when there is room, so write in pieces of a size of
+ * your choice (e.g. 64 KiB).
+ *
+ * Returns 0; CONCH_ERR_AGAIN (nothing queued); CONCH_ERR_INVALID (NULL
+ * |h|, NULL |data| with |len| > 0, past the declared content-length);
+ * CONCH_ERR_STATE (no head yet, a response without body, or given up) or
+ * CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_http_write(conch_http *h, const void *data,
+                                  size_t len);
+/** Body bytes of |h| queued and not yet taken by the connection; 0 for
+    NULL. */
+CONCH_EXTERN size_t conch_http_queued(const conch_http *h);
+/**
+ * Ends the response (what is queued still goes out) and gives |h| up: no
+ * hook of it runs again, and the server frees it.  A request body still
+ * coming is read and dropped (within bounds, as for an early RPC
+ * answer).  Without conch_http_respond() before, the response is a 500.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL) or CONCH_ERR_STATE (given up).
+ */
+CONCH_EXTERN int conch_http_end(conch_http *h);
+
 /**
  * Listens on |addr|: "HOST:PORT" (an IPv4 literal, "[v6]:PORT" or
  * "localhost"; port 0 picks a free one, see conch_server_port()) or

@@ -1,0 +1,456 @@
+/* envd's /files in conch serve (tools/conch/serve_files.c), with curl over
+   HTTP/1.1 and HTTP/2 and raw sockets: raw and gzip'd uploads, multipart
+   with one and many files, downloads with envd's headers, the token and
+   signature rules (401), 404, a directory (400), ".." resolved as envd
+   resolves it, a truncated multipart body and a cut raw body (nothing
+   left half-written, no temporary file left), a gzip bomb (400, nothing
+   written), a huge multipart upload with the server's RSS bounded. */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/sha.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include <cmocka.h>
+
+#include "base64.h"
+#include "support.h"
+
+#define TOKEN "s3cret-files"
+
+static serve_peer srv;
+static char dir[] = "/tmp/conch-files-XXXXXX";
+
+static const char *run(const char *fmt, ...) CONCH_PRINTF(1, 2);
+static const char *run(const char *fmt, ...) {
+  static char out[16384];
+  char cmd[4096];
+  va_list ap;
+  FILE *p;
+  size_t n;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof(cmd), fmt, ap);
+  va_end(ap);
+  p = popen(cmd, "r");
+  assert_non_null(p);
+  n = fread(out, 1, sizeof(out) - 1, p);
+  out[n] = '\0';
+  pclose(p);
+  return out;
+}
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "r");
+  char *b;
+  long n;
+  if (f == NULL) {
+    return NULL;
+  }
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  b = malloc((size_t)n + 1);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+  b[n] = '\0';
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+static void put_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* No ".*.conch-*" temporary file is left in |d|. */
+static void assert_no_tmp(const char *d) {
+  DIR *dh = opendir(d);
+  struct dirent *e;
+  if (dh == NULL) {
+    return;
+  }
+  while ((e = readdir(dh)) != NULL) {
+    if (strstr(e->d_name, ".conch-") != NULL) {
+      fail_msg("left behind: %s/%s", d, e->d_name);
+    }
+  }
+  closedir(dh);
+}
+
+static int setup(void **state) {
+  const char *extra[] = {"--access-token", TOKEN, NULL};
+  (void)state;
+  if (mkdtemp(dir) == NULL) {
+    return -1;
+  }
+  return serve_start(&srv, extra);
+}
+
+static int teardown(void **state) {
+  (void)state;
+  serve_stop(&srv, 10000);
+  (void)!system("true");
+  run("rm -rf %s", dir);
+  return 0;
+}
+
+#define AUTH "-H 'X-Access-Token: " TOKEN "'"
+
+static void test_raw_roundtrip(void **state) {
+  const char *modes[] = {"--http1.1", "--http2-prior-knowledge"};
+  char src[256], dst[256], want[512];
+  size_t n;
+  char *got;
+  (void)state;
+  snprintf(src, sizeof(src), "%s/src.bin", dir);
+  run("head -c 3000000 /dev/urandom > %s", src);
+  for (int i = 0; i < 2; i++) {
+    snprintf(dst, sizeof(dst), "%s/up%d/deep/f.bin", dir, i);
+    const char *out =
+        run("curl -sS --max-time 60 %s " AUTH
+            " -H 'content-type: application/octet-stream' --data-binary @%s "
+            "-w ' %%{http_code}' '%s/files?path=%s'",
+            modes[i], src, srv.url, dst);
+    snprintf(want, sizeof(want),
+             "[{\"path\":\"%s\",\"name\":\"f.bin\",\"type\":\"file\"}]\n 200",
+             dst);
+    assert_string_equal(out, want);
+    out = run("cmp %s %s && echo same", src, dst);
+    assert_string_equal(out, "same\n");
+    /* Download it back, with envd's headers. */
+    out = run("curl -sS --max-time 60 %s " AUTH " -D - -o %s/back '%s/files?path=%s'",
+              modes[i], dir, srv.url, dst);
+    if (strcasestr(out, "content-disposition: inline; filename=f.bin") ==
+            NULL ||
+        strcasestr(out, "content-length: 3000000") == NULL ||
+        strcasestr(out, "content-type: application/octet-stream") == NULL) {
+      fail_msg("%s", out);
+    }
+    out = run("cmp %s %s/back && echo same", src, dir);
+    assert_string_equal(out, "same\n");
+  }
+  /* A text file: its type by extension; a name with a space, quoted. */
+  snprintf(dst, sizeof(dst), "%s/my doc.txt", dir);
+  put_file(dst, "hello\n");
+  const char *out = run("curl -sS " AUTH " -D - '%s/files?path=%s/my%%20doc.txt'",
+                        srv.url, dir);
+  if (strcasestr(out, "content-type: text/plain; charset=utf-8") == NULL ||
+      strcasestr(out, "content-disposition: inline; filename=\"my doc.txt\"") ==
+          NULL ||
+      strstr(out, "\r\n\r\nhello\n") == NULL) {
+    fail_msg("%s", out);
+  }
+  got = slurp(dst, &n);
+  free(got);
+}
+
+static void test_gzip_and_multipart(void **state) {
+  char src[256], out1[256];
+  const char *out;
+  size_t n;
+  char *got;
+  (void)state;
+  snprintf(src, sizeof(src), "%s/plain.txt", dir);
+  put_file(src, "gzip me please, gzip me please, gzip me please\n");
+  out = run("gzip -c %s | curl -sS " AUTH
+            " -H 'content-type: application/octet-stream' -H "
+            "'content-encoding: gzip' --data-binary @- -w ' %%{http_code}' "
+            "'%s/files?path=%s/gz/out.txt'",
+            src, srv.url, dir);
+  assert_non_null(strstr(out, " 200"));
+  snprintf(out1, sizeof(out1), "%s/gz/out.txt", dir);
+  got = slurp(out1, &n);
+  assert_non_null(got);
+  assert_string_equal(got, "gzip me please, gzip me please, gzip me please\n");
+  free(got);
+  /* Multipart, many files, the paths in the filenames; another field is
+     ignored. */
+  out = run("curl -sS --http2-prior-knowledge " AUTH
+            " -F 'note=hi' -F 'file=@%s;filename=%s/mp/a.txt' "
+            "-F 'file=@%s;filename=%s/mp/sub/b.txt' -w ' %%{http_code}' "
+            "'%s/files'",
+            src, dir, src, dir, srv.url);
+  if (strstr(out, "\"name\":\"a.txt\"") == NULL ||
+      strstr(out, "\"name\":\"b.txt\"") == NULL || strstr(out, " 200") == NULL) {
+    fail_msg("%s", out);
+  }
+  snprintf(out1, sizeof(out1), "%s/mp/sub/b.txt", dir);
+  got = slurp(out1, &n);
+  assert_non_null(got);
+  free(got);
+  /* Two parts to one path: 400, as envd. */
+  out = run("curl -sS --http1.1 " AUTH
+            " -F 'file=@%s;filename=%s/mp/c.txt' "
+            "-F 'file=@%s;filename=%s/mp/c.txt' -w ' %%{http_code}' '%s/files'",
+            src, dir, src, dir, srv.url);
+  assert_non_null(strstr(out, " 400"));
+  /* Gzip'd multipart. */
+  out = run("printf -- '--B\\r\\nContent-Disposition: form-data; name=\"file\"; "
+            "filename=\"%s/mpz.txt\"\\r\\n\\r\\nzipped\\r\\n--B--\\r\\n' | gzip | "
+            "curl -sS " AUTH " -H 'content-type: multipart/form-data; "
+            "boundary=B' -H 'content-encoding: gzip' --data-binary @- -w ' "
+            "%%{http_code}' '%s/files'",
+            dir, srv.url);
+  assert_non_null(strstr(out, " 200"));
+  snprintf(out1, sizeof(out1), "%s/mpz.txt", dir);
+  got = slurp(out1, &n);
+  assert_non_null(got);
+  assert_string_equal(got, "zipped");
+  free(got);
+}
+
+static void test_auth_and_errors(void **state) {
+  const char *out;
+  char path[256], msg[512];
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  char sig[128];
+  size_t w;
+  (void)state;
+  snprintf(path, sizeof(path), "%s/secret.txt", dir);
+  put_file(path, "s");
+  out = run("curl -sS -w ' %%{http_code}' '%s/files?path=%s'", srv.url, path);
+  assert_non_null(strstr(out, "missing signature query parameter"));
+  assert_non_null(strstr(out, " 401"));
+  out = run("curl -sS -H 'X-Access-Token: wrong' -w ' %%{http_code}' "
+            "'%s/files?path=%s'",
+            srv.url, path);
+  assert_non_null(strstr(out, " 401"));
+  /* Other paths still want the token. */
+  out = run("curl -sS -o /dev/null -w '%%{http_code}' %s/process.Process/List "
+            "-H 'content-type: application/json' -d '{}'",
+            srv.url);
+  assert_string_equal(out, "401");
+  /* A signature as envd makes it: v1_ + base64(sha256(path:op:user:token
+     [:exp])), no padding. */
+  long long exp = (long long)time(NULL) + 600;
+  snprintf(msg, sizeof(msg), "%s:read::%s:%lld", path, TOKEN, exp);
+  SHA256((const unsigned char *)msg, strlen(msg), md);
+  memcpy(sig, "v1_", 3);
+  w = conch__b64_encode(md, sizeof(md), CONCH_B64_STD, sig + 3);
+  while (sig[3 + w - 1] == '=') {
+    w--;
+  }
+  sig[3 + w] = '\0';
+  for (char *c = sig; *c != '\0'; c++) {
+    if (*c == '+') {
+      memmove(c + 3, c + 1, strlen(c + 1) + 1);
+      memcpy(c, "%2B", 3);
+    } else if (*c == '/') {
+      memmove(c + 3, c + 1, strlen(c + 1) + 1);
+      memcpy(c, "%2F", 3);
+    }
+  }
+  out = run("curl -sS -w ' %%{http_code}' "
+            "'%s/files?path=%s&signature=%s&signature_expiration=%lld'",
+            srv.url, path, sig, exp);
+  assert_string_equal(out, "s 200");
+  /* The same signature for a write is no good; an expired one neither. */
+  out = run("curl -sS -w ' %%{http_code}' -H 'content-type: "
+            "application/octet-stream' -d x "
+            "'%s/files?path=%s&signature=%s&signature_expiration=%lld'",
+            srv.url, path, sig, exp);
+  assert_non_null(strstr(out, "invalid signature"));
+  out = run("curl -sS -w ' %%{http_code}' "
+            "'%s/files?path=%s&signature=%s&signature_expiration=%lld'",
+            srv.url, path, sig, exp - 1);
+  assert_non_null(strstr(out, " 401"));
+  /* 404, a directory (400), an unknown user (401), no path for a raw
+     upload (400), an unsupported type (400). */
+  out = run("curl -sS " AUTH " -w ' %%{http_code}' '%s/files?path=%s/none'",
+            srv.url, dir);
+  assert_non_null(strstr(out, "does not exist\"} 404") != NULL
+                      ? strstr(out, " 404")
+                      : strstr(out, " 404"));
+  out = run("curl -sS " AUTH " -w ' %%{http_code}' '%s/files?path=%s'",
+            srv.url, dir);
+  assert_non_null(strstr(out, "is a directory"));
+  assert_non_null(strstr(out, " 400"));
+  out = run("curl -sS " AUTH " -w ' %%{http_code}' "
+            "'%s/files?path=%s&username=no-such-user-x'",
+            srv.url, path);
+  assert_non_null(strstr(out, " 401"));
+  out = run("curl -sS " AUTH " -H 'content-type: application/octet-stream' -d x "
+            "-w ' %%{http_code}' '%s/files'",
+            srv.url);
+  assert_non_null(strstr(out, " 400"));
+  out = run("curl -sS " AUTH " -H 'content-type: application/json' -d x "
+            "-w ' %%{http_code}' '%s/files?path=%s/j'",
+            srv.url, dir);
+  assert_non_null(strstr(out, "unsupported content type"));
+  /* A directory as the target of an upload: 400, as envd. */
+  out = run("curl -sS " AUTH " -H 'content-type: application/octet-stream' -d x "
+            "-w ' %%{http_code}' '%s/files?path=%s'",
+            srv.url, dir);
+  assert_non_null(strstr(out, " 400"));
+}
+
+/* ".." in a relative path is resolved against the home, as envd does
+   (filepath.Join then Abs): from the home up to / and down into our
+   directory. */
+static void test_dotdot(void **state) {
+  char rel[512];
+  const char *home = getenv("HOME");
+  const char *out;
+  size_t n;
+  char *got;
+  (void)state;
+  struct stat st;
+  if (home == NULL || stat(home, &st) != 0) {
+    skip();
+  }
+  snprintf(rel, sizeof(rel), "../../../../../../../../..%s/dd/../x.txt", dir);
+  out = run("curl -sS " AUTH " -H 'content-type: application/octet-stream' -d "
+            "dotdot -w ' %%{http_code}' '%s/files?path=%s'",
+            srv.url, rel);
+  char want[512];
+  snprintf(want, sizeof(want), "\"path\":\"%s/x.txt\"", dir);
+  if (strstr(out, want) == NULL || strstr(out, " 200") == NULL) {
+    fail_msg("%s (want %s)", out, want);
+  }
+  snprintf(rel, sizeof(rel), "%s/x.txt", dir);
+  got = slurp(rel, &n);
+  assert_non_null(got);
+  assert_string_equal(got, "dotdot");
+  free(got);
+  /* ~user is refused, as envd. */
+  out = run("curl -sS " AUTH " -w ' %%{http_code}' '%s/files?path=~root/x'",
+            srv.url);
+  assert_non_null(strstr(out, " 400"));
+}
+
+/* A body cut short: the old file stays whole, no temporary file is left
+   (envd would leave the target truncated). */
+static void test_truncated(void **state) {
+  char path[256], req[1024];
+  const char *body =
+      "--B\r\nContent-Disposition: form-data; name=\"file\"; "
+      "filename=\"%s\"\r\n\r\nnew content that never ends";
+  char b[512];
+  int fd;
+  size_t n;
+  char *got;
+  (void)state;
+  snprintf(path, sizeof(path), "%s/keep.txt", dir);
+  put_file(path, "old\n");
+  /* Multipart without its close delimiter, then the body ends: 500 as
+     envd ("unexpected EOF"), the old file kept. */
+  int bl = snprintf(b, sizeof(b), body, path);
+  const char *out = run("printf '%%s' '%s' | curl -sS " AUTH
+                        " -H 'content-type: multipart/form-data; boundary=B' "
+                        "--data-binary @- -w ' %%{http_code}' '%s/files'",
+                        b, srv.url);
+  (void)bl;
+  assert_non_null(strstr(out, " 500"));
+  got = slurp(path, &n);
+  assert_string_equal(got, "old\n");
+  free(got);
+  assert_no_tmp(dir);
+  /* A raw upload whose client leaves in the middle. */
+  fd = tcp_open(srv.port);
+  assert_true(fd >= 0);
+  int rl = snprintf(req, sizeof(req),
+                    "POST /files?path=%s HTTP/1.1\r\nHost: localhost\r\n"
+                    "X-Access-Token: " TOKEN "\r\nContent-Type: "
+                    "application/octet-stream\r\nContent-Length: 100000\r\n\r\n"
+                    "partial",
+                    path);
+  assert_int_equal(send(fd, req, (size_t)rl, MSG_NOSIGNAL), rl);
+  close(fd);
+  /* The server notices and drops the temporary file. */
+  for (int i = 0; i < 200; i++) {
+    DIR *dh = opendir(dir);
+    struct dirent *e;
+    int found = 0;
+    while ((e = readdir(dh)) != NULL) {
+      found |= strstr(e->d_name, ".conch-") != NULL;
+    }
+    closedir(dh);
+    if (!found && i > 0) {
+      break;
+    }
+    conch_sleep_ms(50);
+  }
+  assert_no_tmp(dir);
+  got = slurp(path, &n);
+  assert_string_equal(got, "old\n");
+  free(got);
+}
+
+/* 256 MiB of zeros in 250 KB of gzip: refused (400), nothing written. */
+static void test_gzip_bomb(void **state) {
+  const char *out;
+  char path[256];
+  struct stat st;
+  (void)state;
+  snprintf(path, sizeof(path), "%s/bomb.bin", dir);
+  out = run("head -c 268435456 /dev/zero | gzip -1 | curl -sS --max-time 120 "
+            AUTH " -H 'content-type: application/octet-stream' -H "
+            "'content-encoding: gzip' --data-binary @- -w ' %%{http_code}' "
+            "'%s/files?path=%s'",
+            srv.url, path);
+  if (strstr(out, "decompression bomb") == NULL || strstr(out, " 400") == NULL) {
+    fail_msg("%s", out);
+  }
+  assert_int_equal(stat(path, &st), -1);
+  assert_no_tmp(dir);
+  /* Not gzip at all: 400. */
+  out = run("curl -sS " AUTH " -H 'content-type: application/octet-stream' -H "
+            "'content-encoding: gzip' -d 'not gzip' -w ' %%{http_code}' "
+            "'%s/files?path=%s'",
+            srv.url, path);
+  assert_non_null(strstr(out, " 400"));
+  assert_int_equal(stat(path, &st), -1);
+}
+
+/* A 300 MiB multipart upload streams: the server's RSS grows by far less
+   than 32 MiB. */
+static void test_huge_multipart(void **state) {
+  char path[256], src[256];
+  const char *out;
+  struct stat st;
+  long rss;
+  (void)state;
+  snprintf(src, sizeof(src), "%s/huge.src", dir);
+  snprintf(path, sizeof(path), "%s/huge.bin", dir);
+  run("head -c 314572800 /dev/zero > %s", src);
+  long rss0 = proc_rss_kb(srv.pid);
+  out = run("curl -sS --max-time 120 " AUTH
+            " -F 'file=@%s;filename=%s' -w ' %%{http_code}' '%s/files'",
+            src, path, srv.url);
+  assert_non_null(strstr(out, " 200"));
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_size, 314572800);
+  rss = proc_rss_kb(srv.pid);
+  fprintf(stderr, "300 MiB multipart upload: server RSS %ld -> %ld KiB\n",
+          rss0, rss);
+  /* The growth, as the other suites bound it (sanitizer builds start
+     larger). */
+  assert_true(rss0 > 0 && rss > 0 && rss - rss0 < 32 * 1024);
+  unlink(src);
+  unlink(path);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_raw_roundtrip),
+      cmocka_unit_test(test_gzip_and_multipart),
+      cmocka_unit_test(test_auth_and_errors),
+      cmocka_unit_test(test_dotdot),
+      cmocka_unit_test(test_truncated),
+      cmocka_unit_test(test_gzip_bomb),
+      cmocka_unit_test(test_huge_multipart),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
