@@ -98,7 +98,7 @@ case "$target" in
     server=(node "$top/tests/api/node/server.mjs" --http1 --port 0
       --access-token "$token")
     # No PTYs there (Node has no openpty without a native module).
-    suite_flags=(--access-token "$token" --no-pty)
+    suite_flags=(--access-token "$token" --no-pty --no-files)
     ;;
   *)
     die "usage: run.sh conch_serve|conch_serve_no_token /path/to/conch |" \
