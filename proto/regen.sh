@@ -34,16 +34,19 @@ while [ $# -gt 0 ]; do
 done
 gen=${1:-$top/gen}
 
-# The process service, and the plugin's own view of protoc's messages.
+# The process and filesystem services (filesystem imports the well-known
+# Timestamp), and the plugin's own view of protoc's messages.
 # Then the conformance suite's schemas and the well-known types they import,
 # for tools/conformance-client (their outputs sit two folders deep, out of
 # libconch's gen/*/ globs).
-PROTOS="process/process.proto conch/plugin/descriptor.proto
+PROTOS="process/process.proto filesystem/filesystem.proto
+google/protobuf/timestamp.proto conch/plugin/descriptor.proto
 conch/plugin/plugin.proto google/protobuf/any.proto google/protobuf/empty.proto
 google/protobuf/struct.proto conformance/v1/config.proto
 conformance/v1/service.proto conformance/v1/client_compat.proto
 conformance/v1/server_compat.proto"
-CONCH_PROTOS="process/process.proto conformance/v1/service.proto"
+CONCH_PROTOS="process/process.proto filesystem/filesystem.proto
+conformance/v1/service.proto"
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT INT TERM

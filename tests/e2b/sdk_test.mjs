@@ -6,6 +6,8 @@
 //                     [--no-pty] [--no-files] [--only REGEX] [--verbose]
 //                     [--server-user NAME] [--workdir DIR]
 //
+// --no-files: the server has neither /files nor filesystem.Filesystem (the
+// connect-node process server); the sandbox.files cases are skipped.
 // --server-user: the user the server runs processes as by default (`conch
 // serve --user`, or the user it runs as), when not the suite's own;
 // --workdir: the server's default cwd (`conch serve --workdir`).
@@ -44,7 +46,7 @@ const opt = {
   url: process.env.E2B_SANDBOX_URL || "",
   token: process.env.E2B_ACCESS_TOKEN || "",
   pty: true,
-  files: true, // the server has envd's /files (conch serve does)
+  files: true, // envd's /files and filesystem.Filesystem (conch serve has both)
   only: null,
   verbose: false,
   serverUser: null,
@@ -707,7 +709,8 @@ test("pty: kill -> true, then false; connect re-attaches", async () => {
 // the SDK calls no Filesystem RPC for them), so they need nothing of the
 // filesystem.Filesystem service.
 
-const noFiles = opt.files ? undefined : "the server has no /files (--no-files)";
+const noFiles = opt.files ? undefined
+  : "the server has no files: neither /files nor filesystem.Filesystem (--no-files)";
 const FILES_DIR = fs.mkdtempSync(`${os.tmpdir()}/conch-e2b-files-`);
 fs.chmodSync(FILES_DIR, 0o1777); // a server running as another user writes here
 process.on("exit", () => fs.rmSync(FILES_DIR, { recursive: true, force: true }));
@@ -776,6 +779,121 @@ test("files.read: a missing file -> NotFoundError (404)", async () => {
   check(/not found|does not exist/i.test(e.message) || e.name === "NotFoundError" ||
         e.name === "FileNotFoundError",
         `read: expected a not-found error, got ${describe(e)}`);
+}, { skip: noFiles });
+
+// sandbox.files over filesystem.Filesystem (what needs no /files: list,
+// exists, getInfo, makeDir, rename, remove, watchDir).  The tree is made
+// here, readable by the server's user.
+
+function filesDir() {
+  const d = fs.mkdtempSync("/tmp/conch-e2b-files-");
+  fs.chmodSync(d, 0o755);
+  if (ME.uid !== undefined && process.geteuid() === 0) fs.chownSync(d, ME.uid, ME.gid);
+  return d;
+}
+function makeTree(d) {
+  const own = (p) => {
+    if (ME.uid !== undefined && process.geteuid() === 0) fs.chownSync(p, ME.uid, ME.gid);
+  };
+  fs.mkdirSync(`${d}/sub/deeper`, { recursive: true });
+  own(`${d}/sub`);
+  own(`${d}/sub/deeper`);
+  fs.writeFileSync(`${d}/a.txt`, "hello");
+  fs.writeFileSync(`${d}/sub/b.txt`, "b");
+  fs.writeFileSync(`${d}/sub/deeper/c.txt`, "c");
+  for (const f of ["a.txt", "sub/b.txt", "sub/deeper/c.txt"]) own(`${d}/${f}`);
+  fs.symlinkSync(`${d}/a.txt`, `${d}/link`);
+}
+async function expectError(fn, cls, what) {
+  isA(await rejection(fn(), what), cls, what);
+}
+
+test("files.list: depth 1 and 3, entries as envd fills them", async () => {
+  const d = filesDir();
+  try {
+    makeTree(d);
+    const one = await sbx.files.list(d);
+    eq(one.map((e) => e.name).join(","), "a.txt,link,sub", "depth 1 names");
+    const a = one[0];
+    eq(a.type, "file", "a.txt type");
+    eq(a.path, `${d}/a.txt`, "a.txt path");
+    eq(a.size, 5, "a.txt size");
+    eq(a.owner, ME.name, "a.txt owner");
+    check(/^-rw/.test(a.permissions), `permissions ${a.permissions}`);
+    check(a.modifiedTime instanceof Date && a.modifiedTime.getTime() > 0,
+      `modifiedTime ${a.modifiedTime}`);
+    eq(one[1].symlinkTarget, `${d}/a.txt`, "link target");
+    eq(one[2].type, "dir", "sub type");
+    const all = await sbx.files.list(d, { depth: 3 });
+    eq(all.map((e) => e.path.slice(d.length + 1)).join(","),
+      "a.txt,link,sub,sub/b.txt,sub/deeper,sub/deeper/c.txt", "depth 3 paths");
+    await expectError(() => sbx.files.list(`${d}/none`), NotFoundError, "list of a missing dir");
+  } finally {
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+}, { skip: noFiles });
+
+test("files.exists, getInfo", async () => {
+  const d = filesDir();
+  try {
+    makeTree(d);
+    eq(await sbx.files.exists(`${d}/a.txt`), true, "exists a.txt");
+    eq(await sbx.files.exists(`${d}/nope`), false, "exists nope");
+    const i = await sbx.files.getInfo(`${d}/sub`);
+    eq(i.name, "sub", "name");
+    eq(i.type, "dir", "type");
+    await expectError(() => sbx.files.getInfo(`${d}/nope`), NotFoundError, "getInfo nope");
+  } finally {
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+}, { skip: noFiles });
+
+test("files.makeDir, rename, remove", async () => {
+  const d = filesDir();
+  try {
+    eq(await sbx.files.makeDir(`${d}/x/y/z`), true, "makeDir new");
+    check(fs.statSync(`${d}/x/y/z`).isDirectory(), "x/y/z made");
+    eq(await sbx.files.makeDir(`${d}/x/y/z`), false, "makeDir existing");
+    fs.writeFileSync(`${d}/x/f`, "data");
+    if (ME.uid !== undefined && process.geteuid() === 0) fs.chownSync(`${d}/x/f`, ME.uid, ME.gid);
+    const r = await sbx.files.rename(`${d}/x/f`, `${d}/x/new/g`);
+    eq(r.path, `${d}/x/new/g`, "rename path");
+    eq(fs.readFileSync(`${d}/x/new/g`, "utf8"), "data", "renamed contents");
+    await expectError(() => sbx.files.rename(`${d}/x/f`, `${d}/x/h`), NotFoundError,
+      "rename of a missing file");
+    await sbx.files.remove(`${d}/x`);
+    check(!fs.existsSync(`${d}/x`), "x removed");
+    await sbx.files.remove(`${d}/x`); // nothing there: no error
+  } finally {
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+}, { skip: noFiles });
+
+test("files.watchDir: events (recursive), stop()", async () => {
+  const d = filesDir();
+  try {
+    fs.mkdirSync(`${d}/sub`);
+    if (ME.uid !== undefined && process.geteuid() === 0) fs.chownSync(`${d}/sub`, ME.uid, ME.gid);
+    const events = [];
+    let exited = false;
+    const h = await sbx.files.watchDir(d, (e) => events.push(`${e.type}:${e.name}`),
+      { recursive: true, onExit: () => { exited = true; } });
+    const has = (x) => events.includes(x);
+    fs.writeFileSync(`${d}/new.txt`, "1");
+    fs.writeFileSync(`${d}/sub/inner.txt`, "2");
+    fs.renameSync(`${d}/new.txt`, `${d}/moved.txt`);
+    fs.rmSync(`${d}/moved.txt`);
+    const want = ["create:new.txt", "write:new.txt", "create:sub/inner.txt",
+      "rename:new.txt", "create:moved.txt", "remove:moved.txt"];
+    const ok = await eventually(() => want.every(has), 10000);
+    await h.stop();
+    check(ok, `events ${show(events.join(" "))}, wanted ${want.join(" ")}`);
+    check(await eventually(() => exited, 5000), "onExit after stop()");
+    await expectError(() => sbx.files.watchDir(`${d}/none`, () => {}), NotFoundError,
+      "watchDir of a missing dir");
+  } finally {
+    fs.rmSync(d, { recursive: true, force: true });
+  }
 }, { skip: noFiles });
 
 test("no process of the suite left running", async () => {

@@ -6,6 +6,7 @@
                     from our loop; who gets in (token, Host, /health, Unix
                     peers); its calls as srv_stream for the service
    serve_service.c  the process.Process RPCs
+   serve_fs.c       the filesystem.Filesystem RPCs and their watchers
    serve_proc.c     running processes: output, stdin, reaping, retention
    serve_spawn.c    users, cwd and environment rules, fork/exec
    serve_keeper.c   the process that kills our groups if we are killed
@@ -118,6 +119,9 @@ typedef struct srv_config {
   const char *workdir;    /* --workdir: the cwd of a request that names none */
   const char *default_user; /* --user: the user of a request that names
                                none (NULL: the server's own) */
+  size_t fs_max_watchers;  /* WatchDir streams and polling watchers */
+  size_t fs_max_events;    /* events a polling watcher holds untaken */
+  int64_t fs_idle_ms;      /* a polling watcher not asked this long goes */
 } srv_config;
 
 typedef struct srv_server srv_server;
@@ -151,6 +155,7 @@ struct srv_server {
   srv_timer spawn_t;
   size_t nqueued;
   size_t queued_bytes; /* their StartRequests, packed */
+  struct srv_fs *fs;   /* the filesystem service (serve_fs.c) */
 };
 
 /* conch serve's exit statuses (tools/conch/README.md, conch.1 and
@@ -260,6 +265,15 @@ void srv_core_init(srv_server *srv);
    failure (SRV_EXIT_USAGE for the TLS files, else SRV_EXIT_FAILED),
    said on stderr. */
 int srv_core_start(srv_server *srv, int listen_fd);
+/* The user of a request: Authorization: Basic (as Go's BasicAuth reads
+   it), else --user, else the server's own.  Returns 0, or a code with a
+   message in |err|. */
+conch_code srv_request_user(srv_server *srv, const conch_metadata *md,
+                            srv_user *u, char *err, size_t errlen);
+/* Keepalive-Ping-Interval |v| (NULL: absent) in |*ms|, which keeps its
+   value when |v| is absent or not a number (as envd); zero or negative is
+   refused (envd crashes): returns -1 with a message in |err|, else 0. */
+int srv_parse_keepalive(const char *v, int64_t *ms, char *err, size_t errlen);
 /* Frees the calls and watches let go of in the last loop turn. */
 void srv_core_collect(srv_server *srv);
 /* Frees the core (its calls end first). */
@@ -298,6 +312,18 @@ const srv_method *srv_service_method(size_t i);
 void srv_service_stream_gone(srv_stream *st);
 /* The keepalive interval passed without data. */
 void srv_service_keepalive(srv_stream *st);
+
+/* ---- The filesystem service (serve_fs.c) ----------------------------------- */
+
+/* Registers filesystem.Filesystem on srv->core (its typed stubs).
+   Returns 0 or a CONCH_ERR_*. */
+int srv_fs_start(srv_server *srv);
+/* Ends every watcher (the calls are gone). */
+void srv_fs_free(srv_server *srv);
+/* Go's filepath.Clean, in place (no "//", ".", or ".."). */
+void srv_path_clean(char *path);
+/* |a| "/" |b|, cleaned (malloc'd), or NULL. */
+char *srv_path_join(const char *a, const char *b);
 
 /* ---- Processes (serve_proc.c) -------------------------------------------- */
 

@@ -331,18 +331,17 @@ static char *basic_user(const char *auth) {
   return user;
 }
 
-static conch_code resolve_user(srv_stream *st, const conch_metadata *md,
-                               char *err, size_t errlen) {
-  srv_server *srv = st->srv;
+conch_code srv_request_user(srv_server *srv, const conch_metadata *md,
+                            srv_user *u, char *err, size_t errlen) {
   char *name = basic_user(conch_metadata_get(md, "authorization", NULL));
   int rv;
 
   if (name == NULL && srv->cfg.default_user != NULL) {
-    rv = srv_user_lookup(srv->cfg.default_user, &st->user);
+    rv = srv_user_lookup(srv->cfg.default_user, u);
   } else if (name == NULL) {
-    rv = srv_user_by_uid(srv->euid, &st->user);
+    rv = srv_user_by_uid(srv->euid, u);
   } else {
-    rv = srv_user_lookup(name, &st->user);
+    rv = srv_user_lookup(name, u);
     if (rv == -1) {
       snprintf(err, errlen, "invalid username: '%s'", name);
     }
@@ -361,14 +360,12 @@ static conch_code resolve_user(srv_stream *st, const conch_metadata *md,
   return CONCH_CODE_OK;
 }
 
-/* Keepalive-Ping-Interval, seconds: missing or not a number gives the
-   default (as envd); zero or negative is refused (envd crashes). */
-static int parse_keepalive(srv_stream *st, const char *v, char *err,
-                           size_t errlen) {
+int srv_parse_keepalive(const char *v, int64_t *ms, char *err,
+                        size_t errlen) {
   char *end;
   long long s;
 
-  if (v == NULL || st->m->shape != SRV_SERVER_STREAM) {
+  if (v == NULL) {
     return 0;
   }
   errno = 0;
@@ -383,8 +380,17 @@ static int parse_keepalive(srv_stream *st, const char *v, char *err,
              v);
     return -1;
   }
-  st->keepalive_ms = (s > MAX_KEEPALIVE_S ? MAX_KEEPALIVE_S : s) * 1000;
+  *ms = (s > MAX_KEEPALIVE_S ? MAX_KEEPALIVE_S : s) * 1000;
   return 0;
+}
+
+/* Keepalive-Ping-Interval, seconds, for the server streams of Process. */
+static int parse_keepalive(srv_stream *st, const char *v, char *err,
+                           size_t errlen) {
+  if (st->m->shape != SRV_SERVER_STREAM) {
+    return 0;
+  }
+  return srv_parse_keepalive(v, &st->keepalive_ms, err, errlen);
 }
 
 static void on_call(conch_rpc *rpc, void *ud) {
@@ -411,7 +417,7 @@ static void on_call(conch_rpc *rpc, void *ud) {
   conch_rpc_set_data(rpc, st);
   tmo = conch_rpc_timeout_ms(rpc);
   st->timeout_ms = tmo > 0 ? tmo : 0;
-  code = resolve_user(st, md, err, sizeof(err));
+  code = srv_request_user(srv, md, &st->user, err, sizeof(err));
   if (code != CONCH_CODE_OK) {
     srv_rpc_finish(st, code, "%s", err);
     return;
@@ -469,6 +475,7 @@ void srv_core_init(srv_server *srv) {
   srv->core_watches = NULL;
   srv->dead_watches = NULL;
   srv->dead_streams = NULL;
+  srv->fs = NULL;
   srv_timer_init(&srv->core_t, on_core_timer);
 }
 
@@ -549,6 +556,11 @@ int srv_core_start(srv_server *srv, int listen_fd) {
       goto fail;
     }
   }
+  rv = srv_fs_start(srv);
+  if (rv != 0) {
+    core_fail("filesystem.Filesystem", rv);
+    goto fail;
+  }
   rv = conch_server_add_route(srv->core, "/health", health, srv);
   if (rv != 0) {
     core_fail("/health", rv);
@@ -596,6 +608,7 @@ void srv_core_collect(srv_server *srv) {
 void srv_core_free(srv_server *srv) {
   conch_server_free(srv->core); /* every call gets on_cancel */
   srv->core = NULL;
+  srv_fs_free(srv);
   srv_core_collect(srv);
   while (srv->core_watches != NULL) {
     core_watch *cw = srv->core_watches;

@@ -149,6 +149,9 @@ static void config_defaults(srv_config *cfg) {
   cfg->max_procs = 1024;
   cfg->max_buffered = 128u << 20;
   cfg->stdin_total = 64u << 20;
+  cfg->fs_max_watchers = 100;
+  cfg->fs_max_events = 10000;
+  cfg->fs_idle_ms = 600000;
 }
 
 /* ---- Options ---------------------------------------------------------------
@@ -217,6 +220,21 @@ static int set_number(srv_config *cfg, const char *name, const char *v) {
       return -1;
     }
     cfg->kill_grace_ms = n;
+  } else if (strcmp(name, "--max-watchers") == 0) {
+    if (parse_num(name, v, 1, 100000, &n) != 0) {
+      return -1;
+    }
+    cfg->fs_max_watchers = (size_t)n;
+  } else if (strcmp(name, "--max-watcher-events") == 0) {
+    if (parse_num(name, v, 1, 1000000, &n) != 0) {
+      return -1;
+    }
+    cfg->fs_max_events = (size_t)n;
+  } else if (strcmp(name, "--watcher-idle-ms") == 0) {
+    if (parse_num(name, v, 100, 86400000LL, &n) != 0) {
+      return -1;
+    }
+    cfg->fs_idle_ms = n;
   } else if (strcmp(name, "--spawn-delay-ms") == 0) {
     /* Each child waits this long before its exec: the one way to make a
        spawn slow on purpose (tests of the loop during a spawn). */

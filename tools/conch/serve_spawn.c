@@ -106,70 +106,6 @@ void srv_user_clear(srv_user *u) {
 /* ---- cwd ------------------------------------------------------------------
  */
 
-/* Go's filepath.Clean for the paths we build: no "//", ".", or "..".  The
-   write cursor |w| never passes the read cursor |r|. */
-static void path_clean(char *path) {
-  size_t r = 0;
-  size_t w = 0;
-  int abs = path[0] == '/';
-  size_t floor = abs ? 1 : 0;
-
-  if (abs) {
-    r = w = 1;
-  }
-  while (path[r] != '\0') {
-    size_t n = strcspn(path + r, "/");
-    int dotdot = n == 2 && path[r] == '.' && path[r + 1] == '.';
-
-    if (n == 0 || (n == 1 && path[r] == '.') || (dotdot && w > floor)) {
-      r += n + (path[r + n] == '/');
-      if (dotdot) {
-        w--; /* the '/' after the previous element */
-        while (w > floor && path[w - 1] != '/') {
-          w--;
-        }
-      }
-      continue;
-    }
-    if (dotdot && abs) {
-      r += n + (path[r + n] == '/'); /* "/.." is "/" */
-      continue;
-    }
-    memmove(path + w, path + r, n);
-    w += n;
-    r += n;
-    if (dotdot) {
-      floor = w + 1; /* a leading ".." of a relative path stays */
-    }
-    if (path[r] == '/') {
-      r++;
-      path[w++] = '/';
-    }
-  }
-  if (w > 1 && path[w - 1] == '/') {
-    w--;
-  }
-  if (w == 0) {
-    path[w++] = '.';
-  }
-  path[w] = '\0';
-}
-
-static char *path_join(const char *a, const char *b) {
-  size_t na = strlen(a);
-  size_t nb = strlen(b);
-  char *p = malloc(na + nb + 2);
-
-  if (p == NULL) {
-    return NULL;
-  }
-  memcpy(p, a, na);
-  p[na] = '/';
-  memcpy(p + na + 1, b, nb + 1);
-  path_clean(p);
-  return p;
-}
-
 conch_code srv_resolve_cwd(const char *cwd, const srv_user *u, char **out,
                            char *err, size_t errlen) {
   struct stat sb;
@@ -185,11 +121,11 @@ conch_code srv_resolve_cwd(const char *cwd, const srv_user *u, char **out,
                cwd, u->name);
       return CONCH_CODE_INVALID_ARGUMENT;
     }
-    path = path_join(u->home, cwd + 1);
+    path = srv_path_join(u->home, cwd + 1);
   } else if (cwd[0] == '/') {
     path = strdup(cwd);
   } else {
-    path = path_join(u->home, cwd);
+    path = srv_path_join(u->home, cwd);
   }
   if (path == NULL) {
     snprintf(err, errlen, "out of memory");
