@@ -281,3 +281,49 @@ ProtobufCMessage *conch__pb_unpack_borrow(const ProtobufCMessageDescriptor *desc
   }
   return msg;
 }
+
+/* ---- Strings a C program cannot hold ------------------------------------ */
+
+#define NUL_DEPTH 64 /* levels of sub-messages followed */
+
+static const ProtobufCFieldDescriptor *
+nul_walk(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+         const uint8_t *end, unsigned depth,
+         const ProtobufCMessageDescriptor **owner) {
+  while (p < end) {
+    const ProtobufCFieldDescriptor *f;
+    const uint8_t *vp = NULL;
+    uint64_t tag, vlen = 0;
+
+    if (get_varint(&p, end, &tag) != 0 || (tag >> 3) == 0 ||
+        (tag >> 3) > 0x1fffffff ||
+        skip_value((unsigned)(tag & 7), &p, end, &vp, &vlen) != 0) {
+      return NULL; /* the decoder judges malformed input */
+    }
+    if ((tag & 7) != 2) {
+      continue;
+    }
+    f = protobuf_c_message_descriptor_get_field(desc, (unsigned)(tag >> 3));
+    if (f == NULL) {
+      continue;
+    }
+    if (f->type == PROTOBUF_C_TYPE_STRING && memchr(vp, 0, vlen) != NULL) {
+      *owner = desc;
+      return f;
+    }
+    if (f->type == PROTOBUF_C_TYPE_MESSAGE && depth < NUL_DEPTH) {
+      const ProtobufCFieldDescriptor *bad =
+          nul_walk(f->descriptor, vp, vp + vlen, depth + 1, owner);
+      if (bad != NULL) {
+        return bad;
+      }
+    }
+  }
+  return NULL;
+}
+
+const ProtobufCFieldDescriptor *
+conch__pb_nul_string(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+                     size_t len, const ProtobufCMessageDescriptor **owner) {
+  return nul_walk(desc, p, p + len, 0, owner);
+}

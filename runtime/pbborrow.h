@@ -31,4 +31,14 @@ ProtobufCMessage *conch__pb_unpack_borrow(const ProtobufCMessageDescriptor *desc
                                           conch_buf *scratch,
                                           const conch_mem *mem);
 
+/* The first `string` field in the wire bytes |p|/|len| of a |desc|
+   message (sub-messages, repeated fields and map entries included) that
+   holds a NUL byte, or NULL; |*owner| is its message.  A decoded C string
+   ends at its first NUL, so such a field would reach a handler cut short
+   without a word (a path, a command): servers refuse the message instead.
+   Malformed input is left to the decoder (NULL). */
+const ProtobufCFieldDescriptor *
+conch__pb_nul_string(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+                     size_t len, const ProtobufCMessageDescriptor **owner);
+
 #endif

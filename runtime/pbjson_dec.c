@@ -639,6 +639,10 @@ static int dec_value(dec *d, const ProtobufCMessageDescriptor *md,
       return field_fail(d, md, f, "expected a string, got %s", jtype(v));
     }
     n = json_string_length(v);
+    if (memchr(json_string_value(v), 0, n) != NULL) {
+      /* A C string would end there: the value would arrive cut short. */
+      return field_fail(d, md, f, "string holds a NUL byte (\\u0000)");
+    }
     s = dalloc(d, n + 1);
     if (s == NULL) {
       return -1;

@@ -10,6 +10,7 @@
 #include "base64.h"
 #include "mem_int.h"
 #include "pbjson.h"
+#include "pbborrow.h"
 #include "server_int.h"
 #include "status_int.h"
 #include "wire.h"
@@ -769,6 +770,13 @@ static int decode_msg(conch_rpc *rpc, const uint8_t *p, size_t n,
   if (bad != NULL) {
     snprintf(err, errlen, "proto: field %s.%s contains invalid UTF-8",
              owner->name, bad->name);
+  } else if ((bad = conch__pb_nul_string(m->m.input, p, n, &owner)) != NULL) {
+    snprintf(err, errlen,
+             "proto: field %s.%s contains a NUL byte, which this server "
+             "cannot take in a string",
+             owner->name, bad->name);
+  }
+  if (bad != NULL) {
     protobuf_c_message_free_unpacked(*out, &s->pb_alloc);
     *out = NULL;
     return CONCH_ERR_CODEC;

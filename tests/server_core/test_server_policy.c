@@ -973,6 +973,29 @@ static void test_connect_go_answers(void **state) {
                      "invalid_argument",
                      "unmarshal into conchtest.v1.Request: proto: field "
                      "conchtest.v1.ErrorSpec.message contains invalid UTF-8");
+    /* A NUL inside a string would cut the C string short without a word
+       (a path, a command): refused, in proto and in JSON alike. */
+    {
+      static const uint8_t nul[] = {0x2a, 0x05, 0x12, 0x03, 'a', 0x00, 'b'};
+      char c[64], m[256];
+      assert_int_equal(h2_request(port, "POST", SVC "Unary", proto, nul,
+                                  sizeof(nul), &r),
+                       0);
+      assert_int_equal(r.status, 400);
+      connect_error(&r, 0, c, sizeof(c), m, sizeof(m));
+      assert_string_equal(c, "invalid_argument");
+      assert_string_equal(m, "unmarshal into conchtest.v1.Request: proto: "
+                             "field conchtest.v1.ErrorSpec.message contains "
+                             "a NUL byte, which this server cannot take in "
+                             "a string");
+      h2_resp_free(&r);
+    }
+    connect_go_error(port, SVC "Unary", json,
+                     "{\"error\": {\"message\": \"a\\u0000b\"}}", 400,
+                     "invalid_argument",
+                     "unmarshal into conchtest.v1.Request: syntax error (line "
+                     "1:32): \\u0000 is not allowed without JSON_ALLOW_NUL "
+                     "near '\"a\\u0000b\"'");
   }
 
   assert_int_equal(h2_request(port, "POST", SVC "Unary", grpc_tmo, two, 5, &r),
