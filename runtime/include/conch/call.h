@@ -204,7 +204,11 @@ CONCH_EXTERN int conch_call_pause(conch_call *call);
  */
 CONCH_EXTERN int conch_call_resume(conch_call *call);
 
-/** 1 while |call| is paused (conch_call_pause()), else 0 (also for NULL). */
+/**
+ * Whether |call| is paused (conch_call_pause()).
+ *
+ * Returns 1 while it is, else 0 (also for NULL).
+ */
 CONCH_EXTERN int conch_call_paused(const conch_call *call);
 
 /**
