@@ -48,6 +48,12 @@ conformance/v1/server_compat.proto"
 CONCH_PROTOS="process/process.proto filesystem/filesystem.proto
 conformance/v1/service.proto"
 
+# gRPC's health and reflection services, which the server core serves
+# (runtime/server_svc.c).
+GRPC_PROTOS="grpc/health/v1/health.proto grpc/reflection/v1/reflection.proto"
+PROTOS="$PROTOS $GRPC_PROTOS"
+CONCH_PROTOS="$CONCH_PROTOS $GRPC_PROTOS"
+
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT INT TERM
 mkdir -p "$scratch/src" "$scratch/out" "$scratch/bin"
@@ -79,7 +85,9 @@ case $plugin in
 /*) ;;
 *) plugin=$(pwd)/$plugin ;;
 esac
-(cd "$scratch/src" && protoc --proto_path=. \
+# The plugin reads the .proto files as they are (it takes proto3
+# `optional`): the descriptors it embeds are the real ones.
+(cd "$here" && protoc --proto_path=. \
   --plugin=protoc-gen-conch="$plugin" --conch_out="$scratch/out" \
   $CONCH_PROTOS)
 

@@ -513,6 +513,7 @@ void conch_server_free(conch_server *s) {
     conn_free(conn);
   }
   s->in_cb = 0;
+  conch__srv_svc_free(s);
   if (s->has_hooks && s->hook_timer != -1 && s->hook_timer != -2) {
     s->hooks.timer(-1, s->hooks.user_data);
   }
@@ -1735,6 +1736,7 @@ int conch_server_shutdown(conch_server *s) {
   }
   close_listeners(s);
   goaway_all(s);
+  conch__srv_svc_shutdown(s);
   s->pending = 1;
   if (s->has_hooks && !s->in_cb && s->hook_timer != 0) {
     s->hook_timer = 0;

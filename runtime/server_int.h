@@ -255,7 +255,18 @@ struct conch_server {
   int spare_fd;      /* held in reserve for shedding, or -1 */
   int resting;       /* out of descriptors: listeners not watched */
   conch_timer rest;  /* kind SRV_TIMER_ACCEPT: ... until this */
+  /* server_svc.c: the descriptors registered, reflection and health. */
+  conch_descpool *files;   /* NULL until the first file */
+  struct srv_health *health; /* NULL until health is asked for */
+  int reflection;          /* reflection's methods are registered */
+  int health_served;       /* health's methods are registered */
 };
+
+/* server_svc.c: health tells every watcher NOT_SERVING and ends their
+   streams (conch_server_shutdown()). */
+void conch__srv_svc_shutdown(conch_server *s);
+/* Frees what server_svc.c holds (after every call ended). */
+void conch__srv_svc_free(conch_server *s);
 
 enum {
   SRV_TIMER_DEADLINE = 0,

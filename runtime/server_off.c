@@ -545,3 +545,32 @@ int conch_http_end(conch_http *h) {
   (void)h;
   return CONCH_ERR_UNSUPPORTED;
 }
+
+int conch_server_add_file(conch_server *s, const conch_file_descriptor *fd) {
+  (void)s;
+  (void)fd;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
+const conch_descpool *conch_server_files(const conch_server *s) {
+  (void)s;
+  return NULL;
+}
+
+int conch_server_add_reflection(conch_server *s) {
+  (void)s;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
+int conch_server_add_health(conch_server *s) {
+  (void)s;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
+int conch_server_health_set(conch_server *s, const char *service,
+                            conch_health_status status) {
+  (void)s;
+  (void)service;
+  (void)status;
+  return CONCH_ERR_UNSUPPORTED;
+}

@@ -254,6 +254,14 @@ int main(int argc, char **argv) {
     return 1;
   }
   rv = greet__v1__greeter__register(s, &h);
+  /* Server reflection (buf curl --reflect, grpcurl) from the descriptors
+     the register call added, and gRPC health. */
+  if (rv == 0) {
+    rv = conch_server_add_reflection(s);
+  }
+  if (rv == 0) {
+    rv = conch_server_health_set(s, "greet.v1.Greeter", CONCH_HEALTH_SERVING);
+  }
   if (rv == 0) {
     rv = conch_server_listen(s, argv[i]);
   }

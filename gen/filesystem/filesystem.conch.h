@@ -68,6 +68,7 @@
 #include <stddef.h>
 
 #include <conch/call.h>
+#include <conch/descriptor.h>
 #include <conch/server.h>
 
 #include "filesystem/filesystem.pb-c.h"
@@ -1840,7 +1841,9 @@ typedef struct Filesystem__Filesystem_Handlers {
  * Registers the 9 methods of filesystem.Filesystem on |server|
  * (conch_server_add_method()) with |handlers|, which is retained: it must stay
  * valid and unchanged until the server is freed.  A method whose member is
- * unset answers every call with unimplemented.  Register before serving.
+ * unset answers every call with unimplemented.  Then adds
+ * conch_file_filesystem_2ffilesystem_2eproto, the descriptors of the file, for
+ * server reflection (conch_server_add_file()).  Register before serving.
  *
  * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
  * registered on |server| already), CONCH_ERR_STATE (calls are running and the
@@ -1849,6 +1852,17 @@ typedef struct Filesystem__Filesystem_Handlers {
  */
 int filesystem__filesystem__register(
     conch_server *server, const Filesystem__Filesystem_Handlers *handlers);
+
+/* ==== Descriptors ======================================================== */
+
+/**
+ * filesystem/filesystem.proto as a serialized
+ * google.protobuf.FileDescriptorProto (without its source info), with the files
+ * it imports, transitively: what server reflection serves
+ * (conch_server_add_file(), which each service's _register() calls) and what a
+ * client may read the schema from (conch/descriptor.h).
+ */
+extern const conch_file_descriptor conch_file_filesystem_2ffilesystem_2eproto;
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@
 #include <openssl/crypto.h>
 
 #include "base64.h"
+#include "process/process.conch.h"
 
 #define DEFAULT_KEEPALIVE_MS 90000
 #define MAX_KEEPALIVE_S 1000000000LL
@@ -559,6 +560,25 @@ int srv_core_start(srv_server *srv, int listen_fd) {
   rv = srv_fs_start(srv);
   if (rv != 0) {
     core_fail("filesystem.Filesystem", rv);
+    goto fail;
+  }
+  /* Reflection (buf curl --reflect, grpcurl) from process.proto's
+     descriptors, and gRPC health: SERVING until the shutdown, when the
+     core turns every service NOT_SERVING. */
+  rv = conch_server_add_file(srv->core, &conch_file_process_2fprocess_2eproto);
+  if (rv == 0) {
+    rv = conch_server_add_reflection(srv->core);
+  }
+  if (rv == 0) {
+    rv = conch_server_health_set(srv->core, "process.Process",
+                                 CONCH_HEALTH_SERVING);
+  }
+  if (rv == 0) {
+    rv = conch_server_health_set(srv->core, "filesystem.Filesystem",
+                                 CONCH_HEALTH_SERVING);
+  }
+  if (rv != 0) {
+    core_fail("reflection and health", rv);
     goto fail;
   }
   rv = conch_server_add_route(srv->core, "/health", health, srv);

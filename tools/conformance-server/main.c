@@ -380,7 +380,9 @@ int main(void) {
     fprintf(stderr, "conformance-server: conch_server_new failed\n");
     goto out;
   }
-  if (cs_register(s) != 0) {
+  if (cs_register(s) != 0 || conch_server_add_reflection(s) != 0 ||
+      conch_server_health_set(s, "connectrpc.conformance.v1.ConformanceService",
+                              CONCH_HEALTH_SERVING) != 0) {
     fprintf(stderr, "conformance-server: registering the service failed\n");
     goto out;
   }

@@ -571,5 +571,7 @@ int cs_register(conch_server *s) {
       return rv;
     }
   }
-  return 0;
+  /* The schema, for server reflection. */
+  return conch_server_add_file(s,
+                               &conch_file_conformance_2fv1_2fservice_2eproto);
 }

@@ -2,6 +2,9 @@
    and the source.  Output is laid out as clang-format (LLVM, 80 columns,
    2-space indent) would lay it out, for the common cases. */
 #include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gen_int.h"
@@ -1233,8 +1236,10 @@ static void header_register(sg_buf *b, const sg_service *s, decl *dl) {
            "(conch_server_add_method()) with |handlers|, which is retained: "
            "it must stay valid and unchanged until the server is freed.  A "
            "method whose member is unset answers every call with "
-           "unimplemented.  Register before serving.",
-           s->nmethods, s->nmethods == 1 ? "" : "s", s->full);
+           "unimplemented.  Then adds %s, the descriptors of the file, for "
+           "server reflection (conch_server_add_file()).  Register before "
+           "serving.",
+           s->nmethods, s->nmethods == 1 ? "" : "s", s->full, s->fdesc);
   doc_para(&d, "Returns 0, CONCH_ERR_INVALID (a NULL |server| or "
                "|handlers|, or a method registered on |server| already), "
                "CONCH_ERR_STATE (calls are running and the server's table "
@@ -1320,6 +1325,25 @@ static int header_service(sg_buf *b, const sg_service *s, decl *dl) {
   return 0;
 }
 
+/* The file's descriptors, for reflection and dynamic clients. */
+static void header_fdesc(sg_buf *b, const sg_file *f) {
+  doc d;
+
+  sg_buf_putc(b, '\n');
+  rule(b, '=', "Descriptors");
+  doc_open(&d, b);
+  doc_para(&d,
+           "%s as a serialized google.protobuf.FileDescriptorProto "
+           "(without its source info), with the files it imports, "
+           "transitively: what server reflection serves "
+           "(conch_server_add_file(), which each service's _register() "
+           "calls) and what a client may read the schema from "
+           "(conch/descriptor.h).",
+           f->name);
+  doc_close(&d);
+  sg_buf_printf(b, "extern const conch_file_descriptor %s;\n", f->fdesc);
+}
+
 int sg_emit_header(sg_buf *b, const sg_file *f) {
   decl dl;
   size_t i;
@@ -1337,6 +1361,7 @@ int sg_emit_header(sg_buf *b, const sg_file *f) {
                 "#define CONCH_%s__INCLUDED\n\n"
                 "#include <stddef.h>\n\n"
                 "#include <conch/call.h>\n"
+                "#include <conch/descriptor.h>\n"
                 "#include <conch/server.h>\n\n"
                 "#include \"%s.pb-c.h\"\n\n"
                 "#ifdef __cplusplus\n"
@@ -1349,6 +1374,7 @@ int sg_emit_header(sg_buf *b, const sg_file *f) {
   for (i = 0; i < f->nservices && rv == 0; i++) {
     rv = header_service(b, &f->services[i], &dl);
   }
+  header_fdesc(b, f);
   sg_buf_printf(b,
                 "\n#ifdef __cplusplus\n"
                 "}\n"
@@ -1835,11 +1861,13 @@ static void source_register(sg_buf *b, const sg_service *s, decl *dl) {
   decl_add(dl, "const %s *handlers", s->handlers);
   decl_end(b, dl, "", ") {");
   if (s->nmethods == 0) {
-    sg_buf_puts(b, "  if (server == NULL || handlers == NULL) {\n"
-                   "    return CONCH_ERR_INVALID;\n"
-                   "  }\n"
-                   "  return 0;\n"
-                   "}\n");
+    sg_buf_printf(b,
+                  "  if (server == NULL || handlers == NULL) {\n"
+                  "    return CONCH_ERR_INVALID;\n"
+                  "  }\n"
+                  "  return conch_server_add_file(server, &%s);\n"
+                  "}\n",
+                  s->fdesc);
     return;
   }
   sg_buf_puts(b, "  /* The server hands |handlers| back to the trampolines "
@@ -1892,7 +1920,8 @@ static void source_register(sg_buf *b, const sg_service *s, decl *dl) {
                    "    return rv;\n"
                    "  }\n");
   }
-  sg_buf_puts(b, "  return 0;\n}\n");
+  sg_buf_printf(b, "  return conch_server_add_file(server, &%s);\n}\n",
+                s->fdesc);
 }
 
 static int source_method(sg_buf *b, const sg_service *s, const sg_method *m,
@@ -1954,6 +1983,117 @@ static int source_service(sg_buf *b, const sg_service *s, decl *dl) {
   return 0;
 }
 
+/* ---- Descriptors ------------------------------------------------------- */
+
+/* Writes |len| bytes as the body of a uint8_t array, 12 a line. */
+static void byte_lines(sg_buf *b, const uint8_t *p, size_t len) {
+  size_t i;
+
+  for (i = 0; i < len; i++) {
+    sg_buf_printf(b, "%s0x%02x,", i % 12 == 0 ? "    " : " ", p[i]);
+    if (i % 12 == 11 || i + 1 == len) {
+      sg_buf_putc(b, '\n');
+    }
+  }
+}
+
+/* The files whose descriptors a source holds, in the order written. */
+typedef struct fdset {
+  const sg_file **v;
+  size_t n, cap;
+} fdset;
+
+/* One file's descriptor: its bytes, its imports and the struct, named
+   fd<index> (static) or, for the file of the source (|index| SIZE_MAX), by
+   its exported name; its imports come first, each file once. */
+static int fdesc_one(sg_buf *b, const sg_file *f, size_t index, fdset *set) {
+  Conch__Plugin__FileDescriptorProto copy;
+  char sym[32];
+  uint8_t *bytes;
+  size_t len, i;
+  size_t *dep_ix;
+
+  dep_ix = calloc(f->ndeps + 1, sizeof(*dep_ix));
+  if (dep_ix == NULL) {
+    return -1;
+  }
+  for (i = 0; i < f->ndeps; i++) {
+    size_t j;
+    for (j = 0; j < set->n && set->v[j] != f->deps[i]; j++) {
+    }
+    if (j == set->n) {
+      if (set->n == set->cap) {
+        size_t cap = set->cap > 0 ? 2 * set->cap : 8;
+        const sg_file **v = realloc(set->v, cap * sizeof(*v));
+        if (v == NULL) {
+          free(dep_ix);
+          return -1;
+        }
+        set->v = v;
+        set->cap = cap;
+      }
+      set->v[set->n++] = f->deps[i];
+      if (fdesc_one(b, f->deps[i], j, set) != 0) {
+        free(dep_ix);
+        return -1;
+      }
+    }
+    dep_ix[i] = j;
+  }
+  if (index == (size_t)-1) {
+    snprintf(sym, sizeof(sym), "fdself");
+  } else {
+    snprintf(sym, sizeof(sym), "fd%zu", index);
+  }
+  copy = *f->pb;
+  copy.source_code_info = NULL; /* comments and spans: not for the wire */
+  len = conch__plugin__file_descriptor_proto__get_packed_size(&copy);
+  bytes = malloc(len > 0 ? len : 1);
+  if (bytes == NULL) {
+    free(dep_ix);
+    return -1;
+  }
+  conch__plugin__file_descriptor_proto__pack(&copy, bytes);
+  sg_buf_printf(b, "\n/* %s */\nstatic const uint8_t %s_bytes[%zu] = {\n",
+                f->name, sym, len);
+  byte_lines(b, bytes, len);
+  free(bytes);
+  sg_buf_printf(b,
+                "};\n\n"
+                "static const conch_file_descriptor *const %s_deps[%zu] = {\n",
+                sym, f->ndeps + 1);
+  for (i = 0; i < f->ndeps; i++) {
+    sg_buf_printf(b, "    &fd%zu,\n", dep_ix[i]);
+  }
+  free(dep_ix);
+  sg_buf_puts(b, "    NULL,\n};\n\n");
+  if (index == (size_t)-1) {
+    sg_buf_printf(b, "const conch_file_descriptor %s = {\n", f->fdesc);
+  } else {
+    sg_buf_printf(b, "static const conch_file_descriptor %s = {\n", sym);
+  }
+  sg_buf_printf(b,
+                "    .name = \"%s\",\n"
+                "    .data = %s_bytes,\n"
+                "    .len = sizeof(%s_bytes),\n"
+                "    .deps = %s_deps,\n"
+                "};\n",
+                f->name, sym, sym, sym);
+  return 0;
+}
+
+/* The descriptor of |f| and of every file it imports, transitively. */
+static int source_fdesc(sg_buf *b, const sg_file *f) {
+  fdset set = {NULL, 0, 0};
+  int rv;
+
+  sg_buf_putc(b, '\n');
+  rule(b, '=', "Descriptors");
+  rv = fdesc_one(b, f, (size_t)-1, &set);
+  free(set.v);
+  return rv;
+}
+
 int sg_emit_source(sg_buf *b, const sg_file *f) {
   decl dl;
   size_t i;
@@ -1969,6 +2109,9 @@ int sg_emit_source(sg_buf *b, const sg_file *f) {
                 f->name, f->base);
   for (i = 0; i < f->nservices && rv == 0; i++) {
     rv = source_service(b, &f->services[i], &dl);
+  }
+  if (rv == 0) {
+    rv = source_fdesc(b, f);
   }
   sg_buf_free(&dl.text);
   return rv != 0 || b->oom ? -1 : 0;

@@ -58,6 +58,7 @@ typedef struct sg_service {
   const char *count; /* "process__process__n_methods" */
   const char *reg;   /* "process__process__register" */
   const char *handlers; /* "Process__Process_Handlers" */
+  const char *fdesc; /* "conch_file_process_2fprocess_2eproto": its file's */
   const char *taken;
   const char *taken_by;
   int deprecated;
@@ -75,8 +76,12 @@ typedef struct sg_file {
   int generate;      /* named in file_to_generate */
   const char *base;  /* "process/process" */
   const char *ident; /* "process_2fprocess_2eproto" */
+  const char *fdesc; /* "conch_file_process_2fprocess_2eproto" */
   sg_service *services;
   size_t nservices;
+  /* Its imports, in .proto order (every file protoc sent has them). */
+  struct sg_file **deps;
+  size_t ndeps;
 } sg_file;
 
 /* Writes |f|'s header and source.  Returns 0 or -1 (out of memory). */

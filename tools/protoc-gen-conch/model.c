@@ -561,10 +561,13 @@ static int build_file(gen *g, sg_file *f) {
   sg_buf_reset(&g->tmp);
   sg_file_ident(&g->tmp, f->name);
   f->ident = keep(g, &g->tmp);
+  f->fdesc = f->ident != NULL
+                 ? sg_arena_printf(&g->arena, "conch_file_%s", f->ident)
+                 : NULL;
   f->nservices = f->pb->n_service;
   f->services =
       sg_arena_calloc(&g->arena, f->nservices + 1, sizeof(sg_service));
-  if (f->base == NULL || f->ident == NULL || f->services == NULL) {
+  if (f->base == NULL || f->fdesc == NULL || f->services == NULL) {
     return nomem(g);
   }
   for (i = 0; i < f->nservices; i++) {
@@ -572,6 +575,7 @@ static int build_file(gen *g, sg_file *f) {
     if (rv != 0) {
       return rv;
     }
+    f->services[i].fdesc = f->fdesc;
   }
   attach_comments(f);
   return 0;
@@ -609,6 +613,27 @@ static int add_file(gen *g, const sg_pb_file *pb, sg_file *f) {
   }
   if (rv == 0) {
     return fail(g, "%s: given twice", f->name);
+  }
+  return 0;
+}
+
+/* Resolves |f|'s imports among the files protoc sent (it sends every file
+   an import names, before the file). */
+static int link_deps(gen *g, sg_file *f) {
+  size_t i;
+
+  f->ndeps = f->pb->n_dependency;
+  f->deps = sg_arena_calloc(&g->arena, f->ndeps + 1, sizeof(*f->deps));
+  if (f->deps == NULL) {
+    return nomem(g);
+  }
+  for (i = 0; i < f->ndeps; i++) {
+    void *v;
+    if (!sg_map_get(&g->files, f->pb->dependency[i], &v)) {
+      return fail(g, "%s: imports %s, which protoc did not send", f->name,
+                  f->pb->dependency[i]);
+    }
+    f->deps[i] = v;
   }
   return 0;
 }
@@ -652,6 +677,12 @@ static int run(gen *g, sg_result *res) {
   }
   for (i = 0; i < g->nf; i++) {
     rv = add_file(g, req->proto_file[i], &g->fv[i]);
+    if (rv != 0) {
+      return rv;
+    }
+  }
+  for (i = 0; i < g->nf; i++) {
+    rv = link_deps(g, &g->fv[i]);
     if (rv != 0) {
       return rv;
     }

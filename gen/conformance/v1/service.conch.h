@@ -68,6 +68,7 @@
 #include <stddef.h>
 
 #include <conch/call.h>
+#include <conch/descriptor.h>
 #include <conch/server.h>
 
 #include "conformance/v1/service.pb-c.h"
@@ -1545,8 +1546,9 @@ typedef struct Connectrpc__Conformance__V1__ConformanceService_Handlers {
  * Registers the 6 methods of connectrpc.conformance.v1.ConformanceService on
  * |server| (conch_server_add_method()) with |handlers|, which is retained: it
  * must stay valid and unchanged until the server is freed.  A method whose
- * member is unset answers every call with unimplemented.  Register before
- * serving.
+ * member is unset answers every call with unimplemented.  Then adds
+ * conch_file_conformance_2fv1_2fservice_2eproto, the descriptors of the file,
+ * for server reflection (conch_server_add_file()).  Register before serving.
  *
  * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
  * registered on |server| already), CONCH_ERR_STATE (calls are running and the
@@ -1556,6 +1558,17 @@ typedef struct Connectrpc__Conformance__V1__ConformanceService_Handlers {
 int connectrpc__conformance__v1__conformance_service__register(
     conch_server *server,
     const Connectrpc__Conformance__V1__ConformanceService_Handlers *handlers);
+
+/* ==== Descriptors ======================================================== */
+
+/**
+ * conformance/v1/service.proto as a serialized
+ * google.protobuf.FileDescriptorProto (without its source info), with the files
+ * it imports, transitively: what server reflection serves
+ * (conch_server_add_file(), which each service's _register() calls) and what a
+ * client may read the schema from (conch/descriptor.h).
+ */
+extern const conch_file_descriptor conch_file_conformance_2fv1_2fservice_2eproto;
 
 #ifdef __cplusplus
 }

@@ -137,6 +137,7 @@
 
 #include <conch/call.h>
 #include <conch/client.h>
+#include <conch/descriptor.h>
 #include <conch/export.h>
 #include <conch/features.h>
 #include <conch/io.h>
@@ -933,6 +934,78 @@ CONCH_EXTERN int conch_server_process(conch_server *s, const struct pollfd *fds,
  * failed) or CONCH_ERR_NOMEM.
  */
 CONCH_EXTERN int conch_server_run(conch_server *s, long timeout_ms);
+
+/* ---- Schemas, reflection and health -------------------------------------- */
+
+/**
+ * Adds |fd| and the files it imports (retained: generated descriptors are
+ * static data) to the server's descriptor pool, which server reflection
+ * answers from.  Every generated _register() calls it with its file
+ * (conch_file_<ident> of the *.conch.h); call it for files whose services
+ * are registered otherwise (raw methods, conch_server_add_method()).
+ * A file already there is skipped.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL argument, bytes that are not a
+ * FileDescriptorProto) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_add_file(conch_server *s,
+                                       const conch_file_descriptor *fd);
+/** The server's descriptor pool (NULL before the first file).  Borrowed:
+    valid until the server is freed. */
+CONCH_EXTERN const conch_descpool *conch_server_files(const conch_server *s);
+/**
+ * Serves server reflection: grpc.reflection.v1.ServerReflection and
+ * grpc.reflection.v1alpha.ServerReflection (ServerReflectionInfo, a bidi
+ * stream: one response per request, in order) over every protocol and
+ * codec the server speaks, from the descriptor pool: list_services (the
+ * services of the methods registered, v1 included, v1alpha not: its
+ * schema is v1's), file_by_filename,
+ * file_containing_symbol (services, methods, messages, fields, enums,
+ * enum values, extensions), file_containing_extension and
+ * all_extension_numbers_of_type, each file with every file it imports.
+ * What is not found gets an error_response with not_found, and the stream
+ * goes on.  A second call does nothing.  Register before serving.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |s|, or a method of reflection
+ * registered already by the caller), CONCH_ERR_STATE or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_add_reflection(conch_server *s);
+
+/** A service's status, as grpc.health.v1 reports it. */
+typedef enum conch_health_status {
+  CONCH_HEALTH_UNKNOWN = 0,
+  CONCH_HEALTH_SERVING = 1,
+  CONCH_HEALTH_NOT_SERVING = 2,
+  CONCH_HEALTH_SERVICE_UNKNOWN = 3 /**< reported only, never set */
+} conch_health_status;
+
+/**
+ * Serves grpc.health.v1.Health: Check (not_found for a service never
+ * set), List (every service set, at most 100, else resource_exhausted)
+ * and Watch (the status now, then each change; SERVICE_UNKNOWN for a
+ * service not set yet, and the stream waits), with the statuses set by
+ * conch_server_health_set(); the server as a whole ("") is SERVING unless
+ * set otherwise.  Once conch_server_shutdown() runs, every service reports
+ * NOT_SERVING, and each Watch is sent NOT_SERVING and ends with
+ * unavailable (it would hold the drain up otherwise).  Check and List also
+ * take Connect GET requests.  A second call does nothing.  Register before
+ * serving.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |s|, or a method of health registered
+ * already by the caller), CONCH_ERR_STATE or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_server_add_health(conch_server *s);
+/**
+ * Sets the status of |service| ("pkg.Svc", or "" for the server as a
+ * whole; copied) to CONCH_HEALTH_SERVING, _NOT_SERVING or _UNKNOWN, and
+ * tells its watchers.  Serves health first when it is not served yet
+ * (conch_server_add_health()).  On the thread that drives the server.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL argument, another status) or what
+ * conch_server_add_health() returns.
+ */
+CONCH_EXTERN int conch_server_health_set(conch_server *s, const char *service,
+                                         conch_health_status status);
 
 /* ---- One call ------------------------------------------------------------- */
 

@@ -68,6 +68,7 @@
 #include <stddef.h>
 
 #include <conch/call.h>
+#include <conch/descriptor.h>
 #include <conch/server.h>
 
 #include "stubgen.pb-c.h"
@@ -1258,7 +1259,9 @@ typedef struct Echo_Handlers {
  * Registers the 6 methods of Echo on |server| (conch_server_add_method()) with
  * |handlers|, which is retained: it must stay valid and unchanged until the
  * server is freed.  A method whose member is unset answers every call with
- * unimplemented.  Register before serving.
+ * unimplemented.  Then adds conch_file_stubgen_2eproto, the descriptors of the
+ * file, for server reflection (conch_server_add_file()).  Register before
+ * serving.
  *
  * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
  * registered on |server| already), CONCH_ERR_STATE (calls are running and the
@@ -3165,7 +3168,9 @@ typedef struct Switch__Handlers {
  * Registers the 10 methods of Switch on |server| (conch_server_add_method())
  * with |handlers|, which is retained: it must stay valid and unchanged until
  * the server is freed.  A method whose member is unset answers every call with
- * unimplemented.  Register before serving.
+ * unimplemented.  Then adds conch_file_stubgen_2eproto, the descriptors of the
+ * file, for server reflection (conch_server_add_file()).  Register before
+ * serving.
  *
  * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
  * registered on |server| already), CONCH_ERR_STATE (calls are running and the
@@ -3204,7 +3209,9 @@ typedef struct Idle_Handlers {
  * Registers the 0 methods of Idle on |server| (conch_server_add_method()) with
  * |handlers|, which is retained: it must stay valid and unchanged until the
  * server is freed.  A method whose member is unset answers every call with
- * unimplemented.  Register before serving.
+ * unimplemented.  Then adds conch_file_stubgen_2eproto, the descriptors of the
+ * file, for server reflection (conch_server_add_file()).  Register before
+ * serving.
  *
  * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
  * registered on |server| already), CONCH_ERR_STATE (calls are running and the
@@ -3212,6 +3219,16 @@ typedef struct Idle_Handlers {
  * failure stay registered.
  */
 int idle__register(conch_server *server, const Idle_Handlers *handlers);
+
+/* ==== Descriptors ======================================================== */
+
+/**
+ * stubgen.proto as a serialized google.protobuf.FileDescriptorProto (without
+ * its source info), with the files it imports, transitively: what server
+ * reflection serves (conch_server_add_file(), which each service's _register()
+ * calls) and what a client may read the schema from (conch/descriptor.h).
+ */
+extern const conch_file_descriptor conch_file_stubgen_2eproto;
 
 #ifdef __cplusplus
 }

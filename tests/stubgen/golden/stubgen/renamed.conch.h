@@ -68,6 +68,7 @@
 #include <stddef.h>
 
 #include <conch/call.h>
+#include <conch/descriptor.h>
 #include <conch/server.h>
 
 #include "stubgen/renamed.pb-c.h"
@@ -531,7 +532,9 @@ typedef struct Alt__Names__Notes_Handlers {
  * Registers the 2 methods of stubgen.renamed.Notes on |server|
  * (conch_server_add_method()) with |handlers|, which is retained: it must stay
  * valid and unchanged until the server is freed.  A method whose member is
- * unset answers every call with unimplemented.  Register before serving.
+ * unset answers every call with unimplemented.  Then adds
+ * conch_file_stubgen_2frenamed_2eproto, the descriptors of the file, for server
+ * reflection (conch_server_add_file()).  Register before serving.
  *
  * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
  * registered on |server| already), CONCH_ERR_STATE (calls are running and the
@@ -1164,7 +1167,9 @@ typedef struct Alt__Names__Desk_Handlers {
  * Registers the 3 methods of stubgen.renamed.Desk on |server|
  * (conch_server_add_method()) with |handlers|, which is retained: it must stay
  * valid and unchanged until the server is freed.  A method whose member is
- * unset answers every call with unimplemented.  Register before serving.
+ * unset answers every call with unimplemented.  Then adds
+ * conch_file_stubgen_2frenamed_2eproto, the descriptors of the file, for server
+ * reflection (conch_server_add_file()).  Register before serving.
  *
  * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
  * registered on |server| already), CONCH_ERR_STATE (calls are running and the
@@ -1173,6 +1178,17 @@ typedef struct Alt__Names__Desk_Handlers {
  */
 int alt__names__desk__register(conch_server *server,
                                const Alt__Names__Desk_Handlers *handlers);
+
+/* ==== Descriptors ======================================================== */
+
+/**
+ * stubgen/renamed.proto as a serialized google.protobuf.FileDescriptorProto
+ * (without its source info), with the files it imports, transitively: what
+ * server reflection serves (conch_server_add_file(), which each service's
+ * _register() calls) and what a client may read the schema from
+ * (conch/descriptor.h).
+ */
+extern const conch_file_descriptor conch_file_stubgen_2frenamed_2eproto;
 
 #ifdef __cplusplus
 }

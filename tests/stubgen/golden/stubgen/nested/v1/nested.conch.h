@@ -68,6 +68,7 @@
 #include <stddef.h>
 
 #include <conch/call.h>
+#include <conch/descriptor.h>
 #include <conch/server.h>
 
 #include "stubgen/nested/v1/nested.pb-c.h"
@@ -1017,7 +1018,10 @@ typedef struct Stubgen__Nested__V1__Deep_Handlers {
  * Registers the 4 methods of stubgen.nested.v1.Deep on |server|
  * (conch_server_add_method()) with |handlers|, which is retained: it must stay
  * valid and unchanged until the server is freed.  A method whose member is
- * unset answers every call with unimplemented.  Register before serving.
+ * unset answers every call with unimplemented.  Then adds
+ * conch_file_stubgen_2fnested_2fv1_2fnested_2eproto, the descriptors of the
+ * file, for server reflection (conch_server_add_file()).  Register before
+ * serving.
  *
  * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
  * registered on |server| already), CONCH_ERR_STATE (calls are running and the
@@ -1250,7 +1254,10 @@ typedef struct Stubgen__Nested__V1__Static_Handlers {
  * Registers the 1 method of stubgen.nested.v1.Static on |server|
  * (conch_server_add_method()) with |handlers|, which is retained: it must stay
  * valid and unchanged until the server is freed.  A method whose member is
- * unset answers every call with unimplemented.  Register before serving.
+ * unset answers every call with unimplemented.  Then adds
+ * conch_file_stubgen_2fnested_2fv1_2fnested_2eproto, the descriptors of the
+ * file, for server reflection (conch_server_add_file()).  Register before
+ * serving.
  *
  * Returns 0, CONCH_ERR_INVALID (a NULL |server| or |handlers|, or a method
  * registered on |server| already), CONCH_ERR_STATE (calls are running and the
@@ -1259,6 +1266,17 @@ typedef struct Stubgen__Nested__V1__Static_Handlers {
  */
 int stubgen__nested__v1__static__register(
     conch_server *server, const Stubgen__Nested__V1__Static_Handlers *handlers);
+
+/* ==== Descriptors ======================================================== */
+
+/**
+ * stubgen/nested/v1/nested.proto as a serialized
+ * google.protobuf.FileDescriptorProto (without its source info), with the files
+ * it imports, transitively: what server reflection serves
+ * (conch_server_add_file(), which each service's _register() calls) and what a
+ * client may read the schema from (conch/descriptor.h).
+ */
+extern const conch_file_descriptor conch_file_stubgen_2fnested_2fv1_2fnested_2eproto;
 
 #ifdef __cplusplus
 }
