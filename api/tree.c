@@ -21,8 +21,10 @@
      - ends exactly as CMD did: its exit code (0-255), or death by CMD's
        signal (timeout raises it on itself);
    and <inner> (CMD's own pid until it execs CMD, so timeout's status is
-   CMD's) first starts a watcher in the group, nobody's child, holding only
-   the FIFO's read end (timeout holds the only write end):
+   CMD's) first starts a watcher (`/bin/sh -c <watch> conch-tree-watch
+   PID ...`: CMD's arguments are not on its command line) in the group,
+   nobody's child, holding only the FIFO's read end (timeout holds the only
+   write end):
      - at EOF timeout has ended; if CMD still lives, timeout was killed
        (SIGKILL: SendSignal KILL, the server's deadline): the group is
        KILLed at once;
@@ -60,14 +62,14 @@ static const char script[] =
     "fi\n"
     "exec 6<>\"$f\" 4>\"$f\" 5<\"$f\" 6<&-\n"
     "rm -f \"$f\"\n"
-    "exec timeout -k \"$g\" 0 /bin/sh -c 'exec 4>&-; P=$PPID C=$$ g=$1;"
-    " shift; ( (exec </dev/null >/dev/null 2>&1; t=0;"
-    " trap t=1 TERM INT HUP QUIT;"
+    "exec timeout -k \"$g\" 0 /bin/sh -c 'exec 4>&-; g=$1 w=$2; shift 2;"
+    " (/bin/sh -c \"$w\" conch-tree-watch $PPID $$ \"$g\" </dev/null"
+    " >/dev/null 2>&1 &); exec 5<&-; exec \"$@\"' -- \"$g\""
+    " 'P=$1 C=$2 g=$3 t=0; trap t=1 TERM INT HUP QUIT;"
     " while read -r _ _ s _ </proc/$P/stat && [ \"$s\" != Z ]; do"
     " read -r _ <&5; done;"
     " if kill -0 $C; then kill -s KILL -- -$P;"
-    " elif [ $t = 1 ]; then sleep $g; kill -s KILL -- -$P; fi) & );"
-    " exec 5<&-; exec \"$@\"' -- \"$g\" \"$@\"\n";
+    " elif [ $t = 1 ]; then sleep $g; kill -s KILL -- -$P; fi' \"$@\"\n";
 
 /* Leading arguments before CMD: -c SCRIPT -- GRACE MODE. */
 #define TREE_ARGS 5
