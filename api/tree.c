@@ -89,8 +89,8 @@ int conch__tree_parse(const char *s) {
   return -1;
 }
 
-int conch__tree_wrap(const conch_mem *m, long grace_ms, int on,
-                     const char *cmd, const char *const *args, size_t nargs,
+int conch__tree_wrap(const conch_mem *m, long grace_ms, int on, const char *cmd,
+                     const char *const *args, size_t nargs,
                      conch__tree_argv *out) {
   size_t i;
   if (grace_ms <= 0) {
