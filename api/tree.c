@@ -28,8 +28,10 @@
      - at EOF timeout has ended; if CMD still lives, timeout was killed
        (SIGKILL: SendSignal KILL, the server's deadline): the group is
        KILLed at once;
-     - if a TERM/INT/HUP/QUIT reached the group, what is left of it is
-       KILLed GRACE_S after timeout's end (members that trap TERM);
+     - a TERM/INT/HUP/QUIT that reached the group starts a timer (a
+       subshell of the watcher) that KILLs what is left of the group
+       GRACE_S later, even after CMD and timeout ended (members that trap
+       TERM);
      - otherwise (a normal end) background members are left alone, as the
        server would leave them.
    A read of the FIFO that a trapped signal interrupts is repeated while
@@ -65,11 +67,11 @@ static const char script[] =
     "exec timeout -k \"$g\" 0 /bin/sh -c 'exec 4>&-; g=$1 w=$2; shift 2;"
     " (/bin/sh -c \"$w\" conch-tree-watch $PPID $$ \"$g\" </dev/null"
     " >/dev/null 2>&1 &); exec 5<&-; exec \"$@\"' -- \"$g\""
-    " 'P=$1 C=$2 g=$3 t=0; trap t=1 TERM INT HUP QUIT;"
+    " 'P=$1 C=$2 g=$3 t=0; on() { [ $t = 1 ] && return; t=1;"
+    " (sleep $g; kill -s KILL -- -$P) & }; trap on TERM INT HUP QUIT;"
     " while read -r _ _ s _ </proc/$P/stat && [ \"$s\" != Z ]; do"
     " read -r _ <&5; done;"
-    " if kill -0 $C; then kill -s KILL -- -$P;"
-    " elif [ $t = 1 ]; then sleep $g; kill -s KILL -- -$P; fi' \"$@\"\n";
+    " kill -0 $C && kill -s KILL -- -$P' \"$@\"\n";
 
 /* Leading arguments before CMD: -c SCRIPT -- GRACE MODE. */
 #define TREE_ARGS 5

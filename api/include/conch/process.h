@@ -207,7 +207,7 @@ typedef struct conch_sandbox_opts {
       CONCH_MAX_OUTPUT_DEFAULT, CONCH_OUTPUT_UNLIMITED = no limit. */
   size_t max_output_bytes;
   /** Whether piped processes start under the tree leader (CONCH_TREE_*,
-      see "Process trees" below): CONCH_TREE_DEFAULT (0) = the value of
+      see "Process trees" above): CONCH_TREE_DEFAULT (0) = the value of
       CONCH_TREE in the environment ("off", "on" or "auto"; anything else
       makes conch_sandbox_open() fail with CONCH_ERR_INVALID), else
       CONCH_TREE_AUTO. */
