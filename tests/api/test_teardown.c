@@ -7,11 +7,11 @@
    documented liveness bound.
 
    Each case marks its processes with numbers of its own on their command
-   lines (`sleep 7791CCN<pid>`, C the case, pid the test's) and counts live processes that carry
-   the mark: the shell, its subshells, children and grandchildren.  It
-   prints the leak count and the time from the close to the death of the
-   last descendant.  The tree cases need a server that signals whole
-   process groups (tools/conch/README.md). */
+   lines (`sleep 7791CCN<pid>`, C the case, pid the test's) and counts live
+   processes that carry the mark: the shell, its subshells, children and
+   grandchildren.  It prints the leak count and the time from the close to the
+   death of the last descendant.  The tree cases need a server that signals
+   whole process groups (tools/conch/README.md). */
 #include <errno.h>
 #include <dirent.h>
 #include <signal.h>
@@ -53,7 +53,8 @@ static int leaks_fail = 1;
 #define LIFETIME_MS 15000
 
 static int start_server(conch_peer *p, char *u, size_t n) {
-  const char *argv[] = {CONCH_BIN, "serve", "--listen", "127.0.0.1:0",
+  const char *argv[] = {CONCH_BIN,    "serve",
+                        "--listen",   "127.0.0.1:0",
                         "--no-token", pid_only ? "--signal-pid-only" : NULL,
                         NULL};
   if (conch_peer_start_argv(p, argv) != 0) {
@@ -181,6 +182,22 @@ static int leaks_after(const char *what, const char *mark, int64_t t_close) {
   } else {
     printf("  %-44s leaks %d (still alive %d s after the close)\n", what, n,
            WAIT_MS / 1000);
+  }
+  for (i = 0; i < n && i < 5; i++) { /* what was left, to say why */
+    char path[64], buf[256];
+    size_t len, k;
+    FILE *f;
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pids[i]);
+    if ((f = fopen(path, "r")) == NULL) {
+      continue;
+    }
+    len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    for (k = 0; k < len; k++) {
+      buf[k] = buf[k] == '\0' ? ' ' : buf[k];
+    }
+    buf[len] = '\0';
+    printf("    left: %d %.160s\n", (int)pids[i], buf);
   }
   fflush(stdout);
   for (i = 0; i < n && i < 256; i++) {
