@@ -46,7 +46,10 @@ struct conch_sandbox {
   long silence_ms;   /* a stream silent this long is dead; 0 = off */
   size_t max_output; /* kept per stream by runs; SIZE_MAX: no limit */
   unsigned caps;
-  conch_plink procs; /* open handles */
+  int tree;                   /* CONCH_TREE_AUTO, _OFF or _ON */
+  unsigned signals_known : 1; /* a Start/Connect answer was seen */
+  unsigned signals_group : 1; /* ...and said `conch-signals: group` */
+  conch_plink procs;          /* open handles */
 };
 
 /* Request metadata for a call: the sandbox's, plus Authorization for
@@ -96,6 +99,37 @@ void conch__sb_silent(conch_status *st, long ms);
 
 /* Closes every open handle (sandbox free). */
 void conch__proc_close_all(conch_sandbox *sb);
+
+/* ---- The tree leader (tree.c) ---- */
+
+/* The response header by which a server says it signals process groups
+   itself (conch serve), so the tree leader is not needed there. */
+#define CONCH__SIGNALS_HEADER "conch-signals"
+
+/* A wrapped command's arguments (cmd is "/bin/sh"); |args| is allocated,
+   its strings borrowed (from the caller, the script, |grace|). */
+typedef struct conch__tree_argv {
+  const char **args;
+  size_t nargs;
+  char grace[48];
+} conch__tree_argv;
+
+/* The leader's script text. */
+const char *conch__tree_script(void);
+
+/* "off", "on", "auto" (or NULL/empty) to CONCH_TREE_*; -1 otherwise. */
+int conch__tree_parse(const char *s);
+
+/* Builds the leader's arguments for |cmd| |args| (|on|: refuse without the
+   tools rather than run unprotected).  Returns 0 or CONCH_ERR_NOMEM. */
+int conch__tree_wrap(const conch_mem *m, long grace_ms, int on,
+                     const char *cmd, const char *const *args, size_t nargs,
+                     conch__tree_argv *out);
+
+/* Whether a process's config (|cmd|, |args|) is the leader's: then
+   args[*skip] is the caller's command and the rest its arguments. */
+int conch__tree_unwrap(const char *cmd, char *const *args, size_t nargs,
+                       size_t *skip);
 
 /* Runs the client until *flag becomes non-zero. */
 int conch__sb_drive(conch_sandbox *sb, const int *flag);

@@ -21,6 +21,14 @@ _Static_assert(sizeof(conch_sandbox_opts) ==
                    offsetof(conch_sandbox_opts, autostart) +
                        7 * sizeof(void *),
                "conch_sandbox_opts changed size");
+_Static_assert(offsetof(conch_proc_opts, tree) ==
+                   offsetof(conch_proc_opts, max_output_bytes) +
+                       sizeof(size_t),
+               "conch_proc_opts.tree is not in the first reserved slot");
+_Static_assert(offsetof(conch_sandbox_opts, tree) ==
+                   offsetof(conch_sandbox_opts, max_output_bytes) +
+                       sizeof(size_t),
+               "conch_sandbox_opts.tree is not in the first reserved slot");
 
 /* Past the lifetime it sent, a process stream waits this much longer for
    the server's own report of the end before giving up locally. */
@@ -230,6 +238,21 @@ static void record_end(conch_process *p,
   }
 }
 
+/* The first start a sandbox sees tells how its server signals: groups
+   (`conch-signals: group`, conch serve) or, without the header, the pid
+   only (envd). */
+static void note_signals(conch_process *p) {
+  conch_sandbox *sb = p->sb;
+  const char *v;
+  if (sb->signals_known || p->call == NULL) {
+    return;
+  }
+  v = conch_metadata_get(conch_call_headers(p->call), CONCH__SIGNALS_HEADER,
+                         NULL);
+  sb->signals_known = 1;
+  sb->signals_group = v != NULL && strcmp(v, "group") == 0;
+}
+
 /* Handles one event.  Returns 1 when |chunk| holds output for the caller,
    0 when there is nothing to pass on, -1 on a protocol error (|st| set). */
 static int proc_event(conch_process *p, const Process__ProcessEvent *ev,
@@ -248,6 +271,7 @@ static int proc_event(conch_process *p, const Process__ProcessEvent *ev,
     p->started = 1;
     p->pid = ev->start->pid;
     p->res.pid = p->pid;
+    note_signals(p);
     return 0;
   }
   switch (ev->event_case) {
@@ -597,24 +621,51 @@ typedef struct start_parts {
   Process__PTY__Size size;
   Process__ProcessConfig__EnvsEntry *entries;
   Process__ProcessConfig__EnvsEntry **envs;
+  conch__tree_argv tree;
 } start_parts;
 
-static int build_start(const conch_mem *m, const conch_proc_opts *o,
+/* Whether |o| starts under the tree leader. */
+static int use_tree(const conch_sandbox *sb, const conch_proc_opts *o) {
+  int mode = o->tree != CONCH_TREE_DEFAULT ? o->tree : sb->tree;
+  if (o->pty_cols != 0 && o->pty_rows != 0) {
+    return 0; /* a PTY has a session of its own */
+  }
+  if (mode == CONCH_TREE_ON) {
+    return 1;
+  }
+  return mode == CONCH_TREE_AUTO &&
+         !(sb->signals_known && sb->signals_group);
+}
+
+static int build_start(const conch_sandbox *sb, const conch_proc_opts *o,
                        start_parts *s) {
+  const conch_mem *m = sb->mem;
   size_t i;
   process__start_request__init(&s->req);
   process__process_config__init(&s->cfg);
   s->entries = NULL;
   s->envs = NULL;
+  s->tree.args = NULL;
   s->cfg.cmd = (char *)o->cmd;
   s->cfg.args = (char **)o->args;
   s->cfg.n_args = o->nargs;
+  if (use_tree(sb, o)) {
+    int mode = o->tree != CONCH_TREE_DEFAULT ? o->tree : sb->tree;
+    if (conch__tree_wrap(m, sb->kill_grace_ms, mode == CONCH_TREE_ON, o->cmd,
+                         o->args, o->nargs, &s->tree) != 0) {
+      return CONCH_ERR_NOMEM;
+    }
+    s->cfg.cmd = "/bin/sh";
+    s->cfg.args = (char **)s->tree.args;
+    s->cfg.n_args = s->tree.nargs;
+  }
   if (o->nenv > 0) {
     s->entries = api_calloc(m, o->nenv, sizeof(*s->entries));
     s->envs = api_calloc(m, o->nenv, sizeof(*s->envs));
     if (s->entries == NULL || s->envs == NULL) {
       api_free(m, s->entries);
       api_free(m, s->envs);
+      api_free(m, s->tree.args);
       return CONCH_ERR_NOMEM;
     }
     for (i = 0; i < o->nenv; i++) {
@@ -652,6 +703,7 @@ static int build_start(const conch_mem *m, const conch_proc_opts *o,
 static void parts_free(const conch_mem *m, start_parts *s) {
   api_free(m, s->entries);
   api_free(m, s->envs);
+  api_free(m, (void *)s->tree.args);
 }
 
 static int read_opts(const conch_proc_opts *in, conch_proc_opts *o) {
@@ -667,7 +719,8 @@ static int read_opts(const conch_proc_opts *in, conch_proc_opts *o) {
   }
   memcpy(o, in, n);
   o->struct_size = sizeof(*o);
-  if (o->timeout_ms < -1 || o->request_timeout_ms < -1 ||
+  if (o->timeout_ms < -1 || o->request_timeout_ms < -1 || o->tree < 0 ||
+      o->tree > CONCH_TREE_ON ||
       (o->nargs > 0 && o->args == NULL) || (o->nenv > 0 && o->env == NULL)) {
     return CONCH_ERR_INVALID;
   }
@@ -754,7 +807,7 @@ static int proc_begin(conch_sandbox *sb, proc_kind kind,
     rv = conch_call_send(p->call, &req.base);
   } else {
     start_parts parts;
-    rv = build_start(sb->mem, o, &parts);
+    rv = build_start(sb, o, &parts);
     if (rv == 0) {
       rv = conch_call_send(p->call, &parts.req.base);
       parts_free(sb->mem, &parts);

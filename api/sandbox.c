@@ -1,6 +1,7 @@
 /* Sandboxes: the target, its defaults and headers, and the unary RPCs of
    process.Process (List, SendSignal, SendInput, CloseStdin, Update). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -96,6 +97,19 @@ int conch_sandbox_open(conch_sandbox **out, const conch_sandbox_opts *opts,
       o.keepalive_ms < -1 || (o.keepalive_ms > 0 && o.keepalive_ms < 1000)) {
     return CONCH_ERR_INVALID;
   }
+  if (o.tree == CONCH_TREE_DEFAULT) {
+    const char *env = getenv("CONCH_TREE");
+    o.tree = conch__tree_parse(env);
+    if (o.tree < 0) {
+      char msg[160];
+      snprintf(msg, sizeof(msg),
+               "CONCH_TREE must be off, on or auto, not '%.80s'", env);
+      conch__sb_fail(st, CONCH_CODE_INVALID_ARGUMENT, CONCH_ERR_INVALID, msg);
+      return CONCH_ERR_INVALID;
+    }
+  } else if (o.tree < CONCH_TREE_AUTO || o.tree > CONCH_TREE_ON) {
+    return CONCH_ERR_INVALID;
+  }
   if (o.url == NULL) {
     rv = local_url(&o, local, sizeof(local), st);
     if (rv != 0) {
@@ -124,6 +138,7 @@ int conch_sandbox_open(conch_sandbox **out, const conch_sandbox_opts *opts,
      under sanitizers stalls for 20 s) without waiting forever. */
   sb->silence_ms = sb->keepalive_ms > 0 ? 3 * sb->keepalive_ms + 5000 : 0;
   sb->caps = o.capabilities != 0 ? o.capabilities : CONCH_CAP_ALL;
+  sb->tree = o.tree;
   sb->max_output =
       o.max_output_bytes != 0 ? o.max_output_bytes : CONCH_MAX_OUTPUT_DEFAULT;
   /* HTTP/2 PINGs, unless the caller's client options chose otherwise. */
@@ -641,7 +656,10 @@ void conch_process_list_free(conch_process_info *list, size_t n) {
 
 static int copy_info(conch_process_info *dst, const Process__ProcessInfo *src) {
   const Process__ProcessConfig *cfg = src->config;
-  size_t k;
+  size_t k, skip = 0;
+  const char *cmd;
+  char *const *args;
+  size_t nargs;
   dst->pid = src->pid;
   if (src->_tag_case == PROCESS__PROCESS_INFO___TAG_TAG) {
     dst->tag = dup_or_null(src->tag);
@@ -652,8 +670,17 @@ static int copy_info(conch_process_info *dst, const Process__ProcessInfo *src) {
   if (cfg == NULL) {
     return 0;
   }
-  dst->cmd = dup_or_null(cfg->cmd);
-  if (cfg->cmd != NULL && dst->cmd == NULL) {
+  /* The tree leader's own arguments are not the caller's business. */
+  cmd = cfg->cmd;
+  args = cfg->args;
+  nargs = cfg->n_args;
+  if (conch__tree_unwrap(cmd, args, nargs, &skip)) {
+    cmd = args[skip];
+    args += skip + 1;
+    nargs -= skip + 1;
+  }
+  dst->cmd = dup_or_null(cmd);
+  if (cmd != NULL && dst->cmd == NULL) {
     return CONCH_ERR_NOMEM;
   }
   if (cfg->_cwd_case == PROCESS__PROCESS_CONFIG___CWD_CWD) {
@@ -662,13 +689,13 @@ static int copy_info(conch_process_info *dst, const Process__ProcessInfo *src) {
       return CONCH_ERR_NOMEM;
     }
   }
-  if (cfg->n_args > 0) {
-    dst->args = api_calloc(LM, cfg->n_args, sizeof(char *));
+  if (nargs > 0) {
+    dst->args = api_calloc(LM, nargs, sizeof(char *));
     if (dst->args == NULL) {
       return CONCH_ERR_NOMEM;
     }
-    for (k = 0; k < cfg->n_args; k++) {
-      dst->args[k] = conch__api_strdup(LM, cfg->args[k]);
+    for (k = 0; k < nargs; k++) {
+      dst->args[k] = conch__api_strdup(LM, args[k]);
       if (dst->args[k] == NULL) {
         return CONCH_ERR_NOMEM;
       }

@@ -286,6 +286,22 @@ static int keepalive_from_env(long *ms) {
   return 0;
 }
 
+/* CONCH_TREE: the tree leader (conch/process.h, "Process trees"). */
+static int tree_from_env(int *tree) {
+  const char *v = getenv("CONCH_TREE");
+  if (v == NULL || v[0] == '\0' || strcmp(v, "auto") == 0) {
+    *tree = CONCH_TREE_AUTO;
+  } else if (strcmp(v, "off") == 0) {
+    *tree = CONCH_TREE_OFF;
+  } else if (strcmp(v, "on") == 0) {
+    *tree = CONCH_TREE_ON;
+  } else {
+    cli_usage_fail(NULL, "CONCH_TREE must be off, on or auto, not '%s'", v);
+    return -1;
+  }
+  return 0;
+}
+
 /* A URL the client refused: what it likely meant. */
 static int bad_url(const char *url, int rv) {
   char hint[300];
@@ -309,7 +325,8 @@ static int open_sandbox(cli_globals *g, conch_sandbox **sb) {
   conch_status st;
   int rv;
 
-  if (keepalive_from_env(&so.keepalive_ms) != 0) {
+  if (keepalive_from_env(&so.keepalive_ms) != 0 ||
+      tree_from_env(&so.tree) != 0) {
     return CLI_EXIT_USAGE;
   }
   if (g->cacert != NULL && access(g->cacert, R_OK) != 0) {

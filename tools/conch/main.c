@@ -472,7 +472,13 @@ static void print_env(FILE *f) {
           "  CONCH_KEEPALIVE=SEC|off   liveness (default 10): a server silent "
           "for\n"
           "                            3 x SEC + 5 s ends a stream with "
-          "unavailable\n");
+          "unavailable\n"
+          "  CONCH_TREE=auto|on|off    the tree leader (default auto): on a "
+          "server\n"
+          "                            that signals the pid only (envd), "
+          "commands run\n"
+          "                            under a leader that ends their whole "
+          "tree\n");
 }
 
 static void print_exit(FILE *f) {

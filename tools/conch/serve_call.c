@@ -416,6 +416,13 @@ static void on_call(conch_rpc *rpc, void *ud) {
   st->keepalive_ms = DEFAULT_KEEPALIVE_MS;
   srv_timer_init(&st->keepalive_t, on_keepalive);
   conch_rpc_set_data(rpc, st);
+  /* Clients need no tree leader of their own here (conch/process.h,
+     "Process trees"): every process's group is signalled, unless envd's
+     way was asked for. */
+  if (!srv->cfg.signal_pid_only) {
+    (void)conch_metadata_add_str(conch_rpc_response_headers(rpc),
+                                 "conch-signals", "group");
+  }
   tmo = conch_rpc_timeout_ms(rpc);
   st->timeout_ms = tmo > 0 ? tmo : 0;
   code = srv_request_user(srv, md, &st->user, err, sizeof(err));

@@ -84,6 +84,55 @@ enum {
 };
 
 /**
+ * Process trees.  Ending a process (conch_process_close(), a lifetime,
+ * conch_kill()) must end what it started too.  `conch serve` signals each
+ * process's whole group itself and says so (a `conch-signals: group`
+ * header on its Start and Connect answers).  envd signals the pid only, so
+ * a shell's children outlive it.  There, by default, a piped process
+ * (never a PTY: envd gives those a session, whose hangup ends the
+ * foreground group) starts under a small leader: `/bin/sh -c <script> --
+ * GRACE MODE CMD ARGS...`, which runs CMD under GNU timeout in a process
+ * group of its own with a watcher beside it (api/tree.c says how).  Then:
+ *  - SIGTERM (or INT, HUP, QUIT) reaches the whole group; what is left of
+ *    it is SIGKILLed after the sandbox's kill_grace_ms (members that trap
+ *    TERM, even once CMD ended);
+ *  - SIGKILL of the pid (conch_kill, the server's deadline) SIGKILLs the
+ *    group at once (the watcher sees the leader end while CMD lives);
+ *  - the pid reported (conch_process_pid(), the start, conch_list()) is the
+ *    one to signal; conch_list() shows CMD and its arguments, not the
+ *    leader; the exit code (0-255) and a death by signal are CMD's own;
+ *    stdin, env, cwd, user and re-attach behave as without it;
+ *  - a normal end of CMD leaves its background children alone, as the
+ *    server would.
+ * It needs GNU timeout (coreutils), mkfifo and a writable ${TMPDIR:-/tmp}
+ * in the sandbox: without them CONCH_TREE_AUTO runs CMD as without the
+ * leader, CONCH_TREE_ON fails it (exit 125, the reason on stderr).  Before
+ * the first Start or Connect answer of a sandbox the server's way is not
+ * known: that first process starts under the leader, which on a server
+ * that already gave it a group of its own just execs CMD.
+ * Not covered: descendants that call setsid() (or otherwise leave the
+ * group); a SIGKILL of the leader before its watcher runs, in the first
+ * milliseconds (a KILL sent as soon as `conch start` returned left 2 trees
+ * of 20: tools/bench/results/009-tree.md); the watcher
+ * itself killed; a core dump (the status says the signal, not
+ * "(core dumped)", and timeout writes a line on stderr).  Cost: two more
+ * processes per command (timeout and the watcher), a few ms at the start.
+ */
+enum {
+  /** The sandbox's choice (in a sandbox's options: CONCH_TREE in the
+      environment, else CONCH_TREE_AUTO). */
+  CONCH_TREE_DEFAULT = 0,
+  /** The leader unless the server said it signals groups itself; without
+      the tools in the sandbox, none. */
+  CONCH_TREE_AUTO = 1,
+  /** Never the leader. */
+  CONCH_TREE_OFF = 2,
+  /** Always the leader (on a server that gives every process its own
+      group it just execs CMD); without the tools the process fails. */
+  CONCH_TREE_ON = 3
+};
+
+/**
  * Sandbox options.  Initialise with CONCH_SANDBOX_OPTS_INIT; fields outside
  * |struct_size| are not read.  Strings and metadata are copied.
  */
@@ -158,13 +207,19 @@ typedef struct conch_sandbox_opts {
       per stream (conch_proc_opts.max_output_bytes): 0 =
       CONCH_MAX_OUTPUT_DEFAULT, CONCH_OUTPUT_UNLIMITED = no limit. */
   size_t max_output_bytes;
-  void *reserved[4];
+  /** Whether piped processes start under the tree leader (CONCH_TREE_*,
+      see "Process trees" above): CONCH_TREE_DEFAULT (0) = the value of
+      CONCH_TREE in the environment ("off", "on" or "auto"; anything else
+      makes conch_sandbox_open() fail with CONCH_ERR_INVALID), else
+      CONCH_TREE_AUTO. */
+  int tree;
+  void *reserved[3];
 } conch_sandbox_opts;
 
 #define CONCH_SANDBOX_OPTS_INIT                                                \
   {                                                                            \
     sizeof(conch_sandbox_opts), NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0,   \
-        0, NULL, 0, {                                                             \
+        0, NULL, 0, 0, {                                                       \
       0                                                                        \
     }                                                                          \
   }
@@ -279,13 +334,16 @@ typedef struct conch_proc_opts {
    * limit (stdout, stderr and text).
    */
   size_t max_output_bytes;
-  void *reserved[7];
+  /** The tree leader for this process (CONCH_TREE_*): CONCH_TREE_DEFAULT
+      (0) = the sandbox's.  Never used for a PTY. */
+  int tree;
+  void *reserved[6];
 } conch_proc_opts;
 
 #define CONCH_PROC_OPTS_INIT                                                   \
   {                                                                            \
     sizeof(conch_proc_opts), NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, 0, 0,   \
-        0, 0, 0, NULL, NULL, NULL, 0, {                                        \
+        0, 0, 0, NULL, NULL, NULL, 0, 0, {                                     \
       0                                                                        \
     }                                                                          \
   }
