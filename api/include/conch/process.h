@@ -113,7 +113,7 @@ enum {
  * Not covered: descendants that call setsid() (or otherwise leave the
  * group); a SIGKILL of the leader before its watcher runs, in the first
  * milliseconds (a KILL sent as soon as `conch start` returned left 2 trees
- * of 20: tools/bench/results/009-tree.md); the watcher
+ * of 20: tools/bench/results/010-tree.md); the watcher
  * itself killed; a core dump (the status says the signal, not
  * "(core dumped)", and timeout writes a line on stderr).  Cost: two more
  * processes per command (timeout and the watcher), a few ms at the start.
