@@ -47,6 +47,7 @@ struct conch_sandbox {
   size_t max_output; /* kept per stream by runs; SIZE_MAX: no limit */
   unsigned caps;
   conch_plink procs; /* open handles */
+  conch_plink watches; /* open conch_watch handles (files.c) */
 };
 
 /* Request metadata for a call: the sandbox's, plus Authorization for
@@ -96,6 +97,9 @@ void conch__sb_silent(conch_status *st, long ms);
 
 /* Closes every open handle (sandbox free). */
 void conch__proc_close_all(conch_sandbox *sb);
+
+/* Closes every open watch (sandbox free). */
+void conch__files_close_all(conch_sandbox *sb);
 
 /* Runs the client until *flag becomes non-zero. */
 int conch__sb_drive(conch_sandbox *sb, const int *flag);

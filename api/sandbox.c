@@ -107,6 +107,7 @@ int conch_sandbox_open(conch_sandbox **out, const conch_sandbox_opts *opts,
     return CONCH_ERR_NOMEM;
   }
   sb->procs.prev = sb->procs.next = &sb->procs;
+  sb->watches.prev = sb->watches.next = &sb->watches;
   rv = conch_client_new(&sb->client, o.url != NULL ? o.url : local,
                         o.client_opts);
   if (rv != 0) {
@@ -162,6 +163,7 @@ void conch_sandbox_free(conch_sandbox *sb) {
     return;
   }
   conch__proc_close_all(sb);
+  conch__files_close_all(sb);
   conch_metadata_free(sb->base);
   api_free(sb->mem, sb->auth);
   conch_client_free(sb->client);
