@@ -123,7 +123,8 @@ CONCH_EXTERN int conch_files_list(conch_sandbox *sb, const char *path,
  * else on 0 |*out| is the new directory's entry (conch_entry_free()).
  *
  * Returns as conch_files_stat(); CONCH_ERR_RPC with already_exists when
- * |path| is there already.
+ * a directory is at |path| already, invalid_argument when something else
+ * is.
  */
 CONCH_EXTERN int conch_files_mkdir(conch_sandbox *sb, const char *path,
                                    const char *user, conch_entry_info **out,
