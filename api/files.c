@@ -306,6 +306,12 @@ struct conch_watch {
   conch_entry_info entry; /* the last event's entry, when it had one */
   int has_entry;
   int done; /* the stream is over: |st| says how */
+  /* Liveness: the server has been silent since |quiet_since| (the last
+     message, or the start of a wait that did not follow a timeout of
+     ours: a caller that did not read for a while is not a silent
+     server, one that polls with short timeouts still waits). */
+  int64_t quiet_since;
+  int timed_out; /* the last conch_watch_next() ended in a timeout */
   conch_status st;
 };
 
@@ -351,16 +357,19 @@ static int watch_end_code(const conch_watch *w) {
 }
 
 /* The next message, driving the loop at most |timeout_ms| (-1: without
-   limit) and no longer than the silence bound, measured from when this
-   wait began.  Returns 0, CONCH_ERR_TIMEOUT, CONCH_ERR_EOF, CONCH_ERR_RPC
-   (|w->done| set for these two), or a loop error. */
+   limit; the loop is run at least once, without waiting) and no longer
+   than the silence bound counted from |w->quiet_since|.  Returns 0,
+   CONCH_ERR_TIMEOUT, CONCH_ERR_EOF, CONCH_ERR_RPC (|w->done| set for these
+   two), or a loop error. */
 static int watch_recv(conch_watch *w, ProtobufCMessage **msg, long timeout_ms) {
   int64_t since = conch__api_now_ms(), bound = w->sb->silence_ms;
+  int ran = 0;
   for (;;) {
     long wait = -1;
     int64_t now;
     int rv = conch_call_recv(w->call, msg);
     if (rv == 0) {
+      w->quiet_since = conch__api_now_ms();
       return 0;
     }
     if (rv == CONCH_ERR_EOF || rv == CONCH_ERR_RPC) {
@@ -373,25 +382,29 @@ static int watch_recv(conch_watch *w, ProtobufCMessage **msg, long timeout_ms) {
     now = conch__api_now_ms();
     if (timeout_ms >= 0) {
       int64_t left = since + timeout_ms - now;
-      if (left <= 0) {
+      wait = left > 0 ? (long)left : 0;
+      if (left <= 0 && ran) {
         return CONCH_ERR_TIMEOUT;
       }
-      wait = (long)left;
     }
     if (bound > 0) {
-      int64_t left = since + bound - now;
-      if (left <= 0) {
+      int64_t left = w->quiet_since + bound - now;
+      if (left <= 0 && ran) {
         conch_status_clear(&w->st);
         conch__sb_silent(&w->st, (long)bound);
         w->done = 1;
         conch_call_cancel(w->call);
         return CONCH_ERR_RPC;
       }
+      if (left < 0) {
+        left = 0;
+      }
       if (wait < 0 || left < wait) {
         wait = (long)left;
       }
     }
     rv = conch_client_run(w->sb->client, wait);
+    ran = 1;
     if (rv != 0) {
       return rv;
     }
@@ -450,6 +463,7 @@ int conch_files_watch(conch_sandbox *sb, const char *path, unsigned flags,
   sb->watches.prev->next = &w->link;
   sb->watches.prev = &w->link;
   /* The start event, within the request timeout. */
+  w->quiet_since = conch__api_now_ms();
   start_by = sb->request_timeout_ms > 0
                  ? conch__api_now_ms() + sb->request_timeout_ms
                  : 0;
@@ -492,11 +506,17 @@ int conch_files_watch(conch_sandbox *sb, const char *path, unsigned flags,
 }
 
 int conch_watch_next(conch_watch *w, conch_fs_event *ev, long timeout_ms) {
+  int64_t deadline;
   if (w == NULL || ev == NULL) {
     return CONCH_ERR_INVALID;
   }
   watch_drop_cur(w);
   memset(ev, 0, sizeof(*ev));
+  if (!w->timed_out) {
+    w->quiet_since = conch__api_now_ms();
+  }
+  w->timed_out = 0;
+  deadline = timeout_ms >= 0 ? conch__api_now_ms() + timeout_ms : 0;
   for (;;) {
     ProtobufCMessage *msg;
     Filesystem__WatchDirResponse *r;
@@ -505,8 +525,13 @@ int conch_watch_next(conch_watch *w, conch_fs_event *ev, long timeout_ms) {
     if (w->done) {
       return watch_end_code(w);
     }
+    if (timeout_ms >= 0) {
+      int64_t left = deadline - conch__api_now_ms();
+      timeout_ms = left > 0 ? (long)left : 0;
+    }
     rv = watch_recv(w, &msg, timeout_ms);
     if (rv != 0) {
+      w->timed_out = rv == CONCH_ERR_TIMEOUT;
       return rv;
     }
     r = (Filesystem__WatchDirResponse *)msg;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
+#include <signal.h>
 #include <grp.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -484,6 +485,49 @@ static void test_watch_server_gone(void **state) {
   conch_status_clear(&st);
 }
 
+/* A server frozen (SIGSTOP) under a watch polled with short timeouts:
+   the silence bound (3 x keepalive_ms + 5 s) ends it with unavailable,
+   over HTTP/1.1 (no PING) too, instead of timeouts for ever. */
+static void test_watch_server_frozen(void **state) {
+  const char *argv[] = {CONCH_BIN,     "serve",      "--listen",
+                        "127.0.0.1:0", "--no-token", NULL};
+  conch_sandbox_opts o = CONCH_SANDBOX_OPTS_INIT;
+  conch_peer own;
+  conch_sandbox *sb;
+  conch_status st;
+  conch_watch *w;
+  conch_fs_event ev;
+  char u[64];
+  long long t0, took;
+  int rv, polls = 0;
+  (void)state;
+  conch_status_init(&st);
+  assert_int_equal(conch_peer_start_argv(&own, argv), 0);
+  snprintf(u, sizeof(u), "http://127.0.0.1:%d", own.port);
+  o.url = u;
+  o.client_opts = client_opts;
+  o.keepalive_ms = 1000; /* a bound of 8 s */
+  assert_int_equal(conch_sandbox_new(&sb, &o), 0);
+  assert_int_equal(conch_files_watch(sb, root, 0, NULL, &w, &st), 0);
+  assert_int_equal(kill(own.pid, SIGSTOP), 0);
+  t0 = conch_now_ms();
+  do {
+    rv = conch_watch_next(w, &ev, 200);
+    polls++;
+  } while (rv == CONCH_ERR_TIMEOUT && conch_now_ms() - t0 < 60000);
+  took = conch_now_ms() - t0;
+  kill(own.pid, SIGCONT);
+  printf("  a frozen server ended the watch after %lld ms (%d polls)\n", took,
+         polls);
+  assert_int_equal(rv, CONCH_ERR_RPC);
+  assert_int_equal(conch_watch_status(w)->code, CONCH_CODE_UNAVAILABLE);
+  assert_true(took >= 1000);
+  conch_watch_close(w);
+  conch_sandbox_free(sb);
+  conch_peer_stop(&own);
+  conch_status_clear(&st);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stat_fields),
@@ -493,6 +537,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_watch),
       cmocka_unit_test(test_watch_errors_and_free),
       cmocka_unit_test(test_watch_server_gone),
+      cmocka_unit_test(test_watch_server_frozen),
   };
   int rv;
   if (argc > 1 && strcmp(argv[1], "conch-h1") == 0) {

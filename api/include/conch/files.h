@@ -202,8 +202,13 @@ CONCH_EXTERN int conch_files_watch(conch_sandbox *sb, const char *path,
 
 /**
  * The next event, waiting at most |timeout_ms| (-1 = as long as it takes,
- * within the silence bound).  |ev| is borrowed until the next call or the
- * close.
+ * within the silence bound; 0 = what is there after one turn of the loop
+ * that does not wait).  |ev| is borrowed until the next call or the close.
+ * The silence bound counts from the last message of the server (keepalives
+ * included) across calls that end in CONCH_ERR_TIMEOUT, so that a caller
+ * polling with short timeouts still learns of a server gone silent; a
+ * call after one that returned an event starts it anew (not reading for a
+ * while is the caller's silence, not the server's).
  *
  * Returns 0 (|*ev| set); CONCH_ERR_TIMEOUT (nothing in |timeout_ms|: the
  * watch goes on); CONCH_ERR_EOF (the server ended the watch cleanly);
