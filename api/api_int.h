@@ -89,6 +89,15 @@ int conch__sb_unary_async_to(conch_sandbox *sb, const conch_method *m,
                                           void *ud),
                              void *ud);
 
+/* conch__sb_unary_async_to() as |user| (NULL: the sandbox's default). */
+int conch__sb_unary_async_as(conch_sandbox *sb, const conch_method *m,
+                             const ProtobufCMessage *req, long timeout_ms,
+                             const char *user,
+                             void (*done)(const conch_status *st,
+                                          const ProtobufCMessage *resp,
+                                          void *ud),
+                             void *ud);
+
 /* Monotonic milliseconds. */
 int64_t conch__api_now_ms(void);
 

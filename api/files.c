@@ -296,6 +296,181 @@ int conch_files_remove(conch_sandbox *sb, const char *path, const char *user,
   return rv;
 }
 
+/* ---- Asynchronous forms ------------------------------------------------- */
+
+enum { FA_STAT, FA_MKDIR, FA_MOVE, FA_LIST, FA_REMOVE };
+
+typedef struct fa_ctx {
+  int kind;
+  conch_files_entry_done entry_done;
+  conch_files_list_done list_done;
+  conch_files_status_done status_done;
+  void *ud;
+} fa_ctx;
+
+/* A local status for what went wrong here after the server answered. */
+static void fa_local(conch_status *s, int rv) {
+  conch_status_init(s);
+  s->code = rv == CONCH_ERR_NOMEM ? CONCH_CODE_RESOURCE_EXHAUSTED
+                                  : CONCH_CODE_INTERNAL;
+  s->origin = CONCH_ORIGIN_LOCAL;
+  s->local_err = rv;
+  s->message = (char *)(rv == CONCH_ERR_NOMEM
+                            ? "out of memory for the answer"
+                            : "the server answered without an entry");
+}
+
+static const Filesystem__EntryInfo *fa_entry(int kind,
+                                             const ProtobufCMessage *m) {
+  switch (kind) {
+  case FA_STAT:
+    return ((const Filesystem__StatResponse *)m)->entry;
+  case FA_MKDIR:
+    return ((const Filesystem__MakeDirResponse *)m)->entry;
+  default:
+    return ((const Filesystem__MoveResponse *)m)->entry;
+  }
+}
+
+static void fa_done(const conch_status *st, const ProtobufCMessage *resp,
+                    void *ud) {
+  fa_ctx *c = ud;
+  conch_status local;
+  int ok = st->code == CONCH_CODE_OK && resp != NULL;
+
+  if (c->kind == FA_REMOVE) {
+    c->status_done(st, c->ud);
+  } else if (c->kind == FA_LIST) {
+    const Filesystem__ListDirResponse *lr =
+        ok ? (const Filesystem__ListDirResponse *)resp : NULL;
+    conch_entry_info *arr = NULL;
+    size_t i = 0;
+    int rv = 0;
+    if (lr != NULL && lr->n_entries > 0) {
+      arr = api_calloc(conch_mem_default(), lr->n_entries, sizeof(*arr));
+      rv = arr == NULL ? CONCH_ERR_NOMEM : 0;
+      for (; rv == 0 && i < lr->n_entries; i++) {
+        rv = entry_from(&arr[i], lr->entries[i]);
+      }
+    }
+    if (!ok) {
+      c->list_done(NULL, 0, st, c->ud);
+    } else if (rv != 0) {
+      fa_local(&local, rv);
+      c->list_done(NULL, 0, &local, c->ud);
+    } else {
+      c->list_done(arr, lr->n_entries, st, c->ud);
+    }
+    conch_entries_free(arr, i);
+  } else {
+    const Filesystem__EntryInfo *in = ok ? fa_entry(c->kind, resp) : NULL;
+    conch_entry_info e;
+    int rv = in != NULL ? entry_from(&e, in) : CONCH_ERR_PROTO;
+    if (!ok) {
+      c->entry_done(NULL, st, c->ud);
+    } else if (rv != 0) {
+      fa_local(&local, rv);
+      c->entry_done(NULL, &local, c->ud);
+    } else {
+      c->entry_done(&e, st, c->ud);
+      entry_clear(&e);
+    }
+  }
+  api_free(conch_mem_default(), c);
+}
+
+static int fa_start(conch_sandbox *sb, const conch_method *m,
+                    const ProtobufCMessage *req, const char *user, fa_ctx *c) {
+  int rv;
+  fa_ctx *h = api_calloc(conch_mem_default(), 1, sizeof(*h));
+  if (h == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  *h = *c;
+  rv = conch__sb_unary_async_as(sb, m, req, 0, user, fa_done, h);
+  if (rv != 0) {
+    api_free(conch_mem_default(), h);
+  }
+  return rv;
+}
+
+int conch_files_stat_async(conch_sandbox *sb, const char *path,
+                           const char *user, conch_files_entry_done done,
+                           void *user_data) {
+  Filesystem__StatRequest req = FILESYSTEM__STAT_REQUEST__INIT;
+  fa_ctx c = {FA_STAT, NULL, NULL, NULL, NULL};
+  if (sb == NULL || path == NULL || done == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  req.path = (char *)path;
+  c.entry_done = done;
+  c.ud = user_data;
+  return fa_start(sb, &filesystem__filesystem__stat__method, &req.base, user,
+                  &c);
+}
+
+int conch_files_list_async(conch_sandbox *sb, const char *path,
+                           uint32_t depth, const char *user,
+                           conch_files_list_done done, void *user_data) {
+  Filesystem__ListDirRequest req = FILESYSTEM__LIST_DIR_REQUEST__INIT;
+  fa_ctx c = {FA_LIST, NULL, NULL, NULL, NULL};
+  if (sb == NULL || path == NULL || done == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  req.path = (char *)path;
+  req.depth = depth;
+  c.list_done = done;
+  c.ud = user_data;
+  return fa_start(sb, &filesystem__filesystem__list_dir__method, &req.base,
+                  user, &c);
+}
+
+int conch_files_mkdir_async(conch_sandbox *sb, const char *path,
+                            const char *user, conch_files_entry_done done,
+                            void *user_data) {
+  Filesystem__MakeDirRequest req = FILESYSTEM__MAKE_DIR_REQUEST__INIT;
+  fa_ctx c = {FA_MKDIR, NULL, NULL, NULL, NULL};
+  if (sb == NULL || path == NULL || done == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  req.path = (char *)path;
+  c.entry_done = done;
+  c.ud = user_data;
+  return fa_start(sb, &filesystem__filesystem__make_dir__method, &req.base,
+                  user, &c);
+}
+
+int conch_files_move_async(conch_sandbox *sb, const char *src,
+                           const char *dst, const char *user,
+                           conch_files_entry_done done, void *user_data) {
+  Filesystem__MoveRequest req = FILESYSTEM__MOVE_REQUEST__INIT;
+  fa_ctx c = {FA_MOVE, NULL, NULL, NULL, NULL};
+  if (sb == NULL || src == NULL || dst == NULL || done == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  req.source = (char *)src;
+  req.destination = (char *)dst;
+  c.entry_done = done;
+  c.ud = user_data;
+  return fa_start(sb, &filesystem__filesystem__move__method, &req.base, user,
+                  &c);
+}
+
+int conch_files_remove_async(conch_sandbox *sb, const char *path,
+                             const char *user, conch_files_status_done done,
+                             void *user_data) {
+  Filesystem__RemoveRequest req = FILESYSTEM__REMOVE_REQUEST__INIT;
+  fa_ctx c = {FA_REMOVE, NULL, NULL, NULL, NULL};
+  if (sb == NULL || path == NULL || done == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  req.path = (char *)path;
+  c.status_done = done;
+  c.ud = user_data;
+  return fa_start(sb, &filesystem__filesystem__remove__method, &req.base,
+                  user, &c);
+}
+
 /* ---- WatchDir ----------------------------------------------------------- */
 
 struct conch_watch {

@@ -335,8 +335,18 @@ int conch__sb_unary_async_to(conch_sandbox *sb, const conch_method *m,
                                           const ProtobufCMessage *resp,
                                           void *ud),
                              void *ud) {
+  return conch__sb_unary_async_as(sb, m, req, timeout_ms, NULL, done, ud);
+}
+
+int conch__sb_unary_async_as(conch_sandbox *sb, const conch_method *m,
+                             const ProtobufCMessage *req, long timeout_ms,
+                             const char *user,
+                             void (*done)(const conch_status *st,
+                                          const ProtobufCMessage *resp,
+                                          void *ud),
+                             void *ud) {
   static const conch_call_handler h = {NULL, NULL, NULL, NULL, unary_close};
-  conch_metadata *md = conch__sb_headers(sb, NULL, 0);
+  conch_metadata *md = conch__sb_headers(sb, user, 0);
   unary_ctx *u = api_calloc(sb->mem, 1, sizeof(*u));
   conch_call_opts o;
   conch_call *call;

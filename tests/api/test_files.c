@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include <conch/files.h>
+#include <conch/io.h>
 
 #include "peer.h"
 #include "wait.h"
@@ -485,6 +486,122 @@ static void test_watch_server_gone(void **state) {
   conch_status_clear(&st);
 }
 
+/* The asynchronous forms, all five at once on one loop. */
+typedef struct async_log {
+  int done;
+  int stat_ok, mkdir_ok, move_ok, list_n, remove_code, missing_code;
+  char stat_path[300];
+} async_log;
+
+static async_log alog;
+
+static void a_stat(const conch_entry_info *e, const conch_status *st,
+                   void *ud) {
+  async_log *l = ud;
+  l->done++;
+  if (st->code == CONCH_CODE_OK && e != NULL && e->size == 5) {
+    snprintf(l->stat_path, sizeof(l->stat_path), "%s", e->path);
+    l->stat_ok = 1;
+  }
+}
+static void a_missing(const conch_entry_info *e, const conch_status *st,
+                      void *ud) {
+  async_log *l = ud;
+  l->done++;
+  l->missing_code = e == NULL ? (int)st->code : -1;
+}
+static void a_mkdir(const conch_entry_info *e, const conch_status *st,
+                    void *ud) {
+  async_log *l = ud;
+  l->done++;
+  l->mkdir_ok = st->code == CONCH_CODE_OK && e != NULL &&
+                e->type == CONCH_FILE_DIRECTORY;
+}
+static void a_move(const conch_entry_info *e, const conch_status *st,
+                   void *ud) {
+  async_log *l = ud;
+  l->done++;
+  l->move_ok = st->code == CONCH_CODE_OK && e != NULL &&
+               strcmp(e->name, "a-moved") == 0;
+}
+static void a_list(const conch_entry_info *v, size_t n, const conch_status *st,
+                   void *ud) {
+  async_log *l = ud;
+  l->done++;
+  l->list_n = st->code == CONCH_CODE_OK && (n == 0 || v != NULL) ? (int)n : -1;
+}
+static void a_remove(const conch_status *st, void *ud) {
+  async_log *l = ud;
+  l->done++;
+  l->remove_code = (int)st->code;
+}
+
+static void test_async(void **state) {
+  conch_sandbox *sb = sandbox();
+  conch_client *c = conch_sandbox_native(sb);
+  char p[300], q[300];
+  long long until;
+  struct stat sbuf;
+  (void)state;
+  memset(&alog, 0, sizeof(alog));
+  alog.missing_code = -1;
+  alog.remove_code = -1;
+  assert_int_equal(mkdir(at(p, sizeof(p), "async"), 0755), 0);
+  write_file(at(p, sizeof(p), "async/f"), "fives");
+  write_file(at(p, sizeof(p), "async/g"), "g");
+  write_file(at(p, sizeof(p), "async-mv"), "m");
+  assert_int_equal(conch_files_stat_async(sb, at(p, sizeof(p), "async/f"),
+                                          NULL, a_stat, &alog),
+                   0);
+  assert_int_equal(conch_files_stat_async(sb, at(p, sizeof(p), "async/none"),
+                                          NULL, a_missing, &alog),
+                   0);
+  assert_int_equal(conch_files_mkdir_async(sb, at(p, sizeof(p), "async/d"),
+                                           NULL, a_mkdir, &alog),
+                   0);
+  assert_int_equal(conch_files_move_async(sb, at(p, sizeof(p), "async-mv"),
+                                          at(q, sizeof(q), "a-moved"), NULL,
+                                          a_move, &alog),
+                   0);
+  assert_int_equal(conch_files_remove_async(sb, at(p, sizeof(p), "async/g"),
+                                            NULL, a_remove, &alog),
+                   0);
+  assert_int_equal(conch_files_stat_async(sb, NULL, NULL, a_stat, &alog),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_files_remove_async(sb, p, NULL, NULL, NULL),
+                   CONCH_ERR_INVALID);
+  /* Nothing ran inside the calls. */
+  assert_int_equal(alog.done, 0);
+  until = conch_now_ms() + CONCH_WAIT_MS;
+  while (alog.done < 5 && conch_now_ms() < until) {
+    assert_int_equal(conch_client_run(c, 100), 0);
+  }
+  assert_int_equal(alog.done, 5);
+  assert_true(alog.stat_ok);
+  assert_string_equal(alog.stat_path, at(p, sizeof(p), "async/f"));
+  assert_int_equal(alog.missing_code, CONCH_CODE_NOT_FOUND);
+  assert_true(alog.mkdir_ok);
+  assert_true(alog.move_ok);
+  assert_int_equal(alog.remove_code, CONCH_CODE_OK);
+  assert_int_equal(lstat(at(p, sizeof(p), "async/g"), &sbuf), -1);
+  /* A list after those: f and d. */
+  assert_int_equal(conch_files_list_async(sb, at(p, sizeof(p), "async"), 1,
+                                          NULL, a_list, &alog),
+                   0);
+  until = conch_now_ms() + CONCH_WAIT_MS;
+  while (alog.done < 6 && conch_now_ms() < until) {
+    assert_int_equal(conch_client_run(c, 100), 0);
+  }
+  assert_int_equal(alog.list_n, 2);
+  /* One left pending when the sandbox goes: its callback still runs,
+     once (canceled), and nothing leaks. */
+  assert_int_equal(conch_files_list_async(sb, at(p, sizeof(p), "async"), 1,
+                                          NULL, a_list, &alog),
+                   0);
+  conch_sandbox_free(sb);
+  assert_int_equal(alog.done, 7);
+}
+
 /* A server frozen (SIGSTOP) under a watch polled with short timeouts:
    the silence bound (3 x keepalive_ms + 5 s) ends it with unavailable,
    over HTTP/1.1 (no PING) too, instead of timeouts for ever. */
@@ -537,6 +654,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_watch),
       cmocka_unit_test(test_watch_errors_and_free),
       cmocka_unit_test(test_watch_server_gone),
+      cmocka_unit_test(test_async),
       cmocka_unit_test(test_watch_server_frozen),
   };
   int rv;

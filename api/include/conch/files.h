@@ -28,9 +28,12 @@
  * range), permission_denied, unavailable when the sandbox cannot be
  * reached.
  *
+ * The unary calls have asynchronous forms (conch_files_*_async) that run
+ * on the sandbox's client loop, as the Process API's do; the watch is
+ * blocking only so far.
+ *
  * Thread safety: as conch/process.h (a sandbox and its handles belong to
- * one thread at a time).  The asynchronous forms of the Process API do not
- * exist here yet.
+ * one thread at a time).
  */
 #ifndef CONCH_FILES_H
 #define CONCH_FILES_H
@@ -145,6 +148,62 @@ CONCH_EXTERN int conch_files_move(conch_sandbox *sb, const char *src,
  */
 CONCH_EXTERN int conch_files_remove(conch_sandbox *sb, const char *path,
                                     const char *user, conch_status *st);
+
+/* ---- Asynchronous forms ------------------------------------------------- */
+
+/** The end of an asynchronous stat, mkdir or move: the entry (borrowed
+    until the callback returns; NULL on error) and the status. */
+typedef void (*conch_files_entry_done)(const conch_entry_info *entry,
+                                       const conch_status *st,
+                                       void *user_data);
+
+/** The end of an asynchronous list: |n| entries (borrowed until the
+    callback returns; NULL when there are none or on error). */
+typedef void (*conch_files_list_done)(const conch_entry_info *entries,
+                                      size_t n, const conch_status *st,
+                                      void *user_data);
+
+/** The end of an asynchronous remove. */
+typedef void (*conch_files_status_done)(const conch_status *st,
+                                        void *user_data);
+
+/**
+ * conch_files_stat() on the loop (conch_sandbox_native(), driven with
+ * conch/io.h): |done| runs once, later, never from inside this function.
+ *
+ * Returns 0 (|done| will run); CONCH_ERR_INVALID (a NULL |sb|, |path| or
+ * |done|) or CONCH_ERR_NOMEM (|done| never runs).
+ */
+CONCH_EXTERN int conch_files_stat_async(conch_sandbox *sb, const char *path,
+                                        const char *user,
+                                        conch_files_entry_done done,
+                                        void *user_data);
+
+/** conch_files_list() on the loop.  Returns as conch_files_stat_async(). */
+CONCH_EXTERN int conch_files_list_async(conch_sandbox *sb, const char *path,
+                                        uint32_t depth, const char *user,
+                                        conch_files_list_done done,
+                                        void *user_data);
+
+/** conch_files_mkdir() on the loop.  Returns as conch_files_stat_async(). */
+CONCH_EXTERN int conch_files_mkdir_async(conch_sandbox *sb, const char *path,
+                                         const char *user,
+                                         conch_files_entry_done done,
+                                         void *user_data);
+
+/** conch_files_move() on the loop.  Returns as conch_files_stat_async();
+    CONCH_ERR_INVALID also for a NULL |dst|. */
+CONCH_EXTERN int conch_files_move_async(conch_sandbox *sb, const char *src,
+                                        const char *dst, const char *user,
+                                        conch_files_entry_done done,
+                                        void *user_data);
+
+/** conch_files_remove() on the loop.  Returns as
+    conch_files_stat_async(). */
+CONCH_EXTERN int conch_files_remove_async(conch_sandbox *sb, const char *path,
+                                          const char *user,
+                                          conch_files_status_done done,
+                                          void *user_data);
 
 /* ---- Watching a directory ---------------------------------------------- */
 
