@@ -50,6 +50,7 @@ struct conch_sandbox {
   unsigned signals_known : 1; /* a Start/Connect answer was seen */
   unsigned signals_group : 1; /* ...and said `conch-signals: group` */
   conch_plink procs;          /* open handles */
+  conch_plink watches;        /* open conch_watch handles (files.c) */
 };
 
 /* Request metadata for a call: the sandbox's, plus Authorization for
@@ -86,6 +87,15 @@ int conch__sb_unary_async(conch_sandbox *sb, const conch_method *m,
 /* conch__sb_unary_async() with its own timeout (ms; 0 = the sandbox's). */
 int conch__sb_unary_async_to(conch_sandbox *sb, const conch_method *m,
                              const ProtobufCMessage *req, long timeout_ms,
+                             void (*done)(const conch_status *st,
+                                          const ProtobufCMessage *resp,
+                                          void *ud),
+                             void *ud);
+
+/* conch__sb_unary_async_to() as |user| (NULL: the sandbox's default). */
+int conch__sb_unary_async_as(conch_sandbox *sb, const conch_method *m,
+                             const ProtobufCMessage *req, long timeout_ms,
+                             const char *user,
                              void (*done)(const conch_status *st,
                                           const ProtobufCMessage *resp,
                                           void *ud),
@@ -130,6 +140,9 @@ int conch__tree_wrap(const conch_mem *m, long grace_ms, int on,
    args[*skip] is the caller's command and the rest its arguments. */
 int conch__tree_unwrap(const char *cmd, char *const *args, size_t nargs,
                        size_t *skip);
+
+/* Closes every open watch (sandbox free). */
+void conch__files_close_all(conch_sandbox *sb);
 
 /* Runs the client until *flag becomes non-zero. */
 int conch__sb_drive(conch_sandbox *sb, const int *flag);

@@ -121,6 +121,7 @@ int conch_sandbox_open(conch_sandbox **out, const conch_sandbox_opts *opts,
     return CONCH_ERR_NOMEM;
   }
   sb->procs.prev = sb->procs.next = &sb->procs;
+  sb->watches.prev = sb->watches.next = &sb->watches;
   rv = conch_client_new(&sb->client, o.url != NULL ? o.url : local,
                         o.client_opts);
   if (rv != 0) {
@@ -177,6 +178,7 @@ void conch_sandbox_free(conch_sandbox *sb) {
     return;
   }
   conch__proc_close_all(sb);
+  conch__files_close_all(sb);
   conch_metadata_free(sb->base);
   api_free(sb->mem, sb->auth);
   conch_client_free(sb->client);
@@ -348,8 +350,18 @@ int conch__sb_unary_async_to(conch_sandbox *sb, const conch_method *m,
                                           const ProtobufCMessage *resp,
                                           void *ud),
                              void *ud) {
+  return conch__sb_unary_async_as(sb, m, req, timeout_ms, NULL, done, ud);
+}
+
+int conch__sb_unary_async_as(conch_sandbox *sb, const conch_method *m,
+                             const ProtobufCMessage *req, long timeout_ms,
+                             const char *user,
+                             void (*done)(const conch_status *st,
+                                          const ProtobufCMessage *resp,
+                                          void *ud),
+                             void *ud) {
   static const conch_call_handler h = {NULL, NULL, NULL, NULL, unary_close};
-  conch_metadata *md = conch__sb_headers(sb, NULL, 0);
+  conch_metadata *md = conch__sb_headers(sb, user, 0);
   unary_ctx *u = api_calloc(sb->mem, 1, sizeof(*u));
   conch_call_opts o;
   conch_call *call;

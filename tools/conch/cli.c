@@ -381,6 +381,14 @@ static int open_sandbox(cli_globals *g, conch_sandbox **sb) {
   return 0;
 }
 
+int cli_open_sandbox(cli_globals *g, conch_sandbox **sb) {
+  return open_sandbox(g, sb);
+}
+
+int cli_rpc_fail(const char *what, int rv, const conch_status *st) {
+  return rpc_fail(what, rv, st);
+}
+
 /* The PID|@TAG operand of |cmd|: 0, or a usage error that names it. */
 static int parse_selector(const char *cmd, int argc, char **argv, int i,
                           conch_selector *sel) {

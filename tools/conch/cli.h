@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include <conch/conch.h>
+#include <conch/process.h>
 
 /* Exit codes of the CLI's own failures (README.md's "Exit codes").  run,
    attach and pty otherwise exit with the process's own status (0-255,
@@ -111,6 +112,20 @@ int conch_cli_ps(cli_globals *g, int argc, char **argv);
 int conch_cli_kill(cli_globals *g, int argc, char **argv);
 int conch_cli_attach(cli_globals *g, int argc, char **argv);
 int conch_cli_pty(cli_globals *g, int argc, char **argv);
+/* The file commands (cli_files.c). */
+int conch_cli_ls(cli_globals *g, int argc, char **argv);
+int conch_cli_stat(cli_globals *g, int argc, char **argv);
+int conch_cli_mkdir(cli_globals *g, int argc, char **argv);
+int conch_cli_mv(cli_globals *g, int argc, char **argv);
+int conch_cli_rm(cli_globals *g, int argc, char **argv);
+int conch_cli_watch(cli_globals *g, int argc, char **argv);
+/* The sandbox of |g| (cli.c): 0 with |*sb| set, or the exit code after a
+   message. */
+int cli_open_sandbox(cli_globals *g, conch_sandbox **sb);
+/* Reports a failed call of |what|: its status when |rv| is CONCH_ERR_RPC
+   (the exit code of its Connect code), else the library's error.  Returns
+   the exit code. */
+int cli_rpc_fail(const char *what, int rv, const conch_status *st);
 /* `conch serve --stop`: ends the background server the CLI started. */
 int conch_cli_serve_stop(void);
 
@@ -120,5 +135,8 @@ extern const cli_opt cli_start_opts[];
 extern const cli_opt cli_ps_opts[];
 extern const cli_opt cli_kill_opts[];
 extern const cli_opt cli_none_opts[];
+extern const cli_opt cli_ls_opts[];
+extern const cli_opt cli_mkdir_opts[];
+extern const cli_opt cli_watch_opts[];
 
 #endif

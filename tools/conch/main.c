@@ -45,7 +45,8 @@ static const cli_opt global_opts[] = {
     {"--token-file", "FILE", "CONCH_TOKEN_FILE",
      "read the access token from the first line of FILE"},
     {"--user", "USER", "CONCH_USER",
-     "the user processes run as (default: the server's default user)"},
+     "the user processes run as and files are handled as (default: the "
+     "server's default user)"},
     {"--timeout", "SEC", "CONCH_TIMEOUT",
      "lifetime of processes started by run, start and pty; the server kills "
      "them after it (run's default: 60, pty's: 3600, start's: none; 0 = "
@@ -358,6 +359,29 @@ const cli_opt cli_kill_opts[] = {
 
 const cli_opt cli_none_opts[] = {{NULL, NULL, NULL, NULL}};
 
+/* In the order of cli_files.c's LS_* and W_*. */
+const cli_opt cli_ls_opts[] = {
+    {"-l", NULL, NULL,
+     "long: permissions, owner, group, size, modified time, name (and a "
+     "symlink's target)"},
+    {"--depth", "N", NULL,
+     "list N levels down (default 1: the directory's own entries); deeper "
+     "entries are named from the listed directory, a/b/c"},
+    {NULL, NULL, NULL, NULL}};
+
+const cli_opt cli_mkdir_opts[] = {
+    {"-p", NULL, NULL,
+     "no error when the directory is there already (missing parents are "
+     "made either way)"},
+    {NULL, NULL, NULL, NULL}};
+
+const cli_opt cli_watch_opts[] = {
+    {"-r", NULL, NULL,
+     "recursive: the directories below DIR too, and those made later"},
+    {"--json", NULL, NULL,
+     "one JSON object per line per event: type, name"},
+    {NULL, NULL, NULL, NULL}};
+
 static const cli_opt serve_opts_doc[] = {{NULL, NULL, NULL, NULL}};
 
 typedef struct command {
@@ -419,6 +443,39 @@ static const command commands[] = {
      "when stdin is not a terminal: run --stdin gives a command piped\n"
      "input.",
      cli_none_opts, "conch pty -- bash -l"},
+    {"ls", conch_cli_ls, "[:PATH]", "list a sandbox directory",
+     "Lists the directory PATH in the sandbox (default \":\": the user's\n"
+     "home), one entry per line, directories with a trailing '/'.  A\n"
+     "sandbox path is written :PATH (as scp's host:path, the host given by\n"
+     "--url), absolute or relative to the user's home.  Exits 252 when\n"
+     "PATH is not there, 253 when it is not a directory.",
+     cli_ls_opts, "conch ls -l --depth 2 :/tmp"},
+    {"stat", conch_cli_stat, ":PATH", "show a sandbox path's entry",
+     "Prints the entry at PATH, one 'key: value' line each: path, name,\n"
+     "type (file, dir, symlink; a symlink shows its target's type and a\n"
+     "symlink_target line), size, mode, permissions, owner, group and the\n"
+     "modified time (RFC 3339, UTC).  Exits 252 when nothing is there.",
+     cli_none_opts, "conch stat :~/.bashrc"},
+    {"mkdir", conch_cli_mkdir, ":PATH...", "make sandbox directories",
+     "Makes each directory PATH, with its missing parents.  A directory\n"
+     "that is there already is an error (already_exists, exit 254) unless\n"
+     "-p is given; anything else in the way always is (exit 253).",
+     cli_mkdir_opts, "conch mkdir -p :/tmp/out/logs"},
+    {"mv", conch_cli_mv, ":SRC :DST", "move or rename a sandbox path",
+     "Moves SRC to DST (a rename: DST names the new path, not a directory\n"
+     "to move into).  Exits 252 when SRC is not there.",
+     cli_none_opts, "conch mv :/tmp/a.txt :/tmp/b.txt"},
+    {"rm", conch_cli_rm, ":PATH...", "remove sandbox paths",
+     "Removes each PATH, a directory with everything in it, as envd does\n"
+     "(no -r needed; nothing there is no error).  / is refused.",
+     cli_none_opts, "conch rm :/tmp/out"},
+    {"watch", conch_cli_watch, ":DIR", "print a sandbox directory's events",
+     "Watches the directory DIR and prints one line per event, 'TYPE NAME'\n"
+     "(TYPE: create, write, remove, rename, chmod; NAME relative to DIR),\n"
+     "as it happens, until Ctrl-C (exit 128+N for signal N) or the server\n"
+     "ends the watch.  A line 'conch: watching DIR' on stderr says when it\n"
+     "has begun.",
+     cli_watch_opts, "conch watch -r --json :/tmp/out"},
     {"serve", serve, "", "run the local envd-compatible process server",
      "(conch serve --help)", serve_opts_doc, "conch serve --listen unix:S"},
 };

@@ -35,7 +35,8 @@ _conch() {
   prev=${COMP_WORDS[COMP_CWORD - 1]}
   local global="--url --token --token-file --user --timeout --cacert
     --http1.1 --http2 --protocol --codec --json-errors --help --version"
-  local commands="run start ps kill attach pty serve help version"
+  local commands="run start ps kill attach pty ls stat mkdir mv rm watch serve
+    help version"
   for ((i = 1; i < COMP_CWORD; i++)); do
     case ${COMP_WORDS[i]} in
       --) return 0 ;;
@@ -55,7 +56,7 @@ _conch() {
     --user) COMPREPLY=($(compgen -u -- "$cur")); return 0 ;;
     --token-file) COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
     --url | --token | --timeout | --env | --tag | --listen | --access-token | \
-      --allow-uid | --allow-user | --max-output) return 0 ;;
+      --allow-uid | --allow-user | --max-output | --depth) return 0 ;;
   esac
   # A process for kill and attach: PID or @TAG.  "@" breaks words in
   # bash (COMP_WORDBREAKS), so "@we" may come as "@" then "we".
@@ -77,7 +78,10 @@ _conch() {
     start) opts="--cwd --env --tag --help $global" ;;
     ps) opts="--json --help $global" ;;
     kill) opts="--signal -s --help $global" ;;
-    attach | pty) opts="--help $global" ;;
+    attach | pty | stat | mv | rm) opts="--help $global" ;;
+    ls) opts="-l --depth --help $global" ;;
+    mkdir) opts="-p --help $global" ;;
+    watch) opts="-r --json --help $global" ;;
     serve) opts="--listen --access-token-file --access-token --no-token
       --tls-cert --tls-key --allow-uid --allow-user --user --workdir --stop
       --help" ;;

@@ -1,0 +1,292 @@
+/*
+ * conch - a Connect/gRPC client for C
+ *
+ * files.h: the files of a sandbox through the filesystem.Filesystem service
+ * of the E2B sandbox daemon (envd), or `conch serve`, on a conch_sandbox
+ * (conch/process.h).
+ *
+ *  - conch_files_stat(), conch_files_list() (to a depth),
+ *    conch_files_mkdir(), conch_files_move(), conch_files_remove() and
+ *    conch_files_exists(): one call each, blocking.  Entries come back as
+ *    conch_entry_info, freed with conch_entry_free() or
+ *    conch_entries_free().
+ *  - conch_files_watch() returns a conch_watch handle over WatchDir:
+ *    conch_watch_next() yields the directory's events as they come;
+ *    conch_watch_close() is the only way to release the handle and always
+ *    ends the watch on the server.  Freeing the sandbox closes every open
+ *    watch the same way.
+ *
+ * Paths are the server's: absolute, or relative to the user's home
+ * directory ("~" too).  |user| is the user the call runs as: NULL = the
+ * sandbox's default user (conch_sandbox_opts.user, else the server's).
+ *
+ * Errors: functions return 0 or a negative CONCH_ERR_*.  CONCH_ERR_RPC
+ * means the RPC failed; the conch_status passed in (initialised by the
+ * caller, may be NULL) then holds its Connect code and message, as envd
+ * gives them: not_found (no such path), already_exists (mkdir of a path
+ * that is there), invalid_argument (e.g. listing a file, a depth out of
+ * range), permission_denied, unavailable when the sandbox cannot be
+ * reached.
+ *
+ * The unary calls have asynchronous forms (conch_files_*_async) that run
+ * on the sandbox's client loop, as the Process API's do; the watch is
+ * blocking only so far.
+ *
+ * Thread safety: as conch/process.h (a sandbox and its handles belong to
+ * one thread at a time).
+ */
+#ifndef CONCH_FILES_H
+#define CONCH_FILES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <conch/conch.h>
+#include <conch/process.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The type of an entry (filesystem.FileType). */
+typedef enum conch_file_type {
+  CONCH_FILE_UNKNOWN = 0,
+  CONCH_FILE_REGULAR = 1,
+  CONCH_FILE_DIRECTORY = 2,
+  CONCH_FILE_SYMLINK = 3
+} conch_file_type;
+
+/** One entry (filesystem.EntryInfo).  Strings are never NULL except
+    |symlink_target|. */
+typedef struct conch_entry_info {
+  char *name;             /**< the last component of |path| */
+  /** The type; for a symlink, as envd does it, its target's type (a
+      symlink whose target is not there: CONCH_FILE_UNKNOWN, as conch serve
+      answers). */
+  conch_file_type type;
+  char *path;             /**< absolute, as the server resolved it */
+  int64_t size;           /**< bytes */
+  uint32_t mode;          /**< st_mode's permission and type bits */
+  char *permissions;      /**< "-rw-r--r--", as ls prints them */
+  char *owner;            /**< user name (or number) */
+  char *group;            /**< group name (or number) */
+  int64_t mtime_sec;      /**< modified time, seconds since the epoch */
+  int32_t mtime_nsec;     /**< and nanoseconds */
+  /** A symlink's target, resolved to an absolute path (the link's own
+      path when it does not resolve); NULL for what is not a symlink. */
+  char *symlink_target;
+} conch_entry_info;
+
+/** Frees one entry (NULL is accepted). */
+CONCH_EXTERN void conch_entry_free(conch_entry_info *e);
+
+/** Frees the array of |n| entries conch_files_list() returned (NULL is
+    accepted). */
+CONCH_EXTERN void conch_entries_free(conch_entry_info *entries, size_t n);
+
+/** The name of a type: "file", "dir", "symlink" or "unknown". */
+CONCH_EXTERN const char *conch_file_type_name(conch_file_type t);
+
+/**
+ * Stats |path| (a symlink itself: see conch_entry_info.type).  On 0 |*out| is the
+ * caller's (conch_entry_free()).
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL argument), CONCH_ERR_NOMEM or
+ * CONCH_ERR_RPC (not_found when there is nothing at |path|).
+ */
+CONCH_EXTERN int conch_files_stat(conch_sandbox *sb, const char *path,
+                                  const char *user, conch_entry_info **out,
+                                  conch_status *st);
+
+/**
+ * Whether something is at |path|: |*exists| 1 or 0 (not_found is an
+ * answer, not an error; other failures, e.g. a path through a file, are
+ * errors as envd gives them).  Returns as conch_files_stat().
+ */
+CONCH_EXTERN int conch_files_exists(conch_sandbox *sb, const char *path,
+                                    const char *user, int *exists,
+                                    conch_status *st);
+
+/**
+ * Lists the directory |path|: its entries, and with |depth| > 1 theirs
+ * to that depth (0 = 1, the directory's own entries).  On 0 |*out| is an
+ * array of |*n| entries, the caller's (conch_entries_free()); NULL when
+ * |*n| is 0.
+ *
+ * Returns as conch_files_stat(); CONCH_ERR_RPC with invalid_argument when
+ * |path| is not a directory.
+ */
+CONCH_EXTERN int conch_files_list(conch_sandbox *sb, const char *path,
+                                  uint32_t depth, const char *user,
+                                  conch_entry_info **out, size_t *n,
+                                  conch_status *st);
+
+/**
+ * Makes the directory |path| and its missing parents.  |out| may be NULL;
+ * else on 0 |*out| is the new directory's entry (conch_entry_free()).
+ *
+ * Returns as conch_files_stat(); CONCH_ERR_RPC with already_exists when
+ * a directory is at |path| already, invalid_argument when something else
+ * is.
+ */
+CONCH_EXTERN int conch_files_mkdir(conch_sandbox *sb, const char *path,
+                                   const char *user, conch_entry_info **out,
+                                   conch_status *st);
+
+/**
+ * Moves (renames) |src| to |dst|.  |out| may be NULL; else on 0 |*out| is
+ * the entry at |dst| (conch_entry_free()).  Returns as conch_files_stat().
+ */
+CONCH_EXTERN int conch_files_move(conch_sandbox *sb, const char *src,
+                                  const char *dst, const char *user,
+                                  conch_entry_info **out, conch_status *st);
+
+/**
+ * Removes |path|, a directory with everything in it.  Nothing at |path|
+ * is no error (envd's RemoveAll); "/" is refused (invalid_argument).
+ * Returns as conch_files_stat().
+ */
+CONCH_EXTERN int conch_files_remove(conch_sandbox *sb, const char *path,
+                                    const char *user, conch_status *st);
+
+/* ---- Asynchronous forms ------------------------------------------------- */
+
+/** The end of an asynchronous stat, mkdir or move: the entry (borrowed
+    until the callback returns; NULL on error) and the status. */
+typedef void (*conch_files_entry_done)(const conch_entry_info *entry,
+                                       const conch_status *st,
+                                       void *user_data);
+
+/** The end of an asynchronous list: |n| entries (borrowed until the
+    callback returns; NULL when there are none or on error). */
+typedef void (*conch_files_list_done)(const conch_entry_info *entries,
+                                      size_t n, const conch_status *st,
+                                      void *user_data);
+
+/** The end of an asynchronous remove. */
+typedef void (*conch_files_status_done)(const conch_status *st,
+                                        void *user_data);
+
+/**
+ * conch_files_stat() on the loop (conch_sandbox_native(), driven with
+ * conch/io.h): |done| runs once, later, never from inside this function.
+ *
+ * Returns 0 (|done| will run); CONCH_ERR_INVALID (a NULL |sb|, |path| or
+ * |done|) or CONCH_ERR_NOMEM (|done| never runs).
+ */
+CONCH_EXTERN int conch_files_stat_async(conch_sandbox *sb, const char *path,
+                                        const char *user,
+                                        conch_files_entry_done done,
+                                        void *user_data);
+
+/** conch_files_list() on the loop.  Returns as conch_files_stat_async(). */
+CONCH_EXTERN int conch_files_list_async(conch_sandbox *sb, const char *path,
+                                        uint32_t depth, const char *user,
+                                        conch_files_list_done done,
+                                        void *user_data);
+
+/** conch_files_mkdir() on the loop.  Returns as conch_files_stat_async(). */
+CONCH_EXTERN int conch_files_mkdir_async(conch_sandbox *sb, const char *path,
+                                         const char *user,
+                                         conch_files_entry_done done,
+                                         void *user_data);
+
+/** conch_files_move() on the loop.  Returns as conch_files_stat_async();
+    CONCH_ERR_INVALID also for a NULL |dst|. */
+CONCH_EXTERN int conch_files_move_async(conch_sandbox *sb, const char *src,
+                                        const char *dst, const char *user,
+                                        conch_files_entry_done done,
+                                        void *user_data);
+
+/** conch_files_remove() on the loop.  Returns as
+    conch_files_stat_async(). */
+CONCH_EXTERN int conch_files_remove_async(conch_sandbox *sb, const char *path,
+                                          const char *user,
+                                          conch_files_status_done done,
+                                          void *user_data);
+
+/* ---- Watching a directory ---------------------------------------------- */
+
+typedef struct conch_watch conch_watch;
+
+/** What happened (filesystem.EventType). */
+typedef enum conch_fs_event_type {
+  CONCH_FS_EVENT_UNKNOWN = 0,
+  CONCH_FS_EVENT_CREATE = 1,
+  CONCH_FS_EVENT_WRITE = 2,
+  CONCH_FS_EVENT_REMOVE = 3,
+  CONCH_FS_EVENT_RENAME = 4,
+  CONCH_FS_EVENT_CHMOD = 5
+} conch_fs_event_type;
+
+/** The name of an event type: "create", "write", "remove", "rename",
+    "chmod" or "unknown". */
+CONCH_EXTERN const char *conch_fs_event_name(conch_fs_event_type t);
+
+/** One event.  Borrowed from the handle until the next conch_watch_next()
+    or conch_watch_close(). */
+typedef struct conch_fs_event {
+  conch_fs_event_type type;
+  /** The path of what changed, relative to the watched directory. */
+  const char *name;
+  /** The entry as it is after the event, when the watch asked for entries
+      (CONCH_WATCH_ENTRY) and the server had one; else NULL. */
+  const conch_entry_info *entry;
+} conch_fs_event;
+
+/** conch_files_watch() flags. */
+enum {
+  /** Also the directories below |path|, and those made later. */
+  CONCH_WATCH_RECURSIVE = 1u << 0,
+  /** Events carry the entry (conch_fs_event.entry). */
+  CONCH_WATCH_ENTRY = 1u << 1
+};
+
+/**
+ * Watches the directory |path| (CONCH_WATCH_* |flags|).  Returns once the
+ * server is watching (its start event), within the sandbox's request
+ * timeout: what happens in the directory after this returns is reported.
+ * On 0 |*out| is the caller's, released with conch_watch_close().
+ *
+ * The stream is kept alive as the Process API's are (keepalive_ms of the
+ * sandbox): a server that says nothing, keepalives included, for the
+ * silence bound ends the watch with unavailable.
+ *
+ * Returns 0, CONCH_ERR_INVALID, CONCH_ERR_NOMEM or CONCH_ERR_RPC
+ * (not_found, invalid_argument for a path that is not a directory, ...).
+ */
+CONCH_EXTERN int conch_files_watch(conch_sandbox *sb, const char *path,
+                                   unsigned flags, const char *user,
+                                   conch_watch **out, conch_status *st);
+
+/**
+ * The next event, waiting at most |timeout_ms| (-1 = as long as it takes,
+ * within the silence bound; 0 = what is there after one turn of the loop
+ * that does not wait).  |ev| is borrowed until the next call or the close.
+ * The silence bound counts from the last message of the server (keepalives
+ * included) across calls that end in CONCH_ERR_TIMEOUT, so that a caller
+ * polling with short timeouts still learns of a server gone silent; a
+ * call after one that returned an event starts it anew (not reading for a
+ * while is the caller's silence, not the server's).
+ *
+ * Returns 0 (|*ev| set); CONCH_ERR_TIMEOUT (nothing in |timeout_ms|: the
+ * watch goes on); CONCH_ERR_EOF (the server ended the watch cleanly);
+ * CONCH_ERR_RPC (it ended with an error, conch_watch_status() says which;
+ * also when the server fell silent); CONCH_ERR_INVALID.  After EOF or RPC
+ * every further call returns the same.
+ */
+CONCH_EXTERN int conch_watch_next(conch_watch *w, conch_fs_event *ev,
+                                  long timeout_ms);
+
+/** How the watch ended (code OK while it runs).  Borrowed from |w|. */
+CONCH_EXTERN const conch_status *conch_watch_status(const conch_watch *w);
+
+/** Ends the watch (the server stops watching) and frees the handle.  NULL
+    is accepted. */
+CONCH_EXTERN void conch_watch_close(conch_watch *w);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
