@@ -433,6 +433,7 @@ static void h1_submit(conch_conn *conn) {
     call->stream_id = h->next_id;
     h->next_id = h->next_id < 0x7ffffffd ? h->next_id + 2 : 1;
     call->submitted = 1;
+    call->submitted_at = conch__now_ms();
     call->stream_live = 1;
     conn->active++;
     conch__conn_mark_dirty(conn);

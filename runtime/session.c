@@ -434,6 +434,7 @@ static int submit_call(conch_conn *conn, conch_call *call) {
   }
   call->stream_id = id;
   call->submitted = 1;
+  call->submitted_at = conch__now_ms();
   call->stream_live = 1;
   conn->active++;
   conch__conn_mark_dirty(conn);
