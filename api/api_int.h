@@ -103,6 +103,10 @@ int conch__sb_unary_async_as(conch_sandbox *sb, const conch_method *m,
 
 /* Monotonic milliseconds. */
 int64_t conch__api_now_ms(void);
+/* When the request of |call| went out (the runtime's call.c; the clock of
+   conch__api_now_ms()), 0 while the call waits in its connection's queue:
+   the silence bound counts from there. */
+int64_t conch__call_sent_ms(const conch_call *call);
 
 /* The status of a stream found silent for |ms| (liveness). */
 void conch__sb_silent(conch_status *st, long ms);

@@ -549,6 +549,17 @@ static void live_fail(conch_process *p) {
 
 static void live_check(conch_client *c, void *ud);
 
+/* Since when the stream's silence counts: its last message, but not from
+   before its request went out (a call queued behind others, HTTP/1.1 or
+   no stream free, has not been sent, so not answered).  0: still queued. */
+static int64_t live_since(const conch_process *p) {
+  int64_t sent = p->call != NULL ? conch__call_sent_ms(p->call) : 0;
+  if (sent == 0) {
+    return 0;
+  }
+  return sent > p->last_rx ? sent : p->last_rx;
+}
+
 static void live_arm(conch_process *p, int64_t due) {
   int64_t now = now_ms();
   p->live_due = due;
@@ -563,7 +574,7 @@ static void live_arm(conch_process *p, int64_t due) {
    second to read what may be waiting before it judges. */
 static void live_check(conch_client *c, void *ud) {
   conch_process *p = ud;
-  int64_t now = now_ms(), bound = p->sb->silence_ms;
+  int64_t now = now_ms(), bound = p->sb->silence_ms, since;
   (void)c;
   p->live_alarm = NULL;
   if (p->done || p->call == NULL || p->detaching || p->closing) {
@@ -573,8 +584,11 @@ static void live_check(conch_client *c, void *ud) {
     live_arm(p, now + bound); /* the silence is ours: it is not judged */
     return;
   }
-  if (now - p->last_rx < bound) {
-    live_arm(p, p->last_rx + bound);
+  since = live_since(p);
+  if (since == 0) {
+    live_arm(p, now + bound); /* not sent yet */
+  } else if (now - since < bound) {
+    live_arm(p, since + bound);
   } else if (now - p->live_due > 1000) {
     live_arm(p, now + 1000);
   } else {
@@ -836,7 +850,8 @@ static int proc_begin(conch_sandbox *sb, proc_kind kind,
 /* Pull mode: the next message of the stream, driving the loop while none
    is there, within the start deadline (until the start) and the silence
    bound (measured from when this wait began: a caller that did not read
-   for a while is not a silent server).  Returns as conch_call_recv(), never
+   for a while is not a silent server; nor from before the request went
+   out).  Returns as conch_call_recv(), never
    CONCH_ERR_AGAIN; CONCH_ERR_RPC with |p->st| set when a bound passed. */
 static int pull_recv(conch_process *p, ProtobufCMessage **msg) {
   conch_client *c = p->sb->client;
@@ -864,7 +879,9 @@ static int pull_recv(conch_process *p, ProtobufCMessage **msg) {
       wait = (long)left;
     }
     if (bound > 0) {
-      int64_t left = since + bound - now;
+      int64_t sent = conch__call_sent_ms(p->call);
+      int64_t from = sent > since ? sent : since;
+      int64_t left = sent == 0 ? bound : from + bound - now;
       if (left <= 0) {
         live_fail(p);
         return CONCH_ERR_RPC;

@@ -472,8 +472,16 @@ int conch__call_new_detached(conch_client *c, const conch_method *method,
   int rv = call_create(c, method, opts, handler, user_data, out);
   if (rv == 0) {
     (*out)->submitted = 1;
+    (*out)->submitted_at = conch__now_ms();
   }
   return rv;
+}
+
+/* For the commands API's liveness (api/process.c): a call queued behind
+   others (HTTP/1.1, no stream free) has not been heard from because it
+   has not been sent. */
+int64_t conch__call_sent_ms(const conch_call *call) {
+  return call->submitted ? call->submitted_at : 0;
 }
 
 int conch__call_ready_to_submit(const conch_call *call) {

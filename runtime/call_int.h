@@ -79,6 +79,7 @@ struct conch_call {
   unsigned nsent;           /* messages queued */
   unsigned send_closed : 1; /* close_send called */
   unsigned submitted : 1;   /* HEADERS given to nghttp2 */
+  int64_t submitted_at;     /* ... at this conch__client_now(), 0 before */
   unsigned deferred : 1;    /* data source returned DEFERRED */
   unsigned want_send_ready : 1;
   unsigned unary_compressed : 1; /* Connect unary body is send_comp */
@@ -179,6 +180,8 @@ void conch__call_sent(conch_call *call, size_t n);
 /* Whether the call may be submitted now (a Connect unary call waits for
    its message). */
 int conch__call_ready_to_submit(const conch_call *call);
+/* When the request went out (conch__client_now()), 0 while it is queued. */
+int64_t conch__call_sent_ms(const conch_call *call);
 
 /* Delivers one response message: |p| is its payload as received,
    compressed with the response's compression (resp_enc) when

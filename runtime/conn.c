@@ -222,7 +222,7 @@ void conch__conn_flush(conch_conn *conn) {
     return;
   }
   if (conn->state == CONCH_CONN_READY) {
-    conn->ops->submit(conn);
+    conn->ops->submit(conn, conch__client_now(conn->client));
     if (conn->ops->send(conn) != 0) {
       release_dead(conn);
       return;

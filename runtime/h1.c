@@ -406,7 +406,7 @@ static void h1_free(conch_conn *conn) {
   conn->h1 = NULL;
 }
 
-static void h1_submit(conch_conn *conn) {
+static void h1_submit(conch_conn *conn, int64_t now) {
   conch_h1 *h = h1_of(conn);
   conch_link *l, *next;
 
@@ -433,6 +433,7 @@ static void h1_submit(conch_conn *conn) {
     call->stream_id = h->next_id;
     h->next_id = h->next_id < 0x7ffffffd ? h->next_id + 2 : 1;
     call->submitted = 1;
+    call->submitted_at = now;
     call->stream_live = 1;
     conn->active++;
     conch__conn_mark_dirty(conn);

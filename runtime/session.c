@@ -400,7 +400,7 @@ static int h2_start(conch_conn *conn) {
 
 /* ---- Streams ----------------------------------------------------------- */
 
-static int submit_call(conch_conn *conn, conch_call *call) {
+static int submit_call(conch_conn *conn, conch_call *call, int64_t now) {
   conch_client *c = conn->client;
   nghttp2_nv nva[64];
   nghttp2_data_provider prd;
@@ -434,13 +434,14 @@ static int submit_call(conch_conn *conn, conch_call *call) {
   }
   call->stream_id = id;
   call->submitted = 1;
+  call->submitted_at = now;
   call->stream_live = 1;
   conn->active++;
   conch__conn_mark_dirty(conn);
   return 0;
 }
 
-static void h2_submit(conch_conn *conn) {
+static void h2_submit(conch_conn *conn, int64_t now) {
   uint32_t max;
   conch_link *l, *next;
 
@@ -457,7 +458,7 @@ static void h2_submit(conch_conn *conn) {
       continue; /* a Connect unary call waits for its message */
     }
     conch__list_remove(&call->queue_link);
-    submit_call(conn, call);
+    submit_call(conn, call, now);
   }
 }
 

@@ -30,7 +30,7 @@ typedef struct conch_session_ops {
   /* Frees the session; also of a connection never started. */
   void (*free)(struct conch_conn *conn);
   /* Submits queued calls while the session has room. */
-  void (*submit)(struct conch_conn *conn);
+  void (*submit)(struct conch_conn *conn, int64_t now); /* |now|: the client's clock */
   /* The call's stream has new data to send. */
   void (*resume)(struct conch_conn *conn, conch_call *call);
   /* Returns |n| bytes of window credit for the call's stream. */

@@ -1535,6 +1535,55 @@ static void test_thousand_async(void **state) {
   conch_sandbox_free(sb);
 }
 
+/* Calls queued in the client are not a silent server (issue 21): over
+   HTTP/1.1 with one connection, 8 runs of 1.5 s go one after the other,
+   the last waiting ~10 s in the queue, longer than the silence bound of
+   a 1 s keepalive (3 x 1 s + 5 s).  Each one's silence counts from when
+   its request went out, so all end well. */
+static void test_queued_calls_not_silent(void **state) {
+  enum { N = 8 };
+  conch_sandbox_opts so = CONCH_SANDBOX_OPTS_INIT;
+  conch_client_opts *co;
+  conch_sandbox *sb;
+  conch_client *c;
+  conch_process_handler h = {NULL, NULL, many_end};
+  conch_process *p;
+  conch_proc_opts o = CONCH_PROC_OPTS_INIT;
+  const char *args[] = {"-c", "sleep 1.5; echo done"};
+  many m = {0, 0};
+  int64_t t0;
+  int i;
+  (void)state;
+
+  assert_int_equal(conch_client_opts_new(&co), 0);
+  assert_int_equal(conch_client_opts_set_http_version(co, CONCH_HTTP_1_1), 0);
+  assert_int_equal(conch_client_opts_set_max_connections(co, 1), 0);
+  so.url = url;
+  so.kill_grace_ms = 500;
+  so.keepalive_ms = 1000;
+  so.client_opts = co;
+  assert_int_equal(conch_sandbox_new(&sb, &so), 0);
+  c = conch_sandbox_native(sb);
+  o.cmd = "/bin/sh";
+  o.args = args;
+  o.nargs = 2;
+  o.timeout_ms = -1; /* the queue is what is looked at, not lifetimes */
+  o.request_timeout_ms = -1;
+  t0 = conch_now_ms();
+  for (i = 0; i < N; i++) {
+    assert_int_equal(conch_run_async(sb, &o, &h, &m, &p), 0);
+  }
+  while (m.ended < N) {
+    assert_int_equal(conch_client_run(c, 1000), 0);
+    assert_true(conch_now_ms() - t0 < 300000);
+  }
+  printf("  %d runs of 1.5 s queued on one HTTP/1.1 connection: %lld ms\n", N,
+         (long long)(conch_now_ms() - t0));
+  assert_int_equal(m.ok, N);
+  conch_sandbox_free(sb);
+  conch_client_opts_free(co);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_run),
@@ -1563,6 +1612,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_run_output_limit_async),
       cmocka_unit_test(test_stream_paused),
       cmocka_unit_test(test_thousand_async),
+      cmocka_unit_test(test_queued_calls_not_silent),
   };
   int rv;
   if (argc > 1 && strncmp(argv[1], "node", 4) == 0) {

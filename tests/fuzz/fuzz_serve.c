@@ -166,6 +166,8 @@ static int kids_step(void) {
       close_fd(&k->err);
       k->state = KID_FREE;
       srv_proc_reaped(&srv, kid_pid(k), k->wstatus);
+      /* No grandchildren: the group ends with its leader. */
+      srv_proc_group_gone(&srv, kid_pid(k));
       busy = 1;
     }
   }
@@ -251,6 +253,18 @@ int srv_user_by_uid(uid_t uid, srv_user *u) {
   }
   return -1;
 }
+
+/* ---- Fakes of serve_reap.c ------------------------------------------------
+ */
+
+int srv_reap_track(srv_server *s, pid_t pid, int own) {
+  (void)s;
+  (void)pid;
+  (void)own;
+  return 0;
+}
+
+void srv_reap_sync(srv_server *s) { (void)s; }
 
 void srv_user_clear(srv_user *u) {
   free(u->name);

@@ -204,6 +204,8 @@ long proc_rss_kb(pid_t pid) {
 
 long long proc_wchar(pid_t pid) { return proc_field(pid, "io", "wchar:"); }
 
+long long proc_syscr(pid_t pid) { return proc_field(pid, "io", "syscr:"); }
+
 typedef struct wchar_wait {
   pid_t pid;
   long long above;

@@ -44,6 +44,8 @@ int proc_count_cmdline(const char *cmdline);
 long proc_rss_kb(pid_t pid);
 /* wchar of /proc/pid/io, or -1. */
 long long proc_wchar(pid_t pid);
+/* syscr of /proc/pid/io (read(2) calls made), or -1. */
+long long proc_syscr(pid_t pid);
 /* Waits up to |limit_ms| for |pid| to have written more than |above| bytes
    (wchar).  Returns 1 when it has, 0 when not. */
 int wait_wchar_above(pid_t pid, long long above, long limit_ms);

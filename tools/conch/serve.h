@@ -149,6 +149,7 @@ struct srv_server {
   srv_timer stop_t;
   int keeper_on;      /* a keeper runs (serve_keeper.c) */
   int keeper_fd;      /* ... and this is its pipe */
+  struct srv_reaper *reaper; /* the groups and their ends (serve_reap.c) */
   /* Starts waiting for their fork, a few per loop turn (serve_service.c;
      set up on first use). */
   conch_link spawn_q;
@@ -195,6 +196,28 @@ int srv_authority_ok(const srv_server *srv, const char *authority);
 /* Starts the process that kills our process groups if we are killed.
    Returns 0 or -1 (none then). */
 int srv_keeper_start(srv_server *srv);
+
+/* ---- Process groups (serve_reap.c) -------------------------------------- */
+
+/* Follows child |pid| (forked, not reaped): its exit goes to
+   srv_proc_reaped(); once its group is empty, srv_proc_group_gone().
+   With |own| (it leads a session of its own) its zombie is kept until no
+   process of that session is left, so that its id stays ours.  The
+   keeper hears of the group.  Returns 0 or -1 (out of memory or
+   descriptors: not followed). */
+int srv_reap_track(srv_server *srv, pid_t pid, int own);
+/* SIGCHLD: children ended; looked at once the loop turn's events ran. */
+void srv_reap_children(srv_server *srv);
+/* Takes in now what srv_reap_children() would look at later (before a
+   signal to a group whose leader ended: is anything left of it). */
+void srv_reap_sync(srv_server *srv);
+/* Shutdown: signals the groups whose leader ended and that are not
+   empty. */
+void srv_reap_signal_all(srv_server *srv, int sig);
+/* The final reap took |pid| (waitpid(-1)). */
+void srv_reap_forget(srv_server *srv, pid_t pid);
+/* Frees it all (the keeper is told nothing). */
+void srv_reap_free(srv_server *srv);
 
 /* ---- Calls (serve_call.c) -------------------------------------------------- */
 
@@ -350,7 +373,8 @@ struct srv_proc {
   int paused;
   conch_link waiters;
   conch_link in_paused;
-  int reaped;
+  int reaped;     /* the leader exited (its zombie may be kept) */
+  int group_held; /* its group id is still ours: leader or members left */
   int wstatus;
   int ended;
   uint8_t *end_msg; /* the packed StartResponse holding the EndEvent */
@@ -400,12 +424,16 @@ void srv_proc_close_input(srv_proc *p);
    reaches what is left of the group (none with cfg.signal_pid_only). */
 void srv_proc_set_deadline(srv_proc *p, int64_t timeout_ms);
 /* Signals what |p| started: its process group (and, for a PTY, the job
-   groups of its session); only the pid with cfg.signal_pid_only.  After
-   the leader was reaped, only members still found in its session that
-   descend from this server.  Returns how many targets were signalled
-   (0: nothing left), or -1 with errno. */
+   groups of its session: one look at /proc); only the pid with
+   cfg.signal_pid_only.  After the leader's exit, what is left of its
+   group (its id is ours while anything is: serve_reap.c).  Returns 1 when
+   signalled, 0 when nothing is left, or -1 with errno. */
 int srv_proc_kill(srv_proc *p, int sig);
+/* The leader |pid| exited with |wstatus|. */
 void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus);
+/* Nothing is left of the group of |pid|, and its id is not ours any more
+   (after srv_proc_reaped()). */
+void srv_proc_group_gone(srv_server *srv, pid_t pid);
 void srv_proc_free(srv_proc *p);
 /* Forgets the oldest ended process.  Returns 0, or -1 if none is held. */
 int srv_proc_drop_ended(srv_server *srv);

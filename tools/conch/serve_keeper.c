@@ -4,20 +4,22 @@
    The server forks it (twice, so that it is nobody's child here and no
    kill of our children reaches it) with the read end of a pipe, and
    writes it one int32 per change: +pid when a process starts (its pid is
-   its group's id), -pid when its leader is reaped.  A group is known only
-   while its leader is not reaped, because only then is the id surely still
-   that group's.  The keeper leaves the server's session and ignores the
-   signals a terminal or a shutdown sends; when the pipe reaches EOF (the
-   server is gone, however it ended) it sends SIGKILL to every group it
-   still knows (to the pid, for a process that leads no group) and exits.
+   its group's id), -pid when its group is empty.  The server keeps the
+   leader's zombie until then (serve_reap.c), so the id stays that group's
+   for as long as the keeper holds it: a member that ignores TERM still
+   dies with the server during a close's grace period.  The keeper leaves
+   the server's session and ignores the signals a terminal or a shutdown
+   sends; when the pipe reaches EOF (the server is gone, however it ended)
+   it sends SIGKILL to every group it still knows (to the pid, for a
+   process that leads no group) and exits.
    After a normal shutdown that list is empty.
 
    Together with the children's parent-death signal (serve_spawn.c) this
    makes a process tree die with the server: the leader by both, what
    stayed in its group by the keeper.  Not covered: descendants that left
    the group (setsid, or a shell's job groups on a PTY: the PTY's hangup
-   signals only the foreground group), members of a group whose leader had
-   ended, and everything if the keeper itself is killed. */
+   signals only the foreground group), and everything if the keeper itself
+   is killed. */
 #include "serve.h"
 
 #include <errno.h>

@@ -865,18 +865,6 @@ static int listen_on(srv_config *cfg, int *port_out) {
 /* ---- Signals, children, stdin ----------------------------------------------
  */
 
-static void reap_children(srv_server *srv) {
-  for (;;) {
-    int ws;
-    pid_t pid = waitpid(-1, &ws, WNOHANG);
-
-    if (pid <= 0) {
-      return;
-    }
-    srv_proc_reaped(srv, pid, ws);
-  }
-}
-
 static void on_signal(srv_watch *w, uint32_t events) {
   srv_server *srv = CONCH_CONTAINER(w, srv_server, sig_w);
   struct signalfd_siginfo si;
@@ -887,7 +875,7 @@ static void on_signal(srv_watch *w, uint32_t events) {
       srv_server_stop(srv);
     }
   }
-  reap_children(srv);
+  srv_reap_children(srv);
 }
 
 /* A pipe or socket on stdin that closes means our parent is gone. */
@@ -986,6 +974,7 @@ static void on_stop_timer(srv_timer *t) {
   if (!srv->hard_killed) {
     srv->hard_killed = 1;
     srv_proc_signal_all(srv, SIGKILL);
+    srv_reap_signal_all(srv, SIGKILL);
     kill_children(SIGKILL);
     srv_timer_arm(&srv->loop, &srv->stop_t, srv_now_ms() + STOP_LINGER_MS);
     return;
@@ -1003,6 +992,7 @@ void srv_server_stop(srv_server *srv) {
   unlisten_unix(); /* the path is free for the next server at once */
   srv_watch_set(&srv->loop, &srv->stdin_w, 0);
   srv_proc_signal_all(srv, SIGTERM);
+  srv_reap_signal_all(srv, SIGTERM);
   kill_children(SIGTERM);
   srv_timer_arm(&srv->loop, &srv->stop_t,
                 srv_now_ms() + srv->cfg.kill_grace_ms);
@@ -1029,6 +1019,7 @@ static void final_reap(srv_server *srv) {
   int64_t until = srv_now_ms() + 5000;
 
   srv_proc_signal_all(srv, SIGKILL);
+  srv_reap_signal_all(srv, SIGKILL);
   kill_children(SIGKILL);
   while (srv_now_ms() < until) {
     int ws;
@@ -1036,6 +1027,9 @@ static void final_reap(srv_server *srv) {
 
     if (pid < 0) {
       return; /* ECHILD: no child left */
+    }
+    if (pid > 0) {
+      srv_reap_forget(srv, pid); /* the keeper may forget its group */
     }
     if (pid == 0) {
       struct timespec ts = {0, 10 * 1000 * 1000};
@@ -1077,6 +1071,7 @@ static void server_clear(srv_server *srv) {
     srv->sig_w.fd = -1;
   }
   unlisten_unix();
+  srv_reap_free(srv);
   if (srv->keeper_on) {
     close(srv->keeper_fd); /* EOF: the keeper exits (no group left) */
     srv->keeper_on = 0;

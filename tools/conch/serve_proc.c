@@ -132,18 +132,6 @@ static void close_watch(srv_proc *p, srv_watch *w) {
 /* ---- Creation and lookup --------------------------------------------------
  */
 
-/* Tells the keeper (serve_keeper.c) of a group that runs or no longer has
-   its leader.  A full pipe loses the note (the keeper reads at once). */
-static void keeper_note(srv_server *srv, pid_t pid, int running) {
-  int32_t v = running ? (int32_t)pid : -(int32_t)pid;
-  ssize_t n;
-
-  if (srv->keeper_on) {
-    n = write(srv->keeper_fd, &v, sizeof(v));
-    (void)n;
-  }
-}
-
 static void proc_discard(srv_proc *p) {
   if (p->dead) {
     return;
@@ -180,6 +168,15 @@ int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
     free(p);
     return -1;
   }
+  /* Its end, its group's, and the keeper's note (serve_reap.c). */
+  if (srv_reap_track(srv, sp->pid,
+                     req->_pty_case == PROCESS__START_REQUEST___PTY_PTY ||
+                         !srv->cfg.signal_pid_only) != 0) {
+    srv_watch_set(&srv->loop, &p->rep_w, 0);
+    free(p);
+    return -1;
+  }
+  p->group_held = 1;
   /* The pid is ours now: an ended process that had it is forgotten. */
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
     srv_proc *old = CONCH_CONTAINER(l, srv_proc, link);
@@ -215,7 +212,6 @@ int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
     starter->starting = p;
   }
   conch__list_push(&srv->procs, &p->link);
-  keeper_note(srv, p->pid, 1);
   *out = p;
   return 0;
 }
@@ -237,9 +233,8 @@ static void proc_started(srv_proc *p, int err) {
     conch_code code =
         srv_spawn_error(p->req, p->start_cwd, err, msg, sizeof(msg));
 
-    keeper_note(srv, p->pid, 0);
     srv_timer_cancel(&srv->loop, &p->deadline_t);
-    proc_discard(p);
+    proc_discard(p); /* the reaper still follows its end */
     if (st != NULL) {
       srv_service_start_failed(st, code, msg);
     }
@@ -326,13 +321,11 @@ int srv_proc_running(const srv_server *srv) {
  */
 
 /* Each child calls setsid(), so its pid P is also its process group and
-   session id.  While the leader is not reaped (a zombie still holds P),
-   group P is surely ours.  After the reap the id P stays taken only as
-   long as a process uses it as its group or session id; if none does, P
-   may be reused by anyone.  So then members are looked up in /proc: the
-   session P, not a process P (ours is gone: a process P now is a
-   stranger), and a chain of parents up to this server (a subreaper, so
-   every descendant's chain ends here). */
+   session id, and P stays ours while anything of that group or session is
+   left (serve_reap.c keeps the leader's zombie until then): kill(-P)
+   reaches our group and nobody else's, at the cost of that group.  A PTY
+   shell's job groups are other groups of session P: only /proc knows
+   them. */
 
 typedef struct proc_stat {
   char state;
@@ -362,64 +355,18 @@ static int read_stat(long pid, proc_stat *ps) {
   return 0;
 }
 
-static int descends_from_us(long ppid) {
-  long self = (long)getpid();
-  int depth;
-
-  for (depth = 0; depth < 256 && ppid > 1; depth++) {
-    proc_stat ps;
-
-    if (ppid == self) {
-      return 1;
-    }
-    if (read_stat(ppid, &ps) != 0) {
-      return 0;
-    }
-    ppid = ps.ppid;
-  }
-  return 0;
-}
-
-/* Whether SIGKILL waits to be delivered to |pid| (to the thread or the
-   whole process): such a process is already dead for our purposes, only
-   not scheduled yet to exit (a loaded machine widens that window). */
-static int kill_pending(long pid) {
-  char path[64];
-  char line[128];
-  FILE *f;
-  int pending = 0;
-
-  snprintf(path, sizeof(path), "/proc/%ld/status", pid);
-  f = fopen(path, "re");
-  if (f == NULL) {
-    return 0;
-  }
-  while (!pending && fgets(line, sizeof(line), f) != NULL) {
-    if (strncmp(line, "SigPnd:", 7) == 0 || strncmp(line, "ShdPnd:", 7) == 0) {
-      unsigned long long mask = strtoull(line + 7, NULL, 16);
-      pending = (mask >> (SIGKILL - 1)) & 1;
-    }
-  }
-  fclose(f);
-  return pending;
-}
-
 #define MAX_JOB_GROUPS 64
 
-/* Signals the members of session |sid| found in /proc that are outside
-   group |sid| (a shell's job groups: each group once).  With |guarded|,
-   only our descendants count.  Returns the members found (in group |sid|
-   or not); |*in_group| says whether group |sid| has one. */
-static int session_signal(pid_t sid, int sig, int guarded, int *in_group) {
+/* Signals the members of session |sid| (ours) found in /proc that are
+   outside group |sid|: a shell's job groups, each group once. */
+static void session_signal(pid_t sid, int sig) {
   pid_t done[MAX_JOB_GROUPS];
   size_t ndone = 0;
   DIR *d = opendir("/proc");
   struct dirent *e;
-  int found = 0;
 
-  *in_group = 0;
   if (d == NULL) {
-    return 0;
+    return;
   }
   while ((e = readdir(d)) != NULL) {
     long pid;
@@ -430,14 +377,8 @@ static int session_signal(pid_t sid, int sig, int guarded, int *in_group) {
       continue;
     }
     pid = strtol(e->d_name, NULL, 10);
-    if (read_stat(pid, &ps) != 0 || ps.sid != (long)sid || ps.state == 'Z' ||
-        ps.state == 'X' || (guarded && !descends_from_us(ps.ppid)) ||
-        kill_pending(pid)) {
-      continue;
-    }
-    found++;
-    if (ps.pgrp == (long)sid) {
-      *in_group = 1;
+    if (read_stat(pid, &ps) != 0 || ps.sid != (long)sid ||
+        ps.pgrp == (long)sid || ps.state == 'Z' || ps.state == 'X') {
       continue;
     }
     for (i = 0; i < ndone && done[i] != (pid_t)ps.pgrp; i++) {
@@ -454,38 +395,30 @@ static int session_signal(pid_t sid, int sig, int guarded, int *in_group) {
     }
   }
   closedir(d);
-  return found;
 }
 
 static int proc_kill(srv_proc *p, int sig, int groups) {
-  proc_stat ps;
-  int in_group = 0;
-  int n;
-
   if (!groups) {
     if (p->reaped) {
       return 0; /* the pid may be someone else's now */
     }
     return kill(p->pid, sig) == 0 ? 1 : -1;
   }
-  if (!p->reaped) {
-    /* Atomic against forks in the group (the kernel sees to that). */
-    if (kill(-p->pid, sig) != 0 && kill(p->pid, sig) != 0) {
-      return -1;
-    }
-    if (p->pty) {
-      session_signal(p->pid, sig, 0, &in_group); /* job control's groups */
-    }
-    return 1;
+  if (p->reaped && p->group_held) {
+    srv_reap_sync(p->srv); /* its last members may have ended just now */
   }
-  if (read_stat(p->pid, &ps) == 0) {
-    return 0; /* P is a new process: our session is empty */
+  if (!p->group_held) {
+    return 0;
   }
-  n = session_signal(p->pid, sig, 1, &in_group);
-  if (in_group) {
-    kill(-p->pid, sig);
+  /* Atomic against forks in the group (the kernel sees to that).  A child
+     not yet through setsid() is no group yet: its pid. */
+  if (kill(-p->pid, sig) != 0 && (p->reaped || kill(p->pid, sig) != 0)) {
+    return -1;
   }
-  return n;
+  if (p->pty && sig != 0) {
+    session_signal(p->pid, sig); /* job control's groups */
+  }
+  return 1;
 }
 
 int srv_proc_kill(srv_proc *p, int sig) {
@@ -499,8 +432,9 @@ static int cmp_pid(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Signals, in one pass over /proc, our descendants in the sessions |sids|
-   (sorted), each by its pid: for shutdown, where more passes follow. */
+/* Signals, in one pass over /proc, the processes of the sessions |sids|
+   (sorted, all ours), each by its pid: for shutdown, where more passes
+   follow. */
 static void sessions_signal(const pid_t *sids, size_t n, int sig) {
   DIR *d = opendir("/proc");
   struct dirent *e;
@@ -521,8 +455,7 @@ static void sessions_signal(const pid_t *sids, size_t n, int sig) {
       continue;
     }
     sid = (pid_t)ps.sid;
-    if (bsearch(&sid, sids, n, sizeof(*sids), cmp_pid) != NULL &&
-        descends_from_us(ps.ppid)) {
+    if (bsearch(&sid, sids, n, sizeof(*sids), cmp_pid) != NULL) {
       kill((pid_t)pid, sig);
     }
   }
@@ -535,13 +468,14 @@ void srv_proc_signal_all(srv_server *srv, int sig) {
   conch_link *l;
 
   /* Whole groups, ended processes too: a grandchild may have outlived its
-     parent.  Even a pid-only server kills its groups at shutdown.  Running
-     leaders: kill(-pid); the rest (PTY sessions, groups whose leader is
-     reaped) in one pass over /proc, however many processes there are. */
+     parent.  Even a pid-only server kills its groups at shutdown.  Groups
+     still ours: kill(-pid); the sessions of PTYs and of ended leaders
+     (members outside the group) in one pass over /proc, however many
+     processes there are. */
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
     srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
 
-    if (!p->reaped && kill(-p->pid, sig) != 0) {
+    if (p->group_held && kill(-p->pid, sig) != 0 && !p->reaped) {
       kill(p->pid, sig);
     }
     n++;
@@ -553,10 +487,8 @@ void srv_proc_signal_all(srv_server *srv, int sig) {
   n = 0;
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
     srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
-    proc_stat ps;
 
-    /* A reaped leader's pid in use again: a stranger's, not our session. */
-    if ((!p->reaped && p->pty) || (p->reaped && read_stat(p->pid, &ps) != 0)) {
+    if (p->group_held && (p->pty || p->reaped)) {
       sids[n++] = p->pid;
     }
   }
@@ -1028,7 +960,6 @@ void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus) {
   }
   p->reaped = 1;
   p->wstatus = wstatus;
-  keeper_note(srv, pid, 0);
   /* A deadline stays for what is left of the group (policy in README). */
   if (srv->cfg.signal_pid_only) {
     srv_timer_cancel(&srv->loop, &p->deadline_t);
@@ -1060,8 +991,9 @@ static void on_deadline(srv_timer *t) {
 }
 
 void srv_proc_set_deadline(srv_proc *p, int64_t timeout_ms) {
-  /* After the reap only a group-signalling server has a use for it. */
-  if (!p->reaped || !p->srv->cfg.signal_pid_only) {
+  /* After the exit only a group-signalling server has a use for it, and
+     only while the group has members. */
+  if (!p->reaped || (!p->srv->cfg.signal_pid_only && p->group_held)) {
     srv_timer_arm(&p->srv->loop, &p->deadline_t, srv_now_ms() + timeout_ms);
   }
 }
@@ -1070,9 +1002,28 @@ static void on_retained(srv_timer *t) {
   srv_proc *p = CONCH_CONTAINER(t, srv_proc, retain_t);
 
   /* A deadline still due for members of the group keeps the entry (and
-     its end) until it fires. */
-  if (srv_timer_armed(&p->deadline_t) && srv_proc_kill(p, 0) > 0) {
+     its end) until it fires, or until the group is empty
+     (srv_proc_group_gone()). */
+  if (srv_timer_armed(&p->deadline_t) && p->group_held) {
     return;
   }
   proc_discard(p);
+}
+
+void srv_proc_group_gone(srv_server *srv, pid_t pid) {
+  conch_link *l;
+
+  for (l = srv->procs.next; l != &srv->procs; l = l->next) {
+    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
+
+    if (p->pid == pid && p->group_held) {
+      p->group_held = 0;
+      /* Nothing left for a deadline to reach. */
+      srv_timer_cancel(&srv->loop, &p->deadline_t);
+      if (p->ended && !srv_timer_armed(&p->retain_t)) {
+        proc_discard(p); /* its retention waited for the deadline */
+      }
+      return;
+    }
+  }
 }
