@@ -1555,6 +1555,13 @@ static void test_queued_calls_not_silent(void **state) {
   int i;
   (void)state;
 
+  if (use_node && client_opts == NULL) {
+    /* This Node server was started for HTTP/2 only (node-h1 has it). */
+    printf("  skipped against the HTTP/2-only Node server: the queue is "
+           "HTTP/1.1's (test_process node-h1 runs it)\n");
+    fflush(stdout);
+    skip();
+  }
   assert_int_equal(conch_client_opts_new(&co), 0);
   assert_int_equal(conch_client_opts_set_http_version(co, CONCH_HTTP_1_1), 0);
   assert_int_equal(conch_client_opts_set_max_connections(co, 1), 0);
