@@ -14,7 +14,9 @@
    Prints one JSON line: the units done (bytes or calls), wall seconds and
    this client's CPU seconds (storm: Starts per second and the List
    latencies in ms). */
+#include <dirent.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,6 +276,242 @@ static int bench_storm(const char *url, int n) {
   return 0;
 }
 
+/* utime + stime of |pid| in clock ticks, or -1. */
+static long long cpu_ticks(pid_t pid) {
+  char path[64];
+  char buf[1024];
+  unsigned long long ut, st;
+  FILE *f;
+  char *rp;
+
+  snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+  f = fopen(path, "r");
+  if (f == NULL) {
+    return -1;
+  }
+  rp = fgets(buf, sizeof(buf), f) != NULL ? strrchr(buf, ')') : NULL;
+  fclose(f);
+  /* After "(comm)": state ppid pgrp session tty tpgid flags minflt
+     cminflt majflt cmajflt utime stime. */
+  if (rp == NULL ||
+      sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+             &ut, &st) != 2) {
+    return -1;
+  }
+  return (long long)(ut + st);
+}
+
+/* The lister of storm_lister() in a child; returns its pid, the write
+   end that stops it in |*stop_w|, its result's read end in |*res_r|. */
+static pid_t lister_start(const char *url, int *stop_w, int *res_r) {
+  int stop[2];
+  int res[2];
+  pid_t kid;
+
+  if (pipe(stop) != 0 || pipe(res) != 0) {
+    exit(1);
+  }
+  fflush(stdout);
+  kid = fork();
+  if (kid == 0) {
+    close(stop[1]);
+    close(res[0]);
+    _exit(storm_lister(url, stop[0], res[1]));
+  }
+  close(stop[0]);
+  close(res[1]);
+  *stop_w = stop[1];
+  *res_r = res[0];
+  return kid;
+}
+
+static int lister_stop(pid_t kid, int stop_w, int res_r, size_t *n,
+                       double *pmax) {
+  char line[128] = {0};
+  double p50, p90;
+  ssize_t r;
+  int ws;
+
+  close(stop_w);
+  r = read(res_r, line, sizeof(line) - 1);
+  close(res_r);
+  waitpid(kid, &ws, 0);
+  if (r <= 0 || sscanf(line, "%zu %lf %lf %lf", n, &p50, &p90, pmax) != 4) {
+    fprintf(stderr, "serve-bench: no List figures\n");
+    return -1;
+  }
+  return 0;
+}
+
+static void nap_ms(long ms) {
+  struct timespec ts;
+
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = (ms % 1000) * 1000000L;
+  nanosleep(&ts, NULL);
+}
+
+static int bench_expire(const char *url, int n, long retain_ms,
+                        pid_t server) {
+  spawn_state s;
+  conch_client *c;
+  double t_end;
+  long long t0, t1, last;
+  size_t nlist = 0;
+  double pmax = 0;
+  int stop_w, res_r;
+  pid_t kid;
+  int i;
+
+  memset(&s, 0, sizeof(s));
+  s.sb = sandbox(url);
+  s.o = (conch_proc_opts)CONCH_PROC_OPTS_INIT;
+  s.o.cmd = "/bin/true";
+  s.o.timeout_ms = 3600000; /* a lifetime, as conch run gives */
+  s.n = n;
+  c = conch_sandbox_native(s.sb);
+  for (i = 0; i < 50 && i < n; i++) {
+    spawn_one(&s);
+  }
+  while (s.ended < n) {
+    if (conch_client_run(c, 1000) != 0) {
+      fprintf(stderr, "serve-bench: client loop failed\n");
+      return 1;
+    }
+  }
+  if (s.ok != n) {
+    fprintf(stderr, "serve-bench: %d of %d processes failed\n", n - s.ok, n);
+    return 1;
+  }
+  t_end = now_s();
+  kid = lister_start(url, &stop_w, &res_r);
+  t0 = cpu_ticks(server);
+  /* Past the retention, until the server's CPU stands still for 1 s. */
+  while (now_s() - t_end < (double)retain_ms / 1000.0 + 1.0) {
+    nap_ms(100);
+  }
+  last = cpu_ticks(server);
+  for (i = 0; i < 600; i++) {
+    nap_ms(1000);
+    t1 = cpu_ticks(server);
+    if (t1 - last <= 1) {
+      break;
+    }
+    last = t1;
+  }
+  t1 = cpu_ticks(server);
+  if (lister_stop(kid, stop_w, res_r, &nlist, &pmax) != 0) {
+    return 1;
+  }
+  printf("{\"retained\":%d,\"expiry_ticks\":%lld,\"lists\":%zu,"
+         "\"list_max_ms\":%.3f,\"window_s\":%.1f}\n",
+         n, t1 - t0, nlist, pmax, now_s() - t_end);
+  conch_sandbox_free(s.sb);
+  return 0;
+}
+
+/* Live processes whose command line is |cmdline|. */
+static int count_cmdline(const char *cmdline) {
+  DIR *d = opendir("/proc");
+  struct dirent *e;
+  int n = 0;
+
+  if (d == NULL) {
+    return -1;
+  }
+  while ((e = readdir(d)) != NULL) {
+    char path[300];
+    char buf[256];
+    size_t len;
+    size_t i;
+    FILE *f;
+
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') {
+      continue;
+    }
+    snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+    f = fopen(path, "r");
+    if (f == NULL) {
+      continue;
+    }
+    len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    for (i = 0; i + 1 < len; i++) {
+      buf[i] = buf[i] == '\0' ? ' ' : buf[i];
+    }
+    buf[len] = '\0';
+    n += strcmp(buf, cmdline) == 0;
+  }
+  closedir(d);
+  return n;
+}
+
+static void tree_closed(int rv, void *ud) {
+  (void)rv;
+  ++*(int *)ud;
+}
+
+static int bench_trees(const char *url, int n) {
+  static const conch_process_handler h = {NULL, NULL, NULL};
+  conch_sandbox *sb = sandbox(url);
+  conch_client *c = conch_sandbox_native(sb);
+  conch_process **ps = calloc((size_t)n, sizeof(*ps));
+  conch_proc_opts o = CONCH_PROC_OPTS_INIT;
+  char marker[64];
+  char script[160];
+  const char *args[2];
+  size_t nlist = 0;
+  double pmax = 0;
+  double t0, secs;
+  int stop_w, res_r;
+  int closed = 0;
+  pid_t kid;
+  int i;
+
+  snprintf(marker, sizeof(marker), "sleep 600.%ld", (long)getpid());
+  snprintf(script, sizeof(script),
+           "sh -c 'trap \"\" TERM; %s' & wait", marker);
+  args[0] = "-c";
+  args[1] = script;
+  o.cmd = "/bin/sh";
+  o.args = args;
+  o.nargs = 2;
+  for (i = 0; i < n; i++) {
+    if (conch_stream_async(sb, &o, &h, NULL, &ps[i]) != 0) {
+      fprintf(stderr, "serve-bench: conch_stream_async failed\n");
+      return 1;
+    }
+  }
+  t0 = now_s();
+  while (count_cmdline(marker) < n) {
+    if (conch_client_run(c, 10) != 0 || now_s() - t0 > 120) {
+      fprintf(stderr, "serve-bench: the trees did not start\n");
+      return 1;
+    }
+  }
+  kid = lister_start(url, &stop_w, &res_r);
+  t0 = now_s();
+  for (i = 0; i < n; i++) {
+    conch_process_close_async(ps[i], tree_closed, &closed);
+  }
+  while (closed < n || count_cmdline(marker) > 0) {
+    if (conch_client_run(c, 5) != 0 || now_s() - t0 > 120) {
+      fprintf(stderr, "serve-bench: the trees did not end\n");
+      return 1;
+    }
+  }
+  secs = now_s() - t0;
+  if (lister_stop(kid, stop_w, res_r, &nlist, &pmax) != 0) {
+    return 1;
+  }
+  printf("{\"trees\":%d,\"all_gone_s\":%.3f,\"lists\":%zu,"
+         "\"list_max_ms\":%.3f}\n",
+         n, secs, nlist, pmax);
+  free(ps);
+  conch_sandbox_free(sb);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "output") == 0) {
     return bench_output(argv[2], strtoull(argv[3], NULL, 10));
@@ -281,11 +519,20 @@ int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "spawn") == 0) {
     return bench_spawn(argv[2], atoi(argv[3]), atoi(argv[4]));
   }
+  if (argc == 6 && strcmp(argv[1], "expire") == 0) {
+    return bench_expire(argv[2], atoi(argv[3]), atol(argv[4]),
+                        (pid_t)atol(argv[5]));
+  }
+  if (argc == 4 && strcmp(argv[1], "trees") == 0) {
+    return bench_trees(argv[2], atoi(argv[3]));
+  }
   if (argc == 4 && strcmp(argv[1], "storm") == 0) {
     return bench_storm(argv[2], atoi(argv[3]));
   }
   fprintf(stderr, "usage: serve-bench output URL BYTES\n"
                   "       serve-bench spawn URL N CONC\n"
-                  "       serve-bench storm URL N\n");
+                  "       serve-bench storm URL N\n"
+                  "       serve-bench expire URL N RETAIN_MS SERVER_PID\n"
+                  "       serve-bench trees URL N\n");
   return 2;
 }
