@@ -170,9 +170,11 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* The List side of a storm: Lists until |stop_fd| is readable, then
-   writes "count p50 p90 max" (ms) to |out_fd|. */
-static int storm_lister(const char *url, int stop_fd, int out_fd) {
+/* The List side of a storm: Lists until |stop_fd| is readable, one every
+   |pace_ms| (0: back to back), then writes "count p50 p90 max" (ms) to
+   |out_fd|. */
+static int storm_lister(const char *url, int stop_fd, int out_fd,
+                        int pace_ms) {
   conch_sandbox *sb = sandbox(url);
   size_t cap = 1 << 16;
   double *lat = malloc(cap * sizeof(*lat));
@@ -188,7 +190,7 @@ static int storm_lister(const char *url, int stop_fd, int out_fd) {
     conch_status st;
     double t0;
 
-    if (poll(&pfd, 1, 0) > 0) {
+    if (poll(&pfd, 1, pace_ms) > 0) {
       break;
     }
     t0 = now_s();
@@ -236,7 +238,7 @@ static int bench_storm(const char *url, int n) {
   if (kid == 0) {
     close(stop[1]);
     close(res[0]);
-    _exit(storm_lister(url, stop[0], res[1]));
+    _exit(storm_lister(url, stop[0], res[1], 0));
   }
   close(stop[0]);
   close(res[1]);
@@ -301,7 +303,8 @@ static long long cpu_ticks(pid_t pid) {
   return (long long)(ut + st);
 }
 
-/* The lister of storm_lister() in a child; returns its pid, the write
+/* The lister of storm_lister() in a child, a List every 20 ms (its own
+   cost stays out of the server's CPU figures); returns its pid, the write
    end that stops it in |*stop_w|, its result's read end in |*res_r|. */
 static pid_t lister_start(const char *url, int *stop_w, int *res_r) {
   int stop[2];
@@ -316,7 +319,7 @@ static pid_t lister_start(const char *url, int *stop_w, int *res_r) {
   if (kid == 0) {
     close(stop[1]);
     close(res[0]);
-    _exit(storm_lister(url, stop[0], res[1]));
+    _exit(storm_lister(url, stop[0], res[1], 20));
   }
   close(stop[0]);
   close(res[1]);
@@ -394,7 +397,7 @@ static int bench_expire(const char *url, int n, long retain_ms,
   for (i = 0; i < 600; i++) {
     nap_ms(1000);
     t1 = cpu_ticks(server);
-    if (t1 - last <= 1) {
+    if (t1 - last <= 3) {
       break;
     }
     last = t1;
