@@ -375,6 +375,7 @@ struct srv_proc {
   conch_link in_paused;
   int reaped;     /* the leader exited (its zombie may be kept) */
   int group_held; /* its group id is still ours: leader or members left */
+  int group_killed; /* SIGKILL went to the whole group: all of it is dying */
   int wstatus;
   int ended;
   uint8_t *end_msg; /* the packed StartResponse holding the EndEvent */

@@ -407,13 +407,20 @@ static int proc_kill(srv_proc *p, int sig, int groups) {
   if (p->reaped && p->group_held) {
     srv_reap_sync(p->srv); /* its last members may have ended just now */
   }
-  if (!p->group_held) {
+  /* A group KILLed whole has nobody left to signal once its leader ended:
+     the rest is dying (a KILLed process cannot fork), though a loaded
+     machine may take a while to let it go and tell us. */
+  if (!p->group_held || (p->reaped && p->group_killed)) {
     return 0;
   }
   /* Atomic against forks in the group (the kernel sees to that).  A child
      not yet through setsid() is no group yet: its pid. */
-  if (kill(-p->pid, sig) != 0 && (p->reaped || kill(p->pid, sig) != 0)) {
-    return -1;
+  if (kill(-p->pid, sig) != 0) {
+    if (p->reaped || kill(p->pid, sig) != 0) {
+      return -1;
+    }
+  } else if (sig == SIGKILL) {
+    p->group_killed = 1;
   }
   if (p->pty && sig != 0) {
     session_signal(p->pid, sig); /* job control's groups */
