@@ -98,13 +98,22 @@ static int fail_status;
 /* Says why on stderr, keeps |status| unless a failure came first, and
    returns -1. */
 static int CONCH_PRINTF(2, 3) fail(int status, const char *fmt, ...) {
+  char line[1024];
   va_list ap;
+  int n;
 
-  fputs("conch serve: ", stderr);
+  /* One write: servers racing for one socket share their log, and a line
+     written in pieces comes out with another's in the middle. */
+  n = snprintf(line, sizeof(line), "conch serve: ");
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
+  if (n > (int)sizeof(line) - 2) {
+    n = (int)sizeof(line) - 2;
+  }
+  line[n++] = '\n';
+  fflush(stderr);
+  (void)!write(STDERR_FILENO, line, (size_t)n);
   if (fail_status == 0) {
     fail_status = status;
   }
