@@ -141,7 +141,10 @@ async def test_start_list_kill(server):
     async with sb_for(server) as sb:
         h = await sb.commands.start(["/bin/sleep", m], tag=f"t{m}",
                                     env={"X": "y"}, cwd="/tmp")
-        assert h.pid > 0 and live_marked(m)
+        # The start event comes once the command is spawned; its exec may
+        # still be under way (its command line reads empty meanwhile).
+        assert h.pid > 0
+        wait_until(lambda: live_marked(m), what="the process's exec")
         procs = await sb.commands.list()
         mine = [p for p in procs if p.pid == h.pid]
         assert len(mine) == 1
