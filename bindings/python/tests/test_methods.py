@@ -91,8 +91,10 @@ async def test_run_cancelled_ends_the_process(server):
             sb.commands.run(["/bin/sh", "-c", f"exec sleep {m}", m]))
         wait_for = time.monotonic() + WAIT
         while not live_marked(m) and time.monotonic() < wait_for:
+            if task.done():  # what ended it, rather than a bare timeout
+                pytest.fail(f"run ended before it was seen: {task.result()!r}")
             await asyncio.sleep(0.01)
-        assert live_marked(m)
+        assert live_marked(m), "not seen in the process table"
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
