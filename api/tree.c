@@ -23,6 +23,10 @@
    and <inner> (CMD's own pid until it execs CMD, so timeout's status is
    CMD's) first starts a watcher (`/bin/sh -c <watch> conch-tree-watch
    PID ...`: CMD's arguments are not on its command line) in the group,
+   given timeout's pid (the outer shell's $$, which exec kept) rather than
+   its own $PPID: a timeout KILLed before <inner> began leaves <inner> the
+   child of the server or a subreaper, and a watcher of that process
+   would never fire (and would aim at the wrong group when it did),
    nobody's child, holding only the FIFO's read end (timeout holds the only
    write end):
      - at EOF timeout has ended; if CMD still lives, timeout was killed
@@ -64,9 +68,9 @@ static const char script[] =
     "fi\n"
     "exec 6<>\"$f\" 4>\"$f\" 5<\"$f\" 6<&-\n"
     "rm -f \"$f\"\n"
-    "exec timeout -k \"$g\" 0 /bin/sh -c 'exec 4>&-; g=$1 w=$2; shift 2;"
-    " (/bin/sh -c \"$w\" conch-tree-watch $PPID $$ \"$g\" </dev/null"
-    " >/dev/null 2>&1 &); exec 5<&-; exec \"$@\"' -- \"$g\""
+    "exec timeout -k \"$g\" 0 /bin/sh -c 'exec 4>&-; g=$1 P=$2 w=$3; shift 3;"
+    " (/bin/sh -c \"$w\" conch-tree-watch $P $$ \"$g\" </dev/null"
+    " >/dev/null 2>&1 &); exec 5<&-; exec \"$@\"' -- \"$g\" $$"
     " 'P=$1 C=$2 g=$3 t=0; on() { [ $t = 1 ] && return; t=1;"
     " (sleep $g; kill -s KILL -- -$P) & }; trap on TERM INT HUP QUIT;"
     " while read -r _ _ s _ </proc/$P/stat && [ \"$s\" != Z ]; do"
