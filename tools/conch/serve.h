@@ -32,7 +32,6 @@
 #include "buf.h"
 #include "list.h"
 #include "timer.h"
-#include "envelope.h"
 #include "gzip.h"
 #include "process/process.pb-c.h"
 
