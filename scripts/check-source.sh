@@ -77,4 +77,35 @@ if [ -n "$hits" ]; then
   echo "check-source: clock read in a sans-I/O layer (pass the time in)" >&2
   status=1
 fi
+# tools/ is built on the public API: a tool includes conch/ headers, its
+# own (a header in its folder) and generated ones (.pb-c.h, .conch.h, .pb.h),
+# never a private runtime header.  The exceptions below are the ones left
+# (issue 24): conch serve's lists, buffers, timers and gzip, the runtime's
+# until the server modules are public; add none.
+tools_allowed="tools/conch/serve.h:buf.h tools/conch/serve.h:list.h
+tools/conch/serve.h:timer.h tools/conch/serve.h:gzip.h"
+hits=$(find tools -name '*.c' -o -name '*.h' -o -name '*.cc' | sort |
+  while read -r f; do
+    d=$(dirname "$f")
+    sed -n 's/^[ \t]*#[ \t]*include[ \t]*\([<"]\)\([^>"]*\)[>"].*/\1 \2/p' "$f" |
+      while read -r kind inc; do
+        case "$inc" in
+          *.pb-c.h | *.conch.h | *.pb.h) continue ;;
+        esac
+        if [ "$kind" = '<' ]; then
+          # <conch/...> is public; a system header is no runtime's.
+          case "$inc" in conch/*) continue ;; esac
+          [ -e "runtime/$inc" ] || continue
+        elif [ -e "$d/$inc" ] && [ "${inc#*..}" = "$inc" ]; then
+          continue # its own, not a way out of its folder
+        fi
+        case " $(echo $tools_allowed) " in *" $f:$inc "*) continue ;; esac
+        echo "$f: includes $inc"
+      done
+  done)
+if [ -n "$hits" ]; then
+  echo "$hits"
+  echo "check-source: tools/ includes only public conch/ headers, its own and generated ones" >&2
+  status=1
+fi
 exit $status

@@ -12,7 +12,7 @@
 
 #include <conch/conch.h>
 
-#include "base64.h"
+#include "b64.h"
 #include "cli.h"
 
 static int json_mode;
@@ -138,10 +138,7 @@ static void put_base64(FILE *f, const uint8_t *p, size_t n) {
   fputc('"', f);
   while (n > 0) {
     size_t take = n < 3000 ? n : 3000; /* a multiple of 3 */
-    size_t w = conch__b64_encode(p, take, CONCH_B64_STD, buf);
-    while (w % 4 != 0) {
-      buf[w++] = '=';
-    }
+    size_t w = b64_encode(p, take, 1, buf);
     fwrite(buf, 1, w, f);
     p += take;
     n -= take;

@@ -6,7 +6,8 @@
                     from our loop; who gets in (token, Host, /health, Unix
                     peers); its calls as srv_stream for the service
    serve_service.c  the process.Process RPCs
-   serve_fs.c       the filesystem.Filesystem RPCs and their watchers
+   serve_fs.c       the filesystem.Filesystem RPCs (serve_fs.h)
+   serve_fs_watch.c its watchers: WatchDir and the polling ones
    serve_proc.c     running processes: output, stdin, reaping, retention
    serve_spawn.c    users, cwd and environment rules, fork/exec
    serve_keeper.c   the process that kills our groups if we are killed
@@ -31,7 +32,6 @@
 #include "buf.h"
 #include "list.h"
 #include "timer.h"
-#include "envelope.h"
 #include "gzip.h"
 #include "process/process.pb-c.h"
 

@@ -5,6 +5,7 @@
    against DNS rebinding, GET /health) and turns its calls into the
    srv_stream the service works with (the user of Authorization: Basic,
    Keepalive-Ping-Interval, the request's timeout). */
+#include "b64.h"
 #include "serve.h"
 
 #include <errno.h>
@@ -18,7 +19,6 @@
 
 #include <openssl/crypto.h>
 
-#include "base64.h"
 #include "process/process.conch.h"
 
 #define DEFAULT_KEEPALIVE_MS 90000
@@ -314,11 +314,11 @@ static char *basic_user(const char *auth) {
   }
   auth += sizeof(prefix) - 1;
   n = strlen(auth);
-  raw = malloc(conch__b64_decoded_max(n) + 1);
+  raw = malloc(b64_decoded_max(n) + 1);
   if (raw == NULL) {
     return NULL;
   }
-  if (conch__b64_decode(auth, n, CONCH_B64_STD, raw, &rawlen) != 0 ||
+  if (b64_decode(auth, n, raw, &rawlen) != 0 ||
       (colon = memchr(raw, ':', rawlen)) == NULL) {
     free(raw);
     return NULL;

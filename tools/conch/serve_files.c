@@ -24,6 +24,7 @@
    through a fixed buffer), the multipart reader keeps no data
    (serve_multipart.c), a download is read PIECE bytes at a time as the
    client takes them.  File I/O blocks the loop, as local disk does. */
+#include "b64.h"
 #include "serve.h"
 #include "serve_multipart.h"
 
@@ -41,8 +42,6 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include <zlib.h>
-
-#include "base64.h"
 
 #define PIECE (64 * 1024)
 #define GZ_RATIO 100ULL /* far past what real data compresses to */
@@ -221,11 +220,7 @@ static int signature_ok(const srv_server *srv, const char *path,
   OPENSSL_cleanse(s, n);
   free(s);
   memcpy(want, "v1_", 3);
-  w = conch__b64_encode(md, sizeof(md), CONCH_B64_STD, want + 3);
-  while (w > 0 && want[3 + w - 1] == '=') {
-    w--;
-  }
-  w += 3;
+  w = 3 + b64_encode(md, sizeof(md), 0, want + 3);
   ok = strlen(got) == w && CRYPTO_memcmp(got, want, w) == 0;
   return ok;
 }

@@ -8,9 +8,10 @@ import warnings
 from typing import List, Mapping, Optional, Sequence
 
 from . import _conch
-from ._common import (END, PROBE, BASH, SH, Command, Selector, argv,
-                      data_bytes, env_map, ms, native_args, needs_shell,
-                      pty_size, selector, signal_number)
+from ._common import (END, PROBE, BASH, SH, Command, Selector, TreeMode,
+                      argv, data_bytes, env_map, ms, native_args,
+                      needs_shell, pty_size, selector, signal_number,
+                      tree_mode)
 from ._errors import CapabilityNotSupported, Unavailable
 from ._types import Capability, ExecResult, OutputChunk, ProcessInfo
 
@@ -300,15 +301,19 @@ class AsyncCommands:
                   *, env: Optional[Mapping[str, str]] = None,
                   cwd: Optional[str] = None, user: Optional[str] = None,
                   tag: Optional[str] = None, timeout: Optional[float] = None,
-                  request_timeout: Optional[float] = None) -> ExecResult:
+                  request_timeout: Optional[float] = None,
+                  tree: TreeMode = None) -> ExecResult:
         """Runs a command to its end and returns its ExecResult (output
         collected, ``streamed=False``).  A non-zero exit is a result; an RPC
         failure raises (``DeadlineExceeded`` when it outlived ``timeout``,
         seconds, default the sandbox's, 0 none; the error's ``result`` has
-        the output that arrived).  Cancelling the task ends the process."""
+        the output that arrived).  Cancelling the task ends the process.
+        ``tree`` (None: the sandbox's; True, False, "auto"): whether the
+        command starts under the tree leader, so that ending it ends its
+        descendants on a server that signals the pid only (envd)."""
         spec = await self._sb._spec("run", command, args, env, cwd, user,
                                     tag, False, 0, 0, timeout,
-                                    request_timeout)
+                                    request_timeout, tree)
         op = self._sb._native.process(*spec)
         try:
             return await op.result_future()
@@ -321,7 +326,7 @@ class AsyncCommands:
                cwd: Optional[str] = None, user: Optional[str] = None,
                tag: Optional[str] = None, timeout: Optional[float] = None,
                request_timeout: Optional[float] = None,
-               stdin: bool = False) -> Process:
+               stdin: bool = False, tree: TreeMode = None) -> Process:
         """A Process streaming the command's output (ADR-0019): not
         awaitable; ``async with`` starts it and guarantees its end.
         Raises ``CapabilityNotSupported`` at once when the sandbox cannot
@@ -329,7 +334,7 @@ class AsyncCommands:
         self._sb._check_cap(Capability.STREAMING, "streaming")
         return Process(self._sb, ("stream", command, args, env, cwd, user,
                                   tag, stdin, 0, 0, timeout,
-                                  request_timeout))
+                                  request_timeout, tree))
 
     async def start(self, command: Command,
                     args: Optional[Sequence[str]] = None, *,
@@ -337,13 +342,15 @@ class AsyncCommands:
                     cwd: Optional[str] = None, user: Optional[str] = None,
                     tag: Optional[str] = None,
                     timeout: Optional[float] = None,
-                    stdin: bool = False) -> ProcessHandle:
+                    stdin: bool = False,
+                    tree: TreeMode = None) -> ProcessHandle:
         """Starts a process in the background and returns once its pid is
         known.  It runs on (by default with no time limit; ``timeout``
         seconds sets one)."""
         spec = await self._sb._spec("start", command, args, env, cwd, user,
                                     tag, stdin, 0, 0,
-                                    0 if timeout is None else timeout, None)
+                                    0 if timeout is None else timeout, None,
+                                    tree)
         op = self._sb._native.process(*spec)
         pid = await op.start_future()
         return ProcessHandle(self._sb, pid, tag)
@@ -437,7 +444,10 @@ class AsyncSandbox:
     ``kill_grace`` the time between SIGTERM and SIGKILL when a process is
     ended, ``keepalive`` the liveness interval (a dead or frozen server
     ends open streams with ``Unavailable`` within 3 x keepalive + 5 s;
-    0 or False: off).
+    0 or False: off).  ``tree`` (None: ``$CONCH_TREE``, else "auto"; True,
+    False, "auto") is libconch's process-tree leader: with it, ending a
+    process ends its descendants on a server that signals the pid only
+    (envd); a command's own ``tree`` overrides it.
 
     An async context manager; leaving it (or ``await close()``) ends every
     process it still holds.
@@ -454,11 +464,12 @@ class AsyncSandbox:
                  protocol: str = "connect", http_version: str = "auto",
                  codec: str = "proto", cacert: Optional[str] = None,
                  auto_start: bool = True, serve_exe: Optional[str] = None,
-                 shell: Optional[Sequence[str]] = None):
+                 shell: Optional[Sequence[str]] = None,
+                 tree: TreeMode = None):
         self._args = native_args(url, access_token, user, headers, timeout,
                                  request_timeout, kill_grace, keepalive,
                                  capabilities, protocol, http_version, codec,
-                                 cacert, auto_start, serve_exe)
+                                 cacert, auto_start, serve_exe, tree)
         self.url = url
         self._caps = Capability(capabilities)
         self._native_sb = None
@@ -524,7 +535,7 @@ class AsyncSandbox:
             raise asyncio.CancelledError()
 
     def __del__(self):
-        sb = self._native_sb
+        sb = getattr(self, "_native_sb", None)  # None: __init__ raised
         if sb is not None and not self._closed and sb.open_count:
             warnings.warn(f"{self!r} was not closed with processes open",
                           ResourceWarning, source=self)
@@ -561,7 +572,7 @@ class AsyncSandbox:
         return self._shell
 
     async def _spec(self, kind, command, args, env, cwd, user, tag, stdin,
-                    cols, rows, timeout, request_timeout) -> tuple:
+                    cols, rows, timeout, request_timeout, tree=None) -> tuple:
         """The arguments of Sandbox.process() for a command."""
         if kind == "pty" and command is None:
             cmd, cargs = None, args
@@ -571,7 +582,7 @@ class AsyncSandbox:
             cmd, cargs = argv(command, args, shell)
         return (kind, cmd, cargs, env_map(env), cwd, user, tag, bool(stdin),
                 cols, rows, ms(timeout, none_is=0),
-                ms(request_timeout, none_is=0))
+                ms(request_timeout, none_is=0), tree_mode(tree))
 
     async def _begin(self, spec):
         if spec[0] == "connect":

@@ -22,6 +22,9 @@ _CODECS = {"proto": 0, "json": 1}
 
 Command = Union[str, Sequence[str]]
 Selector = Union[int, str]
+#: The ``tree`` option: None (the default), True ("on"), False ("off") or
+#: "auto".
+TreeMode = Union[None, bool, str]
 
 #: The shell of a str command, as E2B's SDK runs it.
 BASH = ("/bin/bash", ("-l", "-c"))
@@ -56,9 +59,29 @@ def serve_exe_default(serve_exe: Optional[str]) -> Optional[str]:
     return _BUILT_SERVE_EXE
 
 
+_TREES = {"auto": _conch.TREE_AUTO, "on": _conch.TREE_ON,
+          "off": _conch.TREE_OFF}
+
+
+def tree_mode(tree) -> int:
+    """The ``tree`` option as libconch's CONCH_TREE_*: None -> the default
+    (a command: the sandbox's; a sandbox: CONCH_TREE in the environment,
+    else "auto"), True/"on", False/"off", "auto"."""
+    if tree is None:
+        return _conch.TREE_DEFAULT
+    if tree is True:
+        return _conch.TREE_ON
+    if tree is False:
+        return _conch.TREE_OFF
+    if isinstance(tree, str) and tree in _TREES:
+        return _TREES[tree]
+    raise ValueError(f"tree: None, True, False, 'on', 'off' or 'auto', not "
+                     f"{tree!r}")
+
+
 def native_args(url, access_token, user, headers, timeout, request_timeout,
                 kill_grace, keepalive, capabilities, protocol, http_version,
-                codec, cacert, auto_start, serve_exe) -> dict:
+                codec, cacert, auto_start, serve_exe, tree=None) -> dict:
     if url is not None and not isinstance(url, str):
         raise TypeError("url: a str (http://, https://, unix:PATH) or None")
     if protocol not in _PROTOCOLS:
@@ -85,7 +108,8 @@ def native_args(url, access_token, user, headers, timeout, request_timeout,
         codec=_CODECS[codec],
         cacert=os.fspath(cacert) if cacert is not None else None,
         autostart=bool(auto_start) and url is None,
-        serve_exe=serve_exe_default(serve_exe) if url is None else None)
+        serve_exe=serve_exe_default(serve_exe) if url is None else None,
+        tree=tree_mode(tree))
 
 
 def needs_shell(command: Command, args) -> bool:

@@ -12,9 +12,10 @@ import warnings
 from typing import List, Mapping, Optional, Sequence
 
 from . import _conch
-from ._common import (END, PROBE, BASH, SH, Command, Selector, argv,
-                      data_bytes, env_map, ms, native_args, needs_shell,
-                      pty_size, selector, signal_number)
+from ._common import (END, PROBE, BASH, SH, Command, Selector, TreeMode,
+                      argv, data_bytes, env_map, ms, native_args,
+                      needs_shell, pty_size, selector, signal_number,
+                      tree_mode)
 from ._errors import CapabilityNotSupported, Unavailable
 from ._types import Capability, ExecResult, OutputChunk, ProcessInfo
 
@@ -242,11 +243,12 @@ class Commands:
             env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
             user: Optional[str] = None, tag: Optional[str] = None,
             timeout: Optional[float] = None,
-            request_timeout: Optional[float] = None) -> ExecResult:
+            request_timeout: Optional[float] = None,
+            tree: TreeMode = None) -> ExecResult:
         """As ``AsyncCommands.run``.  Ctrl-C (any exception raised by a
         signal handler) ends the process, then propagates."""
         spec = self._sb._spec("run", command, args, env, cwd, user, tag,
-                              False, 0, 0, timeout, request_timeout)
+                              False, 0, 0, timeout, request_timeout, tree)
         op = self._sb._native.process(*spec)
         try:
             return op.wait_end()
@@ -259,20 +261,21 @@ class Commands:
                cwd: Optional[str] = None, user: Optional[str] = None,
                tag: Optional[str] = None, timeout: Optional[float] = None,
                request_timeout: Optional[float] = None,
-               stdin: bool = False) -> SyncProcess:
+               stdin: bool = False, tree: TreeMode = None) -> SyncProcess:
         self._sb._check_cap(Capability.STREAMING, "streaming")
         return SyncProcess(self._sb, ("stream", command, args, env, cwd, user,
                                       tag, stdin, 0, 0, timeout,
-                                      request_timeout))
+                                      request_timeout, tree))
 
     def start(self, command: Command, args: Optional[Sequence[str]] = None,
               *, env: Optional[Mapping[str, str]] = None,
               cwd: Optional[str] = None, user: Optional[str] = None,
               tag: Optional[str] = None, timeout: Optional[float] = None,
-              stdin: bool = False) -> SyncProcessHandle:
+              stdin: bool = False,
+              tree: TreeMode = None) -> SyncProcessHandle:
         spec = self._sb._spec("start", command, args, env, cwd, user, tag,
                               stdin, 0, 0, 0 if timeout is None else timeout,
-                              None)
+                              None, tree)
         op = self._sb._native.process(*spec)
         pid = op.wait_start()
         return SyncProcessHandle(self._sb, pid, tag)
@@ -353,11 +356,12 @@ class Sandbox:
                  protocol: str = "connect", http_version: str = "auto",
                  codec: str = "proto", cacert: Optional[str] = None,
                  auto_start: bool = True, serve_exe: Optional[str] = None,
-                 shell: Optional[Sequence[str]] = None):
+                 shell: Optional[Sequence[str]] = None,
+                 tree: TreeMode = None):
         args = native_args(url, access_token, user, headers, timeout,
                            request_timeout, kill_grace, keepalive,
                            capabilities, protocol, http_version, codec, cacert,
-                           auto_start, serve_exe)
+                           auto_start, serve_exe, tree)
         self.url = url
         self._caps = Capability(capabilities)
         self._native = _conch.Sandbox(**args)
@@ -416,7 +420,7 @@ class Sandbox:
         return self._shell
 
     def _spec(self, kind, command, args, env, cwd, user, tag, stdin, cols,
-              rows, timeout, request_timeout) -> tuple:
+              rows, timeout, request_timeout, tree=None) -> tuple:
         if self._closed:
             raise RuntimeError("the sandbox is closed")
         if kind == "pty" and command is None:
@@ -426,7 +430,7 @@ class Sandbox:
             cmd, cargs = argv(command, args, shell)
         return (kind, cmd, cargs, env_map(env), cwd, user, tag, bool(stdin),
                 cols, rows, ms(timeout, none_is=0),
-                ms(request_timeout, none_is=0))
+                ms(request_timeout, none_is=0), tree_mode(tree))
 
     def _begin(self, spec):
         if spec[0] == "connect":

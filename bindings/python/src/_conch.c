@@ -781,30 +781,20 @@ static int parse_headers(PyObject *h, conch_metadata **out) {
 }
 
 static int sb_init(SandboxObject *s, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"url",
-                           "access_token",
-                           "user",
-                           "headers",
-                           "timeout_ms",
-                           "request_timeout_ms",
-                           "kill_grace_ms",
-                           "keepalive_ms",
-                           "capabilities",
-                           "protocol",
-                           "http_version",
-                           "codec",
-                           "cacert",
-                           "autostart",
-                           "serve_exe",
-                           "loop",
-                           NULL};
+  static char *kwlist[] = {
+      "url",           "access_token", "user",
+      "headers",       "timeout_ms",   "request_timeout_ms",
+      "kill_grace_ms", "keepalive_ms", "capabilities",
+      "protocol",      "http_version", "codec",
+      "cacert",        "autostart",    "serve_exe",
+      "loop",          "tree",         NULL};
   const char *url = NULL, *token = NULL, *user = NULL, *cacert = NULL,
              *serve_exe = NULL;
   PyObject *headers = NULL, *loop = Py_None;
   long timeout_ms = 0, request_timeout_ms = 0, kill_grace_ms = 0,
        keepalive_ms = 0;
   unsigned int caps = 0;
-  int protocol = 0, http_version = 0, codec = 0, autostart = 0, rv;
+  int protocol = 0, http_version = 0, codec = 0, autostart = 0, tree = 0, rv;
   conch_sandbox_opts so = CONCH_SANDBOX_OPTS_INIT;
   conch_client_opts *co = NULL;
   conch_metadata *md = NULL;
@@ -815,10 +805,14 @@ static int sb_init(SandboxObject *s, PyObject *args, PyObject *kw) {
     return -1;
   }
   if (!PyArg_ParseTupleAndKeywords(
-          args, kw, "|zzzOllllIiiizpzO", kwlist, &url, &token, &user, &headers,
+          args, kw, "|zzzOllllIiiizpzOi", kwlist, &url, &token, &user, &headers,
           &timeout_ms, &request_timeout_ms, &kill_grace_ms, &keepalive_ms,
           &caps, &protocol, &http_version, &codec, &cacert, &autostart,
-          &serve_exe, &loop)) {
+          &serve_exe, &loop, &tree)) {
+    return -1;
+  }
+  if (tree < CONCH_TREE_DEFAULT || tree > CONCH_TREE_ON) {
+    PyErr_SetString(PyExc_ValueError, "tree: one of the CONCH_TREE_* values");
     return -1;
   }
   if (parse_headers(headers, &md) != 0) {
@@ -849,6 +843,7 @@ static int sb_init(SandboxObject *s, PyObject *args, PyObject *kw) {
   so.client_opts = co;
   so.autostart = autostart;
   so.serve_exe = serve_exe;
+  so.tree = tree;
   conch_status_init(&st);
   Py_BEGIN_ALLOW_THREADS rv = conch_sandbox_open(&s->sb, &so, &st);
   Py_END_ALLOW_THREADS conch_client_opts_free(co);
@@ -1096,21 +1091,27 @@ static int popts_fill(popts *po, PyObject *cmd, PyObject *args, PyObject *env,
 }
 
 /* Sandbox.process(kind, cmd, args, env, cwd, user, tag, stdin, cols, rows,
-   timeout_ms, request_timeout_ms) -> Op: starts run, stream, pty or
-   start. */
+   timeout_ms, request_timeout_ms[, tree]) -> Op: starts run, stream, pty or
+   start; |tree| is a CONCH_TREE_* value (default CONCH_TREE_DEFAULT: the
+   sandbox's). */
 static PyObject *sb_process(SandboxObject *s, PyObject *args) {
   const char *kind;
   PyObject *cmd, *pargs, *env, *cwd, *user, *tag;
   int stdin_on, rv = 0;
   unsigned cols, rows;
   long timeout_ms, request_timeout_ms;
+  int tree = 0;
   popts po;
   Op *op;
   int k;
 
-  if (!PyArg_ParseTuple(args, "sOOOOOOpIIll", &kind, &cmd, &pargs, &env, &cwd,
+  if (!PyArg_ParseTuple(args, "sOOOOOOpIIll|i", &kind, &cmd, &pargs, &env, &cwd,
                         &user, &tag, &stdin_on, &cols, &rows, &timeout_ms,
-                        &request_timeout_ms)) {
+                        &request_timeout_ms, &tree)) {
+    return NULL;
+  }
+  if (tree < CONCH_TREE_DEFAULT || tree > CONCH_TREE_ON) {
+    PyErr_SetString(PyExc_ValueError, "tree: one of the CONCH_TREE_* values");
     return NULL;
   }
   if (sb_check(s) != 0) {
@@ -1133,6 +1134,7 @@ static PyObject *sb_process(SandboxObject *s, PyObject *args) {
     popts_clear(&po);
     return NULL;
   }
+  po.o.tree = tree;
   op = op_new(s, k);
   if (op == NULL) {
     popts_clear(&po);
@@ -1413,7 +1415,7 @@ static PyObject *sb_get_closed(SandboxObject *s, void *c) {
 static PyMethodDef sb_methods[] = {
     {"process", (PyCFunction)sb_process, METH_VARARGS,
      "process(kind, cmd, args, env, cwd, user, tag, stdin, cols, rows, "
-     "timeout_ms, request_timeout_ms) -> Op"},
+     "timeout_ms, request_timeout_ms[, tree]) -> Op"},
     {"connect", (PyCFunction)sb_connect, METH_VARARGS,
      "connect(pid, tag, detached) -> Op"},
     {"stdin_open", (PyCFunction)sb_stdin_open, METH_VARARGS,
@@ -2069,6 +2071,10 @@ PyMODINIT_FUNC PyInit__conch(void) {
       PyModule_AddIntConstant(m, "CAP_STDIN_STREAM", CONCH_CAP_STDIN_STREAM) !=
           0 ||
       PyModule_AddIntConstant(m, "CAP_PTY", CONCH_CAP_PTY) != 0 ||
+      PyModule_AddIntConstant(m, "TREE_DEFAULT", CONCH_TREE_DEFAULT) != 0 ||
+      PyModule_AddIntConstant(m, "TREE_AUTO", CONCH_TREE_AUTO) != 0 ||
+      PyModule_AddIntConstant(m, "TREE_OFF", CONCH_TREE_OFF) != 0 ||
+      PyModule_AddIntConstant(m, "TREE_ON", CONCH_TREE_ON) != 0 ||
       PyModule_AddIntConstant(m, "ERR_RPC", CONCH_ERR_RPC) != 0) {
     Py_DECREF(m);
     return NULL;

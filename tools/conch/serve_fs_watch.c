@@ -1,0 +1,753 @@
+/* WatchDir (a server stream on inotify) and the polling watchers
+   (CreateWatcher, GetWatcherEvents, RemoveWatcher) of the
+   filesystem.Filesystem service (serve_fs.c), as envd answers them.
+
+   Watchers are bounded: at most cfg.fs_max_watchers at a time (WatchDir
+   streams and polling watchers together, each one inotify instance), a
+   WatchDir stream stops reading inotify while its client is more than
+   WATCH_HIGH bytes behind (the kernel's queue then overflows and the
+   stream ends with internal, as envd's does), a polling watcher holds at
+   most cfg.fs_max_events untaken events and FS_POLL_BYTES bytes of them
+   (past that it stops with resource_exhausted, said by the next
+   GetWatcherEvents) and goes after cfg.fs_idle_ms without a
+   GetWatcherEvents.  A WatchDir watcher goes with its stream. */
+#include "serve_fs.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/inotify.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* A WatchDir client this far behind stops the reading of its inotify
+   queue until it is back under WATCH_LOW. */
+#define WATCH_HIGH (1u << 20)
+#define WATCH_LOW (256u << 10)
+/* The packed events one polling watcher may hold. */
+#define FS_POLL_BYTES (4u << 20)
+
+typedef struct fs_watcher fs_watcher;
+
+/* One watched directory of a watcher: its inotify wd and path. */
+typedef struct fs_wd {
+  int wd;
+  char *path;
+} fs_wd;
+
+/* A pending event of a polling watcher: the packed FilesystemEvent. */
+typedef struct fs_event {
+  struct fs_event *next;
+  size_t len;
+  uint8_t data[];
+} fs_event;
+
+struct fs_watcher {
+  conch_link link; /* fs->watchers */
+  srv_fs *fs;
+  srv_watch in_w; /* the inotify fd */
+  srv_user user;
+  char *root; /* the watched path, as resolved */
+  int recursive;
+  int include_entry;
+  fs_wd *wds;
+  size_t nwds, capwds;
+  /* WatchDir: its call, and the keepalive. */
+  conch_rpc *rpc;
+  int64_t keepalive_ms;
+  srv_timer keepalive_t;
+  int paused;
+  /* Polling: the id, the events not taken, the end it met. */
+  char id[48];
+  fs_event *head, **tail;
+  size_t nevents, event_bytes;
+  conch_code err_code;
+  char *err_msg;
+  srv_timer idle_t;
+};
+
+/* ---- Watchers ------------------------------------------------------------------- */
+
+#define IN_MASK                                                                \
+  (IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_ATTRIB | IN_MODIFY |           \
+   IN_MOVE_SELF | IN_DELETE | IN_DELETE_SELF | IN_EXCL_UNLINK)
+
+static void watcher_free(fs_watcher *w);
+static void on_inotify(srv_watch *sw, uint32_t events);
+
+static const char *wd_path(const fs_watcher *w, int wd) {
+  for (size_t i = 0; i < w->nwds; i++) {
+    if (w->wds[i].wd == wd) {
+      return w->wds[i].path;
+    }
+  }
+  return NULL;
+}
+
+static void wd_forget(fs_watcher *w, int wd) {
+  for (size_t i = 0; i < w->nwds; i++) {
+    if (w->wds[i].wd == wd) {
+      free(w->wds[i].path);
+      w->wds[i] = w->wds[--w->nwds];
+      return;
+    }
+  }
+}
+
+/* Adds |path| (and, recursive, the directories under it) to the watch.
+   Returns 0 or an errno. */
+static int watch_add(fs_watcher *w, const char *path, int depth) {
+  int wd = inotify_add_watch(w->in_w.fd, path, IN_MASK | IN_ONLYDIR);
+  char **names = NULL;
+  ssize_t n;
+  char *copy;
+
+  if (wd < 0) {
+    return errno;
+  }
+  if (wd_path(w, wd) == NULL) {
+    if (w->nwds == w->capwds) {
+      size_t nc = w->capwds == 0 ? 8 : w->capwds * 2;
+      fs_wd *nv = realloc(w->wds, nc * sizeof(*nv));
+      if (nv == NULL) {
+        return ENOMEM;
+      }
+      w->wds = nv;
+      w->capwds = nc;
+    }
+    copy = strdup(path);
+    if (copy == NULL) {
+      return ENOMEM;
+    }
+    w->wds[w->nwds].wd = wd;
+    w->wds[w->nwds].path = copy;
+    w->nwds++;
+  }
+  if (!w->recursive || depth > FS_MAX_DEPTH) {
+    return 0;
+  }
+  n = srv_fs_read_names(path, &names);
+  if (n < 0) {
+    return errno == ENOMEM ? ENOMEM : 0; /* unreadable: its top only */
+  }
+  for (ssize_t i = 0; i < n; i++) {
+    char *sub = srv_path_join(path, names[i]);
+    struct stat sb;
+    int e = 0;
+
+    if (sub == NULL) {
+      e = ENOMEM;
+    } else if (lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+      e = watch_add(w, sub, depth + 1);
+      if (e == ENOENT || e == EACCES || e == ENOTDIR) {
+        e = 0; /* gone or closed to the user: not watched */
+      }
+    }
+    free(sub);
+    if (e != 0) {
+      for (ssize_t j = i; j < n; j++) {
+        free(names[j]);
+      }
+      free(names);
+      return e;
+    }
+    free(names[i]);
+  }
+  free(names);
+  return 0;
+}
+
+/* Ends the watcher with |code|: a WatchDir stream ends, a polling watcher
+   stops watching and keeps the error for the next GetWatcherEvents. */
+static void CONCH_PRINTF(3, 4)
+    watcher_end(fs_watcher *w, conch_code code, const char *fmt, ...) {
+  srv_server *srv = w->fs->srv;
+  char msg[1024];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (w->rpc != NULL) {
+    conch_rpc *rpc = w->rpc;
+    conch_rpc_set_data(rpc, NULL);
+    w->rpc = NULL;
+    watcher_free(w);
+    srv_fs_fail(rpc, code, "%s", msg);
+    return;
+  }
+  srv_watch_set(&srv->loop, &w->in_w, 0);
+  if (w->in_w.fd >= 0) {
+    close(w->in_w.fd);
+    w->in_w.fd = -1;
+  }
+  if (w->err_msg == NULL) {
+    w->err_code = code;
+    w->err_msg = strdup(msg);
+  }
+}
+
+static void send_ws(fs_watcher *w, Filesystem__WatchDirResponse *r) {
+  int rv = conch_rpc_send(w->rpc, &r->base);
+
+  if (rv != 0) {
+    watcher_end(w, CONCH_CODE_RESOURCE_EXHAUSTED, "cannot send: %s",
+                conch_strerror(rv));
+    return;
+  }
+  if (conch_rpc_queued(w->rpc) > WATCH_HIGH && !w->paused) {
+    /* Behind: the kernel holds the events meanwhile. */
+    w->paused = 1;
+    srv_watch_set(&w->fs->srv->loop, &w->in_w, 0);
+    (void)conch_rpc_notify_drained(w->rpc, WATCH_LOW);
+  }
+}
+
+static void on_watch_keepalive(srv_timer *t) {
+  fs_watcher *w = CONCH_CONTAINER(t, fs_watcher, keepalive_t);
+  Filesystem__WatchDirResponse r = FILESYSTEM__WATCH_DIR_RESPONSE__INIT;
+  Filesystem__WatchDirResponse__KeepAlive ka =
+      FILESYSTEM__WATCH_DIR_RESPONSE__KEEP_ALIVE__INIT;
+  srv_server *srv = w->fs->srv;
+
+  r.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_KEEPALIVE;
+  r.keepalive = &ka;
+  srv_timer_arm(&srv->loop, &w->keepalive_t, srv_now_ms() + w->keepalive_ms);
+  send_ws(w, &r);
+}
+
+/* One event: to the stream, or kept for GetWatcherEvents.  Returns 0, or
+   -1 when the watcher ended. */
+static int deliver(fs_watcher *w, Filesystem__FilesystemEvent *ev) {
+  srv_server *srv = w->fs->srv;
+
+  if (w->rpc != NULL) {
+    Filesystem__WatchDirResponse r = FILESYSTEM__WATCH_DIR_RESPONSE__INIT;
+    r.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_FILESYSTEM;
+    r.filesystem = ev;
+    srv_timer_arm(&srv->loop, &w->keepalive_t,
+                  srv_now_ms() + w->keepalive_ms);
+    send_ws(w, &r);
+    return w->rpc != NULL ? 0 : -1;
+  } else {
+    size_t n = protobuf_c_message_get_packed_size(&ev->base);
+    fs_event *e;
+
+    if (w->nevents >= srv->cfg.fs_max_events ||
+        w->event_bytes + n > FS_POLL_BYTES) {
+      watcher_end(w, CONCH_CODE_RESOURCE_EXHAUSTED,
+                  "watcher %s: more than %zu events (or %u bytes) not taken; "
+                  "call GetWatcherEvents more often",
+                  w->id, srv->cfg.fs_max_events, (unsigned)FS_POLL_BYTES);
+      return -1;
+    }
+    e = malloc(sizeof(*e) + n);
+    if (e == NULL) {
+      watcher_end(w, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+      return -1;
+    }
+    e->next = NULL;
+    e->len = protobuf_c_message_pack(&ev->base, e->data);
+    *w->tail = e;
+    w->tail = &e->next;
+    w->nevents++;
+    w->event_bytes += n;
+    return 0;
+  }
+}
+
+/* fsnotify's operations of one inotify event, in envd's order. */
+static int event_ops(uint32_t mask, Filesystem__EventType ops[5]) {
+  int n = 0;
+
+  if (mask & (IN_CREATE | IN_MOVED_TO)) {
+    ops[n++] = FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CREATE;
+  }
+  if (mask & (IN_MOVE_SELF | IN_MOVED_FROM)) {
+    ops[n++] = FILESYSTEM__EVENT_TYPE__EVENT_TYPE_RENAME;
+  }
+  if (mask & IN_ATTRIB) {
+    ops[n++] = FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CHMOD;
+  }
+  if (mask & IN_MODIFY) {
+    ops[n++] = FILESYSTEM__EVENT_TYPE__EVENT_TYPE_WRITE;
+  }
+  if (mask & (IN_DELETE | IN_DELETE_SELF)) {
+    ops[n++] = FILESYSTEM__EVENT_TYPE__EVENT_TYPE_REMOVE;
+  }
+  return n;
+}
+
+/* |full| relative to the watched root (Go's filepath.Rel: "." for the
+   root itself). */
+static const char *rel_name(const fs_watcher *w, const char *full) {
+  size_t n = strlen(w->root);
+
+  if (strcmp(full, w->root) == 0) {
+    return ".";
+  }
+  if (strcmp(w->root, "/") == 0) {
+    return full + 1;
+  }
+  if (strncmp(full, w->root, n) == 0 && full[n] == '/') {
+    return full + n + 1;
+  }
+  return full;
+}
+
+/* Returns 0, or -1 when the watcher ended. */
+static int handle_event(fs_watcher *w, const struct inotify_event *ie) {
+  const char *dir = wd_path(w, ie->wd);
+  Filesystem__EventType ops[5];
+  char *full;
+  int nops, rv = 0;
+
+  if (ie->mask & IN_Q_OVERFLOW) {
+    watcher_end(w, CONCH_CODE_INTERNAL,
+                "watcher error: fsnotify: queue or buffer overflow");
+    return -1;
+  }
+  if (dir == NULL) {
+    return 0;
+  }
+  if (ie->mask & IN_IGNORED) {
+    wd_forget(w, ie->wd);
+    return 0;
+  }
+  full = ie->len > 0 && ie->name[0] != '\0' ? srv_path_join(dir, ie->name)
+                                            : strdup(dir);
+  if (full == NULL) {
+    watcher_end(w, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  /* A watched subdirectory's own end is told by its parent's watch. */
+  if ((ie->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) &&
+      strcmp(full, w->root) != 0) {
+    free(full);
+    return 0;
+  }
+  /* Recursive: a new directory is watched too. */
+  if (w->recursive && (ie->mask & IN_ISDIR) &&
+      (ie->mask & (IN_CREATE | IN_MOVED_TO))) {
+    int e;
+    if (srv_fs_as_user(w->fs->srv, &w->user) == 0) {
+      e = watch_add(w, full, 0);
+      srv_fs_as_server(w->fs->srv, &w->user);
+      if (e == ENOSPC || e == ENOMEM) {
+        watcher_end(w, CONCH_CODE_RESOURCE_EXHAUSTED,
+                    "watcher error: cannot watch %s: %s", full,
+                    strerror(e));
+        free(full);
+        return -1;
+      }
+    }
+  }
+  nops = event_ops(ie->mask, ops);
+  for (int i = 0; i < nops && rv == 0; i++) {
+    Filesystem__FilesystemEvent ev = FILESYSTEM__FILESYSTEM_EVENT__INIT;
+    fs_entry x;
+    int have = 0;
+
+    ev.name = (char *)rel_name(w, full);
+    ev.type = ops[i];
+    if (w->include_entry &&
+        (ops[i] == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CREATE ||
+         ops[i] == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_WRITE ||
+         ops[i] == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CHMOD) &&
+        srv_fs_as_user(w->fs->srv, &w->user) == 0) {
+      have = srv_fs_entry_info(full, &x) == 0;
+      srv_fs_as_server(w->fs->srv, &w->user);
+      if (have) {
+        ev._entry_case = FILESYSTEM__FILESYSTEM_EVENT___ENTRY_ENTRY;
+        ev.entry = &x.e;
+      }
+    }
+    rv = deliver(w, &ev);
+    if (have) {
+      srv_fs_entry_clear(&x);
+    }
+  }
+  free(full);
+  return rv;
+}
+
+static void on_inotify(srv_watch *sw, uint32_t events) {
+  fs_watcher *w = CONCH_CONTAINER(sw, fs_watcher, in_w);
+  char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+  ssize_t n;
+  int rounds = 0;
+
+  (void)events;
+  /* A few reads per turn: a busy directory does not hold the loop. */
+  while (rounds++ < 4 && (n = read(sw->fd, buf, sizeof(buf))) > 0) {
+    for (ssize_t off = 0; off < n;) {
+      const struct inotify_event *ie = (const void *)(buf + off);
+      off += (ssize_t)(sizeof(*ie) + ie->len);
+      if (handle_event(w, ie) != 0) {
+        return; /* the watcher ended (maybe freed) */
+      }
+    }
+    if (w->paused) {
+      return;
+    }
+  }
+}
+
+static void watcher_free(fs_watcher *w) {
+  srv_server *srv = w->fs->srv;
+  fs_event *e = w->head;
+
+  conch__list_remove(&w->link);
+  w->fs->nwatchers--;
+  srv_timer_cancel(&srv->loop, &w->keepalive_t);
+  srv_timer_cancel(&srv->loop, &w->idle_t);
+  srv_watch_set(&srv->loop, &w->in_w, 0);
+  if (w->in_w.fd >= 0) {
+    close(w->in_w.fd);
+  }
+  for (size_t i = 0; i < w->nwds; i++) {
+    free(w->wds[i].path);
+  }
+  free(w->wds);
+  while (e != NULL) {
+    fs_event *next = e->next;
+    free(e);
+    e = next;
+  }
+  free(w->err_msg);
+  free(w->root);
+  srv_user_clear(&w->user);
+  if (w->rpc != NULL) {
+    conch_rpc_set_data(w->rpc, NULL);
+  }
+  free(w);
+}
+
+static void on_idle(srv_timer *t) {
+  watcher_free(CONCH_CONTAINER(t, fs_watcher, idle_t));
+}
+
+/* Network filesystems whose events may never come (envd's list). */
+static int network_mount(const char *path, int *err) {
+  struct statfs sf;
+
+  if (statfs(path, &sf) != 0) {
+    *err = errno;
+    return -1;
+  }
+  switch ((unsigned long)sf.f_type) {
+  case 0x6969UL:     /* NFS */
+  case 0xFF534D42UL: /* CIFS */
+  case 0x517BUL:     /* SMB */
+  case 0xFE534D42UL: /* SMB2 */
+  case 0x65735546UL: /* FUSE */
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* What WatchDir and CreateWatcher share: the checks, then a watcher
+   watching.  The user's identity is on; it is given back, and |u| and
+   |path| are taken (the watcher's, or freed).  Returns the watcher, or
+   NULL with the call answered. */
+static fs_watcher *watcher_new(srv_server *srv, conch_rpc *rpc, srv_user *u,
+                               char *path, int recursive, int include_entry,
+                               int allow_network) {
+  srv_fs *fs = srv->fs;
+  char eb[128];
+  struct stat sb;
+  fs_watcher *w = NULL;
+  int e, net;
+
+  if (stat(path, &sb) != 0) {
+    e = errno;
+    if (e == ENOENT) {
+      srv_fs_fail(rpc, CONCH_CODE_NOT_FOUND, "path %s not found: stat %s: %s", path,
+           path, srv_fs_go_err(e, eb, sizeof(eb)));
+    } else {
+      srv_fs_fail(rpc, srv_fs_errno_code(e, CONCH_CODE_INTERNAL),
+           "error statting path %s: stat %s: %s", path, path,
+           srv_fs_go_err(e, eb, sizeof(eb)));
+    }
+    goto early;
+  }
+  if (!S_ISDIR(sb.st_mode)) {
+    srv_fs_fail(rpc, CONCH_CODE_INVALID_ARGUMENT, "path %s not a directory", path);
+    goto early;
+  }
+  if (!allow_network) {
+    net = network_mount(path, &e);
+    if (net < 0) {
+      srv_fs_fail(rpc, CONCH_CODE_INTERNAL,
+           "error checking mount status: failed to statfs %s: %s", path,
+           srv_fs_go_err(e, eb, sizeof(eb)));
+      goto early;
+    }
+    if (net) {
+      srv_fs_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
+           "cannot watch path on network filesystem: %s", path);
+      goto early;
+    }
+  }
+  if (fs->nwatchers >= srv->cfg.fs_max_watchers) {
+    srv_fs_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
+         "error creating watcher: too many watchers: %zu, the limit is %zu",
+         fs->nwatchers, srv->cfg.fs_max_watchers);
+    goto early;
+  }
+  w = calloc(1, sizeof(*w));
+  if (w == NULL) {
+    srv_fs_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    goto early;
+  }
+  w->fs = fs;
+  w->tail = &w->head;
+  w->recursive = recursive;
+  w->include_entry = include_entry;
+  w->keepalive_ms = 90000;
+  srv_timer_init(&w->keepalive_t, on_watch_keepalive);
+  srv_timer_init(&w->idle_t, on_idle);
+  srv_watch_init(&w->in_w, inotify_init1(IN_NONBLOCK | IN_CLOEXEC),
+                 on_inotify);
+  conch__list_push(&fs->watchers, &w->link);
+  fs->nwatchers++;
+  w->user = *u; /* taken over */
+  memset(u, 0, sizeof(*u));
+  w->root = path;
+  if (w->in_w.fd < 0) {
+    e = errno;
+    srv_fs_fail(rpc,
+         e == EMFILE || e == ENFILE ? CONCH_CODE_RESOURCE_EXHAUSTED
+                                    : CONCH_CODE_INTERNAL,
+         "error creating watcher: inotify_init1: %s",
+         srv_fs_go_err(e, eb, sizeof(eb)));
+    goto fail;
+  }
+  e = watch_add(w, path, 0);
+  if (e != 0) {
+    srv_fs_fail(rpc,
+         e == ENOSPC ? CONCH_CODE_RESOURCE_EXHAUSTED
+                     : srv_fs_errno_code(e, CONCH_CODE_INTERNAL),
+         "error adding path %s to watcher: %s", path,
+         e == ENOSPC ? "no space left on device (the inotify watch limit)"
+                     : srv_fs_go_err(e, eb, sizeof(eb)));
+    goto fail;
+  }
+  if (srv_watch_set(&srv->loop, &w->in_w, EPOLLIN) != 0) {
+    srv_fs_fail(rpc, CONCH_CODE_INTERNAL, "error creating watcher: epoll: %s",
+         srv_fs_go_err(errno, eb, sizeof(eb)));
+    goto fail;
+  }
+  srv_fs_as_server(srv, &w->user);
+  return w;
+
+fail:
+  srv_fs_as_server(srv, &w->user);
+  watcher_free(w);
+  return NULL;
+
+early:
+  srv_fs_as_server(srv, u);
+  srv_user_clear(u);
+  free(path);
+  return NULL;
+}
+
+static void on_watch_dir(Filesystem__Filesystem__WatchDir_Rpc rpc,
+                         const Filesystem__WatchDirRequest *req, void *ud) {
+  srv_server *srv = ud;
+  Filesystem__WatchDirResponse r = FILESYSTEM__WATCH_DIR_RESPONSE__INIT;
+  Filesystem__WatchDirResponse__StartEvent se =
+      FILESYSTEM__WATCH_DIR_RESPONSE__START_EVENT__INIT;
+  int64_t keepalive = 90000;
+  char err[256];
+  fs_watcher *w;
+  srv_user u;
+  char *path;
+
+  if (srv_parse_keepalive(conch_metadata_get(conch_rpc_request_headers(
+                                                 rpc.base),
+                                             "keepalive-ping-interval", NULL),
+                          &keepalive, err, sizeof(err)) != 0) {
+    srv_fs_fail(rpc.base, CONCH_CODE_INVALID_ARGUMENT, "%s", err);
+    return;
+  }
+  if (srv_fs_begin_path(srv, rpc.base, &u, req->path, &path) != 0) {
+    return;
+  }
+  w = watcher_new(srv, rpc.base, &u, path, req->recursive,
+                  req->include_entry, req->allow_network_mounts);
+  if (w == NULL) {
+    return;
+  }
+  w->rpc = rpc.base;
+  w->keepalive_ms = keepalive;
+  conch_rpc_set_data(rpc.base, w);
+  r.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_START;
+  r.start = &se;
+  srv_timer_arm(&srv->loop, &w->keepalive_t, srv_now_ms() + w->keepalive_ms);
+  send_ws(w, &r);
+}
+
+static void on_watch_ready(Filesystem__Filesystem__WatchDir_Rpc rpc,
+                           void *ud) {
+  fs_watcher *w = conch_rpc_data(rpc.base);
+  srv_server *srv = ud;
+
+  if (w != NULL && w->paused) {
+    w->paused = 0;
+    srv_watch_set(&srv->loop, &w->in_w, EPOLLIN);
+  }
+}
+
+static void on_watch_cancel(Filesystem__Filesystem__WatchDir_Rpc rpc,
+                            const conch_status *status, void *ud) {
+  fs_watcher *w = conch_rpc_data(rpc.base);
+
+  (void)status;
+  (void)ud;
+  if (w != NULL) {
+    w->rpc = NULL;
+    watcher_free(w);
+  }
+}
+
+static fs_watcher *find_watcher(srv_fs *fs, const char *id) {
+  for (conch_link *l = fs->watchers.next; l != &fs->watchers; l = l->next) {
+    fs_watcher *w = CONCH_CONTAINER(l, fs_watcher, link);
+    if (w->rpc == NULL && w->id[0] != '\0' && strcmp(w->id, id) == 0) {
+      return w;
+    }
+  }
+  return NULL;
+}
+
+static void on_create_watcher(Filesystem__Filesystem__CreateWatcher_Rpc rpc,
+                              const Filesystem__CreateWatcherRequest *req,
+                              void *ud) {
+  srv_server *srv = ud;
+  Filesystem__CreateWatcherResponse resp =
+      FILESYSTEM__CREATE_WATCHER_RESPONSE__INIT;
+  uint8_t rnd[12];
+  fs_watcher *w;
+  srv_user u;
+  char *path;
+
+  if (srv_fs_begin_path(srv, rpc.base, &u, req->path, &path) != 0) {
+    return;
+  }
+  w = watcher_new(srv, rpc.base, &u, path, req->recursive,
+                  req->include_entry, req->allow_network_mounts);
+  if (w == NULL) {
+    return;
+  }
+  if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+    watcher_free(w);
+    srv_fs_fail(rpc.base, CONCH_CODE_INTERNAL, "error creating watcher: getrandom");
+    return;
+  }
+  w->id[0] = 'w';
+  for (size_t i = 0; i < sizeof(rnd); i++) {
+    snprintf(w->id + 1 + 2 * i, 3, "%02x", rnd[i]);
+  }
+  srv_timer_arm(&srv->loop, &w->idle_t, srv_now_ms() + srv->cfg.fs_idle_ms);
+  resp.watcher_id = w->id;
+  srv_fs_reply(rpc.base, &resp.base);
+}
+
+static void on_get_events(Filesystem__Filesystem__GetWatcherEvents_Rpc rpc,
+                          const Filesystem__GetWatcherEventsRequest *req,
+                          void *ud) {
+  srv_server *srv = ud;
+  Filesystem__GetWatcherEventsResponse resp =
+      FILESYSTEM__GET_WATCHER_EVENTS_RESPONSE__INIT;
+  fs_watcher *w = find_watcher(srv->fs, req->watcher_id);
+  Filesystem__FilesystemEvent **evs;
+  size_t n = 0;
+
+  if (w == NULL) {
+    srv_fs_fail(rpc.base, CONCH_CODE_NOT_FOUND, "watcher with id %s not found",
+         req->watcher_id);
+    return;
+  }
+  srv_timer_arm(&srv->loop, &w->idle_t, srv_now_ms() + srv->cfg.fs_idle_ms);
+  /* Queued events first are taken first; past an end, only the error. */
+  if (w->err_msg != NULL) {
+    srv_fs_fail(rpc.base, w->err_code, "%s", w->err_msg);
+    return;
+  }
+  evs = calloc(w->nevents + 1, sizeof(*evs));
+  if (evs == NULL) {
+    srv_fs_fail(rpc.base, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  for (fs_event *e = w->head; e != NULL; e = e->next) {
+    evs[n] = filesystem__filesystem_event__unpack(NULL, e->len, e->data);
+    if (evs[n] == NULL) {
+      break;
+    }
+    n++;
+  }
+  if (n == w->nevents) {
+    resp.n_events = n;
+    resp.events = evs;
+    srv_fs_reply(rpc.base, &resp.base);
+    while (w->head != NULL) {
+      fs_event *next = w->head->next;
+      free(w->head);
+      w->head = next;
+    }
+    w->tail = &w->head;
+    w->nevents = 0;
+    w->event_bytes = 0;
+  } else {
+    srv_fs_fail(rpc.base, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  for (size_t i = 0; i < n; i++) {
+    filesystem__filesystem_event__free_unpacked(evs[i], NULL);
+  }
+  free(evs);
+}
+
+static void on_remove_watcher(Filesystem__Filesystem__RemoveWatcher_Rpc rpc,
+                              const Filesystem__RemoveWatcherRequest *req,
+                              void *ud) {
+  srv_server *srv = ud;
+  Filesystem__RemoveWatcherResponse resp =
+      FILESYSTEM__REMOVE_WATCHER_RESPONSE__INIT;
+  fs_watcher *w = find_watcher(srv->fs, req->watcher_id);
+
+  if (w == NULL) {
+    srv_fs_fail(rpc.base, CONCH_CODE_NOT_FOUND, "watcher with id %s not found",
+         req->watcher_id);
+    return;
+  }
+  watcher_free(w);
+  srv_fs_reply(rpc.base, &resp.base);
+}
+
+/* ---- The service's part ------------------------------------------------------ */
+
+void srv_fs_watch_handlers(Filesystem__Filesystem_Handlers *h) {
+  h->watch_dir.on_request = on_watch_dir;
+  h->watch_dir.on_send_ready = on_watch_ready;
+  h->watch_dir.on_cancel = on_watch_cancel;
+  h->create_watcher.on_request = on_create_watcher;
+  h->get_watcher_events.on_request = on_get_events;
+  h->remove_watcher.on_request = on_remove_watcher;
+}
+
+void srv_fs_watchers_free(srv_fs *fs) {
+  while (!conch__list_empty(&fs->watchers)) {
+    fs_watcher *w = CONCH_CONTAINER(fs->watchers.next, fs_watcher, link);
+    w->rpc = NULL; /* the calls are gone with the core */
+    watcher_free(w);
+  }
+}
