@@ -1,12 +1,13 @@
 /* The server core over HTTP/1.1 in cleartext (the first bytes are not
    the HTTP/2 preface): conch's own client in HTTP/1.1 mode for Connect
    and gRPC-Web, proto and JSON, every stream kind; curl --http1.1; and
-   raw sockets (tests/support/h1raw.h) for what the HTTP/1.1 bridge (runtime/server_h1.c) must get
-   right: keep-alive, pipelining, chunked requests and responses,
-   Expect: 100-continue, malformed and oversized requests, HTTP/1.0,
-   Connection: close, a client leaving mid-stream, a slow reader, and a
-   graceful shutdown.  Ported from tests/server/test_serve_h1.c (conch
-   serve's bridge, which this one came from). */
+   raw sockets (tests/support/h1raw.h) for what the HTTP/1.1 bridge
+   (runtime/server_h1.c) must get right: keep-alive (over TCP and a Unix
+   socket), pipelining, chunked requests and responses, Expect:
+   100-continue, malformed and oversized requests, HTTP/1.0, Connection:
+   close, a client leaving mid-stream, a slow reader, and a graceful
+   shutdown.  Ported from tests/server/test_serve_h1.c (conch serve's
+   bridge, which this one came from). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -261,6 +262,34 @@ static void test_conch_client(void **state) {
 }
 
 /* ---- Raw sockets ------------------------------------------------------------ */
+
+/* HTTP/1.1 over a Unix socket: two calls on one keep-alive connection,
+   and a Connection: close that the server honours. */
+static void test_unix_socket(void **state) {
+  fixture ux;
+  h1raw *c;
+  h1raw_resp r;
+  char v[64];
+
+  (void)state;
+  memset(&ux, 0, sizeof(ux));
+  fx_start(&ux, NULL, 1);
+  assert_true(ux.sock[0] != '\0');
+  c = h1raw_open_unix(ux.sock);
+  unary_on(c, "one", NULL, &r);
+  assert_echo(&r, "one");
+  assert_null(h1raw_header(&r, "connection", v, sizeof(v)));
+  h1raw_resp_free(&r);
+  unary_on(c, "two", "Connection: close\r\n", &r);
+  assert_echo(&r, "two");
+  assert_non_null(h1raw_header(&r, "connection", v, sizeof(v)));
+  assert_string_equal(v, "close");
+  h1raw_resp_free(&r);
+  assert_true(h1raw_at_eof(c, WAIT_MS));
+  assert_int_equal(c->len, 0);
+  h1raw_close(c);
+  fx_stop(&ux);
+}
 
 static void test_keepalive_pipelining(void **state) {
   h1raw *c = h1raw_open(port);
@@ -780,6 +809,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_conch_client, setup, teardown),
       cmocka_unit_test_setup_teardown(test_keepalive_pipelining, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_unix_socket, setup, teardown),
       cmocka_unit_test_setup_teardown(test_chunked_request, setup, teardown),
       cmocka_unit_test_setup_teardown(test_expect_continue, setup, teardown),
       cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
