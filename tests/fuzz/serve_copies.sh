@@ -24,17 +24,20 @@ sed -n '/^static void config_defaults(srv_config \*cfg) {/,/^}/p' "$main" |
   assignments >"$tmp/main"
 sed -n "/serve_main.c's defaults (config_defaults()/,/end of serve_main.c's defaults/p" \
   "$fuzz" | assignments >"$tmp/fuzz"
-if [ ! -s "$tmp/main" ] || [ ! -s "$tmp/fuzz" ]; then
-  echo "serve_copies: a defaults block was not found (main $(wc -l <"$tmp/main")" \
-    "lines, fuzz $(wc -l <"$tmp/fuzz") lines)" >&2
-  exit 1
-fi
-if ! diff -u "$tmp/main" "$tmp/fuzz" >"$tmp/d1"; then
-  echo "serve_copies: fuzz_serve.c's defaults differ from serve_main.c's" \
-    "config_defaults() (- serve_main.c, + fuzz_serve.c):" >&2
-  cat "$tmp/d1" >&2
-  rc=1
-fi
+# compare WHAT ORIGINAL COPY: both found and alike, else say so (rc 1).
+compare() {
+  if [ ! -s "$2" ] || [ ! -s "$3" ]; then
+    echo "serve_copies: $1 not found in both files" >&2
+    exit 1
+  fi
+  if ! diff -u "$2" "$3" >"$tmp/diff"; then
+    echo "serve_copies: fuzz_serve.c's $1 differ from the original's" \
+      "(- original, + fuzz_serve.c):" >&2
+    cat "$tmp/diff" >&2
+    rc=1
+  fi
+}
+compare "serve_main.c config_defaults() values" "$tmp/main" "$tmp/fuzz"
 
 # srv_resolve_cwd() from its first test of |cwd| to the out-of-memory
 # return: the rules, before the file-system check each does its own way.
@@ -45,16 +48,7 @@ rules() {
 }
 rules "$spawn" >"$tmp/spawn"
 rules "$fuzz" >"$tmp/fcwd"
-if [ ! -s "$tmp/spawn" ] || [ ! -s "$tmp/fcwd" ]; then
-  echo "serve_copies: srv_resolve_cwd() was not found in both files" >&2
-  exit 1
-fi
-if ! diff -u "$tmp/spawn" "$tmp/fcwd" >"$tmp/d2"; then
-  echo "serve_copies: fuzz_serve.c's srv_resolve_cwd() rules differ from" \
-    "serve_spawn.c's (- serve_spawn.c, + fuzz_serve.c):" >&2
-  cat "$tmp/d2" >&2
-  rc=1
-fi
+compare "serve_spawn.c srv_resolve_cwd() rules" "$tmp/spawn" "$tmp/fcwd"
 [ "$rc" -eq 0 ] && echo "serve_copies: $(wc -l <"$tmp/main") defaults and" \
   "$(wc -l <"$tmp/spawn") lines of cwd rules agree"
 exit "$rc"

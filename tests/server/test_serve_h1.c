@@ -1,11 +1,11 @@
 /* conch serve over HTTP/1.1, as envd serves its clients: raw sockets (the
    HTTP/1.1 client of tests/support/h1raw.h, independent of the server's
-   parser) and curl --http1.1.  Unary calls (Content-Length and chunked bodies), a
-   Start stream read chunk by chunk while the process runs, StreamInput
-   with a chunked body, keep-alive, pipelining, Expect: 100-continue,
-   malformed and oversized requests, HTTP/1.0, /health, the access token,
-   a client leaving mid-stream, a slow reader, TLS with ALPN http/1.1, and
-   shutdown with HTTP/1.1 connections open. */
+   parser) and curl --http1.1.  Unary calls (Content-Length and chunked bodies),
+   a Start stream read chunk by chunk while the process runs, StreamInput with a
+   chunked body, keep-alive, pipelining, Expect: 100-continue, malformed and
+   oversized requests, HTTP/1.0, /health, the access token, a client leaving
+   mid-stream, a slow reader, TLS with ALPN http/1.1, and shutdown with HTTP/1.1
+   connections open. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -449,8 +449,8 @@ static void test_chunked_request(void **state) {
      split inside the envelopes. */
   body = stream_input(&len, ev.pid, "hello over h1\n");
   h1raw_sendf(b, "POST " SVC "StreamInput HTTP/1.1\r\nHost: localhost\r\n"
-              "Content-Type: application/connect+proto\r\n"
-              "Transfer-Encoding: chunked\r\n\r\n");
+                 "Content-Type: application/connect+proto\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n");
   send_chunked(b, body, len, 7);
   free(body);
   assert_int_equal(h1raw_read_resp(b, &r, 0, WAIT_MS), 0);
@@ -463,8 +463,8 @@ static void test_chunked_request(void **state) {
   /* A unary call with a chunked body, on the same connection. */
   body = signal_req(&len, ev.pid, PROCESS__SIGNAL__SIGNAL_SIGKILL);
   h1raw_sendf(b, "POST " SVC "SendSignal HTTP/1.1\r\nHost: localhost\r\n"
-              "Content-Type: application/proto\r\n"
-              "Transfer-Encoding: chunked\r\n\r\n");
+                 "Content-Type: application/proto\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n");
   send_chunked(b, body, len, 3);
   free(body);
   assert_int_equal(h1raw_read_resp(b, &r, 0, WAIT_MS), 0);
@@ -536,10 +536,10 @@ static void test_expect_continue(void **state) {
 
   (void)state;
   h1raw_sendf(c,
-           "POST " SVC "SendSignal HTTP/1.1\r\nHost: localhost\r\n"
-           "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
-           "Expect: 100-continue\r\n\r\n",
-           len);
+              "POST " SVC "SendSignal HTTP/1.1\r\nHost: localhost\r\n"
+              "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
+              "Expect: 100-continue\r\n\r\n",
+              len);
   assert_int_equal(h1raw_read_head(c, &r, WAIT_MS), 0);
   assert_int_equal(r.status, 100);
   h1raw_send(c, req, len);
@@ -549,10 +549,11 @@ static void test_expect_continue(void **state) {
   h1raw_resp_free(&r);
   /* Refused before the body: no 100, and the body that follows anyway is
      read and dropped; the connection goes on. */
-  h1raw_sendf(c,
-           "POST /nope HTTP/1.1\r\nHost: localhost\r\nContent-Length: %zu\r\n"
-           "Expect: 100-continue\r\n\r\n",
-           len);
+  h1raw_sendf(
+      c,
+      "POST /nope HTTP/1.1\r\nHost: localhost\r\nContent-Length: %zu\r\n"
+      "Expect: 100-continue\r\n\r\n",
+      len);
   assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 404);
   h1raw_resp_free(&r);
@@ -562,8 +563,8 @@ static void test_expect_continue(void **state) {
   assert_int_equal(r.status, 204);
   /* An expectation we do not know. */
   h1raw_sendf(c, "POST " SVC
-              "List HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n"
-              "Expect: magic\r\n\r\n");
+                 "List HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n"
+                 "Expect: magic\r\n\r\n");
   assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 417);
   h1raw_resp_free(&r);
@@ -624,7 +625,8 @@ static void test_malformed(void **state) {
     h1raw_resp r;
     char v[64];
 
-    h1raw_sendf(c, "POST " SVC "List HTTP/1.0\r\nConnection: keep-alive\r\n"
+    h1raw_sendf(c,
+                "POST " SVC "List HTTP/1.0\r\nConnection: keep-alive\r\n"
                 "Content-Type: application/proto\r\nContent-Length: 0\r\n\r\n");
     assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
     assert_int_equal(r.status, 200);
@@ -801,8 +803,8 @@ static void test_slow_writer(void **state) {
   start_on(a, &sr, &ev, NULL, argv);
   setsockopt(b->fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof(snd));
   h1raw_sendf(b, "POST " SVC "StreamInput HTTP/1.1\r\nHost: localhost\r\n"
-              "Content-Type: application/connect+proto\r\n"
-              "Transfer-Encoding: chunked\r\n\r\n");
+                 "Content-Type: application/connect+proto\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n");
   env = si_start_env(&len, ev.pid);
   frame = as_chunk(env, len, &flen);
   h1raw_send(b, frame, flen);

@@ -66,18 +66,6 @@ static void assert_serving(const serve_peer *p) {
   conch_client_free(c);
 }
 
-static void assert_error(const h2_resp *r, int stream, const char *code,
-                         const char *msg) {
-  char c[64];
-  char m[512];
-
-  connect_error(r, stream, c, sizeof(c), m, sizeof(m));
-  assert_string_equal(c, code);
-  if (msg != NULL) {
-    assert_string_equal(m, msg);
-  }
-}
-
 /* ---- Plain HTTP ------------------------------------------------------------
  */
 
@@ -100,25 +88,26 @@ static void test_health(void **state) {
    Connect's own headers are tests/server_core/test_server_proto.c's. */
 static void test_auth_username(void **state) {
   static const char *const surrogate[] = {"content-type", "application/proto",
-                                          "authorization", "Basic 7aCAOg==",
-                                          NULL};
+                                          "authorization",
+                                          "Basic 7aCAOg==", NULL};
   static const char *const too_big[] = {"content-type", "application/proto",
-                                        "authorization", "Basic 9JCAgMOpOg==",
-                                        NULL};
+                                        "authorization",
+                                        "Basic 9JCAgMOpOg==", NULL};
   h2_resp r;
 
   (void)state;
   assert_int_equal(
       h2_request(srv.port, "POST", SVC "List", surrogate, NULL, 0, &r), 0);
   assert_int_equal(r.status, 401);
-  assert_error(&r, 0, "unauthenticated",
-               "invalid username: '\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD'");
+  assert_connect_error(
+      &r, 0, "unauthenticated",
+      "invalid username: '\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD'");
   h2_resp_free(&r);
   assert_int_equal(
       h2_request(srv.port, "POST", SVC "List", too_big, NULL, 0, &r), 0);
-  assert_error(&r, 0, "unauthenticated",
-               "invalid username: '\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"
-               "\xEF\xBF\xBD\xC3\xA9'");
+  assert_connect_error(&r, 0, "unauthenticated",
+                       "invalid username: '\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"
+                       "\xEF\xBF\xBD\xC3\xA9'");
   h2_resp_free(&r);
 }
 
@@ -157,9 +146,10 @@ static void test_not_utf8(void **state) {
                                 buf, len, &r),
                      0);
     assert_int_equal(r.status, 400);
-    assert_error(&r, 0, "invalid_argument",
-                 "unmarshal into process.SendSignalRequest: proto: field "
-                 "process.ProcessSelector.tag contains invalid UTF-8");
+    assert_connect_error(
+        &r, 0, "invalid_argument",
+        "unmarshal into process.SendSignalRequest: proto: field "
+        "process.ProcessSelector.tag contains invalid UTF-8");
     h2_resp_free(&r);
     /* ... and a surrogate in a map value of a stream's request; nothing
        is started. */
@@ -172,10 +162,11 @@ static void test_not_utf8(void **state) {
     assert_int_equal(
         h2_request(srv.port, "POST", SVC "Start", stream_hdrs, env, len, &r),
         0);
-    assert_error(&r, 1, "invalid_argument",
-                 "unmarshal into process.StartRequest: proto: field "
-                 "process.ProcessConfig.EnvsEntry.value contains invalid "
-                 "UTF-8");
+    assert_connect_error(
+        &r, 1, "invalid_argument",
+        "unmarshal into process.StartRequest: proto: field "
+        "process.ProcessConfig.EnvsEntry.value contains invalid "
+        "UTF-8");
     h2_resp_free(&r);
     free(env);
     /* Valid multi-byte text is fine. */
@@ -225,7 +216,7 @@ static void test_oversized(void **state) {
                               body, len, &r),
                    0);
   assert_int_equal(r.status, 429);
-  assert_error(&r, 0, "resource_exhausted", NULL);
+  assert_connect_error(&r, 0, "resource_exhausted", NULL);
   h2_resp_free(&r);
   free(body);
   free(big);
@@ -270,7 +261,7 @@ static void test_gzip(void **state) {
                               conch__buf_head(&out), conch__buf_size(&out), &r),
                    0);
   assert_int_equal(r.status, 404);
-  assert_error(&r, 0, "not_found", "process with pid 999999 not found");
+  assert_connect_error(&r, 0, "not_found", "process with pid 999999 not found");
   h2_resp_free(&r);
   conch__buf_free(&out, conch_mem_default());
   conch__gzip_clear(&gz);

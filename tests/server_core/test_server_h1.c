@@ -362,7 +362,7 @@ static void test_keepalive_pipelining(void **state) {
   /* HEAD: the server core takes GET and POST only (as connect-go), and
      the answer to HEAD has no body. */
   h1raw_sendf(c, "HEAD " SVC "Unary?encoding=json&message=%%7B%%7D HTTP/1.1\r\n"
-              "Host: localhost\r\n\r\n");
+                 "Host: localhost\r\n\r\n");
   assert_int_equal(h1raw_read_resp(c, &r, 1, WAIT_MS), 0);
   assert_int_equal(r.status, 405);
   h1raw_resp_free(&r);
@@ -408,8 +408,8 @@ static void test_chunked_request(void **state) {
   }
   memset(body + n, 0, 0);
   h1raw_sendf(c, "POST " SVC "ClientStream HTTP/1.1\r\nHost: localhost\r\n"
-              "Content-Type: application/connect+proto\r\n"
-              "Transfer-Encoding: chunked\r\n\r\n");
+                 "Content-Type: application/connect+proto\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n");
   send_chunked(c, body, n, 7);
   assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 200);
@@ -426,8 +426,8 @@ static void test_chunked_request(void **state) {
     req.payload.len = 6;
     b = msg_bytes(&req.base, 0, &len);
     h1raw_sendf(c, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
-                "Content-Type: application/proto\r\n"
-                "Transfer-Encoding: chunked\r\n\r\n");
+                   "Content-Type: application/proto\r\n"
+                   "Transfer-Encoding: chunked\r\n\r\n");
     send_chunked(c, b, len, 3);
     free(b);
     assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
@@ -449,10 +449,10 @@ static void test_expect_continue(void **state) {
   req.payload.len = 9;
   b = msg_bytes(&req.base, 0, &len);
   h1raw_sendf(c,
-           "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
-           "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
-           "Expect: 100-continue\r\n\r\n",
-           len);
+              "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
+              "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
+              "Expect: 100-continue\r\n\r\n",
+              len);
   assert_int_equal(h1raw_read_head(c, &r, WAIT_MS), 0);
   assert_int_equal(r.status, 100);
   h1raw_send(c, b, len);
@@ -462,10 +462,10 @@ static void test_expect_continue(void **state) {
   /* Refused before the body (no such method): no 100, and the body that
      follows anyway is read and dropped; the connection goes on. */
   h1raw_sendf(c,
-           "POST /nope.v1.Nope/Nope HTTP/1.1\r\nHost: localhost\r\n"
-           "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
-           "Expect: 100-continue\r\n\r\n",
-           len);
+              "POST /nope.v1.Nope/Nope HTTP/1.1\r\nHost: localhost\r\n"
+              "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
+              "Expect: 100-continue\r\n\r\n",
+              len);
   assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 404);
   h1raw_resp_free(&r);
@@ -475,7 +475,7 @@ static void test_expect_continue(void **state) {
   h1raw_resp_free(&r);
   /* An expectation we do not know. */
   h1raw_sendf(c, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
-              "Content-Length: 1\r\nExpect: magic\r\n\r\n");
+                 "Content-Length: 1\r\nExpect: magic\r\n\r\n");
   assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 417);
   h1raw_resp_free(&r);
@@ -532,8 +532,8 @@ static void test_malformed(void **state) {
     h1raw *c = h1raw_open(port);
     h1raw_resp r;
     h1raw_sendf(c, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
-                "Content-Type: application/proto\r\n"
-                "Content-Length: 10\r\n\r\nabc");
+                   "Content-Type: application/proto\r\n"
+                   "Content-Length: 10\r\n\r\nabc");
     shutdown(c->fd, SHUT_WR);
     assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
     assert_int_equal(r.status, 400);

@@ -26,7 +26,7 @@
 #include "svc.h"
 #include "wait.h"
 
-static fixture fxs;   /* gzip only, 1000 streams (conch serve's) */
+static fixture fxs;    /* gzip only, 1000 streams (conch serve's) */
 static fixture smalls; /* the same with a 64 KiB receive limit */
 static int port;
 static int small_port;
@@ -107,26 +107,15 @@ static void assert_serving(int p) {
   free(body);
 }
 
-static void assert_error(const h2_resp *r, int stream, const char *code,
-                         const char *msg) {
-  char c[64];
-  char m[512];
-
-  connect_error(r, stream, c, sizeof(c), m, sizeof(m));
-  assert_string_equal(c, code);
-  if (msg != NULL) {
-    assert_string_equal(m, msg);
-  }
-}
-
-/* ---- Routing and content types ---------------------------------------------- */
+/* ---- Routing and content types ----------------------------------------------
+ */
 
 static void test_routing(void **state) {
   h2_resp r;
 
   (void)state;
-  assert_int_equal(h2_request(port, "POST", "/nope.Service/Method",
-                              unary_hdrs, (const uint8_t *)"", 0, &r),
+  assert_int_equal(h2_request(port, "POST", "/nope.Service/Method", unary_hdrs,
+                              (const uint8_t *)"", 0, &r),
                    0);
   assert_int_equal(r.status, 404);
   h2_resp_free(&r);
@@ -146,17 +135,17 @@ static void test_content_types(void **state) {
 
   (void)state;
   /* Unknown codecs: 415 with what is served, as connect-go answers. */
-  assert_int_equal(h2_request(port, "POST", SVC "Unary", xml,
-                              (const uint8_t *)"{}", 2, &r),
-                   0);
+  assert_int_equal(
+      h2_request(port, "POST", SVC "Unary", xml, (const uint8_t *)"{}", 2, &r),
+      0);
   assert_int_equal(r.status, 415);
   assert_non_null(strstr(r.extra, "accept-post: application/json, "
                                   "application/json; charset=utf-8, "
                                   "application/proto"));
   h2_resp_free(&r);
-  assert_int_equal(h2_request(port, "POST", SVC "Unary", grpc,
-                              (const uint8_t *)"", 0, &r),
-                   0);
+  assert_int_equal(
+      h2_request(port, "POST", SVC "Unary", grpc, (const uint8_t *)"", 0, &r),
+      0);
   assert_int_equal(r.status, 415);
   h2_resp_free(&r);
   /* A stream method with the unary content type. */
@@ -173,13 +162,14 @@ static void test_content_types(void **state) {
   h2_resp_free(&r);
 }
 
-/* ---- gRPC and gRPC-Web, raw ------------------------------------------------- */
+/* ---- gRPC and gRPC-Web, raw -------------------------------------------------
+ */
 
 /* Enveloped unary calls, the status in HTTP/2 trailers (gRPC) or in a
    trailer frame that ends the body (gRPC-Web). */
 static void test_grpc_raw(void **state) {
-  static const char *const grpc[] = {"content-type", "application/grpc",
-                                     "te", "trailers", NULL};
+  static const char *const grpc[] = {"content-type", "application/grpc", "te",
+                                     "trailers", NULL};
   static const char *const web[] = {"content-type",
                                     "application/grpc-web+proto", NULL};
   static const char *const bad_timeout[] = {"content-type", "application/grpc",
@@ -211,8 +201,7 @@ static void test_grpc_raw(void **state) {
   h2_resp_free(&r);
 
   /* No request message: the error goes in the trailers after a 200. */
-  assert_int_equal(h2_request(port, "POST", SVC "Unary", grpc, NULL, 0, &r),
-                   0);
+  assert_int_equal(h2_request(port, "POST", SVC "Unary", grpc, NULL, 0, &r), 0);
   assert_int_equal(r.status, 200);
   assert_int_equal(r.len, 0);
   assert_non_null(strstr(r.extra, "grpc-status: 12\n"));
@@ -255,7 +244,8 @@ static void test_grpc_raw(void **state) {
   free(env);
 }
 
-/* ---- Connect headers -------------------------------------------------------- */
+/* ---- Connect headers --------------------------------------------------------
+ */
 
 static void test_connect_headers(void **state) {
   static const char *const long_timeout[] = {
@@ -277,26 +267,28 @@ static void test_connect_headers(void **state) {
       h2_request(port, "POST", SVC "Unary", long_timeout, NULL, 0, &r), 0);
   assert_int_equal(r.status, 400);
   assert_string_equal(r.ctype, "application/json");
-  assert_error(&r, 0, "invalid_argument",
-               "parse timeout: \"12345678901\" has >10 digits");
+  assert_connect_error(&r, 0, "invalid_argument",
+                       "parse timeout: \"12345678901\" has >10 digits");
   h2_resp_free(&r);
   assert_int_equal(
       h2_request(port, "POST", SVC "Unary", bad_timeout, NULL, 0, &r), 0);
   assert_int_equal(r.status, 400);
-  assert_error(&r, 0, "invalid_argument", NULL);
+  assert_connect_error(&r, 0, "invalid_argument", NULL);
   h2_resp_free(&r);
   assert_int_equal(h2_request(port, "POST", SVC "Unary", version, NULL, 0, &r),
                    0);
   assert_int_equal(r.status, 400);
-  assert_error(&r, 0, "invalid_argument",
-               "connect-protocol-version must be \"1\": got \"2\"");
+  assert_connect_error(&r, 0, "invalid_argument",
+                       "connect-protocol-version must be \"1\": got \"2\"");
   h2_resp_free(&r);
   /* A compression the server was not given (gzip only). */
   assert_int_equal(
-      h2_request(port, "POST", SVC "Unary", br, (const uint8_t *)"x", 1, &r), 0);
+      h2_request(port, "POST", SVC "Unary", br, (const uint8_t *)"x", 1, &r),
+      0);
   assert_int_equal(r.status, 501);
-  assert_error(&r, 0, "unimplemented",
-               "unknown compression \"br\": supported encodings are gzip");
+  assert_connect_error(
+      &r, 0, "unimplemented",
+      "unknown compression \"br\": supported encodings are gzip");
   h2_resp_free(&r);
   /* Streams answer 200 with the error in the end-stream message. */
   assert_int_equal(h2_request(port, "POST", SVC "ServerStream", br_stream,
@@ -304,16 +296,32 @@ static void test_connect_headers(void **state) {
                    0);
   assert_int_equal(r.status, 200);
   assert_string_equal(r.ctype, "application/connect+proto");
-  assert_error(&r, 1, "unimplemented", NULL);
+  assert_connect_error(&r, 1, "unimplemented", NULL);
   h2_resp_free(&r);
 }
 
-/* ---- Malformed and oversized ------------------------------------------------ */
+/* ---- Malformed and oversized ------------------------------------------------
+ */
 
 static void test_malformed(void **state) {
+  /* A server stream's one request message, malformed: what the body is
+     made of, and the end-stream error it gets (after a 200). */
+  enum { CUT, FLAGS, NONE, TWO };
+  static const struct {
+    int how;
+    uint8_t flags; /* FLAGS: the envelope's */
+    const char *code;
+    const char *msg; /* NULL: any */
+  } bad[] = {
+      {CUT, 0, "invalid_argument", "protocol error: incomplete envelope"},
+      {FLAGS, 0x04, "invalid_argument", NULL}, /* reserved */
+      {FLAGS, 0x01, "internal", NULL}, /* compressed, without an encoding */
+      {NONE, 0, "unimplemented", "unary request has zero messages"},
+      {TWO, 0, "unimplemented", "unary request has multiple messages"},
+  };
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   uint8_t *env;
-  uint8_t *two;
+  uint8_t *body;
   size_t len;
   h2_resp r;
 
@@ -323,51 +331,35 @@ static void test_malformed(void **state) {
                               (const uint8_t *)"\xff\xff\xff", 3, &r),
                    0);
   assert_int_equal(r.status, 400);
-  assert_error(&r, 0, "invalid_argument", NULL);
+  assert_connect_error(&r, 0, "invalid_argument", NULL);
   h2_resp_free(&r);
 
-  /* A server stream's one request message, malformed. */
   req.response_count = 1;
   env = request(&req, 1, &len);
-  /* Truncated envelope. */
-  assert_int_equal(h2_request(port, "POST", SVC "ServerStream", stream_hdrs,
-                              env, len - 1, &r),
-                   0);
-  assert_int_equal(r.status, 200);
-  assert_error(&r, 1, "invalid_argument",
-               "protocol error: incomplete envelope");
-  h2_resp_free(&r);
-  /* Reserved flags. */
-  env[0] = 0x04;
-  assert_int_equal(h2_request(port, "POST", SVC "ServerStream", stream_hdrs,
-                              env, len, &r),
-                   0);
-  assert_error(&r, 1, "invalid_argument", NULL);
-  h2_resp_free(&r);
-  /* Compressed flag without an encoding. */
-  env[0] = 0x01;
-  assert_int_equal(h2_request(port, "POST", SVC "ServerStream", stream_hdrs,
-                              env, len, &r),
-                   0);
-  assert_error(&r, 1, "internal", NULL);
-  h2_resp_free(&r);
-  /* No request message, and two. */
-  env[0] = 0x00;
-  assert_int_equal(h2_request(port, "POST", SVC "ServerStream", stream_hdrs,
-                              (const uint8_t *)"", 0, &r),
-                   0);
-  assert_error(&r, 1, "unimplemented", "unary request has zero messages");
-  h2_resp_free(&r);
-  two = malloc(2 * len);
-  assert_non_null(two);
-  memcpy(two, env, len);
-  memcpy(two + len, env, len);
-  assert_int_equal(h2_request(port, "POST", SVC "ServerStream", stream_hdrs,
-                              two, 2 * len, &r),
-                   0);
-  assert_error(&r, 1, "unimplemented", "unary request has multiple messages");
-  h2_resp_free(&r);
-  free(two);
+  body = malloc(2 * len);
+  assert_non_null(body);
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    size_t n = len;
+
+    memcpy(body, env, len);
+    memcpy(body + len, env, len);
+    if (bad[i].how == CUT) {
+      n = len - 1;
+    } else if (bad[i].how == FLAGS) {
+      body[0] = bad[i].flags;
+    } else if (bad[i].how == NONE) {
+      n = 0;
+    } else {
+      n = 2 * len;
+    }
+    assert_int_equal(
+        h2_request(port, "POST", SVC "ServerStream", stream_hdrs, body, n, &r),
+        0);
+    assert_int_equal(r.status, 200);
+    assert_connect_error(&r, 1, bad[i].code, bad[i].msg);
+    h2_resp_free(&r);
+  }
+  free(body);
   free(env);
   assert_serving(port);
 }
@@ -383,7 +375,7 @@ static void test_declared_over_limit(void **state) {
                               stream_hdrs, prefix, sizeof(prefix), &r),
                    0);
   assert_int_equal(r.status, 200);
-  assert_error(&r, 1, "resource_exhausted", NULL);
+  assert_connect_error(&r, 1, "resource_exhausted", NULL);
   h2_resp_free(&r);
   assert_serving(small_port);
 }
@@ -406,7 +398,8 @@ static void test_big_headers(void **state) {
   assert_serving(port);
 }
 
-/* ---- gzip ------------------------------------------------------------------- */
+/* ---- gzip -------------------------------------------------------------------
+ */
 
 static void test_gzip(void **state) {
   static const char *const gz_unary[] = {"content-type",
@@ -444,7 +437,7 @@ static void test_gzip(void **state) {
                               conch__buf_head(&out), conch__buf_size(&out), &r),
                    0);
   assert_int_equal(r.status, 404);
-  assert_error(&r, 0, "not_found", "nothing with pid 999999");
+  assert_connect_error(&r, 0, "not_found", "nothing with pid 999999");
   h2_resp_free(&r);
   conch__buf_reset(&out);
 
@@ -484,14 +477,15 @@ static void test_gzip(void **state) {
     assert_true(compressed);
     assert_int_equal(off, r.len);
   }
-  assert_error(&r, 1, "", NULL);
+  assert_connect_error(&r, 1, "", NULL);
   h2_resp_free(&r);
   free(body);
   conch__buf_free(&out, conch_mem_default());
   conch__gzip_clear(&gz);
 }
 
-/* ---- Floods and garbage ----------------------------------------------------- */
+/* ---- Floods and garbage -----------------------------------------------------
+ */
 
 static void test_stream_flood(void **state) {
   h2_conn *c;
@@ -523,8 +517,8 @@ static void test_stream_flood(void **state) {
   /* Open and reset, 5000 times. */
   assert_int_equal(h2_open(&c, port), 0);
   for (i = 0; i < 5000; i++) {
-    int id =
-        h2_submit(c, "POST", SVC "Unary", unary_hdrs, NULL, 0, &resps[i % 3000]);
+    int id = h2_submit(c, "POST", SVC "Unary", unary_hdrs, NULL, 0,
+                       &resps[i % 3000]);
 
     assert_true(id > 0);
     h2_rst(c, id);

@@ -857,20 +857,22 @@ static void test_connect_errors(void **state) {
   conch_client_free(c);
 }
 
-/* ---- Response envelopes ---------------------------------------------------- */
+/* ---- Response envelopes -------------------------------------------------- */
 
 /* One step of a scripted response body. */
 enum { S_ENV = 1, S_RAW, S_TRAILERS, S_END };
 typedef struct step {
-  int op;        /* S_ENV: an envelope of |flags| around |s|; S_RAW: the
-                    bytes of |s| (|n| of them); S_TRAILERS: a gRPC trailers
-                    block with grpc-status |s| (ends the stream); S_END:
-                    END_STREAM */
+  int op; /* S_ENV: an envelope of |flags| around |s|; S_RAW: the
+             bytes of |s| (|n| of them); S_TRAILERS: a gRPC trailers
+             block with grpc-status |s| (ends the stream); S_END:
+             END_STREAM */
   uint8_t flags;
   const char *s;
   size_t n;
 } step;
 
+/* The steps and the table below read as rows. */
+/* clang-format off */
 #define ENV(fl, str) {S_ENV, (fl), (str), 0}
 #define RAW(str) {S_RAW, 0, (str), sizeof(str) - 1}
 #define TRAILERS(code) {S_TRAILERS, 0, (code), 0}
@@ -980,6 +982,7 @@ static void test_response_envelopes(void **state) {
        {ENV(ENDS, "{}"), END}, CONCH_CODE_INTERNAL,
        "invalid envelope flags 0x02", 0},
   };
+  /* clang-format on */
   static const char *const ctypes[] = {
       [CONCH_PROTOCOL_CONNECT] = "application/connect+proto",
       [CONCH_PROTOCOL_GRPC] = "application/grpc",
@@ -1007,8 +1010,8 @@ static void test_response_envelopes(void **state) {
         f.r.msgs != cases[i].msgs) {
       fail_msg("case %zu: got %s (%s) after %d messages, want %s (%s) after "
                "%d",
-               i, conch_code_name(st->code), conch_status_message(st),
-               f.r.msgs, conch_code_name(cases[i].code),
+               i, conch_code_name(st->code), conch_status_message(st), f.r.msgs,
+               conch_code_name(cases[i].code),
                cases[i].msg != NULL ? cases[i].msg : "", cases[i].msgs);
     }
     done(&f);
@@ -1065,11 +1068,14 @@ static void test_predicates(void **state) {
     const char *name;
     int is;
   } fields[] = {
-      {"grpc-status", 1},      {"grpc-message", 1},
+      {"grpc-status", 1},
+      {"grpc-message", 1},
       {"grpc-status-details-bin", 1},
-      {"grpc-status-x", 0},    {"grpc-statu", 0},
+      {"grpc-status-x", 0},
+      {"grpc-statu", 0},
       {"Grpc-Status", 0}, /* sessions hand names lowercased */
-      {"grpc-encoding", 0},    {"", 0},
+      {"grpc-encoding", 0},
+      {"", 0},
   };
   static const struct {
     conch_stream_kind kind;
@@ -1096,8 +1102,7 @@ static void test_predicates(void **state) {
   assert_false(conch__grpc_status_field("grpc-status", 4));
   for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
     begin(&f, c, kinds[i].kind, 0, NULL);
-    assert_int_equal(conch__proto_headers_wait_message(f.call),
-                     kinds[i].waits);
+    assert_int_equal(conch__proto_headers_wait_message(f.call), kinds[i].waits);
     done(&f);
   }
   conch_client_free(c);
