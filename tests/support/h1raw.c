@@ -301,8 +301,13 @@ static void h1raw_body_add(h1raw_resp *r, const uint8_t *p, size_t n) {
   if (n == 0) {
     return;
   }
-  r->body = realloc(r->body, r->len + n + 1);
-  assert_non_null(r->body);
+  if (r->cap < r->len + n + 1) {
+    size_t cap = r->cap * 2 > r->len + n + 1 ? r->cap * 2 : r->len + n + 1;
+
+    r->body = realloc(r->body, cap);
+    assert_non_null(r->body);
+    r->cap = cap;
+  }
   memcpy(r->body + r->len, p, n);
   r->len += n;
   r->body[r->len] = '\0';
@@ -401,4 +406,5 @@ void h1raw_resp_free(h1raw_resp *r) {
   free(r->body);
   r->body = NULL;
   r->len = 0;
+  r->cap = 0;
 }

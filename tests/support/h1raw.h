@@ -41,6 +41,8 @@ typedef struct h1raw_resp {
                        in CRLF (cut if longer) */
   uint8_t *body;    /* NUL-terminated past |len|; NULL when empty */
   size_t len;
+  size_t cap;          /* of |body|: it grows by doubling, so a long stream read
+                          chunk by chunk is not copied over and over */
   int chunked;         /* the body came in chunks */
   int nchunks;         /* how many (the last, empty one not counted) */
   char trailers[1024]; /* trailer lines, each ending in CRLF */
