@@ -484,26 +484,7 @@ static void test_expect_continue(void **state) {
   h1raw_close(c);
 }
 
-/* |req| on its own connection: the answer's status, then EOF. */
-static void assert_refused(const char *req, size_t len, int status) {
-  h1raw *c = h1raw_open(port);
-  h1raw_resp r;
-  char v[64];
-
-  h1raw_send(c, req, len);
-  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
-  if (r.status != status) {
-    fprintf(stderr, "%.40s...: %d, not %d\n", req, r.status, status);
-  }
-  assert_int_equal(r.status, status);
-  assert_non_null(h1raw_header(&r, "connection", v, sizeof(v)));
-  assert_string_equal(v, "close");
-  h1raw_resp_free(&r);
-  assert_true(h1raw_at_eof(c, WAIT_MS));
-  h1raw_close(c);
-}
-
-#define REFUSED(s, status) assert_refused(s, sizeof(s) - 1, status)
+#define REFUSED(s, status) h1raw_assert_refused(port, s, sizeof(s) - 1, status)
 #define GET_OK SVC "Unary?encoding=json&message=%7B%7D"
 
 static void test_malformed(void **state) {
@@ -581,7 +562,7 @@ static void test_oversized(void **state) {
   memset(big + k, 'a', n);
   k += n;
   memcpy(big + k, "\r\n\r\n", 4);
-  assert_refused(big, k + 4, 431);
+  h1raw_assert_refused(port, big, k + 4, 431);
   /* Too many fields. */
   k = (size_t)snprintf(big, 256, "GET %s HTTP/1.1\r\nHost: localhost\r\n",
                        GET_OK);
@@ -589,13 +570,13 @@ static void test_oversized(void **state) {
     k += (size_t)snprintf(big + k, 32, "X-%d: y\r\n", i);
   }
   memcpy(big + k, "\r\n", 2);
-  assert_refused(big, k + 2, 431);
+  h1raw_assert_refused(port, big, k + 2, 431);
   /* A request line past 8 KiB. */
   memcpy(big, "GET /", 5);
   memset(big + 5, 'a', 9000);
   k = 5 + 9000;
   k += (size_t)snprintf(big + k, 64, " HTTP/1.1\r\nHost: localhost\r\n\r\n");
-  assert_refused(big, k, 414);
+  h1raw_assert_refused(port, big, k, 414);
   free(big);
   assert_alive();
 }

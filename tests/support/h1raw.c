@@ -408,3 +408,21 @@ void h1raw_resp_free(h1raw_resp *r) {
   r->len = 0;
   r->cap = 0;
 }
+
+void h1raw_assert_refused(int port, const char *req, size_t len, int status) {
+  h1raw *c = h1raw_open(port);
+  h1raw_resp r;
+  char v[64];
+
+  h1raw_send(c, req, len);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, CONCH_WAIT_MS), 0);
+  if (r.status != status) {
+    fprintf(stderr, "h1raw: %.40s...: %d, not %d\n", req, r.status, status);
+  }
+  assert_int_equal(r.status, status);
+  assert_non_null(h1raw_header(&r, "connection", v, sizeof(v)));
+  assert_string_equal(v, "close");
+  h1raw_resp_free(&r);
+  assert_true(h1raw_at_eof(c, CONCH_WAIT_MS));
+  h1raw_close(c);
+}

@@ -93,4 +93,9 @@ int h1raw_read_resp(h1raw *c, h1raw_resp *r, int head_req, int ms);
 /* Frees |r|'s body (|r| may be read into again). */
 void h1raw_resp_free(h1raw_resp *r);
 
+/* Sends |req| (|len| bytes) on a connection of its own to 127.0.0.1:|port|
+   and fails the test unless the answer has status |status| and
+   Connection: close, and the server then closes the connection. */
+void h1raw_assert_refused(int port, const char *req, size_t len, int status);
+
 #endif
