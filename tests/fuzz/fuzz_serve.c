@@ -273,21 +273,11 @@ void srv_user_clear(srv_user *u) {
   memset(u, 0, sizeof(*u));
 }
 
-static char *join(const char *a, const char *b) {
-  size_t na = strlen(a);
-  size_t nb = strlen(b);
-  char *p = malloc(na + nb + 2);
-
-  if (p != NULL) {
-    memcpy(p, a, na);
-    p[na] = '/';
-    memcpy(p + na + 1, b, nb + 1);
-  }
-  return p;
-}
-
-/* envd's rules without the file system: a path naming "missing" does not
-   exist, every other one does. */
+/* serve_spawn.c's rules (envd's) without the file system: a path naming
+   "missing" does not exist, every other one does.  The join and clean are
+   conch_serve_core's own (srv_path_join); the branches are a copy, as
+   srv_resolve_cwd() lives with the spawning code in serve_spawn.c, which
+   is not linked. */
 conch_code srv_resolve_cwd(const char *cwd, const srv_user *u, char **out,
                            char *err, size_t errlen) {
   char *path;
@@ -302,11 +292,11 @@ conch_code srv_resolve_cwd(const char *cwd, const srv_user *u, char **out,
                cwd, u->name);
       return CONCH_CODE_INVALID_ARGUMENT;
     }
-    path = join(u->home, cwd + 1);
+    path = srv_path_join(u->home, cwd + 1);
   } else if (cwd[0] == '/') {
     path = strdup(cwd);
   } else {
-    path = join(u->home, cwd);
+    path = srv_path_join(u->home, cwd);
   }
   if (path == NULL) {
     snprintf(err, errlen, "out of memory");
@@ -641,7 +631,9 @@ static void server_init(unsigned flags) {
   size_t i;
 
   memset(&srv, 0, sizeof(srv));
-  /* serve_main.c's defaults. */
+  /* serve_main.c's defaults (config_defaults(), static there; the
+     fuzz/serve_defaults test checks that the two lists agree), with a
+     TCP listener in place of the private Unix socket. */
   cfg->listen = "127.0.0.1:0";
   cfg->retention_ms = 30000;
   cfg->max_message = 16u << 20;
@@ -659,6 +651,10 @@ static void server_init(unsigned flags) {
   cfg->max_procs = 1024;
   cfg->max_buffered = 128u << 20;
   cfg->stdin_total = 64u << 20;
+  cfg->fs_max_watchers = 100;
+  cfg->fs_max_events = 10000;
+  cfg->fs_idle_ms = 600000;
+  /* end of serve_main.c's defaults */
   if (flags & F_TOKEN) {
     cfg->access_token = "tok";
   }

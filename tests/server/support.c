@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cmocka.h>
 #include <jansson.h>
 #include <nghttp2/nghttp2.h>
 
@@ -642,6 +644,18 @@ void connect_error(const h2_resp *r, int stream, char *code, size_t codelen,
     snprintf(msg, msglen, "%s", m != NULL ? m : "");
   }
   json_decref(root);
+}
+
+void assert_connect_error(const h2_resp *r, int stream, const char *code,
+                          const char *msg) {
+  char c[64];
+  char m[512];
+
+  connect_error(r, stream, c, sizeof(c), m, sizeof(m));
+  if (strcmp(c, code) != 0 || (msg != NULL && strcmp(m, msg) != 0)) {
+    fail_msg("Connect error \"%s\" (\"%s\"), want \"%s\" (\"%s\")", c, m, code,
+             msg != NULL ? msg : "any message");
+  }
 }
 
 /* ---- process.Process through our client

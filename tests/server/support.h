@@ -99,6 +99,10 @@ uint8_t *envelope(uint8_t flags, const ProtobufCMessage *msg, size_t *len);
    end-stream envelope at the end of a stream body); "" if absent. */
 void connect_error(const h2_resp *r, int stream, char *code, size_t codelen,
                    char *msg, size_t msglen);
+/* Fails the test unless |r| carries the Connect error |code| ("": none)
+   and, when |msg| is not NULL, exactly the message |msg|. */
+void assert_connect_error(const h2_resp *r, int stream, const char *code,
+                          const char *msg);
 
 /* ---- process.Process through our client
  * --------------------------------------- */

@@ -142,10 +142,38 @@ static conch_call_opts opts_for(const char *user, const char *ka,
 
 static char last_msg[2048];
 
-static void keep_msg(conch_status *st) {
+static void free_msg(void *m) {
+  if (m != NULL) {
+    conch_message_free(cli, (ProtobufCMessage *)m);
+  }
+}
+
+/* One unary call through a typed stub as |user|: rpc_begin() sets up its
+   options and status, the test calls the stub with |o| and |st|, and
+   rpc_end() returns the code, keeps the message in last_msg and frees
+   the response unless told to |keep| it (the caller's |*out|). */
+typedef struct rpc {
+  conch_metadata *md;
+  conch_call_opts o;
+  conch_status st;
+} rpc;
+
+static void rpc_begin(rpc *c, const char *user) {
+  c->o = opts_for(user, NULL, &c->md);
+  conch_status_init(&c->st);
+}
+
+static conch_code rpc_end(rpc *c, void *resp, int keep) {
+  conch_code code = c->st.code;
+
+  conch_metadata_free(c->md);
   snprintf(last_msg, sizeof(last_msg), "%s",
-           st->message != NULL ? st->message : "");
-  conch_status_clear(st);
+           c->st.message != NULL ? c->st.message : "");
+  conch_status_clear(&c->st);
+  if (!keep) {
+    free_msg(resp);
+  }
+  return code;
 }
 
 /* Stat as |user|: the code; the entry in |*out| (free with free_msg). */
@@ -153,123 +181,78 @@ static conch_code stat_as(const char *user, const char *path,
                           Filesystem__StatResponse **out) {
   Filesystem__StatRequest req = FILESYSTEM__STAT_REQUEST__INIT;
   Filesystem__StatResponse *resp = NULL;
-  conch_metadata *md;
-  conch_call_opts o = opts_for(user, NULL, &md);
-  conch_status st;
-  conch_code code;
+  rpc c;
 
-  conch_status_init(&st);
+  rpc_begin(&c, user);
   req.path = (char *)path;
-  (void)filesystem__filesystem__stat_sync(cli, &o, &req, &resp, &st, NULL,
+  (void)filesystem__filesystem__stat_sync(cli, &c.o, &req, &resp, &c.st, NULL,
                                           NULL);
-  conch_metadata_free(md);
-  code = st.code;
-  keep_msg(&st);
   if (out != NULL) {
     *out = resp;
-  } else if (resp != NULL) {
-    conch_message_free(cli, &resp->base);
   }
-  return code;
-}
-
-static void free_msg(void *m) {
-  if (m != NULL) {
-    conch_message_free(cli, (ProtobufCMessage *)m);
-  }
+  return rpc_end(&c, resp, out != NULL);
 }
 
 static conch_code mkdir_as(const char *user, const char *path,
                            Filesystem__MakeDirResponse **out) {
   Filesystem__MakeDirRequest req = FILESYSTEM__MAKE_DIR_REQUEST__INIT;
   Filesystem__MakeDirResponse *resp = NULL;
-  conch_metadata *md;
-  conch_call_opts o = opts_for(user, NULL, &md);
-  conch_status st;
-  conch_code code;
+  rpc c;
 
-  conch_status_init(&st);
+  rpc_begin(&c, user);
   req.path = (char *)path;
-  (void)filesystem__filesystem__make_dir_sync(cli, &o, &req, &resp, &st,
+  (void)filesystem__filesystem__make_dir_sync(cli, &c.o, &req, &resp, &c.st,
                                               NULL, NULL);
-  conch_metadata_free(md);
-  code = st.code;
-  keep_msg(&st);
   if (out != NULL) {
     *out = resp;
-  } else {
-    free_msg(resp);
   }
-  return code;
+  return rpc_end(&c, resp, out != NULL);
 }
 
 static conch_code move_as(const char *user, const char *src, const char *dst,
                           Filesystem__MoveResponse **out) {
   Filesystem__MoveRequest req = FILESYSTEM__MOVE_REQUEST__INIT;
   Filesystem__MoveResponse *resp = NULL;
-  conch_metadata *md;
-  conch_call_opts o = opts_for(user, NULL, &md);
-  conch_status st;
-  conch_code code;
+  rpc c;
 
-  conch_status_init(&st);
+  rpc_begin(&c, user);
   req.source = (char *)src;
   req.destination = (char *)dst;
-  (void)filesystem__filesystem__move_sync(cli, &o, &req, &resp, &st, NULL,
+  (void)filesystem__filesystem__move_sync(cli, &c.o, &req, &resp, &c.st, NULL,
                                           NULL);
-  conch_metadata_free(md);
-  code = st.code;
-  keep_msg(&st);
   if (out != NULL) {
     *out = resp;
-  } else {
-    free_msg(resp);
   }
-  return code;
+  return rpc_end(&c, resp, out != NULL);
 }
 
 static conch_code list_as(const char *user, const char *path, uint32_t depth,
                           Filesystem__ListDirResponse **out) {
   Filesystem__ListDirRequest req = FILESYSTEM__LIST_DIR_REQUEST__INIT;
   Filesystem__ListDirResponse *resp = NULL;
-  conch_metadata *md;
-  conch_call_opts o = opts_for(user, NULL, &md);
-  conch_status st;
-  conch_code code;
+  rpc c;
 
-  conch_status_init(&st);
+  rpc_begin(&c, user);
   req.path = (char *)path;
   req.depth = depth;
-  (void)filesystem__filesystem__list_dir_sync(cli, &o, &req, &resp, &st,
+  (void)filesystem__filesystem__list_dir_sync(cli, &c.o, &req, &resp, &c.st,
                                               NULL, NULL);
-  conch_metadata_free(md);
-  code = st.code;
-  keep_msg(&st);
   if (out != NULL) {
     *out = resp;
-  } else {
-    free_msg(resp);
   }
-  return code;
+  return rpc_end(&c, resp, out != NULL);
 }
 
 static conch_code remove_as(const char *user, const char *path) {
   Filesystem__RemoveRequest req = FILESYSTEM__REMOVE_REQUEST__INIT;
   Filesystem__RemoveResponse *resp = NULL;
-  conch_metadata *md;
-  conch_call_opts o = opts_for(user, NULL, &md);
-  conch_status st;
-  conch_code code;
+  rpc c;
 
-  conch_status_init(&st);
+  rpc_begin(&c, user);
   req.path = (char *)path;
-  (void)filesystem__filesystem__remove_sync(cli, &o, &req, &resp, &st, NULL,
+  (void)filesystem__filesystem__remove_sync(cli, &c.o, &req, &resp, &c.st, NULL,
                                             NULL);
-  conch_metadata_free(md);
-  code = st.code;
-  keep_msg(&st);
-  free_msg(resp);
-  return code;
+  return rpc_end(&c, resp, 0);
 }
 
 /* CreateWatcher: the code; the id copied to |id|. */
@@ -278,24 +261,17 @@ static conch_code create_watcher(const char *path, int recursive, char *id,
   Filesystem__CreateWatcherRequest req =
       FILESYSTEM__CREATE_WATCHER_REQUEST__INIT;
   Filesystem__CreateWatcherResponse *resp = NULL;
-  conch_metadata *md;
-  conch_call_opts o = opts_for(NULL, NULL, &md);
-  conch_status st;
-  conch_code code;
+  rpc c;
 
-  conch_status_init(&st);
+  rpc_begin(&c, NULL);
   req.path = (char *)path;
   req.recursive = recursive;
-  (void)filesystem__filesystem__create_watcher_sync(cli, &o, &req, &resp, &st,
-                                                    NULL, NULL);
-  conch_metadata_free(md);
-  code = st.code;
-  keep_msg(&st);
+  (void)filesystem__filesystem__create_watcher_sync(cli, &c.o, &req, &resp,
+                                                    &c.st, NULL, NULL);
   if (id != NULL) {
     snprintf(id, idlen, "%s", resp != NULL ? resp->watcher_id : "");
   }
-  free_msg(resp);
-  return code;
+  return rpc_end(&c, resp, 0);
 }
 
 static conch_code get_events(const char *id,
@@ -303,44 +279,29 @@ static conch_code get_events(const char *id,
   Filesystem__GetWatcherEventsRequest req =
       FILESYSTEM__GET_WATCHER_EVENTS_REQUEST__INIT;
   Filesystem__GetWatcherEventsResponse *resp = NULL;
-  conch_metadata *md;
-  conch_call_opts o = opts_for(NULL, NULL, &md);
-  conch_status st;
-  conch_code code;
+  rpc c;
 
-  conch_status_init(&st);
+  rpc_begin(&c, NULL);
   req.watcher_id = (char *)id;
-  (void)filesystem__filesystem__get_watcher_events_sync(cli, &o, &req, &resp,
-                                                        &st, NULL, NULL);
-  conch_metadata_free(md);
-  code = st.code;
-  keep_msg(&st);
+  (void)filesystem__filesystem__get_watcher_events_sync(cli, &c.o, &req, &resp,
+                                                        &c.st, NULL, NULL);
   if (out != NULL) {
     *out = resp;
-  } else {
-    free_msg(resp);
   }
-  return code;
+  return rpc_end(&c, resp, out != NULL);
 }
 
 static conch_code remove_watcher(const char *id) {
   Filesystem__RemoveWatcherRequest req =
       FILESYSTEM__REMOVE_WATCHER_REQUEST__INIT;
   Filesystem__RemoveWatcherResponse *resp = NULL;
-  conch_metadata *md;
-  conch_call_opts o = opts_for(NULL, NULL, &md);
-  conch_status st;
-  conch_code code;
+  rpc c;
 
-  conch_status_init(&st);
+  rpc_begin(&c, NULL);
   req.watcher_id = (char *)id;
-  (void)filesystem__filesystem__remove_watcher_sync(cli, &o, &req, &resp, &st,
-                                                    NULL, NULL);
-  conch_metadata_free(md);
-  code = st.code;
-  keep_msg(&st);
-  free_msg(resp);
-  return code;
+  (void)filesystem__filesystem__remove_watcher_sync(cli, &c.o, &req, &resp,
+                                                    &c.st, NULL, NULL);
+  return rpc_end(&c, resp, 0);
 }
 
 #define assert_code(expr, want)                                                \
@@ -701,19 +662,39 @@ static void wait_event(watch_state *ws, const char *name, int type) {
   }
 }
 
+static int watch_started(const watch_state *ws) { return ws->nstart > 0; }
+static int watch_ended(const watch_state *ws) { return ws->ended; }
+static int watch_two_keepalives(const watch_state *ws) {
+  return ws->nkeepalive >= 2;
+}
+
+/* Pumps |ws| until |done| holds or the stream ends (30 s at the most). */
+static void watch_until(watch_state *ws, int (*done)(const watch_state *)) {
+  int64_t until = conch_now_ms() + 30000;
+
+  while (!done(ws) && !ws->ended && conch_now_ms() < until) {
+    watch_pump(ws, 200);
+  }
+}
+
 static void test_watch_dir(void **state) {
+  static const struct {
+    const char *path; /* under top */
+    const char *ka;   /* keepalive-ping-interval, NULL: none */
+    conch_code code;
+  } bad[] = {
+      {"w/none", NULL, CONCH_CODE_NOT_FOUND},
+      {"w/file", NULL, CONCH_CODE_INVALID_ARGUMENT},
+      {"w", "0", CONCH_CODE_INVALID_ARGUMENT},
+  };
   watch_state ws;
-  int64_t until;
   int fd;
 
   (void)state;
   assert_int_equal(mkdir(tpath("w"), 0755), 0);
   assert_int_equal(mkdir(tpath("w/old"), 0755), 0);
   watch_start(&ws, tpath("w"), 1, "1");
-  until = conch_now_ms() + 30000;
-  while (ws.nstart == 0 && !ws.ended && conch_now_ms() < until) {
-    watch_pump(&ws, 200);
-  }
+  watch_until(&ws, watch_started);
   assert_int_equal(ws.nstart, 1);
 
   write_file(tpath("w/f"), "x");
@@ -736,39 +717,25 @@ static void test_watch_dir(void **state) {
   close(fd);
   wait_event(&ws, "new/in-new", FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CREATE);
   /* Keepalives every second without events. */
-  until = conch_now_ms() + 30000;
-  while (ws.nkeepalive < 2 && !ws.ended && conch_now_ms() < until) {
-    watch_pump(&ws, 200);
-  }
+  watch_until(&ws, watch_two_keepalives);
   assert_true(ws.nkeepalive >= 2);
   assert_int_equal(ws.ended, 0);
   conch_call_cancel(ws.call.base);
   conch_call_free(ws.call.base);
 
-  /* Errors before the StartEvent. */
-  watch_start(&ws, tpath("w/none"), 0, NULL);
-  until = conch_now_ms() + 30000;
-  while (!ws.ended && conch_now_ms() < until) {
-    watch_pump(&ws, 200);
-  }
-  assert_int_equal(ws.code, CONCH_CODE_NOT_FOUND);
-  assert_int_equal(ws.nstart, 0);
-  conch_call_free(ws.call.base);
+  /* Errors before the StartEvent: no such path, a file, a keepalive
+     interval of 0. */
   write_file(tpath("w/file"), "x");
-  watch_start(&ws, tpath("w/file"), 0, NULL);
-  until = conch_now_ms() + 30000;
-  while (!ws.ended && conch_now_ms() < until) {
-    watch_pump(&ws, 200);
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    watch_start(&ws, tpath("%s", bad[i].path), 0, bad[i].ka);
+    watch_until(&ws, watch_ended);
+    if (ws.code != bad[i].code || ws.nstart != 0) {
+      fail_msg("WatchDir %s (keepalive %s): code %d after %d starts, want %d",
+               bad[i].path, bad[i].ka != NULL ? bad[i].ka : "none",
+               (int)ws.code, ws.nstart, (int)bad[i].code);
+    }
+    conch_call_free(ws.call.base);
   }
-  assert_int_equal(ws.code, CONCH_CODE_INVALID_ARGUMENT);
-  conch_call_free(ws.call.base);
-  watch_start(&ws, tpath("w"), 0, "0");
-  until = conch_now_ms() + 30000;
-  while (!ws.ended && conch_now_ms() < until) {
-    watch_pump(&ws, 200);
-  }
-  assert_int_equal(ws.code, CONCH_CODE_INVALID_ARGUMENT);
-  conch_call_free(ws.call.base);
 }
 
 /* ---- Polling watchers -------------------------------------------------------- */
@@ -866,10 +833,7 @@ static void test_many_watchers(void **state) {
   assert_int_equal(mkdir(tpath("many"), 0755), 0);
   /* One held by a stream, then 10,000 asked for. */
   watch_start(&ws, tpath("many"), 1, NULL);
-  until = conch_now_ms() + 30000;
-  while (ws.nstart == 0 && !ws.ended && conch_now_ms() < until) {
-    watch_pump(&ws, 200);
-  }
+  watch_until(&ws, watch_started);
   assert_int_equal(ws.nstart, 1);
   for (int i = 0; i < 10000; i++) {
     char id[64];

@@ -1,11 +1,11 @@
-/* conch serve over HTTP/1.1, as envd serves its clients: raw sockets (a
-   small HTTP/1.1 reader below, independent of the server's parser) and
-   curl --http1.1.  Unary calls (Content-Length and chunked bodies), a
-   Start stream read chunk by chunk while the process runs, StreamInput
-   with a chunked body, keep-alive, pipelining, Expect: 100-continue,
-   malformed and oversized requests, HTTP/1.0, /health, the access token,
-   a client leaving mid-stream, a slow reader, TLS with ALPN http/1.1, and
-   shutdown with HTTP/1.1 connections open. */
+/* conch serve over HTTP/1.1, as envd serves its clients: raw sockets (the
+   HTTP/1.1 client of tests/support/h1raw.h, independent of the server's
+   parser) and curl --http1.1.  Unary calls (Content-Length and chunked bodies),
+   a Start stream read chunk by chunk while the process runs, StreamInput with a
+   chunked body, keep-alive, pipelining, Expect: 100-continue, malformed and
+   oversized requests, HTTP/1.0, /health, the access token, a client leaving
+   mid-stream, a slow reader, TLS with ALPN http/1.1, and shutdown with HTTP/1.1
+   connections open. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "h1raw.h"
 #include "support.h"
 
 #define SVC "/process.Process/"
@@ -51,321 +52,6 @@ static int group_teardown(void **state) {
   a = serve_stop(&srv, 10000);
   b = serve_stop(&tok, 10000);
   return a == 0 && b == 0 ? 0 : -1;
-}
-
-/* ---- A raw HTTP/1.1 client ------------------------------------------------
- */
-
-typedef struct h1c {
-  int fd;
-  uint8_t *buf;
-  size_t len;
-  size_t cap;
-  int eof;
-} h1c;
-
-static h1c *h1_open(int port) {
-  struct sockaddr_in sa;
-  h1c *c = calloc(1, sizeof(*c));
-  int one = 1;
-
-  assert_non_null(c);
-  memset(&sa, 0, sizeof(sa));
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons((uint16_t)port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_true(c->fd >= 0);
-  assert_int_equal(connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-  setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return c;
-}
-
-static void h1_close(h1c *c) {
-  close(c->fd);
-  free(c->buf);
-  free(c);
-}
-
-static void h1_send(h1c *c, const void *p, size_t n) {
-  const uint8_t *b = p;
-
-  while (n > 0) {
-    ssize_t w = send(c->fd, b, n, MSG_NOSIGNAL);
-
-    if (w < 0 && errno == EINTR) {
-      continue;
-    }
-    assert_true(w > 0);
-    b += w;
-    n -= (size_t)w;
-  }
-}
-
-static void h1_sendf(h1c *c, const char *fmt, ...) CONCH_PRINTF(2, 3);
-static void h1_sendf(h1c *c, const char *fmt, ...) {
-  char buf[4096];
-  va_list ap;
-  int n;
-
-  va_start(ap, fmt);
-  n = vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
-  assert_true(n > 0 && (size_t)n < sizeof(buf));
-  h1_send(c, buf, (size_t)n);
-}
-
-/* Reads more: 1 got bytes, 0 EOF (or reset), -1 nothing within |ms|. */
-static int h1_fill(h1c *c, int ms) {
-  struct pollfd pfd = {c->fd, POLLIN, 0};
-  ssize_t n;
-
-  if (c->eof) {
-    return 0;
-  }
-  if (poll(&pfd, 1, ms) <= 0) {
-    return -1;
-  }
-  if (c->cap - c->len < 65536) {
-    c->cap = c->cap * 2 + 65536;
-    c->buf = realloc(c->buf, c->cap);
-    assert_non_null(c->buf);
-  }
-  n = read(c->fd, c->buf + c->len, c->cap - c->len);
-  if (n <= 0) {
-    c->eof = 1;
-    return 0;
-  }
-  c->len += (size_t)n;
-  return 1;
-}
-
-static void h1_drop(h1c *c, size_t n) {
-  memmove(c->buf, c->buf + n, c->len - n);
-  c->len -= n;
-}
-
-/* Waits until |n| bytes are buffered (or a CRLF when |line|).  Returns the
-   count to take, or 0 at EOF or timeout. */
-static size_t h1_want(h1c *c, size_t n, int line, long long deadline) {
-  for (;;) {
-    long long left = deadline - conch_now_ms();
-
-    if (line) {
-      uint8_t *e = c->len >= 2 ? memmem(c->buf, c->len, "\r\n", 2) : NULL;
-
-      if (e != NULL) {
-        return (size_t)(e - c->buf) + 2;
-      }
-    } else if (c->len >= n) {
-      return n;
-    }
-    if (left <= 0 || h1_fill(c, (int)left) <= 0) {
-      return 0;
-    }
-  }
-}
-
-/* True once the peer closed (nothing more within |ms|, then EOF). */
-static int h1_at_eof(h1c *c, int ms) {
-  long long deadline = conch_now_ms() + ms;
-
-  while (!c->eof && conch_now_ms() < deadline) {
-    if (h1_fill(c, (int)(deadline - conch_now_ms())) < 0) {
-      break;
-    }
-  }
-  return c->eof;
-}
-
-typedef struct h1_resp {
-  int status;
-  char head[16384]; /* header lines, CRLF-separated */
-  uint8_t *body;
-  size_t len;
-  int chunked;
-  int nchunks;
-  char trailers[1024];
-} h1_resp;
-
-static void resp_free(h1_resp *r) {
-  free(r->body);
-  r->body = NULL;
-  r->len = 0;
-}
-
-/* The value of header |name| (case-insensitive), or NULL. */
-static const char *hdr(const h1_resp *r, const char *name, char *out,
-                       size_t outlen) {
-  const char *p = r->head;
-  size_t n = strlen(name);
-
-  while (*p != '\0') {
-    const char *e = strstr(p, "\r\n");
-    size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
-
-    if (len > n && strncasecmp(p, name, n) == 0 && p[n] == ':') {
-      const char *v = p + n + 1;
-      size_t vl;
-
-      while (*v == ' ') {
-        v++;
-      }
-      vl = (size_t)(p + len - v);
-      if (vl >= outlen) {
-        vl = outlen - 1;
-      }
-      memcpy(out, v, vl);
-      out[vl] = '\0';
-      return out;
-    }
-    p += len;
-    if (e != NULL) {
-      p += 2;
-    }
-  }
-  return NULL;
-}
-
-/* Status line and headers.  Returns 0 or -1. */
-static int read_head(h1c *c, h1_resp *r, int ms) {
-  long long deadline = conch_now_ms() + ms;
-  uint8_t *end;
-
-  memset(r, 0, sizeof(*r));
-  for (;;) {
-    end = c->len >= 4 ? memmem(c->buf, c->len, "\r\n\r\n", 4) : NULL;
-    if (end != NULL) {
-      break;
-    }
-    if (conch_now_ms() >= deadline ||
-        h1_fill(c, (int)(deadline - conch_now_ms())) <= 0) {
-      return -1;
-    }
-  }
-  if (c->len < 12 || memcmp(c->buf, "HTTP/1.1 ", 9) != 0) {
-    return -1;
-  }
-  r->status =
-      (c->buf[9] - '0') * 100 + (c->buf[10] - '0') * 10 + (c->buf[11] - '0');
-  {
-    uint8_t *first = memmem(c->buf, c->len, "\r\n", 2);
-    size_t n = (size_t)(end - first) - 2 + 2;
-
-    if (n >= sizeof(r->head)) {
-      n = sizeof(r->head) - 1;
-    }
-    memcpy(r->head, first + 2, n);
-    r->head[n] = '\0';
-  }
-  h1_drop(c, (size_t)(end - c->buf) + 4);
-  return 0;
-}
-
-static void body_add(h1_resp *r, const uint8_t *p, size_t n) {
-  if (n == 0) {
-    return;
-  }
-  r->body = realloc(r->body, r->len + n + 1);
-  assert_non_null(r->body);
-  memcpy(r->body + r->len, p, n);
-  r->len += n;
-  r->body[r->len] = '\0';
-}
-
-/* One chunk of a chunked body into |r->body|: its size, 0 after the last
-   chunk (and the trailers), -1 on error or timeout. */
-static long read_chunk(h1c *c, h1_resp *r, int ms) {
-  long long deadline = conch_now_ms() + ms;
-  size_t k = h1_want(c, 0, 1, deadline);
-  char line[64];
-  char *end;
-  long size;
-
-  if (k == 0 || k > sizeof(line)) {
-    return -1;
-  }
-  memcpy(line, c->buf, k - 2);
-  line[k - 2] = '\0';
-  h1_drop(c, k);
-  size = strtol(line, &end, 16);
-  if (end == line || size < 0) {
-    return -1;
-  }
-  if (size == 0) {
-    for (;;) {
-      k = h1_want(c, 0, 1, deadline);
-      if (k == 0) {
-        return -1;
-      }
-      if (k == 2) {
-        h1_drop(c, 2);
-        return 0;
-      }
-      if (strlen(r->trailers) + k < sizeof(r->trailers)) {
-        strncat(r->trailers, (const char *)c->buf, k);
-      }
-      h1_drop(c, k);
-    }
-  }
-  if (h1_want(c, (size_t)size + 2, 0, deadline) == 0 ||
-      memcmp(c->buf + size, "\r\n", 2) != 0) {
-    return -1;
-  }
-  body_add(r, c->buf, (size_t)size);
-  h1_drop(c, (size_t)size + 2);
-  r->nchunks++;
-  return size;
-}
-
-/* A whole response.  |head_req|: the request was HEAD (no body). */
-static int read_resp(h1c *c, h1_resp *r, int head_req, int ms) {
-  long long deadline = conch_now_ms() + ms;
-  char v[64];
-
-  if (read_head(c, r, ms) != 0) {
-    return -1;
-  }
-  if (head_req || r->status == 204 || r->status == 304 || r->status < 200) {
-    return 0;
-  }
-  if (hdr(r, "transfer-encoding", v, sizeof(v)) != NULL) {
-    long n;
-
-    assert_string_equal(v, "chunked");
-    r->chunked = 1;
-    do {
-      n = read_chunk(c, r, (int)(deadline - conch_now_ms()));
-    } while (n > 0);
-    return n == 0 ? 0 : -1;
-  }
-  if (hdr(r, "content-length", v, sizeof(v)) != NULL) {
-    size_t n = (size_t)strtoul(v, NULL, 10);
-
-    if (n > 0 && h1_want(c, n, 0, deadline) == 0) {
-      return -1;
-    }
-    body_add(r, c->buf, n);
-    h1_drop(c, n);
-    return 0;
-  }
-  while (h1_fill(c, (int)(deadline - conch_now_ms())) > 0) {
-  }
-  body_add(r, c->buf, c->len);
-  h1_drop(c, c->len);
-  return c->eof ? 0 : -1;
-}
-
-/* Sends a POST of |body| with Content-Length. */
-static void post(h1c *c, const char *path, const char *ctype, const char *extra,
-                 const uint8_t *body, size_t len) {
-  h1_sendf(c,
-           "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: %s\r\n"
-           "Content-Length: %zu\r\n%s\r\n",
-           path, ctype, len, extra != NULL ? extra : "");
-  if (len > 0) {
-    h1_send(c, body, len);
-  }
 }
 
 /* ---- process.Process messages -------------------------------------------
@@ -425,7 +111,7 @@ typedef struct events {
 } events;
 
 /* Decodes the complete envelopes of |r->body| past |ev->used|. */
-static void decode(events *ev, const h1_resp *r) {
+static void decode(events *ev, const h1raw_resp *r) {
   while (r->len - ev->used >= 5) {
     const uint8_t *p = r->body + ev->used;
     size_t n = ((size_t)p[1] << 24) | ((size_t)p[2] << 16) |
@@ -471,35 +157,35 @@ static void decode(events *ev, const h1_resp *r) {
 }
 
 /* Sends a Start on |c| and reads up to its StartEvent. */
-static void start_on(h1c *c, h1_resp *r, events *ev, const char *tag,
+static void start_on(h1raw *c, h1raw_resp *r, events *ev, const char *tag,
                      char **argv) {
   size_t len;
   uint8_t *env = start_env(&len, tag, argv);
   char v[64];
 
   memset(ev, 0, sizeof(*ev));
-  post(c, SVC "Start", "application/connect+proto", NULL, env, len);
+  h1raw_post(c, SVC "Start", "application/connect+proto", NULL, env, len);
   free(env);
-  assert_int_equal(read_head(c, r, WAIT_MS), 0);
+  assert_int_equal(h1raw_read_head(c, r, WAIT_MS), 0);
   assert_int_equal(r->status, 200);
-  assert_non_null(hdr(r, "transfer-encoding", v, sizeof(v)));
+  assert_non_null(h1raw_header(r, "transfer-encoding", v, sizeof(v)));
   assert_string_equal(v, "chunked");
-  assert_null(hdr(r, "content-length", v, sizeof(v)));
-  assert_non_null(hdr(r, "content-type", v, sizeof(v)));
+  assert_null(h1raw_header(r, "content-length", v, sizeof(v)));
+  assert_non_null(h1raw_header(r, "content-type", v, sizeof(v)));
   assert_string_equal(v, "application/connect+proto");
   r->chunked = 1;
   while (ev->pid == 0) {
-    assert_true(read_chunk(c, r, WAIT_MS) > 0);
+    assert_true(h1raw_read_chunk(c, r, WAIT_MS) > 0);
     decode(ev, r);
   }
 }
 
 /* Reads the rest of a Start stream. */
-static void finish_stream(h1c *c, h1_resp *r, events *ev) {
+static void finish_stream(h1raw *c, h1raw_resp *r, events *ev) {
   long n;
 
   do {
-    n = read_chunk(c, r, WAIT_MS);
+    n = h1raw_read_chunk(c, r, WAIT_MS);
     assert_true(n >= 0);
     decode(ev, r);
   } while (n > 0);
@@ -507,87 +193,87 @@ static void finish_stream(h1c *c, h1_resp *r, events *ev) {
 }
 
 static int unary(int port, const char *path, const char *extra,
-                 const uint8_t *body, size_t len, h1_resp *r) {
-  h1c *c = h1_open(port);
+                 const uint8_t *body, size_t len, h1raw_resp *r) {
+  h1raw *c = h1raw_open(port);
   int rv;
 
-  post(c, path, "application/proto", extra, body, len);
-  rv = read_resp(c, r, 0, WAIT_MS);
-  h1_close(c);
+  h1raw_post(c, path, "application/proto", extra, body, len);
+  rv = h1raw_read_resp(c, r, 0, WAIT_MS);
+  h1raw_close(c);
   return rv;
 }
 
 static void kill_pid(pid_t pid) {
   size_t len;
   uint8_t *req = signal_req(&len, pid, PROCESS__SIGNAL__SIGNAL_SIGKILL);
-  h1_resp r;
+  h1raw_resp r;
 
   assert_int_equal(unary(srv.port, SVC "SendSignal", NULL, req, len, &r), 0);
   assert_int_equal(r.status, 200);
   free(req);
-  resp_free(&r);
+  h1raw_resp_free(&r);
 }
 
 static void assert_health(int port) {
-  h1c *c = h1_open(port);
-  h1_resp r;
+  h1raw *c = h1raw_open(port);
+  h1raw_resp r;
 
-  h1_sendf(c, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_sendf(c, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 204);
-  h1_close(c);
+  h1raw_close(c);
 }
 
 /* ---- Tests ----------------------------------------------------------------
  */
 
 static void test_health_keepalive(void **state) {
-  h1c *c = h1_open(srv.port);
-  h1_resp r;
+  h1raw *c = h1raw_open(srv.port);
+  h1raw_resp r;
   char v[64];
 
   (void)state;
-  h1_sendf(c, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_sendf(c, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 204);
-  assert_null(hdr(&r, "connection", v, sizeof(v)));
+  assert_null(h1raw_header(&r, "connection", v, sizeof(v)));
   /* An IMF-fixdate, e.g. "Mon, 30 Nov 2026 15:00:31 GMT" (RFC 9110). */
-  assert_non_null(hdr(&r, "date", v, sizeof(v)));
+  assert_non_null(h1raw_header(&r, "date", v, sizeof(v)));
   assert_int_equal(strlen(v), 29);
   assert_string_equal(v + 25, " GMT");
-  h1_sendf(c, "HEAD /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
-  assert_int_equal(read_resp(c, &r, 1, WAIT_MS), 0);
+  h1raw_sendf(c, "HEAD /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  assert_int_equal(h1raw_read_resp(c, &r, 1, WAIT_MS), 0);
   assert_int_equal(r.status, 204);
   /* The third request on the same connection. */
-  post(c, SVC "List", "application/proto", NULL, NULL, 0);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_post(c, SVC "List", "application/proto", NULL, NULL, 0);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 200);
-  assert_non_null(hdr(&r, "content-length", v, sizeof(v)));
+  assert_non_null(h1raw_header(&r, "content-length", v, sizeof(v)));
   assert_int_equal((size_t)strtoul(v, NULL, 10), r.len);
-  resp_free(&r);
+  h1raw_resp_free(&r);
   /* Routing and Connect errors come through as over HTTP/2. */
-  h1_sendf(c, "GET " SVC "List HTTP/1.1\r\nHost: localhost\r\n\r\n");
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_sendf(c, "GET " SVC "List HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 405);
-  assert_non_null(hdr(&r, "allow", v, sizeof(v)));
+  assert_non_null(h1raw_header(&r, "allow", v, sizeof(v)));
   assert_string_equal(v, "POST");
-  post(c, "/nope", "application/proto", NULL, NULL, 0);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_post(c, "/nope", "application/proto", NULL, NULL, 0);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 404);
-  resp_free(&r);
-  post(c, SVC "List", "text/plain", NULL, NULL, 0);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_resp_free(&r);
+  h1raw_post(c, SVC "List", "text/plain", NULL, NULL, 0);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 415);
-  resp_free(&r);
-  assert_false(h1_at_eof(c, 100));
-  h1_close(c);
+  h1raw_resp_free(&r);
+  assert_false(h1raw_at_eof(c, 100));
+  h1raw_close(c);
 }
 
 static void test_unary_list_and_signal(void **state) {
   char *argv[] = {"sleep", "30", NULL};
-  h1c *a = h1_open(srv.port);
-  h1_resp sr;
-  h1_resp r;
+  h1raw *a = h1raw_open(srv.port);
+  h1raw_resp sr;
+  h1raw_resp r;
   events ev;
   Process__ListResponse *list;
   uint8_t *req;
@@ -602,7 +288,7 @@ static void test_unary_list_and_signal(void **state) {
   /* List, binary proto, on another connection. */
   assert_int_equal(unary(srv.port, SVC "List", NULL, NULL, 0, &r), 0);
   assert_int_equal(r.status, 200);
-  assert_non_null(hdr(&r, "content-type", v, sizeof(v)));
+  assert_non_null(h1raw_header(&r, "content-type", v, sizeof(v)));
   assert_string_equal(v, "application/proto");
   list = process__list_response__unpack(NULL, r.len, r.body);
   assert_non_null(list);
@@ -615,36 +301,36 @@ static void test_unary_list_and_signal(void **state) {
   }
   assert_true(found);
   process__list_response__free_unpacked(list, NULL);
-  resp_free(&r);
+  h1raw_resp_free(&r);
   /* SendSignal SIGKILL: the stream on the first connection ends. */
   req = signal_req(&len, ev.pid, PROCESS__SIGNAL__SIGNAL_SIGKILL);
   assert_int_equal(unary(srv.port, SVC "SendSignal", NULL, req, len, &r), 0);
   free(req);
   assert_int_equal(r.status, 200);
   assert_int_equal(r.len, 0);
-  resp_free(&r);
+  h1raw_resp_free(&r);
   finish_stream(a, &sr, &ev);
   assert_true(ev.ended);
   assert_string_equal(ev.status, "signal: killed");
   assert_string_equal(ev.end_json, "{}");
-  resp_free(&sr);
+  h1raw_resp_free(&sr);
   /* A Connect error of a unary call: HTTP status and JSON. */
   req = signal_req(&len, ev.pid, PROCESS__SIGNAL__SIGNAL_SIGKILL);
-  post(a, SVC "SendSignal", "application/proto", NULL, req, len);
+  h1raw_post(a, SVC "SendSignal", "application/proto", NULL, req, len);
   free(req);
-  assert_int_equal(read_resp(a, &r, 0, WAIT_MS), 0);
+  assert_int_equal(h1raw_read_resp(a, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 404);
-  assert_non_null(hdr(&r, "content-type", v, sizeof(v)));
+  assert_non_null(h1raw_header(&r, "content-type", v, sizeof(v)));
   assert_string_equal(v, "application/json");
   assert_non_null(strstr((char *)r.body, "\"not_found\""));
-  resp_free(&r);
-  h1_close(a);
+  h1raw_resp_free(&r);
+  h1raw_close(a);
 }
 
 static void test_stream_live(void **state) {
   char *argv[] = {"sh", "-c", "echo a; sleep 1; echo b", NULL};
-  h1c *c = h1_open(srv.port);
-  h1_resp r;
+  h1raw *c = h1raw_open(srv.port);
+  h1raw_resp r;
   events ev;
   long long t_a = 0;
   long long t_end;
@@ -653,7 +339,7 @@ static void test_stream_live(void **state) {
   start_on(c, &r, &ev, NULL, argv);
   /* "a" arrives while the process still sleeps. */
   while (strstr(ev.out, "a") == NULL) {
-    assert_true(read_chunk(c, &r, WAIT_MS) > 0);
+    assert_true(h1raw_read_chunk(c, &r, WAIT_MS) > 0);
     decode(&ev, &r);
   }
   t_a = conch_now_ms();
@@ -668,24 +354,24 @@ static void test_stream_live(void **state) {
   /* Chunks as the messages were produced (b, the EndEvent and the
      end-stream message may share one). */
   assert_true(r.nchunks >= 2);
-  resp_free(&r);
-  assert_false(h1_at_eof(c, 50));
-  h1_close(c);
+  h1raw_resp_free(&r);
+  assert_false(h1raw_at_eof(c, 50));
+  h1raw_close(c);
 }
 
 /* The bytes of |p| as chunks of |step|, with an extension and trailers. */
-static void send_chunked(h1c *c, const uint8_t *p, size_t n, size_t step) {
+static void send_chunked(h1raw *c, const uint8_t *p, size_t n, size_t step) {
   while (n > 0) {
     size_t k = n < step ? n : step;
 
-    h1_sendf(c, "%zx;ext=1\r\n", k);
-    h1_send(c, p, k);
-    h1_send(c, "\r\n", 2);
+    h1raw_sendf(c, "%zx;ext=1\r\n", k);
+    h1raw_send(c, p, k);
+    h1raw_send(c, "\r\n", 2);
     p += k;
     n -= k;
     conch_sleep_ms(20);
   }
-  h1_sendf(c, "0\r\nX-Trailer: t\r\n\r\n");
+  h1raw_sendf(c, "0\r\nX-Trailer: t\r\n\r\n");
 }
 
 static uint8_t *si_start_env(size_t *len, pid_t pid) {
@@ -749,10 +435,10 @@ static uint8_t *as_chunk(const uint8_t *p, size_t n, size_t *len) {
 
 static void test_chunked_request(void **state) {
   char *argv[] = {"cat", NULL};
-  h1c *a = h1_open(srv.port);
-  h1c *b = h1_open(srv.port);
-  h1_resp sr;
-  h1_resp r;
+  h1raw *a = h1raw_open(srv.port);
+  h1raw *b = h1raw_open(srv.port);
+  h1raw_resp sr;
+  h1raw_resp r;
   events ev;
   uint8_t *body;
   size_t len;
@@ -762,44 +448,44 @@ static void test_chunked_request(void **state) {
   /* StreamInput (a client stream), its body chunked and sent in pieces
      split inside the envelopes. */
   body = stream_input(&len, ev.pid, "hello over h1\n");
-  h1_sendf(b, "POST " SVC "StreamInput HTTP/1.1\r\nHost: localhost\r\n"
-              "Content-Type: application/connect+proto\r\n"
-              "Transfer-Encoding: chunked\r\n\r\n");
+  h1raw_sendf(b, "POST " SVC "StreamInput HTTP/1.1\r\nHost: localhost\r\n"
+                 "Content-Type: application/connect+proto\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n");
   send_chunked(b, body, len, 7);
   free(body);
-  assert_int_equal(read_resp(b, &r, 0, WAIT_MS), 0);
+  assert_int_equal(h1raw_read_resp(b, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 200);
-  resp_free(&r);
+  h1raw_resp_free(&r);
   while (strstr(ev.out, "hello over h1\n") == NULL) {
-    assert_true(read_chunk(a, &sr, WAIT_MS) > 0);
+    assert_true(h1raw_read_chunk(a, &sr, WAIT_MS) > 0);
     decode(&ev, &sr);
   }
   /* A unary call with a chunked body, on the same connection. */
   body = signal_req(&len, ev.pid, PROCESS__SIGNAL__SIGNAL_SIGKILL);
-  h1_sendf(b, "POST " SVC "SendSignal HTTP/1.1\r\nHost: localhost\r\n"
-              "Content-Type: application/proto\r\n"
-              "Transfer-Encoding: chunked\r\n\r\n");
+  h1raw_sendf(b, "POST " SVC "SendSignal HTTP/1.1\r\nHost: localhost\r\n"
+                 "Content-Type: application/proto\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n");
   send_chunked(b, body, len, 3);
   free(body);
-  assert_int_equal(read_resp(b, &r, 0, WAIT_MS), 0);
+  assert_int_equal(h1raw_read_resp(b, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 200);
-  resp_free(&r);
+  h1raw_resp_free(&r);
   finish_stream(a, &sr, &ev);
   assert_string_equal(ev.status, "signal: killed");
-  resp_free(&sr);
-  h1_close(a);
-  h1_close(b);
+  h1raw_resp_free(&sr);
+  h1raw_close(a);
+  h1raw_close(b);
 }
 
 static void test_pipelining(void **state) {
   char *argv[] = {"sh", "-c", "sleep 0.5; echo x", NULL};
-  h1c *c = h1_open(srv.port);
+  h1raw *c = h1raw_open(srv.port);
   size_t len;
   uint8_t *env = start_env(&len, NULL, argv);
   char head[512];
   uint8_t *all;
   size_t n;
-  h1_resp r;
+  h1raw_resp r;
   events ev;
   int hn;
   static const char rest[] =
@@ -821,91 +507,74 @@ static void test_pipelining(void **state) {
   memcpy(all, head, (size_t)hn);
   memcpy(all + hn, env, len);
   memcpy(all + (size_t)hn + len, rest, sizeof(rest) - 1);
-  h1_send(c, all, n);
+  h1raw_send(c, all, n);
   free(all);
   free(env);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 200);
   memset(&ev, 0, sizeof(ev));
   decode(&ev, &r);
   assert_string_equal(ev.out, "x\n");
   assert_true(ev.ended && ev.end_stream);
-  resp_free(&r);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_resp_free(&r);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 204);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 200);
-  resp_free(&r);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_resp_free(&r);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 204);
   assert_int_equal(c->len, 0);
-  h1_close(c);
+  h1raw_close(c);
 }
 
 static void test_expect_continue(void **state) {
-  h1c *c = h1_open(srv.port);
+  h1raw *c = h1raw_open(srv.port);
   size_t len;
   uint8_t *req = signal_req(&len, 4000000, PROCESS__SIGNAL__SIGNAL_SIGKILL);
-  h1_resp r;
+  h1raw_resp r;
 
   (void)state;
-  h1_sendf(c,
-           "POST " SVC "SendSignal HTTP/1.1\r\nHost: localhost\r\n"
-           "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
-           "Expect: 100-continue\r\n\r\n",
-           len);
-  assert_int_equal(read_head(c, &r, WAIT_MS), 0);
+  h1raw_sendf(c,
+              "POST " SVC "SendSignal HTTP/1.1\r\nHost: localhost\r\n"
+              "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
+              "Expect: 100-continue\r\n\r\n",
+              len);
+  assert_int_equal(h1raw_read_head(c, &r, WAIT_MS), 0);
   assert_int_equal(r.status, 100);
-  h1_send(c, req, len);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_send(c, req, len);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 404);
   assert_non_null(strstr((char *)r.body, "process with pid 4000000 not found"));
-  resp_free(&r);
+  h1raw_resp_free(&r);
   /* Refused before the body: no 100, and the body that follows anyway is
      read and dropped; the connection goes on. */
-  h1_sendf(c,
-           "POST /nope HTTP/1.1\r\nHost: localhost\r\nContent-Length: %zu\r\n"
-           "Expect: 100-continue\r\n\r\n",
-           len);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_sendf(
+      c,
+      "POST /nope HTTP/1.1\r\nHost: localhost\r\nContent-Length: %zu\r\n"
+      "Expect: 100-continue\r\n\r\n",
+      len);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 404);
-  resp_free(&r);
-  h1_send(c, req, len);
-  h1_sendf(c, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_resp_free(&r);
+  h1raw_send(c, req, len);
+  h1raw_sendf(c, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 204);
   /* An expectation we do not know. */
-  h1_sendf(c, "POST " SVC
-              "List HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n"
-              "Expect: magic\r\n\r\n");
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_sendf(c, "POST " SVC
+                 "List HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n"
+                 "Expect: magic\r\n\r\n");
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 417);
-  resp_free(&r);
-  assert_true(h1_at_eof(c, WAIT_MS));
+  h1raw_resp_free(&r);
+  assert_true(h1raw_at_eof(c, WAIT_MS));
   free(req);
-  h1_close(c);
+  h1raw_close(c);
 }
 
-/* |req| on its own connection: the answer's status, then EOF. */
-static void assert_refused(const char *req, size_t len, int status) {
-  h1c *c = h1_open(srv.port);
-  h1_resp r;
-  char v[64];
-
-  h1_send(c, req, len);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
-  if (r.status != status) {
-    fprintf(stderr, "%.40s...: %d, not %d\n", req, r.status, status);
-  }
-  assert_int_equal(r.status, status);
-  assert_non_null(hdr(&r, "connection", v, sizeof(v)));
-  assert_string_equal(v, "close");
-  resp_free(&r);
-  assert_true(h1_at_eof(c, WAIT_MS));
-  h1_close(c);
-}
-
-#define REFUSED(s, status) assert_refused(s, sizeof(s) - 1, status)
+#define REFUSED(s, status)                                                     \
+  h1raw_assert_refused(srv.port, s, sizeof(s) - 1, status)
 
 static void test_malformed(void **state) {
   (void)state;
@@ -934,19 +603,20 @@ static void test_malformed(void **state) {
       204);
   /* HTTP/1.0 keep-alive, with a length. */
   {
-    h1c *c = h1_open(srv.port);
-    h1_resp r;
+    h1raw *c = h1raw_open(srv.port);
+    h1raw_resp r;
     char v[64];
 
-    h1_sendf(c, "POST " SVC "List HTTP/1.0\r\nConnection: keep-alive\r\n"
+    h1raw_sendf(c,
+                "POST " SVC "List HTTP/1.0\r\nConnection: keep-alive\r\n"
                 "Content-Type: application/proto\r\nContent-Length: 0\r\n\r\n");
-    assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+    assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
     assert_int_equal(r.status, 200);
-    assert_non_null(hdr(&r, "connection", v, sizeof(v)));
+    assert_non_null(h1raw_header(&r, "connection", v, sizeof(v)));
     assert_string_equal(v, "keep-alive");
-    resp_free(&r);
-    assert_false(h1_at_eof(c, 100));
-    h1_close(c);
+    h1raw_resp_free(&r);
+    assert_false(h1raw_at_eof(c, 100));
+    h1raw_close(c);
   }
   assert_health(srv.port);
 }
@@ -964,51 +634,51 @@ static void test_oversized(void **state) {
   memset(big + k, 'a', n);
   k += n;
   memcpy(big + k, "\r\n\r\n", 4);
-  assert_refused(big, k + 4, 431);
+  h1raw_assert_refused(srv.port, big, k + 4, 431);
   /* Too many fields. */
   k = (size_t)snprintf(big, 256, "GET /health HTTP/1.1\r\nHost: localhost\r\n");
   for (i = 0; i < 120; i++) {
     k += (size_t)snprintf(big + k, 32, "X-%d: y\r\n", i);
   }
   memcpy(big + k, "\r\n", 2);
-  assert_refused(big, k + 2, 431);
+  h1raw_assert_refused(srv.port, big, k + 2, 431);
   /* A request line past 8 KiB. */
   memcpy(big, "GET /", 5);
   memset(big + 5, 'a', 9000);
   k = 5 + 9000;
   k += (size_t)snprintf(big + k, 64, " HTTP/1.1\r\nHost: localhost\r\n\r\n");
-  assert_refused(big, k, 414);
+  h1raw_assert_refused(srv.port, big, k, 414);
   free(big);
   assert_health(srv.port);
 }
 
 static void test_access_token(void **state) {
-  h1_resp r;
+  h1raw_resp r;
   char v[128];
 
   (void)state;
   assert_int_equal(unary(tok.port, SVC "List", NULL, NULL, 0, &r), 0);
   assert_int_equal(r.status, 401);
-  assert_non_null(hdr(&r, "content-type", v, sizeof(v)));
+  assert_non_null(h1raw_header(&r, "content-type", v, sizeof(v)));
   assert_string_equal(v, "application/json; charset=utf-8");
   assert_non_null(strstr((char *)r.body, "unauthorized access"));
-  resp_free(&r);
+  h1raw_resp_free(&r);
   assert_int_equal(
       unary(tok.port, SVC "List", "X-Access-Token: wrong\r\n", NULL, 0, &r), 0);
   assert_int_equal(r.status, 401);
-  resp_free(&r);
+  h1raw_resp_free(&r);
   assert_int_equal(
       unary(tok.port, SVC "List", "X-Access-Token: secret\r\n", NULL, 0, &r),
       0);
   assert_int_equal(r.status, 200);
-  resp_free(&r);
+  h1raw_resp_free(&r);
   assert_health(tok.port);
 }
 
 static void test_client_leaves_mid_stream(void **state) {
   char *argv[] = {"sh", "-c", "echo a; sleep 30", NULL};
-  h1c *c = h1_open(srv.port);
-  h1_resp r;
+  h1raw *c = h1raw_open(srv.port);
+  h1raw_resp r;
   events ev;
   Process__ListResponse *list;
   size_t i;
@@ -1017,11 +687,11 @@ static void test_client_leaves_mid_stream(void **state) {
   (void)state;
   start_on(c, &r, &ev, "h1-leave", argv);
   while (strstr(ev.out, "a") == NULL) {
-    assert_true(read_chunk(c, &r, WAIT_MS) > 0);
+    assert_true(h1raw_read_chunk(c, &r, WAIT_MS) > 0);
     decode(&ev, &r);
   }
-  resp_free(&r);
-  h1_close(c);
+  h1raw_resp_free(&r);
+  h1raw_close(c);
   conch_sleep_ms(200);
   /* The process runs on, the server serves on. */
   assert_true(conch_proc_alive(ev.pid));
@@ -1033,7 +703,7 @@ static void test_client_leaves_mid_stream(void **state) {
     found |= (pid_t)list->processes[i]->pid == ev.pid;
   }
   process__list_response__free_unpacked(list, NULL);
-  resp_free(&r);
+  h1raw_resp_free(&r);
   assert_true(found);
   kill_pid(ev.pid);
   assert_health(srv.port);
@@ -1041,8 +711,8 @@ static void test_client_leaves_mid_stream(void **state) {
 
 static void test_slow_reader(void **state) {
   char *argv[] = {"cat", "/dev/urandom", NULL};
-  h1c *c = h1_open(srv.port);
-  h1_resp r;
+  h1raw *c = h1raw_open(srv.port);
+  h1raw_resp r;
   events ev;
   long rss0 = proc_rss_kb(srv.pid);
   long rss1;
@@ -1055,7 +725,7 @@ static void test_slow_reader(void **state) {
   (void)state;
   setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
   start_on(c, &r, &ev, NULL, argv);
-  resp_free(&r);
+  h1raw_resp_free(&r);
   /* We read nothing more: the socket fills, the server's window to the
      bridge does too, and the writer blocks in write(2). */
   w2 = proc_wchar(ev.pid);
@@ -1078,12 +748,12 @@ static void test_slow_reader(void **state) {
   assert_true(rss1 - rss0 < 32 * 1024);
   /* Reading again lets it go on. */
   while (got < 4 << 20) {
-    assert_int_equal(h1_fill(c, WAIT_MS), 1);
+    assert_int_equal(h1raw_fill(c, WAIT_MS), 1);
     got += (long long)c->len;
     c->len = 0;
   }
   assert_true(wait_wchar_above(ev.pid, w2, CONCH_WAIT_MS));
-  h1_close(c);
+  h1raw_close(c);
   kill_pid(ev.pid);
 }
 
@@ -1091,10 +761,10 @@ static void test_slow_reader(void **state) {
    taking the body, and so does the socket; what it accepted is bounded. */
 static void test_slow_writer(void **state) {
   char *argv[] = {"sleep", "30", NULL};
-  h1c *a = h1_open(srv.port);
-  h1c *b = h1_open(srv.port);
-  h1_resp sr;
-  h1_resp r;
+  h1raw *a = h1raw_open(srv.port);
+  h1raw *b = h1raw_open(srv.port);
+  h1raw_resp sr;
+  h1raw_resp r;
   events ev;
   char *data = malloc(60001);
   uint8_t *env;
@@ -1114,12 +784,12 @@ static void test_slow_writer(void **state) {
   data[60000] = '\0';
   start_on(a, &sr, &ev, NULL, argv);
   setsockopt(b->fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof(snd));
-  h1_sendf(b, "POST " SVC "StreamInput HTTP/1.1\r\nHost: localhost\r\n"
-              "Content-Type: application/connect+proto\r\n"
-              "Transfer-Encoding: chunked\r\n\r\n");
+  h1raw_sendf(b, "POST " SVC "StreamInput HTTP/1.1\r\nHost: localhost\r\n"
+                 "Content-Type: application/connect+proto\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n");
   env = si_start_env(&len, ev.pid);
   frame = as_chunk(env, len, &flen);
-  h1_send(b, frame, flen);
+  h1raw_send(b, frame, flen);
   free(env);
   free(frame);
   /* Data events of 60000 bytes, a chunk each, until the socket stops
@@ -1151,16 +821,16 @@ static void test_slow_writer(void **state) {
      the middle of the body, and the connection closes after it. */
   kill_pid(ev.pid);
   finish_stream(a, &sr, &ev);
-  resp_free(&sr);
+  h1raw_resp_free(&sr);
   fcntl(b->fd, F_SETFL, 0);
-  assert_int_equal(read_resp(b, &r, 0, WAIT_MS), 0);
+  assert_int_equal(h1raw_read_resp(b, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 200);
   assert_true(r.len > 5);
   assert_non_null(strstr((char *)r.body + 5, "\"error\""));
-  resp_free(&r);
+  h1raw_resp_free(&r);
   free(frame);
-  h1_close(a);
-  h1_close(b);
+  h1raw_close(a);
+  h1raw_close(b);
   assert_health(srv.port);
 }
 
@@ -1221,7 +891,7 @@ static void test_curl(void **state) {
   uint8_t *env;
   size_t len;
   char *out;
-  h1_resp r;
+  h1raw_resp r;
   events ev;
 
   (void)state;
@@ -1268,7 +938,7 @@ static void test_curl(void **state) {
   decode(&ev, &r);
   assert_string_equal(ev.out, "over curl\n");
   assert_true(ev.ended && ev.end_stream);
-  resp_free(&r);
+  h1raw_resp_free(&r);
   /* /health and the token server's 401. */
   assert_int_equal(sh("test \"$(curl -s --http1.1 -o /dev/null -w "
                       "'%%{http_code}' %s/health)\" = 204",
@@ -1334,31 +1004,31 @@ static void test_tls_alpn(void **state) {
 static void test_shutdown(void **state) {
   char *argv[] = {"sleep", "30", NULL};
   serve_peer p;
-  h1c *idle;
-  h1c *busy;
-  h1_resp r;
+  h1raw *idle;
+  h1raw *busy;
+  h1raw_resp r;
   events ev;
   long long t0;
 
   (void)state;
   assert_int_equal(serve_start(&p, NULL), 0);
-  idle = h1_open(p.port);
-  h1_sendf(idle, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
-  assert_int_equal(read_resp(idle, &r, 0, WAIT_MS), 0);
+  idle = h1raw_open(p.port);
+  h1raw_sendf(idle, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  assert_int_equal(h1raw_read_resp(idle, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 204);
-  busy = h1_open(p.port);
+  busy = h1raw_open(p.port);
   start_on(busy, &r, &ev, NULL, argv);
   t0 = conch_now_ms();
   kill(p.pid, SIGTERM);
-  assert_true(h1_at_eof(idle, WAIT_MS));
+  assert_true(h1raw_at_eof(idle, WAIT_MS));
   finish_stream(busy, &r, &ev);
   assert_string_equal(ev.status, "signal: terminated");
-  resp_free(&r);
-  assert_true(h1_at_eof(busy, WAIT_MS));
+  h1raw_resp_free(&r);
+  assert_true(h1raw_at_eof(busy, WAIT_MS));
   assert_int_equal(serve_stop(&p, 10000), 0);
   assert_true(conch_now_ms() - t0 < 8000);
-  h1_close(idle);
-  h1_close(busy);
+  h1raw_close(idle);
+  h1raw_close(busy);
 }
 
 int main(void) {

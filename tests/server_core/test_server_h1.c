@@ -1,12 +1,13 @@
 /* The server core over HTTP/1.1 in cleartext (the first bytes are not
    the HTTP/2 preface): conch's own client in HTTP/1.1 mode for Connect
    and gRPC-Web, proto and JSON, every stream kind; curl --http1.1; and
-   raw sockets for what the HTTP/1.1 bridge (runtime/server_h1.c) must get
-   right: keep-alive, pipelining, chunked requests and responses,
-   Expect: 100-continue, malformed and oversized requests, HTTP/1.0,
-   Connection: close, a client leaving mid-stream, a slow reader, and a
-   graceful shutdown.  Ported from tests/server/test_serve_h1.c (conch
-   serve's bridge, which this one came from). */
+   raw sockets (tests/support/h1raw.h) for what the HTTP/1.1 bridge
+   (runtime/server_h1.c) must get right: keep-alive (over TCP and a Unix
+   socket), pipelining, chunked requests and responses, Expect:
+   100-continue, malformed and oversized requests, HTTP/1.0, Connection:
+   close, a client leaving mid-stream, a slow reader, and a graceful
+   shutdown.  Ported from tests/server/test_serve_h1.c (conch serve's
+   bridge, which this one came from). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,329 +26,11 @@
 
 #include <cmocka.h>
 
+#include "h1raw.h"
 #include "svc.h"
 #include "wait.h"
 
 #define WAIT_MS CONCH_WAIT_MS
-
-#ifndef CONCH_PRINTF
-#define CONCH_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#endif
-
-/* ---- A raw HTTP/1.1 client ------------------------------------------------
- */
-
-typedef struct h1c {
-  int fd;
-  uint8_t *buf;
-  size_t len;
-  size_t cap;
-  int eof;
-} h1c;
-
-static h1c *h1_open(int port) {
-  struct sockaddr_in sa;
-  h1c *c = calloc(1, sizeof(*c));
-  int one = 1;
-
-  assert_non_null(c);
-  memset(&sa, 0, sizeof(sa));
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons((uint16_t)port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_true(c->fd >= 0);
-  assert_int_equal(connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-  setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return c;
-}
-
-static void h1_close(h1c *c) {
-  close(c->fd);
-  free(c->buf);
-  free(c);
-}
-
-static void h1_send(h1c *c, const void *p, size_t n) {
-  const uint8_t *b = p;
-
-  while (n > 0) {
-    ssize_t w = send(c->fd, b, n, MSG_NOSIGNAL);
-
-    if (w < 0 && errno == EINTR) {
-      continue;
-    }
-    assert_true(w > 0);
-    b += w;
-    n -= (size_t)w;
-  }
-}
-
-static void h1_sendf(h1c *c, const char *fmt, ...) CONCH_PRINTF(2, 3);
-static void h1_sendf(h1c *c, const char *fmt, ...) {
-  char buf[4096];
-  va_list ap;
-  int n;
-
-  va_start(ap, fmt);
-  n = vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
-  assert_true(n > 0 && (size_t)n < sizeof(buf));
-  h1_send(c, buf, (size_t)n);
-}
-
-/* Reads more: 1 got bytes, 0 EOF (or reset), -1 nothing within |ms|. */
-static int h1_fill(h1c *c, int ms) {
-  struct pollfd pfd = {c->fd, POLLIN, 0};
-  ssize_t n;
-
-  if (c->eof) {
-    return 0;
-  }
-  if (poll(&pfd, 1, ms) <= 0) {
-    return -1;
-  }
-  if (c->cap - c->len < 65536) {
-    c->cap = c->cap * 2 + 65536;
-    c->buf = realloc(c->buf, c->cap);
-    assert_non_null(c->buf);
-  }
-  n = read(c->fd, c->buf + c->len, c->cap - c->len);
-  if (n <= 0) {
-    c->eof = 1;
-    return 0;
-  }
-  c->len += (size_t)n;
-  return 1;
-}
-
-static void h1_drop(h1c *c, size_t n) {
-  memmove(c->buf, c->buf + n, c->len - n);
-  c->len -= n;
-}
-
-/* Waits until |n| bytes are buffered (or a CRLF when |line|).  Returns the
-   count to take, or 0 at EOF or timeout. */
-static size_t h1_want(h1c *c, size_t n, int line, long long deadline) {
-  for (;;) {
-    long long left = deadline - conch_now_ms();
-
-    if (line) {
-      uint8_t *e = c->len >= 2 ? memmem(c->buf, c->len, "\r\n", 2) : NULL;
-
-      if (e != NULL) {
-        return (size_t)(e - c->buf) + 2;
-      }
-    } else if (c->len >= n) {
-      return n;
-    }
-    if (left <= 0 || h1_fill(c, (int)left) <= 0) {
-      return 0;
-    }
-  }
-}
-
-/* True once the peer closed (nothing more within |ms|, then EOF). */
-static int h1_at_eof(h1c *c, int ms) {
-  long long deadline = conch_now_ms() + ms;
-
-  while (!c->eof && conch_now_ms() < deadline) {
-    if (h1_fill(c, (int)(deadline - conch_now_ms())) < 0) {
-      break;
-    }
-  }
-  return c->eof;
-}
-
-typedef struct h1_resp {
-  int status;
-  char head[16384]; /* header lines, CRLF-separated */
-  uint8_t *body;
-  size_t len;
-  int chunked;
-  int nchunks;
-  char trailers[1024];
-} h1_resp;
-
-static void resp_free(h1_resp *r) {
-  free(r->body);
-  r->body = NULL;
-  r->len = 0;
-}
-
-/* The value of header |name| (case-insensitive), or NULL. */
-static const char *hdr(const h1_resp *r, const char *name, char *out,
-                       size_t outlen) {
-  const char *p = r->head;
-  size_t n = strlen(name);
-
-  while (*p != '\0') {
-    const char *e = strstr(p, "\r\n");
-    size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
-
-    if (len > n && strncasecmp(p, name, n) == 0 && p[n] == ':') {
-      const char *v = p + n + 1;
-      size_t vl;
-
-      while (*v == ' ') {
-        v++;
-      }
-      vl = (size_t)(p + len - v);
-      if (vl >= outlen) {
-        vl = outlen - 1;
-      }
-      memcpy(out, v, vl);
-      out[vl] = '\0';
-      return out;
-    }
-    p += len;
-    if (e != NULL) {
-      p += 2;
-    }
-  }
-  return NULL;
-}
-
-/* Status line and headers.  Returns 0 or -1. */
-static int read_head(h1c *c, h1_resp *r, int ms) {
-  long long deadline = conch_now_ms() + ms;
-  uint8_t *end;
-
-  memset(r, 0, sizeof(*r));
-  for (;;) {
-    end = c->len >= 4 ? memmem(c->buf, c->len, "\r\n\r\n", 4) : NULL;
-    if (end != NULL) {
-      break;
-    }
-    if (conch_now_ms() >= deadline ||
-        h1_fill(c, (int)(deadline - conch_now_ms())) <= 0) {
-      return -1;
-    }
-  }
-  if (c->len < 12 || memcmp(c->buf, "HTTP/1.1 ", 9) != 0) {
-    return -1;
-  }
-  r->status =
-      (c->buf[9] - '0') * 100 + (c->buf[10] - '0') * 10 + (c->buf[11] - '0');
-  {
-    uint8_t *first = memmem(c->buf, c->len, "\r\n", 2);
-    size_t n = (size_t)(end - first) - 2 + 2;
-
-    if (n >= sizeof(r->head)) {
-      n = sizeof(r->head) - 1;
-    }
-    memcpy(r->head, first + 2, n);
-    r->head[n] = '\0';
-  }
-  h1_drop(c, (size_t)(end - c->buf) + 4);
-  return 0;
-}
-
-static void body_add(h1_resp *r, const uint8_t *p, size_t n) {
-  if (n == 0) {
-    return;
-  }
-  r->body = realloc(r->body, r->len + n + 1);
-  assert_non_null(r->body);
-  memcpy(r->body + r->len, p, n);
-  r->len += n;
-  r->body[r->len] = '\0';
-}
-
-/* One chunk of a chunked body into |r->body|: its size, 0 after the last
-   chunk (and the trailers), -1 on error or timeout. */
-static long read_chunk(h1c *c, h1_resp *r, int ms) {
-  long long deadline = conch_now_ms() + ms;
-  size_t k = h1_want(c, 0, 1, deadline);
-  char line[64];
-  char *end;
-  long size;
-
-  if (k == 0 || k > sizeof(line)) {
-    return -1;
-  }
-  memcpy(line, c->buf, k - 2);
-  line[k - 2] = '\0';
-  h1_drop(c, k);
-  size = strtol(line, &end, 16);
-  if (end == line || size < 0) {
-    return -1;
-  }
-  if (size == 0) {
-    for (;;) {
-      k = h1_want(c, 0, 1, deadline);
-      if (k == 0) {
-        return -1;
-      }
-      if (k == 2) {
-        h1_drop(c, 2);
-        return 0;
-      }
-      if (strlen(r->trailers) + k < sizeof(r->trailers)) {
-        strncat(r->trailers, (const char *)c->buf, k);
-      }
-      h1_drop(c, k);
-    }
-  }
-  if (h1_want(c, (size_t)size + 2, 0, deadline) == 0 ||
-      memcmp(c->buf + size, "\r\n", 2) != 0) {
-    return -1;
-  }
-  body_add(r, c->buf, (size_t)size);
-  h1_drop(c, (size_t)size + 2);
-  r->nchunks++;
-  return size;
-}
-
-/* A whole response.  |head_req|: the request was HEAD (no body). */
-static int read_resp(h1c *c, h1_resp *r, int head_req, int ms) {
-  long long deadline = conch_now_ms() + ms;
-  char v[64];
-
-  if (read_head(c, r, ms) != 0) {
-    return -1;
-  }
-  if (head_req || r->status == 204 || r->status == 304 || r->status < 200) {
-    return 0;
-  }
-  if (hdr(r, "transfer-encoding", v, sizeof(v)) != NULL) {
-    long n;
-
-    assert_string_equal(v, "chunked");
-    r->chunked = 1;
-    do {
-      n = read_chunk(c, r, (int)(deadline - conch_now_ms()));
-    } while (n > 0);
-    return n == 0 ? 0 : -1;
-  }
-  if (hdr(r, "content-length", v, sizeof(v)) != NULL) {
-    size_t n = (size_t)strtoul(v, NULL, 10);
-
-    if (n > 0 && h1_want(c, n, 0, deadline) == 0) {
-      return -1;
-    }
-    body_add(r, c->buf, n);
-    h1_drop(c, n);
-    return 0;
-  }
-  while (h1_fill(c, (int)(deadline - conch_now_ms())) > 0) {
-  }
-  body_add(r, c->buf, c->len);
-  h1_drop(c, c->len);
-  return c->eof ? 0 : -1;
-}
-
-/* Sends a POST of |body| with Content-Length. */
-static void post(h1c *c, const char *path, const char *ctype, const char *extra,
-                 const uint8_t *body, size_t len) {
-  h1_sendf(c,
-           "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: %s\r\n"
-           "Content-Length: %zu\r\n%s\r\n",
-           path, ctype, len, extra != NULL ? extra : "");
-  if (len > 0) {
-    h1_send(c, body, len);
-  }
-}
 
 /* ---- Messages --------------------------------------------------------------- */
 
@@ -380,7 +63,7 @@ static uint8_t *msg_bytes(const ProtobufCMessage *m, int env, size_t *len) {
 
 /* The envelopes of a streamed body: how many data messages (flags 0),
    and the end-stream message (flags 2) copied into |end|. */
-static int envelopes(const h1_resp *r, char *end, size_t endcap,
+static int envelopes(const h1raw_resp *r, char *end, size_t endcap,
                      Conchtest__V1__Response **last) {
   size_t off = 0;
   int n = 0;
@@ -427,20 +110,20 @@ static int teardown(void **state) {
 }
 
 /* A unary Connect call (proto) on |c|: the request echoes |payload|. */
-static void unary_on(h1c *c, const char *payload, const char *extra,
-                     h1_resp *r) {
+static void unary_on(h1raw *c, const char *payload, const char *extra,
+                     h1raw_resp *r) {
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   size_t len;
   uint8_t *b;
   req.payload.data = (uint8_t *)payload;
   req.payload.len = strlen(payload);
   b = msg_bytes(&req.base, 0, &len);
-  post(c, SVC "Unary", "application/proto", extra, b, len);
+  h1raw_post(c, SVC "Unary", "application/proto", extra, b, len);
   free(b);
-  assert_int_equal(read_resp(c, r, 0, WAIT_MS), 0);
+  assert_int_equal(h1raw_read_resp(c, r, 0, WAIT_MS), 0);
 }
 
-static void assert_echo(const h1_resp *r, const char *payload) {
+static void assert_echo(const h1raw_resp *r, const char *payload) {
   Conchtest__V1__Response *m;
   assert_int_equal(r->status, 200);
   m = conchtest__v1__response__unpack(NULL, r->len, r->body);
@@ -451,12 +134,12 @@ static void assert_echo(const h1_resp *r, const char *payload) {
 }
 
 static void assert_alive(void) {
-  h1c *c = h1_open(port);
-  h1_resp r;
+  h1raw *c = h1raw_open(port);
+  h1raw_resp r;
   unary_on(c, "alive", NULL, &r);
   assert_echo(&r, "alive");
-  resp_free(&r);
-  h1_close(c);
+  h1raw_resp_free(&r);
+  h1raw_close(c);
 }
 
 /* ---- conch's client, forced to HTTP/1.1 ------------------------------------ */
@@ -580,14 +263,42 @@ static void test_conch_client(void **state) {
 
 /* ---- Raw sockets ------------------------------------------------------------ */
 
+/* HTTP/1.1 over a Unix socket: two calls on one keep-alive connection,
+   and a Connection: close that the server honours. */
+static void test_unix_socket(void **state) {
+  fixture ux;
+  h1raw *c;
+  h1raw_resp r;
+  char v[64];
+
+  (void)state;
+  memset(&ux, 0, sizeof(ux));
+  fx_start(&ux, NULL, 1);
+  assert_true(ux.sock[0] != '\0');
+  c = h1raw_open_unix(ux.sock);
+  unary_on(c, "one", NULL, &r);
+  assert_echo(&r, "one");
+  assert_null(h1raw_header(&r, "connection", v, sizeof(v)));
+  h1raw_resp_free(&r);
+  unary_on(c, "two", "Connection: close\r\n", &r);
+  assert_echo(&r, "two");
+  assert_non_null(h1raw_header(&r, "connection", v, sizeof(v)));
+  assert_string_equal(v, "close");
+  h1raw_resp_free(&r);
+  assert_true(h1raw_at_eof(c, WAIT_MS));
+  assert_int_equal(c->len, 0);
+  h1raw_close(c);
+  fx_stop(&ux);
+}
+
 static void test_keepalive_pipelining(void **state) {
-  h1c *c = h1_open(port);
+  h1raw *c = h1raw_open(port);
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   Conchtest__V1__Response *last = NULL;
   char v[128], end[256];
   uint8_t *all, *u, *s;
   size_t ul, sl, n = 0;
-  h1_resp r;
+  h1raw_resp r;
   static const char get[] =
       "GET " SVC "Unary?encoding=json&message=%7B%22payload%22%3A%22Z2V0%22%7D"
       " HTTP/1.1\r\nHost: localhost\r\n\r\n";
@@ -620,68 +331,68 @@ static void test_keepalive_pipelining(void **state) {
   n += sl;
   memcpy(all + n, get, sizeof(get) - 1);
   n += sizeof(get) - 1;
-  h1_send(c, all, n);
+  h1raw_send(c, all, n);
   free(all);
   free(u);
   free(s);
 
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_echo(&r, "one");
-  assert_non_null(hdr(&r, "content-length", v, sizeof(v)));
-  assert_null(hdr(&r, "connection", v, sizeof(v)));
-  assert_non_null(hdr(&r, "date", v, sizeof(v)));
-  resp_free(&r);
+  assert_non_null(h1raw_header(&r, "content-length", v, sizeof(v)));
+  assert_null(h1raw_header(&r, "connection", v, sizeof(v)));
+  assert_non_null(h1raw_header(&r, "date", v, sizeof(v)));
+  h1raw_resp_free(&r);
 
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 200);
-  assert_non_null(hdr(&r, "content-type", v, sizeof(v)));
+  assert_non_null(h1raw_header(&r, "content-type", v, sizeof(v)));
   assert_string_equal(v, "application/connect+proto");
   assert_int_equal(envelopes(&r, end, sizeof(end), &last), 3);
   assert_int_equal(last->index, 2);
   assert_int_equal(last->payload.len, 20000);
   conchtest__v1__response__free_unpacked(last, NULL);
   assert_string_equal(end, "{}");
-  resp_free(&r);
+  h1raw_resp_free(&r);
 
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 200);
   assert_non_null(strstr((char *)r.body, "\"payload\":\"Z2V0\""));
-  resp_free(&r);
+  h1raw_resp_free(&r);
   assert_int_equal(c->len, 0);
   /* HEAD: the server core takes GET and POST only (as connect-go), and
      the answer to HEAD has no body. */
-  h1_sendf(c, "HEAD " SVC "Unary?encoding=json&message=%%7B%%7D HTTP/1.1\r\n"
-              "Host: localhost\r\n\r\n");
-  assert_int_equal(read_resp(c, &r, 1, WAIT_MS), 0);
+  h1raw_sendf(c, "HEAD " SVC "Unary?encoding=json&message=%%7B%%7D HTTP/1.1\r\n"
+                 "Host: localhost\r\n\r\n");
+  assert_int_equal(h1raw_read_resp(c, &r, 1, WAIT_MS), 0);
   assert_int_equal(r.status, 405);
-  resp_free(&r);
+  h1raw_resp_free(&r);
   /* And the connection still serves. */
   unary_on(c, "again", NULL, &r);
   assert_echo(&r, "again");
-  resp_free(&r);
-  h1_close(c);
+  h1raw_resp_free(&r);
+  h1raw_close(c);
 }
 
 /* The bytes of |p| as chunks of |step|, with an extension and trailers. */
-static void send_chunked(h1c *c, const uint8_t *p, size_t n, size_t step) {
+static void send_chunked(h1raw *c, const uint8_t *p, size_t n, size_t step) {
   size_t off;
   for (off = 0; off < n; off += step) {
     size_t k = n - off < step ? n - off : step;
-    h1_sendf(c, "%zx;ext=1\r\n", k);
-    h1_send(c, p + off, k);
-    h1_send(c, "\r\n", 2);
+    h1raw_sendf(c, "%zx;ext=1\r\n", k);
+    h1raw_send(c, p + off, k);
+    h1raw_send(c, "\r\n", 2);
   }
-  h1_sendf(c, "0\r\nX-Trailer: t\r\n\r\n");
+  h1raw_sendf(c, "0\r\nX-Trailer: t\r\n\r\n");
 }
 
 static void test_chunked_request(void **state) {
-  h1c *c = h1_open(port);
+  h1raw *c = h1raw_open(port);
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   Conchtest__V1__Response *last = NULL;
   uint8_t body[4096];
   char end[256];
   size_t n = 0;
-  h1_resp r;
+  h1raw_resp r;
 
   (void)state;
   /* A client stream of 5 envelopes, chunked in pieces that split them. */
@@ -696,17 +407,17 @@ static void test_chunked_request(void **state) {
     free(e);
   }
   memset(body + n, 0, 0);
-  h1_sendf(c, "POST " SVC "ClientStream HTTP/1.1\r\nHost: localhost\r\n"
-              "Content-Type: application/connect+proto\r\n"
-              "Transfer-Encoding: chunked\r\n\r\n");
+  h1raw_sendf(c, "POST " SVC "ClientStream HTTP/1.1\r\nHost: localhost\r\n"
+                 "Content-Type: application/connect+proto\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n");
   send_chunked(c, body, n, 7);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 200);
   assert_int_equal(envelopes(&r, end, sizeof(end), &last), 1);
   assert_int_equal(last->message_count, 5);
   assert_int_equal(last->total_bytes, 1000);
   conchtest__v1__response__free_unpacked(last, NULL);
-  resp_free(&r);
+  h1raw_resp_free(&r);
   /* A unary call with a chunked body, on the same connection. */
   {
     size_t len;
@@ -714,85 +425,66 @@ static void test_chunked_request(void **state) {
     req.payload.data = (uint8_t *)"chunky";
     req.payload.len = 6;
     b = msg_bytes(&req.base, 0, &len);
-    h1_sendf(c, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
-                "Content-Type: application/proto\r\n"
-                "Transfer-Encoding: chunked\r\n\r\n");
+    h1raw_sendf(c, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
+                   "Content-Type: application/proto\r\n"
+                   "Transfer-Encoding: chunked\r\n\r\n");
     send_chunked(c, b, len, 3);
     free(b);
-    assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+    assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
     assert_echo(&r, "chunky");
-    resp_free(&r);
+    h1raw_resp_free(&r);
   }
-  h1_close(c);
+  h1raw_close(c);
 }
 
 static void test_expect_continue(void **state) {
-  h1c *c = h1_open(port);
+  h1raw *c = h1raw_open(port);
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   size_t len;
   uint8_t *b;
-  h1_resp r;
+  h1raw_resp r;
 
   (void)state;
   req.payload.data = (uint8_t *)"after 100";
   req.payload.len = 9;
   b = msg_bytes(&req.base, 0, &len);
-  h1_sendf(c,
-           "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
-           "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
-           "Expect: 100-continue\r\n\r\n",
-           len);
-  assert_int_equal(read_head(c, &r, WAIT_MS), 0);
+  h1raw_sendf(c,
+              "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
+              "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
+              "Expect: 100-continue\r\n\r\n",
+              len);
+  assert_int_equal(h1raw_read_head(c, &r, WAIT_MS), 0);
   assert_int_equal(r.status, 100);
-  h1_send(c, b, len);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_send(c, b, len);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_echo(&r, "after 100");
-  resp_free(&r);
+  h1raw_resp_free(&r);
   /* Refused before the body (no such method): no 100, and the body that
      follows anyway is read and dropped; the connection goes on. */
-  h1_sendf(c,
-           "POST /nope.v1.Nope/Nope HTTP/1.1\r\nHost: localhost\r\n"
-           "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
-           "Expect: 100-continue\r\n\r\n",
-           len);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_sendf(c,
+              "POST /nope.v1.Nope/Nope HTTP/1.1\r\nHost: localhost\r\n"
+              "Content-Type: application/proto\r\nContent-Length: %zu\r\n"
+              "Expect: 100-continue\r\n\r\n",
+              len);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 404);
-  resp_free(&r);
-  h1_send(c, b, len);
+  h1raw_resp_free(&r);
+  h1raw_send(c, b, len);
   unary_on(c, "next", NULL, &r);
   assert_echo(&r, "next");
-  resp_free(&r);
+  h1raw_resp_free(&r);
   /* An expectation we do not know. */
-  h1_sendf(c, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
-              "Content-Length: 1\r\nExpect: magic\r\n\r\n");
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+  h1raw_sendf(c, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
+                 "Content-Length: 1\r\nExpect: magic\r\n\r\n");
+  assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
   assert_int_equal(r.status, 417);
-  resp_free(&r);
-  assert_true(h1_at_eof(c, WAIT_MS));
+  h1raw_resp_free(&r);
+  assert_true(h1raw_at_eof(c, WAIT_MS));
   free(b);
-  h1_close(c);
+  h1raw_close(c);
 }
 
-/* |req| on its own connection: the answer's status, then EOF. */
-static void assert_refused(const char *req, size_t len, int status) {
-  h1c *c = h1_open(port);
-  h1_resp r;
-  char v[64];
-
-  h1_send(c, req, len);
-  assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
-  if (r.status != status) {
-    fprintf(stderr, "%.40s...: %d, not %d\n", req, r.status, status);
-  }
-  assert_int_equal(r.status, status);
-  assert_non_null(hdr(&r, "connection", v, sizeof(v)));
-  assert_string_equal(v, "close");
-  resp_free(&r);
-  assert_true(h1_at_eof(c, WAIT_MS));
-  h1_close(c);
-}
-
-#define REFUSED(s, status) assert_refused(s, sizeof(s) - 1, status)
+#define REFUSED(s, status) h1raw_assert_refused(port, s, sizeof(s) - 1, status)
 #define GET_OK SVC "Unary?encoding=json&message=%7B%7D"
 
 static void test_malformed(void **state) {
@@ -818,17 +510,17 @@ static void test_malformed(void **state) {
   REFUSED("GET " GET_OK " HTTP/2.0\r\nHost: localhost\r\n\r\n", 505);
   /* Truncated: the client ends its side inside the headers. */
   {
-    h1c *c = h1_open(port);
-    h1_resp r;
-    h1_sendf(c, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
-                "Content-Type: application/proto\r\n"
-                "Content-Length: 10\r\n\r\nabc");
+    h1raw *c = h1raw_open(port);
+    h1raw_resp r;
+    h1raw_sendf(c, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n"
+                   "Content-Type: application/proto\r\n"
+                   "Content-Length: 10\r\n\r\nabc");
     shutdown(c->fd, SHUT_WR);
-    assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+    assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
     assert_int_equal(r.status, 400);
-    resp_free(&r);
-    assert_true(h1_at_eof(c, WAIT_MS));
-    h1_close(c);
+    h1raw_resp_free(&r);
+    assert_true(h1raw_at_eof(c, WAIT_MS));
+    h1raw_close(c);
   }
   /* Well-formed, but the client says it is the last. */
   REFUSED("GET " GET_OK " HTTP/1.0\r\n\r\n", 200);
@@ -837,22 +529,22 @@ static void test_malformed(void **state) {
           200);
   /* HTTP/1.0 keep-alive, with a length. */
   {
-    h1c *c = h1_open(port);
-    h1_resp r;
+    h1raw *c = h1raw_open(port);
+    h1raw_resp r;
     char v[64];
 
-    h1_sendf(c, "GET %s HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", GET_OK);
-    assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+    h1raw_sendf(c, "GET %s HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", GET_OK);
+    assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
     assert_int_equal(r.status, 200);
-    assert_non_null(hdr(&r, "connection", v, sizeof(v)));
+    assert_non_null(h1raw_header(&r, "connection", v, sizeof(v)));
     assert_string_equal(v, "keep-alive");
-    resp_free(&r);
-    h1_sendf(c, "GET %s HTTP/1.0\r\n\r\n", GET_OK);
-    assert_int_equal(read_resp(c, &r, 0, WAIT_MS), 0);
+    h1raw_resp_free(&r);
+    h1raw_sendf(c, "GET %s HTTP/1.0\r\n\r\n", GET_OK);
+    assert_int_equal(h1raw_read_resp(c, &r, 0, WAIT_MS), 0);
     assert_int_equal(r.status, 200);
-    resp_free(&r);
-    assert_true(h1_at_eof(c, WAIT_MS));
-    h1_close(c);
+    h1raw_resp_free(&r);
+    assert_true(h1raw_at_eof(c, WAIT_MS));
+    h1raw_close(c);
   }
   assert_alive();
 }
@@ -870,7 +562,7 @@ static void test_oversized(void **state) {
   memset(big + k, 'a', n);
   k += n;
   memcpy(big + k, "\r\n\r\n", 4);
-  assert_refused(big, k + 4, 431);
+  h1raw_assert_refused(port, big, k + 4, 431);
   /* Too many fields. */
   k = (size_t)snprintf(big, 256, "GET %s HTTP/1.1\r\nHost: localhost\r\n",
                        GET_OK);
@@ -878,13 +570,13 @@ static void test_oversized(void **state) {
     k += (size_t)snprintf(big + k, 32, "X-%d: y\r\n", i);
   }
   memcpy(big + k, "\r\n", 2);
-  assert_refused(big, k + 2, 431);
+  h1raw_assert_refused(port, big, k + 2, 431);
   /* A request line past 8 KiB. */
   memcpy(big, "GET /", 5);
   memset(big + 5, 'a', 9000);
   k = 5 + 9000;
   k += (size_t)snprintf(big + k, 64, " HTTP/1.1\r\nHost: localhost\r\n\r\n");
-  assert_refused(big, k, 414);
+  h1raw_assert_refused(port, big, k, 414);
   free(big);
   assert_alive();
 }
@@ -899,7 +591,7 @@ static int no_calls(void *arg) {
 }
 
 /* A server stream whose handler holds the call after one response. */
-static void start_held_stream(h1c *c, h1_resp *r) {
+static void start_held_stream(h1raw *c, h1raw_resp *r) {
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   size_t len;
   uint8_t *b;
@@ -907,22 +599,22 @@ static void start_held_stream(h1c *c, h1_resp *r) {
   req.response_size = 10;
   req.delay_ms = 1;
   b = msg_bytes(&req.base, 1, &len);
-  post(c, SVC "ServerStream", "application/connect+proto", NULL, b, len);
+  h1raw_post(c, SVC "ServerStream", "application/connect+proto", NULL, b, len);
   free(b);
-  assert_int_equal(read_head(c, r, WAIT_MS), 0);
+  assert_int_equal(h1raw_read_head(c, r, WAIT_MS), 0);
   assert_int_equal(r->status, 200);
-  assert_true(read_chunk(c, r, WAIT_MS) > 0);
+  assert_true(h1raw_read_chunk(c, r, WAIT_MS) > 0);
 }
 
 static void test_client_leaves_mid_stream(void **state) {
-  h1c *c = h1_open(port);
+  h1raw *c = h1raw_open(port);
   int want = atomic_load(&fx->cancels) + 1;
-  h1_resp r;
+  h1raw_resp r;
 
   (void)state;
   start_held_stream(c, &r);
-  resp_free(&r);
-  h1_close(c);
+  h1raw_resp_free(&r);
+  h1raw_close(c);
   /* The handler hears of it; the call is freed; the server serves on. */
   assert_true(conch_wait_until(cancels_at_least, &want, WAIT_MS));
   assert_true(conch_wait_until(no_calls, NULL, WAIT_MS));
@@ -937,27 +629,27 @@ static int again_seen(void *arg) {
 /* A client that does not read: the handler's sends are refused
    (CONCH_ERR_AGAIN) instead of piling up; then everything arrives. */
 static void test_slow_reader(void **state) {
-  h1c *c = h1_open(port);
+  h1raw *c = h1raw_open(port);
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   char end[256];
   size_t len;
   uint8_t *b;
-  h1_resp r;
+  h1raw_resp r;
 
   (void)state;
   atomic_store(&fx->again, 0);
   req.response_count = 400;
   req.response_size = 60000; /* 24 MB: more than the socket buffers hold */
   b = msg_bytes(&req.base, 1, &len);
-  post(c, SVC "ServerStream", "application/connect+proto", NULL, b, len);
+  h1raw_post(c, SVC "ServerStream", "application/connect+proto", NULL, b, len);
   free(b);
   assert_true(conch_wait_until(again_seen, NULL, WAIT_MS));
-  assert_int_equal(read_resp(c, &r, 0, 60000), 0);
+  assert_int_equal(h1raw_read_resp(c, &r, 0, 60000), 0);
   assert_int_equal(r.status, 200);
   assert_int_equal(envelopes(&r, end, sizeof(end), NULL), 400);
   assert_string_equal(end, "{}");
-  resp_free(&r);
-  h1_close(c);
+  h1raw_resp_free(&r);
+  h1raw_close(c);
 }
 
 static int server_idle(void *arg) {
@@ -968,43 +660,43 @@ static int server_idle(void *arg) {
 /* Shutdown with HTTP/1.1 connections open: an idle keep-alive one closes
    at once, a busy one when its call is done. */
 static void test_shutdown(void **state) {
-  h1c *idle = h1_open(port);
-  h1c *busy = h1_open(port);
+  h1raw *idle = h1raw_open(port);
+  h1raw *busy = h1raw_open(port);
   Conchtest__V1__Response *last = NULL;
   char end[256];
-  h1_resp r;
+  h1raw_resp r;
   long n;
 
   (void)state;
   unary_on(idle, "first", NULL, &r);
   assert_echo(&r, "first");
-  resp_free(&r);
+  h1raw_resp_free(&r);
   start_held_stream(busy, &r);
   atomic_store(&fx->shutdown_req, 1);
-  assert_true(h1_at_eof(idle, WAIT_MS));
-  assert_false(h1_at_eof(busy, 200));
+  assert_true(h1raw_at_eof(idle, WAIT_MS));
+  assert_false(h1raw_at_eof(busy, 200));
   atomic_store(&fx->release, 1);
   do {
-    n = read_chunk(busy, &r, WAIT_MS);
+    n = h1raw_read_chunk(busy, &r, WAIT_MS);
   } while (n > 0);
   assert_int_equal(n, 0);
   assert_int_equal(envelopes(&r, end, sizeof(end), &last), 2);
   assert_memory_equal(last->payload.data, "late", 4);
   conchtest__v1__response__free_unpacked(last, NULL);
   assert_string_equal(end, "{}");
-  resp_free(&r);
-  assert_true(h1_at_eof(busy, WAIT_MS));
+  h1raw_resp_free(&r);
+  assert_true(h1raw_at_eof(busy, WAIT_MS));
   assert_true(conch_wait_until(server_idle, NULL, WAIT_MS));
-  h1_close(idle);
-  h1_close(busy);
+  h1raw_close(idle);
+  h1raw_close(busy);
 }
 
 /* A client that sends its request line and headers too slowly (or nothing
    at all) is cut off by the header timeout, as an HTTP/2 one is. */
 static void test_header_timeout(void **state) {
   conch_server_opts *o;
-  h1c *slow, *mute;
-  h1_resp r;
+  h1raw *slow, *mute;
+  h1raw_resp r;
 
   (void)state;
   fx_stop(fx);
@@ -1013,19 +705,19 @@ static void test_header_timeout(void **state) {
   fx_start(fx, o, 0);
   conch_server_opts_free(o);
   port = conch_server_port(fx->s);
-  slow = h1_open(port);
-  mute = h1_open(port);
-  h1_sendf(slow, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n");
-  assert_true(h1_at_eof(slow, WAIT_MS));
-  assert_true(h1_at_eof(mute, WAIT_MS));
-  h1_close(slow);
-  h1_close(mute);
+  slow = h1raw_open(port);
+  mute = h1raw_open(port);
+  h1raw_sendf(slow, "POST " SVC "Unary HTTP/1.1\r\nHost: localhost\r\n");
+  assert_true(h1raw_at_eof(slow, WAIT_MS));
+  assert_true(h1raw_at_eof(mute, WAIT_MS));
+  h1raw_close(slow);
+  h1raw_close(mute);
   /* A prompt one is served. */
-  slow = h1_open(port);
+  slow = h1raw_open(port);
   unary_on(slow, "prompt", NULL, &r);
   assert_echo(&r, "prompt");
-  resp_free(&r);
-  h1_close(slow);
+  h1raw_resp_free(&r);
+  h1raw_close(slow);
 }
 
 /* ---- curl --http1.1 --------------------------------------------------------- */
@@ -1098,6 +790,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_conch_client, setup, teardown),
       cmocka_unit_test_setup_teardown(test_keepalive_pipelining, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_unix_socket, setup, teardown),
       cmocka_unit_test_setup_teardown(test_chunked_request, setup, teardown),
       cmocka_unit_test_setup_teardown(test_expect_continue, setup, teardown),
       cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),

@@ -10,7 +10,13 @@
    with which code, HTTP statuses without a body, response heads and
    trailers (trailers-only, grpc-message decoding, gRPC-Web trailer
    frames) becoming a status, and Connect error bodies (codes, details,
-   compressed, the HTTP status's word for streams).  unit/test_call.c
+   compressed, the HTTP status's word for streams), the response
+   envelopes each protocol takes (flags, order, count: a compressed one
+   with no encoding, reserved or another protocol's flags, data after the
+   end, a bad end-stream message, a client stream's count), envelopes cut
+   at every byte, a declared length over the receive limit, and the
+   predicates the sessions ask (gRPC status fields, which calls wait for
+   their message before HEADERS).  unit/test_call.c
    goes through the same paths call by call; this file is the
    protocol's own matrix. */
 #include <setjmp.h>
@@ -851,6 +857,257 @@ static void test_connect_errors(void **state) {
   conch_client_free(c);
 }
 
+/* ---- Response envelopes -------------------------------------------------- */
+
+/* One step of a scripted response body. */
+enum { S_ENV = 1, S_RAW, S_TRAILERS, S_END };
+typedef struct step {
+  int op; /* S_ENV: an envelope of |flags| around |s|; S_RAW: the
+             bytes of |s| (|n| of them); S_TRAILERS: a gRPC trailers
+             block with grpc-status |s| (ends the stream); S_END:
+             END_STREAM */
+  uint8_t flags;
+  const char *s;
+  size_t n;
+} step;
+
+/* The steps and the table below read as rows. */
+/* clang-format off */
+#define ENV(fl, str) {S_ENV, (fl), (str), 0}
+#define RAW(str) {S_RAW, 0, (str), sizeof(str) - 1}
+#define TRAILERS(code) {S_TRAILERS, 0, (code), 0}
+#define END {S_END, 0, NULL, 0}
+#define COMP CONCH_ENV_COMPRESSED
+#define ENDS CONCH_ENV_END_STREAM
+#define WEBT CONCH_ENV_TRAILERS
+
+static void run_steps(fx *f, const step *st, size_t nsteps) {
+  size_t i;
+  for (i = 0; i < nsteps && st[i].op != 0; i++) {
+    if (f->call->finished) {
+      break; /* the call ended: what follows is not read */
+    }
+    switch (st[i].op) {
+    case S_ENV:
+      envs(f, st[i].flags, st[i].s);
+      break;
+    case S_RAW:
+      data(f, st[i].s, st[i].n);
+      break;
+    case S_TRAILERS:
+      block(f, NULL, 1, "grpc-status", st[i].s, NULL);
+      break;
+    default:
+      end(f);
+      break;
+    }
+  }
+}
+
+/* The flags, order and count of the response envelopes of each protocol,
+   and what each wrong one ends the call with. */
+static void test_response_envelopes(void **state) {
+  static const struct {
+    conch_protocol p;
+    conch_stream_kind kind;
+    step steps[4];
+    conch_code code;
+    const char *msg; /* a part of the message; NULL: any */
+    int msgs;        /* messages delivered before the end */
+  } cases[] = {
+      /* Connect streams: messages, then one end-stream message. */
+      {CONCH_PROTOCOL_CONNECT, CONCH_STREAM_SERVER,
+       {ENV(0, "m"), ENV(ENDS, "{}"), END}, CONCH_CODE_OK, NULL, 1},
+      {CONCH_PROTOCOL_CONNECT, CONCH_STREAM_SERVER,
+       {ENV(COMP, "m"), ENV(ENDS, "{}"), END}, CONCH_CODE_INTERNAL,
+       "response declared no encoding", 0},
+      {CONCH_PROTOCOL_CONNECT, CONCH_STREAM_SERVER,
+       {ENV(0x04, "m"), ENV(ENDS, "{}"), END}, CONCH_CODE_INTERNAL,
+       "invalid envelope flags 0x04", 0},
+      {CONCH_PROTOCOL_CONNECT, CONCH_STREAM_SERVER,
+       {ENV(WEBT, "m"), ENV(ENDS, "{}"), END}, CONCH_CODE_INTERNAL,
+       "invalid envelope flags 0x80", 0},
+      {CONCH_PROTOCOL_CONNECT, CONCH_STREAM_SERVER,
+       {ENV(ENDS, "{}"), ENV(0, "m"), END}, CONCH_CODE_INTERNAL,
+       "data after the end-stream message", 0},
+      {CONCH_PROTOCOL_CONNECT, CONCH_STREAM_SERVER,
+       {ENV(0, "m"), RAW("\0\0\0\0\x09"
+                         "abc"),
+        END},
+       CONCH_CODE_INTERNAL, "truncated envelope", 1},
+      {CONCH_PROTOCOL_CONNECT, CONCH_STREAM_SERVER,
+       {ENV(ENDS | COMP, "{}"), END}, CONCH_CODE_INTERNAL,
+       "compressed end-stream message without a response encoding", 0},
+      {CONCH_PROTOCOL_CONNECT, CONCH_STREAM_SERVER,
+       {ENV(ENDS, "not json"), END}, CONCH_CODE_INTERNAL,
+       "invalid end-stream message", 0},
+      {CONCH_PROTOCOL_CONNECT, CONCH_STREAM_SERVER,
+       {ENV(0, "m"),
+        ENV(ENDS, "{\"error\":{\"code\":\"not_found\",\"message\":\"gone\"}}"),
+        END},
+       CONCH_CODE_NOT_FOUND, "gone", 1},
+      {CONCH_PROTOCOL_CONNECT, CONCH_STREAM_CLIENT,
+       {ENV(0, "a"), ENV(0, "b"), ENV(ENDS, "{}"), END},
+       CONCH_CODE_UNIMPLEMENTED, "client-streaming response had 2 messages",
+       1 /* the second is refused, not delivered */},
+      {CONCH_PROTOCOL_CONNECT, CONCH_STREAM_CLIENT,
+       {ENV(ENDS, "{}"), END}, CONCH_CODE_UNIMPLEMENTED,
+       "client-streaming response had 0 messages", 0},
+      /* gRPC: messages with flags 0 or 1 only, the status in trailers. */
+      {CONCH_PROTOCOL_GRPC, CONCH_STREAM_SERVER,
+       {ENV(0, "m"), ENV(0, "n"), TRAILERS("0")}, CONCH_CODE_OK, NULL, 2},
+      {CONCH_PROTOCOL_GRPC, CONCH_STREAM_SERVER,
+       {ENV(COMP, "m"), TRAILERS("0")}, CONCH_CODE_INTERNAL,
+       "response declared no encoding", 0},
+      {CONCH_PROTOCOL_GRPC, CONCH_STREAM_SERVER,
+       {ENV(ENDS, "{}"), TRAILERS("0")}, CONCH_CODE_INTERNAL,
+       "invalid envelope flags 0x02", 0},
+      {CONCH_PROTOCOL_GRPC, CONCH_STREAM_SERVER,
+       {ENV(WEBT, "grpc-status: 0\r\n"), TRAILERS("0")}, CONCH_CODE_INTERNAL,
+       "invalid envelope flags 0x80", 0},
+      {CONCH_PROTOCOL_GRPC, CONCH_STREAM_CLIENT,
+       {ENV(0, "a"), ENV(0, "b"), TRAILERS("0")}, CONCH_CODE_UNIMPLEMENTED,
+       "client-streaming response had 2 messages, not one", 1},
+      /* gRPC-Web: messages, then one trailers frame, then nothing. */
+      {CONCH_PROTOCOL_GRPC_WEB, CONCH_STREAM_SERVER,
+       {ENV(0, "m"), ENV(WEBT, "grpc-status: 0\r\n"), END}, CONCH_CODE_OK,
+       NULL, 1},
+      {CONCH_PROTOCOL_GRPC_WEB, CONCH_STREAM_SERVER,
+       {ENV(WEBT, "grpc-status: 0\r\n"), ENV(0, "m"), END},
+       CONCH_CODE_INTERNAL, "data after the trailers", 0},
+      {CONCH_PROTOCOL_GRPC_WEB, CONCH_STREAM_SERVER,
+       {ENV(WEBT | COMP, "grpc-status: 0\r\n"), END}, CONCH_CODE_INTERNAL,
+       "response declared no encoding", 0},
+      {CONCH_PROTOCOL_GRPC_WEB, CONCH_STREAM_SERVER,
+       {ENV(ENDS, "{}"), END}, CONCH_CODE_INTERNAL,
+       "invalid envelope flags 0x02", 0},
+  };
+  /* clang-format on */
+  static const char *const ctypes[] = {
+      [CONCH_PROTOCOL_CONNECT] = "application/connect+proto",
+      [CONCH_PROTOCOL_GRPC] = "application/grpc",
+      [CONCH_PROTOCOL_GRPC_WEB] = "application/grpc-web+proto",
+  };
+  conch_client *cs[3];
+  size_t i;
+  fx f;
+  (void)state;
+
+  cs[CONCH_PROTOCOL_CONNECT] = make(CONCH_PROTOCOL_CONNECT, "http://h:1", NULL);
+  cs[CONCH_PROTOCOL_GRPC] = make(CONCH_PROTOCOL_GRPC, "http://h:1", NULL);
+  cs[CONCH_PROTOCOL_GRPC_WEB] =
+      make(CONCH_PROTOCOL_GRPC_WEB, "http://h:1", NULL);
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const conch_status *st;
+
+    begin(&f, cs[cases[i].p], cases[i].kind, 0, NULL);
+    block(&f, "200", 0, "content-type", ctypes[cases[i].p], NULL);
+    run_steps(&f, cases[i].steps, 4);
+    st = outcome(&f);
+    if (st->code != cases[i].code ||
+        (cases[i].msg != NULL &&
+         strstr(conch_status_message(st), cases[i].msg) == NULL) ||
+        f.r.msgs != cases[i].msgs) {
+      fail_msg("case %zu: got %s (%s) after %d messages, want %s (%s) after "
+               "%d",
+               i, conch_code_name(st->code), conch_status_message(st), f.r.msgs,
+               conch_code_name(cases[i].code),
+               cases[i].msg != NULL ? cases[i].msg : "", cases[i].msgs);
+    }
+    done(&f);
+  }
+  for (i = 0; i < 3; i++) {
+    conch_client_free(cs[i]);
+  }
+}
+
+/* Envelopes cut at every byte arrive whole, in order; one over the
+   receive limit is refused by its declared length. */
+static void test_response_pieces(void **state) {
+  static const char stream[] = "\0\0\0\0\3abc"
+                               "\0\0\0\0\0"
+                               "\2\0\0\0\2{}";
+  conch_client *c = make(CONCH_PROTOCOL_CONNECT, "http://h:1", NULL);
+  conch_client_opts *o;
+  conch_client *limited;
+  size_t i;
+  fx f;
+  (void)state;
+
+  begin(&f, c, CONCH_STREAM_SERVER, 0, NULL);
+  block(&f, "200", 0, "content-type", "application/connect+proto", NULL);
+  for (i = 0; i < sizeof(stream) - 1; i++) {
+    data(&f, stream + i, 1);
+    assert_int_equal(f.r.closes, 0);
+  }
+  end(&f);
+  expect(&f, CONCH_CODE_OK, NULL);
+  assert_int_equal(f.r.msgs, 2); /* "abc" and the empty message */
+  done(&f);
+
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_protocol(o, CONCH_PROTOCOL_GRPC), 0);
+  assert_int_equal(conch_client_opts_set_recv_limit(o, 4), 0);
+  assert_int_equal(conch_client_new(&limited, "http://h:1", o), 0);
+  conch_client_opts_free(o);
+  begin(&f, limited, CONCH_STREAM_SERVER, 0, NULL);
+  block(&f, "200", 0, "content-type", "application/grpc", NULL);
+  envs(&f, 0, "abcd");
+  data(&f, "\0\0\0\0\5", 5); /* declares 5: refused before its bytes */
+  expect(&f, CONCH_CODE_RESOURCE_EXHAUSTED,
+         "response message of 5 bytes exceeds the receive limit of 4 bytes");
+  assert_int_equal(f.r.msgs, 1);
+  done(&f);
+  conch_client_free(limited);
+  conch_client_free(c);
+}
+
+/* The small predicates the sessions ask protocol.c. */
+static void test_predicates(void **state) {
+  static const struct {
+    const char *name;
+    int is;
+  } fields[] = {
+      {"grpc-status", 1},
+      {"grpc-message", 1},
+      {"grpc-status-details-bin", 1},
+      {"grpc-status-x", 0},
+      {"grpc-statu", 0},
+      {"Grpc-Status", 0}, /* sessions hand names lowercased */
+      {"grpc-encoding", 0},
+      {"", 0},
+  };
+  static const struct {
+    conch_stream_kind kind;
+    int waits;
+  } kinds[] = {
+      {CONCH_STREAM_UNARY, 1},
+      {CONCH_STREAM_SERVER, 1},
+      {CONCH_STREAM_CLIENT, 0},
+      {CONCH_STREAM_BIDI, 0},
+  };
+  conch_client *c = make(CONCH_PROTOCOL_GRPC, "http://h:1", NULL);
+  size_t i;
+  fx f;
+  (void)state;
+
+  for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+    if (conch__grpc_status_field(fields[i].name, strlen(fields[i].name)) !=
+        fields[i].is) {
+      fail_msg("conch__grpc_status_field(\"%s\") is not %d", fields[i].name,
+               fields[i].is);
+    }
+  }
+  /* The length counts, not a NUL. */
+  assert_false(conch__grpc_status_field("grpc-status", 4));
+  for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+    begin(&f, c, kinds[i].kind, 0, NULL);
+    assert_int_equal(conch__proto_headers_wait_message(f.call), kinds[i].waits);
+    done(&f);
+  }
+  conch_client_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_request_headers),
@@ -862,6 +1119,9 @@ int main(void) {
       cmocka_unit_test(test_grpc_trailers),
       cmocka_unit_test(test_grpc_web_trailers),
       cmocka_unit_test(test_connect_errors),
+      cmocka_unit_test(test_response_envelopes),
+      cmocka_unit_test(test_response_pieces),
+      cmocka_unit_test(test_predicates),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
