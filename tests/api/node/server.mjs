@@ -11,7 +11,10 @@
 // default, picks a free port) and prints exactly one line "LISTENING <port>"
 // to stdout once it accepts connections.  Exits on SIGTERM/SIGINT/SIGHUP,
 // and when its stdin (if a pipe or socket) closes; on its way out it
-// SIGKILLs every process group it started, so no child outlives it.
+// SIGKILLs every process it started, and the group of those that lead one
+// (a client's tree leader; children stay in this server's group, as
+// envd's do, so a shell's background children of an unwrapped command
+// can outlive it, as they outlive envd).
 //
 // Behaviour: /work/shared/ENVD.md ("envd behaviour, RPC by RPC"), with envd's
 // codes and messages; see README.md here for what is left out (PTYs, core
@@ -705,8 +708,9 @@ function find(selector, endedOk) {
 
 function killAll() {
   for (const p of procs) {
-    // Whole groups (every child leads its own session), ended ones too: a
-    // grandchild may have outlived its parent.
+    // Whole groups where a process leads one (a tree leader), ended ones
+    // too: a grandchild may have outlived its parent.  Our children do
+    // not lead groups otherwise, and ESRCH says so.
     try {
       process.kill(-p.pid, "SIGKILL");
     } catch {
@@ -827,7 +831,10 @@ const service = {
       sp = await spawnWithPipes("/bin/sh", args, {
         cwd,
         env: environment(user, cfg?.envs),
-        detached: true, // setsid(): its own process group, no terminal
+        // No group of its own, as envd starts piped processes (its
+        // SendSignal reaches the pid only): a client's tree leader
+        // (api/tree.c) must make the group itself, here as there.
+        detached: false,
         ...(user.uid !== self ? { uid: user.uid, gid: user.gid } : {}),
       }, req.stdin !== false);
     } catch (e) {
