@@ -143,8 +143,7 @@ static int up_file(cp_ctx *c, const char *src, const char *dst) {
   rv = conch_files_write_fd(c->sb, dst, fd, &o, &st);
   if (rv == 0) {
     bar_end(c, 1, fstat(fd, &sbuf) == 0 ? (uint64_t)sbuf.st_size : 0,
-            fstat(fd, &sbuf) == 0 && S_ISREG(sbuf.st_mode) ? sbuf.st_size
-                                                           : -1);
+            fstat(fd, &sbuf) == 0 && S_ISREG(sbuf.st_mode) ? sbuf.st_size : -1);
   } else {
     bar_end(c, 0, 0, 0);
     rv = rv == CONCH_ERR_IO ? local_fail(src, errno)
@@ -237,8 +236,7 @@ static int down_file(cp_ctx *c, const char *src, const char *dst) {
     if (fd != 1 && !existed) {
       unlink(dst); /* nothing half-made left behind */
     }
-    rv = rv == CONCH_ERR_IO ? (fd == 1 ? cli_fail_output("stdout", eno, 0,
-                                                         NULL)
+    rv = rv == CONCH_ERR_IO ? (fd == 1 ? cli_fail_output("stdout", eno, 0, NULL)
                                        : local_fail(dst, eno))
                             : cli_rpc_fail("cp", rv, &st);
   }
@@ -295,8 +293,7 @@ static int down_tree(cp_ctx *c, const conch_entry_info *top, const char *dst) {
     } else if (e->type == CONCH_FILE_REGULAR && e->symlink_target == NULL) {
       rv = down_file(c, e->path, local);
     } else {
-      cli_note("cp: skipped ':%s' (not a regular file or directory)",
-               e->path);
+      cli_note("cp: skipped ':%s' (not a regular file or directory)", e->path);
     }
     free(local);
   }
@@ -344,8 +341,8 @@ int conch_cli_cp(cli_globals *g, int argc, char **argv) {
   if (up) {
     struct stat sbuf;
     const char *rdst = dst + 1;
-    int is_dir_src = strcmp(src, "-") != 0 && stat(src, &sbuf) == 0 &&
-                     S_ISDIR(sbuf.st_mode);
+    int is_dir_src =
+        strcmp(src, "-") != 0 && stat(src, &sbuf) == 0 && S_ISDIR(sbuf.st_mode);
     if (is_dir_src && !recursive) {
       rv = cli_fail_local(CLI_EXIT_INVALID, CONCH_CODE_INVALID_ARGUMENT,
                           "conch cp", "use -r to copy a directory", 0,
