@@ -10,6 +10,9 @@
  *    conch_files_exists(): one call each, blocking.  Entries come back as
  *    conch_entry_info, freed with conch_entry_free() or
  *    conch_entries_free().
+ *  - conch_files_read() and conch_files_write() (and their _fd, _cb and
+ *    _async forms) move a file's contents over envd's /files endpoint,
+ *    streamed through bounded memory, with progress.
  *  - conch_files_watch() returns a conch_watch handle over WatchDir:
  *    conch_watch_next() yields the directory's events as they come;
  *    conch_watch_close() is the only way to release the handle and always
