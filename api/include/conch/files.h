@@ -287,9 +287,9 @@ CONCH_EXTERN void conch_files_data_free(uint8_t *data);
 
 /**
  * Reads the file |path| into the descriptor |fd| (written from its
- * current position, write() retried on EINTR and short writes).  Returns
- * as conch_files_read(); CONCH_ERR_IO when writing |fd| failed (errno
- * says why; the read stops).
+ * current position, write() retried on EINTR and short writes).
+ * Returns as conch_files_read(); CONCH_ERR_IO when writing |fd| failed
+ * (errno says why; the read stops).
  */
 CONCH_EXTERN int conch_files_read_fd(conch_sandbox *sb, const char *path,
                                      int fd, const conch_files_io_opts *opts,
