@@ -3,7 +3,8 @@
 # ways (byte for byte, a multi-MiB random one), into a directory that is
 # there, stdin and stdout (-), -r for a tree both ways, and the exit code
 # of each failure (no such source 252, a directory without -r 253, two
-# local paths 2).  No progress line when stderr is not a terminal.
+# local paths 2).  A progress line on a terminal (script(1)), none when
+# stderr is not one.
 #
 #   test_cp.sh /path/to/conch
 set -u
@@ -93,6 +94,14 @@ for mode in h2 h1; do
   check "$mode: a missing local source exits 253" 253 \
     "$(rc "$CONCH" $U cp "$tmp/nope" ":$r/t3")"
 done
+# On a terminal (script(1) gives one): a progress line that ends at 100%.
+if command -v script >/dev/null; then
+  U="--url http://127.0.0.1:$peer_port"
+  out=$(script -qec "'$CONCH' $U cp '$tmp/big.bin' ':$tmp/remote-h2/tty.bin'" /dev/null |
+    tr '\r' '\n' | grep -c '100%')
+  check "a progress line on a terminal, ending at 100%" 1 "$out"
+  check "... and the copy is whole" same "$(same "$tmp/big.bin" "$tmp/remote-h2/tty.bin")"
+fi
 check "two local paths are a usage error" 2 "$(rc "$CONCH" cp a b)"
 check "-r with - is a usage error" 2 "$(rc "$CONCH" cp -r - :/tmp/x)"
 
