@@ -23,8 +23,9 @@
 #include "api_int.h"
 
 #define PIECE (64 * 1024)
-#define ERR_BODY_MAX (16 * 1024) /* of an error answer, kept for its message   \
-                                  */
+#define ERR_BODY_MAX                                                           \
+  (16 * 1024) /* of an error answer, kept for its message                      \
+               */
 
 /* The runtime's plain HTTP exchanges (runtime/call_int.h). */
 int conch__http_start(conch_client *c, const char *verb, const char *target,
@@ -236,7 +237,8 @@ static void settle(xfer *x, const conch_status *cs) {
       snprintf(msg, sizeof(msg), "HTTP %d from /files", x->http);
     }
     x->rv = CONCH_ERR_RPC;
-    conch_status_setf(&x->st, conch_mem_default(), code_of(x->http, m), "%s", m);
+    conch_status_setf(&x->st, conch_mem_default(), code_of(x->http, m), "%s",
+                      m);
     x->st.http_status = x->http;
     x->st.origin = CONCH_ORIGIN_HTTP;
   } else {
