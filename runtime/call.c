@@ -160,6 +160,8 @@ void conch__call_destroy(conch_call *call) {
   conch__env_reader_clear(&call->reader);
   pull_clear(call);
   conch_status_clear(&call->status);
+  conch__free(c->mem, call->http); /* one block with its strings */
+  call->http = NULL;
   if (c->nspare < CALL_SPARE_MAX) {
     /* Kept for the next call, with its small buffers. */
     md_keep(&call->req_headers);
@@ -440,30 +442,74 @@ static int call_create(conch_client *c, const conch_method *method,
   return 0;
 }
 
-int conch_call_start(conch_client *c, const conch_method *method,
-                     const conch_call_opts *opts,
-                     const conch_call_handler *handler, void *user_data,
-                     conch_call **out) {
-  conch_call *call;
+/* Queues a call just made on a connection (or ends it when there is
+   none). */
+static void call_queue(conch_call *call) {
   conch_conn *conn;
-  int rv = call_create(c, method, opts, handler, user_data, out);
-  if (rv != 0) {
-    return rv;
-  }
-  call = *out;
   if (call->finished) {
-    return 0; /* on_close follows */
+    return; /* on_close follows */
   }
-  conn = conch__conn_get(c, &call->status);
+  conn = conch__conn_get(call->client, &call->status);
   if (conn == NULL) {
     call_end(call);
-    return 0;
+    return;
   }
   conch__conn_bind(conn, call);
   conch__list_push(&conn->queue, &call->queue_link);
   conch__conn_mark_dirty(conn);
+}
+
+int conch_call_start(conch_client *c, const conch_method *method,
+                     const conch_call_opts *opts,
+                     const conch_call_handler *handler, void *user_data,
+                     conch_call **out) {
+  int rv = call_create(c, method, opts, handler, user_data, out);
+  if (rv == 0) {
+    call_queue(*out);
+  }
+  return rv;
+}
+
+int conch__http_start(conch_client *c, const char *verb, const char *target,
+                      const char *ctype, const conch_call_opts *opts,
+                      const conch_call_handler *handler, void *user_data,
+                      conch_call **out) {
+  size_t vlen, tlen, clen;
+  conch_http_x *x;
+  char *p;
+  int rv;
+
+  if (c == NULL || verb == NULL || target == NULL || target[0] != '/' ||
+      out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  vlen = strlen(verb) + 1;
+  tlen = strlen(target) + 1;
+  clen = ctype != NULL ? strlen(ctype) + 1 : 0;
+  x = conch__calloc(c->mem, 1, sizeof(*x) + vlen + tlen + clen);
+  if (x == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  p = (char *)(x + 1);
+  x->verb = memcpy(p, verb, vlen);
+  x->method.path = memcpy(p + vlen, target, tlen);
+  x->ctype = clen > 0 ? memcpy(p + vlen + tlen, ctype, clen) : NULL;
+  x->method.kind = CONCH_STREAM_BIDI; /* the body streams both ways */
+  rv = call_create(c, &x->method, opts, handler, user_data, out);
+  if (rv != 0) {
+    conch__free(c->mem, x);
+    return rv;
+  }
+  (*out)->http = x;
+  if (strcmp(verb, "GET") == 0 || strcmp(verb, "HEAD") == 0) {
+    (*out)->get = 1; /* no body: HEADERS end the request */
+    (*out)->send_closed = 1;
+  }
+  call_queue(*out);
   return 0;
 }
+
+int conch__http_status(const conch_call *call) { return call->http_status; }
 
 int conch__call_new_detached(conch_client *c, const conch_method *method,
                              const conch_call_opts *opts,

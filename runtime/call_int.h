@@ -135,7 +135,37 @@ struct conch_call {
   conch_stub_stream_msg stub_msg;   /* conch_stub_stream_async(): */
   conch_stub_fn stub_msg_fn;        /* each message, */
   conch_stub_stream_done stub_sdone; /* the end (with stub_fn) */
+  struct conch_http_x *http; /* a plain HTTP exchange, NULL for an RPC */
 };
+
+/* ---- Plain HTTP exchanges ---------------------------------------------
+
+   A request that is not an RPC (envd's /files) on the client's own
+   connections, HTTP/1.1 or HTTP/2 alike: a call whose protocol layer
+   (protocol.c) writes |verb| and |target| (path and query, below the
+   client's path prefix) with the caller's headers, sends the bytes given
+   to conch_call_send_raw() as the body as they are (a streamed body:
+   conch_call_close_send() ends it; CONCH_ERR_AGAIN and on_send_ready as
+   for a stream), and hands the response body to on_raw_message as it
+   arrives, credited back to the server when the handler returns (or
+   later: conch_call_pause()).  The call ends OK once the whole response
+   arrived, whatever its HTTP status (conch__http_status()): what a
+   status means is the caller's. */
+typedef struct conch_http_x {
+  conch_method method; /* path = target, a raw bidi method */
+  char *verb;          /* "GET", "POST", ... (GET and HEAD: no body) */
+  char *ctype;         /* the request's content-type, or NULL */
+} conch_http_x;
+
+/* Starts a plain HTTP exchange; |ctype| may be NULL, |opts| and |handler|
+   as for conch_call_start() (on_raw_message gets the body).  Returns as
+   conch_call_start(). */
+int conch__http_start(conch_client *c, const char *verb, const char *target,
+                      const char *ctype, const conch_call_opts *opts,
+                      const conch_call_handler *handler, void *user_data,
+                      conch_call **out);
+/* The response's HTTP status, 0 before its head arrived. */
+int conch__http_status(const conch_call *call);
 
 /* Starts a call bound to no connection, as if its request had gone out:
    tests and fuzz targets drive its response side with

@@ -133,6 +133,9 @@ static void fail_http(conch_call *call) {
 /* ---- Request ------------------------------------------------------------ */
 
 int conch__proto_headers_wait_message(const conch_call *call) {
+  if (call->http != NULL) {
+    return 0; /* a plain HTTP body streams */
+  }
   /* The one request message of these shapes goes out with the HEADERS;
      Connect unary must know it anyway to say whether it is compressed. */
   return call->method->kind == CONCH_STREAM_UNARY ||
@@ -147,6 +150,9 @@ int conch__proto_frame_message(conch_call *call, const uint8_t *p, size_t n) {
   size_t size;
   int rv;
 
+  if (call->http != NULL) {
+    return conch__buf_append(&call->sendbuf, c->mem, p, n); /* as it is */
+  }
   if (connect_unary(call)) {
     rv = compress ? compress_onto(call, p, n, &call->sendbuf)
                   : conch__buf_append(&call->sendbuf, c->mem, p, n);
@@ -483,6 +489,55 @@ void conch__proto_client_free(conch_client *c) {
   }
 }
 
+/* The head of a plain HTTP exchange (call_int.h): its verb and target,
+   the content type, the caller's headers. */
+static long http_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
+                         conch_buf *store) {
+  conch_client *c = call->client;
+  const conch_http_x *x = call->http;
+  size_t i, plen = strlen(c->prefix);
+  size_t off = conch__buf_size(store);
+  hdr_list h;
+
+  h.nva = nva;
+  h.cap = cap;
+  h.n = 0;
+  h.store = store;
+  h.mem = c->mem;
+  h.err = 0;
+  if (conch__buf_append(store, c->mem, ":path", 5) != 0 ||
+      conch__buf_append(store, c->mem, c->prefix, plen) != 0 ||
+      conch__buf_append(store, c->mem, x->method.path,
+                        strlen(x->method.path)) != 0) {
+    return CONCH_ERR_NOMEM;
+  }
+  nva[0].name = (uint8_t *)(uintptr_t)off;
+  nva[0].namelen = 5;
+  nva[0].value = (uint8_t *)(uintptr_t)(off + 5);
+  nva[0].valuelen = conch__buf_size(store) - off - 5;
+  nva[0].flags = NGHTTP2_NV_FLAG_NONE;
+  h.n = 1;
+  hdr_adds(&h, ":method", x->verb);
+  hdr_adds(&h, ":scheme", c->tls ? "https" : "http");
+  hdr_adds(&h, ":authority", c->authority);
+  if (conch_metadata_find(&call->req_headers, "user-agent", 0) < 0) {
+    hdr_adds(&h, "user-agent", c->user_agent);
+  }
+  if (x->ctype != NULL) {
+    hdr_adds(&h, "content-type", x->ctype);
+  }
+  add_user_headers(&h, &call->req_headers);
+  if (h.err != 0) {
+    return h.err;
+  }
+  for (i = 0; i < h.n; i++) {
+    uint8_t *base = conch__buf_head(store);
+    nva[i].name = base + (uintptr_t)nva[i].name;
+    nva[i].value = base + (uintptr_t)nva[i].value;
+  }
+  return (long)h.n;
+}
+
 static long request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
                             conch_buf *store) {
   conch_client *c = call->client;
@@ -578,7 +633,8 @@ static long request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
 
 long conch__proto_request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
                                   conch_buf *store) {
-  long n = request_headers(call, nva, cap, store);
+  long n = call->http != NULL ? http_headers(call, nva, cap, store)
+                              : request_headers(call, nva, cap, store);
   if (n == CONCH_ERR_NOMEM) {
     conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
                      "out of memory building request headers");
@@ -631,6 +687,10 @@ static void grpc_feed(conch_call *call, const uint8_t *data, size_t len);
 static void grpc_end(conch_call *call);
 
 void conch__proto_on_headers(conch_call *call) {
+  if (call->http != NULL) {
+    conch__call_emit_headers(call); /* any status: the caller's to judge */
+    return;
+  }
   if (!is_connect(call)) {
     grpc_headers(call);
     return;
@@ -774,6 +834,12 @@ static void unary_body(conch_call *call, const uint8_t *data, size_t len) {
 
 void conch__proto_on_data(conch_call *call, const uint8_t *data, size_t len) {
   call->body_bytes += len;
+  if (call->http != NULL) {
+    if (len > 0) {
+      conch__call_deliver(call, data, len, 0); /* to on_raw_message */
+    }
+    return;
+  }
   if (!is_connect(call)) {
     grpc_feed(call, data, len);
     return;
@@ -855,6 +921,10 @@ static void connect_unary_end(conch_call *call) {
 
 void conch__proto_on_end(conch_call *call) {
   conch_env_reader *r = &call->reader;
+  if (call->http != NULL) {
+    conch__call_finish(call); /* the whole response arrived */
+    return;
+  }
 
   if (!is_connect(call)) {
     grpc_end(call);

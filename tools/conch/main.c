@@ -382,6 +382,12 @@ const cli_opt cli_watch_opts[] = {
      "one JSON object per line per event: type, name"},
     {NULL, NULL, NULL, NULL}};
 
+const cli_opt cli_cp_opts[] = {
+    {"-r", NULL, NULL,
+     "recursive: copy a directory with everything in it (regular files and "
+     "directories; anything else is skipped with a note)"},
+    {NULL, NULL, NULL, NULL}};
+
 static const cli_opt serve_opts_doc[] = {{NULL, NULL, NULL, NULL}};
 
 typedef struct command {
@@ -443,6 +449,16 @@ static const command commands[] = {
      "when stdin is not a terminal: run --stdin gives a command piped\n"
      "input.",
      cli_none_opts, "conch pty -- bash -l"},
+    {"cp", conch_cli_cp, "SRC DST", "copy files to or from the sandbox",
+     "Copies SRC to DST, one of them a sandbox path :PATH (as scp's\n"
+     "host:path, the host given by --url), the other a local path, or -\n"
+     "for stdin or stdout.  Into a directory that is there (or a DST\n"
+     "ending in /) the copy takes SRC's name, as cp does; parent\n"
+     "directories in the sandbox are made.  Files stream: none is held in\n"
+     "memory, whatever its size.  A progress line shows on stderr when it\n"
+     "is a terminal.  Exits 252 when SRC is not there, 253 when it is a\n"
+     "directory without -r or DST cannot be written.",
+     cli_cp_opts, "conch cp -r ./src :/tmp/project"},
     {"ls", conch_cli_ls, "[:PATH]", "list a sandbox directory",
      "Lists the directory PATH in the sandbox (default \":\": the user's\n"
      "home), one entry per line, directories with a trailing '/'.  A\n"

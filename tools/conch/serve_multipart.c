@@ -174,8 +174,25 @@ static size_t scan(srv_mp *m, const uint8_t *p, size_t n, const srv_mp_cb *cb,
   *rv = SRV_MP_OK;
   while (i < n) {
     if (m->match == 0) {
-      const uint8_t *cr = memchr(p + i, '\r', n - i);
-      size_t end = cr != NULL ? (size_t)(cr - p) : n;
+      /* Data runs to the next CR that begins the delimiter (or as much
+         of it as this input holds); a CR that does not is data too, so
+         that a body of random bytes (a CR every 256 bytes) goes out in
+         one piece per input, not one write per CR. */
+      size_t end = i;
+      for (;;) {
+        const uint8_t *cr = memchr(p + end, '\r', n - end);
+        size_t left;
+        if (cr == NULL) {
+          end = n;
+          break;
+        }
+        end = (size_t)(cr - p);
+        left = n - end < m->dlen ? n - end : m->dlen;
+        if (memcmp(cr, m->delim, left) == 0) {
+          break;
+        }
+        end++;
+      }
       if (end > i && body && cb->on_data(ud, p + i, end - i) != 0) {
         *rv = SRV_MP_STOP;
         return end;

@@ -10,6 +10,9 @@
  *    conch_files_exists(): one call each, blocking.  Entries come back as
  *    conch_entry_info, freed with conch_entry_free() or
  *    conch_entries_free().
+ *  - conch_files_read() and conch_files_write() (and their _fd, _cb and
+ *    _async forms) move a file's contents over envd's /files endpoint,
+ *    streamed through bounded memory, with progress.
  *  - conch_files_watch() returns a conch_watch handle over WatchDir:
  *    conch_watch_next() yields the directory's events as they come;
  *    conch_watch_close() is the only way to release the handle and always
@@ -204,6 +207,165 @@ CONCH_EXTERN int conch_files_remove_async(conch_sandbox *sb, const char *path,
                                           const char *user,
                                           conch_files_status_done done,
                                           void *user_data);
+
+/* ---- Reading and writing contents ------------------------------------- */
+
+/*
+ * The contents of a file move over envd's plain HTTP endpoint /files on
+ * the sandbox's own connections (HTTP/2 or HTTP/1.1, as its RPCs): a read
+ * is GET /files?path=..&username=.., a write POST /files with the bytes as
+ * one multipart/form-data part (what every envd takes), streamed both
+ * ways: whatever the size, what is held in memory is bounded (the
+ * client's stream window for a read, about 1 MiB of send buffer for a
+ * write), and a slow consumer slows the server down instead of growing a
+ * buffer.  A write makes the missing parent directories and replaces the
+ * file (conch serve renames it into place once whole; envd writes it in
+ * place).
+ *
+ * Errors are envd's HTTP statuses, with envd's message: 400 (a bad path,
+ * e.g. a directory) invalid_argument, 401 (unknown user, bad signature or
+ * token) unauthenticated, 403 permission_denied, 404 (no such file)
+ * not_found, 507 (a full disk) resource_exhausted, others as Connect maps
+ * HTTP statuses; the function then returns CONCH_ERR_RPC and the status's
+ * http_status is envd's.
+ */
+
+/** Progress of a transfer: |done| bytes of the file's contents moved so
+    far, of |total| (-1 when not known: a write from a callback or a pipe,
+    a read whose server sent no length).  Runs on the thread driving the
+    sandbox, at most once per piece. */
+typedef void (*conch_files_progress)(uint64_t done, int64_t total,
+                                     void *user_data);
+
+/** Options of a read or a write.  Initialise with
+    CONCH_FILES_IO_OPTS_INIT; fields past |struct_size| are not read. */
+typedef struct conch_files_io_opts {
+  size_t struct_size;
+  /** The user the file is read or written as; NULL = the sandbox's
+      default user. */
+  const char *user;
+  /** Called as bytes move; NULL = none. */
+  conch_files_progress progress;
+  void *progress_ud;
+  /** A bound on the whole transfer in ms; 0 = none (the sandbox's
+      request timeout does not apply: a large file may take long). */
+  long timeout_ms;
+  void *reserved[4];
+} conch_files_io_opts;
+
+#define CONCH_FILES_IO_OPTS_INIT                                               \
+  { sizeof(conch_files_io_opts), NULL, NULL, NULL, 0, { 0 } }
+
+/** Where a read's bytes go: |len| (> 0) bytes, borrowed until it returns.
+    Returns 0 to go on; anything else stops the read, which then returns
+    CONCH_ERR_CANCELED. */
+typedef int (*conch_files_sink)(const uint8_t *data, size_t len,
+                                void *user_data);
+
+/** Where a write's bytes come from: puts up to |cap| bytes into |buf|.
+    Returns how many (0 = the end of the contents), or a negative value to
+    stop the write, which then returns CONCH_ERR_CANCELED and leaves the
+    file as the server leaves a cut upload (conch serve: untouched). */
+typedef long (*conch_files_source)(uint8_t *buf, size_t cap,
+                                   void *user_data);
+
+/**
+ * Reads the file |path| into memory.  |opts| may be NULL.  On 0 |*data|
+ * (NUL-terminated past |*len|, for text; never NULL) is the caller's, to
+ * free with conch_files_data_free().
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL argument), CONCH_ERR_NOMEM or
+ * CONCH_ERR_RPC (see above: not_found when there is no such file).
+ */
+CONCH_EXTERN int conch_files_read(conch_sandbox *sb, const char *path,
+                                  const conch_files_io_opts *opts,
+                                  uint8_t **data, size_t *len,
+                                  conch_status *st);
+
+/** Frees what conch_files_read() returned (NULL is accepted). */
+CONCH_EXTERN void conch_files_data_free(uint8_t *data);
+
+/**
+ * Reads the file |path| into the descriptor |fd| (written from its
+ * current position, write() retried on EINTR and short writes).
+ * Returns as conch_files_read(); CONCH_ERR_IO when writing |fd| failed
+ * (errno says why; the read stops).
+ */
+CONCH_EXTERN int conch_files_read_fd(conch_sandbox *sb, const char *path,
+                                     int fd, const conch_files_io_opts *opts,
+                                     conch_status *st);
+
+/**
+ * Reads the file |path| into |sink| (called with each piece as it
+ * arrives).  Returns as conch_files_read(); CONCH_ERR_CANCELED when
+ * |sink| stopped it.
+ */
+CONCH_EXTERN int conch_files_read_cb(conch_sandbox *sb, const char *path,
+                                     conch_files_sink sink, void *sink_ud,
+                                     const conch_files_io_opts *opts,
+                                     conch_status *st);
+
+/**
+ * Writes |len| bytes of |data| (NULL when |len| is 0) as the file |path|.
+ * Returns 0, CONCH_ERR_INVALID, CONCH_ERR_NOMEM or CONCH_ERR_RPC (see
+ * above: invalid_argument when |path| is a directory, resource_exhausted
+ * on a full disk).
+ */
+CONCH_EXTERN int conch_files_write(conch_sandbox *sb, const char *path,
+                                   const void *data, size_t len,
+                                   const conch_files_io_opts *opts,
+                                   conch_status *st);
+
+/**
+ * Writes what |fd| reads (from its current position to its end) as the
+ * file |path|.  Returns as conch_files_write(); CONCH_ERR_IO when reading
+ * |fd| failed (errno says why).
+ */
+CONCH_EXTERN int conch_files_write_fd(conch_sandbox *sb, const char *path,
+                                      int fd, const conch_files_io_opts *opts,
+                                      conch_status *st);
+
+/**
+ * Writes what |source| gives as the file |path|.  Returns as
+ * conch_files_write(); CONCH_ERR_CANCELED when |source| stopped it.
+ */
+CONCH_EXTERN int conch_files_write_cb(conch_sandbox *sb, const char *path,
+                                      conch_files_source source,
+                                      void *source_ud,
+                                      const conch_files_io_opts *opts,
+                                      conch_status *st);
+
+/** The end of an asynchronous read or write: |rv| is what the blocking
+    form would have returned, |st| its status (borrowed), |bytes| the
+    contents moved. */
+typedef void (*conch_files_io_done)(int rv, const conch_status *st,
+                                    uint64_t bytes, void *user_data);
+
+/**
+ * conch_files_read_cb() on the loop (conch_sandbox_native()): |sink| runs
+ * for each piece and |done| once at the end, never from inside this
+ * function.  |sink| runs on the loop and should not block for long.
+ *
+ * Returns 0 (|done| will run), CONCH_ERR_INVALID (a NULL |sb|, |path|,
+ * |sink| or |done|) or CONCH_ERR_NOMEM (|done| never runs).
+ */
+CONCH_EXTERN int conch_files_read_async(conch_sandbox *sb, const char *path,
+                                        conch_files_sink sink, void *sink_ud,
+                                        const conch_files_io_opts *opts,
+                                        conch_files_io_done done,
+                                        void *user_data);
+
+/**
+ * conch_files_write_cb() on the loop: |source| is asked for bytes when the
+ * send buffer has room, and should not block for long.  Returns as
+ * conch_files_read_async().
+ */
+CONCH_EXTERN int conch_files_write_async(conch_sandbox *sb, const char *path,
+                                         conch_files_source source,
+                                         void *source_ud,
+                                         const conch_files_io_opts *opts,
+                                         conch_files_io_done done,
+                                         void *user_data);
 
 /* ---- Watching a directory ---------------------------------------------- */
 

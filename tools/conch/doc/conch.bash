@@ -35,7 +35,7 @@ _conch() {
   prev=${COMP_WORDS[COMP_CWORD - 1]}
   local global="--url --token --token-file --user --timeout --cacert
     --http1.1 --http2 --protocol --codec --json-errors --help --version"
-  local commands="run start ps kill attach pty ls stat mkdir mv rm watch serve
+  local commands="run start ps kill attach pty cp ls stat mkdir mv rm watch serve
     help version"
   for ((i = 1; i < COMP_CWORD; i++)); do
     case ${COMP_WORDS[i]} in
@@ -81,6 +81,7 @@ _conch() {
     attach | pty | stat | mv | rm) opts="--help $global" ;;
     ls) opts="-l --depth --help $global" ;;
     mkdir) opts="-p --help $global" ;;
+    cp) opts="-r --help $global" ;;
     watch) opts="-r --json --help $global" ;;
     serve) opts="--listen --access-token-file --access-token --no-token
       --tls-cert --tls-key --allow-uid --allow-user --user --workdir --stop

@@ -1,0 +1,777 @@
+/* The contents of files (conch/files.h): envd's /files over a plain HTTP
+   exchange of the runtime (conch__http_start(), call_int.h), GET to read
+   and a multipart/form-data POST to write, streamed both ways.
+
+   A read hands each piece of the response body to the sink as it arrives;
+   the runtime credits it back to the server when the handler returns, so
+   what waits is bounded by the stream window.  A write asks its source
+   for PIECE bytes at a time and queues them on the call until the call's
+   send buffer is over its mark (CONCH_ERR_AGAIN), then waits for
+   on_send_ready: memory stays at about the send buffer's mark. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <conch/files.h>
+
+#include "api_int.h"
+
+#define PIECE (64 * 1024)
+#define ERR_BODY_MAX                                                           \
+  (16 * 1024) /* of an error answer, kept for its message                      \
+               */
+
+/* The runtime's plain HTTP exchanges (runtime/call_int.h). */
+int conch__http_start(conch_client *c, const char *verb, const char *target,
+                      const char *ctype, const conch_call_opts *opts,
+                      const conch_call_handler *handler, void *user_data,
+                      conch_call **out);
+int conch__http_status(const conch_call *call);
+
+typedef struct xfer {
+  conch_sandbox *sb;
+  conch_call *call;
+  int write;
+  /* Options. */
+  conch_files_progress progress;
+  void *progress_ud;
+  /* Read: where bytes go. */
+  conch_files_sink sink;
+  void *sink_ud;
+  /* Write: where they come from; |piece| holds what the call refused. */
+  conch_files_source source;
+  void *source_ud;
+  uint8_t *piece;
+  size_t plen;
+  int in_head; /* |piece| holds the part's head */
+  int src_end; /* the source said end: the epilogue is queued */
+  char epilogue[80];
+  int64_t total; /* -1 unknown */
+  uint64_t moved;
+  /* Outcome. */
+  int http;      /* the response's status, 0 before */
+  int local;     /* a local error that stopped it (CONCH_ERR_*), 0 none */
+  char *errbody; /* an error answer's body, up to ERR_BODY_MAX */
+  size_t errlen;
+  int done;
+  int rv;
+  conch_status st;
+  conch_files_io_done on_done; /* async */
+  void *done_ud;
+} xfer;
+
+/* ---- The request -------------------------------------------------------- */
+
+static int pct_append(char *out, size_t cap, size_t *n, const char *s) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (; *s != '\0'; s++) {
+    unsigned char ch = (unsigned char)*s;
+    int plain = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' ||
+                ch == '_' || ch == '~' || ch == '/';
+    if (*n + 4 > cap) {
+      return -1;
+    }
+    if (plain) {
+      out[(*n)++] = (char)ch;
+    } else {
+      out[(*n)++] = '%';
+      out[(*n)++] = hex[ch >> 4];
+      out[(*n)++] = hex[ch & 15];
+    }
+  }
+  out[*n] = '\0';
+  return 0;
+}
+
+/* "/files?path=..[&username=..]" into a new string. */
+static char *files_target(const conch_mem *m, const char *path,
+                          const char *user) {
+  size_t cap = 32 + 3 * strlen(path) + (user != NULL ? 3 * strlen(user) : 0);
+  char *t = api_malloc(m, cap);
+  size_t n = 0;
+  if (t == NULL) {
+    return NULL;
+  }
+  memcpy(t, "/files?path=", 12);
+  n = 12;
+  t[n] = '\0';
+  if (pct_append(t, cap, &n, path) != 0 ||
+      (user != NULL &&
+       (n + 10 >= cap || (memcpy(t + n, "&username=", 10), n += 10, 0) != 0 ||
+        pct_append(t, cap, &n, user) != 0))) {
+    api_free(m, t);
+    return NULL;
+  }
+  return t;
+}
+
+/* A boundary no content is likely to hold: 24 bytes of the clock, the
+   address of the transfer and a counter, in hex. */
+static void make_boundary(const xfer *x, char *out, size_t cap) {
+  static unsigned counter;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  snprintf(out, cap, "conch%08lx%08lx%08lx%04x", (unsigned long)ts.tv_sec,
+           (unsigned long)ts.tv_nsec, (unsigned long)(uintptr_t)x,
+           ++counter & 0xffffu);
+}
+
+/* The last component of |path|, with what a quoted string cannot hold
+   replaced. */
+static void part_name(const char *path, char *out, size_t cap) {
+  const char *b = strrchr(path, '/');
+  size_t i, n;
+  b = b != NULL ? b + 1 : path;
+  if (*b == '\0') {
+    b = "file";
+  }
+  n = strlen(b);
+  if (n >= cap) {
+    n = cap - 1;
+  }
+  for (i = 0; i < n; i++) {
+    char ch = b[i];
+    out[i] = (ch == '"' || ch == '\\' || (unsigned char)ch < 0x20) ? '_' : ch;
+  }
+  out[n] = '\0';
+}
+
+/* ---- Ending ------------------------------------------------------------- */
+
+/* envd's {"code":N,"message":"..."}: the message, unescaped (\uXXXX kept
+   as '?' beyond ASCII), into |out|; 0 when there is one. */
+static int json_message(const char *body, size_t len, char *out, size_t cap) {
+  const char *key = "\"message\"";
+  const char *p = NULL, *end = body + len;
+  size_t i, n = 0;
+  for (i = 0; i + 9 <= len; i++) {
+    if (memcmp(body + i, key, 9) == 0) {
+      p = body + i + 9;
+      break;
+    }
+  }
+  if (p == NULL) {
+    return -1;
+  }
+  while (p < end && (*p == ' ' || *p == ':' || *p == '\t')) {
+    p++;
+  }
+  if (p >= end || *p != '"') {
+    return -1;
+  }
+  for (p++; p < end && *p != '"' && n + 1 < cap; p++) {
+    char ch = *p;
+    if (ch == '\\' && p + 1 < end) {
+      p++;
+      switch (*p) {
+      case 'n':
+        ch = '\n';
+        break;
+      case 't':
+        ch = '\t';
+        break;
+      case 'u':
+        ch = '?';
+        p += (end - p > 4) ? 4 : end - p - 1;
+        break;
+      default:
+        ch = *p;
+      }
+    }
+    out[n++] = ch;
+  }
+  out[n] = '\0';
+  return 0;
+}
+
+static conch_code code_of(int http, const char *msg) {
+  switch (http) {
+  case 400:
+    return CONCH_CODE_INVALID_ARGUMENT;
+  case 401:
+    return CONCH_CODE_UNAUTHENTICATED;
+  case 403:
+    return CONCH_CODE_PERMISSION_DENIED;
+  case 404:
+    return CONCH_CODE_NOT_FOUND;
+  case 409:
+    return CONCH_CODE_ALREADY_EXISTS;
+  case 429:
+  case 502:
+  case 503:
+  case 504:
+    return CONCH_CODE_UNAVAILABLE;
+  case 507:
+    return CONCH_CODE_RESOURCE_EXHAUSTED;
+  default:
+    /* envd answers a file it may not open with a 500 saying so. */
+    if (msg != NULL && strstr(msg, "permission denied") != NULL) {
+      return CONCH_CODE_PERMISSION_DENIED;
+    }
+    return http >= 500 ? CONCH_CODE_INTERNAL : CONCH_CODE_UNKNOWN;
+  }
+}
+
+/* Settles |x| from the call's end: the first of a local error, a failed
+   exchange, an HTTP error. */
+static void settle(xfer *x, const conch_status *cs) {
+  if (x->local != 0) {
+    x->rv = x->local;
+    conch__sb_fail(&x->st, CONCH_CODE_CANCELED, x->local,
+                   "transfer stopped by its callback");
+  } else if (cs->code != CONCH_CODE_OK) {
+    x->rv = CONCH_ERR_RPC;
+    conch__sb_status(&x->st, cs);
+  } else if (x->http < 200 || x->http > 299) {
+    char msg[512];
+    const char *m = msg;
+    if (x->errbody == NULL ||
+        json_message(x->errbody, x->errlen, msg, sizeof(msg)) != 0) {
+      snprintf(msg, sizeof(msg), "HTTP %d from /files", x->http);
+    }
+    x->rv = CONCH_ERR_RPC;
+    conch_status_setf(&x->st, conch_mem_default(), code_of(x->http, m), "%s",
+                      m);
+    x->st.http_status = x->http;
+    x->st.origin = CONCH_ORIGIN_HTTP;
+  } else {
+    x->rv = 0;
+  }
+}
+
+static void xfer_free(xfer *x) {
+  const conch_mem *m = x->sb->mem;
+  api_free(m, x->piece);
+  api_free(m, x->errbody);
+  conch_status_clear(&x->st);
+  api_free(m, x);
+}
+
+static void stop(xfer *x, int err) {
+  if (x->local == 0) {
+    x->local = err;
+  }
+  conch_call_cancel(x->call);
+}
+
+/* ---- The call's handlers ------------------------------------------------ */
+
+static void on_headers(conch_call *call, const conch_metadata *h, void *ud) {
+  xfer *x = ud;
+  x->http = conch__http_status(call);
+  if (!x->write && x->http >= 200 && x->http <= 299) {
+    const char *len = conch_metadata_get(h, "content-length", 0);
+    if (len != NULL) {
+      char *e;
+      long long v = strtoll(len, &e, 10);
+      if (*e == '\0' && v >= 0) {
+        x->total = v;
+      }
+    }
+  }
+}
+
+static void on_body(conch_call *call, const uint8_t *p, size_t n, void *ud) {
+  xfer *x = ud;
+  (void)call;
+  if (x->http == 0) {
+    x->http = conch__http_status(call);
+  }
+  if (x->local != 0) {
+    return;
+  }
+  if (x->write || x->http < 200 || x->http > 299) {
+    /* An upload's answer (its entries) or an error's: only an error's is
+       read, for its message, and only so much of it. */
+    if (x->http >= 200 && x->http <= 299) {
+      return;
+    }
+    if (x->errbody == NULL) {
+      x->errbody = api_malloc(x->sb->mem, ERR_BODY_MAX + 1);
+      if (x->errbody == NULL) {
+        return; /* the status speaks without it */
+      }
+    }
+    if (n > ERR_BODY_MAX - x->errlen) {
+      n = ERR_BODY_MAX - x->errlen;
+    }
+    memcpy(x->errbody + x->errlen, p, n);
+    x->errlen += n;
+    x->errbody[x->errlen] = '\0';
+    return;
+  }
+  if (x->sink(p, n, x->sink_ud) != 0) {
+    stop(x, CONCH_ERR_CANCELED);
+    return;
+  }
+  x->moved += n;
+  if (x->progress != NULL) {
+    x->progress(x->moved, x->total, x->progress_ud);
+  }
+}
+
+/* Queues bytes from the source until the call's buffer is full or the
+   contents end. */
+static void pump(xfer *x) {
+  while (x->local == 0 && !conch_call_done(x->call)) {
+    int rv;
+    if (x->plen == 0 && !x->src_end) {
+      long got = x->source(x->piece, PIECE, x->source_ud);
+      if (got < 0) {
+        stop(x, CONCH_ERR_CANCELED);
+        return;
+      }
+      if (got == 0) {
+        x->src_end = 1;
+        memcpy(x->piece, x->epilogue, strlen(x->epilogue));
+        x->plen = strlen(x->epilogue);
+      } else {
+        x->plen = (size_t)got;
+      }
+    }
+    if (x->plen == 0) {
+      conch_call_close_send(x->call);
+      return;
+    }
+    rv = conch_call_send_raw(x->call, x->piece, x->plen);
+    if (rv == CONCH_ERR_AGAIN) {
+      return; /* on_send_ready */
+    }
+    if (rv != 0) {
+      return; /* the call ended: its end says why */
+    }
+    if (x->in_head) {
+      x->in_head = 0; /* the part's head is not the file's */
+    } else if (!x->src_end) {
+      x->moved += x->plen;
+      if (x->progress != NULL) {
+        x->progress(x->moved, x->total, x->progress_ud);
+      }
+    }
+    x->plen = 0;
+    if (x->src_end) {
+      conch_call_close_send(x->call);
+      return;
+    }
+  }
+}
+
+static void on_send_ready(conch_call *call, void *ud) {
+  (void)call;
+  pump(ud);
+}
+
+static void on_close(conch_call *call, const conch_status *cs,
+                     const conch_metadata *trailers, void *ud) {
+  xfer *x = ud;
+  (void)trailers;
+  if (x->http == 0) {
+    x->http = conch__http_status(call);
+  }
+  settle(x, cs);
+  x->done = 1;
+  if (x->on_done != NULL) {
+    x->on_done(x->rv, &x->st, x->moved, x->done_ud);
+    xfer_free(x);
+  }
+}
+
+/* ---- Starting ----------------------------------------------------------- */
+
+static int xfer_new(conch_sandbox *sb, const conch_files_io_opts *opts,
+                    xfer **out) {
+  conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
+  xfer *x;
+  if (opts != NULL) {
+    size_t n = opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o);
+    if (n < sizeof(size_t) || opts->timeout_ms < 0) {
+      return CONCH_ERR_INVALID;
+    }
+    memcpy(&o, opts, n);
+  }
+  x = api_calloc(sb->mem, 1, sizeof(*x));
+  if (x == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  x->sb = sb;
+  x->progress = o.progress;
+  x->progress_ud = o.progress_ud;
+  x->total = -1;
+  conch_status_init(&x->st);
+  *out = x;
+  return 0;
+}
+
+/* Starts the exchange of |x| (sink or source set).  Returns 0 or an
+   error, with |x| still the caller's either way. */
+static int xfer_start(xfer *x, const char *path,
+                      const conch_files_io_opts *opts, int auto_free) {
+  conch_sandbox *sb = x->sb;
+  const char *user = opts != NULL ? opts->user : NULL;
+  conch_call_handler h = {0};
+  conch_call_opts co = CONCH_CALL_OPTS_INIT;
+  char ctype[96], boundary[48];
+  char *target;
+  conch_metadata *md;
+  int rv;
+
+  h.on_headers = on_headers;
+  h.on_raw_message = on_body;
+  h.on_send_ready = on_send_ready;
+  h.on_close = on_close;
+  co.timeout_ms = opts != NULL ? opts->timeout_ms : 0;
+  co.auto_free = auto_free;
+  target = files_target(sb->mem, path, user);
+  md = conch__sb_headers(sb, user, 0);
+  if (x->write) {
+    x->piece = api_malloc(sb->mem, PIECE);
+  }
+  if (target == NULL || md == NULL || (x->write && x->piece == NULL)) {
+    api_free(sb->mem, target);
+    conch_metadata_free(md);
+    return CONCH_ERR_NOMEM;
+  }
+  co.headers = md;
+  if (x->write) {
+    char name[200];
+    int k;
+    make_boundary(x, boundary, sizeof(boundary));
+    snprintf(ctype, sizeof(ctype), "multipart/form-data; boundary=%s",
+             boundary);
+    part_name(path, name, sizeof(name));
+    k = snprintf((char *)x->piece, PIECE,
+                 "--%s\r\nContent-Disposition: form-data; name=\"file\"; "
+                 "filename=\"%s\"\r\nContent-Type: application/octet-stream"
+                 "\r\n\r\n",
+                 boundary, name);
+    x->plen = (size_t)k; /* the part's head goes first */
+    x->in_head = 1;
+    snprintf(x->epilogue, sizeof(x->epilogue), "\r\n--%s--\r\n", boundary);
+  }
+  rv = conch__http_start(sb->client, x->write ? "POST" : "GET", target,
+                         x->write ? ctype : NULL, &co, &h, x, &x->call);
+  api_free(sb->mem, target);
+  conch_metadata_free(md);
+  if (rv != 0) {
+    return rv;
+  }
+  if (x->write) {
+    pump(x);
+  }
+  return 0;
+}
+
+/* Runs |x| to its end and returns its result (|x| freed). */
+static int xfer_run(xfer *x, const char *path, const conch_files_io_opts *opts,
+                    conch_status *st) {
+  int rv = xfer_start(x, path, opts, 0);
+  if (rv == 0) {
+    rv = conch__sb_drive(x->sb, &x->done);
+    if (rv == 0) {
+      rv = x->rv;
+      conch__sb_status(st, &x->st);
+    }
+    conch_call_free(x->call);
+  }
+  xfer_free(x);
+  return rv;
+}
+
+static int check(conch_sandbox *sb, const char *path) {
+  return sb == NULL || path == NULL ? CONCH_ERR_INVALID : 0;
+}
+
+int conch_files_read_cb(conch_sandbox *sb, const char *path,
+                        conch_files_sink sink, void *sink_ud,
+                        const conch_files_io_opts *opts, conch_status *st) {
+  xfer *x;
+  int rv = check(sb, path);
+  if (rv == 0 && sink == NULL) {
+    rv = CONCH_ERR_INVALID;
+  }
+  if (rv == 0) {
+    rv = xfer_new(sb, opts, &x);
+  }
+  if (rv != 0) {
+    return rv;
+  }
+  x->sink = sink;
+  x->sink_ud = sink_ud;
+  return xfer_run(x, path, opts, st);
+}
+
+int conch_files_write_cb(conch_sandbox *sb, const char *path,
+                         conch_files_source source, void *source_ud,
+                         const conch_files_io_opts *opts, conch_status *st) {
+  xfer *x;
+  int rv = check(sb, path);
+  if (rv == 0 && source == NULL) {
+    rv = CONCH_ERR_INVALID;
+  }
+  if (rv == 0) {
+    rv = xfer_new(sb, opts, &x);
+  }
+  if (rv != 0) {
+    return rv;
+  }
+  x->write = 1;
+  x->source = source;
+  x->source_ud = source_ud;
+  return xfer_run(x, path, opts, st);
+}
+
+/* The blocking forms over the callback ones.  |errno_out| carries an I/O
+   error out of the callback (the sink's or source's non-zero). */
+
+typedef struct membuf {
+  const conch_mem *m;
+  uint8_t *p;
+  size_t len, cap;
+  int nomem;
+  const uint8_t *src; /* write */
+  size_t off;
+  int fd;
+  int eno;
+} membuf;
+
+static int mem_sink(const uint8_t *d, size_t n, void *ud) {
+  membuf *b = ud;
+  if (b->cap - b->len <= n) {
+    size_t cap = b->cap < 4096 ? 4096 : b->cap;
+    uint8_t *np;
+    while (cap - b->len <= n) {
+      if (cap > SIZE_MAX / 2) {
+        b->nomem = 1;
+        return -1;
+      }
+      cap *= 2;
+    }
+    np = api_malloc(b->m, cap);
+    if (np == NULL) {
+      b->nomem = 1;
+      return -1;
+    }
+    if (b->len > 0) {
+      memcpy(np, b->p, b->len);
+    }
+    api_free(b->m, b->p);
+    b->p = np;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, d, n);
+  b->len += n;
+  return 0;
+}
+
+int conch_files_read(conch_sandbox *sb, const char *path,
+                     const conch_files_io_opts *opts, uint8_t **data,
+                     size_t *len, conch_status *st) {
+  membuf b;
+  int rv;
+  if (data == NULL || len == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  memset(&b, 0, sizeof(b));
+  b.m = conch_mem_default();
+  rv = conch_files_read_cb(sb, path, mem_sink, &b, opts, st);
+  if (rv == CONCH_ERR_CANCELED && b.nomem) {
+    rv = CONCH_ERR_NOMEM;
+    conch__sb_fail(st, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                   "out of memory reading the file");
+  }
+  if (rv == 0 && b.p == NULL) {
+    b.p = api_malloc(b.m, 1);
+    if (b.p == NULL) {
+      rv = CONCH_ERR_NOMEM;
+    }
+  }
+  if (rv != 0) {
+    api_free(b.m, b.p);
+    return rv;
+  }
+  b.p[b.len] = '\0';
+  *data = b.p;
+  *len = b.len;
+  return 0;
+}
+
+void conch_files_data_free(uint8_t *data) {
+  api_free(conch_mem_default(), data);
+}
+
+static int fd_sink(const uint8_t *d, size_t n, void *ud) {
+  membuf *b = ud;
+  while (n > 0) {
+    ssize_t w = write(b->fd, d, n);
+    if (w < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      b->eno = errno;
+      return -1;
+    }
+    d += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static long fd_source(uint8_t *buf, size_t cap, void *ud) {
+  membuf *b = ud;
+  for (;;) {
+    ssize_t r = read(b->fd, buf, cap);
+    if (r >= 0) {
+      return (long)r;
+    }
+    if (errno != EINTR) {
+      b->eno = errno;
+      return -1;
+    }
+  }
+}
+
+/* A callback that failed on an I/O error: CONCH_ERR_IO with errno. */
+static int io_result(int rv, const membuf *b, conch_status *st) {
+  if (rv == CONCH_ERR_CANCELED && b->eno != 0) {
+    conch__sb_fail(st, CONCH_CODE_INTERNAL, CONCH_ERR_IO, strerror(b->eno));
+    errno = b->eno;
+    return CONCH_ERR_IO;
+  }
+  return rv;
+}
+
+int conch_files_read_fd(conch_sandbox *sb, const char *path, int fd,
+                        const conch_files_io_opts *opts, conch_status *st) {
+  membuf b;
+  if (fd < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  memset(&b, 0, sizeof(b));
+  b.fd = fd;
+  return io_result(conch_files_read_cb(sb, path, fd_sink, &b, opts, st), &b,
+                   st);
+}
+
+static long mem_source(uint8_t *buf, size_t cap, void *ud) {
+  membuf *b = ud;
+  size_t n = b->len - b->off;
+  if (n > cap) {
+    n = cap;
+  }
+  if (n > 0) {
+    memcpy(buf, b->src + b->off, n);
+  }
+  b->off += n;
+  return (long)n;
+}
+
+/* A write whose size is known: the progress callback's total. */
+static int write_sized(conch_sandbox *sb, const char *path,
+                       conch_files_source src, membuf *b, int64_t total,
+                       const conch_files_io_opts *opts, conch_status *st) {
+  xfer *x;
+  int rv = check(sb, path);
+  if (rv == 0) {
+    rv = xfer_new(sb, opts, &x);
+  }
+  if (rv != 0) {
+    return rv;
+  }
+  x->write = 1;
+  x->source = src;
+  x->source_ud = b;
+  x->total = total;
+  return io_result(xfer_run(x, path, opts, st), b, st);
+}
+
+int conch_files_write(conch_sandbox *sb, const char *path, const void *data,
+                      size_t len, const conch_files_io_opts *opts,
+                      conch_status *st) {
+  membuf b;
+  if (data == NULL && len > 0) {
+    return CONCH_ERR_INVALID;
+  }
+  memset(&b, 0, sizeof(b));
+  b.src = data;
+  b.len = len;
+  return write_sized(sb, path, mem_source, &b, (int64_t)len, opts, st);
+}
+
+int conch_files_write_fd(conch_sandbox *sb, const char *path, int fd,
+                         const conch_files_io_opts *opts, conch_status *st) {
+  struct stat sbuf;
+  int64_t total = -1;
+  membuf b;
+  if (fd < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  if (fstat(fd, &sbuf) == 0 && S_ISREG(sbuf.st_mode)) {
+    off_t at = lseek(fd, 0, SEEK_CUR);
+    total = (int64_t)sbuf.st_size - (at > 0 ? (int64_t)at : 0);
+  }
+  memset(&b, 0, sizeof(b));
+  b.fd = fd;
+  return write_sized(sb, path, fd_source, &b, total, opts, st);
+}
+
+/* ---- Asynchronous forms ------------------------------------------------- */
+
+int conch_files_read_async(conch_sandbox *sb, const char *path,
+                           conch_files_sink sink, void *sink_ud,
+                           const conch_files_io_opts *opts,
+                           conch_files_io_done done, void *user_data) {
+  xfer *x;
+  int rv = check(sb, path);
+  if (rv == 0 && (sink == NULL || done == NULL)) {
+    rv = CONCH_ERR_INVALID;
+  }
+  if (rv == 0) {
+    rv = xfer_new(sb, opts, &x);
+  }
+  if (rv != 0) {
+    return rv;
+  }
+  x->sink = sink;
+  x->sink_ud = sink_ud;
+  x->on_done = done;
+  x->done_ud = user_data;
+  rv = xfer_start(x, path, opts, 1);
+  if (rv != 0) {
+    xfer_free(x);
+  }
+  return rv;
+}
+
+int conch_files_write_async(conch_sandbox *sb, const char *path,
+                            conch_files_source source, void *source_ud,
+                            const conch_files_io_opts *opts,
+                            conch_files_io_done done, void *user_data) {
+  xfer *x;
+  int rv = check(sb, path);
+  if (rv == 0 && (source == NULL || done == NULL)) {
+    rv = CONCH_ERR_INVALID;
+  }
+  if (rv == 0) {
+    rv = xfer_new(sb, opts, &x);
+  }
+  if (rv != 0) {
+    return rv;
+  }
+  x->write = 1;
+  x->source = source;
+  x->source_ud = source_ud;
+  x->on_done = done;
+  x->done_ud = user_data;
+  rv = xfer_start(x, path, opts, 1);
+  if (rv != 0) {
+    xfer_free(x);
+  }
+  return rv;
+}

@@ -1,0 +1,706 @@
+/* File contents through the files API (conch/files.h: conch_files_read*,
+   conch_files_write*) against `conch serve`'s /files: bytes round trips
+   (empty, text, a multi-MiB random file) in every form (buffer, fd,
+   callback, async), checked byte for byte on disk here; progress; envd's
+   errors (not_found, a directory, an unknown user); and a
+   server of the test's own that answers 507, 401, 500 and 503, for the mapping
+   of HTTP statuses to codes with envd's message.  argv[1] "conch-h1" runs it
+   over HTTP/1.1. */
+#define _GNU_SOURCE /* strcasestr */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <conch/files.h>
+#include <conch/io.h>
+
+#include "peer.h"
+
+static conch_peer server;
+static char url[64];
+static conch_client_opts *client_opts;
+static char root[256]; /* a scratch directory, this test's own */
+
+static int group_setup(void **state) {
+  const char *argv[] = {CONCH_BIN,    "serve",        "--listen", "127.0.0.1:0",
+                        "--no-token", "--allow-user", "nobody",   NULL};
+  (void)state;
+  snprintf(root, sizeof(root), "/tmp/conch-xfer-XXXXXX");
+  if (mkdtemp(root) == NULL) {
+    perror("mkdtemp");
+    return -1;
+  }
+  chmod(root, 0755);
+  if (conch_peer_start_argv(&server, argv) != 0) {
+    return -1;
+  }
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d", server.port);
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  char cmd[300];
+  (void)state;
+  conch_peer_stop(&server);
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static conch_sandbox *sandbox_at(const char *u) {
+  conch_sandbox_opts o = CONCH_SANDBOX_OPTS_INIT;
+  conch_sandbox *sb;
+  o.url = u;
+  o.client_opts = client_opts;
+  assert_int_equal(conch_sandbox_new(&sb, &o), 0);
+  return sb;
+}
+
+static conch_sandbox *sandbox(void) { return sandbox_at(url); }
+
+static const char *at(char *buf, size_t n, const char *rel) {
+  snprintf(buf, n, "%s/%s", root, rel);
+  return buf;
+}
+
+/* The whole of the file |path|; |*n| its size. */
+static uint8_t *slurp(const char *path, size_t *n) {
+  struct stat sbuf;
+  uint8_t *p;
+  int fd = open(path, O_RDONLY);
+  size_t got = 0;
+  assert_true(fd >= 0);
+  assert_int_equal(fstat(fd, &sbuf), 0);
+  p = malloc((size_t)sbuf.st_size + 1);
+  assert_non_null(p);
+  while (got < (size_t)sbuf.st_size) {
+    ssize_t r = read(fd, p + got, (size_t)sbuf.st_size - got);
+    assert_true(r > 0);
+    got += (size_t)r;
+  }
+  close(fd);
+  *n = got;
+  return p;
+}
+
+static void spill(const char *path, const uint8_t *p, size_t n) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, p, n), (ssize_t)n);
+  assert_int_equal(close(fd), 0);
+}
+
+static uint8_t *random_bytes(size_t n) {
+  uint8_t *p = malloc(n);
+  size_t i;
+  uint32_t s = 0x9e3779b9u;
+  assert_non_null(p);
+  for (i = 0; i < n; i++) {
+    s ^= s << 13;
+    s ^= s >> 17;
+    s ^= s << 5;
+    p[i] = (uint8_t)(s >> 3);
+  }
+  return p;
+}
+
+static void expect_code(conch_status *st, conch_code code, int http) {
+  if (st->code != code) {
+    fprintf(stderr, "expected code %d, got %d: %s\n", (int)code, (int)st->code,
+            st->message != NULL ? st->message : "");
+  }
+  assert_int_equal(st->code, code);
+  assert_non_null(st->message);
+  if (http != 0) {
+    assert_int_equal(st->http_status, http);
+  }
+  conch_status_clear(st);
+  conch_status_init(st);
+}
+
+/* ---- Round trips ------------------------------------------------------- */
+
+typedef struct prog {
+  uint64_t last;
+  int64_t total;
+  unsigned calls;
+  int backwards;
+} prog;
+
+static void on_progress(uint64_t done, int64_t total, void *ud) {
+  prog *p = ud;
+  if (done < p->last) {
+    p->backwards = 1;
+  }
+  p->last = done;
+  p->total = total;
+  p->calls++;
+}
+
+static void round_trip(conch_sandbox *sb, const char *rel, const uint8_t *data,
+                       size_t n) {
+  conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
+  conch_status st;
+  char p[300];
+  uint8_t *back = NULL, *disk;
+  size_t blen = 0, dlen;
+  prog wp = {0, 0, 0, 0}, rp = {0, 0, 0, 0};
+
+  conch_status_init(&st);
+  at(p, sizeof(p), rel);
+  o.progress = on_progress;
+  o.progress_ud = &wp;
+  assert_int_equal(conch_files_write(sb, p, data, n, &o, &st), 0);
+  disk = slurp(p, &dlen);
+  assert_int_equal(dlen, n);
+  assert_true(n == 0 || memcmp(disk, data, n) == 0);
+  free(disk);
+  assert_int_equal(wp.last, n);
+  assert_int_equal(wp.total, (int64_t)n);
+  assert_false(wp.backwards);
+
+  o.progress_ud = &rp;
+  assert_int_equal(conch_files_read(sb, p, &o, &back, &blen, &st), 0);
+  assert_non_null(back);
+  assert_int_equal(blen, n);
+  assert_int_equal(back[n], 0);
+  assert_true(n == 0 || memcmp(back, data, n) == 0);
+  conch_files_data_free(back);
+  assert_int_equal(rp.last, n);
+  if (n > 0) {
+    assert_int_equal(rp.total, (int64_t)n);
+  }
+  conch_status_clear(&st);
+}
+
+static void test_bytes(void **state) {
+  conch_sandbox *sb = sandbox();
+  const char *text = "hello, sandbox\n";
+  uint8_t *big = random_bytes(5u << 20);
+  (void)state;
+  round_trip(sb, "empty", (const uint8_t *)"", 0);
+  round_trip(sb, "text.txt", (const uint8_t *)text, strlen(text));
+  round_trip(sb, "sub/dir/made/big.bin", big, 5u << 20);
+  /* Replaced, not appended to. */
+  round_trip(sb, "sub/dir/made/big.bin", (const uint8_t *)text, strlen(text));
+  /* A name with what a query must escape. */
+  round_trip(sb, "odd name &=?%#+.txt", (const uint8_t *)text, strlen(text));
+  free(big);
+  conch_sandbox_free(sb);
+}
+
+static void test_fd(void **state) {
+  conch_sandbox *sb = sandbox();
+  size_t n = (3u << 20) + 12345;
+  uint8_t *data = random_bytes(n), *disk;
+  conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
+  conch_status st;
+  char src[300], dst[300], back[300];
+  prog wp = {0, 0, 0, 0};
+  size_t dlen;
+  int fd;
+  (void)state;
+  conch_status_init(&st);
+  at(src, sizeof(src), "fd-src.bin");
+  at(dst, sizeof(dst), "fd-dst.bin");
+  at(back, sizeof(back), "fd-back.bin");
+  spill(src, data, n);
+
+  fd = open(src, O_RDONLY);
+  assert_true(fd >= 0);
+  o.progress = on_progress;
+  o.progress_ud = &wp;
+  assert_int_equal(conch_files_write_fd(sb, dst, fd, &o, &st), 0);
+  close(fd);
+  assert_int_equal(wp.total, (int64_t)n);
+  assert_int_equal(wp.last, n);
+  disk = slurp(dst, &dlen);
+  assert_int_equal(dlen, n);
+  assert_memory_equal(disk, data, n);
+  free(disk);
+
+  fd = open(back, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  assert_true(fd >= 0);
+  assert_int_equal(conch_files_read_fd(sb, dst, fd, NULL, &st), 0);
+  close(fd);
+  disk = slurp(back, &dlen);
+  assert_int_equal(dlen, n);
+  assert_memory_equal(disk, data, n);
+  free(disk);
+
+  /* A pipe: no size known, read to its end. */
+  {
+    int pfd[2];
+    pid_t pid;
+    assert_int_equal(pipe(pfd), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      size_t off = 0;
+      close(pfd[0]);
+      while (off < n) {
+        ssize_t w = write(pfd[1], data + off, n - off > 7777 ? 7777 : n - off);
+        if (w <= 0) {
+          _exit(1);
+        }
+        off += (size_t)w;
+      }
+      _exit(0);
+    }
+    close(pfd[1]);
+    wp.last = 0;
+    assert_int_equal(conch_files_write_fd(sb, dst, pfd[0], &o, &st), 0);
+    close(pfd[0]);
+    assert_int_equal(wp.total, -1);
+    assert_int_equal(wp.last, n);
+    disk = slurp(dst, &dlen);
+    assert_int_equal(dlen, n);
+    assert_memory_equal(disk, data, n);
+    free(disk);
+  }
+  /* A descriptor that cannot be written: CONCH_ERR_IO with errno. */
+  fd = open(src, O_RDONLY);
+  assert_true(fd >= 0);
+  errno = 0;
+  assert_int_equal(conch_files_read_fd(sb, dst, fd, NULL, &st), CONCH_ERR_IO);
+  assert_int_equal(errno, EBADF);
+  close(fd);
+  conch_status_clear(&st);
+  free(data);
+  conch_sandbox_free(sb);
+}
+
+/* ---- Callbacks --------------------------------------------------------- */
+
+typedef struct cbs {
+  const uint8_t *data;
+  size_t n, off, step;
+  uint8_t *got;
+  size_t glen;
+  size_t stop_at; /* sink/source stops past this many bytes; 0 never */
+} cbs;
+
+static long source(uint8_t *buf, size_t cap, void *ud) {
+  cbs *c = ud;
+  size_t k = c->n - c->off;
+  if (c->stop_at != 0 && c->off >= c->stop_at) {
+    return -1;
+  }
+  if (k > cap) {
+    k = cap;
+  }
+  if (k > c->step) {
+    k = c->step;
+  }
+  memcpy(buf, c->data + c->off, k);
+  c->off += k;
+  return (long)k;
+}
+
+static int sink(const uint8_t *d, size_t n, void *ud) {
+  cbs *c = ud;
+  if (c->stop_at != 0 && c->glen >= c->stop_at) {
+    return 1;
+  }
+  c->got = realloc(c->got, c->glen + n);
+  assert_non_null(c->got);
+  memcpy(c->got + c->glen, d, n);
+  c->glen += n;
+  return 0;
+}
+
+static void test_callbacks(void **state) {
+  conch_sandbox *sb = sandbox();
+  size_t n = (2u << 20) + 3;
+  uint8_t *data = random_bytes(n), *disk;
+  conch_status st;
+  char p[300], keep[300];
+  cbs c;
+  size_t dlen;
+  (void)state;
+  conch_status_init(&st);
+  at(p, sizeof(p), "cb.bin");
+  memset(&c, 0, sizeof(c));
+  c.data = data;
+  c.n = n;
+  c.step = 1000; /* pieces of odd sizes */
+  assert_int_equal(conch_files_write_cb(sb, p, source, &c, NULL, &st), 0);
+  disk = slurp(p, &dlen);
+  assert_int_equal(dlen, n);
+  assert_memory_equal(disk, data, n);
+  free(disk);
+
+  memset(&c, 0, sizeof(c));
+  assert_int_equal(conch_files_read_cb(sb, p, sink, &c, NULL, &st), 0);
+  assert_int_equal(c.glen, n);
+  assert_memory_equal(c.got, data, n);
+  free(c.got);
+
+  /* A sink that stops: canceled, and the sandbox still works after. */
+  memset(&c, 0, sizeof(c));
+  c.stop_at = 1;
+  assert_int_equal(conch_files_read_cb(sb, p, sink, &c, NULL, &st),
+                   CONCH_ERR_CANCELED);
+  expect_code(&st, CONCH_CODE_CANCELED, 0);
+  free(c.got);
+
+  /* A source that stops: canceled, and conch serve leaves the old file. */
+  at(keep, sizeof(keep), "keep.txt");
+  spill(keep, (const uint8_t *)"old", 3);
+  memset(&c, 0, sizeof(c));
+  c.data = data;
+  c.n = n;
+  c.step = 65536;
+  c.stop_at = 1u << 20;
+  assert_int_equal(conch_files_write_cb(sb, keep, source, &c, NULL, &st),
+                   CONCH_ERR_CANCELED);
+  expect_code(&st, CONCH_CODE_CANCELED, 0);
+  disk = slurp(keep, &dlen);
+  assert_int_equal(dlen, 3);
+  assert_memory_equal(disk, "old", 3);
+  free(disk);
+
+  memset(&c, 0, sizeof(c));
+  assert_int_equal(conch_files_read_cb(sb, keep, sink, &c, NULL, &st), 0);
+  assert_int_equal(c.glen, 3);
+  free(c.got);
+  free(data);
+  conch_status_clear(&st);
+  conch_sandbox_free(sb);
+}
+
+typedef struct adone {
+  int done, rv;
+  uint64_t bytes;
+  conch_code code;
+} adone;
+
+static void on_done(int rv, const conch_status *st, uint64_t bytes, void *ud) {
+  adone *a = ud;
+  a->done = 1;
+  a->rv = rv;
+  a->bytes = bytes;
+  a->code = st->code;
+}
+
+static void run_until(conch_sandbox *sb, const int *flag) {
+  int spins = 0;
+  while (!*flag) {
+    assert_int_equal(conch_client_run(conch_sandbox_native(sb), 1000), 0);
+    assert_true(++spins < 120000);
+  }
+}
+
+static void test_async(void **state) {
+  conch_sandbox *sb = sandbox();
+  size_t n = (1u << 20) + 77;
+  uint8_t *data = random_bytes(n);
+  char p[300], missing[300];
+  adone a = {0, 0, 0, 0};
+  cbs c;
+  (void)state;
+  at(p, sizeof(p), "async.bin");
+  at(missing, sizeof(missing), "no/such/file");
+  memset(&c, 0, sizeof(c));
+  c.data = data;
+  c.n = n;
+  c.step = 50000;
+  assert_int_equal(
+      conch_files_write_async(sb, p, source, &c, NULL, on_done, &a), 0);
+  assert_int_equal(a.done, 0); /* never from inside */
+  run_until(sb, &a.done);
+  assert_int_equal(a.rv, 0);
+  assert_int_equal(a.bytes, n);
+
+  memset(&a, 0, sizeof(a));
+  memset(&c, 0, sizeof(c));
+  assert_int_equal(conch_files_read_async(sb, p, sink, &c, NULL, on_done, &a),
+                   0);
+  run_until(sb, &a.done);
+  assert_int_equal(a.rv, 0);
+  assert_int_equal(a.bytes, n);
+  assert_int_equal(c.glen, n);
+  assert_memory_equal(c.got, data, n);
+  free(c.got);
+
+  memset(&a, 0, sizeof(a));
+  memset(&c, 0, sizeof(c));
+  assert_int_equal(
+      conch_files_read_async(sb, missing, sink, &c, NULL, on_done, &a), 0);
+  run_until(sb, &a.done);
+  assert_int_equal(a.rv, CONCH_ERR_RPC);
+  assert_int_equal(a.code, CONCH_CODE_NOT_FOUND);
+  assert_int_equal(c.glen, 0);
+
+  assert_int_equal(conch_files_read_async(sb, p, NULL, NULL, NULL, on_done, &a),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_files_write_async(sb, p, source, &c, NULL, NULL, &a),
+                   CONCH_ERR_INVALID);
+  free(data);
+  conch_sandbox_free(sb);
+}
+
+/* ---- Errors ------------------------------------------------------------ */
+
+static void test_errors(void **state) {
+  conch_sandbox *sb = sandbox();
+  conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
+  conch_status st;
+  char p[300], d[300];
+  uint8_t *data = (uint8_t *)"x";
+  size_t len = 5;
+  (void)state;
+  conch_status_init(&st);
+  at(p, sizeof(p), "not/there");
+  assert_int_equal(conch_files_read(sb, p, NULL, &data, &len, &st),
+                   CONCH_ERR_RPC);
+  assert_null(strstr(st.message, "HTTP 404")); /* envd's own message */
+  expect_code(&st, CONCH_CODE_NOT_FOUND, 404);
+  assert_int_equal(len, 5); /* untouched on failure */
+
+  at(d, sizeof(d), "a-dir");
+  assert_int_equal(mkdir(d, 0755), 0);
+  assert_int_equal(conch_files_read(sb, d, NULL, &data, &len, &st),
+                   CONCH_ERR_RPC);
+  expect_code(&st, CONCH_CODE_INVALID_ARGUMENT, 400);
+  assert_int_equal(conch_files_write(sb, d, "abc", 3, NULL, &st),
+                   CONCH_ERR_RPC);
+  expect_code(&st, CONCH_CODE_INVALID_ARGUMENT, 400);
+
+  o.user = "no-such-user-here";
+  assert_int_equal(conch_files_write(sb, p, "abc", 3, &o, &st), CONCH_ERR_RPC);
+  expect_code(&st, CONCH_CODE_UNAUTHENTICATED, 401);
+
+  assert_int_equal(conch_files_read(NULL, p, NULL, &data, &len, &st),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_files_read(sb, NULL, NULL, &data, &len, &st),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_files_write(sb, p, NULL, 3, NULL, &st),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_files_read_fd(sb, p, -1, NULL, &st),
+                   CONCH_ERR_INVALID);
+  conch_status_clear(&st);
+  conch_sandbox_free(sb);
+}
+
+/* A server of our own: answers every request, once its body is in, with
+   |answer| and closes. */
+typedef struct fake {
+  int lfd;
+  int port;
+  const char *answer;
+  pthread_t th;
+} fake;
+
+static void drain_request(int fd) {
+  char buf[65536];
+  size_t have = 0;
+  char *end;
+  long clen = 0;
+  int chunked;
+  /* The head. */
+  for (;;) {
+    ssize_t r = read(fd, buf + have, sizeof(buf) - 1 - have);
+    if (r <= 0) {
+      return;
+    }
+    have += (size_t)r;
+    buf[have] = '\0';
+    end = strstr(buf, "\r\n\r\n");
+    if (end != NULL || have == sizeof(buf) - 1) {
+      break;
+    }
+  }
+  if (end == NULL) {
+    return;
+  }
+  *end = '\0';
+  chunked = strcasestr(buf, "transfer-encoding: chunked") != NULL;
+  {
+    char *cl = strcasestr(buf, "content-length:");
+    if (cl != NULL) {
+      clen = strtol(cl + 15, NULL, 10);
+    }
+  }
+  end += 4;
+  have -= (size_t)(end - buf);
+  memmove(buf, end, have);
+  if (!chunked) {
+    while ((long)have < clen) {
+      ssize_t r = read(fd, buf, sizeof(buf));
+      if (r <= 0) {
+        return;
+      }
+      have += (size_t)r;
+    }
+    return;
+  }
+  /* Chunked: to the last chunk, found at the end of what came. */
+  for (;;) {
+    if (have >= 5 && memcmp(buf + have - 5, "0\r\n\r\n", 5) == 0) {
+      return;
+    }
+    if (have > 16) {
+      memmove(buf, buf + have - 16, 16);
+      have = 16;
+    }
+    {
+      ssize_t r = read(fd, buf + have, sizeof(buf) - have);
+      if (r <= 0) {
+        return;
+      }
+      have += (size_t)r;
+    }
+  }
+}
+
+static void *fake_main(void *ud) {
+  fake *f = ud;
+  for (;;) {
+    int fd = accept(f->lfd, NULL, NULL);
+    if (fd < 0) {
+      return NULL;
+    }
+    drain_request(fd);
+    (void)!write(fd, f->answer, strlen(f->answer));
+    shutdown(fd, SHUT_WR);
+    close(fd);
+  }
+}
+
+static void fake_start(fake *f, const char *answer) {
+  struct sockaddr_in a;
+  socklen_t al = sizeof(a);
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  f->answer = answer;
+  f->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(f->lfd >= 0);
+  assert_int_equal(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+  assert_int_equal(listen(f->lfd, 8), 0);
+  assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&a, &al), 0);
+  f->port = ntohs(a.sin_port);
+  assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(fake *f) {
+  shutdown(f->lfd, SHUT_RDWR);
+  close(f->lfd);
+  pthread_join(f->th, NULL);
+}
+
+static void test_rejecting_server(void **state) {
+  static const char full[] =
+      "HTTP/1.1 507 Insufficient Storage\r\nContent-Type: application/json\r\n"
+      "Connection: close\r\nContent-Length: 56\r\n\r\n"
+      "{\"code\":507,\"message\":\"not enough disk space available\"}";
+  static const char unauth[] =
+      "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"
+      "Connection: close\r\nContent-Length: 42\r\n\r\n"
+      "{\"code\":401,\"message\":\"invalid signature\"}";
+  /* envd's answer to a file it may not open (a 500 that says so). */
+  static const char denied[] =
+      "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+      "Connection: close\r\nContent-Length: 67\r\n\r\n"
+      "{\"code\":500,\"message\":\"error opening file '/x': permission "
+      "denied\"}";
+  static const char bare[] = "HTTP/1.1 503 Service Unavailable\r\n"
+                             "Connection: close\r\nContent-Length: 0\r\n\r\n";
+  conch_status st;
+  char u[64];
+  uint8_t *data;
+  size_t len, n = 3u << 20;
+  uint8_t *big = random_bytes(n);
+  fake f;
+  conch_sandbox *sb;
+  (void)state;
+  conch_status_init(&st);
+
+  fake_start(&f, full);
+  snprintf(u, sizeof(u), "http://127.0.0.1:%d", f.port);
+  sb = sandbox_at(u);
+  assert_int_equal(conch_files_write(sb, "/x", "abc", 3, NULL, &st),
+                   CONCH_ERR_RPC);
+  assert_string_equal(st.message, "not enough disk space available");
+  expect_code(&st, CONCH_CODE_RESOURCE_EXHAUSTED, 507);
+  /* A streamed (chunked) body the server reads to its end first. */
+  {
+    cbs c;
+    memset(&c, 0, sizeof(c));
+    c.data = big;
+    c.n = n;
+    c.step = 65536;
+    assert_int_equal(conch_files_write_cb(sb, "/x", source, &c, NULL, &st),
+                     CONCH_ERR_RPC);
+    expect_code(&st, CONCH_CODE_RESOURCE_EXHAUSTED, 507);
+  }
+  conch_sandbox_free(sb);
+  fake_stop(&f);
+
+  fake_start(&f, unauth);
+  snprintf(u, sizeof(u), "http://127.0.0.1:%d", f.port);
+  sb = sandbox_at(u);
+  assert_int_equal(conch_files_read(sb, "/x", NULL, &data, &len, &st),
+                   CONCH_ERR_RPC);
+  assert_string_equal(st.message, "invalid signature");
+  expect_code(&st, CONCH_CODE_UNAUTHENTICATED, 401);
+  conch_sandbox_free(sb);
+  fake_stop(&f);
+
+  fake_start(&f, denied);
+  snprintf(u, sizeof(u), "http://127.0.0.1:%d", f.port);
+  sb = sandbox_at(u);
+  assert_int_equal(conch_files_read(sb, "/x", NULL, &data, &len, &st),
+                   CONCH_ERR_RPC);
+  expect_code(&st, CONCH_CODE_PERMISSION_DENIED, 500);
+  conch_sandbox_free(sb);
+  fake_stop(&f);
+
+  fake_start(&f, bare);
+  snprintf(u, sizeof(u), "http://127.0.0.1:%d", f.port);
+  sb = sandbox_at(u);
+  assert_int_equal(conch_files_read(sb, "/x", NULL, &data, &len, &st),
+                   CONCH_ERR_RPC);
+  expect_code(&st, CONCH_CODE_UNAVAILABLE, 503);
+  conch_sandbox_free(sb);
+  fake_stop(&f);
+  free(big);
+  conch_status_clear(&st);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bytes),     cmocka_unit_test(test_fd),
+      cmocka_unit_test(test_callbacks), cmocka_unit_test(test_async),
+      cmocka_unit_test(test_errors),    cmocka_unit_test(test_rejecting_server),
+  };
+  int rv;
+  if (argc > 1 && strcmp(argv[1], "conch-h1") == 0) {
+    if (conch_client_opts_new(&client_opts) != 0 ||
+        conch_client_opts_set_http_version(client_opts, CONCH_HTTP_1_1) != 0) {
+      return 1;
+    }
+  } else if (argc > 1 && strcmp(argv[1], "conch") != 0) {
+    fprintf(stderr, "usage: %s [conch|conch-h1]\n", argv[0]);
+    return 2;
+  }
+  printf("server: conch serve%s\n", client_opts != NULL ? ", HTTP/1.1" : "");
+  rv = cmocka_run_group_tests(tests, group_setup, group_teardown);
+  conch_client_opts_free(client_opts);
+  return rv;
+}

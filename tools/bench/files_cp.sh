@@ -1,0 +1,93 @@
+#!/bin/bash
+# A big file up to and down from `conch serve`'s /files: conch's CLI
+# (`conch cp`, over HTTP/2 and HTTP/1.1) against the E2B SDK (npm e2b,
+# files.write from a stream and files.read as a stream, HTTP/1.1 as the
+# SDK speaks it) in the same run, on the same file and disk.  Each transfer
+# gets a fresh server, so the server's peak RSS (VmHWM) is that
+# transfer's; the client's peak RSS comes from /usr/bin/time.  Every copy
+# is compared with the source.
+#
+#   tools/bench/files_cp.sh [BUILD_DIR]     (default: build)
+#
+# Environment: BYTES (default 1073741824), DIR (default: a directory in
+# /tmp; it needs 3 x BYTES free).  The SDK is the one tests/ pins (`npm
+# ci` in tests): tests/node_modules/e2b.
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$top/build}
+conch=$build/tools/conch/conch
+bytes=${BYTES:-1073741824}
+[ -x "$conch" ] || { echo "build first: $conch missing" >&2; exit 1; }
+[ -d "$top/tests/node_modules/e2b" ] || {
+  echo "the SDK is missing: npm ci in tests" >&2; exit 1; }
+work=${DIR:-$(mktemp -d /tmp/conch-cp-bench-XXXXXX)}
+cpid=""
+cleanup() {
+  [ -n "$cpid" ] && kill "$cpid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+now() { date +%s.%N; }
+mibs() { awk -v b="$bytes" -v s="$1" 'BEGIN {printf "%.0f", b / 1048576 / s}'; }
+
+runs=0
+start_server() {
+  local i=0 port="" listen
+  runs=$((runs + 1))
+  listen=$work/listen.$runs # a new file each time: never the last server's
+  "$conch" serve --listen 127.0.0.1:0 --no-token >"$listen" 2>"$work/err" &
+  cpid=$!
+  while [ -z "$port" ]; do
+    i=$((i + 1)); [ $i -lt 600 ] || { echo "no LISTENING" >&2; exit 1; }
+    sleep 0.1
+    port=$(sed -n 's/^LISTENING \([0-9][0-9]*\)$/\1/p' "$listen" 2>/dev/null)
+  done
+  url=http://127.0.0.1:$port
+}
+stop_server() {
+  hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$cpid/status")
+  kill "$cpid"; wait "$cpid" 2>/dev/null || true
+  cpid=""
+}
+
+head -c "$bytes" /dev/urandom >"$work/src"
+printf '| client | direction | MiB/s | server VmHWM (KiB) | client max RSS (KiB) |\n'
+printf '|---|---|---|---|---|\n'
+row() { # client direction seconds
+  printf '| %s | %s | %s | %s | %s |\n' "$1" "$2" "$(mibs "$3")" "$hwm" \
+    "$(cat "$work/rss")"
+}
+verify() { cmp -s "$work/src" "$1" || { echo "$1 differs from the source" >&2; exit 1; }; }
+
+for client in "conch cp" "conch cp --http1.1" "e2b SDK"; do
+  for dir in up down; do
+    start_server
+    rm -f "$work/up" "$work/down"
+    [ $dir = down ] && cp "$work/src" "$work/up"
+    t0=$(now)
+    case "$client" in
+      "e2b SDK")
+        if [ $dir = up ]; then
+          E2B_SANDBOX_URL=$url /usr/bin/time -f %M -o "$work/rss" \
+            node "$top/tools/bench/files_sdk.mjs" up "$work/src" "$work/up" >/dev/null
+        else
+          E2B_SANDBOX_URL=$url /usr/bin/time -f %M -o "$work/rss" \
+            node "$top/tools/bench/files_sdk.mjs" down "$work/up" "$work/down" >/dev/null
+        fi ;;
+      *)
+        flags=${client#conch cp}
+        if [ $dir = up ]; then
+          /usr/bin/time -f %M -o "$work/rss" "$conch" --url "$url" $flags cp \
+            "$work/src" ":$work/up"
+        else
+          /usr/bin/time -f %M -o "$work/rss" "$conch" --url "$url" $flags cp \
+            ":$work/up" "$work/down"
+        fi ;;
+    esac
+    t1=$(now)
+    stop_server
+    verify "$work/$dir"
+    row "$client" "$dir" "$(awk -v s="$t0" -v e="$t1" 'BEGIN {print e - s}')"
+  done
+done
