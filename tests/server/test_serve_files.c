@@ -90,7 +90,8 @@ static void assert_no_tmp(const char *d) {
 }
 
 static int setup(void **state) {
-  const char *extra[] = {"--access-token", TOKEN, NULL};
+  const char *extra[] = {"--access-token", TOKEN, "--allow-user", "nobody",
+                         NULL};
   (void)state;
   if (mkdtemp(dir) == NULL) {
     return -1;
@@ -330,6 +331,39 @@ static void test_dotdot(void **state) {
   assert_non_null(strstr(out, " 400"));
 }
 
+/* A download is read as the request's user: a root server does not hand
+   "nobody" root's 0600 file (it did: the file was opened as the server),
+   and does hand it a file "nobody" may read. */
+static void test_download_as_user(void **state) {
+  char path[512];
+  const char *out;
+  (void)state;
+  if (geteuid() != 0) {
+    skip(); /* one user only: nothing to switch to */
+  }
+  assert_int_equal(chmod(dir, 0711), 0); /* "nobody" may pass through */
+  snprintf(path, sizeof(path), "%s/secret.txt", dir);
+  put_file(path, "root only\n");
+  assert_int_equal(chmod(path, 0600), 0);
+  out = run("curl -sS " AUTH " -w ' %%{http_code}' "
+            "'%s/files?path=%s&username=nobody'",
+            srv.url, path);
+  if (strstr(out, "root only") != NULL || strstr(out, " 200") != NULL ||
+      strcasestr(out, "permission denied") == NULL) {
+    fail_msg("nobody read root's 0600 file: %s", out);
+  }
+  out = run("curl -sS " AUTH " -w ' %%{http_code}' "
+            "'%s/files?path=%s&username=root'",
+            srv.url, path);
+  assert_string_equal(out, "root only\n 200");
+  assert_int_equal(chmod(path, 0644), 0);
+  out = run("curl -sS " AUTH " -w ' %%{http_code}' "
+            "'%s/files?path=%s&username=nobody'",
+            srv.url, path);
+  assert_string_equal(out, "root only\n 200");
+  assert_int_equal(chmod(dir, 0700), 0);
+}
+
 /* A body cut short: the old file stays whole, no temporary file is left
    (envd would leave the target truncated). */
 static void test_truncated(void **state) {
@@ -448,6 +482,7 @@ int main(void) {
       cmocka_unit_test(test_gzip_and_multipart),
       cmocka_unit_test(test_auth_and_errors),
       cmocka_unit_test(test_dotdot),
+      cmocka_unit_test(test_download_as_user),
       cmocka_unit_test(test_truncated),
       cmocka_unit_test(test_gzip_bomb),
       cmocka_unit_test(test_huge_multipart),

@@ -26,6 +26,7 @@
    client takes them.  File I/O blocks the loop, as local disk does. */
 #include "b64.h"
 #include "serve.h"
+#include "serve_fs.h"
 #include "serve_multipart.h"
 
 #include <errno.h>
@@ -966,26 +967,42 @@ static void download(files_x *x) {
          x->qpath != NULL ? x->qpath : "", err);
     return;
   }
+  /* The file is looked up and opened as the request's user (a root
+     server reading for "nobody" must not hand out root's 0600 files), as
+     the Filesystem RPCs are; what is read from the descriptor after needs
+     no identity. */
+  if (srv_fs_as_user(x->srv, &x->user) != 0) {
+    fail(x, 500, "cannot act as user '%s'", x->user.name);
+    free(path);
+    return;
+  }
   if (stat(path, &st) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) {
+    int e = errno;
+    srv_fs_as_server(x->srv, &x->user);
+    if (e == ENOENT || e == ENOTDIR) {
       fail(x, 404, "path '%s' does not exist", path);
     } else {
       fail(x, 500, "error checking if path exists '%s': %s", path,
-           strerror(errno));
+           strerror(e));
     }
     free(path);
     return;
   }
   if (S_ISDIR(st.st_mode)) {
+    srv_fs_as_server(x->srv, &x->user);
     fail(x, 400, "path '%s' is a directory", path);
     free(path);
     return;
   }
   x->dfd = open(path, O_RDONLY | O_CLOEXEC);
-  if (x->dfd < 0 || fstat(x->dfd, &st) != 0) {
-    fail(x, 500, "error opening file '%s': %s", path, strerror(errno));
-    free(path);
-    return;
+  {
+    int e = x->dfd < 0 || fstat(x->dfd, &st) != 0 ? errno : 0;
+    srv_fs_as_server(x->srv, &x->user);
+    if (e != 0) {
+      fail(x, 500, "error opening file '%s': %s", path, strerror(e));
+      free(path);
+      return;
+    }
   }
   x->piece = malloc(PIECE);
   if (x->piece == NULL) {
