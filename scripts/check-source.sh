@@ -108,4 +108,11 @@ if [ -n "$hits" ]; then
   echo "check-source: tools/ includes only public conch/ headers, its own and generated ones" >&2
   status=1
 fi
+# Leftovers of patches and editors are not sources.
+hits=$(git ls-files 2>/dev/null | grep -E '\.(orig|rej|swp)$|~$' || true)
+if [ -n "$hits" ]; then
+  echo "$hits"
+  echo "check-source: patch or editor leftovers are tracked" >&2
+  status=1
+fi
 exit $status
