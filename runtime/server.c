@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <poll.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 
 #include "mem_int.h"
 #include "server_int.h"
+#include "sock.h"
 
 /* Default receive limit, as the client's. */
 #define SRV_RECV_LIMIT (4u * 1024 * 1024)
@@ -826,13 +826,7 @@ static int parse_unix(const char *path, struct sockaddr_storage *ss,
 /* Takes listening socket |fd| (closed on failure). */
 static int add_listener(conch_server *s, int fd, int is_unix) {
   if (!is_unix && s->port == 0) {
-    struct sockaddr_storage b;
-    socklen_t bl = sizeof(b);
-    if (getsockname(fd, (struct sockaddr *)&b, &bl) == 0) {
-      s->port = ntohs(b.ss_family == AF_INET6
-                          ? ((struct sockaddr_in6 *)&b)->sin6_port
-                          : ((struct sockaddr_in *)&b)->sin_port);
-    }
+    s->port = conch__sock_port(fd);
   }
   /* The descriptor held in reserve for shedding (see accept_all()). */
   if (s->spare_fd < 0) {
@@ -853,7 +847,7 @@ static int add_listener(conch_server *s, int fd, int is_unix) {
 int conch_server_listen(conch_server *s, const char *addr) {
   struct sockaddr_storage ss;
   socklen_t len;
-  int is_unix, fd, rv, one = 1;
+  int is_unix, fd, rv;
 
   if (s == NULL || addr == NULL) {
     return CONCH_ERR_INVALID;
@@ -869,31 +863,21 @@ int conch_server_listen(conch_server *s, const char *addr) {
   if (rv != 0) {
     return rv;
   }
-  fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return CONCH_ERR_IO;
-  }
   if (is_unix) {
     struct stat st;
     if (stat(addr + 5, &st) == 0 && S_ISSOCK(st.st_mode)) {
       unlink(addr + 5);
     }
-  } else {
-    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   }
-  if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 128) != 0) {
-    int e = errno;
-    close(fd);
-    errno = e;
-    return CONCH_ERR_IO;
+  fd = conch__sock_listen((const struct sockaddr *)&ss, len);
+  if (fd < 0) {
+    return CONCH_ERR_IO; /* errno says why */
   }
   return add_listener(s, fd, is_unix);
 }
 
 int conch_server_listen_fd(conch_server *s, int fd) {
-  struct sockaddr_storage b;
-  socklen_t bl = sizeof(b);
-  int fl;
+  int fl, family;
 
   if (s == NULL || fd < 0) {
     if (fd >= 0) {
@@ -911,12 +895,12 @@ int conch_server_listen_fd(conch_server *s, int fd) {
   }
   fl = fcntl(fd, F_GETFL);
   if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0 ||
-      getsockname(fd, (struct sockaddr *)&b, &bl) != 0) {
+      (family = conch__sock_family(fd)) < 0) {
     close(fd);
     return CONCH_ERR_IO;
   }
   (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-  return add_listener(s, fd, b.ss_family == AF_UNIX);
+  return add_listener(s, fd, family == AF_UNIX);
 }
 
 int conch_server_port(const conch_server *s) {
@@ -1008,11 +992,7 @@ static void conn_free(srv_conn *conn) {
   if (s->has_hooks && conn->watched != 0) {
     s->hooks.watch(conn->fd, CONCH_IO_REMOVE, s->hooks.user_data);
   }
-  if (conn->has_t) {
-    conn->t.close(conn->t.user_data, conn->fd);
-  } else {
-    close(conn->fd);
-  }
+  conn->t.close(conn->t.user_data, conn->fd);
   conch__heap_remove(&s->heap, &conn->idle);
   conch__heap_remove(&s->heap, &conn->linger);
   conch__srv_h1_free(conn);
@@ -1036,6 +1016,12 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   if (t != NULL) {
     conn->has_t = 1;
     conn->t = *t;
+  } else {
+    /* A socket of ours: sock.c's reads and writes, the client's. */
+    conn->t.read = conch__sock_transport.read;
+    conn->t.write = conch__sock_transport.write;
+    conn->t.close = conch__sock_transport.close;
+    conn->t.user_data = NULL;
   }
   conch__list_init(&conn->rpcs);
   conn->idle.idx = SIZE_MAX;
@@ -1054,15 +1040,10 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
     return rv;
   }
   conn->peer_uid = -1;
-  if (t == NULL) {
-    struct ucred cred;
-    socklen_t cl = sizeof(cred);
-    struct sockaddr_storage a;
-    socklen_t al = sizeof(a);
-    if (getsockname(fd, (struct sockaddr *)&a, &al) == 0 &&
-        a.ss_family == AF_UNIX &&
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
-      conn->peer_uid = (long)cred.uid;
+  if (t == NULL && conch__sock_family(fd) == AF_UNIX) {
+    long uid;
+    if (conch__sock_peer_uid(fd, &uid) == 0) {
+      conn->peer_uid = uid;
     }
   }
   conch__list_push(&s->conns, &conn->link);
@@ -1117,11 +1098,11 @@ static void shed(conch_server *s, int lfd) {
   if (s->spare_fd >= 0) {
     close(s->spare_fd);
     for (int i = 0; i < 64; i++) {
-      int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+      int fd = conch__sock_accept(lfd, 0);
       if (fd < 0) {
         break;
       }
-      close(fd);
+      conch__sock_transport.close(NULL, fd);
     }
     s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
@@ -1201,12 +1182,11 @@ static int peer_ok(conch_server *s, int fd, int is_unix) {
   p.is_unix = is_unix;
   p.uid = p.gid = p.pid = -1;
   if (is_unix) {
-    struct ucred cred;
-    socklen_t cl = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
-      p.uid = (long)cred.uid;
-      p.gid = (long)cred.gid;
-      p.pid = (long)cred.pid;
+    long uid, gid, pid;
+    if (conch__sock_peer_cred(fd, &uid, &gid, &pid) == 0) {
+      p.uid = uid;
+      p.gid = gid;
+      p.pid = pid;
     }
   }
   return s->o.accept_fn(&p, s->o.accept_ud) != 0;
@@ -1214,12 +1194,11 @@ static int peer_ok(conch_server *s, int fd, int is_unix) {
 
 static void accept_all(conch_server *s, int lfd, int is_unix) {
   for (int i = 0; i < 64 && !s->resting; i++) {
-    int one = 1;
-    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = conch__sock_accept(lfd, !is_unix);
     if (fd < 0) {
-      int e = errno;
+      int e = -fd;
       if (e == EMFILE || e == ENFILE) {
-        /* accept() says so whether or not a client waits: room is made
+        /* The accept says so whether or not a client waits: room is made
            only for one that does. */
         struct pollfd pfd = {lfd, POLLIN, 0};
         if (poll(&pfd, 1, 0) != 1) {
@@ -1247,31 +1226,20 @@ static void accept_all(conch_server *s, int lfd, int is_unix) {
       v->dead = 1; /* closed at the end of this turn */
       s->shed_conns++;
     }
-    if (!is_unix) {
-      (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    }
     if (conn_add(s, fd, NULL) != 0) {
       close(fd);
     }
   }
 }
 
+/* Through the connection's transport: sock.c's for a socket of ours
+   (EINTR retried there), the caller's for an adopted handle. */
 static long conn_read(srv_conn *conn, void *buf, size_t len) {
-  ssize_t n;
-  if (conn->has_t) {
-    return conn->t.read(conn->t.user_data, conn->fd, buf, len);
-  }
-  n = recv(conn->fd, buf, len, 0);
-  return n >= 0 ? (long)n : -(long)errno;
+  return conn->t.read(conn->t.user_data, conn->fd, buf, len);
 }
 
 static long conn_write(srv_conn *conn, const void *buf, size_t len) {
-  ssize_t n;
-  if (conn->has_t) {
-    return conn->t.write(conn->t.user_data, conn->fd, buf, len);
-  }
-  n = send(conn->fd, buf, len, MSG_NOSIGNAL);
-  return n >= 0 ? (long)n : -(long)errno;
+  return conn->t.write(conn->t.user_data, conn->fd, buf, len);
 }
 
 /* ---- Bytes for the transport: through TLS or not ---- */
@@ -1391,7 +1359,7 @@ static size_t conn_room(const srv_conn *conn) {
   return SRV_READ_CHUNK;
 }
 
-/* The client shut its write side (shutdown(SHUT_WR)): what it asked is
+/* The client shut its write side (SHUT_WR): what it asked is
    still answered, as HTTP/2 allows; a request still being received can
    never end and is reset.  The connection closes once all is answered
    (or when a write fails: it is not watched for reading any more). */
@@ -1667,7 +1635,7 @@ static void conn_settle(srv_conn *conn) {
     } else if (conn->lingering && !conn->shut_wr) {
       conn->shut_wr = 1;
       if (!conn->has_t) {
-        (void)shutdown(conn->fd, SHUT_WR);
+        conch__sock_shutdown_write(conn->fd);
       }
     }
   }
