@@ -35,8 +35,13 @@
 #define SRV_READ_CHUNK 16384
 #define SRV_CLOSE_MS 1000 /* after an idle GOAWAY, before the close */
 
-int64_t conch__srv_now(void) {
+/* The server's clock (conch_server_opts_set_clock), in ms: every timer
+   and deadline of the core reads it here. */
+int64_t conch__srv_now(const conch_server *s) {
   struct timespec ts;
+  if (s->o.clock != NULL) {
+    return s->o.clock(s->o.clock_ud);
+  }
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
@@ -134,6 +139,17 @@ int conch_server_opts_set_idle_timeout(conch_server_opts *opts, long ms) {
     return CONCH_ERR_INVALID;
   }
   opts->idle_ms = ms;
+  return 0;
+}
+
+int conch_server_opts_set_clock(conch_server_opts *opts,
+                                int64_t (*now_ms)(void *user_data),
+                                void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->clock = now_ms;
+  opts->clock_ud = now_ms != NULL ? user_data : NULL;
   return 0;
 }
 
@@ -939,7 +955,7 @@ void conch__srv_conn_idle(srv_conn *conn) {
   if (ms > 0 && !conn_busy(conn)) {
     /* Without room in the heap the connection just stays. */
     (void)conch__heap_insert(&s->heap, s->mem, &conn->idle,
-                             conch__srv_now() + ms);
+                             conch__srv_now(s) + ms);
   } else {
     conch__heap_remove(&s->heap, &conn->idle);
   }
@@ -981,7 +997,7 @@ static void conn_idle_expired(srv_conn *conn) {
   conn_goaway(conn);
   if (!conn->dead &&
       conch__heap_insert(&s->heap, s->mem, &conn->idle,
-                         conch__srv_now() + SRV_CLOSE_MS) != 0) {
+                         conch__srv_now(s) + SRV_CLOSE_MS) != 0) {
     conn->dead = 1;
   }
 }
@@ -1108,7 +1124,7 @@ static void shed(conch_server *s, int lfd) {
   }
   if (!s->resting &&
       conch__heap_insert(&s->heap, s->mem, &s->rest,
-                         conch__srv_now() + 100) == 0) {
+                         conch__srv_now(s) + 100) == 0) {
     s->resting = 1;
     watch_listeners(s, 0);
   }
@@ -1576,7 +1592,7 @@ static void conn_linger(srv_conn *conn) {
     (void)conch__tls_shutdown(conn->tls);
   }
   if (conch__heap_insert(&s->heap, s->mem, &conn->linger,
-                         conch__srv_now() + SRV_LINGER_MS) != 0) {
+                         conch__srv_now(s) + SRV_LINGER_MS) != 0) {
     conn->fin = 1;
   }
 }
@@ -1696,7 +1712,7 @@ int conch_server_shutdown(conch_server *s) {
   s->shutting = 1;
   if (s->o.drain_ms > 0 &&
       conch__heap_insert(&s->heap, s->mem, &s->drain,
-                         conch__srv_now() + s->o.drain_ms) != 0) {
+                         conch__srv_now(s) + s->o.drain_ms) != 0) {
     s->drain_stage = 1; /* no timer to be had: no grace either */
     for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
       conch__srv_conn_fail_held(CONCH_CONTAINER(l, srv_conn, link));
@@ -1759,7 +1775,7 @@ static void drain_expired(conch_server *s, int64_t now) {
 }
 
 static void run_timers(conch_server *s) {
-  int64_t now = conch__srv_now();
+  int64_t now = conch__srv_now(s);
   conch_timer *t;
 
   while ((t = conch__heap_top(&s->heap)) != NULL && t->when <= now) {
@@ -1795,7 +1811,7 @@ long conch_server_timeout_ms(conch_server *s) {
   if (t == NULL) {
     return -1;
   }
-  d = t->when - conch__srv_now();
+  d = t->when - conch__srv_now(s);
   return d <= 0 ? 0 : (d > 0x7fffffff ? 0x7fffffff : (long)d);
 }
 

@@ -60,6 +60,8 @@ struct conch_server_opts {
   size_t compress_min;  /* smaller response messages are not compressed */
   conch_json_resolver json_resolve; /* JSON codec: Any types; may be NULL */
   void *json_resolve_ud;
+  int64_t (*clock)(void *user_data); /* NULL: CLOCK_MONOTONIC */
+  void *clock_ud;
 };
 
 typedef struct srv_route {
@@ -277,7 +279,7 @@ enum {
   SRV_TIMER_ACCEPT = 5
 };
 
-int64_t conch__srv_now(void);
+int64_t conch__srv_now(const conch_server *s);
 /* Makes the nghttp2 server session of |conn|.  Returns 0,
    CONCH_ERR_NOMEM or CONCH_ERR_SESSION. */
 int conch__srv_session_new(srv_conn *conn);
