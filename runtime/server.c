@@ -1,11 +1,11 @@
-/* The server core: options, the method table, listeners, connections and
-   the three ways of driving (hooks, pull, blocking).  The calls themselves
-   live in server_rpc.c. */
+/* The server core: the server, its listeners, connections and the three
+   ways of driving (hooks, pull, blocking).  Its options live in
+   server_opts.c, its method table in server_table.c, the calls themselves
+   in server_rpc.c. */
 #define _GNU_SOURCE /* accept4 */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <poll.h>
 #include <string.h>
@@ -17,408 +17,20 @@
 
 #include "mem_int.h"
 #include "server_int.h"
+#include "sock.h"
 
-/* Default receive limit, as the client's. */
-#define SRV_RECV_LIMIT (4u * 1024 * 1024)
-/* The bounds every server has unless its caller loosens them (server.h,
-   "Limits"): a connection must say what it wants within the header
-   timeout, a request body arrive within the body timeout, an idle
-   connection go after the idle timeout; at most SRV_MAX_CONNS
-   connections, and request bytes held in memory at most SRV_CONN_BUFFERED
-   on one connection and SRV_MAX_BUFFERED on all of them. */
-#define SRV_HEADER_MS 10000
-#define SRV_BODY_MS 60000
-#define SRV_IDLE_MS 60000
-#define SRV_MAX_CONNS 1024
-#define SRV_CONN_BUFFERED (32u * 1024 * 1024)
-#define SRV_MAX_BUFFERED (64u * 1024 * 1024)
 #define SRV_READ_CHUNK 16384
 #define SRV_CLOSE_MS 1000 /* after an idle GOAWAY, before the close */
 
-int64_t conch__srv_now(void) {
+/* The server's clock (conch_server_opts_set_clock), in ms: every timer
+   and deadline of the core reads it here. */
+int64_t conch__srv_now(const conch_server *s) {
   struct timespec ts;
+  if (s->o.clock != NULL) {
+    return s->o.clock(s->o.clock_ud);
+  }
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* ---- Options ------------------------------------------------------------ */
-
-static int set_compression(struct conch_server_opts *o, const char *names) {
-  return conch__comp_set_accept(&o->comp, names, 1);
-}
-
-int conch_server_opts_new(conch_server_opts **out) {
-  const conch_mem *mem = conch_mem_default();
-  conch_server_opts *o;
-
-  if (out == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  o = conch__calloc(mem, 1, sizeof(*o));
-  if (o == NULL) {
-    return CONCH_ERR_NOMEM;
-  }
-  o->mem = *mem;
-  o->recv_limit = SRV_RECV_LIMIT;
-  o->send_buffer = 256 * 1024;
-  o->max_header_list = 64 * 1024;
-  o->max_streams = 100;
-  o->header_ms = SRV_HEADER_MS;
-  o->body_ms = SRV_BODY_MS;
-  o->idle_ms = SRV_IDLE_MS;
-  o->max_conns = SRV_MAX_CONNS;
-  o->conn_buffered = SRV_CONN_BUFFERED;
-  o->max_buffered = SRV_MAX_BUFFERED;
-  conch__comp_opts_defaults(&o->comp);
-  conch__comp_accept_builtins(&o->comp); /* those this build has */
-  *out = o;
-  return 0;
-}
-
-static void tls_opts_clear(conch_server_opts *o) {
-  const conch_mem *mem = conch_mem_default();
-
-  conch__free(mem, o->tls_cert_file);
-  conch__free(mem, o->tls_key_file);
-  conch__free(mem, o->tls_cert_pem);
-  conch__free(mem, o->tls_key_pem);
-  o->tls_cert_file = o->tls_key_file = NULL;
-  o->tls_cert_pem = o->tls_key_pem = NULL;
-  o->tls_cert_len = o->tls_key_len = 0;
-  o->tls = 0;
-}
-
-void conch_server_opts_free(conch_server_opts *opts) {
-  if (opts != NULL) {
-    tls_opts_clear(opts);
-    conch__free(conch_mem_default(), opts->tls_ca_file);
-    conch__free(conch_mem_default(), opts->tls_ca_pem);
-    conch__free(conch_mem_default(), opts);
-  }
-}
-
-int conch_server_opts_set_mem(conch_server_opts *opts, const conch_mem *mem) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  if (mem == NULL) {
-    opts->mem = *conch_mem_default();
-    return 0;
-  }
-  if (mem->malloc == NULL || mem->free == NULL || mem->calloc == NULL ||
-      mem->realloc == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->mem = *mem;
-  return 0;
-}
-
-int conch_server_opts_set_recv_limit(conch_server_opts *opts, size_t bytes) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->recv_limit = bytes;
-  return 0;
-}
-
-int conch_server_opts_set_send_buffer(conch_server_opts *opts, size_t bytes) {
-  if (opts == NULL || bytes == 0) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->send_buffer = bytes;
-  return 0;
-}
-
-int conch_server_opts_set_idle_timeout(conch_server_opts *opts, long ms) {
-  if (opts == NULL || ms < 0) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->idle_ms = ms;
-  return 0;
-}
-
-int conch_server_opts_set_drain_timeout(conch_server_opts *opts, long ms) {
-  if (opts == NULL || ms < 0) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->drain_ms = ms;
-  return 0;
-}
-
-int conch_server_opts_set_max_header_list(conch_server_opts *opts,
-                                          uint32_t bytes) {
-  if (opts == NULL || bytes < 1024) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->max_header_list = bytes;
-  return 0;
-}
-
-int conch_server_opts_set_max_streams(conch_server_opts *opts, uint32_t n) {
-  if (opts == NULL || n == 0) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->max_streams = n;
-  return 0;
-}
-
-int conch_server_opts_set_compression(conch_server_opts *opts,
-                                      const char *names) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  return set_compression(opts, names);
-}
-
-int conch_server_opts_set_compress_min_bytes(conch_server_opts *opts,
-                                             size_t bytes) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->compress_min = bytes;
-  return 0;
-}
-
-/* ---- TLS ---------------------------------------------------------------- */
-
-static void tls_config_of(const conch_server_opts *o, conch_tls_config *cfg) {
-  memset(cfg, 0, sizeof(*cfg));
-  cfg->cert_file = o->tls_cert_file;
-  cfg->key_file = o->tls_key_file;
-  cfg->cert_pem = o->tls_cert_pem;
-  cfg->cert_pem_len = o->tls_cert_len;
-  cfg->key_pem = o->tls_key_pem;
-  cfg->key_pem_len = o->tls_key_len;
-  cfg->alpn = CONCH_TLS_ALPN_ANY; /* h2, else http/1.1 */
-  cfg->ca_file = o->tls_ca_file;
-  cfg->ca_pem = o->tls_ca_pem;
-  cfg->ca_pem_len = o->tls_ca_len;
-  if (o->tls_ca_file != NULL || o->tls_ca_pem != NULL) {
-    cfg->client_auth = o->tls_client_optional ? CONCH_TLS_CLIENT_OPTIONAL
-                                              : CONCH_TLS_CLIENT_REQUIRED;
-  }
-}
-
-/* Loads what |o| names once, so that a bad file or PEM is reported by the
-   setter (and its reason by conch_server_opts_tls_error()). */
-static int tls_opts_check(conch_server_opts *o) {
-  conch_tls_config cfg;
-  conch_tls_ctx *ctx = NULL;
-  int rv;
-
-  tls_config_of(o, &cfg);
-  rv = conch__tls_server_ctx_new(&ctx, conch_mem_default(), &cfg, o->tls_err,
-                                 sizeof(o->tls_err));
-  conch__tls_ctx_free(ctx);
-  if (rv != 0) {
-    tls_opts_clear(o);
-  }
-  return rv;
-}
-
-static char *dup_len(const char *p, size_t n) {
-  char *d = conch__malloc(conch_mem_default(), n + 1);
-  if (d != NULL) {
-    memcpy(d, p, n);
-    d[n] = '\0';
-  }
-  return d;
-}
-
-int conch_server_opts_set_tls(conch_server_opts *opts, const char *cert_file,
-                              const char *key_file) {
-  if (opts == NULL || (cert_file == NULL && key_file != NULL)) {
-    return CONCH_ERR_INVALID;
-  }
-  tls_opts_clear(opts);
-  opts->tls_err[0] = '\0';
-  if (cert_file == NULL) {
-    return 0;
-  }
-  opts->tls_cert_file = dup_len(cert_file, strlen(cert_file));
-  if (opts->tls_cert_file == NULL ||
-      (key_file != NULL && (opts->tls_key_file = dup_len(
-                                key_file, strlen(key_file))) == NULL)) {
-    tls_opts_clear(opts);
-    return CONCH_ERR_NOMEM;
-  }
-  opts->tls = 1;
-  return tls_opts_check(opts);
-}
-
-int conch_server_opts_set_tls_pem(conch_server_opts *opts, const char *cert,
-                                  size_t cert_len, const char *key,
-                                  size_t key_len) {
-  if (opts == NULL || (cert == NULL && key != NULL)) {
-    return CONCH_ERR_INVALID;
-  }
-  tls_opts_clear(opts);
-  opts->tls_err[0] = '\0';
-  if (cert == NULL) {
-    return 0;
-  }
-  if (cert_len == 0) {
-    cert_len = strlen(cert);
-  }
-  if (key != NULL && key_len == 0) {
-    key_len = strlen(key);
-  }
-  opts->tls_cert_pem = dup_len(cert, cert_len);
-  opts->tls_cert_len = cert_len;
-  if (opts->tls_cert_pem == NULL ||
-      (key != NULL && (opts->tls_key_pem = dup_len(key, key_len)) == NULL)) {
-    tls_opts_clear(opts);
-    return CONCH_ERR_NOMEM;
-  }
-  opts->tls_key_len = key != NULL ? key_len : 0;
-  opts->tls = 1;
-  return tls_opts_check(opts);
-}
-
-/* Replaces the CA text of |*slot| (file name or PEM) with |p| (|n| bytes,
-   NULL: none) after checking that it loads. */
-static int set_client_ca(conch_server_opts *opts, char **slot, size_t *lenp,
-                         const char *p, size_t n, int is_file) {
-  char *copy = NULL;
-  int rv;
-
-  opts->tls_err[0] = '\0';
-  if (p != NULL) {
-    rv = conch__tls_ca_check(is_file ? p : NULL, is_file ? NULL : p, n,
-                             opts->tls_err, sizeof(opts->tls_err));
-    if (rv != 0) {
-      return rv;
-    }
-    copy = dup_len(p, n);
-    if (copy == NULL) {
-      return CONCH_ERR_NOMEM;
-    }
-  }
-  conch__free(conch_mem_default(), *slot);
-  *slot = copy;
-  if (lenp != NULL) {
-    *lenp = p != NULL ? n : 0;
-  }
-  return 0;
-}
-
-int conch_server_opts_set_tls_client_ca_file(conch_server_opts *opts,
-                                             const char *path) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  return set_client_ca(opts, &opts->tls_ca_file, NULL, path,
-                       path != NULL ? strlen(path) : 0, 1);
-}
-
-int conch_server_opts_set_tls_client_ca_pem(conch_server_opts *opts,
-                                            const char *pem, size_t len) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  if (pem != NULL && len == 0) {
-    len = strlen(pem);
-  }
-  return set_client_ca(opts, &opts->tls_ca_pem, &opts->tls_ca_len, pem, len,
-                       0);
-}
-
-int conch_server_opts_set_tls_client_cert_required(conch_server_opts *opts,
-                                                   int required) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->tls_client_optional = !required;
-  return 0;
-}
-
-const char *conch_server_opts_tls_error(const conch_server_opts *opts) {
-  return opts != NULL ? opts->tls_err : "";
-}
-
-int conch_server_opts_set_gate(conch_server_opts *opts,
-                               conch_server_gate_fn gate, void *user_data) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->gate = gate;
-  opts->gate_ud = user_data;
-  return 0;
-}
-
-int conch_server_opts_set_accept_filter(conch_server_opts *opts,
-                                        conch_server_accept_fn fn,
-                                        void *user_data) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->accept_fn = fn;
-  opts->accept_ud = user_data;
-  return 0;
-}
-
-int conch_server_opts_set_max_conns(conch_server_opts *opts, size_t n) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->max_conns = n;
-  return 0;
-}
-
-int conch_server_opts_set_header_timeout(conch_server_opts *opts, long ms) {
-  if (opts == NULL || ms < 0) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->header_ms = ms;
-  return 0;
-}
-
-int conch_server_opts_set_body_timeout(conch_server_opts *opts, long ms) {
-  if (opts == NULL || ms < 0) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->body_ms = ms;
-  return 0;
-}
-
-int conch_server_opts_set_buffer_limits(conch_server_opts *opts,
-                                        size_t per_conn, size_t total) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->conn_buffered = per_conn;
-  opts->max_buffered = total;
-  return 0;
-}
-
-int conch_server_opts_add_compression(conch_server_opts *opts,
-                                      const conch_compressor *comp, int *id) {
-  int n, rv;
-
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  rv = conch__comp_add_custom(&opts->comp, comp, &n);
-  if (rv != 0) {
-    return rv;
-  }
-  /* Room for every id: CONCH__COMP_MAX counts the custom ones. */
-  opts->comp.accept[opts->comp.naccept++] = (uint8_t)n;
-  if (id != NULL) {
-    *id = n;
-  }
-  return 0;
-}
-
-int conch_server_opts_set_json_resolver(conch_server_opts *opts,
-                                        conch_json_resolver fn,
-                                        void *user_data) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->json_resolve = fn;
-  opts->json_resolve_ud = fn != NULL ? user_data : NULL;
-  return 0;
 }
 
 /* ---- Server ------------------------------------------------------------- */
@@ -457,7 +69,7 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   }
   if (opts->tls) {
     conch_tls_config cfg;
-    tls_config_of(opts, &cfg);
+    conch__srv_tls_config(opts, &cfg);
     rv = conch__tls_server_ctx_new(&s->tls, s->mem, &cfg, s->o.tls_err,
                                    sizeof(s->o.tls_err));
     if (rv != 0) {
@@ -539,222 +151,6 @@ void conch_server_free(conch_server *s) {
   conch__free(s->mem, s);
 }
 
-/* The method table is found through an open-addressing hash of the paths
-   (linear probing, at most half full): a lookup costs the same with 5
-   methods as with hundreds.  Up to SRV_SCAN_METHODS methods a scan is
-   cheaper, and is used (the hash is kept all the same).  The hash takes
-   the path 8 bytes at a time (a multiply and a shift per word); the paths
-   are the server's own, so a weak spot in it could slow only its own
-   lookups. */
-#define SRV_SCAN_METHODS 4
-
-static uint32_t path_hash(const char *p) {
-  size_t n = strlen(p);
-  uint64_t h = (uint64_t)n * 0x9e3779b97f4a7c15u;
-  uint64_t w;
-
-  for (; n >= 8; n -= 8, p += 8) {
-    memcpy(&w, p, 8);
-    h = (h ^ w) * 0xff51afd7ed558ccdu;
-    h ^= h >> 32;
-  }
-  for (w = 0; n > 0; n--) {
-    w = (w << 8) | (unsigned char)p[n - 1];
-  }
-  h = (h ^ w) * 0xff51afd7ed558ccdu;
-  return (uint32_t)(h ^ (h >> 32));
-}
-
-static srv_method *find_method(conch_server *s, const char *path) {
-  size_t mask = s->cap_slots - 1;
-  size_t i;
-
-  if (s->nmethods <= SRV_SCAN_METHODS) {
-    for (i = 0; i < s->nmethods; i++) {
-      if (strcmp(s->methods[i].path, path) == 0) {
-        return &s->methods[i];
-      }
-    }
-    return NULL;
-  }
-  for (i = path_hash(path) & mask; s->slots[i] != 0; i = (i + 1) & mask) {
-    srv_method *m = &s->methods[s->slots[i] - 1];
-    if (strcmp(m->path, path) == 0) {
-      return m;
-    }
-  }
-  return NULL;
-}
-
-/* Makes the hash room for |n| methods (|cap| slots, a power of two at
-   least 2n) and fills it from the table.  Returns 0 or CONCH_ERR_NOMEM
-   (the old hash kept). */
-static int rehash(conch_server *s, size_t n) {
-  size_t cap = 16;
-  uint32_t *t;
-
-  while (cap < 2 * n) {
-    cap *= 2;
-  }
-  if (cap == s->cap_slots) {
-    return 0;
-  }
-  t = conch__calloc(s->mem, cap, sizeof(*t));
-  if (t == NULL) {
-    return CONCH_ERR_NOMEM;
-  }
-  for (size_t k = 0; k < s->nmethods; k++) {
-    size_t i = path_hash(s->methods[k].path) & (cap - 1);
-    while (t[i] != 0) {
-      i = (i + 1) & (cap - 1);
-    }
-    t[i] = (uint32_t)(k + 1);
-  }
-  conch__free(s->mem, s->slots);
-  s->slots = t;
-  s->cap_slots = cap;
-  return 0;
-}
-
-srv_method *conch__srv_find_method(conch_server *s, const char *path);
-srv_method *conch__srv_find_method(conch_server *s, const char *path) {
-  return find_method(s, path);
-}
-
-srv_route *conch__srv_find_route(conch_server *s, const char *path) {
-  for (size_t i = 0; i < s->nroutes; i++) {
-    if (strcmp(s->routes[i].path, path) == 0) {
-      return &s->routes[i];
-    }
-  }
-  return NULL;
-}
-
-srv_http_route *conch__srv_find_http(conch_server *s, const char *path) {
-  for (size_t i = 0; i < s->nhttps; i++) {
-    if (strcmp(s->https[i].path, path) == 0) {
-      return &s->https[i];
-    }
-  }
-  return NULL;
-}
-
-/* A path a method, route or HTTP handler has. */
-static int path_taken(conch_server *s, const char *path) {
-  return find_method(s, path) != NULL ||
-         conch__srv_find_route(s, path) != NULL ||
-         conch__srv_find_http(s, path) != NULL;
-}
-
-int conch_server_add_http(conch_server *s, const char *path,
-                          const conch_http_handler *handler, void *user_data) {
-  srv_http_route *t;
-  char *copy;
-
-  if (s == NULL || path == NULL || handler == NULL ||
-      handler->on_request == NULL || path[0] != '/' || path_taken(s, path)) {
-    return CONCH_ERR_INVALID;
-  }
-  copy = conch__strdup(s->mem, path);
-  if (copy == NULL) {
-    return CONCH_ERR_NOMEM;
-  }
-  /* Exchanges copy their handler: the table may move at any time. */
-  t = conch__realloc(s->mem, s->https, (s->nhttps + 1) * sizeof(*t));
-  if (t == NULL) {
-    conch__free(s->mem, copy);
-    return CONCH_ERR_NOMEM;
-  }
-  s->https = t;
-  t[s->nhttps].path = copy;
-  t[s->nhttps].h = *handler;
-  t[s->nhttps].user_data = user_data;
-  s->nhttps++;
-  return 0;
-}
-
-int conch_server_add_route(conch_server *s, const char *path,
-                           conch_server_route_fn fn, void *user_data) {
-  srv_route *t;
-  char *copy;
-
-  if (s == NULL || path == NULL || fn == NULL || path[0] != '/' ||
-      path_taken(s, path)) {
-    return CONCH_ERR_INVALID;
-  }
-  copy = conch__strdup(s->mem, path);
-  if (copy == NULL) {
-    return CONCH_ERR_NOMEM;
-  }
-  /* Calls never point into this table: it may move at any time. */
-  t = conch__realloc(s->mem, s->routes, (s->nroutes + 1) * sizeof(*t));
-  if (t == NULL) {
-    conch__free(s->mem, copy);
-    return CONCH_ERR_NOMEM;
-  }
-  s->routes = t;
-  t[s->nroutes].path = copy;
-  t[s->nroutes].fn = fn;
-  t[s->nroutes].user_data = user_data;
-  s->nroutes++;
-  return 0;
-}
-
-int conch_server_add_method(conch_server *s, const conch_method *method,
-                            const conch_server_handler *handler,
-                            void *user_data) {
-  srv_method *m;
-
-  if (s == NULL || method == NULL || handler == NULL ||
-      handler->on_call == NULL || method->path == NULL ||
-      (handler->on_recv_ready != NULL &&
-       (handler->on_message != NULL || handler->on_raw_message != NULL)) ||
-      method->path[0] != '/' || (unsigned)method->kind > CONCH_STREAM_BIDI ||
-      path_taken(s, method->path)) {
-    return CONCH_ERR_INVALID;
-  }
-  if (s->nmethods == s->cap_methods) {
-    size_t cap = s->cap_methods != 0 ? s->cap_methods * 2 : 8;
-    srv_method *t;
-    /* Calls point into the table: it may not move while any runs. */
-    if (s->ncalls > 0) {
-      return CONCH_ERR_STATE;
-    }
-    t = conch__realloc(s->mem, s->methods, cap * sizeof(*t));
-    if (t == NULL) {
-      return CONCH_ERR_NOMEM;
-    }
-    s->methods = t;
-    s->cap_methods = cap;
-    for (size_t i = 0; i < s->nmethods; i++) {
-      s->methods[i].m.path = s->methods[i].path;
-    }
-  }
-  if (s->nmethods >= UINT32_MAX - 1 || rehash(s, s->nmethods + 1) != 0) {
-    return CONCH_ERR_NOMEM;
-  }
-  m = &s->methods[s->nmethods];
-  memset(m, 0, sizeof(*m));
-  m->path = conch__strdup(s->mem, method->path);
-  if (m->path == NULL) {
-    return CONCH_ERR_NOMEM;
-  }
-  m->m = *method;
-  m->m.path = m->path;
-  m->h = *handler;
-  m->user_data = user_data;
-  {
-    size_t mask = s->cap_slots - 1;
-    size_t i = path_hash(m->path) & mask;
-    while (s->slots[i] != 0) {
-      i = (i + 1) & mask;
-    }
-    s->slots[i] = (uint32_t)(s->nmethods + 1);
-  }
-  s->nmethods++;
-  return 0;
-}
-
 /* ---- Listeners ---------------------------------------------------------- */
 
 static int parse_inet(const char *addr, struct sockaddr_storage *ss,
@@ -826,13 +222,7 @@ static int parse_unix(const char *path, struct sockaddr_storage *ss,
 /* Takes listening socket |fd| (closed on failure). */
 static int add_listener(conch_server *s, int fd, int is_unix) {
   if (!is_unix && s->port == 0) {
-    struct sockaddr_storage b;
-    socklen_t bl = sizeof(b);
-    if (getsockname(fd, (struct sockaddr *)&b, &bl) == 0) {
-      s->port = ntohs(b.ss_family == AF_INET6
-                          ? ((struct sockaddr_in6 *)&b)->sin6_port
-                          : ((struct sockaddr_in *)&b)->sin_port);
-    }
+    s->port = conch__sock_port(fd);
   }
   /* The descriptor held in reserve for shedding (see accept_all()). */
   if (s->spare_fd < 0) {
@@ -853,7 +243,7 @@ static int add_listener(conch_server *s, int fd, int is_unix) {
 int conch_server_listen(conch_server *s, const char *addr) {
   struct sockaddr_storage ss;
   socklen_t len;
-  int is_unix, fd, rv, one = 1;
+  int is_unix, fd, rv;
 
   if (s == NULL || addr == NULL) {
     return CONCH_ERR_INVALID;
@@ -869,31 +259,21 @@ int conch_server_listen(conch_server *s, const char *addr) {
   if (rv != 0) {
     return rv;
   }
-  fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return CONCH_ERR_IO;
-  }
   if (is_unix) {
     struct stat st;
     if (stat(addr + 5, &st) == 0 && S_ISSOCK(st.st_mode)) {
       unlink(addr + 5);
     }
-  } else {
-    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   }
-  if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 128) != 0) {
-    int e = errno;
-    close(fd);
-    errno = e;
-    return CONCH_ERR_IO;
+  fd = conch__sock_listen((const struct sockaddr *)&ss, len);
+  if (fd < 0) {
+    return CONCH_ERR_IO; /* errno says why */
   }
   return add_listener(s, fd, is_unix);
 }
 
 int conch_server_listen_fd(conch_server *s, int fd) {
-  struct sockaddr_storage b;
-  socklen_t bl = sizeof(b);
-  int fl;
+  int fl, family;
 
   if (s == NULL || fd < 0) {
     if (fd >= 0) {
@@ -911,12 +291,12 @@ int conch_server_listen_fd(conch_server *s, int fd) {
   }
   fl = fcntl(fd, F_GETFL);
   if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0 ||
-      getsockname(fd, (struct sockaddr *)&b, &bl) != 0) {
+      (family = conch__sock_family(fd)) < 0) {
     close(fd);
     return CONCH_ERR_IO;
   }
   (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-  return add_listener(s, fd, b.ss_family == AF_UNIX);
+  return add_listener(s, fd, family == AF_UNIX);
 }
 
 int conch_server_port(const conch_server *s) {
@@ -955,7 +335,7 @@ void conch__srv_conn_idle(srv_conn *conn) {
   if (ms > 0 && !conn_busy(conn)) {
     /* Without room in the heap the connection just stays. */
     (void)conch__heap_insert(&s->heap, s->mem, &conn->idle,
-                             conch__srv_now() + ms);
+                             conch__srv_now(s) + ms);
   } else {
     conch__heap_remove(&s->heap, &conn->idle);
   }
@@ -997,7 +377,7 @@ static void conn_idle_expired(srv_conn *conn) {
   conn_goaway(conn);
   if (!conn->dead &&
       conch__heap_insert(&s->heap, s->mem, &conn->idle,
-                         conch__srv_now() + SRV_CLOSE_MS) != 0) {
+                         conch__srv_now(s) + SRV_CLOSE_MS) != 0) {
     conn->dead = 1;
   }
 }
@@ -1008,11 +388,7 @@ static void conn_free(srv_conn *conn) {
   if (s->has_hooks && conn->watched != 0) {
     s->hooks.watch(conn->fd, CONCH_IO_REMOVE, s->hooks.user_data);
   }
-  if (conn->has_t) {
-    conn->t.close(conn->t.user_data, conn->fd);
-  } else {
-    close(conn->fd);
-  }
+  conn->t.close(conn->t.user_data, conn->fd);
   conch__heap_remove(&s->heap, &conn->idle);
   conch__heap_remove(&s->heap, &conn->linger);
   conch__srv_h1_free(conn);
@@ -1036,6 +412,12 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   if (t != NULL) {
     conn->has_t = 1;
     conn->t = *t;
+  } else {
+    /* A socket of ours: sock.c's reads and writes, the client's. */
+    conn->t.read = conch__sock_transport.read;
+    conn->t.write = conch__sock_transport.write;
+    conn->t.close = conch__sock_transport.close;
+    conn->t.user_data = NULL;
   }
   conch__list_init(&conn->rpcs);
   conn->idle.idx = SIZE_MAX;
@@ -1054,15 +436,10 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
     return rv;
   }
   conn->peer_uid = -1;
-  if (t == NULL) {
-    struct ucred cred;
-    socklen_t cl = sizeof(cred);
-    struct sockaddr_storage a;
-    socklen_t al = sizeof(a);
-    if (getsockname(fd, (struct sockaddr *)&a, &al) == 0 &&
-        a.ss_family == AF_UNIX &&
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
-      conn->peer_uid = (long)cred.uid;
+  if (t == NULL && conch__sock_family(fd) == AF_UNIX) {
+    long uid;
+    if (conch__sock_peer_uid(fd, &uid) == 0) {
+      conn->peer_uid = uid;
     }
   }
   conch__list_push(&s->conns, &conn->link);
@@ -1117,17 +494,17 @@ static void shed(conch_server *s, int lfd) {
   if (s->spare_fd >= 0) {
     close(s->spare_fd);
     for (int i = 0; i < 64; i++) {
-      int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+      int fd = conch__sock_accept(lfd, 0);
       if (fd < 0) {
         break;
       }
-      close(fd);
+      conch__sock_transport.close(NULL, fd);
     }
     s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
   if (!s->resting &&
       conch__heap_insert(&s->heap, s->mem, &s->rest,
-                         conch__srv_now() + 100) == 0) {
+                         conch__srv_now(s) + 100) == 0) {
     s->resting = 1;
     watch_listeners(s, 0);
   }
@@ -1201,12 +578,11 @@ static int peer_ok(conch_server *s, int fd, int is_unix) {
   p.is_unix = is_unix;
   p.uid = p.gid = p.pid = -1;
   if (is_unix) {
-    struct ucred cred;
-    socklen_t cl = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
-      p.uid = (long)cred.uid;
-      p.gid = (long)cred.gid;
-      p.pid = (long)cred.pid;
+    long uid, gid, pid;
+    if (conch__sock_peer_cred(fd, &uid, &gid, &pid) == 0) {
+      p.uid = uid;
+      p.gid = gid;
+      p.pid = pid;
     }
   }
   return s->o.accept_fn(&p, s->o.accept_ud) != 0;
@@ -1214,12 +590,11 @@ static int peer_ok(conch_server *s, int fd, int is_unix) {
 
 static void accept_all(conch_server *s, int lfd, int is_unix) {
   for (int i = 0; i < 64 && !s->resting; i++) {
-    int one = 1;
-    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = conch__sock_accept(lfd, !is_unix);
     if (fd < 0) {
-      int e = errno;
+      int e = -fd;
       if (e == EMFILE || e == ENFILE) {
-        /* accept() says so whether or not a client waits: room is made
+        /* The accept says so whether or not a client waits: room is made
            only for one that does. */
         struct pollfd pfd = {lfd, POLLIN, 0};
         if (poll(&pfd, 1, 0) != 1) {
@@ -1247,31 +622,20 @@ static void accept_all(conch_server *s, int lfd, int is_unix) {
       v->dead = 1; /* closed at the end of this turn */
       s->shed_conns++;
     }
-    if (!is_unix) {
-      (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    }
     if (conn_add(s, fd, NULL) != 0) {
       close(fd);
     }
   }
 }
 
+/* Through the connection's transport: sock.c's for a socket of ours
+   (EINTR retried there), the caller's for an adopted handle. */
 static long conn_read(srv_conn *conn, void *buf, size_t len) {
-  ssize_t n;
-  if (conn->has_t) {
-    return conn->t.read(conn->t.user_data, conn->fd, buf, len);
-  }
-  n = recv(conn->fd, buf, len, 0);
-  return n >= 0 ? (long)n : -(long)errno;
+  return conn->t.read(conn->t.user_data, conn->fd, buf, len);
 }
 
 static long conn_write(srv_conn *conn, const void *buf, size_t len) {
-  ssize_t n;
-  if (conn->has_t) {
-    return conn->t.write(conn->t.user_data, conn->fd, buf, len);
-  }
-  n = send(conn->fd, buf, len, MSG_NOSIGNAL);
-  return n >= 0 ? (long)n : -(long)errno;
+  return conn->t.write(conn->t.user_data, conn->fd, buf, len);
 }
 
 /* ---- Bytes for the transport: through TLS or not ---- */
@@ -1391,7 +755,7 @@ static size_t conn_room(const srv_conn *conn) {
   return SRV_READ_CHUNK;
 }
 
-/* The client shut its write side (shutdown(SHUT_WR)): what it asked is
+/* The client shut its write side (SHUT_WR): what it asked is
    still answered, as HTTP/2 allows; a request still being received can
    never end and is reset.  The connection closes once all is answered
    (or when a write fails: it is not watched for reading any more). */
@@ -1608,7 +972,7 @@ static void conn_linger(srv_conn *conn) {
     (void)conch__tls_shutdown(conn->tls);
   }
   if (conch__heap_insert(&s->heap, s->mem, &conn->linger,
-                         conch__srv_now() + SRV_LINGER_MS) != 0) {
+                         conch__srv_now(s) + SRV_LINGER_MS) != 0) {
     conn->fin = 1;
   }
 }
@@ -1667,7 +1031,7 @@ static void conn_settle(srv_conn *conn) {
     } else if (conn->lingering && !conn->shut_wr) {
       conn->shut_wr = 1;
       if (!conn->has_t) {
-        (void)shutdown(conn->fd, SHUT_WR);
+        conch__sock_shutdown_write(conn->fd);
       }
     }
   }
@@ -1728,7 +1092,7 @@ int conch_server_shutdown(conch_server *s) {
   s->shutting = 1;
   if (s->o.drain_ms > 0 &&
       conch__heap_insert(&s->heap, s->mem, &s->drain,
-                         conch__srv_now() + s->o.drain_ms) != 0) {
+                         conch__srv_now(s) + s->o.drain_ms) != 0) {
     s->drain_stage = 1; /* no timer to be had: no grace either */
     for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
       conch__srv_conn_fail_held(CONCH_CONTAINER(l, srv_conn, link));
@@ -1791,7 +1155,7 @@ static void drain_expired(conch_server *s, int64_t now) {
 }
 
 static void run_timers(conch_server *s) {
-  int64_t now = conch__srv_now();
+  int64_t now = conch__srv_now(s);
   conch_timer *t;
 
   while ((t = conch__heap_top(&s->heap)) != NULL && t->when <= now) {
@@ -1827,7 +1191,7 @@ long conch_server_timeout_ms(conch_server *s) {
   if (t == NULL) {
     return -1;
   }
-  d = t->when - conch__srv_now();
+  d = t->when - conch__srv_now(s);
   return d <= 0 ? 0 : (d > 0x7fffffff ? 0x7fffffff : (long)d);
 }
 

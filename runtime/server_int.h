@@ -1,6 +1,7 @@
 /* Internals of the server core (server.c: the server, its listeners,
-   connections and driving; server_rpc.c: calls over nghttp2's server
-   session and the three protocols).  Private to the runtime. */
+   connections and driving; server_opts.c: its options; server_table.c:
+   its method table; server_rpc.c: calls over nghttp2's server session and
+   the three protocols).  Private to the runtime. */
 #ifndef CONCH_SERVER_INT_H
 #define CONCH_SERVER_INT_H
 
@@ -60,6 +61,8 @@ struct conch_server_opts {
   size_t compress_min;  /* smaller response messages are not compressed */
   conch_json_resolver json_resolve; /* JSON codec: Any types; may be NULL */
   void *json_resolve_ud;
+  int64_t (*clock)(void *user_data); /* NULL: CLOCK_MONOTONIC */
+  void *clock_ud;
 };
 
 typedef struct srv_route {
@@ -277,7 +280,10 @@ enum {
   SRV_TIMER_ACCEPT = 5
 };
 
-int64_t conch__srv_now(void);
+int64_t conch__srv_now(const conch_server *s);
+/* The TLS configuration of options |o| (server_opts.c), for the server's
+   context. */
+void conch__srv_tls_config(const conch_server_opts *o, conch_tls_config *cfg);
 /* Makes the nghttp2 server session of |conn|.  Returns 0,
    CONCH_ERR_NOMEM or CONCH_ERR_SESSION. */
 int conch__srv_session_new(srv_conn *conn);

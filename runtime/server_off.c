@@ -59,6 +59,15 @@ int conch_server_opts_set_idle_timeout(conch_server_opts *opts, long ms) {
   return CONCH_ERR_UNSUPPORTED;
 }
 
+int conch_server_opts_set_clock(conch_server_opts *opts,
+                                int64_t (*now_ms)(void *user_data),
+                                void *user_data) {
+  (void)opts;
+  (void)now_ms;
+  (void)user_data;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
 int conch_server_opts_set_drain_timeout(conch_server_opts *opts, long ms) {
   (void)opts;
   (void)ms;

@@ -197,7 +197,7 @@ static conch_rpc *rpc_new(srv_conn *conn, int32_t id) {
   /* The header block has header_ms to end. */
   if (s->o.header_ms > 0 &&
       conch__heap_insert(&s->heap, s->mem, &rpc->recv,
-                         conch__srv_now() + s->o.header_ms) != 0) {
+                         conch__srv_now(s) + s->o.header_ms) != 0) {
     rpc_free(rpc);
     return NULL;
   }
@@ -1348,7 +1348,7 @@ negotiate:
       rpc_fail(rpc, CONCH_CODE_DEADLINE_EXCEEDED, "context deadline exceeded");
       return -1;
     }
-    rpc->deadline = conch__srv_now() + ms;
+    rpc->deadline = conch__srv_now(s) + ms;
     if (conch__heap_insert(&s->heap, s->mem, &rpc->timer, rpc->deadline) !=
         0) {
       rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
@@ -1618,7 +1618,7 @@ static void recv_update(conch_rpc *rpc) {
     conch__heap_remove(&s->heap, &rpc->recv);
   } else if (rpc->recv.idx == SIZE_MAX &&
              conch__heap_insert(&s->heap, s->mem, &rpc->recv,
-                                conch__srv_now() + s->o.body_ms) != 0) {
+                                conch__srv_now(s) + s->o.body_ms) != 0) {
     rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
   }
 }
@@ -1901,7 +1901,7 @@ static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame,
     rpc->discarding = 1;
     conch__heap_remove(&s->heap, &rpc->recv);
     if (conch__heap_insert(&s->heap, s->mem, &rpc->recv,
-                           conch__srv_now() + SRV_DISCARD_MS) != 0) {
+                           conch__srv_now(s) + SRV_DISCARD_MS) != 0) {
       (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE,
                                       frame->hd.stream_id, NGHTTP2_NO_ERROR);
     }
@@ -1980,7 +1980,7 @@ long conch_rpc_timeout_ms(const conch_rpc *rpc) {
   if (rpc == NULL || rpc->deadline < 0) {
     return -1;
   }
-  left = rpc->deadline - conch__srv_now();
+  left = rpc->deadline - conch__srv_now(rpc->conn->s);
   return left <= 0 ? 0 : (left > 0x7fffffff ? 0x7fffffff : (long)left);
 }
 

@@ -20,6 +20,7 @@
 #include "pool.h"
 #include "protocol.h"
 #include "session.h"
+#include "wire.h"
 
 /* ---- nghttp2 callbacks ------------------------------------------------- */
 
@@ -338,13 +339,11 @@ static void h2_spare_drain(conch_conn *conn) {
 
 /* ---- Setup ------------------------------------------------------------- */
 
+/* Through wire.c's one session setup (conch__h2_session_new()). */
 static int h2_start(conch_conn *conn) {
   conch_client *c = conn->client;
-  nghttp2_session_callbacks *cbs;
-  nghttp2_option *opt;
+  conch_h2_setup h;
   nghttp2_mem mem;
-  nghttp2_settings_entry iv[3];
-  int rv;
 
   /* Over c->mem, keeping small blocks for reuse. */
   mem.mem_user_data = conn;
@@ -353,49 +352,23 @@ static int h2_start(conch_conn *conn) {
   mem.calloc = h2_calloc;
   mem.realloc = h2_realloc;
 
-  rv = nghttp2_session_callbacks_new(&cbs);
-  if (rv != 0) {
-    return CONCH_ERR_NOMEM;
-  }
-  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs,
-                                                          on_begin_headers);
-  nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
-  nghttp2_session_callbacks_set_error_callback2(cbs, on_error);
-  nghttp2_session_callbacks_set_send_data_callback(cbs, send_data);
-
-  rv = nghttp2_option_new(&opt);
-  if (rv != 0) {
-    nghttp2_session_callbacks_del(cbs);
-    return CONCH_ERR_NOMEM;
-  }
-  nghttp2_option_set_no_auto_window_update(opt, 1);
+  memset(&h, 0, sizeof(h));
+  h.h2_mem = &mem;
+  h.begin_headers = on_begin_headers;
+  h.header = on_header;
+  h.frame_recv = on_frame_recv;
+  h.data_chunk = on_data_chunk;
+  h.stream_close = on_stream_close;
+  h.error = on_error;
+  h.send_data = send_data;
+  h.manual_window = 1;
   /* Until the server's SETTINGS arrive, assume what Go and grpc-go do. */
-  nghttp2_option_set_peer_max_concurrent_streams(opt, 100);
-  rv = nghttp2_session_client_new3(&conn->h2, cbs, conn, opt, &mem);
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cbs);
-  if (rv != 0) {
-    conn->h2 = NULL;
-    return CONCH_ERR_NOMEM;
-  }
-  iv[0].settings_id = NGHTTP2_SETTINGS_ENABLE_PUSH;
-  iv[0].value = 0;
-  iv[1].settings_id = NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE;
-  iv[1].value = c->o.stream_window;
-  iv[2].settings_id = NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE;
-  iv[2].value = c->o.max_header_list;
-  rv = nghttp2_submit_settings(conn->h2, NGHTTP2_FLAG_NONE, iv, 3);
-  if (rv == 0) {
-    rv = nghttp2_session_set_local_window_size(conn->h2, NGHTTP2_FLAG_NONE, 0,
-                                               (int32_t)c->o.conn_window);
-  }
-  if (rv != 0) {
-    return nghttp2_is_fatal(rv) ? CONCH_ERR_NOMEM : CONCH_ERR_SESSION;
-  }
-  return 0;
+  h.peer_max_streams = 100;
+  /* ENABLE_PUSH 0, then these (the options hold them >= 65535, > 0). */
+  h.stream_window = c->o.stream_window;
+  h.max_header_list = c->o.max_header_list;
+  h.conn_window = c->o.conn_window;
+  return conch__h2_session_new(&conn->h2, &h, conn);
 }
 
 /* ---- Streams ----------------------------------------------------------- */

@@ -770,10 +770,13 @@ int conch__h2_session_new(nghttp2_session **out, const conch_h2_setup *s,
   nghttp2_session_callbacks *cbs;
   nghttp2_option *opt;
   nghttp2_mem mem;
+  int own_mem = s->h2_mem != NULL || s->mem != NULL;
   int rv;
 
   *out = NULL;
-  if (s->mem != NULL) {
+  if (s->h2_mem != NULL) {
+    mem = *s->h2_mem;
+  } else if (s->mem != NULL) {
     conch__h2_mem(&mem, s->mem);
   }
   if (nghttp2_session_callbacks_new(&cbs) != 0) {
@@ -787,10 +790,10 @@ int conch__h2_session_new(nghttp2_session **out, const conch_h2_setup *s,
   set_options(opt, s);
   if (s->server) {
     rv = nghttp2_session_server_new3(out, cbs, user_data, opt,
-                                     s->mem != NULL ? &mem : NULL);
+                                     own_mem ? &mem : NULL);
   } else {
     rv = nghttp2_session_client_new3(out, cbs, user_data, opt,
-                                     s->mem != NULL ? &mem : NULL);
+                                     own_mem ? &mem : NULL);
   }
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cbs);

@@ -139,6 +139,9 @@ void conch__h2_mem(nghttp2_mem *out, const conch_mem *mem);
 typedef struct conch_h2_setup {
   int server;            /* a server session (else a client one) */
   const conch_mem *mem;  /* NULL: nghttp2's own allocator */
+  /* nghttp2's allocator hooks as they are (copied), before |mem|: the
+     client's, which keep small blocks per connection. */
+  const nghttp2_mem *h2_mem;
   nghttp2_on_begin_headers_callback begin_headers;
   nghttp2_on_header_callback header;
   nghttp2_on_frame_recv_callback frame_recv;

@@ -115,4 +115,14 @@ if [ -n "$hits" ]; then
   echo "check-source: patch or editor leftovers are tracked" >&2
   status=1
 fi
+# Sockets are sock.c's (and the resolver's, resolve.c): the client's
+# connections and the server's listeners and connections reach them through
+# it, so that one file holds every socket option, EINTR loop and errno rule.
+sockets=$(find runtime -name '*.c' ! -name sock.c ! -name resolve.c)
+hits=$(grep -nE '(^|[^_a-zA-Z0-9.>])(socket|socketpair|connect|bind|listen|accept4?|send|recv|sendto|recvfrom|sendmsg|recvmsg|shutdown|getsockopt|setsockopt|getsockname|getpeername)\(' $sockets | grep -v 'conch-allow' || true)
+if [ -n "$hits" ]; then
+  echo "$hits"
+  echo "check-source: socket call outside sock.c (add what you need there)" >&2
+  status=1
+fi
 exit $status

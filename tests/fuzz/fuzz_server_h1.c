@@ -5,6 +5,8 @@
    input's layout and what must hold).  fuzz_server does the same after
    the preface, for HTTP/2.  Seeds: corpus/server_h1 (pipelined unary
    calls, chunked client streams, Expect: 100-continue, Connect GET, held
-   and paused calls, malformed and oversized requests). */
+   and paused calls, malformed and oversized requests; *_t and *_T: the
+   same sent one piece per turn with the clock stepping 1 s and 30 s, so
+   that the header, body and idle timeouts cut them off). */
 #define PREFACE ""
 #include "server_target.h"

@@ -13,8 +13,15 @@
    Go's does, so it may only see the end after that), and the server frees
    everything (the sanitizer builds check the leaks).
 
-   Input: byte 0 picks the piece size (1 + byte % 64, 0: all at once);
-   the rest is what the client sends after PREFACE. */
+   The server runs on a clock of this file's own (conch_server_opts_set_
+   clock) that moves a fixed step per turn; with a step, the client sends
+   one piece per turn (a slow client), so that the server's timers
+   (header, body and idle timeouts, call deadlines, the linger and close
+   delays) fire between the input's pieces.
+
+   Input: byte 0 picks the piece size (1 + byte % 64, 0: all at once) and
+   the clock's step per turn (byte / 64: none, 10 ms, 1 s, 30 s); the rest
+   is what the client sends after PREFACE. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,6 +49,9 @@ typedef struct feed {
   size_t piece;
   int closed;
   long calls; /* on_call minus ends seen by handlers */
+  int64_t now;  /* the server's clock, ms */
+  int64_t step; /* ... added each turn */
+  int sent;     /* with a step: this turn's piece went */
   conch_rpc *kept[64]; /* held ('H') or paused ('P') */
   size_t nkept;
 } feed;
@@ -71,6 +81,10 @@ static long f_read(void *ud, int h, void *buf, size_t len) {
   if (f->n == 0) {
     return 0; /* the end: the client is gone */
   }
+  if (f->step != 0 && f->sent) {
+    return -EAGAIN; /* the next piece comes next turn */
+  }
+  f->sent = 1;
   if (f->piece > 0 && n > f->piece) {
     n = f->piece;
   }
@@ -91,6 +105,19 @@ static void f_close(void *ud, int h) {
   feed *f = ud;
   (void)h;
   f->closed++;
+}
+
+static int64_t f_now(void *ud) {
+  return ((feed *)ud)->now;
+}
+
+/* One turn of the server's loop, one clock step later. */
+static void f_turn(conch_server *s, feed *f) {
+  f->now += f->step;
+  f->sent = 0;
+  if (conch_server_on_io(s, 3, CONCH_IO_READ | CONCH_IO_WRITE) != 0) {
+    abort();
+  }
 }
 
 static void on_call(conch_rpc *rpc, void *ud) {
@@ -179,6 +206,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   f.p = buf;
   f.n = sizeof(preface) - 1 + size - 1;
   f.piece = data[0] == 0 ? 0 : 1 + data[0] % 64;
+  f.now = 1000000;
+  f.step = (int64_t[]){0, 10, 1000, 30000}[data[0] / 64];
   t.user_data = &f;
 
   if (conch_server_opts_new(&o) != 0) {
@@ -187,6 +216,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   (void)conch_server_opts_set_recv_limit(o, 1 << 16);
   (void)conch_server_opts_set_max_header_list(o, 4096);
   (void)conch_server_opts_set_send_buffer(o, 1024);
+  (void)conch_server_opts_set_clock(o, f_now, &f);
   if (conch_server_new(&s, o) != 0) {
     abort();
   }
@@ -202,9 +232,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* Each turn reads one piece at least; the end of the input is the end
      of the stream, after which the connection closes. */
   for (size_t turns = 0; f.closed == 0 && turns < 100000; turns++) {
-    if (conch_server_on_io(s, 3, CONCH_IO_READ | CONCH_IO_WRITE) != 0) {
-      abort();
-    }
+    f_turn(s, &f);
   }
   /* Still open: the handlers let go (a call may end while another is let
      go: each is taken from the list first), then it must close. */
@@ -217,9 +245,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       end(rpc, CONCH_CODE_OK);
     }
     for (size_t turns = 0; f.closed == 0 && turns < 100000; turns++) {
-      if (conch_server_on_io(s, 3, CONCH_IO_READ | CONCH_IO_WRITE) != 0) {
-        abort();
-      }
+      f_turn(s, &f);
     }
   }
   if (f.closed != 1 || !conch_server_idle(s)) {

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,6 +310,85 @@ static void test_idle_timeout(void **state) {
   fx_stop(&fx);
 }
 
+/* ---- The server's clock -------------------------------------------------- */
+
+typedef struct fake_clock {
+  int64_t now;
+  int reads;
+} fake_clock;
+
+static int64_t fc_now(void *ud) {
+  fake_clock *fc = ud;
+  fc->reads++;
+  return fc->now;
+}
+
+/* A client that connected and says nothing: reads find no bytes. */
+static long silent_read(void *ud, int h, void *buf, size_t len) {
+  (void)ud;
+  (void)h;
+  (void)buf;
+  (void)len;
+  return -EAGAIN;
+}
+static long silent_write(void *ud, int h, const void *buf, size_t len) {
+  (void)ud;
+  (void)h;
+  (void)buf;
+  return (long)len;
+}
+static void silent_close(void *ud, int h) {
+  (void)h;
+  (*(int *)ud)++;
+}
+
+/* The timers run on the clock the options name: a silent connection's
+   timeout (the idle one, 1 s, under the header one) fires when that clock
+   passes it, not before, whatever the real one does, and
+   conch_server_timeout_ms() counts down on it. */
+static void test_injected_clock(void **state) {
+  fake_clock fc = {1000000, 0};
+  int closed = 0;
+  conch_server_transport t = {silent_read, silent_write, silent_close, NULL};
+  conch_server_opts *o;
+  conch_server *s;
+  (void)state;
+
+  t.user_data = &closed;
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_clock(NULL, fc_now, &fc),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_server_opts_set_clock(o, fc_now, &fc), 0);
+  assert_int_equal(conch_server_opts_set_idle_timeout(o, 1000), 0);
+  assert_int_equal(conch_server_new(&s, o), 0);
+  conch_server_opts_free(o);
+  assert_int_equal(conch_server_adopt(s, 3, &t), 0);
+  assert_true(fc.reads > 0); /* the timer was armed by the fake clock */
+  assert_int_equal(conch_server_on_io(s, 3, CONCH_IO_READ), 0);
+  assert_int_equal(conch_server_timeout_ms(s), 1000);
+
+  fc.now += 400;
+  assert_int_equal(conch_server_timeout_ms(s), 600);
+  assert_int_equal(conch_server_on_timer(s), 0);
+  assert_int_equal(closed, 0);
+
+  /* Real time passing changes nothing. */
+  usleep(20 * 1000);
+  assert_int_equal(conch_server_timeout_ms(s), 600);
+
+  fc.now += 599;
+  assert_int_equal(conch_server_on_timer(s), 0);
+  assert_int_equal(closed, 0);
+  assert_int_equal(conch_server_timeout_ms(s), 1);
+
+  fc.now += 1;
+  assert_int_equal(conch_server_timeout_ms(s), 0);
+  assert_int_equal(conch_server_on_timer(s), 0);
+  assert_int_equal(closed, 1); /* said nothing: closed, not told GOAWAY */
+  assert_true(conch_server_idle(s));
+  conch_server_free(s);
+}
+
 /* ---- In memory: both ends through transports of their own ------------------ */
 
 /* The server's end of a memx connection: it reads what the client wrote
@@ -576,6 +656,7 @@ int main(void) {
       cmocka_unit_test(test_api_refusals),
       cmocka_unit_test(test_free_with_call),
       cmocka_unit_test(test_idle_timeout),
+      cmocka_unit_test(test_injected_clock),
       cmocka_unit_test(test_in_memory),
       cmocka_unit_test(test_hooks_policy),
   };

@@ -227,6 +227,21 @@ CONCH_EXTERN int conch_server_opts_set_send_buffer(conch_server_opts *opts,
 CONCH_EXTERN int conch_server_opts_set_idle_timeout(conch_server_opts *opts,
                                                     long ms);
 /**
+ * The clock the server reads for deadlines, timeouts (idle, header, body,
+ * drain) and its other timers: |now_ms| returns milliseconds that never go
+ * back (any origin), called on the driving thread with |user_data|.  NULL
+ * (the default) is CLOCK_MONOTONIC.  For simulations and tests that move
+ * time themselves: conch_server_run() still waits in real time, so such a
+ * caller drives the server with hooks (conch_server_set_io_hooks) and
+ * calls conch_server_on_timer() when its own time reaches the timer it was
+ * told.  The Date header of HTTP/1.1 answers stays on the wall clock.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_server_opts_set_clock(conch_server_opts *opts,
+                                             int64_t (*now_ms)(void *user_data),
+                                             void *user_data);
+/**
  * How long conch_server_shutdown() lets calls run: when |ms| have passed,
  * every call a handler still holds ends (the handler gets on_cancel with
  * unavailable, the client unavailable "the server is shutting down"), and

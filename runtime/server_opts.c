@@ -1,0 +1,415 @@
+/* The server's options (conch_server_opts_*, conch/server.h): their
+   defaults and limits, compressions, TLS material, the gate and the accept
+   filter.  conch_server_new() (server.c) copies them into the server and
+   makes its TLS context with conch__srv_tls_config(). */
+#include <string.h>
+
+#include "mem_int.h"
+#include "server_int.h"
+
+/* Default receive limit, as the client's. */
+#define SRV_RECV_LIMIT (4u * 1024 * 1024)
+/* The bounds every server has unless its caller loosens them (server.h,
+   "Limits"): a connection must say what it wants within the header
+   timeout, a request body arrive within the body timeout, an idle
+   connection go after the idle timeout; at most SRV_MAX_CONNS
+   connections, and request bytes held in memory at most SRV_CONN_BUFFERED
+   on one connection and SRV_MAX_BUFFERED on all of them. */
+#define SRV_HEADER_MS 10000
+#define SRV_BODY_MS 60000
+#define SRV_IDLE_MS 60000
+#define SRV_MAX_CONNS 1024
+#define SRV_CONN_BUFFERED (32u * 1024 * 1024)
+#define SRV_MAX_BUFFERED (64u * 1024 * 1024)
+
+/* ---- Options ------------------------------------------------------------ */
+
+static int set_compression(struct conch_server_opts *o, const char *names) {
+  return conch__comp_set_accept(&o->comp, names, 1);
+}
+
+int conch_server_opts_new(conch_server_opts **out) {
+  const conch_mem *mem = conch_mem_default();
+  conch_server_opts *o;
+
+  if (out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  o = conch__calloc(mem, 1, sizeof(*o));
+  if (o == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  o->mem = *mem;
+  o->recv_limit = SRV_RECV_LIMIT;
+  o->send_buffer = 256 * 1024;
+  o->max_header_list = 64 * 1024;
+  o->max_streams = 100;
+  o->header_ms = SRV_HEADER_MS;
+  o->body_ms = SRV_BODY_MS;
+  o->idle_ms = SRV_IDLE_MS;
+  o->max_conns = SRV_MAX_CONNS;
+  o->conn_buffered = SRV_CONN_BUFFERED;
+  o->max_buffered = SRV_MAX_BUFFERED;
+  conch__comp_opts_defaults(&o->comp);
+  conch__comp_accept_builtins(&o->comp); /* those this build has */
+  *out = o;
+  return 0;
+}
+
+static void tls_opts_clear(conch_server_opts *o) {
+  const conch_mem *mem = conch_mem_default();
+
+  conch__free(mem, o->tls_cert_file);
+  conch__free(mem, o->tls_key_file);
+  conch__free(mem, o->tls_cert_pem);
+  conch__free(mem, o->tls_key_pem);
+  o->tls_cert_file = o->tls_key_file = NULL;
+  o->tls_cert_pem = o->tls_key_pem = NULL;
+  o->tls_cert_len = o->tls_key_len = 0;
+  o->tls = 0;
+}
+
+void conch_server_opts_free(conch_server_opts *opts) {
+  if (opts != NULL) {
+    tls_opts_clear(opts);
+    conch__free(conch_mem_default(), opts->tls_ca_file);
+    conch__free(conch_mem_default(), opts->tls_ca_pem);
+    conch__free(conch_mem_default(), opts);
+  }
+}
+
+int conch_server_opts_set_mem(conch_server_opts *opts, const conch_mem *mem) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (mem == NULL) {
+    opts->mem = *conch_mem_default();
+    return 0;
+  }
+  if (mem->malloc == NULL || mem->free == NULL || mem->calloc == NULL ||
+      mem->realloc == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->mem = *mem;
+  return 0;
+}
+
+int conch_server_opts_set_recv_limit(conch_server_opts *opts, size_t bytes) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->recv_limit = bytes;
+  return 0;
+}
+
+int conch_server_opts_set_send_buffer(conch_server_opts *opts, size_t bytes) {
+  if (opts == NULL || bytes == 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->send_buffer = bytes;
+  return 0;
+}
+
+int conch_server_opts_set_idle_timeout(conch_server_opts *opts, long ms) {
+  if (opts == NULL || ms < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->idle_ms = ms;
+  return 0;
+}
+
+int conch_server_opts_set_clock(conch_server_opts *opts,
+                                int64_t (*now_ms)(void *user_data),
+                                void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->clock = now_ms;
+  opts->clock_ud = now_ms != NULL ? user_data : NULL;
+  return 0;
+}
+
+int conch_server_opts_set_drain_timeout(conch_server_opts *opts, long ms) {
+  if (opts == NULL || ms < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->drain_ms = ms;
+  return 0;
+}
+
+int conch_server_opts_set_max_header_list(conch_server_opts *opts,
+                                          uint32_t bytes) {
+  if (opts == NULL || bytes < 1024) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->max_header_list = bytes;
+  return 0;
+}
+
+int conch_server_opts_set_max_streams(conch_server_opts *opts, uint32_t n) {
+  if (opts == NULL || n == 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->max_streams = n;
+  return 0;
+}
+
+int conch_server_opts_set_compression(conch_server_opts *opts,
+                                      const char *names) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  return set_compression(opts, names);
+}
+
+int conch_server_opts_set_compress_min_bytes(conch_server_opts *opts,
+                                             size_t bytes) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->compress_min = bytes;
+  return 0;
+}
+
+/* ---- TLS ---------------------------------------------------------------- */
+
+void conch__srv_tls_config(const conch_server_opts *o,
+                           conch_tls_config *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->cert_file = o->tls_cert_file;
+  cfg->key_file = o->tls_key_file;
+  cfg->cert_pem = o->tls_cert_pem;
+  cfg->cert_pem_len = o->tls_cert_len;
+  cfg->key_pem = o->tls_key_pem;
+  cfg->key_pem_len = o->tls_key_len;
+  cfg->alpn = CONCH_TLS_ALPN_ANY; /* h2, else http/1.1 */
+  cfg->ca_file = o->tls_ca_file;
+  cfg->ca_pem = o->tls_ca_pem;
+  cfg->ca_pem_len = o->tls_ca_len;
+  if (o->tls_ca_file != NULL || o->tls_ca_pem != NULL) {
+    cfg->client_auth = o->tls_client_optional ? CONCH_TLS_CLIENT_OPTIONAL
+                                              : CONCH_TLS_CLIENT_REQUIRED;
+  }
+}
+
+/* Loads what |o| names once, so that a bad file or PEM is reported by the
+   setter (and its reason by conch_server_opts_tls_error()). */
+static int tls_opts_check(conch_server_opts *o) {
+  conch_tls_config cfg;
+  conch_tls_ctx *ctx = NULL;
+  int rv;
+
+  conch__srv_tls_config(o, &cfg);
+  rv = conch__tls_server_ctx_new(&ctx, conch_mem_default(), &cfg, o->tls_err,
+                                 sizeof(o->tls_err));
+  conch__tls_ctx_free(ctx);
+  if (rv != 0) {
+    tls_opts_clear(o);
+  }
+  return rv;
+}
+
+static char *dup_len(const char *p, size_t n) {
+  char *d = conch__malloc(conch_mem_default(), n + 1);
+  if (d != NULL) {
+    memcpy(d, p, n);
+    d[n] = '\0';
+  }
+  return d;
+}
+
+int conch_server_opts_set_tls(conch_server_opts *opts, const char *cert_file,
+                              const char *key_file) {
+  if (opts == NULL || (cert_file == NULL && key_file != NULL)) {
+    return CONCH_ERR_INVALID;
+  }
+  tls_opts_clear(opts);
+  opts->tls_err[0] = '\0';
+  if (cert_file == NULL) {
+    return 0;
+  }
+  opts->tls_cert_file = dup_len(cert_file, strlen(cert_file));
+  if (opts->tls_cert_file == NULL ||
+      (key_file != NULL && (opts->tls_key_file = dup_len(
+                                key_file, strlen(key_file))) == NULL)) {
+    tls_opts_clear(opts);
+    return CONCH_ERR_NOMEM;
+  }
+  opts->tls = 1;
+  return tls_opts_check(opts);
+}
+
+int conch_server_opts_set_tls_pem(conch_server_opts *opts, const char *cert,
+                                  size_t cert_len, const char *key,
+                                  size_t key_len) {
+  if (opts == NULL || (cert == NULL && key != NULL)) {
+    return CONCH_ERR_INVALID;
+  }
+  tls_opts_clear(opts);
+  opts->tls_err[0] = '\0';
+  if (cert == NULL) {
+    return 0;
+  }
+  if (cert_len == 0) {
+    cert_len = strlen(cert);
+  }
+  if (key != NULL && key_len == 0) {
+    key_len = strlen(key);
+  }
+  opts->tls_cert_pem = dup_len(cert, cert_len);
+  opts->tls_cert_len = cert_len;
+  if (opts->tls_cert_pem == NULL ||
+      (key != NULL && (opts->tls_key_pem = dup_len(key, key_len)) == NULL)) {
+    tls_opts_clear(opts);
+    return CONCH_ERR_NOMEM;
+  }
+  opts->tls_key_len = key != NULL ? key_len : 0;
+  opts->tls = 1;
+  return tls_opts_check(opts);
+}
+
+/* Replaces the CA text of |*slot| (file name or PEM) with |p| (|n| bytes,
+   NULL: none) after checking that it loads. */
+static int set_client_ca(conch_server_opts *opts, char **slot, size_t *lenp,
+                         const char *p, size_t n, int is_file) {
+  char *copy = NULL;
+  int rv;
+
+  opts->tls_err[0] = '\0';
+  if (p != NULL) {
+    rv = conch__tls_ca_check(is_file ? p : NULL, is_file ? NULL : p, n,
+                             opts->tls_err, sizeof(opts->tls_err));
+    if (rv != 0) {
+      return rv;
+    }
+    copy = dup_len(p, n);
+    if (copy == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+  }
+  conch__free(conch_mem_default(), *slot);
+  *slot = copy;
+  if (lenp != NULL) {
+    *lenp = p != NULL ? n : 0;
+  }
+  return 0;
+}
+
+int conch_server_opts_set_tls_client_ca_file(conch_server_opts *opts,
+                                             const char *path) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  return set_client_ca(opts, &opts->tls_ca_file, NULL, path,
+                       path != NULL ? strlen(path) : 0, 1);
+}
+
+int conch_server_opts_set_tls_client_ca_pem(conch_server_opts *opts,
+                                            const char *pem, size_t len) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (pem != NULL && len == 0) {
+    len = strlen(pem);
+  }
+  return set_client_ca(opts, &opts->tls_ca_pem, &opts->tls_ca_len, pem, len,
+                       0);
+}
+
+int conch_server_opts_set_tls_client_cert_required(conch_server_opts *opts,
+                                                   int required) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->tls_client_optional = !required;
+  return 0;
+}
+
+const char *conch_server_opts_tls_error(const conch_server_opts *opts) {
+  return opts != NULL ? opts->tls_err : "";
+}
+
+int conch_server_opts_set_gate(conch_server_opts *opts,
+                               conch_server_gate_fn gate, void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->gate = gate;
+  opts->gate_ud = user_data;
+  return 0;
+}
+
+int conch_server_opts_set_accept_filter(conch_server_opts *opts,
+                                        conch_server_accept_fn fn,
+                                        void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->accept_fn = fn;
+  opts->accept_ud = user_data;
+  return 0;
+}
+
+int conch_server_opts_set_max_conns(conch_server_opts *opts, size_t n) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->max_conns = n;
+  return 0;
+}
+
+int conch_server_opts_set_header_timeout(conch_server_opts *opts, long ms) {
+  if (opts == NULL || ms < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->header_ms = ms;
+  return 0;
+}
+
+int conch_server_opts_set_body_timeout(conch_server_opts *opts, long ms) {
+  if (opts == NULL || ms < 0) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->body_ms = ms;
+  return 0;
+}
+
+int conch_server_opts_set_buffer_limits(conch_server_opts *opts,
+                                        size_t per_conn, size_t total) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->conn_buffered = per_conn;
+  opts->max_buffered = total;
+  return 0;
+}
+
+int conch_server_opts_add_compression(conch_server_opts *opts,
+                                      const conch_compressor *comp, int *id) {
+  int n, rv;
+
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  rv = conch__comp_add_custom(&opts->comp, comp, &n);
+  if (rv != 0) {
+    return rv;
+  }
+  /* Room for every id: CONCH__COMP_MAX counts the custom ones. */
+  opts->comp.accept[opts->comp.naccept++] = (uint8_t)n;
+  if (id != NULL) {
+    *id = n;
+  }
+  return 0;
+}
+
+int conch_server_opts_set_json_resolver(conch_server_opts *opts,
+                                        conch_json_resolver fn,
+                                        void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->json_resolve = fn;
+  opts->json_resolve_ud = fn != NULL ? user_data : NULL;
+  return 0;
+}
