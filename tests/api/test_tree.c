@@ -577,6 +577,30 @@ static void test_leader_killed(void **state) {
   conch_sandbox_free(sb);
 }
 
+/* The leader SIGKILLed as soon as its start was answered, before its
+   watcher could run: the watcher, started anyway, finds timeout gone and
+   KILLs the group (it read its parent from $PPID before, which is the
+   server's once timeout is gone: 2 trees of 20 were left). */
+static void test_leader_killed_at_once(void **state) {
+  enum { N = 20 };
+  const char *m = run_mark("7792204");
+  conch_sandbox *sb = sandbox_at(pid_only_url, CONCH_TREE_AUTO);
+  conch_status st;
+  shell s;
+  int64_t t;
+  int i;
+  (void)state;
+  conch_status_init(&st);
+  t = conch_now_ms();
+  for (i = 0; i < N; i++) {
+    conch_selector sel = {0, NULL};
+    assert_int_equal(conch_start(sb, sh(&s, TREE, m, m, m), &sel.pid, &st), 0);
+    assert_int_equal(conch_kill(sb, &sel, SIGKILL, &st), 0);
+  }
+  gone_after("20 leaders SIGKILLed at once after their start", m, t);
+  conch_sandbox_free(sb);
+}
+
 static void test_deadline(void **state) {
   const char *m = run_mark("7792202");
   conch_sandbox *sb = sandbox_at(pid_only_url, CONCH_TREE_AUTO);
@@ -716,6 +740,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_pty_unchanged),
       cmocka_unit_test(test_group_server),
       cmocka_unit_test(test_leader_killed),
+      cmocka_unit_test(test_leader_killed_at_once),
       cmocka_unit_test(test_deadline),
       cmocka_unit_test(test_trapping_grandchild),
       cmocka_unit_test(test_hundred_trees),
