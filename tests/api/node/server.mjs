@@ -37,6 +37,8 @@ import {
   Signal,
   StartResponseSchema,
 } from "./gen/process/process_pb.js";
+import { Filesystem } from "./gen/filesystem/filesystem_pb.js";
+import { makeFiles } from "./fs.mjs";
 
 const KIB = 1024;
 const MIB = 1024 * KIB;
@@ -948,9 +950,14 @@ const service = {
 // ---------------------------------------------------------------------------
 // Server
 
+const filesHalf = makeFiles({
+  callUser, keepaliveMs, passwdEntries, selfUser, basicUser, token: opt.token,
+});
+
 const connectHandler = connectNodeAdapter({
   routes(router) {
     router.service(Process, service);
+    router.service(Filesystem, filesHalf.service);
   },
   acceptCompression: [compressionGzip],
   compressMinBytes: 1024,
@@ -973,6 +980,11 @@ function handler(req, res) {
     req.method === "HEAD")) {
     res.writeHead(204);
     res.end();
+    return;
+  }
+  // /files checks its token or signature itself (envd's validateSigning).
+  if (req.url === "/files" || req.url.startsWith("/files?")) {
+    filesHalf.files(req, res);
     return;
   }
   if (opt.token !== null && req.headers["x-access-token"] !== opt.token) {
