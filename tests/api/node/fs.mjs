@@ -653,8 +653,21 @@ export function makeFiles(deps) {
         throw err(errnoCode(e, Code.Internal),
           `error adding path ${p} to watcher: ${goErr(e)}`);
       }
-      const onAbort = () => poke();
+      // A client gone ends the watch at once, even with the generator
+      // parked in a yield whose write never completes.
+      let stopped = false;
+      const stopOnce = () => {
+        if (stopped) return;
+        stopped = true;
+        stop();
+        nwatchers--;
+      };
+      const onAbort = () => {
+        stopOnce();
+        poke();
+      };
       ctx.signal.addEventListener("abort", onAbort);
+      if (ctx.signal.aborted) onAbort();
       try {
         yield { event: { case: "start", value: {} } };
         for (;;) {
@@ -680,8 +693,7 @@ export function makeFiles(deps) {
         }
       } finally {
         ctx.signal.removeEventListener("abort", onAbort);
-        stop();
-        nwatchers--;
+        stopOnce();
       }
     },
 
