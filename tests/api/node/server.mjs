@@ -1,6 +1,8 @@
-// An envd-like process.Process server on connect-node: the second server of
-// conch's API tests (tests/api/test_process.c runs against it and against
-// `conch serve`).  Written apart from `conch serve`, on another HTTP/2 stack
+// An envd-like server on connect-node: the second server of conch's API
+// tests (tests/api/test_process.c, test_files.c and test_transfer.c run
+// against it and against `conch serve`).  process.Process is here; the
+// files half (filesystem.Filesystem and envd's plain HTTP /files) is
+// fs.mjs.  Written apart from `conch serve`, on another HTTP/2 stack
 // (Node's nghttp2 binding and connect-node's framing, flow control and
 // compression), to catch what the API assumes of one server only.
 //
