@@ -983,7 +983,7 @@ export function makeFiles(deps) {
         // A new file.
       }
       const tmp = path.join(path.dirname(p),
-        `.${path.basename(p)}.upload-${randomBytes(6).toString("hex")}`);
+        `.${path.basename(p)}.conch-${randomBytes(3).toString("hex")}`);
       let fd;
       try {
         fd = fs.openSync(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT |
