@@ -778,7 +778,8 @@ export function makeFiles(deps) {
       res.destroy();
       return;
     }
-    const body = JSON.stringify({ code: status, message });
+    // Go's json.Encoder, as envd answers: a newline after the value.
+    const body = JSON.stringify({ code: status, message }) + "\n";
     res.writeHead(status, {
       "content-type": "application/json; charset=utf-8",
       "content-length": Buffer.byteLength(body),
@@ -1273,7 +1274,7 @@ export function makeFiles(deps) {
     } finally {
       abandon(t);
     }
-    const out = JSON.stringify(written);
+    const out = JSON.stringify(written) + "\n";
     res.writeHead(200, { "content-type": "application/json",
       "content-length": Buffer.byteLength(out) });
     res.end(out);
