@@ -5,7 +5,8 @@
    errors (not_found, a directory, an unknown user); and a
    server of the test's own that answers 507, 401, 500 and 503, for the mapping
    of HTTP statuses to codes with envd's message.  argv[1] "conch-h1" runs it
-   over HTTP/1.1. */
+   over HTTP/1.1; "node" and "node-h1" against the envd-like connect-node
+   server of tests/api/node. */
 #define _GNU_SOURCE /* strcasestr */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,6 +36,25 @@ static conch_peer server;
 static char url[64];
 static conch_client_opts *client_opts;
 static char root[256]; /* a scratch directory, this test's own */
+/* Which server: 0 `conch serve`, 1 tests/api/node/server.mjs (the
+   envd-like connect-node peer; `npm ci` in tests first). */
+static int use_node;
+
+/* Starts the server under test (another one of the same kind when the
+   test needs its own), over HTTP/1.1 too when the client speaks it. */
+static int start_server(conch_peer *p, const char *const *conch_argv) {
+  if (use_node) {
+    const char *h1_args[] = {"--http1", NULL};
+    if (conch_peer_start(p, CONCH_SOURCE_DIR "/tests/api/node/server.mjs",
+                         client_opts != NULL ? h1_args : NULL) != 0) {
+      fprintf(stderr, "cannot start the connect-node server; run `npm ci` "
+                      "in tests\n");
+      return -1;
+    }
+    return 0;
+  }
+  return conch_peer_start_argv(p, conch_argv);
+}
 
 static int group_setup(void **state) {
   const char *argv[] = {CONCH_BIN,    "serve",        "--listen", "127.0.0.1:0",
@@ -46,7 +66,7 @@ static int group_setup(void **state) {
     return -1;
   }
   chmod(root, 0755);
-  if (conch_peer_start_argv(&server, argv) != 0) {
+  if (start_server(&server, argv) != 0) {
     return -1;
   }
   snprintf(url, sizeof(url), "http://127.0.0.1:%d", server.port);
@@ -690,16 +710,22 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_errors),    cmocka_unit_test(test_rejecting_server),
   };
   int rv;
-  if (argc > 1 && strcmp(argv[1], "conch-h1") == 0) {
+  const char *which = argc > 1 ? argv[1] : "conch";
+  if (strcmp(which, "conch") != 0 && strcmp(which, "conch-h1") != 0 &&
+      strcmp(which, "node") != 0 && strcmp(which, "node-h1") != 0) {
+    fprintf(stderr, "usage: %s [conch|conch-h1|node|node-h1]\n", argv[0]);
+    return 2;
+  }
+  use_node = strncmp(which, "node", 4) == 0;
+  if (strstr(which, "-h1") != NULL) {
     if (conch_client_opts_new(&client_opts) != 0 ||
         conch_client_opts_set_http_version(client_opts, CONCH_HTTP_1_1) != 0) {
       return 1;
     }
-  } else if (argc > 1 && strcmp(argv[1], "conch") != 0) {
-    fprintf(stderr, "usage: %s [conch|conch-h1]\n", argv[0]);
-    return 2;
   }
-  printf("server: conch serve%s\n", client_opts != NULL ? ", HTTP/1.1" : "");
+  printf("server: %s%s\n",
+         use_node ? "tests/api/node/server.mjs (connect-node)" : "conch serve",
+         client_opts != NULL ? ", HTTP/1.1" : "");
   rv = cmocka_run_group_tests(tests, group_setup, group_teardown);
   conch_client_opts_free(client_opts);
   return rv;

@@ -6,9 +6,10 @@
 # local paths 2).  A progress line on a terminal (script(1)), none when
 # stderr is not one.
 #
-#   test_cp.sh /path/to/conch
+#   test_cp.sh /path/to/conch [conch|node]
 set -u
 CONCH=$1
+server=${2:-conch} # conch, or node: tests/api/node/server.mjs
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../support/wait.sh"
 . "$here/../support/peer.sh"
@@ -35,12 +36,33 @@ check() { # name expected actual
 rc() { "$@" >/dev/null 2>&1; echo $?; }
 same() { cmp -s "$1" "$2" && echo same || echo differ; }
 
-if ! peer_start serve "$CONCH" serve --listen 127.0.0.1:0 --no-token; then
-  echo "FAIL conch serve printed no LISTENING line within 120 s:"
-  cat "$tmp/serve.err"
-  exit 1
+# The server: conch serve, or with "node" the envd-like connect-node peer
+# of tests/api/node (h2c; "h1" its second instance, with --http1).
+start_server() { # name [--http1]
+  local name=$1
+  shift
+  if [ "$server" = node ]; then
+    if [ ! -d "$here/../node_modules/@connectrpc/connect-node" ]; then
+      echo "FAIL no tests/node_modules: run \`npm ci\` in tests"
+      exit 1
+    fi
+    peer_start "$name" node "$here/../api/node/server.mjs" --port 0 "$@"
+  else
+    peer_start "$name" "$CONCH" serve --listen 127.0.0.1:0 --no-token
+  fi || {
+    echo "FAIL the server printed no LISTENING line within 120 s:"
+    cat "$tmp/$name.err"
+    exit 1
+  }
+  pids+=("$peer_pid")
+}
+start_server serve
+port_h2=$peer_port
+port_h1=$peer_port
+if [ "$server" = node ]; then
+  start_server serve1 --http1 # one Node server speaks one HTTP version
+  port_h1=$peer_port
 fi
-pids+=("$peer_pid")
 
 head -c $((6 * 1024 * 1024 + 321)) /dev/urandom >"$tmp/big.bin"
 printf 'hello\n' >"$tmp/small.txt"
@@ -50,8 +72,8 @@ printf 'two' >"$tmp/tree/a/two"
 head -c 100000 /dev/urandom >"$tmp/tree/a/b/three.bin"
 
 for mode in h2 h1; do
-  U="--url http://127.0.0.1:$peer_port"
-  [ $mode = h1 ] && U="$U --http1.1"
+  U="--url http://127.0.0.1:$port_h2"
+  [ $mode = h1 ] && U="--url http://127.0.0.1:$port_h1 --http1.1"
   r=$tmp/remote-$mode
   mkdir -p "$r"
   l=$tmp/local-$mode
@@ -96,7 +118,7 @@ for mode in h2 h1; do
 done
 # On a terminal (script(1) gives one): a progress line that ends at 100%.
 if command -v script >/dev/null; then
-  U="--url http://127.0.0.1:$peer_port"
+  U="--url http://127.0.0.1:$port_h2"
   out=$(script -qec "'$CONCH' $U cp '$tmp/big.bin' ':$tmp/remote-h2/tty.bin'" /dev/null |
     tr '\r' '\n' | grep -q '100%' && echo yes)
   check "a progress line on a terminal, ending at 100%" yes "$out"

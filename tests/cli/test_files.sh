@@ -5,9 +5,10 @@
 # failure (a missing path 252, not a directory 253, already there 254, a
 # path without its ':' 2, no server 255).
 #
-#   test_files.sh /path/to/conch
+#   test_files.sh /path/to/conch [conch|node]
 set -u
 CONCH=$1
+server=${2:-conch} # conch, or node: tests/api/node/server.mjs
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../support/wait.sh"
 . "$here/../support/peer.sh"
@@ -32,12 +33,27 @@ check() { # name expected actual
   fi
 }
 
-if ! peer_start serve "$CONCH" serve --listen 127.0.0.1:0 --no-token; then
-  echo "FAIL conch serve printed no LISTENING line within 120 s:"
-  cat "$tmp/serve.err"
-  exit 1
-fi
-pids+=("$peer_pid")
+# The server: conch serve, or with "node" the envd-like connect-node peer
+# of tests/api/node (h2c; "h1" its second instance, with --http1).
+start_server() { # name [--http1]
+  local name=$1
+  shift
+  if [ "$server" = node ]; then
+    if [ ! -d "$here/../node_modules/@connectrpc/connect-node" ]; then
+      echo "FAIL no tests/node_modules: run \`npm ci\` in tests"
+      exit 1
+    fi
+    peer_start "$name" node "$here/../api/node/server.mjs" --port 0 "$@"
+  else
+    peer_start "$name" "$CONCH" serve --listen 127.0.0.1:0 --no-token
+  fi || {
+    echo "FAIL the server printed no LISTENING line within 120 s:"
+    cat "$tmp/$name.err"
+    exit 1
+  }
+  pids+=("$peer_pid")
+}
+start_server serve
 U="--url http://127.0.0.1:$peer_port"
 d=$tmp/d
 mkdir -p "$d/a/b"

@@ -97,9 +97,8 @@ case "$target" in
     need_modules "$top/tests/api/node" @connectrpc/connect-node
     server=(node "$top/tests/api/node/server.mjs" --http1 --port 0
       --access-token "$token")
-    # No PTYs there (Node has no openpty without a native module), and no
-    # files (neither /files nor the Filesystem service).
-    suite_flags=(--access-token "$token" --no-pty --no-files)
+    # No PTYs there (Node has no openpty without a native module).
+    suite_flags=(--access-token "$token" --no-pty)
     ;;
   *)
     die "usage: run.sh conch_serve|conch_serve_no_token /path/to/conch |" \

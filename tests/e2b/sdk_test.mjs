@@ -6,8 +6,8 @@
 //                     [--no-pty] [--no-files] [--only REGEX] [--verbose]
 //                     [--server-user NAME] [--workdir DIR]
 //
-// --no-files: the server has neither /files nor filesystem.Filesystem (the
-// connect-node process server); the sandbox.files cases are skipped.
+// --no-files: the server has neither /files nor filesystem.Filesystem; the
+// sandbox.files cases are skipped.
 // --server-user: the user the server runs processes as by default (`conch
 // serve --user`, or the user it runs as), when not the suite's own;
 // --workdir: the server's default cwd (`conch serve --workdir`).

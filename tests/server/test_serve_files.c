@@ -4,7 +4,9 @@
    signature rules (401), 404, a directory (400), ".." resolved as envd
    resolves it, a truncated multipart body and a cut raw body (nothing
    left half-written, no temporary file left), a gzip bomb (400, nothing
-   written), a huge multipart upload with the server's RSS bounded. */
+   written), a huge multipart upload with the server's RSS bounded.
+   argv[1] "node": the same against the envd-like connect-node server of
+   tests/api/node (with --http1, as E2B's SDKs reach envd). */
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/sha.h>
@@ -23,11 +25,15 @@
 #include <cmocka.h>
 
 #include "base64.h"
+#include "peer.h"
 #include "support.h"
 
 #define TOKEN "s3cret-files"
 
 static serve_peer srv;
+/* The connect-node server instead of conch serve (argv[1] "node"). */
+static int use_node;
+static conch_peer node_peer;
 static char dir[] = "/tmp/conch-files-XXXXXX";
 
 static const char *run(const char *fmt, ...) CONCH_PRINTF(1, 2);
@@ -96,12 +102,31 @@ static int setup(void **state) {
   if (mkdtemp(dir) == NULL) {
     return -1;
   }
+  if (use_node) {
+    const char *args[] = {"--http1", "--access-token", TOKEN, NULL};
+    if (conch_peer_start(&node_peer,
+                         CONCH_SOURCE_DIR "/tests/api/node/server.mjs",
+                         args) != 0) {
+      fprintf(stderr, "cannot start the connect-node server; run `npm ci` "
+                      "in tests\n");
+      return -1;
+    }
+    srv.pid = node_peer.pid;
+    srv.port = node_peer.port;
+    srv.stdin_fd = node_peer.stdin_fd;
+    snprintf(srv.url, sizeof(srv.url), "http://127.0.0.1:%d", srv.port);
+    return 0;
+  }
   return serve_start(&srv, extra);
 }
 
 static int teardown(void **state) {
   (void)state;
-  serve_stop(&srv, 10000);
+  if (use_node) {
+    conch_peer_stop(&node_peer);
+  } else {
+    serve_stop(&srv, 10000);
+  }
   (void)!system("true");
   run("rm -rf %s", dir);
   return 0;
@@ -118,6 +143,13 @@ static void test_raw_roundtrip(void **state) {
   snprintf(src, sizeof(src), "%s/src.bin", dir);
   run("head -c 3000000 /dev/urandom > %s", src);
   for (int i = 0; i < 2; i++) {
+    if (use_node && i == 1) {
+      /* One Node server speaks one HTTP version; /files over its h2c is
+         what api/files_io_node runs. */
+      printf("  skipped against the Node server: curl over HTTP/2 (it "
+             "serves HTTP/1.1 here)\n");
+      break;
+    }
     snprintf(dst, sizeof(dst), "%s/up%d/deep/f.bin", dir, i);
     const char *out =
         run("curl -sS --max-time 60 %s " AUTH
@@ -178,11 +210,12 @@ static void test_gzip_and_multipart(void **state) {
   free(got);
   /* Multipart, many files, the paths in the filenames; another field is
      ignored. */
-  out = run("curl -sS --http2-prior-knowledge " AUTH
+  out = run("curl -sS %s " AUTH
             " -F 'note=hi' -F 'file=@%s;filename=%s/mp/a.txt' "
             "-F 'file=@%s;filename=%s/mp/sub/b.txt' -w ' %%{http_code}' "
             "'%s/files'",
-            src, dir, src, dir, srv.url);
+            use_node ? "--http1.1" : "--http2-prior-knowledge", src, dir, src,
+            dir, srv.url);
   if (strstr(out, "\"name\":\"a.txt\"") == NULL ||
       strstr(out, "\"name\":\"b.txt\"") == NULL || strstr(out, " 200") == NULL) {
     fail_msg("%s", out);
@@ -470,13 +503,16 @@ static void test_huge_multipart(void **state) {
   fprintf(stderr, "300 MiB multipart upload: server RSS %ld -> %ld KiB\n",
           rss0, rss);
   /* The growth, as the other suites bound it (sanitizer builds start
-     larger). */
-  assert_true(rss0 > 0 && rss > 0 && rss - rss0 < 32 * 1024);
+     larger).  Node's streams and its collector's lag take more (about
+     40 MiB whatever the size: tools/bench/results/013-nodefiles.md): 64
+     MiB there, still far below the 300 MiB sent. */
+  assert_true(rss0 > 0 && rss > 0 &&
+              rss - rss0 < (use_node ? 64 : 32) * 1024);
   unlink(src);
   unlink(path);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_raw_roundtrip),
       cmocka_unit_test(test_gzip_and_multipart),
@@ -487,5 +523,13 @@ int main(void) {
       cmocka_unit_test(test_gzip_bomb),
       cmocka_unit_test(test_huge_multipart),
   };
+  if (argc > 1 && strcmp(argv[1], "node") != 0 &&
+      strcmp(argv[1], "conch") != 0) {
+    fprintf(stderr, "usage: %s [conch|node]\n", argv[0]);
+    return 2;
+  }
+  use_node = argc > 1 && strcmp(argv[1], "node") == 0;
+  printf("server: %s\n", use_node ? "tests/api/node/server.mjs --http1"
+                                   : "conch serve");
   return cmocka_run_group_tests(tests, setup, teardown);
 }

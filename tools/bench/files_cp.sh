@@ -10,13 +10,16 @@
 #   tools/bench/files_cp.sh [BUILD_DIR]     (default: build)
 #
 # Environment: BYTES (default 1073741824), DIR (default: a directory in
-# /tmp; it needs 3 x BYTES free).  The SDK is the one tests/ pins (`npm
+# /tmp; it needs 3 x BYTES free), SERVER (conch, the default, or node: the
+# envd-like connect-node peer of tests/api/node, h2c for `conch cp` and
+# --http1 for the HTTP/1.1 clients, as one Node server speaks one).  The SDK is the one tests/ pins (`npm
 # ci` in tests): tests/node_modules/e2b.
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$top/build}
 conch=$build/tools/conch/conch
 bytes=${BYTES:-1073741824}
+server=${SERVER:-conch}
 [ -x "$conch" ] || { echo "build first: $conch missing" >&2; exit 1; }
 [ -d "$top/tests/node_modules/e2b" ] || {
   echo "the SDK is missing: npm ci in tests" >&2; exit 1; }
@@ -32,11 +35,16 @@ now() { date +%s.%N; }
 mibs() { awk -v b="$bytes" -v s="$1" 'BEGIN {printf "%.0f", b / 1048576 / s}'; }
 
 runs=0
-start_server() {
+start_server() { # [h1]
   local i=0 port="" listen
   runs=$((runs + 1))
   listen=$work/listen.$runs # a new file each time: never the last server's
-  "$conch" serve --listen 127.0.0.1:0 --no-token >"$listen" 2>"$work/err" &
+  if [ "$server" = node ]; then
+    node "$top/tests/api/node/server.mjs" --port 0 ${1:+--http1} \
+      </dev/null >"$listen" 2>"$work/err" &
+  else
+    "$conch" serve --listen 127.0.0.1:0 --no-token >"$listen" 2>"$work/err" &
+  fi
   cpid=$!
   while [ -z "$port" ]; do
     i=$((i + 1)); [ $i -lt 600 ] || { echo "no LISTENING" >&2; exit 1; }
@@ -52,6 +60,7 @@ stop_server() {
 }
 
 head -c "$bytes" /dev/urandom >"$work/src"
+echo "server: $server"
 printf '| client | direction | MiB/s | server VmHWM (KiB) | client max RSS (KiB) |\n'
 printf '|---|---|---|---|---|\n'
 row() { # client direction seconds
@@ -62,7 +71,10 @@ verify() { cmp -s "$work/src" "$1" || { echo "$1 differs from the source" >&2; e
 
 for client in "conch cp" "conch cp --http1.1" "e2b SDK"; do
   for dir in up down; do
-    start_server
+    case "$client" in
+      "conch cp") start_server ;;
+      *) start_server h1 ;;
+    esac
     rm -f "$work/up" "$work/down"
     [ $dir = down ] && cp "$work/src" "$work/up"
     t0=$(now)

@@ -1,6 +1,8 @@
-// An envd-like process.Process server on connect-node: the second server of
-// conch's API tests (tests/api/test_process.c runs against it and against
-// `conch serve`).  Written apart from `conch serve`, on another HTTP/2 stack
+// An envd-like server on connect-node: the second server of conch's API
+// tests (tests/api/test_process.c, test_files.c and test_transfer.c run
+// against it and against `conch serve`).  process.Process is here; the
+// files half (filesystem.Filesystem and envd's plain HTTP /files) is
+// fs.mjs.  Written apart from `conch serve`, on another HTTP/2 stack
 // (Node's nghttp2 binding and connect-node's framing, flow control and
 // compression), to catch what the API assumes of one server only.
 //
@@ -37,6 +39,8 @@ import {
   Signal,
   StartResponseSchema,
 } from "./gen/process/process_pb.js";
+import { Filesystem } from "./gen/filesystem/filesystem_pb.js";
+import { makeFiles } from "./fs.mjs";
 
 const KIB = 1024;
 const MIB = 1024 * KIB;
@@ -948,9 +952,14 @@ const service = {
 // ---------------------------------------------------------------------------
 // Server
 
+const filesHalf = makeFiles({
+  callUser, keepaliveMs, passwdEntries, selfUser, basicUser, token: opt.token,
+});
+
 const connectHandler = connectNodeAdapter({
   routes(router) {
     router.service(Process, service);
+    router.service(Filesystem, filesHalf.service);
   },
   acceptCompression: [compressionGzip],
   compressMinBytes: 1024,
@@ -973,6 +982,11 @@ function handler(req, res) {
     req.method === "HEAD")) {
     res.writeHead(204);
     res.end();
+    return;
+  }
+  // /files checks its token or signature itself (envd's validateSigning).
+  if (req.url === "/files" || req.url.startsWith("/files?")) {
+    filesHalf.files(req, res);
     return;
   }
   if (opt.token !== null && req.headers["x-access-token"] !== opt.token) {
