@@ -863,7 +863,7 @@ static int build_message(conch_dynamic *d, const char *name,
 static int field_type(conch_dynamic *d, const char *msg,
                       ProtobufCFieldDescriptor *fd, const uint8_t *tn,
                       size_t tnl) {
-  char name[MAX_NAME + 1];
+  char *name; /* in the arena: this frame is on every level of a build */
   int rc;
 
   if (tnl == 0 || tn[0] != '.') {
@@ -875,8 +875,10 @@ static int field_type(conch_dynamic *d, const char *msg,
     return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad type name", msg,
                 fd->name);
   }
-  memcpy(name, tn + 1, tnl - 1);
-  name[tnl - 1] = '\0';
+  name = astrndup(d, (const char *)tn + 1, tnl - 1);
+  if (name == NULL) {
+    return nomem(d);
+  }
   if (fd->type == PROTOBUF_C_TYPE_MESSAGE) {
     const ProtobufCMessageDescriptor *md = NULL;
     rc = build_message(d, name, &md);

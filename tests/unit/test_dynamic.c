@@ -23,6 +23,7 @@
 #include "failmem.h"
 #include "mem_int.h"
 #include "pbjson.h"
+#include "conchtest/v1/test.pb-c.h"
 #include "process/process.pb-c.h"
 #include "process/process.conch.h"
 #include "grpc/health/v1/health.conch.h"
@@ -472,6 +473,31 @@ static void test_process_and_methods(void **state) {
   conch_status_clear(&st);
 }
 
+static void test_conchtest(void **state) {
+  fixture *fx = *state;
+  const conch_method *m = NULL;
+  roundtrip(
+      fx, &conchtest__v1__request__descriptor,
+      "{\"payload\":\"aGVsbG8=\",\"responseCount\":3,"
+      "\"responseSize\":10,\"delayMs\":1,\"error\":{\"code\":5,"
+      "\"message\":\"m\",\"details\":[{\"type\":\"t\",\"value\":\"AA==\"}]},"
+      "\"responseHeaders\":[{\"name\":\"a\",\"values\":[\"Yg==\"]}],"
+      "\"responseTrailers\":[]}");
+  roundtrip(fx, &conchtest__v1__response__descriptor,
+            "{\"payload\":\"\",\"index\":4,\"timeoutMs\":\"-1\","
+            "\"messageCount\":2,\"totalBytes\":\"99\",\"sha256\":\"AQI=\"}");
+  assert_int_equal(
+      conch_dynamic_method(fx->dyn, "conchtest.v1.TestService/Bidi", &m), 0);
+  assert_int_equal(m->kind, CONCH_STREAM_BIDI);
+  {
+    /* Built once: the message the method reached is the one looked up. */
+    const ProtobufCMessageDescriptor *rq = NULL;
+    assert_int_equal(
+        conch_dynamic_message(fx->dyn, "conchtest.v1.Request", &rq), 0);
+    assert_ptr_equal(rq, m->input);
+  }
+}
+
 /* ---- Hostile descriptors ---------------------------------------------------
  */
 
@@ -656,6 +682,83 @@ static void test_hostile(void **state) {
   expect(&m, NULL, "proto2", CONCH_ERR_INVALID, "default");
 }
 
+/* A chain of 300 messages, each holding the next: deeper than the builder
+   goes (refused, not a stack overflow); and a message of 70000 fields. */
+static void test_hostile_sizes(void **state) {
+  static uint8_t file[1 << 22];
+  size_t fn = 0;
+  conch_file_descriptor fd;
+  static const conch_file_descriptor *const nodeps[] = {NULL};
+  conch_descpool *pool = NULL;
+  conch_dynamic *dyn = NULL;
+  const ProtobufCMessageDescriptor *md = NULL;
+  w hdr = {{0}, 0};
+  int i;
+  (void)state;
+
+  w_str(&hdr, 1, "deep.proto");
+  w_str(&hdr, 2, "h");
+  w_str(&hdr, 12, "proto3");
+  memcpy(file, hdr.b, hdr.n);
+  fn = hdr.n;
+  for (i = 0; i < 300; i++) {
+    w m = {{0}, 0};
+    w wrap = {{0}, 0};
+    char name[32], next[32];
+    snprintf(name, sizeof(name), "M%d", i);
+    snprintf(next, sizeof(next), ".h.M%d", i + 1);
+    w_str(&m, 1, name);
+    field(&m, "n", 1, 1, 11, i < 299 ? next : ".h.M0");
+    w_sub(&wrap, 4, &m);
+    memcpy(file + fn, wrap.b, wrap.n);
+    fn += wrap.n;
+  }
+  /* M_BIG: 70000 int32 fields. */
+  {
+    static uint8_t big[1 << 21];
+    size_t bn = 0;
+    w nm = {{0}, 0};
+    w_str(&nm, 1, "Big");
+    memcpy(big, nm.b, nm.n);
+    bn = nm.n;
+    for (i = 1; i <= 70000; i++) {
+      w f = {{0}, 0};
+      char fname[16];
+      snprintf(fname, sizeof(fname), "f%d", i);
+      field(&f, fname, i, 1, 5, NULL);
+      memcpy(big + bn, f.b, f.n);
+      bn += f.n;
+    }
+    file[fn++] = 4 << 3 | 2;
+    {
+      size_t v = bn;
+      do {
+        uint8_t c = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        file[fn++] = (uint8_t)(c | (v != 0 ? 0x80 : 0));
+      } while (v != 0);
+    }
+    memcpy(file + fn, big, bn);
+    fn += bn;
+  }
+  fd.name = "deep.proto";
+  fd.data = file;
+  fd.len = fn;
+  fd.deps = nodeps;
+  assert_int_equal(conch_descpool_new(&pool, NULL), 0);
+  assert_int_equal(conch_descpool_add(pool, &fd), 0);
+  assert_int_equal(conch_dynamic_new(&dyn, pool, NULL), 0);
+  assert_int_equal(conch_dynamic_message(dyn, "h.M0", &md), CONCH_ERR_INVALID);
+  assert_non_null(strstr(conch_dynamic_error(dyn), "deeper"));
+  /* The chain loops back to M0: from anywhere in it, too deep. */
+  assert_int_equal(conch_dynamic_message(dyn, "h.M250", &md),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_dynamic_message(dyn, "h.Big", &md), CONCH_ERR_INVALID);
+  assert_non_null(strstr(conch_dynamic_error(dyn), "fields"));
+  conch_dynamic_free(dyn);
+  conch_descpool_free(pool);
+}
+
 static void test_args(void **state) {
   fixture *fx = *state;
   const ProtobufCMessageDescriptor *md = NULL;
@@ -747,7 +850,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_proto2, setup, teardown),
       cmocka_unit_test_setup_teardown(test_process_and_methods, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_conchtest, setup, teardown),
       cmocka_unit_test(test_hostile),
+      cmocka_unit_test(test_hostile_sizes),
       cmocka_unit_test_setup_teardown(test_args, setup, teardown),
       cmocka_unit_test(test_failmem),
   };
