@@ -759,6 +759,102 @@ static void test_hostile_sizes(void **state) {
   conch_descpool_free(pool);
 }
 
+/* The set protoc wrote, as conch --schema or a reflection answer gives
+   it: whole, and file by file in reverse (imports after the files that
+   import them). */
+static void test_fileset(void **state) {
+  fixture fx;
+  conch_fileset *fs = NULL, *rev = NULL;
+  size_t i, n;
+  (void)state;
+
+  memset(&fx, 0, sizeof(fx));
+  assert_int_equal(conch_fileset_new(&fs, NULL), 0);
+  assert_int_equal(conch_fileset_add_set(fs, g_fds, g_fds_len), 0);
+  n = conch_fileset_n_files(fs);
+  assert_int_equal(n, g_nfiles);
+  assert_int_equal(conch_fileset_add_set(fs, g_fds, g_fds_len), 0);
+  assert_int_equal(conch_fileset_n_files(fs), n); /* the same files again */
+  assert_null(conch_fileset_file_at(fs, n));
+  assert_int_equal(conch_descpool_new(&fx.pool, NULL), 0);
+  assert_int_equal(conch_fileset_to_pool(fs, fx.pool), 0);
+  assert_int_equal(conch_dynamic_new(&fx.dyn, fx.pool, NULL), 0);
+  roundtrip(&fx, &pbjsontest__scalars__descriptor, "{\"i32\":1,\"s\":\"x\"}");
+  roundtrip(&fx, &pbjsontest__wkt__descriptor,
+            "{\"any\":{\"@type\":\"type.googleapis.com/pbjsontest.Maps\","
+            "\"ss\":{\"a\":\"b\"}},\"ts\":\"1970-01-01T00:00:01Z\"}");
+  conch_dynamic_free(fx.dyn);
+  conch_descpool_free(fx.pool);
+
+  assert_int_equal(conch_fileset_new(&rev, NULL), 0);
+  for (i = n; i-- > 0;) {
+    const conch_file_descriptor *f = conch_fileset_file_at(fs, i);
+    assert_int_equal(conch_fileset_add_file(rev, f->data, f->len), 0);
+  }
+  assert_int_equal(conch_descpool_new(&fx.pool, NULL), 0);
+  assert_int_equal(conch_fileset_to_pool(rev, fx.pool), 0);
+  assert_int_equal(conch_dynamic_new(&fx.dyn, fx.pool, NULL), 0);
+  roundtrip(&fx, &pbjsontest2__p2__descriptor, "{\"r\":3,\"m\":{\"k\":2}}");
+  roundtrip(&fx, &conchtest__v1__request__descriptor, "{\"responseCount\":2}");
+  conch_dynamic_free(fx.dyn);
+  conch_descpool_free(fx.pool);
+
+  /* Not a set, not a file. */
+  assert_int_equal(conch_fileset_add_set(rev, (const uint8_t *)"\x0a\x05", 2),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_fileset_add_file(rev, (const uint8_t *)"\x10\x01", 2),
+                   CONCH_ERR_INVALID); /* no name */
+  assert_int_equal(conch_fileset_add_file(NULL, NULL, 0), CONCH_ERR_INVALID);
+  assert_int_equal(conch_fileset_n_files(rev), n);
+  conch_fileset_free(rev);
+  conch_fileset_free(fs);
+  conch_fileset_free(NULL);
+}
+
+/* The failing allocator over the set, the pool and a build. */
+static void test_fileset_failmem(void **state) {
+  size_t i;
+  int done = 0;
+  (void)state;
+  for (i = 0; !done && i < 100000; i++) {
+    conch_fileset *fs = NULL;
+    conch_descpool *pool = NULL;
+    conch_dynamic *dyn = NULL;
+    const ProtobufCMessageDescriptor *md = NULL;
+    int rc;
+
+    failmem_fail_at(i);
+    rc = conch_fileset_new(&fs, failmem_hooks());
+    if (rc == 0) {
+      rc = conch_fileset_add_set(fs, g_fds, g_fds_len);
+    }
+    if (rc == 0) {
+      rc = conch_descpool_new(&pool, failmem_hooks());
+    }
+    if (rc == 0) {
+      rc = conch_fileset_to_pool(fs, pool);
+    }
+    if (rc == 0) {
+      rc = conch_dynamic_new(&dyn, pool, failmem_hooks());
+    }
+    if (rc == 0) {
+      rc = conch_dynamic_message(dyn, "pbjsontest.Maps", &md);
+    }
+    if (rc != 0) {
+      assert_int_equal(rc, CONCH_ERR_NOMEM);
+      assert_true(failmem_fired());
+    } else {
+      done = !failmem_fired();
+    }
+    conch_dynamic_free(dyn);
+    conch_descpool_free(pool);
+    conch_fileset_free(fs);
+    failmem_fail_at((size_t)-1);
+    assert_int_equal(failmem_live_blocks(), 0);
+  }
+  assert_true(done);
+}
+
 static void test_args(void **state) {
   fixture *fx = *state;
   const ProtobufCMessageDescriptor *md = NULL;
@@ -855,6 +951,8 @@ int main(void) {
       cmocka_unit_test(test_hostile_sizes),
       cmocka_unit_test_setup_teardown(test_args, setup, teardown),
       cmocka_unit_test(test_failmem),
+      cmocka_unit_test(test_fileset),
+      cmocka_unit_test(test_fileset_failmem),
   };
   load_fds();
   return cmocka_run_group_tests(tests, NULL, NULL);

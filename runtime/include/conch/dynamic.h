@@ -154,6 +154,63 @@ CONCH_EXTERN int conch_dynamic_pb_to_json(conch_dynamic *dyn,
     returned.  NULL is accepted. */
 CONCH_EXTERN void conch_dynamic_buf_free(conch_dynamic *dyn, void *p);
 
+/**
+ * Files that arrive at run time, for a pool: a FileDescriptorSet (protoc
+ * --descriptor_set_out, buf build -o) or the serialized
+ * FileDescriptorProtos a server reflection answer carries, copied and held
+ * as conch_file_descriptor values whose imports are linked by name.  The
+ * set must outlive every pool it was added to.
+ */
+typedef struct conch_fileset conch_fileset;
+
+/**
+ * Creates an empty set allocating with |mem| (NULL: the C library; copied).
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |out|) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_fileset_new(conch_fileset **out, const conch_mem *mem);
+
+/** Frees |fs| and the files it holds.  NULL is accepted. */
+CONCH_EXTERN void conch_fileset_free(conch_fileset *fs);
+
+/**
+ * Adds a copy of one serialized FileDescriptorProto.  A file whose name
+ * the set has already is skipped (the first one stays).
+ *
+ * Returns 0; CONCH_ERR_INVALID (NULL argument; bytes that are not protobuf
+ * or have no file name; more than 65535 files) or CONCH_ERR_NOMEM; on error
+ * the set is unchanged.
+ */
+CONCH_EXTERN int conch_fileset_add_file(conch_fileset *fs, const uint8_t *fdp,
+                                        size_t len);
+
+/**
+ * Adds every file of a serialized FileDescriptorSet, as
+ * conch_fileset_add_file() each.
+ *
+ * Returns as conch_fileset_add_file(); on error the files added before the
+ * bad one stay.
+ */
+CONCH_EXTERN int conch_fileset_add_set(conch_fileset *fs, const uint8_t *set,
+                                       size_t len);
+
+/** The number of files in |fs|, and the |i|th (NULL past the end). */
+CONCH_EXTERN size_t conch_fileset_n_files(const conch_fileset *fs);
+CONCH_EXTERN const conch_file_descriptor *
+conch_fileset_file_at(const conch_fileset *fs, size_t i);
+
+/**
+ * Links each file's imports to the files of |fs| by name (an import the
+ * set lacks is left out: the types it declares then fail to resolve when
+ * built, except the well-known types a JSON build has compiled in) and adds
+ * every file to |pool| (conch_descpool_add()).  Call it again after adding
+ * more files.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL argument, or as conch_descpool_add())
+ * or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_fileset_to_pool(conch_fileset *fs, conch_descpool *pool);
+
 #ifdef __cplusplus
 }
 #endif
