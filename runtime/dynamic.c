@@ -66,6 +66,8 @@ struct conch_dynamic {
   chunk *chunks;
   entry *buckets[NBUCKETS];
   unsigned gen;
+  chunk *mark_chunk; /* the arena when the current lookup began */
+  size_t mark_used;
   int depth;
   int resolve_nomem; /* an Any's type could not be built for want of memory */
   char err[256];
@@ -160,7 +162,8 @@ static int add(conch_dynamic *d, const char *name, ent_kind kind,
   return 0;
 }
 
-/* Forgets what the failed lookup of generation |gen| added. */
+/* Forgets what the failed lookup of generation |gen| added, and gives
+   back the arena it used: nothing older points into it. */
 static void rollback(conch_dynamic *d) {
   size_t i;
   for (i = 0; i < NBUCKETS; i++) {
@@ -172,6 +175,14 @@ static void rollback(conch_dynamic *d) {
         pp = &(*pp)->next;
       }
     }
+  }
+  while (d->chunks != d->mark_chunk) {
+    chunk *c = d->chunks;
+    d->chunks = c->next;
+    conch__free(&d->mem, c);
+  }
+  if (d->chunks != NULL) {
+    d->chunks->used = d->mark_used;
   }
 }
 
@@ -1088,44 +1099,13 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
   return 0;
 }
 
-static int build_message(conch_dynamic *d, const char *name,
-                         const ProtobufCMessageDescriptor **out) {
-  entry *e = find(d, name, ENT_MSG);
+/* The message |name| from its declaration, read into |dc|. */
+static int build_declared(conch_dynamic *d, const char *name, decl *dc,
+                          const ProtobufCMessageDescriptor **out) {
   dmsg *dm;
-  decl *dc;
   char *full;
   int rc;
 
-  if (e == NULL) {
-    e = find(d, name, ENT_BUILTIN);
-  }
-  if (e != NULL) {
-    *out = e->ptr;
-    return 0;
-  }
-#if CONCH_WITH_JSON
-  if (strncmp(name, "google.protobuf.", 16) == 0 && strlen(name) < 200) {
-    char url[256];
-    const ProtobufCMessageDescriptor *b;
-    snprintf(url, sizeof(url), "/%s", name);
-    b = conch__pbj_resolve_url(NULL, url);
-    if (b != NULL) {
-      if ((rc = add(d, b->name, ENT_BUILTIN, b)) != 0) {
-        return rc;
-      }
-      *out = b;
-      return 0;
-    }
-  }
-#endif
-  if (d->depth >= MAX_DEPTH_BUILD) {
-    return fail(d, CONCH_ERR_INVALID, "%.300s: types nested deeper than %d",
-                name, MAX_DEPTH_BUILD);
-  }
-  dc = aalloc(d, sizeof(*dc));
-  if (dc == NULL) {
-    return nomem(d);
-  }
   if ((rc = lookup(d, name, CONCH_SYMBOL_MESSAGE, dc)) != 0) {
     return rc;
   }
@@ -1158,6 +1138,48 @@ static int build_message(conch_dynamic *d, const char *name,
   return 0;
 }
 
+static int build_message(conch_dynamic *d, const char *name,
+                         const ProtobufCMessageDescriptor **out) {
+  entry *e = find(d, name, ENT_MSG);
+  decl *dc;
+  int rc;
+
+  if (e == NULL) {
+    e = find(d, name, ENT_BUILTIN);
+  }
+  if (e != NULL) {
+    *out = e->ptr;
+    return 0;
+  }
+#if CONCH_WITH_JSON
+  if (strncmp(name, "google.protobuf.", 16) == 0 && strlen(name) < 200) {
+    char url[256];
+    const ProtobufCMessageDescriptor *b;
+    snprintf(url, sizeof(url), "/%s", name);
+    b = conch__pbj_resolve_url(NULL, url);
+    if (b != NULL) {
+      if ((rc = add(d, b->name, ENT_BUILTIN, b)) != 0) {
+        return rc;
+      }
+      *out = b;
+      return 0;
+    }
+  }
+#endif
+  if (d->depth >= MAX_DEPTH_BUILD) {
+    return fail(d, CONCH_ERR_INVALID, "%.300s: types nested deeper than %d",
+                name, MAX_DEPTH_BUILD);
+  }
+  /* On the heap, not in the arena: it is only needed while this type's
+     fields are built. */
+  dc = conch__malloc(&d->mem, sizeof(*dc));
+  if (dc == NULL) {
+    return nomem(d);
+  }
+  rc = build_declared(d, name, dc, out);
+  conch__free(&d->mem, dc);
+  return rc;
+}
 /* Whether the required message fields from |dm| come back to a message on
    the path: such a message has no finite value. */
 static int required_cycle(conch_dynamic *d, dmsg *dm, int depth) {
@@ -1248,6 +1270,8 @@ static int begin(conch_dynamic *d, const char **name) {
   d->err[0] = '\0';
   d->gen++;
   d->depth = 0;
+  d->mark_chunk = d->chunks;
+  d->mark_used = d->chunks != NULL ? d->chunks->used : 0;
   if (**name == '.') {
     (*name)++;
   }

@@ -1,7 +1,8 @@
 /* Fuzz target: descriptors built at run time and the JSON codec over them
    (runtime/dynamic.c, conch/dynamic.h).  The input is a big-endian 16-bit
    length N, N bytes taken as a FileDescriptorProto, and the rest taken as
-   JSON and as protobuf.  Every message and method the file declares (top
+   JSON and as protobuf.  The N bytes also go through conch_fileset as a
+   FileDescriptorSet.  Every message and method the file declares (top
    level and one level nested) is built; for each message, the JSON is
    read; what reads must write, and what that writes must read back and
    write the same again.  Bad descriptors must be refused, never crash or
@@ -205,6 +206,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fd.data = data + 2;
   fd.len = n;
   fd.deps = nodeps;
+  /* The same bytes as a FileDescriptorSet (conch_fileset). */
+  {
+    conch_fileset *fs = NULL;
+    conch_descpool *p2 = NULL;
+    int rc;
+    CHECK(conch_fileset_new(&fs, NULL) == 0);
+    rc = conch_fileset_add_set(fs, fd.data, fd.len);
+    CHECK(rc == 0 || rc == CONCH_ERR_INVALID);
+    CHECK(conch_descpool_new(&p2, NULL) == 0);
+    rc = conch_fileset_to_pool(fs, p2);
+    CHECK(rc == 0 || rc == CONCH_ERR_INVALID);
+    CHECK(conch_descpool_n_files(p2) <= conch_fileset_n_files(fs));
+    conch_descpool_free(p2);
+    conch_fileset_free(fs);
+  }
   CHECK(conch_descpool_new(&pool, NULL) == 0);
   if (conch_descpool_add(pool, &fd) != 0) {
     conch_descpool_free(pool);

@@ -855,6 +855,68 @@ static void test_fileset_failmem(void **state) {
   assert_true(done);
 }
 
+/* Failed lookups and unresolvable Any types keep no memory: a type that
+   is in the pool but fails late (its last field names no type), a name
+   that is not there, an Any of an unknown type, a thousand times each. */
+static void test_failures_keep_nothing(void **state) {
+  static const conch_file_descriptor *const nodeps[] = {NULL};
+  conch_file_descriptor fd;
+  w file = {{0}, 0}, m = {{0}, 0};
+  conch_descpool *pool = NULL, *good;
+  conch_dynamic *dyn = NULL, *gdyn = NULL;
+  const ProtobufCMessageDescriptor *md = NULL, *wkt = NULL;
+  conch_status st;
+  long live;
+  int i;
+  static const char js[] =
+      "{\"any\":{\"@type\":\"type.googleapis.com/x.Nope\"}}";
+  (void)state;
+
+  w_str(&m, 1, "M");
+  for (i = 1; i <= 20; i++) {
+    char name[16];
+    snprintf(name, sizeof(name), "field_%d", i);
+    field(&m, name, i, 1, 9, NULL);
+  }
+  field(&m, "last", 21, 1, 11, ".h.Nope");
+  w_str(&file, 1, "h.proto");
+  w_str(&file, 2, "h");
+  w_sub(&file, 4, &m);
+  w_str(&file, 12, "proto3");
+  fd.name = "h.proto";
+  fd.data = file.b;
+  fd.len = file.n;
+  fd.deps = nodeps;
+  conch_status_init(&st);
+  failmem_fail_at((size_t)-1);
+  assert_int_equal(conch_descpool_new(&pool, failmem_hooks()), 0);
+  assert_int_equal(conch_descpool_add(pool, &fd), 0);
+  assert_int_equal(conch_dynamic_new(&dyn, pool, failmem_hooks()), 0);
+  good = pool_all(failmem_hooks());
+  assert_non_null(good);
+  assert_int_equal(conch_dynamic_new(&gdyn, good, failmem_hooks()), 0);
+  assert_int_equal(conch_dynamic_message(gdyn, "pbjsontest.Wkt", &wkt), 0);
+  live = failmem_live_blocks();
+  for (i = 0; i < 1000; i++) {
+    uint8_t *b = NULL;
+    size_t n = 0;
+    assert_int_equal(conch_dynamic_message(dyn, "h.M", &md), CONCH_ERR_INVALID);
+    assert_int_equal(conch_dynamic_message(gdyn, "pbjsontest.Nope", &md),
+                     CONCH_ERR_INVALID);
+    assert_int_equal(
+        conch_dynamic_json_to_pb(gdyn, wkt, js, sizeof(js) - 1, &b, &n, &st),
+        CONCH_ERR_CODEC);
+  }
+  assert_non_null(strstr(conch_status_message(&st), "x.Nope"));
+  assert_int_equal(failmem_live_blocks(), live);
+  conch_status_clear(&st);
+  conch_dynamic_free(gdyn);
+  conch_descpool_free(good);
+  conch_dynamic_free(dyn);
+  conch_descpool_free(pool);
+  assert_int_equal(failmem_live_blocks(), 0);
+}
+
 static void test_args(void **state) {
   fixture *fx = *state;
   const ProtobufCMessageDescriptor *md = NULL;
@@ -951,6 +1013,7 @@ int main(void) {
       cmocka_unit_test(test_hostile_sizes),
       cmocka_unit_test_setup_teardown(test_args, setup, teardown),
       cmocka_unit_test(test_failmem),
+      cmocka_unit_test(test_failures_keep_nothing),
       cmocka_unit_test(test_fileset),
       cmocka_unit_test(test_fileset_failmem),
   };

@@ -23,7 +23,8 @@
  * Memory: a conch_dynamic owns one arena from which every descriptor it
  * built comes; they stay valid until conch_dynamic_free().  Types are built
  * when first looked up, with every type they reach.  A lookup that fails
- * adds nothing that later lookups see.  A conch_dynamic is not thread-safe;
+ * adds nothing that later lookups see and keeps none of the memory it
+ * took (a server may look up names its clients send).  A conch_dynamic is not thread-safe;
  * the descriptors it returned may be read from any thread.
  *
  * Messages of these types have no message_init function (protobuf-c's
