@@ -1,0 +1,1870 @@
+/* Descriptors built at run time (conch/dynamic.h).  The FileDescriptorProto
+   bytes of the pool are read with a small wire reader of our own (the
+   runtime has no descriptor.proto types); what is built is laid out as
+   protoc-c lays out generated structs, in an arena owned by the builder. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <conch/dynamic.h>
+#include <conch/features.h>
+
+#include "buf.h"
+#include "json.h"
+#include "mem_int.h"
+#include "pbjson.h"
+#if CONCH_WITH_JSON
+#include "pbjson_int.h"
+#endif
+
+#define MAX_NAME 4096
+#define MAX_FIELDS 65535
+#define MAX_DEPTH_BUILD 200
+#define MAX_FIELD_NUMBER 536870911
+#define NBUCKETS 256
+
+/* ---- The arena ------------------------------------------------------------
+ */
+
+typedef struct chunk {
+  struct chunk *next;
+  size_t used, cap;
+  /* data follows, aligned */
+} chunk;
+
+#define CHUNK_HDR ((sizeof(chunk) + 15) & ~(size_t)15)
+#define CHUNK_MIN 8192
+
+typedef enum ent_kind {
+  ENT_MSG = 1,
+  ENT_ENUM,
+  ENT_METHOD,
+  ENT_BUILTIN
+} ent_kind;
+
+typedef struct entry {
+  struct entry *next;
+  const char *name;
+  ent_kind kind;
+  unsigned gen;
+  const void *ptr;
+} entry;
+
+/* A message type as built here: the descriptor first, so that a pointer to
+   one is a pointer to the other. */
+typedef struct dmsg {
+  ProtobufCMessageDescriptor md;
+  int mark; /* the required-cycle walk: 0 new, 1 on the path, 2 done */
+  unsigned gen;
+} dmsg;
+
+struct conch_dynamic {
+  conch_mem mem;
+  const conch_descpool *pool;
+  chunk *chunks;
+  entry *buckets[NBUCKETS];
+  unsigned gen;
+  chunk *mark_chunk; /* the arena when the current lookup began */
+  size_t mark_used;
+  int depth;
+  int resolve_nomem; /* an Any's type could not be built for want of memory */
+  char err[256];
+};
+
+static void *aalloc(conch_dynamic *d, size_t n) {
+  chunk *c = d->chunks;
+  void *p;
+
+  n = (n + 15) & ~(size_t)15;
+  if (n == 0) {
+    n = 16;
+  }
+  if (c == NULL || c->cap - c->used < n) {
+    size_t cap = n > CHUNK_MIN ? n : CHUNK_MIN;
+    if (cap > SIZE_MAX - CHUNK_HDR) {
+      return NULL;
+    }
+    c = conch__malloc(&d->mem, CHUNK_HDR + cap);
+    if (c == NULL) {
+      return NULL;
+    }
+    c->cap = cap;
+    c->used = 0;
+    c->next = d->chunks;
+    d->chunks = c;
+  }
+  p = (char *)c + CHUNK_HDR + c->used;
+  c->used += n;
+  memset(p, 0, n);
+  return p;
+}
+
+static char *astrndup(conch_dynamic *d, const char *s, size_t n) {
+  char *p = aalloc(d, n + 1);
+  if (p != NULL) {
+    memcpy(p, s, n);
+    p[n] = '\0';
+  }
+  return p;
+}
+
+static int fail(conch_dynamic *d, int rc, const char *fmt, ...)
+    CONCH_PRINTF(3, 4);
+static int fail(conch_dynamic *d, int rc, const char *fmt, ...) {
+  va_list ap;
+  if (d->err[0] == '\0') { /* the innermost reason stays */
+    va_start(ap, fmt);
+    vsnprintf(d->err, sizeof(d->err), fmt, ap);
+    va_end(ap);
+  }
+  return rc;
+}
+
+static int nomem(conch_dynamic *d) {
+  return fail(d, CONCH_ERR_NOMEM, "out of memory");
+}
+
+/* ---- Names built so far -------------------------------------------------- */
+
+static unsigned hash(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s != '\0'; s++) {
+    h = (h ^ (uint8_t)*s) * 16777619u;
+  }
+  return h % NBUCKETS;
+}
+
+static entry *find(conch_dynamic *d, const char *name, ent_kind kind) {
+  entry *e;
+  for (e = d->buckets[hash(name)]; e != NULL; e = e->next) {
+    if (e->kind == kind && strcmp(e->name, name) == 0) {
+      return e;
+    }
+  }
+  return NULL;
+}
+
+static int add(conch_dynamic *d, const char *name, ent_kind kind,
+               const void *ptr) {
+  entry *e = aalloc(d, sizeof(*e));
+  unsigned h = hash(name);
+  if (e == NULL) {
+    return nomem(d);
+  }
+  e->name = name;
+  e->kind = kind;
+  e->ptr = ptr;
+  e->gen = d->gen;
+  e->next = d->buckets[h];
+  d->buckets[h] = e;
+  return 0;
+}
+
+/* Forgets what the failed lookup of generation |gen| added, and gives
+   back the arena it used: nothing older points into it. */
+static void rollback(conch_dynamic *d) {
+  size_t i;
+  for (i = 0; i < NBUCKETS; i++) {
+    entry **pp = &d->buckets[i];
+    while (*pp != NULL) {
+      if ((*pp)->gen == d->gen) {
+        *pp = (*pp)->next;
+      } else {
+        pp = &(*pp)->next;
+      }
+    }
+  }
+  while (d->chunks != d->mark_chunk) {
+    chunk *c = d->chunks;
+    d->chunks = c->next;
+    conch__free(&d->mem, c);
+  }
+  if (d->chunks != NULL) {
+    d->chunks->used = d->mark_used;
+  }
+}
+
+/* ---- The wire ------------------------------------------------------------ */
+
+typedef struct rd {
+  const uint8_t *p, *end;
+} rd;
+
+typedef struct fld {
+  uint32_t num;
+  int wt;
+  uint64_t v;
+  const uint8_t *data;
+  size_t len;
+} fld;
+
+static int rd_varint(rd *r, uint64_t *out) {
+  uint64_t v = 0;
+  int shift;
+  for (shift = 0; shift < 64; shift += 7) {
+    uint8_t c;
+    if (r->p == r->end) {
+      return -1;
+    }
+    c = *r->p++;
+    v |= (uint64_t)(c & 0x7f) << shift;
+    if ((c & 0x80) == 0) {
+      *out = v;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/* 1: a field in |f|; 0: the end; -1: not protobuf. */
+static int rd_next(rd *r, fld *f) {
+  uint64_t key;
+  if (r->p == r->end) {
+    return 0;
+  }
+  if (rd_varint(r, &key) != 0 || (key >> 3) == 0 || (key >> 3) > 0x1fffffff) {
+    return -1;
+  }
+  f->num = (uint32_t)(key >> 3);
+  f->wt = (int)(key & 7);
+  f->data = NULL;
+  f->len = 0;
+  f->v = 0;
+  switch (f->wt) {
+  case 0:
+    return rd_varint(r, &f->v) == 0 ? 1 : -1;
+  case 1:
+    if ((size_t)(r->end - r->p) < 8) {
+      return -1;
+    }
+    r->p += 8;
+    return 1;
+  case 2:
+    if (rd_varint(r, &f->v) != 0 || f->v > (uint64_t)(r->end - r->p)) {
+      return -1;
+    }
+    f->data = r->p;
+    f->len = (size_t)f->v;
+    r->p += f->len;
+    return 1;
+  case 5:
+    if ((size_t)(r->end - r->p) < 4) {
+      return -1;
+    }
+    r->p += 4;
+    return 1;
+  default:
+    return -1;
+  }
+}
+
+static rd rd_of(const uint8_t *p, size_t n) {
+  rd r;
+  r.p = p;
+  r.end = p + n;
+  return r;
+}
+
+/* The string field |num| of the message |p|: 1 found, 0 not, -1 bad. */
+static int get_str(const uint8_t *p, size_t n, uint32_t num, const uint8_t **s,
+                   size_t *sl) {
+  rd r = rd_of(p, n);
+  fld f;
+  int rc, found = 0;
+  while ((rc = rd_next(&r, &f)) == 1) {
+    if (f.num == num && f.wt == 2) {
+      *s = f.data;
+      *sl = f.len;
+      found = 1;
+    }
+  }
+  return rc < 0 ? -1 : found;
+}
+
+static int get_varint(const uint8_t *p, size_t n, uint32_t num, uint64_t *v) {
+  rd r = rd_of(p, n);
+  fld f;
+  int rc, found = 0;
+  while ((rc = rd_next(&r, &f)) == 1) {
+    if (f.num == num && f.wt == 0) {
+      *v = f.v;
+      found = 1;
+    }
+  }
+  return rc < 0 ? -1 : found;
+}
+
+static int name_eq(const uint8_t *s, size_t n, const char *z, size_t zl) {
+  return n == zl && memcmp(s, z, n) == 0;
+}
+
+/* ---- Finding a declaration in its file ----------------------------------- */
+
+typedef struct decl {
+  const uint8_t *data; /* DescriptorProto, EnumDescriptorProto, ... */
+  size_t len;
+  int proto3;
+  char pkg[MAX_NAME + 1];
+} decl;
+
+/* The file's package and syntax into |out|; -1 when it is not parsable or
+   is of a syntax not built here. */
+static int file_info(conch_dynamic *d, const conch_file_descriptor *fd,
+                     decl *out) {
+  const uint8_t *s = NULL;
+  size_t sl = 0;
+  int rc;
+
+  out->pkg[0] = '\0';
+  rc = get_str(fd->data, fd->len, 2, &s, &sl);
+  if (rc < 0) {
+    return fail(d, CONCH_ERR_INVALID, "%s: not a FileDescriptorProto",
+                fd->name);
+  }
+  if (rc == 1) {
+    if (sl > MAX_NAME) {
+      return fail(d, CONCH_ERR_INVALID, "%s: package name too long", fd->name);
+    }
+    memcpy(out->pkg, s, sl);
+    out->pkg[sl] = '\0';
+  }
+  out->proto3 = 0;
+  if (get_str(fd->data, fd->len, 12, &s, &sl) == 1) {
+    if (name_eq(s, sl, "proto3", 6)) {
+      out->proto3 = 1;
+    } else if (!name_eq(s, sl, "proto2", 6) && sl != 0) {
+      return fail(d, CONCH_ERR_INVALID, "%s: syntax \"%.*s\" is not supported",
+                  fd->name, (int)(sl > 40 ? 40 : sl), (const char *)s);
+    }
+  }
+  return 0;
+}
+
+/* Finds the declaration of |name| (full, no leading dot) in |fd|: a
+   message (|kind| CONCH_SYMBOL_MESSAGE), an enum or a service. */
+static int locate(conch_dynamic *d, const conch_file_descriptor *fd,
+                  const char *name, conch_symbol_kind kind, decl *out) {
+  const uint8_t *p = fd->data;
+  size_t n = fd->len;
+  const char *rest = name;
+  size_t pl;
+  uint32_t list_top, list_nested;
+  int rc = file_info(d, fd, out);
+
+  if (rc != 0) {
+    return rc;
+  }
+  pl = strlen(out->pkg);
+  if (pl > 0) {
+    if (strncmp(name, out->pkg, pl) != 0 || name[pl] != '.') {
+      return fail(d, CONCH_ERR_INVALID, "%s: not in package %s", name,
+                  out->pkg);
+    }
+    rest = name + pl + 1;
+  }
+  switch (kind) {
+  case CONCH_SYMBOL_MESSAGE:
+    list_top = 4;
+    list_nested = 3;
+    break;
+  case CONCH_SYMBOL_ENUM:
+    list_top = 5;
+    list_nested = 4;
+    break;
+  default:
+    list_top = 6;
+    list_nested = 0;
+    break;
+  }
+  /* Each component but the last names a message. */
+  for (;;) {
+    const char *dot = strchr(rest, '.');
+    size_t cl = dot != NULL ? (size_t)(dot - rest) : strlen(rest);
+    uint32_t want = dot != NULL ? (p == fd->data ? 4u : 3u)
+                                : (p == fd->data ? list_top : list_nested);
+    rd r = rd_of(p, n);
+    fld f;
+    int found = 0;
+
+    if (dot == NULL && want == 0) {
+      break; /* services are not nested */
+    }
+    while ((rc = rd_next(&r, &f)) == 1) {
+      const uint8_t *s = NULL;
+      size_t sl = 0;
+      if (f.num != want || f.wt != 2) {
+        continue;
+      }
+      if (get_str(f.data, f.len, 1, &s, &sl) == 1 && name_eq(s, sl, rest, cl)) {
+        p = f.data;
+        n = f.len;
+        found = 1;
+        break;
+      }
+    }
+    if (rc < 0) {
+      return fail(d, CONCH_ERR_INVALID, "%s: not a FileDescriptorProto",
+                  fd->name);
+    }
+    if (!found) {
+      break;
+    }
+    if (dot == NULL) {
+      out->data = p;
+      out->len = n;
+      return 0;
+    }
+    rest = dot + 1;
+  }
+  return fail(d, CONCH_ERR_INVALID, "%s: not declared in %s", name, fd->name);
+}
+
+/* The file of |name| if it declares a |kind|. */
+static int lookup(conch_dynamic *d, const char *name, conch_symbol_kind kind,
+                  decl *out) {
+  conch_symbol_kind k = 0;
+  const conch_file_descriptor *fd = conch_descpool_symbol(d->pool, name, &k);
+  static const char *const what[] = {"",       "message",    "field",
+                                     "enum",   "enum value", "service",
+                                     "method", "extension"};
+
+  if (fd == NULL) {
+    return fail(d, CONCH_ERR_INVALID, "%.300s: unknown type", name);
+  }
+  if (k != kind) {
+    return fail(d, CONCH_ERR_INVALID, "%.300s: a %s, not a %s", name,
+                (unsigned)k < 8 ? what[k] : "?", what[kind]);
+  }
+  return locate(d, fd, name, kind, out);
+}
+
+/* ---- Enums ----------------------------------------------------------------
+ */
+
+static int cmp_value(const void *a, const void *b) {
+  const ProtobufCEnumValue *x = a, *y = b;
+  return x->value < y->value ? -1 : x->value > y->value;
+}
+
+static int cmp_value_index(const void *a, const void *b) {
+  const ProtobufCEnumValueIndex *x = a, *y = b;
+  return strcmp(x->name, y->name);
+}
+
+static const char *short_of(const char *full) {
+  const char *dot = strrchr(full, '.');
+  return dot != NULL ? dot + 1 : full;
+}
+
+static int build_enum(conch_dynamic *d, const char *name,
+                      const ProtobufCEnumDescriptor **out) {
+  entry *e = find(d, name, ENT_ENUM);
+  ProtobufCEnumDescriptor *ed;
+  ProtobufCEnumValue *vals;
+  ProtobufCEnumValueIndex *byname;
+  ProtobufCIntRange *ranges;
+  decl dc;
+  rd r;
+  fld f;
+  size_t nv = 0, i, nu, nr;
+  int rc;
+  char *full;
+
+  if (e != NULL) {
+    *out = e->ptr;
+    return 0;
+  }
+  if ((rc = lookup(d, name, CONCH_SYMBOL_ENUM, &dc)) != 0) {
+    return rc;
+  }
+  r = rd_of(dc.data, dc.len);
+  while ((rc = rd_next(&r, &f)) == 1) {
+    nv += f.num == 2 && f.wt == 2;
+  }
+  if (nv > MAX_FIELDS) {
+    return fail(d, CONCH_ERR_INVALID, "%.300s: more than %d values", name,
+                MAX_FIELDS);
+  }
+  ed = aalloc(d, sizeof(*ed));
+  full = astrndup(d, name, strlen(name));
+  vals = aalloc(d, (nv + 1) * sizeof(*vals));
+  byname = aalloc(d, (nv + 1) * sizeof(*byname));
+  ranges = aalloc(d, (nv + 1) * sizeof(*ranges));
+  if (ed == NULL || full == NULL || vals == NULL || byname == NULL ||
+      ranges == NULL) {
+    return nomem(d);
+  }
+  r = rd_of(dc.data, dc.len);
+  i = 0;
+  while (rd_next(&r, &f) == 1) {
+    const uint8_t *s = NULL;
+    size_t sl = 0;
+    uint64_t num = 0;
+    if (f.num != 2 || f.wt != 2) {
+      continue;
+    }
+    if (get_str(f.data, f.len, 1, &s, &sl) != 1 || sl == 0 || sl > MAX_NAME ||
+        get_varint(f.data, f.len, 2, &num) < 0) {
+      return fail(d, CONCH_ERR_INVALID, "%.300s: a value without a name", name);
+    }
+    vals[i].name = astrndup(d, (const char *)s, sl);
+    if (vals[i].name == NULL) {
+      return nomem(d);
+    }
+    vals[i].c_name = vals[i].name;
+    vals[i].value = (int)(int32_t)(uint32_t)num;
+    i++;
+  }
+  /* Sorted by number (stable for aliases: the first name declared stays),
+     one per number; every name in the index. */
+  for (i = 0; i < nv; i++) {
+    byname[i].name = vals[i].name;
+    byname[i].index = (unsigned)i; /* fixed below */
+  }
+  {
+    /* A stable sort by number: insertion, fine for enum sizes. */
+    size_t j;
+    for (i = 1; i < nv; i++) {
+      ProtobufCEnumValue v = vals[i];
+      for (j = i; j > 0 && cmp_value(&vals[j - 1], &v) > 0; j--) {
+        vals[j] = vals[j - 1];
+      }
+      vals[j] = v;
+    }
+  }
+  for (i = 0, nu = 0; i < nv; i++) {
+    if (nu == 0 || vals[nu - 1].value != vals[i].value) {
+      vals[nu++] = vals[i];
+    }
+  }
+  /* Each name's number, by reading the declarations again, then that
+     number's index among the unique ones. */
+  r = rd_of(dc.data, dc.len);
+  i = 0;
+  while (rd_next(&r, &f) == 1) {
+    const uint8_t *s = NULL;
+    size_t sl = 0, lo = 0, hi = nu;
+    uint64_t num = 0;
+    int v;
+    if (f.num != 2 || f.wt != 2) {
+      continue;
+    }
+    (void)get_str(f.data, f.len, 1, &s, &sl);
+    (void)get_varint(f.data, f.len, 2, &num);
+    v = (int)(int32_t)(uint32_t)num;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (vals[mid].value < v) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    byname[i].index = (unsigned)lo;
+    i++;
+  }
+  qsort(byname, nv, sizeof(*byname), cmp_value_index);
+  for (i = 1; i < nv; i++) {
+    if (strcmp(byname[i - 1].name, byname[i].name) == 0) {
+      return fail(d, CONCH_ERR_INVALID, "%.300s: value %.200s declared twice",
+                  name, byname[i].name);
+    }
+  }
+  for (i = 0, nr = 0; i < nu; i++) {
+    if (i == 0 || vals[i].value != vals[i - 1].value + 1 ||
+        vals[i - 1].value == INT32_MAX) {
+      ranges[nr].start_value = vals[i].value;
+      ranges[nr].orig_index = (int)i;
+      nr++;
+    }
+  }
+  ranges[nr].start_value = 0;
+  ranges[nr].orig_index = (int)nu;
+  ed->magic = PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC;
+  ed->name = full;
+  ed->short_name = short_of(full);
+  ed->c_name = full;
+  ed->package_name = astrndup(d, dc.pkg, strlen(dc.pkg));
+  if (ed->package_name == NULL) {
+    return nomem(d);
+  }
+  ed->n_values = (unsigned)nu;
+  ed->values = vals;
+  ed->n_value_names = (unsigned)nv;
+  ed->values_by_name = byname;
+  ed->n_value_ranges = (unsigned)nr;
+  ed->value_ranges = ranges;
+  if ((rc = add(d, full, ENT_ENUM, ed)) != 0) {
+    return rc;
+  }
+  *out = ed;
+  return 0;
+}
+
+/* The first value an enum declares: a proto2 enum field's default. */
+static int enum_first(conch_dynamic *d, const ProtobufCEnumDescriptor *ed,
+                      int *out) {
+  decl dc;
+  rd r;
+  fld f;
+  int rc = lookup(d, ed->name, CONCH_SYMBOL_ENUM, &dc);
+  *out = 0;
+  if (rc != 0) {
+    return rc;
+  }
+  r = rd_of(dc.data, dc.len);
+  while (rd_next(&r, &f) == 1) {
+    uint64_t num = 0;
+    if (f.num == 2 && f.wt == 2) {
+      (void)get_varint(f.data, f.len, 2, &num);
+      *out = (int)(int32_t)(uint32_t)num;
+      break;
+    }
+  }
+  return 0;
+}
+
+/* ---- Messages ------------------------------------------------------------ */
+
+typedef struct pfield {
+  const uint8_t *name;
+  size_t nl;
+  uint64_t number, label, type;
+  const uint8_t *type_name;
+  size_t tnl;
+  const uint8_t *def;
+  size_t dl;
+  int has_def;
+  int64_t oneof; /* -1: none */
+  int packed;    /* -1: not said */
+  int deprecated;
+  unsigned decl_index;
+} pfield;
+
+static int parse_field(const uint8_t *p, size_t n, pfield *pf) {
+  rd r = rd_of(p, n);
+  fld f;
+  int rc;
+
+  memset(pf, 0, sizeof(*pf));
+  pf->oneof = -1;
+  pf->packed = -1;
+  while ((rc = rd_next(&r, &f)) == 1) {
+    switch (f.num) {
+    case 1:
+      if (f.wt == 2) {
+        pf->name = f.data;
+        pf->nl = f.len;
+      }
+      break;
+    case 3:
+      pf->number = f.v;
+      break;
+    case 4:
+      pf->label = f.v;
+      break;
+    case 5:
+      pf->type = f.v;
+      break;
+    case 6:
+      if (f.wt == 2) {
+        pf->type_name = f.data;
+        pf->tnl = f.len;
+      }
+      break;
+    case 7:
+      if (f.wt == 2) {
+        pf->def = f.data;
+        pf->dl = f.len;
+        pf->has_def = 1;
+      }
+      break;
+    case 8:
+      if (f.wt == 2) {
+        uint64_t v;
+        if (get_varint(f.data, f.len, 2, &v) == 1) {
+          pf->packed = v != 0;
+        }
+        if (get_varint(f.data, f.len, 3, &v) == 1) {
+          pf->deprecated = v != 0;
+        }
+      }
+      break;
+    case 9:
+      if (f.wt == 0) {
+        pf->oneof = (int64_t)(f.v & 0x7fffffff);
+      }
+      break;
+    default:
+      break;
+    }
+  }
+  return rc < 0 ? -1 : 0;
+}
+
+static const ProtobufCType type_map[19] = {0,
+                                           PROTOBUF_C_TYPE_DOUBLE,
+                                           PROTOBUF_C_TYPE_FLOAT,
+                                           PROTOBUF_C_TYPE_INT64,
+                                           PROTOBUF_C_TYPE_UINT64,
+                                           PROTOBUF_C_TYPE_INT32,
+                                           PROTOBUF_C_TYPE_FIXED64,
+                                           PROTOBUF_C_TYPE_FIXED32,
+                                           PROTOBUF_C_TYPE_BOOL,
+                                           PROTOBUF_C_TYPE_STRING,
+                                           0, /* group */
+                                           PROTOBUF_C_TYPE_MESSAGE,
+                                           PROTOBUF_C_TYPE_BYTES,
+                                           PROTOBUF_C_TYPE_UINT32,
+                                           PROTOBUF_C_TYPE_ENUM,
+                                           PROTOBUF_C_TYPE_SFIXED32,
+                                           PROTOBUF_C_TYPE_SFIXED64,
+                                           PROTOBUF_C_TYPE_SINT32,
+                                           PROTOBUF_C_TYPE_SINT64};
+
+static size_t elem_size(ProtobufCType t) {
+  switch (t) {
+  case PROTOBUF_C_TYPE_INT64:
+  case PROTOBUF_C_TYPE_UINT64:
+  case PROTOBUF_C_TYPE_SINT64:
+  case PROTOBUF_C_TYPE_FIXED64:
+  case PROTOBUF_C_TYPE_SFIXED64:
+  case PROTOBUF_C_TYPE_DOUBLE:
+    return 8;
+  case PROTOBUF_C_TYPE_STRING:
+  case PROTOBUF_C_TYPE_MESSAGE:
+    return sizeof(void *);
+  case PROTOBUF_C_TYPE_BYTES:
+    return sizeof(ProtobufCBinaryData);
+  case PROTOBUF_C_TYPE_BOOL:
+    return sizeof(protobuf_c_boolean);
+  default:
+    return 4;
+  }
+}
+
+static size_t align_up(size_t off, size_t a) {
+  return (off + a - 1) & ~(a - 1);
+}
+
+static size_t align_of(size_t size) { return size >= 8 ? 8 : size; }
+
+static int is_packable(ProtobufCType t) {
+  return t != PROTOBUF_C_TYPE_STRING && t != PROTOBUF_C_TYPE_BYTES &&
+         t != PROTOBUF_C_TYPE_MESSAGE;
+}
+
+static int cmp_field_id(const void *a, const void *b) {
+  const ProtobufCFieldDescriptor *x = a, *y = b;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int cmp_field_name(const void *a, const void *b) {
+  const ProtobufCFieldDescriptor *const *x = a, *const *y = b;
+  return strcmp((*x)->name, (*y)->name);
+}
+
+/* A proto2 default's value in the arena, or NULL with an error. */
+static const void *parse_default(conch_dynamic *d, const char *msg,
+                                 const ProtobufCFieldDescriptor *fd,
+                                 const uint8_t *s, size_t sl, int *rc) {
+  char buf[128];
+  char *end = NULL;
+  void *v;
+
+  *rc = 0;
+  if (fd->type == PROTOBUF_C_TYPE_STRING) {
+    v = astrndup(d, (const char *)s, sl);
+    if (v == NULL) {
+      *rc = nomem(d);
+    }
+    return v;
+  }
+  if (fd->type == PROTOBUF_C_TYPE_BYTES) {
+    return NULL; /* not built (dynamic.h) */
+  }
+  if (sl >= sizeof(buf)) {
+    goto bad;
+  }
+  memcpy(buf, s, sl);
+  buf[sl] = '\0';
+  v = aalloc(d, 8);
+  if (v == NULL) {
+    *rc = nomem(d);
+    return NULL;
+  }
+  errno = 0;
+  switch (fd->type) {
+  case PROTOBUF_C_TYPE_INT32:
+  case PROTOBUF_C_TYPE_SINT32:
+  case PROTOBUF_C_TYPE_SFIXED32: {
+    long long x = strtoll(buf, &end, 0);
+    if (x < INT32_MIN || x > INT32_MAX) {
+      goto bad;
+    }
+    *(int32_t *)v = (int32_t)x;
+    break;
+  }
+  case PROTOBUF_C_TYPE_UINT32:
+  case PROTOBUF_C_TYPE_FIXED32: {
+    unsigned long long x = strtoull(buf, &end, 0);
+    if (x > UINT32_MAX || buf[0] == '-') {
+      goto bad;
+    }
+    *(uint32_t *)v = (uint32_t)x;
+    break;
+  }
+  case PROTOBUF_C_TYPE_INT64:
+  case PROTOBUF_C_TYPE_SINT64:
+  case PROTOBUF_C_TYPE_SFIXED64:
+    *(int64_t *)v = (int64_t)strtoll(buf, &end, 0);
+    break;
+  case PROTOBUF_C_TYPE_UINT64:
+  case PROTOBUF_C_TYPE_FIXED64:
+    if (buf[0] == '-') {
+      goto bad;
+    }
+    *(uint64_t *)v = (uint64_t)strtoull(buf, &end, 0);
+    break;
+  case PROTOBUF_C_TYPE_FLOAT:
+    *(float *)v = strtof(buf, &end);
+    errno = 0;
+    break;
+  case PROTOBUF_C_TYPE_DOUBLE:
+    *(double *)v = strtod(buf, &end);
+    errno = 0;
+    break;
+  case PROTOBUF_C_TYPE_BOOL:
+    if (strcmp(buf, "true") == 0) {
+      *(protobuf_c_boolean *)v = 1;
+    } else if (strcmp(buf, "false") != 0) {
+      goto bad;
+    }
+    end = buf + sl;
+    break;
+  case PROTOBUF_C_TYPE_ENUM: {
+    const ProtobufCEnumValue *ev =
+        protobuf_c_enum_descriptor_get_value_by_name(fd->descriptor, buf);
+    if (ev == NULL) {
+      goto bad;
+    }
+    *(int *)v = ev->value;
+    end = buf + sl;
+    break;
+  }
+  default:
+    goto bad;
+  }
+  if (errno != 0 || end == buf || *end != '\0') {
+    goto bad;
+  }
+  return v;
+bad:
+  *rc = fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad default value", msg,
+             fd->name);
+  return NULL;
+}
+
+static int build_message(conch_dynamic *d, const char *name,
+                         const ProtobufCMessageDescriptor **out);
+
+/* The type |tn| (".pkg.Msg") of a field of |msg|, into |fd|. */
+static int field_type(conch_dynamic *d, const char *msg,
+                      ProtobufCFieldDescriptor *fd, const uint8_t *tn,
+                      size_t tnl) {
+  char *name; /* in the arena: this frame is on every level of a build */
+  int rc;
+
+  if (tnl == 0 || tn[0] != '.') {
+    return fail(d, CONCH_ERR_INVALID,
+                "%.300s.%.100s: type name \"%.*s\" is not fully qualified", msg,
+                fd->name, (int)(tnl > 200 ? 200 : tnl), (const char *)tn);
+  }
+  if (tnl - 1 > MAX_NAME || memchr(tn, '\0', tnl) != NULL) {
+    return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad type name", msg,
+                fd->name);
+  }
+  name = astrndup(d, (const char *)tn + 1, tnl - 1);
+  if (name == NULL) {
+    return nomem(d);
+  }
+  if (fd->type == PROTOBUF_C_TYPE_MESSAGE) {
+    const ProtobufCMessageDescriptor *md = NULL;
+    rc = build_message(d, name, &md);
+    fd->descriptor = md;
+  } else {
+    const ProtobufCEnumDescriptor *ed = NULL;
+    rc = build_enum(d, name, &ed);
+    fd->descriptor = ed;
+  }
+  return rc;
+}
+
+static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
+  const char *name = dm->md.name;
+  rd r;
+  fld f;
+  size_t nf = 0, noneof = 0, i;
+  ProtobufCFieldDescriptor *fields;
+  const ProtobufCFieldDescriptor **byname;
+  unsigned *sorted;
+  ProtobufCIntRange *ranges;
+  size_t *oneof_case, *oneof_slot, off, nr;
+  int rc;
+
+  r = rd_of(dc->data, dc->len);
+  while ((rc = rd_next(&r, &f)) == 1) {
+    nf += f.num == 2 && f.wt == 2;
+    noneof += f.num == 8 && f.wt == 2;
+  }
+  if (rc < 0) {
+    return fail(d, CONCH_ERR_INVALID, "%.300s: not a DescriptorProto", name);
+  }
+  if (nf > MAX_FIELDS || noneof > MAX_FIELDS) {
+    return fail(d, CONCH_ERR_INVALID, "%.300s: more than %d fields", name,
+                MAX_FIELDS);
+  }
+  fields = aalloc(d, (nf + 1) * sizeof(*fields));
+  sorted = aalloc(d, (nf + 1) * sizeof(*sorted));
+  ranges = aalloc(d, (nf + 1) * sizeof(*ranges));
+  oneof_case = aalloc(d, (noneof + 1) * sizeof(size_t));
+  oneof_slot = aalloc(d, (noneof + 1) * sizeof(size_t));
+  if (fields == NULL || sorted == NULL || ranges == NULL ||
+      oneof_case == NULL || oneof_slot == NULL) {
+    return nomem(d);
+  }
+  for (i = 0; i < noneof; i++) {
+    oneof_case[i] = SIZE_MAX;
+  }
+  off = sizeof(ProtobufCMessage);
+  r = rd_of(dc->data, dc->len);
+  i = 0;
+  while (rd_next(&r, &f) == 1) {
+    ProtobufCFieldDescriptor *fd = &fields[i];
+    pfield pf;
+    ProtobufCType t;
+    size_t es;
+
+    if (f.num != 2 || f.wt != 2) {
+      continue;
+    }
+    if (parse_field(f.data, f.len, &pf) != 0 || pf.nl == 0 ||
+        pf.nl > MAX_NAME || memchr(pf.name, '\0', pf.nl) != NULL) {
+      return fail(d, CONCH_ERR_INVALID, "%.300s: a field without a name", name);
+    }
+    fd->name = astrndup(d, (const char *)pf.name, pf.nl);
+    if (fd->name == NULL) {
+      return nomem(d);
+    }
+    if (pf.number < 1 || pf.number > MAX_FIELD_NUMBER) {
+      return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: field number %llu",
+                  name, fd->name, (unsigned long long)pf.number);
+    }
+    fd->id = (uint32_t)pf.number;
+    if (pf.type == 10) {
+      return fail(d, CONCH_ERR_INVALID,
+                  "%.300s.%.100s: groups are not supported", name, fd->name);
+    }
+    if (pf.type < 1 || pf.type > 18) {
+      return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad type %llu", name,
+                  fd->name, (unsigned long long)pf.type);
+    }
+    t = type_map[pf.type];
+    fd->type = t;
+    if (pf.label < 1 || pf.label > 3) {
+      return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad label %llu", name,
+                  fd->name, (unsigned long long)pf.label);
+    }
+    if (pf.oneof >= 0 && ((size_t)pf.oneof >= noneof || pf.label != 1)) {
+      return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad oneof index", name,
+                  fd->name);
+    }
+    if (t == PROTOBUF_C_TYPE_MESSAGE || t == PROTOBUF_C_TYPE_ENUM) {
+      if ((rc = field_type(d, name, fd, pf.type_name, pf.tnl)) != 0) {
+        return rc;
+      }
+    }
+    if (pf.deprecated) {
+      fd->flags |= PROTOBUF_C_FIELD_FLAG_DEPRECATED;
+    }
+    es = elem_size(t);
+    if (pf.label == 3) {
+      fd->label = PROTOBUF_C_LABEL_REPEATED;
+      off = align_up(off, sizeof(size_t));
+      fd->quantifier_offset = (unsigned)off;
+      off += sizeof(size_t);
+      off = align_up(off, sizeof(void *));
+      fd->offset = (unsigned)off;
+      off += sizeof(void *);
+      if (is_packable(t) && (dc->proto3 ? pf.packed != 0 : pf.packed == 1)) {
+        fd->flags |= PROTOBUF_C_FIELD_FLAG_PACKED;
+      }
+    } else if (pf.oneof >= 0) {
+      size_t o = (size_t)pf.oneof;
+      fd->label =
+          dc->proto3 ? PROTOBUF_C_LABEL_NONE : PROTOBUF_C_LABEL_OPTIONAL;
+      fd->flags |= PROTOBUF_C_FIELD_FLAG_ONEOF;
+      if (oneof_case[o] == SIZE_MAX) {
+        off = align_up(off, sizeof(uint32_t));
+        oneof_case[o] = off;
+        off += sizeof(uint32_t);
+        off = align_up(off, 8);
+        oneof_slot[o] = off;
+        off +=
+            sizeof(ProtobufCBinaryData) > 8 ? sizeof(ProtobufCBinaryData) : 8;
+      }
+      fd->quantifier_offset = (unsigned)oneof_case[o];
+      fd->offset = (unsigned)oneof_slot[o];
+    } else {
+      if (pf.label == 2) {
+        fd->label = PROTOBUF_C_LABEL_REQUIRED;
+      } else if (dc->proto3) {
+        fd->label = PROTOBUF_C_LABEL_NONE;
+      } else {
+        fd->label = PROTOBUF_C_LABEL_OPTIONAL;
+        if (t != PROTOBUF_C_TYPE_STRING && t != PROTOBUF_C_TYPE_MESSAGE) {
+          off = align_up(off, sizeof(protobuf_c_boolean));
+          fd->quantifier_offset = (unsigned)off;
+          off += sizeof(protobuf_c_boolean);
+        }
+      }
+      off = align_up(off, align_of(es));
+      fd->offset = (unsigned)off;
+      off += es;
+      if (pf.has_def && !dc->proto3) {
+        fd->default_value = parse_default(d, name, fd, pf.def, pf.dl, &rc);
+        if (rc != 0) {
+          return rc;
+        }
+      } else if (t == PROTOBUF_C_TYPE_STRING && dc->proto3) {
+        fd->default_value = &protobuf_c_empty_string;
+      } else if (t == PROTOBUF_C_TYPE_ENUM && !dc->proto3) {
+        int *v = aalloc(d, sizeof(int));
+        if (v == NULL) {
+          return nomem(d);
+        }
+        if ((rc = enum_first(d, fd->descriptor, v)) != 0) {
+          return rc;
+        }
+        fd->default_value = v;
+      }
+    }
+    if (off > 0x7fffffff) {
+      return fail(d, CONCH_ERR_INVALID, "%.300s: too large", name);
+    }
+    i++;
+  }
+  nf = i;
+  qsort(fields, nf, sizeof(*fields), cmp_field_id);
+  for (i = 1; i < nf; i++) {
+    if (fields[i - 1].id == fields[i].id) {
+      return fail(d, CONCH_ERR_INVALID, "%.300s: field number %u used twice",
+                  name, fields[i].id);
+    }
+  }
+  byname = aalloc(d, (nf + 1) * sizeof(*byname));
+  if (byname == NULL) {
+    return nomem(d);
+  }
+  for (i = 0; i < nf; i++) {
+    byname[i] = &fields[i];
+  }
+  qsort(byname, nf, sizeof(*byname), cmp_field_name);
+  for (i = 0; i < nf; i++) {
+    sorted[i] = (unsigned)(byname[i] - fields);
+  }
+  for (i = 1; i < nf; i++) {
+    if (strcmp(fields[sorted[i - 1]].name, fields[sorted[i]].name) == 0) {
+      return fail(d, CONCH_ERR_INVALID, "%.300s: field %.100s declared twice",
+                  name, fields[sorted[i]].name);
+    }
+  }
+  for (i = 0, nr = 0; i < nf; i++) {
+    if (i == 0 || fields[i].id != fields[i - 1].id + 1) {
+      ranges[nr].start_value = (int)fields[i].id;
+      ranges[nr].orig_index = (int)i;
+      nr++;
+    }
+  }
+  ranges[nr].start_value = 0;
+  ranges[nr].orig_index = (int)nf;
+  dm->md.sizeof_message = align_up(off, 8);
+  dm->md.n_fields = (unsigned)nf;
+  dm->md.fields = fields;
+  dm->md.fields_sorted_by_name = sorted;
+  dm->md.n_field_ranges = (unsigned)nr;
+  dm->md.field_ranges = ranges;
+  return 0;
+}
+
+/* The message |name| from its declaration, read into |dc|. */
+static int build_declared(conch_dynamic *d, const char *name, decl *dc,
+                          const ProtobufCMessageDescriptor **out) {
+  dmsg *dm;
+  char *full;
+  int rc;
+
+  if ((rc = lookup(d, name, CONCH_SYMBOL_MESSAGE, dc)) != 0) {
+    return rc;
+  }
+  dm = aalloc(d, sizeof(*dm));
+  full = astrndup(d, name, strlen(name));
+  if (dm == NULL || full == NULL) {
+    return nomem(d);
+  }
+  dm->md.magic = PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC;
+  dm->md.name = full;
+  dm->md.short_name = short_of(full);
+  dm->md.c_name = full;
+  dm->md.package_name = astrndup(d, dc->pkg, strlen(dc->pkg));
+  dm->md.sizeof_message = sizeof(ProtobufCMessage);
+  dm->md.field_ranges = aalloc(d, sizeof(ProtobufCIntRange));
+  dm->gen = d->gen;
+  if (dm->md.package_name == NULL || dm->md.field_ranges == NULL) {
+    return nomem(d);
+  }
+  if ((rc = add(d, full, ENT_MSG, dm)) != 0) {
+    return rc;
+  }
+  d->depth++;
+  rc = build_fields(d, dm, dc);
+  d->depth--;
+  if (rc != 0) {
+    return rc;
+  }
+  *out = &dm->md;
+  return 0;
+}
+
+static int build_message(conch_dynamic *d, const char *name,
+                         const ProtobufCMessageDescriptor **out) {
+  entry *e = find(d, name, ENT_MSG);
+  decl *dc;
+  int rc;
+
+  if (e == NULL) {
+    e = find(d, name, ENT_BUILTIN);
+  }
+  if (e != NULL) {
+    *out = e->ptr;
+    return 0;
+  }
+#if CONCH_WITH_JSON
+  if (strncmp(name, "google.protobuf.", 16) == 0 && strlen(name) < 200) {
+    char url[256];
+    const ProtobufCMessageDescriptor *b;
+    snprintf(url, sizeof(url), "/%s", name);
+    b = conch__pbj_resolve_url(NULL, url);
+    if (b != NULL) {
+      if ((rc = add(d, b->name, ENT_BUILTIN, b)) != 0) {
+        return rc;
+      }
+      *out = b;
+      return 0;
+    }
+  }
+#endif
+  if (d->depth >= MAX_DEPTH_BUILD) {
+    return fail(d, CONCH_ERR_INVALID, "%.300s: types nested deeper than %d",
+                name, MAX_DEPTH_BUILD);
+  }
+  /* On the heap, not in the arena: it is only needed while this type's
+     fields are built. */
+  dc = conch__malloc(&d->mem, sizeof(*dc));
+  if (dc == NULL) {
+    return nomem(d);
+  }
+  rc = build_declared(d, name, dc, out);
+  conch__free(&d->mem, dc);
+  return rc;
+}
+/* Whether the required message fields from |dm| come back to a message on
+   the path: such a message has no finite value. */
+static int required_cycle(conch_dynamic *d, dmsg *dm, int depth) {
+  unsigned i;
+  if (dm->mark == 2) {
+    return 0;
+  }
+  if (dm->mark == 1 || depth > MAX_DEPTH_BUILD * 4) {
+    return 1;
+  }
+  dm->mark = 1;
+  for (i = 0; i < dm->md.n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &dm->md.fields[i];
+    const ProtobufCMessageDescriptor *sub = f->descriptor;
+    entry *e;
+    if (f->label != PROTOBUF_C_LABEL_REQUIRED ||
+        f->type != PROTOBUF_C_TYPE_MESSAGE || sub == NULL) {
+      continue;
+    }
+    e = find(d, sub->name, ENT_MSG);
+    if (e != NULL && e->ptr == (const void *)sub &&
+        required_cycle(d, (dmsg *)(uintptr_t)e->ptr, depth + 1)) {
+      return 1;
+    }
+  }
+  dm->mark = 2;
+  return 0;
+}
+
+static int check_new(conch_dynamic *d) {
+  size_t i;
+  entry *e;
+  for (i = 0; i < NBUCKETS; i++) {
+    for (e = d->buckets[i]; e != NULL; e = e->next) {
+      if (e->gen == d->gen && e->kind == ENT_MSG &&
+          required_cycle(d, (dmsg *)(uintptr_t)e->ptr, 0)) {
+        return fail(d, CONCH_ERR_INVALID,
+                    "%.300s: its required fields form a cycle", e->name);
+      }
+    }
+  }
+  return 0;
+}
+
+/* ---- The API ------------------------------------------------------------- */
+
+int conch_dynamic_new(conch_dynamic **out, const conch_descpool *pool,
+                      const conch_mem *mem) {
+  conch_dynamic *d;
+  if (out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  *out = NULL;
+  if (pool == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (mem == NULL) {
+    mem = conch_mem_default();
+  }
+  d = conch__calloc(mem, 1, sizeof(*d));
+  if (d == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  d->mem = *mem;
+  d->pool = pool;
+  *out = d;
+  return 0;
+}
+
+void conch_dynamic_free(conch_dynamic *d) {
+  chunk *c, *next;
+  if (d == NULL) {
+    return;
+  }
+  for (c = d->chunks; c != NULL; c = next) {
+    next = c->next;
+    conch__free(&d->mem, c);
+  }
+  conch__free(&d->mem, d);
+}
+
+const char *conch_dynamic_error(const conch_dynamic *d) {
+  return d != NULL ? d->err : "no builder";
+}
+
+/* One lookup: a new generation, forgotten when it fails. */
+static int begin(conch_dynamic *d, const char **name) {
+  d->err[0] = '\0';
+  d->gen++;
+  d->depth = 0;
+  d->mark_chunk = d->chunks;
+  d->mark_used = d->chunks != NULL ? d->chunks->used : 0;
+  if (**name == '.') {
+    (*name)++;
+  }
+  if (strlen(*name) > MAX_NAME) {
+    return fail(d, CONCH_ERR_INVALID, "name too long");
+  }
+  return 0;
+}
+
+static int end(conch_dynamic *d, int rc) {
+  if (rc == 0) {
+    rc = check_new(d);
+  }
+  if (rc != 0) {
+    rollback(d);
+  }
+  return rc;
+}
+
+int conch_dynamic_message(conch_dynamic *d, const char *name,
+                          const ProtobufCMessageDescriptor **out) {
+  int rc;
+  if (out != NULL) {
+    *out = NULL;
+  }
+  if (d == NULL || name == NULL || out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if ((rc = begin(d, &name)) != 0) {
+    return rc;
+  }
+  rc = end(d, build_message(d, name, out));
+  if (rc != 0) {
+    *out = NULL;
+  }
+  return rc;
+}
+
+int conch_dynamic_enum(conch_dynamic *d, const char *name,
+                       const ProtobufCEnumDescriptor **out) {
+  int rc;
+  if (out != NULL) {
+    *out = NULL;
+  }
+  if (d == NULL || name == NULL || out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if ((rc = begin(d, &name)) != 0) {
+    return rc;
+  }
+  rc = end(d, build_enum(d, name, out));
+  if (rc != 0) {
+    *out = NULL;
+  }
+  return rc;
+}
+
+static int build_method(conch_dynamic *d, const char *name,
+                        const conch_method **out) {
+  char svc[MAX_NAME + 1];
+  const char *sep = strchr(name, '/'), *mname;
+  size_t sl;
+  entry *e;
+  decl dc;
+  rd r;
+  fld f;
+  int rc;
+
+  if (sep == NULL) {
+    sep = strrchr(name, '.');
+  }
+  if (sep == NULL || sep == name || sep[1] == '\0' || strchr(sep + 1, '/')) {
+    return fail(d, CONCH_ERR_INVALID,
+                "%.300s: not a method name (pkg.Service/Method)", name);
+  }
+  sl = (size_t)(sep - name);
+  memcpy(svc, name, sl);
+  svc[sl] = '\0';
+  mname = sep + 1;
+  {
+    char key[2 * MAX_NAME + 4];
+    snprintf(key, sizeof(key), "%s/%s", svc, mname);
+    if ((e = find(d, key, ENT_METHOD)) != NULL) {
+      *out = e->ptr;
+      return 0;
+    }
+  }
+  if ((rc = lookup(d, svc, CONCH_SYMBOL_SERVICE, &dc)) != 0) {
+    return rc;
+  }
+  r = rd_of(dc.data, dc.len);
+  while ((rc = rd_next(&r, &f)) == 1) {
+    const uint8_t *s, *in = NULL, *outn = NULL, *opt = NULL;
+    size_t nl = 0, inl = 0, outl = 0, optl = 0;
+    uint64_t cs = 0, ss = 0, idem = 0;
+    conch_method *m;
+    char *path;
+    size_t pl;
+    char tn[MAX_NAME + 1];
+    if (f.num != 2 || f.wt != 2 || get_str(f.data, f.len, 1, &s, &nl) != 1 ||
+        !name_eq(s, nl, mname, strlen(mname))) {
+      continue;
+    }
+    if (get_str(f.data, f.len, 2, &in, &inl) != 1 ||
+        get_str(f.data, f.len, 3, &outn, &outl) != 1 || inl < 2 || outl < 2 ||
+        in[0] != '.' || outn[0] != '.' || inl > MAX_NAME || outl > MAX_NAME) {
+      return fail(d, CONCH_ERR_INVALID, "%.300s: bad input or output type",
+                  name);
+    }
+    (void)get_varint(f.data, f.len, 5, &cs);
+    (void)get_varint(f.data, f.len, 6, &ss);
+    if (get_str(f.data, f.len, 4, &opt, &optl) == 1) {
+      (void)get_varint(opt, optl, 34, &idem);
+    }
+    m = aalloc(d, sizeof(*m));
+    pl = strlen(svc) + strlen(mname) + 3;
+    path = aalloc(d, pl);
+    if (m == NULL || path == NULL) {
+      return nomem(d);
+    }
+    snprintf(path, pl, "/%s/%s", svc, mname);
+    m->path = path;
+    m->kind = cs ? (ss ? CONCH_STREAM_BIDI : CONCH_STREAM_CLIENT)
+                 : (ss ? CONCH_STREAM_SERVER : CONCH_STREAM_UNARY);
+    m->idempotency =
+        idem <= 2 ? (conch_idempotency)idem : CONCH_IDEMPOTENCY_UNKNOWN;
+    memcpy(tn, in + 1, inl - 1);
+    tn[inl - 1] = '\0';
+    if ((rc = build_message(d, tn, &m->input)) != 0) {
+      return rc;
+    }
+    memcpy(tn, outn + 1, outl - 1);
+    tn[outl - 1] = '\0';
+    if ((rc = build_message(d, tn, &m->output)) != 0) {
+      return rc;
+    }
+    if ((rc = add(d, path + 1, ENT_METHOD, m)) != 0) {
+      return rc;
+    }
+    *out = m;
+    return 0;
+  }
+  if (rc < 0) {
+    return fail(d, CONCH_ERR_INVALID, "%.300s: not a ServiceDescriptorProto",
+                svc);
+  }
+  return fail(d, CONCH_ERR_INVALID, "%.300s: no method %.200s", svc, mname);
+}
+
+int conch_dynamic_method(conch_dynamic *d, const char *name,
+                         const conch_method **out) {
+  int rc;
+  if (out != NULL) {
+    *out = NULL;
+  }
+  if (d == NULL || name == NULL || out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (*name == '/') {
+    name++;
+  }
+  if ((rc = begin(d, &name)) != 0) {
+    return rc;
+  }
+  rc = end(d, build_method(d, name, out));
+  if (rc != 0) {
+    *out = NULL;
+  }
+  return rc;
+}
+
+int conch_dynamic_message_init(const ProtobufCMessageDescriptor *md,
+                               void *msg) {
+  unsigned i;
+  if (md == NULL || msg == NULL ||
+      md->magic != PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC) {
+    return CONCH_ERR_INVALID;
+  }
+  if (md->message_init != NULL) {
+    md->message_init(msg);
+    return 0;
+  }
+  memset(msg, 0, md->sizeof_message);
+  ((ProtobufCMessage *)msg)->descriptor = md;
+  for (i = 0; i < md->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &md->fields[i];
+    void *p = (char *)msg + f->offset;
+    if (f->default_value == NULL || f->label == PROTOBUF_C_LABEL_REPEATED ||
+        (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0) {
+      continue;
+    }
+    switch (f->type) {
+    case PROTOBUF_C_TYPE_STRING:
+    case PROTOBUF_C_TYPE_MESSAGE: {
+      const void *dv = f->default_value;
+      memcpy(p, &dv, sizeof(dv));
+      break;
+    }
+    case PROTOBUF_C_TYPE_BYTES:
+      memcpy(p, f->default_value, sizeof(ProtobufCBinaryData));
+      break;
+    default:
+      memcpy(p, f->default_value, elem_size(f->type));
+      break;
+    }
+  }
+  return 0;
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+void conch_dynamic_buf_free(conch_dynamic *d, void *p) {
+  if (d != NULL) {
+    conch__free(&d->mem, p);
+  }
+}
+
+/* The status outlives the builder: its message is the C library's. */
+static void set_status(conch_status *st, const conch_mem *mem, conch_code code,
+                       const char *msg) {
+  (void)mem;
+  if (st != NULL) {
+    (void)conch_status_setf(st, NULL, code, "%s", msg);
+  }
+}
+
+#if CONCH_WITH_JSON
+/* protobuf-c's allocator over the builder's, noting a failure (an unpack
+   returns NULL for bad bytes and for want of memory alike). */
+typedef struct pb_mem {
+  const conch_mem *mem;
+  int failed;
+} pb_mem;
+static void *pb_alloc(void *ud, size_t n) {
+  pb_mem *pm = ud;
+  void *p = conch__malloc(pm->mem, n);
+  if (p == NULL) {
+    pm->failed = 1;
+  }
+  return p;
+}
+static void pb_free(void *ud, void *p) { conch__free(((pb_mem *)ud)->mem, p); }
+
+static const ProtobufCMessageDescriptor *resolve(const char *url, void *ud) {
+  conch_dynamic *d = ud;
+  const char *slash = strrchr(url, '/');
+  const char *name = slash != NULL ? slash + 1 : url;
+  const ProtobufCMessageDescriptor *md = NULL;
+  char saved[sizeof(d->err)];
+  memcpy(saved, d->err, sizeof(saved));
+  if (conch_dynamic_message(d, name, &md) == CONCH_ERR_NOMEM) {
+    d->resolve_nomem = 1;
+  }
+  memcpy(d->err, saved, sizeof(saved));
+  return md;
+}
+#endif
+
+int conch_dynamic_json_to_pb(conch_dynamic *d,
+                             const ProtobufCMessageDescriptor *md,
+                             const char *json, size_t len, uint8_t **out,
+                             size_t *outlen, conch_status *st) {
+#if CONCH_WITH_JSON
+  ProtobufCAllocator pa;
+  pb_mem pm;
+  ProtobufCMessage *m = NULL;
+  conch_pbjson_opts o;
+  char err[256];
+  size_t n;
+  int rc;
+#endif
+  if (out != NULL) {
+    *out = NULL;
+  }
+  if (outlen != NULL) {
+    *outlen = 0;
+  }
+  if (d == NULL || md == NULL || (json == NULL && len > 0) || out == NULL ||
+      outlen == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+#if CONCH_WITH_JSON
+  if (conch__json_values((const uint8_t *)json, len) > CONCH_JSON_MAX_VALUES) {
+    set_status(st, &d->mem, CONCH_CODE_INVALID_ARGUMENT,
+               "the JSON has too many values");
+    return CONCH_ERR_LIMIT;
+  }
+  pm.mem = &d->mem;
+  pm.failed = 0;
+  pa.alloc = pb_alloc;
+  pa.free = pb_free;
+  pa.allocator_data = &pm;
+  memset(&o, 0, sizeof(o));
+  o.resolve = resolve;
+  o.user_data = d;
+  err[0] = '\0';
+  d->resolve_nomem = 0;
+  rc = conch__pbjson_decode_ex(md, (const uint8_t *)(json != NULL ? json : ""),
+                               len, &o, &pa, &m, err, sizeof(err));
+  if (rc == CONCH_ERR_CODEC && d->resolve_nomem) {
+    rc = CONCH_ERR_NOMEM;
+    snprintf(err, sizeof(err), "out of memory");
+  }
+  if (rc != 0) {
+    set_status(st, &d->mem,
+               rc == CONCH_ERR_NOMEM ? CONCH_CODE_RESOURCE_EXHAUSTED
+                                     : CONCH_CODE_INVALID_ARGUMENT,
+               err);
+    return rc;
+  }
+  n = protobuf_c_message_get_packed_size(m);
+  *out = conch__malloc(&d->mem, n > 0 ? n : 1);
+  if (*out == NULL) {
+    protobuf_c_message_free_unpacked(m, &pa);
+    set_status(st, &d->mem, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return CONCH_ERR_NOMEM;
+  }
+  *outlen = protobuf_c_message_pack(m, *out);
+  protobuf_c_message_free_unpacked(m, &pa);
+  return 0;
+#else
+  (void)json;
+  set_status(st, &d->mem, CONCH_CODE_UNIMPLEMENTED,
+             "built without the JSON codec");
+  return CONCH_ERR_UNSUPPORTED;
+#endif
+}
+
+int conch_dynamic_pb_to_json(conch_dynamic *d,
+                             const ProtobufCMessageDescriptor *md,
+                             const uint8_t *pb, size_t len, char **out,
+                             size_t *outlen, conch_status *st) {
+#if CONCH_WITH_JSON
+  ProtobufCAllocator pa;
+  pb_mem pm;
+  ProtobufCMessage *m;
+  conch_pbjson_opts o;
+  conch_buf b;
+  char err[256];
+  int rc;
+#endif
+  if (out != NULL) {
+    *out = NULL;
+  }
+  if (outlen != NULL) {
+    *outlen = 0;
+  }
+  if (d == NULL || md == NULL || (pb == NULL && len > 0) || out == NULL ||
+      outlen == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+#if CONCH_WITH_JSON
+  pm.mem = &d->mem;
+  pm.failed = 0;
+  pa.alloc = pb_alloc;
+  pa.free = pb_free;
+  pa.allocator_data = &pm;
+  m = protobuf_c_message_unpack(md, &pa, len,
+                                pb != NULL ? pb : (const uint8_t *)"");
+  if (m == NULL && pm.failed) {
+    set_status(st, &d->mem, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    return CONCH_ERR_NOMEM;
+  }
+  if (m == NULL) {
+    set_status(st, &d->mem, CONCH_CODE_INVALID_ARGUMENT,
+               "the bytes are not a message of that type");
+    return CONCH_ERR_CODEC;
+  }
+  memset(&b, 0, sizeof(b));
+  memset(&o, 0, sizeof(o));
+  o.resolve = resolve;
+  o.user_data = d;
+  err[0] = '\0';
+  d->resolve_nomem = 0;
+  rc = conch__pbjson_encode_ex(m, &o, &d->mem, &b, err, sizeof(err));
+  protobuf_c_message_free_unpacked(m, &pa);
+  if (rc == CONCH_ERR_CODEC && d->resolve_nomem) {
+    rc = CONCH_ERR_NOMEM;
+    snprintf(err, sizeof(err), "out of memory");
+  }
+  if (rc == 0) {
+    rc = conch__buf_append(&b, &d->mem, "", 1);
+    if (rc != 0) {
+      snprintf(err, sizeof(err), "out of memory");
+    }
+  }
+  if (rc != 0) {
+    conch__buf_free(&b, &d->mem);
+    set_status(st, &d->mem,
+               rc == CONCH_ERR_NOMEM ? CONCH_CODE_RESOURCE_EXHAUSTED
+                                     : CONCH_CODE_INTERNAL,
+               err);
+    return rc;
+  }
+  *outlen = conch__buf_size(&b) - 1;
+  *out = conch__malloc(&d->mem, *outlen + 1);
+  if (*out == NULL) {
+    conch__buf_free(&b, &d->mem);
+    set_status(st, &d->mem, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    *outlen = 0;
+    return CONCH_ERR_NOMEM;
+  }
+  memcpy(*out, conch__buf_head(&b), *outlen + 1);
+  conch__buf_free(&b, &d->mem);
+  return 0;
+#else
+  (void)pb;
+  set_status(st, &d->mem, CONCH_CODE_UNIMPLEMENTED,
+             "built without the JSON codec");
+  return CONCH_ERR_UNSUPPORTED;
+#endif
+}
+
+/* ---- Files that arrive at run time --------------------------------------- */
+
+#define MAX_SET_FILES 65535
+
+typedef struct set_file {
+  conch_file_descriptor fd;
+  uint8_t *data;
+  char *name;
+  const conch_file_descriptor **deps; /* NULL-terminated, linked late */
+  size_t ndeps;                       /* imports declared */
+} set_file;
+
+struct conch_fileset {
+  conch_mem mem;
+  set_file **files;
+  size_t n, cap;
+};
+
+int conch_fileset_new(conch_fileset **out, const conch_mem *mem) {
+  conch_fileset *fs;
+  if (out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  *out = NULL;
+  if (mem == NULL) {
+    mem = conch_mem_default();
+  }
+  fs = conch__calloc(mem, 1, sizeof(*fs));
+  if (fs == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  fs->mem = *mem;
+  *out = fs;
+  return 0;
+}
+
+static void set_file_free(const conch_mem *mem, set_file *f) {
+  if (f != NULL) {
+    conch__free(mem, f->data);
+    conch__free(mem, f->name);
+    conch__free(mem, f->deps);
+    conch__free(mem, f);
+  }
+}
+
+void conch_fileset_free(conch_fileset *fs) {
+  size_t i;
+  if (fs == NULL) {
+    return;
+  }
+  for (i = 0; i < fs->n; i++) {
+    set_file_free(&fs->mem, fs->files[i]);
+  }
+  conch__free(&fs->mem, fs->files);
+  conch__free(&fs->mem, fs);
+}
+
+static set_file *set_find(const conch_fileset *fs, const uint8_t *name,
+                          size_t nl) {
+  size_t i;
+  for (i = 0; i < fs->n; i++) {
+    if (name_eq(name, nl, fs->files[i]->name, strlen(fs->files[i]->name))) {
+      return fs->files[i];
+    }
+  }
+  return NULL;
+}
+
+int conch_fileset_add_file(conch_fileset *fs, const uint8_t *fdp, size_t len) {
+  const uint8_t *s = NULL;
+  size_t sl = 0, ndeps = 0;
+  set_file *f;
+  rd r;
+  fld fl;
+  int rc;
+
+  if (fs == NULL || (fdp == NULL && len > 0)) {
+    return CONCH_ERR_INVALID;
+  }
+  r = rd_of(fdp, len);
+  while ((rc = rd_next(&r, &fl)) == 1) {
+    ndeps += fl.num == 3 && fl.wt == 2;
+  }
+  if (rc < 0 || get_str(fdp, len, 1, &s, &sl) != 1 || sl == 0 ||
+      memchr(s, '\0', sl) != NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (set_find(fs, s, sl) != NULL) {
+    return 0;
+  }
+  if (fs->n == MAX_SET_FILES) {
+    return CONCH_ERR_INVALID;
+  }
+  if (fs->n == fs->cap) {
+    size_t cap = fs->cap != 0 ? fs->cap * 2 : 16;
+    set_file **nf = conch__realloc(&fs->mem, fs->files, cap * sizeof(*nf));
+    if (nf == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+    fs->files = nf;
+    fs->cap = cap;
+  }
+  f = conch__calloc(&fs->mem, 1, sizeof(*f));
+  if (f == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  f->data = conch__malloc(&fs->mem, len > 0 ? len : 1);
+  f->name = conch__strndup(&fs->mem, (const char *)s, sl);
+  f->deps = conch__calloc(&fs->mem, ndeps + 1, sizeof(*f->deps));
+  if (f->data == NULL || f->name == NULL || f->deps == NULL) {
+    set_file_free(&fs->mem, f);
+    return CONCH_ERR_NOMEM;
+  }
+  if (len > 0) {
+    memcpy(f->data, fdp, len);
+  }
+  f->ndeps = ndeps;
+  f->fd.name = f->name;
+  f->fd.data = f->data;
+  f->fd.len = len;
+  f->fd.deps = f->deps;
+  fs->files[fs->n++] = f;
+  return 0;
+}
+
+int conch_fileset_add_set(conch_fileset *fs, const uint8_t *set, size_t len) {
+  rd r;
+  fld f;
+  int rc;
+  if (fs == NULL || (set == NULL && len > 0)) {
+    return CONCH_ERR_INVALID;
+  }
+  r = rd_of(set, len);
+  while ((rc = rd_next(&r, &f)) == 1) {
+    if (f.num == 1 && f.wt == 2) {
+      int arc = conch_fileset_add_file(fs, f.data, f.len);
+      if (arc != 0) {
+        return arc;
+      }
+    }
+  }
+  return rc < 0 ? CONCH_ERR_INVALID : 0;
+}
+
+size_t conch_fileset_n_files(const conch_fileset *fs) {
+  return fs != NULL ? fs->n : 0;
+}
+
+const conch_file_descriptor *conch_fileset_file_at(const conch_fileset *fs,
+                                                   size_t i) {
+  return fs != NULL && i < fs->n ? &fs->files[i]->fd : NULL;
+}
+
+int conch_fileset_to_pool(conch_fileset *fs, conch_descpool *pool) {
+  size_t i;
+  if (fs == NULL || pool == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  for (i = 0; i < fs->n; i++) {
+    set_file *f = fs->files[i];
+    size_t k = 0;
+    rd r = rd_of(f->data, f->fd.len);
+    fld fl;
+    while (rd_next(&r, &fl) == 1 && k < f->ndeps) {
+      set_file *dep;
+      if (fl.num != 3 || fl.wt != 2) {
+        continue;
+      }
+      dep = set_find(fs, fl.data, fl.len);
+      if (dep != NULL && dep != f) {
+        f->deps[k++] = &dep->fd;
+      }
+    }
+    f->deps[k] = NULL;
+  }
+  for (i = 0; i < fs->n; i++) {
+    int rc = conch_descpool_add(pool, &fs->files[i]->fd);
+    if (rc != 0) {
+      return rc;
+    }
+  }
+  return 0;
+}
