@@ -12,6 +12,7 @@
 #include <conch/features.h>
 
 #include "buf.h"
+#include "dynamic_int.h"
 #include "json.h"
 #include "mem_int.h"
 #include "pbjson.h"
@@ -23,55 +24,6 @@
 #define MAX_FIELDS 65535
 #define MAX_DEPTH_BUILD 200
 #define MAX_FIELD_NUMBER 536870911
-#define NBUCKETS 256
-
-/* ---- The arena ------------------------------------------------------------
- */
-
-typedef struct chunk {
-  struct chunk *next;
-  size_t used, cap;
-  /* data follows, aligned */
-} chunk;
-
-#define CHUNK_HDR ((sizeof(chunk) + 15) & ~(size_t)15)
-#define CHUNK_MIN 8192
-
-typedef enum ent_kind {
-  ENT_MSG = 1,
-  ENT_ENUM,
-  ENT_METHOD,
-  ENT_BUILTIN
-} ent_kind;
-
-typedef struct entry {
-  struct entry *next;
-  const char *name;
-  ent_kind kind;
-  unsigned gen;
-  const void *ptr;
-} entry;
-
-/* A message type as built here: the descriptor first, so that a pointer to
-   one is a pointer to the other. */
-typedef struct dmsg {
-  ProtobufCMessageDescriptor md;
-  int mark; /* the required-cycle walk: 0 new, 1 on the path, 2 done */
-  unsigned gen;
-} dmsg;
-
-struct conch_dynamic {
-  conch_mem mem;
-  const conch_descpool *pool;
-  chunk *chunks;
-  entry *buckets[NBUCKETS];
-  unsigned gen;
-  chunk *mark_chunk; /* the arena when the current lookup began */
-  size_t mark_used;
-  int depth;
-  int resolve_nomem; /* an Any's type could not be built for want of memory */
-  char err[256];
-};
 
 static void *aalloc(conch_dynamic *d, size_t n) {
   chunk *c = d->chunks;
@@ -125,7 +77,6 @@ static int fail(conch_dynamic *d, int rc, const char *fmt, ...) {
 static int nomem(conch_dynamic *d) {
   return fail(d, CONCH_ERR_NOMEM, "out of memory");
 }
-
 /* ---- Names built so far -------------------------------------------------- */
 
 static unsigned hash(const char *s) {
@@ -186,19 +137,7 @@ static void rollback(conch_dynamic *d) {
   }
 }
 
-/* ---- The wire ------------------------------------------------------------ */
-
-typedef struct rd {
-  const uint8_t *p, *end;
-} rd;
-
-typedef struct fld {
-  uint32_t num;
-  int wt;
-  uint64_t v;
-  const uint8_t *data;
-  size_t len;
-} fld;
+/* ---- The wire (dynamic_int.h) ------------------------------------------ */
 
 static int rd_varint(rd *r, uint64_t *out) {
   uint64_t v = 0;
@@ -218,8 +157,7 @@ static int rd_varint(rd *r, uint64_t *out) {
   return -1;
 }
 
-/* 1: a field in |f|; 0: the end; -1: not protobuf. */
-static int rd_next(rd *r, fld *f) {
+int conch__dyn_next(rd *r, fld *f) {
   uint64_t key;
   if (r->p == r->end) {
     return 0;
@@ -260,20 +198,13 @@ static int rd_next(rd *r, fld *f) {
   }
 }
 
-static rd rd_of(const uint8_t *p, size_t n) {
-  rd r;
-  r.p = p;
-  r.end = p + n;
-  return r;
-}
 
-/* The string field |num| of the message |p|: 1 found, 0 not, -1 bad. */
-static int get_str(const uint8_t *p, size_t n, uint32_t num, const uint8_t **s,
+int conch__dyn_get_str(const uint8_t *p, size_t n, uint32_t num, const uint8_t **s,
                    size_t *sl) {
   rd r = rd_of(p, n);
   fld f;
   int rc, found = 0;
-  while ((rc = rd_next(&r, &f)) == 1) {
+  while ((rc = conch__dyn_next(&r, &f)) == 1) {
     if (f.num == num && f.wt == 2) {
       *s = f.data;
       *sl = f.len;
@@ -287,17 +218,13 @@ static int get_varint(const uint8_t *p, size_t n, uint32_t num, uint64_t *v) {
   rd r = rd_of(p, n);
   fld f;
   int rc, found = 0;
-  while ((rc = rd_next(&r, &f)) == 1) {
+  while ((rc = conch__dyn_next(&r, &f)) == 1) {
     if (f.num == num && f.wt == 0) {
       *v = f.v;
       found = 1;
     }
   }
   return rc < 0 ? -1 : found;
-}
-
-static int name_eq(const uint8_t *s, size_t n, const char *z, size_t zl) {
-  return n == zl && memcmp(s, z, n) == 0;
 }
 
 /* ---- Finding a declaration in its file ----------------------------------- */
@@ -318,7 +245,7 @@ static int file_info(conch_dynamic *d, const conch_file_descriptor *fd,
   int rc;
 
   out->pkg[0] = '\0';
-  rc = get_str(fd->data, fd->len, 2, &s, &sl);
+  rc = conch__dyn_get_str(fd->data, fd->len, 2, &s, &sl);
   if (rc < 0) {
     return fail(d, CONCH_ERR_INVALID, "%s: not a FileDescriptorProto",
                 fd->name);
@@ -331,7 +258,7 @@ static int file_info(conch_dynamic *d, const conch_file_descriptor *fd,
     out->pkg[sl] = '\0';
   }
   out->proto3 = 0;
-  if (get_str(fd->data, fd->len, 12, &s, &sl) == 1) {
+  if (conch__dyn_get_str(fd->data, fd->len, 12, &s, &sl) == 1) {
     if (name_eq(s, sl, "proto3", 6)) {
       out->proto3 = 1;
     } else if (!name_eq(s, sl, "proto2", 6) && sl != 0) {
@@ -391,13 +318,13 @@ static int locate(conch_dynamic *d, const conch_file_descriptor *fd,
     if (dot == NULL && want == 0) {
       break; /* services are not nested */
     }
-    while ((rc = rd_next(&r, &f)) == 1) {
+    while ((rc = conch__dyn_next(&r, &f)) == 1) {
       const uint8_t *s = NULL;
       size_t sl = 0;
       if (f.num != want || f.wt != 2) {
         continue;
       }
-      if (get_str(f.data, f.len, 1, &s, &sl) == 1 && name_eq(s, sl, rest, cl)) {
+      if (conch__dyn_get_str(f.data, f.len, 1, &s, &sl) == 1 && name_eq(s, sl, rest, cl)) {
         p = f.data;
         n = f.len;
         found = 1;
@@ -480,7 +407,7 @@ static int build_enum(conch_dynamic *d, const char *name,
     return rc;
   }
   r = rd_of(dc.data, dc.len);
-  while ((rc = rd_next(&r, &f)) == 1) {
+  while ((rc = conch__dyn_next(&r, &f)) == 1) {
     nv += f.num == 2 && f.wt == 2;
   }
   if (nv > MAX_FIELDS) {
@@ -498,14 +425,14 @@ static int build_enum(conch_dynamic *d, const char *name,
   }
   r = rd_of(dc.data, dc.len);
   i = 0;
-  while (rd_next(&r, &f) == 1) {
+  while (conch__dyn_next(&r, &f) == 1) {
     const uint8_t *s = NULL;
     size_t sl = 0;
     uint64_t num = 0;
     if (f.num != 2 || f.wt != 2) {
       continue;
     }
-    if (get_str(f.data, f.len, 1, &s, &sl) != 1 || sl == 0 || sl > MAX_NAME ||
+    if (conch__dyn_get_str(f.data, f.len, 1, &s, &sl) != 1 || sl == 0 || sl > MAX_NAME ||
         get_varint(f.data, f.len, 2, &num) < 0) {
       return fail(d, CONCH_ERR_INVALID, "%.300s: a value without a name", name);
     }
@@ -543,7 +470,7 @@ static int build_enum(conch_dynamic *d, const char *name,
      number's index among the unique ones. */
   r = rd_of(dc.data, dc.len);
   i = 0;
-  while (rd_next(&r, &f) == 1) {
+  while (conch__dyn_next(&r, &f) == 1) {
     const uint8_t *s = NULL;
     size_t sl = 0, lo = 0, hi = nu;
     uint64_t num = 0;
@@ -551,7 +478,7 @@ static int build_enum(conch_dynamic *d, const char *name,
     if (f.num != 2 || f.wt != 2) {
       continue;
     }
-    (void)get_str(f.data, f.len, 1, &s, &sl);
+    (void)conch__dyn_get_str(f.data, f.len, 1, &s, &sl);
     (void)get_varint(f.data, f.len, 2, &num);
     v = (int)(int32_t)(uint32_t)num;
     while (lo < hi) {
@@ -615,7 +542,7 @@ static int enum_first(conch_dynamic *d, const ProtobufCEnumDescriptor *ed,
     return rc;
   }
   r = rd_of(dc.data, dc.len);
-  while (rd_next(&r, &f) == 1) {
+  while (conch__dyn_next(&r, &f) == 1) {
     uint64_t num = 0;
     if (f.num == 2 && f.wt == 2) {
       (void)get_varint(f.data, f.len, 2, &num);
@@ -651,7 +578,7 @@ static int parse_field(const uint8_t *p, size_t n, pfield *pf) {
   memset(pf, 0, sizeof(*pf));
   pf->oneof = -1;
   pf->packed = -1;
-  while ((rc = rd_next(&r, &f)) == 1) {
+  while ((rc = conch__dyn_next(&r, &f)) == 1) {
     switch (f.num) {
     case 1:
       if (f.wt == 2) {
@@ -915,7 +842,7 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
   int rc;
 
   r = rd_of(dc->data, dc->len);
-  while ((rc = rd_next(&r, &f)) == 1) {
+  while ((rc = conch__dyn_next(&r, &f)) == 1) {
     nf += f.num == 2 && f.wt == 2;
     noneof += f.num == 8 && f.wt == 2;
   }
@@ -941,7 +868,7 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
   off = sizeof(ProtobufCMessage);
   r = rd_of(dc->data, dc->len);
   i = 0;
-  while (rd_next(&r, &f) == 1) {
+  while (conch__dyn_next(&r, &f) == 1) {
     ProtobufCFieldDescriptor *fd = &fields[i];
     pfield pf;
     ProtobufCType t;
@@ -1363,7 +1290,7 @@ static int build_method(conch_dynamic *d, const char *name,
     return rc;
   }
   r = rd_of(dc.data, dc.len);
-  while ((rc = rd_next(&r, &f)) == 1) {
+  while ((rc = conch__dyn_next(&r, &f)) == 1) {
     const uint8_t *s, *in = NULL, *outn = NULL, *opt = NULL;
     size_t nl = 0, inl = 0, outl = 0, optl = 0;
     uint64_t cs = 0, ss = 0, idem = 0;
@@ -1371,19 +1298,19 @@ static int build_method(conch_dynamic *d, const char *name,
     char *path;
     size_t pl;
     char tn[MAX_NAME + 1];
-    if (f.num != 2 || f.wt != 2 || get_str(f.data, f.len, 1, &s, &nl) != 1 ||
+    if (f.num != 2 || f.wt != 2 || conch__dyn_get_str(f.data, f.len, 1, &s, &nl) != 1 ||
         !name_eq(s, nl, mname, strlen(mname))) {
       continue;
     }
-    if (get_str(f.data, f.len, 2, &in, &inl) != 1 ||
-        get_str(f.data, f.len, 3, &outn, &outl) != 1 || inl < 2 || outl < 2 ||
+    if (conch__dyn_get_str(f.data, f.len, 2, &in, &inl) != 1 ||
+        conch__dyn_get_str(f.data, f.len, 3, &outn, &outl) != 1 || inl < 2 || outl < 2 ||
         in[0] != '.' || outn[0] != '.' || inl > MAX_NAME || outl > MAX_NAME) {
       return fail(d, CONCH_ERR_INVALID, "%.300s: bad input or output type",
                   name);
     }
     (void)get_varint(f.data, f.len, 5, &cs);
     (void)get_varint(f.data, f.len, 6, &ss);
-    if (get_str(f.data, f.len, 4, &opt, &optl) == 1) {
+    if (conch__dyn_get_str(f.data, f.len, 4, &opt, &optl) == 1) {
       (void)get_varint(opt, optl, 34, &idem);
     }
     m = aalloc(d, sizeof(*m));
@@ -1481,390 +1408,3 @@ int conch_dynamic_message_init(const ProtobufCMessageDescriptor *md,
   return 0;
 }
 
-/* ---- JSON ---------------------------------------------------------------- */
-
-void conch_dynamic_buf_free(conch_dynamic *d, void *p) {
-  if (d != NULL) {
-    conch__free(&d->mem, p);
-  }
-}
-
-/* The status outlives the builder: its message is the C library's. */
-static void set_status(conch_status *st, const conch_mem *mem, conch_code code,
-                       const char *msg) {
-  (void)mem;
-  if (st != NULL) {
-    (void)conch_status_setf(st, NULL, code, "%s", msg);
-  }
-}
-
-#if CONCH_WITH_JSON
-/* protobuf-c's allocator over the builder's, noting a failure (an unpack
-   returns NULL for bad bytes and for want of memory alike). */
-typedef struct pb_mem {
-  const conch_mem *mem;
-  int failed;
-} pb_mem;
-static void *pb_alloc(void *ud, size_t n) {
-  pb_mem *pm = ud;
-  void *p = conch__malloc(pm->mem, n);
-  if (p == NULL) {
-    pm->failed = 1;
-  }
-  return p;
-}
-static void pb_free(void *ud, void *p) { conch__free(((pb_mem *)ud)->mem, p); }
-
-static const ProtobufCMessageDescriptor *resolve(const char *url, void *ud) {
-  conch_dynamic *d = ud;
-  const char *slash = strrchr(url, '/');
-  const char *name = slash != NULL ? slash + 1 : url;
-  const ProtobufCMessageDescriptor *md = NULL;
-  char saved[sizeof(d->err)];
-  memcpy(saved, d->err, sizeof(saved));
-  if (conch_dynamic_message(d, name, &md) == CONCH_ERR_NOMEM) {
-    d->resolve_nomem = 1;
-  }
-  memcpy(d->err, saved, sizeof(saved));
-  return md;
-}
-#endif
-
-int conch_dynamic_json_to_pb(conch_dynamic *d,
-                             const ProtobufCMessageDescriptor *md,
-                             const char *json, size_t len, uint8_t **out,
-                             size_t *outlen, conch_status *st) {
-#if CONCH_WITH_JSON
-  ProtobufCAllocator pa;
-  pb_mem pm;
-  ProtobufCMessage *m = NULL;
-  conch_pbjson_opts o;
-  char err[256];
-  size_t n;
-  int rc;
-#endif
-  if (out != NULL) {
-    *out = NULL;
-  }
-  if (outlen != NULL) {
-    *outlen = 0;
-  }
-  if (d == NULL || md == NULL || (json == NULL && len > 0) || out == NULL ||
-      outlen == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-#if CONCH_WITH_JSON
-  if (conch__json_values((const uint8_t *)json, len) > CONCH_JSON_MAX_VALUES) {
-    set_status(st, &d->mem, CONCH_CODE_INVALID_ARGUMENT,
-               "the JSON has too many values");
-    return CONCH_ERR_LIMIT;
-  }
-  pm.mem = &d->mem;
-  pm.failed = 0;
-  pa.alloc = pb_alloc;
-  pa.free = pb_free;
-  pa.allocator_data = &pm;
-  memset(&o, 0, sizeof(o));
-  o.resolve = resolve;
-  o.user_data = d;
-  err[0] = '\0';
-  d->resolve_nomem = 0;
-  rc = conch__pbjson_decode_ex(md, (const uint8_t *)(json != NULL ? json : ""),
-                               len, &o, &pa, &m, err, sizeof(err));
-  if (rc == CONCH_ERR_CODEC && d->resolve_nomem) {
-    rc = CONCH_ERR_NOMEM;
-    snprintf(err, sizeof(err), "out of memory");
-  }
-  if (rc != 0) {
-    set_status(st, &d->mem,
-               rc == CONCH_ERR_NOMEM ? CONCH_CODE_RESOURCE_EXHAUSTED
-                                     : CONCH_CODE_INVALID_ARGUMENT,
-               err);
-    return rc;
-  }
-  n = protobuf_c_message_get_packed_size(m);
-  *out = conch__malloc(&d->mem, n > 0 ? n : 1);
-  if (*out == NULL) {
-    protobuf_c_message_free_unpacked(m, &pa);
-    set_status(st, &d->mem, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
-    return CONCH_ERR_NOMEM;
-  }
-  *outlen = protobuf_c_message_pack(m, *out);
-  protobuf_c_message_free_unpacked(m, &pa);
-  return 0;
-#else
-  (void)json;
-  set_status(st, &d->mem, CONCH_CODE_UNIMPLEMENTED,
-             "built without the JSON codec");
-  return CONCH_ERR_UNSUPPORTED;
-#endif
-}
-
-int conch_dynamic_pb_to_json(conch_dynamic *d,
-                             const ProtobufCMessageDescriptor *md,
-                             const uint8_t *pb, size_t len, char **out,
-                             size_t *outlen, conch_status *st) {
-#if CONCH_WITH_JSON
-  ProtobufCAllocator pa;
-  pb_mem pm;
-  ProtobufCMessage *m;
-  conch_pbjson_opts o;
-  conch_buf b;
-  char err[256];
-  int rc;
-#endif
-  if (out != NULL) {
-    *out = NULL;
-  }
-  if (outlen != NULL) {
-    *outlen = 0;
-  }
-  if (d == NULL || md == NULL || (pb == NULL && len > 0) || out == NULL ||
-      outlen == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-#if CONCH_WITH_JSON
-  pm.mem = &d->mem;
-  pm.failed = 0;
-  pa.alloc = pb_alloc;
-  pa.free = pb_free;
-  pa.allocator_data = &pm;
-  m = protobuf_c_message_unpack(md, &pa, len,
-                                pb != NULL ? pb : (const uint8_t *)"");
-  if (m == NULL && pm.failed) {
-    set_status(st, &d->mem, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
-    return CONCH_ERR_NOMEM;
-  }
-  if (m == NULL) {
-    set_status(st, &d->mem, CONCH_CODE_INVALID_ARGUMENT,
-               "the bytes are not a message of that type");
-    return CONCH_ERR_CODEC;
-  }
-  memset(&b, 0, sizeof(b));
-  memset(&o, 0, sizeof(o));
-  o.resolve = resolve;
-  o.user_data = d;
-  err[0] = '\0';
-  d->resolve_nomem = 0;
-  rc = conch__pbjson_encode_ex(m, &o, &d->mem, &b, err, sizeof(err));
-  protobuf_c_message_free_unpacked(m, &pa);
-  if (rc == CONCH_ERR_CODEC && d->resolve_nomem) {
-    rc = CONCH_ERR_NOMEM;
-    snprintf(err, sizeof(err), "out of memory");
-  }
-  if (rc == 0) {
-    rc = conch__buf_append(&b, &d->mem, "", 1);
-    if (rc != 0) {
-      snprintf(err, sizeof(err), "out of memory");
-    }
-  }
-  if (rc != 0) {
-    conch__buf_free(&b, &d->mem);
-    set_status(st, &d->mem,
-               rc == CONCH_ERR_NOMEM ? CONCH_CODE_RESOURCE_EXHAUSTED
-                                     : CONCH_CODE_INTERNAL,
-               err);
-    return rc;
-  }
-  *outlen = conch__buf_size(&b) - 1;
-  *out = conch__malloc(&d->mem, *outlen + 1);
-  if (*out == NULL) {
-    conch__buf_free(&b, &d->mem);
-    set_status(st, &d->mem, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
-    *outlen = 0;
-    return CONCH_ERR_NOMEM;
-  }
-  memcpy(*out, conch__buf_head(&b), *outlen + 1);
-  conch__buf_free(&b, &d->mem);
-  return 0;
-#else
-  (void)pb;
-  set_status(st, &d->mem, CONCH_CODE_UNIMPLEMENTED,
-             "built without the JSON codec");
-  return CONCH_ERR_UNSUPPORTED;
-#endif
-}
-
-/* ---- Files that arrive at run time --------------------------------------- */
-
-#define MAX_SET_FILES 65535
-
-typedef struct set_file {
-  conch_file_descriptor fd;
-  uint8_t *data;
-  char *name;
-  const conch_file_descriptor **deps; /* NULL-terminated, linked late */
-  size_t ndeps;                       /* imports declared */
-} set_file;
-
-struct conch_fileset {
-  conch_mem mem;
-  set_file **files;
-  size_t n, cap;
-};
-
-int conch_fileset_new(conch_fileset **out, const conch_mem *mem) {
-  conch_fileset *fs;
-  if (out == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  *out = NULL;
-  if (mem == NULL) {
-    mem = conch_mem_default();
-  }
-  fs = conch__calloc(mem, 1, sizeof(*fs));
-  if (fs == NULL) {
-    return CONCH_ERR_NOMEM;
-  }
-  fs->mem = *mem;
-  *out = fs;
-  return 0;
-}
-
-static void set_file_free(const conch_mem *mem, set_file *f) {
-  if (f != NULL) {
-    conch__free(mem, f->data);
-    conch__free(mem, f->name);
-    conch__free(mem, f->deps);
-    conch__free(mem, f);
-  }
-}
-
-void conch_fileset_free(conch_fileset *fs) {
-  size_t i;
-  if (fs == NULL) {
-    return;
-  }
-  for (i = 0; i < fs->n; i++) {
-    set_file_free(&fs->mem, fs->files[i]);
-  }
-  conch__free(&fs->mem, fs->files);
-  conch__free(&fs->mem, fs);
-}
-
-static set_file *set_find(const conch_fileset *fs, const uint8_t *name,
-                          size_t nl) {
-  size_t i;
-  for (i = 0; i < fs->n; i++) {
-    if (name_eq(name, nl, fs->files[i]->name, strlen(fs->files[i]->name))) {
-      return fs->files[i];
-    }
-  }
-  return NULL;
-}
-
-int conch_fileset_add_file(conch_fileset *fs, const uint8_t *fdp, size_t len) {
-  const uint8_t *s = NULL;
-  size_t sl = 0, ndeps = 0;
-  set_file *f;
-  rd r;
-  fld fl;
-  int rc;
-
-  if (fs == NULL || (fdp == NULL && len > 0)) {
-    return CONCH_ERR_INVALID;
-  }
-  r = rd_of(fdp, len);
-  while ((rc = rd_next(&r, &fl)) == 1) {
-    ndeps += fl.num == 3 && fl.wt == 2;
-  }
-  if (rc < 0 || get_str(fdp, len, 1, &s, &sl) != 1 || sl == 0 ||
-      memchr(s, '\0', sl) != NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  if (set_find(fs, s, sl) != NULL) {
-    return 0;
-  }
-  if (fs->n == MAX_SET_FILES) {
-    return CONCH_ERR_INVALID;
-  }
-  if (fs->n == fs->cap) {
-    size_t cap = fs->cap != 0 ? fs->cap * 2 : 16;
-    set_file **nf = conch__realloc(&fs->mem, fs->files, cap * sizeof(*nf));
-    if (nf == NULL) {
-      return CONCH_ERR_NOMEM;
-    }
-    fs->files = nf;
-    fs->cap = cap;
-  }
-  f = conch__calloc(&fs->mem, 1, sizeof(*f));
-  if (f == NULL) {
-    return CONCH_ERR_NOMEM;
-  }
-  f->data = conch__malloc(&fs->mem, len > 0 ? len : 1);
-  f->name = conch__strndup(&fs->mem, (const char *)s, sl);
-  f->deps = conch__calloc(&fs->mem, ndeps + 1, sizeof(*f->deps));
-  if (f->data == NULL || f->name == NULL || f->deps == NULL) {
-    set_file_free(&fs->mem, f);
-    return CONCH_ERR_NOMEM;
-  }
-  if (len > 0) {
-    memcpy(f->data, fdp, len);
-  }
-  f->ndeps = ndeps;
-  f->fd.name = f->name;
-  f->fd.data = f->data;
-  f->fd.len = len;
-  f->fd.deps = f->deps;
-  fs->files[fs->n++] = f;
-  return 0;
-}
-
-int conch_fileset_add_set(conch_fileset *fs, const uint8_t *set, size_t len) {
-  rd r;
-  fld f;
-  int rc;
-  if (fs == NULL || (set == NULL && len > 0)) {
-    return CONCH_ERR_INVALID;
-  }
-  r = rd_of(set, len);
-  while ((rc = rd_next(&r, &f)) == 1) {
-    if (f.num == 1 && f.wt == 2) {
-      int arc = conch_fileset_add_file(fs, f.data, f.len);
-      if (arc != 0) {
-        return arc;
-      }
-    }
-  }
-  return rc < 0 ? CONCH_ERR_INVALID : 0;
-}
-
-size_t conch_fileset_n_files(const conch_fileset *fs) {
-  return fs != NULL ? fs->n : 0;
-}
-
-const conch_file_descriptor *conch_fileset_file_at(const conch_fileset *fs,
-                                                   size_t i) {
-  return fs != NULL && i < fs->n ? &fs->files[i]->fd : NULL;
-}
-
-int conch_fileset_to_pool(conch_fileset *fs, conch_descpool *pool) {
-  size_t i;
-  if (fs == NULL || pool == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  for (i = 0; i < fs->n; i++) {
-    set_file *f = fs->files[i];
-    size_t k = 0;
-    rd r = rd_of(f->data, f->fd.len);
-    fld fl;
-    while (rd_next(&r, &fl) == 1 && k < f->ndeps) {
-      set_file *dep;
-      if (fl.num != 3 || fl.wt != 2) {
-        continue;
-      }
-      dep = set_find(fs, fl.data, fl.len);
-      if (dep != NULL && dep != f) {
-        f->deps[k++] = &dep->fd;
-      }
-    }
-    f->deps[k] = NULL;
-  }
-  for (i = 0; i < fs->n; i++) {
-    int rc = conch_descpool_add(pool, &fs->files[i]->fd);
-    if (rc != 0) {
-      return rc;
-    }
-  }
-  return 0;
-}
