@@ -21,6 +21,7 @@
 #include <conch/local.h>
 
 #include "api_int.h"
+#include "sock.h"
 
 extern char **environ;
 
@@ -141,14 +142,7 @@ static int unix_addr(const char *path, struct sockaddr_un *a) {
 
 /* Async-signal-safe: used in the forked waiter too. */
 static int answers(const struct sockaddr_un *a) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int ok;
-  if (fd < 0) {
-    return 0;
-  }
-  ok = connect(fd, (const struct sockaddr *)a, sizeof(*a)) == 0;
-  close(fd);
-  return ok;
+  return conch__sock_probe((const struct sockaddr *)a, sizeof(*a));
 }
 
 int conch_local_answers(const char *path) {

@@ -311,6 +311,53 @@ int conch__srv_conn_ready(srv_conn *conn);
    caused; marks the connection dead on failure. */
 void conch__srv_conn_kick(srv_conn *conn);
 
+/* ---- Between the files of a call (server_rpc.c, server_admit.c,
+   server_call.c) ---------------------------------------------------------- */
+
+static inline const conch_mem *conch__srv_rpc_mem(const conch_rpc *rpc) {
+  return rpc->conn->s->mem;
+}
+/* Lets nghttp2 ask for the response body of |rpc| again (deferred). */
+static inline void conch__srv_rpc_resume(conch_rpc *rpc) {
+  if (rpc->deferred) {
+    rpc->deferred = 0;
+    (void)nghttp2_session_resume_data(rpc->conn->h2, rpc->id);
+  }
+}
+/* Header blocks (server_rpc.c): a header |name| with |value|; frees the
+   block. */
+void conch__srv_hb_str(srv_hb *h, const conch_mem *mem, const char *name,
+                       const char *value);
+void conch__srv_hb_clear(srv_hb *h, const conch_mem *mem);
+/* Submits the response head |h| of |rpc|, with its body when |with_data|
+   (from rpc->out).  Returns 0 or a CONCH_ERR_*. */
+int conch__srv_rpc_submit(conch_rpc *rpc, srv_hb *h, int with_data);
+/* The head of a streaming response, if not yet submitted.  Returns 0 or a
+   CONCH_ERR_*. */
+int conch__srv_stream_head(conch_rpc *rpc);
+/* A request header the protocol consumed (content-type, te, ...). */
+const char *conch__srv_proto_hdr(conch_rpc *rpc, const char *name);
+/* The server's side of the end: the response for |st| goes out. */
+void conch__srv_rpc_end(conch_rpc *rpc, const conch_status *st);
+/* The call fails on the server's side: on_cancel, and |code| to the
+   client. */
+void conch__srv_rpc_fail(conch_rpc *rpc, conch_code code, const char *fmt,
+                         ...) CONCH_PRINTF(3, 4);
+/* server_call.c: decodes one request message (0, CONCH_ERR_CODEC,
+   CONCH_ERR_LIMIT or CONCH_ERR_NOMEM, the reason in |err|); decompresses
+   one into |plain|; pull mode's news for the handler and its queue. */
+int conch__srv_decode_msg(conch_rpc *rpc, const uint8_t *p, size_t n,
+                          ProtobufCMessage **out, char *err, size_t errlen);
+int conch__srv_inflate_msg(conch_rpc *rpc, const uint8_t *p, size_t n,
+                           conch_buf *plain);
+void conch__srv_pull_notify(conch_rpc *rpc);
+int conch__srv_pull_queue(conch_rpc *rpc, int compressed, const uint8_t *p,
+                          size_t n);
+/* server_admit.c: the gate and plain routes (0: the request goes on to
+   its method); counts what |rpc| holds against the budgets. */
+int conch__srv_rpc_gate(conch_rpc *rpc);
+void conch__srv_rpc_count(conch_rpc *rpc);
+
 /* ---- Plain HTTP exchanges (server_http.c) ---------------------------------
 
    An exchange is a conch_rpc without a method (rpc->http set): the same
@@ -348,7 +395,7 @@ void conch__srv_http_fail(conch_rpc *rpc, conch_code code);
 /* on_send_ready if owed and there is room.  Returns 1 when it ran. */
 int conch__srv_http_ready(conch_rpc *rpc);
 void conch__srv_http_free(conch_rpc *rpc);
-/* server_rpc.c's body timer update, for pause and resume. */
+/* server_admit.c's body timer update, for pause and resume. */
 void conch__srv_rpc_recv_update(conch_rpc *rpc);
 
 /* ---- The connection layer for server_h1.c (server.c) ---------------------- */

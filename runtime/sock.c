@@ -1,8 +1,9 @@
 /* The one file that owns sockets: the client's default transport (TCP and
    Unix, non-blocking, close-on-exec), behind the conch_transport table
    (conch/transport.h), and the server's listeners, accepts and peer
-   credentials.  conn.c, unix.c and server.c reach sockets only through it
-   (scripts/check-source.sh holds the rest of runtime/ to that). */
+   credentials.  conn.c, unix.c, server.c and api/local.c reach sockets
+   only through it (scripts/check-source.sh holds the rest of runtime/ and
+   api/ to that). */
 #define _GNU_SOURCE /* struct ucred */
 #include <errno.h>
 #include <netinet/in.h>
@@ -158,4 +159,15 @@ int conch__sock_port(int fd) {
 
 void conch__sock_shutdown_write(int fd) {
   (void)shutdown(fd, SHUT_WR);
+}
+
+int conch__sock_probe(const struct sockaddr *addr, socklen_t len) {
+  int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int ok;
+  if (fd < 0) {
+    return 0;
+  }
+  ok = connect(fd, addr, len) == 0;
+  close(fd);
+  return ok;
 }

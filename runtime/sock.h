@@ -1,6 +1,6 @@
 /* The one owner of sockets (sock.c): the client's default transport, TCP
-   and Unix, and the server's listeners, accepted connections and peer
-   credentials.  Depends on the public headers only. */
+   and Unix, the server's listeners, accepted connections and peer
+   credentials, and the local server's liveness probe (api/local.c).  Depends on the public headers only. */
 #ifndef CONCH_SOCK_H
 #define CONCH_SOCK_H
 
@@ -37,5 +37,10 @@ int conch__sock_port(int fd);
 
 /* Shuts the write side of socket |fd| (the peer reads the end). */
 void conch__sock_shutdown_write(int fd);
+
+/* 1 when a listener at |addr| (|len| bytes) takes a connection now: a
+   blocking stream socket connects and is closed at once; 0 otherwise.
+   Async-signal-safe (a forked child may probe). */
+int conch__sock_probe(const struct sockaddr *addr, socklen_t len);
 
 #endif

@@ -116,9 +116,10 @@ if [ -n "$hits" ]; then
   status=1
 fi
 # Sockets are sock.c's (and the resolver's, resolve.c): the client's
-# connections and the server's listeners and connections reach them through
-# it, so that one file holds every socket option, EINTR loop and errno rule.
-sockets=$(find runtime -name '*.c' ! -name sock.c ! -name resolve.c)
+# connections, the server's listeners and connections and api/'s local
+# server probe reach them through it, so that one file holds every socket
+# option, EINTR loop and errno rule.
+sockets=$(find runtime api -name '*.c' ! -name sock.c ! -name resolve.c)
 hits=$(grep -nE '(^|[^_a-zA-Z0-9.>])(socket|socketpair|connect|bind|listen|accept4?|send|recv|sendto|recvfrom|sendmsg|recvmsg|shutdown|getsockopt|setsockopt|getsockname|getpeername)\(' $sockets | grep -v 'conch-allow' || true)
 if [ -n "$hits" ]; then
   echo "$hits"
