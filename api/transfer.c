@@ -21,6 +21,7 @@
 #include <conch/files.h>
 
 #include "api_int.h"
+#include "buf.h"
 
 #define PIECE (64 * 1024)
 #define ERR_BODY_MAX                                                           \
@@ -532,8 +533,8 @@ int conch_files_write_cb(conch_sandbox *sb, const char *path,
 
 typedef struct membuf {
   const conch_mem *m;
-  uint8_t *p;
-  size_t len, cap;
+  conch_buf out; /* read */
+  size_t len;    /* write: the bytes of |src| */
   int nomem;
   const uint8_t *src; /* write */
   size_t off;
@@ -543,31 +544,12 @@ typedef struct membuf {
 
 static int mem_sink(const uint8_t *d, size_t n, void *ud) {
   membuf *b = ud;
-  if (b->cap - b->len <= n) {
-    size_t cap = b->cap < 4096 ? 4096 : b->cap;
-    uint8_t *np;
-    while (cap - b->len <= n) {
-      if (cap > SIZE_MAX / 2) {
-        b->nomem = 1;
-        return -1;
-      }
-      cap *= 2;
-    }
-    np = api_malloc(b->m, cap);
-    if (np == NULL) {
-      b->nomem = 1;
-      return -1;
-    }
-    if (b->len > 0) {
-      memcpy(np, b->p, b->len);
-    }
-    api_free(b->m, b->p);
-    b->p = np;
-    b->cap = cap;
+  /* One byte more than the data: the NUL conch_files_read() promises. */
+  if (conch__buf_reserve(&b->out, b->m, n + 1) != 0) {
+    b->nomem = 1;
+    return -1;
   }
-  memcpy(b->p + b->len, d, n);
-  b->len += n;
-  return 0;
+  return conch__buf_append(&b->out, b->m, d, n);
 }
 
 int conch_files_read(conch_sandbox *sb, const char *path,
@@ -586,19 +568,16 @@ int conch_files_read(conch_sandbox *sb, const char *path,
     conch__sb_fail(st, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
                    "out of memory reading the file");
   }
-  if (rv == 0 && b.p == NULL) {
-    b.p = api_malloc(b.m, 1);
-    if (b.p == NULL) {
-      rv = CONCH_ERR_NOMEM;
-    }
+  if (rv == 0 && conch__buf_reserve(&b.out, b.m, 1) != 0) {
+    rv = CONCH_ERR_NOMEM; /* an empty file still gets its NUL */
   }
   if (rv != 0) {
-    api_free(b.m, b.p);
+    conch__buf_free(&b.out, b.m);
     return rv;
   }
-  b.p[b.len] = '\0';
-  *data = b.p;
-  *len = b.len;
+  b.out.data[b.out.len] = '\0'; /* off is 0: nothing is consumed */
+  *data = b.out.data;
+  *len = b.out.len;
   return 0;
 }
 
