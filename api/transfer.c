@@ -28,7 +28,7 @@
   (16 * 1024) /* of an error answer, kept for its message                      \
                */
 
-/* The runtime's plain HTTP exchanges (runtime/call_int.h). */
+/* The runtime's plain HTTP exchanges (runtime/client/call_int.h). */
 int conch__http_start(conch_client *c, const char *verb, const char *target,
                       const char *ctype, const conch_call_opts *opts,
                       const conch_call_handler *handler, void *user_data,

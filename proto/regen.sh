@@ -49,7 +49,7 @@ CONCH_PROTOS="process/process.proto filesystem/filesystem.proto
 conformance/v1/service.proto"
 
 # gRPC's health and reflection services, which the server core serves
-# (runtime/server_svc.c).
+# (runtime/server/server_svc.c).
 GRPC_PROTOS="grpc/health/v1/health.proto grpc/reflection/v1/reflection.proto"
 PROTOS="$PROTOS $GRPC_PROTOS"
 CONCH_PROTOS="$CONCH_PROTOS $GRPC_PROTOS"

@@ -43,28 +43,50 @@ if [ -n "$undocumented" ]; then
   echo "check-source: public functions returning int without a Returns line" >&2
   status=1
 fi
+# Every runtime source lives in a module folder (runtime/README.md), and a
+# private header is included by its name alone, so no two modules may hold
+# headers of the same name.
+modules=$(cd runtime && for d in */; do [ "$d" = include/ ] || echo "${d%/}"; done)
+private_header() { # NAME: is NAME a private runtime header?
+  for m in $modules; do [ -e "runtime/$m/$1" ] && return 0; done
+  return 1
+}
+hits=$(ls runtime/*.c runtime/*.h 2>/dev/null || true)
+if [ -n "$hits" ]; then
+  echo "$hits"
+  echo "check-source: runtime sources belong in a module folder (runtime/*/)" >&2
+  status=1
+fi
+hits=$(for m in $modules; do ls "runtime/$m"; done | grep '\.h$' | sort | uniq -d)
+if [ -n "$hits" ]; then
+  echo "$hits"
+  echo "check-source: two runtime modules hold a header of the same name" >&2
+  status=1
+fi
 # Private headers per module (each .c includes the ones it uses): no catch-all
-# internal.h, and the includes among runtime/*.h form no cycle.
-if [ -e runtime/internal.h ] || grep -lE '#include "internal\.h"' $files >/dev/null; then
+# internal.h, and the includes among the private headers form no cycle.
+if [ -n "$(find runtime -name internal.h)" ] || grep -lE '#include "internal\.h"' $files >/dev/null; then
   grep -nE '#include "internal\.h"' $files || true
   echo "check-source: internal.h is gone: include the module headers you use" >&2
   status=1
 fi
-edges=$(for h in runtime/*.h; do
+edges=$(for m in $modules; do for h in runtime/$m/*.h; do
+  [ -e "$h" ] || continue
+  b=${h##*/}
   for dep in $(sed -n 's/^#include "\([^"/]*\.h\)".*/\1/p' "$h"); do
-    [ -e "runtime/$dep" ] && echo "${h#runtime/} $dep"
+    private_header "$dep" && echo "$b $dep"
   done
-  echo "${h#runtime/} ${h#runtime/}"
-done)
+  echo "$b $b"
+done; done)
 if ! loop=$(echo "$edges" | tsort 2>&1 >/dev/null); then
   echo "$loop"
-  echo "check-source: the includes among runtime/*.h form a cycle" >&2
+  echo "check-source: the includes among the private runtime headers form a cycle" >&2
   status=1
 fi
 # The sans-I/O layers: sessions (session.c, h1.c), the filter and TLS get
 # bytes and the time passed in; descriptors and the clock are conn.c's,
 # sock.c's and client.c's.
-sansio="runtime/session.c runtime/h1.c runtime/filter.c runtime/tls.c runtime/server_h1.c"
+sansio="runtime/http/session.c runtime/http/h1.c runtime/net/filter.c runtime/net/tls.c runtime/server/server_h1.c"
 hits=$(grep -nE '(^|[^_a-zA-Z0-9.>])(socket|connect|bind|listen|accept4?|send|recv|sendto|recvfrom|sendmsg|recvmsg|read|write|readv|writev|close|shutdown|getsockopt|setsockopt|poll|ppoll|select|epoll_[a-z]+|fcntl|ioctl|getaddrinfo)\(' $sansio | grep -v 'conch-allow' || true)
 if [ -n "$hits" ]; then
   echo "$hits"
@@ -95,7 +117,7 @@ hits=$(find tools -name '*.c' -o -name '*.h' -o -name '*.cc' | sort |
         if [ "$kind" = '<' ]; then
           # <conch/...> is public; a system header is no runtime's.
           case "$inc" in conch/*) continue ;; esac
-          [ -e "runtime/$inc" ] || continue
+          private_header "$inc" || continue
         elif [ -e "$d/$inc" ] && [ "${inc#*..}" = "$inc" ]; then
           continue # its own, not a way out of its folder
         fi

@@ -1,5 +1,5 @@
 /* Fuzz target: descriptors built at run time and the JSON codec over them
-   (runtime/dynamic.c, conch/dynamic.h).  The input is a big-endian 16-bit
+   (runtime/codec/dynamic.c, conch/dynamic.h).  The input is a big-endian 16-bit
    length N, N bytes taken as a FileDescriptorProto, and the rest taken as
    JSON and as protobuf.  The N bytes also go through conch_fileset as a
    FileDescriptorSet.  Every message and method the file declares (top

@@ -1,5 +1,5 @@
-/* Fuzz target: the gRPC status trailers (runtime/status.c) and received
-   "-bin" metadata (runtime/metadata.c).  The input goes whole to
+/* Fuzz target: the gRPC status trailers (runtime/base/status.c) and received
+   "-bin" metadata (runtime/base/metadata.c).  The input goes whole to
    grpc-status-details-bin decoding, grpc-message percent-decoding,
    grpc-status parsing and conch__metadata_add_wire under a "-bin" name.
    Round-trip properties are checked with abort(). */

@@ -1,6 +1,6 @@
 /* A call over HTTP/1.1 fed an arbitrary response: the bytes go through the
    in-memory transport (tests/support/memxport.c) into the client's
-   HTTP/1.1 session (runtime/h1.c), at split points the input chooses.  Two
+   HTTP/1.1 session (runtime/http/h1.c), at split points the input chooses.  Two
    calls run one after the other, so that what follows a complete response
    meets a kept-alive connection.  Whatever the input, each call ends
    exactly once with a valid code, nothing hangs and nothing leaks.  Time

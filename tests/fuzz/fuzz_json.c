@@ -1,9 +1,9 @@
 /* Fuzz target: Connect end-stream JSON and unary error bodies
-   (runtime/status.c).  The same bytes go to conch__connect_end_stream and,
+   (runtime/base/status.c).  The same bytes go to conch__connect_end_stream and,
    under an HTTP status picked by the first byte, to
    conch__connect_unary_error with and without a JSON content type.  The
    invariants the callers rely on are checked with abort().  Where jansson
-   is built in (CONCH_WITH_JSON), the reader's verdict (runtime/json.c)
+   is built in (CONCH_WITH_JSON), the reader's verdict (runtime/base/json.c)
    must be jansson's too (but for what unit/test_json.c lists: numbers
    beyond a double, a NUL byte after a number). */
 #include <stdint.h>

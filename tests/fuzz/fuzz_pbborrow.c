@@ -1,5 +1,5 @@
 /* Fuzz target: decoding with large bytes fields left in the input
-   (runtime/pbborrow.c) against protobuf-c's own decoding of the same bytes.
+   (runtime/codec/pbborrow.c) against protobuf-c's own decoding of the same bytes.
    Both must accept or reject the input alike, and an accepted message must
    pack back to the same bytes either way.
 

@@ -1,4 +1,4 @@
-/* Fuzz target: the one-pass decoder (runtime/pbdec.c, network input)
+/* Fuzz target: the one-pass decoder (runtime/codec/pbdec.c, network input)
    against protobuf-c's own decoding of the same bytes.  pbdec may leave an
    input to protobuf-c (NULL), but must never take one protobuf-c refuses,
    and what it takes must pack back to the bytes protobuf-c's message packs

@@ -1,4 +1,4 @@
-/* The server core's HTTP/1.1 side (runtime/server_h1.c: the request
+/* The server core's HTTP/1.1 side (runtime/server/server_h1.c: the request
    parser and the bridge into the HTTP/2 session) fed a client's bytes:
    the input goes as is (anything but the HTTP/2 preface is read as
    HTTP/1.x) into one connection (see server_target.h for the methods, the

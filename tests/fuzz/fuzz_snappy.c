@@ -1,4 +1,4 @@
-/* Fuzz target: the "snappy" decoder (runtime/compress.c), as comp_target.h
+/* Fuzz target: the "snappy" decoder (runtime/compress/compress.c), as comp_target.h
    describes. */
 #define COMP_ID CONCH_COMPRESSION_SNAPPY
 #include "comp_target.h"

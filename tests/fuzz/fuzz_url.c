@@ -1,4 +1,4 @@
-/* Fuzz target: target URLs (runtime/url.c).  The bytes, up to the first
+/* Fuzz target: target URLs (runtime/base/url.c).  The bytes, up to the first
    NUL, are a URL.  What parses must hold together: the host is non-empty
    and free of spaces, controls, '/' and '%'; the port is 1..65535 in
    digits; the authority is the URL's own text after the scheme; the prefix

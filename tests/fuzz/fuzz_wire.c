@@ -1,4 +1,4 @@
-/* Fuzz target: the wire layer's parsers (runtime/wire.c).  The bytes are
+/* Fuzz target: the wire layer's parsers (runtime/http/wire.c).  The bytes are
    given whole to each: Connect-Timeout-Ms, grpc-timeout and Content-Type.
    What parses must hold together: a timeout is in range and formats back
    to itself (grpc-timeout: to no more than itself); a content type's

@@ -2,7 +2,7 @@
    the HTTP/2 preface): conch's own client in HTTP/1.1 mode for Connect
    and gRPC-Web, proto and JSON, every stream kind; curl --http1.1; and
    raw sockets (tests/support/h1raw.h) for what the HTTP/1.1 bridge
-   (runtime/server_h1.c) must get right: keep-alive (over TCP and a Unix
+   (runtime/server/server_h1.c) must get right: keep-alive (over TCP and a Unix
    socket), pipelining, chunked requests and responses, Expect:
    100-continue, malformed and oversized requests, HTTP/1.0, Connection:
    close, a client leaving mid-stream, a slow reader, and a graceful

@@ -1,4 +1,4 @@
-/* The HTTP/1.1 session (runtime/h1.c) and its front end (runtime/h1parse.c)
+/* The HTTP/1.1 session (runtime/http/h1.c) and its front end (runtime/http/h1parse.c)
    without sockets or peers: the in-memory transport
    (tests/support/memxport.c) carries the bytes, the test plays the server
    byte for byte, time is the transport's clock.  Covered: the request as

@@ -1,4 +1,4 @@
-/* The tree-less JSON reader (runtime/json.c) that Connect's error and
+/* The tree-less JSON reader (runtime/base/json.c) that Connect's error and
    end-stream JSON is read with: what it accepts and refuses, the walks
    over accepted text (members, elements, repeated keys), string decoding
    (escapes, surrogate pairs, UTF-8), the nesting limit.  Where the JSON

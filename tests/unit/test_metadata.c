@@ -1,4 +1,4 @@
-/* Unit tests for runtime/metadata.c: validation, lookup, removal and
+/* Unit tests for runtime/base/metadata.c: validation, lookup, removal and
    compaction, appending, "-bin" decoding of received values, reserved
    names (CONNECT_PROTOCOL.md 3.5, 7), and allocation failures. */
 #include <setjmp.h>

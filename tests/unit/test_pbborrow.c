@@ -1,4 +1,4 @@
-/* runtime/pbborrow.c: large bytes fields decoded in place must give the
+/* runtime/codec/pbborrow.c: large bytes fields decoded in place must give the
    same message protobuf-c gives, with those fields pointing into the input,
    and leave every input it does not handle to protobuf-c. */
 #include <setjmp.h>

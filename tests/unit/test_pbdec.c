@@ -1,4 +1,4 @@
-/* runtime/pbdec.c: the one-pass decoder must give, for every input it
+/* runtime/codec/pbdec.c: the one-pass decoder must give, for every input it
    takes, the message protobuf-c gives for the same bytes, and must take the
    ordinary ones (otherwise it saves nothing).  Inputs are random messages
    of the test protos (every scalar type, packed and unpacked repeats, maps,

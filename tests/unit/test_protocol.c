@@ -1,4 +1,4 @@
-/* The protocol layer (runtime/protocol.c) as a module, table by table,
+/* The protocol layer (runtime/client/protocol.c) as a module, table by table,
    for each of Connect, gRPC and gRPC-Web, on calls bound to no
    connection (fed as a session would feed them) with a clock of the
    test's own.  Covered: the request headers each protocol writes (pseudo

@@ -1,4 +1,4 @@
-/* Name resolution off the loop (runtime/resolve.c): a resolver that never
+/* Name resolution off the loop (runtime/net/resolve.c): a resolver that never
    answers ends a call at its deadline, or the connection at the connect
    timeout; answers from inside start(), failures and refusals; the
    default resolver (getaddrinfo() on threads) for "localhost" and for a

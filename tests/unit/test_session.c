@@ -1,4 +1,4 @@
-/* The client's HTTP/2 session (runtime/session.c) without sockets, peers
+/* The client's HTTP/2 session (runtime/http/session.c) without sockets, peers
    or real time: the in-memory transport (tests/support/memxport.c)
    carries the bytes, a scripted nghttp2 server (tests/support/h2peer.c)
    plays the peer and records every frame the client sends, and time is

@@ -1,4 +1,4 @@
-/* Unit tests for runtime/status.c: return codes, code names, the HTTP, RST
+/* Unit tests for runtime/base/status.c: return codes, code names, the HTTP, RST
    and local mappings, the Connect error and end-stream JSON
    (CONNECT_PROTOCOL.md 9.2 B.9, B.10, C.11), and the gRPC status
    trailers. */
@@ -1443,7 +1443,7 @@ static void test_oom(void **state) {
 }
 
 /* A 4 MiB error body of empty arrays (what a server, or whoever holds the
-   port, may send): it is read without a parse tree (runtime/json.c; a tree
+   port, may send): it is read without a parse tree (runtime/base/json.c; a tree
    would cost ~50 times the text), so memory stays flat, and its details
    are no objects, so it counts as no usable body. */
 static void test_json_bombs(void **state) {

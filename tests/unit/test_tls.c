@@ -1,4 +1,4 @@
-/* Unit tests for runtime/tls.c: a conch_tls client against an OpenSSL
+/* Unit tests for runtime/net/tls.c: a conch_tls client against an OpenSSL
    server SSL in the same process, bytes shuttled between them in memory.
    Keys and certificates are made at start-up with the OpenSSL API. */
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* The shared wire layer (runtime/wire.c): timeouts both ways, content
+/* The shared wire layer (runtime/http/wire.c): timeouts both ways, content
    types, the Connect error and end-stream JSON writers read back with
    status.c's readers, reason phrases, hop-by-hop fields, chunks and
    nghttp2 session setup (with a failing allocator). */
