@@ -1370,6 +1370,73 @@ int conch_dynamic_method(conch_dynamic *d, const char *name,
   return rc;
 }
 
+/* The name of the |i|th method of |svc| into |mname|: 0, CONCH_ERR_EOF
+   past the last one. */
+static int nth_method(conch_dynamic *d, const char *svc, size_t i,
+                      char *mname, size_t cap) {
+  decl dc;
+  rd r;
+  fld f;
+  int rc;
+
+  if ((rc = lookup(d, svc, CONCH_SYMBOL_SERVICE, &dc)) != 0) {
+    return rc;
+  }
+  r = rd_of(dc.data, dc.len);
+  while ((rc = conch__dyn_next(&r, &f)) == 1) {
+    const uint8_t *s = NULL;
+    size_t nl = 0;
+    if (f.num != 2 || f.wt != 2) {
+      continue;
+    }
+    if (i-- > 0) {
+      continue;
+    }
+    if (conch__dyn_get_str(f.data, f.len, 1, &s, &nl) != 1 || nl == 0 ||
+        nl >= cap || memchr(s, '/', nl) != NULL) {
+      return fail(d, CONCH_ERR_INVALID, "%.300s: a method without a good name",
+                  svc);
+    }
+    memcpy(mname, s, nl);
+    mname[nl] = '\0';
+    return 0;
+  }
+  if (rc < 0) {
+    return fail(d, CONCH_ERR_INVALID, "%.300s: not a ServiceDescriptorProto",
+                svc);
+  }
+  return CONCH_ERR_EOF;
+}
+
+int conch_dynamic_service_method(conch_dynamic *d, const char *service,
+                                 size_t i, const conch_method **out) {
+  char full[2 * MAX_NAME + 4], mname[MAX_NAME + 1];
+  int rc;
+  if (out != NULL) {
+    *out = NULL;
+  }
+  if (d == NULL || service == NULL || out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if ((rc = begin(d, &service)) != 0) {
+    return rc;
+  }
+  rc = nth_method(d, service, i, mname, sizeof(mname));
+  if (rc == 0) {
+    snprintf(full, sizeof(full), "%s/%s", service, mname);
+    rc = build_method(d, full, out);
+  }
+  if (rc == CONCH_ERR_EOF) {
+    rollback(d);
+    return rc;
+  }
+  rc = end(d, rc);
+  if (rc != 0) {
+    *out = NULL;
+  }
+  return rc;
+}
+
 int conch_dynamic_message_init(const ProtobufCMessageDescriptor *md,
                                void *msg) {
   unsigned i;

@@ -103,6 +103,19 @@ CONCH_EXTERN int conch_dynamic_method(conch_dynamic *dyn, const char *name,
                                       const conch_method **out);
 
 /**
+ * The |i|th method (from 0, in .proto order) of the service |service|
+ * ("pkg.Svc", a leading '.' accepted) into |*out|, as
+ * conch_dynamic_method() builds it: for listing a service's methods.
+ *
+ * Returns 0; CONCH_ERR_EOF (|i| is past the last method);
+ * CONCH_ERR_INVALID (as conch_dynamic_message(): no such service, a bad
+ * descriptor) or CONCH_ERR_NOMEM.  On error |*out| is NULL.
+ */
+CONCH_EXTERN int conch_dynamic_service_method(conch_dynamic *dyn,
+                                              const char *service, size_t i,
+                                              const conch_method **out);
+
+/**
  * Initialises |msg| (|d|->sizeof_message bytes) as an empty message of the
  * type |d|, defaults set: what a generated *__init() does, for any
  * descriptor.
@@ -194,6 +207,19 @@ CONCH_EXTERN int conch_fileset_add_file(conch_fileset *fs, const uint8_t *fdp,
  */
 CONCH_EXTERN int conch_fileset_add_set(conch_fileset *fs, const uint8_t *set,
                                        size_t len);
+
+/**
+ * Adds every file of a FileDescriptorSet written as proto3 JSON (protoc's
+ * and buf's JSON form: {"file": [{"name": ..., "messageType": ...}]}), read
+ * with the types of google/protobuf/descriptor.proto compiled into the
+ * library, as conch_fileset_add_set().
+ *
+ * Returns as conch_fileset_add_set(); CONCH_ERR_INVALID also for JSON that
+ * is not a FileDescriptorSet, CONCH_ERR_UNSUPPORTED in a build without the
+ * JSON codec.
+ */
+CONCH_EXTERN int conch_fileset_add_set_json(conch_fileset *fs,
+                                            const char *json, size_t len);
 
 /** The number of files in |fs|, and the |i|th (NULL past the end). */
 CONCH_EXTERN size_t conch_fileset_n_files(const conch_fileset *fs);
