@@ -102,6 +102,7 @@ static int fail_schema(ctx *x, const char *what) {
    knows their types (text mode; --json-errors prints them as Connect
    does, base64). */
 static int fail_call(ctx *x, const conch_status *st) {
+  int code = cli_fail_status(st, NULL, 0);
   size_t k;
   if (!cli_json_errors() && x->dyn != NULL) {
     for (k = 0; k < st->ndetails; k++) {
@@ -111,7 +112,6 @@ static int fail_call(ctx *x, const conch_status *st) {
       char *json = NULL;
       size_t jl = 0;
       t = t != NULL ? t + 1 : (d->type_url != NULL ? d->type_url : "");
-      fflush(stdout);
       if (conch_dynamic_message(x->dyn, t, &md) == 0 &&
           conch_dynamic_pb_to_json(x->dyn, md, d->value, d->len, &json, &jl,
                                    NULL) == 0) {
@@ -121,8 +121,9 @@ static int fail_call(ctx *x, const conch_status *st) {
       }
       conch_dynamic_buf_free(x->dyn, json);
     }
+    fflush(stderr);
   }
-  return cli_fail_status(st, NULL, 0);
+  return code;
 }
 
 /* ---- Options ------------------------------------------------------------- */
@@ -427,7 +428,7 @@ static int need_symbol(ctx *x, const char *symbol) {
     int code;
     if (st.code == CONCH_CODE_UNIMPLEMENTED) {
       code = cli_fail_local(cli_exit_code(st.code), st.code, "conch call",
-                            "give the schema with --schema FILE", 0,
+                            "conch call: give the schema with --schema FILE", 0,
                             "the server has no reflection: %s",
                             conch_status_message(&st));
     } else {
@@ -1293,7 +1294,7 @@ int conch_cli_call(cli_globals *g, int argc, char **argv) {
         rc = st.code == CONCH_CODE_UNIMPLEMENTED
                  ? cli_fail_local(cli_exit_code(st.code), st.code,
                                   "conch call",
-                                  "give the schema with --schema FILE", 0,
+                                  "conch call: give the schema with --schema FILE", 0,
                                   "the server has no reflection: %s",
                                   conch_status_message(&st))
                  : cli_fail_status(&st, NULL, 0);
