@@ -908,6 +908,72 @@ static int derived_json(const char *name, const uint8_t *j, size_t jl) {
   return k == jl;
 }
 
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Two fields of one JSON name could not be told apart in JSON (a message
+   written would not read back): refused, as protoc and protobuf-go refuse
+   them in proto3. */
+static int json_names_unique(conch_dynamic *d, const char *msg,
+                             const ProtobufCFieldDescriptor *fields,
+                             size_t nf) {
+  char **v, *buf;
+  size_t i, total = 0, at = 0;
+  int rc = 0;
+
+  if (nf < 2) {
+    return 0;
+  }
+  for (i = 0; i < nf; i++) {
+    const char *c = fields[i].reserved2;
+    total += strlen(c != NULL ? c : fields[i].name) + 1;
+  }
+  v = conch__malloc(&d->mem, nf * sizeof(*v));
+  buf = conch__malloc(&d->mem, total);
+  if (v == NULL || buf == NULL) {
+    conch__free(&d->mem, v);
+    conch__free(&d->mem, buf);
+    return nomem(d);
+  }
+  for (i = 0; i < nf; i++) {
+    const char *c = fields[i].reserved2, *p;
+    int up = 0;
+    v[i] = buf + at;
+    if (c != NULL) {
+      size_t n = strlen(c) + 1;
+      memcpy(buf + at, c, n);
+      at += n;
+      continue;
+    }
+    for (p = fields[i].name; *p != '\0'; p++) {
+      char ch = *p;
+      if (ch == '_') {
+        up = 1;
+        continue;
+      }
+      if (up && ch >= 'a' && ch <= 'z') {
+        ch = (char)(ch - 'a' + 'A');
+      }
+      up = 0;
+      buf[at++] = ch;
+    }
+    buf[at++] = '\0';
+  }
+  qsort(v, nf, sizeof(*v), cmp_str);
+  for (i = 1; i < nf; i++) {
+    if (strcmp(v[i - 1], v[i]) == 0) {
+      rc = fail(d, CONCH_ERR_INVALID,
+                "%.300s: two fields with the JSON name \"%.100s\"", msg,
+                v[i]);
+      break;
+    }
+  }
+  conch__free(&d->mem, v);
+  conch__free(&d->mem, buf);
+  return rc;
+}
+
 /* A [json_name = ...] that is not the derived one, kept for the JSON codec
    (pbjson_int.h, conch__pbj_custom_name()). */
 static int json_name(conch_dynamic *d, dmsg *dm, const char *msg,
@@ -1151,6 +1217,9 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
       return fail(d, CONCH_ERR_INVALID, "%.300s: field %.100s declared twice",
                   name, fields[sorted[i]].name);
     }
+  }
+  if ((rc = json_names_unique(d, name, fields, nf)) != 0) {
+    return rc;
   }
   for (i = 0, nr = 0; i < nf; i++) {
     if (i == 0 || fields[i].id != fields[i - 1].id + 1) {

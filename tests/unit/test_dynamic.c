@@ -1093,6 +1093,19 @@ static void test_json_name(void **state) {
   json_via(&o, "{\"fooBar\":\"z\"}", "{}");
   one_close(&o);
 
+  /* Two fields of one JSON name: refused (JSON could not tell them apart),
+     derived or given. */
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "foo_bar", 1, 1, 9, NULL, NULL);
+  field_x(&m, 2, "fooBar", 2, 1, 9, NULL, NULL);
+  expect(&m, NULL, "proto3", CONCH_ERR_INVALID, "JSON name \"fooBar\"");
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "a", 1, 1, 9, "b", NULL);
+  field_x(&m, 2, "b", 2, 1, 9, NULL, NULL);
+  expect(&m, NULL, "proto2", CONCH_ERR_INVALID, "JSON name \"b\"");
+
   /* A json_name JSON would have to escape is refused. */
   memset(&m, 0, sizeof(m));
   w_str(&m, 1, "M");
