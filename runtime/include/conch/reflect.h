@@ -85,8 +85,10 @@ CONCH_EXTERN int conch_reflect_file(conch_reflect *r, const char *filename,
                                     conch_fileset *fs, conch_status *st);
 
 /**
- * Which reflection service answered: 1 for grpc.reflection.v1, 0 for
- * v1alpha, -1 before any answer.
+ * Which reflection service answered |r|'s requests.
+ *
+ * Returns 1 for grpc.reflection.v1, 0 for v1alpha, -1 before any answer
+ * (and for NULL).
  */
 CONCH_EXTERN int conch_reflect_version(const conch_reflect *r);
 
