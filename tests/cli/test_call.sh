@@ -10,14 +10,17 @@
 #    stream from stdin, each message answered before the next is written
 #    (sent as read), a client stream from @FILE, an error with details
 #    (decoded on stderr, base64 in --json-errors), no reflection there;
+#  - against the greet example (examples/greet/greet_server), reflection
+#    registered as an application does: list, describe, unary, a stream;
 #  - against connect-node's envd-like peer (tests/api/node/server.mjs),
 #    when tests/node_modules is there: --schema process.proto over Connect,
 #    gRPC and gRPC-Web.
 #
-#   test_call.sh /path/to/conch /path/to/server_core_peer
+#   test_call.sh /path/to/conch /path/to/server_core_peer /path/to/greet_server
 set -u
 CONCH=$1
 PEER=$2
+GREET=${3:-} # empty: a build without the examples
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 . "$here/../support/wait.sh"
@@ -240,6 +243,31 @@ err=$(printf '{"payload":"MQ=="} {"error":{"code":5,"message":"gone"}}' |
 has "bidi ending with an error: the answer before it" '"payload":"MQ=="' \
   "$err"
 has "bidi ending with an error: the status" "conch: not_found: gone" "$err"
+
+# ---- The greet example ------------------------------------------------------
+if [ -z "$GREET" ]; then
+  echo "skip greet: the examples are not built (CONCH_BUILD_EXAMPLES)"
+else
+mkfifo "$tmp/greet.in"
+"$GREET" 127.0.0.1:0 <"$tmp/greet.in" >"$tmp/greet.out" 2>&1 &
+pids+=($!)
+exec {gin}>"$tmp/greet.in"
+greet_up() { grep -q '^listening on port ' "$tmp/greet.out"; }
+if wait_until 120 greet_up; then
+  G="--url http://127.0.0.1:$(sed -n 's/^listening on port //p' "$tmp/greet.out")"
+  has "greet: list" "greet.v1.Greeter" "$("$CONCH" $G call list)"
+  has "greet: describe" \
+    "rpc GreetMany(.greet.v1.GreetRequest) returns (stream .greet.v1.GreetResponse);" \
+    "$("$CONCH" $G call describe greet.v1.Greeter)"
+  check "greet: unary over gRPC" '{"greeting":"Hello, x!"}' \
+    "$("$CONCH" $G --protocol grpc call greet.v1.Greeter/Greet -d '{"name":"x"}')"
+  check "greet: a server stream of 3" 3 \
+    "$("$CONCH" $G call greet.v1.Greeter/GreetMany -d '{"name":"x"}' | wc -l)"
+else
+  echo "FAIL greet_server did not start: $(cat "$tmp/greet.out")"
+  fails=$((fails + 1))
+fi
+fi
 
 # ---- connect-node's peer (not written here) ---------------------------------
 if [ -d "$here/../node_modules/@connectrpc/connect-node" ]; then
