@@ -619,14 +619,29 @@ static const char *type_name(const ProtobufCFieldDescriptor *f) {
                                                               : "?";
 }
 
+/* The members of |f|'s oneof (fields that share its case member). */
+static unsigned oneof_members(const ProtobufCMessageDescriptor *md,
+                              const ProtobufCFieldDescriptor *f) {
+  unsigned i, n = 0;
+  for (i = 0; i < md->n_fields; i++) {
+    n += (md->fields[i].flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0 &&
+         md->fields[i].quantifier_offset == f->quantifier_offset;
+  }
+  return n;
+}
+
 static void print_message(const ProtobufCMessageDescriptor *md) {
   unsigned i;
   printf("message %s {\n", md->name);
   for (i = 0; i < md->n_fields; i++) {
     const ProtobufCFieldDescriptor *f = &md->fields[i];
+    int in_oneof = (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0;
+    /* A oneof of one member: proto3's `optional` (its synthetic oneof). */
+    int optional3 = in_oneof && oneof_members(md, f) == 1;
     const char *label = f->label == PROTOBUF_C_LABEL_REPEATED  ? "repeated "
                         : f->label == PROTOBUF_C_LABEL_REQUIRED ? "required "
-                        : (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) ? ""
+                        : optional3                             ? "optional "
+                        : in_oneof                              ? ""
                         : f->label == PROTOBUF_C_LABEL_OPTIONAL ? "optional "
                                                                 : "";
     printf("  %s%s%s %s = %u;%s\n", label,
@@ -634,7 +649,7 @@ static void print_message(const ProtobufCMessageDescriptor *md) {
                ? "."
                : "",
            type_name(f), f->name, f->id,
-           (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) ? " // in a oneof" : "");
+           in_oneof && !optional3 ? " // in a oneof" : "");
   }
   printf("}\n");
 }
