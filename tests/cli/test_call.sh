@@ -4,7 +4,7 @@
 #    describe (service, message, method, enum), unary, a server stream,
 #    an error (exit code by status, --json-errors), -H on the reflection
 #    calls too (a server that wants a token), --protocol grpc / grpc-web,
-#    --http1.1, --codec json, --max-time, usage errors;
+#    --http1.1, --codec json, --max-time, TLS with --cacert, usage errors;
 #  - against the server core's conchtest service (server_core_peer) with
 #    --schema (a .proto through protoc, a binary FileDescriptorSet): a bidi
 #    stream from stdin, each message answered before the next is written
@@ -160,6 +160,21 @@ has "-H X-Access-Token: reflection and the call" '"exitCode":3' \
     -d "$start_json")"
 has "--token: the same" "process.Process" \
   "$("$CONCH" $T --token-file "$tmp/token" call list)"
+
+# TLS: --cacert, over HTTP/2 (ALPN) and HTTP/1.1.
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/key.pem" \
+  -out "$tmp/cert.pem" -days 2 -subj /CN=localhost \
+  -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null
+start tls "$CONCH" serve --listen 127.0.0.1:0 --access-token-file \
+  "$tmp/token" --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem"
+L="--url https://127.0.0.1:$peer_port --token-file $tmp/token"
+has "TLS with --cacert: list" "process.Process" \
+  "$("$CONCH" $L --cacert "$tmp/cert.pem" call list)"
+has "TLS with --cacert, --http1.1: a server stream" '"exitCode":3' \
+  "$("$CONCH" $L --cacert "$tmp/cert.pem" --http1.1 call \
+    process.Process/Start -d "$start_json")"
+check "TLS, a self-signed server without --cacert: unavailable (255)" 255 \
+  "$(rc "$CONCH" $L call list)"
 
 # ---- The server core's conchtest service, with --schema ---------------------
 start core "$PEER"
