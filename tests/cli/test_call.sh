@@ -4,7 +4,8 @@
 #    describe (service, message, method, enum), unary, a server stream,
 #    an error (exit code by status, --json-errors), -H on the reflection
 #    calls too (a server that wants a token), --protocol grpc / grpc-web,
-#    --http1.1, --codec json, --max-time, TLS with --cacert, usage errors;
+#    --http1.1, --codec json, --max-time, TLS with --cacert, usage errors,
+#    and without --url the local server, started as every command does;
 #  - against the server core's conchtest service (server_core_peer) with
 #    --schema (a .proto through protoc, a binary FileDescriptorSet): a bidi
 #    stream from stdin, each message answered before the next is written
@@ -143,7 +144,15 @@ check "JSON cut short exits 2" 2 \
   "$(rc "$CONCH" $U call process.Process/List -d '{"a":')"
 check "two messages for a unary method exit 2" 2 \
   "$(rc "$CONCH" $U call process.Process/List -d '{} {}')"
-check "no --url exits 2" 2 "$(rc "$CONCH" call list)"
+# No --url: the local server on the private socket, as every command.
+mkdir -m 700 "$tmp/xdg"
+has "no --url: the local server, started" '"stdout":"aGkK"' \
+  "$(XDG_RUNTIME_DIR=$tmp/xdg "$CONCH" call process.Process/Start \
+    -d "$start_json")"
+has "no --url: list" "process.Process" \
+  "$(XDG_RUNTIME_DIR=$tmp/xdg "$CONCH" call list)"
+XDG_RUNTIME_DIR=$tmp/xdg "$CONCH" serve --stop
+check "no --url: serve --stop" 0 $?
 check "a bad -H exits 2" 2 "$(rc "$CONCH" $U call -H 'no colon' list)"
 check "describe without a symbol exits 2" 2 "$(rc "$CONCH" $U call describe)"
 check "no server exits 255" 255 \

@@ -59,6 +59,7 @@ typedef struct ctx {
   cli_globals *g;
   opts o;
   conch_client *c;
+  conch_sandbox *sb; /* no --url: the local server's, which owns |c| */
   conch_metadata *md;
   conch_descpool *pool;
   conch_fileset *fs;
@@ -1207,7 +1208,14 @@ static int open_client(ctx *x) {
   cli_globals *g = x->g;
 
   if (g->url == NULL) {
-    return cli_usage_error(CMD, "conch call needs the server: --url URL");
+    /* The local server, started when none answers, as every command. */
+    rv = cli_open_sandbox(g, &x->sb);
+    if (rv != 0) {
+      return rv;
+    }
+    x->c = conch_sandbox_native(x->sb);
+    x->json_codec = g->codec == CONCH_CODEC_JSON;
+    return 0;
   }
   if (g->cacert != NULL && access(g->cacert, R_OK) != 0) {
     return cli_usage_fail(NULL, "--cacert %s: %s", g->cacert,
@@ -1339,7 +1347,11 @@ out:
   conch_descpool_free(x.pool);
   conch_fileset_free(x.fs);
   conch_metadata_free(x.md);
-  conch_client_free(x.c);
+  if (x.sb != NULL) {
+    conch_sandbox_free(x.sb); /* and its client */
+  } else {
+    conch_client_free(x.c);
+  }
   conch_status_clear(&x.st);
   return rc;
 }

@@ -513,7 +513,8 @@ static const command commands[] = {
      cli_watch_opts, "conch watch -r --json :/tmp/out"},
     {"call", conch_cli_call, "METHOD | list [SERVICE] | describe SYMBOL",
      "call any RPC of a server, in JSON",
-     "Calls METHOD (pkg.Service/Method) of the server --url names, with\n"
+     "Calls METHOD (pkg.Service/Method) of the server --url names (the\n"
+     "local server without one, as every command), with\n"
      "the request given as JSON (-d), and prints each response as one line\n"
      "of JSON as it arrives; any of the four stream shapes.  The schema\n"
      "comes from the server's reflection (grpc.reflection.v1, else\n"
