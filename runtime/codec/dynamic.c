@@ -568,6 +568,8 @@ typedef struct pfield {
   int packed;    /* -1: not said */
   int deprecated;
   unsigned decl_index;
+  const uint8_t *json; /* [json_name = ...], as protoc always writes it */
+  size_t jl;
 } pfield;
 
 static int parse_field(const uint8_t *p, size_t n, pfield *pf) {
@@ -622,6 +624,12 @@ static int parse_field(const uint8_t *p, size_t n, pfield *pf) {
     case 9:
       if (f.wt == 0) {
         pf->oneof = (int64_t)(f.v & 0x7fffffff);
+      }
+      break;
+    case 10:
+      if (f.wt == 2) {
+        pf->json = f.data;
+        pf->jl = f.len;
       }
       break;
     default:
@@ -693,6 +701,84 @@ static int cmp_field_name(const void *a, const void *b) {
   return strcmp((*x)->name, (*y)->name);
 }
 
+/* A bytes field's default as FieldDescriptorProto.default_value writes it:
+   C-escaped, as protoc's CEscape (\n \r \t \" \' \\ \? \a \b \f \v,
+   octal \NNN of 1 to 3 digits, hex \xH and \xHH).  In the arena, or NULL
+   with an error. */
+static const void *bytes_default(conch_dynamic *d, const char *msg,
+                                 const ProtobufCFieldDescriptor *fd,
+                                 const uint8_t *s, size_t sl, int *rc) {
+  ProtobufCBinaryData *b = aalloc(d, sizeof(*b));
+  uint8_t *out = aalloc(d, sl > 0 ? sl : 1);
+  size_t i = 0, n = 0;
+
+  if (b == NULL || out == NULL) {
+    *rc = nomem(d);
+    return NULL;
+  }
+  while (i < sl) {
+    uint8_t c = s[i++];
+    if (c != '\\') {
+      out[n++] = c;
+      continue;
+    }
+    if (i == sl) {
+      goto bad;
+    }
+    c = s[i++];
+    switch (c) {
+    case 'n': out[n++] = '\n'; break;
+    case 'r': out[n++] = '\r'; break;
+    case 't': out[n++] = '\t'; break;
+    case 'a': out[n++] = '\a'; break;
+    case 'b': out[n++] = '\b'; break;
+    case 'f': out[n++] = '\f'; break;
+    case 'v': out[n++] = '\v'; break;
+    case '"': case '\'': case '\\': case '?': out[n++] = c; break;
+    case 'x': case 'X': {
+      unsigned v = 0, k;
+      for (k = 0; k < 2 && i < sl; k++, i++) {
+        uint8_t h = s[i];
+        unsigned dv = h >= '0' && h <= '9'   ? (unsigned)(h - '0')
+                      : h >= 'a' && h <= 'f' ? (unsigned)(h - 'a' + 10)
+                      : h >= 'A' && h <= 'F' ? (unsigned)(h - 'A' + 10)
+                                             : 16u;
+        if (dv == 16) {
+          break;
+        }
+        v = v * 16 + dv;
+      }
+      if (k == 0) {
+        goto bad;
+      }
+      out[n++] = (uint8_t)v;
+      break;
+    }
+    default:
+      if (c >= '0' && c <= '7') {
+        unsigned v = (unsigned)(c - '0'), k;
+        for (k = 1; k < 3 && i < sl && s[i] >= '0' && s[i] <= '7'; k++, i++) {
+          v = v * 8 + (unsigned)(s[i] - '0');
+        }
+        if (v > 0xff) {
+          goto bad;
+        }
+        out[n++] = (uint8_t)v;
+        break;
+      }
+      goto bad;
+    }
+  }
+  b->data = out;
+  b->len = n;
+  *rc = 0;
+  return b;
+bad:
+  *rc = fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad bytes default", msg,
+             fd->name);
+  return NULL;
+}
+
 /* A proto2 default's value in the arena, or NULL with an error. */
 static const void *parse_default(conch_dynamic *d, const char *msg,
                                  const ProtobufCFieldDescriptor *fd,
@@ -710,7 +796,7 @@ static const void *parse_default(conch_dynamic *d, const char *msg,
     return v;
   }
   if (fd->type == PROTOBUF_C_TYPE_BYTES) {
-    return NULL; /* not built (dynamic.h) */
+    return bytes_default(d, msg, fd, s, sl, rc);
   }
   if (sl >= sizeof(buf)) {
     goto bad;
@@ -796,6 +882,127 @@ bad:
 
 static int build_message(conch_dynamic *d, const char *name,
                          const ProtobufCMessageDescriptor **out);
+
+const char conch__dyn_json_mark[] = "conch_dynamic json_name";
+
+/* Whether |j| (|jl| bytes) is protoc's json name of the field |name|:
+   each '_' dropped and the letter after it upper-cased. */
+static int derived_json(const char *name, const uint8_t *j, size_t jl) {
+  size_t k = 0;
+  int up = 0;
+  for (; *name != '\0'; name++) {
+    char c = *name;
+    if (c == '_') {
+      up = 1;
+      continue;
+    }
+    if (up && c >= 'a' && c <= 'z') {
+      c = (char)(c - 'a' + 'A');
+    }
+    up = 0;
+    if (k == jl || (char)j[k] != c) {
+      return 0;
+    }
+    k++;
+  }
+  return k == jl;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Two fields of one JSON name could not be told apart in JSON (a message
+   written would not read back): refused, as protoc and protobuf-go refuse
+   them in proto3. */
+static int json_names_unique(conch_dynamic *d, const char *msg,
+                             const ProtobufCFieldDescriptor *fields,
+                             size_t nf) {
+  char **v, *buf;
+  size_t i, total = 0, at = 0;
+  int rc = 0;
+
+  if (nf < 2) {
+    return 0;
+  }
+  for (i = 0; i < nf; i++) {
+    const char *c = fields[i].reserved2;
+    total += strlen(c != NULL ? c : fields[i].name) + 1;
+  }
+  v = conch__malloc(&d->mem, nf * sizeof(*v));
+  buf = conch__malloc(&d->mem, total);
+  if (v == NULL || buf == NULL) {
+    conch__free(&d->mem, v);
+    conch__free(&d->mem, buf);
+    return nomem(d);
+  }
+  for (i = 0; i < nf; i++) {
+    const char *c = fields[i].reserved2, *p;
+    int up = 0;
+    v[i] = buf + at;
+    if (c != NULL) {
+      size_t n = strlen(c) + 1;
+      memcpy(buf + at, c, n);
+      at += n;
+      continue;
+    }
+    for (p = fields[i].name; *p != '\0'; p++) {
+      char ch = *p;
+      if (ch == '_') {
+        up = 1;
+        continue;
+      }
+      if (up && ch >= 'a' && ch <= 'z') {
+        ch = (char)(ch - 'a' + 'A');
+      }
+      up = 0;
+      buf[at++] = ch;
+    }
+    buf[at++] = '\0';
+  }
+  qsort(v, nf, sizeof(*v), cmp_str);
+  for (i = 1; i < nf; i++) {
+    if (strcmp(v[i - 1], v[i]) == 0) {
+      rc = fail(d, CONCH_ERR_INVALID,
+                "%.300s: two fields with the JSON name \"%.100s\"", msg,
+                v[i]);
+      break;
+    }
+  }
+  conch__free(&d->mem, v);
+  conch__free(&d->mem, buf);
+  return rc;
+}
+
+/* A [json_name = ...] that is not the derived one, kept for the JSON codec
+   (pbjson_int.h, conch__pbj_custom_name()). */
+static int json_name(conch_dynamic *d, dmsg *dm, const char *msg,
+                     ProtobufCFieldDescriptor *fd, const pfield *pf) {
+  size_t k;
+  char *jn;
+  if (derived_json(fd->name, pf->json, pf->jl)) {
+    return 0;
+  }
+  if (pf->jl > MAX_NAME) {
+    goto bad;
+  }
+  for (k = 0; k < pf->jl; k++) {
+    if (pf->json[k] < 0x20 || pf->json[k] > 0x7e || pf->json[k] == '"' ||
+        pf->json[k] == '\\') {
+      goto bad;
+    }
+  }
+  jn = astrndup(d, (const char *)pf->json, pf->jl);
+  if (jn == NULL) {
+    return nomem(d);
+  }
+  (void)dm;
+  fd->reserved2 = jn;
+  return 0;
+bad:
+  return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: a json_name JSON cannot "
+              "carry unescaped", msg, fd->name);
+}
 
 /* The type |tn| (".pkg.Msg") of a field of |msg|, into |fd|. */
 static int field_type(conch_dynamic *d, const char *msg,
@@ -884,6 +1091,9 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
     fd->name = astrndup(d, (const char *)pf.name, pf.nl);
     if (fd->name == NULL) {
       return nomem(d);
+    }
+    if (pf.jl > 0 && (rc = json_name(d, dm, name, fd, &pf)) != 0) {
+      return rc;
     }
     if (pf.number < 1 || pf.number > MAX_FIELD_NUMBER) {
       return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: field number %llu",
@@ -1008,6 +1218,9 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
                   name, fields[sorted[i]].name);
     }
   }
+  if ((rc = json_names_unique(d, name, fields, nf)) != 0) {
+    return rc;
+  }
   for (i = 0, nr = 0; i < nf; i++) {
     if (i == 0 || fields[i].id != fields[i - 1].id + 1) {
       ranges[nr].start_value = (int)fields[i].id;
@@ -1042,6 +1255,8 @@ static int build_declared(conch_dynamic *d, const char *name, decl *dc,
     return nomem(d);
   }
   dm->md.magic = PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC;
+  /* Built here: custom json names, extension keys (pbjson_int.h). */
+  dm->md.reserved1 = (void *)(uintptr_t)conch__dyn_json_mark;
   dm->md.name = full;
   dm->md.short_name = short_of(full);
   dm->md.c_name = full;
@@ -1364,6 +1579,73 @@ int conch_dynamic_method(conch_dynamic *d, const char *name,
     return rc;
   }
   rc = end(d, build_method(d, name, out));
+  if (rc != 0) {
+    *out = NULL;
+  }
+  return rc;
+}
+
+/* The name of the |i|th method of |svc| into |mname|: 0, CONCH_ERR_EOF
+   past the last one. */
+static int nth_method(conch_dynamic *d, const char *svc, size_t i,
+                      char *mname, size_t cap) {
+  decl dc;
+  rd r;
+  fld f;
+  int rc;
+
+  if ((rc = lookup(d, svc, CONCH_SYMBOL_SERVICE, &dc)) != 0) {
+    return rc;
+  }
+  r = rd_of(dc.data, dc.len);
+  while ((rc = conch__dyn_next(&r, &f)) == 1) {
+    const uint8_t *s = NULL;
+    size_t nl = 0;
+    if (f.num != 2 || f.wt != 2) {
+      continue;
+    }
+    if (i-- > 0) {
+      continue;
+    }
+    if (conch__dyn_get_str(f.data, f.len, 1, &s, &nl) != 1 || nl == 0 ||
+        nl >= cap || memchr(s, '/', nl) != NULL) {
+      return fail(d, CONCH_ERR_INVALID, "%.300s: a method without a good name",
+                  svc);
+    }
+    memcpy(mname, s, nl);
+    mname[nl] = '\0';
+    return 0;
+  }
+  if (rc < 0) {
+    return fail(d, CONCH_ERR_INVALID, "%.300s: not a ServiceDescriptorProto",
+                svc);
+  }
+  return CONCH_ERR_EOF;
+}
+
+int conch_dynamic_service_method(conch_dynamic *d, const char *service,
+                                 size_t i, const conch_method **out) {
+  char full[2 * MAX_NAME + 4], mname[MAX_NAME + 1];
+  int rc;
+  if (out != NULL) {
+    *out = NULL;
+  }
+  if (d == NULL || service == NULL || out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if ((rc = begin(d, &service)) != 0) {
+    return rc;
+  }
+  rc = nth_method(d, service, i, mname, sizeof(mname));
+  if (rc == 0) {
+    snprintf(full, sizeof(full), "%s/%s", service, mname);
+    rc = build_method(d, full, out);
+  }
+  if (rc == CONCH_ERR_EOF) {
+    rollback(d);
+    return rc;
+  }
+  rc = end(d, rc);
   if (rc != 0) {
     *out = NULL;
   }

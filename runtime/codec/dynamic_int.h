@@ -62,6 +62,9 @@ struct conch_dynamic {
   char err[256];
 };
 
+/* The mark of descriptors that keep custom json names (pbjson_int.h). */
+extern const char conch__dyn_json_mark[];
+
 /* ---- The wire ------------------------------------------------------------ */
 
 typedef struct rd {

@@ -114,8 +114,9 @@ int conch_dynamic_json_to_pb(conch_dynamic *d,
   }
   if (rc != 0) {
     set_status(st, &d->mem,
-               rc == CONCH_ERR_NOMEM ? CONCH_CODE_RESOURCE_EXHAUSTED
-                                     : CONCH_CODE_INVALID_ARGUMENT,
+               rc == CONCH_ERR_NOMEM         ? CONCH_CODE_RESOURCE_EXHAUSTED
+               : rc == CONCH_ERR_UNSUPPORTED ? CONCH_CODE_UNIMPLEMENTED
+                                             : CONCH_CODE_INVALID_ARGUMENT,
                err);
     return rc;
   }

@@ -12,6 +12,7 @@
 
 #include "buf.h"
 #include "dynamic_int.h"
+#include "fileset_int.h"
 #include "json.h"
 #include "mem_int.h"
 #include "pbjson.h"
@@ -161,6 +162,45 @@ int conch_fileset_add_set(conch_fileset *fs, const uint8_t *set, size_t len) {
     }
   }
   return rc < 0 ? CONCH_ERR_INVALID : 0;
+}
+
+int conch_fileset_add_set_json(conch_fileset *fs, const char *json,
+                               size_t len) {
+  static const conch_file_descriptor desc = {
+      "google/protobuf/descriptor.proto", NULL, 0, NULL};
+  conch_file_descriptor d = desc;
+  const ProtobufCMessageDescriptor *md = NULL;
+  conch_descpool *pool = NULL;
+  conch_dynamic *dyn = NULL;
+  uint8_t *pb = NULL;
+  size_t pl = 0;
+  int rc;
+
+  if (fs == NULL || (json == NULL && len > 0)) {
+    return CONCH_ERR_INVALID;
+  }
+  d.data = conch__descriptor_proto_fdp;
+  d.len = conch__descriptor_proto_fdp_len;
+  {
+    static const conch_file_descriptor *const none[] = {NULL};
+    d.deps = none;
+  }
+  if ((rc = conch_descpool_new(&pool, &fs->mem)) == 0 &&
+      (rc = conch_descpool_add(pool, &d)) == 0 &&
+      (rc = conch_dynamic_new(&dyn, pool, &fs->mem)) == 0 &&
+      (rc = conch_dynamic_message(dyn, "google.protobuf.FileDescriptorSet",
+                                  &md)) == 0 &&
+      (rc = conch_dynamic_json_to_pb(dyn, md, json, len, &pb, &pl, NULL)) ==
+          0) {
+    rc = conch_fileset_add_set(fs, pb, pl);
+  }
+  if (rc == CONCH_ERR_CODEC || rc == CONCH_ERR_LIMIT) {
+    rc = CONCH_ERR_INVALID;
+  }
+  conch_dynamic_buf_free(dyn, pb);
+  conch_dynamic_free(dyn);
+  conch_descpool_free(pool);
+  return rc;
 }
 
 size_t conch_fileset_n_files(const conch_fileset *fs) {

@@ -905,7 +905,9 @@ find_field(const ProtobufCMessageDescriptor *md, const char *key) {
   unsigned i;
 
   for (i = 0; i < md->n_fields; i++) {
-    if (conch__pbj_json_name_eq(md->fields[i].name, key)) {
+    const char *custom = conch__pbj_custom_name(md, &md->fields[i]);
+    if (custom != NULL ? strcmp(custom, key) == 0
+                       : conch__pbj_json_name_eq(md->fields[i].name, key)) {
       return &md->fields[i];
     }
   }
@@ -948,6 +950,11 @@ static int dec_fields(dec *d, const ProtobufCMessageDescriptor *md,
     const ProtobufCFieldDescriptor *f = find_field(md, key);
     int rc;
 
+    if (f == NULL && key[0] == '[' && conch__pbj_dynamic(md)) {
+      return dec_fail(d, CONCH_ERR_UNSUPPORTED,
+                      "%s: \"%.200s\": extensions are not supported in JSON",
+                      md->name, key);
+    }
     if (f == NULL) {
       continue; /* unknown fields are dropped, as connect-go does */
     }

@@ -657,7 +657,14 @@ static int enc_fields(enc *e, const ProtobufCMessage *m,
       return -1;
     }
     first = 0;
-    if (put_name(e, f->name) != 0) {
+    if (conch__pbj_custom_name(d, f) != NULL) {
+      /* Checked when built: no byte that JSON must escape. */
+      const char *jn = conch__pbj_custom_name(d, f);
+      if (put(e, "\"", 1) != 0 || put(e, jn, strlen(jn)) != 0 ||
+          put(e, "\":", 2) != 0) {
+        return -1;
+      }
+    } else if (put_name(e, f->name) != 0) {
       return -1;
     }
     if (f->label == PROTOBUF_C_LABEL_REPEATED) {

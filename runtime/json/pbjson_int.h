@@ -26,6 +26,25 @@ static inline void *conch__pbj_member(const ProtobufCMessage *m, unsigned off) {
 /* Whether |key| is the json name of the field |name|. */
 int conch__pbj_json_name_eq(const char *name, const char *key);
 
+/* Descriptors built at run time (dynamic.c) keep a [json_name = ...] that
+   differs from the derived one: their message descriptor's reserved1 is
+   conch__dyn_json_mark, the field's reserved2 the name (protobuf-c reads
+   neither; generated descriptors leave them NULL).  In JSON for those, an
+   extension's key ("[pkg.ext]") is refused with CONCH_ERR_UNSUPPORTED
+   rather than dropped as unknown fields are: the builder does not build
+   extensions (conch/dynamic.h). */
+extern const char conch__dyn_json_mark[];
+static inline int conch__pbj_dynamic(const ProtobufCMessageDescriptor *md) {
+  return md->reserved1 == (const void *)conch__dyn_json_mark;
+}
+static inline const char *
+conch__pbj_custom_name(const ProtobufCMessageDescriptor *md,
+                       const ProtobufCFieldDescriptor *f) {
+  return md->reserved1 == (const void *)conch__dyn_json_mark
+             ? (const char *)f->reserved2
+             : NULL;
+}
+
 /* Whether the field |f| of |parent| is a map (see pbjson.c). */
 int conch__pbj_is_map(const ProtobufCMessageDescriptor *parent,
                       const ProtobufCFieldDescriptor *f);

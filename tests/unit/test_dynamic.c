@@ -998,6 +998,361 @@ static void test_failmem(void **state) {
   assert_true(done);
 }
 
+/* ---- json_name, bytes defaults, extensions, services -------------------- */
+
+/* A FieldDescriptorProto with a json_name (NULL: none) and a default
+   (NULL: none). */
+static void field_x(w *msg, uint32_t in, const char *name, int num, int label,
+                    int type, const char *json, const char *def) {
+  w f = {{0}, 0};
+  w_str(&f, 1, name);
+  w_int(&f, 3, (uint64_t)(int64_t)num);
+  w_int(&f, 4, (uint64_t)label);
+  w_int(&f, 5, (uint64_t)type);
+  if (def != NULL) {
+    w_str(&f, 7, def);
+  }
+  if (json != NULL) {
+    w_str(&f, 10, json);
+  }
+  w_sub(msg, in, &f);
+}
+
+/* A builder over one file "h.proto" (package h) with |m| (and, not NULL,
+   the file-level extension |ext|). */
+typedef struct one {
+  w file;
+  conch_file_descriptor fd;
+  conch_descpool *pool;
+  conch_dynamic *dyn;
+} one;
+
+static void one_open(one *o, const w *m, const w *ext, const char *syntax) {
+  static const conch_file_descriptor *const nodeps[] = {NULL};
+  memset(o, 0, sizeof(*o));
+  w_str(&o->file, 1, "h.proto");
+  w_str(&o->file, 2, "h");
+  w_sub(&o->file, 4, m);
+  if (ext != NULL) {
+    w_sub(&o->file, 7, ext);
+  }
+  w_str(&o->file, 12, syntax);
+  o->fd.name = "h.proto";
+  o->fd.data = o->file.b;
+  o->fd.len = o->file.n;
+  o->fd.deps = nodeps;
+  assert_int_equal(conch_descpool_new(&o->pool, NULL), 0);
+  assert_int_equal(conch_descpool_add(o->pool, &o->fd), 0);
+  assert_int_equal(conch_dynamic_new(&o->dyn, o->pool, NULL), 0);
+}
+
+static void one_close(one *o) {
+  conch_dynamic_free(o->dyn);
+  conch_descpool_free(o->pool);
+}
+
+/* |json| through the type "h.M" to protobuf and back: |want| out. */
+static void json_via(one *o, const char *json, const char *want) {
+  const ProtobufCMessageDescriptor *md = NULL;
+  uint8_t *pb = NULL;
+  size_t pl = 0, jl = 0;
+  char *out = NULL;
+  conch_status st;
+  conch_status_init(&st);
+  assert_int_equal(conch_dynamic_message(o->dyn, "h.M", &md), 0);
+  if (conch_dynamic_json_to_pb(o->dyn, md, json, strlen(json), &pb, &pl,
+                               &st) != 0) {
+    fail_msg("%s: %s", json, conch_status_message(&st));
+  }
+  assert_int_equal(conch_dynamic_pb_to_json(o->dyn, md, pb, pl, &out, &jl,
+                                            NULL),
+                   0);
+  assert_string_equal(out, want);
+  conch_dynamic_buf_free(o->dyn, pb);
+  conch_dynamic_buf_free(o->dyn, out);
+  conch_status_clear(&st);
+}
+
+static void test_json_name(void **state) {
+  w m = {{0}, 0};
+  one o;
+  (void)state;
+
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "foo_bar", 1, 1, 9, "fb", NULL);         /* custom */
+  field_x(&m, 2, "plain_name", 2, 1, 5, "plainName", NULL); /* derived */
+  field_x(&m, 2, "list", 3, 3, 5, "Items", NULL);
+  one_open(&o, &m, NULL, "proto3");
+  /* Written with the json_name, read with it or the proto name. */
+  json_via(&o, "{\"fb\":\"v\",\"plainName\":2,\"Items\":[1,2]}",
+           "{\"fb\":\"v\",\"plainName\":2,\"Items\":[1,2]}");
+  json_via(&o, "{\"foo_bar\":\"w\",\"plain_name\":3,\"list\":[4]}",
+           "{\"fb\":\"w\",\"plainName\":3,\"Items\":[4]}");
+  /* The derived name is not the field's json name any more: dropped as an
+     unknown field (protojson's DiscardUnknown). */
+  json_via(&o, "{\"fooBar\":\"z\"}", "{}");
+  one_close(&o);
+
+  /* Two fields of one JSON name: refused (JSON could not tell them apart),
+     derived or given. */
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "foo_bar", 1, 1, 9, NULL, NULL);
+  field_x(&m, 2, "fooBar", 2, 1, 9, NULL, NULL);
+  expect(&m, NULL, "proto3", CONCH_ERR_INVALID, "JSON name \"fooBar\"");
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "a", 1, 1, 9, "b", NULL);
+  field_x(&m, 2, "b", 2, 1, 9, NULL, NULL);
+  expect(&m, NULL, "proto2", CONCH_ERR_INVALID, "JSON name \"b\"");
+
+  /* A json_name JSON would have to escape is refused. */
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "q", 1, 1, 9, "a\"b", NULL);
+  expect(&m, NULL, "proto3", CONCH_ERR_INVALID, "json_name");
+}
+
+static void test_bytes_default(void **state) {
+  w m = {{0}, 0};
+  one o;
+  const ProtobufCMessageDescriptor *md = NULL;
+  const ProtobufCFieldDescriptor *f;
+  const ProtobufCBinaryData *b;
+  ProtobufCMessage *msg;
+  static const uint8_t want[] = {'a', 1, 2, 0xff, '\\', '"', '\n', '?', 'z'};
+  uint8_t buf[256];
+  char *json = NULL;
+  size_t jl = 0;
+  (void)state;
+
+  w_str(&m, 1, "M");
+  /* protoc's CEscape: octal, hex, the named escapes. */
+  field_x(&m, 2, "b", 1, 1, 12, NULL, "a\\001\\x02\\377\\\\\\\"\\n\\?z");
+  field_x(&m, 2, "e", 2, 1, 12, NULL, "");
+  one_open(&o, &m, NULL, "proto2");
+  assert_int_equal(conch_dynamic_message(o.dyn, "h.M", &md), 0);
+  f = protobuf_c_message_descriptor_get_field(md, 1);
+  assert_non_null(f->default_value);
+  b = f->default_value;
+  assert_int_equal(b->len, sizeof(want));
+  assert_memory_equal(b->data, want, sizeof(want));
+  b = protobuf_c_message_descriptor_get_field(md, 2)->default_value;
+  assert_non_null(b);
+  assert_int_equal(b->len, 0);
+  /* A message made here, and one unpacked from nothing, have it. */
+  assert_true(md->sizeof_message <= sizeof(buf));
+  assert_int_equal(conch_dynamic_message_init(md, buf), 0);
+  b = (const ProtobufCBinaryData *)(const void *)(buf + f->offset);
+  assert_int_equal(b->len, sizeof(want));
+  assert_memory_equal(b->data, want, sizeof(want));
+  msg = protobuf_c_message_unpack(md, NULL, 0, (const uint8_t *)"");
+  assert_non_null(msg);
+  b = (const ProtobufCBinaryData *)(const void *)((const uint8_t *)msg +
+                                                  f->offset);
+  assert_int_equal(b->len, sizeof(want));
+  assert_memory_equal(b->data, want, sizeof(want));
+  protobuf_c_message_free_unpacked(msg, NULL); /* the default stays ours */
+  /* Not set: not in the JSON (proto2 presence). */
+  assert_int_equal(
+      conch_dynamic_pb_to_json(o.dyn, md, (const uint8_t *)"", 0, &json, &jl,
+                               NULL),
+      0);
+  assert_string_equal(json, "{}");
+  conch_dynamic_buf_free(o.dyn, json);
+  one_close(&o);
+
+  /* Escapes protoc would not write. */
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "b", 1, 1, 12, NULL, "\\q");
+  expect(&m, NULL, "proto2", CONCH_ERR_INVALID, "bad bytes default");
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "b", 1, 1, 12, NULL, "\\400");
+  expect(&m, NULL, "proto2", CONCH_ERR_INVALID, "bad bytes default");
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "b", 1, 1, 12, NULL, "x\\");
+  expect(&m, NULL, "proto2", CONCH_ERR_INVALID, "bad bytes default");
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "b", 1, 1, 12, NULL, "\\xg");
+  expect(&m, NULL, "proto2", CONCH_ERR_INVALID, "bad bytes default");
+}
+
+static void test_extensions(void **state) {
+  w m = {{0}, 0}, range = {{0}, 0}, ext = {{0}, 0};
+  one o;
+  const ProtobufCMessageDescriptor *md = NULL;
+  ProtobufCMessage *msg;
+  /* a = 1, then the extension 100 = 7, unknown to the built type. */
+  static const uint8_t wire[] = {0x08, 0x01, 0xa0, 0x06, 0x07};
+  uint8_t back[16];
+  uint8_t *pb = NULL;
+  size_t pl = 0, jl = 0;
+  char *json = NULL;
+  conch_status st;
+  static const char ext_json[] = "{\"a\":1,\"[h.e]\":5}";
+  (void)state;
+
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "a", 1, 1, 5, NULL, NULL);
+  w_int(&range, 1, 100);
+  w_int(&range, 2, 201);
+  w_sub(&m, 5, &range); /* extensions 100 to 200; */
+  w_str(&ext, 1, "e");
+  w_str(&ext, 2, ".h.M"); /* extend M { optional int32 e = 100; } */
+  w_int(&ext, 3, 100);
+  w_int(&ext, 4, 1);
+  w_int(&ext, 5, 5);
+  one_open(&o, &m, &ext, "proto2");
+  assert_int_equal(conch_dynamic_message(o.dyn, "h.M", &md), 0);
+  /* Not built: the extension is no message and no field of M. */
+  assert_int_equal(conch_dynamic_message(o.dyn, "h.e", &md),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_dynamic_message(o.dyn, "h.M", &md), 0);
+  assert_int_equal(md->n_fields, 1);
+  /* In protobuf its bytes pass through, as unknown fields do. */
+  msg = protobuf_c_message_unpack(md, NULL, sizeof(wire), wire);
+  assert_non_null(msg);
+  assert_int_equal(protobuf_c_message_get_packed_size(msg), sizeof(wire));
+  assert_int_equal(protobuf_c_message_pack(msg, back), sizeof(wire));
+  assert_memory_equal(back, wire, sizeof(wire));
+  protobuf_c_message_free_unpacked(msg, NULL);
+  /* JSON: not written; a key "[h.e]" is refused, clearly. */
+  assert_int_equal(conch_dynamic_pb_to_json(o.dyn, md, wire, sizeof(wire),
+                                            &json, &jl, NULL),
+                   0);
+  assert_string_equal(json, "{\"a\":1}");
+  conch_dynamic_buf_free(o.dyn, json);
+  conch_status_init(&st);
+  assert_int_equal(conch_dynamic_json_to_pb(o.dyn, md, ext_json,
+                                            strlen(ext_json), &pb, &pl, &st),
+                   CONCH_ERR_UNSUPPORTED);
+  assert_null(pb);
+  assert_int_equal(st.code, CONCH_CODE_UNIMPLEMENTED);
+  assert_non_null(strstr(conch_status_message(&st), "extensions"));
+  conch_status_clear(&st);
+  one_close(&o);
+}
+
+static void test_service_methods(void **state) {
+  fixture *fx = *state;
+  const conch_method *m = (const void *)1;
+  static const char *const names[] = {
+      "/process.Process/List",       "/process.Process/Connect",
+      "/process.Process/Start",      "/process.Process/Update",
+      "/process.Process/StreamInput", "/process.Process/SendInput",
+      "/process.Process/SendSignal", "/process.Process/CloseStdin"};
+  size_t i;
+
+  for (i = 0; i < 8; i++) {
+    assert_int_equal(
+        conch_dynamic_service_method(fx->dyn, ".process.Process", i, &m), 0);
+    assert_string_equal(m->path, names[i]);
+  }
+  assert_int_equal(conch_dynamic_service_method(fx->dyn, "process.Process", 4,
+                                                &m),
+                   0);
+  assert_int_equal(m->kind, CONCH_STREAM_CLIENT);
+  assert_int_equal(conch_dynamic_service_method(fx->dyn, "process.Process", 8,
+                                                &m),
+                   CONCH_ERR_EOF);
+  assert_null(m);
+  assert_int_equal(conch_dynamic_service_method(fx->dyn, "process.Nope", 0,
+                                                &m),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_dynamic_service_method(fx->dyn,
+                                                "process.StartRequest", 0, &m),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_dynamic_service_method(NULL, "process.Process", 0,
+                                                &m),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_dynamic_service_method(fx->dyn, NULL, 0, &m),
+                   CONCH_ERR_INVALID);
+}
+
+static void test_fileset_json(void **state) {
+  static const char set[] =
+      "{\"file\":[{\"name\":\"e.proto\",\"package\":\"e\",\"syntax\":"
+      "\"proto3\",\"messageType\":[{\"name\":\"M\",\"field\":[{\"name\":"
+      "\"payload\",\"number\":1,\"label\":\"LABEL_OPTIONAL\",\"type\":"
+      "\"TYPE_BYTES\",\"jsonName\":\"data\"},{\"name\":\"n\",\"number\":2,"
+      "\"label\":\"LABEL_REPEATED\",\"type\":\"TYPE_ENUM\",\"typeName\":"
+      "\".e.E\"}]}],\"enumType\":[{\"name\":\"E\",\"value\":[{\"name\":"
+      "\"E_ZERO\",\"number\":0},{\"name\":\"E_ONE\",\"number\":1}]}],"
+      "\"service\":[{\"name\":\"S\",\"method\":[{\"name\":\"Do\","
+      "\"inputType\":\".e.M\",\"outputType\":\".e.M\","
+      "\"serverStreaming\":true}]}]}]}";
+  conch_fileset *fs = NULL;
+  conch_descpool *pool = NULL;
+  conch_dynamic *dyn = NULL;
+  const conch_method *m = NULL;
+  uint8_t *pb = NULL;
+  size_t pl = 0, jl = 0;
+  char *json = NULL;
+  static const char in[] = "{\"data\":\"aGk=\",\"n\":[\"E_ONE\",0]}";
+  (void)state;
+
+  assert_int_equal(conch_fileset_new(&fs, NULL), 0);
+  assert_int_equal(conch_fileset_add_set_json(fs, set, strlen(set)), 0);
+  assert_int_equal(conch_fileset_n_files(fs), 1);
+  assert_string_equal(conch_fileset_file_at(fs, 0)->name, "e.proto");
+  assert_int_equal(conch_descpool_new(&pool, NULL), 0);
+  assert_int_equal(conch_fileset_to_pool(fs, pool), 0);
+  assert_int_equal(conch_dynamic_new(&dyn, pool, NULL), 0);
+  assert_int_equal(conch_dynamic_method(dyn, "e.S/Do", &m), 0);
+  assert_int_equal(m->kind, CONCH_STREAM_SERVER);
+  assert_int_equal(conch_dynamic_json_to_pb(dyn, m->input, in, strlen(in), &pb,
+                                            &pl, NULL),
+                   0);
+  assert_int_equal(
+      conch_dynamic_pb_to_json(dyn, m->output, pb, pl, &json, &jl, NULL), 0);
+  assert_string_equal(json, "{\"data\":\"aGk=\",\"n\":[\"E_ONE\",\"E_ZERO\"]}");
+  conch_dynamic_buf_free(dyn, pb);
+  conch_dynamic_buf_free(dyn, json);
+  conch_dynamic_free(dyn);
+  conch_descpool_free(pool);
+
+  /* JSON that is no FileDescriptorSet: refused, the set unchanged. */
+  assert_int_equal(conch_fileset_add_set_json(fs, "{\"file\":3}", 10),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_fileset_add_set_json(fs, "[", 1), CONCH_ERR_INVALID);
+  assert_int_equal(conch_fileset_add_set_json(fs, "{\"file\":[{}]}", 13),
+                   CONCH_ERR_INVALID); /* a file without a name */
+  assert_int_equal(conch_fileset_add_set_json(NULL, "{}", 2),
+                   CONCH_ERR_INVALID);
+  assert_int_equal(conch_fileset_add_set_json(fs, "{}", 2), 0); /* none */
+  assert_int_equal(conch_fileset_n_files(fs), 1);
+  conch_fileset_free(fs);
+
+  /* The failing allocator: every failure clean, then a success. */
+  {
+    size_t k;
+    int done = 0;
+    for (k = 0; !done && k < 100000; k++) {
+      int rc;
+      failmem_fail_at(k);
+      rc = conch_fileset_new(&fs, failmem_hooks());
+      if (rc == 0) {
+        rc = conch_fileset_add_set_json(fs, set, strlen(set));
+        conch_fileset_free(fs);
+        fs = NULL;
+      }
+      if (failmem_fired()) {
+        assert_int_equal(rc, CONCH_ERR_NOMEM);
+      } else {
+        assert_int_equal(rc, 0);
+        done = 1;
+      }
+      failmem_fail_at((size_t)-1);
+      assert_int_equal(failmem_live_blocks(), 0);
+    }
+    assert_true(done);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_scalars, setup, teardown),
@@ -1016,6 +1371,11 @@ int main(void) {
       cmocka_unit_test(test_failures_keep_nothing),
       cmocka_unit_test(test_fileset),
       cmocka_unit_test(test_fileset_failmem),
+      cmocka_unit_test(test_json_name),
+      cmocka_unit_test(test_bytes_default),
+      cmocka_unit_test(test_extensions),
+      cmocka_unit_test_setup_teardown(test_service_methods, setup, teardown),
+      cmocka_unit_test(test_fileset_json),
   };
   load_fds();
   return cmocka_run_group_tests(tests, NULL, NULL);

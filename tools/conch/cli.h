@@ -121,6 +121,8 @@ int conch_cli_rm(cli_globals *g, int argc, char **argv);
 int conch_cli_watch(cli_globals *g, int argc, char **argv);
 /* cp (cli_cp.c). */
 int conch_cli_cp(cli_globals *g, int argc, char **argv);
+/* call (cli_call.c): any RPC of any server, in JSON. */
+int conch_cli_call(cli_globals *g, int argc, char **argv);
 /* The sandbox of |g| (cli.c): 0 with |*sb| set, or the exit code after a
    message. */
 int cli_open_sandbox(cli_globals *g, conch_sandbox **sb);
@@ -141,5 +143,6 @@ extern const cli_opt cli_ls_opts[];
 extern const cli_opt cli_mkdir_opts[];
 extern const cli_opt cli_watch_opts[];
 extern const cli_opt cli_cp_opts[];
+extern const cli_opt cli_call_opts[];
 
 #endif

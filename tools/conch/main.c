@@ -388,6 +388,25 @@ const cli_opt cli_cp_opts[] = {
      "directories; anything else is skipped with a note)"},
     {NULL, NULL, NULL, NULL}};
 
+/* In the order of cli_call.c's O_*. */
+const cli_opt cli_call_opts[] = {
+    {"-d", "JSON|@FILE|@-", NULL,
+     "the request as JSON (default {}); @FILE or @- (stdin): a stream of "
+     "JSON messages for client and bidi streams, each sent as soon as it is "
+     "read"},
+    {"-H", "'NAME: VALUE'", NULL,
+     "a request header (repeatable), sent on the reflection calls too"},
+    {"--schema", "FILE", NULL,
+     "the schema instead of server reflection (repeatable): a "
+     "FileDescriptorSet, binary or JSON (protoc --include_imports -o, buf "
+     "build -o), or a .proto file (through protoc)"},
+    {"--proto-path", "DIR", NULL,
+     "where protoc finds a .proto --schema and its imports (repeatable; "
+     "default: the file's folder)"},
+    {"--max-time", "SEC", NULL,
+     "the deadline of each RPC, reflection's included (default: none)"},
+    {NULL, NULL, NULL, NULL}};
+
 static const cli_opt serve_opts_doc[] = {{NULL, NULL, NULL, NULL}};
 
 typedef struct command {
@@ -492,6 +511,21 @@ static const command commands[] = {
      "ends the watch.  A line 'conch: watching DIR' on stderr says when it\n"
      "has begun.",
      cli_watch_opts, "conch watch -r --json :/tmp/out"},
+    {"call", conch_cli_call, "METHOD | list [SERVICE] | describe SYMBOL",
+     "call any RPC of a server, in JSON",
+     "Calls METHOD (pkg.Service/Method) of the server --url names (the\n"
+     "local server without one, as every command), with\n"
+     "the request given as JSON (-d), and prints each response as one line\n"
+     "of JSON as it arrives; any of the four stream shapes.  The schema\n"
+     "comes from the server's reflection (grpc.reflection.v1, else\n"
+     "v1alpha) unless --schema gives it.  `list` prints the services,\n"
+     "`list SERVICE` its methods, `describe SYMBOL` a service, method,\n"
+     "message or enum.  A failed call exits as any RPC failure (252\n"
+     "not_found, 253 invalid_argument, ...: conch --help), its error\n"
+     "details decoded on stderr when the schema has their types\n"
+     "(--json-errors: as Connect's JSON, base64).",
+     cli_call_opts,
+     "conch --url http://127.0.0.1:49983 call process.Process/List"},
     {"serve", serve, "", "run the local envd-compatible process server",
      "(conch serve --help)", serve_opts_doc, "conch serve --listen unix:S"},
 };

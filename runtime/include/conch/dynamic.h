@@ -11,11 +11,17 @@
  * messages (recursive ones too), repeated fields (packed as the file's
  * syntax and [packed] say), oneofs (members share storage, as protoc-c lays
  * them out), proto3 `optional` (its synthetic oneof), maps (the repeated
- * entry messages protoc lowers them to), proto2 defaults (not of bytes) and
- * required fields.  Well-known types (google.protobuf.Timestamp, Any, ...)
+ * entry messages protoc lowers them to), proto2 defaults (bytes too, from
+ * protoc's C escapes) and required fields.  A field's [json_name = ...]
+ * is its JSON name both ways (read: that or the proto name, as protojson
+ * does).  Well-known types (google.protobuf.Timestamp, Any, ...)
  * are, in a build with the JSON codec, the runtime's compiled-in
  * descriptors, whether or not the pool has their files.  Not built: groups,
- * extensions (ignored), files of syntax "editions".
+ * files of syntax "editions", and extensions: a file that declares them
+ * and messages with extension ranges build, an extension's value passes
+ * through protobuf as an unknown field does (unpack and pack keep its
+ * bytes), the JSON written leaves it out and JSON read with an extension's
+ * key ("[pkg.ext]") fails with CONCH_ERR_UNSUPPORTED (unimplemented).
  *
  * Type names in the files must be fully qualified (".pkg.Msg"), as protoc
  * and server reflection write them.
@@ -103,6 +109,19 @@ CONCH_EXTERN int conch_dynamic_method(conch_dynamic *dyn, const char *name,
                                       const conch_method **out);
 
 /**
+ * The |i|th method (from 0, in .proto order) of the service |service|
+ * ("pkg.Svc", a leading '.' accepted) into |*out|, as
+ * conch_dynamic_method() builds it: for listing a service's methods.
+ *
+ * Returns 0; CONCH_ERR_EOF (|i| is past the last method);
+ * CONCH_ERR_INVALID (as conch_dynamic_message(): no such service, a bad
+ * descriptor) or CONCH_ERR_NOMEM.  On error |*out| is NULL.
+ */
+CONCH_EXTERN int conch_dynamic_service_method(conch_dynamic *dyn,
+                                              const char *service, size_t i,
+                                              const conch_method **out);
+
+/**
  * Initialises |msg| (|d|->sizeof_message bytes) as an empty message of the
  * type |d|, defaults set: what a generated *__init() does, for any
  * descriptor.
@@ -124,7 +143,8 @@ CONCH_EXTERN int conch_dynamic_message_init(const ProtobufCMessageDescriptor *d,
  *
  * Returns 0; CONCH_ERR_INVALID (NULL argument); CONCH_ERR_CODEC (bad JSON;
  * |st| says why); CONCH_ERR_LIMIT (over the JSON codec's value limit);
- * CONCH_ERR_UNSUPPORTED (built without the JSON codec) or CONCH_ERR_NOMEM.
+ * CONCH_ERR_UNSUPPORTED (built without the JSON codec, or an extension's
+ * key in a message built here) or CONCH_ERR_NOMEM.
  * On error |*out| is NULL.
  */
 CONCH_EXTERN int conch_dynamic_json_to_pb(conch_dynamic *dyn,
@@ -194,6 +214,19 @@ CONCH_EXTERN int conch_fileset_add_file(conch_fileset *fs, const uint8_t *fdp,
  */
 CONCH_EXTERN int conch_fileset_add_set(conch_fileset *fs, const uint8_t *set,
                                        size_t len);
+
+/**
+ * Adds every file of a FileDescriptorSet written as proto3 JSON (protoc's
+ * and buf's JSON form: {"file": [{"name": ..., "messageType": ...}]}), read
+ * with the types of google/protobuf/descriptor.proto compiled into the
+ * library, as conch_fileset_add_set().
+ *
+ * Returns as conch_fileset_add_set(); CONCH_ERR_INVALID also for JSON that
+ * is not a FileDescriptorSet, CONCH_ERR_UNSUPPORTED in a build without the
+ * JSON codec.
+ */
+CONCH_EXTERN int conch_fileset_add_set_json(conch_fileset *fs,
+                                            const char *json, size_t len);
 
 /** The number of files in |fs|, and the |i|th (NULL past the end). */
 CONCH_EXTERN size_t conch_fileset_n_files(const conch_fileset *fs);

@@ -35,8 +35,8 @@ _conch() {
   prev=${COMP_WORDS[COMP_CWORD - 1]}
   local global="--url --token --token-file --user --timeout --cacert
     --http1.1 --http2 --protocol --codec --json-errors --help --version"
-  local commands="run start ps kill attach pty cp ls stat mkdir mv rm watch serve
-    help version"
+  local commands="run start ps kill attach pty cp ls stat mkdir mv rm watch call
+    serve help version"
   for ((i = 1; i < COMP_CWORD; i++)); do
     case ${COMP_WORDS[i]} in
       --) return 0 ;;
@@ -50,13 +50,14 @@ _conch() {
     --protocol) COMPREPLY=($(compgen -W "connect grpc grpc-web" -- "$cur")); return 0 ;;
     --codec) COMPREPLY=($(compgen -W "proto json" -- "$cur")); return 0 ;;
     --signal | -s) COMPREPLY=($(compgen -W "TERM KILL" -- "$cur")); return 0 ;;
-    --cacert | --tls-cert | --tls-key | --access-token-file)
+    --cacert | --tls-cert | --tls-key | --access-token-file | --schema)
       COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-    --cwd | --workdir) COMPREPLY=($(compgen -d -- "$cur")); return 0 ;;
+    --cwd | --workdir | --proto-path) COMPREPLY=($(compgen -d -- "$cur")); return 0 ;;
     --user) COMPREPLY=($(compgen -u -- "$cur")); return 0 ;;
     --token-file) COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
     --url | --token | --timeout | --env | --tag | --listen | --access-token | \
-      --allow-uid | --allow-user | --max-output | --depth) return 0 ;;
+      --allow-uid | --allow-user | --max-output | --depth | -d | -H | \
+      --max-time) return 0 ;;
   esac
   # A process for kill and attach: PID or @TAG.  "@" breaks words in
   # bash (COMP_WORDBREAKS), so "@we" may come as "@" then "we".
@@ -83,6 +84,8 @@ _conch() {
     mkdir) opts="-p --help $global" ;;
     cp) opts="-r --help $global" ;;
     watch) opts="-r --json --help $global" ;;
+    call) opts="-d -H --schema --proto-path --max-time list describe --help
+      $global" ;;
     serve) opts="--listen --access-token-file --access-token --no-token
       --tls-cert --tls-key --allow-uid --allow-user --user --workdir --stop
       --help" ;;
