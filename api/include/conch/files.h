@@ -59,6 +59,12 @@ typedef enum conch_file_type {
   CONCH_FILE_SYMLINK = 3
 } conch_file_type;
 
+/** One pair of an entry's metadata. */
+typedef struct conch_file_meta {
+  char *key;   /**< the xattr's name without "user.e2b." */
+  char *value; /**< its value (UTF-8, as envd answers them) */
+} conch_file_meta;
+
 /** One entry (filesystem.EntryInfo).  Strings are never NULL except
     |symlink_target|. */
 typedef struct conch_entry_info {
@@ -78,7 +84,17 @@ typedef struct conch_entry_info {
   /** A symlink's target, resolved to an absolute path (the link's own
       path when it does not resolve); NULL for what is not a symlink. */
   char *symlink_target;
+  /** The entry's user-defined metadata, as envd keeps it: its
+      `user.e2b.*` extended attributes (followed through a symlink), the
+      prefix taken off, in the server's order; |n_metadata| pairs, NULL
+      when there are none (or the file system has no user xattrs). */
+  conch_file_meta *metadata;
+  size_t n_metadata;
 } conch_entry_info;
+
+/** The value of the metadata |key| of |e|, NULL when it has none. */
+CONCH_EXTERN const char *conch_entry_meta(const conch_entry_info *e,
+                                          const char *key);
 
 /** Frees one entry (NULL is accepted). */
 CONCH_EXTERN void conch_entry_free(conch_entry_info *e);
