@@ -266,11 +266,20 @@ typedef struct conch_files_io_opts {
   /** A bound on the whole transfer in ms; 0 = none (the sandbox's
       request timeout does not apply: a large file may take long). */
   long timeout_ms;
-  void *reserved[4];
+  /** A bound on silence in ms: a transfer during which no byte moves
+      (none arrives on a read, the server takes none on a write) for this
+      long ends: the call returns CONCH_ERR_RPC, the status says
+      unavailable with local_err CONCH_ERR_TIMEOUT, as the commands API's
+      streams end on silence (a server frozen or gone mid-body).  Time
+      spent in the caller's sink or source does not count.  0 = the
+      sandbox's silence bound (conch_sandbox_opts.keepalive_ms: 3 x
+      keepalive + 5000 ms, none when keepalive is -1), -1 = none. */
+  long idle_timeout_ms;
+  void *reserved[3];
 } conch_files_io_opts;
 
 #define CONCH_FILES_IO_OPTS_INIT                                               \
-  { sizeof(conch_files_io_opts), NULL, NULL, NULL, 0, { 0 } }
+  { sizeof(conch_files_io_opts), NULL, NULL, NULL, 0, 0, { 0 } }
 
 /** Where a read's bytes go: |len| (> 0) bytes, borrowed until it returns.
     Returns 0 to go on; anything else stops the read, which then returns
