@@ -615,7 +615,18 @@ static int watch_recv(conch_watch *w, ProtobufCMessage **msg, long timeout_ms) {
       int64_t left = w->quiet_since + bound - now;
       if (left <= 0 && ran) {
         conch_status_clear(&w->st);
-        conch__sb_silent(&w->st, (long)bound);
+        if (conch__call_sent_ms(w->call) == 0) {
+          /* Never sent: no connection had room (over HTTP/1.1 each watch
+             holds one of the pool's), not a silent server. */
+          conch__sb_fail(&w->st, CONCH_CODE_RESOURCE_EXHAUSTED,
+                         CONCH_ERR_TIMEOUT,
+                         "the watch found no free connection to go out on "
+                         "(every one is held, e.g. by other watches over "
+                         "HTTP/1.1: see conch_client_opts_set_max_"
+                         "connections)");
+        } else {
+          conch__sb_silent(&w->st, (long)bound);
+        }
         w->done = 1;
         conch_call_cancel(w->call);
         return CONCH_ERR_RPC;
