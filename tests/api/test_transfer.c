@@ -9,6 +9,7 @@
    server of tests/api/node. */
 #define _GNU_SOURCE /* strcasestr */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -79,6 +81,8 @@ static int group_teardown(void **state) {
   char cmd[300];
   (void)state;
   conch_peer_stop(&server);
+  snprintf(cmd, sizeof(cmd), "%s/full", root);
+  (void)umount2(cmd, MNT_DETACH); /* test_full_disk's, if it failed */
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
   return system(cmd) == 0 ? 0 : -1;
 }
@@ -705,6 +709,74 @@ static void test_rejecting_server(void **state) {
   conch_status_clear(&st);
 }
 
+/* A full disk: a 1 MiB tmpfs mounted in the scratch directory (root only:
+   skipped, saying so, otherwise), a 4 MiB write into it ends with
+   resource_exhausted and envd's 507, in every form, the file that was
+   there left whole and no temporary file behind; a small write still
+   goes. */
+static void test_full_disk(void **state) {
+  char d[300], p[340];
+  size_t n = 4u << 20, len = 0;
+  uint8_t *big, *got;
+  conch_sandbox *sb;
+  conch_status st;
+  DIR *dh;
+  struct dirent *de;
+  cbs c;
+  (void)state;
+  if (geteuid() != 0) {
+    printf("skipped: a full disk needs a small tmpfs, mounted as root only\n");
+    skip();
+  }
+  at(d, sizeof(d), "full");
+  assert_int_equal(mkdir(d, 0777) == 0 || errno == EEXIST, 1);
+  if (mount("conch-full", d, "tmpfs", MS_NOSUID | MS_NODEV,
+            "size=1m,mode=0777") != 0) {
+    printf("skipped: cannot mount a tmpfs (%s)\n", strerror(errno));
+    skip();
+  }
+  big = random_bytes(n);
+  sb = sandbox();
+  conch_status_init(&st);
+  snprintf(p, sizeof(p), "%s/kept.txt", d);
+  assert_int_equal(conch_files_write(sb, p, "kept\n", 5, NULL, &st), 0);
+
+  assert_int_equal(conch_files_write(sb, p, big, n, NULL, &st),
+                   CONCH_ERR_RPC);
+  expect_code(&st, CONCH_CODE_RESOURCE_EXHAUSTED, 507);
+  memset(&c, 0, sizeof(c));
+  c.data = big;
+  c.n = n;
+  c.step = 65536;
+  snprintf(p, sizeof(p), "%s/streamed.bin", d);
+  assert_int_equal(conch_files_write_cb(sb, p, source, &c, NULL, &st),
+                   CONCH_ERR_RPC);
+  expect_code(&st, CONCH_CODE_RESOURCE_EXHAUSTED, 507);
+
+  /* Nothing half-written: the old file whole, no other file there. */
+  snprintf(p, sizeof(p), "%s/kept.txt", d);
+  got = slurp(p, &len);
+  assert_int_equal(len, 5);
+  assert_memory_equal(got, "kept\n", 5);
+  free(got);
+  dh = opendir(d);
+  assert_non_null(dh);
+  while ((de = readdir(dh)) != NULL) {
+    if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+        strcmp(de->d_name, "kept.txt") != 0) {
+      fail_msg("left on the full disk: %s", de->d_name);
+    }
+  }
+  closedir(dh);
+  /* The disk has room again for what fits. */
+  snprintf(p, sizeof(p), "%s/small.txt", d);
+  assert_int_equal(conch_files_write(sb, p, "small", 5, NULL, &st), 0);
+  conch_sandbox_free(sb);
+  conch_status_clear(&st);
+  free(big);
+  assert_int_equal(umount2(d, MNT_DETACH), 0);
+}
+
 /* A server that stops mid-transfer: it reads a request's head, answers a
    GET with a 1 MB length and 1000 bytes of it, reads nothing of a POST's
    body, and then says nothing more until the client leaves or the test
@@ -885,6 +957,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_callbacks), cmocka_unit_test(test_async),
       cmocka_unit_test(test_errors),    cmocka_unit_test(test_rejecting_server),
       cmocka_unit_test(test_stalled_server),
+      cmocka_unit_test(test_full_disk),
   };
   int rv;
   const char *which = argc > 1 ? argv[1] : "conch";
