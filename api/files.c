@@ -21,7 +21,56 @@ static void entry_clear(conch_entry_info *e) {
   api_free(m, e->owner);
   api_free(m, e->group);
   api_free(m, e->symlink_target);
+  for (size_t i = 0; i < e->n_metadata; i++) {
+    api_free(m, e->metadata[i].key);
+    api_free(m, e->metadata[i].value);
+  }
+  api_free(m, e->metadata);
   memset(e, 0, sizeof(*e));
+}
+
+const char *conch_entry_meta(const conch_entry_info *e, const char *key) {
+  if (e == NULL || key == NULL) {
+    return NULL;
+  }
+  for (size_t i = 0; i < e->n_metadata; i++) {
+    if (strcmp(e->metadata[i].key, key) == 0) {
+      return e->metadata[i].value;
+    }
+  }
+  return NULL;
+}
+
+static char *dup_or_empty(const char *s);
+
+/* The wire's metadata map into |e| (pairs without a key skipped). */
+static int meta_from(conch_entry_info *e, const Filesystem__EntryInfo *in) {
+  const conch_mem *m = conch_mem_default();
+  if (in->n_metadata == 0) {
+    return 0;
+  }
+  e->metadata = api_calloc(m, in->n_metadata, sizeof(*e->metadata));
+  if (e->metadata == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  for (size_t i = 0; i < in->n_metadata; i++) {
+    const Filesystem__EntryInfo__MetadataEntry *kv = in->metadata[i];
+    conch_file_meta *o = &e->metadata[e->n_metadata];
+    if (kv == NULL || kv->key == NULL) {
+      continue;
+    }
+    o->key = dup_or_empty(kv->key);
+    o->value = dup_or_empty(kv->value);
+    e->n_metadata++; /* counted first: entry_clear() frees what there is */
+    if (o->key == NULL || o->value == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+  }
+  if (e->n_metadata == 0) {
+    api_free(m, e->metadata);
+    e->metadata = NULL;
+  }
+  return 0;
 }
 
 void conch_entry_free(conch_entry_info *e) {
@@ -94,7 +143,7 @@ static int entry_from(conch_entry_info *e, const Filesystem__EntryInfo *in) {
     }
   }
   if (e->name == NULL || e->path == NULL || e->permissions == NULL ||
-      e->owner == NULL || e->group == NULL) {
+      e->owner == NULL || e->group == NULL || meta_from(e, in) != 0) {
     entry_clear(e);
     return CONCH_ERR_NOMEM;
   }
@@ -566,7 +615,18 @@ static int watch_recv(conch_watch *w, ProtobufCMessage **msg, long timeout_ms) {
       int64_t left = w->quiet_since + bound - now;
       if (left <= 0 && ran) {
         conch_status_clear(&w->st);
-        conch__sb_silent(&w->st, (long)bound);
+        if (conch__call_sent_ms(w->call) == 0) {
+          /* Never sent: no connection had room (over HTTP/1.1 each watch
+             holds one of the pool's), not a silent server. */
+          conch__sb_fail(&w->st, CONCH_CODE_RESOURCE_EXHAUSTED,
+                         CONCH_ERR_TIMEOUT,
+                         "the watch found no free connection to go out on "
+                         "(every one is held, e.g. by other watches over "
+                         "HTTP/1.1: see conch_client_opts_set_max_"
+                         "connections)");
+        } else {
+          conch__sb_silent(&w->st, (long)bound);
+        }
         w->done = 1;
         conch_call_cancel(w->call);
         return CONCH_ERR_RPC;

@@ -55,6 +55,12 @@ typedef struct xfer {
   char epilogue[80];
   int64_t total; /* -1 unknown */
   uint64_t moved;
+  /* The silence bound: |idle_ms| (0 = none) since |last_ms|, the last
+     time a byte moved; the alarm that judges it. */
+  long idle_ms;
+  int64_t last_ms;
+  conch_alarm *alarm;
+  int silent;
   /* Outcome. */
   int http;      /* the response's status, 0 before */
   int local;     /* a local error that stopped it (CONCH_ERR_*), 0 none */
@@ -223,7 +229,10 @@ static conch_code code_of(int http, const char *msg) {
 /* Settles |x| from the call's end: the first of a local error, a failed
    exchange, an HTTP error. */
 static void settle(xfer *x, const conch_status *cs) {
-  if (x->local != 0) {
+  if (x->silent) {
+    x->rv = CONCH_ERR_RPC;
+    conch__sb_silent(&x->st, x->idle_ms);
+  } else if (x->local != 0) {
     x->rv = x->local;
     conch__sb_fail(&x->st, CONCH_CODE_CANCELED, x->local,
                    "transfer stopped by its callback");
@@ -249,6 +258,7 @@ static void settle(xfer *x, const conch_status *cs) {
 
 static void xfer_free(xfer *x) {
   const conch_mem *m = x->sb->mem;
+  conch_alarm_cancel(x->alarm);
   api_free(m, x->piece);
   api_free(m, x->errbody);
   conch_status_clear(&x->st);
@@ -262,10 +272,42 @@ static void stop(xfer *x, int err) {
   conch_call_cancel(x->call);
 }
 
+/* ---- The silence bound -------------------------------------------------- */
+
+static void idle_check(conch_client *c, void *ud);
+
+/* A byte moved: the silence starts again. */
+static void touch(xfer *x) { x->last_ms = conch__api_now_ms(); }
+
+static void idle_arm(xfer *x, long ms) {
+  if (conch_client_alarm(x->sb->client, ms, idle_check, x, &x->alarm) != 0) {
+    x->alarm = NULL; /* out of memory: the transfer goes on unbounded */
+  }
+}
+
+/* The alarm at the end of the bound: a transfer silent for all of it is
+   stopped (settle() says why), else the alarm waits for the rest. */
+static void idle_check(conch_client *c, void *ud) {
+  xfer *x = ud;
+  int64_t quiet = conch__api_now_ms() - x->last_ms;
+  (void)c;
+  x->alarm = NULL;
+  if (x->done || x->local != 0 || x->silent) {
+    return;
+  }
+  if (quiet < x->idle_ms) {
+    idle_arm(x, (long)(x->idle_ms - quiet));
+    return;
+  }
+  x->silent = 1;
+  conch_call_cancel(x->call);
+}
+
 /* ---- The call's handlers ------------------------------------------------ */
 
 static void on_headers(conch_call *call, const conch_metadata *h, void *ud) {
   xfer *x = ud;
+  touch(x);
   x->http = conch__http_status(call);
   if (!x->write && x->http >= 200 && x->http <= 299) {
     const char *len = conch_metadata_get(h, "content-length", 0);
@@ -282,6 +324,7 @@ static void on_headers(conch_call *call, const conch_metadata *h, void *ud) {
 static void on_body(conch_call *call, const uint8_t *p, size_t n, void *ud) {
   xfer *x = ud;
   (void)call;
+  touch(x);
   if (x->http == 0) {
     x->http = conch__http_status(call);
   }
@@ -312,6 +355,7 @@ static void on_body(conch_call *call, const uint8_t *p, size_t n, void *ud) {
     stop(x, CONCH_ERR_CANCELED);
     return;
   }
+  touch(x); /* the time in the sink was ours, not the server's silence */
   x->moved += n;
   if (x->progress != NULL) {
     x->progress(x->moved, x->total, x->progress_ud);
@@ -329,6 +373,7 @@ static void pump(xfer *x) {
         stop(x, CONCH_ERR_CANCELED);
         return;
       }
+      touch(x); /* nor was the time in the source */
       if (got == 0) {
         x->src_end = 1;
         memcpy(x->piece, x->epilogue, strlen(x->epilogue));
@@ -348,6 +393,7 @@ static void pump(xfer *x) {
     if (rv != 0) {
       return; /* the call ended: its end says why */
     }
+    touch(x); /* queued: the call takes bytes only as the server does */
     if (x->in_head) {
       x->in_head = 0; /* the part's head is not the file's */
     } else if (!x->src_end) {
@@ -376,6 +422,8 @@ static void on_close(conch_call *call, const conch_status *cs,
   if (x->http == 0) {
     x->http = conch__http_status(call);
   }
+  conch_alarm_cancel(x->alarm);
+  x->alarm = NULL;
   settle(x, cs);
   x->done = 1;
   if (x->on_done != NULL) {
@@ -396,6 +444,9 @@ static int xfer_new(conch_sandbox *sb, const conch_files_io_opts *opts,
       return CONCH_ERR_INVALID;
     }
     memcpy(&o, opts, n);
+    if (o.idle_timeout_ms < -1) {
+      return CONCH_ERR_INVALID;
+    }
   }
   x = api_calloc(sb->mem, 1, sizeof(*x));
   if (x == NULL) {
@@ -405,6 +456,9 @@ static int xfer_new(conch_sandbox *sb, const conch_files_io_opts *opts,
   x->progress = o.progress;
   x->progress_ud = o.progress_ud;
   x->total = -1;
+  x->idle_ms = o.idle_timeout_ms == 0   ? sb->silence_ms
+               : o.idle_timeout_ms < 0 ? 0
+                                       : o.idle_timeout_ms;
   conch_status_init(&x->st);
   *out = x;
   return 0;
@@ -462,6 +516,10 @@ static int xfer_start(xfer *x, const char *path,
   conch_metadata_free(md);
   if (rv != 0) {
     return rv;
+  }
+  touch(x);
+  if (x->idle_ms > 0) {
+    idle_arm(x, x->idle_ms);
   }
   if (x->write) {
     pump(x);

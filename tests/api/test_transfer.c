@@ -9,9 +9,11 @@
    server of tests/api/node. */
 #define _GNU_SOURCE /* strcasestr */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,6 +34,7 @@
 #include <conch/io.h>
 
 #include "peer.h"
+#include "wait.h"
 
 static conch_peer server;
 static char url[64];
@@ -77,6 +81,8 @@ static int group_teardown(void **state) {
   char cmd[300];
   (void)state;
   conch_peer_stop(&server);
+  snprintf(cmd, sizeof(cmd), "%s/full", root);
+  (void)umount2(cmd, MNT_DETACH); /* test_full_disk's, if it failed */
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
   return system(cmd) == 0 ? 0 : -1;
 }
@@ -703,11 +709,255 @@ static void test_rejecting_server(void **state) {
   conch_status_clear(&st);
 }
 
+/* A full disk: a 1 MiB tmpfs mounted in the scratch directory (root only:
+   skipped, saying so, otherwise), a 4 MiB write into it ends with
+   resource_exhausted and envd's 507, in every form, the file that was
+   there left whole and no temporary file behind; a small write still
+   goes. */
+static void test_full_disk(void **state) {
+  char d[300], p[340];
+  size_t n = 4u << 20, len = 0;
+  uint8_t *big, *got;
+  conch_sandbox *sb;
+  conch_status st;
+  DIR *dh;
+  struct dirent *de;
+  cbs c;
+  (void)state;
+  if (geteuid() != 0) {
+    printf("skipped: a full disk needs a small tmpfs, mounted as root only\n");
+    skip();
+  }
+  at(d, sizeof(d), "full");
+  assert_int_equal(mkdir(d, 0777) == 0 || errno == EEXIST, 1);
+  if (mount("conch-full", d, "tmpfs", MS_NOSUID | MS_NODEV,
+            "size=1m,mode=0777") != 0) {
+    printf("skipped: cannot mount a tmpfs (%s)\n", strerror(errno));
+    skip();
+  }
+  big = random_bytes(n);
+  sb = sandbox();
+  conch_status_init(&st);
+  snprintf(p, sizeof(p), "%s/kept.txt", d);
+  assert_int_equal(conch_files_write(sb, p, "kept\n", 5, NULL, &st), 0);
+
+  assert_int_equal(conch_files_write(sb, p, big, n, NULL, &st),
+                   CONCH_ERR_RPC);
+  expect_code(&st, CONCH_CODE_RESOURCE_EXHAUSTED, 507);
+  memset(&c, 0, sizeof(c));
+  c.data = big;
+  c.n = n;
+  c.step = 65536;
+  snprintf(p, sizeof(p), "%s/streamed.bin", d);
+  assert_int_equal(conch_files_write_cb(sb, p, source, &c, NULL, &st),
+                   CONCH_ERR_RPC);
+  expect_code(&st, CONCH_CODE_RESOURCE_EXHAUSTED, 507);
+
+  /* Nothing half-written: the old file whole, no other file there. */
+  snprintf(p, sizeof(p), "%s/kept.txt", d);
+  got = slurp(p, &len);
+  assert_int_equal(len, 5);
+  assert_memory_equal(got, "kept\n", 5);
+  free(got);
+  dh = opendir(d);
+  assert_non_null(dh);
+  while ((de = readdir(dh)) != NULL) {
+    if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+        strcmp(de->d_name, "kept.txt") != 0) {
+      fail_msg("left on the full disk: %s", de->d_name);
+    }
+  }
+  closedir(dh);
+  /* The disk has room again for what fits. */
+  snprintf(p, sizeof(p), "%s/small.txt", d);
+  assert_int_equal(conch_files_write(sb, p, "small", 5, NULL, &st), 0);
+  conch_sandbox_free(sb);
+  conch_status_clear(&st);
+  free(big);
+  assert_int_equal(umount2(d, MNT_DETACH), 0);
+}
+
+/* A server that stops mid-transfer: it reads a request's head, answers a
+   GET with a 1 MB length and 1000 bytes of it, reads nothing of a POST's
+   body, and then says nothing more until the client leaves or the test
+   ends. */
+typedef struct staller {
+  int lfd, port;
+  int quit[2];
+  pthread_t th;
+} staller;
+
+static void *staller_main(void *ud) {
+  staller *s = ud;
+  static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: "
+                             "application/octet-stream\r\nContent-Length: "
+                             "1000000\r\n\r\n";
+  for (;;) {
+    char buf[8192];
+    size_t have = 0;
+    struct pollfd pf[2];
+    int fd = accept(s->lfd, NULL, NULL);
+    if (fd < 0) {
+      return NULL;
+    }
+    /* The head only, a byte at a time: a POST's body stays unread. */
+    while (have + 1 < sizeof(buf)) {
+      if (read(fd, buf + have, 1) != 1) {
+        break;
+      }
+      have++;
+      buf[have] = '\0';
+      if (have >= 4 && memcmp(buf + have - 4, "\r\n\r\n", 4) == 0) {
+        break;
+      }
+    }
+    if (strncmp(buf, "GET ", 4) == 0) {
+      char body[1000];
+      memset(body, 'x', sizeof(body));
+      (void)!write(fd, head, strlen(head));
+      (void)!write(fd, body, sizeof(body));
+    }
+    pf[0].fd = s->quit[0];
+    pf[0].events = POLLIN;
+    pf[1].fd = fd;
+    pf[1].events = POLLRDHUP;
+    (void)poll(pf, 2, 120000);
+    close(fd);
+    if (pf[0].revents != 0) {
+      return NULL;
+    }
+  }
+}
+
+static void staller_start(staller *s) {
+  struct sockaddr_in a;
+  socklen_t al = sizeof(a);
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(pipe(s->quit), 0);
+  s->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(s->lfd >= 0);
+  assert_int_equal(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+  assert_int_equal(listen(s->lfd, 8), 0);
+  assert_int_equal(getsockname(s->lfd, (struct sockaddr *)&a, &al), 0);
+  s->port = ntohs(a.sin_port);
+  assert_int_equal(pthread_create(&s->th, NULL, staller_main, s), 0);
+}
+
+static void staller_stop(staller *s) {
+  (void)!write(s->quit[1], "q", 1);
+  shutdown(s->lfd, SHUT_RDWR);
+  close(s->lfd);
+  pthread_join(s->th, NULL);
+  close(s->quit[0]);
+  close(s->quit[1]);
+}
+
+static int sink_discard(const uint8_t *d, size_t n, void *ud) {
+  (void)d;
+  (void)n;
+  (void)ud;
+  return 0;
+}
+
+/* An endless source: what it gives, the server never reads. */
+static long endless(uint8_t *buf, size_t cap, void *ud) {
+  (void)ud;
+  memset(buf, 'y', cap);
+  return (long)cap;
+}
+
+static void on_stalled(int rv, const conch_status *st, uint64_t bytes,
+                       void *ud) {
+  int *out = ud;
+  (void)bytes;
+  out[0] = 1;
+  out[1] = rv;
+  out[2] = (int)st->code;
+  out[3] = st->local_err;
+}
+
+/* The silence bound of a transfer (conch_files_io_opts.idle_timeout_ms):
+   a read whose server stops mid-body and a write whose server stops
+   taking it end with unavailable and CONCH_ERR_TIMEOUT soon after the
+   bound, blocking and asynchronous; with the bound off only the whole
+   transfer's timeout ends them (deadline_exceeded). */
+static void test_stalled_server(void **state) {
+  conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
+  conch_status st;
+  staller s;
+  conch_sandbox *sb;
+  char u[64];
+  uint8_t *data = NULL;
+  size_t len = 0;
+  long long t0;
+  int got[4] = {0, 0, 0, 0};
+  (void)state;
+  conch_status_init(&st);
+  staller_start(&s);
+  snprintf(u, sizeof(u), "http://127.0.0.1:%d", s.port);
+  sb = sandbox_at(u);
+  o.idle_timeout_ms = 300;
+
+  t0 = conch_now_ms();
+  assert_int_equal(conch_files_read(sb, "/x", &o, &data, &len, &st),
+                   CONCH_ERR_RPC);
+  assert_true(conch_now_ms() - t0 >= 300);
+  assert_true(conch_now_ms() - t0 < 30000);
+  assert_int_equal(st.local_err, CONCH_ERR_TIMEOUT);
+  assert_non_null(strstr(st.message, "said nothing for 300 ms"));
+  expect_code(&st, CONCH_CODE_UNAVAILABLE, 0);
+
+  t0 = conch_now_ms();
+  assert_int_equal(conch_files_write_cb(sb, "/x", endless, NULL, &o, &st),
+                   CONCH_ERR_RPC);
+  assert_true(conch_now_ms() - t0 < 30000);
+  assert_int_equal(st.local_err, CONCH_ERR_TIMEOUT);
+  expect_code(&st, CONCH_CODE_UNAVAILABLE, 0);
+
+  /* Asynchronous. */
+  assert_int_equal(conch_files_read_async(sb, "/x", sink_discard, NULL, &o,
+                                          on_stalled, got),
+                   0);
+  run_until(sb, &got[0]);
+  assert_int_equal(got[1], CONCH_ERR_RPC);
+  assert_int_equal(got[2], CONCH_CODE_UNAVAILABLE);
+  assert_int_equal(got[3], CONCH_ERR_TIMEOUT);
+  memset(got, 0, sizeof(got));
+  assert_int_equal(conch_files_write_async(sb, "/x", endless, NULL, &o,
+                                           on_stalled, got),
+                   0);
+  run_until(sb, &got[0]);
+  assert_int_equal(got[1], CONCH_ERR_RPC);
+  assert_int_equal(got[2], CONCH_CODE_UNAVAILABLE);
+  assert_int_equal(got[3], CONCH_ERR_TIMEOUT);
+
+  /* Off: the whole transfer's bound is all there is. */
+  o.idle_timeout_ms = -1;
+  o.timeout_ms = 1500;
+  t0 = conch_now_ms();
+  assert_int_equal(conch_files_read(sb, "/x", &o, &data, &len, &st),
+                   CONCH_ERR_RPC);
+  assert_true(conch_now_ms() - t0 >= 1400);
+  assert_int_equal(st.code, CONCH_CODE_DEADLINE_EXCEEDED);
+  conch_status_clear(&st);
+  conch_status_init(&st);
+  o.idle_timeout_ms = -2;
+  assert_int_equal(conch_files_read(sb, "/x", &o, &data, &len, &st),
+                   CONCH_ERR_INVALID);
+  conch_sandbox_free(sb);
+  staller_stop(&s);
+  conch_status_clear(&st);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bytes),     cmocka_unit_test(test_fd),
       cmocka_unit_test(test_callbacks), cmocka_unit_test(test_async),
       cmocka_unit_test(test_errors),    cmocka_unit_test(test_rejecting_server),
+      cmocka_unit_test(test_stalled_server),
+      cmocka_unit_test(test_full_disk),
   };
   int rv;
   const char *which = argc > 1 ? argv[1] : "conch";

@@ -95,6 +95,18 @@ check "stat: no symlink_target for a file" 0 \
   "$(printf '%s\n' "$st" | grep -c '^symlink_target:')"
 check "stat of a symlink: its target" "symlink_target: $d/a/f.txt" \
   "$("$CONCH" $U stat ":$d/a/link" | grep '^symlink_target:')"
+# The user.e2b.* xattrs as metadata lines, where the file system has user
+# xattrs and the server reads them (the connect-node peer does not).
+if [ "$server" = node ]; then
+  echo "skip stat: metadata (the connect-node peer has no xattr metadata)"
+elif ! /usr/bin/python3 -c 'import os, sys
+os.setxattr(sys.argv[1], "user.e2b.color", b"blue")' "$d/a/f.txt" 2>/dev/null
+then
+  echo "skip stat: metadata (no user xattrs on $d)"
+else
+  check "stat: metadata" "metadata.color: blue" \
+    "$("$CONCH" $U stat ":$d/a/f.txt" | grep '^metadata\.')"
+fi
 check "stat of a missing path exits 252" 252 "$(rc "$CONCH" $U stat ":$d/none")"
 "$CONCH" $U stat ":$d/none" 2>"$tmp/stat.err"
 check "... saying not_found" 1 "$(grep -c 'not_found' "$tmp/stat.err")"

@@ -16,9 +16,15 @@
      nothing outside those tmpfs can be written whatever path an input
      names, while the rest stays readable (the replay of the corpus needs
      it).  Not root, the read-only tree is the whole guard: without it
-     the target refuses to run.  libFuzzer's crash files cannot be written
-     either: give -artifact_prefix=/tmp/ and copy them out of the run, or
-     replay a crash with fuzz_serve (same input format).
+     the target refuses to run.
+   - except libFuzzer's own scratch folders: its first corpus folder
+     (where new inputs go) and the folder of -artifact_prefix (crashes),
+     seen in LLVMFuzzerInitialize's arguments.  Each is bound, writable,
+     over its own path inside the namespace (under the new /tmp too), and
+     handed to nobody when root drops to it, so a run is given its folders
+     as any other fuzzer's: `fuzz_files -artifact_prefix=W/ W CORPUS`.
+     An input may write there as well (it names the path): scratch, the
+     runner's to throw away.
 
    Between inputs the tmpfs are emptied, so each input starts from the same
    tree.  A process that cannot confine itself stops with a message
@@ -44,6 +50,73 @@ struct fz_mount_attr {
 #define FZ_AT_RECURSIVE 0x8000
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+/* libFuzzer's scratch folders, kept writable (see above). */
+#define MAX_KEEP 2
+static char *keep[MAX_KEEP];
+static int nkeep;
+
+static void keep_dir(const char *path, size_t n) {
+  struct stat sb;
+  char *d;
+  char *real;
+  if (nkeep == MAX_KEEP || n == 0 || (d = strndup(path, n)) == NULL) {
+    return;
+  }
+  real = realpath(d, NULL);
+  free(d);
+  if (real == NULL || stat(real, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    free(real);
+    return;
+  }
+  for (int i = 0; i < nkeep; i++) {
+    if (strcmp(keep[i], real) == 0) {
+      free(real);
+      return;
+    }
+  }
+  keep[nkeep++] = real;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  int corpus = 0;
+  for (int i = 1; i < *argc; i++) {
+    const char *a = (*argv)[i];
+    if (strncmp(a, "-artifact_prefix=", 17) == 0) {
+      const char *v = a + 17, *slash = strrchr(v, '/');
+      if (slash != NULL) {
+        keep_dir(v, slash == v ? 1 : (size_t)(slash - v));
+      }
+    } else if (a[0] != '-' && !corpus) {
+      corpus = 1; /* the first folder: new inputs */
+      keep_dir(a, strlen(a));
+    }
+  }
+  return 0;
+}
+
+static void die(const char *what);
+
+/* mkdir -p |path| (inside the namespace). */
+static void make_path(const char *path) {
+  char *d = strdup(path);
+  if (d == NULL) {
+    die("strdup");
+  }
+  for (char *p = d + 1;; p++) {
+    if (*p == '/' || *p == '\0') {
+      char c = *p;
+      *p = '\0';
+      (void)mkdir(d, 0755);
+      *p = c;
+      if (c == '\0') {
+        break;
+      }
+    }
+  }
+  free(d);
+}
 
 #define TMPFS_SIZE "size=1m,nr_inodes=256" /* small: a full disk is easy */
 
@@ -98,11 +171,37 @@ static void confine(void) {
       die("mount_setattr / read-only");
     }
   }
+  int kfd[MAX_KEEP];
+  for (int k = 0; k < nkeep; k++) {
+    kfd[k] = open(keep[k], O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (kfd[k] < 0) {
+      die(keep[k]);
+    }
+  }
   for (i = 0; i < sizeof(jails) / sizeof(jails[0]); i++) {
     if (mount("fuzz_files", jails[i], "tmpfs", MS_NOSUID | MS_NODEV,
               TMPFS_SIZE ",mode=1777") != 0) {
       die(jails[i]);
     }
+  }
+  for (int k = 0; k < nkeep; k++) {
+    char from[64];
+    struct fz_mount_attr ma;
+    snprintf(from, sizeof(from), "/proc/self/fd/%d", kfd[k]);
+    make_path(keep[k]);
+    if (mount(from, keep[k], NULL, MS_BIND, NULL) != 0) {
+      die(keep[k]);
+    }
+    memset(&ma, 0, sizeof(ma));
+    ma.attr_clr = FZ_MOUNT_ATTR_RDONLY;
+    if (syscall(SYS_mount_setattr, -1, keep[k], 0, &ma, sizeof(ma)) != 0 &&
+        errno != ENOSYS) {
+      die(keep[k]);
+    }
+    if (uid == 0 && chown(keep[k], 65534, 65534) != 0) {
+      die(keep[k]);
+    }
+    close(kfd[k]);
   }
   if (uid == 0) {
     /* Root could write anywhere: nobody can write only the tmpfs. */
@@ -126,7 +225,8 @@ static int rm_one(const char *path, const struct stat *sb, int flag,
 static void clean(void) {
   size_t i;
   for (i = 0; i < sizeof(jails) / sizeof(jails[0]); i++) {
-    nftw(jails[i], rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    /* Not into libFuzzer's folders, mounts of their own. */
+    nftw(jails[i], rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
   }
 }
 

@@ -8,6 +8,10 @@
 
      cmake --build BUILD --target serve_seeds
      BUILD/tests/fuzz/serve_seeds tests/fuzz/corpus/serve
+     BUILD/tests/fuzz/serve_seeds --files tests/fuzz/corpus/files
+
+   The second writes fuzz_files' HTTP/2 seeds (h2_*: /files over HTTP/2,
+   the HTTP/1.1 ones beside them are written by hand).
 
    Not built by default, and not a fuzz_* name: scripts/test.sh runs every
    fuzz_* executable as a fuzzer. */
@@ -1232,9 +1236,94 @@ static void seeds_http1(void) {
   seeds_http1_calls();
 }
 
+/* ---- fuzz_files' HTTP/2 seeds ------------------------------------------- */
+
+static const char *const octet[] = {"content-type", "application/octet-stream",
+                                    NULL};
+
+static bytes zeros(size_t n) {
+  uint8_t *p = calloc(1, n);
+  bytes b;
+  if (p == NULL) {
+    die("out of memory");
+  }
+  b = raw(p, n);
+  free(p);
+  return b;
+}
+
+static void seeds_files(void) {
+  static const char *const gz_hdrs[] = {"content-type",
+                                        "application/octet-stream",
+                                        "content-encoding", "gzip", NULL};
+  static const char *const mp[] = {"content-type",
+                                    "multipart/form-data; boundary=XyZ", NULL};
+  static const char *const tok[] = {"content-type", "application/octet-stream",
+                                    "x-access-token", "tok", NULL};
+  static const char *const bad_tok[] = {"x-access-token", "nope", NULL};
+  static const char two_parts[] =
+      "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; "
+      "filename=\"/tmp/m/one.txt\"\r\nContent-Type: application/octet-stream"
+      "\r\n\r\none\r\n--XyZ\r\nContent-Disposition: form-data; name=\"file\"; "
+      "filename=\"/tmp/m/two.bin\"\r\n\r\n\x00\x01two\r\n--XyZ--\r\n";
+  bytes body;
+
+  begin();
+  request("POST", "/files?path=/tmp/d/a.txt", octet, text("hello over h2\n"));
+  request("GET", "/files?path=/tmp/d/a.txt", NULL, none());
+  request("HEAD", "/files?path=/tmp/d/a.txt", NULL, none());
+  finish("h2_raw_up_then_get", 0);
+
+  begin();
+  body = raw(two_parts, sizeof(two_parts) - 1);
+  request_ex("POST", "/files", mp, &body, 7, 1); /* 7-byte DATA frames */
+  request("GET", "/files?path=/tmp/m/two.bin", NULL, none());
+  finish("h2_multipart_frames", 0);
+
+  begin();
+  request("POST", "/files?path=/tmp/g.txt", gz_hdrs,
+          gzip(text("gzip'd over h2, gzip'd over h2, gzip'd over h2\n")));
+  request("POST", "/files?path=/tmp/full.bin", gz_hdrs, gzip(zeros(2u << 20)));
+  finish("h2_gzip_and_full_disk", 0);
+
+  begin();
+  request("GET", "/files?path=/tmp/none", NULL, none());
+  request("GET", "/files?path=/tmp", NULL, none());
+  request("POST", "/files?path=~/x/y.txt&username=user", octet, text("hi"));
+  request("POST", "/files?path=/tmp/u&username=nosuch", octet, text("u"));
+  request("DELETE", "/files?path=/tmp/none", NULL, none());
+  finish("h2_errors", F_ROOT);
+
+  begin();
+  request("POST", "/files?path=/tmp/t.txt", tok, text("t"));
+  request("GET", "/files?path=/tmp/t.txt", bad_tok, none());
+  request("GET", "/files?path=/tmp/t.txt&signature=v1_x&"
+                 "signature_expiration=1",
+          NULL, none());
+  finish("h2_token", F_TOKEN);
+
+  /* An upload the client gives up on mid-body, then one that goes on. */
+  begin();
+  body = text("never ends");
+  {
+    int32_t id = request_ex("POST", "/files?path=/tmp/cut.txt", octet, &body,
+                            0, 0);
+    rst(id);
+  }
+  request("POST", "/files?path=/tmp/after.txt", octet, text("after"));
+  finish("h2_upload_reset", CHUNK_64);
+}
+
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--files") == 0) {
+    outdir = argv[2];
+    conch__gzip_init(&gz, conch_mem_default());
+    seeds_files();
+    conch__gzip_clear(&gz);
+    return 0;
+  }
   if (argc != 2) {
-    fprintf(stderr, "usage: serve_seeds DIR\n");
+    fprintf(stderr, "usage: serve_seeds [--files] DIR\n");
     return 2;
   }
   outdir = argv[1];

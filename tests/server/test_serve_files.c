@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/sha.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -397,6 +398,76 @@ static void test_download_as_user(void **state) {
   assert_int_equal(chmod(dir, 0700), 0);
 }
 
+/* Uploads as the request's user: a root server writing for "nobody"
+   creates the directories, the file and its rename with nobody's
+   permission checks (envd writes as root and chowns: nobody could write
+   anywhere); refused with envd's 500 and "permission denied".  Skipped
+   when not root. */
+static void test_upload_as_user(void **state) {
+  char path[512], sub[512], own[512];
+  const char *out;
+  struct stat st;
+  struct passwd *pw = getpwnam("nobody");
+  (void)state;
+  if (geteuid() != 0 || pw == NULL) {
+    printf("skipped: needs root and a user nobody (one user: nothing to "
+           "switch to)\n");
+    skip();
+  }
+  assert_int_equal(chmod(dir, 0711), 0); /* nobody passes, cannot write */
+  /* Into root's directory: refused, nothing made, nothing left. */
+  snprintf(path, sizeof(path), "%s/by_nobody.txt", dir);
+  out = run("printf 'x' | curl -sS " AUTH " -H 'content-type: "
+            "application/octet-stream' --data-binary @- -w ' %%{http_code}' "
+            "'%s/files?path=%s&username=nobody'",
+            srv.url, path);
+  if (strstr(out, " 500") == NULL ||
+      strcasestr(out, "permission denied") == NULL) {
+    fail_msg("nobody wrote into root's 0711 directory: %s", out);
+  }
+  assert_int_equal(lstat(path, &st), -1);
+  assert_no_tmp(dir);
+  /* Nor parent directories it may not make. */
+  snprintf(sub, sizeof(sub), "%s/made/by/nobody.txt", dir);
+  out = run("printf -- '--B\\r\\nContent-Disposition: form-data; "
+            "name=\"file\"; filename=\"f\"\\r\\n\\r\\nx\\r\\n--B--\\r\\n' | "
+            "curl -sS " AUTH " -H 'content-type: multipart/form-data; "
+            "boundary=B' --data-binary @- -w ' %%{http_code}' "
+            "'%s/files?path=%s&username=nobody'",
+            srv.url, sub);
+  if (strstr(out, " 500") == NULL ||
+      strcasestr(out, "permission denied") == NULL) {
+    fail_msg("nobody made directories in root's: %s", out);
+  }
+  snprintf(sub, sizeof(sub), "%s/made", dir);
+  assert_int_equal(lstat(sub, &st), -1);
+  /* Where nobody may write: written, owned by nobody, its directories
+     too. */
+  snprintf(own, sizeof(own), "%s/nobodys", dir);
+  assert_int_equal(mkdir(own, 0755), 0);
+  assert_int_equal(chown(own, pw->pw_uid, pw->pw_gid), 0);
+  snprintf(path, sizeof(path), "%s/nobodys/deep/f.txt", dir);
+  out = run("printf 'mine' | curl -sS " AUTH " -H 'content-type: "
+            "application/octet-stream' --data-binary @- -w ' %%{http_code}' "
+            "'%s/files?path=%s&username=nobody'",
+            srv.url, path);
+  assert_non_null(strstr(out, " 200"));
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_uid, pw->pw_uid);
+  assert_int_equal(st.st_size, 4);
+  snprintf(sub, sizeof(sub), "%s/nobodys/deep", dir);
+  assert_int_equal(stat(sub, &st), 0);
+  assert_int_equal(st.st_uid, pw->pw_uid);
+  /* Root still writes anywhere. */
+  snprintf(path, sizeof(path), "%s/by_root.txt", dir);
+  out = run("printf 'r' | curl -sS " AUTH " -H 'content-type: "
+            "application/octet-stream' --data-binary @- -w ' %%{http_code}' "
+            "'%s/files?path=%s&username=root'",
+            srv.url, path);
+  assert_non_null(strstr(out, " 200"));
+  assert_int_equal(chmod(dir, 0700), 0);
+}
+
 /* A body cut short: the old file stays whole, no temporary file is left
    (envd would leave the target truncated). */
 static void test_truncated(void **state) {
@@ -519,6 +590,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_auth_and_errors),
       cmocka_unit_test(test_dotdot),
       cmocka_unit_test(test_download_as_user),
+      cmocka_unit_test(test_upload_as_user),
       cmocka_unit_test(test_truncated),
       cmocka_unit_test(test_gzip_bomb),
       cmocka_unit_test(test_huge_multipart),

@@ -365,8 +365,13 @@ static void test_stat(void **state) {
   assert_string_equal(r->entry->name, "/");
   free_msg(r);
 
-  /* The user.e2b.* xattrs, where the filesystem has user xattrs. */
-  if (setxattr(tpath("f.txt"), "user.e2b.color", "blue", 4, 0) == 0) {
+  /* The user.e2b.* xattrs, where the filesystem has user xattrs (said
+     when it has not: the test then checks none of it). */
+  if (setxattr(tpath("f.txt"), "user.e2b.color", "blue", 4, 0) != 0) {
+    assert_true(errno == ENOTSUP || errno == EOPNOTSUPP);
+    printf("note: no user xattrs on %s (%s): metadata not checked\n",
+           tpath("f.txt"), strerror(errno));
+  } else {
     setxattr(tpath("f.txt"), "user.other", "x", 1, 0);
     assert_code(stat_as(NULL, tpath("f.txt"), &r), CONCH_CODE_OK);
     assert_int_equal(r->entry->n_metadata, 1);

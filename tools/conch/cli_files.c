@@ -206,6 +206,9 @@ int conch_cli_stat(cli_globals *g, int argc, char **argv) {
   if (e->symlink_target != NULL) {
     printf("symlink_target: %s\n", e->symlink_target);
   }
+  for (size_t i = 0; i < e->n_metadata; i++) {
+    printf("metadata.%s: %s\n", e->metadata[i].key, e->metadata[i].value);
+  }
   conch_entry_free(e);
   conch_sandbox_free(sb);
   return 0;

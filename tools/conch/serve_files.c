@@ -464,8 +464,34 @@ static void file_abort(files_x *x) {
   x->target = NULL;
 }
 
-/* Opens a temporary file for |path| (resolved).  Returns 0 or answered. */
+static int file_open_as(files_x *x, char *path);
+
+/* The HTTP status of a failed create or rename: 507 on a full disk, else
+   500 (envd's for a file it cannot open; the message says "permission
+   denied" when the user may not, which the API maps to
+   permission_denied). */
+static int create_status(int e) {
+  return e == ENOSPC || e == EDQUOT ? 507 : 500;
+}
+
+/* Opens a temporary file for |path| (resolved), as the request's user: a
+   root server writing for another user makes the directories, the file
+   and its rename into place with that user's permission checks, so a
+   user writes nowhere it could not write itself.  Returns 0 or
+   answered. */
 static int file_open(files_x *x, char *path) {
+  int rv;
+  if (srv_fs_as_user(x->srv, &x->user) != 0) {
+    fail(x, 500, "cannot act as user '%s'", x->user.name);
+    free(path);
+    return -1;
+  }
+  rv = file_open_as(x, path);
+  srv_fs_as_server(x->srv, &x->user);
+  return rv;
+}
+
+static int file_open_as(files_x *x, char *path) {
   char err[1024];
   struct stat st;
   char *real = NULL;
@@ -475,7 +501,7 @@ static int file_open(files_x *x, char *path) {
 
   if (ensure_dirs(x, path, err, sizeof(err)) != 0) {
     int e = errno;
-    fail(x, e == ENOSPC ? 507 : 500, "%s", err);
+    fail(x, create_status(e), "%s", err);
     free(path);
     return -1;
   }
@@ -520,7 +546,7 @@ static int file_open(files_x *x, char *path) {
     int e = errno;
     free(x->tmp);
     x->tmp = NULL;
-    fail(x, e == ENOSPC ? 507 : 500,
+    fail(x, create_status(e),
          e == ENOSPC ? "not enough inodes available: open %s: %s"
                      : "error opening file: open %s: %s",
          path, strerror(e));
@@ -595,13 +621,19 @@ static int file_done(files_x *x, const char *shown) {
     return -1;
   }
   x->fd = -1;
+  if (srv_fs_as_user(x->srv, &x->user) != 0) {
+    file_abort(x);
+    fail(x, 500, "cannot act as user '%s'", x->user.name);
+    return -1;
+  }
   if (rename(x->tmp, x->target) != 0) {
     int e = errno;
     file_abort(x);
-    fail(x, e == ENOSPC ? 507 : 500, "error writing file: rename: %s",
-         strerror(e));
+    srv_fs_as_server(x->srv, &x->user);
+    fail(x, create_status(e), "error writing file: rename: %s", strerror(e));
     return -1;
   }
+  srv_fs_as_server(x->srv, &x->user);
   free(x->tmp);
   x->tmp = NULL;
   free(x->target);

@@ -59,6 +59,12 @@ typedef enum conch_file_type {
   CONCH_FILE_SYMLINK = 3
 } conch_file_type;
 
+/** One pair of an entry's metadata. */
+typedef struct conch_file_meta {
+  char *key;   /**< the xattr's name without "user.e2b." */
+  char *value; /**< its value (UTF-8, as envd answers them) */
+} conch_file_meta;
+
 /** One entry (filesystem.EntryInfo).  Strings are never NULL except
     |symlink_target|. */
 typedef struct conch_entry_info {
@@ -78,7 +84,17 @@ typedef struct conch_entry_info {
   /** A symlink's target, resolved to an absolute path (the link's own
       path when it does not resolve); NULL for what is not a symlink. */
   char *symlink_target;
+  /** The entry's user-defined metadata, as envd keeps it: its
+      `user.e2b.*` extended attributes (followed through a symlink), the
+      prefix taken off, in the server's order; |n_metadata| pairs, NULL
+      when there are none (or the file system has no user xattrs). */
+  conch_file_meta *metadata;
+  size_t n_metadata;
 } conch_entry_info;
+
+/** The value of the metadata |key| of |e|, NULL when it has none. */
+CONCH_EXTERN const char *conch_entry_meta(const conch_entry_info *e,
+                                          const char *key);
 
 /** Frees one entry (NULL is accepted). */
 CONCH_EXTERN void conch_entry_free(conch_entry_info *e);
@@ -250,11 +266,20 @@ typedef struct conch_files_io_opts {
   /** A bound on the whole transfer in ms; 0 = none (the sandbox's
       request timeout does not apply: a large file may take long). */
   long timeout_ms;
-  void *reserved[4];
+  /** A bound on silence in ms: a transfer during which no byte moves
+      (none arrives on a read, the server takes none on a write) for this
+      long ends: the call returns CONCH_ERR_RPC, the status says
+      unavailable with local_err CONCH_ERR_TIMEOUT, as the commands API's
+      streams end on silence (a server frozen or gone mid-body).  Time
+      spent in the caller's sink or source does not count.  0 = the
+      sandbox's silence bound (conch_sandbox_opts.keepalive_ms: 3 x
+      keepalive + 5000 ms, none when keepalive is -1), -1 = none. */
+  long idle_timeout_ms;
+  void *reserved[3];
 } conch_files_io_opts;
 
 #define CONCH_FILES_IO_OPTS_INIT                                               \
-  { sizeof(conch_files_io_opts), NULL, NULL, NULL, 0, { 0 } }
+  { sizeof(conch_files_io_opts), NULL, NULL, NULL, 0, 0, { 0 } }
 
 /** Where a read's bytes go: |len| (> 0) bytes, borrowed until it returns.
     Returns 0 to go on; anything else stops the read, which then returns
