@@ -147,9 +147,34 @@ enum {
   SRV_RPC_DONE         /* the server answers or answered; nobody holds it */
 };
 
+/* Where a call's response goes and what its request bytes owe: the
+   connection's session.  HTTP/2 (server_rpc.c): nghttp2's stream, the
+   body pulled by its data source; HTTP/1.1 (server_h1.c): the one
+   exchange in progress, the body written by the exchange as the
+   transport takes it.  Every call of a connection has the same. */
+typedef struct srv_sink {
+  /* The response head |h| (pointers made), its body from rpc->out when
+     |with_data| (else the response is the head alone).  0 or a
+     CONCH_ERR_*. */
+  int (*head)(conch_rpc *rpc, srv_hb *h, int with_data);
+  /* rpc->out grew, or out_end was set (with rpc->trl, gRPC's trailers). */
+  void (*more)(conch_rpc *rpc);
+  /* The response cannot go on: the stream ends with HTTP/2 error |code|
+     (HTTP/1.1: an answer if the head did not go out, else a cut). */
+  void (*reset)(conch_rpc *rpc, uint32_t code);
+  /* |n| request bytes that were held went to the handler. */
+  void (*consumed)(conch_rpc *rpc, size_t n);
+  /* The connection holds more request bytes than it may: it ends. */
+  void (*overflow)(conch_rpc *rpc);
+} srv_sink;
+
+/* server_rpc.c's: HTTP/2. */
+extern const srv_sink conch__srv_h2_sink;
+
 struct conch_rpc {
   conch_link link; /* in srv_conn.rpcs */
   srv_conn *conn;
+  const srv_sink *sink;
   int32_t id;
   int state;
   srv_method *method;
@@ -317,16 +342,35 @@ void conch__srv_conn_kick(srv_conn *conn);
 static inline const conch_mem *conch__srv_rpc_mem(const conch_rpc *rpc) {
   return rpc->conn->s->mem;
 }
-/* Lets nghttp2 ask for the response body of |rpc| again (deferred). */
+/* More of the response of |rpc| is in rpc->out (or its end is). */
 static inline void conch__srv_rpc_resume(conch_rpc *rpc) {
-  if (rpc->deferred) {
-    rpc->deferred = 0;
-    (void)nghttp2_session_resume_data(rpc->conn->h2, rpc->id);
-  }
+  rpc->sink->more(rpc);
 }
-/* Header blocks (server_rpc.c): a header |name| with |value|; frees the
-   block. */
+/* The request side of a call, for a session (server_rpc.c).  A call is
+   made for a stream (|id|; HTTP/1.1: 1 for every exchange) and is the
+   session's to close: conch__srv_rpc_close() runs the handler's
+   on_cancel if it still holds the call, and frees it.  NULL: out of
+   memory. */
+conch_rpc *conch__srv_rpc_open(srv_conn *conn, int32_t id,
+                               const srv_sink *sink);
+void conch__srv_rpc_close(conch_rpc *rpc, uint32_t code);
+/* One request header (pseudo-headers :method, :path, :authority as
+   HTTP/2 names them).  0 or CONCH_ERR_NOMEM. */
+int conch__srv_rpc_header(conch_rpc *rpc, const uint8_t *name, size_t namelen,
+                          const uint8_t *value, size_t valuelen);
+/* The header block ended: the gate, the dispatch, the handler. */
+void conch__srv_rpc_headers_end(conch_rpc *rpc);
+/* Request body bytes.  Returns 1 when they were held for a paused
+   handler (the session credits them when sink->consumed says so), 0
+   when they were taken. */
+int conch__srv_rpc_data(conch_rpc *rpc, const uint8_t *p, size_t n);
+/* The request ended. */
+void conch__srv_rpc_data_end(conch_rpc *rpc);
+/* Header blocks (server_rpc.c): a header |name| with |value| ("-bin"
+   ones in base64); one taken as it is; frees the block. */
 void conch__srv_hb_str(srv_hb *h, const conch_mem *mem, const char *name,
+                       const char *value);
+void conch__srv_hb_raw(srv_hb *h, const conch_mem *mem, const char *name,
                        const char *value);
 void conch__srv_hb_clear(srv_hb *h, const conch_mem *mem);
 /* Submits the response head |h| of |rpc|, with its body when |with_data|
