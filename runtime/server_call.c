@@ -378,8 +378,9 @@ int conch__srv_conn_ready(srv_conn *conn) {
       rpc->want_ready = 0;
       rpc->want_low = 0;
       if (rpc->method->h.on_send_ready != NULL) {
-        /* The handler may send or finish; calls are freed only by
-           nghttp2's callbacks, never from here, so |l| stays valid. */
+        /* The handler may send or finish; calls are freed only by the
+           session (conch__srv_rpc_close()), never from here, so |l|
+           stays valid. */
         rpc->method->h.on_send_ready(rpc, rpc->method->user_data);
         n++;
       }

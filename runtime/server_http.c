@@ -2,14 +2,15 @@
    request to a handler's path becomes an exchange, a conch_rpc without a
    method (rpc->http), so that it has the stream, timers, held bytes and
    budget of a call; server_rpc.c hands it here where an RPC would go to
-   the protocols.  Over HTTP/1.1 the exchange is the same: server_h1.c
-   turns the request into HTTP/2 before it reaches the session.
+   the protocols.  Over HTTP/1.1 the exchange is the same: the head and
+   body go through the call's sink (srv_sink), which is server_h1.c's.
 
-   Bounded both ways: the request body goes to on_body as nghttp2 hands
-   it over, and its stream window is returned only once the handler took
-   it (a paused exchange holds at most the window); the response body
-   waits in rpc->out, refused past the budget (http_room()), and nghttp2
-   takes it from there as the client's window allows. */
+   Bounded both ways: the request body goes to on_body as the session
+   hands it over, and is credited back (HTTP/2's stream window; HTTP/1.1:
+   the parser reads on) only once the handler took it (a paused exchange
+   holds at most the window); the response body waits in rpc->out,
+   refused past the budget (http_room()), and the session takes it from
+   there as the client reads. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

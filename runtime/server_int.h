@@ -1,7 +1,7 @@
 /* Internals of the server core (server.c: the server, its listeners,
    connections and driving; server_opts.c: its options; server_table.c:
-   its method table; server_rpc.c: calls over nghttp2's server session and
-   the three protocols).  Private to the runtime. */
+   its method table; server_rpc.c: calls, nghttp2's server session and
+   the three protocols; server_h1.c: HTTP/1.1).  Private to the runtime. */
 #ifndef CONCH_SERVER_INT_H
 #define CONCH_SERVER_INT_H
 
@@ -89,7 +89,7 @@ typedef struct srv_method {
 enum {
   SRV_PROTO_SNIFF = 0, /* not known yet: TLS handshake, first bytes */
   SRV_PROTO_H2,        /* HTTP/2: bytes go to |h2| */
-  SRV_PROTO_H1         /* HTTP/1.x: server_h1.c stands before |h2| */
+  SRV_PROTO_H1         /* HTTP/1.x: server_h1.c (|h2| unused) */
 };
 
 typedef struct srv_h1 srv_h1; /* server_h1.c */
@@ -452,14 +452,16 @@ size_t conch__srv_conn_out_size(srv_conn *conn);
 /* "Date: <IMF-fixdate>\r\n" into |out|; its length (0 without a clock). */
 size_t conch__srv_date(char *out, size_t cap);
 
-/* ---- HTTP/1.1 (server_h1.c): a bridge into the connection's HTTP/2
-   session.  Every function but start takes a connection that has one. */
+/* ---- HTTP/1.1 (server_h1.c): the connection's session when it does not
+   speak HTTP/2 (h1parse.c's requests into server_rpc.c's entry points,
+   the response through its srv_sink).  Every function but start takes a
+   connection that has one. */
 
-/* Makes the bridge of |conn| (conn->h1).  Returns 0 or CONCH_ERR_NOMEM. */
+/* Makes the session of |conn| (conn->h1).  Returns 0 or CONCH_ERR_NOMEM. */
 int conch__srv_h1_start(srv_conn *conn);
 /* Frees it (NULL conn->h1 is accepted). */
 void conch__srv_h1_free(srv_conn *conn);
-/* How many bytes the bridge takes now (0: do not read). */
+/* How many bytes the session takes now (0: do not read). */
 size_t conch__srv_h1_room(const srv_conn *conn);
 /* Bytes from the client.  Returns 0 or CONCH_ERR_NOMEM. */
 int conch__srv_h1_feed(srv_conn *conn, const uint8_t *p, size_t n);
@@ -468,11 +470,11 @@ void conch__srv_h1_eof(srv_conn *conn);
 /* No new request (shutdown, idle): the connection closes after the
    current exchange. */
 void conch__srv_h1_goaway(srv_conn *conn);
-/* Parses, moves frames between the sessions and queues output while the
-   transport's buffer has room.  Returns 1 when it queued bytes or moved
-   anything, 0, or -1 when the connection must close. */
+/* Parses what was read ahead and writes the response into the
+   connection's output while it has room.  Returns 1 when it queued bytes
+   or moved anything, 0, or -1 when the connection must close. */
 int conch__srv_h1_produce(srv_conn *conn);
-/* 1 when the bridge is done: the connection closes once its output is
+/* 1 when the session is done: the connection closes once its output is
    written (after a lingering read). */
 int conch__srv_h1_done(const srv_conn *conn);
 

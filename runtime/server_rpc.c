@@ -1,6 +1,10 @@
-/* Calls of the server core: nghttp2's server session, the dispatch of a
-   request to its method, and the three protocols' responses (Connect
-   unary and streams, gRPC, gRPC-Web).  The gate and the budgets are
+/* Calls of the server core: the dispatch of a request to its method, the
+   three protocols' responses (Connect unary and streams, gRPC, gRPC-Web),
+   and nghttp2's server session.  A session gives a call its request
+   through conch__srv_rpc_open/header/headers_end/data/data_end/close
+   (nghttp2's callbacks below for HTTP/2, server_h1.c for HTTP/1.1), and
+   the call gives its response to the session's srv_sink (HTTP/2's here:
+   nghttp2's data source reading rpc->out).  The gate and the budgets are
    server_admit.c's, the handler's side of a call server_call.c's. */
 #include <errno.h>
 #include <stdarg.h>
