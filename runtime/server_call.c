@@ -400,12 +400,57 @@ int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg) {
   return rv != 0 ? rv : send_msg(rpc, msg);
 }
 
+/* Queues |msg|, |n| bytes packed, when it goes out uncompressed: packed
+   straight into the call's output (after its envelope prefix), so that
+   the session's write is the one copy of its bytes. */
+static int send_packed(conch_rpc *rpc, const ProtobufCMessage *msg,
+                       size_t n) {
+  const conch_mem *mem = conch__srv_rpc_mem(rpc);
+  size_t pre = rpc->wire != SRV_CONNECT_UNARY ? CONCH_ENV_PREFIX : 0;
+  int rv = 0;
+
+  if (pre == 0) {
+    rpc->resp_enc = CONCH_COMPRESSION_IDENTITY; /* no Content-Encoding */
+  } else {
+    rv = conch__srv_stream_head(rpc);
+  }
+  if (rv == 0) {
+    rv = conch__buf_reserve(&rpc->out, mem, pre + n);
+  }
+  if (rv != 0) {
+    return rv;
+  }
+  if (pre > 0) {
+    conch__env_write_prefix(rpc->out.data + rpc->out.len, 0, (uint32_t)n);
+  }
+  if (n > 0) {
+    (void)protobuf_c_message_pack(msg, rpc->out.data + rpc->out.len + pre);
+  }
+  rpc->out.len += pre + n;
+  rpc->nsent++;
+  rpc->refused = 0;
+  if (pre > 0) {
+    conch__srv_rpc_resume(rpc);
+    conch__srv_conn_kick(rpc->conn);
+  }
+  return 0;
+}
+
 /* Serializes and queues |msg| (checked by the caller). */
 static int send_msg(conch_rpc *rpc, const ProtobufCMessage *msg) {
   const conch_mem *mem = conch__srv_rpc_mem(rpc);
   conch_buf b = CONCH_BUF_INIT;
   char err[256];
   int rv;
+
+  if (!rpc->json) {
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    if (n <= UINT32_MAX &&
+        (rpc->resp_enc == CONCH_COMPRESSION_IDENTITY ||
+         n < rpc->conn->s->o.compress_min)) {
+      return send_packed(rpc, msg, n);
+    }
+  }
 
   if (rpc->json) {
     const conch_server *s = rpc->conn->s;
