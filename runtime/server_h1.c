@@ -90,7 +90,25 @@ struct srv_h1 {
   int chunked;
   long long resp_len; /* the response's content-length, or -1 */
   conch_buf rhead;    /* "Name: value\r\n" lines */
+  /* The Date field as last made, and when (the server's clock, ms): made
+     again once a second passed, not for every response. */
+  char date[64];
+  size_t date_len;
+  int64_t date_at;
 };
+
+/* "Date: ...\r\n" (RFC 9110 6.6.1: an origin server with a clock sends
+   it), at most a second old. */
+static const char *date_field(struct srv_h1 *h, size_t *len) {
+  int64_t now = conch__srv_now(h->c->s);
+
+  if (h->date_len == 0 || now - h->date_at >= 1000 || now < h->date_at) {
+    h->date_len = conch__srv_date(h->date, sizeof(h->date));
+    h->date_at = now;
+  }
+  *len = h->date_len;
+  return h->date;
+}
 
 /* The reason phrase (wire.h), or "Status" for one it does not name. */
 static const char *reason_of(int status) {
@@ -649,8 +667,11 @@ static void commit(srv_h1 *h, int ended, size_t len) {
   n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", h->status,
                reason_of(h->status));
   put(h, line, (size_t)n);
-  n = (int)conch__srv_date(line, sizeof(line));
-  put(h, line, (size_t)n);
+  {
+    size_t dl;
+    const char *d = date_field(h, &dl);
+    put(h, d, dl);
+  }
   put(h, conch__buf_head(&h->rhead), conch__buf_size(&h->rhead));
   if (h->head_req && h->resp_len >= 0 && h->status >= 200 &&
       h->status != 204 && h->status != 304) {
