@@ -450,6 +450,17 @@ static int send_msg(conch_rpc *rpc, const ProtobufCMessage *msg) {
          n < rpc->conn->s->o.compress_min)) {
       return send_packed(rpc, msg, n);
     }
+    /* To be compressed: packed into a buffer of its own (the size is
+       known now: not asked again). */
+    rv = conch__buf_reserve(&b, mem, n);
+    if (rv == 0) {
+      b.len = protobuf_c_message_pack(msg, b.data);
+      rv = send_bytes(rpc, conch__buf_head(&b) != NULL ? conch__buf_head(&b)
+                                                        : (const uint8_t *)"",
+                      conch__buf_size(&b));
+    }
+    conch__buf_free(&b, mem);
+    return rv;
   }
 
   if (rpc->json) {
