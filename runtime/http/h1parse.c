@@ -76,6 +76,7 @@ static const conch_h1_field *build_fields(conch_h1p *p, size_t *n) {
   int chunked = (p->p.flags & F_CHUNKED) != 0;
 
   *n = 0;
+  p->ninvalid = 0;
   if (p->noffs == 0) {
     return p->fields;
   }
@@ -96,8 +97,11 @@ static const conch_h1_field *build_fields(conch_h1p *p, size_t *n) {
     while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t')) {
       vlen--;
     }
-    if (!name_ok(name, f->nlen) || !value_ok(v, vlen) ||
-        conch__h1_hop_by_hop(name, f->nlen) ||
+    if (!name_ok(name, f->nlen) || !value_ok(v, vlen)) {
+      p->ninvalid++;
+      continue;
+    }
+    if (conch__h1_hop_by_hop(name, f->nlen) ||
         (chunked && f->nlen == 14 && memcmp(name, "content-length", 14) == 0)) {
       continue;
     }
@@ -231,6 +235,7 @@ static int on_headers_complete(http_parser *hp) {
     h.body = h.chunked || (h.length != UINT64_MAX && h.length > 0);
   }
   h.fields = build_fields(p, &h.nfields);
+  h.ninvalid = p->ninvalid;
   p->head_done = 1;
   if (p->cbs->on_head(p->ud, &h) != 0) {
     p->stopped = 1;

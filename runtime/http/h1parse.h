@@ -48,6 +48,8 @@ typedef struct conch_h1_head {
   uint64_t length;   /* Content-Length, or UINT64_MAX when none */
   const conch_h1_field *fields;
   size_t nfields;
+  size_t ninvalid; /* fields dropped for an invalid name or value (a server
+                      answers 400 for them, RFC 9112 5) */
 } conch_h1_head;
 
 /* What the parser calls back.  Each returns 0, or non-zero to stop: the
@@ -96,6 +98,7 @@ typedef struct conch_h1p {
   unsigned over : 1;      /* |max_head| passed */
   unsigned nomem : 1;
   unsigned started : 1; /* a byte of the current message was read */
+  size_t ninvalid;      /* of the block built last */
 } conch_h1p;
 
 /* Starts a parser of responses (|request| 0) or requests (1). */

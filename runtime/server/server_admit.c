@@ -69,8 +69,7 @@ static void rpc_reply(conch_rpc *rpc, const conch_server_reply *r) {
     rv = conch__srv_rpc_submit(rpc, &h, blen > 0);
   }
   if (rv != 0) {
-    (void)nghttp2_submit_rst_stream(rpc->conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
-                                    NGHTTP2_INTERNAL_ERROR);
+    rpc->sink->reset(rpc, NGHTTP2_INTERNAL_ERROR);
   }
   conch__srv_hb_clear(&h, mem);
 }
@@ -195,8 +194,7 @@ void conch__srv_rpc_recv_expired(conch_rpc *rpc) {
 
   if (rpc->discarding) {
     /* Answered long ago, and the client still has not ended its side. */
-    (void)nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
-                                    NGHTTP2_NO_ERROR);
+    rpc->sink->reset(rpc, NGHTTP2_NO_ERROR);
     return;
   }
 
@@ -207,8 +205,7 @@ void conch__srv_rpc_recv_expired(conch_rpc *rpc) {
     return;
   }
   if (rpc->state != SRV_RPC_USER) {
-    (void)nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
-                                    NGHTTP2_CANCEL);
+    rpc->sink->reset(rpc, NGHTTP2_CANCEL);
     return;
   }
   conch__srv_rpc_fail(rpc, CONCH_CODE_DEADLINE_EXCEEDED,
@@ -284,7 +281,7 @@ static void shed_call(conch_rpc *v) {
   v->counted = 0;
   s->shed_calls++;
   if (unread > 0) {
-    (void)nghttp2_session_consume_stream(vc->h2, v->id, unread);
+    v->sink->consumed(v, unread);
   }
   conch__srv_rpc_fail(
       v, CONCH_CODE_RESOURCE_EXHAUSTED,
@@ -329,7 +326,6 @@ void conch__srv_rpc_count(conch_rpc *rpc) {
   }
   if (s->o.conn_buffered > 0 && conn->buffered > s->o.conn_buffered &&
       !conn->dead) {
-    (void)nghttp2_session_terminate_session(conn->h2,
-                                            NGHTTP2_ENHANCE_YOUR_CALM);
+    rpc->sink->overflow(rpc);
   }
 }

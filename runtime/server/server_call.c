@@ -378,8 +378,9 @@ int conch__srv_conn_ready(srv_conn *conn) {
       rpc->want_ready = 0;
       rpc->want_low = 0;
       if (rpc->method->h.on_send_ready != NULL) {
-        /* The handler may send or finish; calls are freed only by
-           nghttp2's callbacks, never from here, so |l| stays valid. */
+        /* The handler may send or finish; calls are freed only by the
+           session (conch__srv_rpc_close()), never from here, so |l|
+           stays valid. */
         rpc->method->h.on_send_ready(rpc, rpc->method->user_data);
         n++;
       }
@@ -399,12 +400,68 @@ int conch_rpc_send(conch_rpc *rpc, const ProtobufCMessage *msg) {
   return rv != 0 ? rv : send_msg(rpc, msg);
 }
 
+/* Queues |msg|, |n| bytes packed, when it goes out uncompressed: packed
+   straight into the call's output (after its envelope prefix), so that
+   the session's write is the one copy of its bytes. */
+static int send_packed(conch_rpc *rpc, const ProtobufCMessage *msg,
+                       size_t n) {
+  const conch_mem *mem = conch__srv_rpc_mem(rpc);
+  size_t pre = rpc->wire != SRV_CONNECT_UNARY ? CONCH_ENV_PREFIX : 0;
+  int rv = 0;
+
+  if (pre == 0) {
+    rpc->resp_enc = CONCH_COMPRESSION_IDENTITY; /* no Content-Encoding */
+  } else {
+    rv = conch__srv_stream_head(rpc);
+  }
+  if (rv == 0) {
+    rv = conch__buf_reserve(&rpc->out, mem, pre + n);
+  }
+  if (rv != 0) {
+    return rv;
+  }
+  if (pre > 0) {
+    conch__env_write_prefix(rpc->out.data + rpc->out.len, 0, (uint32_t)n);
+  }
+  if (n > 0) {
+    (void)protobuf_c_message_pack(msg, rpc->out.data + rpc->out.len + pre);
+  }
+  rpc->out.len += pre + n;
+  rpc->nsent++;
+  rpc->refused = 0;
+  if (pre > 0) {
+    conch__srv_rpc_resume(rpc);
+    conch__srv_conn_kick(rpc->conn);
+  }
+  return 0;
+}
+
 /* Serializes and queues |msg| (checked by the caller). */
 static int send_msg(conch_rpc *rpc, const ProtobufCMessage *msg) {
   const conch_mem *mem = conch__srv_rpc_mem(rpc);
   conch_buf b = CONCH_BUF_INIT;
   char err[256];
   int rv;
+
+  if (!rpc->json) {
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    if (n <= UINT32_MAX &&
+        (rpc->resp_enc == CONCH_COMPRESSION_IDENTITY ||
+         n < rpc->conn->s->o.compress_min)) {
+      return send_packed(rpc, msg, n);
+    }
+    /* To be compressed: packed into a buffer of its own (the size is
+       known now: not asked again). */
+    rv = conch__buf_reserve(&b, mem, n);
+    if (rv == 0) {
+      b.len = protobuf_c_message_pack(msg, b.data);
+      rv = send_bytes(rpc, conch__buf_head(&b) != NULL ? conch__buf_head(&b)
+                                                        : (const uint8_t *)"",
+                      conch__buf_size(&b));
+    }
+    conch__buf_free(&b, mem);
+    return rv;
+  }
 
   if (rpc->json) {
     const conch_server *s = rpc->conn->s;

@@ -2,14 +2,15 @@
    request to a handler's path becomes an exchange, a conch_rpc without a
    method (rpc->http), so that it has the stream, timers, held bytes and
    budget of a call; server_rpc.c hands it here where an RPC would go to
-   the protocols.  Over HTTP/1.1 the exchange is the same: server_h1.c
-   turns the request into HTTP/2 before it reaches the session.
+   the protocols.  Over HTTP/1.1 the exchange is the same: the head and
+   body go through the call's sink (srv_sink), which is server_h1.c's.
 
-   Bounded both ways: the request body goes to on_body as nghttp2 hands
-   it over, and its stream window is returned only once the handler took
-   it (a paused exchange holds at most the window); the response body
-   waits in rpc->out, refused past the budget (http_room()), and nghttp2
-   takes it from there as the client's window allows. */
+   Bounded both ways: the request body goes to on_body as the session
+   hands it over, and is credited back (HTTP/2's stream window; HTTP/1.1:
+   the parser reads on) only once the handler took it (a paused exchange
+   holds at most the window); the response body waits in rpc->out,
+   refused past the budget (http_room()), and the session takes it from
+   there as the client reads. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,47 +42,9 @@ static void give_up(conch_rpc *rpc) {
   conch__srv_conn_idle(rpc->conn);
 }
 
-static void resume_data(conch_rpc *rpc) {
-  if (rpc->deferred) {
-    rpc->deferred = 0;
-    (void)nghttp2_session_resume_data(rpc->conn->h2, rpc->id);
-  }
-}
-
 static void reset(conch_rpc *rpc, uint32_t code) {
-  (void)nghttp2_submit_rst_stream(rpc->conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
-                                  code);
+  rpc->sink->reset(rpc, code);
   conch__srv_conn_kick(rpc->conn);
-}
-
-static ssize_t http_read(nghttp2_session *h2, int32_t id, uint8_t *buf,
-                         size_t len, uint32_t *flags,
-                         nghttp2_data_source *src, void *user_data) {
-  conch_rpc *rpc = src->ptr;
-  size_t n = conch__buf_size(&rpc->out);
-  (void)h2;
-  (void)id;
-  (void)user_data;
-
-  if (n > len) {
-    n = len;
-  }
-  if (n > 0) {
-    memcpy(buf, conch__buf_head(&rpc->out), n);
-    conch__buf_consume(&rpc->out, n);
-  }
-  if (conch__buf_size(&rpc->out) == 0) {
-    if (rpc->out.cap > SRV_HTTP_OUT_MAX) {
-      conch__buf_free(&rpc->out, http_mem(rpc));
-    }
-    if (rpc->out_end) {
-      *flags |= NGHTTP2_DATA_FLAG_EOF;
-    } else if (n == 0) {
-      rpc->deferred = 1;
-      return NGHTTP2_ERR_DEFERRED;
-    }
-  }
-  return (ssize_t)n;
 }
 
 int conch__srv_http_start(conch_rpc *rpc, const srv_http_route *route) {
@@ -134,28 +97,17 @@ void conch__srv_http_cancel(conch_rpc *rpc) {
 
 /* A plain answer without body (the exchange given up already). */
 static int submit_status(conch_rpc *rpc, int status) {
+  const conch_mem *mem = http_mem(rpc);
   char st[4];
-  nghttp2_nv nv[2];
-  size_t n = 0;
+  srv_hb hb = {0};
+  int rv;
 
   (void)snprintf(st, sizeof(st), "%03d", status);
-  nv[n].name = (uint8_t *)":status";
-  nv[n].namelen = 7;
-  nv[n].value = (uint8_t *)st;
-  nv[n].valuelen = 3;
-  nv[n].flags = NGHTTP2_NV_FLAG_NONE;
-  n++;
-  nv[n].name = (uint8_t *)"content-length";
-  nv[n].namelen = 14;
-  nv[n].value = (uint8_t *)"0";
-  nv[n].valuelen = 1;
-  nv[n].flags = NGHTTP2_NV_FLAG_NONE;
-  n++;
-  if (nghttp2_submit_response(rpc->conn->h2, rpc->id, nv, n, NULL) != 0) {
-    return CONCH_ERR_NOMEM;
-  }
-  rpc->submitted = 1;
-  return 0;
+  conch__srv_hb_raw(&hb, mem, ":status", st);
+  conch__srv_hb_raw(&hb, mem, "content-length", "0");
+  rv = conch__srv_rpc_submit(rpc, &hb, 0);
+  conch__srv_hb_clear(&hb, mem);
+  return rv;
 }
 
 void conch__srv_http_fail(conch_rpc *rpc, conch_code code) {
@@ -312,9 +264,7 @@ int conch_http_respond(conch_http *h, int status, const char *const *headers,
                        int body) {
   const conch_mem *mem;
   conch_rpc *rpc;
-  nghttp2_data_provider prd;
-  nghttp2_nv *nv;
-  size_t n = 0;
+  srv_hb hb = {0};
   size_t count = 0;
   int64_t clen = -1;
   char st[4];
@@ -340,40 +290,24 @@ int conch_http_respond(conch_http *h, int status, const char *const *headers,
       return CONCH_ERR_INVALID;
     }
   }
-  nv = conch__calloc(mem, count / 2 + 1, sizeof(*nv));
-  if (nv == NULL) {
-    return CONCH_ERR_NOMEM;
-  }
   (void)snprintf(st, sizeof(st), "%03d", status);
-  nv[n].name = (uint8_t *)":status";
-  nv[n].namelen = 7;
-  nv[n].value = (uint8_t *)st;
-  nv[n].valuelen = 3;
-  n++;
+  conch__srv_hb_raw(&hb, mem, ":status", st);
   for (size_t i = 0; i < count; i += 2) {
-    nv[n].name = (uint8_t *)headers[i];
-    nv[n].namelen = strlen(headers[i]);
-    nv[n].value = (uint8_t *)headers[i + 1];
-    nv[n].valuelen = strlen(headers[i + 1]);
-    n++;
+    conch__srv_hb_raw(&hb, mem, headers[i], headers[i + 1]);
   }
   /* Without a body nothing may be promised but nothing. */
   h->body = body && !h->head;
   if (!body) {
     clen = clen > 0 ? -1 : clen;
   }
-  prd.source.ptr = rpc;
-  prd.read_callback = http_read;
-  /* nghttp2 copies the names and values. */
-  rv = nghttp2_submit_response(rpc->conn->h2, rpc->id, nv, n,
-                               h->body ? &prd : NULL);
-  conch__free(mem, nv);
+  /* The session copies the names and values. */
+  rv = conch__srv_rpc_submit(rpc, &hb, h->body);
+  conch__srv_hb_clear(&hb, mem);
   if (rv != 0) {
-    return CONCH_ERR_NOMEM;
+    return rv;
   }
   h->responded = 1;
   h->clen = h->head ? -1 : clen;
-  rpc->submitted = 1;
   conch__srv_conn_kick(rpc->conn);
   return 0;
 }
@@ -405,7 +339,7 @@ int conch_http_write(conch_http *h, const void *data, size_t len) {
     return CONCH_ERR_NOMEM;
   }
   h->sent += len;
-  resume_data(rpc);
+  conch__srv_rpc_resume(rpc);
   conch__srv_conn_kick(rpc->conn);
   return 0;
 }
@@ -438,7 +372,7 @@ int conch_http_end(conch_http *h) {
     return 0;
   }
   rpc->out_end = 1;
-  resume_data(rpc);
+  conch__srv_rpc_resume(rpc);
   conch__srv_conn_kick(rpc->conn);
   return 0;
 }

@@ -1,7 +1,7 @@
 /* Internals of the server core (server.c: the server, its listeners,
    connections and driving; server_opts.c: its options; server_table.c:
-   its method table; server_rpc.c: calls over nghttp2's server session and
-   the three protocols).  Private to the runtime. */
+   its method table; server_rpc.c: calls, nghttp2's server session and
+   the three protocols; server_h1.c: HTTP/1.1).  Private to the runtime. */
 #ifndef CONCH_SERVER_INT_H
 #define CONCH_SERVER_INT_H
 
@@ -89,7 +89,7 @@ typedef struct srv_method {
 enum {
   SRV_PROTO_SNIFF = 0, /* not known yet: TLS handshake, first bytes */
   SRV_PROTO_H2,        /* HTTP/2: bytes go to |h2| */
-  SRV_PROTO_H1         /* HTTP/1.x: server_h1.c stands before |h2| */
+  SRV_PROTO_H1         /* HTTP/1.x: server_h1.c (|h2| unused) */
 };
 
 typedef struct srv_h1 srv_h1; /* server_h1.c */
@@ -147,9 +147,34 @@ enum {
   SRV_RPC_DONE         /* the server answers or answered; nobody holds it */
 };
 
+/* Where a call's response goes and what its request bytes owe: the
+   connection's session.  HTTP/2 (server_rpc.c): nghttp2's stream, the
+   body pulled by its data source; HTTP/1.1 (server_h1.c): the one
+   exchange in progress, the body written by the exchange as the
+   transport takes it.  Every call of a connection has the same. */
+typedef struct srv_sink {
+  /* The response head |h| (pointers made), its body from rpc->out when
+     |with_data| (else the response is the head alone).  0 or a
+     CONCH_ERR_*. */
+  int (*head)(conch_rpc *rpc, srv_hb *h, int with_data);
+  /* rpc->out grew, or out_end was set (with rpc->trl, gRPC's trailers). */
+  void (*more)(conch_rpc *rpc);
+  /* The response cannot go on: the stream ends with HTTP/2 error |code|
+     (HTTP/1.1: an answer if the head did not go out, else a cut). */
+  void (*reset)(conch_rpc *rpc, uint32_t code);
+  /* |n| request bytes that were held went to the handler. */
+  void (*consumed)(conch_rpc *rpc, size_t n);
+  /* The connection holds more request bytes than it may: it ends. */
+  void (*overflow)(conch_rpc *rpc);
+} srv_sink;
+
+/* server_rpc.c's: HTTP/2. */
+extern const srv_sink conch__srv_h2_sink;
+
 struct conch_rpc {
   conch_link link; /* in srv_conn.rpcs */
   srv_conn *conn;
+  const srv_sink *sink;
   int32_t id;
   int state;
   srv_method *method;
@@ -317,16 +342,35 @@ void conch__srv_conn_kick(srv_conn *conn);
 static inline const conch_mem *conch__srv_rpc_mem(const conch_rpc *rpc) {
   return rpc->conn->s->mem;
 }
-/* Lets nghttp2 ask for the response body of |rpc| again (deferred). */
+/* More of the response of |rpc| is in rpc->out (or its end is). */
 static inline void conch__srv_rpc_resume(conch_rpc *rpc) {
-  if (rpc->deferred) {
-    rpc->deferred = 0;
-    (void)nghttp2_session_resume_data(rpc->conn->h2, rpc->id);
-  }
+  rpc->sink->more(rpc);
 }
-/* Header blocks (server_rpc.c): a header |name| with |value|; frees the
-   block. */
+/* The request side of a call, for a session (server_rpc.c).  A call is
+   made for a stream (|id|; HTTP/1.1: 1 for every exchange) and is the
+   session's to close: conch__srv_rpc_close() runs the handler's
+   on_cancel if it still holds the call, and frees it.  NULL: out of
+   memory. */
+conch_rpc *conch__srv_rpc_open(srv_conn *conn, int32_t id,
+                               const srv_sink *sink);
+void conch__srv_rpc_close(conch_rpc *rpc, uint32_t code);
+/* One request header (pseudo-headers :method, :path, :authority as
+   HTTP/2 names them).  0 or CONCH_ERR_NOMEM. */
+int conch__srv_rpc_header(conch_rpc *rpc, const uint8_t *name, size_t namelen,
+                          const uint8_t *value, size_t valuelen);
+/* The header block ended: the gate, the dispatch, the handler. */
+void conch__srv_rpc_headers_end(conch_rpc *rpc);
+/* Request body bytes.  Returns 1 when they were held for a paused
+   handler (the session credits them when sink->consumed says so), 0
+   when they were taken. */
+int conch__srv_rpc_data(conch_rpc *rpc, const uint8_t *p, size_t n);
+/* The request ended. */
+void conch__srv_rpc_data_end(conch_rpc *rpc);
+/* Header blocks (server_rpc.c): a header |name| with |value| ("-bin"
+   ones in base64); one taken as it is; frees the block. */
 void conch__srv_hb_str(srv_hb *h, const conch_mem *mem, const char *name,
+                       const char *value);
+void conch__srv_hb_raw(srv_hb *h, const conch_mem *mem, const char *name,
                        const char *value);
 void conch__srv_hb_clear(srv_hb *h, const conch_mem *mem);
 /* Submits the response head |h| of |rpc|, with its body when |with_data|
@@ -408,14 +452,16 @@ size_t conch__srv_conn_out_size(srv_conn *conn);
 /* "Date: <IMF-fixdate>\r\n" into |out|; its length (0 without a clock). */
 size_t conch__srv_date(char *out, size_t cap);
 
-/* ---- HTTP/1.1 (server_h1.c): a bridge into the connection's HTTP/2
-   session.  Every function but start takes a connection that has one. */
+/* ---- HTTP/1.1 (server_h1.c): the connection's session when it does not
+   speak HTTP/2 (h1parse.c's requests into server_rpc.c's entry points,
+   the response through its srv_sink).  Every function but start takes a
+   connection that has one. */
 
-/* Makes the bridge of |conn| (conn->h1).  Returns 0 or CONCH_ERR_NOMEM. */
+/* Makes the session of |conn| (conn->h1).  Returns 0 or CONCH_ERR_NOMEM. */
 int conch__srv_h1_start(srv_conn *conn);
 /* Frees it (NULL conn->h1 is accepted). */
 void conch__srv_h1_free(srv_conn *conn);
-/* How many bytes the bridge takes now (0: do not read). */
+/* How many bytes the session takes now (0: do not read). */
 size_t conch__srv_h1_room(const srv_conn *conn);
 /* Bytes from the client.  Returns 0 or CONCH_ERR_NOMEM. */
 int conch__srv_h1_feed(srv_conn *conn, const uint8_t *p, size_t n);
@@ -424,11 +470,11 @@ void conch__srv_h1_eof(srv_conn *conn);
 /* No new request (shutdown, idle): the connection closes after the
    current exchange. */
 void conch__srv_h1_goaway(srv_conn *conn);
-/* Parses, moves frames between the sessions and queues output while the
-   transport's buffer has room.  Returns 1 when it queued bytes or moved
-   anything, 0, or -1 when the connection must close. */
+/* Parses what was read ahead and writes the response into the
+   connection's output while it has room.  Returns 1 when it queued bytes
+   or moved anything, 0, or -1 when the connection must close. */
 int conch__srv_h1_produce(srv_conn *conn);
-/* 1 when the bridge is done: the connection closes once its output is
+/* 1 when the session is done: the connection closes once its output is
    written (after a lingering read). */
 int conch__srv_h1_done(const srv_conn *conn);
 

@@ -1,6 +1,10 @@
-/* Calls of the server core: nghttp2's server session, the dispatch of a
-   request to its method, and the three protocols' responses (Connect
-   unary and streams, gRPC, gRPC-Web).  The gate and the budgets are
+/* Calls of the server core: the dispatch of a request to its method, the
+   three protocols' responses (Connect unary and streams, gRPC, gRPC-Web),
+   and nghttp2's server session.  A session gives a call its request
+   through conch__srv_rpc_open/header/headers_end/data/data_end/close
+   (nghttp2's callbacks below for HTTP/2, server_h1.c for HTTP/1.1), and
+   the call gives its response to the session's srv_sink (HTTP/2's here:
+   nghttp2's data source reading rpc->out).  The gate and the budgets are
    server_admit.c's, the handler's side of a call server_call.c's. */
 #include <errno.h>
 #include <stdarg.h>
@@ -50,9 +54,11 @@ static nghttp2_nv *hb_slot(hb *h, const conch_mem *mem) {
   return &h->nv[h->n++];
 }
 
-/* Adds |prefix||name|: |value|; a "-bin" value goes out in base64. */
-static void hb_add(hb *h, const conch_mem *mem, const char *prefix,
-                   const char *name, const uint8_t *value, size_t len) {
+/* Adds |prefix||name|: |value|; a "-bin" value goes out in base64 unless
+   |raw|. */
+static void hb_add_ex(hb *h, const conch_mem *mem, const char *prefix,
+                      const char *name, const uint8_t *value, size_t len,
+                      int raw) {
   nghttp2_nv *nv = hb_slot(h, mem);
   size_t nlen = strlen(name);
   if (nv == NULL) {
@@ -62,7 +68,7 @@ static void hb_add(hb *h, const conch_mem *mem, const char *prefix,
   hb_put(h, mem, name, nlen);
   nv->namelen = strlen(prefix) + nlen;
   nv->value = (uint8_t *)(uintptr_t)h->store.len;
-  if (conch__metadata_is_bin(name, nlen)) {
+  if (!raw && conch__metadata_is_bin(name, nlen)) {
     size_t el = conch__b64_encoded_len(len);
     if (conch__buf_reserve(&h->store, mem, el) != 0) {
       h->failed = 1;
@@ -77,6 +83,16 @@ static void hb_add(hb *h, const conch_mem *mem, const char *prefix,
     nv->valuelen = len;
   }
   nv->flags = NGHTTP2_NV_FLAG_NONE;
+}
+
+static void hb_add(hb *h, const conch_mem *mem, const char *prefix,
+                   const char *name, const uint8_t *value, size_t len) {
+  hb_add_ex(h, mem, prefix, name, value, len, 0);
+}
+
+void conch__srv_hb_raw(hb *h, const conch_mem *mem, const char *name,
+                       const char *value) {
+  hb_add_ex(h, mem, "", name, (const uint8_t *)value, strlen(value), 1);
 }
 
 void conch__srv_hb_str(hb *h, const conch_mem *mem, const char *name,
@@ -165,7 +181,8 @@ static int rpc_status_pack(const conch_status *st, const conch_mem *mem,
 
 static void rpc_free(conch_rpc *rpc);
 
-static conch_rpc *rpc_new(srv_conn *conn, int32_t id) {
+conch_rpc *conch__srv_rpc_open(srv_conn *conn, int32_t id,
+                               const srv_sink *sink) {
   conch_server *s = conn->s;
   conch_rpc *rpc = conch__calloc(s->mem, 1, sizeof(*rpc));
 
@@ -173,6 +190,7 @@ static conch_rpc *rpc_new(srv_conn *conn, int32_t id) {
     return NULL;
   }
   rpc->conn = conn;
+  rpc->sink = sink;
   rpc->id = id;
   rpc->deadline = -1;
   rpc->timer.idx = SIZE_MAX;
@@ -249,6 +267,9 @@ static void rpc_cancel_user(conch_rpc *rpc, const conch_status *st) {
   }
 }
 
+/* A plain exchange's drained buffer larger than this is freed. */
+#define SRV_HTTP_OUT_KEEP (256 * 1024)
+
 static ssize_t rpc_read(nghttp2_session *h2, int32_t id, uint8_t *buf,
                         size_t len, uint32_t *flags, nghttp2_data_source *src,
                         void *user_data) {
@@ -264,6 +285,9 @@ static ssize_t rpc_read(nghttp2_session *h2, int32_t id, uint8_t *buf,
     conch__buf_consume(&rpc->out, n);
   }
   if (conch__buf_size(&rpc->out) == 0) {
+    if (rpc->http != NULL && rpc->out.cap > SRV_HTTP_OUT_KEEP) {
+      conch__buf_free(&rpc->out, conch__srv_rpc_mem(rpc));
+    }
     if (rpc->out_end) {
       *flags |= NGHTTP2_DATA_FLAG_EOF;
       if (rpc->trl.n > 0) {
@@ -280,22 +304,53 @@ static ssize_t rpc_read(nghttp2_session *h2, int32_t id, uint8_t *buf,
   return (ssize_t)n;
 }
 
-int conch__srv_rpc_submit(conch_rpc *rpc, hb *h, int with_data) {
-  nghttp2_data_provider prd;
-  int rv = hb_done(h);
+/* ---- The HTTP/2 sink ---------------------------------------------------- */
 
-  if (rv != 0) {
-    return rv;
-  }
+static int h2_head(conch_rpc *rpc, hb *h, int with_data) {
+  nghttp2_data_provider prd;
+
   prd.source.ptr = rpc;
   prd.read_callback = rpc_read;
-  rv = nghttp2_submit_response(rpc->conn->h2, rpc->id, h->nv, h->n,
-                               with_data ? &prd : NULL);
-  if (rv != 0) {
-    return CONCH_ERR_NOMEM;
+  return nghttp2_submit_response(rpc->conn->h2, rpc->id, h->nv, h->n,
+                                 with_data ? &prd : NULL) != 0
+             ? CONCH_ERR_NOMEM
+             : 0;
+}
+
+static void h2_more(conch_rpc *rpc) {
+  if (rpc->deferred) {
+    rpc->deferred = 0;
+    (void)nghttp2_session_resume_data(rpc->conn->h2, rpc->id);
   }
-  rpc->submitted = 1;
-  return 0;
+}
+
+static void h2_reset(conch_rpc *rpc, uint32_t code) {
+  (void)nghttp2_submit_rst_stream(rpc->conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
+                                  code);
+}
+
+static void h2_consumed(conch_rpc *rpc, size_t n) {
+  (void)nghttp2_session_consume_stream(rpc->conn->h2, rpc->id, n);
+}
+
+static void h2_overflow(conch_rpc *rpc) {
+  (void)nghttp2_session_terminate_session(rpc->conn->h2,
+                                          NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+const srv_sink conch__srv_h2_sink = {h2_head, h2_more, h2_reset, h2_consumed,
+                                     h2_overflow};
+
+int conch__srv_rpc_submit(conch_rpc *rpc, hb *h, int with_data) {
+  int rv = hb_done(h);
+
+  if (rv == 0) {
+    rv = rpc->sink->head(rpc, h, with_data);
+  }
+  if (rv == 0) {
+    rpc->submitted = 1;
+  }
+  return rv;
 }
 
 /* A plain HTTP answer before the protocol is known, or where connect-go
@@ -330,8 +385,7 @@ static void rpc_plain_hdr(conch_rpc *rpc, int http_status, const char *name,
     rpc->out_end = 1;
   }
   if (conch__srv_rpc_submit(rpc, &h, body) != 0) {
-    (void)nghttp2_submit_rst_stream(rpc->conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
-                                    NGHTTP2_INTERNAL_ERROR);
+    rpc->sink->reset(rpc, NGHTTP2_INTERNAL_ERROR);
   }
   conch__srv_hb_clear(&h, mem);
 }
@@ -600,8 +654,7 @@ void conch__srv_rpc_end(conch_rpc *rpc, const conch_status *st) {
     break;
   }
   if (rv != 0) {
-    (void)nghttp2_submit_rst_stream(rpc->conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
-                                    NGHTTP2_INTERNAL_ERROR);
+    rpc->sink->reset(rpc, NGHTTP2_INTERNAL_ERROR);
   }
   conch__srv_conn_kick(rpc->conn);
 }
@@ -1220,7 +1273,7 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *frame,
       frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
     return 0;
   }
-  rpc = rpc_new(conn, frame->hd.stream_id);
+  rpc = conch__srv_rpc_open(conn, frame->hd.stream_id, &conch__srv_h2_sink);
   if (rpc == NULL) {
     (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
                                     NGHTTP2_INTERNAL_ERROR);
@@ -1230,19 +1283,12 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *frame,
   return 0;
 }
 
-static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
-                     const uint8_t *name, size_t namelen, const uint8_t *value,
-                     size_t valuelen, uint8_t flags, void *user_data) {
-  srv_conn *conn = user_data;
-  conch_rpc *rpc = stream_rpc(h2, frame->hd.stream_id);
+int conch__srv_rpc_header(conch_rpc *rpc, const uint8_t *name, size_t namelen,
+                          const uint8_t *value, size_t valuelen) {
+  srv_conn *conn = rpc->conn;
   const conch_mem *mem = conn->s->mem;
   int rv = 0;
-  (void)flags;
 
-  if (rpc == NULL || rpc->state != SRV_RPC_HEADERS ||
-      frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
-    return 0;
-  }
   rpc->hdr_bytes += namelen + valuelen + 32;
   if (rpc->hdr_bytes > conn->s->o.max_header_list) {
     rpc->hdr_too_big = 1;
@@ -1281,7 +1327,21 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
     rv = conch__metadata_add_wire(&rpc->req_md, (const char *)name, namelen,
                                   (const char *)value, valuelen);
   }
-  if (rv != 0) {
+  return rv != 0 ? CONCH_ERR_NOMEM : 0;
+}
+
+static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
+                     const uint8_t *name, size_t namelen, const uint8_t *value,
+                     size_t valuelen, uint8_t flags, void *user_data) {
+  conch_rpc *rpc = stream_rpc(h2, frame->hd.stream_id);
+  (void)flags;
+  (void)user_data;
+
+  if (rpc == NULL || rpc->state != SRV_RPC_HEADERS ||
+      frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+    return 0;
+  }
+  if (conch__srv_rpc_header(rpc, name, namelen, value, valuelen) != 0) {
     (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
                                     NGHTTP2_INTERNAL_ERROR);
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -1289,7 +1349,7 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
   return 0;
 }
 
-static void start_call(conch_rpc *rpc) {
+void conch__srv_rpc_headers_end(conch_rpc *rpc) {
   rpc->headers_in = 1;
   conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
   if (conch__srv_rpc_gate(rpc) != 0 || rpc_dispatch(rpc) != 0) {
@@ -1317,18 +1377,22 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame,
   if (frame->hd.type == NGHTTP2_HEADERS &&
       frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
       rpc->state == SRV_RPC_HEADERS) {
-    start_call(rpc);
+    conch__srv_rpc_headers_end(rpc);
   }
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
-    if (rpc->state == SRV_RPC_USER && (rpc->paused || rpc->resumed)) {
-      rpc->eos_held = 1;
-    } else {
-      rpc_half_close(rpc);
-    }
-    conch__srv_rpc_count(rpc);
-    conch__srv_rpc_recv_update(rpc);
+    conch__srv_rpc_data_end(rpc);
   }
   return 0;
+}
+
+void conch__srv_rpc_data_end(conch_rpc *rpc) {
+  if (rpc->state == SRV_RPC_USER && (rpc->paused || rpc->resumed)) {
+    rpc->eos_held = 1;
+  } else {
+    rpc_half_close(rpc);
+  }
+  conch__srv_rpc_count(rpc);
+  conch__srv_rpc_recv_update(rpc);
 }
 
 /* An answered request's rest, read and dropped before its stream is
@@ -1350,29 +1414,34 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id,
   if (nghttp2_session_consume_connection(h2, len) != 0) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
-  if (rpc != NULL && rpc->state == SRV_RPC_USER &&
-      (rpc->paused || rpc->resumed)) {
-    if (conch__buf_append(&rpc->held, conch__srv_rpc_mem(rpc), data, len) !=
-        0) {
-      conch__srv_rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
-    } else {
-      conch__srv_rpc_count(rpc);
-      return 0;
-    }
-  } else if (rpc != NULL && rpc->discarding) {
+  if (rpc != NULL && rpc->discarding) {
     rpc->discarded += (uint32_t)len; /* at most one frame past the max */
     if (rpc->discarded > SRV_DISCARD_MAX) {
       (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, id,
                                       NGHTTP2_NO_ERROR);
     }
-  } else if (rpc != NULL) {
-    rpc_data(rpc, data, len);
-    conch__srv_rpc_count(rpc);
-    conch__srv_rpc_recv_update(rpc);
+  } else if (rpc != NULL && conch__srv_rpc_data(rpc, data, len) != 0) {
+    return 0; /* held: the window stays out */
   }
   if (nghttp2_session_consume_stream(h2, id, len) != 0) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
+  return 0;
+}
+
+int conch__srv_rpc_data(conch_rpc *rpc, const uint8_t *data, size_t len) {
+  if (rpc->state == SRV_RPC_USER && (rpc->paused || rpc->resumed)) {
+    if (conch__buf_append(&rpc->held, conch__srv_rpc_mem(rpc), data, len) !=
+        0) {
+      conch__srv_rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+      return 0;
+    }
+    conch__srv_rpc_count(rpc);
+    return 1;
+  }
+  rpc_data(rpc, data, len);
+  conch__srv_rpc_count(rpc);
+  conch__srv_rpc_recv_update(rpc);
   return 0;
 }
 
@@ -1391,7 +1460,7 @@ void conch__srv_conn_resume(srv_conn *conn) {
       rpc->held = (conch_buf)CONCH_BUF_INIT;
       rpc_data(rpc, conch__buf_head(&held), n);
       conch__buf_free(&held, conch__srv_rpc_mem(rpc));
-      (void)nghttp2_session_consume_stream(conn->h2, rpc->id, n);
+      rpc->sink->consumed(rpc, n);
       conch__srv_rpc_count(rpc);
     }
     if (rpc->eos_held && !rpc->paused) {
@@ -1436,13 +1505,19 @@ static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame,
 static int on_stream_close(nghttp2_session *h2, int32_t id, uint32_t error,
                            void *user_data) {
   conch_rpc *rpc = stream_rpc(h2, id);
-  conch_status st;
   (void)user_data;
 
   if (rpc == NULL) {
     return 0;
   }
   nghttp2_session_set_stream_user_data(h2, id, NULL);
+  conch__srv_rpc_close(rpc, error);
+  return 0;
+}
+
+void conch__srv_rpc_close(conch_rpc *rpc, uint32_t error) {
+  conch_status st;
+
   if (rpc->state == SRV_RPC_USER) {
     conch_status_init(&st);
     (void)conch__status_set(&st, conch__srv_rpc_mem(rpc), CONCH_CODE_CANCELED,
@@ -1453,7 +1528,6 @@ static int on_stream_close(nghttp2_session *h2, int32_t id, uint32_t error,
     conch_status_clear(&st);
   }
   rpc_free(rpc);
-  return 0;
 }
 
 int conch__srv_session_new(srv_conn *conn) {
