@@ -5,7 +5,6 @@
    against DNS rebinding, GET /health) and turns its calls into the
    srv_stream the service works with (the user of Authorization: Basic,
    Keepalive-Ping-Interval, the request's timeout). */
-#include "b64.h"
 #include "serve.h"
 
 #include <errno.h>
@@ -18,6 +17,8 @@
 #include <sys/epoll.h>
 
 #include <openssl/crypto.h>
+
+#include <conch/base64.h>
 
 #include "process/process.conch.h"
 
@@ -314,11 +315,11 @@ static char *basic_user(const char *auth) {
   }
   auth += sizeof(prefix) - 1;
   n = strlen(auth);
-  raw = malloc(b64_decoded_max(n) + 1);
+  raw = malloc(conch_base64_decoded_max(n) + 1);
   if (raw == NULL) {
     return NULL;
   }
-  if (b64_decode(auth, n, raw, &rawlen) != 0 ||
+  if (conch_base64_decode(auth, n, 0, raw, &rawlen) != 0 ||
       (colon = memchr(raw, ':', rawlen)) == NULL) {
     free(raw);
     return NULL;

@@ -24,7 +24,6 @@
    through a fixed buffer), the multipart reader keeps no data
    (serve_multipart.c), a download is read PIECE bytes at a time as the
    client takes them.  File I/O blocks the loop, as local disk does. */
-#include "b64.h"
 #include "serve.h"
 #include "serve_fs.h"
 #include "serve_multipart.h"
@@ -43,6 +42,8 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include <zlib.h>
+
+#include <conch/base64.h>
 
 #define PIECE (64 * 1024)
 #define GZ_RATIO 100ULL /* far past what real data compresses to */
@@ -221,7 +222,7 @@ static int signature_ok(const srv_server *srv, const char *path,
   OPENSSL_cleanse(s, n);
   free(s);
   memcpy(want, "v1_", 3);
-  w = 3 + b64_encode(md, sizeof(md), 0, want + 3);
+  w = 3 + conch_base64_encode(md, sizeof(md), 0, want + 3);
   ok = strlen(got) == w && CRYPTO_memcmp(got, want, w) == 0;
   return ok;
 }
