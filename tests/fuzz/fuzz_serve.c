@@ -471,8 +471,8 @@ static int is_h1; /* the input is no HTTP/2 */
 
 static void collect(void) {
   srv_core_collect(&srv);
-  while (!conch__list_empty(&srv.dead_procs)) {
-    srv_proc_free(CONCH_CONTAINER(srv.dead_procs.next, srv_proc, link));
+  while (!srv_list_empty(&srv.dead_procs)) {
+    srv_proc_free(SRV_CONTAINER(srv.dead_procs.next, srv_proc, link));
   }
 }
 
@@ -512,7 +512,7 @@ static int turn(void) {
   }
   busy |= kids_step();
   /* The core's work for the next turn (timer 0), not its deadlines. */
-  if (srv_timer_armed(&srv.core_t) && srv.core_t.t.when <= srv_now_ms()) {
+  if (srv_timer_armed(&srv.core_t) && srv.core_t.when <= srv_now_ms()) {
     srv_timer_cancel(&srv.loop, &srv.core_t);
     (void)conch_server_on_timer(srv.core);
     busy = 1;
@@ -537,11 +537,9 @@ static void settle(void) {
 
 /* Time jumps to the next timer, |n| times at most. */
 static void run_timers(int n) {
-  conch_timer *top;
+  srv_timer *t;
 
-  while (n-- > 0 && (top = conch__heap_top(&srv.loop.heap)) != NULL) {
-    srv_timer *t = CONCH_CONTAINER(top, srv_timer, t);
-
+  while (n-- > 0 && (t = srv_heap_top(&srv.loop.heap)) != NULL) {
     srv_timer_cancel(&srv.loop, t);
     t->cb(t);
     settle();
@@ -676,10 +674,9 @@ static void server_init(unsigned flags) {
     cfg->stdin_total = 4096;
   }
   srv.mem = conch_mem_default();
-  conch__gzip_init(&srv.gz, srv.mem);
   srv.euid = (flags & F_ROOT) ? 0 : 1000;
-  conch__list_init(&srv.procs);
-  conch__list_init(&srv.dead_procs);
+  srv_list_init(&srv.procs);
+  srv_list_init(&srv.dead_procs);
   srv_watch_init(&srv.sig_w, -1, NULL);
   srv_watch_init(&srv.stdin_w, -1, NULL);
   srv_core_init(&srv);
@@ -697,11 +694,11 @@ static void server_clear(void) {
   size_t i;
 
   srv_core_free(&srv);
-  while (!conch__list_empty(&srv.procs)) {
-    srv_proc *p = CONCH_CONTAINER(srv.procs.next, srv_proc, link);
+  while (!srv_list_empty(&srv.procs)) {
+    srv_proc *p = SRV_CONTAINER(srv.procs.next, srv_proc, link);
 
-    conch__list_remove(&p->link);
-    conch__list_push(&srv.dead_procs, &p->link);
+    srv_list_remove(&p->link);
+    srv_list_push(&srv.dead_procs, &p->link);
   }
   collect();
   for (i = 0; i < FAKE_SLOTS; i++) {
@@ -712,7 +709,6 @@ static void server_clear(void) {
   while (nheld > 0) {
     close_fd(&held[--nheld]);
   }
-  conch__gzip_clear(&srv.gz);
   srv_loop_clear(&srv.loop);
 }
 

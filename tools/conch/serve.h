@@ -29,11 +29,8 @@
 #include <conch/server.h>
 #include <conch/status.h>
 
-#include "buf.h"
-#include "list.h"
-#include "timer.h"
-#include "gzip.h"
 #include "process/process.pb-c.h"
+#include "serve_util.h"
 
 /* ---- The loop (serve_loop.c) -------------------------------------------- */
 
@@ -47,18 +44,10 @@ struct srv_watch {
   srv_watch_cb cb;
 };
 
-typedef struct srv_timer srv_timer;
-typedef void (*srv_timer_cb)(srv_timer *t);
-
-/* A timer of the runtime's heap (timer.h) with its callback. */
-struct srv_timer {
-  conch_timer t;
-  srv_timer_cb cb;
-};
-
+/* Timers: srv_timer and its heap are serve_util.h's. */
 typedef struct srv_loop {
   int epfd;
-  conch_heap heap;
+  srv_heap heap;
 } srv_loop;
 
 int64_t srv_now_ms(void);
@@ -132,7 +121,6 @@ struct srv_server {
   srv_config cfg;
   srv_loop loop;
   const conch_mem *mem;
-  conch_gzip gz;
   conch_server *core; /* serves the connections (serve_call.c) */
   srv_timer core_t;   /* its timer */
   struct core_watch *core_watches; /* its fds */
@@ -140,8 +128,8 @@ struct srv_server {
   srv_stream *dead_streams;        /* calls over, to free after the turn */
   srv_watch sig_w;
   srv_watch stdin_w;
-  conch_link procs;  /* running and retained, newest last */
-  conch_link dead_procs;
+  srv_link procs;  /* running and retained, newest last */
+  srv_link dead_procs;
   uint64_t next_serial;
   uid_t euid;
   int stopping;    /* 1 once shutdown began */
@@ -152,7 +140,7 @@ struct srv_server {
   struct srv_reaper *reaper; /* the groups and their ends (serve_reap.c) */
   /* Starts waiting for their fork, a few per loop turn (serve_service.c;
      set up on first use). */
-  conch_link spawn_q;
+  srv_link spawn_q;
   srv_timer spawn_t;
   size_t nqueued;
   size_t queued_bytes; /* their StartRequests, packed */
@@ -267,14 +255,14 @@ struct srv_stream {
   srv_user user;
   /* Service state. */
   srv_proc *proc;     /* subscribed to, or waiting on its stdin */
-  conch_link sub_link;  /* proc->subs */
+  srv_link sub_link;  /* proc->subs */
   int over;           /* counted in proc->nover */
-  conch_link wait_link; /* proc->waiters (SendInput, StreamInput end) */
+  srv_link wait_link; /* proc->waiters (SendInput, StreamInput end) */
   uint64_t wait_until;
-  conch_link in_link;      /* proc->in_paused */
+  srv_link in_link;      /* proc->in_paused */
   uint64_t input_serial; /* StreamInput: the selected process, 0 = none */
   srv_proc *starting;    /* Start: its process, until the exec report */
-  conch_link spawn_link;   /* srv->spawn_q: waiting for its fork */
+  srv_link spawn_link;   /* srv->spawn_q: waiting for its fork */
   Process__StartRequest *spawn_req; /* ... with its request (a copy) */
   char *spawn_cwd;                  /* ... and resolved cwd */
 };
@@ -351,7 +339,7 @@ char *srv_path_join(const char *a, const char *b);
 /* ---- Processes (serve_proc.c) -------------------------------------------- */
 
 struct srv_proc {
-  conch_link link; /* srv->procs or srv->dead_procs */
+  srv_link link; /* srv->procs or srv->dead_procs */
   srv_server *srv;
   uint64_t serial;
   pid_t pid;
@@ -365,14 +353,14 @@ struct srv_proc {
   long err_left;
   int in_open;  /* input accepted: stdin pipe open, or a PTY */
   int in_close; /* CloseStdin: close once the queue is written */
-  conch_buf in_q;
+  srv_buf in_q;
   uint64_t in_queued;  /* bytes ever queued */
   uint64_t in_written; /* bytes ever written */
-  conch_link subs;
+  srv_link subs;
   size_t nover;
   int paused;
-  conch_link waiters;
-  conch_link in_paused;
+  srv_link waiters;
+  srv_link in_paused;
   int reaped;     /* the leader exited (its zombie may be kept) */
   int group_held; /* its group id is still ours: leader or members left */
   int group_killed; /* SIGKILL went to the whole group: all of it is dying */

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 
@@ -38,7 +39,7 @@ typedef struct core_watch {
 } core_watch;
 
 static void on_core_io(srv_watch *w, uint32_t events) {
-  core_watch *cw = CONCH_CONTAINER(w, core_watch, w);
+  core_watch *cw = SRV_CONTAINER(w, core_watch, w);
   unsigned ev = 0;
 
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
@@ -84,7 +85,7 @@ static int hook_watch(int fd, unsigned events, void *ud) {
 }
 
 static void on_core_timer(srv_timer *t) {
-  srv_server *srv = CONCH_CONTAINER(t, srv_server, core_t);
+  srv_server *srv = SRV_CONTAINER(t, srv_server, core_t);
   (void)conch_server_on_timer(srv->core);
 }
 
@@ -193,7 +194,7 @@ size_t srv_rpc_queued(const srv_stream *st) {
 }
 
 static void on_keepalive(srv_timer *t) {
-  srv_service_keepalive(CONCH_CONTAINER(t, srv_stream, keepalive_t));
+  srv_service_keepalive(SRV_CONTAINER(t, srv_stream, keepalive_t));
 }
 
 /* The call is over for the service: what it holds for it goes now, the
