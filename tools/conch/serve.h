@@ -50,7 +50,14 @@ typedef struct srv_loop {
   srv_heap heap;
 } srv_loop;
 
+/* The loop's clock, ms: CLOCK_MONOTONIC, or the one srv_clock_set() gave. */
 int64_t srv_now_ms(void);
+/* For tests (fuzz_serve): srv_now_ms() reads |now| (with |ud|) from here
+   on, and srv_core_start() gives the core the same clock, so that every
+   timer runs on it; NULL goes back to CLOCK_MONOTONIC. */
+void srv_clock_set(int64_t (*now)(void *ud), void *ud);
+/* Whether srv_clock_set() gave a clock. */
+int srv_clock_injected(void);
 int srv_loop_init(srv_loop *l);
 void srv_loop_clear(srv_loop *l);
 void srv_watch_init(srv_watch *w, int fd, srv_watch_cb cb);
@@ -170,6 +177,9 @@ enum srv_exit {
                           loser of two CLIs' auto-start) */
 };
 
+/* Fills |cfg| with conch serve's defaults (serve_config.c), the listener
+   NULL: the private Unix socket. */
+void srv_config_defaults(srv_config *cfg);
 /* Begins the shutdown (signal, stdin closed). */
 void srv_server_stop(srv_server *srv);
 /* Whether processes may run as |name| (uid |uid|): the server's own user,
@@ -447,8 +457,14 @@ void srv_service_start_failed(srv_stream *st, conch_code code, const char *msg);
 int srv_user_lookup(const char *name, srv_user *u);
 int srv_user_by_uid(uid_t uid, srv_user *u);
 void srv_user_clear(srv_user *u);
-/* envd's cwd rules.  Returns 0 with |*out| (malloc'd), or a code with a
-   message in |err|. */
+/* envd's cwd rules (serve_config.c): the path a request's |cwd| names for
+   |u| (its home when empty, "~" and relative paths under it; "~user" is
+   refused), not looked at.  Returns 0 with |*out| (malloc'd), or a code
+   with a message in |err|. */
+conch_code srv_cwd_path(const char *cwd, const srv_user *u, char **out,
+                        char *err, size_t errlen);
+/* srv_cwd_path(), then a path that does not exist is refused.  Returns 0
+   with |*out| (malloc'd), or a code with a message in |err|. */
 conch_code srv_resolve_cwd(const char *cwd, const srv_user *u, char **out,
                            char *err, size_t errlen);
 /* Forks the request as |u|, to exec in a session of its own (with

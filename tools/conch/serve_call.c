@@ -494,6 +494,12 @@ static int core_fail(const char *what, int rv) {
   return SRV_EXIT_FAILED;
 }
 
+/* The core's clock when srv_clock_set() gave one: the loop's. */
+static int64_t core_clock(void *ud) {
+  (void)ud;
+  return srv_now_ms();
+}
+
 int srv_core_start(srv_server *srv, int listen_fd) {
   static const conch_server_handler h = {on_call,   on_message,
                                          NULL,      on_half_close,
@@ -528,6 +534,9 @@ int srv_core_start(srv_server *srv, int listen_fd) {
   rv |= conch_server_opts_set_compress_min_bytes(o, cfg->compress_min);
   rv |= conch_server_opts_set_gate(o, gate, srv);
   rv |= conch_server_opts_set_accept_filter(o, peer_filter, srv);
+  if (srv_clock_injected()) {
+    rv |= conch_server_opts_set_clock(o, core_clock, NULL);
+  }
   if (rv != 0) {
     /* Or'ed codes: only "failed" is sure. */
     fprintf(stderr, "conch serve: the server's options could not be set\n");

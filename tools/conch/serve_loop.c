@@ -11,9 +11,22 @@
 
 #define LOOP_MAX_EVENTS 128
 
+static int64_t (*clock_now)(void *ud);
+static void *clock_ud;
+
+void srv_clock_set(int64_t (*now)(void *ud), void *ud) {
+  clock_now = now;
+  clock_ud = ud;
+}
+
+int srv_clock_injected(void) { return clock_now != NULL; }
+
 int64_t srv_now_ms(void) {
   struct timespec ts;
 
+  if (clock_now != NULL) {
+    return clock_now(clock_ud);
+  }
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

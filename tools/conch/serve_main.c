@@ -139,30 +139,6 @@ static struct {
   unsigned long refused; /* peers turned away */
 } unix_l = {-1, "", 0, 0, 0};
 
-static void config_defaults(srv_config *cfg) {
-  memset(cfg, 0, sizeof(*cfg));
-  cfg->listen = NULL; /* the private Unix socket (default_listen) */
-  cfg->retention_ms = 30000;
-  cfg->max_message = 16u << 20;
-  cfg->conn_buffered = 64u << 20;
-  cfg->max_streams = 1000;
-  cfg->out_high = 256 * 1024;
-  cfg->out_low = 64 * 1024;
-  cfg->stdin_high = 1u << 20;
-  cfg->compress_min = 1024;
-  cfg->kill_grace_ms = 2000;
-  cfg->max_conns = 4096;
-  cfg->idle_ms = 60000;
-  cfg->header_ms = 10000;
-  cfg->body_ms = 60000;
-  cfg->max_procs = 1024;
-  cfg->max_buffered = 128u << 20;
-  cfg->stdin_total = 64u << 20;
-  cfg->fs_max_watchers = 100;
-  cfg->fs_max_events = 10000;
-  cfg->fs_idle_ms = 600000;
-}
-
 /* ---- Options ---------------------------------------------------------------
  */
 
@@ -1186,7 +1162,7 @@ int conch_cmd_serve(int argc, char **argv) {
 
   fail_status = 0;
   server_preinit(&srv);
-  config_defaults(&srv.cfg);
+  srv_config_defaults(&srv.cfg);
   rv = check_std_fds();
   if (rv == 0) {
     rv = parse_args(argc, argv, &srv.cfg);

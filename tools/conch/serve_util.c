@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- The byte queue -------------------------------------------------------- */
+/* ---- The byte queue ------------------------------------------------------ */
 
 int srv_buf_append(srv_buf *b, const conch_mem *mem, const void *p, size_t n) {
   size_t held = b->len - b->off;
@@ -58,7 +58,7 @@ void srv_buf_free(srv_buf *b, const conch_mem *mem) {
   b->off = b->len = b->cap = 0;
 }
 
-/* ---- The timer heap: t[i]'s children are t[2i+1] and t[2i+2] --------------- */
+/* ---- The timer heap: t[i]'s children are t[2i+1] and t[2i+2] ------------- */
 
 static void heap_place(srv_heap *h, size_t i, srv_timer *t) {
   h->t[i] = t;

@@ -23,7 +23,9 @@ typedef struct srv_link {
 #define SRV_CONTAINER(ptr, type, member)                                       \
   ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
-static inline void srv_list_init(srv_link *head) { head->prev = head->next = head; }
+static inline void srv_list_init(srv_link *head) {
+  head->prev = head->next = head;
+}
 static inline int srv_list_empty(const srv_link *head) {
   return head->next == head;
 }
@@ -48,7 +50,7 @@ static inline void srv_list_remove(srv_link *l) {
   }
 }
 
-/* ---- A byte queue: bytes in data[off .. len) ------------------------------ */
+/* ---- A byte queue: bytes in data[off .. len) ----------------------------- */
 
 typedef struct srv_buf {
   uint8_t *data;
