@@ -266,12 +266,14 @@ static void path_entry(hdr_list *h, size_t off, size_t vlen) {
 }
 
 /* Entries [from, h->n) hold offsets into the store: makes them pointers,
-   now that the store moves no more. */
-static void hdr_resolve(hdr_list *h, size_t from) {
-  uint8_t *base = conch__buf_head(h->store);
+   now that the store moves no more.  Inline: request_headers() is the
+   client's hot path, where often no entry is left to fix. */
+static inline void hdr_resolve(hdr_list *h, size_t from) {
   size_t i;
 
   for (i = from; i < h->n; i++) {
+    uint8_t *base = conch__buf_head(h->store);
+
     h->nva[i].name = base + (uintptr_t)h->nva[i].name;
     h->nva[i].value = base + (uintptr_t)h->nva[i].value;
   }
