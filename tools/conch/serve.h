@@ -9,7 +9,10 @@
    serve_fs.c       the filesystem.Filesystem RPCs (serve_fs.h)
    serve_fs_watch.c its watchers: WatchDir and the polling ones
    serve_proc.c     running processes: output, stdin, reaping, retention
-   serve_spawn.c    users, cwd and environment rules, fork/exec
+   serve_spawn.c    users, environment rules, fork/exec
+   serve_config.c   the options' defaults, envd's cwd rules (fuzz_serve
+                    runs on these too)
+   serve_util.c     our list, byte queue and timer heap (serve_util.h)
    serve_keeper.c   the process that kills our groups if we are killed
 
    Everything runs on one thread.  Objects that a callback may end (a
