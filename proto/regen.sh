@@ -76,7 +76,8 @@ if [ -z "$plugin" ]; then
     echo -lprotobuf-c)
   ${CC:-cc} -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -I"$sg" \
     -I"$scratch/out" -o "$scratch/bin/protoc-gen-conch" \
-    "$sg"/main.c "$sg"/model.c "$sg"/emit.c "$sg"/names.c "$sg"/util.c \
+    "$sg"/main.c "$sg"/model.c "$sg"/emit.c "$sg"/emit_header.c \
+    "$sg"/emit_source.c "$sg"/names.c "$sg"/util.c \
     "$scratch/out/conch/plugin/descriptor.pb-c.c" \
     "$scratch/out/conch/plugin/plugin.pb-c.c" $pbc
   plugin=$scratch/bin/protoc-gen-conch

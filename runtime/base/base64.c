@@ -1,6 +1,8 @@
-/* base64, RFC 4648 sections 4 and 5, without padding on output. */
+/* base64, RFC 4648 sections 4 and 5: the runtime's (no padding on output)
+   and the public conch_base64_* (conch/base64.h) on top of it. */
 #include "base64.h"
 
+#include <conch/base64.h>
 #include <conch/status.h>
 
 static const char enc_std[] =
@@ -165,4 +167,42 @@ int conch__b64_decode(const char *in, size_t n, int alphabet, uint8_t *out,
   }
   *outlen = (size_t)(p - out);
   return 0;
+}
+
+/* ---- The public API (conch/base64.h) ------------------------------------ */
+
+size_t conch_base64_encoded_len(size_t n, int flags) {
+  if ((flags & CONCH_BASE64_PAD) != 0) {
+    return (n + 2) / 3 * 4;
+  }
+  return conch__b64_encoded_len(n);
+}
+
+size_t conch_base64_encode(const uint8_t *in, size_t n, int flags, char *out) {
+  size_t w = conch__b64_encode(
+      in, n, (flags & CONCH_BASE64_URL) != 0 ? CONCH_B64_URL : CONCH_B64_STD,
+      out);
+
+  if ((flags & CONCH_BASE64_PAD) != 0) {
+    while (w % 4 != 0) {
+      out[w++] = '=';
+    }
+  }
+  return w;
+}
+
+size_t conch_base64_decoded_max(size_t n) { return conch__b64_decoded_max(n); }
+
+int conch_base64_decode(const char *in, size_t n, int flags, uint8_t *out,
+                        size_t *outlen) {
+  if (out == NULL || outlen == NULL || (in == NULL && n > 0)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (n == 0) {
+    *outlen = 0;
+    return 0;
+  }
+  return conch__b64_decode(
+      in, n, (flags & CONCH_BASE64_URL) != 0 ? CONCH_B64_URL : CONCH_B64_STD,
+      out, outlen);
 }

@@ -2,8 +2,8 @@
    detail values, grpc-status-details-bin) and the URL-safe one (Connect GET
    "message").  Encoders emit no padding; decoders accept padded and unpadded
    input. */
-#ifndef CONCH_BASE64_H
-#define CONCH_BASE64_H
+#ifndef CONCH__BASE64_H
+#define CONCH__BASE64_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -230,6 +230,55 @@ static void hdr_adds(hdr_list *h, const char *name, const char *value) {
   hdr_add(h, name, strlen(name), value, strlen(value));
 }
 
+static void hdr_init(hdr_list *h, nghttp2_nv *nva, size_t cap, conch_buf *store,
+                     const conch_mem *mem) {
+  h->nva = nva;
+  h->cap = cap;
+  h->n = 0;
+  h->store = store;
+  h->mem = mem;
+  h->err = 0;
+}
+
+/* Appends ":path", the client's prefix and |path| (|len| bytes) to the
+   store, where they start at |*off|.  Returns 0 or CONCH_ERR_NOMEM. */
+static int path_put(hdr_list *h, const conch_client *c, const char *path,
+                    size_t len, size_t *off) {
+  *off = conch__buf_size(h->store);
+  if (conch__buf_append(h->store, h->mem, ":path", 5) != 0 ||
+      conch__buf_append(h->store, h->mem, c->prefix, strlen(c->prefix)) != 0 ||
+      conch__buf_append(h->store, h->mem, path, len) != 0) {
+    return CONCH_ERR_NOMEM;
+  }
+  return 0;
+}
+
+/* The next entry: the :path that path_put() stored at |off|, with |vlen|
+   bytes of value (offsets into the store, as hdr_add() records them). */
+static void path_entry(hdr_list *h, size_t off, size_t vlen) {
+  nghttp2_nv *nv = &h->nva[h->n++];
+
+  nv->name = (uint8_t *)(uintptr_t)off;
+  nv->namelen = 5;
+  nv->value = (uint8_t *)(uintptr_t)(off + 5);
+  nv->valuelen = vlen;
+  nv->flags = NGHTTP2_NV_FLAG_NONE;
+}
+
+/* Entries [from, h->n) hold offsets into the store: makes them pointers,
+   now that the store moves no more.  Inline: request_headers() is the
+   client's hot path, where often no entry is left to fix. */
+static inline void hdr_resolve(hdr_list *h, size_t from) {
+  size_t i;
+
+  for (i = from; i < h->n; i++) {
+    uint8_t *base = conch__buf_head(h->store);
+
+    h->nva[i].name = base + (uintptr_t)h->nva[i].name;
+    h->nva[i].value = base + (uintptr_t)h->nva[i].value;
+  }
+}
+
 /* Appends the caller's metadata; binary values go out as unpadded
    standard base64. */
 static void add_user_headers(hdr_list *h, const conch_metadata *md) {
@@ -410,7 +459,7 @@ static conch_hdr_tmpl *tmpl_new(conch_call *call) {
   hdr_list h;
   conch_hdr_tmpl *t = NULL, *x;
   size_t i, plen = strlen(c->prefix), mlen = strlen(call->method->path);
-  size_t nt = 0, sz;
+  size_t nt = 0, sz, off;
   uint8_t *strings;
 
   for (x = c->hdr_tmpls; x != NULL; x = x->next) {
@@ -419,24 +468,13 @@ static conch_hdr_tmpl *tmpl_new(conch_call *call) {
   if (nt >= HDR_TMPL_MAX) {
     return NULL;
   }
-  h.nva = nva;
-  h.cap = sizeof(nva) / sizeof(nva[0]);
-  h.n = 0;
-  h.store = &store;
-  h.mem = mem;
-  h.err = 0;
+  hdr_init(&h, nva, sizeof(nva) / sizeof(nva[0]), &store, mem);
   /* :path = prefix + path */
-  if (conch__buf_append(&store, mem, ":path", 5) != 0 ||
-      conch__buf_append(&store, mem, c->prefix, plen) != 0 ||
-      conch__buf_append(&store, mem, call->method->path, mlen) != 0) {
+  if (path_put(&h, c, call->method->path, mlen, &off) != 0) {
     conch__buf_free(&store, mem);
     return NULL;
   }
-  nva[0].name = (uint8_t *)(uintptr_t)0;
-  nva[0].namelen = 5;
-  nva[0].value = (uint8_t *)(uintptr_t)5;
-  nva[0].valuelen = plen + mlen;
-  h.n = 1;
+  path_entry(&h, off, plen + mlen);
   const_headers(&h, call);
   hdr_adds(&h, "user-agent", c->user_agent);
   if (h.err == 0) {
@@ -495,28 +533,14 @@ static long http_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
                          conch_buf *store) {
   conch_client *c = call->client;
   const conch_http_x *x = call->http;
-  size_t i, plen = strlen(c->prefix);
-  size_t off = conch__buf_size(store);
+  size_t off;
   hdr_list h;
 
-  h.nva = nva;
-  h.cap = cap;
-  h.n = 0;
-  h.store = store;
-  h.mem = c->mem;
-  h.err = 0;
-  if (conch__buf_append(store, c->mem, ":path", 5) != 0 ||
-      conch__buf_append(store, c->mem, c->prefix, plen) != 0 ||
-      conch__buf_append(store, c->mem, x->method.path,
-                        strlen(x->method.path)) != 0) {
+  hdr_init(&h, nva, cap, store, c->mem);
+  if (path_put(&h, c, x->method.path, strlen(x->method.path), &off) != 0) {
     return CONCH_ERR_NOMEM;
   }
-  nva[0].name = (uint8_t *)(uintptr_t)off;
-  nva[0].namelen = 5;
-  nva[0].value = (uint8_t *)(uintptr_t)(off + 5);
-  nva[0].valuelen = conch__buf_size(store) - off - 5;
-  nva[0].flags = NGHTTP2_NV_FLAG_NONE;
-  h.n = 1;
+  path_entry(&h, off, conch__buf_size(store) - off - 5);
   hdr_adds(&h, ":method", x->verb);
   hdr_adds(&h, ":scheme", c->tls ? "https" : "http");
   hdr_adds(&h, ":authority", c->authority);
@@ -530,11 +554,7 @@ static long http_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
   if (h.err != 0) {
     return h.err;
   }
-  for (i = 0; i < h.n; i++) {
-    uint8_t *base = conch__buf_head(store);
-    nva[i].name = base + (uintptr_t)nva[i].name;
-    nva[i].value = base + (uintptr_t)nva[i].value;
-  }
+  hdr_resolve(&h, 0);
   return (long)h.n;
 }
 
@@ -545,15 +565,9 @@ static long request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
   int own_ua = conch_metadata_find(&call->req_headers, "user-agent", 0) >= 0;
   hdr_list h;
   char num[32];
-  size_t i, fixed = 0; /* entries [0, fixed) are pointers already */
+  size_t fixed = 0; /* entries [0, fixed) are pointers already */
 
-  h.nva = nva;
-  h.cap = cap;
-  h.n = 0;
-  h.store = store;
-  h.mem = c->mem;
-  h.err = 0;
-
+  hdr_init(&h, nva, cap, store, c->mem);
   if (t != NULL) {
     fixed = t->n - (own_ua && t->ua_last ? 1 : 0);
     if (fixed > cap) {
@@ -563,12 +577,9 @@ static long request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
     h.n = fixed;
   } else {
     size_t plen = strlen(c->prefix), mlen = strlen(call->method->path);
-    size_t off = conch__buf_size(store);
-    size_t vlen;
+    size_t off, vlen;
 
-    if (conch__buf_append(store, c->mem, ":path", 5) != 0 ||
-        conch__buf_append(store, c->mem, c->prefix, plen) != 0 ||
-        conch__buf_append(store, c->mem, call->method->path, mlen) != 0) {
+    if (path_put(&h, c, call->method->path, mlen, &off) != 0) {
       return CONCH_ERR_NOMEM;
     }
     if (call->get && get_query(call, store) != 0) {
@@ -580,12 +591,7 @@ static long request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
       store->len = store->off + off + 5 + plen + mlen;
       vlen = plen + mlen;
     }
-    nva[h.n].name = (uint8_t *)(uintptr_t)off;
-    nva[h.n].namelen = 5;
-    nva[h.n].value = (uint8_t *)(uintptr_t)(off + 5);
-    nva[h.n].valuelen = vlen;
-    nva[h.n].flags = NGHTTP2_NV_FLAG_NONE;
-    h.n++;
+    path_entry(&h, off, vlen);
     if (call->get) {
       /* The query says it all: no content-type, no protocol version. */
       hdr_adds(&h, ":method", "GET");
@@ -623,11 +629,7 @@ static long request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
   if (h.err != 0) {
     return h.err;
   }
-  for (i = fixed; i < h.n; i++) {
-    uint8_t *base = conch__buf_head(store);
-    nva[i].name = base + (uintptr_t)nva[i].name;
-    nva[i].value = base + (uintptr_t)nva[i].value;
-  }
+  hdr_resolve(&h, fixed);
   return (long)h.n;
 }
 

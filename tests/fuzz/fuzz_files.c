@@ -30,7 +30,8 @@
    tree.  A process that cannot confine itself stops with a message
    instead of fuzzing a server that could write anywhere.
 
-   Input: as fuzz_serve (byte 0 the flags, the rest what the client sends);
+   Input: as fuzz_serve (byte 0 the flags, byte 1 the clock's step, the
+   rest what the client sends);
    the seeds in corpus/files are HTTP/1.1 requests to /files. */
 #define LLVMFuzzerTestOneInput fuzz_serve_one_input
 #include "fuzz_serve.c"

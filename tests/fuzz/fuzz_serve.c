@@ -23,9 +23,15 @@
    - kill() is wrapped (-Wl,--wrap=kill): a signal to a fake process ends
      it; a signal to any other pid, or to a pid after its reap, aborts.  Fake
    pids lie above the kernel's PID_MAX_LIMIT (1 << 22), so not even the real
-   kill() could reach a process with them. Timers do not wait for the clock:
-   once the input is used up, the armed ones are run earliest first, as if time
-   jumped (deadlines, keepalives, retention, the idle timeout).
+   kill() could reach a process with them.
+   - The server, its core and conch serve's loop alike, runs on a clock of
+   this file's own (srv_clock_set(), which hands it to the core through
+   conch_server_opts_set_clock()).  With a step, the clock moves that much
+   each turn the client sends a piece, and the timers that fall due run,
+   so that the core's header, body and idle timeouts and conch serve's
+   keepalives and deadlines fire between the pieces; once the input is used
+   up, the armed timers are run earliest first, the clock jumping to each
+   (deadlines, keepalives, retention, the idle timeout, the linger).
 
    Every run starts with four processes, for requests to find:
      1073741825  "cat", tag "web", stdin a pipe
@@ -35,7 +41,8 @@
    New ones take the next free of the 8 pids from 1073741825 on, round
    robin, so a pid is reused once its process was reaped.
 
-   Input: byte 0 holds flags, the rest is what the client sends.
+   Input: byte 0 holds flags, byte 1 the clock's step per piece sent
+   (byte / 64: none, 10 ms, 1 s, 30 s), the rest is what the client sends.
      bit 0     --access-token tok
      bit 1     small limits (1 KiB messages, 8 KiB held per connection,
                2 KiB of stdin before StreamInput pauses, ...)
@@ -273,34 +280,16 @@ void srv_user_clear(srv_user *u) {
   memset(u, 0, sizeof(*u));
 }
 
-/* serve_spawn.c's rules (envd's) without the file system: a path naming
-   "missing" does not exist, every other one does.  The join and clean are
-   conch_serve_core's own (srv_path_join); the branches are a copy, as
-   srv_resolve_cwd() lives with the spawning code in serve_spawn.c, which
-   is not linked. */
+/* serve_spawn.c's srv_resolve_cwd() without the file system: the same
+   rules (srv_cwd_path(), conch_serve_core's), then a path naming
+   "missing" does not exist and every other one does. */
 conch_code srv_resolve_cwd(const char *cwd, const srv_user *u, char **out,
                            char *err, size_t errlen) {
   char *path;
+  conch_code code = srv_cwd_path(cwd, u, &path, err, errlen);
 
-  if (cwd == NULL || cwd[0] == '\0') {
-    path = strdup(u->home);
-  } else if (cwd[0] == '~') {
-    if (cwd[1] != '\0' && cwd[1] != '/') {
-      snprintf(err, errlen,
-               "failed to expand path '%s' for user '%s': cannot expand "
-               "user-specific home dir",
-               cwd, u->name);
-      return CONCH_CODE_INVALID_ARGUMENT;
-    }
-    path = srv_path_join(u->home, cwd + 1);
-  } else if (cwd[0] == '/') {
-    path = strdup(cwd);
-  } else {
-    path = srv_path_join(u->home, cwd);
-  }
-  if (path == NULL) {
-    snprintf(err, errlen, "out of memory");
-    return CONCH_CODE_RESOURCE_EXHAUSTED;
+  if (code != CONCH_CODE_OK) {
+    return code;
   }
   if (strstr(path, "missing") != NULL) {
     snprintf(err, errlen, "cwd '%s' does not exist", path);
@@ -471,8 +460,8 @@ static int is_h1; /* the input is no HTTP/2 */
 
 static void collect(void) {
   srv_core_collect(&srv);
-  while (!conch__list_empty(&srv.dead_procs)) {
-    srv_proc_free(CONCH_CONTAINER(srv.dead_procs.next, srv_proc, link));
+  while (!srv_list_empty(&srv.dead_procs)) {
+    srv_proc_free(SRV_CONTAINER(srv.dead_procs.next, srv_proc, link));
   }
 }
 
@@ -492,14 +481,42 @@ static int drain(void) {
   return got;
 }
 
-/* One loop turn as serve_main.c runs it, without the timers.  Returns
+static int64_t clock_ms;   /* the server's clock */
+static int64_t clock_step; /* ... added by a turn that sends a piece */
+
+static int64_t fake_now(void *ud) {
+  (void)ud;
+  return clock_ms;
+}
+
+/* Runs conch serve's timers that are due (the core's among them), one at
+   a time as srv_loop_poll() does.  Returns whether any ran. */
+static int due_timers(void) {
+  srv_timer *t;
+  int ran = 0;
+
+  while ((t = srv_heap_top(&srv.loop.heap)) != NULL && t->when <= clock_ms) {
+    srv_timer_cancel(&srv.loop, t);
+    t->cb(t);
+    ran = 1;
+  }
+  return ran;
+}
+
+/* One loop turn as serve_main.c runs it; with |tick| (a turn after a
+   piece went) the clock moves a step first and the timers due run, else
+   only the core's work for the next turn (its timer at 0).  Returns
    whether anything happened. */
-static int turn(void) {
+static int turn_at(int tick) {
   struct epoll_event evs[64];
   int busy = 0;
   int n;
   int i;
 
+  if (tick && clock_step != 0) {
+    clock_ms += clock_step;
+    busy |= due_timers();
+  }
   collect();
   n = epoll_wait(srv.loop.epfd, evs, 64, 0);
   for (i = 0; i < n; i++) {
@@ -512,7 +529,7 @@ static int turn(void) {
   }
   busy |= kids_step();
   /* The core's work for the next turn (timer 0), not its deadlines. */
-  if (srv_timer_armed(&srv.core_t) && srv.core_t.t.when <= srv_now_ms()) {
+  if (srv_timer_armed(&srv.core_t) && srv.core_t.when <= srv_now_ms()) {
     srv_timer_cancel(&srv.loop, &srv.core_t);
     (void)conch_server_on_timer(srv.core);
     busy = 1;
@@ -521,6 +538,8 @@ static int turn(void) {
   busy |= drain();
   return busy;
 }
+
+static int turn(void) { return turn_at(0); }
 
 static void settle(void) {
   int i;
@@ -537,11 +556,12 @@ static void settle(void) {
 
 /* Time jumps to the next timer, |n| times at most. */
 static void run_timers(int n) {
-  conch_timer *top;
+  srv_timer *t;
 
-  while (n-- > 0 && (top = conch__heap_top(&srv.loop.heap)) != NULL) {
-    srv_timer *t = CONCH_CONTAINER(top, srv_timer, t);
-
+  while (n-- > 0 && (t = srv_heap_top(&srv.loop.heap)) != NULL) {
+    if (t->when > clock_ms) {
+      clock_ms = t->when;
+    }
     srv_timer_cancel(&srv.loop, t);
     t->cb(t);
     settle();
@@ -574,7 +594,7 @@ static void feed(const uint8_t *p, size_t n, size_t chunk) {
       n -= (size_t)w;
       stuck = 0;
     }
-    if (!turn() && w <= 0 && ++stuck > 100) {
+    if (!turn_at(w > 0) && w <= 0 && ++stuck > 100) {
       /* HTTP/1.1 reads only a bounded way ahead of the request being
          answered (pipelining behind a stream that does not end): the
          rest of the input is dropped.  HTTP/2 always reads. */
@@ -631,30 +651,10 @@ static void server_init(unsigned flags) {
   size_t i;
 
   memset(&srv, 0, sizeof(srv));
-  /* serve_main.c's defaults (config_defaults(), static there; the
-     fuzz/serve_defaults test checks that the two lists agree), with a
-     TCP listener in place of the private Unix socket. */
+  /* conch serve's defaults, with a TCP listener in place of the private
+     Unix socket. */
+  srv_config_defaults(cfg);
   cfg->listen = "127.0.0.1:0";
-  cfg->retention_ms = 30000;
-  cfg->max_message = 16u << 20;
-  cfg->conn_buffered = 64u << 20;
-  cfg->max_streams = 1000;
-  cfg->out_high = 256 * 1024;
-  cfg->out_low = 64 * 1024;
-  cfg->stdin_high = 1u << 20;
-  cfg->compress_min = 1024;
-  cfg->kill_grace_ms = 2000;
-  cfg->max_conns = 4096;
-  cfg->idle_ms = 60000;
-  cfg->header_ms = 10000;
-  cfg->body_ms = 60000;
-  cfg->max_procs = 1024;
-  cfg->max_buffered = 128u << 20;
-  cfg->stdin_total = 64u << 20;
-  cfg->fs_max_watchers = 100;
-  cfg->fs_max_events = 10000;
-  cfg->fs_idle_ms = 600000;
-  /* end of serve_main.c's defaults */
   if (flags & F_TOKEN) {
     cfg->access_token = "tok";
   }
@@ -676,13 +676,13 @@ static void server_init(unsigned flags) {
     cfg->stdin_total = 4096;
   }
   srv.mem = conch_mem_default();
-  conch__gzip_init(&srv.gz, srv.mem);
   srv.euid = (flags & F_ROOT) ? 0 : 1000;
-  conch__list_init(&srv.procs);
-  conch__list_init(&srv.dead_procs);
+  srv_list_init(&srv.procs);
+  srv_list_init(&srv.dead_procs);
   srv_watch_init(&srv.sig_w, -1, NULL);
   srv_watch_init(&srv.stdin_w, -1, NULL);
   srv_core_init(&srv);
+  srv_clock_set(fake_now, NULL);
   if (srv_loop_init(&srv.loop) != 0 || srv_core_start(&srv, -1) != 0) {
     abort();
   }
@@ -697,11 +697,11 @@ static void server_clear(void) {
   size_t i;
 
   srv_core_free(&srv);
-  while (!conch__list_empty(&srv.procs)) {
-    srv_proc *p = CONCH_CONTAINER(srv.procs.next, srv_proc, link);
+  while (!srv_list_empty(&srv.procs)) {
+    srv_proc *p = SRV_CONTAINER(srv.procs.next, srv_proc, link);
 
-    conch__list_remove(&p->link);
-    conch__list_push(&srv.dead_procs, &p->link);
+    srv_list_remove(&p->link);
+    srv_list_push(&srv.dead_procs, &p->link);
   }
   collect();
   for (i = 0; i < FAKE_SLOTS; i++) {
@@ -712,7 +712,6 @@ static void server_clear(void) {
   while (nheld > 0) {
     close_fd(&held[--nheld]);
   }
-  conch__gzip_clear(&srv.gz);
   srv_loop_clear(&srv.loop);
 }
 
@@ -736,7 +735,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int sv[2];
   size_t i;
 
-  if (size < 1) {
+  if (size < 2) {
     return 0;
   }
   if (!once) {
@@ -744,6 +743,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     signal(SIGPIPE, SIG_IGN); /* as serve_main.c */
   }
   flags = data[0];
+  clock_ms = 1000000;
+  clock_step = (int64_t[]){0, 10, 1000, 30000}[data[1] / 64];
   fd0 = lowest_fd();
   server_init(flags);
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) !=
@@ -760,12 +761,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   add_proc("cat", "tty", 1, 1);
   add_proc("true", "old", 0, 1);
   add_proc("cat", "quiet", 0, 0);
-  is_h1 = size < 5 || memcmp(data + 1, "PRI ", 4) != 0;
+  is_h1 = size < 6 || memcmp(data + 2, "PRI ", 4) != 0;
   if (conch_server_adopt(srv.core, sv[0], NULL) != 0) {
     abort();
   }
   settle();
-  feed(data + 1, size - 1, chunks[(flags >> 3) & 3]);
+  feed(data + 2, size - 2, chunks[(flags >> 3) & 3]);
   settle();
   if (flags & F_LEAVE) {
     client_leave();

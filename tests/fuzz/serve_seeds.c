@@ -2,7 +2,8 @@
    sends to `conch serve` for every RPC, good and bad, made by an nghttp2
    client session (preface, SETTINGS, HPACK-coded HEADERS, DATA, RST_STREAM,
    PING...) around protobuf-c requests in Connect envelopes.  Each file is
-   fuzz_serve's flags byte, then those bytes.  The pids are those of the
+   fuzz_serve's flags byte and clock step byte (0: the clock stands, but
+   for the timed_* seeds), then those bytes.  The pids are those of the
    processes fuzz_serve starts each run with (see there); the first Start
    of a run gets 1073741829.
 
@@ -44,6 +45,10 @@ enum {
 enum { CHUNK_7 = 8, CHUNK_64 = 16, CHUNK_512 = 24 };
 
 static const char *outdir;
+/* The clock step byte of the seeds being written (fuzz_serve: / 64 picks
+   none, 10 ms, 1 s or 30 s a piece). */
+static uint8_t clock_step;
+enum { STEP_10MS = 64, STEP_1S = 128, STEP_30S = 192 };
 static conch_gzip gz;
 
 static void die(const char *what) {
@@ -551,6 +556,7 @@ static void finish(const char *name, uint8_t flags) {
   snprintf(path, sizeof(path), "%s/%s", outdir, name);
   f = fopen(path, "wb");
   if (f == NULL || fwrite(&flags, 1, 1, f) != 1 ||
+      fwrite(&clock_step, 1, 1, f) != 1 ||
       fwrite(g.out.p, 1, g.out.len, f) != g.out.len || fclose(f) != 0) {
     die(path);
   }
@@ -573,6 +579,7 @@ static void raw_seed(const char *name, uint8_t flags, const char *text) {
   snprintf(path, sizeof(path), "%s/%s", outdir, name);
   f = fopen(path, "wb");
   if (f == NULL || fwrite(&flags, 1, 1, f) != 1 ||
+      fwrite(&clock_step, 1, 1, f) != 1 ||
       fwrite(text, 1, strlen(text), f) != strlen(text) || fclose(f) != 0) {
     die(path);
   }
@@ -1057,6 +1064,7 @@ static void bytes_seed(const char *name, uint8_t flags, bytes b) {
   snprintf(path, sizeof(path), "%s/%s", outdir, name);
   f = fopen(path, "wb");
   if (f == NULL || fwrite(&flags, 1, 1, f) != 1 ||
+      fwrite(&clock_step, 1, 1, f) != 1 ||
       (b.len > 0 && fwrite(b.p, 1, b.len, f) != b.len) || fclose(f) != 0) {
     die(path);
   }
@@ -1314,6 +1322,37 @@ static void seeds_files(void) {
   finish("h2_upload_reset", CHUNK_64);
 }
 
+/* A slow client on a moving clock: the timeouts of the core (header,
+   body, idle) and conch serve's own timers (keepalives, deadlines) fire
+   between its pieces. */
+static void seeds_timed(void) {
+  static const char *const ka[] = {"content-type", "application/connect+proto",
+                                   "keepalive-ping-interval", "1", NULL};
+  static const char *const dl[] = {"content-type", "application/connect+proto",
+                                   "connect-timeout-ms", "50", NULL};
+
+  clock_step = STEP_1S;
+  raw_seed(
+      "timed_h1_slow_headers", CHUNK_7,
+      "GET /health HTTP/1.1\r\nHost: x\r\nX-A: aaaaaaaaaaaaaaaaaaaaaa\r\n"
+      "X-B: bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\r\n\r\n");
+  one("timed_keepalive", CHUNK_64, "POST", SVC "Start", ka,
+      env(start_cmd("sleep")));
+  clock_step = STEP_10MS;
+  one("timed_deadline", CHUNK_7, "POST", SVC "Start", dl,
+      env(start_cmd("sleep")));
+  clock_step = STEP_30S;
+  raw_seed("timed_h1_slow_body", CHUNK_64,
+           "POST /process.Process/List HTTP/1.1\r\nHost: x\r\n"
+           "Content-Type: application/proto\r\nContent-Length: 400\r\n\r\n"
+           "0123456789012345678901234567890123456789012345678901234567890123"
+           "0123456789012345678901234567890123456789012345678901234567890123"
+           "0123456789012345678901234567890123456789012345678901234567890123");
+  one("timed_h2_slow", CHUNK_64, "POST", SVC "List", unary, none());
+  raw_seed("timed_h1_idle", F_LEAVE, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  clock_step = 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--files") == 0) {
     outdir = argv[2];
@@ -1338,6 +1377,7 @@ int main(int argc, char **argv) {
   seeds_session();
   seeds_processes();
   seeds_http1();
+  seeds_timed();
   conch__gzip_clear(&gz);
   return 0;
 }

@@ -3,7 +3,9 @@
    library it came with, and that what a build left out answers as the
    headers say. */
 #include <stdio.h>
+#include <string.h>
 
+#include <conch/base64.h>
 #include <conch/conch.h>
 #include <conch/server.h>
 
@@ -54,6 +56,18 @@ int main(void) {
   rv = conch_server_opts_new(&so);
   bad |= expect(rv, CONCH_WITH_SERVER ? 0 : CONCH_ERR_UNSUPPORTED, "server");
   conch_server_opts_free(so);
+  {
+    /* The public base64 (conch/base64.h) is exported. */
+    char enc[8];
+    uint8_t dec[8];
+    size_t n =
+        conch_base64_encode((const uint8_t *)"fo", 2, CONCH_BASE64_PAD, enc);
+    size_t m = 0;
+
+    bad |= expect(n == 4 && memcmp(enc, "Zm8=", 4) == 0, 1, "base64 encode");
+    bad |= expect(conch_base64_decode(enc, n, 0, dec, &m), 0, "base64 decode");
+    bad |= expect(m == 2 && memcmp(dec, "fo", 2) == 0, 1, "base64 round trip");
+  }
   if (bad) {
     return 1;
   }

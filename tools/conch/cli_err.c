@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <conch/base64.h>
 #include <conch/conch.h>
 
-#include "b64.h"
 #include "cli.h"
 
 static int json_mode;
@@ -138,7 +138,7 @@ static void put_base64(FILE *f, const uint8_t *p, size_t n) {
   fputc('"', f);
   while (n > 0) {
     size_t take = n < 3000 ? n : 3000; /* a multiple of 3 */
-    size_t w = b64_encode(p, take, 1, buf);
+    size_t w = conch_base64_encode(p, take, CONCH_BASE64_PAD, buf);
     fwrite(buf, 1, w, f);
     p += take;
     n -= take;

@@ -9,7 +9,10 @@
    serve_fs.c       the filesystem.Filesystem RPCs (serve_fs.h)
    serve_fs_watch.c its watchers: WatchDir and the polling ones
    serve_proc.c     running processes: output, stdin, reaping, retention
-   serve_spawn.c    users, cwd and environment rules, fork/exec
+   serve_spawn.c    users, environment rules, fork/exec
+   serve_config.c   the options' defaults, envd's cwd rules (fuzz_serve
+                    runs on these too)
+   serve_util.c     our list, byte queue and timer heap (serve_util.h)
    serve_keeper.c   the process that kills our groups if we are killed
 
    Everything runs on one thread.  Objects that a callback may end (a
@@ -29,11 +32,8 @@
 #include <conch/server.h>
 #include <conch/status.h>
 
-#include "buf.h"
-#include "list.h"
-#include "timer.h"
-#include "gzip.h"
 #include "process/process.pb-c.h"
+#include "serve_util.h"
 
 /* ---- The loop (serve_loop.c) -------------------------------------------- */
 
@@ -47,21 +47,20 @@ struct srv_watch {
   srv_watch_cb cb;
 };
 
-typedef struct srv_timer srv_timer;
-typedef void (*srv_timer_cb)(srv_timer *t);
-
-/* A timer of the runtime's heap (timer.h) with its callback. */
-struct srv_timer {
-  conch_timer t;
-  srv_timer_cb cb;
-};
-
+/* Timers: srv_timer and its heap are serve_util.h's. */
 typedef struct srv_loop {
   int epfd;
-  conch_heap heap;
+  srv_heap heap;
 } srv_loop;
 
+/* The loop's clock, ms: CLOCK_MONOTONIC, or the one srv_clock_set() gave. */
 int64_t srv_now_ms(void);
+/* For tests (fuzz_serve): srv_now_ms() reads |now| (with |ud|) from here
+   on, and srv_core_start() gives the core the same clock, so that every
+   timer runs on it; NULL goes back to CLOCK_MONOTONIC. */
+void srv_clock_set(int64_t (*now)(void *ud), void *ud);
+/* Whether srv_clock_set() gave a clock. */
+int srv_clock_injected(void);
 int srv_loop_init(srv_loop *l);
 void srv_loop_clear(srv_loop *l);
 void srv_watch_init(srv_watch *w, int fd, srv_watch_cb cb);
@@ -132,7 +131,6 @@ struct srv_server {
   srv_config cfg;
   srv_loop loop;
   const conch_mem *mem;
-  conch_gzip gz;
   conch_server *core; /* serves the connections (serve_call.c) */
   srv_timer core_t;   /* its timer */
   struct core_watch *core_watches; /* its fds */
@@ -140,8 +138,8 @@ struct srv_server {
   srv_stream *dead_streams;        /* calls over, to free after the turn */
   srv_watch sig_w;
   srv_watch stdin_w;
-  conch_link procs;  /* running and retained, newest last */
-  conch_link dead_procs;
+  srv_link procs;  /* running and retained, newest last */
+  srv_link dead_procs;
   uint64_t next_serial;
   uid_t euid;
   int stopping;    /* 1 once shutdown began */
@@ -152,7 +150,7 @@ struct srv_server {
   struct srv_reaper *reaper; /* the groups and their ends (serve_reap.c) */
   /* Starts waiting for their fork, a few per loop turn (serve_service.c;
      set up on first use). */
-  conch_link spawn_q;
+  srv_link spawn_q;
   srv_timer spawn_t;
   size_t nqueued;
   size_t queued_bytes; /* their StartRequests, packed */
@@ -182,6 +180,9 @@ enum srv_exit {
                           loser of two CLIs' auto-start) */
 };
 
+/* Fills |cfg| with conch serve's defaults (serve_config.c), the listener
+   NULL: the private Unix socket. */
+void srv_config_defaults(srv_config *cfg);
 /* Begins the shutdown (signal, stdin closed). */
 void srv_server_stop(srv_server *srv);
 /* Whether processes may run as |name| (uid |uid|): the server's own user,
@@ -267,14 +268,14 @@ struct srv_stream {
   srv_user user;
   /* Service state. */
   srv_proc *proc;     /* subscribed to, or waiting on its stdin */
-  conch_link sub_link;  /* proc->subs */
+  srv_link sub_link;  /* proc->subs */
   int over;           /* counted in proc->nover */
-  conch_link wait_link; /* proc->waiters (SendInput, StreamInput end) */
+  srv_link wait_link; /* proc->waiters (SendInput, StreamInput end) */
   uint64_t wait_until;
-  conch_link in_link;      /* proc->in_paused */
+  srv_link in_link;      /* proc->in_paused */
   uint64_t input_serial; /* StreamInput: the selected process, 0 = none */
   srv_proc *starting;    /* Start: its process, until the exec report */
-  conch_link spawn_link;   /* srv->spawn_q: waiting for its fork */
+  srv_link spawn_link;   /* srv->spawn_q: waiting for its fork */
   Process__StartRequest *spawn_req; /* ... with its request (a copy) */
   char *spawn_cwd;                  /* ... and resolved cwd */
 };
@@ -351,7 +352,7 @@ char *srv_path_join(const char *a, const char *b);
 /* ---- Processes (serve_proc.c) -------------------------------------------- */
 
 struct srv_proc {
-  conch_link link; /* srv->procs or srv->dead_procs */
+  srv_link link; /* srv->procs or srv->dead_procs */
   srv_server *srv;
   uint64_t serial;
   pid_t pid;
@@ -365,14 +366,14 @@ struct srv_proc {
   long err_left;
   int in_open;  /* input accepted: stdin pipe open, or a PTY */
   int in_close; /* CloseStdin: close once the queue is written */
-  conch_buf in_q;
+  srv_buf in_q;
   uint64_t in_queued;  /* bytes ever queued */
   uint64_t in_written; /* bytes ever written */
-  conch_link subs;
+  srv_link subs;
   size_t nover;
   int paused;
-  conch_link waiters;
-  conch_link in_paused;
+  srv_link waiters;
+  srv_link in_paused;
   int reaped;     /* the leader exited (its zombie may be kept) */
   int group_held; /* its group id is still ours: leader or members left */
   int group_killed; /* SIGKILL went to the whole group: all of it is dying */
@@ -459,8 +460,14 @@ void srv_service_start_failed(srv_stream *st, conch_code code, const char *msg);
 int srv_user_lookup(const char *name, srv_user *u);
 int srv_user_by_uid(uid_t uid, srv_user *u);
 void srv_user_clear(srv_user *u);
-/* envd's cwd rules.  Returns 0 with |*out| (malloc'd), or a code with a
-   message in |err|. */
+/* envd's cwd rules (serve_config.c): the path a request's |cwd| names for
+   |u| (its home when empty, "~" and relative paths under it; "~user" is
+   refused), not looked at.  Returns 0 with |*out| (malloc'd), or a code
+   with a message in |err|. */
+conch_code srv_cwd_path(const char *cwd, const srv_user *u, char **out,
+                        char *err, size_t errlen);
+/* srv_cwd_path(), then a path that does not exist is refused.  Returns 0
+   with |*out| (malloc'd), or a code with a message in |err|. */
 conch_code srv_resolve_cwd(const char *cwd, const srv_user *u, char **out,
                            char *err, size_t errlen);
 /* Forks the request as |u|, to exec in a session of its own (with

@@ -5,7 +5,6 @@
    against DNS rebinding, GET /health) and turns its calls into the
    srv_stream the service works with (the user of Authorization: Basic,
    Keepalive-Ping-Interval, the request's timeout). */
-#include "b64.h"
 #include "serve.h"
 
 #include <errno.h>
@@ -16,8 +15,11 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
+
+#include <conch/base64.h>
 
 #include "process/process.conch.h"
 
@@ -37,7 +39,7 @@ typedef struct core_watch {
 } core_watch;
 
 static void on_core_io(srv_watch *w, uint32_t events) {
-  core_watch *cw = CONCH_CONTAINER(w, core_watch, w);
+  core_watch *cw = SRV_CONTAINER(w, core_watch, w);
   unsigned ev = 0;
 
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
@@ -83,7 +85,7 @@ static int hook_watch(int fd, unsigned events, void *ud) {
 }
 
 static void on_core_timer(srv_timer *t) {
-  srv_server *srv = CONCH_CONTAINER(t, srv_server, core_t);
+  srv_server *srv = SRV_CONTAINER(t, srv_server, core_t);
   (void)conch_server_on_timer(srv->core);
 }
 
@@ -192,7 +194,7 @@ size_t srv_rpc_queued(const srv_stream *st) {
 }
 
 static void on_keepalive(srv_timer *t) {
-  srv_service_keepalive(CONCH_CONTAINER(t, srv_stream, keepalive_t));
+  srv_service_keepalive(SRV_CONTAINER(t, srv_stream, keepalive_t));
 }
 
 /* The call is over for the service: what it holds for it goes now, the
@@ -314,11 +316,11 @@ static char *basic_user(const char *auth) {
   }
   auth += sizeof(prefix) - 1;
   n = strlen(auth);
-  raw = malloc(b64_decoded_max(n) + 1);
+  raw = malloc(conch_base64_decoded_max(n) + 1);
   if (raw == NULL) {
     return NULL;
   }
-  if (b64_decode(auth, n, raw, &rawlen) != 0 ||
+  if (conch_base64_decode(auth, n, 0, raw, &rawlen) != 0 ||
       (colon = memchr(raw, ':', rawlen)) == NULL) {
     free(raw);
     return NULL;
@@ -492,6 +494,12 @@ static int core_fail(const char *what, int rv) {
   return SRV_EXIT_FAILED;
 }
 
+/* The core's clock when srv_clock_set() gave one: the loop's. */
+static int64_t core_clock(void *ud) {
+  (void)ud;
+  return srv_now_ms();
+}
+
 int srv_core_start(srv_server *srv, int listen_fd) {
   static const conch_server_handler h = {on_call,   on_message,
                                          NULL,      on_half_close,
@@ -526,6 +534,9 @@ int srv_core_start(srv_server *srv, int listen_fd) {
   rv |= conch_server_opts_set_compress_min_bytes(o, cfg->compress_min);
   rv |= conch_server_opts_set_gate(o, gate, srv);
   rv |= conch_server_opts_set_accept_filter(o, peer_filter, srv);
+  if (srv_clock_injected()) {
+    rv |= conch_server_opts_set_clock(o, core_clock, NULL);
+  }
   if (rv != 0) {
     /* Or'ed codes: only "failed" is sure. */
     fprintf(stderr, "conch serve: the server's options could not be set\n");

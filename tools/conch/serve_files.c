@@ -24,7 +24,6 @@
    through a fixed buffer), the multipart reader keeps no data
    (serve_multipart.c), a download is read PIECE bytes at a time as the
    client takes them.  File I/O blocks the loop, as local disk does. */
-#include "b64.h"
 #include "serve.h"
 #include "serve_fs.h"
 #include "serve_multipart.h"
@@ -43,6 +42,8 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include <zlib.h>
+
+#include <conch/base64.h>
 
 #define PIECE (64 * 1024)
 #define GZ_RATIO 100ULL /* far past what real data compresses to */
@@ -73,7 +74,7 @@ typedef struct files_x {
   int fd;          /* the temporary file being written, or -1 */
   char *tmp;
   char *target;
-  conch_buf resp;  /* the JSON entries so far */
+  srv_buf resp;  /* the JSON entries so far */
   char **written;  /* their paths (envd refuses a second part to one) */
   size_t nwritten;
   /* Download. */
@@ -84,38 +85,38 @@ typedef struct files_x {
 
 /* ---- Answers --------------------------------------------------------------- */
 
-static void json_str(conch_buf *b, const conch_mem *mem, const char *s) {
+static void json_str(srv_buf *b, const conch_mem *mem, const char *s) {
   static const char hex[] = "0123456789abcdef";
-  (void)conch__buf_append(b, mem, "\"", 1);
+  (void)srv_buf_append(b, mem, "\"", 1);
   for (; *s != '\0'; s++) {
     unsigned char c = (unsigned char)*s;
     char e[6];
     if (c == '"' || c == '\\') {
       e[0] = '\\';
       e[1] = (char)c;
-      (void)conch__buf_append(b, mem, e, 2);
+      (void)srv_buf_append(b, mem, e, 2);
     } else if (c < 0x20) {
       memcpy(e, "\\u00", 4);
       e[4] = hex[c >> 4];
       e[5] = hex[c & 15];
-      (void)conch__buf_append(b, mem, e, 6);
+      (void)srv_buf_append(b, mem, e, 6);
     } else {
-      (void)conch__buf_append(b, mem, s, 1);
+      (void)srv_buf_append(b, mem, s, 1);
     }
   }
-  (void)conch__buf_append(b, mem, "\"", 1);
+  (void)srv_buf_append(b, mem, "\"", 1);
 }
 
-static void answer(files_x *x, int status, const conch_buf *body,
+static void answer(files_x *x, int status, const srv_buf *body,
                    const char *ctype) {
   char len[32];
   const char *hdrs[] = {"content-type", ctype, "content-length", len, NULL};
-  snprintf(len, sizeof(len), "%zu", conch__buf_size(body));
+  snprintf(len, sizeof(len), "%zu", srv_buf_size(body));
   x->answered = 1;
   if (conch_http_respond(x->h, status, hdrs, 1) == 0 &&
-      conch__buf_size(body) > 0) {
+      srv_buf_size(body) > 0) {
     /* Small: always taken (the queue is empty). */
-    (void)conch_http_write(x->h, conch__buf_head(body), conch__buf_size(body));
+    (void)conch_http_write(x->h, srv_buf_head(body), srv_buf_size(body));
   }
   x->ended = 1;
   (void)conch_http_end(x->h);
@@ -125,7 +126,7 @@ static void fail(files_x *x, int status, const char *fmt, ...)
     CONCH_PRINTF(3, 4);
 static void fail(files_x *x, int status, const char *fmt, ...) {
   const conch_mem *mem = x->srv->mem;
-  conch_buf b = CONCH_BUF_INIT;
+  srv_buf b = SRV_BUF_INIT;
   char msg[1536];
   char head[32];
   va_list ap;
@@ -137,11 +138,11 @@ static void fail(files_x *x, int status, const char *fmt, ...) {
   (void)vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   snprintf(head, sizeof(head), "{\"code\":%d,\"message\":", status);
-  (void)conch__buf_append(&b, mem, head, strlen(head));
+  (void)srv_buf_append(&b, mem, head, strlen(head));
   json_str(&b, mem, msg);
-  (void)conch__buf_append(&b, mem, "}\n", 2);
+  (void)srv_buf_append(&b, mem, "}\n", 2);
   answer(x, status, &b, "application/json; charset=utf-8");
-  conch__buf_free(&b, mem);
+  srv_buf_free(&b, mem);
 }
 
 /* ---- The query --------------------------------------------------------------- */
@@ -221,7 +222,7 @@ static int signature_ok(const srv_server *srv, const char *path,
   OPENSSL_cleanse(s, n);
   free(s);
   memcpy(want, "v1_", 3);
-  w = 3 + b64_encode(md, sizeof(md), 0, want + 3);
+  w = 3 + conch_base64_encode(md, sizeof(md), 0, want + 3);
   ok = strlen(got) == w && CRYPTO_memcmp(got, want, w) == 0;
   return ok;
 }
@@ -654,13 +655,13 @@ static int file_done(files_x *x, const char *shown) {
     return -1;
   }
   x->nwritten++;
-  (void)conch__buf_append(&x->resp, mem, conch__buf_size(&x->resp) > 0 ? "," : "[",
+  (void)srv_buf_append(&x->resp, mem, srv_buf_size(&x->resp) > 0 ? "," : "[",
                           1);
-  (void)conch__buf_append(&x->resp, mem, "{\"path\":", 8);
+  (void)srv_buf_append(&x->resp, mem, "{\"path\":", 8);
   json_str(&x->resp, mem, shown);
-  (void)conch__buf_append(&x->resp, mem, ",\"name\":", 8);
+  (void)srv_buf_append(&x->resp, mem, ",\"name\":", 8);
   json_str(&x->resp, mem, base_name(shown));
-  (void)conch__buf_append(&x->resp, mem, ",\"type\":\"file\"}", 15);
+  (void)srv_buf_append(&x->resp, mem, ",\"type\":\"file\"}", 15);
   return 0;
 }
 
@@ -839,10 +840,10 @@ static void files_end(conch_http *h, void *ud) {
     fail(x, 500, "error reading form: multipart: %s", x->mp.err);
     return;
   }
-  if (conch__buf_size(&x->resp) == 0) {
-    (void)conch__buf_append(&x->resp, mem, "[", 1);
+  if (srv_buf_size(&x->resp) == 0) {
+    (void)srv_buf_append(&x->resp, mem, "[", 1);
   }
-  (void)conch__buf_append(&x->resp, mem, "]\n", 2);
+  (void)srv_buf_append(&x->resp, mem, "]\n", 2);
   answer(x, 200, &x->resp, "application/json");
 }
 
@@ -1087,7 +1088,7 @@ static void files_free(files_x *x) {
     free(x->written[i]);
   }
   free(x->written);
-  conch__buf_free(&x->resp, x->srv->mem);
+  srv_buf_free(&x->resp, x->srv->mem);
   free(x->qpath);
   free(x->shown);
   srv_user_clear(&x->user);

@@ -1147,7 +1147,7 @@ int srv_fs_start(srv_server *srv) {
     return CONCH_ERR_NOMEM;
   }
   fs->srv = srv;
-  conch__list_init(&fs->watchers);
+  srv_list_init(&fs->watchers);
   n = getgroups(0, NULL);
   if (n > 0) {
     fs->groups = calloc((size_t)n, sizeof(*fs->groups));

@@ -17,7 +17,7 @@
 typedef struct srv_fs {
   srv_server *srv;
   Filesystem__Filesystem_Handlers h;
-  conch_link watchers; /* every fs_watcher */
+  srv_link watchers; /* every fs_watcher */
   size_t nwatchers;
   gid_t *groups; /* the server's own supplementary groups */
   int ngroups;

@@ -49,7 +49,7 @@ typedef struct fs_event {
 } fs_event;
 
 struct fs_watcher {
-  conch_link link; /* fs->watchers */
+  srv_link link; /* fs->watchers */
   srv_fs *fs;
   srv_watch in_w; /* the inotify fd */
   srv_user user;
@@ -210,7 +210,7 @@ static void send_ws(fs_watcher *w, Filesystem__WatchDirResponse *r) {
 }
 
 static void on_watch_keepalive(srv_timer *t) {
-  fs_watcher *w = CONCH_CONTAINER(t, fs_watcher, keepalive_t);
+  fs_watcher *w = SRV_CONTAINER(t, fs_watcher, keepalive_t);
   Filesystem__WatchDirResponse r = FILESYSTEM__WATCH_DIR_RESPONSE__INIT;
   Filesystem__WatchDirResponse__KeepAlive ka =
       FILESYSTEM__WATCH_DIR_RESPONSE__KEEP_ALIVE__INIT;
@@ -378,7 +378,7 @@ static int handle_event(fs_watcher *w, const struct inotify_event *ie) {
 }
 
 static void on_inotify(srv_watch *sw, uint32_t events) {
-  fs_watcher *w = CONCH_CONTAINER(sw, fs_watcher, in_w);
+  fs_watcher *w = SRV_CONTAINER(sw, fs_watcher, in_w);
   char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
   ssize_t n;
   int rounds = 0;
@@ -403,7 +403,7 @@ static void watcher_free(fs_watcher *w) {
   srv_server *srv = w->fs->srv;
   fs_event *e = w->head;
 
-  conch__list_remove(&w->link);
+  srv_list_remove(&w->link);
   w->fs->nwatchers--;
   srv_timer_cancel(&srv->loop, &w->keepalive_t);
   srv_timer_cancel(&srv->loop, &w->idle_t);
@@ -430,7 +430,7 @@ static void watcher_free(fs_watcher *w) {
 }
 
 static void on_idle(srv_timer *t) {
-  watcher_free(CONCH_CONTAINER(t, fs_watcher, idle_t));
+  watcher_free(SRV_CONTAINER(t, fs_watcher, idle_t));
 }
 
 /* Network filesystems whose events may never come (envd's list). */
@@ -516,7 +516,7 @@ static fs_watcher *watcher_new(srv_server *srv, conch_rpc *rpc, srv_user *u,
   srv_timer_init(&w->idle_t, on_idle);
   srv_watch_init(&w->in_w, inotify_init1(IN_NONBLOCK | IN_CLOEXEC),
                  on_inotify);
-  conch__list_push(&fs->watchers, &w->link);
+  srv_list_push(&fs->watchers, &w->link);
   fs->nwatchers++;
   w->user = *u; /* taken over */
   memset(u, 0, sizeof(*u));
@@ -620,8 +620,8 @@ static void on_watch_cancel(Filesystem__Filesystem__WatchDir_Rpc rpc,
 }
 
 static fs_watcher *find_watcher(srv_fs *fs, const char *id) {
-  for (conch_link *l = fs->watchers.next; l != &fs->watchers; l = l->next) {
-    fs_watcher *w = CONCH_CONTAINER(l, fs_watcher, link);
+  for (srv_link *l = fs->watchers.next; l != &fs->watchers; l = l->next) {
+    fs_watcher *w = SRV_CONTAINER(l, fs_watcher, link);
     if (w->rpc == NULL && w->id[0] != '\0' && strcmp(w->id, id) == 0) {
       return w;
     }
@@ -745,8 +745,8 @@ void srv_fs_watch_handlers(Filesystem__Filesystem_Handlers *h) {
 }
 
 void srv_fs_watchers_free(srv_fs *fs) {
-  while (!conch__list_empty(&fs->watchers)) {
-    fs_watcher *w = CONCH_CONTAINER(fs->watchers.next, fs_watcher, link);
+  while (!srv_list_empty(&fs->watchers)) {
+    fs_watcher *w = SRV_CONTAINER(fs->watchers.next, fs_watcher, link);
     w->rpc = NULL; /* the calls are gone with the core */
     watcher_free(w);
   }

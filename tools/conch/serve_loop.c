@@ -1,5 +1,5 @@
-/* The event loop: one epoll set, level-triggered, and the runtime's
-   binary heap of timers (timer.h). */
+/* The event loop: one epoll set, level-triggered, and a binary heap of
+   timers (serve_util.h). */
 #include "serve.h"
 
 #include <errno.h>
@@ -11,9 +11,22 @@
 
 #define LOOP_MAX_EVENTS 128
 
+static int64_t (*clock_now)(void *ud);
+static void *clock_ud;
+
+void srv_clock_set(int64_t (*now)(void *ud), void *ud) {
+  clock_now = now;
+  clock_ud = ud;
+}
+
+int srv_clock_injected(void) { return clock_now != NULL; }
+
 int64_t srv_now_ms(void) {
   struct timespec ts;
 
+  if (clock_now != NULL) {
+    return clock_now(clock_ud);
+  }
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
@@ -31,7 +44,7 @@ void srv_loop_clear(srv_loop *l) {
     close(l->epfd);
     l->epfd = -1;
   }
-  conch__heap_free(&l->heap, conch_mem_default());
+  srv_heap_free(&l->heap);
 }
 
 void srv_watch_init(srv_watch *w, int fd, srv_watch_cb cb) {
@@ -69,26 +82,23 @@ int srv_watch_set(srv_loop *l, srv_watch *w, uint32_t events) {
  */
 
 void srv_timer_init(srv_timer *t, srv_timer_cb cb) {
-  t->t.when = 0;
-  t->t.idx = SIZE_MAX;
-  t->t.kind = 0;
+  t->when = 0;
+  t->idx = SIZE_MAX;
   t->cb = cb;
 }
 
-int srv_timer_armed(const srv_timer *t) { return t->t.idx != SIZE_MAX; }
+int srv_timer_armed(const srv_timer *t) { return t->idx != SIZE_MAX; }
 
 void srv_timer_cancel(srv_loop *l, srv_timer *t) {
-  conch__heap_remove(&l->heap, &t->t);
+  srv_heap_remove(&l->heap, t);
 }
 
 int srv_timer_arm(srv_loop *l, srv_timer *t, int64_t when) {
-  return conch__heap_insert(&l->heap, conch_mem_default(), &t->t, when) != 0
-             ? -1
-             : 0;
+  return srv_heap_insert(&l->heap, t, when);
 }
 
 int srv_loop_timeout(const srv_loop *l, int max_ms) {
-  const conch_timer *top = conch__heap_top(&l->heap);
+  const srv_timer *top = srv_heap_top(&l->heap);
   int64_t left;
 
   if (top == NULL) {
@@ -103,13 +113,11 @@ int srv_loop_timeout(const srv_loop *l, int max_ms) {
 
 static void run_timers(srv_loop *l) {
   int64_t now = srv_now_ms();
-  conch_timer *top;
+  srv_timer *t;
 
   /* One at a time: a callback may arm or cancel any timer. */
-  while ((top = conch__heap_top(&l->heap)) != NULL && top->when <= now) {
-    srv_timer *t = CONCH_CONTAINER(top, srv_timer, t);
-
-    conch__heap_remove(&l->heap, top);
+  while ((t = srv_heap_top(&l->heap)) != NULL && t->when <= now) {
+    srv_heap_remove(&l->heap, t);
     t->cb(t);
   }
 }

@@ -139,30 +139,6 @@ static struct {
   unsigned long refused; /* peers turned away */
 } unix_l = {-1, "", 0, 0, 0};
 
-static void config_defaults(srv_config *cfg) {
-  memset(cfg, 0, sizeof(*cfg));
-  cfg->listen = NULL; /* the private Unix socket (default_listen) */
-  cfg->retention_ms = 30000;
-  cfg->max_message = 16u << 20;
-  cfg->conn_buffered = 64u << 20;
-  cfg->max_streams = 1000;
-  cfg->out_high = 256 * 1024;
-  cfg->out_low = 64 * 1024;
-  cfg->stdin_high = 1u << 20;
-  cfg->compress_min = 1024;
-  cfg->kill_grace_ms = 2000;
-  cfg->max_conns = 4096;
-  cfg->idle_ms = 60000;
-  cfg->header_ms = 10000;
-  cfg->body_ms = 60000;
-  cfg->max_procs = 1024;
-  cfg->max_buffered = 128u << 20;
-  cfg->stdin_total = 64u << 20;
-  cfg->fs_max_watchers = 100;
-  cfg->fs_max_events = 10000;
-  cfg->fs_idle_ms = 600000;
-}
-
 /* ---- Options ---------------------------------------------------------------
  */
 
@@ -875,7 +851,7 @@ static int listen_on(srv_config *cfg, int *port_out) {
  */
 
 static void on_signal(srv_watch *w, uint32_t events) {
-  srv_server *srv = CONCH_CONTAINER(w, srv_server, sig_w);
+  srv_server *srv = SRV_CONTAINER(w, srv_server, sig_w);
   struct signalfd_siginfo si;
 
   (void)events;
@@ -889,7 +865,7 @@ static void on_signal(srv_watch *w, uint32_t events) {
 
 /* A pipe or socket on stdin that closes means our parent is gone. */
 static void on_stdin(srv_watch *w, uint32_t events) {
-  srv_server *srv = CONCH_CONTAINER(w, srv_server, stdin_w);
+  srv_server *srv = SRV_CONTAINER(w, srv_server, stdin_w);
   char buf[512];
   ssize_t n;
 
@@ -978,7 +954,7 @@ static void kill_children(int sig) {
  */
 
 static void on_stop_timer(srv_timer *t) {
-  srv_server *srv = CONCH_CONTAINER(t, srv_server, stop_t);
+  srv_server *srv = SRV_CONTAINER(t, srv_server, stop_t);
 
   if (!srv->hard_killed) {
     srv->hard_killed = 1;
@@ -1018,8 +994,8 @@ static int stop_done(const srv_server *srv) {
 /* Frees what the last loop turn let go of. */
 static void collect(srv_server *srv) {
   srv_core_collect(srv);
-  while (!conch__list_empty(&srv->dead_procs)) {
-    srv_proc_free(CONCH_CONTAINER(srv->dead_procs.next, srv_proc, link));
+  while (!srv_list_empty(&srv->dead_procs)) {
+    srv_proc_free(SRV_CONTAINER(srv->dead_procs.next, srv_proc, link));
   }
 }
 
@@ -1054,11 +1030,10 @@ static void final_reap(srv_server *srv) {
 static void server_preinit(srv_server *srv) {
   memset(srv, 0, sizeof(*srv));
   srv->mem = conch_mem_default();
-  conch__gzip_init(&srv->gz, srv->mem);
   srv->euid = geteuid();
   srv->loop.epfd = -1; /* and an empty heap */
-  conch__list_init(&srv->procs);
-  conch__list_init(&srv->dead_procs);
+  srv_list_init(&srv->procs);
+  srv_list_init(&srv->dead_procs);
   srv_timer_init(&srv->stop_t, on_stop_timer);
   srv_watch_init(&srv->sig_w, -1, on_signal);
   srv_watch_init(&srv->stdin_w, -1, on_stdin);
@@ -1068,11 +1043,11 @@ static void server_preinit(srv_server *srv) {
 
 static void server_clear(srv_server *srv) {
   srv_core_free(srv);
-  while (!conch__list_empty(&srv->procs)) {
-    srv_proc *p = CONCH_CONTAINER(srv->procs.next, srv_proc, link);
+  while (!srv_list_empty(&srv->procs)) {
+    srv_proc *p = SRV_CONTAINER(srv->procs.next, srv_proc, link);
 
-    conch__list_remove(&p->link);
-    conch__list_push(&srv->dead_procs, &p->link);
+    srv_list_remove(&p->link);
+    srv_list_push(&srv->dead_procs, &p->link);
   }
   collect(srv);
   if (srv->sig_w.fd >= 0) {
@@ -1085,7 +1060,6 @@ static void server_clear(srv_server *srv) {
     close(srv->keeper_fd); /* EOF: the keeper exits (no group left) */
     srv->keeper_on = 0;
   }
-  conch__gzip_clear(&srv->gz);
   srv_loop_clear(&srv->loop);
 }
 
@@ -1188,7 +1162,7 @@ int conch_cmd_serve(int argc, char **argv) {
 
   fail_status = 0;
   server_preinit(&srv);
-  config_defaults(&srv.cfg);
+  srv_config_defaults(&srv.cfg);
   rv = check_std_fds();
   if (rv == 0) {
     rv = parse_args(argc, argv, &srv.cfg);

@@ -89,7 +89,7 @@ const char *srv_signal_name(int sig) {
  */
 
 static size_t in_pending(const srv_proc *p) {
-  return conch__buf_size(&p->in_q);
+  return srv_buf_size(&p->in_q);
 }
 
 static void proc_watch(srv_proc *p) {
@@ -137,15 +137,15 @@ static void proc_discard(srv_proc *p) {
     return;
   }
   p->dead = 1;
-  conch__list_remove(&p->link);
-  conch__list_push(&p->srv->dead_procs, &p->link);
+  srv_list_remove(&p->link);
+  srv_list_push(&p->srv->dead_procs, &p->link);
 }
 
 int srv_proc_drop_ended(srv_server *srv) {
-  conch_link *l;
+  srv_link *l;
 
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
 
     if (p->ended) {
       proc_discard(p);
@@ -158,7 +158,7 @@ int srv_proc_drop_ended(srv_server *srv) {
 int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
                  const srv_spawned *sp, srv_stream *starter, srv_proc **out) {
   srv_proc *p = calloc(1, sizeof(*p));
-  conch_link *l;
+  srv_link *l;
 
   if (p == NULL) {
     return -1;
@@ -179,7 +179,7 @@ int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
   p->group_held = 1;
   /* The pid is ours now: an ended process that had it is forgotten. */
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *old = CONCH_CONTAINER(l, srv_proc, link);
+    srv_proc *old = SRV_CONTAINER(l, srv_proc, link);
 
     if (old->pid == sp->pid && old->ended) {
       l = l->prev;
@@ -199,9 +199,9 @@ int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
   srv_watch_init(&p->in_w, sp->in_fd, on_in);
   p->in_open = p->pty || sp->in_fd >= 0;
   p->out_left = p->err_left = -1;
-  conch__list_init(&p->subs);
-  conch__list_init(&p->waiters);
-  conch__list_init(&p->in_paused);
+  srv_list_init(&p->subs);
+  srv_list_init(&p->waiters);
+  srv_list_init(&p->in_paused);
   srv_timer_init(&p->deadline_t, on_deadline);
   srv_timer_init(&p->settle_t, on_settled);
   srv_timer_init(&p->retain_t, on_retained);
@@ -211,7 +211,7 @@ int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
   if (starter != NULL) {
     starter->starting = p;
   }
-  conch__list_push(&srv->procs, &p->link);
+  srv_list_push(&srv->procs, &p->link);
   *out = p;
   return 0;
 }
@@ -249,7 +249,7 @@ static void proc_started(srv_proc *p, int err) {
 }
 
 static void on_report(srv_watch *w, uint32_t events) {
-  srv_proc *p = CONCH_CONTAINER(w, srv_proc, rep_w);
+  srv_proc *p = SRV_CONTAINER(w, srv_proc, rep_w);
   int err;
 
   (void)events;
@@ -263,10 +263,10 @@ static void on_report(srv_watch *w, uint32_t events) {
 }
 
 srv_proc *srv_proc_by_serial(srv_server *srv, uint64_t serial) {
-  conch_link *l;
+  srv_link *l;
 
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
 
     if (p->serial == serial && !p->starting) {
       return p;
@@ -278,10 +278,10 @@ srv_proc *srv_proc_by_serial(srv_server *srv, uint64_t serial) {
 /* By pid; by tag the newest running one, else the newest ended one. */
 srv_proc *srv_proc_find(srv_server *srv, const Process__ProcessSelector *sel) {
   srv_proc *ended = NULL;
-  conch_link *l;
+  srv_link *l;
 
   for (l = srv->procs.prev; l != &srv->procs; l = l->prev) {
-    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
 
     if (p->starting) {
       continue; /* not started yet, as far as the RPCs know */
@@ -306,11 +306,11 @@ srv_proc *srv_proc_find(srv_server *srv, const Process__ProcessSelector *sel) {
 }
 
 int srv_proc_running(const srv_server *srv) {
-  const conch_link *l;
+  const srv_link *l;
   int n = 0;
 
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    const srv_proc *p = CONCH_CONTAINER(l, const srv_proc, link);
+    const srv_proc *p = SRV_CONTAINER(l, const srv_proc, link);
 
     n += !p->reaped;
   }
@@ -472,7 +472,7 @@ static void sessions_signal(const pid_t *sids, size_t n, int sig) {
 void srv_proc_signal_all(srv_server *srv, int sig) {
   pid_t *sids;
   size_t n = 0;
-  conch_link *l;
+  srv_link *l;
 
   /* Whole groups, ended processes too: a grandchild may have outlived its
      parent.  Even a pid-only server kills its groups at shutdown.  Groups
@@ -480,7 +480,7 @@ void srv_proc_signal_all(srv_server *srv, int sig) {
      (members outside the group) in one pass over /proc, however many
      processes there are. */
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
 
     if (p->group_held && kill(-p->pid, sig) != 0 && !p->reaped) {
       kill(p->pid, sig);
@@ -493,7 +493,7 @@ void srv_proc_signal_all(srv_server *srv, int sig) {
   }
   n = 0;
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
 
     if (p->group_held && (p->pty || p->reaped)) {
       sids[n++] = p->pid;
@@ -520,23 +520,23 @@ void srv_proc_free(srv_proc *p) {
   close_watch(p, &p->out_w);
   close_watch(p, &p->err_w);
   close_watch(p, &p->in_w);
-  while (!conch__list_empty(&p->subs)) {
-    srv_stream *st = CONCH_CONTAINER(p->subs.next, srv_stream, sub_link);
+  while (!srv_list_empty(&p->subs)) {
+    srv_stream *st = SRV_CONTAINER(p->subs.next, srv_stream, sub_link);
 
     srv_proc_unsubscribe(st);
   }
-  while (!conch__list_empty(&p->waiters)) {
-    srv_stream *st = CONCH_CONTAINER(p->waiters.next, srv_stream, wait_link);
+  while (!srv_list_empty(&p->waiters)) {
+    srv_stream *st = SRV_CONTAINER(p->waiters.next, srv_stream, wait_link);
 
     srv_proc_unwait(st);
   }
-  while (!conch__list_empty(&p->in_paused)) {
-    conch__list_remove(p->in_paused.next);
+  while (!srv_list_empty(&p->in_paused)) {
+    srv_list_remove(p->in_paused.next);
   }
-  conch__buf_free(&p->in_q, srv->mem);
+  srv_buf_free(&p->in_q, srv->mem);
   free(p->end_msg);
   protobuf_c_message_free_unpacked(&p->req->base, NULL);
-  conch__list_remove(&p->link);
+  srv_list_remove(&p->link);
   free(p);
 }
 
@@ -551,7 +551,7 @@ static void set_paused(srv_proc *p, int paused) {
 
 void srv_proc_subscribe(srv_proc *p, srv_stream *st) {
   st->proc = p;
-  conch__list_push(&p->subs, &st->sub_link);
+  srv_list_push(&p->subs, &st->sub_link);
   srv_timer_arm(&p->srv->loop, &st->keepalive_t,
                 srv_now_ms() + st->keepalive_ms);
 }
@@ -559,17 +559,17 @@ void srv_proc_subscribe(srv_proc *p, srv_stream *st) {
 void srv_proc_unsubscribe(srv_stream *st) {
   srv_proc *p = st->proc;
 
-  if (p == NULL || !conch__linked(&st->sub_link)) {
+  if (p == NULL || !srv_linked(&st->sub_link)) {
     return;
   }
-  conch__list_remove(&st->sub_link);
+  srv_list_remove(&st->sub_link);
   srv_timer_cancel(&p->srv->loop, &st->keepalive_t);
   if (st->over) {
     st->over = 0;
     p->nover--;
     set_paused(p, p->nover > 0);
   }
-  if (!conch__linked(&st->wait_link)) {
+  if (!srv_linked(&st->wait_link)) {
     st->proc = NULL;
   }
 }
@@ -590,11 +590,11 @@ static void broadcast(srv_proc *p, const uint8_t *msg, size_t len,
                       int is_data) {
   srv_server *srv = p->srv;
   int64_t now = srv_now_ms();
-  conch_link *l;
-  conch_link *next;
+  srv_link *l;
+  srv_link *next;
 
   for (l = p->subs.next; l != &p->subs; l = next) {
-    srv_stream *st = CONCH_CONTAINER(l, srv_stream, sub_link);
+    srv_stream *st = SRV_CONTAINER(l, srv_stream, sub_link);
 
     next = l->next;
     srv_rpc_send_packed(st, msg, len);
@@ -616,7 +616,7 @@ static void emit_data(srv_proc *p, int kind, const uint8_t *buf, size_t n) {
   uint8_t *packed;
   size_t len;
 
-  if (conch__list_empty(&p->subs)) {
+  if (srv_list_empty(&p->subs)) {
     return; /* nobody listens: envd drops it too */
   }
   process__process_event__data_event__init(&de);
@@ -643,7 +643,7 @@ static void close_output(srv_proc *p, srv_watch *w) {
   if (w == &p->out_w && p->pty) {
     /* The master is the PTY input too. */
     p->in_open = 0;
-    conch__buf_reset(&p->in_q);
+    srv_buf_reset(&p->in_q);
   }
   close_watch(p, w);
   proc_maybe_end(p);
@@ -680,7 +680,7 @@ static void read_output(srv_proc *p, srv_watch *w, int kind, long *left) {
 }
 
 static void on_out(srv_watch *w, uint32_t events) {
-  srv_proc *p = CONCH_CONTAINER(w, srv_proc, out_w);
+  srv_proc *p = SRV_CONTAINER(w, srv_proc, out_w);
 
   if ((events & EPOLLOUT) != 0 && p->pty) {
     flush_input(p);
@@ -695,7 +695,7 @@ static void on_out(srv_watch *w, uint32_t events) {
 }
 
 static void on_err(srv_watch *w, uint32_t events) {
-  srv_proc *p = CONCH_CONTAINER(w, srv_proc, err_w);
+  srv_proc *p = SRV_CONTAINER(w, srv_proc, err_w);
 
   if (!p->paused && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
     read_output(p, w, PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDERR,
@@ -727,11 +727,11 @@ static int input_fd(const srv_proc *p) {
 }
 
 static void notify_waiters(srv_proc *p, int err) {
-  conch_link *l;
-  conch_link *next;
+  srv_link *l;
+  srv_link *next;
 
   for (l = p->waiters.next; l != &p->waiters; l = next) {
-    srv_stream *st = CONCH_CONTAINER(l, srv_stream, wait_link);
+    srv_stream *st = SRV_CONTAINER(l, srv_stream, wait_link);
 
     next = l->next;
     if (err == 0 && st->wait_until > p->in_written) {
@@ -743,17 +743,17 @@ static void notify_waiters(srv_proc *p, int err) {
 }
 
 static void resume_inputs(srv_proc *p) {
-  while (!conch__list_empty(&p->in_paused) &&
+  while (!srv_list_empty(&p->in_paused) &&
          in_pending(p) <= p->srv->cfg.stdin_high / 2) {
-    srv_stream *st = CONCH_CONTAINER(p->in_paused.next, srv_stream, in_link);
+    srv_stream *st = SRV_CONTAINER(p->in_paused.next, srv_stream, in_link);
 
-    conch__list_remove(&st->in_link);
+    srv_list_remove(&st->in_link);
     srv_rpc_pause_input(st, 0);
   }
 }
 
 static void input_fail(srv_proc *p, int err) {
-  conch__buf_reset(&p->in_q);
+  srv_buf_reset(&p->in_q);
   p->in_written = p->in_queued;
   if (!p->pty) {
     close_watch(p, &p->in_w);
@@ -768,10 +768,10 @@ static void flush_input(srv_proc *p) {
   int fd = input_fd(p);
 
   while (in_pending(p) > 0 && fd >= 0) {
-    ssize_t n = write(fd, conch__buf_head(&p->in_q), in_pending(p));
+    ssize_t n = write(fd, srv_buf_head(&p->in_q), in_pending(p));
 
     if (n > 0) {
-      conch__buf_consume(&p->in_q, (size_t)n);
+      srv_buf_consume(&p->in_q, (size_t)n);
       p->in_written += (uint64_t)n;
       continue;
     }
@@ -793,7 +793,7 @@ static void flush_input(srv_proc *p) {
 }
 
 static void on_in(srv_watch *w, uint32_t events) {
-  srv_proc *p = CONCH_CONTAINER(w, srv_proc, in_w);
+  srv_proc *p = SRV_CONTAINER(w, srv_proc, in_w);
 
   (void)events;
   flush_input(p);
@@ -801,11 +801,11 @@ static void on_in(srv_watch *w, uint32_t events) {
 
 /* Stdin queued for every process. */
 static size_t in_pending_all(const srv_server *srv) {
-  const conch_link *l;
+  const srv_link *l;
   size_t n = 0;
 
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    n += in_pending(CONCH_CONTAINER(l, const srv_proc, link));
+    n += in_pending(SRV_CONTAINER(l, const srv_proc, link));
   }
   return n;
 }
@@ -816,7 +816,7 @@ int srv_proc_write_input(srv_proc *p, const uint8_t *data, size_t len) {
   }
   if (in_pending(p) + len > INPUT_MAX ||
       in_pending_all(p->srv) + len > p->srv->cfg.stdin_total ||
-      conch__buf_append(&p->in_q, p->srv->mem, data, len) != 0) {
+      srv_buf_append(&p->in_q, p->srv->mem, data, len) != 0) {
     return -1;
   }
   p->in_queued += len;
@@ -831,15 +831,15 @@ void srv_proc_wait_input(srv_proc *p, srv_stream *st) {
     return;
   }
   st->proc = p;
-  conch__list_push(&p->waiters, &st->wait_link);
+  srv_list_push(&p->waiters, &st->wait_link);
 }
 
 void srv_proc_unwait(srv_stream *st) {
-  if (!conch__linked(&st->wait_link)) {
+  if (!srv_linked(&st->wait_link)) {
     return;
   }
-  conch__list_remove(&st->wait_link);
-  if (!conch__linked(&st->sub_link)) {
+  srv_list_remove(&st->wait_link);
+  if (!srv_linked(&st->sub_link)) {
     st->proc = NULL;
   }
 }
@@ -918,8 +918,8 @@ static void proc_maybe_end(srv_proc *p) {
   if (pack_end(p) != 0) {
     p->end_len = 0;
   }
-  while (!conch__list_empty(&p->subs)) {
-    srv_stream *st = CONCH_CONTAINER(p->subs.next, srv_stream, sub_link);
+  while (!srv_list_empty(&p->subs)) {
+    srv_stream *st = SRV_CONTAINER(p->subs.next, srv_stream, sub_link);
 
     if (p->end_msg != NULL) {
       srv_rpc_send_packed(st, p->end_msg, p->end_len);
@@ -933,18 +933,18 @@ static void proc_maybe_end(srv_proc *p) {
 }
 
 static void on_settled(srv_timer *t) {
-  srv_proc *p = CONCH_CONTAINER(t, srv_proc, settle_t);
+  srv_proc *p = SRV_CONTAINER(t, srv_proc, settle_t);
 
   limit_output(p, &p->out_w, &p->out_left);
   proc_maybe_end(p);
 }
 
 void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus) {
-  conch_link *l;
+  srv_link *l;
   srv_proc *p = NULL;
 
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *q = CONCH_CONTAINER(l, srv_proc, link);
+    srv_proc *q = SRV_CONTAINER(l, srv_proc, link);
 
     if (q->pid == pid && !q->reaped) {
       p = q;
@@ -988,7 +988,7 @@ void srv_proc_reaped(srv_server *srv, pid_t pid, int wstatus) {
 }
 
 static void on_deadline(srv_timer *t) {
-  srv_proc *p = CONCH_CONTAINER(t, srv_proc, deadline_t);
+  srv_proc *p = SRV_CONTAINER(t, srv_proc, deadline_t);
 
   srv_proc_kill(p, SIGKILL);
   /* Retention waited for this deadline (on_retained). */
@@ -1006,7 +1006,7 @@ void srv_proc_set_deadline(srv_proc *p, int64_t timeout_ms) {
 }
 
 static void on_retained(srv_timer *t) {
-  srv_proc *p = CONCH_CONTAINER(t, srv_proc, retain_t);
+  srv_proc *p = SRV_CONTAINER(t, srv_proc, retain_t);
 
   /* A deadline still due for members of the group keeps the entry (and
      its end) until it fires, or until the group is empty
@@ -1018,10 +1018,10 @@ static void on_retained(srv_timer *t) {
 }
 
 void srv_proc_group_gone(srv_server *srv, pid_t pid) {
-  conch_link *l;
+  srv_link *l;
 
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
 
     if (p->pid == pid && p->group_held) {
       p->group_held = 0;

@@ -45,7 +45,7 @@ typedef struct grp {
   unsigned seen; /* the check that last found a member */
   srv_watch w;   /* the pidfd, until the exit */
   srv_server *srv;
-  conch_link held_link; /* r->held: exited, zombie kept */
+  srv_link held_link; /* r->held: exited, zombie kept */
 } grp;
 
 struct srv_reaper {
@@ -53,7 +53,7 @@ struct srv_reaper {
   grp **tab; /* open addressing on the pid, linear probing */
   size_t cap;
   size_t n;
-  conch_link held;
+  srv_link held;
   srv_timer check_t;
   unsigned gen;
   pid_t *kids; /* the last children list read */
@@ -167,7 +167,7 @@ static struct srv_reaper *reaper(srv_server *srv) {
       return NULL;
     }
     r->srv = srv;
-    conch__list_init(&r->held);
+    srv_list_init(&r->held);
     srv_timer_init(&r->check_t, on_check);
     srv->reaper = r;
   }
@@ -198,8 +198,8 @@ static void group_done(grp *g) {
     srv_watch_set(&srv->loop, &g->w, 0);
     close(g->w.fd);
   }
-  if (conch__linked(&g->held_link)) {
-    conch__list_remove(&g->held_link);
+  if (srv_linked(&g->held_link)) {
+    srv_list_remove(&g->held_link);
   }
   take_out(srv->reaper, g);
   keeper_note(srv, pid, 0);
@@ -222,7 +222,7 @@ static int wstatus_of(const siginfo_t *si) {
 
 /* The leader's pidfd: it exited. */
 static void on_exit_fd(srv_watch *w, uint32_t events) {
-  grp *g = CONCH_CONTAINER(w, grp, w);
+  grp *g = SRV_CONTAINER(w, grp, w);
   srv_server *srv = g->srv;
   siginfo_t si;
   int rv;
@@ -246,7 +246,7 @@ static void on_exit_fd(srv_watch *w, uint32_t events) {
     group_done(g);
     return;
   }
-  conch__list_push(&srv->reaper->held, &g->held_link);
+  srv_list_push(&srv->reaper->held, &g->held_link);
   arm_check(srv);
 }
 
@@ -272,7 +272,7 @@ int srv_reap_track(srv_server *srv, pid_t pid, int own) {
   g->pid = pid;
   g->own = own;
   g->srv = srv;
-  conch__list_init(&g->held_link);
+  srv_list_init(&g->held_link);
   srv_watch_init(&g->w, fd, on_exit_fd);
   if (srv_watch_set(&srv->loop, &g->w, EPOLLIN) != 0) {
     close(fd);
@@ -398,8 +398,8 @@ static long session_of(pid_t pid) {
    children belongs to any more. */
 static void check(srv_server *srv) {
   struct srv_reaper *r = srv->reaper;
-  conch_link *l;
-  conch_link *next;
+  srv_link *l;
+  srv_link *next;
   size_t i;
 
   srv_timer_cancel(&srv->loop, &r->check_t);
@@ -426,7 +426,7 @@ static void check(srv_server *srv) {
     }
   }
   for (l = r->held.next; l != &r->held; l = next) {
-    grp *g = CONCH_CONTAINER(l, grp, held_link);
+    grp *g = SRV_CONTAINER(l, grp, held_link);
 
     next = l->next;
     if (g->seen != r->gen) {
@@ -436,7 +436,7 @@ static void check(srv_server *srv) {
 }
 
 static void on_check(srv_timer *t) {
-  struct srv_reaper *r = CONCH_CONTAINER(t, struct srv_reaper, check_t);
+  struct srv_reaper *r = SRV_CONTAINER(t, struct srv_reaper, check_t);
 
   check(r->srv);
 }
@@ -462,13 +462,13 @@ void srv_reap_sync(srv_server *srv) {
 
 void srv_reap_signal_all(srv_server *srv, int sig) {
   struct srv_reaper *r = srv->reaper;
-  conch_link *l;
+  srv_link *l;
 
   if (r == NULL) {
     return;
   }
   for (l = r->held.next; l != &r->held; l = l->next) {
-    kill(-CONCH_CONTAINER(l, grp, held_link)->pid, sig);
+    kill(-SRV_CONTAINER(l, grp, held_link)->pid, sig);
   }
 }
 

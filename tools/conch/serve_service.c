@@ -63,7 +63,7 @@ const srv_method *srv_service_route(const char *path) {
 static void spawn_unqueue(srv_stream *st);
 
 void srv_service_stream_gone(srv_stream *st) {
-  if (conch__linked(&st->spawn_link)) {
+  if (srv_linked(&st->spawn_link)) {
     spawn_unqueue(st); /* gone before its fork: nothing was started */
   }
   if (st->starting != NULL) {
@@ -74,7 +74,7 @@ void srv_service_stream_gone(srv_stream *st) {
   }
   srv_proc_unsubscribe(st);
   srv_proc_unwait(st);
-  conch__list_remove(&st->in_link);
+  srv_list_remove(&st->in_link);
 }
 
 /* ---- Events ----------------------------------------------------------------
@@ -156,11 +156,11 @@ static void svc_list(srv_stream *st, ProtobufCMessage *m) {
   Process__ProcessInfo *infos;
   Process__ProcessInfo **ptrs;
   size_t n = 0;
-  conch_link *l;
+  srv_link *l;
 
   (void)m;
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
 
     n += !p->ended && !p->starting;
   }
@@ -173,7 +173,7 @@ static void svc_list(srv_stream *st, ProtobufCMessage *m) {
     return;
   }
   for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-    srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
+    srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
     Process__ProcessInfo *info = &infos[resp.n_processes];
 
     if (p->ended || p->starting) {
@@ -224,10 +224,10 @@ static int admit(srv_stream *st, const Process__StartRequest *req) {
     size_t n = 0;
     size_t running = 0;
     size_t held = 0;
-    conch_link *l;
+    srv_link *l;
 
     for (l = srv->procs.next; l != &srv->procs; l = l->next) {
-      srv_proc *p = CONCH_CONTAINER(l, srv_proc, link);
+      srv_proc *p = SRV_CONTAINER(l, srv_proc, link);
 
       n++;
       running += !p->ended;
@@ -265,7 +265,7 @@ static int admit(srv_stream *st, const Process__StartRequest *req) {
 
 static void spawn_queue_init(srv_server *srv) {
   if (srv->spawn_q.next == NULL) {
-    conch__list_init(&srv->spawn_q);
+    srv_list_init(&srv->spawn_q);
     srv_timer_init(&srv->spawn_t, spawn_turn);
   }
 }
@@ -273,7 +273,7 @@ static void spawn_queue_init(srv_server *srv) {
 static void spawn_unqueue(srv_stream *st) {
   srv_server *srv = srv_rpc_server(st);
 
-  conch__list_remove(&st->spawn_link);
+  srv_list_remove(&st->spawn_link);
   srv->nqueued--;
   srv->queued_bytes -= protobuf_c_message_get_packed_size(&st->spawn_req->base);
   protobuf_c_message_free_unpacked(&st->spawn_req->base, NULL);
@@ -330,23 +330,23 @@ static void spawn_one(srv_stream *st, Process__StartRequest *copy, char *cwd) {
 }
 
 static void spawn_turn(srv_timer *t) {
-  srv_server *srv = CONCH_CONTAINER(t, srv_server, spawn_t);
+  srv_server *srv = SRV_CONTAINER(t, srv_server, spawn_t);
   int n;
 
-  for (n = 0; n < SPAWN_BATCH && !conch__list_empty(&srv->spawn_q); n++) {
-    srv_stream *st = CONCH_CONTAINER(srv->spawn_q.next, srv_stream, spawn_link);
+  for (n = 0; n < SPAWN_BATCH && !srv_list_empty(&srv->spawn_q); n++) {
+    srv_stream *st = SRV_CONTAINER(srv->spawn_q.next, srv_stream, spawn_link);
     Process__StartRequest *copy = st->spawn_req;
     char *cwd = st->spawn_cwd;
 
     st->spawn_req = NULL; /* ownership passes on, unqueue frees nothing */
     st->spawn_cwd = NULL;
-    conch__list_remove(&st->spawn_link);
+    srv_list_remove(&st->spawn_link);
     srv->nqueued--;
     srv->queued_bytes -= protobuf_c_message_get_packed_size(&copy->base);
     spawn_one(st, copy, cwd);
   }
   /* The rest in a later turn, after the events that came meanwhile. */
-  if (!conch__list_empty(&srv->spawn_q)) {
+  if (!srv_list_empty(&srv->spawn_q)) {
     srv_timer_arm(&srv->loop, &srv->spawn_t, srv_now_ms() + 1);
   }
 }
@@ -400,7 +400,7 @@ static void svc_start(srv_stream *st, ProtobufCMessage *m) {
   /* Forked by spawn_turn(), after this turn's other requests. */
   st->spawn_req = copy;
   st->spawn_cwd = cwd;
-  conch__list_push(&srv->spawn_q, &st->spawn_link);
+  srv_list_push(&srv->spawn_q, &st->spawn_link);
   srv->nqueued++;
   srv->queued_bytes += protobuf_c_message_get_packed_size(&copy->base);
   if (!srv_timer_armed(&srv->spawn_t)) {
@@ -583,10 +583,10 @@ static void stream_input_data(srv_stream *st,
     return;
   }
   /* Stop taking more from the client while the child does not read. */
-  if (conch__buf_size(&p->in_q) > srv->cfg.stdin_high &&
-      !conch__linked(&st->in_link)) {
+  if (srv_buf_size(&p->in_q) > srv->cfg.stdin_high &&
+      !srv_linked(&st->in_link)) {
     srv_rpc_pause_input(st, 1);
-    conch__list_push(&p->in_paused, &st->in_link);
+    srv_list_push(&p->in_paused, &st->in_link);
   }
 }
 
@@ -614,7 +614,7 @@ static void svc_stream_input(srv_stream *st, ProtobufCMessage *m) {
 static void svc_stream_input_end(srv_stream *st) {
   srv_proc *p = NULL;
 
-  conch__list_remove(&st->in_link);
+  srv_list_remove(&st->in_link);
   if (st->input_serial != 0) {
     p = srv_proc_by_serial(srv_rpc_server(st), st->input_serial);
   }

@@ -110,26 +110,10 @@ conch_code srv_resolve_cwd(const char *cwd, const srv_user *u, char **out,
                            char *err, size_t errlen) {
   struct stat sb;
   char *path;
+  conch_code code = srv_cwd_path(cwd, u, &path, err, errlen);
 
-  if (cwd == NULL || cwd[0] == '\0') {
-    path = strdup(u->home);
-  } else if (cwd[0] == '~') {
-    if (cwd[1] != '\0' && cwd[1] != '/') {
-      snprintf(err, errlen,
-               "failed to expand path '%s' for user '%s': cannot expand "
-               "user-specific home dir",
-               cwd, u->name);
-      return CONCH_CODE_INVALID_ARGUMENT;
-    }
-    path = srv_path_join(u->home, cwd + 1);
-  } else if (cwd[0] == '/') {
-    path = strdup(cwd);
-  } else {
-    path = srv_path_join(u->home, cwd);
-  }
-  if (path == NULL) {
-    snprintf(err, errlen, "out of memory");
-    return CONCH_CODE_RESOURCE_EXHAUSTED;
+  if (code != CONCH_CODE_OK) {
+    return code;
   }
   if (stat(path, &sb) != 0 && errno == ENOENT) {
     snprintf(err, errlen, "cwd '%s' does not exist", path);
