@@ -14,7 +14,7 @@
 
 static void tls_fail(conch_conn *conn) {
   conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TLS,
-                   "TLS with %s: %s", conn->client->target,
+                   "TLS with %s: %s", conn->ep->target,
                    conch__tls_error(conn->tls));
 }
 
@@ -32,15 +32,15 @@ static int handshake(conch_conn *conn) {
 }
 
 int conch__filter_open(conch_conn *conn) {
-  conch_client *c = conn->client;
+  const conch_endpoint *ep = conn->ep;
   int rv;
-  if (!c->tls) {
+  if (ep->tls_ctx == NULL) {
     return CONCH_FILTER_SECURE;
   }
-  rv = conch__tls_new(&conn->tls, c->tls_ctx, c->host);
+  rv = conch__tls_new(&conn->tls, ep->tls_ctx, ep->tls_name);
   if (rv != 0) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, rv,
-                     "TLS setup for %s failed: %s", c->host,
+                     "TLS setup for %s failed: %s", ep->tls_name,
                      conch_strerror(rv));
     return rv;
   }
@@ -91,7 +91,7 @@ int conch__filter_write(conch_conn *conn, const uint8_t *p, size_t n) {
   if (conn->tls != NULL) {
     return conch__tls_write(conn->tls, p, n);
   }
-  return conch__buf_append(&conn->out, conn->client->mem, p, n);
+  return conch__buf_append(&conn->out, conn->ep->mem, p, n);
 }
 
 size_t conch__filter_out_peek(conch_conn *conn, const uint8_t **p) {
@@ -118,5 +118,5 @@ size_t conch__filter_out_size(conch_conn *conn) {
 void conch__filter_free(conch_conn *conn) {
   conch__tls_free(conn->tls);
   conn->tls = NULL;
-  conch__buf_free(&conn->out, conn->client->mem);
+  conch__buf_free(&conn->out, conn->ep->mem);
 }
