@@ -181,28 +181,18 @@ void conch__conn_stream_closed(conch_conn *conn, conch_call *call,
    connection and returns CONCH_ERR_CONNECT. */
 static int write_out(conch_conn *conn) {
   const conch_transport *t = conn->ep->transport;
-  for (;;) {
-    const uint8_t *p;
-    size_t n = conch__filter_out_peek(conn, &p);
-    long w;
-    if (n == 0 || conn->fd < 0) {
-      return 0;
-    }
-    w = t->write(t->user_data, conn->fd, p, n);
-    if (w < 0) {
-      if (w == -EAGAIN) {
-        return 0;
-      }
-      /* Often the server closing an idle connection: HTTP/1.1 knows
-         whether the request may go again. */
-      conn->ops->on_close(conn, (int)-w, 1);
-      return conn->state == CONCH_CONN_DEAD ? CONCH_ERR_CONNECT : 0;
-    }
-    conch__filter_out_consume(conn, (size_t)w);
-    if ((size_t)w < n) {
-      return 0; /* the socket buffer is full: wait for POLLOUT */
-    }
+  long w;
+  if (conn->fd < 0) {
+    return 0;
   }
+  w = conch__filter_send(&conn->filter, t->write, t->user_data, conn->fd);
+  if (w >= 0) {
+    return 0; /* written, or the socket buffer is full: wait for POLLOUT */
+  }
+  /* Often the server closing an idle connection: HTTP/1.1 knows whether
+     the request may go again. */
+  conn->ops->on_close(conn, (int)-w, 1);
+  return conn->state == CONCH_CONN_DEAD ? CONCH_ERR_CONNECT : 0;
 }
 
 static void release_dead(conch_conn *conn) { conch__conn_free(conn); }
@@ -389,6 +379,7 @@ conch_conn *conch__conn_new(conch_client *c, conch_status *st) {
     return NULL;
   }
   conn->ep = &c->ep;
+  conn->filter.mem = c->mem;
   conn->ops = &conch__h2_ops; /* until the session starts (pick_session) */
   conn->fd = -1;
   conn->connect_timer.idx = SIZE_MAX;

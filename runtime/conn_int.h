@@ -15,6 +15,7 @@
 #include <conch/transport.h>
 
 #include "buf.h"
+#include "filter.h"
 #include "list.h"
 #include "timer.h"
 
@@ -84,12 +85,11 @@ typedef struct conch_conn {
   struct conch_resolve_req *resolving; /* the lookup under way */
   int resolve_started;
   const struct conch_session_ops *ops; /* HTTP/2's until the session starts */
-  struct conch_tls *tls;               /* filter.c; NULL without TLS */
+  conch_filter filter;                 /* TLS or nothing; the output */
   struct nghttp2_session *h2;          /* the client session (session.c) */
   void *h2_spare[4];       /* its freed small blocks, by size (session.c) */
   unsigned h2_nspare[4];
   struct conch_h1 *h1; /* the HTTP/1.1 session (h1.c); NULL for HTTP/2 */
-  conch_buf out;       /* bytes for the socket, without TLS (filter.c) */
   uint8_t *rbuf;       /* socket reads */
   size_t rcap;
   uint8_t *pbuf; /* TLS plaintext */
