@@ -187,7 +187,7 @@ static int write_out(conch_conn *conn) {
   }
   w = conch__filter_send(&conn->filter, t->write, t->user_data, conn->fd);
   if (w >= 0) {
-    return 0; /* written, or the socket buffer is full: wait for POLLOUT */
+    return 0; /* written, or the transport is full: wait for POLLOUT */
   }
   /* Often the server closing an idle connection: HTTP/1.1 knows whether
      the request may go again. */

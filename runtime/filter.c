@@ -52,16 +52,14 @@ long conch__filter_send(conch_filter *f,
     }
     w = put(user_data, fd, p, n);
     if (w < 0) {
-      return w == -EAGAIN || w == -EWOULDBLOCK || w == -EINTR
-                 ? CONCH_FILTER_BLOCKED
-                 : w;
+      return w == -EAGAIN || w == -EWOULDBLOCK ? CONCH_FILTER_BLOCKED : w;
     }
     if (w == 0) {
-      return -EPIPE; /* a transport that takes nothing and says no error */
+      return CONCH_FILTER_ZERO;
     }
     conch__filter_taken(f, (size_t)w);
     if ((size_t)w < n) {
-      return CONCH_FILTER_BLOCKED; /* the socket buffer is full */
+      return CONCH_FILTER_SHORT; /* the socket buffer is full */
     }
   }
 }

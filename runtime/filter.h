@@ -36,10 +36,15 @@ size_t conch__filter_pending(conch_filter *f, const uint8_t **p);
 /* The transport took |n| of them. */
 void conch__filter_taken(conch_filter *f, size_t n);
 /* Writes what waits through |put| (a transport's: a count, -EAGAIN or
-   another negative errno) on |fd|.  Returns 0 when all of it went,
-   CONCH_FILTER_BLOCKED when the transport took no more, or the negative
-   errno of a failed write. */
-#define CONCH_FILTER_BLOCKED 1
+   another negative errno) on |fd|, until it is all out or the transport
+   takes less than it was offered.  Returns 0 (all of it went),
+   CONCH_FILTER_SHORT (the last write took a part), CONCH_FILTER_BLOCKED
+   (-EAGAIN), CONCH_FILTER_ZERO (it took nothing and said no error), or
+   the negative errno of a failed write (-EINTR among them: each role
+   keeps its own reading of those). */
+#define CONCH_FILTER_SHORT 1
+#define CONCH_FILTER_BLOCKED 2
+#define CONCH_FILTER_ZERO 3
 long conch__filter_send(conch_filter *f,
                         long (*put)(void *, int, const void *, size_t),
                         void *user_data, int fd);

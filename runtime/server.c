@@ -871,13 +871,18 @@ static void conn_on_read(srv_conn *conn) {
 static int conn_flush(srv_conn *conn) {
   for (;;) {
     const uint8_t *p;
-    long w = conch__filter_send(&conn->filter, conn->t.write,
-                                conn->t.user_data, conn->fd);
-    if (w == CONCH_FILTER_BLOCKED) {
+    long w;
+    /* Written until the transport says it is full (a short write is
+       tried again: an adopted transport may take little at a time). */
+    do {
+      w = conch__filter_send(&conn->filter, conn->t.write,
+                             conn->t.user_data, conn->fd);
+    } while (w == CONCH_FILTER_SHORT);
+    if (w == CONCH_FILTER_BLOCKED || w == -EINTR) {
       return 0;
     }
-    if (w < 0) {
-      return -1;
+    if (w != 0) {
+      return -1; /* an error, or a write that took nothing */
     }
     if (conn->fin || conn->lingering) {
       return 0;
