@@ -22,6 +22,7 @@
 #include "opts_int.h"
 #include "protocol.h"
 #include "resolve_int.h"
+#include "sock.h"
 #include "timer.h"
 #include "tls.h"
 #include "url.h"
@@ -224,6 +225,33 @@ int conch_client_keepalive_default(conch_client *c, long interval_ms,
   return 0;
 }
 
+/* ---- The endpoint its connections see (conn_int.h) ---------------------- */
+
+static int64_t ep_now(const conch_endpoint *ep) {
+  return conch__client_now(CONCH_CONTAINER(ep, const conch_client, ep));
+}
+
+static void ep_kick(conch_endpoint *ep) {
+  conch__client_kick(CONCH_CONTAINER(ep, conch_client, ep));
+}
+
+static void ep_watch(conch_endpoint *ep, int fd, unsigned *watched,
+                     unsigned want) {
+  conch__client_watch(CONCH_CONTAINER(ep, conch_client, ep), fd, watched,
+                      want);
+}
+
+static void ep_timer_arm(conch_endpoint *ep, conch_timer *t, int64_t when) {
+  conch__timer_arm(CONCH_CONTAINER(ep, conch_client, ep), t, when);
+}
+
+static void ep_timer_disarm(conch_endpoint *ep, conch_timer *t) {
+  conch__timer_disarm(CONCH_CONTAINER(ep, conch_client, ep), t);
+}
+
+static const conch_endpoint_ops client_ep_ops = {
+    ep_now, ep_kick, ep_watch, ep_timer_arm, ep_timer_disarm};
+
 int conch_client_new(conch_client **out, const char *url,
                      const conch_client_opts *opts) {
   conch_client_opts defaults;
@@ -249,7 +277,7 @@ int conch_client_new(conch_client **out, const char *url,
   conch__list_init(&c->conns);
   conch__list_init(&c->calls);
   conch__list_init(&c->done);
-  conch__list_init(&c->dirty);
+  conch__list_init(&c->ep.dirty);
   conch__list_init(&c->ready);
   conch__list_init(&c->alarms);
   conch__comps_init(&c->comps, c->mem);
@@ -283,6 +311,13 @@ int conch_client_new(conch_client **out, const char *url,
       goto fail;
     }
   }
+  c->ep.ops = &client_ep_ops;
+  c->ep.mem = c->mem;
+  c->ep.transport =
+      c->o.transport.open != NULL ? &c->o.transport : &conch__sock_transport;
+  c->ep.tls_ctx = c->tls_ctx;
+  c->ep.tls_name = c->host;
+  c->ep.target = c->target;
   c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (c->wake_fd < 0) {
     rv = errno == ENOMEM ? CONCH_ERR_NOMEM : CONCH_ERR_IO;
@@ -413,7 +448,7 @@ long conch_client_timeout_ms(conch_client *c) {
   if (c == NULL) {
     return -1;
   }
-  if (!conch__list_empty(&c->done) || !conch__list_empty(&c->dirty) ||
+  if (!conch__list_empty(&c->done) || !conch__list_empty(&c->ep.dirty) ||
       !conch__list_empty(&c->ready)) {
     return 0;
   }
@@ -448,13 +483,14 @@ void conch__client_kick(conch_client *c) {
 static void turn_end(conch_client *c) {
   int rounds;
   for (rounds = 0; rounds < 64; rounds++) {
-    if (conch__list_empty(&c->done) && conch__list_empty(&c->dirty) &&
+    if (conch__list_empty(&c->done) && conch__list_empty(&c->ep.dirty) &&
         conch__list_empty(&c->ready)) {
       break;
     }
     conch__client_run_done(c);
-    while (!conch__list_empty(&c->dirty)) {
-      conch_conn *conn = CONCH_CONTAINER(c->dirty.next, conch_conn, dirty);
+    while (!conch__list_empty(&c->ep.dirty)) {
+      conch_conn *conn = CONCH_CONTAINER(c->ep.dirty.next, conch_conn,
+                                         dirty);
       conch__list_remove(&conn->dirty);
       conn->flush_pending = 0;
       conch__conn_flush(conn);

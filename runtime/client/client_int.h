@@ -15,6 +15,7 @@
 
 #include "buf.h"
 #include "compress.h"
+#include "conn_int.h"
 #include "list.h"
 #include "opts_int.h"
 #include "pbdec.h"
@@ -24,6 +25,7 @@ struct conch_tls_ctx; /* tls.h */
 struct resolver_pool; /* resolve.c */
 
 struct conch_client {
+  conch_endpoint ep;              /* what its connections see of it */
   conch_client_opts o;            /* o.mem is the allocator */
   const conch_mem *mem;           /* &o.mem */
   ProtobufCAllocator pb_alloc;    /* over mem: messages handed to users */
@@ -47,7 +49,6 @@ struct conch_client {
   conch_link conns;
   conch_link calls;
   conch_link done;  /* finished calls whose on_close is pending */
-  conch_link dirty; /* connections with output to flush */
   conch_link ready; /* calls whose on_send_ready is due */
   conch_link alarms;
   size_t peer_max_streams; /* the server's stream limit, once one said it */
@@ -91,6 +92,11 @@ struct conch_alarm {
   void *user_data;
   int firing;
 };
+
+/* The client that owns |conn| (a client's connection). */
+static inline conch_client *conch__conn_client(const conch_conn *conn) {
+  return CONCH_CONTAINER(conn->ep, conch_client, ep);
+}
 
 /* CLOCK_MONOTONIC in ms. */
 int64_t conch__now_ms(void);

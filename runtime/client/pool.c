@@ -33,12 +33,12 @@ static size_t capacity(const conch_conn *conn) {
     if (n >= 0) {
       return (size_t)n;
     }
-  } else if (conn->client->h1) {
+  } else if (conch__conn_client(conn)->h1) {
     return 1; /* HTTP/1.1 from the start: one exchange at a time */
   }
   /* Not known yet: what this server said on another connection, or what
      Go and grpc-go assume. */
-  return conn->client->peer_max_streams > 0 ? conn->client->peer_max_streams
+  return conch__conn_client(conn)->peer_max_streams > 0 ? conch__conn_client(conn)->peer_max_streams
                                             : 100;
 }
 

@@ -80,7 +80,7 @@ typedef struct conch_h1 {
 static conch_h1 *h1_of(const conch_conn *conn) { return conn->h1; }
 
 static const conch_mem *h1_mem(const conch_h1 *h) {
-  return h->conn->client->mem;
+  return conch__conn_client(h->conn)->mem;
 }
 
 static int dead(const conch_h1 *h) { return h->conn->state == CONCH_CONN_DEAD; }
@@ -293,7 +293,7 @@ static int write_body(conch_h1 *h) {
 
 /* ---- Response: the front end's callbacks ------------------------------- */
 
-static const char *target(const conch_h1 *h) { return h->conn->client->target; }
+static const char *target(const conch_h1 *h) { return conch__conn_client(h->conn)->target; }
 
 static int on_head(void *ud, const conch_h1_head *head) {
   conch_h1 *h = ud;
@@ -376,7 +376,7 @@ static const conch_h1p_cbs parser_cbs = {on_head, on_body, on_end};
 /* ---- The session table -------------------------------------------------- */
 
 static int h1_start(conch_conn *conn) {
-  conch_client *c = conn->client;
+  conch_client *c = conch__conn_client(conn);
   conch_h1 *h = conch__calloc(c->mem, 1, sizeof(*h));
   if (h == NULL) {
     return CONCH_ERR_NOMEM;
@@ -448,7 +448,7 @@ static void h1_resume(conch_conn *conn, conch_call *call) {
 
 static void h1_consume(conch_conn *conn, conch_call *call, size_t n) {
   conch_h1 *h = h1_of(conn);
-  size_t win = conn->client->o.stream_window;
+  size_t win = conch__conn_client(conn)->o.stream_window;
   int was_full;
   if (h == NULL || call != h->call) {
     return;
@@ -508,7 +508,7 @@ static int h1_feed(conch_conn *conn, const uint8_t *p, size_t n) {
     case CONCH_H1P_LIMIT:
       fail_exchange(h, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_LIMIT,
                     "HTTP/1.1 response headers from %s over the %u-byte limit",
-                    target(h), (unsigned)conn->client->o.max_header_list);
+                    target(h), (unsigned)conch__conn_client(conn)->o.max_header_list);
       break;
     case CONCH_H1P_NOMEM:
       conch__conn_fail(conn, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
@@ -534,7 +534,7 @@ static int h1_feed(conch_conn *conn, const uint8_t *p, size_t n) {
 
 static int h1_want_read(const conch_conn *conn) {
   const conch_h1 *h = h1_of(conn);
-  return !h->closed && h->unconsumed < conn->client->o.stream_window;
+  return !h->closed && h->unconsumed < conch__conn_client(conn)->o.stream_window;
 }
 
 static void h1_on_close(conch_conn *conn, int err, int writing) {

@@ -91,7 +91,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
       /* Calls wait for this: until the server has said how many streams
          it takes, requests sent beyond its limit would be refused. */
       conn->peer_settings = 1;
-      conn->client->peer_max_streams = nghttp2_session_get_remote_settings(
+      conch__conn_client(conn)->peer_max_streams = nghttp2_session_get_remote_settings(
           conn->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
       conch__conn_mark_dirty(conn);
     }
@@ -105,10 +105,10 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
     if (frame->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM &&
         frame->goaway.opaque_data_len == 14 &&
         memcmp(frame->goaway.opaque_data, "too_many_pings", 14) == 0 &&
-        conn->client->o.keepalive_ms > 0) {
+        conch__conn_client(conn)->o.keepalive_ms > 0) {
       /* The server finds our pings too frequent: back off for the
          connections to come (gRPC's rule). */
-      conn->client->o.keepalive_ms *= 2;
+      conch__conn_client(conn)->o.keepalive_ms *= 2;
     }
     conn->goaway = 1;
     if (frame->goaway.error_code != NGHTTP2_NO_ERROR) {
@@ -247,7 +247,7 @@ static const size_t spare_size[SPARE_CLASSES] = {64, 128, 256, 512};
 
 static void *h2_malloc(size_t size, void *ud) {
   conch_conn *conn = ud;
-  const conch_mem *mem = conn->client->mem;
+  const conch_mem *mem = conch__conn_client(conn)->mem;
   size_t cls = 0;
   spare_hdr *h;
   while (cls < SPARE_CLASSES && size > spare_size[cls]) {
@@ -275,7 +275,7 @@ static void *h2_malloc(size_t size, void *ud) {
 
 static void h2_mfree(void *p, void *ud) {
   conch_conn *conn = ud;
-  const conch_mem *mem = conn->client->mem;
+  const conch_mem *mem = conch__conn_client(conn)->mem;
   spare_hdr *h;
   size_t cls;
   if (p == NULL) {
@@ -325,7 +325,7 @@ static void *h2_realloc(void *p, size_t size, void *ud) {
 
 /* Frees the blocks kept (once the session is gone). */
 static void h2_spare_drain(conch_conn *conn) {
-  const conch_mem *mem = conn->client->mem;
+  const conch_mem *mem = conch__conn_client(conn)->mem;
   size_t cls;
   for (cls = 0; cls < SPARE_CLASSES; cls++) {
     while (conn->h2_spare[cls] != NULL) {
@@ -341,7 +341,7 @@ static void h2_spare_drain(conch_conn *conn) {
 
 /* Through wire.c's one session setup (conch__h2_session_new()). */
 static int h2_start(conch_conn *conn) {
-  conch_client *c = conn->client;
+  conch_client *c = conch__conn_client(conn);
   conch_h2_setup h;
   nghttp2_mem mem;
 
@@ -374,7 +374,7 @@ static int h2_start(conch_conn *conn) {
 /* ---- Streams ----------------------------------------------------------- */
 
 static int submit_call(conch_conn *conn, conch_call *call, int64_t now) {
-  conch_client *c = conn->client;
+  conch_client *c = conch__conn_client(conn);
   nghttp2_nv nva[64];
   nghttp2_data_provider prd;
   conch_buf store = CONCH_BUF_INIT;
@@ -502,7 +502,7 @@ static void h2_free(conch_conn *conn) {
    connection, once per client.  gRPC cannot do that: its calls fail,
    saying why. */
 static int h1_fallback(conch_conn *conn) {
-  conch_client *c = conn->client;
+  conch_client *c = conch__conn_client(conn);
   conch_link *l;
 
   if (c->o.protocol == CONCH_PROTOCOL_GRPC) {
@@ -529,7 +529,7 @@ static int h2_feed(conch_conn *conn, const uint8_t *p, size_t n) {
     conn->seen_bytes = 1;
     if (p[0] == 'H' && conch__filter_alpn_h2(conn) < 0 &&
         !conn->peer_settings &&
-        conn->client->o.http_version == CONCH_HTTP_AUTO) {
+        conch__conn_client(conn)->o.http_version == CONCH_HTTP_AUTO) {
       return h1_fallback(conn);
     }
   }
@@ -539,7 +539,7 @@ static int h2_feed(conch_conn *conn, const uint8_t *p, size_t n) {
   }
   if (rv < 0) {
     conch__conn_fail(conn, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
-                     "HTTP/2 protocol error from %s: %s", conn->client->target,
+                     "HTTP/2 protocol error from %s: %s", conch__conn_client(conn)->target,
                      nghttp2_strerror((int)rv));
     return CONCH_ERR_PROTO;
   }
@@ -552,7 +552,7 @@ static int h2_want_read(const conch_conn *conn) {
 }
 
 static void h2_on_close(conch_conn *conn, int err, int writing) {
-  const char *target = conn->client->target;
+  const char *target = conch__conn_client(conn)->target;
   if (writing) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                      "write to %s failed: %s", target, strerror(err));
@@ -620,7 +620,7 @@ static void h2_forget(conch_conn *conn, conch_call *call) {
    back within |keepalive_timeout_ms|. */
 static conch_keepalive h2_keepalive(const conch_conn *conn, int64_t now,
                                     int64_t *next) {
-  const conch_client_opts *o = &conn->client->o;
+  const conch_client_opts *o = &conch__conn_client(conn)->o;
   long interval = o->keepalive_ms;
 
   if (conn->state != CONCH_CONN_READY || interval <= 0) {

@@ -29,7 +29,7 @@
 /* ---- Transport --------------------------------------------------------- */
 
 const conch_transport *conch__transport(const conch_client *c) {
-  return c->o.transport.open != NULL ? &c->o.transport : &conch__sock_transport;
+  return c->ep.transport;
 }
 
 int conch__transport_is_own(const conch_client *c) {
@@ -39,12 +39,12 @@ int conch__transport_is_own(const conch_client *c) {
 /* ---- Failure ----------------------------------------------------------- */
 
 static void close_fd(conch_conn *conn) {
-  const conch_transport *t = conch__transport(conn->client);
+  const conch_transport *t = conn->ep->transport;
   if (conn->fd < 0) {
     return;
   }
   /* The loop stops watching before the fd is closed. */
-  conch__client_watch(conn->client, conn->fd, &conn->watched, 0);
+  conn->ep->ops->watch(conn->ep, conn->fd, &conn->watched, 0);
   t->close(t->user_data, conn->fd);
   conn->fd = -1;
 }
@@ -86,8 +86,8 @@ void conch__conn_fail(conch_conn *conn, conch_code code, int err,
   conch__resolve_abandon(conn);
   conn->errcode = err;
   conn->fail_code = code;
-  conch__timer_disarm(conn->client, &conn->connect_timer);
-  conch__timer_disarm(conn->client, &conn->keepalive_timer);
+  conn->ep->ops->timer_disarm(conn->ep, &conn->connect_timer);
+  conn->ep->ops->timer_disarm(conn->ep, &conn->keepalive_timer);
   close_fd(conn);
   detach_calls(conn, code, err, conn->errmsg);
   /* The session may be inside a callback now; it is deleted when the dead
@@ -96,10 +96,10 @@ void conch__conn_fail(conch_conn *conn, conch_code code, int err,
 }
 
 void conch__conn_free(conch_conn *conn) {
-  conch_client *c = conn->client;
+  conch_endpoint *ep = conn->ep;
 
-  conch__timer_disarm(c, &conn->connect_timer);
-  conch__timer_disarm(c, &conn->keepalive_timer);
+  ep->ops->timer_disarm(ep, &conn->connect_timer);
+  ep->ops->timer_disarm(ep, &conn->keepalive_timer);
   close_fd(conn);
   if (conn->state == CONCH_CONN_DEAD && conn->errmsg[0] != '\0') {
     /* Calls bound after it failed (it failed while being opened, inside
@@ -114,10 +114,10 @@ void conch__conn_free(conch_conn *conn) {
   conn->ops->free(conn);
   conch__filter_free(conn);
   conch__resolve_abandon(conn);
-  conch__free(c->mem, conn->addrs);
-  conch__free(c->mem, conn->rbuf);
-  conch__free(c->mem, conn->pbuf);
-  conch__free(c->mem, conn);
+  conch__free(ep->mem, conn->addrs);
+  conch__free(ep->mem, conn->rbuf);
+  conch__free(ep->mem, conn->pbuf);
+  conch__free(ep->mem, conn);
 }
 
 void conch__conn_mark_dirty(conch_conn *conn) {
@@ -125,8 +125,8 @@ void conch__conn_mark_dirty(conch_conn *conn) {
     return;
   }
   conn->flush_pending = 1;
-  conch__list_push(&conn->client->dirty, &conn->dirty);
-  conch__client_kick(conn->client);
+  conch__list_push(&conn->ep->dirty, &conn->dirty);
+  conn->ep->ops->kick(conn->ep);
 }
 
 /* ---- Watching ---------------------------------------------------------- */
@@ -143,7 +143,7 @@ void conch__conn_update_watch(conch_conn *conn) {
       want = CONCH_IO_WRITE;
     }
   }
-  conch__client_watch(conn->client, conn->fd, &conn->watched, want);
+  conn->ep->ops->watch(conn->ep, conn->fd, &conn->watched, want);
 }
 
 /* ---- Stream operations (call.c), through the session ------------------ */
@@ -180,29 +180,19 @@ void conch__conn_stream_closed(conch_conn *conn, conch_call *call,
 /* Writes what is pending.  Returns 0 (written or would block) or fails the
    connection and returns CONCH_ERR_CONNECT. */
 static int write_out(conch_conn *conn) {
-  const conch_transport *t = conch__transport(conn->client);
-  for (;;) {
-    const uint8_t *p;
-    size_t n = conch__filter_out_peek(conn, &p);
-    long w;
-    if (n == 0 || conn->fd < 0) {
-      return 0;
-    }
-    w = t->write(t->user_data, conn->fd, p, n);
-    if (w < 0) {
-      if (w == -EAGAIN) {
-        return 0;
-      }
-      /* Often the server closing an idle connection: HTTP/1.1 knows
-         whether the request may go again. */
-      conn->ops->on_close(conn, (int)-w, 1);
-      return conn->state == CONCH_CONN_DEAD ? CONCH_ERR_CONNECT : 0;
-    }
-    conch__filter_out_consume(conn, (size_t)w);
-    if ((size_t)w < n) {
-      return 0; /* the socket buffer is full: wait for POLLOUT */
-    }
+  const conch_transport *t = conn->ep->transport;
+  long w;
+  if (conn->fd < 0) {
+    return 0;
   }
+  w = conch__filter_send(&conn->filter, t->write, t->user_data, conn->fd);
+  if (w >= 0) {
+    return 0; /* written, or the transport is full: wait for POLLOUT */
+  }
+  /* Often the server closing an idle connection: HTTP/1.1 knows whether
+     the request may go again. */
+  conn->ops->on_close(conn, (int)-w, 1);
+  return conn->state == CONCH_CONN_DEAD ? CONCH_ERR_CONNECT : 0;
 }
 
 static void release_dead(conch_conn *conn) { conch__conn_free(conn); }
@@ -222,7 +212,7 @@ void conch__conn_flush(conch_conn *conn) {
     return;
   }
   if (conn->state == CONCH_CONN_READY) {
-    conn->ops->submit(conn, conch__client_now(conn->client));
+    conn->ops->submit(conn, conn->ep->ops->now(conn->ep));
     if (conn->ops->send(conn) != 0) {
       release_dead(conn);
       return;
@@ -259,7 +249,7 @@ void conch__conn_flush(conch_conn *conn) {
 
 /* Asks the session what the keepalive timer should do at |now|. */
 static void keepalive_step(conch_conn *conn, int64_t now) {
-  conch_client *c = conn->client;
+  conch_endpoint *ep = conn->ep;
   int64_t next = now;
 
   switch (conn->ops->keepalive(conn, now, &next)) {
@@ -268,7 +258,7 @@ static void keepalive_step(conch_conn *conn, int64_t now) {
   case CONCH_KA_DEAD:
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                      "keepalive: %s did not answer a PING within %ld ms",
-                     c->target, c->o.keepalive_timeout_ms);
+                     ep->target, conch__conn_client(conn)->o.keepalive_timeout_ms);
     return;
   case CONCH_KA_PING:
     if (conn->ops->ping(conn) != 0) {
@@ -282,13 +272,13 @@ static void keepalive_step(conch_conn *conn, int64_t now) {
   case CONCH_KA_WAIT:
     break;
   }
-  conch__timer_arm(c, &conn->keepalive_timer, next);
+  ep->ops->timer_arm(ep, &conn->keepalive_timer, next);
 }
 
 /* The session: HTTP/1.1 when TLS negotiated it, when asked for, or when
    the client found out the server speaks nothing else; else HTTP/2. */
 static const conch_session_ops *pick_session(const conch_conn *conn) {
-  const conch_client *c = conn->client;
+  const conch_client *c = conch__conn_client(conn);
   int alpn_h2 = conch__filter_alpn_h2(conn);
   int h1 =
       alpn_h2 >= 0 ? !alpn_h2 : c->o.http_version == CONCH_HTTP_1_1 || c->h1;
@@ -298,7 +288,7 @@ static const conch_session_ops *pick_session(const conch_conn *conn) {
 /* Starts the session once the filter is secure; the connection is then
    ready.  Returns 0 or fails the connection. */
 static int start_session(conch_conn *conn) {
-  conch_client *c = conn->client;
+  conch_endpoint *ep = conn->ep;
   int rv;
 
   conn->ops = pick_session(conn);
@@ -309,8 +299,8 @@ static int start_session(conch_conn *conn) {
     return rv;
   }
   conn->state = CONCH_CONN_READY;
-  conch__timer_disarm(c, &conn->connect_timer);
-  conn->last_read = conch__client_now(conn->client);
+  ep->ops->timer_disarm(ep, &conn->connect_timer);
+  conn->last_read = ep->ops->now(ep);
   keepalive_step(conn, conn->last_read);
   conch__conn_mark_dirty(conn);
   return 0;
@@ -321,8 +311,7 @@ static int start_session(conch_conn *conn) {
 /* Starts connecting to |conn->addrs[next_addr]| or the next address that
    works.  Returns 0 (in progress or connected) or fails the connection. */
 static int try_connect(conch_conn *conn, int last_errno) {
-  conch_client *c = conn->client;
-  const conch_transport *t = conch__transport(c);
+  const conch_transport *t = conn->ep->transport;
   for (; conn->next_addr < conn->naddrs; conn->next_addr++) {
     const conch_addr *a = &conn->addrs[conn->next_addr];
     int fd = t->open(t->user_data, (const struct sockaddr *)&a->sa, a->len);
@@ -335,7 +324,7 @@ static int try_connect(conch_conn *conn, int last_errno) {
     last_errno = -fd;
   }
   conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
-                   "cannot connect to %s: %s", c->target,
+                   "cannot connect to %s: %s", conn->ep->target,
                    strerror(last_errno ? last_errno : ECONNREFUSED));
   return CONCH_ERR_CONNECT;
 }
@@ -355,16 +344,17 @@ static void on_connected(conch_conn *conn) {
 }
 
 static void check_connect(conch_conn *conn) {
-  const conch_transport *t = conch__transport(conn->client);
+  const conch_client *c = conch__conn_client(conn);
+  const conch_transport *t = conn->ep->transport;
   int err = t->connect_result(t->user_data, conn->fd);
   if (err == EINPROGRESS || err == EALREADY) {
     return;
   }
   if (err != 0) {
     close_fd(conn);
-    if (conn->client->unix_path != NULL) { /* one address only */
+    if (c->unix_path != NULL) { /* one address only */
       conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
-                       "cannot connect to %s: %s", conn->client->unix_path,
+                       "cannot connect to %s: %s", c->unix_path,
                        strerror(err));
       return;
     }
@@ -372,7 +362,7 @@ static void check_connect(conch_conn *conn) {
     try_connect(conn, err);
     return;
   }
-  if (conn->client->unix_path != NULL && conch__unix_peer_check(conn) != 0) {
+  if (c->unix_path != NULL && conch__unix_peer_check(conn) != 0) {
     return;
   }
   on_connected(conn);
@@ -388,7 +378,8 @@ conch_conn *conch__conn_new(conch_client *c, conch_status *st) {
                       CONCH_ORIGIN_LOCAL, CONCH_ERR_NOMEM, "out of memory");
     return NULL;
   }
-  conn->client = c;
+  conn->ep = &c->ep;
+  conn->filter.mem = c->mem;
   conn->ops = &conch__h2_ops; /* until the session starts (pick_session) */
   conn->fd = -1;
   conn->connect_timer.idx = SIZE_MAX;
@@ -405,7 +396,7 @@ conch_conn *conch__conn_new(conch_client *c, conch_status *st) {
                       CONCH_ORIGIN_LOCAL, CONCH_ERR_NOMEM, "out of memory");
     return NULL;
   }
-  if (c->tls) {
+  if (c->ep.tls_ctx != NULL) {
     conn->pcap = READ_BUF;
     conn->pbuf = conch__malloc(c->mem, conn->pcap);
     if (conn->pbuf == NULL) {
@@ -450,7 +441,7 @@ void conch__conn_on_keepalive(conch_conn *conn) {
   if (conn->state != CONCH_CONN_READY) {
     return;
   }
-  keepalive_step(conn, conch__client_now(conn->client));
+  keepalive_step(conn, conn->ep->ops->now(conn->ep));
 }
 
 void conch__conn_on_timeout(conch_conn *conn) {
@@ -458,25 +449,27 @@ void conch__conn_on_timeout(conch_conn *conn) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TIMEOUT,
                      "looking up %s timed out after %ld ms (the connect "
                      "timeout)",
-                     conn->client->host, conn->client->o.connect_timeout_ms);
+                     conch__conn_client(conn)->host,
+                     conch__conn_client(conn)->o.connect_timeout_ms);
     return;
   }
   if (conn->state == CONCH_CONN_CONNECTING ||
       conn->state == CONCH_CONN_HANDSHAKE) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TIMEOUT,
                      "connecting to %s timed out after %ld ms",
-                     conn->client->target, conn->client->o.connect_timeout_ms);
+                     conn->ep->target,
+                     conch__conn_client(conn)->o.connect_timeout_ms);
   }
 }
 
 /* ---- Reading ----------------------------------------------------------- */
 
 static void on_readable(conch_conn *conn) {
-  const conch_transport *t = conch__transport(conn->client);
+  const conch_transport *t = conn->ep->transport;
   int i;
   /* Any byte read shows the peer alive; the keepalive timer reads this
      lazily instead of being re-armed per read. */
-  conn->last_read = conch__client_now(conn->client);
+  conn->last_read = conn->ep->ops->now(conn->ep);
   /* Bounded so one busy connection cannot starve the rest of the loop. */
   for (i = 0; i < 16 && conn->state != CONCH_CONN_DEAD && conn->fd >= 0 &&
               conn->ops->want_read(conn);

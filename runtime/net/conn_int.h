@@ -10,10 +10,12 @@
 
 #include <conch/client.h>
 #include <conch/export.h>
+#include <conch/mem.h>
 #include <conch/status.h>
 #include <conch/transport.h>
 
 #include "buf.h"
+#include "filter.h"
 #include "list.h"
 #include "timer.h"
 
@@ -22,7 +24,39 @@ struct conch_h1;          /* h1.c */
 struct conch_resolve_req; /* resolve.c */
 struct conch_session_ops; /* session.h */
 struct conch_tls;         /* tls.h */
+struct conch_tls_ctx;     /* tls.h */
 struct nghttp2_session;   /* nghttp2 */
+
+/* What a connection needs of whoever owns it: its allocator, clock,
+   timers, event loop, transport and TLS.  conch_client embeds one
+   (client.c); conn.c below the session reads nothing else of its owner,
+   so that a server can own connections the same way. */
+typedef struct conch_endpoint conch_endpoint;
+
+/* The owner's loop. */
+typedef struct conch_endpoint_ops {
+  /* The owner's clock (injectable), in ms. */
+  int64_t (*now)(const conch_endpoint *ep);
+  /* Asks for a turn soon (wakes the loop when outside one). */
+  void (*kick)(conch_endpoint *ep);
+  /* Tells the loop what to watch on |fd| when it changed (|*watched|);
+     may fail the connection of |fd| when the loop refuses. */
+  void (*watch)(conch_endpoint *ep, int fd, unsigned *watched,
+                unsigned want);
+  /* Timers on the owner's heap, at |when| by its clock. */
+  void (*timer_arm)(conch_endpoint *ep, conch_timer *t, int64_t when);
+  void (*timer_disarm)(conch_endpoint *ep, conch_timer *t);
+} conch_endpoint_ops;
+
+struct conch_endpoint {
+  const conch_endpoint_ops *ops;
+  const conch_mem *mem;
+  const conch_transport *transport; /* the caller's or conch__sock_transport */
+  struct conch_tls_ctx *tls_ctx;    /* every connection speaks TLS; or NULL */
+  const char *tls_name; /* the name TLS sends and checks; NULL: none */
+  const char *target;   /* the peer or the endpoint, for messages */
+  conch_link dirty;     /* connections with output to flush this turn */
+};
 
 /* An address to connect to. */
 typedef struct conch_addr {
@@ -40,8 +74,8 @@ typedef enum conch_conn_state {
 } conch_conn_state;
 
 typedef struct conch_conn {
-  conch_client *client;
-  conch_link link; /* in client->conns */
+  conch_endpoint *ep; /* its owner's (conch__conn_client: the client) */
+  conch_link link;    /* in client->conns */
   conch_conn_state state;
   int fd;
   unsigned watched;  /* CONCH_IO_* last reported to the hooks */
@@ -51,12 +85,11 @@ typedef struct conch_conn {
   struct conch_resolve_req *resolving; /* the lookup under way */
   int resolve_started;
   const struct conch_session_ops *ops; /* HTTP/2's until the session starts */
-  struct conch_tls *tls;               /* filter.c; NULL without TLS */
+  conch_filter filter;                 /* TLS or nothing; the output */
   struct nghttp2_session *h2;          /* the client session (session.c) */
   void *h2_spare[4];       /* its freed small blocks, by size (session.c) */
   unsigned h2_nspare[4];
   struct conch_h1 *h1; /* the HTTP/1.1 session (h1.c); NULL for HTTP/2 */
-  conch_buf out;       /* bytes for the socket, without TLS (filter.c) */
   uint8_t *rbuf;       /* socket reads */
   size_t rcap;
   uint8_t *pbuf; /* TLS plaintext */
@@ -74,7 +107,7 @@ typedef struct conch_conn {
   int seen_bytes;       /* the server said something (HTTP/2 or not) */
   int closing;          /* we decided to close once flushed */
   int flush_pending;    /* output may be waiting: flush this turn */
-  conch_link dirty;     /* in client->dirty while flush_pending */
+  conch_link dirty;     /* in ep->dirty while flush_pending */
   char errmsg[256];     /* why the connection failed */
   int errcode;          /* CONCH_ERR_* for errmsg */
   conch_code fail_code; /* code for calls failed by this connection */

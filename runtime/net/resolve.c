@@ -96,7 +96,7 @@ static void lookup_hints(struct addrinfo *h, int numeric) {
 }
 
 int conch__resolve_numeric(conch_conn *conn, conch_status *st) {
-  conch_client *c = conn->client;
+  conch_client *c = conch__conn_client(conn);
   struct addrinfo hints;
   struct addrinfo *res = NULL;
   long n;
@@ -272,7 +272,7 @@ void conch__resolve_drain(conch_client *c) {
 /* ---- Requests ----------------------------------------------------------- */
 
 void conch__resolve_start(conch_conn *conn) {
-  conch_client *c = conn->client;
+  conch_client *c = conch__conn_client(conn);
   conch_resolve_req *req;
   int rv;
 
@@ -302,7 +302,7 @@ void conch__resolve_start(conch_conn *conn) {
 
 void conch__resolve_apply(conch_conn *conn) {
   conch_resolve_req *req = conn->resolving;
-  conch_client *c = conn->client;
+  conch_client *c = conch__conn_client(conn);
 
   if (req == NULL || !req->answered) {
     return;
@@ -325,7 +325,7 @@ void conch__resolve_apply(conch_conn *conn) {
 
 void conch__resolve_abandon(conch_conn *conn) {
   conch_resolve_req *req = conn->resolving;
-  conch_client *c = conn->client;
+  conch_client *c = conch__conn_client(conn);
 
   if (req == NULL) {
     return;
@@ -383,7 +383,7 @@ int conch_resolve_done(conch_resolve_req *req, const struct addrinfo *res,
   if (req->answered) {
     return CONCH_ERR_STATE;
   }
-  c = conn->client;
+  c = conch__conn_client(conn);
   req->answered = 1;
   n = res != NULL ? copy_addrs(c, res, &req->addrs) : 0;
   if (n < 0) {

@@ -13,7 +13,7 @@
 #include "unix_int.h"
 
 void conch__unix_connect(conch_conn *conn) {
-  conch_client *c = conn->client;
+  conch_client *c = conch__conn_client(conn);
   const conch_transport *t = conch__transport(c);
   struct sockaddr_un sa;
   size_t n = strlen(c->unix_path);
@@ -41,7 +41,7 @@ void conch__unix_connect(conch_conn *conn) {
 }
 
 int conch__unix_peer_check(conch_conn *conn) {
-  conch_client *c = conn->client;
+  conch_client *c = conch__conn_client(conn);
   long uid = 0;
   int err;
 

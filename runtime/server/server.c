@@ -393,8 +393,7 @@ static void conn_free(srv_conn *conn) {
   conch__heap_remove(&s->heap, &conn->linger);
   conch__srv_h1_free(conn);
   nghttp2_session_del(conn->h2);
-  conch__tls_free(conn->tls);
-  conch__buf_free(&conn->wbuf, s->mem);
+  conch__filter_clear(&conn->filter);
   conch__list_remove(&conn->link);
   s->nconns--;
   conch__free(s->mem, conn);
@@ -409,6 +408,7 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   }
   conn->s = s;
   conn->fd = fd;
+  conn->filter.mem = s->mem;
   if (t != NULL) {
     conn->has_t = 1;
     conn->t = *t;
@@ -426,7 +426,8 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   conn->linger.kind = SRV_TIMER_LINGER;
   rv = conch__srv_session_new(conn);
   if (rv == 0 && s->tls != NULL) {
-    rv = conch__tls_accept_new(&conn->tls, s->tls);
+    rv = conch__tls_accept_new(&conn->filter.tls, s->tls);
+    conn->tls = conn->filter.tls;
     if (rv != 0) {
       nghttp2_session_del(conn->h2);
     }
@@ -634,41 +635,15 @@ static long conn_read(srv_conn *conn, void *buf, size_t len) {
   return conn->t.read(conn->t.user_data, conn->fd, buf, len);
 }
 
-static long conn_write(srv_conn *conn, const void *buf, size_t len) {
-  return conn->t.write(conn->t.user_data, conn->fd, buf, len);
-}
-
 /* ---- Bytes for the transport: through TLS or not ---- */
 
 int conch__srv_conn_out(srv_conn *conn, const uint8_t *p, size_t n) {
-  if (conn->tls != NULL) {
-    return conch__tls_write(conn->tls, p, n);
-  }
-  return conch__buf_append(&conn->wbuf, conn->s->mem, p, n);
+  return conch__filter_queue(&conn->filter, p, n);
 }
 
 size_t conch__srv_conn_out_size(srv_conn *conn) {
   const uint8_t *p;
-  if (conn->tls != NULL) {
-    return conch__tls_pending(conn->tls, &p);
-  }
-  return conch__buf_size(&conn->wbuf);
-}
-
-static size_t out_peek(srv_conn *conn, const uint8_t **p) {
-  if (conn->tls != NULL) {
-    return conch__tls_pending(conn->tls, p);
-  }
-  *p = conch__buf_head(&conn->wbuf);
-  return conch__buf_size(&conn->wbuf);
-}
-
-static void out_consume(srv_conn *conn, size_t n) {
-  if (conn->tls != NULL) {
-    conch__tls_consume(conn->tls, n);
-  } else {
-    conch__buf_consume(&conn->wbuf, n);
-  }
+  return conch__filter_pending(&conn->filter, &p);
 }
 
 size_t conch__srv_date(char *out, size_t cap) {
@@ -783,15 +758,25 @@ static void conn_eof(srv_conn *conn) {
   conn->dead = 1;
 }
 
+/* The filter's pump (filter.c) into the connection. */
+static size_t pump_room(void *ud) { return conn_room(ud); }
+
+static int pump_feed(void *ud, const uint8_t *p, size_t n) {
+  srv_conn *conn = ud;
+  conn_input(conn, p, n);
+  return conn->dead ? -1 : 0;
+}
+
 /* Takes what TLS decrypted, as far as the connection has room. */
 static void conn_tls_pull(srv_conn *conn) {
   uint8_t buf[SRV_READ_CHUNK];
+  int rv;
 
-  if (conn->tls == NULL || conn->dead) {
+  if (conn->filter.tls == NULL || conn->dead) {
     return;
   }
   if (conn->proto == SRV_PROTO_SNIFF && conn->nsniff == 0) {
-    int rv = conch__tls_handshake(conn->tls);
+    rv = conch__tls_handshake(conn->filter.tls);
     if (rv == CONCH_ERR_AGAIN) {
       return;
     }
@@ -800,7 +785,7 @@ static void conn_tls_pull(srv_conn *conn) {
       return;
     }
     /* ALPN decides; without ALPN the first bytes do, as in cleartext. */
-    switch (conch__tls_alpn(conn->tls)) {
+    switch (conch__tls_alpn(conn->filter.tls)) {
     case CONCH_TLS_PROTO_H2:
       conn->proto = SRV_PROTO_H2;
       conn->s->pending = 1;
@@ -813,28 +798,18 @@ static void conn_tls_pull(srv_conn *conn) {
     }
   }
   conn->tls_held = 0;
-  while (!conn->dead) {
-    size_t room = conn_room(conn);
-    long n;
-    if (room == 0) {
-      /* What TLS holds waits for room (conn_settle() asks for a turn). */
-      conn->tls_held = conch__tls_buffered(conn->tls) > 0;
-      return;
-    }
-    n = conch__tls_read(conn->tls, buf, room < sizeof(buf) ? room
-                                                           : sizeof(buf));
-    if (n == CONCH_ERR_AGAIN) {
-      return;
-    }
-    if (n == CONCH_ERR_EOF) {
-      conn_eof(conn);
-      return;
-    }
-    if (n < 0) {
-      conn->dead = 1;
-      return;
-    }
-    conn_input(conn, buf, (size_t)n);
+  if (conn->dead) {
+    return;
+  }
+  /* What TLS holds when there is no room waits for it (conn_settle()
+     asks for a turn). */
+  rv = conch__filter_pump(&conn->filter, buf, sizeof(buf), pump_room,
+                          pump_feed, conn);
+  conn->tls_held = rv == CONCH_FILTER_HELD;
+  if (rv == CONCH_ERR_EOF) {
+    conn_eof(conn);
+  } else if (rv < 0 && !conn->dead) {
+    conn->dead = 1; /* TLS failed */
   }
 }
 
@@ -843,8 +818,8 @@ static int conn_wants_read(const srv_conn *conn) {
   if (conn->fin || conn->rd_eof) {
     return 0;
   }
-  if (conn->tls != NULL) {
-    return conch__tls_buffered(conn->tls) < SRV_TLS_IN_MAX;
+  if (conn->filter.tls != NULL) {
+    return conch__tls_buffered(conn->filter.tls) < SRV_TLS_IN_MAX;
   }
   return conn_room(conn) > 0;
 }
@@ -856,7 +831,7 @@ static void conn_on_read(srv_conn *conn) {
   while (!conn->dead && conn_wants_read(conn)) {
     size_t want = sizeof(buf);
     long n;
-    if (conn->tls == NULL) {
+    if (conn->filter.tls == NULL) {
       size_t room = conn_room(conn);
       want = room < want ? room : want;
     }
@@ -872,8 +847,8 @@ static void conn_on_read(srv_conn *conn) {
       conn->dead = 1;
       return;
     }
-    if (conn->tls != NULL) {
-      if (conch__tls_feed(conn->tls, buf, (size_t)n) != 0) {
+    if (conn->filter.tls != NULL) {
+      if (conch__tls_feed(conn->filter.tls, buf, (size_t)n) != 0) {
         conn->dead = 1;
         return;
       }
@@ -896,16 +871,18 @@ static void conn_on_read(srv_conn *conn) {
 static int conn_flush(srv_conn *conn) {
   for (;;) {
     const uint8_t *p;
-    size_t have;
-    while ((have = out_peek(conn, &p)) > 0) {
-      long n = conn_write(conn, p, have);
-      if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) {
-        return 0;
-      }
-      if (n <= 0) {
-        return -1;
-      }
-      out_consume(conn, (size_t)n);
+    long w;
+    /* Written until the transport says it is full (a short write is
+       tried again: an adopted transport may take little at a time). */
+    do {
+      w = conch__filter_send(&conn->filter, conn->t.write,
+                             conn->t.user_data, conn->fd);
+    } while (w == CONCH_FILTER_SHORT);
+    if (w == CONCH_FILTER_BLOCKED || w == -EINTR) {
+      return 0;
+    }
+    if (w != 0) {
+      return -1; /* an error, or a write that took nothing */
     }
     if (conn->fin || conn->lingering) {
       return 0;
@@ -968,8 +945,8 @@ static void conn_linger(srv_conn *conn) {
     return;
   }
   conn->lingering = 1;
-  if (conn->tls != NULL) {
-    (void)conch__tls_shutdown(conn->tls);
+  if (conn->filter.tls != NULL) {
+    (void)conch__tls_shutdown(conn->filter.tls);
   }
   if (conch__heap_insert(&s->heap, s->mem, &conn->linger,
                          conch__srv_now(s) + SRV_LINGER_MS) != 0) {

@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "compress.h"
 #include "envelope.h"
+#include "filter.h"
 #include "list.h"
 #include "metadata_int.h"
 #include "timer.h"
@@ -101,8 +102,9 @@ typedef struct srv_conn {
   int has_t;
   conch_server_transport t;
   nghttp2_session *h2;
-  conch_buf wbuf;   /* bytes for the transport it did not take (no TLS) */
-  conch_tls *tls;   /* TLS over memory, or NULL: cleartext */
+  conch_filter filter; /* TLS over memory or cleartext, and the bytes for
+                          the transport it did not take (filter.c) */
+  conch_tls *tls;   /* filter.tls, read by server_call.c (peer certs) */
   int proto;        /* SRV_PROTO_* */
   uint8_t sniff[4]; /* first bytes of a cleartext connection */
   size_t nsniff;

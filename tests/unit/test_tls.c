@@ -23,6 +23,7 @@
 #include <conch/status.h>
 
 #include "failmem.h"
+#include "filter.h"
 #include "tls.h"
 
 /* ---- certificates ---- */
@@ -927,6 +928,86 @@ static void test_close_notify(void **state) {
   pair_close(&p);
 }
 
+/* filter.c's pump (the server connection's TLS read path, the client's
+   without a room limit) over a live pair: each feed is bounded by the
+   room and the buffer, no room holds the rest in TLS (HELD), a feed's
+   non-zero answer stops it, close_notify ends it with CONCH_ERR_EOF. */
+typedef struct pump_sink {
+  uint8_t got[8192];
+  size_t n;
+  size_t room;
+  size_t max_feed;
+  int stop; /* the feed answers this (0: go on) */
+} pump_sink;
+
+static size_t sink_room(void *ud) { return ((pump_sink *)ud)->room; }
+
+static int sink_feed(void *ud, const uint8_t *p, size_t n) {
+  pump_sink *k = ud;
+  assert_true(n > 0 && n <= k->room && n <= sizeof(k->got) - k->n);
+  memcpy(k->got + k->n, p, n);
+  k->n += n;
+  k->room -= n;
+  if (n > k->max_feed) {
+    k->max_feed = n;
+  }
+  return k->stop;
+}
+
+static void test_filter_pump(void **state) {
+  uint8_t src[5000], buf[512];
+  conch_filter f;
+  pump_sink k;
+  pair p;
+  (void)state;
+
+  open_ok(&p);
+  memset(&f, 0, sizeof(f));
+  f.tls = p.t;
+  memset(&k, 0, sizeof(k));
+  fill(src, sizeof(src), 3);
+  assert_int_equal(SSL_write(p.s.ssl, src, (int)sizeof(src)), sizeof(src));
+  to_client(&p.s, p.t, SIZE_MAX);
+  k.room = 1000;
+  assert_int_equal(conch__filter_pump(&f, buf, sizeof(buf), sink_room,
+                                      sink_feed, &k),
+                   CONCH_FILTER_HELD);
+  assert_int_equal(k.n, 1000);
+  assert_true(k.max_feed <= sizeof(buf));
+  k.room = 100000;
+  assert_int_equal(conch__filter_pump(&f, buf, sizeof(buf), sink_room,
+                                      sink_feed, &k),
+                   0); /* all of it: TLS wants more input */
+  assert_int_equal(k.n, sizeof(src));
+  assert_memory_equal(k.got, src, sizeof(src));
+  k.room = 0; /* nothing held: no room is not HELD */
+  assert_int_equal(conch__filter_pump(&f, buf, sizeof(buf), sink_room,
+                                      sink_feed, &k),
+                   0);
+  /* The feed says stop: the pump does. */
+  assert_int_equal(SSL_write(p.s.ssl, "stop", 4), 4);
+  to_client(&p.s, p.t, SIZE_MAX);
+  k.n = 0;
+  k.room = 100000;
+  k.stop = 42;
+  assert_int_equal(conch__filter_pump(&f, buf, sizeof(buf), NULL, sink_feed,
+                                      &k),
+                   42);
+  assert_int_equal(k.n, 4);
+  /* close_notify after data: the data, then EOF. */
+  k.stop = 0;
+  k.n = 0;
+  assert_int_equal(SSL_write(p.s.ssl, "bye", 3), 3);
+  assert_true(SSL_shutdown(p.s.ssl) >= 0);
+  to_client(&p.s, p.t, SIZE_MAX);
+  assert_int_equal(conch__filter_pump(&f, buf, sizeof(buf), NULL, sink_feed,
+                                      &k),
+                   CONCH_ERR_EOF);
+  assert_int_equal(k.n, 3);
+  assert_memory_equal(k.got, "bye", 3);
+  pair_close(&p); /* frees p.t, which |f| only borrowed */
+}
+
 static void test_shutdown_first(void **state) {
   uint8_t buf[16];
   size_t n;
@@ -1270,6 +1351,7 @@ int main(void) {
       cmocka_unit_test(test_bad_args),
       cmocka_unit_test(test_data),
       cmocka_unit_test(test_close_notify),
+      cmocka_unit_test(test_filter_pump),
       cmocka_unit_test(test_shutdown_first),
       cmocka_unit_test(test_corrupt_record),
       cmocka_unit_test(test_versions_and_ciphers),
