@@ -665,6 +665,7 @@ static int proc_begin(conch_sandbox *sb, proc_kind kind,
     start_parts parts;
     rv = build_start(sb, o, &parts);
     if (rv == 0) {
+      p->tree = parts.tree.args != NULL;
       rv = conch_call_send(p->call, &parts.req.base);
       parts_free(sb->mem, &parts);
     }

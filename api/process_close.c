@@ -238,16 +238,24 @@ static void kill_after_grace(conch_process *p) {
   }
 }
 
+/* How much later than the grace period the server's SIGKILL comes for a
+   process under the tree leader: the leader KILLs the whole group at the
+   grace itself (timeout -k), and a SIGKILL of the leader's pid at the
+   same moment could win that race and end the leader first, leaving the
+   group to its watcher alone. */
+#define TREE_KILL_MARGIN_MS 500
+
 /* SIGTERM now; a Connect whose deadline is the grace period watches for
    the end.  envd kills a process at the deadline of a Connect, so the
    SIGKILL happens even if this client goes away meanwhile. */
 void conch__proc_kill_started(conch_process *p) {
   conch_sandbox *sb = p->sb;
   long wait = sb->request_timeout_ms > 0 ? sb->request_timeout_ms : 60000;
+  long grace = sb->kill_grace_ms + (p->tree ? TREE_KILL_MARGIN_MS : 0);
 
   drop_call(p); /* the process runs on without this stream */
   send_signal_async(p, 15);
-  if (start_watch(p, sb->kill_grace_ms, close_bound(sb, wait)) != 0) {
+  if (start_watch(p, grace, close_bound(sb, wait)) != 0) {
     kill_after_grace(p);
     maybe_done(p);
   }

@@ -28,6 +28,7 @@ struct conch_process {
   unsigned detaching : 1; /* our own handlers ignore the call now */
   unsigned release_pending : 1;
   unsigned escalated : 1;
+  unsigned tree : 1; /* started under the tree leader (tree.c) */
   /* The runtime may still call our handlers for |call| (async handles, until
      its on_close ran): the memory of |p| waits for that. */
   unsigned call_open : 1;

@@ -95,7 +95,9 @@ enum {
  * group of its own with a watcher beside it (api/tree.c says how).  Then:
  *  - SIGTERM (or INT, HUP, QUIT) reaches the whole group; what is left of
  *    it is SIGKILLed after the sandbox's kill_grace_ms (members that trap
- *    TERM, even once CMD ended);
+ *    TERM, even once CMD ended) by the leader itself; a close sends its own
+ *    SIGKILL of the pid 500 ms after that, so that it never ends the
+ *    leader before the leader's KILL of the group;
  *  - SIGKILL of the pid (conch_kill, the server's deadline) SIGKILLs the
  *    group at once (the watcher sees the leader end while CMD lives);
  *  - the pid reported (conch_process_pid(), the start, conch_list()) is the
