@@ -20,12 +20,11 @@
 #include "pbjson_int.h"
 #endif
 
-#define MAX_NAME 4096
 #define MAX_FIELDS 65535
 #define MAX_DEPTH_BUILD 200
 #define MAX_FIELD_NUMBER 536870911
 
-static void *aalloc(conch_dynamic *d, size_t n) {
+void *conch__dyn_alloc(conch_dynamic *d, size_t n) {
   chunk *c = d->chunks;
   void *p;
 
@@ -53,8 +52,8 @@ static void *aalloc(conch_dynamic *d, size_t n) {
   return p;
 }
 
-static char *astrndup(conch_dynamic *d, const char *s, size_t n) {
-  char *p = aalloc(d, n + 1);
+char *conch__dyn_strndup(conch_dynamic *d, const char *s, size_t n) {
+  char *p = conch__dyn_alloc(d, n + 1);
   if (p != NULL) {
     memcpy(p, s, n);
     p[n] = '\0';
@@ -62,9 +61,7 @@ static char *astrndup(conch_dynamic *d, const char *s, size_t n) {
   return p;
 }
 
-static int fail(conch_dynamic *d, int rc, const char *fmt, ...)
-    CONCH_PRINTF(3, 4);
-static int fail(conch_dynamic *d, int rc, const char *fmt, ...) {
+int conch__dyn_fail(conch_dynamic *d, int rc, const char *fmt, ...) {
   va_list ap;
   if (d->err[0] == '\0') { /* the innermost reason stays */
     va_start(ap, fmt);
@@ -74,8 +71,8 @@ static int fail(conch_dynamic *d, int rc, const char *fmt, ...) {
   return rc;
 }
 
-static int nomem(conch_dynamic *d) {
-  return fail(d, CONCH_ERR_NOMEM, "out of memory");
+int conch__dyn_nomem(conch_dynamic *d) {
+  return conch__dyn_fail(d, CONCH_ERR_NOMEM, "out of memory");
 }
 /* ---- Names built so far -------------------------------------------------- */
 
@@ -99,10 +96,10 @@ static entry *find(conch_dynamic *d, const char *name, ent_kind kind) {
 
 static int add(conch_dynamic *d, const char *name, ent_kind kind,
                const void *ptr) {
-  entry *e = aalloc(d, sizeof(*e));
+  entry *e = conch__dyn_alloc(d, sizeof(*e));
   unsigned h = hash(name);
   if (e == NULL) {
-    return nomem(d);
+    return conch__dyn_nomem(d);
   }
   e->name = name;
   e->kind = kind;
@@ -198,9 +195,8 @@ int conch__dyn_next(rd *r, fld *f) {
   }
 }
 
-
-int conch__dyn_get_str(const uint8_t *p, size_t n, uint32_t num, const uint8_t **s,
-                   size_t *sl) {
+int conch__dyn_get_str(const uint8_t *p, size_t n, uint32_t num,
+                       const uint8_t **s, size_t *sl) {
   rd r = rd_of(p, n);
   fld f;
   int rc, found = 0;
@@ -247,12 +243,13 @@ static int file_info(conch_dynamic *d, const conch_file_descriptor *fd,
   out->pkg[0] = '\0';
   rc = conch__dyn_get_str(fd->data, fd->len, 2, &s, &sl);
   if (rc < 0) {
-    return fail(d, CONCH_ERR_INVALID, "%s: not a FileDescriptorProto",
-                fd->name);
+    return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                           "%s: not a FileDescriptorProto", fd->name);
   }
   if (rc == 1) {
     if (sl > MAX_NAME) {
-      return fail(d, CONCH_ERR_INVALID, "%s: package name too long", fd->name);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID, "%s: package name too long",
+                             fd->name);
     }
     memcpy(out->pkg, s, sl);
     out->pkg[sl] = '\0';
@@ -262,8 +259,9 @@ static int file_info(conch_dynamic *d, const conch_file_descriptor *fd,
     if (name_eq(s, sl, "proto3", 6)) {
       out->proto3 = 1;
     } else if (!name_eq(s, sl, "proto2", 6) && sl != 0) {
-      return fail(d, CONCH_ERR_INVALID, "%s: syntax \"%.*s\" is not supported",
-                  fd->name, (int)(sl > 40 ? 40 : sl), (const char *)s);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%s: syntax \"%.*s\" is not supported", fd->name,
+                             (int)(sl > 40 ? 40 : sl), (const char *)s);
     }
   }
   return 0;
@@ -286,8 +284,8 @@ static int locate(conch_dynamic *d, const conch_file_descriptor *fd,
   pl = strlen(out->pkg);
   if (pl > 0) {
     if (strncmp(name, out->pkg, pl) != 0 || name[pl] != '.') {
-      return fail(d, CONCH_ERR_INVALID, "%s: not in package %s", name,
-                  out->pkg);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID, "%s: not in package %s",
+                             name, out->pkg);
     }
     rest = name + pl + 1;
   }
@@ -324,7 +322,8 @@ static int locate(conch_dynamic *d, const conch_file_descriptor *fd,
       if (f.num != want || f.wt != 2) {
         continue;
       }
-      if (conch__dyn_get_str(f.data, f.len, 1, &s, &sl) == 1 && name_eq(s, sl, rest, cl)) {
+      if (conch__dyn_get_str(f.data, f.len, 1, &s, &sl) == 1 &&
+          name_eq(s, sl, rest, cl)) {
         p = f.data;
         n = f.len;
         found = 1;
@@ -332,8 +331,8 @@ static int locate(conch_dynamic *d, const conch_file_descriptor *fd,
       }
     }
     if (rc < 0) {
-      return fail(d, CONCH_ERR_INVALID, "%s: not a FileDescriptorProto",
-                  fd->name);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%s: not a FileDescriptorProto", fd->name);
     }
     if (!found) {
       break;
@@ -345,7 +344,8 @@ static int locate(conch_dynamic *d, const conch_file_descriptor *fd,
     }
     rest = dot + 1;
   }
-  return fail(d, CONCH_ERR_INVALID, "%s: not declared in %s", name, fd->name);
+  return conch__dyn_fail(d, CONCH_ERR_INVALID, "%s: not declared in %s", name,
+                         fd->name);
 }
 
 /* The file of |name| if it declares a |kind|. */
@@ -358,11 +358,11 @@ static int lookup(conch_dynamic *d, const char *name, conch_symbol_kind kind,
                                      "method", "extension"};
 
   if (fd == NULL) {
-    return fail(d, CONCH_ERR_INVALID, "%.300s: unknown type", name);
+    return conch__dyn_fail(d, CONCH_ERR_INVALID, "%.300s: unknown type", name);
   }
   if (k != kind) {
-    return fail(d, CONCH_ERR_INVALID, "%.300s: a %s, not a %s", name,
-                (unsigned)k < 8 ? what[k] : "?", what[kind]);
+    return conch__dyn_fail(d, CONCH_ERR_INVALID, "%.300s: a %s, not a %s", name,
+                           (unsigned)k < 8 ? what[k] : "?", what[kind]);
   }
   return locate(d, fd, name, kind, out);
 }
@@ -411,17 +411,17 @@ static int build_enum(conch_dynamic *d, const char *name,
     nv += f.num == 2 && f.wt == 2;
   }
   if (nv > MAX_FIELDS) {
-    return fail(d, CONCH_ERR_INVALID, "%.300s: more than %d values", name,
-                MAX_FIELDS);
+    return conch__dyn_fail(d, CONCH_ERR_INVALID, "%.300s: more than %d values",
+                           name, MAX_FIELDS);
   }
-  ed = aalloc(d, sizeof(*ed));
-  full = astrndup(d, name, strlen(name));
-  vals = aalloc(d, (nv + 1) * sizeof(*vals));
-  byname = aalloc(d, (nv + 1) * sizeof(*byname));
-  ranges = aalloc(d, (nv + 1) * sizeof(*ranges));
+  ed = conch__dyn_alloc(d, sizeof(*ed));
+  full = conch__dyn_strndup(d, name, strlen(name));
+  vals = conch__dyn_alloc(d, (nv + 1) * sizeof(*vals));
+  byname = conch__dyn_alloc(d, (nv + 1) * sizeof(*byname));
+  ranges = conch__dyn_alloc(d, (nv + 1) * sizeof(*ranges));
   if (ed == NULL || full == NULL || vals == NULL || byname == NULL ||
       ranges == NULL) {
-    return nomem(d);
+    return conch__dyn_nomem(d);
   }
   r = rd_of(dc.data, dc.len);
   i = 0;
@@ -432,13 +432,14 @@ static int build_enum(conch_dynamic *d, const char *name,
     if (f.num != 2 || f.wt != 2) {
       continue;
     }
-    if (conch__dyn_get_str(f.data, f.len, 1, &s, &sl) != 1 || sl == 0 || sl > MAX_NAME ||
-        get_varint(f.data, f.len, 2, &num) < 0) {
-      return fail(d, CONCH_ERR_INVALID, "%.300s: a value without a name", name);
+    if (conch__dyn_get_str(f.data, f.len, 1, &s, &sl) != 1 || sl == 0 ||
+        sl > MAX_NAME || get_varint(f.data, f.len, 2, &num) < 0) {
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s: a value without a name", name);
     }
-    vals[i].name = astrndup(d, (const char *)s, sl);
+    vals[i].name = conch__dyn_strndup(d, (const char *)s, sl);
     if (vals[i].name == NULL) {
-      return nomem(d);
+      return conch__dyn_nomem(d);
     }
     vals[i].c_name = vals[i].name;
     vals[i].value = (int)(int32_t)(uint32_t)num;
@@ -495,8 +496,9 @@ static int build_enum(conch_dynamic *d, const char *name,
   qsort(byname, nv, sizeof(*byname), cmp_value_index);
   for (i = 1; i < nv; i++) {
     if (strcmp(byname[i - 1].name, byname[i].name) == 0) {
-      return fail(d, CONCH_ERR_INVALID, "%.300s: value %.200s declared twice",
-                  name, byname[i].name);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s: value %.200s declared twice", name,
+                             byname[i].name);
     }
   }
   for (i = 0, nr = 0; i < nu; i++) {
@@ -513,9 +515,9 @@ static int build_enum(conch_dynamic *d, const char *name,
   ed->name = full;
   ed->short_name = short_of(full);
   ed->c_name = full;
-  ed->package_name = astrndup(d, dc.pkg, strlen(dc.pkg));
+  ed->package_name = conch__dyn_strndup(d, dc.pkg, strlen(dc.pkg));
   if (ed->package_name == NULL) {
-    return nomem(d);
+    return conch__dyn_nomem(d);
   }
   ed->n_values = (unsigned)nu;
   ed->values = vals;
@@ -554,23 +556,6 @@ static int enum_first(conch_dynamic *d, const ProtobufCEnumDescriptor *ed,
 }
 
 /* ---- Messages ------------------------------------------------------------ */
-
-typedef struct pfield {
-  const uint8_t *name;
-  size_t nl;
-  uint64_t number, label, type;
-  const uint8_t *type_name;
-  size_t tnl;
-  const uint8_t *def;
-  size_t dl;
-  int has_def;
-  int64_t oneof; /* -1: none */
-  int packed;    /* -1: not said */
-  int deprecated;
-  unsigned decl_index;
-  const uint8_t *json; /* [json_name = ...], as protoc always writes it */
-  size_t jl;
-} pfield;
 
 static int parse_field(const uint8_t *p, size_t n, pfield *pf) {
   rd r = rd_of(p, n);
@@ -701,308 +686,8 @@ static int cmp_field_name(const void *a, const void *b) {
   return strcmp((*x)->name, (*y)->name);
 }
 
-/* A bytes field's default as FieldDescriptorProto.default_value writes it:
-   C-escaped, as protoc's CEscape (\n \r \t \" \' \\ \? \a \b \f \v,
-   octal \NNN of 1 to 3 digits, hex \xH and \xHH).  In the arena, or NULL
-   with an error. */
-static const void *bytes_default(conch_dynamic *d, const char *msg,
-                                 const ProtobufCFieldDescriptor *fd,
-                                 const uint8_t *s, size_t sl, int *rc) {
-  ProtobufCBinaryData *b = aalloc(d, sizeof(*b));
-  uint8_t *out = aalloc(d, sl > 0 ? sl : 1);
-  size_t i = 0, n = 0;
-
-  if (b == NULL || out == NULL) {
-    *rc = nomem(d);
-    return NULL;
-  }
-  while (i < sl) {
-    uint8_t c = s[i++];
-    if (c != '\\') {
-      out[n++] = c;
-      continue;
-    }
-    if (i == sl) {
-      goto bad;
-    }
-    c = s[i++];
-    switch (c) {
-    case 'n': out[n++] = '\n'; break;
-    case 'r': out[n++] = '\r'; break;
-    case 't': out[n++] = '\t'; break;
-    case 'a': out[n++] = '\a'; break;
-    case 'b': out[n++] = '\b'; break;
-    case 'f': out[n++] = '\f'; break;
-    case 'v': out[n++] = '\v'; break;
-    case '"': case '\'': case '\\': case '?': out[n++] = c; break;
-    case 'x': case 'X': {
-      unsigned v = 0, k;
-      for (k = 0; k < 2 && i < sl; k++, i++) {
-        uint8_t h = s[i];
-        unsigned dv = h >= '0' && h <= '9'   ? (unsigned)(h - '0')
-                      : h >= 'a' && h <= 'f' ? (unsigned)(h - 'a' + 10)
-                      : h >= 'A' && h <= 'F' ? (unsigned)(h - 'A' + 10)
-                                             : 16u;
-        if (dv == 16) {
-          break;
-        }
-        v = v * 16 + dv;
-      }
-      if (k == 0) {
-        goto bad;
-      }
-      out[n++] = (uint8_t)v;
-      break;
-    }
-    default:
-      if (c >= '0' && c <= '7') {
-        unsigned v = (unsigned)(c - '0'), k;
-        for (k = 1; k < 3 && i < sl && s[i] >= '0' && s[i] <= '7'; k++, i++) {
-          v = v * 8 + (unsigned)(s[i] - '0');
-        }
-        if (v > 0xff) {
-          goto bad;
-        }
-        out[n++] = (uint8_t)v;
-        break;
-      }
-      goto bad;
-    }
-  }
-  b->data = out;
-  b->len = n;
-  *rc = 0;
-  return b;
-bad:
-  *rc = fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad bytes default", msg,
-             fd->name);
-  return NULL;
-}
-
-/* A proto2 default's value in the arena, or NULL with an error. */
-static const void *parse_default(conch_dynamic *d, const char *msg,
-                                 const ProtobufCFieldDescriptor *fd,
-                                 const uint8_t *s, size_t sl, int *rc) {
-  char buf[128];
-  char *end = NULL;
-  void *v;
-
-  *rc = 0;
-  if (fd->type == PROTOBUF_C_TYPE_STRING) {
-    v = astrndup(d, (const char *)s, sl);
-    if (v == NULL) {
-      *rc = nomem(d);
-    }
-    return v;
-  }
-  if (fd->type == PROTOBUF_C_TYPE_BYTES) {
-    return bytes_default(d, msg, fd, s, sl, rc);
-  }
-  if (sl >= sizeof(buf)) {
-    goto bad;
-  }
-  memcpy(buf, s, sl);
-  buf[sl] = '\0';
-  v = aalloc(d, 8);
-  if (v == NULL) {
-    *rc = nomem(d);
-    return NULL;
-  }
-  errno = 0;
-  switch (fd->type) {
-  case PROTOBUF_C_TYPE_INT32:
-  case PROTOBUF_C_TYPE_SINT32:
-  case PROTOBUF_C_TYPE_SFIXED32: {
-    long long x = strtoll(buf, &end, 0);
-    if (x < INT32_MIN || x > INT32_MAX) {
-      goto bad;
-    }
-    *(int32_t *)v = (int32_t)x;
-    break;
-  }
-  case PROTOBUF_C_TYPE_UINT32:
-  case PROTOBUF_C_TYPE_FIXED32: {
-    unsigned long long x = strtoull(buf, &end, 0);
-    if (x > UINT32_MAX || buf[0] == '-') {
-      goto bad;
-    }
-    *(uint32_t *)v = (uint32_t)x;
-    break;
-  }
-  case PROTOBUF_C_TYPE_INT64:
-  case PROTOBUF_C_TYPE_SINT64:
-  case PROTOBUF_C_TYPE_SFIXED64:
-    *(int64_t *)v = (int64_t)strtoll(buf, &end, 0);
-    break;
-  case PROTOBUF_C_TYPE_UINT64:
-  case PROTOBUF_C_TYPE_FIXED64:
-    if (buf[0] == '-') {
-      goto bad;
-    }
-    *(uint64_t *)v = (uint64_t)strtoull(buf, &end, 0);
-    break;
-  case PROTOBUF_C_TYPE_FLOAT:
-    *(float *)v = strtof(buf, &end);
-    errno = 0;
-    break;
-  case PROTOBUF_C_TYPE_DOUBLE:
-    *(double *)v = strtod(buf, &end);
-    errno = 0;
-    break;
-  case PROTOBUF_C_TYPE_BOOL:
-    if (strcmp(buf, "true") == 0) {
-      *(protobuf_c_boolean *)v = 1;
-    } else if (strcmp(buf, "false") != 0) {
-      goto bad;
-    }
-    end = buf + sl;
-    break;
-  case PROTOBUF_C_TYPE_ENUM: {
-    const ProtobufCEnumValue *ev =
-        protobuf_c_enum_descriptor_get_value_by_name(fd->descriptor, buf);
-    if (ev == NULL) {
-      goto bad;
-    }
-    *(int *)v = ev->value;
-    end = buf + sl;
-    break;
-  }
-  default:
-    goto bad;
-  }
-  if (errno != 0 || end == buf || *end != '\0') {
-    goto bad;
-  }
-  return v;
-bad:
-  *rc = fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad default value", msg,
-             fd->name);
-  return NULL;
-}
-
 static int build_message(conch_dynamic *d, const char *name,
                          const ProtobufCMessageDescriptor **out);
-
-const char conch__dyn_json_mark[] = "conch_dynamic json_name";
-
-/* Whether |j| (|jl| bytes) is protoc's json name of the field |name|:
-   each '_' dropped and the letter after it upper-cased. */
-static int derived_json(const char *name, const uint8_t *j, size_t jl) {
-  size_t k = 0;
-  int up = 0;
-  for (; *name != '\0'; name++) {
-    char c = *name;
-    if (c == '_') {
-      up = 1;
-      continue;
-    }
-    if (up && c >= 'a' && c <= 'z') {
-      c = (char)(c - 'a' + 'A');
-    }
-    up = 0;
-    if (k == jl || (char)j[k] != c) {
-      return 0;
-    }
-    k++;
-  }
-  return k == jl;
-}
-
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Two fields of one JSON name could not be told apart in JSON (a message
-   written would not read back): refused, as protoc and protobuf-go refuse
-   them in proto3. */
-static int json_names_unique(conch_dynamic *d, const char *msg,
-                             const ProtobufCFieldDescriptor *fields,
-                             size_t nf) {
-  char **v, *buf;
-  size_t i, total = 0, at = 0;
-  int rc = 0;
-
-  if (nf < 2) {
-    return 0;
-  }
-  for (i = 0; i < nf; i++) {
-    const char *c = fields[i].reserved2;
-    total += strlen(c != NULL ? c : fields[i].name) + 1;
-  }
-  v = conch__malloc(&d->mem, nf * sizeof(*v));
-  buf = conch__malloc(&d->mem, total);
-  if (v == NULL || buf == NULL) {
-    conch__free(&d->mem, v);
-    conch__free(&d->mem, buf);
-    return nomem(d);
-  }
-  for (i = 0; i < nf; i++) {
-    const char *c = fields[i].reserved2, *p;
-    int up = 0;
-    v[i] = buf + at;
-    if (c != NULL) {
-      size_t n = strlen(c) + 1;
-      memcpy(buf + at, c, n);
-      at += n;
-      continue;
-    }
-    for (p = fields[i].name; *p != '\0'; p++) {
-      char ch = *p;
-      if (ch == '_') {
-        up = 1;
-        continue;
-      }
-      if (up && ch >= 'a' && ch <= 'z') {
-        ch = (char)(ch - 'a' + 'A');
-      }
-      up = 0;
-      buf[at++] = ch;
-    }
-    buf[at++] = '\0';
-  }
-  qsort(v, nf, sizeof(*v), cmp_str);
-  for (i = 1; i < nf; i++) {
-    if (strcmp(v[i - 1], v[i]) == 0) {
-      rc = fail(d, CONCH_ERR_INVALID,
-                "%.300s: two fields with the JSON name \"%.100s\"", msg,
-                v[i]);
-      break;
-    }
-  }
-  conch__free(&d->mem, v);
-  conch__free(&d->mem, buf);
-  return rc;
-}
-
-/* A [json_name = ...] that is not the derived one, kept for the JSON codec
-   (pbjson_int.h, conch__pbj_custom_name()). */
-static int json_name(conch_dynamic *d, dmsg *dm, const char *msg,
-                     ProtobufCFieldDescriptor *fd, const pfield *pf) {
-  size_t k;
-  char *jn;
-  if (derived_json(fd->name, pf->json, pf->jl)) {
-    return 0;
-  }
-  if (pf->jl > MAX_NAME) {
-    goto bad;
-  }
-  for (k = 0; k < pf->jl; k++) {
-    if (pf->json[k] < 0x20 || pf->json[k] > 0x7e || pf->json[k] == '"' ||
-        pf->json[k] == '\\') {
-      goto bad;
-    }
-  }
-  jn = astrndup(d, (const char *)pf->json, pf->jl);
-  if (jn == NULL) {
-    return nomem(d);
-  }
-  (void)dm;
-  fd->reserved2 = jn;
-  return 0;
-bad:
-  return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: a json_name JSON cannot "
-              "carry unescaped", msg, fd->name);
-}
 
 /* The type |tn| (".pkg.Msg") of a field of |msg|, into |fd|. */
 static int field_type(conch_dynamic *d, const char *msg,
@@ -1012,17 +697,18 @@ static int field_type(conch_dynamic *d, const char *msg,
   int rc;
 
   if (tnl == 0 || tn[0] != '.') {
-    return fail(d, CONCH_ERR_INVALID,
-                "%.300s.%.100s: type name \"%.*s\" is not fully qualified", msg,
-                fd->name, (int)(tnl > 200 ? 200 : tnl), (const char *)tn);
+    return conch__dyn_fail(
+        d, CONCH_ERR_INVALID,
+        "%.300s.%.100s: type name \"%.*s\" is not fully qualified", msg,
+        fd->name, (int)(tnl > 200 ? 200 : tnl), (const char *)tn);
   }
   if (tnl - 1 > MAX_NAME || memchr(tn, '\0', tnl) != NULL) {
-    return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad type name", msg,
-                fd->name);
+    return conch__dyn_fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad type name",
+                           msg, fd->name);
   }
-  name = astrndup(d, (const char *)tn + 1, tnl - 1);
+  name = conch__dyn_strndup(d, (const char *)tn + 1, tnl - 1);
   if (name == NULL) {
-    return nomem(d);
+    return conch__dyn_nomem(d);
   }
   if (fd->type == PROTOBUF_C_TYPE_MESSAGE) {
     const ProtobufCMessageDescriptor *md = NULL;
@@ -1054,20 +740,21 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
     noneof += f.num == 8 && f.wt == 2;
   }
   if (rc < 0) {
-    return fail(d, CONCH_ERR_INVALID, "%.300s: not a DescriptorProto", name);
+    return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                           "%.300s: not a DescriptorProto", name);
   }
   if (nf > MAX_FIELDS || noneof > MAX_FIELDS) {
-    return fail(d, CONCH_ERR_INVALID, "%.300s: more than %d fields", name,
-                MAX_FIELDS);
+    return conch__dyn_fail(d, CONCH_ERR_INVALID, "%.300s: more than %d fields",
+                           name, MAX_FIELDS);
   }
-  fields = aalloc(d, (nf + 1) * sizeof(*fields));
-  sorted = aalloc(d, (nf + 1) * sizeof(*sorted));
-  ranges = aalloc(d, (nf + 1) * sizeof(*ranges));
-  oneof_case = aalloc(d, (noneof + 1) * sizeof(size_t));
-  oneof_slot = aalloc(d, (noneof + 1) * sizeof(size_t));
+  fields = conch__dyn_alloc(d, (nf + 1) * sizeof(*fields));
+  sorted = conch__dyn_alloc(d, (nf + 1) * sizeof(*sorted));
+  ranges = conch__dyn_alloc(d, (nf + 1) * sizeof(*ranges));
+  oneof_case = conch__dyn_alloc(d, (noneof + 1) * sizeof(size_t));
+  oneof_slot = conch__dyn_alloc(d, (noneof + 1) * sizeof(size_t));
   if (fields == NULL || sorted == NULL || ranges == NULL ||
       oneof_case == NULL || oneof_slot == NULL) {
-    return nomem(d);
+    return conch__dyn_nomem(d);
   }
   for (i = 0; i < noneof; i++) {
     oneof_case[i] = SIZE_MAX;
@@ -1086,37 +773,42 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
     }
     if (parse_field(f.data, f.len, &pf) != 0 || pf.nl == 0 ||
         pf.nl > MAX_NAME || memchr(pf.name, '\0', pf.nl) != NULL) {
-      return fail(d, CONCH_ERR_INVALID, "%.300s: a field without a name", name);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s: a field without a name", name);
     }
-    fd->name = astrndup(d, (const char *)pf.name, pf.nl);
+    fd->name = conch__dyn_strndup(d, (const char *)pf.name, pf.nl);
     if (fd->name == NULL) {
-      return nomem(d);
+      return conch__dyn_nomem(d);
     }
-    if (pf.jl > 0 && (rc = json_name(d, dm, name, fd, &pf)) != 0) {
+    if (pf.jl > 0 && (rc = conch__dyn_json_name(d, dm, name, fd, &pf)) != 0) {
       return rc;
     }
     if (pf.number < 1 || pf.number > MAX_FIELD_NUMBER) {
-      return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: field number %llu",
-                  name, fd->name, (unsigned long long)pf.number);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s.%.100s: field number %llu", name, fd->name,
+                             (unsigned long long)pf.number);
     }
     fd->id = (uint32_t)pf.number;
     if (pf.type == 10) {
-      return fail(d, CONCH_ERR_INVALID,
-                  "%.300s.%.100s: groups are not supported", name, fd->name);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s.%.100s: groups are not supported", name,
+                             fd->name);
     }
     if (pf.type < 1 || pf.type > 18) {
-      return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad type %llu", name,
-                  fd->name, (unsigned long long)pf.type);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s.%.100s: bad type %llu", name, fd->name,
+                             (unsigned long long)pf.type);
     }
     t = type_map[pf.type];
     fd->type = t;
     if (pf.label < 1 || pf.label > 3) {
-      return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad label %llu", name,
-                  fd->name, (unsigned long long)pf.label);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s.%.100s: bad label %llu", name, fd->name,
+                             (unsigned long long)pf.label);
     }
     if (pf.oneof >= 0 && ((size_t)pf.oneof >= noneof || pf.label != 1)) {
-      return fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad oneof index", name,
-                  fd->name);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s.%.100s: bad oneof index", name, fd->name);
     }
     if (t == PROTOBUF_C_TYPE_MESSAGE || t == PROTOBUF_C_TYPE_ENUM) {
       if ((rc = field_type(d, name, fd, pf.type_name, pf.tnl)) != 0) {
@@ -1171,16 +863,16 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
       fd->offset = (unsigned)off;
       off += es;
       if (pf.has_def && !dc->proto3) {
-        fd->default_value = parse_default(d, name, fd, pf.def, pf.dl, &rc);
+        fd->default_value = conch__dyn_default(d, name, fd, pf.def, pf.dl, &rc);
         if (rc != 0) {
           return rc;
         }
       } else if (t == PROTOBUF_C_TYPE_STRING && dc->proto3) {
         fd->default_value = &protobuf_c_empty_string;
       } else if (t == PROTOBUF_C_TYPE_ENUM && !dc->proto3) {
-        int *v = aalloc(d, sizeof(int));
+        int *v = conch__dyn_alloc(d, sizeof(int));
         if (v == NULL) {
-          return nomem(d);
+          return conch__dyn_nomem(d);
         }
         if ((rc = enum_first(d, fd->descriptor, v)) != 0) {
           return rc;
@@ -1189,7 +881,7 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
       }
     }
     if (off > 0x7fffffff) {
-      return fail(d, CONCH_ERR_INVALID, "%.300s: too large", name);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID, "%.300s: too large", name);
     }
     i++;
   }
@@ -1197,13 +889,14 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
   qsort(fields, nf, sizeof(*fields), cmp_field_id);
   for (i = 1; i < nf; i++) {
     if (fields[i - 1].id == fields[i].id) {
-      return fail(d, CONCH_ERR_INVALID, "%.300s: field number %u used twice",
-                  name, fields[i].id);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s: field number %u used twice", name,
+                             fields[i].id);
     }
   }
-  byname = aalloc(d, (nf + 1) * sizeof(*byname));
+  byname = conch__dyn_alloc(d, (nf + 1) * sizeof(*byname));
   if (byname == NULL) {
-    return nomem(d);
+    return conch__dyn_nomem(d);
   }
   for (i = 0; i < nf; i++) {
     byname[i] = &fields[i];
@@ -1214,11 +907,12 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
   }
   for (i = 1; i < nf; i++) {
     if (strcmp(fields[sorted[i - 1]].name, fields[sorted[i]].name) == 0) {
-      return fail(d, CONCH_ERR_INVALID, "%.300s: field %.100s declared twice",
-                  name, fields[sorted[i]].name);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s: field %.100s declared twice", name,
+                             fields[sorted[i]].name);
     }
   }
-  if ((rc = json_names_unique(d, name, fields, nf)) != 0) {
+  if ((rc = conch__dyn_json_names_unique(d, name, fields, nf)) != 0) {
     return rc;
   }
   for (i = 0, nr = 0; i < nf; i++) {
@@ -1249,10 +943,10 @@ static int build_declared(conch_dynamic *d, const char *name, decl *dc,
   if ((rc = lookup(d, name, CONCH_SYMBOL_MESSAGE, dc)) != 0) {
     return rc;
   }
-  dm = aalloc(d, sizeof(*dm));
-  full = astrndup(d, name, strlen(name));
+  dm = conch__dyn_alloc(d, sizeof(*dm));
+  full = conch__dyn_strndup(d, name, strlen(name));
   if (dm == NULL || full == NULL) {
-    return nomem(d);
+    return conch__dyn_nomem(d);
   }
   dm->md.magic = PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC;
   /* Built here: custom json names, extension keys (pbjson_int.h). */
@@ -1260,12 +954,12 @@ static int build_declared(conch_dynamic *d, const char *name, decl *dc,
   dm->md.name = full;
   dm->md.short_name = short_of(full);
   dm->md.c_name = full;
-  dm->md.package_name = astrndup(d, dc->pkg, strlen(dc->pkg));
+  dm->md.package_name = conch__dyn_strndup(d, dc->pkg, strlen(dc->pkg));
   dm->md.sizeof_message = sizeof(ProtobufCMessage);
-  dm->md.field_ranges = aalloc(d, sizeof(ProtobufCIntRange));
+  dm->md.field_ranges = conch__dyn_alloc(d, sizeof(ProtobufCIntRange));
   dm->gen = d->gen;
   if (dm->md.package_name == NULL || dm->md.field_ranges == NULL) {
-    return nomem(d);
+    return conch__dyn_nomem(d);
   }
   if ((rc = add(d, full, ENT_MSG, dm)) != 0) {
     return rc;
@@ -1309,14 +1003,15 @@ static int build_message(conch_dynamic *d, const char *name,
   }
 #endif
   if (d->depth >= MAX_DEPTH_BUILD) {
-    return fail(d, CONCH_ERR_INVALID, "%.300s: types nested deeper than %d",
-                name, MAX_DEPTH_BUILD);
+    return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                           "%.300s: types nested deeper than %d", name,
+                           MAX_DEPTH_BUILD);
   }
   /* On the heap, not in the arena: it is only needed while this type's
      fields are built. */
   dc = conch__malloc(&d->mem, sizeof(*dc));
   if (dc == NULL) {
-    return nomem(d);
+    return conch__dyn_nomem(d);
   }
   rc = build_declared(d, name, dc, out);
   conch__free(&d->mem, dc);
@@ -1358,8 +1053,9 @@ static int check_new(conch_dynamic *d) {
     for (e = d->buckets[i]; e != NULL; e = e->next) {
       if (e->gen == d->gen && e->kind == ENT_MSG &&
           required_cycle(d, (dmsg *)(uintptr_t)e->ptr, 0)) {
-        return fail(d, CONCH_ERR_INVALID,
-                    "%.300s: its required fields form a cycle", e->name);
+        return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                               "%.300s: its required fields form a cycle",
+                               e->name);
       }
     }
   }
@@ -1418,7 +1114,7 @@ static int begin(conch_dynamic *d, const char **name) {
     (*name)++;
   }
   if (strlen(*name) > MAX_NAME) {
-    return fail(d, CONCH_ERR_INVALID, "name too long");
+    return conch__dyn_fail(d, CONCH_ERR_INVALID, "name too long");
   }
   return 0;
 }
@@ -1486,8 +1182,9 @@ static int build_method(conch_dynamic *d, const char *name,
     sep = strrchr(name, '.');
   }
   if (sep == NULL || sep == name || sep[1] == '\0' || strchr(sep + 1, '/')) {
-    return fail(d, CONCH_ERR_INVALID,
-                "%.300s: not a method name (pkg.Service/Method)", name);
+    return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                           "%.300s: not a method name (pkg.Service/Method)",
+                           name);
   }
   sl = (size_t)(sep - name);
   memcpy(svc, name, sl);
@@ -1513,26 +1210,28 @@ static int build_method(conch_dynamic *d, const char *name,
     char *path;
     size_t pl;
     char tn[MAX_NAME + 1];
-    if (f.num != 2 || f.wt != 2 || conch__dyn_get_str(f.data, f.len, 1, &s, &nl) != 1 ||
+    if (f.num != 2 || f.wt != 2 ||
+        conch__dyn_get_str(f.data, f.len, 1, &s, &nl) != 1 ||
         !name_eq(s, nl, mname, strlen(mname))) {
       continue;
     }
     if (conch__dyn_get_str(f.data, f.len, 2, &in, &inl) != 1 ||
-        conch__dyn_get_str(f.data, f.len, 3, &outn, &outl) != 1 || inl < 2 || outl < 2 ||
-        in[0] != '.' || outn[0] != '.' || inl > MAX_NAME || outl > MAX_NAME) {
-      return fail(d, CONCH_ERR_INVALID, "%.300s: bad input or output type",
-                  name);
+        conch__dyn_get_str(f.data, f.len, 3, &outn, &outl) != 1 || inl < 2 ||
+        outl < 2 || in[0] != '.' || outn[0] != '.' || inl > MAX_NAME ||
+        outl > MAX_NAME) {
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s: bad input or output type", name);
     }
     (void)get_varint(f.data, f.len, 5, &cs);
     (void)get_varint(f.data, f.len, 6, &ss);
     if (conch__dyn_get_str(f.data, f.len, 4, &opt, &optl) == 1) {
       (void)get_varint(opt, optl, 34, &idem);
     }
-    m = aalloc(d, sizeof(*m));
+    m = conch__dyn_alloc(d, sizeof(*m));
     pl = strlen(svc) + strlen(mname) + 3;
-    path = aalloc(d, pl);
+    path = conch__dyn_alloc(d, pl);
     if (m == NULL || path == NULL) {
-      return nomem(d);
+      return conch__dyn_nomem(d);
     }
     snprintf(path, pl, "/%s/%s", svc, mname);
     m->path = path;
@@ -1557,10 +1256,11 @@ static int build_method(conch_dynamic *d, const char *name,
     return 0;
   }
   if (rc < 0) {
-    return fail(d, CONCH_ERR_INVALID, "%.300s: not a ServiceDescriptorProto",
-                svc);
+    return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                           "%.300s: not a ServiceDescriptorProto", svc);
   }
-  return fail(d, CONCH_ERR_INVALID, "%.300s: no method %.200s", svc, mname);
+  return conch__dyn_fail(d, CONCH_ERR_INVALID, "%.300s: no method %.200s", svc,
+                         mname);
 }
 
 int conch_dynamic_method(conch_dynamic *d, const char *name,
@@ -1587,8 +1287,8 @@ int conch_dynamic_method(conch_dynamic *d, const char *name,
 
 /* The name of the |i|th method of |svc| into |mname|: 0, CONCH_ERR_EOF
    past the last one. */
-static int nth_method(conch_dynamic *d, const char *svc, size_t i,
-                      char *mname, size_t cap) {
+static int nth_method(conch_dynamic *d, const char *svc, size_t i, char *mname,
+                      size_t cap) {
   decl dc;
   rd r;
   fld f;
@@ -1609,16 +1309,16 @@ static int nth_method(conch_dynamic *d, const char *svc, size_t i,
     }
     if (conch__dyn_get_str(f.data, f.len, 1, &s, &nl) != 1 || nl == 0 ||
         nl >= cap || memchr(s, '/', nl) != NULL) {
-      return fail(d, CONCH_ERR_INVALID, "%.300s: a method without a good name",
-                  svc);
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s: a method without a good name", svc);
     }
     memcpy(mname, s, nl);
     mname[nl] = '\0';
     return 0;
   }
   if (rc < 0) {
-    return fail(d, CONCH_ERR_INVALID, "%.300s: not a ServiceDescriptorProto",
-                svc);
+    return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                           "%.300s: not a ServiceDescriptorProto", svc);
   }
   return CONCH_ERR_EOF;
 }
@@ -1689,4 +1389,3 @@ int conch_dynamic_message_init(const ProtobufCMessageDescriptor *md,
   }
   return 0;
 }
-

@@ -1,6 +1,6 @@
-/* What dynamic.c, dynamic_json.c and fileset.c share (conch/dynamic.h):
-   the builder's state and the small wire reader of FileDescriptorProto
-   bytes. */
+/* What dynamic.c, dynamic_field.c, dynamic_json.c and fileset.c share
+   (conch/dynamic.h): the builder's state, its arena and errors, and the
+   small wire reader of FileDescriptorProto bytes. */
 #ifndef CONCH_DYNAMIC_INT_H
 #define CONCH_DYNAMIC_INT_H
 
@@ -13,6 +13,7 @@
 #include "mem_int.h"
 
 #define NBUCKETS 256
+#define MAX_NAME 4096 /* a full name */
 
 /* ---- The arena ------------------------------------------------------------
  */
@@ -64,6 +65,58 @@ struct conch_dynamic {
 
 /* The mark of descriptors that keep custom json names (pbjson_int.h). */
 extern const char conch__dyn_json_mark[];
+
+/* ---- The builder's arena and errors (dynamic.c) ---------------------------
+ */
+
+/* |n| zeroed bytes in the arena of |d|, or NULL. */
+void *conch__dyn_alloc(conch_dynamic *d, size_t n);
+/* A NUL-terminated copy of |n| bytes of |s| in the arena, or NULL. */
+char *conch__dyn_strndup(conch_dynamic *d, const char *s, size_t n);
+/* Keeps the reason (the innermost one stays) and returns |rc|. */
+int conch__dyn_fail(conch_dynamic *d, int rc, const char *fmt, ...)
+    CONCH_PRINTF(3, 4);
+/* conch__dyn_fail() with CONCH_ERR_NOMEM, "out of memory". */
+int conch__dyn_nomem(conch_dynamic *d);
+
+/* ---- A field as FieldDescriptorProto gives it ------------------------------
+ */
+
+typedef struct pfield {
+  const uint8_t *name;
+  size_t nl;
+  uint64_t number, label, type;
+  const uint8_t *type_name;
+  size_t tnl;
+  const uint8_t *def;
+  size_t dl;
+  int has_def;
+  int64_t oneof; /* -1: none */
+  int packed;    /* -1: not said */
+  int deprecated;
+  unsigned decl_index;
+  const uint8_t *json; /* [json_name = ...], as protoc always writes it */
+  size_t jl;
+} pfield;
+
+/* ---- Defaults and JSON names (dynamic_field.c) -----------------------------
+ */
+
+/* The default of field |fd| of message |msg| from its text |s| (|sl|
+   bytes), in the arena; NULL with *rc set (0 where the field's type has
+   none to keep). */
+const void *conch__dyn_default(conch_dynamic *d, const char *msg,
+                               const ProtobufCFieldDescriptor *fd,
+                               const uint8_t *s, size_t sl, int *rc);
+/* Keeps |pf|'s [json_name] on |fd| when it is not the derived one.
+   Returns 0 or an error. */
+int conch__dyn_json_name(conch_dynamic *d, dmsg *dm, const char *msg,
+                         ProtobufCFieldDescriptor *fd, const pfield *pf);
+/* Refuses two of the |nf| fields of |msg| with one JSON name.  Returns 0
+   or CONCH_ERR_INVALID. */
+int conch__dyn_json_names_unique(conch_dynamic *d, const char *msg,
+                                 const ProtobufCFieldDescriptor *fields,
+                                 size_t nf);
 
 /* ---- The wire ------------------------------------------------------------ */
 

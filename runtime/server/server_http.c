@@ -180,6 +180,30 @@ const char *conch_http_header(const conch_http *h, const char *name) {
   return v != NULL ? v : conch_metadata_get(&h->rpc->req_md, name, NULL);
 }
 
+size_t conch_http_header_count(const conch_http *h) {
+  return h != NULL ? conch_metadata_count(&h->rpc->proto_md) +
+                         conch_metadata_count(&h->rpc->req_md)
+                   : 0;
+}
+
+int conch_http_header_at(const conch_http *h, size_t i, const char **name,
+                         const char **value, size_t *len) {
+  const uint8_t *v;
+  size_t np;
+  int rv;
+
+  if (h == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  np = conch_metadata_count(&h->rpc->proto_md);
+  rv = i < np ? conch_metadata_at(&h->rpc->proto_md, i, name, &v, len)
+              : conch_metadata_at(&h->rpc->req_md, i - np, name, &v, len);
+  if (rv == 0 && value != NULL) {
+    *value = (const char *)v;
+  }
+  return rv;
+}
+
 long conch_http_peer_uid(const conch_http *h) {
   return h != NULL ? h->rpc->conn->peer_uid : -1;
 }

@@ -1,7 +1,7 @@
 /* Internals of the server core (server.c: the server, its listeners,
    connections and driving; server_opts.c: its options; server_table.c:
-   its method table; server_rpc.c: calls, nghttp2's server session and
-   the three protocols; server_h1.c: HTTP/1.1).  Private to the runtime. */
+   its method table; server_rpc.c: calls and the three protocols;
+   server_h2.c: nghttp2's server session; server_h1.c: HTTP/1.1).  Private to the runtime. */
 #ifndef CONCH_SERVER_INT_H
 #define CONCH_SERVER_INT_H
 
@@ -150,7 +150,7 @@ enum {
 };
 
 /* Where a call's response goes and what its request bytes owe: the
-   connection's session.  HTTP/2 (server_rpc.c): nghttp2's stream, the
+   connection's session.  HTTP/2 (server_h2.c): nghttp2's stream, the
    body pulled by its data source; HTTP/1.1 (server_h1.c): the one
    exchange in progress, the body written by the exchange as the
    transport takes it.  Every call of a connection has the same. */
@@ -170,7 +170,7 @@ typedef struct srv_sink {
   void (*overflow)(conch_rpc *rpc);
 } srv_sink;
 
-/* server_rpc.c's: HTTP/2. */
+/* server_h2.c's: HTTP/2. */
 extern const srv_sink conch__srv_h2_sink;
 
 struct conch_rpc {
@@ -311,7 +311,7 @@ int64_t conch__srv_now(const conch_server *s);
 /* The TLS configuration of options |o| (server_opts.c), for the server's
    context. */
 void conch__srv_tls_config(const conch_server_opts *o, conch_tls_config *cfg);
-/* Makes the nghttp2 server session of |conn|.  Returns 0,
+/* Makes the nghttp2 server session of |conn| (server_h2.c).  Returns 0,
    CONCH_ERR_NOMEM or CONCH_ERR_SESSION. */
 int conch__srv_session_new(srv_conn *conn);
 /* Ends every call of |conn| (handlers get on_cancel) and frees them. */

@@ -494,6 +494,21 @@ const char *conch_http_header(const conch_http *h, const char *name) {
   return NULL;
 }
 
+size_t conch_http_header_count(const conch_http *h) {
+  (void)h;
+  return 0;
+}
+
+int conch_http_header_at(const conch_http *h, size_t i, const char **name,
+                         const char **value, size_t *len) {
+  (void)h;
+  (void)i;
+  (void)name;
+  (void)value;
+  (void)len;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
 long conch_http_peer_uid(const conch_http *h) {
   (void)h;
   return -1;

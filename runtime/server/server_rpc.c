@@ -1,10 +1,10 @@
-/* Calls of the server core: the dispatch of a request to its method, the
-   three protocols' responses (Connect unary and streams, gRPC, gRPC-Web),
-   and nghttp2's server session.  A session gives a call its request
-   through conch__srv_rpc_open/header/headers_end/data/data_end/close
-   (nghttp2's callbacks below for HTTP/2, server_h1.c for HTTP/1.1), and
-   the call gives its response to the session's srv_sink (HTTP/2's here:
-   nghttp2's data source reading rpc->out).  The gate and the budgets are
+/* Calls of the server core: the dispatch of a request to its method and
+   the three protocols' responses (Connect unary and streams, gRPC,
+   gRPC-Web).  A session gives a call its request through
+   conch__srv_rpc_open/header/headers_end/data/data_end/close (server_h2.c
+   for HTTP/2, server_h1.c for HTTP/1.1), and the call gives its response
+   to the session's srv_sink (server_h2.c's: nghttp2's data source reading
+   rpc->out).  The gate and the budgets are
    server_admit.c's, the handler's side of a call server_call.c's. */
 #include <errno.h>
 #include <stdarg.h>
@@ -266,80 +266,6 @@ static void rpc_cancel_user(conch_rpc *rpc, const conch_status *st) {
     rpc->method->h.on_cancel(rpc, st, rpc->method->user_data);
   }
 }
-
-/* A plain exchange's drained buffer larger than this is freed. */
-#define SRV_HTTP_OUT_KEEP (256 * 1024)
-
-static ssize_t rpc_read(nghttp2_session *h2, int32_t id, uint8_t *buf,
-                        size_t len, uint32_t *flags, nghttp2_data_source *src,
-                        void *user_data) {
-  conch_rpc *rpc = src->ptr;
-  size_t n = conch__buf_size(&rpc->out);
-  (void)user_data;
-
-  if (n > len) {
-    n = len;
-  }
-  if (n > 0) {
-    memcpy(buf, conch__buf_head(&rpc->out), n);
-    conch__buf_consume(&rpc->out, n);
-  }
-  if (conch__buf_size(&rpc->out) == 0) {
-    if (rpc->http != NULL && rpc->out.cap > SRV_HTTP_OUT_KEEP) {
-      conch__buf_free(&rpc->out, conch__srv_rpc_mem(rpc));
-    }
-    if (rpc->out_end) {
-      *flags |= NGHTTP2_DATA_FLAG_EOF;
-      if (rpc->trl.n > 0) {
-        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
-        if (nghttp2_submit_trailer(h2, id, rpc->trl.nv, rpc->trl.n) != 0) {
-          return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-        }
-      }
-    } else if (n == 0) {
-      rpc->deferred = 1;
-      return NGHTTP2_ERR_DEFERRED;
-    }
-  }
-  return (ssize_t)n;
-}
-
-/* ---- The HTTP/2 sink ---------------------------------------------------- */
-
-static int h2_head(conch_rpc *rpc, hb *h, int with_data) {
-  nghttp2_data_provider prd;
-
-  prd.source.ptr = rpc;
-  prd.read_callback = rpc_read;
-  return nghttp2_submit_response(rpc->conn->h2, rpc->id, h->nv, h->n,
-                                 with_data ? &prd : NULL) != 0
-             ? CONCH_ERR_NOMEM
-             : 0;
-}
-
-static void h2_more(conch_rpc *rpc) {
-  if (rpc->deferred) {
-    rpc->deferred = 0;
-    (void)nghttp2_session_resume_data(rpc->conn->h2, rpc->id);
-  }
-}
-
-static void h2_reset(conch_rpc *rpc, uint32_t code) {
-  (void)nghttp2_submit_rst_stream(rpc->conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
-                                  code);
-}
-
-static void h2_consumed(conch_rpc *rpc, size_t n) {
-  (void)nghttp2_session_consume_stream(rpc->conn->h2, rpc->id, n);
-}
-
-static void h2_overflow(conch_rpc *rpc) {
-  (void)nghttp2_session_terminate_session(rpc->conn->h2,
-                                          NGHTTP2_ENHANCE_YOUR_CALM);
-}
-
-const srv_sink conch__srv_h2_sink = {h2_head, h2_more, h2_reset, h2_consumed,
-                                     h2_overflow};
 
 int conch__srv_rpc_submit(conch_rpc *rpc, hb *h, int with_data) {
   int rv = hb_done(h);
@@ -1258,31 +1184,6 @@ negotiate:
   return 0;
 }
 
-/* ---- nghttp2 callbacks ------------------------------------------------------ */
-
-static conch_rpc *stream_rpc(nghttp2_session *h2, int32_t id) {
-  return nghttp2_session_get_stream_user_data(h2, id);
-}
-
-static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *frame,
-                            void *user_data) {
-  srv_conn *conn = user_data;
-  conch_rpc *rpc;
-
-  if (frame->hd.type != NGHTTP2_HEADERS ||
-      frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
-    return 0;
-  }
-  rpc = conch__srv_rpc_open(conn, frame->hd.stream_id, &conch__srv_h2_sink);
-  if (rpc == NULL) {
-    (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
-                                    NGHTTP2_INTERNAL_ERROR);
-    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  }
-  nghttp2_session_set_stream_user_data(h2, frame->hd.stream_id, rpc);
-  return 0;
-}
-
 int conch__srv_rpc_header(conch_rpc *rpc, const uint8_t *name, size_t namelen,
                           const uint8_t *value, size_t valuelen) {
   srv_conn *conn = rpc->conn;
@@ -1330,25 +1231,6 @@ int conch__srv_rpc_header(conch_rpc *rpc, const uint8_t *name, size_t namelen,
   return rv != 0 ? CONCH_ERR_NOMEM : 0;
 }
 
-static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
-                     const uint8_t *name, size_t namelen, const uint8_t *value,
-                     size_t valuelen, uint8_t flags, void *user_data) {
-  conch_rpc *rpc = stream_rpc(h2, frame->hd.stream_id);
-  (void)flags;
-  (void)user_data;
-
-  if (rpc == NULL || rpc->state != SRV_RPC_HEADERS ||
-      frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
-    return 0;
-  }
-  if (conch__srv_rpc_header(rpc, name, namelen, value, valuelen) != 0) {
-    (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
-                                    NGHTTP2_INTERNAL_ERROR);
-    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  }
-  return 0;
-}
-
 void conch__srv_rpc_headers_end(conch_rpc *rpc) {
   rpc->headers_in = 1;
   conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
@@ -1362,29 +1244,6 @@ void conch__srv_rpc_headers_end(conch_rpc *rpc) {
   rpc->method->h.on_call(rpc, rpc->method->user_data);
 }
 
-static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame,
-                         void *user_data) {
-  conch_rpc *rpc;
-  (void)user_data;
-
-  if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) {
-    return 0;
-  }
-  rpc = stream_rpc(h2, frame->hd.stream_id);
-  if (rpc == NULL) {
-    return 0;
-  }
-  if (frame->hd.type == NGHTTP2_HEADERS &&
-      frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
-      rpc->state == SRV_RPC_HEADERS) {
-    conch__srv_rpc_headers_end(rpc);
-  }
-  if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
-    conch__srv_rpc_data_end(rpc);
-  }
-  return 0;
-}
-
 void conch__srv_rpc_data_end(conch_rpc *rpc) {
   if (rpc->state == SRV_RPC_USER && (rpc->paused || rpc->resumed)) {
     rpc->eos_held = 1;
@@ -1393,40 +1252,6 @@ void conch__srv_rpc_data_end(conch_rpc *rpc) {
   }
   conch__srv_rpc_count(rpc);
   conch__srv_rpc_recv_update(rpc);
-}
-
-/* An answered request's rest, read and dropped before its stream is
-   reset (on_frame_send()): at most this many bytes, for at most this
-   long. */
-#define SRV_DISCARD_MAX (1024 * 1024)
-#define SRV_DISCARD_MS 5000
-
-/* Request bytes of a paused call wait, their stream window not returned:
-   the client can send no more than the window ahead. */
-static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id,
-                         const uint8_t *data, size_t len, void *user_data) {
-  conch_rpc *rpc = stream_rpc(h2, id);
-  (void)flags;
-  (void)user_data;
-
-  /* The connection window is returned at once, the stream's as the
-     handler takes the bytes. */
-  if (nghttp2_session_consume_connection(h2, len) != 0) {
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
-  }
-  if (rpc != NULL && rpc->discarding) {
-    rpc->discarded += (uint32_t)len; /* at most one frame past the max */
-    if (rpc->discarded > SRV_DISCARD_MAX) {
-      (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, id,
-                                      NGHTTP2_NO_ERROR);
-    }
-  } else if (rpc != NULL && conch__srv_rpc_data(rpc, data, len) != 0) {
-    return 0; /* held: the window stays out */
-  }
-  if (nghttp2_session_consume_stream(h2, id, len) != 0) {
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
-  }
-  return 0;
 }
 
 int conch__srv_rpc_data(conch_rpc *rpc, const uint8_t *data, size_t len) {
@@ -1471,50 +1296,6 @@ void conch__srv_conn_resume(srv_conn *conn) {
   }
 }
 
-static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame,
-                         void *user_data) {
-  conch_rpc *rpc;
-  (void)user_data;
-
-  if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
-      !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-    return 0;
-  }
-  rpc = stream_rpc(h2, frame->hd.stream_id);
-  if (rpc != NULL && !rpc->half_closed && !rpc->discarding) {
-    /* The response is complete and the rest of the request is not wanted
-       (a refusal, an error).  HTTP/2 lets the server reset the stream
-       with NO_ERROR now, but clients that are still sending (curl)
-       report the reset and drop the answer: the rest is read and dropped
-       until the client ends its side, and the stream is reset only when
-       it sends more than SRV_DISCARD_MAX or takes longer than
-       SRV_DISCARD_MS (as an HTTP/1.1 connection reads the body after an
-       early answer). */
-    conch_server *s = rpc->conn->s;
-    rpc->discarding = 1;
-    conch__heap_remove(&s->heap, &rpc->recv);
-    if (conch__heap_insert(&s->heap, s->mem, &rpc->recv,
-                           conch__srv_now(s) + SRV_DISCARD_MS) != 0) {
-      (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE,
-                                      frame->hd.stream_id, NGHTTP2_NO_ERROR);
-    }
-  }
-  return 0;
-}
-
-static int on_stream_close(nghttp2_session *h2, int32_t id, uint32_t error,
-                           void *user_data) {
-  conch_rpc *rpc = stream_rpc(h2, id);
-  (void)user_data;
-
-  if (rpc == NULL) {
-    return 0;
-  }
-  nghttp2_session_set_stream_user_data(h2, id, NULL);
-  conch__srv_rpc_close(rpc, error);
-  return 0;
-}
-
 void conch__srv_rpc_close(conch_rpc *rpc, uint32_t error) {
   conch_status st;
 
@@ -1529,24 +1310,3 @@ void conch__srv_rpc_close(conch_rpc *rpc, uint32_t error) {
   }
   rpc_free(rpc);
 }
-
-int conch__srv_session_new(srv_conn *conn) {
-  conch_server *s = conn->s;
-  conch_h2_setup h;
-
-  memset(&h, 0, sizeof(h));
-  h.server = 1;
-  h.mem = s->mem;
-  h.begin_headers = on_begin_headers;
-  h.header = on_header;
-  h.frame_recv = on_frame_recv;
-  h.frame_send = on_frame_send;
-  h.data_chunk = on_data_chunk;
-  h.stream_close = on_stream_close;
-  h.max_streams = s->o.max_streams;
-  h.max_header_list = s->o.max_header_list;
-  h.stream_window = 1024 * 1024;
-  h.manual_window = 1;
-  return conch__h2_session_new(&conn->h2, &h, conn);
-}
-

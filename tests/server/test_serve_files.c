@@ -4,7 +4,8 @@
    signature rules (401), 404, a directory (400), ".." resolved as envd
    resolves it, a truncated multipart body and a cut raw body (nothing
    left half-written, no temporary file left), a gzip bomb (400, nothing
-   written), a huge multipart upload with the server's RSS bounded.
+   written), a huge multipart upload with the server's RSS bounded,
+   X-Metadata-* upload headers as user.e2b.* xattrs.
    argv[1] "node": the same against the envd-like connect-node server of
    tests/api/node (with --http1, as E2B's SDKs reach envd). */
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 #include <dirent.h>
@@ -583,6 +585,109 @@ static void test_huge_multipart(void **state) {
   unlink(path);
 }
 
+/* The user.e2b.KEY xattr of |path| in |buf|, or NULL. */
+static const char *xattr_of(const char *path, const char *key, char *buf,
+                            size_t cap) {
+  char name[300];
+  ssize_t n;
+  snprintf(name, sizeof(name), "user.e2b.%s", key);
+  n = getxattr(path, name, buf, cap - 1);
+  if (n < 0) {
+    return NULL;
+  }
+  buf[n] = '\0';
+  return buf;
+}
+
+/* envd's X-Metadata-KEY upload headers: each a user.e2b.KEY xattr of the
+   file written (key lower-cased, the first of a repeated header), the
+   whole set on a replace, the answer's entries carrying what the file
+   has; a key no xattr can hold is a 400 with nothing written. */
+static void test_metadata_headers(void **state) {
+  const char *modes[] = {"--http1.1", "--http2-prior-knowledge"};
+  char path[256], probe[256], v[128], longkey[301];
+  const char *out;
+  (void)state;
+  if (use_node) {
+    printf("  skipped against the Node server: it has no xattrs (Node has "
+           "no call for them)\n");
+    return;
+  }
+  snprintf(probe, sizeof(probe), "%s/xattr-probe", dir);
+  put_file(probe, "p");
+  if (setxattr(probe, "user.e2b.probe", "1", 1, 0) != 0) {
+    printf("  skipped: %s has no user xattrs (%s)\n", dir, strerror(errno));
+    unlink(probe);
+    return;
+  }
+  unlink(probe);
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof(path), "%s/meta%d/f.txt", dir, i);
+    out = run("printf 'one' | curl -sS %s " AUTH
+              " -H 'content-type: application/octet-stream' "
+              "-H 'X-Metadata-Owner: alice' -H 'x-metadata-Run: 7' "
+              "-H 'X-Metadata-Owner: bob' -H 'X-Metadata-: empty' "
+              "--data-binary @- -w ' %%{http_code}' '%s/files?path=%s'",
+              modes[i], srv.url, path);
+    if (strstr(out, " 200") == NULL || strstr(out, "\"metadata\":{") == NULL ||
+        strstr(out, "\"owner\":\"alice\"") == NULL ||
+        strstr(out, "\"run\":\"7\"") == NULL || strstr(out, "bob") != NULL) {
+      fail_msg("%s: %s", modes[i], out);
+    }
+    assert_non_null(xattr_of(path, "owner", v, sizeof(v)));
+    assert_string_equal(v, "alice");
+    assert_non_null(xattr_of(path, "run", v, sizeof(v)));
+    assert_string_equal(v, "7");
+    /* A replace brings its own set: the old owner is gone. */
+    out = run("printf 'two' | curl -sS %s " AUTH
+              " -H 'content-type: application/octet-stream' "
+              "-H 'X-Metadata-Run: 8' --data-binary @- -w ' %%{http_code}' "
+              "'%s/files?path=%s'",
+              modes[i], srv.url, path);
+    if (strstr(out, " 200") == NULL || strstr(out, "\"run\":\"8\"") == NULL ||
+        strstr(out, "owner") != NULL) {
+      fail_msg("%s: %s", modes[i], out);
+    }
+    assert_null(xattr_of(path, "owner", v, sizeof(v)));
+    assert_non_null(xattr_of(path, "run", v, sizeof(v)));
+    assert_string_equal(v, "8");
+    /* None given: none kept, none answered. */
+    out = run("printf 'three' | curl -sS %s " AUTH
+              " -H 'content-type: application/octet-stream' --data-binary @- "
+              "-w ' %%{http_code}' '%s/files?path=%s'",
+              modes[i], srv.url, path);
+    if (strstr(out, " 200") == NULL || strstr(out, "metadata") != NULL) {
+      fail_msg("%s: %s", modes[i], out);
+    }
+    assert_null(xattr_of(path, "run", v, sizeof(v)));
+  }
+  /* Multipart: every file gets the set. */
+  out = run("curl -sS --http1.1 " AUTH " -H 'X-Metadata-Tag: mp' "
+            "-F 'file=@/dev/null;filename=%s/mpm/a.txt' "
+            "-F 'file=@/dev/null;filename=%s/mpm/b.txt' -w ' %%{http_code}' "
+            "'%s/files'",
+            dir, dir, srv.url);
+  assert_non_null(strstr(out, " 200"));
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof(path), "%s/mpm/%c.txt", dir, "ab"[i]);
+    assert_non_null(xattr_of(path, "tag", v, sizeof(v)));
+    assert_string_equal(v, "mp");
+  }
+  /* A key past what an xattr name holds: 400, nothing written. */
+  memset(longkey, 'k', 300);
+  longkey[300] = '\0';
+  snprintf(path, sizeof(path), "%s/meta-long.txt", dir);
+  out = run("printf 'x' | curl -sS --http1.1 " AUTH
+            " -H 'content-type: application/octet-stream' "
+            "-H 'X-Metadata-%s: v' --data-binary @- -w ' %%{http_code}' "
+            "'%s/files?path=%s'",
+            longkey, srv.url, path);
+  if (strstr(out, " 400") == NULL || strstr(out, "invalid metadata") == NULL) {
+    fail_msg("%s", out);
+  }
+  assert_int_equal(access(path, F_OK), -1);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_raw_roundtrip),
@@ -594,6 +699,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_truncated),
       cmocka_unit_test(test_gzip_bomb),
       cmocka_unit_test(test_huge_multipart),
+      cmocka_unit_test(test_metadata_headers),
   };
   if (argc > 1 && strcmp(argv[1], "node") != 0 &&
       strcmp(argv[1], "conch") != 0) {

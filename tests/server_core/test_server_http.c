@@ -164,6 +164,27 @@ static void down_request(conch_http *h, void *ud) {
                         "content-length", len, NULL};
   assert_non_null(d);
   assert_string_equal(conch_http_path(h), "/down");
+  /* Every header conch_http_header_at() lists, conch_http_header() finds
+     (the first of a name), lower-cased; none past the count. */
+  {
+    size_t nh = conch_http_header_count(h);
+    for (size_t i = 0; i < nh; i++) {
+      const char *name, *value, *first;
+      size_t vl;
+      assert_int_equal(conch_http_header_at(h, i, &name, &value, &vl), 0);
+      assert_int_equal(strlen(value), vl);
+      for (const char *c = name; *c != '\0'; c++) {
+        assert_false(*c >= 'A' && *c <= 'Z');
+      }
+      first = conch_http_header(h, name);
+      assert_non_null(first);
+    }
+    assert_int_equal(conch_http_header_at(h, nh, NULL, NULL, NULL),
+                     CONCH_ERR_INVALID);
+    assert_int_equal(conch_http_header_at(NULL, 0, NULL, NULL, NULL),
+                     CONCH_ERR_INVALID);
+    assert_int_equal(conch_http_header_count(NULL), 0);
+  }
   d->n = qnum(q, "n", 0);
   d->stop = qnum(q, "short", 0) ? d->n / 2 : d->n;
   snprintf(len, sizeof(len), "%lld", d->n);

@@ -10,7 +10,13 @@
    /files through and this file checks); paths relative to the user's home
    ("~" expanded, ".." resolved); 400 bad path or body, 401 bad user or
    signature, 404 no such file, 507 a full disk (ENOSPC), errors as
-   {"code":N,"message":"..."}; parent directories made.
+   {"code":N,"message":"..."}; parent directories made.  Metadata: each
+   X-Metadata-KEY header of an upload becomes the xattr user.e2b.KEY (key
+   lower-cased, the first value of a repeated one) of every file written,
+   the whole set (a replaced file keeps none of its old ones), and the
+   entries answered carry the metadata read back from the file ("metadata",
+   left out when none: a file system without user xattrs keeps the body
+   and drops the metadata, as envd).
 
    Different from envd, on purpose: an upload goes to a temporary file next
    to its target and is renamed into place once whole, so a failed or cut
@@ -36,6 +42,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +56,8 @@
 #define GZ_RATIO 100ULL /* far past what real data compresses to */
 #define GZ_SLACK (64ULL * 1024 * 1024)
 #define MAX_ENTRIES 100000
+#define META_HDR "x-metadata-" /* X-Metadata-KEY: VALUE, lower-cased */
+#define META_XATTR "user.e2b."
 
 enum { UP_NONE = 0, UP_RAW, UP_MULTIPART };
 
@@ -605,12 +614,126 @@ static int file_write(files_x *x, const uint8_t *p, size_t n) {
   return 0;
 }
 
+/* ---- Metadata (X-Metadata-KEY headers, user.e2b.KEY xattrs) ------------- */
+
+/* The key of request header |i| when it is an X-Metadata one that counts
+   (not empty, not a repeat of an earlier one: the first value wins), else
+   NULL; its value in |*v|, |*vl|. */
+static const char *meta_key(const conch_http *h, size_t i, const char **v,
+                            size_t *vl) {
+  const char *name, *key;
+
+  if (conch_http_header_at(h, i, &name, v, vl) != 0 ||
+      strncmp(name, META_HDR, sizeof(META_HDR) - 1) != 0) {
+    return NULL;
+  }
+  key = name + sizeof(META_HDR) - 1;
+  if (key[0] == '\0') {
+    return NULL;
+  }
+  for (size_t j = 0; j < i; j++) {
+    const char *other;
+    if (conch_http_header_at(h, j, &other, NULL, NULL) == 0 &&
+        strcmp(other, name) == 0) {
+      return NULL;
+    }
+  }
+  return key;
+}
+
+/* Refuses what no xattr can hold (a name past XATTR_NAME_MAX, a value
+   past XATTR_SIZE_MAX) before anything is written.  Returns 0 or
+   answered. */
+static int meta_check(files_x *x) {
+  size_t n = conch_http_header_count(x->h);
+
+  for (size_t i = 0; i < n; i++) {
+    const char *v;
+    size_t vl;
+    const char *key = meta_key(x->h, i, &v, &vl);
+    if (key == NULL) {
+      continue;
+    }
+    if (sizeof(META_XATTR) - 1 + strlen(key) > 255) {
+      fail(x, 400, "invalid metadata: key '%.64s...' is longer than %zu bytes",
+           key, 255 - (sizeof(META_XATTR) - 1));
+      return -1;
+    }
+    if (vl > 65536) {
+      fail(x, 400, "invalid metadata: the value of '%.64s' is longer than "
+                   "65536 bytes", key);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Puts the upload's metadata on the file being written.  Returns 0 or
+   answered (the temporary file removed). */
+static int meta_write(files_x *x) {
+  size_t n = conch_http_header_count(x->h);
+  char name[256];
+
+  for (size_t i = 0; i < n; i++) {
+    const char *v;
+    size_t vl;
+    const char *key = meta_key(x->h, i, &v, &vl);
+    int e;
+    if (key == NULL) {
+      continue;
+    }
+    (void)snprintf(name, sizeof(name), "%s%s", META_XATTR, key);
+    if (fsetxattr(x->fd, name, v, vl, 0) == 0) {
+      continue;
+    }
+    e = errno;
+    if (e == ENOTSUP || e == EOPNOTSUPP) {
+      return 0; /* kept without metadata, as envd; the answer shows none */
+    }
+    close(x->fd);
+    x->fd = -1;
+    file_abort(x);
+    if (e == ENOSPC || e == EDQUOT) {
+      fail(x, 507, "not enough space for file metadata: %s", strerror(e));
+    } else {
+      fail(x, 500, "error writing file metadata: %s", strerror(e));
+    }
+    return -1;
+  }
+  return 0;
+}
+
+/* ,"metadata":{...} of |path| as it is on disk, nothing when it has none. */
+static void meta_json(files_x *x, const char *path) {
+  const conch_mem *mem = x->srv->mem;
+  fs_entry fe;
+
+  memset(&fe, 0, sizeof(fe));
+  if (srv_fs_entry_info(path, &fe) != 0) {
+    return;
+  }
+  for (size_t i = 0; i < fe.e.n_metadata; i++) {
+    (void)srv_buf_append(&x->resp, mem, i == 0 ? ",\"metadata\":{" : ",",
+                         i == 0 ? 13 : 1);
+    json_str(&x->resp, mem, fe.e.metadata[i]->key);
+    (void)srv_buf_append(&x->resp, mem, ":", 1);
+    json_str(&x->resp, mem, fe.e.metadata[i]->value);
+  }
+  if (fe.e.n_metadata > 0) {
+    (void)srv_buf_append(&x->resp, mem, "}", 1);
+  }
+  srv_fs_entry_clear(&fe);
+}
+
 /* The file is whole: renamed into place, listed.  |shown| is the path
    the entry names.  Returns 0 or answered. */
 static int file_done(files_x *x, const char *shown) {
   const conch_mem *mem = x->srv->mem;
   char **w;
 
+  if (meta_write(x) != 0) {
+    return -1;
+  }
   if (close(x->fd) != 0) {
     int e = errno;
     x->fd = -1;
@@ -637,8 +760,6 @@ static int file_done(files_x *x, const char *shown) {
   srv_fs_as_server(x->srv, &x->user);
   free(x->tmp);
   x->tmp = NULL;
-  free(x->target);
-  x->target = NULL;
   w = realloc(x->written, (x->nwritten + 1) * sizeof(*w));
   if (w == NULL || x->nwritten >= MAX_ENTRIES) {
     free(w == NULL ? NULL : NULL);
@@ -661,7 +782,11 @@ static int file_done(files_x *x, const char *shown) {
   json_str(&x->resp, mem, shown);
   (void)srv_buf_append(&x->resp, mem, ",\"name\":", 8);
   json_str(&x->resp, mem, base_name(shown));
-  (void)srv_buf_append(&x->resp, mem, ",\"type\":\"file\"}", 15);
+  (void)srv_buf_append(&x->resp, mem, ",\"type\":\"file\"", 14);
+  meta_json(x, x->target);
+  (void)srv_buf_append(&x->resp, mem, "}", 1);
+  free(x->target);
+  x->target = NULL;
   return 0;
 }
 
@@ -1176,6 +1301,9 @@ static void request(conch_http *h, void *ud) {
     }
     x->zinit = 1;
     x->gz = 1;
+  }
+  if (meta_check(x) != 0) {
+    return;
   }
   const char *ct = conch_http_header(h, "content-type");
   char mt[64];

@@ -724,6 +724,20 @@ CONCH_EXTERN const char *conch_http_query(const conch_http *h);
     and connection-specific fields are not headers. */
 CONCH_EXTERN const char *conch_http_header(const conch_http *h,
                                            const char *name);
+/** The number of request headers of |h|, every one conch_http_header()
+    finds (0 for NULL). */
+CONCH_EXTERN size_t conch_http_header_count(const conch_http *h);
+/**
+ * Gives the |i|-th request header, in no promised order: |*name| (lower
+ * case) and |*value| (NUL-terminated, |*len| bytes before the NUL), each
+ * pointer NULL to skip it, borrowed until the exchange ends.  A header sent
+ * twice is two entries.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |h|, |i| out of range).
+ */
+CONCH_EXTERN int conch_http_header_at(const conch_http *h, size_t i,
+                                      const char **name, const char **value,
+                                      size_t *len);
 /** The peer's uid on a Unix socket (SO_PEERCRED), -1 otherwise. */
 CONCH_EXTERN long conch_http_peer_uid(const conch_http *h);
 /** The server of |h|. */

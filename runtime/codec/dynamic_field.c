@@ -1,0 +1,334 @@
+/* A field's default value and its JSON name, for the builder of
+   dynamic.c (conch/dynamic.h): proto2 defaults as
+   FieldDescriptorProto.default_value writes them, and [json_name]s, the
+   derived ones dropped and the custom ones kept for the JSON codec. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <conch/dynamic.h>
+
+#include "dynamic_int.h"
+#include "mem_int.h"
+
+/* A bytes field's default as FieldDescriptorProto.default_value writes it:
+   C-escaped, as protoc's CEscape (\n \r \t \" \' \\ \? \a \b \f \v,
+   octal \NNN of 1 to 3 digits, hex \xH and \xHH).  In the arena, or NULL
+   with an error. */
+static const void *bytes_default(conch_dynamic *d, const char *msg,
+                                 const ProtobufCFieldDescriptor *fd,
+                                 const uint8_t *s, size_t sl, int *rc) {
+  ProtobufCBinaryData *b = conch__dyn_alloc(d, sizeof(*b));
+  uint8_t *out = conch__dyn_alloc(d, sl > 0 ? sl : 1);
+  size_t i = 0, n = 0;
+
+  if (b == NULL || out == NULL) {
+    *rc = conch__dyn_nomem(d);
+    return NULL;
+  }
+  while (i < sl) {
+    uint8_t c = s[i++];
+    if (c != '\\') {
+      out[n++] = c;
+      continue;
+    }
+    if (i == sl) {
+      goto bad;
+    }
+    c = s[i++];
+    switch (c) {
+    case 'n':
+      out[n++] = '\n';
+      break;
+    case 'r':
+      out[n++] = '\r';
+      break;
+    case 't':
+      out[n++] = '\t';
+      break;
+    case 'a':
+      out[n++] = '\a';
+      break;
+    case 'b':
+      out[n++] = '\b';
+      break;
+    case 'f':
+      out[n++] = '\f';
+      break;
+    case 'v':
+      out[n++] = '\v';
+      break;
+    case '"':
+    case '\'':
+    case '\\':
+    case '?':
+      out[n++] = c;
+      break;
+    case 'x':
+    case 'X': {
+      unsigned v = 0, k;
+      for (k = 0; k < 2 && i < sl; k++, i++) {
+        uint8_t h = s[i];
+        unsigned dv = h >= '0' && h <= '9'   ? (unsigned)(h - '0')
+                      : h >= 'a' && h <= 'f' ? (unsigned)(h - 'a' + 10)
+                      : h >= 'A' && h <= 'F' ? (unsigned)(h - 'A' + 10)
+                                             : 16u;
+        if (dv == 16) {
+          break;
+        }
+        v = v * 16 + dv;
+      }
+      if (k == 0) {
+        goto bad;
+      }
+      out[n++] = (uint8_t)v;
+      break;
+    }
+    default:
+      if (c >= '0' && c <= '7') {
+        unsigned v = (unsigned)(c - '0'), k;
+        for (k = 1; k < 3 && i < sl && s[i] >= '0' && s[i] <= '7'; k++, i++) {
+          v = v * 8 + (unsigned)(s[i] - '0');
+        }
+        if (v > 0xff) {
+          goto bad;
+        }
+        out[n++] = (uint8_t)v;
+        break;
+      }
+      goto bad;
+    }
+  }
+  b->data = out;
+  b->len = n;
+  *rc = 0;
+  return b;
+bad:
+  *rc = conch__dyn_fail(d, CONCH_ERR_INVALID,
+                        "%.300s.%.100s: bad bytes default", msg, fd->name);
+  return NULL;
+}
+
+/* A proto2 default's value in the arena, or NULL with an error. */
+const void *conch__dyn_default(conch_dynamic *d, const char *msg,
+                               const ProtobufCFieldDescriptor *fd,
+                               const uint8_t *s, size_t sl, int *rc) {
+  char buf[128];
+  char *end = NULL;
+  void *v;
+
+  *rc = 0;
+  if (fd->type == PROTOBUF_C_TYPE_STRING) {
+    v = conch__dyn_strndup(d, (const char *)s, sl);
+    if (v == NULL) {
+      *rc = conch__dyn_nomem(d);
+    }
+    return v;
+  }
+  if (fd->type == PROTOBUF_C_TYPE_BYTES) {
+    return bytes_default(d, msg, fd, s, sl, rc);
+  }
+  if (sl >= sizeof(buf)) {
+    goto bad;
+  }
+  memcpy(buf, s, sl);
+  buf[sl] = '\0';
+  v = conch__dyn_alloc(d, 8);
+  if (v == NULL) {
+    *rc = conch__dyn_nomem(d);
+    return NULL;
+  }
+  errno = 0;
+  switch (fd->type) {
+  case PROTOBUF_C_TYPE_INT32:
+  case PROTOBUF_C_TYPE_SINT32:
+  case PROTOBUF_C_TYPE_SFIXED32: {
+    long long x = strtoll(buf, &end, 0);
+    if (x < INT32_MIN || x > INT32_MAX) {
+      goto bad;
+    }
+    *(int32_t *)v = (int32_t)x;
+    break;
+  }
+  case PROTOBUF_C_TYPE_UINT32:
+  case PROTOBUF_C_TYPE_FIXED32: {
+    unsigned long long x = strtoull(buf, &end, 0);
+    if (x > UINT32_MAX || buf[0] == '-') {
+      goto bad;
+    }
+    *(uint32_t *)v = (uint32_t)x;
+    break;
+  }
+  case PROTOBUF_C_TYPE_INT64:
+  case PROTOBUF_C_TYPE_SINT64:
+  case PROTOBUF_C_TYPE_SFIXED64:
+    *(int64_t *)v = (int64_t)strtoll(buf, &end, 0);
+    break;
+  case PROTOBUF_C_TYPE_UINT64:
+  case PROTOBUF_C_TYPE_FIXED64:
+    if (buf[0] == '-') {
+      goto bad;
+    }
+    *(uint64_t *)v = (uint64_t)strtoull(buf, &end, 0);
+    break;
+  case PROTOBUF_C_TYPE_FLOAT:
+    *(float *)v = strtof(buf, &end);
+    errno = 0;
+    break;
+  case PROTOBUF_C_TYPE_DOUBLE:
+    *(double *)v = strtod(buf, &end);
+    errno = 0;
+    break;
+  case PROTOBUF_C_TYPE_BOOL:
+    if (strcmp(buf, "true") == 0) {
+      *(protobuf_c_boolean *)v = 1;
+    } else if (strcmp(buf, "false") != 0) {
+      goto bad;
+    }
+    end = buf + sl;
+    break;
+  case PROTOBUF_C_TYPE_ENUM: {
+    const ProtobufCEnumValue *ev =
+        protobuf_c_enum_descriptor_get_value_by_name(fd->descriptor, buf);
+    if (ev == NULL) {
+      goto bad;
+    }
+    *(int *)v = ev->value;
+    end = buf + sl;
+    break;
+  }
+  default:
+    goto bad;
+  }
+  if (errno != 0 || end == buf || *end != '\0') {
+    goto bad;
+  }
+  return v;
+bad:
+  *rc = conch__dyn_fail(d, CONCH_ERR_INVALID,
+                        "%.300s.%.100s: bad default value", msg, fd->name);
+  return NULL;
+}
+
+const char conch__dyn_json_mark[] = "conch_dynamic json_name";
+
+/* Whether |j| (|jl| bytes) is protoc's json name of the field |name|:
+   each '_' dropped and the letter after it upper-cased. */
+static int derived_json(const char *name, const uint8_t *j, size_t jl) {
+  size_t k = 0;
+  int up = 0;
+  for (; *name != '\0'; name++) {
+    char c = *name;
+    if (c == '_') {
+      up = 1;
+      continue;
+    }
+    if (up && c >= 'a' && c <= 'z') {
+      c = (char)(c - 'a' + 'A');
+    }
+    up = 0;
+    if (k == jl || (char)j[k] != c) {
+      return 0;
+    }
+    k++;
+  }
+  return k == jl;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Two fields of one JSON name could not be told apart in JSON (a message
+   written would not read back): refused, as protoc and protobuf-go refuse
+   them in proto3. */
+int conch__dyn_json_names_unique(conch_dynamic *d, const char *msg,
+                                 const ProtobufCFieldDescriptor *fields,
+                                 size_t nf) {
+  char **v, *buf;
+  size_t i, total = 0, at = 0;
+  int rc = 0;
+
+  if (nf < 2) {
+    return 0;
+  }
+  for (i = 0; i < nf; i++) {
+    const char *c = fields[i].reserved2;
+    total += strlen(c != NULL ? c : fields[i].name) + 1;
+  }
+  v = conch__malloc(&d->mem, nf * sizeof(*v));
+  buf = conch__malloc(&d->mem, total);
+  if (v == NULL || buf == NULL) {
+    conch__free(&d->mem, v);
+    conch__free(&d->mem, buf);
+    return conch__dyn_nomem(d);
+  }
+  for (i = 0; i < nf; i++) {
+    const char *c = fields[i].reserved2, *p;
+    int up = 0;
+    v[i] = buf + at;
+    if (c != NULL) {
+      size_t n = strlen(c) + 1;
+      memcpy(buf + at, c, n);
+      at += n;
+      continue;
+    }
+    for (p = fields[i].name; *p != '\0'; p++) {
+      char ch = *p;
+      if (ch == '_') {
+        up = 1;
+        continue;
+      }
+      if (up && ch >= 'a' && ch <= 'z') {
+        ch = (char)(ch - 'a' + 'A');
+      }
+      up = 0;
+      buf[at++] = ch;
+    }
+    buf[at++] = '\0';
+  }
+  qsort(v, nf, sizeof(*v), cmp_str);
+  for (i = 1; i < nf; i++) {
+    if (strcmp(v[i - 1], v[i]) == 0) {
+      rc = conch__dyn_fail(d, CONCH_ERR_INVALID,
+                           "%.300s: two fields with the JSON name \"%.100s\"",
+                           msg, v[i]);
+      break;
+    }
+  }
+  conch__free(&d->mem, v);
+  conch__free(&d->mem, buf);
+  return rc;
+}
+
+/* A [json_name = ...] that is not the derived one, kept for the JSON codec
+   (pbjson_int.h, conch__pbj_custom_name()). */
+int conch__dyn_json_name(conch_dynamic *d, dmsg *dm, const char *msg,
+                         ProtobufCFieldDescriptor *fd, const pfield *pf) {
+  size_t k;
+  char *jn;
+  if (derived_json(fd->name, pf->json, pf->jl)) {
+    return 0;
+  }
+  if (pf->jl > MAX_NAME) {
+    goto bad;
+  }
+  for (k = 0; k < pf->jl; k++) {
+    if (pf->json[k] < 0x20 || pf->json[k] > 0x7e || pf->json[k] == '"' ||
+        pf->json[k] == '\\') {
+      goto bad;
+    }
+  }
+  jn = conch__dyn_strndup(d, (const char *)pf->json, pf->jl);
+  if (jn == NULL) {
+    return conch__dyn_nomem(d);
+  }
+  (void)dm;
+  fd->reserved2 = jn;
+  return 0;
+bad:
+  return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                         "%.300s.%.100s: a json_name JSON cannot "
+                         "carry unescaped",
+                         msg, fd->name);
+}
