@@ -296,7 +296,7 @@ static int next_import(const conch_reflect *r, const conch_fileset *fs,
     const conch_file_descriptor *f = conch_fileset_file_at(fs, i);
     rd rr = rd_of(f->data, f->len);
     fld fl;
-    while (conch__dyn_next(&rr, &fl) == 1) {
+    while (conch__pbw_next(&rr, &fl) == 1) {
       if (fl.num != 3 || fl.wt != 2 || fs_has(fs, fl.data, fl.len) ||
           is_missing(r, fl.data, fl.len)) {
         continue;

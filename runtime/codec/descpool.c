@@ -1,14 +1,15 @@
 /* A pool of FileDescriptorProtos (conch/descriptor.h): files by name,
    symbols by full name, extensions by extendee and number.  The bytes are
-   read with a small wire reader of our own (the runtime has no
-   descriptor.proto types): only names, imports and extension numbers are
-   taken from them. */
+   read with the codec's small wire reader (pbwire.h, defined here; the
+   runtime has no descriptor.proto types): only names, imports and
+   extension numbers are taken from them. */
 #include <string.h>
 
 #include <conch/descriptor.h>
 #include <conch/status.h>
 
 #include "mem_int.h"
+#include "pbwire.h"
 
 #define MAX_DEPTH 64
 
@@ -34,19 +35,7 @@ struct conch_descpool {
   size_t nexts, exts_cap;
 };
 
-/* ---- The wire ------------------------------------------------------------ */
-
-typedef struct rd {
-  const uint8_t *p, *end;
-} rd;
-
-typedef struct fld {
-  uint32_t num;
-  int wt;
-  uint64_t v;          /* varint value */
-  const uint8_t *data; /* length-delimited */
-  size_t len;
-} fld;
+/* ---- The wire (pbwire.h) ------------------------------------------------ */
 
 static int rd_varint(rd *r, uint64_t *out) {
   uint64_t v = 0;
@@ -66,8 +55,7 @@ static int rd_varint(rd *r, uint64_t *out) {
   return -1;
 }
 
-/* The next field: 1, 0 at the end, -1 when the bytes are not protobuf. */
-static int rd_next(rd *r, fld *f) {
+int conch__pbw_next(rd *r, fld *f) {
   uint64_t key;
   if (r->p == r->end) {
     return 0;
@@ -171,7 +159,7 @@ static int name_of(const uint8_t *p, size_t len, const uint8_t **name,
   int rv;
   *name = NULL;
   *nlen = 0;
-  while ((rv = rd_next(&r, &f)) > 0) {
+  while ((rv = conch__pbw_next(&r, &f)) > 0) {
     if (f.num == 1 && f.wt == 2) {
       *name = f.data;
       *nlen = f.len;
@@ -195,7 +183,7 @@ static int gather_field(gather *g, const char *scope, const uint8_t *p,
   int32_t number = 0;
   int rv;
 
-  while ((rv = rd_next(&r, &f)) > 0) {
+  while ((rv = conch__pbw_next(&r, &f)) > 0) {
     if (f.num == 1 && f.wt == 2) {
       name = f.data;
       nlen = f.len;
@@ -206,8 +194,7 @@ static int gather_field(gather *g, const char *scope, const uint8_t *p,
       number = (int32_t)(uint32_t)f.v;
     }
   }
-  if (rv < 0 || name == NULL || nlen == 0 ||
-      memchr(name, '\0', nlen) != NULL) {
+  if (rv < 0 || name == NULL || nlen == 0 || memchr(name, '\0', nlen) != NULL) {
     return -1;
   }
   if (add_pending(g, join(g, scope, name, nlen),
@@ -216,8 +203,7 @@ static int gather_field(gather *g, const char *scope, const uint8_t *p,
   }
   if (ext) {
     ext_entry *e;
-    if (extendee == NULL || elen == 0 ||
-        memchr(extendee, '\0', elen) != NULL) {
+    if (extendee == NULL || elen == 0 || memchr(extendee, '\0', elen) != NULL) {
       return -1;
     }
     if (extendee[0] == '.') { /* protoc writes them fully qualified */
@@ -263,7 +249,7 @@ static int gather_enum(gather *g, const char *scope, const uint8_t *p,
   if (add_pending(g, full, CONCH_SYMBOL_ENUM) != 0) {
     return -1;
   }
-  while ((rv = rd_next(&r, &f)) > 0) {
+  while ((rv = conch__pbw_next(&r, &f)) > 0) {
     if (f.num == 2 && f.wt == 2) {
       const uint8_t *vn;
       size_t vl;
@@ -294,7 +280,7 @@ static int gather_message(gather *g, const char *scope, const uint8_t *p,
     return -1;
   }
   /* |full| is owned by the pending list now, which outlives this walk. */
-  while ((rv = rd_next(&r, &f)) > 0) {
+  while ((rv = conch__pbw_next(&r, &f)) > 0) {
     if (f.wt != 2) {
       continue;
     }
@@ -330,7 +316,7 @@ static int gather_service(gather *g, const char *scope, const uint8_t *p,
   if (add_pending(g, full, CONCH_SYMBOL_SERVICE) != 0) {
     return -1;
   }
-  while ((rv = rd_next(&r, &f)) > 0) {
+  while ((rv = conch__pbw_next(&r, &f)) > 0) {
     if (f.num == 2 && f.wt == 2) {
       const uint8_t *mn;
       size_t ml;
@@ -350,7 +336,7 @@ static int gather_file(gather *g, const conch_file_descriptor *fd) {
   char *pkg = NULL;
   int rv;
 
-  while ((rv = rd_next(&r, &f)) > 0) {
+  while ((rv = conch__pbw_next(&r, &f)) > 0) {
     if (f.num == 2 && f.wt == 2) {
       conch__free(&g->pool->mem, pkg);
       pkg = conch__strndup(&g->pool->mem, (const char *)f.data, f.len);
@@ -365,7 +351,7 @@ static int gather_file(gather *g, const conch_file_descriptor *fd) {
     return -1;
   }
   r.p = fd->data;
-  while ((rv = rd_next(&r, &f)) > 0) {
+  while ((rv = conch__pbw_next(&r, &f)) > 0) {
     const char *scope = pkg != NULL ? pkg : "";
     if (f.wt != 2) {
       continue;
@@ -623,8 +609,9 @@ const conch_file_descriptor *conch_descpool_symbol(const conch_descpool *pool,
   return e->fd;
 }
 
-const conch_file_descriptor *conch_descpool_extension(
-    const conch_descpool *pool, const char *extendee, int32_t number) {
+const conch_file_descriptor *
+conch_descpool_extension(const conch_descpool *pool, const char *extendee,
+                         int32_t number) {
   size_t i;
   if (pool == NULL || extendee == NULL) {
     return NULL;
@@ -666,7 +653,7 @@ size_t conch_descpool_n_files(const conch_descpool *pool) {
   return pool != NULL ? pool->nfiles : 0;
 }
 
-const conch_file_descriptor *conch_descpool_file_at(
-    const conch_descpool *pool, size_t i) {
+const conch_file_descriptor *conch_descpool_file_at(const conch_descpool *pool,
+                                                    size_t i) {
   return pool != NULL && i < pool->nfiles ? pool->files[i] : NULL;
 }

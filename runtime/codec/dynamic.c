@@ -136,71 +136,12 @@ static void rollback(conch_dynamic *d) {
 
 /* ---- The wire (dynamic_int.h) ------------------------------------------ */
 
-static int rd_varint(rd *r, uint64_t *out) {
-  uint64_t v = 0;
-  int shift;
-  for (shift = 0; shift < 64; shift += 7) {
-    uint8_t c;
-    if (r->p == r->end) {
-      return -1;
-    }
-    c = *r->p++;
-    v |= (uint64_t)(c & 0x7f) << shift;
-    if ((c & 0x80) == 0) {
-      *out = v;
-      return 0;
-    }
-  }
-  return -1;
-}
-
-int conch__dyn_next(rd *r, fld *f) {
-  uint64_t key;
-  if (r->p == r->end) {
-    return 0;
-  }
-  if (rd_varint(r, &key) != 0 || (key >> 3) == 0 || (key >> 3) > 0x1fffffff) {
-    return -1;
-  }
-  f->num = (uint32_t)(key >> 3);
-  f->wt = (int)(key & 7);
-  f->data = NULL;
-  f->len = 0;
-  f->v = 0;
-  switch (f->wt) {
-  case 0:
-    return rd_varint(r, &f->v) == 0 ? 1 : -1;
-  case 1:
-    if ((size_t)(r->end - r->p) < 8) {
-      return -1;
-    }
-    r->p += 8;
-    return 1;
-  case 2:
-    if (rd_varint(r, &f->v) != 0 || f->v > (uint64_t)(r->end - r->p)) {
-      return -1;
-    }
-    f->data = r->p;
-    f->len = (size_t)f->v;
-    r->p += f->len;
-    return 1;
-  case 5:
-    if ((size_t)(r->end - r->p) < 4) {
-      return -1;
-    }
-    r->p += 4;
-    return 1;
-  default:
-    return -1;
-  }
-}
-
 int conch__dyn_get_str(const uint8_t *p, size_t n, uint32_t num,
                        const uint8_t **s, size_t *sl) {
   rd r = rd_of(p, n);
   fld f;
   int rc, found = 0;
-  while ((rc = conch__dyn_next(&r, &f)) == 1) {
+  while ((rc = conch__pbw_next(&r, &f)) == 1) {
     if (f.num == num && f.wt == 2) {
       *s = f.data;
       *sl = f.len;
@@ -214,7 +155,7 @@ static int get_varint(const uint8_t *p, size_t n, uint32_t num, uint64_t *v) {
   rd r = rd_of(p, n);
   fld f;
   int rc, found = 0;
-  while ((rc = conch__dyn_next(&r, &f)) == 1) {
+  while ((rc = conch__pbw_next(&r, &f)) == 1) {
     if (f.num == num && f.wt == 0) {
       *v = f.v;
       found = 1;
@@ -316,7 +257,7 @@ static int locate(conch_dynamic *d, const conch_file_descriptor *fd,
     if (dot == NULL && want == 0) {
       break; /* services are not nested */
     }
-    while ((rc = conch__dyn_next(&r, &f)) == 1) {
+    while ((rc = conch__pbw_next(&r, &f)) == 1) {
       const uint8_t *s = NULL;
       size_t sl = 0;
       if (f.num != want || f.wt != 2) {
@@ -407,7 +348,7 @@ static int build_enum(conch_dynamic *d, const char *name,
     return rc;
   }
   r = rd_of(dc.data, dc.len);
-  while ((rc = conch__dyn_next(&r, &f)) == 1) {
+  while ((rc = conch__pbw_next(&r, &f)) == 1) {
     nv += f.num == 2 && f.wt == 2;
   }
   if (nv > MAX_FIELDS) {
@@ -425,7 +366,7 @@ static int build_enum(conch_dynamic *d, const char *name,
   }
   r = rd_of(dc.data, dc.len);
   i = 0;
-  while (conch__dyn_next(&r, &f) == 1) {
+  while (conch__pbw_next(&r, &f) == 1) {
     const uint8_t *s = NULL;
     size_t sl = 0;
     uint64_t num = 0;
@@ -471,7 +412,7 @@ static int build_enum(conch_dynamic *d, const char *name,
      number's index among the unique ones. */
   r = rd_of(dc.data, dc.len);
   i = 0;
-  while (conch__dyn_next(&r, &f) == 1) {
+  while (conch__pbw_next(&r, &f) == 1) {
     const uint8_t *s = NULL;
     size_t sl = 0, lo = 0, hi = nu;
     uint64_t num = 0;
@@ -544,7 +485,7 @@ static int enum_first(conch_dynamic *d, const ProtobufCEnumDescriptor *ed,
     return rc;
   }
   r = rd_of(dc.data, dc.len);
-  while (conch__dyn_next(&r, &f) == 1) {
+  while (conch__pbw_next(&r, &f) == 1) {
     uint64_t num = 0;
     if (f.num == 2 && f.wt == 2) {
       (void)get_varint(f.data, f.len, 2, &num);
@@ -565,7 +506,7 @@ static int parse_field(const uint8_t *p, size_t n, pfield *pf) {
   memset(pf, 0, sizeof(*pf));
   pf->oneof = -1;
   pf->packed = -1;
-  while ((rc = conch__dyn_next(&r, &f)) == 1) {
+  while ((rc = conch__pbw_next(&r, &f)) == 1) {
     switch (f.num) {
     case 1:
       if (f.wt == 2) {
@@ -735,7 +676,7 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
   int rc;
 
   r = rd_of(dc->data, dc->len);
-  while ((rc = conch__dyn_next(&r, &f)) == 1) {
+  while ((rc = conch__pbw_next(&r, &f)) == 1) {
     nf += f.num == 2 && f.wt == 2;
     noneof += f.num == 8 && f.wt == 2;
   }
@@ -762,7 +703,7 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
   off = sizeof(ProtobufCMessage);
   r = rd_of(dc->data, dc->len);
   i = 0;
-  while (conch__dyn_next(&r, &f) == 1) {
+  while (conch__pbw_next(&r, &f) == 1) {
     ProtobufCFieldDescriptor *fd = &fields[i];
     pfield pf;
     ProtobufCType t;
@@ -1202,7 +1143,7 @@ static int build_method(conch_dynamic *d, const char *name,
     return rc;
   }
   r = rd_of(dc.data, dc.len);
-  while ((rc = conch__dyn_next(&r, &f)) == 1) {
+  while ((rc = conch__pbw_next(&r, &f)) == 1) {
     const uint8_t *s, *in = NULL, *outn = NULL, *opt = NULL;
     size_t nl = 0, inl = 0, outl = 0, optl = 0;
     uint64_t cs = 0, ss = 0, idem = 0;
@@ -1298,7 +1239,7 @@ static int nth_method(conch_dynamic *d, const char *svc, size_t i, char *mname,
     return rc;
   }
   r = rd_of(dc.data, dc.len);
-  while ((rc = conch__dyn_next(&r, &f)) == 1) {
+  while ((rc = conch__pbw_next(&r, &f)) == 1) {
     const uint8_t *s = NULL;
     size_t nl = 0;
     if (f.num != 2 || f.wt != 2) {

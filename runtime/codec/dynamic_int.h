@@ -11,6 +11,7 @@
 #include <conch/dynamic.h>
 
 #include "mem_int.h"
+#include "pbwire.h"
 
 #define NBUCKETS 256
 #define MAX_NAME 4096 /* a full name */
@@ -120,30 +121,9 @@ int conch__dyn_json_names_unique(conch_dynamic *d, const char *msg,
 
 /* ---- The wire ------------------------------------------------------------ */
 
-typedef struct rd {
-  const uint8_t *p, *end;
-} rd;
-
-typedef struct fld {
-  uint32_t num;
-  int wt;
-  uint64_t v;
-  const uint8_t *data;
-  size_t len;
-} fld;
-
-/* The next field of |r|: 1 a field in |f|; 0 the end; -1 not protobuf. */
-int conch__dyn_next(rd *r, fld *f);
 /* The string field |num| of the message |p|: 1 found, 0 not, -1 bad. */
 int conch__dyn_get_str(const uint8_t *p, size_t n, uint32_t num,
                        const uint8_t **s, size_t *sl);
-
-static inline rd rd_of(const uint8_t *p, size_t n) {
-  rd r;
-  r.p = p;
-  r.end = p + n;
-  return r;
-}
 
 static inline int name_eq(const uint8_t *s, size_t n, const char *z,
                           size_t zl) {

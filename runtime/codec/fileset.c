@@ -100,7 +100,7 @@ int conch_fileset_add_file(conch_fileset *fs, const uint8_t *fdp, size_t len) {
     return CONCH_ERR_INVALID;
   }
   r = rd_of(fdp, len);
-  while ((rc = conch__dyn_next(&r, &fl)) == 1) {
+  while ((rc = conch__pbw_next(&r, &fl)) == 1) {
     ndeps += fl.num == 3 && fl.wt == 2;
   }
   if (rc < 0 || conch__dyn_get_str(fdp, len, 1, &s, &sl) != 1 || sl == 0 ||
@@ -153,7 +153,7 @@ int conch_fileset_add_set(conch_fileset *fs, const uint8_t *set, size_t len) {
     return CONCH_ERR_INVALID;
   }
   r = rd_of(set, len);
-  while ((rc = conch__dyn_next(&r, &f)) == 1) {
+  while ((rc = conch__pbw_next(&r, &f)) == 1) {
     if (f.num == 1 && f.wt == 2) {
       int arc = conch_fileset_add_file(fs, f.data, f.len);
       if (arc != 0) {
@@ -222,7 +222,7 @@ int conch_fileset_to_pool(conch_fileset *fs, conch_descpool *pool) {
     size_t k = 0;
     rd r = rd_of(f->data, f->fd.len);
     fld fl;
-    while (conch__dyn_next(&r, &fl) == 1 && k < f->ndeps) {
+    while (conch__pbw_next(&r, &fl) == 1 && k < f->ndeps) {
       set_file *dep;
       if (fl.num != 3 || fl.wt != 2) {
         continue;
