@@ -156,6 +156,9 @@ static void down_pump(conch_http *h, void *ud) {
   assert_int_equal(conch_http_end(h), 0);
 }
 
+/* test_download's X-Probe header, seen through conch_http_header_at(). */
+static atomic_int down_probe_seen;
+
 static void down_request(conch_http *h, void *ud) {
   const char *q = conch_http_query(h);
   down_state *d = calloc(1, sizeof(*d));
@@ -178,6 +181,9 @@ static void down_request(conch_http *h, void *ud) {
       }
       first = conch_http_header(h, name);
       assert_non_null(first);
+      if (strcmp(name, "x-probe") == 0 && strcmp(value, "One") == 0) {
+        atomic_store(&down_probe_seen, 1);
+      }
     }
     assert_int_equal(conch_http_header_at(h, nh, NULL, NULL, NULL),
                      CONCH_ERR_INVALID);
@@ -438,9 +444,12 @@ static void test_download(void **state) {
   for (size_t i = 0; i < 2; i++) {
     for (int nolen = 0; nolen < 2; nolen++) {
       snprintf(cmd, sizeof(cmd),
-               "curl -sS --max-time 60 %s -D - -o %s '%s/down?n=%lld&nolen=%d'",
+               "curl -sS --max-time 60 %s -H 'X-Probe: One' -D - -o %s "
+               "'%s/down?n=%lld&nolen=%d'",
                modes[i], path, fx->url, n, nolen);
+      atomic_store(&down_probe_seen, 0);
       out = run(cmd);
+      assert_int_equal(atomic_load(&down_probe_seen), 1);
       if (strstr(out, " 200") == NULL || !file_is_pattern(path, n)) {
         fail_msg("%s nolen=%d: %s", modes[i], nolen, out);
       }
