@@ -709,9 +709,7 @@ static void meta_json(files_x *x, const char *path) {
   fs_entry fe;
 
   memset(&fe, 0, sizeof(fe));
-  if (srv_fs_entry_info(path, &fe) != 0) {
-    return;
-  }
+  srv_fs_entry_metadata(&fe, path); /* no stat, no owner lookup */
   for (size_t i = 0; i < fe.e.n_metadata; i++) {
     (void)srv_buf_append(&x->resp, mem, i == 0 ? ",\"metadata\":{" : ",",
                          i == 0 ? 13 : 1);

@@ -324,7 +324,7 @@ void srv_fs_entry_clear(fs_entry *x) {
 
 /* The user.e2b.* xattrs of |path| (following a symlink, as envd), best
    effort: none on any failure, non-UTF-8 ones skipped. */
-static void entry_metadata(fs_entry *x, const char *path) {
+void srv_fs_entry_metadata(fs_entry *x, const char *path) {
   char names[FS_XATTR_BYTES];
   ssize_t n = listxattr(path, names, sizeof(names));
   size_t cnt = 0, used = 0;
@@ -457,7 +457,7 @@ int srv_fs_entry_info(const char *path, fs_entry *x) {
     x->mtime.nanos = (int32_t)sb.st_mtim.tv_nsec;
     x->e.modified_time = &x->mtime;
   }
-  entry_metadata(x, path);
+  srv_fs_entry_metadata(x, path);
   return 0;
 }
 

@@ -55,6 +55,9 @@ void srv_fs_as_server(const srv_server *srv, const srv_user *u);
    Returns 0 or an errno. */
 int srv_fs_entry_info(const char *path, fs_entry *x);
 void srv_fs_entry_clear(fs_entry *x);
+/* Only the metadata of |path| (its user.e2b.* xattrs) into |x|'s
+   e.metadata, best effort; freed by srv_fs_entry_clear(). */
+void srv_fs_entry_metadata(fs_entry *x, const char *path);
 
 /* Ends |rpc| with |code| and the formatted message. */
 void CONCH_PRINTF(3, 4)
