@@ -178,6 +178,25 @@ int proc_count_cmdline(const char *cmdline) {
   return count;
 }
 
+long proc_wait_count(const char *cmdline, int want, long limit_ms, int *left) {
+  long long t0 = conch_now_ms();
+  int n;
+
+  for (;;) {
+    n = proc_count_cmdline(cmdline);
+    if (left != NULL) {
+      *left = n;
+    }
+    if (n == want) {
+      return (long)(conch_now_ms() - t0);
+    }
+    if (conch_now_ms() - t0 > limit_ms) {
+      return -1;
+    }
+    conch_sleep_ms(5);
+  }
+}
+
 static long long proc_field(pid_t pid, const char *file, const char *key) {
   char path[64];
   char line[256];

@@ -40,6 +40,10 @@ int serve_stop(serve_peer *p, int wait_ms);
 int proc_leftovers(pid_t ppid, const pid_t *pgids, size_t n, pid_t *first);
 /* Live processes whose command line (args joined by spaces) is |cmdline|. */
 int proc_count_cmdline(const char *cmdline);
+/* Polls until exactly |want| processes run |cmdline|.  Returns the ms it
+   took, or -1 after |limit_ms| (with the count left in |*left|, which may
+   be NULL). */
+long proc_wait_count(const char *cmdline, int want, long limit_ms, int *left);
 /* VmRSS of |pid| in KiB, or -1. */
 long proc_rss_kb(pid_t pid);
 /* wchar of /proc/pid/io, or -1. */

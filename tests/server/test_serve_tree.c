@@ -169,28 +169,6 @@ static void show_markers(void) {
   }
 }
 
-/* Polls until exactly |want| processes run |cmdline|.  Returns the ms it
-   took, or -1 after |limit_ms| (with the count left in |*left|). */
-static long wait_count(const char *cmdline, int want, long limit_ms,
-                       int *left) {
-  long long t0 = conch_now_ms();
-  int n;
-
-  for (;;) {
-    n = proc_count_cmdline(cmdline);
-    if (left != NULL) {
-      *left = n;
-    }
-    if (n == want) {
-      return (long)(conch_now_ms() - t0);
-    }
-    if (conch_now_ms() - t0 > limit_ms) {
-      return -1;
-    }
-    conch_sleep_ms(5);
-  }
-}
-
 /* Polls until no live process is in the groups |pids|.  Returns how many
    were left at the end. */
 static int wait_groups_gone(const pid_t *pids, size_t n) {
@@ -219,7 +197,7 @@ static conch_call *start_tree(conch_client *c, const start_opts *o,
   assert_int_equal(proc_count_cmdline(marker), 0); /* none from before */
   call = start_call(c, o, r, pid, "sh", "-c", script, NULL);
   assert_non_null(call);
-  if (wait_count(marker, 3, WAIT_MS, NULL) < 0) {
+  if (proc_wait_count(marker, 3, WAIT_MS, NULL) < 0) {
     show_markers();
     fail_msg("the tree of %s did not start", marker);
   }
@@ -249,7 +227,7 @@ static void test_term_tree(void **state) {
   t0 = conch_now_ms();
   assert_int_equal(send_signal(c, pid, NULL, 15, msg, sizeof(msg)),
                    CONCH_CODE_OK);
-  wait_count(sleep_mark("601.1"), 0, WAIT_MS, &left);
+  proc_wait_count(sleep_mark("601.1"), 0, WAIT_MS, &left);
   ms = (long)(conch_now_ms() - t0);
   measure("SendSignal TERM, plain tree", ms, left);
   assert_int_equal(left, 0);
@@ -281,7 +259,7 @@ static void test_deadline_tree(void **state) {
   t0 = conch_now_ms();
   call = start_tree(c, &o, &r, &pid, mark("601.2"));
   conch_call_free(call); /* the client goes: the deadline still holds */
-  wait_count(sleep_mark("601.2"), 0, WAIT_MS, &left);
+  proc_wait_count(sleep_mark("601.2"), 0, WAIT_MS, &left);
   measure("Start deadline 3000 ms, plain tree (ms after the deadline)",
           (long)(conch_now_ms() - t0) - o.timeout_ms, left);
   assert_int_equal(left, 0);
@@ -319,7 +297,7 @@ static void test_close_sequence_tree(void **state) {
   t0 = conch_now_ms();
   close_sequence(c, pid, 2000, &r);
   assert_true(r.has_end);
-  wait_count(sleep_mark("601.3"), 0, WAIT_MS, &left);
+  proc_wait_count(sleep_mark("601.3"), 0, WAIT_MS, &left);
   measure("close sequence (grace 2000 ms), plain tree",
           (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
@@ -349,7 +327,7 @@ static void trapping_case(int late) {
 
   call = start_call(c, NULL, &r, &pid, "sh", "-c", script, NULL);
   assert_non_null(call);
-  assert_true(wait_count(marker, 1, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(marker, 1, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   if (late) {
     assert_int_equal(send_signal(c, pid, NULL, 15, msg, sizeof(msg)),
@@ -376,7 +354,7 @@ static void trapping_case(int late) {
   if (conch_now_ms() - t0 < 1500) {
     assert_int_equal(proc_count_cmdline(marker), 1);
   }
-  wait_count(marker, 0, WAIT_MS, &left);
+  proc_wait_count(marker, 0, WAIT_MS, &left);
   ms = (long)(conch_now_ms() - t0);
   measure(late ? "close sequence (grace 2000 ms), TERM-trapping grandchild, "
                  "Connect after the leader's end"
@@ -417,23 +395,24 @@ static void test_setsid_survives(void **state) {
   call = start_call(c, NULL, &r, &pid, "sh", "-c",
                     marked("setsid sleep 603.1 & sleep 603.2 & wait"), NULL);
   assert_non_null(call);
-  assert_true(wait_count(sleep_mark("603.1"), 1, WAIT_MS, NULL) >= 0);
-  assert_true(wait_count(sleep_mark("603.2"), 1, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("603.1"), 1, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("603.2"), 1, WAIT_MS, NULL) >= 0);
   escaped = pid_of(sleep_mark("603.1"));
   assert_true(escaped > 0);
   assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
                    CONCH_CODE_OK);
   drain_call(c, call, &r);
   conch_call_free(call);
-  assert_true(wait_count(sleep_mark("603.2"), 0, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("603.2"), 0, WAIT_MS, NULL) >= 0);
   /* It left the group on purpose: still running. */
   assert_true(conch_proc_alive(escaped));
   kill(escaped, SIGKILL);
-  assert_true(wait_count(sleep_mark("603.1"), 0, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("603.1"), 0, WAIT_MS, NULL) >= 0);
   conch_client_free(c);
 }
 
-/* ---- PTY: a shell's job groups -------------------------------------------- */
+/* ---- PTY: a shell's job groups --------------------------------------------
+ */
 
 static void test_pty_job_groups(void **state) {
   conch_client *c = client_new(srv.url);
@@ -452,10 +431,10 @@ static void test_pty_job_groups(void **state) {
   o.pty_rows = 24;
   call = start_call(c, &o, &r, &pid, "sh", "-i", NULL);
   assert_non_null(call);
-  assert_int_equal(send_input(c, pid, NULL, 1, line, strlen(line), 0, msg,
-                              sizeof(msg)),
-                   CONCH_CODE_OK);
-  assert_true(wait_count(sleep_mark("604.1"), 1, WAIT_MS, NULL) >= 0);
+  assert_int_equal(
+      send_input(c, pid, NULL, 1, line, strlen(line), 0, msg, sizeof(msg)),
+      CONCH_CODE_OK);
+  assert_true(proc_wait_count(sleep_mark("604.1"), 1, WAIT_MS, NULL) >= 0);
   job = pid_of(sleep_mark("604.1"));
   /* Job control put it in a group of its own (same session). */
   assert_true(job > 0);
@@ -463,7 +442,7 @@ static void test_pty_job_groups(void **state) {
   t0 = conch_now_ms();
   assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
                    CONCH_CODE_OK);
-  wait_count(sleep_mark("604.1"), 0, WAIT_MS, &left);
+  proc_wait_count(sleep_mark("604.1"), 0, WAIT_MS, &left);
   measure("SendSignal KILL, PTY shell with a background job",
           (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
@@ -473,7 +452,8 @@ static void test_pty_job_groups(void **state) {
   conch_client_free(c);
 }
 
-/* ---- Many at once ------------------------------------------------------------
+/* ---- Many at once
+ * ------------------------------------------------------------
  */
 
 static void test_many_trees(void **state) {
@@ -493,13 +473,13 @@ static void test_many_trees(void **state) {
                           marked("sleep 605.1 & sleep 605.1 & wait"), NULL);
     assert_non_null(calls[i]);
   }
-  assert_true(wait_count(sleep_mark("605.1"), 2 * N, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("605.1"), 2 * N, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   for (i = 0; i < N; i++) {
     assert_int_equal(send_signal(c, pids[i], NULL, 15, msg, sizeof(msg)),
                      CONCH_CODE_OK);
   }
-  wait_count(sleep_mark("605.1"), 0, WAIT_MS, &left);
+  proc_wait_count(sleep_mark("605.1"), 0, WAIT_MS, &left);
   measure("SendSignal TERM to 40 trees", (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
   for (i = 0; i < N; i++) {
@@ -510,7 +490,8 @@ static void test_many_trees(void **state) {
   conch_client_free(c);
 }
 
-/* ---- Shutdown, and envd's pid-only way ---------------------------------------
+/* ---- Shutdown, and envd's pid-only way
+ * ---------------------------------------
  */
 
 static void test_shutdown_tree(void **state) {
@@ -527,11 +508,11 @@ static void test_shutdown_tree(void **state) {
   assert_int_equal(serve_start(&p, args), 0);
   c = client_new(p.url);
   tree = start_tree(c, NULL, &r, &pids[0], mark("606.1"));
-  stubborn = start_call(c, NULL, &r, &pids[1], "sh", "-c",
-                        marked("sh -c 'trap \"\" TERM; sleep 606.2' & wait"),
-                        NULL);
+  stubborn =
+      start_call(c, NULL, &r, &pids[1], "sh", "-c",
+                 marked("sh -c 'trap \"\" TERM; sleep 606.2' & wait"), NULL);
   assert_non_null(stubborn);
-  assert_true(wait_count(sleep_mark("606.2"), 1, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("606.2"), 1, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   assert_int_equal(serve_stop(&p, 15000), 0);
   measure("server shutdown (grace 1000 ms), tree + TERM-trapping grandchild",
@@ -571,7 +552,7 @@ static void test_deadline_outlives_retention(void **state) {
   drain_call(c, call, &r);
   conch_call_free(call);
   assert_string_equal(r.status, "exit status 0");
-  assert_true(wait_count(sleep_mark("612.1"), 1, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("612.1"), 1, WAIT_MS, NULL) >= 0);
   /* Past the retention, the entry is still there for its deadline. */
   conch_sleep_ms(600);
   if (conch_now_ms() - t0 < 2500) { /* well before the deadline */
@@ -582,7 +563,7 @@ static void test_deadline_outlives_retention(void **state) {
     assert_true(r.has_end);
     assert_int_equal(proc_count_cmdline(sleep_mark("612.1")), 1);
   }
-  wait_count(sleep_mark("612.1"), 0, WAIT_MS, &left);
+  proc_wait_count(sleep_mark("612.1"), 0, WAIT_MS, &left);
   ms = (long)(conch_now_ms() - t0);
   measure("Start deadline 4000 ms, background child of an ended shell, "
           "retention 300 ms (ms from Start)",
@@ -620,17 +601,17 @@ static void test_server_killed(void **state) {
                         marked("sleep 611.3 & sleep 611.3 & wait"), NULL);
   assert_non_null(calls[1]);
   assert_non_null(calls[2]);
-  assert_true(wait_count(sleep_mark("611.2"), 1, WAIT_MS, NULL) >= 0);
-  assert_true(wait_count(sleep_mark("611.3"), 2, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("611.2"), 1, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("611.3"), 2, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   kill(p.pid, SIGKILL);
   waitpid(p.pid, &ws, 0);
   p.pid = -1;
   close(p.stdin_fd);
-  wait_count(sleep_mark("611.1"), 0, WAIT_MS, &left);
+  proc_wait_count(sleep_mark("611.1"), 0, WAIT_MS, &left);
   left += proc_count_cmdline(sleep_mark("611.2"));
-  wait_count(sleep_mark("611.2"), 0, WAIT_MS, NULL);
-  wait_count(sleep_mark("611.3"), 0, WAIT_MS, NULL);
+  proc_wait_count(sleep_mark("611.2"), 0, WAIT_MS, NULL);
+  proc_wait_count(sleep_mark("611.3"), 0, WAIT_MS, NULL);
   measure("server killed (SIGKILL): tree, TERM+HUP-ignoring grandchild, PTY "
           "tree",
           (long)(conch_now_ms() - t0),
@@ -670,10 +651,9 @@ static void test_server_killed_in_grace(void **state) {
   assert_int_equal(serve_start(&p, NULL), 0);
   c = client_new(p.url);
   call = start_call(c, NULL, &r, &pid, "sh", "-c",
-                    marked("sh -c 'trap \"\" TERM; sleep 613.1' & wait"),
-                    NULL);
+                    marked("sh -c 'trap \"\" TERM; sleep 613.1' & wait"), NULL);
   assert_non_null(call);
-  assert_true(wait_count(marker, 1, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(marker, 1, WAIT_MS, NULL) >= 0);
   /* The close: TERM, then a Connect whose deadline is the grace. */
   assert_int_equal(send_signal(c, pid, NULL, 15, msg, sizeof(msg)),
                    CONCH_CODE_OK);
@@ -688,7 +668,7 @@ static void test_server_killed_in_grace(void **state) {
   waitpid(p.pid, &ws, 0);
   p.pid = -1;
   close(p.stdin_fd);
-  wait_count(marker, 0, WAIT_MS, &left);
+  proc_wait_count(marker, 0, WAIT_MS, &left);
   measure("server killed (SIGKILL) in a close's grace, TERM-ignoring "
           "grandchild",
           (long)(conch_now_ms() - t0), left);
@@ -797,7 +777,7 @@ static void test_pid_only_leaks(void **state) {
   assert_true(r.has_end);
   assert_string_equal(r.status, "signal: terminated");
   /* Past the grace: nothing more comes for them. */
-  assert_true(wait_count(sleep_mark("607.1"), 0, 2500, &left) < 0);
+  assert_true(proc_wait_count(sleep_mark("607.1"), 0, 2500, &left) < 0);
   measure("pid-only server, close sequence (grace 1000 ms), plain tree", -1,
           left);
   if (left != 3) {
@@ -820,7 +800,7 @@ static void test_pid_only_leaks(void **state) {
     }
     assert_false(conch_proc_alive(pid));
     /* ... and nothing else is. */
-    assert_true(wait_count(sleep_mark("607.2"), 0, 1000, &left) < 0);
+    assert_true(proc_wait_count(sleep_mark("607.2"), 0, 1000, &left) < 0);
     measure("pid-only server, Start deadline 3000 ms, plain tree", -1, left);
     assert_int_equal(left, 3);
   }
@@ -875,12 +855,12 @@ static void test_leader_on_pid_only_server(void **state) {
   /* The close sequence, plain tree: TERM is forwarded to the group. */
   call = start_led(c, NULL, &r, &pid, tree);
   assert_non_null(call);
-  assert_true(wait_count(sleep_mark("608.1"), 3, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("608.1"), 3, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   close_sequence(c, pid, 2000, &r);
   assert_true(r.has_end);
   assert_string_equal(r.status, "signal: terminated");
-  wait_count(sleep_mark("608.1"), 0, WAIT_MS, &left);
+  proc_wait_count(sleep_mark("608.1"), 0, WAIT_MS, &left);
   measure("pid-only server + tree-leader, close sequence (grace 2000 ms), "
           "plain tree",
           (long)(conch_now_ms() - t0), left);
@@ -892,11 +872,11 @@ static void test_leader_on_pid_only_server(void **state) {
   call = start_led(c, NULL, &r, &pid,
                    marked("sh -c 'trap \"\" TERM; sleep 608.2' & wait"));
   assert_non_null(call);
-  assert_true(wait_count(sleep_mark("608.2"), 1, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("608.2"), 1, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   close_sequence(c, pid, 2000, &r);
   assert_true(r.has_end);
-  wait_count(sleep_mark("608.2"), 0, WAIT_MS, &left);
+  proc_wait_count(sleep_mark("608.2"), 0, WAIT_MS, &left);
   ms = (long)(conch_now_ms() - t0);
   measure("pid-only server + tree-leader, close sequence (grace 2000 ms), "
           "TERM-trapping grandchild",
@@ -907,14 +887,14 @@ static void test_leader_on_pid_only_server(void **state) {
 
   /* SendSignal KILL: the leader cannot forward it; its watcher sees it
      die and KILLs the group. */
-  call = start_led(c, NULL, &r, &pid,
-                   marked("sleep 608.3 & sleep 608.3 & wait"));
+  call =
+      start_led(c, NULL, &r, &pid, marked("sleep 608.3 & sleep 608.3 & wait"));
   assert_non_null(call);
-  assert_true(wait_count(sleep_mark("608.3"), 2, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("608.3"), 2, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   assert_int_equal(send_signal(c, pid, NULL, 9, msg, sizeof(msg)),
                    CONCH_CODE_OK);
-  wait_count(sleep_mark("608.3"), 0, WAIT_MS, &left);
+  proc_wait_count(sleep_mark("608.3"), 0, WAIT_MS, &left);
   measure("pid-only server + tree-leader, SendSignal KILL, 2 children",
           (long)(conch_now_ms() - t0), left);
   assert_int_equal(left, 0);
@@ -926,12 +906,12 @@ static void test_leader_on_pid_only_server(void **state) {
   o.timeout_ms = 3000;
   call = start_led(c, &o, &r, &pid, marked("sleep 608.4 & sleep 608.4 & wait"));
   assert_non_null(call);
-  assert_true(wait_count(sleep_mark("608.4"), 2, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("608.4"), 2, WAIT_MS, NULL) >= 0);
   drain_call(c, call, &r); /* ends with the deadline, as the server's */
   conch_call_free(call);
   assert_int_equal(r.code, CONCH_CODE_DEADLINE_EXCEEDED);
   t0 = conch_now_ms();
-  wait_count(sleep_mark("608.4"), 0, WAIT_MS, &left);
+  proc_wait_count(sleep_mark("608.4"), 0, WAIT_MS, &left);
   measure("pid-only server + tree-leader, Start deadline 3000 ms, 2 children "
           "(ms after the call's deadline)",
           (long)(conch_now_ms() - t0), left);
@@ -985,10 +965,10 @@ static void test_leader_on_group_server(void **state) {
                    marked("sh -c 'trap \"\" TERM; sleep 610.1' & "
                           "sleep 610.1 & wait"));
   assert_non_null(call);
-  assert_true(wait_count(sleep_mark("610.1"), 2, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("610.1"), 2, WAIT_MS, NULL) >= 0);
   close_sequence(c, pid, 1000, &r);
   assert_string_equal(r.status, "signal: terminated");
-  wait_count(sleep_mark("610.1"), 0, WAIT_MS, &left);
+  proc_wait_count(sleep_mark("610.1"), 0, WAIT_MS, &left);
   assert_int_equal(left, 0);
   conch_call_free(call);
   run_cmd(c, NULL, &r, "/bin/sh", "-c", leader_text(), "tree-leader", "2", "sh",
@@ -1021,10 +1001,10 @@ static void test_pty_on_pid_only_server(void **state) {
                            "sleep 609.1 & wait"),
                     NULL);
   assert_non_null(call);
-  assert_true(wait_count(sleep_mark("609.1"), 3, WAIT_MS, NULL) >= 0);
+  assert_true(proc_wait_count(sleep_mark("609.1"), 3, WAIT_MS, NULL) >= 0);
   t0 = conch_now_ms();
   close_sequence(c, pid, 2000, &r);
-  wait_count(sleep_mark("609.1"), 0, 5000, &left);
+  proc_wait_count(sleep_mark("609.1"), 0, 5000, &left);
   measure("pid-only server, PTY, close sequence (grace 2000 ms), plain tree "
           "(kernel SIGHUP)",
           (long)(conch_now_ms() - t0), left);
