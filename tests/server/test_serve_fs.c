@@ -4,6 +4,7 @@
    request's user (as root: another user's permissions decide), and the
    watchers' bounds (10,000 asked, the cap given, none outliving its
    stream or its budget). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -22,7 +23,9 @@
 #include "filesystem/filesystem.conch.h"
 #include "support.h"
 
-#define MAX_WATCHERS 100
+/* More than the kernel's 128 inotify instances per user: the server's
+   watchers share one. */
+#define MAX_WATCHERS 300
 #define MAX_EVENTS 50
 #define IDLE_MS 3000
 
@@ -828,6 +831,157 @@ static void test_polling(void **state) {
 
 /* ---- Bounds ------------------------------------------------------------------ */
 
+/* A WatchDir client that stops reading is ended once more than its bound
+   (2 MiB) is queued for it, with envd's overflow error; a watcher of the
+   same directory that reads goes on, unharmed by the shared inotify
+   queue. */
+static void test_watch_slow_reader(void **state) {
+  static const char *const hdrs[] = {"content-type",
+                                     "application/connect+proto",
+                                     "connect-protocol-version", "1", NULL};
+  Filesystem__WatchDirRequest req = FILESYSTEM__WATCH_DIR_REQUEST__INIT;
+  char name[256], path[512], last[256], code[64], msg[256];
+  watch_state ws;
+  h2_resp slow;
+  h2_conn *hc;
+  uint8_t *body;
+  size_t len;
+  int nfiles = 0;
+
+  (void)state;
+  assert_int_equal(mkdir(tpath("slow"), 0755), 0);
+  req.path = tpath("slow");
+  body = envelope(0, &req.base, &len);
+  assert_non_null(body);
+  assert_int_equal(h2_open(&hc, srv.port), 0);
+  assert_true(h2_submit(hc, "POST", "/filesystem.Filesystem/WatchDir", hdrs,
+                        body, len, &slow) > 0);
+  (void)h2_run(hc, 300); /* the request out; then it is not read */
+  watch_start(&ws, tpath("slow"), 0, NULL);
+  watch_until(&ws, watch_started);
+  assert_int_equal(ws.nstart, 1);
+  /* 12 batches of 500 files made and removed, 240-byte names: about
+     3 MiB of events for each watcher.  Each batch waits for the reading
+     watcher to have it all, so the kernel's queue never fills. */
+  for (int b = 0; b < 12; b++) {
+    int64_t until = conch_now_ms() + 60000;
+
+    for (int i = 0; i < 500; i++, nfiles++) {
+      int fd;
+
+      snprintf(name, sizeof(name), "%0240d", nfiles);
+      snprintf(path, sizeof(path), "%s/%s", tpath("slow"), name);
+      fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+      assert_true(fd >= 0);
+      close(fd);
+      assert_int_equal(unlink(path), 0);
+    }
+    memcpy(last, name, sizeof(last));
+    while (!ws.ended && conch_now_ms() < until) {
+      Filesystem__WatchDirResponse *m = NULL;
+      int rv = filesystem__filesystem__watch_dir_recv(ws.call, &m);
+      int done = 0;
+
+      if (rv == CONCH_ERR_AGAIN) {
+        (void)conch_client_run(cli, 50);
+        continue;
+      }
+      if (rv != 0) {
+        ws.ended = 1;
+        break;
+      }
+      done = m->event_case ==
+                 FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_FILESYSTEM &&
+             m->filesystem->type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_REMOVE &&
+             strcmp(m->filesystem->name, last) == 0;
+      conch_message_free(cli, &m->base);
+      if (done) {
+        break;
+      }
+    }
+    assert_false(ws.ended);
+    assert_true(conch_now_ms() < until);
+  }
+  /* The slow one, read at last: what was queued, then its end. */
+  assert_int_equal(h2_run(hc, 60000), 0);
+  assert_int_equal(slow.status, 200);
+  connect_error(&slow, 1, code, sizeof(code), msg, sizeof(msg));
+  assert_string_equal(code, "internal");
+  assert_string_equal(msg,
+                      "watcher error: fsnotify: queue or buffer overflow");
+  assert_true(slow.len > (2u << 20));
+  assert_true(slow.len < (3u << 20));
+  /* The reading one goes on. */
+  write_file(tpath("slow/after"), "a");
+  wait_event(&ws, "after", FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CREATE);
+  conch_call_cancel(ws.call.base);
+  conch_call_free(ws.call.base);
+  h2_resp_free(&slow);
+  h2_close(hc);
+  free(body);
+}
+
+/* The server's open inotify descriptors. */
+static int server_inotify_fds(void) {
+  char dir[64], link[400], target[300];
+  struct dirent *de;
+  int n = 0;
+  DIR *d;
+
+  snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)srv.pid);
+  d = opendir(dir);
+  if (d == NULL) {
+    return -1;
+  }
+  while ((de = readdir(d)) != NULL) {
+    ssize_t k;
+
+    snprintf(link, sizeof(link), "%s/%s", dir, de->d_name);
+    k = readlink(link, target, sizeof(target) - 1);
+    if (k > 0) {
+      target[k] = '\0';
+      n += strstr(target, "inotify") != NULL;
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+/* Polls the watchers |ids| until each has had a create event of |name|
+   (the events before it taken too). */
+static void wait_all_saw(char (*ids)[64], int n, const char *name) {
+  static unsigned char seen[MAX_WATCHERS];
+  int64_t until = conch_now_ms() + 60000;
+  int left = n;
+
+  memset(seen, 0, sizeof(seen));
+  while (left > 0) {
+    for (int i = 0; i < n; i++) {
+      Filesystem__GetWatcherEventsResponse *r = NULL;
+
+      if (seen[i]) {
+        continue;
+      }
+      assert_code(get_events(ids[i], &r), CONCH_CODE_OK);
+      for (size_t j = 0; j < r->n_events; j++) {
+        if (r->events[j]->type == FILESYSTEM__EVENT_TYPE__EVENT_TYPE_CREATE &&
+            strcmp(r->events[j]->name, name) == 0) {
+          seen[i] = 1;
+          left--;
+          break;
+        }
+      }
+      conch_message_free(cli, &r->base);
+    }
+    if (left > 0) {
+      if (conch_now_ms() > until) {
+        fail_msg("%d of %d watchers did not see %s", left, n, name);
+      }
+      conch_sleep_ms(20);
+    }
+  }
+}
+
 static void test_many_watchers(void **state) {
   static char ids[MAX_WATCHERS][64];
   watch_state ws;
@@ -863,6 +1017,13 @@ static void test_many_watchers(void **state) {
   assert_int_equal(ok, MAX_WATCHERS - 1);
   assert_int_equal(refused, 10000 - (MAX_WATCHERS - 1));
   assert_non_null(strstr(last_msg, "too many watchers"));
+  assert_int_equal(server_inotify_fds(), 1);
+  /* Each of them sees a new subdirectory, watches it (the same wd for
+     all), and sees what is made in it. */
+  assert_int_equal(mkdir(tpath("many/sub"), 0755), 0);
+  wait_all_saw(ids, ok, "sub");
+  write_file(tpath("many/sub/f"), "f");
+  wait_all_saw(ids, ok, "sub/f");
   /* The stream's watcher goes with the stream. */
   conch_call_cancel(ws.call.base);
   conch_call_free(ws.call.base);
@@ -889,6 +1050,7 @@ int main(void) {
       cmocka_unit_test(test_remove),       cmocka_unit_test(test_users),
       cmocka_unit_test(test_watch_dir),    cmocka_unit_test(test_polling),
       cmocka_unit_test(test_many_watchers),
+      cmocka_unit_test(test_watch_slow_reader),
   };
 
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

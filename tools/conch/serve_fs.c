@@ -1148,6 +1148,7 @@ int srv_fs_start(srv_server *srv) {
   }
   fs->srv = srv;
   srv_list_init(&fs->watchers);
+  srv_watch_init(&fs->in_w, -1, NULL);
   n = getgroups(0, NULL);
   if (n > 0) {
     fs->groups = calloc((size_t)n, sizeof(*fs->groups));

@@ -14,11 +14,23 @@
 /* Directories deeper than this are not descended into by Remove. */
 #define FS_MAX_DEPTH 4096
 
+typedef struct fs_wdref fs_wdref;
+typedef struct fs_sub fs_sub;
+
 typedef struct srv_fs {
   srv_server *srv;
   Filesystem__Filesystem_Handlers h;
   srv_link watchers; /* every fs_watcher */
   size_t nwatchers;
+  /* The inotify instance all watchers share (fd -1 while none is), and
+     its watch descriptors: an open-addressing table, half full at most,
+     and the copy of one descriptor's watchers an event goes to
+     (serve_fs_watch.c). */
+  srv_watch in_w;
+  fs_wdref **wdtab;
+  size_t capwd, nwd;
+  fs_sub *snap;
+  size_t capsnap;
   gid_t *groups; /* the server's own supplementary groups */
   int ngroups;
 } srv_fs;

@@ -2,11 +2,17 @@
    (CreateWatcher, GetWatcherEvents, RemoveWatcher) of the
    filesystem.Filesystem service (serve_fs.c), as envd answers them.
 
+   All the watchers of a server share one inotify instance (the kernel
+   allows 128 per user, on a machine shared with everything else the user
+   runs): a table maps each watch descriptor to the watchers that watch
+   its directory (a directory watched by several has one descriptor,
+   removed when the last of them lets go), and an event goes to each.
+
    Watchers are bounded: at most cfg.fs_max_watchers at a time (WatchDir
-   streams and polling watchers together, each one inotify instance), a
-   WatchDir stream stops reading inotify while its client is more than
-   WATCH_HIGH bytes behind (the kernel's queue then overflows and the
-   stream ends with internal, as envd's does), a polling watcher holds at
+   streams and polling watchers together), a WatchDir stream whose client
+   is more than WATCH_MAX bytes behind ends with internal (as envd's does
+   when its inotify queue overflows; a shared queue cannot wait for the
+   slowest reader), a polling watcher holds at
    most cfg.fs_max_events untaken events and FS_POLL_BYTES bytes of them
    (past that it stops with resource_exhausted, said by the next
    GetWatcherEvents) and goes after cfg.fs_idle_ms without a
@@ -26,10 +32,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* A WatchDir client this far behind stops the reading of its inotify
-   queue until it is back under WATCH_LOW. */
-#define WATCH_HIGH (1u << 20)
-#define WATCH_LOW (256u << 10)
+/* A WatchDir client this far behind is ended: about what the 1 MiB it
+   was allowed before plus a full kernel queue (16,384 events) held. */
+#define WATCH_MAX (2u << 20)
 /* The packed events one polling watcher may hold. */
 #define FS_POLL_BYTES (4u << 20)
 
@@ -51,7 +56,7 @@ typedef struct fs_event {
 struct fs_watcher {
   srv_link link; /* fs->watchers */
   srv_fs *fs;
-  srv_watch in_w; /* the inotify fd */
+  int watching; /* its wds are in the table (until its end) */
   srv_user user;
   char *root; /* the watched path, as resolved */
   int recursive;
@@ -62,7 +67,6 @@ struct fs_watcher {
   conch_rpc *rpc;
   int64_t keepalive_ms;
   srv_timer keepalive_t;
-  int paused;
   /* Polling: the id, the events not taken, the end it met. */
   char id[48];
   fs_event *head, **tail;
@@ -81,13 +85,181 @@ struct fs_watcher {
 static void watcher_free(fs_watcher *w);
 static void on_inotify(srv_watch *sw, uint32_t events);
 
-static const char *wd_path(const fs_watcher *w, int wd) {
-  for (size_t i = 0; i < w->nwds; i++) {
-    if (w->wds[i].wd == wd) {
-      return w->wds[i].path;
+/* ---- The shared instance and its table ------------------------------------ */
+
+/* A watch descriptor and who watches it (each with its path for it, the
+   watcher's own copy in its wds). */
+typedef struct fs_sub {
+  fs_watcher *w;
+  const char *path;
+} fs_sub;
+
+struct fs_wdref {
+  int wd;
+  size_t nsubs, capsubs;
+  fs_sub *subs;
+};
+
+static size_t wd_slot(const srv_fs *fs, int wd) {
+  return ((unsigned)wd * 2654435761u) & (fs->capwd - 1);
+}
+
+static fs_wdref *wd_find(const srv_fs *fs, int wd) {
+  if (fs->capwd == 0) {
+    return NULL;
+  }
+  for (size_t i = wd_slot(fs, wd);; i = (i + 1) & (fs->capwd - 1)) {
+    if (fs->wdtab[i] == NULL || fs->wdtab[i]->wd == wd) {
+      return fs->wdtab[i];
     }
   }
-  return NULL;
+}
+
+static void wd_place(srv_fs *fs, fs_wdref *r) {
+  size_t i = wd_slot(fs, r->wd);
+
+  while (fs->wdtab[i] != NULL) {
+    i = (i + 1) & (fs->capwd - 1);
+  }
+  fs->wdtab[i] = r;
+}
+
+/* The entry of |wd|, made if new.  NULL when out of memory. */
+static fs_wdref *wd_ref(srv_fs *fs, int wd) {
+  fs_wdref *r = wd_find(fs, wd);
+
+  if (r != NULL) {
+    return r;
+  }
+  if ((fs->nwd + 1) * 2 > fs->capwd) { /* at most half full */
+    size_t nc = fs->capwd == 0 ? 64 : fs->capwd * 2;
+    fs_wdref **old = fs->wdtab;
+    size_t oc = fs->capwd;
+    fs_wdref **nt = calloc(nc, sizeof(*nt));
+
+    if (nt == NULL) {
+      return NULL;
+    }
+    fs->wdtab = nt;
+    fs->capwd = nc;
+    for (size_t i = 0; i < oc; i++) {
+      if (old[i] != NULL) {
+        wd_place(fs, old[i]);
+      }
+    }
+    free(old);
+  }
+  r = calloc(1, sizeof(*r));
+  if (r == NULL) {
+    return NULL;
+  }
+  r->wd = wd;
+  wd_place(fs, r);
+  fs->nwd++;
+  return r;
+}
+
+/* Takes |r| out of the table (linear probing: the run after it moves
+   back) and frees it. */
+static void wd_drop(srv_fs *fs, fs_wdref *r) {
+  size_t i = wd_slot(fs, r->wd);
+  size_t j;
+
+  while (fs->wdtab[i] != r) {
+    i = (i + 1) & (fs->capwd - 1);
+  }
+  fs->wdtab[i] = NULL;
+  for (j = (i + 1) & (fs->capwd - 1); fs->wdtab[j] != NULL;
+       j = (j + 1) & (fs->capwd - 1)) {
+    fs_wdref *m = fs->wdtab[j];
+
+    fs->wdtab[j] = NULL;
+    wd_place(fs, m);
+  }
+  fs->nwd--;
+  free(r->subs);
+  free(r);
+}
+
+static int sub_index(const fs_wdref *r, const fs_watcher *w) {
+  for (size_t i = 0; i < r->nsubs; i++) {
+    if (r->subs[i].w == w) {
+      return (int)i;
+    }
+  }
+  return -1;
+}
+
+/* |w| lets go of |wd|; the last one to removes the watch. */
+static void wd_unsub(srv_fs *fs, fs_watcher *w, int wd) {
+  fs_wdref *r = wd_find(fs, wd);
+  int i;
+
+  if (r == NULL || (i = sub_index(r, w)) < 0) {
+    return;
+  }
+  r->subs[i] = r->subs[--r->nsubs];
+  if (r->nsubs == 0) {
+    (void)inotify_rm_watch(fs->in_w.fd, wd);
+    wd_drop(fs, r);
+  }
+}
+
+/* The shared instance, opened by the first watcher.  Returns 0 or an
+   errno. */
+static int inotify_open(srv_fs *fs) {
+  int fd;
+
+  if (fs->in_w.fd >= 0) {
+    return 0;
+  }
+  fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) {
+    return errno;
+  }
+  srv_watch_init(&fs->in_w, fd, on_inotify);
+  if (srv_watch_set(&fs->srv->loop, &fs->in_w, EPOLLIN) != 0) {
+    int e = errno != 0 ? errno : ENOMEM;
+    close(fd);
+    fs->in_w.fd = -1;
+    return e;
+  }
+  return 0;
+}
+
+/* Closed with the last watcher: an idle server holds no instance. */
+static void inotify_close_idle(srv_fs *fs) {
+  if (fs->nwatchers > 0 || fs->in_w.fd < 0) {
+    return;
+  }
+  srv_watch_set(&fs->srv->loop, &fs->in_w, 0);
+  close(fs->in_w.fd);
+  fs->in_w.fd = -1;
+  for (size_t i = 0; i < fs->capwd; i++) {
+    if (fs->wdtab[i] != NULL) { /* none: each watcher let go of its own */
+      free(fs->wdtab[i]->subs);
+      free(fs->wdtab[i]);
+    }
+  }
+  free(fs->wdtab);
+  fs->wdtab = NULL;
+  fs->capwd = fs->nwd = 0;
+}
+
+/* |w| lets go of every directory it watches. */
+static void watcher_unwatch(fs_watcher *w) {
+  if (w->watching) {
+    for (size_t i = 0; i < w->nwds; i++) {
+      wd_unsub(w->fs, w, w->wds[i].wd);
+    }
+    w->watching = 0;
+  }
+  for (size_t i = 0; i < w->nwds; i++) {
+    free(w->wds[i].path);
+  }
+  free(w->wds);
+  w->wds = NULL;
+  w->nwds = w->capwds = 0;
 }
 
 static void wd_forget(fs_watcher *w, int wd) {
@@ -100,34 +272,71 @@ static void wd_forget(fs_watcher *w, int wd) {
   }
 }
 
+/* |w| watches |path| by |wd| (just added to the instance).  Returns 0 or
+   ENOMEM (then the watch is removed if nobody else has it). */
+static int wd_sub(fs_watcher *w, int wd, const char *path) {
+  srv_fs *fs = w->fs;
+  fs_wdref *r = wd_ref(fs, wd);
+  char *copy = NULL;
+
+  if (r == NULL) {
+    goto nomem;
+  }
+  if (sub_index(r, w) >= 0) {
+    return 0; /* reached twice (a bind mount): watched once */
+  }
+  if (r->nsubs == r->capsubs) {
+    size_t nc = r->capsubs == 0 ? 2 : r->capsubs * 2;
+    fs_sub *nv = realloc(r->subs, nc * sizeof(*nv));
+    if (nv == NULL) {
+      goto nomem;
+    }
+    r->subs = nv;
+    r->capsubs = nc;
+  }
+  if (w->nwds == w->capwds) {
+    size_t nc = w->capwds == 0 ? 8 : w->capwds * 2;
+    fs_wd *nv = realloc(w->wds, nc * sizeof(*nv));
+    if (nv == NULL) {
+      goto nomem;
+    }
+    w->wds = nv;
+    w->capwds = nc;
+  }
+  copy = strdup(path);
+  if (copy == NULL) {
+    goto nomem;
+  }
+  w->wds[w->nwds].wd = wd;
+  w->wds[w->nwds].path = copy;
+  w->nwds++;
+  r->subs[r->nsubs].w = w;
+  r->subs[r->nsubs].path = copy;
+  r->nsubs++;
+  return 0;
+
+nomem:
+  if (r != NULL && r->nsubs == 0) {
+    (void)inotify_rm_watch(fs->in_w.fd, wd);
+    wd_drop(fs, r);
+  } else if (r == NULL && wd_find(fs, wd) == NULL) {
+    (void)inotify_rm_watch(fs->in_w.fd, wd);
+  }
+  return ENOMEM;
+}
+
 /* Adds |path| (and, recursive, the directories under it) to the watch.
    Returns 0 or an errno. */
 static int watch_add(fs_watcher *w, const char *path, int depth) {
-  int wd = inotify_add_watch(w->in_w.fd, path, IN_MASK | IN_ONLYDIR);
+  int wd = inotify_add_watch(w->fs->in_w.fd, path, IN_MASK | IN_ONLYDIR);
   char **names = NULL;
   ssize_t n;
-  char *copy;
 
   if (wd < 0) {
     return errno;
   }
-  if (wd_path(w, wd) == NULL) {
-    if (w->nwds == w->capwds) {
-      size_t nc = w->capwds == 0 ? 8 : w->capwds * 2;
-      fs_wd *nv = realloc(w->wds, nc * sizeof(*nv));
-      if (nv == NULL) {
-        return ENOMEM;
-      }
-      w->wds = nv;
-      w->capwds = nc;
-    }
-    copy = strdup(path);
-    if (copy == NULL) {
-      return ENOMEM;
-    }
-    w->wds[w->nwds].wd = wd;
-    w->wds[w->nwds].path = copy;
-    w->nwds++;
+  if (wd_sub(w, wd, path) != 0) {
+    return ENOMEM;
   }
   if (!w->recursive || depth > FS_MAX_DEPTH) {
     return 0;
@@ -167,7 +376,6 @@ static int watch_add(fs_watcher *w, const char *path, int depth) {
    stops watching and keeps the error for the next GetWatcherEvents. */
 static void CONCH_PRINTF(3, 4)
     watcher_end(fs_watcher *w, conch_code code, const char *fmt, ...) {
-  srv_server *srv = w->fs->srv;
   char msg[1024];
   va_list ap;
 
@@ -182,31 +390,28 @@ static void CONCH_PRINTF(3, 4)
     srv_fs_fail(rpc, code, "%s", msg);
     return;
   }
-  srv_watch_set(&srv->loop, &w->in_w, 0);
-  if (w->in_w.fd >= 0) {
-    close(w->in_w.fd);
-    w->in_w.fd = -1;
-  }
+  watcher_unwatch(w);
   if (w->err_msg == NULL) {
     w->err_code = code;
     w->err_msg = strdup(msg);
   }
 }
 
-static void send_ws(fs_watcher *w, Filesystem__WatchDirResponse *r) {
+/* Returns 0, or -1 when the watcher ended (and is freed). */
+static int send_ws(fs_watcher *w, Filesystem__WatchDirResponse *r) {
   int rv = conch_rpc_send(w->rpc, &r->base);
 
   if (rv != 0) {
     watcher_end(w, CONCH_CODE_RESOURCE_EXHAUSTED, "cannot send: %s",
                 conch_strerror(rv));
-    return;
+    return -1;
   }
-  if (conch_rpc_queued(w->rpc) > WATCH_HIGH && !w->paused) {
-    /* Behind: the kernel holds the events meanwhile. */
-    w->paused = 1;
-    srv_watch_set(&w->fs->srv->loop, &w->in_w, 0);
-    (void)conch_rpc_notify_drained(w->rpc, WATCH_LOW);
+  if (conch_rpc_queued(w->rpc) > WATCH_MAX) {
+    watcher_end(w, CONCH_CODE_INTERNAL,
+                "watcher error: fsnotify: queue or buffer overflow");
+    return -1;
   }
+  return 0;
 }
 
 static void on_watch_keepalive(srv_timer *t) {
@@ -219,7 +424,7 @@ static void on_watch_keepalive(srv_timer *t) {
   r.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_KEEPALIVE;
   r.keepalive = &ka;
   srv_timer_arm(&srv->loop, &w->keepalive_t, srv_now_ms() + w->keepalive_ms);
-  send_ws(w, &r);
+  (void)send_ws(w, &r);
 }
 
 /* One event: to the stream, or kept for GetWatcherEvents.  Returns 0, or
@@ -233,8 +438,7 @@ static int deliver(fs_watcher *w, Filesystem__FilesystemEvent *ev) {
     r.filesystem = ev;
     srv_timer_arm(&srv->loop, &w->keepalive_t,
                   srv_now_ms() + w->keepalive_ms);
-    send_ws(w, &r);
-    return w->rpc != NULL ? 0 : -1;
+    return send_ws(w, &r);
   } else {
     size_t n = protobuf_c_message_get_packed_size(&ev->base);
     fs_event *e;
@@ -301,25 +505,14 @@ static const char *rel_name(const fs_watcher *w, const char *full) {
   return full;
 }
 
-/* Returns 0, or -1 when the watcher ended. */
-static int handle_event(fs_watcher *w, const struct inotify_event *ie) {
-  const char *dir = wd_path(w, ie->wd);
+/* One event of a directory |w| watches as |dir|.  Returns 0, or -1 when
+   the watcher ended. */
+static int handle_event(fs_watcher *w, const char *dir,
+                        const struct inotify_event *ie) {
   Filesystem__EventType ops[5];
   char *full;
   int nops, rv = 0;
 
-  if (ie->mask & IN_Q_OVERFLOW) {
-    watcher_end(w, CONCH_CODE_INTERNAL,
-                "watcher error: fsnotify: queue or buffer overflow");
-    return -1;
-  }
-  if (dir == NULL) {
-    return 0;
-  }
-  if (ie->mask & IN_IGNORED) {
-    wd_forget(w, ie->wd);
-    return 0;
-  }
   full = ie->len > 0 && ie->name[0] != '\0' ? srv_path_join(dir, ie->name)
                                             : strdup(dir);
   if (full == NULL) {
@@ -377,44 +570,107 @@ static int handle_event(fs_watcher *w, const struct inotify_event *ie) {
   return rv;
 }
 
+/* The watchers of |ie|'s directory, copied: handling an event may end
+   a watcher or add directories (the table changes).  NULL when none. */
+static fs_sub *subs_of(srv_fs *fs, const struct inotify_event *ie,
+                       size_t *n) {
+  fs_wdref *r = wd_find(fs, ie->wd);
+
+  *n = 0;
+  if (r == NULL || r->nsubs == 0) {
+    return NULL;
+  }
+  if (fs->capsnap < r->nsubs) {
+    fs_sub *nv = realloc(fs->snap, r->nsubs * sizeof(*nv));
+    if (nv == NULL) {
+      return NULL; /* (the event is lost for them; memory is out) */
+    }
+    fs->snap = nv;
+    fs->capsnap = r->nsubs;
+  }
+  memcpy(fs->snap, r->subs, r->nsubs * sizeof(*fs->snap));
+  *n = r->nsubs;
+  return fs->snap;
+}
+
+/* The kernel dropped events: whose is not known, so every watcher ends
+   (as each of envd's ends when its own queue overflows). */
+static void on_overflow(srv_fs *fs) {
+  srv_link *l = fs->watchers.next;
+
+  while (l != &fs->watchers) {
+    fs_watcher *w = SRV_CONTAINER(l, fs_watcher, link);
+
+    l = l->next; /* |w| may be freed */
+    if (w->watching) {
+      watcher_end(w, CONCH_CODE_INTERNAL,
+                  "watcher error: fsnotify: queue or buffer overflow");
+    }
+  }
+}
+
+/* The directory of |wd| is gone (removed, or on an unmounted
+   filesystem): nobody watches it any more. */
+static void on_ignored(srv_fs *fs, int wd) {
+  fs_wdref *r = wd_find(fs, wd);
+
+  if (r == NULL) {
+    return; /* ours: removed by wd_unsub() */
+  }
+  for (size_t i = 0; i < r->nsubs; i++) {
+    wd_forget(r->subs[i].w, wd);
+  }
+  wd_drop(fs, r);
+}
+
+static void dispatch(srv_fs *fs, const struct inotify_event *ie) {
+  fs_sub *subs;
+  size_t n;
+
+  if (ie->mask & IN_Q_OVERFLOW) {
+    on_overflow(fs);
+    return;
+  }
+  if (ie->mask & IN_IGNORED) {
+    on_ignored(fs, ie->wd);
+    return;
+  }
+  subs = subs_of(fs, ie, &n);
+  for (size_t i = 0; i < n; i++) {
+    /* Only |subs[i].w| itself can end while its event is handled; the
+       others (and their paths) are still there. */
+    (void)handle_event(subs[i].w, subs[i].path, ie);
+  }
+}
+
 static void on_inotify(srv_watch *sw, uint32_t events) {
-  fs_watcher *w = SRV_CONTAINER(sw, fs_watcher, in_w);
+  srv_fs *fs = SRV_CONTAINER(sw, srv_fs, in_w);
   char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
   ssize_t n;
   int rounds = 0;
 
   (void)events;
   /* A few reads per turn: a busy directory does not hold the loop. */
-  while (rounds++ < 4 && (n = read(sw->fd, buf, sizeof(buf))) > 0) {
+  while (rounds++ < 8 && fs->in_w.fd >= 0 &&
+         (n = read(sw->fd, buf, sizeof(buf))) > 0) {
     for (ssize_t off = 0; off < n;) {
       const struct inotify_event *ie = (const void *)(buf + off);
       off += (ssize_t)(sizeof(*ie) + ie->len);
-      if (handle_event(w, ie) != 0) {
-        return; /* the watcher ended (maybe freed) */
-      }
-    }
-    if (w->paused) {
-      return;
+      dispatch(fs, ie);
     }
   }
 }
 
 static void watcher_free(fs_watcher *w) {
   srv_server *srv = w->fs->srv;
+  srv_fs *fs = w->fs;
   fs_event *e = w->head;
 
   srv_list_remove(&w->link);
-  w->fs->nwatchers--;
+  fs->nwatchers--;
   srv_timer_cancel(&srv->loop, &w->keepalive_t);
   srv_timer_cancel(&srv->loop, &w->idle_t);
-  srv_watch_set(&srv->loop, &w->in_w, 0);
-  if (w->in_w.fd >= 0) {
-    close(w->in_w.fd);
-  }
-  for (size_t i = 0; i < w->nwds; i++) {
-    free(w->wds[i].path);
-  }
-  free(w->wds);
+  watcher_unwatch(w);
   while (e != NULL) {
     fs_event *next = e->next;
     free(e);
@@ -427,6 +683,7 @@ static void watcher_free(fs_watcher *w) {
     conch_rpc_set_data(w->rpc, NULL);
   }
   free(w);
+  inotify_close_idle(fs);
 }
 
 static void on_idle(srv_timer *t) {
@@ -514,15 +771,13 @@ static fs_watcher *watcher_new(srv_server *srv, conch_rpc *rpc, srv_user *u,
   w->keepalive_ms = 90000;
   srv_timer_init(&w->keepalive_t, on_watch_keepalive);
   srv_timer_init(&w->idle_t, on_idle);
-  srv_watch_init(&w->in_w, inotify_init1(IN_NONBLOCK | IN_CLOEXEC),
-                 on_inotify);
   srv_list_push(&fs->watchers, &w->link);
   fs->nwatchers++;
   w->user = *u; /* taken over */
   memset(u, 0, sizeof(*u));
   w->root = path;
-  if (w->in_w.fd < 0) {
-    e = errno;
+  e = inotify_open(fs);
+  if (e != 0) {
     srv_fs_fail(rpc,
          e == EMFILE || e == ENFILE ? CONCH_CODE_RESOURCE_EXHAUSTED
                                     : CONCH_CODE_INTERNAL,
@@ -530,6 +785,7 @@ static fs_watcher *watcher_new(srv_server *srv, conch_rpc *rpc, srv_user *u,
          srv_fs_go_err(e, eb, sizeof(eb)));
     goto fail;
   }
+  w->watching = 1;
   e = watch_add(w, path, 0);
   if (e != 0) {
     srv_fs_fail(rpc,
@@ -538,11 +794,6 @@ static fs_watcher *watcher_new(srv_server *srv, conch_rpc *rpc, srv_user *u,
          "error adding path %s to watcher: %s", path,
          e == ENOSPC ? "no space left on device (the inotify watch limit)"
                      : srv_fs_go_err(e, eb, sizeof(eb)));
-    goto fail;
-  }
-  if (srv_watch_set(&srv->loop, &w->in_w, EPOLLIN) != 0) {
-    srv_fs_fail(rpc, CONCH_CODE_INTERNAL, "error creating watcher: epoll: %s",
-         srv_fs_go_err(errno, eb, sizeof(eb)));
     goto fail;
   }
   srv_fs_as_server(srv, &w->user);
@@ -593,18 +844,7 @@ static void on_watch_dir(Filesystem__Filesystem__WatchDir_Rpc rpc,
   r.event_case = FILESYSTEM__WATCH_DIR_RESPONSE__EVENT_START;
   r.start = &se;
   srv_timer_arm(&srv->loop, &w->keepalive_t, srv_now_ms() + w->keepalive_ms);
-  send_ws(w, &r);
-}
-
-static void on_watch_ready(Filesystem__Filesystem__WatchDir_Rpc rpc,
-                           void *ud) {
-  fs_watcher *w = conch_rpc_data(rpc.base);
-  srv_server *srv = ud;
-
-  if (w != NULL && w->paused) {
-    w->paused = 0;
-    srv_watch_set(&srv->loop, &w->in_w, EPOLLIN);
-  }
+  (void)send_ws(w, &r);
 }
 
 static void on_watch_cancel(Filesystem__Filesystem__WatchDir_Rpc rpc,
@@ -737,7 +977,6 @@ static void on_remove_watcher(Filesystem__Filesystem__RemoveWatcher_Rpc rpc,
 
 void srv_fs_watch_handlers(Filesystem__Filesystem_Handlers *h) {
   h->watch_dir.on_request = on_watch_dir;
-  h->watch_dir.on_send_ready = on_watch_ready;
   h->watch_dir.on_cancel = on_watch_cancel;
   h->create_watcher.on_request = on_create_watcher;
   h->get_watcher_events.on_request = on_get_events;
@@ -750,4 +989,7 @@ void srv_fs_watchers_free(srv_fs *fs) {
     w->rpc = NULL; /* the calls are gone with the core */
     watcher_free(w);
   }
+  free(fs->snap);
+  fs->snap = NULL;
+  fs->capsnap = 0;
 }
