@@ -272,12 +272,32 @@ static void wd_forget(fs_watcher *w, int wd) {
   }
 }
 
+/* |v| (|*cap| elements of |size|, |n| used) with room for one more:
+   itself, or moved and doubled (|*cap| updated).  NULL when out of
+   memory (|v| is as it was). */
+static void *room_for_one(void *v, size_t *cap, size_t n, size_t size) {
+  size_t nc;
+  void *nv;
+
+  if (n < *cap) {
+    return v;
+  }
+  nc = *cap == 0 ? 4 : *cap * 2;
+  nv = realloc(v, nc * size);
+  if (nv != NULL) {
+    *cap = nc;
+  }
+  return nv;
+}
+
 /* |w| watches |path| by |wd| (just added to the instance).  Returns 0 or
    ENOMEM (then the watch is removed if nobody else has it). */
 static int wd_sub(fs_watcher *w, int wd, const char *path) {
   srv_fs *fs = w->fs;
   fs_wdref *r = wd_ref(fs, wd);
   char *copy = NULL;
+  fs_sub *subs;
+  fs_wd *wds;
 
   if (r == NULL) {
     goto nomem;
@@ -285,24 +305,16 @@ static int wd_sub(fs_watcher *w, int wd, const char *path) {
   if (sub_index(r, w) >= 0) {
     return 0; /* reached twice (a bind mount): watched once */
   }
-  if (r->nsubs == r->capsubs) {
-    size_t nc = r->capsubs == 0 ? 2 : r->capsubs * 2;
-    fs_sub *nv = realloc(r->subs, nc * sizeof(*nv));
-    if (nv == NULL) {
-      goto nomem;
-    }
-    r->subs = nv;
-    r->capsubs = nc;
+  subs = room_for_one(r->subs, &r->capsubs, r->nsubs, sizeof(*subs));
+  if (subs == NULL) {
+    goto nomem;
   }
-  if (w->nwds == w->capwds) {
-    size_t nc = w->capwds == 0 ? 8 : w->capwds * 2;
-    fs_wd *nv = realloc(w->wds, nc * sizeof(*nv));
-    if (nv == NULL) {
-      goto nomem;
-    }
-    w->wds = nv;
-    w->capwds = nc;
+  r->subs = subs;
+  wds = room_for_one(w->wds, &w->capwds, w->nwds, sizeof(*wds));
+  if (wds == NULL) {
+    goto nomem;
   }
+  w->wds = wds;
   copy = strdup(path);
   if (copy == NULL) {
     goto nomem;
