@@ -61,6 +61,15 @@
 
 enum { UP_NONE = 0, UP_RAW, UP_MULTIPART };
 
+/* One X-Metadata pair of an upload, pointing into the request's
+   headers; |at| is the header's index. */
+typedef struct files_meta {
+  const char *name; /* the header's name (x-metadata-KEY) */
+  const char *v;
+  size_t vl;
+  size_t at;
+} files_meta;
+
 typedef struct files_x {
   srv_server *srv;
   conch_http *h;
@@ -86,6 +95,8 @@ typedef struct files_x {
   srv_buf resp;  /* the JSON entries so far */
   char **written;  /* their paths (envd refuses a second part to one) */
   size_t nwritten;
+  files_meta *meta; /* the X-Metadata pairs, one per key (meta_check) */
+  size_t nmeta;
   /* Download. */
   int dfd;
   uint64_t left;
@@ -616,50 +627,73 @@ static int file_write(files_x *x, const uint8_t *p, size_t n) {
 
 /* ---- Metadata (X-Metadata-KEY headers, user.e2b.KEY xattrs) ------------- */
 
-/* The key of request header |i| when it is an X-Metadata one that counts
-   (not empty, not a repeat of an earlier one: the first value wins), else
-   NULL; its value in |*v|, |*vl|. */
-static const char *meta_key(const conch_http *h, size_t i, const char **v,
-                            size_t *vl) {
-  const char *name, *key;
+static int meta_by_name(const void *a, const void *b) {
+  const files_meta *x = a, *y = b;
+  int c = strcmp(x->name, y->name);
 
-  if (conch_http_header_at(h, i, &name, v, vl) != 0 ||
-      strncmp(name, META_HDR, sizeof(META_HDR) - 1) != 0) {
-    return NULL;
-  }
-  key = name + sizeof(META_HDR) - 1;
-  if (key[0] == '\0') {
-    return NULL;
-  }
-  for (size_t j = 0; j < i; j++) {
-    const char *other;
-    if (conch_http_header_at(h, j, &other, NULL, NULL) == 0 &&
-        strcmp(other, name) == 0) {
-      return NULL;
-    }
-  }
-  return key;
+  return c != 0 ? c : (x->at > y->at) - (x->at < y->at);
 }
 
-/* Refuses what no xattr can hold (a name past XATTR_NAME_MAX, a value
-   past XATTR_SIZE_MAX) before anything is written.  Returns 0 or
-   answered. */
+static int meta_by_at(const void *a, const void *b) {
+  const files_meta *x = a, *y = b;
+
+  return (x->at > y->at) - (x->at < y->at);
+}
+
+/* Collects the upload's X-Metadata pairs into x->meta: not empty, one per
+   key (a repeat is dropped, the first value wins), in the request's
+   order; sorted to find the repeats, so a request with many headers
+   costs n log n.  Then refuses what no xattr can hold (a name past
+   XATTR_NAME_MAX, a value past XATTR_SIZE_MAX) before anything is
+   written.  Returns 0 or answered. */
 static int meta_check(files_x *x) {
   size_t n = conch_http_header_count(x->h);
+  size_t m = 0;
 
   for (size_t i = 0; i < n; i++) {
-    const char *v;
+    const char *name, *v;
     size_t vl;
-    const char *key = meta_key(x->h, i, &v, &vl);
-    if (key == NULL) {
+
+    if (conch_http_header_at(x->h, i, &name, &v, &vl) != 0 ||
+        strncmp(name, META_HDR, sizeof(META_HDR) - 1) != 0 ||
+        name[sizeof(META_HDR) - 1] == '\0') {
       continue;
     }
+    if (x->meta == NULL) {
+      x->meta = calloc(n - i, sizeof(*x->meta));
+      if (x->meta == NULL) {
+        fail(x, 500, "out of memory");
+        return -1;
+      }
+    }
+    x->meta[m].name = name;
+    x->meta[m].v = v;
+    x->meta[m].vl = vl;
+    x->meta[m].at = i;
+    m++;
+  }
+  if (m > 1) {
+    size_t k = 1;
+
+    qsort(x->meta, m, sizeof(*x->meta), meta_by_name);
+    for (size_t i = 1; i < m; i++) {
+      if (strcmp(x->meta[i].name, x->meta[k - 1].name) != 0) {
+        x->meta[k++] = x->meta[i];
+      }
+    }
+    m = k;
+    qsort(x->meta, m, sizeof(*x->meta), meta_by_at);
+  }
+  x->nmeta = m;
+  for (size_t i = 0; i < m; i++) {
+    const char *key = x->meta[i].name + sizeof(META_HDR) - 1;
+
     if (sizeof(META_XATTR) - 1 + strlen(key) > 255) {
       fail(x, 400, "invalid metadata: key '%.64s...' is longer than %zu bytes",
            key, 255 - (sizeof(META_XATTR) - 1));
       return -1;
     }
-    if (vl > 65536) {
+    if (x->meta[i].vl > 65536) {
       fail(x, 400, "invalid metadata: the value of '%.64s' is longer than "
                    "65536 bytes", key);
       return -1;
@@ -671,19 +705,14 @@ static int meta_check(files_x *x) {
 /* Puts the upload's metadata on the file being written.  Returns 0 or
    answered (the temporary file removed). */
 static int meta_write(files_x *x) {
-  size_t n = conch_http_header_count(x->h);
   char name[256];
 
-  for (size_t i = 0; i < n; i++) {
-    const char *v;
-    size_t vl;
-    const char *key = meta_key(x->h, i, &v, &vl);
+  for (size_t i = 0; i < x->nmeta; i++) {
     int e;
-    if (key == NULL) {
-      continue;
-    }
-    (void)snprintf(name, sizeof(name), "%s%s", META_XATTR, key);
-    if (fsetxattr(x->fd, name, v, vl, 0) == 0) {
+
+    (void)snprintf(name, sizeof(name), "%s%s", META_XATTR,
+                   x->meta[i].name + sizeof(META_HDR) - 1);
+    if (fsetxattr(x->fd, name, x->meta[i].v, x->meta[i].vl, 0) == 0) {
       continue;
     }
     e = errno;
@@ -1211,6 +1240,7 @@ static void files_free(files_x *x) {
     free(x->written[i]);
   }
   free(x->written);
+  free(x->meta);
   srv_buf_free(&x->resp, x->srv->mem);
   free(x->qpath);
   free(x->shown);
