@@ -204,8 +204,8 @@ int srv_keeper_start(srv_server *srv);
    srv_proc_reaped(); once its group is empty, srv_proc_group_gone().
    With |own| (it leads a session of its own) its zombie is kept until no
    process of that session is left, so that its id stays ours.  The
-   keeper hears of the group.  Returns 0 or -1 (out of memory or
-   descriptors: not followed). */
+   keeper hears of the group.  Returns 0, or an errno when it is not
+   followed (ENOMEM; EMFILE/ENFILE; ENOSYS: no pidfd_open, Linux < 5.3). */
 int srv_reap_track(srv_server *srv, pid_t pid, int own);
 /* SIGCHLD: children ended; looked at once the loop turn's events ran. */
 void srv_reap_children(srv_server *srv);
@@ -405,7 +405,9 @@ typedef struct srv_spawned {
 /* Takes ownership of |req|, |cwd| and the fds.  The process starts in
    the starting state: once its exec report says exec happened, |starter|
    (if still there) gets srv_service_started(); if exec failed it gets
-   srv_service_start_failed() and the process is forgotten. */
+   srv_service_start_failed() and the process is forgotten.  Returns 0,
+   or an errno when it cannot be followed (|req|, |cwd| and the fds are
+   then still the caller's). */
 int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
                  const srv_spawned *sp, srv_stream *starter, srv_proc **out);
 srv_proc *srv_proc_find(srv_server *srv, const Process__ProcessSelector *sel);

@@ -159,22 +159,25 @@ int srv_proc_add(srv_server *srv, Process__StartRequest *req, char *cwd,
                  const srv_spawned *sp, srv_stream *starter, srv_proc **out) {
   srv_proc *p = calloc(1, sizeof(*p));
   srv_link *l;
+  int e;
 
   if (p == NULL) {
-    return -1;
+    return ENOMEM;
   }
   srv_watch_init(&p->rep_w, sp->report_fd, on_report);
   if (srv_watch_set(&srv->loop, &p->rep_w, EPOLLIN) != 0) {
+    e = errno != 0 ? errno : ENOMEM;
     free(p);
-    return -1;
+    return e;
   }
   /* Its end, its group's, and the keeper's note (serve_reap.c). */
-  if (srv_reap_track(srv, sp->pid,
+  e = srv_reap_track(srv, sp->pid,
                      req->_pty_case == PROCESS__START_REQUEST___PTY_PTY ||
-                         !srv->cfg.signal_pid_only) != 0) {
+                         !srv->cfg.signal_pid_only);
+  if (e != 0) {
     srv_watch_set(&srv->loop, &p->rep_w, 0);
     free(p);
-    return -1;
+    return e;
   }
   p->group_held = 1;
   /* The pid is ours now: an ended process that had it is forgotten. */

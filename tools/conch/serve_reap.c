@@ -256,17 +256,18 @@ int srv_reap_track(srv_server *srv, pid_t pid, int own) {
   int fd;
 
   if (r == NULL || ((r->n + 1) * 2 > r->cap && grow(r) != 0)) {
-    return -1;
+    return ENOMEM;
   }
   g = calloc(1, sizeof(*g));
   if (g == NULL) {
-    return -1;
+    return ENOMEM;
   }
   /* Our child, not reaped: the pid cannot be anyone else's. */
   fd = (int)syscall(SYS_pidfd_open, pid, 0);
   if (fd < 0) {
+    int e = errno;
     free(g);
-    return -1;
+    return e;
   }
   fcntl(fd, F_SETFD, FD_CLOEXEC);
   g->pid = pid;
@@ -275,9 +276,10 @@ int srv_reap_track(srv_server *srv, pid_t pid, int own) {
   srv_list_init(&g->held_link);
   srv_watch_init(&g->w, fd, on_exit_fd);
   if (srv_watch_set(&srv->loop, &g->w, EPOLLIN) != 0) {
+    int e = errno != 0 ? errno : ENOMEM;
     close(fd);
     free(g);
-    return -1;
+    return e;
   }
   put(r, g);
   keeper_note(srv, pid, 1);

@@ -290,6 +290,7 @@ static void spawn_one(srv_stream *st, Process__StartRequest *copy, char *cwd) {
   srv_proc *p;
   char err[1024];
   conch_code code;
+  int e;
 
   if (srv->stopping) {
     free(cwd);
@@ -305,7 +306,8 @@ static void spawn_one(srv_stream *st, Process__StartRequest *copy, char *cwd) {
     srv_rpc_finish(st, code, "%s", err);
     return;
   }
-  if (srv_proc_add(srv, copy, cwd, &sp, st, &p) != 0) {
+  e = srv_proc_add(srv, copy, cwd, &sp, st, &p);
+  if (e != 0) {
     /* Cannot track it: do not leave it running unseen. */
     kill(-sp.pid, SIGKILL);
     kill(sp.pid, SIGKILL); /* not a group leader with --signal-pid-only */
@@ -319,7 +321,17 @@ static void spawn_one(srv_stream *st, Process__StartRequest *copy, char *cwd) {
     close(sp.out_fd);
     free(cwd);
     protobuf_c_message_free_unpacked(&copy->base, NULL);
-    srv_rpc_finish(st, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    if (e == ENOSYS) {
+      srv_rpc_finish(st, CONCH_CODE_INTERNAL,
+                     "cannot follow the process: pidfd_open is not "
+                     "available (Linux 5.3 or later is needed)");
+    } else {
+      srv_rpc_finish(st,
+                     e == ENOMEM || e == EMFILE || e == ENFILE
+                         ? CONCH_CODE_RESOURCE_EXHAUSTED
+                         : CONCH_CODE_INTERNAL,
+                     "cannot follow the process: %s", strerror(e));
+    }
     return;
   }
   /* The lifetime counts from here (the queue holds a Start for a few
