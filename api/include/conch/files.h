@@ -275,11 +275,42 @@ typedef struct conch_files_io_opts {
       sandbox's silence bound (conch_sandbox_opts.keepalive_ms: 3 x
       keepalive + 5000 ms, none when keepalive is -1), -1 = none. */
   long idle_timeout_ms;
+  /** A write's metadata: |n_metadata| pairs, sent as envd's
+      `X-Metadata-KEY: VALUE` headers, which the server keeps as the
+      file's `user.e2b.KEY` extended attributes (the whole set: a file
+      replaced keeps none of its old ones).  Header names are not case
+      sensitive: conch serve keeps the key lower-cased (this side sends it
+      so).  A key is 1 to 200 bytes of an HTTP token (letters, digits and
+      !#$%&'*+-.^_`|~: no space, ':', CR or LF); a value at most 65536
+      bytes with no control character but tab (no CR, LF or NUL).  Anything
+      else, or a key given twice, is refused before anything is sent:
+      CONCH_ERR_HEADER, the status invalid_argument naming the pair.
+      Reads ignore it. */
+  const conch_file_meta *metadata;
+  size_t n_metadata;
+  /** A write's answer: when |written| is not NULL, on 0 |*written| is the
+      array of the |*n_written| entries the server says it wrote (one for
+      these calls; NULL when it lists none), the caller's to free with
+      conch_entries_free().  The answer has only |name|, |path|, |type| and
+      |metadata| (as the server read them back from the file: none on a
+      file system without user xattrs, or from a server that keeps none);
+      the other strings are "", the numbers 0.  An answer that is not
+      envd's JSON, or past 1 MiB, fails the call with CONCH_ERR_PROTO
+      (status internal; the file is written).  For
+      conch_files_write_async() the two pointers must stay valid until
+      its |done| runs; they are set before it.  Reads ignore them. */
+  conch_entry_info **written;
+  size_t *n_written;
   void *reserved[3];
 } conch_files_io_opts;
 
 #define CONCH_FILES_IO_OPTS_INIT                                               \
-  { sizeof(conch_files_io_opts), NULL, NULL, NULL, 0, 0, { 0 } }
+  {                                                                            \
+    sizeof(conch_files_io_opts), NULL, NULL, NULL, 0, 0, NULL, 0, NULL, NULL,  \
+    {                                                                          \
+      0                                                                        \
+    }                                                                          \
+  }
 
 /** Where a read's bytes go: |len| (> 0) bytes, borrowed until it returns.
     Returns 0 to go on; anything else stops the read, which then returns
