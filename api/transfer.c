@@ -36,7 +36,7 @@ int conch__http_start(conch_client *c, const char *verb, const char *target,
                       conch_call **out);
 int conch__http_status(const conch_call *call);
 
-typedef struct xfer {
+typedef struct conch_files_xfer {
   conch_sandbox *sb;
   conch_call *call;
   int write;
@@ -80,6 +80,10 @@ typedef struct xfer {
   int ans_over;
   conch_files_io_done on_done; /* async */
   void *done_ud;
+  /* conch_files_*_start(): a read paused, a write whose source said
+     later (the silence bound does not run while either holds). */
+  int paused;
+  int later;
 } xfer;
 
 /* ---- The request -------------------------------------------------------- */
@@ -708,7 +712,7 @@ static void settle(xfer *x, const conch_status *cs) {
   } else if (x->local != 0) {
     x->rv = x->local;
     conch__sb_fail(&x->st, CONCH_CODE_CANCELED, x->local,
-                   "transfer stopped by its callback");
+                   "transfer stopped (by its callback or canceled)");
   } else if (cs->code != CONCH_CODE_OK) {
     x->rv = CONCH_ERR_RPC;
     conch__sb_status(&x->st, cs);
@@ -771,6 +775,10 @@ static void idle_check(conch_client *c, void *ud) {
   x->alarm = NULL;
   if (x->done || x->local != 0 || x->silent) {
     return;
+  }
+  if (x->paused || x->later) {
+    touch(x); /* the caller holds it, not the server */
+    quiet = 0;
   }
   if (quiet < x->idle_ms) {
     idle_arm(x, (long)(x->idle_ms - quiet));
@@ -853,6 +861,10 @@ static void pump(xfer *x) {
     int rv;
     if (x->plen == 0 && !x->src_end) {
       long got = x->source(x->piece, PIECE, x->source_ud);
+      if (got == CONCH_FILES_SOURCE_LATER && x->on_done != NULL) {
+        x->later = 1;
+        return; /* conch_files_xfer_resume() */
+      }
       if (got < 0) {
         stop(x, CONCH_ERR_CANCELED);
         return;
@@ -1272,8 +1284,22 @@ int conch_files_read_async(conch_sandbox *sb, const char *path,
                            conch_files_sink sink, void *sink_ud,
                            const conch_files_io_opts *opts,
                            conch_files_io_done done, void *user_data) {
+  conch_files_xfer *x;
+  return conch_files_read_start(sb, path, sink, sink_ud, opts, done, user_data,
+                                &x);
+}
+
+int conch_files_read_start(conch_sandbox *sb, const char *path,
+                           conch_files_sink sink, void *sink_ud,
+                           const conch_files_io_opts *opts,
+                           conch_files_io_done done, void *user_data,
+                           conch_files_xfer **out) {
   xfer *x;
   int rv = check(sb, path);
+  if (out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  *out = NULL;
   if (rv == 0 && (sink == NULL || done == NULL)) {
     rv = CONCH_ERR_INVALID;
   }
@@ -1290,6 +1316,8 @@ int conch_files_read_async(conch_sandbox *sb, const char *path,
   rv = xfer_start(x, path, opts, 1);
   if (rv != 0) {
     xfer_free(x);
+  } else {
+    *out = x;
   }
   return rv;
 }
@@ -1298,8 +1326,22 @@ int conch_files_write_async(conch_sandbox *sb, const char *path,
                             conch_files_source source, void *source_ud,
                             const conch_files_io_opts *opts,
                             conch_files_io_done done, void *user_data) {
+  conch_files_xfer *x;
+  return conch_files_write_start(sb, path, source, source_ud, opts, done,
+                                 user_data, &x);
+}
+
+int conch_files_write_start(conch_sandbox *sb, const char *path,
+                            conch_files_source source, void *source_ud,
+                            const conch_files_io_opts *opts,
+                            conch_files_io_done done, void *user_data,
+                            conch_files_xfer **out) {
   xfer *x;
   int rv = check(sb, path);
+  if (out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  *out = NULL;
   if (rv == 0 && (source == NULL || done == NULL)) {
     rv = CONCH_ERR_INVALID;
   }
@@ -1316,6 +1358,42 @@ int conch_files_write_async(conch_sandbox *sb, const char *path,
   rv = xfer_start(x, path, opts, 1);
   if (rv != 0) {
     xfer_free(x);
+  } else {
+    *out = x;
   }
   return rv;
+}
+
+int conch_files_xfer_pause(conch_files_xfer *x) {
+  if (x == NULL || x->write) {
+    return CONCH_ERR_INVALID;
+  }
+  if (!x->paused && !x->done) {
+    x->paused = 1;
+    conch_call_pause(x->call);
+  }
+  return 0;
+}
+
+int conch_files_xfer_resume(conch_files_xfer *x) {
+  if (x == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (x->paused) {
+    x->paused = 0;
+    touch(x);
+    conch_call_resume(x->call);
+  }
+  if (x->later) {
+    x->later = 0;
+    touch(x);
+    pump(x);
+  }
+  return 0;
+}
+
+void conch_files_xfer_cancel(conch_files_xfer *x) {
+  if (x != NULL && !x->done) {
+    stop(x, CONCH_ERR_CANCELED);
+  }
 }

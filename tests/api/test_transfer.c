@@ -1200,6 +1200,124 @@ static void test_written_answer(void **state) {
   conch_status_clear(&st);
 }
 
+/* ---- Handles: pause, later, cancel -------------------------------------- */
+
+typedef struct hctx {
+  conch_files_xfer *x;
+  size_t got, at_pause;
+  int pause_once, later_left;
+  const uint8_t *data;
+  size_t n, off;
+  uint8_t *back;
+} hctx;
+
+static int h_sink(const uint8_t *d, size_t n, void *ud) {
+  hctx *h = ud;
+  memcpy(h->back + h->got, d, n);
+  h->got += n;
+  if (h->pause_once) {
+    h->pause_once = 0;
+    h->at_pause = h->got;
+    assert_int_equal(conch_files_xfer_pause(h->x), 0);
+  }
+  return 0;
+}
+
+static long h_source(uint8_t *buf, size_t cap, void *ud) {
+  hctx *h = ud;
+  size_t k = h->n - h->off;
+  if (h->later_left > 0 && (h->off % 3) == 0) {
+    h->later_left--;
+    return CONCH_FILES_SOURCE_LATER;
+  }
+  if (k > cap) {
+    k = cap;
+  }
+  if (k > 10000) {
+    k = 10000;
+  }
+  memcpy(buf, h->data + h->off, k);
+  h->off += k;
+  h->later_left += h->later_left > 0 ? 0 : (h->off < h->n / 2);
+  return (long)k;
+}
+
+static void test_xfer_handle(void **state) {
+  conch_sandbox *sb = sandbox();
+  conch_client *c = conch_sandbox_native(sb);
+  size_t n = 9u << 20;
+  uint8_t *data = random_bytes(n), *disk;
+  adone a = {0, 0, 0, 0};
+  hctx h;
+  char p[300];
+  size_t dlen;
+  int turns;
+  (void)state;
+  at(p, sizeof(p), "handle/big.bin");
+  assert_int_equal(mkdir(at(p, sizeof(p), "handle"), 0755), 0);
+  at(p, sizeof(p), "handle/big.bin");
+
+  /* A write whose source says "later" now and then: whole all the same. */
+  memset(&h, 0, sizeof(h));
+  h.data = data;
+  h.n = n;
+  h.later_left = 1;
+  assert_int_equal(
+      conch_files_write_start(sb, p, h_source, &h, NULL, on_done, &a, &h.x), 0);
+  assert_non_null(h.x);
+  for (turns = 0; !a.done; turns++) {
+    assert_int_equal(conch_client_run(c, 100), 0);
+    if (!a.done) {
+      assert_int_equal(conch_files_xfer_resume(h.x), 0);
+    }
+    assert_true(turns < 100000);
+  }
+  assert_int_equal(a.rv, 0);
+  disk = slurp(p, &dlen);
+  assert_int_equal(dlen, n);
+  assert_memory_equal(disk, data, n);
+  free(disk);
+
+  /* A read paused after its first piece holds at most a window more until
+     it is resumed, then ends whole. */
+  memset(&h, 0, sizeof(h));
+  memset(&a, 0, sizeof(a));
+  h.back = malloc(n);
+  h.pause_once = 1;
+  assert_int_equal(
+      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, &h.x), 0);
+  while (h.at_pause == 0 && !a.done) {
+    assert_int_equal(conch_client_run(c, 1000), 0);
+  }
+  for (turns = 0; turns < 20 && !a.done; turns++) {
+    assert_int_equal(conch_client_run(c, 20), 0);
+  }
+  assert_false(a.done);                          /* 9 MiB > the 4 MiB window */
+  assert_true(h.got <= h.at_pause + (5u << 20)); /* a window more at most */
+  assert_int_equal(conch_files_xfer_resume(h.x), 0);
+  run_until(sb, &a.done);
+  assert_int_equal(a.rv, 0);
+  assert_int_equal(h.got, n);
+  assert_memory_equal(h.back, data, n);
+
+  /* Cancelled: done with CONCH_ERR_CANCELED, later. */
+  memset(&a, 0, sizeof(a));
+  h.got = 0;
+  h.pause_once = 0;
+  assert_int_equal(
+      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, &h.x), 0);
+  conch_files_xfer_cancel(h.x);
+  assert_false(a.done);
+  run_until(sb, &a.done);
+  assert_int_equal(a.rv, CONCH_ERR_CANCELED);
+  assert_int_equal(
+      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, NULL),
+      CONCH_ERR_INVALID);
+  free(h.back);
+  free(data);
+  conch_sandbox_free(sb);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bytes),
@@ -1213,6 +1331,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_metadata),
       cmocka_unit_test(test_metadata_hostile),
       cmocka_unit_test(test_written_answer),
+      cmocka_unit_test(test_xfer_handle),
   };
   int rv;
   const char *which = argc > 1 ? argv[1] : "conch";

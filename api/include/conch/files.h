@@ -423,6 +423,59 @@ CONCH_EXTERN int conch_files_write_async(conch_sandbox *sb, const char *path,
                                          conch_files_io_done done,
                                          void *user_data);
 
+/** An asynchronous transfer started with conch_files_read_start() or
+    conch_files_write_start(): for pausing, resuming and cancelling it.
+    Valid until its |done| returns (libconch frees it then). */
+typedef struct conch_files_xfer conch_files_xfer;
+
+/**
+ * conch_files_read_async() that also gives the transfer's handle in |*out|
+ * (not NULL), for back-pressure: a consumer with a queue of its own calls
+ * conch_files_xfer_pause() when it holds enough and
+ * conch_files_xfer_resume() once it took it: while paused no credit goes
+ * back to the server (conch_call_pause()), what it holds is at most a
+ * stream window more, and the silence bound does not run.  Returns as
+ * conch_files_read_async(); on failure |*out| is NULL.
+ */
+CONCH_EXTERN int conch_files_read_start(conch_sandbox *sb, const char *path,
+                                        conch_files_sink sink, void *sink_ud,
+                                        const conch_files_io_opts *opts,
+                                        conch_files_io_done done,
+                                        void *user_data,
+                                        conch_files_xfer **out);
+
+/** What a source of conch_files_write_start() returns when it has nothing
+    yet (the contents go on): the write waits, the silence bound not
+    running, until conch_files_xfer_resume() asks it again. */
+#define CONCH_FILES_SOURCE_LATER (-5L)
+
+/**
+ * conch_files_write_async() that also gives the transfer's handle: its
+ * |source| may answer CONCH_FILES_SOURCE_LATER (a source fed by another
+ * party, e.g. an asynchronous iterator), after which the write waits for
+ * conch_files_xfer_resume().  Returns as conch_files_write_async(); on
+ * failure |*out| is NULL.
+ */
+CONCH_EXTERN int conch_files_write_start(
+    conch_sandbox *sb, const char *path, conch_files_source source,
+    void *source_ud, const conch_files_io_opts *opts, conch_files_io_done done,
+    void *user_data, conch_files_xfer **out);
+
+/** Holds a read's credit back (see conch_files_read_start()).  Idempotent.
+    Returns 0 or CONCH_ERR_INVALID (NULL, or a write). */
+CONCH_EXTERN int conch_files_xfer_pause(conch_files_xfer *x);
+
+/** Ends a pause of a read, or asks a write's source again after it said
+    CONCH_FILES_SOURCE_LATER (at once, from inside this call).
+    Returns 0 or CONCH_ERR_INVALID (NULL). */
+CONCH_EXTERN int conch_files_xfer_resume(conch_files_xfer *x);
+
+/** Stops the transfer: its |done| runs on a later turn of the loop with
+    CONCH_ERR_CANCELED (unless it had ended already: then as it ended).  A
+    write cut so leaves the file as the server leaves a cut upload.
+    Idempotent; NULL is accepted. */
+CONCH_EXTERN void conch_files_xfer_cancel(conch_files_xfer *x);
+
 /* ---- Watching a directory ---------------------------------------------- */
 
 typedef struct conch_watch conch_watch;
