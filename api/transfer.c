@@ -219,10 +219,17 @@ static int meta_check(const conch_files_io_opts *o, conch_status *st) {
   if (why != NULL) {
     if (st != NULL) {
       const char *k = o->metadata[bad].key;
+      char shown[65];
+      /* The key as it can be shown: what is not printable as '?'. */
+      for (j = 0; k != NULL && k[j] != '\0' && j < sizeof(shown) - 1; j++) {
+        unsigned char c = (unsigned char)k[j];
+        shown[j] = c < 0x20 || c >= 0x7f ? '?' : (char)c;
+      }
+      shown[k != NULL ? j : 0] = '\0';
       conch_status_clear(st);
       conch_status_setf(st, conch_mem_default(), CONCH_CODE_INVALID_ARGUMENT,
-                        "invalid metadata #%zu ('%.64s'): %s", bad,
-                        k != NULL ? k : "(null)", why);
+                        "invalid metadata #%zu ('%s'): %s", bad,
+                        k != NULL ? shown : "(null)", why);
       st->local_err = CONCH_ERR_HEADER;
     }
     return CONCH_ERR_HEADER;
