@@ -12,7 +12,12 @@
  *    conch_entries_free().
  *  - conch_files_read() and conch_files_write() (and their _fd, _cb and
  *    _async forms) move a file's contents over envd's /files endpoint,
- *    streamed through bounded memory, with progress.
+ *    streamed through bounded memory, with progress.  A write can carry
+ *    metadata and hand back the entries the server wrote
+ *    (conch_files_io_opts.metadata, .written); conch_files_read_start()
+ *    and conch_files_write_start() give an asynchronous transfer's handle,
+ *    for back-pressure (conch_files_xfer_pause(), a source's
+ *    CONCH_FILES_SOURCE_LATER) and cancelling.
  *  - conch_files_watch() returns a conch_watch handle over WatchDir:
  *    conch_watch_next() yields the directory's events as they come;
  *    conch_watch_close() is the only way to release the handle and always
