@@ -77,7 +77,7 @@ typedef struct conch_files_xfer {
   conch_entry_info **written;
   size_t *n_written;
   conch_buf ans;
-  int ans_over;
+  int ans_over;                /* 1 past ANSWER_MAX, 2 out of memory */
   conch_files_io_done on_done; /* async */
   void *done_ud;
   /* conch_files_*_start(): a read paused, a write whose source said
@@ -694,9 +694,10 @@ static conch_code code_of(int http, const char *msg) {
 /* The upload's answer into the caller's |written|: a failure to read it
    fails the call. */
 static void answer_settle(xfer *x) {
-  int rv = x->ans_over ? -1
-                       : answer_parse((const char *)x->ans.data, x->ans.len,
-                                      x->written, x->n_written);
+  int rv = x->ans_over == 2 ? CONCH_ERR_NOMEM
+           : x->ans_over    ? -1
+                         : answer_parse((const char *)x->ans.data, x->ans.len,
+                                        x->written, x->n_written);
   if (rv == CONCH_ERR_NOMEM) {
     x->rv = rv;
     conch__sb_fail(&x->st, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
@@ -831,7 +832,7 @@ static void on_body(conch_call *call, const uint8_t *p, size_t n, void *ud) {
         if (n > ANSWER_MAX - x->ans.len) {
           x->ans_over = 1;
         } else if (conch__buf_append(&x->ans, x->sb->mem, p, n) != 0) {
-          x->ans_over = 1; /* out of memory: the answer is not read */
+          x->ans_over = 2; /* out of memory: the answer is not read */
         }
       }
       return;

@@ -1197,6 +1197,30 @@ static void test_written_answer(void **state) {
     conch_sandbox_free(sb);
     fake_stop(&f);
   }
+  /* An answer past 1 MiB (spaces a JSON reader would skip): refused, not
+     held. */
+  {
+    size_t body = (1u << 20) + 4096, head;
+    char *big = malloc(body + 128);
+    assert_non_null(big);
+    head = (size_t)snprintf(big, 128,
+                            "HTTP/1.1 200 OK\r\nConnection: close\r\n"
+                            "Content-Length: %zu\r\n\r\n[",
+                            body);
+    memset(big + head, ' ', body - 2);
+    big[head + body - 2] = ']';
+    big[head + body - 1] = '\0';
+    fake_start(&f, big);
+    snprintf(u, sizeof(u), "http://127.0.0.1:%d", f.port);
+    sb = sandbox_at(u);
+    assert_int_equal(conch_files_write(sb, "/x", "abc", 3, &o, &st),
+                     CONCH_ERR_PROTO);
+    assert_non_null(strstr(st.message, "over 1 MiB"));
+    assert_null(w);
+    conch_sandbox_free(sb);
+    fake_stop(&f);
+    free(big);
+  }
   conch_status_clear(&st);
 }
 
