@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,7 +36,7 @@ int conch__http_start(conch_client *c, const char *verb, const char *target,
                       conch_call **out);
 int conch__http_status(const conch_call *call);
 
-typedef struct xfer {
+typedef struct conch_files_xfer {
   conch_sandbox *sb;
   conch_call *call;
   int write;
@@ -69,8 +70,20 @@ typedef struct xfer {
   int done;
   int rv;
   conch_status st;
+  /* Write: where the answer's entries go (NULL: not read), the answer so
+     far, whether it went past ANSWER_MAX. */
+  const conch_file_meta *meta;
+  size_t n_meta;
+  conch_entry_info **written;
+  size_t *n_written;
+  conch_buf ans;
+  int ans_over;                /* 1 past ANSWER_MAX, 2 out of memory */
   conch_files_io_done on_done; /* async */
   void *done_ud;
+  /* conch_files_*_start(): a read paused, a write whose source said
+     later (the silence bound does not run while either holds). */
+  int paused;
+  int later;
 } xfer;
 
 /* ---- The request -------------------------------------------------------- */
@@ -150,6 +163,458 @@ static void part_name(const char *path, char *out, size_t cap) {
   out[n] = '\0';
 }
 
+/* ---- A write's metadata and its answer ---------------------------------- */
+
+#define META_KEY_MAX 200
+#define META_VALUE_MAX 65536
+#define ANSWER_MAX (1024 * 1024)
+
+static int tchar(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || (c != 0 && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* Refuses what cannot go as an X-Metadata-KEY header (see files.h).
+   Returns 0 or CONCH_ERR_HEADER with |st| (may be NULL) saying which. */
+static int meta_check(const conch_files_io_opts *o, conch_status *st) {
+  const char *why = NULL;
+  size_t i, j, bad = 0;
+  if (o->n_metadata > 0 && o->metadata == NULL) {
+    conch__sb_fail(st, CONCH_CODE_INVALID_ARGUMENT, CONCH_ERR_HEADER,
+                   "invalid metadata: n_metadata without metadata");
+    return CONCH_ERR_HEADER;
+  }
+  for (i = 0; i < o->n_metadata && why == NULL; i++) {
+    const char *k = o->metadata[i].key, *v = o->metadata[i].value;
+    size_t kl = k != NULL ? strlen(k) : 0;
+    bad = i;
+    if (k == NULL || v == NULL) {
+      why = "a NULL key or value";
+    } else if (kl == 0 || kl > META_KEY_MAX) {
+      why = "a key must be 1 to 200 bytes";
+    } else {
+      for (j = 0; j < kl && why == NULL; j++) {
+        if (!tchar((unsigned char)k[j])) {
+          why = "a key may hold only an HTTP token's characters (no space, "
+                "':', CR, LF or control character)";
+        }
+      }
+      for (j = 0; v[j] != '\0' && why == NULL; j++) {
+        unsigned char c = (unsigned char)v[j];
+        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+          why = "a value may hold no control character but tab (no CR or "
+                "LF)";
+        }
+      }
+      if (why == NULL && j > META_VALUE_MAX) {
+        why = "a value must be at most 65536 bytes";
+      }
+      for (j = 0; j < i && why == NULL; j++) {
+        if (strcasecmp(o->metadata[j].key, k) == 0) {
+          why = "a key given twice (keys are not case sensitive)";
+        }
+      }
+    }
+  }
+  if (why != NULL) {
+    if (st != NULL) {
+      const char *k = o->metadata[bad].key;
+      char shown[65];
+      /* The key as it can be shown: what is not printable as '?'. */
+      for (j = 0; k != NULL && k[j] != '\0' && j < sizeof(shown) - 1; j++) {
+        unsigned char c = (unsigned char)k[j];
+        shown[j] = c < 0x20 || c >= 0x7f ? '?' : (char)c;
+      }
+      shown[k != NULL ? j : 0] = '\0';
+      conch_status_clear(st);
+      conch_status_setf(st, conch_mem_default(), CONCH_CODE_INVALID_ARGUMENT,
+                        "invalid metadata #%zu ('%s'): %s", bad,
+                        k != NULL ? shown : "(null)", why);
+      st->local_err = CONCH_ERR_HEADER;
+    }
+    return CONCH_ERR_HEADER;
+  }
+  return 0;
+}
+
+/* Adds "x-metadata-KEY: VALUE" (KEY lower-cased) for each pair. */
+static int meta_headers(conch_metadata *md, const conch_file_meta *meta,
+                        size_t n_meta) {
+  char name[16 + META_KEY_MAX];
+  for (size_t i = 0; i < n_meta; i++) {
+    const char *k = meta[i].key;
+    size_t n = strlen(k), j;
+    memcpy(name, "x-metadata-", 11);
+    for (j = 0; j < n; j++) {
+      char c = k[j];
+      name[11 + j] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+    }
+    name[11 + n] = '\0';
+    if (conch_metadata_add_str(md, name, meta[i].value) != 0) {
+      return CONCH_ERR_NOMEM;
+    }
+  }
+  return 0;
+}
+
+/* The upload's answer, envd's [{"path":..,"name":..,"type":"file",
+   "metadata":{..}}, ..], parsed by a small reader of its own: strings
+   unescaped (\uXXXX to UTF-8, a lone surrogate as U+FFFD), unknown
+   members skipped. */
+typedef struct jrd {
+  const char *p, *end;
+  int depth;
+} jrd;
+
+static void jws(jrd *r) {
+  while (r->p < r->end &&
+         (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r')) {
+    r->p++;
+  }
+}
+
+static int jeat(jrd *r, char c) {
+  jws(r);
+  if (r->p < r->end && *r->p == c) {
+    r->p++;
+    return 1;
+  }
+  return 0;
+}
+
+static int jhex4(const char *p, unsigned *out) {
+  unsigned v = 0;
+  for (int i = 0; i < 4; i++) {
+    char c = p[i];
+    v <<= 4;
+    if (c >= '0' && c <= '9') {
+      v |= (unsigned)(c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      v |= (unsigned)(c - 'a' + 10);
+    } else if (c >= 'A' && c <= 'F') {
+      v |= (unsigned)(c - 'A' + 10);
+    } else {
+      return -1;
+    }
+  }
+  *out = v;
+  return 0;
+}
+
+static size_t utf8_put(char *o, unsigned cp) {
+  if (cp < 0x80) {
+    o[0] = (char)cp;
+    return 1;
+  }
+  if (cp < 0x800) {
+    o[0] = (char)(0xc0 | (cp >> 6));
+    o[1] = (char)(0x80 | (cp & 0x3f));
+    return 2;
+  }
+  if (cp < 0x10000) {
+    o[0] = (char)(0xe0 | (cp >> 12));
+    o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    o[2] = (char)(0x80 | (cp & 0x3f));
+    return 3;
+  }
+  o[0] = (char)(0xf0 | (cp >> 18));
+  o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+  o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+  o[3] = (char)(0x80 | (cp & 0x3f));
+  return 4;
+}
+
+/* A string: into a new NUL-terminated one in |*out| (when |out| is not
+   NULL, else skipped).  0, -1 malformed, CONCH_ERR_NOMEM. */
+static int jstr(jrd *r, char **out) {
+  const char *s;
+  char *o = NULL;
+  size_t n = 0;
+  jws(r);
+  if (r->p >= r->end || *r->p != '"') {
+    return -1;
+  }
+  s = ++r->p;
+  while (r->p < r->end && *r->p != '"') {
+    r->p += (*r->p == '\\' && r->p + 1 < r->end) ? 2 : 1;
+  }
+  if (r->p >= r->end) {
+    return -1;
+  }
+  r->p++;
+  if (out == NULL) {
+    return 0;
+  }
+  /* Never longer unescaped than escaped (\uXXXX: 6 bytes for at most 3,
+     a pair 12 for 4). */
+  o = api_malloc(conch_mem_default(), (size_t)(r->p - s));
+  if (o == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  for (const char *q = s; q < r->p - 1; q++) {
+    unsigned char c = (unsigned char)*q;
+    if (c < 0x20) {
+      goto bad;
+    }
+    if (c != '\\') {
+      o[n++] = (char)c;
+      continue;
+    }
+    q++;
+    switch (*q) {
+    case '"':
+    case '\\':
+    case '/':
+      o[n++] = *q;
+      break;
+    case 'b':
+      o[n++] = '\b';
+      break;
+    case 'f':
+      o[n++] = '\f';
+      break;
+    case 'n':
+      o[n++] = '\n';
+      break;
+    case 'r':
+      o[n++] = '\r';
+      break;
+    case 't':
+      o[n++] = '\t';
+      break;
+    case 'u': {
+      unsigned cp, lo;
+      if (r->p - 1 - q < 5 || jhex4(q + 1, &cp) != 0) {
+        goto bad;
+      }
+      q += 4;
+      if (cp >= 0xd800 && cp <= 0xdbff && r->p - 1 - q >= 7 && q[1] == '\\' &&
+          q[2] == 'u' && jhex4(q + 3, &lo) == 0 && lo >= 0xdc00 &&
+          lo <= 0xdfff) {
+        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+        q += 6;
+      } else if (cp >= 0xd800 && cp <= 0xdfff) {
+        cp = 0xfffd;
+      }
+      n += utf8_put(o + n, cp);
+      break;
+    }
+    default:
+      goto bad;
+    }
+  }
+  o[n] = '\0';
+  *out = o;
+  return 0;
+bad:
+  api_free(conch_mem_default(), o);
+  return -1;
+}
+
+/* Skips any value.  0 or -1. */
+static int jskip(jrd *r) {
+  int rv = 0;
+  jws(r);
+  if (r->p >= r->end || ++r->depth > 32) {
+    return -1;
+  }
+  if (*r->p == '"') {
+    rv = jstr(r, NULL);
+  } else if (*r->p == '{' || *r->p == '[') {
+    char close = *r->p == '{' ? '}' : ']';
+    int obj = *r->p == '{';
+    r->p++;
+    if (!jeat(r, close)) {
+      do {
+        if (obj && (jstr(r, NULL) != 0 || !jeat(r, ':'))) {
+          return -1;
+        }
+        if (jskip(r) != 0) {
+          return -1;
+        }
+      } while (jeat(r, ','));
+      rv = jeat(r, close) ? 0 : -1;
+    }
+  } else {
+    const char *s = r->p;
+    while (r->p < r->end && strchr(",]} \t\r\n", *r->p) == NULL) {
+      r->p++;
+    }
+    rv = r->p > s ? 0 : -1; /* a number, true, false or null */
+  }
+  r->depth--;
+  return rv;
+}
+
+static int jmeta(jrd *r, conch_entry_info *e) {
+  const conch_mem *m = conch_mem_default();
+  size_t cap = 0;
+  if (!jeat(r, '{')) {
+    return -1;
+  }
+  if (jeat(r, '}')) {
+    return 0;
+  }
+  do {
+    char *k = NULL, *v = NULL;
+    int rv = jstr(r, &k);
+    if (rv == 0 && !jeat(r, ':')) {
+      rv = -1;
+    }
+    if (rv == 0) {
+      rv = jstr(r, &v);
+    }
+    if (rv == 0 && e->n_metadata == cap) {
+      size_t nc = cap == 0 ? 4 : cap * 2;
+      conch_file_meta *nm = api_malloc(m, nc * sizeof(*nm));
+      if (nm == NULL) {
+        rv = CONCH_ERR_NOMEM;
+      } else {
+        if (e->n_metadata > 0) {
+          memcpy(nm, e->metadata, e->n_metadata * sizeof(*nm));
+        }
+        api_free(m, e->metadata);
+        e->metadata = nm;
+        cap = nc;
+      }
+    }
+    if (rv != 0) {
+      api_free(m, k);
+      api_free(m, v);
+      return rv;
+    }
+    e->metadata[e->n_metadata].key = k;
+    e->metadata[e->n_metadata].value = v;
+    e->n_metadata++;
+  } while (jeat(r, ','));
+  return jeat(r, '}') ? 0 : -1;
+}
+
+/* One entry; on failure what |e| holds is freed by the caller. */
+static int jentry(jrd *r, conch_entry_info *e) {
+  char *type = NULL;
+  int rv = 0;
+  if (!jeat(r, '{')) {
+    return -1;
+  }
+  if (!jeat(r, '}')) {
+    do {
+      char *k = NULL;
+      rv = jstr(r, &k);
+      if (rv == 0 && !jeat(r, ':')) {
+        rv = -1;
+      }
+      if (rv == 0) {
+        char **slot = strcmp(k, "path") == 0   ? &e->path
+                      : strcmp(k, "name") == 0 ? &e->name
+                      : strcmp(k, "type") == 0 ? &type
+                                               : NULL;
+        if (slot != NULL) {
+          api_free(conch_mem_default(), *slot);
+          *slot = NULL;
+          rv = jstr(r, slot);
+        } else if (strcmp(k, "metadata") == 0 && e->metadata == NULL) {
+          rv = jmeta(r, e);
+        } else {
+          rv = jskip(r);
+        }
+      }
+      api_free(conch_mem_default(), k);
+    } while (rv == 0 && jeat(r, ','));
+    if (rv == 0 && !jeat(r, '}')) {
+      rv = -1;
+    }
+  }
+  if (type != NULL) {
+    e->type = strcmp(type, "file") == 0        ? CONCH_FILE_REGULAR
+              : strcmp(type, "dir") == 0       ? CONCH_FILE_DIRECTORY
+              : strcmp(type, "directory") == 0 ? CONCH_FILE_DIRECTORY
+              : strcmp(type, "symlink") == 0   ? CONCH_FILE_SYMLINK
+                                               : CONCH_FILE_UNKNOWN;
+    api_free(conch_mem_default(), type);
+  }
+  if (rv == 0 && e->metadata == NULL) {
+    e->n_metadata = 0;
+  }
+  return rv;
+}
+
+static char *empty_if_null(char *s, int *nomem) {
+  if (s == NULL) {
+    s = conch__api_strdup(conch_mem_default(), "");
+    if (s == NULL) {
+      *nomem = 1;
+    }
+  }
+  return s;
+}
+
+/* The answer's entries into |*out|, |*n|.  0, -1 malformed or
+   CONCH_ERR_NOMEM. */
+static int answer_parse(const char *body, size_t len, conch_entry_info **out,
+                        size_t *n) {
+  const conch_mem *m = conch_mem_default();
+  jrd r = {body, body + len, 0};
+  conch_entry_info *arr = NULL;
+  size_t cnt = 0, cap = 0;
+  int rv = 0;
+  *out = NULL;
+  *n = 0;
+  if (!jeat(&r, '[')) {
+    return -1;
+  }
+  if (!jeat(&r, ']')) {
+    do {
+      if (cnt == cap) {
+        size_t nc = cap == 0 ? 2 : cap * 2;
+        conch_entry_info *na = api_calloc(m, nc, sizeof(*na));
+        if (na == NULL) {
+          rv = CONCH_ERR_NOMEM;
+          break;
+        }
+        if (cnt > 0) {
+          memcpy(na, arr, cnt * sizeof(*na));
+        }
+        api_free(m, arr);
+        arr = na;
+        cap = nc;
+      }
+      rv = jentry(&r, &arr[cnt]);
+      cnt++; /* counted either way: freed below on failure */
+    } while (rv == 0 && jeat(&r, ','));
+    if (rv == 0 && !jeat(&r, ']')) {
+      rv = -1;
+    }
+  }
+  jws(&r);
+  if (rv == 0 && r.p != r.end) {
+    rv = -1;
+  }
+  for (size_t i = 0; rv == 0 && i < cnt; i++) {
+    int nomem = 0;
+    conch_entry_info *e = &arr[i];
+    e->name = empty_if_null(e->name, &nomem);
+    e->path = empty_if_null(e->path, &nomem);
+    e->permissions = empty_if_null(e->permissions, &nomem);
+    e->owner = empty_if_null(e->owner, &nomem);
+    e->group = empty_if_null(e->group, &nomem);
+    if (nomem) {
+      rv = CONCH_ERR_NOMEM;
+    }
+  }
+  if (rv != 0) {
+    conch_entries_free(arr, cnt);
+    return rv;
+  }
+  if (cnt == 0) {
+    api_free(m, arr);
+    arr = NULL;
+  }
+  *out = arr;
+  *n = cnt;
+  return 0;
+}
+
 /* ---- Ending ------------------------------------------------------------- */
 
 /* envd's {"code":N,"message":"..."}: the message, unescaped (\uXXXX kept
@@ -226,6 +691,26 @@ static conch_code code_of(int http, const char *msg) {
   }
 }
 
+/* The upload's answer into the caller's |written|: a failure to read it
+   fails the call. */
+static void answer_settle(xfer *x) {
+  int rv = x->ans_over == 2 ? CONCH_ERR_NOMEM
+           : x->ans_over    ? -1
+                         : answer_parse((const char *)x->ans.data, x->ans.len,
+                                        x->written, x->n_written);
+  if (rv == CONCH_ERR_NOMEM) {
+    x->rv = rv;
+    conch__sb_fail(&x->st, CONCH_CODE_RESOURCE_EXHAUSTED, rv,
+                   "out of memory reading the upload's answer");
+  } else if (rv != 0) {
+    x->rv = CONCH_ERR_PROTO;
+    conch__sb_fail(&x->st, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
+                   x->ans_over ? "the upload's answer is over 1 MiB"
+                               : "the upload's answer is not a JSON array "
+                                 "of entries");
+  }
+}
+
 /* Settles |x| from the call's end: the first of a local error, a failed
    exchange, an HTTP error. */
 static void settle(xfer *x, const conch_status *cs) {
@@ -235,7 +720,7 @@ static void settle(xfer *x, const conch_status *cs) {
   } else if (x->local != 0) {
     x->rv = x->local;
     conch__sb_fail(&x->st, CONCH_CODE_CANCELED, x->local,
-                   "transfer stopped by its callback");
+                   "transfer stopped (by its callback or canceled)");
   } else if (cs->code != CONCH_CODE_OK) {
     x->rv = CONCH_ERR_RPC;
     conch__sb_status(&x->st, cs);
@@ -253,6 +738,9 @@ static void settle(xfer *x, const conch_status *cs) {
     x->st.origin = CONCH_ORIGIN_HTTP;
   } else {
     x->rv = 0;
+    if (x->written != NULL) {
+      answer_settle(x);
+    }
   }
 }
 
@@ -261,6 +749,7 @@ static void xfer_free(xfer *x) {
   conch_alarm_cancel(x->alarm);
   api_free(m, x->piece);
   api_free(m, x->errbody);
+  conch__buf_free(&x->ans, m);
   conch_status_clear(&x->st);
   api_free(m, x);
 }
@@ -294,6 +783,10 @@ static void idle_check(conch_client *c, void *ud) {
   x->alarm = NULL;
   if (x->done || x->local != 0 || x->silent) {
     return;
+  }
+  if (x->paused || x->later) {
+    touch(x); /* the caller holds it, not the server */
+    quiet = 0;
   }
   if (quiet < x->idle_ms) {
     idle_arm(x, (long)(x->idle_ms - quiet));
@@ -335,6 +828,13 @@ static void on_body(conch_call *call, const uint8_t *p, size_t n, void *ud) {
     /* An upload's answer (its entries) or an error's: only an error's is
        read, for its message, and only so much of it. */
     if (x->http >= 200 && x->http <= 299) {
+      if (x->written != NULL && !x->ans_over) {
+        if (n > ANSWER_MAX - x->ans.len) {
+          x->ans_over = 1;
+        } else if (conch__buf_append(&x->ans, x->sb->mem, p, n) != 0) {
+          x->ans_over = 2; /* out of memory: the answer is not read */
+        }
+      }
       return;
     }
     if (x->errbody == NULL) {
@@ -369,6 +869,10 @@ static void pump(xfer *x) {
     int rv;
     if (x->plen == 0 && !x->src_end) {
       long got = x->source(x->piece, PIECE, x->source_ud);
+      if (got == CONCH_FILES_SOURCE_LATER && x->on_done != NULL) {
+        x->later = 1;
+        return; /* conch_files_xfer_resume() */
+      }
       if (got < 0) {
         stop(x, CONCH_ERR_CANCELED);
         return;
@@ -434,8 +938,10 @@ static void on_close(conch_call *call, const conch_status *cs,
 
 /* ---- Starting ----------------------------------------------------------- */
 
+/* A new transfer (a write when |write|) with |opts| (checked: a write's
+   metadata refused says why in |st|, which may be NULL). */
 static int xfer_new(conch_sandbox *sb, const conch_files_io_opts *opts,
-                    xfer **out) {
+                    int write, conch_status *st, xfer **out) {
   conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
   xfer *x;
   if (opts != NULL) {
@@ -448,11 +954,31 @@ static int xfer_new(conch_sandbox *sb, const conch_files_io_opts *opts,
       return CONCH_ERR_INVALID;
     }
   }
+  if (write) {
+    int rv = meta_check(&o, st);
+    if (rv != 0) {
+      return rv;
+    }
+    if ((o.written == NULL) != (o.n_written == NULL)) {
+      return CONCH_ERR_INVALID;
+    }
+  }
   x = api_calloc(sb->mem, 1, sizeof(*x));
   if (x == NULL) {
     return CONCH_ERR_NOMEM;
   }
   x->sb = sb;
+  x->write = write;
+  if (write) {
+    x->meta = o.metadata;
+    x->n_meta = o.n_metadata;
+    x->written = o.written;
+    x->n_written = o.n_written;
+    if (x->written != NULL) {
+      *x->written = NULL;
+      *x->n_written = 0;
+    }
+  }
   x->progress = o.progress;
   x->progress_ud = o.progress_ud;
   x->total = -1;
@@ -487,6 +1013,10 @@ static int xfer_start(xfer *x, const char *path,
   md = conch__sb_headers(sb, user, 0);
   if (x->write) {
     x->piece = api_malloc(sb->mem, PIECE);
+    if (md != NULL && meta_headers(md, x->meta, x->n_meta) != 0) {
+      conch_metadata_free(md);
+      md = NULL;
+    }
   }
   if (target == NULL || md == NULL || (x->write && x->piece == NULL)) {
     api_free(sb->mem, target);
@@ -556,7 +1086,7 @@ int conch_files_read_cb(conch_sandbox *sb, const char *path,
     rv = CONCH_ERR_INVALID;
   }
   if (rv == 0) {
-    rv = xfer_new(sb, opts, &x);
+    rv = xfer_new(sb, opts, 0, st, &x);
   }
   if (rv != 0) {
     return rv;
@@ -575,12 +1105,11 @@ int conch_files_write_cb(conch_sandbox *sb, const char *path,
     rv = CONCH_ERR_INVALID;
   }
   if (rv == 0) {
-    rv = xfer_new(sb, opts, &x);
+    rv = xfer_new(sb, opts, 1, st, &x);
   }
   if (rv != 0) {
     return rv;
   }
-  x->write = 1;
   x->source = source;
   x->source_ud = source_ud;
   return xfer_run(x, path, opts, st);
@@ -716,12 +1245,11 @@ static int write_sized(conch_sandbox *sb, const char *path,
   xfer *x;
   int rv = check(sb, path);
   if (rv == 0) {
-    rv = xfer_new(sb, opts, &x);
+    rv = xfer_new(sb, opts, 1, st, &x);
   }
   if (rv != 0) {
     return rv;
   }
-  x->write = 1;
   x->source = src;
   x->source_ud = b;
   x->total = total;
@@ -764,13 +1292,27 @@ int conch_files_read_async(conch_sandbox *sb, const char *path,
                            conch_files_sink sink, void *sink_ud,
                            const conch_files_io_opts *opts,
                            conch_files_io_done done, void *user_data) {
+  conch_files_xfer *x;
+  return conch_files_read_start(sb, path, sink, sink_ud, opts, done, user_data,
+                                &x);
+}
+
+int conch_files_read_start(conch_sandbox *sb, const char *path,
+                           conch_files_sink sink, void *sink_ud,
+                           const conch_files_io_opts *opts,
+                           conch_files_io_done done, void *user_data,
+                           conch_files_xfer **out) {
   xfer *x;
   int rv = check(sb, path);
+  if (out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  *out = NULL;
   if (rv == 0 && (sink == NULL || done == NULL)) {
     rv = CONCH_ERR_INVALID;
   }
   if (rv == 0) {
-    rv = xfer_new(sb, opts, &x);
+    rv = xfer_new(sb, opts, 0, NULL, &x);
   }
   if (rv != 0) {
     return rv;
@@ -782,6 +1324,8 @@ int conch_files_read_async(conch_sandbox *sb, const char *path,
   rv = xfer_start(x, path, opts, 1);
   if (rv != 0) {
     xfer_free(x);
+  } else {
+    *out = x;
   }
   return rv;
 }
@@ -790,18 +1334,31 @@ int conch_files_write_async(conch_sandbox *sb, const char *path,
                             conch_files_source source, void *source_ud,
                             const conch_files_io_opts *opts,
                             conch_files_io_done done, void *user_data) {
+  conch_files_xfer *x;
+  return conch_files_write_start(sb, path, source, source_ud, opts, done,
+                                 user_data, &x);
+}
+
+int conch_files_write_start(conch_sandbox *sb, const char *path,
+                            conch_files_source source, void *source_ud,
+                            const conch_files_io_opts *opts,
+                            conch_files_io_done done, void *user_data,
+                            conch_files_xfer **out) {
   xfer *x;
   int rv = check(sb, path);
+  if (out == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  *out = NULL;
   if (rv == 0 && (source == NULL || done == NULL)) {
     rv = CONCH_ERR_INVALID;
   }
   if (rv == 0) {
-    rv = xfer_new(sb, opts, &x);
+    rv = xfer_new(sb, opts, 1, NULL, &x);
   }
   if (rv != 0) {
     return rv;
   }
-  x->write = 1;
   x->source = source;
   x->source_ud = source_ud;
   x->on_done = done;
@@ -809,6 +1366,42 @@ int conch_files_write_async(conch_sandbox *sb, const char *path,
   rv = xfer_start(x, path, opts, 1);
   if (rv != 0) {
     xfer_free(x);
+  } else {
+    *out = x;
   }
   return rv;
+}
+
+int conch_files_xfer_pause(conch_files_xfer *x) {
+  if (x == NULL || x->write) {
+    return CONCH_ERR_INVALID;
+  }
+  if (!x->paused && !x->done) {
+    x->paused = 1;
+    conch_call_pause(x->call);
+  }
+  return 0;
+}
+
+int conch_files_xfer_resume(conch_files_xfer *x) {
+  if (x == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (x->paused) {
+    x->paused = 0;
+    touch(x);
+    conch_call_resume(x->call);
+  }
+  if (x->later) {
+    x->later = 0;
+    touch(x);
+    pump(x);
+  }
+  return 0;
+}
+
+void conch_files_xfer_cancel(conch_files_xfer *x) {
+  if (x != NULL && !x->done) {
+    stop(x, CONCH_ERR_CANCELED);
+  }
 }

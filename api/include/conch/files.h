@@ -12,7 +12,12 @@
  *    conch_entries_free().
  *  - conch_files_read() and conch_files_write() (and their _fd, _cb and
  *    _async forms) move a file's contents over envd's /files endpoint,
- *    streamed through bounded memory, with progress.
+ *    streamed through bounded memory, with progress.  A write can carry
+ *    metadata and hand back the entries the server wrote
+ *    (conch_files_io_opts.metadata, .written); conch_files_read_start()
+ *    and conch_files_write_start() give an asynchronous transfer's handle,
+ *    for back-pressure (conch_files_xfer_pause(), a source's
+ *    CONCH_FILES_SOURCE_LATER) and cancelling.
  *  - conch_files_watch() returns a conch_watch handle over WatchDir:
  *    conch_watch_next() yields the directory's events as they come;
  *    conch_watch_close() is the only way to release the handle and always
@@ -275,11 +280,42 @@ typedef struct conch_files_io_opts {
       sandbox's silence bound (conch_sandbox_opts.keepalive_ms: 3 x
       keepalive + 5000 ms, none when keepalive is -1), -1 = none. */
   long idle_timeout_ms;
+  /** A write's metadata: |n_metadata| pairs, sent as envd's
+      `X-Metadata-KEY: VALUE` headers, which the server keeps as the
+      file's `user.e2b.KEY` extended attributes (the whole set: a file
+      replaced keeps none of its old ones).  Header names are not case
+      sensitive: conch serve keeps the key lower-cased (this side sends it
+      so).  A key is 1 to 200 bytes of an HTTP token (letters, digits and
+      !#$%&'*+-.^_`|~: no space, ':', CR or LF); a value at most 65536
+      bytes with no control character but tab (no CR, LF or NUL).  Anything
+      else, or a key given twice, is refused before anything is sent:
+      CONCH_ERR_HEADER, the status invalid_argument naming the pair.
+      Reads ignore it. */
+  const conch_file_meta *metadata;
+  size_t n_metadata;
+  /** A write's answer: when |written| is not NULL, on 0 |*written| is the
+      array of the |*n_written| entries the server says it wrote (one for
+      these calls; NULL when it lists none), the caller's to free with
+      conch_entries_free().  The answer has only |name|, |path|, |type| and
+      |metadata| (as the server read them back from the file: none on a
+      file system without user xattrs, or from a server that keeps none);
+      the other strings are "", the numbers 0.  An answer that is not
+      envd's JSON, or past 1 MiB, fails the call with CONCH_ERR_PROTO
+      (status internal; the file is written).  For
+      conch_files_write_async() the two pointers must stay valid until
+      its |done| runs; they are set before it.  Reads ignore them. */
+  conch_entry_info **written;
+  size_t *n_written;
   void *reserved[3];
 } conch_files_io_opts;
 
 #define CONCH_FILES_IO_OPTS_INIT                                               \
-  { sizeof(conch_files_io_opts), NULL, NULL, NULL, 0, 0, { 0 } }
+  {                                                                            \
+    sizeof(conch_files_io_opts), NULL, NULL, NULL, 0, 0, NULL, 0, NULL, NULL,  \
+    {                                                                          \
+      0                                                                        \
+    }                                                                          \
+  }
 
 /** Where a read's bytes go: |len| (> 0) bytes, borrowed until it returns.
     Returns 0 to go on; anything else stops the read, which then returns
@@ -391,6 +427,59 @@ CONCH_EXTERN int conch_files_write_async(conch_sandbox *sb, const char *path,
                                          const conch_files_io_opts *opts,
                                          conch_files_io_done done,
                                          void *user_data);
+
+/** An asynchronous transfer started with conch_files_read_start() or
+    conch_files_write_start(): for pausing, resuming and cancelling it.
+    Valid until its |done| returns (libconch frees it then). */
+typedef struct conch_files_xfer conch_files_xfer;
+
+/**
+ * conch_files_read_async() that also gives the transfer's handle in |*out|
+ * (not NULL), for back-pressure: a consumer with a queue of its own calls
+ * conch_files_xfer_pause() when it holds enough and
+ * conch_files_xfer_resume() once it took it: while paused no credit goes
+ * back to the server (conch_call_pause()), what it holds is at most a
+ * stream window more, and the silence bound does not run.  Returns as
+ * conch_files_read_async(); on failure |*out| is NULL.
+ */
+CONCH_EXTERN int conch_files_read_start(conch_sandbox *sb, const char *path,
+                                        conch_files_sink sink, void *sink_ud,
+                                        const conch_files_io_opts *opts,
+                                        conch_files_io_done done,
+                                        void *user_data,
+                                        conch_files_xfer **out);
+
+/** What a source of conch_files_write_start() returns when it has nothing
+    yet (the contents go on): the write waits, the silence bound not
+    running, until conch_files_xfer_resume() asks it again. */
+#define CONCH_FILES_SOURCE_LATER (-5L)
+
+/**
+ * conch_files_write_async() that also gives the transfer's handle: its
+ * |source| may answer CONCH_FILES_SOURCE_LATER (a source fed by another
+ * party, e.g. an asynchronous iterator), after which the write waits for
+ * conch_files_xfer_resume().  Returns as conch_files_write_async(); on
+ * failure |*out| is NULL.
+ */
+CONCH_EXTERN int conch_files_write_start(
+    conch_sandbox *sb, const char *path, conch_files_source source,
+    void *source_ud, const conch_files_io_opts *opts, conch_files_io_done done,
+    void *user_data, conch_files_xfer **out);
+
+/** Holds a read's credit back (see conch_files_read_start()).  Idempotent.
+    Returns 0 or CONCH_ERR_INVALID (NULL, or a write). */
+CONCH_EXTERN int conch_files_xfer_pause(conch_files_xfer *x);
+
+/** Ends a pause of a read, or asks a write's source again after it said
+    CONCH_FILES_SOURCE_LATER (at once, from inside this call).
+    Returns 0 or CONCH_ERR_INVALID (NULL). */
+CONCH_EXTERN int conch_files_xfer_resume(conch_files_xfer *x);
+
+/** Stops the transfer: its |done| runs on a later turn of the loop with
+    CONCH_ERR_CANCELED (unless it had ended already: then as it ended).  A
+    write cut so leaves the file as the server leaves a cut upload.
+    Idempotent; NULL is accepted. */
+CONCH_EXTERN void conch_files_xfer_cancel(conch_files_xfer *x);
 
 /* ---- Watching a directory ---------------------------------------------- */
 

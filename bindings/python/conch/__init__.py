@@ -27,6 +27,9 @@ from ._errors import ERRORS, CapabilityNotSupported, Error
 from ._sync import (Commands, Pty, Sandbox, SyncProcess, SyncProcessHandle,
                     SyncStdinStream)
 from ._types import Capability, ExecResult, OutputChunk, ProcessInfo
+from ._files import (AsyncFiles, AsyncReadStream, AsyncWatchHandle,
+                     EntryInfo, Files, FilesystemEvent, ReadStream,
+                     WatchHandle, WriteEntry, WriteInfo)
 
 __version__ = "0.1.0"
 
@@ -47,5 +50,8 @@ __all__ = [
     "StdinStream", "SyncStdinStream",
     "ExecResult", "OutputChunk", "ProcessInfo", "Capability", "local_socket",
     "Error", "CapabilityNotSupported",
+    "Files", "AsyncFiles", "EntryInfo", "WriteInfo", "WriteEntry",
+    "FilesystemEvent", "ReadStream", "AsyncReadStream", "WatchHandle",
+    "AsyncWatchHandle",
     *[c.__name__ for c in ERRORS.values()],
 ]

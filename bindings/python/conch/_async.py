@@ -12,6 +12,7 @@ from ._common import (END, PROBE, BASH, SH, Command, Selector, TreeMode,
                       argv, data_bytes, env_map, ms, native_args,
                       needs_shell, pty_size, selector, signal_number,
                       tree_mode)
+from ._files import AsyncFiles
 from ._errors import CapabilityNotSupported, Unavailable
 from ._types import Capability, ExecResult, OutputChunk, ProcessInfo
 
@@ -479,6 +480,7 @@ class AsyncSandbox:
         self._shell_probe = None
         self.commands = AsyncCommands(self)
         self.pty = AsyncPty(self)
+        self.files = AsyncFiles(self)
 
     def __repr__(self):
         return f"<conch.AsyncSandbox {self.url or 'local'}>"

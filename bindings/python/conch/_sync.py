@@ -17,6 +17,7 @@ from ._common import (END, PROBE, BASH, SH, Command, Selector, TreeMode,
                       needs_shell, pty_size, selector, signal_number,
                       tree_mode)
 from ._errors import CapabilityNotSupported, Unavailable
+from ._files import Files
 from ._types import Capability, ExecResult, OutputChunk, ProcessInfo
 
 __all__ = ["Sandbox", "Commands", "Pty", "SyncProcess", "SyncProcessHandle",
@@ -370,6 +371,7 @@ class Sandbox:
         self._shell_lock = threading.Lock()
         self.commands = Commands(self)
         self.pty = Pty(self)
+        self.files = Files(self)
 
     def __repr__(self):
         return f"<conch.Sandbox {self.url or 'local'}>"

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include <conch/conch.h>
+#include <conch/files.h>
 #include <conch/local.h>
 #include <conch/process.h>
 
@@ -205,8 +206,16 @@ enum op_kind {
   OK_START,
   OK_CONNECT,
   OK_UNARY,
-  OK_STDIN
+  OK_STDIN,
+  OK_FILES, /* a files call: stat, list, mkdir, move, remove */
+  OK_READ,  /* a file's contents, streamed in */
+  OK_WRITE  /* a file's contents, streamed out */
 };
+
+/* Kinds that end with unary_done (no process). */
+#define ONE_SHOT(k)                                                            \
+  ((k) == OK_UNARY || (k) == OK_STDIN || (k) == OK_FILES || (k) == OK_READ ||  \
+   (k) == OK_WRITE)
 
 /* A queued chunk of output. */
 typedef struct chunk {
@@ -241,6 +250,17 @@ struct Op {
   /* A unary call's answer: a list for List. */
   conch_process_info *list;
   size_t nlist;
+  /* Files: the answer's entries (OK_FILES: a malloc'd copy; OK_WRITE:
+     libconch's, |ents_out|), the transfer (until its done), a write's
+     piece in flight. */
+  conch_entry_info *ents, *ents_out;
+  size_t nents;
+  conch_files_xfer *fx;
+  uint8_t *wbuf;
+  size_t wlen, woff;
+  unsigned weof : 1;
+  unsigned nomem : 1;
+  uint64_t moved;
   /* Futures (asyncio). */
   PyObject *f_start, *f_data, *f_end, *f_close;
   Op *ready_next;
@@ -283,6 +303,8 @@ static void mark(Op *op) {
 
 static PyObject *make_result(const conch_exec_result *r);
 static PyObject *make_list(const conch_process_info *l, size_t n);
+static PyObject *make_entries(const conch_entry_info *e, size_t n);
+static void entries_free_raw(conch_entry_info *e, size_t n);
 
 /* Resolves |*fut| with |val| (stolen) or |exc| (stolen), unless it was
    cancelled; clears |*fut|. */
@@ -339,9 +361,8 @@ static void dispatch_op(Op *op) {
     resolve(&op->f_data, Py_None, NULL);
   }
   if (op->f_end != NULL &&
-      (op->kind == OK_UNARY || op->kind == OK_STDIN
-           ? op->unary_done
-           : op->ended && (op->kind != OK_RUN || op->closed))) {
+      (ONE_SHOT(op->kind) ? op->unary_done
+                          : op->ended && (op->kind != OK_RUN || op->closed))) {
     PyObject *exc = NULL, *val = op_end_value(op, &exc);
     resolve(&op->f_end, val, exc);
   }
@@ -419,6 +440,9 @@ static void q_relieve(Op *op) {
     op->paused = 0;
     if (op->p != NULL) {
       (void)conch_process_resume(op->p);
+    }
+    if (op->fx != NULL) {
+      (void)conch_files_xfer_resume(op->fx);
     }
   }
 }
@@ -919,6 +943,16 @@ static void sb_free_native(SandboxObject *s) {
     while (op != NULL) {
       op->closed = 1;
       op->p = NULL;
+      op->fx = NULL;
+      if (ONE_SHOT(op->kind) && !op->unary_done) {
+        op->unary_done = 1;
+        op->ended = 1;
+        op->stdin_ready = 1;
+        if (op->st.code == CONCH_CODE_OK) {
+          op->st.code = CONCH_CODE_CANCELED;
+          op->st.origin = CONCH_ORIGIN_LOCAL;
+        }
+      }
       mark(op);
       op = op->open_next;
     }
@@ -1412,6 +1446,613 @@ static PyObject *sb_get_closed(SandboxObject *s, void *c) {
   return PyBool_FromLong(s->sb == NULL || s->closed);
 }
 
+/* ---- Files (conch/files.h) ----------------------------------------------- */
+
+/* An entry as the tuple conch/_files.py makes an EntryInfo of: (name,
+   type, path, size, mode, permissions, owner, group, mtime_sec,
+   mtime_nsec, symlink_target, metadata dict). */
+static PyObject *make_entry(const conch_entry_info *e) {
+  PyObject *meta = PyDict_New(), *t;
+  size_t i;
+  if (meta == NULL) {
+    return NULL;
+  }
+  for (i = 0; i < e->n_metadata; i++) {
+    PyObject *v = PyUnicode_DecodeUTF8(e->metadata[i].value,
+                                       (Py_ssize_t)strlen(e->metadata[i].value),
+                                       "replace");
+    if (v == NULL || PyDict_SetItemString(meta, e->metadata[i].key, v) != 0) {
+      Py_XDECREF(v);
+      Py_DECREF(meta);
+      return NULL;
+    }
+    Py_DECREF(v);
+  }
+  t = Py_BuildValue("(sssLkssslisN)", e->name, conch_file_type_name(e->type),
+                    e->path, (long long)e->size, (unsigned long)e->mode,
+                    e->permissions, e->owner, e->group, (long)e->mtime_sec,
+                    (int)e->mtime_nsec, e->symlink_target, meta);
+  return t;
+}
+
+static PyObject *make_entries(const conch_entry_info *e, size_t n) {
+  PyObject *l = PyList_New((Py_ssize_t)n);
+  size_t i;
+  if (l == NULL) {
+    return NULL;
+  }
+  for (i = 0; i < n; i++) {
+    PyObject *t = make_entry(&e[i]);
+    if (t == NULL) {
+      Py_DECREF(l);
+      return NULL;
+    }
+    PyList_SET_ITEM(l, (Py_ssize_t)i, t);
+  }
+  return l;
+}
+
+static char *dup0(const char *s) { return s != NULL ? strdup(s) : NULL; }
+
+/* A deep copy of |n| entries with malloc (freed by entries_free_raw). */
+static conch_entry_info *entries_copy(const conch_entry_info *src, size_t n) {
+  conch_entry_info *d = calloc(n != 0 ? n : 1, sizeof(*d));
+  size_t i, k;
+  if (d == NULL) {
+    return NULL;
+  }
+  for (i = 0; i < n; i++) {
+    d[i] = src[i];
+    d[i].name = dup0(src[i].name);
+    d[i].path = dup0(src[i].path);
+    d[i].permissions = dup0(src[i].permissions);
+    d[i].owner = dup0(src[i].owner);
+    d[i].group = dup0(src[i].group);
+    d[i].symlink_target = dup0(src[i].symlink_target);
+    d[i].metadata = NULL;
+    d[i].n_metadata = 0;
+    if (src[i].n_metadata > 0) {
+      d[i].metadata = calloc(src[i].n_metadata, sizeof(conch_file_meta));
+      for (k = 0; d[i].metadata != NULL && k < src[i].n_metadata; k++) {
+        d[i].metadata[k].key = dup0(src[i].metadata[k].key);
+        d[i].metadata[k].value = dup0(src[i].metadata[k].value);
+        d[i].n_metadata++;
+      }
+    }
+  }
+  return d;
+}
+
+static void entries_free_raw(conch_entry_info *e, size_t n) {
+  size_t i, k;
+  if (e == NULL) {
+    return;
+  }
+  for (i = 0; i < n; i++) {
+    free(e[i].name);
+    free(e[i].path);
+    free(e[i].permissions);
+    free(e[i].owner);
+    free(e[i].group);
+    free(e[i].symlink_target);
+    for (k = 0; k < e[i].n_metadata; k++) {
+      free(e[i].metadata[k].key);
+      free(e[i].metadata[k].value);
+    }
+    free(e[i].metadata);
+  }
+  free(e);
+}
+
+/* Whether a copy failed on something that was there. */
+static int entries_whole(const conch_entry_info *d, const conch_entry_info *s,
+                         size_t n) {
+  size_t i, k;
+  for (i = 0; i < n; i++) {
+    if ((s[i].name && !d[i].name) || (s[i].path && !d[i].path) ||
+        (s[i].permissions && !d[i].permissions) ||
+        (s[i].owner && !d[i].owner) || (s[i].group && !d[i].group) ||
+        (s[i].symlink_target && !d[i].symlink_target) ||
+        d[i].n_metadata != s[i].n_metadata) {
+      return 0;
+    }
+    for (k = 0; k < d[i].n_metadata; k++) {
+      if (!d[i].metadata[k].key || !d[i].metadata[k].value) {
+        return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+static void fs_keep(Op *op, const conch_entry_info *e, size_t n,
+                    const conch_status *st) {
+  conch_status_copy(&op->st, st, NULL);
+  if (st->code == CONCH_CODE_OK && e != NULL && n > 0) {
+    op->ents = entries_copy(e, n);
+    if (op->ents == NULL || !entries_whole(op->ents, e, n)) {
+      entries_free_raw(op->ents, op->ents != NULL ? n : 0);
+      op->ents = NULL;
+      conch_status_clear(&op->st);
+      op->st.code = CONCH_CODE_RESOURCE_EXHAUSTED;
+      op->st.origin = CONCH_ORIGIN_LOCAL;
+      op->st.local_err = CONCH_ERR_NOMEM;
+    } else {
+      op->nents = n;
+    }
+  }
+  op->unary_done = 1;
+  op->ended = 1;
+  op->closed = 1;
+  mark(op);
+}
+
+static void h_fs_entry(const conch_entry_info *e, const conch_status *st,
+                       void *ud) {
+  fs_keep(ud, e, e != NULL ? 1 : 0, st);
+}
+
+static void h_fs_list(const conch_entry_info *e, size_t n,
+                      const conch_status *st, void *ud) {
+  fs_keep(ud, e, n, st);
+}
+
+static void h_fs_status(const conch_status *st, void *ud) {
+  fs_keep(ud, NULL, 0, st);
+}
+
+/* Sandbox.fs(what, path, user=None, dst=None, depth=0) -> Op: stat, list,
+   mkdir, move, remove.  Its end: a list of entry tuples (empty for
+   remove). */
+static PyObject *sb_fs(SandboxObject *s, PyObject *args) {
+  const char *what, *path, *user = NULL, *dst = NULL;
+  unsigned int depth = 0;
+  int rv;
+  Op *op;
+  if (!PyArg_ParseTuple(args, "ss|zzI", &what, &path, &user, &dst, &depth) ||
+      sb_check(s) != 0) {
+    return NULL;
+  }
+  op = op_new(s, OK_FILES);
+  if (op == NULL) {
+    return NULL;
+  }
+  LOCKED(s, {
+    if (strcmp(what, "stat") == 0) {
+      rv = conch_files_stat_async(s->sb, path, user, h_fs_entry, op);
+    } else if (strcmp(what, "list") == 0) {
+      rv = conch_files_list_async(s->sb, path, depth, user, h_fs_list, op);
+    } else if (strcmp(what, "mkdir") == 0) {
+      rv = conch_files_mkdir_async(s->sb, path, user, h_fs_entry, op);
+    } else if (strcmp(what, "move") == 0) {
+      rv = dst != NULL
+               ? conch_files_move_async(s->sb, path, dst, user, h_fs_entry, op)
+               : CONCH_ERR_INVALID;
+    } else if (strcmp(what, "remove") == 0) {
+      rv = conch_files_remove_async(s->sb, path, user, h_fs_status, op);
+    } else {
+      rv = CONCH_ERR_INVALID;
+    }
+  });
+  if (rv != 0) {
+    op->closed = 1;
+    Py_DECREF(op);
+    raise_exc(error_from_rv(rv, what));
+    return NULL;
+  }
+  op_hold(op);
+  return (PyObject *)op;
+}
+
+/* Reads: each piece queued (bytes), the transfer paused past Q_HIGH;
+   the op's close cancels it. */
+static int h_fs_sink(const uint8_t *d, size_t n, void *ud) {
+  Op *op = ud;
+  chunk *c;
+  if (op->closing) {
+    return -1;
+  }
+  c = PyMem_RawMalloc(sizeof(*c) + n);
+  if (c == NULL) {
+    op->nomem = 1;
+    return -1;
+  }
+  c->next = NULL;
+  c->stream = 0;
+  c->len = n;
+  memcpy(c->data, d, n);
+  if (op->qtail != NULL) {
+    op->qtail->next = c;
+  } else {
+    op->qhead = c;
+  }
+  op->qtail = c;
+  op->qbytes += n;
+  if (!op->paused && op->qbytes >= Q_HIGH && op->fx != NULL &&
+      conch_files_xfer_pause(op->fx) == 0) {
+    op->paused = 1;
+  }
+  mark(op);
+  return 0;
+}
+
+/* Writes: the source gives what feed() left in |wbuf|; when it is empty
+   and the contents go on, "later" (feed() resumes it). */
+static long h_fs_source(uint8_t *buf, size_t cap, void *ud) {
+  Op *op = ud;
+  size_t k;
+  if (op->closing) {
+    return -1;
+  }
+  if (op->woff < op->wlen) {
+    k = op->wlen - op->woff;
+    if (k > cap) {
+      k = cap;
+    }
+    memcpy(buf, op->wbuf + op->woff, k);
+    op->woff += k;
+    if (op->woff == op->wlen) {
+      op->stdin_ready = 1; /* room for the next piece */
+      mark(op);
+    }
+    return (long)k;
+  }
+  if (op->weof) {
+    return 0;
+  }
+  op->stdin_ready = 1;
+  mark(op);
+  return CONCH_FILES_SOURCE_LATER;
+}
+
+static void h_fs_done(int rv, const conch_status *st, uint64_t bytes,
+                      void *ud) {
+  Op *op = ud;
+  conch_status_copy(&op->st, st, NULL);
+  if (rv != 0 && op->st.code == CONCH_CODE_OK) {
+    op->st.code = CONCH_CODE_UNKNOWN;
+    op->st.local_err = rv;
+  }
+  if (op->nomem) {
+    conch_status_clear(&op->st);
+    op->st.code = CONCH_CODE_RESOURCE_EXHAUSTED;
+    op->st.origin = CONCH_ORIGIN_LOCAL;
+    op->st.local_err = CONCH_ERR_NOMEM;
+  }
+  op->moved = bytes;
+  op->fx = NULL;
+  op->unary_done = 1;
+  op->ended = 1;
+  op->closed = 1;
+  op->stdin_ready = 1;
+  mark(op);
+}
+
+/* Sandbox.fs_read(path, user=None) -> Op: pop() gives bytes, END at the
+   end. */
+static PyObject *sb_fs_read(SandboxObject *s, PyObject *args) {
+  const char *path, *user = NULL;
+  conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
+  int rv;
+  Op *op;
+  if (!PyArg_ParseTuple(args, "s|z", &path, &user) || sb_check(s) != 0) {
+    return NULL;
+  }
+  o.user = user;
+  op = op_new(s, OK_READ);
+  if (op == NULL) {
+    return NULL;
+  }
+  LOCKED(s, rv = conch_files_read_start(s->sb, path, h_fs_sink, op, &o,
+                                        h_fs_done, op, &op->fx));
+  if (rv != 0) {
+    op->closed = 1;
+    Py_DECREF(op);
+    raise_exc(error_from_rv(rv, "read"));
+    return NULL;
+  }
+  op_hold(op);
+  return (PyObject *)op;
+}
+
+/* Sandbox.fs_write(path, user=None, metadata=None) -> Op: feed(bytes),
+   feed_end(); its end: the written entries. */
+static PyObject *sb_fs_write(SandboxObject *s, PyObject *args) {
+  const char *path, *user = NULL;
+  PyObject *meta = Py_None;
+  conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
+  conch_file_meta *pairs = NULL;
+  conch_status st;
+  Py_ssize_t n = 0, i;
+  int rv;
+  Op *op;
+  if (!PyArg_ParseTuple(args, "s|zO", &path, &user, &meta) ||
+      sb_check(s) != 0) {
+    return NULL;
+  }
+  if (meta != Py_None) {
+    n = PySequence_Size(meta);
+    if (n < 0) {
+      return NULL;
+    }
+    pairs = PyMem_Calloc(n != 0 ? (size_t)n : 1, sizeof(*pairs));
+    if (pairs == NULL) {
+      return PyErr_NoMemory();
+    }
+    for (i = 0; i < n; i++) {
+      PyObject *kv = PySequence_GetItem(meta, i);
+      const char *k = NULL, *v = NULL;
+      /* Borrowed from |meta|'s str objects (alive for the call). */
+      if (kv != NULL) {
+        (void)PyArg_ParseTuple(kv, "ss", &k, &v);
+        Py_DECREF(kv);
+      }
+      if (k == NULL || v == NULL) {
+        PyMem_Free(pairs);
+        if (!PyErr_Occurred()) {
+          PyErr_SetString(PyExc_TypeError, "metadata: (str, str) pairs");
+        }
+        return NULL;
+      }
+      pairs[i].key = (char *)k;
+      pairs[i].value = (char *)v;
+    }
+  }
+  o.user = user;
+  o.metadata = pairs;
+  o.n_metadata = (size_t)n;
+  op = op_new(s, OK_WRITE);
+  if (op == NULL) {
+    PyMem_Free(pairs);
+    return NULL;
+  }
+  o.written = &op->ents_out;
+  o.n_written = &op->nents;
+  conch_status_init(&st);
+  LOCKED(s, {
+    rv = conch_files_write_start(s->sb, path, h_fs_source, op, &o, h_fs_done,
+                                 op, &op->fx);
+    if (rv == CONCH_ERR_HEADER) {
+      /* The same check, blocking, for its message (nothing is sent). */
+      (void)conch_files_write(s->sb, path, "", 0, &o, &st);
+    }
+  });
+  PyMem_Free(pairs);
+  if (rv != 0) {
+    op->closed = 1;
+    Py_DECREF(op);
+    if (rv == CONCH_ERR_HEADER) {
+      raise_exc(error_from_status(&st, NULL));
+    } else {
+      raise_exc(error_from_rv(rv, "write"));
+    }
+    conch_status_clear(&st);
+    return NULL;
+  }
+  op_hold(op);
+  return (PyObject *)op;
+}
+
+/* Op.feed(data) -> True (taken), False (the last piece is still going:
+   wait_data() and feed again), None (the write ended: wait_end() says
+   how). */
+static PyObject *op_feed(Op *op, PyObject *arg) {
+  Py_buffer b;
+  int r = 0;
+  uint8_t *copy;
+  if (op->kind != OK_WRITE) {
+    PyErr_SetString(PyExc_TypeError, "not a write");
+    return NULL;
+  }
+  if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) != 0) {
+    return NULL;
+  }
+  copy = PyMem_RawMalloc(b.len != 0 ? (size_t)b.len : 1);
+  if (copy == NULL) {
+    PyBuffer_Release(&b);
+    return PyErr_NoMemory();
+  }
+  memcpy(copy, b.buf, (size_t)b.len);
+  PyBuffer_Release(&b);
+  LOCKED(op->sbo, {
+    if (op->ended || op->fx == NULL) {
+      r = -1;
+    } else if (op->woff < op->wlen) {
+      r = 0;
+    } else {
+      PyMem_RawFree(op->wbuf);
+      op->wbuf = copy;
+      copy = NULL;
+      op->wlen = (size_t)b.len;
+      op->woff = 0;
+      op->stdin_ready = 0;
+      r = 1;
+      (void)conch_files_xfer_resume(op->fx);
+    }
+  });
+  PyMem_RawFree(copy);
+  if (r < 0) {
+    Py_RETURN_NONE;
+  }
+  return PyBool_FromLong(r);
+}
+
+/* Op.feed_end(): the contents are whole (once what was fed went). */
+static PyObject *op_feed_end(Op *op, PyObject *noargs) {
+  (void)noargs;
+  LOCKED(op->sbo, {
+    op->weof = 1;
+    if (op->fx != NULL && op->woff >= op->wlen) {
+      (void)conch_files_xfer_resume(op->fx);
+    }
+  });
+  Py_RETURN_NONE;
+}
+
+/* A watch (conch_watch), blocking only (libconch's watch is): next() in
+   slices, signals checked between them. */
+typedef struct WatchObject {
+  PyObject_HEAD SandboxObject *sbo;
+  conch_watch *w;
+  int ended;
+} WatchObject;
+
+static PyTypeObject WatchType;
+
+static PyObject *sb_fs_watch(SandboxObject *s, PyObject *args) {
+  const char *path, *user = NULL;
+  int recursive = 0, rv;
+  conch_status st;
+  conch_watch *w = NULL;
+  WatchObject *wo;
+  if (!PyArg_ParseTuple(args, "s|zp", &path, &user, &recursive) ||
+      sb_check(s) != 0) {
+    return NULL;
+  }
+  if (s->async) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "a watch needs a blocking sandbox (libconch's is)");
+    return NULL;
+  }
+  conch_status_init(&st);
+  LOCKED(s, rv = conch_files_watch(s->sb, path,
+                                   CONCH_WATCH_ENTRY |
+                                       (recursive ? CONCH_WATCH_RECURSIVE : 0),
+                                   user, &w, &st));
+  if (rv != 0) {
+    raise_exc(rv == CONCH_ERR_RPC ? error_from_status(&st, NULL)
+                                  : error_from_rv(rv, "watch"));
+    conch_status_clear(&st);
+    return NULL;
+  }
+  conch_status_clear(&st);
+  wo = PyObject_New(WatchObject, &WatchType);
+  if (wo == NULL) {
+    LOCKED(s, conch_watch_close(w));
+    return NULL;
+  }
+  Py_INCREF(s);
+  wo->sbo = s;
+  wo->w = w;
+  wo->ended = 0;
+  return (PyObject *)wo;
+}
+
+/* The watch is gone with its sandbox (conch_sandbox_free closed it). */
+static int watch_alive(WatchObject *wo) {
+  if (wo->w != NULL && (wo->sbo->sb == NULL || wo->sbo->closed)) {
+    wo->w = NULL;
+  }
+  return wo->w != NULL;
+}
+
+/* Watch.next(timeout_ms) -> (type, name, entry tuple or None); None when
+   nothing came in |timeout_ms| (-1: wait); END at the end; raises how it
+   ended on an error. */
+static PyObject *watch_next(WatchObject *wo, PyObject *args) {
+  long timeout = -1, slice;
+  int rv = 0;
+  conch_fs_event ev;
+  PyObject *ent;
+  if (!PyArg_ParseTuple(args, "|l", &timeout)) {
+    return NULL;
+  }
+  if (!watch_alive(wo)) {
+    if (wo->ended) {
+      Py_INCREF(END);
+      return END;
+    }
+    PyErr_SetString(PyExc_RuntimeError, "the watch is closed");
+    return NULL;
+  }
+  for (;;) {
+    slice = timeout < 0 || timeout > 200 ? 200 : timeout;
+    LOCKED(wo->sbo, rv = conch_watch_next(wo->w, &ev, slice));
+    if (rv != CONCH_ERR_TIMEOUT) {
+      break;
+    }
+    if (PyErr_CheckSignals() != 0) {
+      return NULL;
+    }
+    if (timeout >= 0) {
+      timeout -= slice;
+      if (timeout <= 0) {
+        Py_RETURN_NONE;
+      }
+    }
+  }
+  if (rv == CONCH_ERR_EOF) {
+    wo->ended = 1;
+    Py_INCREF(END);
+    return END;
+  }
+  if (rv == CONCH_ERR_RPC) {
+    wo->ended = 1;
+    raise_exc(error_from_status(conch_watch_status(wo->w), NULL));
+    return NULL;
+  }
+  if (rv != 0) {
+    raise_exc(error_from_rv(rv, "watch"));
+    return NULL;
+  }
+  if (ev.entry != NULL) {
+    ent = make_entry(ev.entry);
+    if (ent == NULL) {
+      return NULL;
+    }
+  } else {
+    Py_INCREF(Py_None);
+    ent = Py_None;
+  }
+  return Py_BuildValue("(ssN)", conch_fs_event_name(ev.type),
+                       ev.name != NULL ? ev.name : "", ent);
+}
+
+/* Watch.close(): ends the watch on the server.  Idempotent. */
+static PyObject *watch_close(WatchObject *wo, PyObject *noargs) {
+  (void)noargs;
+  if (watch_alive(wo)) {
+    conch_watch *w = wo->w;
+    wo->w = NULL;
+    LOCKED(wo->sbo, conch_watch_close(w));
+  }
+  Py_RETURN_NONE;
+}
+
+static PyObject *watch_get_closed(WatchObject *wo, void *c) {
+  (void)c;
+  return PyBool_FromLong(!watch_alive(wo));
+}
+
+static void watch_dealloc(WatchObject *wo) {
+  if (watch_alive(wo)) {
+    conch_watch *w = wo->w;
+    wo->w = NULL;
+    LOCKED(wo->sbo, conch_watch_close(w));
+  }
+  Py_CLEAR(wo->sbo);
+  PyObject_Free(wo);
+}
+
+static PyMethodDef watch_methods[] = {
+    {"next", (PyCFunction)watch_next, METH_VARARGS,
+     "next(timeout_ms=-1) -> (type, name, entry) | None | END"},
+    {"close", (PyCFunction)watch_close, METH_NOARGS, "ends the watch"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef watch_getset[] = {
+    {"closed", (getter)watch_get_closed, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject WatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "conch._conch.Watch",
+    .tp_basicsize = sizeof(WatchObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)watch_dealloc,
+    .tp_methods = watch_methods,
+    .tp_getset = watch_getset,
+    .tp_doc = "A watch of a directory (conch_watch)."};
+
 static PyMethodDef sb_methods[] = {
     {"process", (PyCFunction)sb_process, METH_VARARGS,
      "process(kind, cmd, args, env, cwd, user, tag, stdin, cols, rows, "
@@ -1425,6 +2066,14 @@ static PyMethodDef sb_methods[] = {
     {"open_ops", (PyCFunction)sb_close_all, METH_NOARGS,
      "the ops that hold a handle"},
     {"free", (PyCFunction)sb_free, METH_NOARGS, "frees the native sandbox"},
+    {"fs", (PyCFunction)sb_fs, METH_VARARGS,
+     "fs(what, path, user=None, dst=None, depth=0) -> Op"},
+    {"fs_read", (PyCFunction)sb_fs_read, METH_VARARGS,
+     "fs_read(path, user=None) -> Op"},
+    {"fs_write", (PyCFunction)sb_fs_write, METH_VARARGS,
+     "fs_write(path, user=None, metadata=None) -> Op"},
+    {"fs_watch", (PyCFunction)sb_fs_watch, METH_VARARGS,
+     "fs_watch(path, user=None, recursive=False) -> Watch"},
     {"_on_read", (PyCFunction)sb_on_read, METH_O, NULL},
     {"_on_write", (PyCFunction)sb_on_write, METH_O, NULL},
     {"_on_timer", (PyCFunction)sb_on_timer, METH_NOARGS, NULL},
@@ -1558,7 +2207,7 @@ static void list_free(conch_process_info *l, size_t n) {
 static PyObject *op_end_value(Op *op, PyObject **exc) {
   PyObject *res;
   *exc = NULL;
-  if (op->kind == OK_UNARY || op->kind == OK_STDIN) {
+  if (ONE_SHOT(op->kind)) {
     if (op->st.code != CONCH_CODE_OK) {
       *exc = error_from_status(&op->st, NULL);
       if (*exc == NULL) {
@@ -1568,6 +2217,15 @@ static PyObject *op_end_value(Op *op, PyObject **exc) {
     }
     if (op->is_list) {
       return op->list != NULL ? make_list(op->list, op->nlist) : PyList_New(0);
+    }
+    if (op->kind == OK_FILES) {
+      return make_entries(op->ents, op->ents != NULL ? op->nents : 0);
+    }
+    if (op->kind == OK_WRITE) {
+      return make_entries(op->ents_out, op->ents_out != NULL ? op->nents : 0);
+    }
+    if (op->kind == OK_READ) {
+      return PyLong_FromUnsignedLongLong(op->moved);
     }
     Py_RETURN_NONE;
   }
@@ -1629,9 +2287,8 @@ static int c_data(Op *op) {
   return op->qhead != NULL || op->ended || op->stdin_ready;
 }
 static int c_end(Op *op) {
-  return op->kind == OK_UNARY || op->kind == OK_STDIN
-             ? op->unary_done
-             : op->ended && (op->kind != OK_RUN || op->closed);
+  return ONE_SHOT(op->kind) ? op->unary_done
+                            : op->ended && (op->kind != OK_RUN || op->closed);
 }
 static int c_closed(Op *op) { return op->closed; }
 
@@ -1691,8 +2348,14 @@ static PyObject *op_wait_end(Op *op, PyObject *noargs) {
 static int op_begin_close(Op *op) {
   int rv = 0;
   if (op->closing || op->closed || op->kind == OK_UNARY ||
-      op->kind == OK_START) {
+      op->kind == OK_START || op->kind == OK_FILES) {
     return 0; /* no handle: it ends by itself (or with the sandbox) */
+  }
+  if (op->kind == OK_READ || op->kind == OK_WRITE) {
+    /* Cancelled: its done closes the op on a later turn. */
+    op->closing = 1;
+    LOCKED(op->sbo, conch_files_xfer_cancel(op->fx));
+    return 0;
   }
   if (op->kind == OK_STDIN) {
     /* Cancels a stream not ended: its on_end runs inside the free. */
@@ -1848,6 +2511,22 @@ static PyObject *op_pop(Op *op, PyObject *noargs) {
       q_relieve(op);
     }
   }
+  if (op->kind == OK_READ) {
+    if (c == NULL) {
+      if (!op->ended) {
+        Py_RETURN_NONE;
+      }
+      if (op->st.code == CONCH_CODE_OK) {
+        Py_INCREF(END);
+        return END;
+      }
+      raise_exc(error_from_status(&op->st, NULL));
+      return NULL;
+    }
+    data = PyBytes_FromStringAndSize((const char *)c->data, (Py_ssize_t)c->len);
+    PyMem_RawFree(c);
+    return data;
+  }
   if (c == NULL) {
     if (!op->ended) {
       Py_RETURN_NONE;
@@ -1903,7 +2582,9 @@ static PyObject *op_get_flag(Op *op, void *c) {
 
 static PyObject *op_get_is_process(Op *op, void *c) {
   (void)c;
-  return PyBool_FromLong(op->kind != OK_UNARY && op->kind != OK_START);
+  return PyBool_FromLong(op->kind != OK_UNARY && op->kind != OK_START &&
+                         op->kind != OK_FILES && op->kind != OK_READ &&
+                         op->kind != OK_WRITE);
 }
 
 static PyObject *op_get_queued(Op *op, void *c) {
@@ -1918,6 +2599,9 @@ static void op_dealloc(Op *op) {
   conch_exec_result_clear(&op->res);
   conch_status_clear(&op->st);
   list_free(op->list, op->nlist);
+  entries_free_raw(op->ents, op->ents != NULL ? op->nents : 0);
+  conch_entries_free(op->ents_out, op->ents_out != NULL ? op->nents : 0);
+  PyMem_RawFree(op->wbuf);
   Py_CLEAR(op->f_start);
   Py_CLEAR(op->f_data);
   Py_CLEAR(op->f_end);
@@ -1957,6 +2641,8 @@ static PyMethodDef op_methods[] = {
     {"pop", (PyCFunction)op_pop, METH_NOARGS, NULL},
     {"stdin_send", (PyCFunction)op_stdin_send, METH_O, NULL},
     {"stdin_end", (PyCFunction)op_stdin_end, METH_NOARGS, NULL},
+    {"feed", (PyCFunction)op_feed, METH_O, NULL},
+    {"feed_end", (PyCFunction)op_feed_end, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef op_getset[] = {
@@ -2054,7 +2740,8 @@ PyMODINIT_FUNC PyInit__conch(void) {
   INTERN(s_call_soon, "call_soon")
   INTERN(s_cancel, "cancel")
 #undef INTERN
-  if (PyType_Ready(&SandboxType) < 0 || PyType_Ready(&OpType) < 0) {
+  if (PyType_Ready(&SandboxType) < 0 || PyType_Ready(&OpType) < 0 ||
+      PyType_Ready(&WatchType) < 0) {
     return NULL;
   }
   m = PyModule_Create(&moddef);
