@@ -827,6 +827,9 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
     i++;
   }
   nf = i;
+  if ((rc = conch__dyn_json_names(d, name, fields, nf, dc->proto3)) != 0) {
+    return rc;
+  }
   qsort(fields, nf, sizeof(*fields), cmp_field_id);
   for (i = 1; i < nf; i++) {
     if (fields[i - 1].id == fields[i].id) {
@@ -852,9 +855,6 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
                              "%.300s: field %.100s declared twice", name,
                              fields[sorted[i]].name);
     }
-  }
-  if ((rc = conch__dyn_json_names_unique(d, name, fields, nf)) != 0) {
-    return rc;
   }
   for (i = 0, nr = 0; i < nf; i++) {
     if (i == 0 || fields[i].id != fields[i - 1].id + 1) {
