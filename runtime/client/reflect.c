@@ -170,6 +170,16 @@ static int ask(conch_reflect *r, refl_req *req, refl_resp **resp,
     }
     if (r->version == 0 && !r->answered) {
       r->version = -1; /* neither answered: try v1 first next time */
+      if (cs != NULL && cs->code == CONCH_CODE_UNIMPLEMENTED) {
+        /* Said once for both names, the server's words kept. */
+        char msg[512];
+        snprintf(msg, sizeof(msg),
+                 "neither grpc.reflection.v1.ServerReflection nor "
+                 "grpc.reflection.v1alpha.ServerReflection is served (%.300s)",
+                 cs->message != NULL ? cs->message : "unimplemented");
+        close_stream(r);
+        return set_status(r, st, CONCH_CODE_UNIMPLEMENTED, msg);
+      }
     }
     if (cs != NULL && cs->code != CONCH_CODE_OK) {
       if (st != NULL) {
