@@ -623,10 +623,29 @@ static void test_hostile(void **state) {
   field(&m, "a", 1, 1, 10, ".h.M");
   expect(&m, NULL, "proto2", CONCH_ERR_INVALID, "groups");
 
+  /* Relative type names (protobufjs writes them; @grpc/reflection serves
+     them) resolve as protoc resolves them: nested first, then outwards. */
   memset(&m, 0, sizeof(m));
   w_str(&m, 1, "M");
   field(&m, "a", 1, 1, 11, "M");
-  expect(&m, NULL, "proto3", CONCH_ERR_INVALID, "fully qualified");
+  expect(&m, NULL, "proto3", 0, NULL);
+  memset(&m, 0, sizeof(m));
+  memset(&m2, 0, sizeof(m2));
+  {
+    w nested = {{0}, 0};
+    w_str(&nested, 1, "N");
+    w_sub(&m, 3, &nested);
+  }
+  w_str(&m, 1, "M");
+  field(&m, "n", 1, 1, 11, "N");   /* h.M.N */
+  field(&m, "o", 2, 1, 11, "O");   /* h.O */
+  field(&m, "p", 3, 1, 11, "h.O"); /* h.O, from the package */
+  w_str(&m2, 1, "O");
+  expect(&m, &m2, "proto3", 0, NULL);
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field(&m, "a", 1, 1, 11, "Nope");
+  expect(&m, NULL, "proto3", CONCH_ERR_INVALID, "\"Nope\" is not found");
 
   memset(&m, 0, sizeof(m));
   w_str(&m, 1, "M");

@@ -27,8 +27,11 @@
  * its bytes), the JSON written leaves it out and JSON read with an extension's
  * key ("[pkg.ext]") fails with CONCH_ERR_UNSUPPORTED (unimplemented).
  *
- * Type names in the files must be fully qualified (".pkg.Msg"), as protoc
- * and server reflection write them.
+ * Type names in the files are fully qualified (".pkg.Msg") as protoc writes
+ * them, or relative as protobufjs writes them (@grpc/reflection serves
+ * those): a relative name is looked up as protoc resolves it, in the scope
+ * that names it (a message's nested types first), then in each enclosing
+ * one.
  *
  * Memory: a conch_dynamic owns one arena from which every descriptor it
  * built comes; they stay valid until conch_dynamic_free().  Types are built
