@@ -8,7 +8,11 @@
 //  - v1alpha: only grpc.reflection.v1alpha.ServerReflection, as older
 //    grpc-go / grpc-java servers serve it (the package's v1alpha
 //    implementation alone);
-//  - none: no reflection.
+//  - none: no reflection;
+//  - v1alpha-counted: v1alpha, and a v1 that answers every stream with
+//    unimplemented (on the wire as a server without v1), counting them:
+//    Unary's response index is the number of v1 streams seen so far
+//    (tests/server_core/test_reflect_grpcjs.c).
 //
 // The service: Unary echoes the payload; ServerStream sends
 // response_count responses (index 0, 1, ...); ClientStream counts messages
@@ -46,8 +50,10 @@ let mode = "both";
 for (let i = 3; i < process.argv.length; i++) {
   if (process.argv[i] === "--reflection") mode = process.argv[++i];
 }
-if (!protoDir || !["both", "v1alpha", "none"].includes(mode)) {
-  console.error("usage: node grpcjs_server.mjs PROTO_DIR [--reflection both|v1alpha|none]");
+if (!protoDir || !["both", "v1alpha", "none", "v1alpha-counted"].includes(mode)) {
+  console.error(
+    "usage: node grpcjs_server.mjs PROTO_DIR [--reflection both|v1alpha|none|v1alpha-counted]",
+  );
   process.exit(2);
 }
 
@@ -101,7 +107,7 @@ const impl = {
   Unary(call, cb) {
     const req = call.request;
     if (hasError(req)) return cb(failure(req.error));
-    cb(null, { payload: req.payload });
+    cb(null, { payload: req.payload, index: v1Streams });
   },
   ServerStream(call) {
     const req = call.request;
@@ -145,7 +151,28 @@ const impl = {
 const server = new grpc.Server();
 server.addService(pkg.conchtest.v1.TestService.service, impl);
 if (mode === "both") new ReflectionService(def).addToServer(server);
-if (mode === "v1alpha") new ReflectionV1AlphaImplementation(def).addToServer(server);
+if (mode === "v1alpha" || mode === "v1alpha-counted") {
+  new ReflectionV1AlphaImplementation(def).addToServer(server);
+}
+let v1Streams = 0;
+if (mode === "v1alpha-counted") {
+  const reflDir = path.join(
+    path.dirname(require.resolve("@grpc/reflection/package.json")),
+    "build",
+    "proto",
+  );
+  const v1 = grpc.loadPackageDefinition(
+    loader.loadSync(path.join(reflDir, "grpc/reflection/v1/reflection.proto"), {
+      includeDirs: [reflDir],
+    }),
+  );
+  server.addService(v1.grpc.reflection.v1.ServerReflection.service, {
+    ServerReflectionInfo(call) {
+      v1Streams++;
+      call.emit("error", { code: grpc.status.UNIMPLEMENTED, details: "no v1 here" });
+    },
+  });
+}
 
 server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => {
   if (err) {
