@@ -72,7 +72,8 @@ start() { # name --reflection MODE
 SVC=conchtest.v1.TestService
 err_json='{"error":{"code":9,"message":"not now","details":[{"type":"conchtest.v1.Header","value":"CgN3aHk="}]}}'
 
-# The calls every server with reflection answers alike; $1 names it.
+# The calls every server with reflection answers alike; $1 names it, $2
+# is a word for its files.
 calls() {
   local v=$1
   out=$("$CONCH" $U call list)
@@ -100,18 +101,18 @@ calls() {
     "$(printf '{"payload":"MQ=="}\n{"payload":"Mg=="} {"payload":"Mw=="}' |
       "$CONCH" $U call $SVC/ClientStream -d @-)"
 
-  # Bidi from stdin: each message answered before the next is written.
-  rm -f "$tmp/bidi.in"
-  mkfifo "$tmp/bidi.in"
-  "$CONCH" $U call $SVC/Bidi -d @- <"$tmp/bidi.in" >"$tmp/bidi.out" \
-    2>"$tmp/bidi.err" &
-  local bidi=$! bin
-  exec {bin}>"$tmp/bidi.in"
-  lines() { [ "$(wc -l <"$tmp/bidi.out")" -ge "$1" ]; }
+  # Bidi from stdin: each message answered before the next is written
+  # (files of this round's own: a background job opens them later).
+  local b=$tmp/bidi-$2 bidi bin
+  mkfifo "$b.in"
+  "$CONCH" $U call $SVC/Bidi -d @- <"$b.in" >"$b.out" 2>"$b.err" &
+  bidi=$!
+  exec {bin}>"$b.in"
+  lines() { [ -f "$b.out" ] && [ "$(wc -l <"$b.out")" -ge "$1" ]; }
   printf '{"payload":"MQ=="}\n' >&$bin
   wait_until 60 lines 1
   check "$v: bidi, the first answer while stdin is open" 1 \
-    "$(wc -l <"$tmp/bidi.out")"
+    "$(wc -l <"$b.out")"
   printf '{"payload":"Mg=="} {"payload":"Mw=="}\n' >&$bin
   wait_until 60 lines 3
   exec {bin}>&-
@@ -119,7 +120,7 @@ calls() {
   check "$v: bidi exits 0 once stdin ends" 0 $?
   check "$v: bidi, the echoes in order" \
     '{"payload":"MQ=="} {"payload":"Mg=="} {"payload":"Mw=="}' \
-    "$(tr '\n' ' ' <"$tmp/bidi.out" | sed 's/ $//')"
+    "$(tr '\n' ' ' <"$b.out" | sed 's/ $//')"
 
   check "$v: an error exits by its code (failed_precondition 253)" 253 \
     "$(rc "$CONCH" $U call $SVC/Unary -d "$err_json")"
@@ -147,12 +148,12 @@ calls() {
 # ---- v1 and v1alpha ---------------------------------------------------------
 start both --reflection both
 U="--url http://127.0.0.1:$peer_port --protocol grpc"
-calls "v1+v1alpha"
+calls "v1+v1alpha" both
 
 # ---- v1alpha only -----------------------------------------------------------
 start alpha --reflection v1alpha
 U="--url http://127.0.0.1:$peer_port --protocol grpc"
-calls "v1alpha only"
+calls "v1alpha only" alpha
 
 # ---- no reflection ----------------------------------------------------------
 start none --reflection none
