@@ -127,6 +127,7 @@ static int set_status(const conch_reflect *r, conch_status *st,
    CONCH_ERR_RPC with |st| (the stream is closed then), CONCH_ERR_NOMEM. */
 static int ask(conch_reflect *r, refl_req *req, refl_resp **resp,
                conch_status *st) {
+  int reopened = 0;
   *resp = NULL;
   for (;;) {
     ProtobufCMessage *m = NULL;
@@ -192,6 +193,14 @@ static int ask(conch_reflect *r, refl_req *req, refl_resp **resp,
       }
       close_stream(r);
       return CONCH_ERR_RPC;
+    }
+    if (r->answered && !reopened) {
+      /* The server ended, cleanly, a stream that answered before (one
+         answer per stream): the request again on a new one, of the
+         service that answered. */
+      close_stream(r);
+      reopened = 1;
+      continue;
     }
     close_stream(r);
     return set_status(r, st, CONCH_CODE_UNKNOWN,

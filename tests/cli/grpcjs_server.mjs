@@ -12,7 +12,9 @@
 //  - v1alpha-counted: v1alpha, and a v1 that answers every stream with
 //    unimplemented (on the wire as a server without v1), counting them:
 //    Unary's response index is the number of v1 streams seen so far
-//    (tests/server_core/test_reflect_grpcjs.c).
+//    (tests/server_core/test_reflect_grpcjs.c);
+//  - v1alpha-oneshot: the same, but each v1alpha stream ends after its
+//    first answer (the client must open another for the next request).
 //
 // The service: Unary echoes the payload; ServerStream sends
 // response_count responses (index 0, 1, ...); ClientStream counts messages
@@ -50,9 +52,9 @@ let mode = "both";
 for (let i = 3; i < process.argv.length; i++) {
   if (process.argv[i] === "--reflection") mode = process.argv[++i];
 }
-if (!protoDir || !["both", "v1alpha", "none", "v1alpha-counted"].includes(mode)) {
+if (!protoDir || !["both", "v1alpha", "none", "v1alpha-counted", "v1alpha-oneshot"].includes(mode)) {
   console.error(
-    "usage: node grpcjs_server.mjs PROTO_DIR [--reflection both|v1alpha|none|v1alpha-counted]",
+    "usage: node grpcjs_server.mjs PROTO_DIR [--reflection both|v1alpha|none|v1alpha-counted|v1alpha-oneshot]",
   );
   process.exit(2);
 }
@@ -151,21 +153,43 @@ const impl = {
 const server = new grpc.Server();
 server.addService(pkg.conchtest.v1.TestService.service, impl);
 if (mode === "both") new ReflectionService(def).addToServer(server);
-if (mode === "v1alpha" || mode === "v1alpha-counted") {
-  new ReflectionV1AlphaImplementation(def).addToServer(server);
-}
-let v1Streams = 0;
-if (mode === "v1alpha-counted") {
-  const reflDir = path.join(
-    path.dirname(require.resolve("@grpc/reflection/package.json")),
-    "build",
-    "proto",
-  );
-  const v1 = grpc.loadPackageDefinition(
-    loader.loadSync(path.join(reflDir, "grpc/reflection/v1/reflection.proto"), {
+const reflDir = path.join(
+  path.dirname(require.resolve("@grpc/reflection/package.json")),
+  "build",
+  "proto",
+);
+const { PROTO_LOADER_OPTS } = need("@grpc/reflection/build/src/implementations/common/constants.js");
+const reflPkg = (v) =>
+  grpc.loadPackageDefinition(
+    loader.loadSync(path.join(reflDir, `grpc/reflection/${v}/reflection.proto`), {
+      ...PROTO_LOADER_OPTS,
       includeDirs: [reflDir],
     }),
   );
+if (mode === "v1alpha" || mode === "v1alpha-counted") {
+  new ReflectionV1AlphaImplementation(def).addToServer(server);
+}
+if (mode === "v1alpha-oneshot") {
+  // The package's answers, one per stream.
+  const alpha = new ReflectionV1AlphaImplementation(def);
+  server.addService(reflPkg("v1alpha").grpc.reflection.v1alpha.ServerReflection.service, {
+    ServerReflectionInfo(call) {
+      let answered = false;
+      call.on("data", (req) => {
+        if (answered) return;
+        answered = true;
+        call.write(alpha.handleServerReflectionRequest(req));
+        call.end();
+      });
+      call.on("end", () => {
+        if (!answered) call.end();
+      });
+    },
+  });
+}
+let v1Streams = 0;
+if (mode === "v1alpha-counted" || mode === "v1alpha-oneshot") {
+  const v1 = reflPkg("v1");
   server.addService(v1.grpc.reflection.v1.ServerReflection.service, {
     ServerReflectionInfo(call) {
       v1Streams++;

@@ -6,6 +6,8 @@
      (list, a symbol, another symbol, a file); a new conch_reflect asks v1
      again; the files it fetched (protobufjs' descriptors, with relative
      type names) build with conch/dynamic.h and carry a call;
+   - the same with each stream ended by the server after one answer: each
+     request on a new stream, v1alpha's;
    - serving v1 and v1alpha: v1, and no stream of the counted kind.
    Exits 77 (skipped) when tests/node_modules has not the peers. */
 #include <setjmp.h>
@@ -164,6 +166,39 @@ static void test_v1alpha_only(void **state) {
   conch_peer_stop(&p);
 }
 
+/* A server that ends each stream after its answer: the next request goes
+   on a new stream, to v1alpha at once. */
+static void test_oneshot(void **state) {
+  conch_peer p;
+  conch_client *c;
+  conch_reflect *r = NULL;
+  conch_fileset *fs = NULL;
+  conch_status st;
+  (void)state;
+
+  start(&p, "v1alpha-oneshot");
+  c = grpc_client(&p);
+  conch_status_init(&st);
+  assert_int_equal(conch_reflect_new(&r, c, NULL), 0);
+  assert_int_equal(conch_reflect_list(r, &st), 0);
+  assert_int_equal(conch_reflect_version(r), 0);
+  assert_int_equal(conch_fileset_new(&fs, NULL), 0);
+  if (conch_reflect_symbol(r, "conchtest.v1.TestService", fs, &st) != 0) {
+    fail_msg("symbol after the stream ended: %s", conch_status_message(&st));
+  }
+  assert_int_equal(conch_reflect_symbol(r, "conchtest.v1.Response", fs, &st),
+                   0);
+  assert_int_equal(conch_reflect_list(r, &st), 0);
+  assert_true(has_service(r, "conchtest.v1.TestService"));
+  assert_int_equal(conch_reflect_version(r), 0);
+  assert_int_equal(v1_streams(c), 1);
+  conch_status_clear(&st);
+  conch_fileset_free(fs);
+  conch_reflect_free(r);
+  conch_client_free(c);
+  conch_peer_stop(&p);
+}
+
 static void test_both(void **state) {
   conch_peer p;
   conch_client *c;
@@ -187,6 +222,7 @@ static void test_both(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_v1alpha_only),
+      cmocka_unit_test(test_oneshot),
       cmocka_unit_test(test_both),
   };
   static const char *const need[] = {"@grpc/grpc-js", "@grpc/proto-loader",
