@@ -6,7 +6,8 @@
 #    list SERVICE, describe (service, message), a unary, a server stream,
 #    a client stream and a bidi stream from -d @- (the bidi answered
 #    message by message while stdin is open), an error with details
-#    (decoded on stderr, in --json-errors), an unknown method;
+#    (decoded on stderr, in --json-errors), an unknown method; Connect
+#    (the default protocol) refused with 415, with the --protocol hint;
 #  - only v1alpha served, as older grpc-go / grpc-java servers do: the same
 #    list, describe and calls through the fallback;
 #  - no reflection: unimplemented (254), said once for both names, with the
@@ -149,6 +150,12 @@ calls() {
 start both --reflection both
 U="--url http://127.0.0.1:$peer_port --protocol grpc"
 calls "v1+v1alpha" both
+# Connect (the default) to a gRPC-only server: its 415, and the hint.
+err=$("$CONCH" --url "http://127.0.0.1:$peer_port" call list 2>&1)
+check "Connect to grpc-js: exits by unknown (254)" 254 \
+  "$(rc "$CONCH" --url "http://127.0.0.1:$peer_port" call list)"
+has "Connect to grpc-js: the status" "HTTP status 415" "$err"
+has "Connect to grpc-js: the hint" "try --protocol grpc" "$err"
 
 # ---- v1alpha only -----------------------------------------------------------
 start alpha --reflection v1alpha
