@@ -127,6 +127,7 @@ static int set_status(const conch_reflect *r, conch_status *st,
    CONCH_ERR_RPC with |st| (the stream is closed then), CONCH_ERR_NOMEM. */
 static int ask(conch_reflect *r, refl_req *req, refl_resp **resp,
                conch_status *st) {
+  int reopened = 0;
   *resp = NULL;
   for (;;) {
     ProtobufCMessage *m = NULL;
@@ -170,6 +171,16 @@ static int ask(conch_reflect *r, refl_req *req, refl_resp **resp,
     }
     if (r->version == 0 && !r->answered) {
       r->version = -1; /* neither answered: try v1 first next time */
+      if (cs != NULL && cs->code == CONCH_CODE_UNIMPLEMENTED) {
+        /* Said once for both names, the server's words kept. */
+        char msg[512];
+        snprintf(msg, sizeof(msg),
+                 "neither grpc.reflection.v1.ServerReflection nor "
+                 "grpc.reflection.v1alpha.ServerReflection is served (%.300s)",
+                 cs->message != NULL ? cs->message : "unimplemented");
+        close_stream(r);
+        return set_status(r, st, CONCH_CODE_UNIMPLEMENTED, msg);
+      }
     }
     if (cs != NULL && cs->code != CONCH_CODE_OK) {
       if (st != NULL) {
@@ -182,6 +193,14 @@ static int ask(conch_reflect *r, refl_req *req, refl_resp **resp,
       }
       close_stream(r);
       return CONCH_ERR_RPC;
+    }
+    if (r->answered && !reopened) {
+      /* The server ended, cleanly, a stream that answered before (one
+         answer per stream): the request again on a new one, of the
+         service that answered. */
+      close_stream(r);
+      reopened = 1;
+      continue;
     }
     close_stream(r);
     return set_status(r, st, CONCH_CODE_UNKNOWN,

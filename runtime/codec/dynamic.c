@@ -630,26 +630,75 @@ static int cmp_field_name(const void *a, const void *b) {
 static int build_message(conch_dynamic *d, const char *name,
                          const ProtobufCMessageDescriptor **out);
 
-/* The type |tn| (".pkg.Msg") of a field of |msg|, into |fd|. */
+/* The full name (no leading '.', in the arena) of the type |tn| named in
+   the scope |scope| ("pkg.Msg"): |tn| itself when fully qualified
+   (".pkg.T", as protoc writes them), else, as protoc resolves a relative
+   name, the first message or enum of the pool among scope.tn, then each
+   enclosing scope's, then tn (protobufjs' descriptors, which @grpc/reflection
+   serves, name types so).  NULL with *rc set when there is none. */
+static char *resolve_type(conch_dynamic *d, const char *scope,
+                          const uint8_t *tn, size_t tnl, int *rc) {
+  size_t sl = strlen(scope);
+  char *buf;
+
+  if (tnl == 0 || tnl > MAX_NAME || memchr(tn, '\0', tnl) != NULL ||
+      (tnl == 1 && tn[0] == '.')) {
+    *rc = conch__dyn_fail(d, CONCH_ERR_INVALID, "%.300s: bad type name", scope);
+    return NULL;
+  }
+  if (tn[0] == '.') {
+    buf = conch__dyn_strndup(d, (const char *)tn + 1, tnl - 1);
+    if (buf == NULL) {
+      *rc = conch__dyn_nomem(d);
+    }
+    return buf;
+  }
+  buf = conch__dyn_alloc(d, sl + tnl + 2);
+  if (buf == NULL) {
+    *rc = conch__dyn_nomem(d);
+    return NULL;
+  }
+  for (;;) {
+    conch_symbol_kind k = 0;
+    size_t at = 0;
+    if (sl > 0) {
+      memcpy(buf, scope, sl);
+      buf[sl] = '.';
+      at = sl + 1;
+    }
+    memcpy(buf + at, tn, tnl);
+    buf[at + tnl] = '\0';
+    if (conch_descpool_symbol(d->pool, buf, &k) != NULL &&
+        (k == CONCH_SYMBOL_MESSAGE || k == CONCH_SYMBOL_ENUM)) {
+      return buf;
+    }
+    if (sl == 0) {
+      break;
+    }
+    while (sl > 0 && scope[sl - 1] != '.') {
+      sl--;
+    }
+    if (sl > 0) {
+      sl--; /* the '.' */
+    }
+  }
+  *rc = conch__dyn_fail(d, CONCH_ERR_INVALID,
+                        "%.300s: type \"%.*s\" is not found from there", scope,
+                        (int)(tnl > 200 ? 200 : tnl), (const char *)tn);
+  return NULL;
+}
+
+/* The type |tn| (".pkg.Msg", or relative to |msg|) of a field of |msg|,
+   into |fd|. */
 static int field_type(conch_dynamic *d, const char *msg,
                       ProtobufCFieldDescriptor *fd, const uint8_t *tn,
                       size_t tnl) {
   char *name; /* in the arena: this frame is on every level of a build */
-  int rc;
+  int rc = 0;
 
-  if (tnl == 0 || tn[0] != '.') {
-    return conch__dyn_fail(
-        d, CONCH_ERR_INVALID,
-        "%.300s.%.100s: type name \"%.*s\" is not fully qualified", msg,
-        fd->name, (int)(tnl > 200 ? 200 : tnl), (const char *)tn);
-  }
-  if (tnl - 1 > MAX_NAME || memchr(tn, '\0', tnl) != NULL) {
-    return conch__dyn_fail(d, CONCH_ERR_INVALID, "%.300s.%.100s: bad type name",
-                           msg, fd->name);
-  }
-  name = conch__dyn_strndup(d, (const char *)tn + 1, tnl - 1);
+  name = resolve_type(d, msg, tn, tnl, &rc);
   if (name == NULL) {
-    return conch__dyn_nomem(d);
+    return rc;
   }
   if (fd->type == PROTOBUF_C_TYPE_MESSAGE) {
     const ProtobufCMessageDescriptor *md = NULL;
@@ -827,6 +876,9 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
     i++;
   }
   nf = i;
+  if ((rc = conch__dyn_json_names(d, name, fields, nf, dc->proto3)) != 0) {
+    return rc;
+  }
   qsort(fields, nf, sizeof(*fields), cmp_field_id);
   for (i = 1; i < nf; i++) {
     if (fields[i - 1].id == fields[i].id) {
@@ -852,9 +904,6 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
                              "%.300s: field %.100s declared twice", name,
                              fields[sorted[i]].name);
     }
-  }
-  if ((rc = conch__dyn_json_names_unique(d, name, fields, nf)) != 0) {
-    return rc;
   }
   for (i = 0, nr = 0; i < nf; i++) {
     if (i == 0 || fields[i].id != fields[i - 1].id + 1) {
@@ -1148,18 +1197,16 @@ static int build_method(conch_dynamic *d, const char *name,
     size_t nl = 0, inl = 0, outl = 0, optl = 0;
     uint64_t cs = 0, ss = 0, idem = 0;
     conch_method *m;
-    char *path;
+    char *path, *tn;
     size_t pl;
-    char tn[MAX_NAME + 1];
     if (f.num != 2 || f.wt != 2 ||
         conch__dyn_get_str(f.data, f.len, 1, &s, &nl) != 1 ||
         !name_eq(s, nl, mname, strlen(mname))) {
       continue;
     }
     if (conch__dyn_get_str(f.data, f.len, 2, &in, &inl) != 1 ||
-        conch__dyn_get_str(f.data, f.len, 3, &outn, &outl) != 1 || inl < 2 ||
-        outl < 2 || in[0] != '.' || outn[0] != '.' || inl > MAX_NAME ||
-        outl > MAX_NAME) {
+        conch__dyn_get_str(f.data, f.len, 3, &outn, &outl) != 1 || inl < 1 ||
+        outl < 1 || inl > MAX_NAME || outl > MAX_NAME) {
       return conch__dyn_fail(d, CONCH_ERR_INVALID,
                              "%.300s: bad input or output type", name);
     }
@@ -1180,14 +1227,12 @@ static int build_method(conch_dynamic *d, const char *name,
                  : (ss ? CONCH_STREAM_SERVER : CONCH_STREAM_UNARY);
     m->idempotency =
         idem <= 2 ? (conch_idempotency)idem : CONCH_IDEMPOTENCY_UNKNOWN;
-    memcpy(tn, in + 1, inl - 1);
-    tn[inl - 1] = '\0';
-    if ((rc = build_message(d, tn, &m->input)) != 0) {
+    if ((tn = resolve_type(d, svc, in, inl, &rc)) == NULL ||
+        (rc = build_message(d, tn, &m->input)) != 0) {
       return rc;
     }
-    memcpy(tn, outn + 1, outl - 1);
-    tn[outl - 1] = '\0';
-    if ((rc = build_message(d, tn, &m->output)) != 0) {
+    if ((tn = resolve_type(d, svc, outn, outl, &rc)) == NULL ||
+        (rc = build_message(d, tn, &m->output)) != 0) {
       return rc;
     }
     if ((rc = add(d, path + 1, ENT_METHOD, m)) != 0) {

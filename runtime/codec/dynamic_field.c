@@ -235,17 +235,91 @@ static int derived_json(const char *name, const uint8_t *j, size_t jl) {
   return k == jl;
 }
 
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
+/* A field's JSON name, with where it was declared. */
+typedef struct jname {
+  const char *s;
+  size_t decl;
+} jname;
+
+static int cmp_jname(const void *a, const void *b) {
+  const jname *x = a, *y = b;
+  int c = strcmp(x->s, y->s);
+  if (c != 0) {
+    return c;
+  }
+  return x->decl < y->decl ? -1 : x->decl > y->decl;
 }
 
-/* Two fields of one JSON name could not be told apart in JSON (a message
-   written would not read back): refused, as protoc and protobuf-go refuse
-   them in proto3. */
-int conch__dyn_json_names_unique(conch_dynamic *d, const char *msg,
-                                 const ProtobufCFieldDescriptor *fields,
-                                 size_t nf) {
-  char **v, *buf;
+/* protoc's json name of |name| into |buf| (strlen(name) + 1 bytes). */
+static void derive_json(const char *name, char *buf) {
+  int up = 0;
+  for (; *name != '\0'; name++) {
+    char c = *name;
+    if (c == '_') {
+      up = 1;
+      continue;
+    }
+    if (up && c >= 'a' && c <= 'z') {
+      c = (char)(c - 'a' + 'A');
+    }
+    up = 0;
+    *buf++ = c;
+  }
+  *buf = '\0';
+}
+
+/* Whether the sorted |v| (|n|) has |s| as the name of a group's first
+   field, one that owns the name in JSON. */
+static int owns(const jname *v, size_t n, const char *s) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (strcmp(v[mid].s, s) < 0) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo < n && strcmp(v[lo].s, s) == 0;
+}
+
+static int ident(const char *s) {
+  for (; *s != '\0'; s++) {
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+          (*s >= '0' && *s <= '9') || *s == '_')) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* One pass over the sorted |v|: the first clash refused (|custom_only|:
+   only one between two custom names), or 0.  A name declared twice is left
+   to the builder, which refuses it as such. */
+static int clash(conch_dynamic *d, const char *msg,
+                 const ProtobufCFieldDescriptor *fields, const jname *v,
+                 size_t nf, int custom_only) {
+  size_t i;
+  for (i = 1; i < nf; i++) {
+    const ProtobufCFieldDescriptor *a = &fields[v[i - 1].decl],
+                                   *b = &fields[v[i].decl];
+    if (strcmp(v[i - 1].s, v[i].s) != 0 || strcmp(a->name, b->name) == 0 ||
+        (custom_only && (a->reserved2 == NULL || b->reserved2 == NULL))) {
+      continue;
+    }
+    return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                           "%.300s: fields %.100s and %.100s have one "
+                           "JSON name \"%.100s\"",
+                           msg, a->name, b->name, v[i].s);
+  }
+  return 0;
+}
+
+int conch__dyn_json_names(conch_dynamic *d, const char *msg,
+                          ProtobufCFieldDescriptor *fields, size_t nf,
+                          int proto3) {
+  jname *def, *eff;
+  char *buf;
   size_t i, total = 0, at = 0;
   int rc = 0;
 
@@ -253,50 +327,81 @@ int conch__dyn_json_names_unique(conch_dynamic *d, const char *msg,
     return 0;
   }
   for (i = 0; i < nf; i++) {
-    const char *c = fields[i].reserved2;
-    total += strlen(c != NULL ? c : fields[i].name) + 1;
+    total += strlen(fields[i].name) + 1;
   }
-  v = conch__malloc(&d->mem, nf * sizeof(*v));
+  def = conch__malloc(&d->mem, nf * sizeof(*def));
+  eff = conch__malloc(&d->mem, nf * sizeof(*eff));
   buf = conch__malloc(&d->mem, total);
-  if (v == NULL || buf == NULL) {
-    conch__free(&d->mem, v);
-    conch__free(&d->mem, buf);
-    return conch__dyn_nomem(d);
+  if (def == NULL || eff == NULL || buf == NULL) {
+    rc = conch__dyn_nomem(d);
+    goto out;
   }
   for (i = 0; i < nf; i++) {
-    const char *c = fields[i].reserved2, *p;
-    int up = 0;
-    v[i] = buf + at;
-    if (c != NULL) {
-      size_t n = strlen(c) + 1;
-      memcpy(buf + at, c, n);
-      at += n;
-      continue;
+    def[i].s = buf + at;
+    def[i].decl = i;
+    derive_json(fields[i].name, buf + at);
+    at += strlen(buf + at) + 1;
+    eff[i].s = fields[i].reserved2 != NULL ? (const char *)fields[i].reserved2
+                                           : def[i].s;
+    eff[i].decl = i;
+  }
+  qsort(def, nf, sizeof(*def), cmp_jname);
+  qsort(eff, nf, sizeof(*eff), cmp_jname);
+  if (proto3) {
+    /* protoc: the derived names, then those in effect. */
+    if ((rc = clash(d, msg, fields, def, nf, 0)) == 0) {
+      rc = clash(d, msg, fields, eff, nf, 0);
     }
-    for (p = fields[i].name; *p != '\0'; p++) {
-      char ch = *p;
-      if (ch == '_') {
-        up = 1;
+    goto out;
+  }
+  /* proto2 (protoc's LEGACY_BEST_EFFORT): two custom names clashing are
+     refused; a clash with a derived name only warned about there. */
+  if ((rc = clash(d, msg, fields, eff, nf, 1)) != 0) {
+    goto out;
+  }
+  /* The field declared first owns a name in JSON (protojson's ByJSONName);
+     the others are shadowed: read only through their proto name, which
+     they are written with when it reaches them (no owner has it as its
+     JSON name), else with their JSON name, as protojson writes it. */
+  {
+    size_t nown = 0;
+    const char *prev = NULL;
+    for (i = 0; i < nf; i++) {
+      if (prev == NULL || strcmp(prev, eff[i].s) != 0) {
+        prev = eff[i].s;
+        eff[nown++] = eff[i];
+      } else {
+        /* the shadowed ones, marked; named below once the owners are
+           known */
+        fields[eff[i].decl].reserved3 = (void *)(uintptr_t)msg;
+      }
+    }
+    for (i = 0; i < nf && rc == 0; i++) {
+      ProtobufCFieldDescriptor *f = &fields[i];
+      char *jn;
+      if (f->reserved3 == NULL) {
         continue;
       }
-      if (up && ch >= 'a' && ch <= 'z') {
-        ch = (char)(ch - 'a' + 'A');
+      if (ident(f->name) && !owns(eff, nown, f->name)) {
+        f->reserved3 = (void *)(uintptr_t)f->name;
+        continue;
       }
-      up = 0;
-      buf[at++] = ch;
+      if (f->reserved2 != NULL) {
+        f->reserved3 = f->reserved2;
+        continue;
+      }
+      jn = conch__dyn_alloc(d, strlen(f->name) + 1);
+      if (jn == NULL) {
+        rc = conch__dyn_nomem(d);
+        break;
+      }
+      derive_json(f->name, jn);
+      f->reserved3 = jn;
     }
-    buf[at++] = '\0';
   }
-  qsort(v, nf, sizeof(*v), cmp_str);
-  for (i = 1; i < nf; i++) {
-    if (strcmp(v[i - 1], v[i]) == 0) {
-      rc = conch__dyn_fail(d, CONCH_ERR_INVALID,
-                           "%.300s: two fields with the JSON name \"%.100s\"",
-                           msg, v[i]);
-      break;
-    }
-  }
-  conch__free(&d->mem, v);
+out:
+  conch__free(&d->mem, def);
+  conch__free(&d->mem, eff);
   conch__free(&d->mem, buf);
   return rc;
 }

@@ -113,11 +113,15 @@ const void *conch__dyn_default(conch_dynamic *d, const char *msg,
    Returns 0 or an error. */
 int conch__dyn_json_name(conch_dynamic *d, dmsg *dm, const char *msg,
                          ProtobufCFieldDescriptor *fd, const pfield *pf);
-/* Refuses two of the |nf| fields of |msg| with one JSON name.  Returns 0
-   or CONCH_ERR_INVALID. */
-int conch__dyn_json_names_unique(conch_dynamic *d, const char *msg,
-                                 const ProtobufCFieldDescriptor *fields,
-                                 size_t nf);
+/* The JSON names of the |nf| fields of |msg|, in declaration order (before
+   they are sorted by number), as protoc checks them: in proto3 two fields
+   of one JSON name (derived, or in effect) are refused; in proto2 only two
+   custom ones are, and a field whose name an earlier one owns is shadowed:
+   its reserved3 is the key it is written with (pbjson_int.h).  Returns 0,
+   CONCH_ERR_INVALID or CONCH_ERR_NOMEM. */
+int conch__dyn_json_names(conch_dynamic *d, const char *msg,
+                          ProtobufCFieldDescriptor *fields, size_t nf,
+                          int proto3);
 
 /* ---- The wire ------------------------------------------------------------ */
 

@@ -197,6 +197,11 @@ int conch_fileset_add_set_json(conch_fileset *fs, const char *json,
   if (rc == CONCH_ERR_CODEC || rc == CONCH_ERR_LIMIT) {
     rc = CONCH_ERR_INVALID;
   }
+#if CONCH_WITH_JSON
+  if (rc == CONCH_ERR_UNSUPPORTED) {
+    rc = CONCH_ERR_INVALID; /* an extension's key ("[x]"): not a set */
+  }
+#endif
   conch_dynamic_buf_free(dyn, pb);
   conch_dynamic_free(dyn);
   conch_descpool_free(pool);

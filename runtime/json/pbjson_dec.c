@@ -899,13 +899,17 @@ static int dec_map(dec *d, const ProtobufCMessageDescriptor *md,
 }
 
 /* The field named |key|: json name first, then the proto name, as
-   protojson looks them up. */
+   protojson looks them up (a proto2 JSON name two fields have is the
+   first-declared one's: conch__pbj_shadowed()). */
 static const ProtobufCFieldDescriptor *
 find_field(const ProtobufCMessageDescriptor *md, const char *key) {
   unsigned i;
 
   for (i = 0; i < md->n_fields; i++) {
     const char *custom = conch__pbj_custom_name(md, &md->fields[i]);
+    if (conch__pbj_shadowed(md, &md->fields[i]) != NULL) {
+      continue; /* another field owns its JSON name */
+    }
     if (custom != NULL ? strcmp(custom, key) == 0
                        : conch__pbj_json_name_eq(md->fields[i].name, key)) {
       return &md->fields[i];

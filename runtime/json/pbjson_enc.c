@@ -657,9 +657,12 @@ static int enc_fields(enc *e, const ProtobufCMessage *m,
       return -1;
     }
     first = 0;
-    if (conch__pbj_custom_name(d, f) != NULL) {
+    if (conch__pbj_shadowed(d, f) != NULL ||
+        conch__pbj_custom_name(d, f) != NULL) {
       /* Checked when built: no byte that JSON must escape. */
-      const char *jn = conch__pbj_custom_name(d, f);
+      const char *jn = conch__pbj_shadowed(d, f) != NULL
+                           ? conch__pbj_shadowed(d, f)
+                           : conch__pbj_custom_name(d, f);
       if (put(e, "\"", 1) != 0 || put(e, jn, strlen(jn)) != 0 ||
           put(e, "\":", 2) != 0) {
         return -1;

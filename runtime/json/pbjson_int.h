@@ -45,6 +45,18 @@ conch__pbj_custom_name(const ProtobufCMessageDescriptor *md,
              : NULL;
 }
 
+/* In a proto2 message built at run time, a field whose JSON name an
+   earlier-declared field owns (protojson's ByJSONName) is shadowed: its
+   reserved3 is the key it is written with (its proto name where that
+   reads back to it), and a key finds it by its proto name only. */
+static inline const char *
+conch__pbj_shadowed(const ProtobufCMessageDescriptor *md,
+                    const ProtobufCFieldDescriptor *f) {
+  return md->reserved1 == (const void *)conch__dyn_json_mark
+             ? (const char *)f->reserved3
+             : NULL;
+}
+
 /* Whether the field |f| of |parent| is a map (see pbjson.c). */
 int conch__pbj_is_map(const ProtobufCMessageDescriptor *parent,
                       const ProtobufCFieldDescriptor *f);

@@ -269,6 +269,11 @@ static void test_no_reflection(void **state) {
   conch_status_init(&st);
   assert_int_equal(conch_reflect_list(r, &st), CONCH_ERR_RPC);
   assert_int_equal(st.code, CONCH_CODE_UNIMPLEMENTED);
+  /* Said once for both names, with the server's own words. */
+  assert_non_null(strstr(conch_status_message(&st),
+                         "neither grpc.reflection.v1.ServerReflection nor "
+                         "grpc.reflection.v1alpha.ServerReflection is served"));
+  assert_non_null(strstr(conch_status_message(&st), "is served ("));
   assert_int_equal(conch_reflect_version(r), -1);
   assert_int_equal(conch_fileset_new(&fs, NULL), 0);
   assert_int_equal(conch_reflect_symbol(r, "process.Process", fs, &st),

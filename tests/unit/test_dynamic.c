@@ -623,10 +623,29 @@ static void test_hostile(void **state) {
   field(&m, "a", 1, 1, 10, ".h.M");
   expect(&m, NULL, "proto2", CONCH_ERR_INVALID, "groups");
 
+  /* Relative type names (protobufjs writes them; @grpc/reflection serves
+     them) resolve as protoc resolves them: nested first, then outwards. */
   memset(&m, 0, sizeof(m));
   w_str(&m, 1, "M");
   field(&m, "a", 1, 1, 11, "M");
-  expect(&m, NULL, "proto3", CONCH_ERR_INVALID, "fully qualified");
+  expect(&m, NULL, "proto3", 0, NULL);
+  memset(&m, 0, sizeof(m));
+  memset(&m2, 0, sizeof(m2));
+  {
+    w nested = {{0}, 0};
+    w_str(&nested, 1, "N");
+    w_sub(&m, 3, &nested);
+  }
+  w_str(&m, 1, "M");
+  field(&m, "n", 1, 1, 11, "N");   /* h.M.N */
+  field(&m, "o", 2, 1, 11, "O");   /* h.O */
+  field(&m, "p", 3, 1, 11, "h.O"); /* h.O, from the package */
+  w_str(&m2, 1, "O");
+  expect(&m, &m2, "proto3", 0, NULL);
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field(&m, "a", 1, 1, 11, "Nope");
+  expect(&m, NULL, "proto3", CONCH_ERR_INVALID, "\"Nope\" is not found");
 
   memset(&m, 0, sizeof(m));
   w_str(&m, 1, "M");
@@ -1093,8 +1112,8 @@ static void test_json_name(void **state) {
   json_via(&o, "{\"fooBar\":\"z\"}", "{}");
   one_close(&o);
 
-  /* Two fields of one JSON name: refused (JSON could not tell them apart),
-     derived or given. */
+  /* proto3: two fields of one JSON name are refused, as protoc refuses
+     them: derived or given, and derived ones even when one is given. */
   memset(&m, 0, sizeof(m));
   w_str(&m, 1, "M");
   field_x(&m, 2, "foo_bar", 1, 1, 9, NULL, NULL);
@@ -1104,13 +1123,91 @@ static void test_json_name(void **state) {
   w_str(&m, 1, "M");
   field_x(&m, 2, "a", 1, 1, 9, "b", NULL);
   field_x(&m, 2, "b", 2, 1, 9, NULL, NULL);
-  expect(&m, NULL, "proto2", CONCH_ERR_INVALID, "JSON name \"b\"");
+  expect(&m, NULL, "proto3", CONCH_ERR_INVALID, "JSON name \"b\"");
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "foo_bar", 1, 1, 9, "q", NULL);
+  field_x(&m, 2, "fooBar", 2, 1, 9, "fooBar", NULL);
+  expect(&m, NULL, "proto3", CONCH_ERR_INVALID, "JSON name \"fooBar\"");
+  /* proto2: two custom json_names clashing are refused there too (protoc
+     refuses them; a clash with a derived name only warns). */
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "a", 1, 1, 9, "x", NULL);
+  field_x(&m, 2, "b", 2, 1, 9, "x", NULL);
+  expect(&m, NULL, "proto2", CONCH_ERR_INVALID,
+         "fields a and b have one JSON name \"x\"");
 
   /* A json_name JSON would have to escape is refused. */
   memset(&m, 0, sizeof(m));
   w_str(&m, 1, "M");
   field_x(&m, 2, "q", 1, 1, 9, "a\"b", NULL);
   expect(&m, NULL, "proto3", CONCH_ERR_INVALID, "json_name");
+}
+
+/* |pb| (|n| bytes) of "h.M" in JSON: |want|. */
+static void pb_json(one *o, const uint8_t *pb, size_t n, const char *want) {
+  const ProtobufCMessageDescriptor *md = NULL;
+  char *out = NULL;
+  size_t jl = 0;
+  assert_int_equal(conch_dynamic_message(o->dyn, "h.M", &md), 0);
+  assert_int_equal(conch_dynamic_pb_to_json(o->dyn, md, pb, n, &out, &jl, NULL),
+                   0);
+  assert_string_equal(out, want);
+  conch_dynamic_buf_free(o->dyn, out);
+}
+
+/* proto2 allows two fields of one JSON name (protoc's LEGACY_BEST_EFFORT).
+   In JSON, as protojson: the name is the field's declared first (not the
+   lower number); the others read by their proto name only, and are
+   written with it where it reads back to them, else with their JSON
+   name, as protojson writes them. */
+static void test_json_name_proto2(void **state) {
+  static const uint8_t f1[] = {0x0a, 0x01, 'a'}, f2[] = {0x12, 0x01, 'b'};
+  w m = {{0}, 0};
+  one o;
+  (void)state;
+
+  /* fooBar (2) declared before foo_bar (1): "fooBar" is field 2's. */
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "fooBar", 2, 1, 9, NULL, NULL);
+  field_x(&m, 2, "foo_bar", 1, 1, 9, NULL, NULL);
+  one_open(&o, &m, NULL, "proto2");
+  json_via(&o, "{\"fooBar\":\"x\"}", "{\"fooBar\":\"x\"}");
+  pb_json(&o, f2, sizeof(f2), "{\"fooBar\":\"b\"}");
+  /* foo_bar, shadowed, is written and read by its proto name. */
+  pb_json(&o, f1, sizeof(f1), "{\"foo_bar\":\"a\"}");
+  json_via(&o, "{\"foo_bar\":\"y\",\"fooBar\":\"x\"}",
+           "{\"foo_bar\":\"y\",\"fooBar\":\"x\"}");
+  one_close(&o);
+
+  /* foo_bar (1) declared first owns "fooBar", and fooBar's proto name is
+     that JSON name: field 2 cannot be read from JSON, and is written as
+     protojson writes it. */
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "foo_bar", 1, 1, 9, "fooBar", NULL);
+  field_x(&m, 2, "fooBar", 2, 1, 9, "fooBar", NULL);
+  one_open(&o, &m, NULL, "proto2");
+  json_via(&o, "{\"fooBar\":\"x\"}", "{\"fooBar\":\"x\"}");
+  json_via(&o, "{\"foo_bar\":\"z\"}", "{\"fooBar\":\"z\"}");
+  pb_json(&o, f2, sizeof(f2), "{\"fooBar\":\"b\"}");
+  one_close(&o);
+
+  /* A custom name against a derived one: allowed in proto2; "b" is a's. */
+  memset(&m, 0, sizeof(m));
+  w_str(&m, 1, "M");
+  field_x(&m, 2, "a", 1, 1, 9, "b", NULL);
+  field_x(&m, 2, "b", 2, 1, 9, NULL, NULL);
+  field_x(&m, 2, "c_d", 3, 1, 9, "e", NULL);
+  field_x(&m, 2, "e", 4, 1, 9, NULL, NULL);
+  one_open(&o, &m, NULL, "proto2");
+  json_via(&o, "{\"b\":\"x\"}", "{\"b\":\"x\"}");
+  json_via(&o, "{\"a\":\"y\"}", "{\"b\":\"y\"}");
+  pb_json(&o, f2, sizeof(f2), "{\"b\":\"b\"}");
+  json_via(&o, "{\"e\":\"p\"}", "{\"e\":\"p\"}");
+  json_via(&o, "{\"c_d\":\"q\"}", "{\"e\":\"q\"}");
+  one_close(&o);
 }
 
 static void test_bytes_default(void **state) {
@@ -1372,6 +1469,7 @@ int main(void) {
       cmocka_unit_test(test_fileset),
       cmocka_unit_test(test_fileset_failmem),
       cmocka_unit_test(test_json_name),
+      cmocka_unit_test(test_json_name_proto2),
       cmocka_unit_test(test_bytes_default),
       cmocka_unit_test(test_extensions),
       cmocka_unit_test_setup_teardown(test_service_methods, setup, teardown),

@@ -89,6 +89,19 @@ static int fail_lib(const char *what, int rv) {
                         conch_strerror(rv));
 }
 
+/* A reflection call that failed: a server that refuses the protocol's
+   media type (415: grpc-js and most gRPC servers take gRPC only) gets the
+   hint of --protocol. */
+static int fail_reflection(const conch_status *st) {
+  if (st->origin == CONCH_ORIGIN_HTTP && st->http_status == 415) {
+    return cli_fail_local(cli_exit_code(st->code), st->code, "conch call",
+                          "conch call: the server may take another protocol: "
+                          "try --protocol grpc (or grpc-web)",
+                          0, "%s", conch_status_message(st));
+  }
+  return cli_fail_status(st, NULL, 0);
+}
+
 /* A schema that does not have what was asked for: not_found (252). */
 static int fail_schema(ctx *x, const char *what) {
   return cli_fail_local(CLI_EXIT_NOT_FOUND, CONCH_CODE_NOT_FOUND, "conch call",
@@ -433,7 +446,7 @@ static int need_symbol(ctx *x, const char *symbol) {
                             "the server has no reflection: %s",
                             conch_status_message(&st));
     } else {
-      code = cli_fail_status(&st, NULL, 0);
+      code = fail_reflection(&st);
     }
     conch_status_clear(&st);
     return code;
@@ -1315,12 +1328,12 @@ int conch_cli_call(cli_globals *g, int argc, char **argv) {
       rc = conch_reflect_list(x.refl, &st);
       if (rc == CONCH_ERR_RPC) {
         rc = st.code == CONCH_CODE_UNIMPLEMENTED
-                 ? cli_fail_local(cli_exit_code(st.code), st.code,
-                                  "conch call",
-                                  "conch call: give the schema with --schema FILE", 0,
-                                  "the server has no reflection: %s",
-                                  conch_status_message(&st))
-                 : cli_fail_status(&st, NULL, 0);
+                 ? cli_fail_local(
+                       cli_exit_code(st.code), st.code, "conch call",
+                       "conch call: give the schema with --schema FILE", 0,
+                       "the server has no reflection: %s",
+                       conch_status_message(&st))
+                 : fail_reflection(&st);
       } else if (rc != 0) {
         rc = fail_lib("reflection", rc);
       } else {

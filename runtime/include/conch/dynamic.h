@@ -14,24 +14,31 @@
  * entry messages protoc lowers them to), proto2 defaults (bytes too, from
  * protoc's C escapes) and required fields.  A field's [json_name = ...]
  * is its JSON name both ways (read: that or the proto name, as protojson
- * does).  Well-known types (google.protobuf.Timestamp, Any, ...)
- * are, in a build with the JSON codec, the runtime's compiled-in
- * descriptors, whether or not the pool has their files.  Not built: groups,
- * files of syntax "editions", and extensions: a file that declares them
- * and messages with extension ranges build, an extension's value passes
- * through protobuf as an unknown field does (unpack and pack keep its
- * bytes), the JSON written leaves it out and JSON read with an extension's
+ * does).  Two fields of one JSON name are refused in proto3, as protoc
+ * refuses them; proto2 allows them (two custom names excepted), and then,
+ * as protojson reads them, the field declared first owns the name and the
+ * others are read by their proto name only; they are written with it when
+ * it reads back to them, else with their JSON name.  Well-known types
+ * (google.protobuf.Timestamp, Any, ...) are, in a build with the JSON codec,
+ * the runtime's compiled-in descriptors, whether or not the pool has their
+ * files.  Not built: groups, files of syntax "editions", and extensions: a file
+ * that declares them and messages with extension ranges build, an extension's
+ * value passes through protobuf as an unknown field does (unpack and pack keep
+ * its bytes), the JSON written leaves it out and JSON read with an extension's
  * key ("[pkg.ext]") fails with CONCH_ERR_UNSUPPORTED (unimplemented).
  *
- * Type names in the files must be fully qualified (".pkg.Msg"), as protoc
- * and server reflection write them.
+ * Type names in the files are fully qualified (".pkg.Msg") as protoc writes
+ * them, or relative as protobufjs writes them (@grpc/reflection serves
+ * those): a relative name is looked up as protoc resolves it, in the scope
+ * that names it (a message's nested types first), then in each enclosing
+ * one.
  *
  * Memory: a conch_dynamic owns one arena from which every descriptor it
  * built comes; they stay valid until conch_dynamic_free().  Types are built
  * when first looked up, with every type they reach.  A lookup that fails
  * adds nothing that later lookups see and keeps none of the memory it
- * took (a server may look up names its clients send).  A conch_dynamic is not thread-safe;
- * the descriptors it returned may be read from any thread.
+ * took (a server may look up names its clients send).  A conch_dynamic is not
+ * thread-safe; the descriptors it returned may be read from any thread.
  *
  * Messages of these types have no message_init function (protobuf-c's
  * init takes no descriptor): protobuf_c_message_unpack() initialises them

@@ -52,7 +52,10 @@ CONCH_EXTERN void conch_reflect_free(conch_reflect *r);
  *
  * Returns 0; CONCH_ERR_RPC (the server refused or the stream failed:
  * |st|, when not NULL, receives the status; unimplemented from both v1
- * and v1alpha means no reflection) or CONCH_ERR_NOMEM.
+ * and v1alpha means no reflection, and its message says so, the server's
+ * own words after) or CONCH_ERR_NOMEM.  The service that answered first
+ * (v1, else v1alpha after v1's unimplemented) is the one |r| asks from
+ * then on (conch_reflect_version()).
  */
 CONCH_EXTERN int conch_reflect_list(conch_reflect *r, conch_status *st);
 
