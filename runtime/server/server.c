@@ -353,7 +353,7 @@ static void conn_goaway(srv_conn *conn) {
   conn->goaway = 1;
   if (conn->proto == SRV_PROTO_H1) {
     conch__srv_h1_goaway(conn);
-  } else if (conn->proto == SRV_PROTO_SNIFF) {
+  } else if (conn->proto == SRV_PROTO_SNIFF || conn->h2 == NULL) {
     conn->dead = 1;
   } else if (nghttp2_submit_goaway(
                  conn->h2, NGHTTP2_FLAG_NONE,
@@ -424,13 +424,11 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   conn->idle.kind = SRV_TIMER_IDLE;
   conn->linger.idx = SIZE_MAX;
   conn->linger.kind = SRV_TIMER_LINGER;
-  rv = conch__srv_session_new(conn);
-  if (rv == 0 && s->tls != NULL) {
+  /* No session yet: the first bytes (or ALPN) say which one. */
+  rv = 0;
+  if (s->tls != NULL) {
     rv = conch__tls_accept_new(&conn->filter.tls, s->tls);
     conn->tls = conn->filter.tls;
-    if (rv != 0) {
-      nghttp2_session_del(conn->h2);
-    }
   }
   if (rv != 0) {
     conch__free(s->mem, conn);
@@ -674,6 +672,17 @@ static void conn_start_h1(srv_conn *conn) {
   }
 }
 
+/* The connection speaks HTTP/2: nghttp2's session, made now that it is
+   known (our SETTINGS go out on the next flush). */
+static void conn_start_h2(srv_conn *conn) {
+  conn->proto = SRV_PROTO_H2;
+  if (conch__srv_session_new(conn) != 0) {
+    conn->dead = 1;
+    return;
+  }
+  conn->s->pending = 1;
+}
+
 /* Plaintext from the client. */
 static void conn_input(srv_conn *conn, const uint8_t *p, size_t n) {
   static const uint8_t magic[4] = {'P', 'R', 'I', ' '};
@@ -693,8 +702,7 @@ static void conn_input(srv_conn *conn, const uint8_t *p, size_t n) {
     /* Anything but the HTTP/2 preface is HTTP/1.x (curl without
        --http2-prior-knowledge, browsers, undici). */
     if (h2) {
-      conn->proto = SRV_PROTO_H2;
-      conn->s->pending = 1; /* our SETTINGS */
+      conn_start_h2(conn);
     } else {
       conn_start_h1(conn);
     }
@@ -751,7 +759,7 @@ static void conn_eof(srv_conn *conn) {
     conch__srv_h1_eof(conn);
     return;
   }
-  if (conn->proto == SRV_PROTO_H2 && !conn->rd_eof && !conn->has_t) {
+  if (conn->h2 != NULL && !conn->rd_eof && !conn->has_t) {
     conn_half_close(conn);
     return;
   }
@@ -787,8 +795,7 @@ static void conn_tls_pull(srv_conn *conn) {
     /* ALPN decides; without ALPN the first bytes do, as in cleartext. */
     switch (conch__tls_alpn(conn->filter.tls)) {
     case CONCH_TLS_PROTO_H2:
-      conn->proto = SRV_PROTO_H2;
-      conn->s->pending = 1;
+      conn_start_h2(conn);
       break;
     case CONCH_TLS_PROTO_H1:
       conn_start_h1(conn);
@@ -897,8 +904,8 @@ static int conn_flush(srv_conn *conn) {
       }
       continue;
     }
-    if (conn->proto != SRV_PROTO_H2) {
-      return 0;
+    if (conn->h2 == NULL) {
+      return 0; /* not known yet, or no session to be had */
     }
     for (;;) {
       ssize_t n = nghttp2_session_mem_send(conn->h2, &p);
@@ -1000,8 +1007,7 @@ static void conn_settle(srv_conn *conn) {
   if (!conn->dead && conch__srv_conn_out_size(conn) == 0) {
     if (conn->fin) {
       conn->dead = 1;
-    } else if (conn->proto == SRV_PROTO_H2 &&
-               !nghttp2_session_want_write(conn->h2) &&
+    } else if (conn->h2 != NULL && !nghttp2_session_want_write(conn->h2) &&
                (!nghttp2_session_want_read(conn->h2) ||
                 (conn->rd_eof && conch__list_empty(&conn->rpcs)))) {
       conn->dead = 1; /* after GOAWAY, or half-closed, and drained */
