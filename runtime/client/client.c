@@ -241,8 +241,9 @@ static void ep_watch(conch_endpoint *ep, int fd, unsigned *watched,
                       want);
 }
 
-static void ep_timer_arm(conch_endpoint *ep, conch_timer *t, int64_t when) {
+static int ep_timer_arm(conch_endpoint *ep, conch_timer *t, int64_t when) {
   conch__timer_arm(CONCH_CONTAINER(ep, conch_client, ep), t, when);
+  return t->idx != SIZE_MAX ? 0 : CONCH_ERR_NOMEM;
 }
 
 static void ep_timer_disarm(conch_endpoint *ep, conch_timer *t) {
