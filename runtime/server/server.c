@@ -109,7 +109,8 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   s->ep.transport = &conch__sock_transport; /* adopted handles: their own */
   s->ep.target = "the server";
   conch__list_init(&s->ep.dirty);
-  if (!opts->tls && (opts->tls_ca_file != NULL || opts->tls_ca_pem != NULL)) {
+  if (!opts->tls &&
+      (opts->tls_mat.ca_file != NULL || opts->tls_mat.ca_pem != NULL)) {
     /* Client certificates asked for on a cleartext server: refuse rather
        than serve without them. */
     conch__free(&opts->mem, s);
@@ -128,9 +129,7 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
     }
   }
   /* The strings stay the options'. */
-  s->o.tls_cert_file = s->o.tls_key_file = NULL;
-  s->o.tls_cert_pem = s->o.tls_key_pem = NULL;
-  s->o.tls_ca_file = s->o.tls_ca_pem = NULL;
+  memset(&s->o.tls_mat, 0, sizeof(s->o.tls_mat));
   conch_server_opts_free(defaults);
   conch__comps_init(&s->comps, s->mem);
   s->accept_len = conch__comp_accept_value(&s->o.comp,

@@ -38,18 +38,11 @@ struct conch_server_opts {
      server's copy of the struct holds them only until conch_server_new()
      returns. */
   int tls;
-  char *tls_cert_file;
-  char *tls_key_file;
-  char *tls_cert_pem;
-  size_t tls_cert_len;
-  char *tls_key_pem;
-  size_t tls_key_len;
+  /* The certificate and key (conch_server_opts_set_tls*()), and the
+     client CAs (conch_server_opts_set_tls_client_ca*(), kept by
+     conch_server_opts_set_tls*()), made with libc's allocator. */
+  conch_tls_material tls_mat;
   char tls_err[256];
-  /* Client certificates (conch_server_opts_set_tls_client_ca*()): owned
-     like the above, kept by conch_server_opts_set_tls*(). */
-  char *tls_ca_file;
-  char *tls_ca_pem;
-  size_t tls_ca_len;
   int tls_client_optional;
   conch_server_gate_fn gate;
   void *gate_ud;
