@@ -1265,12 +1265,12 @@ int conch__tls_material_set(const conch_mem *mem, char **slot, size_t *lenp,
 }
 
 void conch__tls_material_clear(conch_tls_material *m, const conch_mem *mem) {
-  conch__free(mem, m->ca_file);
-  conch__free(mem, m->ca_pem);
-  conch__free(mem, m->cert_file);
-  conch__free(mem, m->key_file);
-  conch__free(mem, m->cert_pem);
-  conch__free(mem, m->key_pem);
+  char *strings[] = {m->ca_file,  m->ca_pem,   m->cert_file,
+                     m->key_file, m->cert_pem, m->key_pem};
+
+  for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++) {
+    conch__free(mem, strings[i]);
+  }
   memset(m, 0, sizeof(*m));
 }
 
