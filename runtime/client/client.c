@@ -187,16 +187,7 @@ static int make_tls_ctx(conch_client *c) {
   char err[256];
   int rv;
 
-  memset(&cfg, 0, sizeof(cfg));
-  cfg.ca_file = c->o.ca_file;
-  cfg.ca_pem = c->o.ca_pem;
-  cfg.ca_pem_len = c->o.ca_pem_len;
-  cfg.cert_file = c->o.cert_file;
-  cfg.key_file = c->o.key_file;
-  cfg.cert_pem = c->o.cert_pem;
-  cfg.cert_pem_len = c->o.cert_pem_len;
-  cfg.key_pem = c->o.key_pem;
-  cfg.key_pem_len = c->o.key_pem_len;
+  conch__tls_material_config(&c->o.tls_mat, &cfg);
   cfg.insecure_skip_verify = !c->o.tls_verify;
   /* gRPC needs HTTP/2 whatever the setting (with CONCH_HTTP_1_1 its calls
      fail before connecting). */
@@ -241,8 +232,9 @@ static void ep_watch(conch_endpoint *ep, int fd, unsigned *watched,
                       want);
 }
 
-static void ep_timer_arm(conch_endpoint *ep, conch_timer *t, int64_t when) {
+static int ep_timer_arm(conch_endpoint *ep, conch_timer *t, int64_t when) {
   conch__timer_arm(CONCH_CONTAINER(ep, conch_client, ep), t, when);
+  return t->idx != SIZE_MAX ? 0 : CONCH_ERR_NOMEM;
 }
 
 static void ep_timer_disarm(conch_endpoint *ep, conch_timer *t) {

@@ -35,16 +35,10 @@ static const conch_mem *opts_mem(const conch_client_opts *o) {
 
 void conch__opts_clear(conch_client_opts *o, const conch_mem *mem) {
   conch__free(mem, o->user_agent);
-  conch__free(mem, o->ca_file);
-  conch__free(mem, o->ca_pem);
-  conch__free(mem, o->cert_file);
-  conch__free(mem, o->key_file);
-  conch__free(mem, o->cert_pem);
-  conch__free(mem, o->key_pem);
+  conch__tls_material_clear(&o->tls_mat, mem);
   conch__free(mem, o->unix_path);
   o->unix_path = NULL;
-  o->user_agent = o->ca_file = o->ca_pem = NULL;
-  o->cert_file = o->key_file = o->cert_pem = o->key_pem = NULL;
+  o->user_agent = NULL;
 }
 
 static int dup_field(const conch_mem *mem, char **dst, const char *src,
@@ -62,22 +56,13 @@ int conch__opts_copy(conch_client_opts *dst, const conch_client_opts *src,
   int rv = 0;
 
   *dst = *src;
-  dst->user_agent = dst->ca_file = dst->ca_pem = NULL;
-  dst->cert_file = dst->key_file = dst->cert_pem = dst->key_pem = NULL;
+  dst->user_agent = NULL;
   dst->unix_path = NULL;
   rv |= dup_field(mem, &dst->unix_path, src->unix_path,
                   src->unix_path ? strlen(src->unix_path) : 0);
   rv |= dup_field(mem, &dst->user_agent, src->user_agent,
                   src->user_agent ? strlen(src->user_agent) : 0);
-  rv |= dup_field(mem, &dst->ca_file, src->ca_file,
-                  src->ca_file ? strlen(src->ca_file) : 0);
-  rv |= dup_field(mem, &dst->ca_pem, src->ca_pem, src->ca_pem_len);
-  rv |= dup_field(mem, &dst->cert_file, src->cert_file,
-                  src->cert_file ? strlen(src->cert_file) : 0);
-  rv |= dup_field(mem, &dst->key_file, src->key_file,
-                  src->key_file ? strlen(src->key_file) : 0);
-  rv |= dup_field(mem, &dst->cert_pem, src->cert_pem, src->cert_pem_len);
-  rv |= dup_field(mem, &dst->key_pem, src->key_pem, src->key_pem_len);
+  rv |= conch__tls_material_copy(&dst->tls_mat, &src->tls_mat, mem);
   if (rv != 0) {
     conch__opts_clear(dst, mem);
     return CONCH_ERR_NOMEM;
@@ -395,20 +380,17 @@ int conch_client_opts_set_ca_file(conch_client_opts *opts, const char *path) {
   if (opts == NULL) {
     return CONCH_ERR_INVALID;
   }
-  return set_string(opts, &opts->ca_file, path, path ? strlen(path) : 0);
+  return conch__tls_material_set(opts_mem(opts), &opts->tls_mat.ca_file, NULL,
+                                 path, path ? strlen(path) : 0);
 }
 
 int conch_client_opts_set_ca_pem(conch_client_opts *opts, const char *pem,
                                  size_t len) {
-  int rv;
   if (opts == NULL || (pem == NULL && len != 0)) {
     return CONCH_ERR_INVALID;
   }
-  rv = set_string(opts, &opts->ca_pem, pem, len);
-  if (rv == 0) {
-    opts->ca_pem_len = pem != NULL ? len : 0;
-  }
-  return rv;
+  return conch__tls_material_set(opts_mem(opts), &opts->tls_mat.ca_pem,
+                                 &opts->tls_mat.ca_pem_len, pem, len);
 }
 
 int conch_client_opts_set_client_cert_file(conch_client_opts *opts,
@@ -418,13 +400,13 @@ int conch_client_opts_set_client_cert_file(conch_client_opts *opts,
   if (opts == NULL || (cert_path == NULL && key_path != NULL)) {
     return CONCH_ERR_INVALID;
   }
-  rv = set_string(opts, &opts->cert_file, cert_path,
-                  cert_path ? strlen(cert_path) : 0);
+  rv = conch__tls_material_set(opts_mem(opts), &opts->tls_mat.cert_file, NULL,
+                               cert_path, cert_path ? strlen(cert_path) : 0);
   if (rv != 0) {
     return rv;
   }
-  return set_string(opts, &opts->key_file, key_path,
-                    key_path ? strlen(key_path) : 0);
+  return conch__tls_material_set(opts_mem(opts), &opts->tls_mat.key_file, NULL,
+                                 key_path, key_path ? strlen(key_path) : 0);
 }
 
 int conch_client_opts_set_client_cert_pem(conch_client_opts *opts,
@@ -434,17 +416,13 @@ int conch_client_opts_set_client_cert_pem(conch_client_opts *opts,
   if (opts == NULL || (cert == NULL) != (key == NULL)) {
     return CONCH_ERR_INVALID;
   }
-  rv = set_string(opts, &opts->cert_pem, cert, cert_len);
+  rv = conch__tls_material_set(opts_mem(opts), &opts->tls_mat.cert_pem,
+                               &opts->tls_mat.cert_pem_len, cert, cert_len);
   if (rv != 0) {
     return rv;
   }
-  rv = set_string(opts, &opts->key_pem, key, key_len);
-  if (rv != 0) {
-    return rv;
-  }
-  opts->cert_pem_len = cert != NULL ? cert_len : 0;
-  opts->key_pem_len = key != NULL ? key_len : 0;
-  return 0;
+  return conch__tls_material_set(opts_mem(opts), &opts->tls_mat.key_pem,
+                                 &opts->tls_mat.key_pem_len, key, key_len);
 }
 
 int conch_client_opts_set_clock(conch_client_opts *opts,

@@ -10,6 +10,7 @@
 #include <conch/transport.h>
 
 #include "compress.h"
+#include "tls.h"
 
 struct conch_client_opts {
   conch_mem mem;
@@ -33,15 +34,7 @@ struct conch_client_opts {
   long keepalive_timeout_ms;
   int keepalive_set; /* conch_client_opts_set_keepalive() was called */
   char *user_agent;
-  char *ca_file;
-  char *ca_pem;
-  size_t ca_pem_len;
-  char *cert_file;
-  char *key_file;
-  char *cert_pem;
-  size_t cert_pem_len;
-  char *key_pem;
-  size_t key_pem_len;
+  conch_tls_material tls_mat; /* CA, client certificate and key */
   int tls_verify;
   conch_resolver resolver;           /* start NULL: the default (resolve.c) */
   int64_t (*clock)(void *user_data); /* NULL: CLOCK_MONOTONIC */

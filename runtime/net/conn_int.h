@@ -29,8 +29,8 @@ struct nghttp2_session;   /* nghttp2 */
 
 /* What a connection needs of whoever owns it: its allocator, clock,
    timers, event loop, transport and TLS.  conch_client embeds one
-   (client.c); conn.c below the session reads nothing else of its owner,
-   so that a server can own connections the same way. */
+   (client.c), and so does conch_server (server.c); conn.c below the
+   session reads nothing else of its owner. */
 typedef struct conch_endpoint conch_endpoint;
 
 /* The owner's loop. */
@@ -43,8 +43,10 @@ typedef struct conch_endpoint_ops {
      may fail the connection of |fd| when the loop refuses. */
   void (*watch)(conch_endpoint *ep, int fd, unsigned *watched,
                 unsigned want);
-  /* Timers on the owner's heap, at |when| by its clock. */
-  void (*timer_arm)(conch_endpoint *ep, conch_timer *t, int64_t when);
+  /* Timers on the owner's heap, at |when| by its clock.  Arming returns
+     0, or CONCH_ERR_NOMEM when |t| could not be armed (the client
+     reserves room, the server decides what an unarmed timer means). */
+  int (*timer_arm)(conch_endpoint *ep, conch_timer *t, int64_t when);
   void (*timer_disarm)(conch_endpoint *ep, conch_timer *t);
 } conch_endpoint_ops;
 

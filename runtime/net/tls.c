@@ -1242,3 +1242,76 @@ const uint8_t *conch__tls_peer_der(const conch_tls *t, size_t *len) {
   *len = t != NULL ? t->peer_der_len : 0;
   return t != NULL ? t->peer_der : NULL;
 }
+
+/* ---- The TLS material of options (tls.h) ----------------------------------
+ */
+
+int conch__tls_material_set(const conch_mem *mem, char **slot, size_t *lenp,
+                            const char *p, size_t n) {
+  char *copy = NULL;
+
+  if (p != NULL) {
+    copy = conch__strndup(mem, p, n);
+    if (copy == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+  }
+  conch__free(mem, *slot);
+  *slot = copy;
+  if (lenp != NULL) {
+    *lenp = p != NULL ? n : 0;
+  }
+  return 0;
+}
+
+void conch__tls_material_clear(conch_tls_material *m, const conch_mem *mem) {
+  char *strings[] = {m->ca_file,  m->ca_pem,   m->cert_file,
+                     m->key_file, m->cert_pem, m->key_pem};
+
+  for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++) {
+    conch__free(mem, strings[i]);
+  }
+  memset(m, 0, sizeof(*m));
+}
+
+int conch__tls_material_copy(conch_tls_material *dst,
+                             const conch_tls_material *src,
+                             const conch_mem *mem) {
+  int rv = 0;
+
+  memset(dst, 0, sizeof(*dst));
+  rv |=
+      conch__tls_material_set(mem, &dst->ca_file, NULL, src->ca_file,
+                              src->ca_file != NULL ? strlen(src->ca_file) : 0);
+  rv |= conch__tls_material_set(mem, &dst->ca_pem, &dst->ca_pem_len,
+                                src->ca_pem, src->ca_pem_len);
+  rv |= conch__tls_material_set(mem, &dst->cert_file, NULL, src->cert_file,
+                                src->cert_file != NULL ? strlen(src->cert_file)
+                                                       : 0);
+  rv |= conch__tls_material_set(mem, &dst->key_file, NULL, src->key_file,
+                                src->key_file != NULL ? strlen(src->key_file)
+                                                      : 0);
+  rv |= conch__tls_material_set(mem, &dst->cert_pem, &dst->cert_pem_len,
+                                src->cert_pem, src->cert_pem_len);
+  rv |= conch__tls_material_set(mem, &dst->key_pem, &dst->key_pem_len,
+                                src->key_pem, src->key_pem_len);
+  if (rv != 0) {
+    conch__tls_material_clear(dst, mem);
+    return CONCH_ERR_NOMEM;
+  }
+  return 0;
+}
+
+void conch__tls_material_config(const conch_tls_material *m,
+                                conch_tls_config *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->ca_file = m->ca_file;
+  cfg->ca_pem = m->ca_pem;
+  cfg->ca_pem_len = m->ca_pem_len;
+  cfg->cert_file = m->cert_file;
+  cfg->key_file = m->key_file;
+  cfg->cert_pem = m->cert_pem;
+  cfg->cert_pem_len = m->cert_pem_len;
+  cfg->key_pem = m->key_pem;
+  cfg->key_pem_len = m->key_pem_len;
+}

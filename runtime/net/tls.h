@@ -90,6 +90,37 @@ typedef struct conch_tls_config {
   int client_auth;
 } conch_tls_config;
 
+/* The TLS material an options object owns (client opts.c, server
+   server_opts.c): copies of the caller's file names and PEM text, made
+   with the allocator the owner passes.  Zeroed: none. */
+typedef struct conch_tls_material {
+  char *ca_file;
+  char *ca_pem;
+  size_t ca_pem_len;
+  char *cert_file;
+  char *key_file;
+  char *cert_pem;
+  size_t cert_pem_len;
+  char *key_pem;
+  size_t key_pem_len;
+} conch_tls_material;
+
+/* Replaces |*slot| with a copy of |n| bytes at |p| (NUL-terminated; NULL
+   |p|: none) and sets |*lenp| (when not NULL) to its length.  Returns 0
+   or CONCH_ERR_NOMEM (then |*slot| is unchanged). */
+int conch__tls_material_set(const conch_mem *mem, char **slot, size_t *lenp,
+                            const char *p, size_t n);
+/* Frees every string of |m| (made with |mem|) and zeroes it. */
+void conch__tls_material_clear(conch_tls_material *m, const conch_mem *mem);
+/* |dst| becomes a copy of |src| made with |mem|.  Returns 0 or
+   CONCH_ERR_NOMEM (then |dst| holds nothing). */
+int conch__tls_material_copy(conch_tls_material *dst,
+                             const conch_tls_material *src,
+                             const conch_mem *mem);
+/* Zeroes |cfg| and points its CA, certificate and key fields at |m|'s. */
+void conch__tls_material_config(const conch_tls_material *m,
+                                conch_tls_config *cfg);
+
 enum {
   CONCH_TLS_CLIENT_NONE = 0,
   CONCH_TLS_CLIENT_OPTIONAL = 1,

@@ -22,9 +22,16 @@
 #define SRV_READ_CHUNK 16384
 #define SRV_CLOSE_MS 1000 /* after an idle GOAWAY, before the close */
 
+/* ---- The endpoint its connections see (conn_int.h) ---------------------- */
+
+static conch_server *ep_server(const conch_endpoint *ep) {
+  return CONCH_CONTAINER(ep, conch_server, ep);
+}
+
 /* The server's clock (conch_server_opts_set_clock), in ms: every timer
-   and deadline of the core reads it here. */
-int64_t conch__srv_now(const conch_server *s) {
+   and deadline of the core reads it here (conch__srv_now). */
+static int64_t ep_now(const conch_endpoint *ep) {
+  const conch_server *s = ep_server(ep);
   struct timespec ts;
   if (s->o.clock != NULL) {
     return s->o.clock(s->o.clock_ud);
@@ -32,6 +39,43 @@ int64_t conch__srv_now(const conch_server *s) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+/* A turn soon: at once when inside one, else the hooks are asked for one
+   (a pull-mode caller asks conch_server_timeout_ms(), which says 0). */
+static void ep_kick(conch_endpoint *ep) {
+  conch_server *s = ep_server(ep);
+  s->pending = 1;
+  if (s->has_hooks && !s->in_cb && s->hook_timer != 0) {
+    s->hook_timer = 0;
+    s->hooks.timer(0, s->hooks.user_data);
+  }
+}
+
+/* Tells the hooks what to watch on |fd| (nothing: it is not watched);
+   |*watched| changes only when they took it. */
+static void ep_watch(conch_endpoint *ep, int fd, unsigned *watched,
+                     unsigned want) {
+  conch_server *s = ep_server(ep);
+  if (!s->has_hooks || *watched == want) {
+    return;
+  }
+  if (s->hooks.watch(fd, want != 0 ? want : CONCH_IO_REMOVE,
+                     s->hooks.user_data) == 0) {
+    *watched = want;
+  }
+}
+
+static int ep_timer_arm(conch_endpoint *ep, conch_timer *t, int64_t when) {
+  conch_server *s = ep_server(ep);
+  return conch__heap_insert(&s->heap, s->mem, t, when);
+}
+
+static void ep_timer_disarm(conch_endpoint *ep, conch_timer *t) {
+  conch__heap_remove(&ep_server(ep)->heap, t);
+}
+
+static const conch_endpoint_ops server_ep_ops = {ep_now, ep_kick, ep_watch,
+                                                 ep_timer_arm, ep_timer_disarm};
 
 /* ---- Server ------------------------------------------------------------- */
 
@@ -60,7 +104,13 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   }
   s->o = *opts;
   s->mem = &s->o.mem;
-  if (!opts->tls && (opts->tls_ca_file != NULL || opts->tls_ca_pem != NULL)) {
+  s->ep.ops = &server_ep_ops;
+  s->ep.mem = s->mem;
+  s->ep.transport = &conch__sock_transport; /* adopted handles: their own */
+  s->ep.target = "the server";
+  conch__list_init(&s->ep.dirty);
+  if (!opts->tls &&
+      (opts->tls_mat.ca_file != NULL || opts->tls_mat.ca_pem != NULL)) {
     /* Client certificates asked for on a cleartext server: refuse rather
        than serve without them. */
     conch__free(&opts->mem, s);
@@ -70,7 +120,7 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   if (opts->tls) {
     conch_tls_config cfg;
     conch__srv_tls_config(opts, &cfg);
-    rv = conch__tls_server_ctx_new(&s->tls, s->mem, &cfg, s->o.tls_err,
+    rv = conch__tls_server_ctx_new(&s->ep.tls_ctx, s->mem, &cfg, s->o.tls_err,
                                    sizeof(s->o.tls_err));
     if (rv != 0) {
       conch__free(&opts->mem, s);
@@ -79,9 +129,7 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
     }
   }
   /* The strings stay the options'. */
-  s->o.tls_cert_file = s->o.tls_key_file = NULL;
-  s->o.tls_cert_pem = s->o.tls_key_pem = NULL;
-  s->o.tls_ca_file = s->o.tls_ca_pem = NULL;
+  memset(&s->o.tls_mat, 0, sizeof(s->o.tls_mat));
   conch_server_opts_free(defaults);
   conch__comps_init(&s->comps, s->mem);
   s->accept_len = conch__comp_accept_value(&s->o.comp,
@@ -147,7 +195,7 @@ void conch_server_free(conch_server *s) {
   conch__free(s->mem, s->slots);
   conch__heap_free(&s->heap, s->mem);
   conch__comps_clear(&s->comps);
-  conch__tls_ctx_free(s->tls);
+  conch__tls_ctx_free(s->ep.tls_ctx);
   conch__free(s->mem, s);
 }
 
@@ -334,10 +382,9 @@ void conch__srv_conn_idle(srv_conn *conn) {
   }
   if (ms > 0 && !conn_busy(conn)) {
     /* Without room in the heap the connection just stays. */
-    (void)conch__heap_insert(&s->heap, s->mem, &conn->idle,
-                             conch__srv_now(s) + ms);
+    (void)conch__srv_timer_arm(s, &conn->idle, conch__srv_now(s) + ms);
   } else {
-    conch__heap_remove(&s->heap, &conn->idle);
+    conch__srv_timer_disarm(s, &conn->idle);
   }
 }
 
@@ -353,7 +400,7 @@ static void conn_goaway(srv_conn *conn) {
   conn->goaway = 1;
   if (conn->proto == SRV_PROTO_H1) {
     conch__srv_h1_goaway(conn);
-  } else if (conn->proto == SRV_PROTO_SNIFF) {
+  } else if (conn->proto == SRV_PROTO_SNIFF || conn->h2 == NULL) {
     conn->dead = 1;
   } else if (nghttp2_submit_goaway(
                  conn->h2, NGHTTP2_FLAG_NONE,
@@ -376,8 +423,8 @@ static void conn_idle_expired(srv_conn *conn) {
   }
   conn_goaway(conn);
   if (!conn->dead &&
-      conch__heap_insert(&s->heap, s->mem, &conn->idle,
-                         conch__srv_now(s) + SRV_CLOSE_MS) != 0) {
+      conch__srv_timer_arm(s, &conn->idle, conch__srv_now(s) + SRV_CLOSE_MS) !=
+          0) {
     conn->dead = 1;
   }
 }
@@ -385,12 +432,10 @@ static void conn_idle_expired(srv_conn *conn) {
 static void conn_free(srv_conn *conn) {
   conch_server *s = conn->s;
 
-  if (s->has_hooks && conn->watched != 0) {
-    s->hooks.watch(conn->fd, CONCH_IO_REMOVE, s->hooks.user_data);
-  }
+  s->ep.ops->watch(&s->ep, conn->fd, &conn->watched, 0);
   conn->t.close(conn->t.user_data, conn->fd);
-  conch__heap_remove(&s->heap, &conn->idle);
-  conch__heap_remove(&s->heap, &conn->linger);
+  conch__srv_timer_disarm(s, &conn->idle);
+  conch__srv_timer_disarm(s, &conn->linger);
   conch__srv_h1_free(conn);
   nghttp2_session_del(conn->h2);
   conch__filter_clear(&conn->filter);
@@ -424,13 +469,11 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   conn->idle.kind = SRV_TIMER_IDLE;
   conn->linger.idx = SIZE_MAX;
   conn->linger.kind = SRV_TIMER_LINGER;
-  rv = conch__srv_session_new(conn);
-  if (rv == 0 && s->tls != NULL) {
-    rv = conch__tls_accept_new(&conn->filter.tls, s->tls);
+  /* No session yet: the first bytes (or ALPN) say which one. */
+  rv = 0;
+  if (s->ep.tls_ctx != NULL) {
+    rv = conch__tls_accept_new(&conn->filter.tls, s->ep.tls_ctx);
     conn->tls = conn->filter.tls;
-    if (rv != 0) {
-      nghttp2_session_del(conn->h2);
-    }
   }
   if (rv != 0) {
     conch__free(s->mem, conn);
@@ -450,11 +493,7 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
      HTTP/2 preface or an HTTP/1.x request), but the hooks learn of the
      connection on the next turn: one is asked for when this is not
      one (conch_server_adopt() from the caller's loop). */
-  s->pending = 1;
-  if (s->has_hooks && !s->in_cb && s->hook_timer != 0) {
-    s->hook_timer = 0;
-    s->hooks.timer(0, s->hooks.user_data);
-  }
+  s->ep.ops->kick(&s->ep);
   return 0;
 }
 
@@ -504,8 +543,7 @@ static void shed(conch_server *s, int lfd) {
     s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
   if (!s->resting &&
-      conch__heap_insert(&s->heap, s->mem, &s->rest,
-                         conch__srv_now(s) + 100) == 0) {
+      conch__srv_timer_arm(s, &s->rest, conch__srv_now(s) + 100) == 0) {
     s->resting = 1;
     watch_listeners(s, 0);
   }
@@ -674,6 +712,17 @@ static void conn_start_h1(srv_conn *conn) {
   }
 }
 
+/* The connection speaks HTTP/2: nghttp2's session, made now that it is
+   known (our SETTINGS go out on the next flush). */
+static void conn_start_h2(srv_conn *conn) {
+  conn->proto = SRV_PROTO_H2;
+  if (conch__srv_session_new(conn) != 0) {
+    conn->dead = 1;
+    return;
+  }
+  conn->s->pending = 1;
+}
+
 /* Plaintext from the client. */
 static void conn_input(srv_conn *conn, const uint8_t *p, size_t n) {
   static const uint8_t magic[4] = {'P', 'R', 'I', ' '};
@@ -693,8 +742,7 @@ static void conn_input(srv_conn *conn, const uint8_t *p, size_t n) {
     /* Anything but the HTTP/2 preface is HTTP/1.x (curl without
        --http2-prior-knowledge, browsers, undici). */
     if (h2) {
-      conn->proto = SRV_PROTO_H2;
-      conn->s->pending = 1; /* our SETTINGS */
+      conn_start_h2(conn);
     } else {
       conn_start_h1(conn);
     }
@@ -751,7 +799,7 @@ static void conn_eof(srv_conn *conn) {
     conch__srv_h1_eof(conn);
     return;
   }
-  if (conn->proto == SRV_PROTO_H2 && !conn->rd_eof && !conn->has_t) {
+  if (conn->h2 != NULL && !conn->rd_eof && !conn->has_t) {
     conn_half_close(conn);
     return;
   }
@@ -787,8 +835,7 @@ static void conn_tls_pull(srv_conn *conn) {
     /* ALPN decides; without ALPN the first bytes do, as in cleartext. */
     switch (conch__tls_alpn(conn->filter.tls)) {
     case CONCH_TLS_PROTO_H2:
-      conn->proto = SRV_PROTO_H2;
-      conn->s->pending = 1;
+      conn_start_h2(conn);
       break;
     case CONCH_TLS_PROTO_H1:
       conn_start_h1(conn);
@@ -897,8 +944,8 @@ static int conn_flush(srv_conn *conn) {
       }
       continue;
     }
-    if (conn->proto != SRV_PROTO_H2) {
-      return 0;
+    if (conn->h2 == NULL) {
+      return 0; /* not known yet, or no session to be had */
     }
     for (;;) {
       ssize_t n = nghttp2_session_mem_send(conn->h2, &p);
@@ -948,8 +995,8 @@ static void conn_linger(srv_conn *conn) {
   if (conn->filter.tls != NULL) {
     (void)conch__tls_shutdown(conn->filter.tls);
   }
-  if (conch__heap_insert(&s->heap, s->mem, &conn->linger,
-                         conch__srv_now(s) + SRV_LINGER_MS) != 0) {
+  if (conch__srv_timer_arm(s, &conn->linger,
+                           conch__srv_now(s) + SRV_LINGER_MS) != 0) {
     conn->fin = 1;
   }
 }
@@ -957,15 +1004,7 @@ static void conn_linger(srv_conn *conn) {
 /* Tells the hooks what |conn| waits for (nothing: it is not watched). */
 static void conn_watch(srv_conn *conn) {
   conch_server *s = conn->s;
-  unsigned ev = conn_events(conn);
-
-  if (ev == conn->watched) {
-    return;
-  }
-  if (s->hooks.watch(conn->fd, ev != 0 ? ev : CONCH_IO_REMOVE,
-                     s->hooks.user_data) == 0) {
-    conn->watched = ev;
-  }
+  s->ep.ops->watch(&s->ep, conn->fd, &conn->watched, conn_events(conn));
 }
 
 /* Closes |conn| when it is dead or done, else tells the hooks what it
@@ -1000,8 +1039,7 @@ static void conn_settle(srv_conn *conn) {
   if (!conn->dead && conch__srv_conn_out_size(conn) == 0) {
     if (conn->fin) {
       conn->dead = 1;
-    } else if (conn->proto == SRV_PROTO_H2 &&
-               !nghttp2_session_want_write(conn->h2) &&
+    } else if (conn->h2 != NULL && !nghttp2_session_want_write(conn->h2) &&
                (!nghttp2_session_want_read(conn->h2) ||
                 (conn->rd_eof && conch__list_empty(&conn->rpcs)))) {
       conn->dead = 1; /* after GOAWAY, or half-closed, and drained */
@@ -1041,15 +1079,9 @@ void conch__srv_conn_kick(srv_conn *conn) {
   }
   s->in_cb = 0;
   /* What follows (closing, handlers) belongs to a turn. */
-  s->pending = 1;
-  if (s->has_hooks) {
-    if (s->hook_timer != 0) {
-      s->hook_timer = 0;
-      s->hooks.timer(0, s->hooks.user_data);
-    }
-    if (!conn->dead) {
-      conn_watch(conn);
-    }
+  s->ep.ops->kick(&s->ep);
+  if (s->has_hooks && !conn->dead) {
+    conn_watch(conn);
   }
 }
 
@@ -1068,8 +1100,8 @@ int conch_server_shutdown(conch_server *s) {
   }
   s->shutting = 1;
   if (s->o.drain_ms > 0 &&
-      conch__heap_insert(&s->heap, s->mem, &s->drain,
-                         conch__srv_now(s) + s->o.drain_ms) != 0) {
+      conch__srv_timer_arm(s, &s->drain, conch__srv_now(s) + s->o.drain_ms) !=
+          0) {
     s->drain_stage = 1; /* no timer to be had: no grace either */
     for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
       conch__srv_conn_fail_held(CONCH_CONTAINER(l, srv_conn, link));
@@ -1078,11 +1110,7 @@ int conch_server_shutdown(conch_server *s) {
   close_listeners(s);
   goaway_all(s);
   conch__srv_svc_shutdown(s);
-  s->pending = 1;
-  if (s->has_hooks && !s->in_cb && s->hook_timer != 0) {
-    s->hook_timer = 0;
-    s->hooks.timer(0, s->hooks.user_data);
-  }
+  s->ep.ops->kick(&s->ep);
   return 0;
 }
 
@@ -1127,7 +1155,7 @@ static void drain_expired(conch_server *s, int64_t now) {
     }
   }
   if (s->drain_stage == 1) {
-    (void)conch__heap_insert(&s->heap, s->mem, &s->drain, now + s->o.drain_ms);
+    (void)conch__srv_timer_arm(s, &s->drain, now + s->o.drain_ms);
   }
 }
 

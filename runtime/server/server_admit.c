@@ -42,7 +42,7 @@ static void rpc_reply(conch_rpc *rpc, const conch_server_reply *r) {
   int rv = 0;
 
   rpc->state = SRV_RPC_DONE;
-  conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
+  conch__srv_timer_disarm(rpc->conn->s, &rpc->recv);
   conch__srv_conn_idle(rpc->conn);
   put_status(st, status);
   conch__srv_hb_str(&h, mem, ":status", st);
@@ -181,10 +181,10 @@ void conch__srv_rpc_recv_update(conch_rpc *rpc) {
     want = !conch__env_reader_at_boundary(&rpc->env);
   }
   if (!want) {
-    conch__heap_remove(&s->heap, &rpc->recv);
+    conch__srv_timer_disarm(s, &rpc->recv);
   } else if (rpc->recv.idx == SIZE_MAX &&
-             conch__heap_insert(&s->heap, s->mem, &rpc->recv,
-                                conch__srv_now(s) + s->o.body_ms) != 0) {
+             conch__srv_timer_arm(s, &rpc->recv,
+                                  conch__srv_now(s) + s->o.body_ms) != 0) {
     conch__srv_rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
   }
 }

@@ -205,9 +205,9 @@ static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame,
        early answer). */
     conch_server *s = rpc->conn->s;
     rpc->discarding = 1;
-    conch__heap_remove(&s->heap, &rpc->recv);
-    if (conch__heap_insert(&s->heap, s->mem, &rpc->recv,
-                           conch__srv_now(s) + SRV_DISCARD_MS) != 0) {
+    conch__srv_timer_disarm(s, &rpc->recv);
+    if (conch__srv_timer_arm(s, &rpc->recv,
+                             conch__srv_now(s) + SRV_DISCARD_MS) != 0) {
       (void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE,
                                       frame->hd.stream_id, NGHTTP2_NO_ERROR);
     }

@@ -38,7 +38,7 @@ static int held(const conch_http *h) {
 /* The handler lets go of the exchange. */
 static void give_up(conch_rpc *rpc) {
   rpc->state = SRV_RPC_DONE;
-  conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
+  conch__srv_timer_disarm(rpc->conn->s, &rpc->recv);
   conch__srv_conn_idle(rpc->conn);
 }
 

@@ -15,6 +15,7 @@
 
 #include "buf.h"
 #include "compress.h"
+#include "conn_int.h"
 #include "envelope.h"
 #include "filter.h"
 #include "list.h"
@@ -37,18 +38,11 @@ struct conch_server_opts {
      server's copy of the struct holds them only until conch_server_new()
      returns. */
   int tls;
-  char *tls_cert_file;
-  char *tls_key_file;
-  char *tls_cert_pem;
-  size_t tls_cert_len;
-  char *tls_key_pem;
-  size_t tls_key_len;
+  /* The certificate and key (conch_server_opts_set_tls*()), and the
+     client CAs (conch_server_opts_set_tls_client_ca*(), kept by
+     conch_server_opts_set_tls*()), made with libc's allocator. */
+  conch_tls_material tls_mat;
   char tls_err[256];
-  /* Client certificates (conch_server_opts_set_tls_client_ca*()): owned
-     like the above, kept by conch_server_opts_set_tls*(). */
-  char *tls_ca_file;
-  char *tls_ca_pem;
-  size_t tls_ca_len;
   int tls_client_optional;
   conch_server_gate_fn gate;
   void *gate_ud;
@@ -247,6 +241,9 @@ struct conch_rpc {
 };
 
 struct conch_server {
+  /* What its connections see of it (conn_int.h): the allocator (|mem|),
+     the clock, the hooks, the timers on |heap| and the TLS context. */
+  conch_endpoint ep;
   const conch_mem *mem;
   struct conch_server_opts o;
   conch_comps comps;
@@ -277,7 +274,6 @@ struct conch_server {
   int shutting;
   conch_timer drain; /* kind SRV_TIMER_DRAIN */
   int drain_stage;   /* 1: calls were ended; 2: connections closed */
-  conch_tls_ctx *tls; /* serving TLS (every connection), or NULL */
   size_t buffered;   /* request bytes all calls hold */
   size_t buffered_peak; /* the most |buffered| was */
   uint64_t shed_calls;  /* calls ended to make room for smaller ones */
@@ -307,7 +303,19 @@ enum {
   SRV_TIMER_ACCEPT = 5
 };
 
-int64_t conch__srv_now(const conch_server *s);
+/* The server's clock (conch_server_opts_set_clock), in ms, and its
+   timers: the endpoint's.  Arming returns 0, or CONCH_ERR_NOMEM when |t|
+   could not be armed. */
+static inline int64_t conch__srv_now(const conch_server *s) {
+  return s->ep.ops->now(&s->ep);
+}
+static inline int conch__srv_timer_arm(conch_server *s, conch_timer *t,
+                                       int64_t when) {
+  return s->ep.ops->timer_arm(&s->ep, t, when);
+}
+static inline void conch__srv_timer_disarm(conch_server *s, conch_timer *t) {
+  s->ep.ops->timer_disarm(&s->ep, t);
+}
 /* The TLS configuration of options |o| (server_opts.c), for the server's
    context. */
 void conch__srv_tls_config(const conch_server_opts *o, conch_tls_config *cfg);

@@ -59,21 +59,19 @@ int conch_server_opts_new(conch_server_opts **out) {
 static void tls_opts_clear(conch_server_opts *o) {
   const conch_mem *mem = conch_mem_default();
 
-  conch__free(mem, o->tls_cert_file);
-  conch__free(mem, o->tls_key_file);
-  conch__free(mem, o->tls_cert_pem);
-  conch__free(mem, o->tls_key_pem);
-  o->tls_cert_file = o->tls_key_file = NULL;
-  o->tls_cert_pem = o->tls_key_pem = NULL;
-  o->tls_cert_len = o->tls_key_len = 0;
+  conch_tls_material *m = &o->tls_mat;
+
+  /* The client CAs stay. */
+  (void)conch__tls_material_set(mem, &m->cert_file, NULL, NULL, 0);
+  (void)conch__tls_material_set(mem, &m->key_file, NULL, NULL, 0);
+  (void)conch__tls_material_set(mem, &m->cert_pem, &m->cert_pem_len, NULL, 0);
+  (void)conch__tls_material_set(mem, &m->key_pem, &m->key_pem_len, NULL, 0);
   o->tls = 0;
 }
 
 void conch_server_opts_free(conch_server_opts *opts) {
   if (opts != NULL) {
-    tls_opts_clear(opts);
-    conch__free(conch_mem_default(), opts->tls_ca_file);
-    conch__free(conch_mem_default(), opts->tls_ca_pem);
+    conch__tls_material_clear(&opts->tls_mat, conch_mem_default());
     conch__free(conch_mem_default(), opts);
   }
 }
@@ -175,18 +173,9 @@ int conch_server_opts_set_compress_min_bytes(conch_server_opts *opts,
 
 void conch__srv_tls_config(const conch_server_opts *o,
                            conch_tls_config *cfg) {
-  memset(cfg, 0, sizeof(*cfg));
-  cfg->cert_file = o->tls_cert_file;
-  cfg->key_file = o->tls_key_file;
-  cfg->cert_pem = o->tls_cert_pem;
-  cfg->cert_pem_len = o->tls_cert_len;
-  cfg->key_pem = o->tls_key_pem;
-  cfg->key_pem_len = o->tls_key_len;
+  conch__tls_material_config(&o->tls_mat, cfg);
   cfg->alpn = CONCH_TLS_ALPN_ANY; /* h2, else http/1.1 */
-  cfg->ca_file = o->tls_ca_file;
-  cfg->ca_pem = o->tls_ca_pem;
-  cfg->ca_pem_len = o->tls_ca_len;
-  if (o->tls_ca_file != NULL || o->tls_ca_pem != NULL) {
+  if (o->tls_mat.ca_file != NULL || o->tls_mat.ca_pem != NULL) {
     cfg->client_auth = o->tls_client_optional ? CONCH_TLS_CLIENT_OPTIONAL
                                               : CONCH_TLS_CLIENT_REQUIRED;
   }
@@ -209,15 +198,6 @@ static int tls_opts_check(conch_server_opts *o) {
   return rv;
 }
 
-static char *dup_len(const char *p, size_t n) {
-  char *d = conch__malloc(conch_mem_default(), n + 1);
-  if (d != NULL) {
-    memcpy(d, p, n);
-    d[n] = '\0';
-  }
-  return d;
-}
-
 int conch_server_opts_set_tls(conch_server_opts *opts, const char *cert_file,
                               const char *key_file) {
   if (opts == NULL || (cert_file == NULL && key_file != NULL)) {
@@ -228,10 +208,11 @@ int conch_server_opts_set_tls(conch_server_opts *opts, const char *cert_file,
   if (cert_file == NULL) {
     return 0;
   }
-  opts->tls_cert_file = dup_len(cert_file, strlen(cert_file));
-  if (opts->tls_cert_file == NULL ||
-      (key_file != NULL && (opts->tls_key_file = dup_len(
-                                key_file, strlen(key_file))) == NULL)) {
+  if (conch__tls_material_set(conch_mem_default(), &opts->tls_mat.cert_file,
+                              NULL, cert_file, strlen(cert_file)) != 0 ||
+      conch__tls_material_set(conch_mem_default(), &opts->tls_mat.key_file,
+                              NULL, key_file,
+                              key_file != NULL ? strlen(key_file) : 0) != 0) {
     tls_opts_clear(opts);
     return CONCH_ERR_NOMEM;
   }
@@ -256,14 +237,14 @@ int conch_server_opts_set_tls_pem(conch_server_opts *opts, const char *cert,
   if (key != NULL && key_len == 0) {
     key_len = strlen(key);
   }
-  opts->tls_cert_pem = dup_len(cert, cert_len);
-  opts->tls_cert_len = cert_len;
-  if (opts->tls_cert_pem == NULL ||
-      (key != NULL && (opts->tls_key_pem = dup_len(key, key_len)) == NULL)) {
+  if (conch__tls_material_set(conch_mem_default(), &opts->tls_mat.cert_pem,
+                              &opts->tls_mat.cert_pem_len, cert,
+                              cert_len) != 0 ||
+      conch__tls_material_set(conch_mem_default(), &opts->tls_mat.key_pem,
+                              &opts->tls_mat.key_pem_len, key, key_len) != 0) {
     tls_opts_clear(opts);
     return CONCH_ERR_NOMEM;
   }
-  opts->tls_key_len = key != NULL ? key_len : 0;
   opts->tls = 1;
   return tls_opts_check(opts);
 }
@@ -272,27 +253,15 @@ int conch_server_opts_set_tls_pem(conch_server_opts *opts, const char *cert,
    NULL: none) after checking that it loads. */
 static int set_client_ca(conch_server_opts *opts, char **slot, size_t *lenp,
                          const char *p, size_t n, int is_file) {
-  char *copy = NULL;
-  int rv;
-
   opts->tls_err[0] = '\0';
   if (p != NULL) {
-    rv = conch__tls_ca_check(is_file ? p : NULL, is_file ? NULL : p, n,
-                             opts->tls_err, sizeof(opts->tls_err));
+    int rv = conch__tls_ca_check(is_file ? p : NULL, is_file ? NULL : p, n,
+                                 opts->tls_err, sizeof(opts->tls_err));
     if (rv != 0) {
       return rv;
     }
-    copy = dup_len(p, n);
-    if (copy == NULL) {
-      return CONCH_ERR_NOMEM;
-    }
   }
-  conch__free(conch_mem_default(), *slot);
-  *slot = copy;
-  if (lenp != NULL) {
-    *lenp = p != NULL ? n : 0;
-  }
-  return 0;
+  return conch__tls_material_set(conch_mem_default(), slot, lenp, p, n);
 }
 
 int conch_server_opts_set_tls_client_ca_file(conch_server_opts *opts,
@@ -300,7 +269,7 @@ int conch_server_opts_set_tls_client_ca_file(conch_server_opts *opts,
   if (opts == NULL) {
     return CONCH_ERR_INVALID;
   }
-  return set_client_ca(opts, &opts->tls_ca_file, NULL, path,
+  return set_client_ca(opts, &opts->tls_mat.ca_file, NULL, path,
                        path != NULL ? strlen(path) : 0, 1);
 }
 
@@ -312,8 +281,8 @@ int conch_server_opts_set_tls_client_ca_pem(conch_server_opts *opts,
   if (pem != NULL && len == 0) {
     len = strlen(pem);
   }
-  return set_client_ca(opts, &opts->tls_ca_pem, &opts->tls_ca_len, pem, len,
-                       0);
+  return set_client_ca(opts, &opts->tls_mat.ca_pem, &opts->tls_mat.ca_pem_len,
+                       pem, len, 0);
 }
 
 int conch_server_opts_set_tls_client_cert_required(conch_server_opts *opts,

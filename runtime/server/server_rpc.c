@@ -210,8 +210,8 @@ conch_rpc *conch__srv_rpc_open(srv_conn *conn, int32_t id,
   conch__srv_conn_idle(conn);
   /* The header block has header_ms to end. */
   if (s->o.header_ms > 0 &&
-      conch__heap_insert(&s->heap, s->mem, &rpc->recv,
-                         conch__srv_now(s) + s->o.header_ms) != 0) {
+      conch__srv_timer_arm(s, &rpc->recv, conch__srv_now(s) + s->o.header_ms) !=
+          0) {
     rpc_free(rpc);
     return NULL;
   }
@@ -221,8 +221,8 @@ conch_rpc *conch__srv_rpc_open(srv_conn *conn, int32_t id,
 static void rpc_free(conch_rpc *rpc) {
   conch_server *s = rpc->conn->s;
 
-  conch__heap_remove(&s->heap, &rpc->timer);
-  conch__heap_remove(&s->heap, &rpc->recv);
+  conch__srv_timer_disarm(s, &rpc->timer);
+  conch__srv_timer_disarm(s, &rpc->recv);
   s->buffered -= rpc->counted;
   rpc->conn->buffered -= rpc->counted;
   conch__list_remove(&rpc->link);
@@ -292,7 +292,7 @@ static void rpc_plain_hdr(conch_rpc *rpc, int http_status, const char *name,
   hb h = {0};
 
   rpc->state = SRV_RPC_DONE;
-  conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
+  conch__srv_timer_disarm(rpc->conn->s, &rpc->recv);
   conch__srv_conn_idle(rpc->conn);
   st[0] = (char)('0' + http_status / 100);
   st[1] = (char)('0' + http_status / 10 % 10);
@@ -565,8 +565,8 @@ void conch__srv_rpc_end(conch_rpc *rpc, const conch_status *st) {
   int rv;
 
   rpc->state = SRV_RPC_DONE;
-  conch__heap_remove(&rpc->conn->s->heap, &rpc->timer);
-  conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
+  conch__srv_timer_disarm(rpc->conn->s, &rpc->timer);
+  conch__srv_timer_disarm(rpc->conn->s, &rpc->recv);
   conch__srv_conn_idle(rpc->conn);
   switch (rpc->wire) {
   case SRV_CONNECT_UNARY:
@@ -819,7 +819,7 @@ static void rpc_data(conch_rpc *rpc, const uint8_t *p, size_t n) {
   if (rpc->http != NULL) {
     /* The body timer runs from chunk to chunk
        (conch__srv_rpc_recv_update() rearms it). */
-    conch__heap_remove(&s->heap, &rpc->recv);
+    conch__srv_timer_disarm(s, &rpc->recv);
     conch__srv_http_body(rpc, p, n);
     return;
   }
@@ -1175,8 +1175,7 @@ negotiate:
       return -1;
     }
     rpc->deadline = conch__srv_now(s) + ms;
-    if (conch__heap_insert(&s->heap, s->mem, &rpc->timer, rpc->deadline) !=
-        0) {
+    if (conch__srv_timer_arm(s, &rpc->timer, rpc->deadline) != 0) {
       conch__srv_rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
       return -1;
     }
@@ -1233,7 +1232,7 @@ int conch__srv_rpc_header(conch_rpc *rpc, const uint8_t *name, size_t namelen,
 
 void conch__srv_rpc_headers_end(conch_rpc *rpc) {
   rpc->headers_in = 1;
-  conch__heap_remove(&rpc->conn->s->heap, &rpc->recv);
+  conch__srv_timer_disarm(rpc->conn->s, &rpc->recv);
   if (conch__srv_rpc_gate(rpc) != 0 || rpc_dispatch(rpc) != 0) {
     return;
   }

@@ -390,6 +390,110 @@ static void test_expect_continue(void **state) {
   assert_non_null(find(t.out, "cont"));
 }
 
+/* Bytes the server's allocator holds (a size before each block). */
+static size_t live_bytes;
+
+static void *cm_malloc(size_t n, void *ud) {
+  size_t *p = malloc(n + 16);
+  (void)ud;
+  if (p == NULL) {
+    return NULL;
+  }
+  p[0] = n;
+  live_bytes += n;
+  return (char *)p + 16;
+}
+
+static void cm_free(void *q, void *ud) {
+  size_t *p;
+  (void)ud;
+  if (q == NULL) {
+    return;
+  }
+  p = (size_t *)(void *)((char *)q - 16);
+  live_bytes -= p[0];
+  free(p);
+}
+
+static void *cm_calloc(size_t k, size_t n, void *ud) {
+  void *q = cm_malloc(k * n, ud);
+  if (q != NULL) {
+    memset(q, 0, k * n);
+  }
+  return q;
+}
+
+static void *cm_realloc(void *q, size_t n, void *ud) {
+  size_t *p, *np, old;
+  if (q == NULL) {
+    return cm_malloc(n, ud);
+  }
+  p = (size_t *)(void *)((char *)q - 16);
+  old = p[0];
+  np = realloc(p, n + 16);
+  if (np == NULL) {
+    return NULL;
+  }
+  np[0] = n;
+  live_bytes = live_bytes - old + n;
+  return (char *)np + 16;
+}
+
+/* nghttp2's server session (kilobytes) is made only for a connection
+   that sends the HTTP/2 preface: one that has said nothing yet holds
+   far less, and an HTTP/1.1 one answers without ever making one. */
+static void test_session_on_demand(void **state) {
+  static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  conch_mem cm = {NULL, cm_malloc, cm_free, cm_calloc, cm_realloc};
+  conch_server_opts *o;
+  conch_server_transport tr2 = {mt_read, mt_write, mt_close, NULL};
+  mt t2;
+  size_t base, quiet, h2;
+  (void)state;
+
+  memset(&fx, 0, sizeof(fx));
+  memset(&t, 0, sizeof(t));
+  memset(&t2, 0, sizeof(t2));
+  t.open = t2.open = 1;
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_mem(o, &cm), 0);
+  fx_start(&fx, o, 0);
+  conch_server_opts_free(o);
+  fx_pause(&fx); /* this thread drives the server: |live_bytes| is ours */
+
+  base = live_bytes;
+  tr.user_data = &t;
+  assert_int_equal(conch_server_adopt(fx.s, HANDLE, &tr), 0);
+  drive(2);
+  quiet = live_bytes - base;
+
+  base = live_bytes;
+  tr2.user_data = &t2;
+  mt_send(&t2, preface, sizeof(preface) - 1);
+  assert_int_equal(conch_server_adopt(fx.s, HANDLE + 1, &tr2), 0);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(
+        conch_server_on_io(fx.s, HANDLE + 1, CONCH_IO_READ | CONCH_IO_WRITE),
+        0);
+  }
+  h2 = live_bytes - base;
+  assert_true(t2.out_len > 0); /* our SETTINGS */
+  assert_false(t2.closed);
+  /* The session is most of an HTTP/2 connection's memory. */
+  assert_true(quiet * 2 < h2);
+
+  /* The quiet one turns out to speak HTTP/1.1, and is answered. */
+  mt_sends(&t, GET_OK);
+  drive(10);
+  assert_non_null(find(t.out, "HTTP/1.1 200 OK\r\n"));
+  conch_server_free(fx.s); /* while |t2| stands */
+  fx.s = NULL;
+  assert_true(t2.closed);
+  assert_int_equal(live_bytes, 0);
+  free(t2.in);
+  free(t2.out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_pipelining, setup, teardown),
@@ -400,6 +504,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_paused_request, setup, teardown),
       cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_expect_continue, setup, teardown),
+      cmocka_unit_test_teardown(test_session_on_demand, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
