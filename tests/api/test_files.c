@@ -707,6 +707,53 @@ static void test_many_watches(void **state) {
   }
 }
 
+/* Uploads seen by a watcher of their directory: the file itself only,
+   as envd (which writes in place) shows them; conch serve's temporary
+   file (renamed into place once whole) is not seen. */
+static void test_watch_upload(void **state) {
+  conch_sandbox *sb = sandbox();
+  conch_status st;
+  conch_watch *w = NULL;
+  conch_fs_event ev;
+  char p[300], q[300];
+  int seen_up = 0;
+  int base = inotify_fds();
+  (void)state;
+  conch_status_init(&st);
+  assert_true(base >= 0);
+  assert_int_equal(
+      conch_files_mkdir(sb, at(p, sizeof(p), "upwatch"), NULL, NULL, &st), 0);
+  assert_int_equal(conch_files_watch(sb, p, 0, NULL, &w, &st), 0);
+  /* A new file, then the same one replaced. */
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(conch_files_write(sb, at(q, sizeof(q), "upwatch/up.txt"),
+                                       "hello", 5, NULL, &st),
+                     0);
+  }
+  /* Everything before the marker is in order before its event. */
+  write_file(at(q, sizeof(q), "upwatch/marker"), "m");
+  for (;;) {
+    long long until = conch_now_ms() + CONCH_WAIT_MS;
+    int rv = conch_watch_next(w, &ev, (long)(until - conch_now_ms()));
+    assert_int_equal(rv, 0);
+    if (strcmp(ev.name, "marker") == 0) {
+      break;
+    }
+    if (ev.name[0] == '.') {
+      fail_msg("event %s of %s: the upload's temporary file was seen",
+               conch_fs_event_name(ev.type), ev.name);
+    }
+    assert_string_equal(ev.name, "up.txt");
+    seen_up++;
+  }
+  assert_true(seen_up >= 2);
+  conch_watch_close(w);
+  conch_status_clear(&st);
+  conch_sandbox_free(sb);
+  want_fds = base; /* the server's watch gone before the next case counts */
+  assert_true(conch_wait_until(fds_are, NULL, CONCH_WAIT_MS));
+}
+
 static void test_watch_errors_and_free(void **state) {
   conch_sandbox *sb = sandbox();
   conch_status st;
@@ -940,6 +987,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_mkdir_list_depth),
       cmocka_unit_test(test_move_remove),
       cmocka_unit_test(test_watch),
+      cmocka_unit_test(test_watch_upload),
       cmocka_unit_test(test_metadata),
       cmocka_unit_test(test_many_watches),
       cmocka_unit_test(test_watch_errors_and_free),

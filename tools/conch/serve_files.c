@@ -478,6 +478,7 @@ static void file_abort(files_x *x) {
   }
   if (x->tmp != NULL) {
     (void)unlink(x->tmp);
+    srv_fs_unhide(x->srv, x->tmp);
     free(x->tmp);
     x->tmp = NULL;
   }
@@ -563,6 +564,9 @@ static int file_open_as(files_x *x, char *path) {
              slash != NULL ? slash + 1 : dest);
   }
   x->fd = mkostemp(x->tmp, O_CLOEXEC);
+  if (x->fd >= 0) {
+    srv_fs_hide(x->srv, x->tmp);
+  }
   if (x->fd < 0) {
     int e = errno;
     free(x->tmp);
@@ -785,6 +789,7 @@ static int file_done(files_x *x, const char *shown) {
     return -1;
   }
   srv_fs_as_server(x->srv, &x->user);
+  srv_fs_unhide(x->srv, x->tmp);
   free(x->tmp);
   x->tmp = NULL;
   w = realloc(x->written, (x->nwritten + 1) * sizeof(*w));

@@ -16,6 +16,7 @@
 
 typedef struct fs_wdref fs_wdref;
 typedef struct fs_sub fs_sub;
+typedef struct fs_hidden fs_hidden;
 
 typedef struct srv_fs {
   srv_server *srv;
@@ -31,6 +32,9 @@ typedef struct srv_fs {
   size_t capwd, nwd;
   fs_sub *snap;
   size_t capsnap;
+  /* The names of the temporary files /files writes uploads into, whose
+     events no watcher sees (srv_fs_hide()). */
+  fs_hidden *hidden;
   gid_t *groups; /* the server's own supplementary groups */
   int ngroups;
 } srv_fs;
@@ -95,5 +99,15 @@ void srv_fs_watch_handlers(Filesystem__Filesystem_Handlers *h);
 
 /* Frees every watcher of |fs| (their calls are gone with the core). */
 void srv_fs_watchers_free(srv_fs *fs);
+
+/* The temporary file |path| (an upload's, renamed into place once whole)
+   is the server's own business: no watcher sees its events (envd writes
+   in place, so its watchers see only the file itself).  Best effort: out
+   of memory, it is not hidden.  Matched by the last name, which has a
+   random part. */
+void srv_fs_hide(srv_server *srv, const char *path);
+/* |path| is renamed or removed: its events already queued are still
+   hidden, until the watchers' queue has been read to its end. */
+void srv_fs_unhide(srv_server *srv, const char *path);
 
 #endif

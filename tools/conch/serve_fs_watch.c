@@ -84,6 +84,7 @@ struct fs_watcher {
 
 static void watcher_free(fs_watcher *w);
 static void on_inotify(srv_watch *sw, uint32_t events);
+static void hidden_sweep(srv_fs *fs, int all);
 
 /* ---- The shared instance and its table ------------------------------------ */
 
@@ -244,6 +245,7 @@ static void inotify_close_idle(srv_fs *fs) {
   free(fs->wdtab);
   fs->wdtab = NULL;
   fs->capwd = fs->nwd = 0;
+  hidden_sweep(fs, 0);
 }
 
 /* |w| lets go of every directory it watches. */
@@ -517,6 +519,79 @@ static const char *rel_name(const fs_watcher *w, const char *full) {
   return full;
 }
 
+/* ---- The server's own temporary files ------------------------------------ */
+
+struct fs_hidden {
+  fs_hidden *next;
+  int retired; /* renamed or removed: dropped once the queue is read out */
+  char name[];
+};
+
+static const char *last_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash != NULL ? slash + 1 : path;
+}
+
+void srv_fs_hide(srv_server *srv, const char *path) {
+  srv_fs *fs = srv->fs;
+  const char *name = last_name(path);
+  size_t n = strlen(name) + 1;
+  fs_hidden *h;
+
+  if (fs == NULL || (h = malloc(sizeof(*h) + n)) == NULL) {
+    return;
+  }
+  h->retired = 0;
+  memcpy(h->name, name, n);
+  h->next = fs->hidden;
+  fs->hidden = h;
+}
+
+/* Frees the retired entries (|all|: every entry). */
+static void hidden_sweep(srv_fs *fs, int all) {
+  fs_hidden **pp = &fs->hidden;
+
+  while (*pp != NULL) {
+    fs_hidden *h = *pp;
+    if (all || h->retired) {
+      *pp = h->next;
+      free(h);
+    } else {
+      pp = &h->next;
+    }
+  }
+}
+
+void srv_fs_unhide(srv_server *srv, const char *path) {
+  srv_fs *fs = srv->fs;
+  const char *name = last_name(path);
+
+  if (fs == NULL) {
+    return;
+  }
+  for (fs_hidden *h = fs->hidden; h != NULL; h = h->next) {
+    if (!h->retired && strcmp(h->name, name) == 0) {
+      h->retired = 1;
+      break;
+    }
+  }
+  if (fs->in_w.fd < 0) {
+    hidden_sweep(fs, 0); /* nobody watches: no event to wait for */
+  }
+}
+
+static int hidden(const srv_fs *fs, const struct inotify_event *ie) {
+  if (fs->hidden == NULL || ie->len == 0) {
+    return 0;
+  }
+  for (const fs_hidden *h = fs->hidden; h != NULL; h = h->next) {
+    if (strcmp(h->name, ie->name) == 0) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* One event of a directory |w| watches as |dir|.  Returns 0, or -1 when
    the watcher ended. */
 static int handle_event(fs_watcher *w, const char *dir,
@@ -647,6 +722,9 @@ static void dispatch(srv_fs *fs, const struct inotify_event *ie) {
     on_ignored(fs, ie->wd);
     return;
   }
+  if (hidden(fs, ie)) {
+    return;
+  }
   subs = subs_of(fs, ie, &n);
   for (size_t i = 0; i < n; i++) {
     /* Only |subs[i].w| itself can end while its event is handled; the
@@ -658,7 +736,7 @@ static void dispatch(srv_fs *fs, const struct inotify_event *ie) {
 static void on_inotify(srv_watch *sw, uint32_t events) {
   srv_fs *fs = SRV_CONTAINER(sw, srv_fs, in_w);
   char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
-  ssize_t n;
+  ssize_t n = 0;
   int rounds = 0;
 
   (void)events;
@@ -670,6 +748,11 @@ static void on_inotify(srv_watch *sw, uint32_t events) {
       off += (ssize_t)(sizeof(*ie) + ie->len);
       dispatch(fs, ie);
     }
+  }
+  /* Read out: the events of the temporary files renamed or removed
+     before this read (by this thread) are all behind us. */
+  if (fs->in_w.fd < 0 || (n < 0 && errno == EAGAIN)) {
+    hidden_sweep(fs, 0);
   }
 }
 
@@ -1004,4 +1087,5 @@ void srv_fs_watchers_free(srv_fs *fs) {
   free(fs->snap);
   fs->snap = NULL;
   fs->capsnap = 0;
+  hidden_sweep(fs, 1);
 }

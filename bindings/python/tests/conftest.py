@@ -173,6 +173,22 @@ def live_marked(m: str) -> list:
     return pids
 
 
+def live_exact(cmdline: str) -> list:
+    """Pids of live (not zombie) processes whose whole command line, its
+    arguments joined by spaces, is |cmdline|."""
+    return [pid for pid in live_marked(cmdline)
+            if _cmdline(pid) == cmdline]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().rstrip(b"\0").replace(b"\0", b" ").decode(
+                errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
 def wait_gone(m: str, limit: float = WAIT) -> float:
     """Waits until no process carries |m|; returns when that was (monotonic
     seconds), or raises AssertionError with the survivors."""

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import conch
-from conftest import WAIT, live_marked, mark, wait_gone, wait_until
+from conftest import WAIT, live_exact, live_marked, mark, wait_gone, wait_until
 
 
 def sb_for(server, **kw):
@@ -90,11 +90,14 @@ async def test_run_cancelled_ends_the_process(server):
         task = asyncio.ensure_future(
             sb.commands.run(["/bin/sh", "-c", f"exec sleep {m}", m]))
         wait_for = time.monotonic() + WAIT
-        while not live_marked(m) and time.monotonic() < wait_for:
+        # The sleep itself, its execs done (the shell, and the tree leader
+        # where one runs, carry |m| too; a command line read in the middle
+        # of an exec is empty).
+        while not live_exact(f"sleep {m}") and time.monotonic() < wait_for:
             if task.done():  # what ended it, rather than a bare timeout
                 pytest.fail(f"run ended before it was seen: {task.result()!r}")
             await asyncio.sleep(0.01)
-        assert live_marked(m), "not seen in the process table"
+        assert live_exact(f"sleep {m}"), "not seen in the process table"
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

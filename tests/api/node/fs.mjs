@@ -308,6 +308,15 @@ export function makeFiles(deps) {
     }
   }
 
+  // The last names of the temporary files uploads are written into
+  // (renamed into place once whole): no watch shows them, as envd, which
+  // writes in place, shows only the file.  fs.watch tells of them later
+  // than they go, so a name is forgotten a minute after its rename.
+  const ownTemps = new Set();
+  const forgetTemp = (tmp) => {
+    setTimeout(() => ownTemps.delete(path.basename(tmp)), 60000).unref();
+  };
+
   // A watch of |root| (recursive: each directory under it its own
   // fs.watch, new ones added as they come).  |emit(ev)| gets envd's
   // FilesystemEvent shape; |fail(code, msg)| ends it.
@@ -389,6 +398,7 @@ export function makeFiles(deps) {
 
     function onEvent(dir, kind, name) {
       if (closed) return;
+      if (name && ownTemps.has(path.basename(name))) return;
       const d = dirs.get(dir);
       if (d === undefined) return;
       if (!name) {
@@ -987,6 +997,7 @@ export function makeFiles(deps) {
         `.${path.basename(p)}.conch-${randomBytes(3).toString("hex")}`);
       let fd;
       try {
+        ownTemps.add(path.basename(tmp));
         fd = fs.openSync(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT |
           fs.constants.O_EXCL, mode);
         fs.fchmodSync(fd, mode);
@@ -1022,6 +1033,7 @@ export function makeFiles(deps) {
         fs.closeSync(t.fd);
         t.fd = -1;
         fs.renameSync(t.tmp, t.p);
+        forgetTemp(t.tmp);
         t.tmp = null;
       } catch (e) {
         throw new HttpError(e.code === "ENOSPC" ? 507 : 500,
@@ -1044,6 +1056,7 @@ export function makeFiles(deps) {
       } catch {
         // Gone already.
       }
+      forgetTemp(t.tmp);
       t.tmp = null;
     }
   }
