@@ -2,7 +2,8 @@
    timer heap against a plain array under random arming, re-arming and
    cancelling; the byte queue against a plain copy under random appends
    and consumes (and that a queue that keeps being drained stays small);
-   the intrusive list. */
+   the intrusive list; the int-keyed table against a plain array under
+   random puts and deletes, keys chosen to collide. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -159,11 +160,54 @@ static void test_list(void **state) {
   assert_true(srv_list_empty(&head));
 }
 
+static void test_itab(void **state) {
+  enum { NK = 500 };
+  static int vals[NK];
+  static int in[NK]; /* key i*64 is in the table */
+  srv_itab t = {NULL, 0, 0};
+  size_t n = 0;
+
+  (void)state;
+  for (int round = 0; round < 20000; round++) {
+    int k = (int)(rnd() % NK);
+
+    if (in[k]) {
+      assert_ptr_equal(srv_itab_get(&t, k * 64), &vals[k]);
+      srv_itab_del(&t, k * 64);
+      in[k] = 0;
+      n--;
+    } else {
+      assert_null(srv_itab_get(&t, k * 64));
+      srv_itab_del(&t, k * 64); /* not there: nothing */
+      assert_int_equal(srv_itab_put(&t, k * 64, &vals[k]), 0);
+      in[k] = 1;
+      n++;
+    }
+    assert_int_equal(t.n, n);
+    if (round % 1000 == 0) {
+      size_t seen = 0;
+      for (int i = 0; i < NK; i++) {
+        void *v = srv_itab_get(&t, i * 64);
+        assert_ptr_equal(v, in[i] ? &vals[i] : NULL);
+        assert_null(srv_itab_get(&t, i * 64 + 1));
+      }
+      for (size_t i = 0; i < t.cap; i++) {
+        seen += t.slot[i].val != NULL;
+      }
+      assert_int_equal(seen, n);
+      assert_true(t.n * 2 <= t.cap);
+    }
+  }
+  srv_itab_free(&t);
+  assert_null(srv_itab_get(&t, 0));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_heap),
       cmocka_unit_test(test_buf),
       cmocka_unit_test(test_list),
+      cmocka_unit_test(test_itab),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

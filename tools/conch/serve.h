@@ -12,7 +12,8 @@
    serve_spawn.c    users, environment rules, fork/exec
    serve_config.c   the options' defaults, envd's cwd rules (fuzz_serve
                     runs on these too)
-   serve_util.c     our list, byte queue and timer heap (serve_util.h)
+   serve_util.c     our list, byte queue, timer heap and int-keyed table
+                    (serve_util.h)
    serve_keeper.c   the process that kills our groups if we are killed
 
    Everything runs on one thread.  Objects that a callback may end (a

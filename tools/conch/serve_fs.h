@@ -23,13 +23,11 @@ typedef struct srv_fs {
   Filesystem__Filesystem_Handlers h;
   srv_link watchers; /* every fs_watcher */
   size_t nwatchers;
-  /* The inotify instance all watchers share (fd -1 while none is), and
-     its watch descriptors: an open-addressing table, half full at most,
-     and the copy of one descriptor's watchers an event goes to
-     (serve_fs_watch.c). */
+  /* The inotify instance all watchers share (fd -1 while none is), its
+     watch descriptors (wd -> fs_wdref), and the copy of one descriptor's
+     watchers an event goes to (serve_fs_watch.c). */
   srv_watch in_w;
-  fs_wdref **wdtab;
-  size_t capwd, nwd;
+  srv_itab wdtab;
   fs_sub *snap;
   size_t capsnap;
   /* The names of the temporary files /files writes uploads into, whose

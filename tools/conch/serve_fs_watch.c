@@ -101,28 +101,8 @@ struct fs_wdref {
   fs_sub *subs;
 };
 
-static size_t wd_slot(const srv_fs *fs, int wd) {
-  return ((unsigned)wd * 2654435761u) & (fs->capwd - 1);
-}
-
 static fs_wdref *wd_find(const srv_fs *fs, int wd) {
-  if (fs->capwd == 0) {
-    return NULL;
-  }
-  for (size_t i = wd_slot(fs, wd);; i = (i + 1) & (fs->capwd - 1)) {
-    if (fs->wdtab[i] == NULL || fs->wdtab[i]->wd == wd) {
-      return fs->wdtab[i];
-    }
-  }
-}
-
-static void wd_place(srv_fs *fs, fs_wdref *r) {
-  size_t i = wd_slot(fs, r->wd);
-
-  while (fs->wdtab[i] != NULL) {
-    i = (i + 1) & (fs->capwd - 1);
-  }
-  fs->wdtab[i] = r;
+  return srv_itab_get(&fs->wdtab, wd);
 }
 
 /* The entry of |wd|, made if new.  NULL when out of memory. */
@@ -132,52 +112,21 @@ static fs_wdref *wd_ref(srv_fs *fs, int wd) {
   if (r != NULL) {
     return r;
   }
-  if ((fs->nwd + 1) * 2 > fs->capwd) { /* at most half full */
-    size_t nc = fs->capwd == 0 ? 64 : fs->capwd * 2;
-    fs_wdref **old = fs->wdtab;
-    size_t oc = fs->capwd;
-    fs_wdref **nt = calloc(nc, sizeof(*nt));
-
-    if (nt == NULL) {
-      return NULL;
-    }
-    fs->wdtab = nt;
-    fs->capwd = nc;
-    for (size_t i = 0; i < oc; i++) {
-      if (old[i] != NULL) {
-        wd_place(fs, old[i]);
-      }
-    }
-    free(old);
-  }
   r = calloc(1, sizeof(*r));
   if (r == NULL) {
     return NULL;
   }
   r->wd = wd;
-  wd_place(fs, r);
-  fs->nwd++;
+  if (srv_itab_put(&fs->wdtab, wd, r) != 0) {
+    free(r);
+    return NULL;
+  }
   return r;
 }
 
-/* Takes |r| out of the table (linear probing: the run after it moves
-   back) and frees it. */
+/* Takes |r| out of the table and frees it. */
 static void wd_drop(srv_fs *fs, fs_wdref *r) {
-  size_t i = wd_slot(fs, r->wd);
-  size_t j;
-
-  while (fs->wdtab[i] != r) {
-    i = (i + 1) & (fs->capwd - 1);
-  }
-  fs->wdtab[i] = NULL;
-  for (j = (i + 1) & (fs->capwd - 1); fs->wdtab[j] != NULL;
-       j = (j + 1) & (fs->capwd - 1)) {
-    fs_wdref *m = fs->wdtab[j];
-
-    fs->wdtab[j] = NULL;
-    wd_place(fs, m);
-  }
-  fs->nwd--;
+  srv_itab_del(&fs->wdtab, r->wd);
   free(r->subs);
   free(r);
 }
@@ -236,15 +185,8 @@ static void inotify_close_idle(srv_fs *fs) {
   srv_watch_set(&fs->srv->loop, &fs->in_w, 0);
   close(fs->in_w.fd);
   fs->in_w.fd = -1;
-  for (size_t i = 0; i < fs->capwd; i++) {
-    if (fs->wdtab[i] != NULL) { /* none: each watcher let go of its own */
-      free(fs->wdtab[i]->subs);
-      free(fs->wdtab[i]);
-    }
-  }
-  free(fs->wdtab);
-  fs->wdtab = NULL;
-  fs->capwd = fs->nwd = 0;
+  /* The table is empty: each watcher let go of its own. */
+  srv_itab_free(&fs->wdtab);
   hidden_sweep(fs, 0);
 }
 
@@ -330,11 +272,12 @@ static int wd_sub(fs_watcher *w, int wd, const char *path) {
   return 0;
 
 nomem:
-  if (r != NULL && r->nsubs == 0) {
+  /* Nobody else has it (a new entry, or none made): the watch goes. */
+  if (r == NULL || r->nsubs == 0) {
     (void)inotify_rm_watch(fs->in_w.fd, wd);
-    wd_drop(fs, r);
-  } else if (r == NULL && wd_find(fs, wd) == NULL) {
-    (void)inotify_rm_watch(fs->in_w.fd, wd);
+    if (r != NULL) {
+      wd_drop(fs, r);
+    }
   }
   return ENOMEM;
 }

@@ -50,9 +50,7 @@ typedef struct grp {
 
 struct srv_reaper {
   srv_server *srv;
-  grp **tab; /* open addressing on the pid, linear probing */
-  size_t cap;
-  size_t n;
+  srv_itab tab; /* pid -> grp */
   srv_link held;
   srv_timer check_t;
   unsigned gen;
@@ -81,77 +79,8 @@ static void keeper_note(srv_server *srv, pid_t pid, int running) {
 /* ---- The table ------------------------------------------------------------
  */
 
-static size_t slot_of(const struct srv_reaper *r, pid_t pid) {
-  return ((size_t)(uint32_t)pid * 2654435761u) & (r->cap - 1);
-}
-
 static grp *find(const struct srv_reaper *r, pid_t pid) {
-  size_t i;
-
-  if (r == NULL || r->cap == 0) {
-    return NULL;
-  }
-  for (i = slot_of(r, pid); r->tab[i] != NULL; i = (i + 1) & (r->cap - 1)) {
-    if (r->tab[i]->pid == pid) {
-      return r->tab[i];
-    }
-  }
-  return NULL;
-}
-
-static void put(struct srv_reaper *r, grp *g) {
-  size_t i = slot_of(r, g->pid);
-
-  while (r->tab[i] != NULL) {
-    i = (i + 1) & (r->cap - 1);
-  }
-  r->tab[i] = g;
-  r->n++;
-}
-
-static int grow(struct srv_reaper *r) {
-  size_t cap = r->cap == 0 ? 64 : r->cap * 2;
-  grp **old = r->tab;
-  size_t oldcap = r->cap;
-  size_t i;
-
-  r->tab = calloc(cap, sizeof(*r->tab));
-  if (r->tab == NULL) {
-    r->tab = old;
-    return -1;
-  }
-  r->cap = cap;
-  r->n = 0;
-  for (i = 0; i < oldcap; i++) {
-    if (old[i] != NULL) {
-      put(r, old[i]);
-    }
-  }
-  free(old);
-  return 0;
-}
-
-/* Backward-shift deletion: no tombstones. */
-static void take_out(struct srv_reaper *r, const grp *g) {
-  size_t i = slot_of(r, g->pid);
-  size_t j;
-
-  while (r->tab[i] != g) {
-    i = (i + 1) & (r->cap - 1);
-  }
-  r->tab[i] = NULL;
-  r->n--;
-  for (j = (i + 1) & (r->cap - 1); r->tab[j] != NULL;
-       j = (j + 1) & (r->cap - 1)) {
-    size_t home = slot_of(r, r->tab[j]->pid);
-
-    /* Move it up if its home is not within (i, j]. */
-    if (((j - home) & (r->cap - 1)) >= ((j - i) & (r->cap - 1))) {
-      r->tab[i] = r->tab[j];
-      r->tab[j] = NULL;
-      i = j;
-    }
-  }
+  return r == NULL ? NULL : srv_itab_get(&r->tab, (int)pid);
 }
 
 /* ---- Ends ----------------------------------------------------------------- */
@@ -201,7 +130,7 @@ static void group_done(grp *g) {
   if (srv_linked(&g->held_link)) {
     srv_list_remove(&g->held_link);
   }
-  take_out(srv->reaper, g);
+  srv_itab_del(&srv->reaper->tab, (int)g->pid);
   keeper_note(srv, pid, 0);
   free(g);
   srv_proc_group_gone(srv, pid);
@@ -255,7 +184,7 @@ int srv_reap_track(srv_server *srv, pid_t pid, int own) {
   grp *g;
   int fd;
 
-  if (r == NULL || ((r->n + 1) * 2 > r->cap && grow(r) != 0)) {
+  if (r == NULL) {
     return ENOMEM;
   }
   g = calloc(1, sizeof(*g));
@@ -281,7 +210,12 @@ int srv_reap_track(srv_server *srv, pid_t pid, int own) {
     free(g);
     return e;
   }
-  put(r, g);
+  if (srv_itab_put(&r->tab, (int)pid, g) != 0) {
+    srv_watch_set(&srv->loop, &g->w, 0);
+    close(fd);
+    free(g);
+    return ENOMEM;
+  }
   keeper_note(srv, pid, 1);
   return 0;
 }
@@ -492,8 +426,8 @@ void srv_reap_free(srv_server *srv) {
     return;
   }
   srv_timer_cancel(&srv->loop, &r->check_t);
-  for (i = 0; i < r->cap; i++) {
-    grp *g = r->tab[i];
+  for (i = 0; i < r->tab.cap; i++) {
+    grp *g = r->tab.slot[i].val;
 
     if (g != NULL) {
       if (g->w.fd >= 0) {
@@ -503,7 +437,7 @@ void srv_reap_free(srv_server *srv) {
       free(g);
     }
   }
-  free(r->tab);
+  srv_itab_free(&r->tab);
   free(r->kids);
   free(r->buf);
   free(r);

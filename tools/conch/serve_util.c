@@ -134,3 +134,92 @@ void srv_heap_free(srv_heap *h) {
   h->t = NULL;
   h->n = h->cap = 0;
 }
+
+/* ---- A table of int keys ------------------------------------------------- */
+
+static size_t itab_home(const srv_itab *t, int key) {
+  return ((size_t)(uint32_t)key * 2654435761u) & (t->cap - 1);
+}
+
+void *srv_itab_get(const srv_itab *t, int key) {
+  if (t->cap == 0) {
+    return NULL;
+  }
+  for (size_t i = itab_home(t, key); t->slot[i].val != NULL;
+       i = (i + 1) & (t->cap - 1)) {
+    if (t->slot[i].key == key) {
+      return t->slot[i].val;
+    }
+  }
+  return NULL;
+}
+
+static void itab_place(srv_itab *t, int key, void *val) {
+  size_t i = itab_home(t, key);
+
+  while (t->slot[i].val != NULL) {
+    i = (i + 1) & (t->cap - 1);
+  }
+  t->slot[i].key = key;
+  t->slot[i].val = val;
+}
+
+int srv_itab_put(srv_itab *t, int key, void *val) {
+  if ((t->n + 1) * 2 > t->cap) {
+    size_t cap = t->cap == 0 ? 64 : t->cap * 2;
+    srv_islot *old = t->slot;
+    size_t oldcap = t->cap;
+
+    t->slot = calloc(cap, sizeof(*t->slot));
+    if (t->slot == NULL) {
+      t->slot = old;
+      return -1;
+    }
+    t->cap = cap;
+    for (size_t i = 0; i < oldcap; i++) {
+      if (old[i].val != NULL) {
+        itab_place(t, old[i].key, old[i].val);
+      }
+    }
+    free(old);
+  }
+  itab_place(t, key, val);
+  t->n++;
+  return 0;
+}
+
+void srv_itab_del(srv_itab *t, int key) {
+  size_t i, j;
+
+  if (t->cap == 0) {
+    return;
+  }
+  for (i = itab_home(t, key); t->slot[i].key != key;
+       i = (i + 1) & (t->cap - 1)) {
+    if (t->slot[i].val == NULL) {
+      return;
+    }
+  }
+  if (t->slot[i].val == NULL) {
+    return;
+  }
+  t->slot[i].val = NULL;
+  t->n--;
+  for (j = (i + 1) & (t->cap - 1); t->slot[j].val != NULL;
+       j = (j + 1) & (t->cap - 1)) {
+    size_t home = itab_home(t, t->slot[j].key);
+
+    /* Moved up unless its home is within (i, j]. */
+    if (((j - home) & (t->cap - 1)) >= ((j - i) & (t->cap - 1))) {
+      t->slot[i] = t->slot[j];
+      t->slot[j].val = NULL;
+      i = j;
+    }
+  }
+}
+
+void srv_itab_free(srv_itab *t) {
+  free(t->slot);
+  t->slot = NULL;
+  t->cap = t->n = 0;
+}

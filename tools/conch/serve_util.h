@@ -105,4 +105,30 @@ static inline srv_timer *srv_heap_top(const srv_heap *h) {
 /* Frees the array (the timers are their owners'). */
 void srv_heap_free(srv_heap *h);
 
+/* ---- A table of int keys: open addressing, linear probing ---------------- */
+
+typedef struct srv_islot {
+  int key;
+  void *val; /* NULL: empty */
+} srv_islot;
+
+/* At most half full; zero-initialised is an empty table.  The values are
+   their owners'; walk |slot[0..cap)| for the ones there (val != NULL). */
+typedef struct srv_itab {
+  srv_islot *slot;
+  size_t cap;
+  size_t n;
+} srv_itab;
+
+/* The value of |key|, or NULL. */
+void *srv_itab_get(const srv_itab *t, int key);
+/* Puts |val| (not NULL) under |key|, which is not in the table.  Returns 0,
+   or -1 (out of memory: the table is as it was). */
+int srv_itab_put(srv_itab *t, int key, void *val);
+/* Takes |key| out (backward-shift deletion: no tombstones); nothing when
+   it is not there. */
+void srv_itab_del(srv_itab *t, int key);
+/* Frees the slots (not the values); the table is empty again. */
+void srv_itab_free(srv_itab *t);
+
 #endif
