@@ -601,26 +601,37 @@ static int handle_event(fs_watcher *w, const char *dir,
 }
 
 /* The watchers of |ie|'s directory, copied: handling an event may end
-   a watcher or add directories (the table changes).  NULL when none. */
-static fs_sub *subs_of(srv_fs *fs, const struct inotify_event *ie,
-                       size_t *n) {
+   a watcher or add directories (the table changes).  Returns 0 (|*n|
+   of them, maybe none), or -1 when out of memory. */
+static int subs_of(srv_fs *fs, const struct inotify_event *ie, size_t *n) {
   fs_wdref *r = wd_find(fs, ie->wd);
 
   *n = 0;
   if (r == NULL || r->nsubs == 0) {
-    return NULL;
+    return 0;
   }
   if (fs->capsnap < r->nsubs) {
     fs_sub *nv = realloc(fs->snap, r->nsubs * sizeof(*nv));
     if (nv == NULL) {
-      return NULL; /* (the event is lost for them; memory is out) */
+      return -1;
     }
     fs->snap = nv;
     fs->capsnap = r->nsubs;
   }
   memcpy(fs->snap, r->subs, r->nsubs * sizeof(*fs->snap));
   *n = r->nsubs;
-  return fs->snap;
+  return 0;
+}
+
+/* No memory to hand |wd|'s event on: its watchers end, saying so, rather
+   than go on with an event missing (each end takes its watcher out). */
+static void on_no_memory(srv_fs *fs, int wd) {
+  fs_wdref *r;
+
+  while ((r = wd_find(fs, wd)) != NULL && r->nsubs > 0) {
+    watcher_end(r->subs[r->nsubs - 1].w, CONCH_CODE_RESOURCE_EXHAUSTED,
+                "watcher error: out of memory");
+  }
 }
 
 /* The kernel dropped events: whose is not known, so every watcher ends
@@ -654,7 +665,6 @@ static void on_ignored(srv_fs *fs, int wd) {
 }
 
 static void dispatch(srv_fs *fs, const struct inotify_event *ie) {
-  fs_sub *subs;
   size_t n;
 
   if (ie->mask & IN_Q_OVERFLOW) {
@@ -668,11 +678,14 @@ static void dispatch(srv_fs *fs, const struct inotify_event *ie) {
   if (hidden(fs, ie)) {
     return;
   }
-  subs = subs_of(fs, ie, &n);
+  if (subs_of(fs, ie, &n) != 0) {
+    on_no_memory(fs, ie->wd);
+    return;
+  }
   for (size_t i = 0; i < n; i++) {
-    /* Only |subs[i].w| itself can end while its event is handled; the
+    /* Only |fs->snap[i].w| itself can end while its event is handled; the
        others (and their paths) are still there. */
-    (void)handle_event(subs[i].w, subs[i].path, ie);
+    (void)handle_event(fs->snap[i].w, fs->snap[i].path, ie);
   }
 }
 
