@@ -564,9 +564,6 @@ static int file_open_as(files_x *x, char *path) {
              slash != NULL ? slash + 1 : dest);
   }
   x->fd = mkostemp(x->tmp, O_CLOEXEC);
-  if (x->fd >= 0) {
-    srv_fs_hide(x->srv, x->tmp);
-  }
   if (x->fd < 0) {
     int e = errno;
     free(x->tmp);
@@ -579,6 +576,7 @@ static int file_open_as(files_x *x, char *path) {
     free(path);
     return -1;
   }
+  srv_fs_hide(x->srv, x->tmp);
   /* A new file gets 0666 less the umask, as envd's; one replaced keeps
      its mode (and owner, for root). */
   if (have) {

@@ -105,7 +105,9 @@ void srv_fs_watchers_free(srv_fs *fs);
    random part. */
 void srv_fs_hide(srv_server *srv, const char *path);
 /* |path| is renamed or removed: its events already queued are still
-   hidden, until the watchers' queue has been read to its end. */
+   hidden, until the watchers' queue has been read to its end (at once,
+   in this call: the queued events are handed on from here, unless there
+   are more than a turn's reads of them). */
 void srv_fs_unhide(srv_server *srv, const char *path);
 
 #endif

@@ -520,6 +520,11 @@ void srv_fs_unhide(srv_server *srv, const char *path) {
   }
   if (fs->in_w.fd < 0) {
     hidden_sweep(fs, 0); /* nobody watches: no event to wait for */
+  } else {
+    /* Its events are queued by now: read them out here (one read when
+       there is nothing else), so that a retired name does not wait for
+       some later event of a watched directory, which may never come. */
+    on_inotify(&fs->in_w, EPOLLIN);
   }
 }
 
