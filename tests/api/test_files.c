@@ -350,7 +350,7 @@ static int inotify_wds(const char *fd) {
    keeps one inotify descriptor for all its watchers, as libuv (the Node
    server) keeps one for the loop: one wd per directory, shared by the
    watches of one directory. */
-static int inotify_fds(void) {
+static int server_watches(void) {
   char dir[64], link[400], target[300];
   DIR *d;
   struct dirent *de;
@@ -375,10 +375,10 @@ static int inotify_fds(void) {
   return n;
 }
 
-static int want_fds;
-static int fds_are(void *arg) {
+static int want_watches;
+static int watches_are(void *arg) {
   (void)arg;
-  return inotify_fds() == want_fds;
+  return server_watches() == want_watches;
 }
 
 /* The next event named |name|, within the wait limit (other events on the
@@ -411,7 +411,7 @@ static void test_watch(void **state) {
   int base;
   (void)state;
   conch_status_init(&st);
-  base = inotify_fds();
+  base = server_watches();
   assert_true(base >= 0);
   assert_int_equal(
       conch_files_mkdir(sb, at(p, sizeof(p), "watched/sub"), NULL, NULL, &st),
@@ -419,7 +419,7 @@ static void test_watch(void **state) {
   assert_int_equal(conch_files_watch(sb, at(p, sizeof(p), "watched"),
                                      CONCH_WATCH_ENTRY, NULL, &w, &st),
                    0);
-  assert_int_equal(inotify_fds(), base + 1);
+  assert_int_equal(server_watches(), base + 1);
   /* Nothing happens: a timeout, and the watch goes on. */
   assert_int_equal(conch_watch_next(w, &ev, 100), CONCH_ERR_TIMEOUT);
   assert_int_equal(conch_watch_status(w)->code, CONCH_CODE_OK);
@@ -446,8 +446,8 @@ static void test_watch(void **state) {
   }
   /* Close ends the watch on the server. */
   conch_watch_close(w);
-  want_fds = base;
-  assert_true(conch_wait_until(fds_are, NULL, CONCH_WAIT_MS));
+  want_watches = base;
+  assert_true(conch_wait_until(watches_are, NULL, CONCH_WAIT_MS));
 
   /* Recursive: sub/'s events are, named from the watched directory. */
   assert_int_equal(conch_files_watch(sb, at(p, sizeof(p), "watched"),
@@ -460,7 +460,7 @@ static void test_watch(void **state) {
   write_file(at(q, sizeof(q), "watched/unread"), "u");
   conch_watch_close(w);
   conch_watch_close(NULL);
-  assert_true(conch_wait_until(fds_are, NULL, CONCH_WAIT_MS));
+  assert_true(conch_wait_until(watches_are, NULL, CONCH_WAIT_MS));
   conch_status_clear(&st);
   conch_sandbox_free(sb);
 }
@@ -503,7 +503,7 @@ static void test_metadata(void **state) {
   assert_int_equal(symlink(p, at(q, sizeof(q), "meta/link")), 0);
   sb = sandbox();
   conch_status_init(&st);
-  base = inotify_fds();
+  base = server_watches();
   assert_true(base >= 0);
 
   assert_int_equal(conch_files_stat(sb, p, NULL, &e, &st), 0);
@@ -561,8 +561,8 @@ static void test_metadata(void **state) {
   assert_string_equal(conch_entry_meta(ev.entry, "state"), "done");
   assert_int_equal(ev.entry->n_metadata, 3);
   conch_watch_close(w);
-  want_fds = base;
-  assert_true(conch_wait_until(fds_are, NULL, CONCH_WAIT_MS));
+  want_watches = base;
+  assert_true(conch_wait_until(watches_are, NULL, CONCH_WAIT_MS));
   conch_status_clear(&st);
   conch_sandbox_free(sb);
 }
@@ -592,7 +592,7 @@ static void test_many_watches(void **state) {
   conch_fs_event ev;
   char p[300], q[300], u[64];
   int ok = 0, refused = 0, short_of_inotify = 0;
-  int base = inotify_fds(); /* the shared server's (the peer's) */
+  int base = server_watches(); /* the shared server's (the peer's) */
   long long t0 = conch_now_ms();
   (void)state;
   assert_non_null(w);
@@ -702,8 +702,8 @@ static void test_many_watches(void **state) {
   if (!use_node) {
     conch_peer_stop(&own);
   } else {
-    want_fds = base; /* the peer's watches gone too */
-    assert_true(conch_wait_until(fds_are, NULL, CONCH_WAIT_MS));
+    want_watches = base; /* the peer's watches gone too */
+    assert_true(conch_wait_until(watches_are, NULL, CONCH_WAIT_MS));
   }
 }
 
@@ -717,7 +717,7 @@ static void test_watch_upload(void **state) {
   conch_fs_event ev;
   char p[300], q[300];
   int seen_up = 0;
-  int base = inotify_fds();
+  int base = server_watches();
   (void)state;
   conch_status_init(&st);
   assert_true(base >= 0);
@@ -750,8 +750,8 @@ static void test_watch_upload(void **state) {
   conch_watch_close(w);
   conch_status_clear(&st);
   conch_sandbox_free(sb);
-  want_fds = base; /* the server's watch gone before the next case counts */
-  assert_true(conch_wait_until(fds_are, NULL, CONCH_WAIT_MS));
+  want_watches = base; /* the server's watch gone before the next case counts */
+  assert_true(conch_wait_until(watches_are, NULL, CONCH_WAIT_MS));
 }
 
 static void test_watch_errors_and_free(void **state) {
@@ -763,7 +763,7 @@ static void test_watch_errors_and_free(void **state) {
   int base;
   (void)state;
   conch_status_init(&st);
-  base = inotify_fds();
+  base = server_watches();
   assert_int_equal(conch_files_watch(sb, at(p, sizeof(p), "no-such-dir"), 0,
                                      NULL, &w, &st),
                    CONCH_ERR_RPC);
@@ -781,10 +781,10 @@ static void test_watch_errors_and_free(void **state) {
                                      &w2, &st),
                    0);
   /* root's directory, shared by both, and its subdirectories. */
-  assert_true(inotify_fds() > base);
+  assert_true(server_watches() > base);
   conch_sandbox_free(sb);
-  want_fds = base;
-  assert_true(conch_wait_until(fds_are, NULL, CONCH_WAIT_MS));
+  want_watches = base;
+  assert_true(conch_wait_until(watches_are, NULL, CONCH_WAIT_MS));
   conch_status_clear(&st);
 }
 

@@ -73,15 +73,19 @@ static int group_teardown(void **state) {
     }                                                                          \
   } while (0)
 
-static conch_sandbox *sandbox(void) {
+/* The test server's sandbox, with |keepalive_ms| (0: the default). */
+static conch_sandbox *sandbox_ka(long keepalive_ms) {
   conch_sandbox_opts o = CONCH_SANDBOX_OPTS_INIT;
   conch_sandbox *sb;
   o.url = url;
   o.kill_grace_ms = 500;
   o.client_opts = client_opts;
+  o.keepalive_ms = keepalive_ms;
   assert_int_equal(conch_sandbox_new(&sb, &o), 0);
   return sb;
 }
+
+static conch_sandbox *sandbox(void) { return sandbox_ka(0); }
 
 static conch_proc_opts sh(const char *script, const char **argv) {
   conch_proc_opts o = CONCH_PROC_OPTS_INIT;
@@ -1489,7 +1493,6 @@ static int64_t local_baseline(int n) {
 
 static void test_thousand_async(void **state) {
   enum { N = 1000 };
-  conch_sandbox_opts so = CONCH_SANDBOX_OPTS_INIT;
   conch_sandbox *sb;
   conch_client *c;
   conch_process_handler h = {NULL, NULL, many_end};
@@ -1507,11 +1510,7 @@ static void test_thousand_async(void **state) {
      for longer than the default silence bound (3 x 10 s + 5 s), which
      would end it as a gone server.  The silence bound is tested
      elsewhere; here it is 3 x 60 s + 5 s. */
-  so.url = url;
-  so.kill_grace_ms = 500;
-  so.client_opts = client_opts;
-  so.keepalive_ms = 60000;
-  assert_int_equal(conch_sandbox_new(&sb, &so), 0);
+  sb = sandbox_ka(60000);
   c = conch_sandbox_native(sb);
   int64_t base = local_baseline(N);
   o.cmd = "/bin/sh";
