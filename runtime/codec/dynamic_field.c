@@ -9,6 +9,7 @@
 #include <conch/dynamic.h>
 
 #include "dynamic_int.h"
+#include "jsonname.h"
 #include "mem_int.h"
 
 /* A bytes field's default as FieldDescriptorProto.default_value writes it:
@@ -212,29 +213,6 @@ bad:
 
 const char conch__dyn_json_mark[] = "conch_dynamic json_name";
 
-/* Whether |j| (|jl| bytes) is protoc's json name of the field |name|:
-   each '_' dropped and the letter after it upper-cased. */
-static int derived_json(const char *name, const uint8_t *j, size_t jl) {
-  size_t k = 0;
-  int up = 0;
-  for (; *name != '\0'; name++) {
-    char c = *name;
-    if (c == '_') {
-      up = 1;
-      continue;
-    }
-    if (up && c >= 'a' && c <= 'z') {
-      c = (char)(c - 'a' + 'A');
-    }
-    up = 0;
-    if (k == jl || (char)j[k] != c) {
-      return 0;
-    }
-    k++;
-  }
-  return k == jl;
-}
-
 /* A field's JSON name, with where it was declared. */
 typedef struct jname {
   const char *s;
@@ -248,24 +226,6 @@ static int cmp_jname(const void *a, const void *b) {
     return c;
   }
   return x->decl < y->decl ? -1 : x->decl > y->decl;
-}
-
-/* protoc's json name of |name| into |buf| (strlen(name) + 1 bytes). */
-static void derive_json(const char *name, char *buf) {
-  int up = 0;
-  for (; *name != '\0'; name++) {
-    char c = *name;
-    if (c == '_') {
-      up = 1;
-      continue;
-    }
-    if (up && c >= 'a' && c <= 'z') {
-      c = (char)(c - 'a' + 'A');
-    }
-    up = 0;
-    *buf++ = c;
-  }
-  *buf = '\0';
 }
 
 /* Whether the sorted |v| (|n|) has |s| as the name of a group's first
@@ -339,8 +299,7 @@ int conch__dyn_json_names(conch_dynamic *d, const char *msg,
   for (i = 0; i < nf; i++) {
     def[i].s = buf + at;
     def[i].decl = i;
-    derive_json(fields[i].name, buf + at);
-    at += strlen(buf + at) + 1;
+    at += conch__json_name(fields[i].name, buf + at) + 1;
     eff[i].s = fields[i].reserved2 != NULL ? (const char *)fields[i].reserved2
                                            : def[i].s;
     eff[i].decl = i;
@@ -395,7 +354,7 @@ int conch__dyn_json_names(conch_dynamic *d, const char *msg,
         rc = conch__dyn_nomem(d);
         break;
       }
-      derive_json(f->name, jn);
+      (void)conch__json_name(f->name, jn);
       f->reserved3 = jn;
     }
   }
@@ -412,7 +371,7 @@ int conch__dyn_json_name(conch_dynamic *d, dmsg *dm, const char *msg,
                          ProtobufCFieldDescriptor *fd, const pfield *pf) {
   size_t k;
   char *jn;
-  if (derived_json(fd->name, pf->json, pf->jl)) {
+  if (conch__json_name_eq(fd->name, (const char *)pf->json, pf->jl)) {
     return 0;
   }
   if (pf->jl > MAX_NAME) {

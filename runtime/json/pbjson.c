@@ -41,47 +41,19 @@ size_t conch__pbj_elem_size(ProtobufCType t) {
   }
 }
 
-/* Whether |key| is the json name of the field |name|: protoc's
-   ToJsonName drops each '_' and upper-cases the character after it. */
-int conch__pbj_json_name_eq(const char *name, const char *key) {
-  int up = 0;
-
-  for (; *name != '\0'; name++) {
-    char c = *name;
-
-    if (c == '_') {
-      up = 1;
-      continue;
-    }
-    if (up && c >= 'a' && c <= 'z') {
-      c = (char)(c - 'a' + 'A');
-    }
-    up = 0;
-    if (*key != c) {
-      return 0;
-    }
-    key++;
-  }
-  return *key == '\0';
-}
-
 /* Whether |short_name| is protoc's MapEntryName of the field |field|: the
    field name in CamelCase (first letter and each one after '_' upper-cased,
    the '_' dropped) followed by "Entry". */
 static int entry_name_eq(const char *field, const char *short_name) {
-  int up = 1;
+  int first = 1;
+  char c;
 
-  for (; *field != '\0'; field++) {
-    char c = *field;
-
-    if (c == '_') {
-      up = 1;
-      continue;
-    }
-    if (up && c >= 'a' && c <= 'z') {
+  /* The JSON name, its first letter upper-cased too. */
+  while ((c = conch__json_name_next(&field)) != '\0') {
+    if (first && c >= 'a' && c <= 'z') {
       c = (char)(c - 'a' + 'A');
     }
-    up = 0;
+    first = 0;
     if (*short_name != c) {
       return 0;
     }

@@ -903,6 +903,7 @@ static int dec_map(dec *d, const ProtobufCMessageDescriptor *md,
    first-declared one's: conch__pbj_shadowed()). */
 static const ProtobufCFieldDescriptor *
 find_field(const ProtobufCMessageDescriptor *md, const char *key) {
+  size_t kl = strlen(key);
   unsigned i;
 
   for (i = 0; i < md->n_fields; i++) {
@@ -911,7 +912,7 @@ find_field(const ProtobufCMessageDescriptor *md, const char *key) {
       continue; /* another field owns its JSON name */
     }
     if (custom != NULL ? strcmp(custom, key) == 0
-                       : conch__pbj_json_name_eq(md->fields[i].name, key)) {
+                       : conch__json_name_eq(md->fields[i].name, key, kl)) {
       return &md->fields[i];
     }
   }

@@ -134,21 +134,10 @@ static int put_string(enc *e, const char *s, size_t n,
 /* |name| in lowerCamelCase, unquoted: protoc's json name, and protojson's
    JSONCamelCase of a FieldMask path. */
 static int put_camel(enc *e, const char *name) {
-  char chunk[64];
+  char chunk[64], c;
   size_t n = 0;
-  int up = 0;
 
-  for (; *name != '\0'; name++) {
-    char c = *name;
-
-    if (c == '_') {
-      up = 1;
-      continue;
-    }
-    if (up && c >= 'a' && c <= 'z') {
-      c = (char)(c - 'a' + 'A');
-    }
-    up = 0;
+  while ((c = conch__json_name_next(&name)) != '\0') {
     if (n == sizeof(chunk)) {
       if (put(e, chunk, n) != 0) {
         return -1;
@@ -648,6 +637,7 @@ static int enc_fields(enc *e, const ProtobufCMessage *m,
 
   for (i = 0; m != NULL && i < d->n_fields; i++) {
     const ProtobufCFieldDescriptor *f = &d->fields[i];
+    const char *jn;
     int rv;
 
     if (!present(m, f)) {
@@ -657,12 +647,12 @@ static int enc_fields(enc *e, const ProtobufCMessage *m,
       return -1;
     }
     first = 0;
-    if (conch__pbj_shadowed(d, f) != NULL ||
-        conch__pbj_custom_name(d, f) != NULL) {
+    jn = conch__pbj_shadowed(d, f);
+    if (jn == NULL) {
+      jn = conch__pbj_custom_name(d, f);
+    }
+    if (jn != NULL) {
       /* Checked when built: no byte that JSON must escape. */
-      const char *jn = conch__pbj_shadowed(d, f) != NULL
-                           ? conch__pbj_shadowed(d, f)
-                           : conch__pbj_custom_name(d, f);
       if (put(e, "\"", 1) != 0 || put(e, jn, strlen(jn)) != 0 ||
           put(e, "\":", 2) != 0) {
         return -1;

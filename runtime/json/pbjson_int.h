@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "jsonname.h"
 #include "pbjson.h"
 
 /* Message nesting both ways.  Decoding stops at the same depth, so that
@@ -22,9 +23,6 @@ size_t conch__pbj_elem_size(ProtobufCType t);
 static inline void *conch__pbj_member(const ProtobufCMessage *m, unsigned off) {
   return (char *)(uintptr_t)m + off;
 }
-
-/* Whether |key| is the json name of the field |name|. */
-int conch__pbj_json_name_eq(const char *name, const char *key);
 
 /* Descriptors built at run time (dynamic.c) keep a [json_name = ...] that
    differs from the derived one: their message descriptor's reserved1 is

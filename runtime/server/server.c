@@ -400,8 +400,8 @@ static void conn_goaway(srv_conn *conn) {
   conn->goaway = 1;
   if (conn->proto == SRV_PROTO_H1) {
     conch__srv_h1_goaway(conn);
-  } else if (conn->proto == SRV_PROTO_SNIFF || conn->h2 == NULL) {
-    conn->dead = 1;
+  } else if (conn->h2 == NULL) {
+    conn->dead = 1; /* nothing asked yet (sniffing), or no session made */
   } else if (nghttp2_submit_goaway(
                  conn->h2, NGHTTP2_FLAG_NONE,
                  nghttp2_session_get_last_proc_stream_id(conn->h2),

@@ -27,37 +27,9 @@ for m in @grpc/grpc-js @grpc/proto-loader @grpc/reflection; do
     exit 77
   fi
 done
-tmp=$(mktemp -d)
-fails=0
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 143' INT TERM HUP
+. "$here/../support/suite.sh"
 unset CONCH_URL CONCH_TOKEN CONCH_TOKEN_FILE CONCH_JSON_ERRORS CONCH_USER \
   CONCH_PROTOCOL CONCH_CODEC CONCH_HTTP
-
-check() { # name expected actual
-  if [ "$2" = "$3" ]; then
-    echo "ok   $1"
-  else
-    echo "FAIL $1: expected [$2], got [$3]"
-    fails=$((fails + 1))
-  fi
-}
-has() { # name needle haystack
-  case $3 in
-  *"$2"*) echo "ok   $1" ;;
-  *)
-    echo "FAIL $1: [$2] not in [$3]"
-    fails=$((fails + 1))
-    ;;
-  esac
-}
-rc() { "$@" >/dev/null 2>&1; echo $?; }
 
 start() { # name --reflection MODE
   local name=$1

@@ -13,27 +13,9 @@ server=${2:-conch} # conch, or node: tests/api/node/server.mjs
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../support/wait.sh"
 . "$here/../support/peer.sh"
-tmp=$(mktemp -d)
-fails=0
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 143' INT TERM HUP
+. "$here/../support/suite.sh"
 unset CONCH_URL CONCH_TOKEN CONCH_TOKEN_FILE CONCH_JSON_ERRORS CONCH_USER
 
-check() { # name expected actual
-  if [ "$2" = "$3" ]; then
-    echo "ok   $1"
-  else
-    echo "FAIL $1: expected [$2], got [$3]"
-    fails=$((fails + 1))
-  fi
-}
-rc() { "$@" >/dev/null 2>&1; echo $?; }
 same() { cmp -s "$1" "$2" && echo same || echo differ; }
 
 # The server: conch serve, or with "node" the envd-like connect-node peer

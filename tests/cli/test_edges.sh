@@ -13,26 +13,8 @@ DOC=$2
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../support/wait.sh"
 . "$here/../support/peer.sh"
-tmp=$(mktemp -d)
-fails=0
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 143' INT TERM HUP
+. "$here/../support/suite.sh"
 unset CONCH_URL CONCH_TOKEN CONCH_TOKEN_FILE CONCH_JSON_ERRORS CONCH_TIMEOUT
-
-check() { # name expected actual
-  if [ "$2" = "$3" ]; then
-    echo "ok   $1"
-  else
-    echo "FAIL $1: expected [$2], got [$3]"
-    fails=$((fails + 1))
-  fi
-}
 
 start() { # name cmd...: sets $port
   local name=$1

@@ -12,26 +12,8 @@ server=${2:-conch} # conch, or node: tests/api/node/server.mjs
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../support/wait.sh"
 . "$here/../support/peer.sh"
-tmp=$(mktemp -d)
-fails=0
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 143' INT TERM HUP
+. "$here/../support/suite.sh"
 unset CONCH_URL CONCH_TOKEN CONCH_TOKEN_FILE CONCH_JSON_ERRORS CONCH_USER
-
-check() { # name expected actual
-  if [ "$2" = "$3" ]; then
-    echo "ok   $1"
-  else
-    echo "FAIL $1: expected [$2], got [$3]"
-    fails=$((fails + 1))
-  fi
-}
 
 # The server: conch serve, or with "node" the envd-like connect-node peer
 # of tests/api/node (h2c; "h1" its second instance, with --http1).
@@ -60,8 +42,6 @@ mkdir -p "$d/a/b"
 printf 'hello' >"$d/a/f.txt"
 printf 'x' >"$d/top"
 ln -s f.txt "$d/a/link"
-
-rc() { "$@" >/dev/null 2>&1; echo $?; }
 
 check "ls" "a/ top" "$("$CONCH" $U ls ":$d" | tr '\n' ' ' | sed 's/ $//')"
 check "ls --depth 2" "a/ a/b/ a/f.txt a/link top" \

@@ -89,10 +89,17 @@ static int fail_lib(const char *what, int rv) {
                         conch_strerror(rv));
 }
 
-/* A reflection call that failed: a server that refuses the protocol's
-   media type (415: grpc-js and most gRPC servers take gRPC only) gets the
-   hint of --protocol. */
+/* A reflection call that failed: a server without reflection
+   (unimplemented) gets the hint of --schema, one that refuses the
+   protocol's media type (415: grpc-js and most gRPC servers take gRPC
+   only) the hint of --protocol. */
 static int fail_reflection(const conch_status *st) {
+  if (st->code == CONCH_CODE_UNIMPLEMENTED) {
+    return cli_fail_local(cli_exit_code(st->code), st->code, "conch call",
+                          "conch call: give the schema with --schema FILE", 0,
+                          "the server has no reflection: %s",
+                          conch_status_message(st));
+  }
   if (st->origin == CONCH_ORIGIN_HTTP && st->http_status == 415) {
     return cli_fail_local(cli_exit_code(st->code), st->code, "conch call",
                           "conch call: the server may take another protocol: "
@@ -439,15 +446,7 @@ static int need_symbol(ctx *x, const char *symbol) {
   conch_status_init(&st);
   rv = conch_reflect_symbol(x->refl, symbol, x->fs, &st);
   if (rv == CONCH_ERR_RPC) {
-    int code;
-    if (st.code == CONCH_CODE_UNIMPLEMENTED) {
-      code = cli_fail_local(cli_exit_code(st.code), st.code, "conch call",
-                            "conch call: give the schema with --schema FILE", 0,
-                            "the server has no reflection: %s",
-                            conch_status_message(&st));
-    } else {
-      code = fail_reflection(&st);
-    }
+    int code = fail_reflection(&st);
     conch_status_clear(&st);
     return code;
   }
@@ -1327,13 +1326,7 @@ int conch_cli_call(cli_globals *g, int argc, char **argv) {
       conch_status_init(&st);
       rc = conch_reflect_list(x.refl, &st);
       if (rc == CONCH_ERR_RPC) {
-        rc = st.code == CONCH_CODE_UNIMPLEMENTED
-                 ? cli_fail_local(
-                       cli_exit_code(st.code), st.code, "conch call",
-                       "conch call: give the schema with --schema FILE", 0,
-                       "the server has no reflection: %s",
-                       conch_status_message(&st))
-                 : fail_reflection(&st);
+        rc = fail_reflection(&st);
       } else if (rc != 0) {
         rc = fail_lib("reflection", rc);
       } else {
