@@ -23,6 +23,7 @@
 
 #include "api_int.h"
 #include "buf.h"
+#include "json.h"
 
 #define PIECE (64 * 1024)
 #define ERR_BODY_MAX                                                           \
@@ -258,271 +259,74 @@ static int meta_headers(conch_metadata *md, const conch_file_meta *meta,
 }
 
 /* The upload's answer, envd's [{"path":..,"name":..,"type":"file",
-   "metadata":{..}}, ..], parsed by a small reader of its own: strings
-   unescaped (\uXXXX to UTF-8, a lone surrogate as U+FFFD), unknown
-   members skipped. */
-typedef struct jrd {
-  const char *p, *end;
-  int depth;
-} jrd;
+   "metadata":{..}}, ..], read with the runtime's JSON reader (json.h:
+   checked whole first, RFC 8259, strings valid UTF-8); unknown members
+   skipped, a repeated path, name or type: the last. */
 
-static void jws(jrd *r) {
-  while (r->p < r->end &&
-         (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r')) {
-    r->p++;
-  }
-}
-
-static int jeat(jrd *r, char c) {
-  jws(r);
-  if (r->p < r->end && *r->p == c) {
-    r->p++;
-    return 1;
-  }
-  return 0;
-}
-
-static int jhex4(const char *p, unsigned *out) {
-  unsigned v = 0;
-  for (int i = 0; i < 4; i++) {
-    char c = p[i];
-    v <<= 4;
-    if (c >= '0' && c <= '9') {
-      v |= (unsigned)(c - '0');
-    } else if (c >= 'a' && c <= 'f') {
-      v |= (unsigned)(c - 'a' + 10);
-    } else if (c >= 'A' && c <= 'F') {
-      v |= (unsigned)(c - 'A' + 10);
-    } else {
-      return -1;
-    }
-  }
-  *out = v;
-  return 0;
-}
-
-static size_t utf8_put(char *o, unsigned cp) {
-  if (cp < 0x80) {
-    o[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    o[0] = (char)(0xc0 | (cp >> 6));
-    o[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    o[0] = (char)(0xe0 | (cp >> 12));
-    o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[2] = (char)(0x80 | (cp & 0x3f));
-    return 3;
-  }
-  o[0] = (char)(0xf0 | (cp >> 18));
-  o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-  o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-  o[3] = (char)(0x80 | (cp & 0x3f));
-  return 4;
-}
-
-/* A string: into a new NUL-terminated one in |*out| (when |out| is not
-   NULL, else skipped).  0, -1 malformed, CONCH_ERR_NOMEM. */
-static int jstr(jrd *r, char **out) {
-  const char *s;
-  char *o = NULL;
-  size_t n = 0;
-  jws(r);
-  if (r->p >= r->end || *r->p != '"') {
+/* The string at |at| into a new NUL-terminated one in |*out| (what was
+   there freed).  0, -1 not a string, CONCH_ERR_NOMEM. */
+static int jstr(const uint8_t *p, size_t at, char **out) {
+  char *s;
+  if (conch__json_kind(p, at) != CONCH_JSON_STRING) {
     return -1;
   }
-  s = ++r->p;
-  while (r->p < r->end && *r->p != '"') {
-    r->p += (*r->p == '\\' && r->p + 1 < r->end) ? 2 : 1;
-  }
-  if (r->p >= r->end) {
-    return -1;
-  }
-  r->p++;
-  if (out == NULL) {
-    return 0;
-  }
-  /* Never longer unescaped than escaped (\uXXXX: 6 bytes for at most 3,
-     a pair 12 for 4). */
-  o = api_malloc(conch_mem_default(), (size_t)(r->p - s));
-  if (o == NULL) {
+  s = api_malloc(conch_mem_default(), conch__json_strlen(p, at) + 1);
+  if (s == NULL) {
     return CONCH_ERR_NOMEM;
   }
-  for (const char *q = s; q < r->p - 1; q++) {
-    unsigned char c = (unsigned char)*q;
-    if (c < 0x20) {
-      goto bad;
-    }
-    if (c != '\\') {
-      o[n++] = (char)c;
-      continue;
-    }
-    q++;
-    switch (*q) {
-    case '"':
-    case '\\':
-    case '/':
-      o[n++] = *q;
-      break;
-    case 'b':
-      o[n++] = '\b';
-      break;
-    case 'f':
-      o[n++] = '\f';
-      break;
-    case 'n':
-      o[n++] = '\n';
-      break;
-    case 'r':
-      o[n++] = '\r';
-      break;
-    case 't':
-      o[n++] = '\t';
-      break;
-    case 'u': {
-      unsigned cp, lo;
-      if (r->p - 1 - q < 5 || jhex4(q + 1, &cp) != 0) {
-        goto bad;
-      }
-      q += 4;
-      if (cp >= 0xd800 && cp <= 0xdbff && r->p - 1 - q >= 7 && q[1] == '\\' &&
-          q[2] == 'u' && jhex4(q + 3, &lo) == 0 && lo >= 0xdc00 &&
-          lo <= 0xdfff) {
-        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-        q += 6;
-      } else if (cp >= 0xd800 && cp <= 0xdfff) {
-        cp = 0xfffd;
-      }
-      n += utf8_put(o + n, cp);
-      break;
-    }
-    default:
-      goto bad;
-    }
-  }
-  o[n] = '\0';
-  *out = o;
+  conch__json_string(p, at, s);
+  api_free(conch_mem_default(), *out);
+  *out = s;
   return 0;
-bad:
-  api_free(conch_mem_default(), o);
-  return -1;
 }
 
-/* Skips any value.  0 or -1. */
-static int jskip(jrd *r) {
+/* The object at |at| (string values) as |e|'s metadata.  On failure what
+   |e| holds is freed by the caller. */
+static int jmeta(const uint8_t *p, size_t n, size_t at, conch_entry_info *e) {
+  size_t it = at, key, value, cnt = 0;
   int rv = 0;
-  jws(r);
-  if (r->p >= r->end || ++r->depth > 32) {
+  if (conch__json_kind(p, at) != CONCH_JSON_OBJECT) {
     return -1;
   }
-  if (*r->p == '"') {
-    rv = jstr(r, NULL);
-  } else if (*r->p == '{' || *r->p == '[') {
-    char close = *r->p == '{' ? '}' : ']';
-    int obj = *r->p == '{';
-    r->p++;
-    if (!jeat(r, close)) {
-      do {
-        if (obj && (jstr(r, NULL) != 0 || !jeat(r, ':'))) {
-          return -1;
-        }
-        if (jskip(r) != 0) {
-          return -1;
-        }
-      } while (jeat(r, ','));
-      rv = jeat(r, close) ? 0 : -1;
-    }
-  } else {
-    const char *s = r->p;
-    while (r->p < r->end && strchr(",]} \t\r\n", *r->p) == NULL) {
-      r->p++;
-    }
-    rv = r->p > s ? 0 : -1; /* a number, true, false or null */
+  while (conch__json_member(p, n, &it, &key, &value)) {
+    cnt++;
   }
-  r->depth--;
+  if (cnt == 0) {
+    return 0;
+  }
+  e->metadata = api_calloc(conch_mem_default(), cnt, sizeof(*e->metadata));
+  if (e->metadata == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  it = at;
+  while (rv == 0 && conch__json_member(p, n, &it, &key, &value)) {
+    conch_file_meta *kv = &e->metadata[e->n_metadata++];
+    rv = jstr(p, key, &kv->key);
+    if (rv == 0) {
+      rv = jstr(p, value, &kv->value);
+    }
+  }
   return rv;
 }
 
-static int jmeta(jrd *r, conch_entry_info *e) {
-  const conch_mem *m = conch_mem_default();
-  size_t cap = 0;
-  if (!jeat(r, '{')) {
-    return -1;
-  }
-  if (jeat(r, '}')) {
-    return 0;
-  }
-  do {
-    char *k = NULL, *v = NULL;
-    int rv = jstr(r, &k);
-    if (rv == 0 && !jeat(r, ':')) {
-      rv = -1;
-    }
-    if (rv == 0) {
-      rv = jstr(r, &v);
-    }
-    if (rv == 0 && e->n_metadata == cap) {
-      size_t nc = cap == 0 ? 4 : cap * 2;
-      conch_file_meta *nm = api_malloc(m, nc * sizeof(*nm));
-      if (nm == NULL) {
-        rv = CONCH_ERR_NOMEM;
-      } else {
-        if (e->n_metadata > 0) {
-          memcpy(nm, e->metadata, e->n_metadata * sizeof(*nm));
-        }
-        api_free(m, e->metadata);
-        e->metadata = nm;
-        cap = nc;
-      }
-    }
-    if (rv != 0) {
-      api_free(m, k);
-      api_free(m, v);
-      return rv;
-    }
-    e->metadata[e->n_metadata].key = k;
-    e->metadata[e->n_metadata].value = v;
-    e->n_metadata++;
-  } while (jeat(r, ','));
-  return jeat(r, '}') ? 0 : -1;
-}
-
-/* One entry; on failure what |e| holds is freed by the caller. */
-static int jentry(jrd *r, conch_entry_info *e) {
+/* The entry at |at|; on failure what |e| holds is freed by the caller. */
+static int jentry(const uint8_t *p, size_t n, size_t at, conch_entry_info *e) {
+  size_t it = at, key, value;
   char *type = NULL;
   int rv = 0;
-  if (!jeat(r, '{')) {
+  if (conch__json_kind(p, at) != CONCH_JSON_OBJECT) {
     return -1;
   }
-  if (!jeat(r, '}')) {
-    do {
-      char *k = NULL;
-      rv = jstr(r, &k);
-      if (rv == 0 && !jeat(r, ':')) {
-        rv = -1;
-      }
-      if (rv == 0) {
-        char **slot = strcmp(k, "path") == 0   ? &e->path
-                      : strcmp(k, "name") == 0 ? &e->name
-                      : strcmp(k, "type") == 0 ? &type
-                                               : NULL;
-        if (slot != NULL) {
-          api_free(conch_mem_default(), *slot);
-          *slot = NULL;
-          rv = jstr(r, slot);
-        } else if (strcmp(k, "metadata") == 0 && e->metadata == NULL) {
-          rv = jmeta(r, e);
-        } else {
-          rv = jskip(r);
-        }
-      }
-      api_free(conch_mem_default(), k);
-    } while (rv == 0 && jeat(r, ','));
-    if (rv == 0 && !jeat(r, '}')) {
-      rv = -1;
+  while (rv == 0 && conch__json_member(p, n, &it, &key, &value)) {
+    if (conch__json_string_is(p, key, "path")) {
+      rv = jstr(p, value, &e->path);
+    } else if (conch__json_string_is(p, key, "name")) {
+      rv = jstr(p, value, &e->name);
+    } else if (conch__json_string_is(p, key, "type")) {
+      rv = jstr(p, value, &type);
+    } else if (conch__json_string_is(p, key, "metadata") &&
+               e->metadata == NULL) {
+      rv = jmeta(p, n, value, e);
     }
   }
   if (type != NULL) {
@@ -532,9 +336,6 @@ static int jentry(jrd *r, conch_entry_info *e) {
               : strcmp(type, "symlink") == 0   ? CONCH_FILE_SYMLINK
                                                : CONCH_FILE_UNKNOWN;
     api_free(conch_mem_default(), type);
-  }
-  if (rv == 0 && e->metadata == NULL) {
-    e->n_metadata = 0;
   }
   return rv;
 }
@@ -554,43 +355,30 @@ static char *empty_if_null(char *s, int *nomem) {
 static int answer_parse(const char *body, size_t len, conch_entry_info **out,
                         size_t *n) {
   const conch_mem *m = conch_mem_default();
-  jrd r = {body, body + len, 0};
-  conch_entry_info *arr = NULL;
-  size_t cnt = 0, cap = 0;
+  const uint8_t *p = (const uint8_t *)body;
+  conch_entry_info *arr;
+  size_t root, it, v, cnt = 0, i = 0;
   int rv = 0;
   *out = NULL;
   *n = 0;
-  if (!jeat(&r, '[')) {
+  if (conch__json_check(p, len, &root) != 0 ||
+      conch__json_kind(p, root) != CONCH_JSON_ARRAY) {
     return -1;
   }
-  if (!jeat(&r, ']')) {
-    do {
-      if (cnt == cap) {
-        size_t nc = cap == 0 ? 2 : cap * 2;
-        conch_entry_info *na = api_calloc(m, nc, sizeof(*na));
-        if (na == NULL) {
-          rv = CONCH_ERR_NOMEM;
-          break;
-        }
-        if (cnt > 0) {
-          memcpy(na, arr, cnt * sizeof(*na));
-        }
-        api_free(m, arr);
-        arr = na;
-        cap = nc;
-      }
-      rv = jentry(&r, &arr[cnt]);
-      cnt++; /* counted either way: freed below on failure */
-    } while (rv == 0 && jeat(&r, ','));
-    if (rv == 0 && !jeat(&r, ']')) {
-      rv = -1;
-    }
+  for (it = root; conch__json_element(p, len, &it, &v);) {
+    cnt++;
   }
-  jws(&r);
-  if (rv == 0 && r.p != r.end) {
-    rv = -1;
+  if (cnt == 0) {
+    return 0;
   }
-  for (size_t i = 0; rv == 0 && i < cnt; i++) {
+  arr = api_calloc(m, cnt, sizeof(*arr));
+  if (arr == NULL) {
+    return CONCH_ERR_NOMEM;
+  }
+  for (it = root; rv == 0 && conch__json_element(p, len, &it, &v); i++) {
+    rv = jentry(p, len, v, &arr[i]);
+  }
+  for (i = 0; rv == 0 && i < cnt; i++) {
     int nomem = 0;
     conch_entry_info *e = &arr[i];
     e->name = empty_if_null(e->name, &nomem);
@@ -605,10 +393,6 @@ static int answer_parse(const char *body, size_t len, conch_entry_info **out,
   if (rv != 0) {
     conch_entries_free(arr, cnt);
     return rv;
-  }
-  if (cnt == 0) {
-    api_free(m, arr);
-    arr = NULL;
   }
   *out = arr;
   *n = cnt;

@@ -24,50 +24,11 @@ server=${SERVER:-conch}
 [ -d "$top/tests/node_modules/e2b" ] || {
   echo "the SDK is missing: npm ci in tests" >&2; exit 1; }
 work=${DIR:-$(mktemp -d /tmp/conch-cp-bench-XXXXXX)}
-cpid=""
-cleanup() {
-  [ -n "$cpid" ] && kill "$cpid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-now() { date +%s.%N; }
-mibs() { awk -v b="$bytes" -v s="$1" 'BEGIN {printf "%.0f", b / 1048576 / s}'; }
-
-runs=0
-start_server() { # [h1]
-  local i=0 port="" listen
-  runs=$((runs + 1))
-  listen=$work/listen.$runs # a new file each time: never the last server's
-  if [ "$server" = node ]; then
-    node "$top/tests/api/node/server.mjs" --port 0 ${1:+--http1} \
-      </dev/null >"$listen" 2>"$work/err" &
-  else
-    "$conch" serve --listen 127.0.0.1:0 --no-token >"$listen" 2>"$work/err" &
-  fi
-  cpid=$!
-  while [ -z "$port" ]; do
-    i=$((i + 1)); [ $i -lt 600 ] || { echo "no LISTENING" >&2; exit 1; }
-    sleep 0.1
-    port=$(sed -n 's/^LISTENING \([0-9][0-9]*\)$/\1/p' "$listen" 2>/dev/null)
-  done
-  url=http://127.0.0.1:$port
-}
-stop_server() {
-  hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$cpid/status")
-  kill "$cpid"; wait "$cpid" 2>/dev/null || true
-  cpid=""
-}
+. "$top/tools/bench/files_common.sh"
 
 head -c "$bytes" /dev/urandom >"$work/src"
 echo "server: $server"
-printf '| client | direction | MiB/s | server VmHWM (KiB) | client max RSS (KiB) |\n'
-printf '|---|---|---|---|---|\n'
-row() { # client direction seconds
-  printf '| %s | %s | %s | %s | %s |\n' "$1" "$2" "$(mibs "$3")" "$hwm" \
-    "$(cat "$work/rss")"
-}
-verify() { cmp -s "$work/src" "$1" || { echo "$1 differs from the source" >&2; exit 1; }; }
+table_head
 
 for client in "conch cp" "conch cp --http1.1" "e2b SDK"; do
   for dir in up down; do
@@ -100,6 +61,6 @@ for client in "conch cp" "conch cp --http1.1" "e2b SDK"; do
     t1=$(now)
     stop_server
     verify "$work/$dir"
-    row "$client" "$dir" "$(awk -v s="$t0" -v e="$t1" 'BEGIN {print e - s}')"
+    row "$client" "$dir" "$t0" "$t1"
   done
 done

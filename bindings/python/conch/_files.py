@@ -21,6 +21,7 @@ from typing import (Any, AsyncIterator, Iterable, Iterator, List, Literal,
 
 from . import _conch
 from ._errors import AlreadyExists, InvalidArgument, NotFound
+from ._types import _text
 
 __all__ = ["EntryInfo", "WriteInfo", "WriteEntry", "FilesystemEvent",
            "FileType", "Files", "AsyncFiles", "ReadStream",
@@ -102,6 +103,11 @@ def _meta_pairs(metadata) -> Optional[list]:
     return pairs
 
 
+def _as_bytes(b):
+    """A piece as given, a str as UTF-8 (no copy of bytes-like pieces)."""
+    return b.encode("utf-8") if isinstance(b, str) else b
+
+
 def _pieces(data) -> Iterator[bytes]:
     """A write's contents as bytes pieces, read as they are sent."""
     if isinstance(data, str):
@@ -117,30 +123,42 @@ def _pieces(data) -> Iterator[bytes]:
             b = read(PIECE)
             if not b:
                 return
-            yield b.encode("utf-8") if isinstance(b, str) else b
+            yield _as_bytes(b)
     if isinstance(data, Iterable):
         for b in data:
-            yield b.encode("utf-8") if isinstance(b, str) else b
+            yield _as_bytes(b)
         return
-    if read is None:
-        raise TypeError("data: str, bytes, a file object or an iterable of "
-                        "bytes")
+    raise TypeError("data: str, bytes, a file object or an iterable of "
+                    "bytes")
 
 
 def _entries_of(path_or_files, data, metadata):
+    """write()'s files as WriteEntry, each with its metadata (the call's
+    when it has none), and whether it was one path."""
     if isinstance(path_or_files, (str, os.PathLike)):
         return [WriteEntry(os.fspath(path_or_files), data, metadata)], True
     if data is not None:
         raise TypeError("write(path, data) or write([WriteEntry, ...])")
     out = []
     for e in path_or_files:
-        if isinstance(e, WriteEntry):
-            out.append(e)
-        elif isinstance(e, Mapping):
-            out.append(WriteEntry(e["path"], e["data"], e.get("metadata")))
-        else:
-            out.append(WriteEntry(*e))
+        if isinstance(e, Mapping):
+            e = WriteEntry(e["path"], e["data"], e.get("metadata"))
+        elif not isinstance(e, WriteEntry):
+            e = WriteEntry(*e)
+        if e.metadata is None and metadata is not None:
+            e = WriteEntry(e.path, e.data, metadata)
+        out.append(e)
     return out, False
+
+
+def _written(ents) -> Optional[WriteInfo]:
+    """A write's answer: its entry, None when the server listed none."""
+    return _entry(ents[0], full=False) if ents else None
+
+
+def _contents(data: bytes, format):
+    """read()'s "text" or "bytes" result."""
+    return _text(data) if format == "text" else data
 
 
 def _check_format(format):
@@ -148,19 +166,34 @@ def _check_format(format):
         raise ValueError('format: "text", "bytes" or "stream"')
 
 
-# ---- blocking ----------------------------------------------------------------
-
-
-class ReadStream:
-    """A file's contents as they arrive: iterate it for bytes pieces.  A
-    context manager: leaving it (or ``close()``) ends the transfer if it
-    still runs; it also ends at the last piece."""
+class _Stream:
+    """What the read streams share: the native op, whether it ended, and
+    the transfer cancelled when the stream is dropped while it runs."""
 
     __slots__ = ("_op", "_done")
 
     def __init__(self, op):
         self._op = op
         self._done = False
+
+    def __del__(self):
+        op = getattr(self, "_op", None)
+        if op is not None and not op.closed:
+            try:
+                op.close_nowait()
+            except Exception:
+                pass
+
+
+# ---- blocking ----------------------------------------------------------------
+
+
+class ReadStream(_Stream):
+    """A file's contents as they arrive: iterate it for bytes pieces.  A
+    context manager: leaving it (or ``close()``) ends the transfer if it
+    still runs; it also ends at the last piece."""
+
+    __slots__ = ()
 
     def __iter__(self) -> "ReadStream":
         return self
@@ -172,16 +205,12 @@ class ReadStream:
         while True:
             try:
                 c = op.pop()
+                if c is None:
+                    op.wait_data()
+                    continue
             except BaseException:
                 self.close()
                 raise
-            if c is None:
-                try:
-                    op.wait_data()
-                except BaseException:
-                    self.close()
-                    raise
-                continue
             if c is _conch.END:
                 self._done = True
                 raise StopIteration
@@ -199,14 +228,6 @@ class ReadStream:
         self._done = True
         if not self._op.closed:
             self._op.close()
-
-    def __del__(self):
-        op = getattr(self, "_op", None)
-        if op is not None and not op.closed:
-            try:
-                op.close_nowait()
-            except Exception:
-                pass
 
 
 class WatchHandle:
@@ -294,8 +315,7 @@ class Files:
         if format == "stream":
             return stream
         with stream:
-            data = b"".join(stream)
-        return data.decode("utf-8", "replace") if format == "text" else data
+            return _contents(b"".join(stream), format)
 
     def write(self, path_or_files, data=None, *, user: Optional[str] = None,
               metadata: Optional[Mapping[str, str]] = None):
@@ -307,9 +327,8 @@ class Files:
         control character, raises ``InvalidArgument`` before anything is
         sent)."""
         entries, one = _entries_of(path_or_files, data, metadata)
-        out = [self._write_one(e.path, e.data, user,
-                               e.metadata if e.metadata is not None
-                               else metadata) for e in entries]
+        out = [self._write_one(e.path, e.data, user, e.metadata)
+               for e in entries]
         return out[0] if one else out
 
     def write_files(self, files: Sequence[WriteEntry], *,
@@ -321,19 +340,18 @@ class Files:
         op = self._n().fs_write(os.fspath(path), user, _meta_pairs(metadata))
         try:
             for piece in src:
-                while True:
-                    r = op.feed(piece)
-                    if r is None or r:
-                        break
+                r = op.feed(piece)
+                while r is False:  # the last piece is still going
                     op.wait_data()
-                if r is None:
+                    r = op.feed(piece)
+                if r is None:  # the write ended: wait_end() says how
                     break
             op.feed_end()
             ents = op.wait_end()
         except BaseException:
             op.close()
             raise
-        return _entry(ents[0], full=False) if ents else None
+        return _written(ents)
 
     def list(self, path, depth: int = 1, *,
              user: Optional[str] = None) -> List[EntryInfo]:
@@ -378,15 +396,11 @@ class Files:
 # ---- asyncio -----------------------------------------------------------------
 
 
-class AsyncReadStream:
+class AsyncReadStream(_Stream):
     """``ReadStream`` of an AsyncSandbox: ``async for`` pieces, ``async
     with`` (or ``await close()``) ends the transfer."""
 
-    __slots__ = ("_op", "_done")
-
-    def __init__(self, op):
-        self._op = op
-        self._done = False
+    __slots__ = ()
 
     def __aiter__(self) -> "AsyncReadStream":
         return self
@@ -426,14 +440,6 @@ class AsyncReadStream:
         if not self._op.closed:
             try:
                 await asyncio.shield(self._op.result_future())
-            except Exception:
-                pass
-
-    def __del__(self):
-        op = getattr(self, "_op", None)
-        if op is not None and not op.closed:
-            try:
-                op.close_nowait()
             except Exception:
                 pass
 
@@ -520,7 +526,7 @@ class AsyncWatchHandle:
 async def _aiter_pieces(data) -> AsyncIterator[bytes]:
     if hasattr(data, "__aiter__"):
         async for b in data:
-            yield b.encode("utf-8") if isinstance(b, str) else b
+            yield _as_bytes(b)
         return
     read = getattr(data, "read", None)
     if read is not None and asyncio.iscoroutinefunction(read):
@@ -528,7 +534,7 @@ async def _aiter_pieces(data) -> AsyncIterator[bytes]:
             b = await read(PIECE)
             if not b:
                 return
-            yield b.encode("utf-8") if isinstance(b, str) else b
+            yield _as_bytes(b)
     for b in _pieces(data):
         yield b
 
@@ -554,8 +560,7 @@ class AsyncFiles:
         if format == "stream":
             return stream
         async with stream:
-            data = b"".join([c async for c in stream])
-        return data.decode("utf-8", "replace") if format == "text" else data
+            return _contents(b"".join([c async for c in stream]), format)
 
     async def write(self, path_or_files, data=None, *,
                     user: Optional[str] = None,
@@ -563,9 +568,8 @@ class AsyncFiles:
         entries, one = _entries_of(path_or_files, data, metadata)
         out = []
         for e in entries:
-            out.append(await self._write_one(
-                e.path, e.data, user,
-                e.metadata if e.metadata is not None else metadata))
+            out.append(await self._write_one(e.path, e.data, user,
+                                             e.metadata))
         return out[0] if one else out
 
     async def write_files(self, files: Sequence[WriteEntry], *,
@@ -577,12 +581,11 @@ class AsyncFiles:
                                        _meta_pairs(metadata))
         try:
             async for piece in _aiter_pieces(data):
-                while True:
-                    r = op.feed(piece)
-                    if r is None or r:
-                        break
+                r = op.feed(piece)
+                while r is False:  # the last piece is still going
                     await op.data_future()
-                if r is None:
+                    r = op.feed(piece)
+                if r is None:  # the write ended: its result says how
                     break
             op.feed_end()
             ents = await op.result_future()
@@ -590,7 +593,7 @@ class AsyncFiles:
             if not op.closed:
                 op.close_nowait()
             raise
-        return _entry(ents[0], full=False) if ents else None
+        return _written(ents)
 
     async def list(self, path, depth: int = 1, *,
                    user: Optional[str] = None) -> List[EntryInfo]:

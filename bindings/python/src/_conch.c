@@ -256,8 +256,8 @@ struct Op {
   conch_entry_info *ents, *ents_out;
   size_t nents;
   conch_files_xfer *fx;
-  uint8_t *wbuf;
-  size_t wlen, woff;
+  uint8_t *wbuf, *wnext; /* the piece in flight; the next one's room */
+  size_t wlen, woff, wcap, wnext_cap;
   unsigned weof : 1;
   unsigned nomem : 1;
   uint64_t moved;
@@ -466,14 +466,33 @@ static void h_start(conch_process *p, uint32_t pid, void *ud) {
   mark(op);
 }
 
+/* Queues a copy of |n| bytes of |stream| for pop().  0, or -1 out of
+   memory. */
+static int q_push(Op *op, int stream, const uint8_t *d, size_t n) {
+  chunk *c = PyMem_RawMalloc(sizeof(*c) + n);
+  if (c == NULL) {
+    return -1;
+  }
+  c->next = NULL;
+  c->stream = stream;
+  c->len = n;
+  memcpy(c->data, d, n);
+  if (op->qtail != NULL) {
+    op->qtail->next = c;
+  } else {
+    op->qhead = c;
+  }
+  op->qtail = c;
+  op->qbytes += n;
+  return 0;
+}
+
 static void h_chunk(conch_process *p, const conch_chunk *ck, void *ud) {
   Op *op = ud;
-  chunk *c;
   if (op->kind == OK_RUN || op->discard) {
     return; /* run collects in libconch; wait() drops */
   }
-  c = PyMem_RawMalloc(sizeof(*c) + ck->len);
-  if (c == NULL) {
+  if (q_push(op, (int)ck->stream, ck->data, ck->len) != 0) {
     /* Out of memory: the stream cannot be delivered whole; end it. */
     if (op->st.code == CONCH_CODE_OK) {
       op->st.code = CONCH_CODE_RESOURCE_EXHAUSTED;
@@ -482,17 +501,6 @@ static void h_chunk(conch_process *p, const conch_chunk *ck, void *ud) {
     }
     return;
   }
-  c->next = NULL;
-  c->stream = (int)ck->stream;
-  c->len = ck->len;
-  memcpy(c->data, ck->data, ck->len);
-  if (op->qtail != NULL) {
-    op->qtail->next = c;
-  } else {
-    op->qhead = c;
-  }
-  op->qtail = c;
-  op->qbytes += ck->len;
   if (!op->paused && op->qbytes >= Q_HIGH && conch_process_pause(p) == 0) {
     op->paused = 1;
   }
@@ -1021,6 +1029,25 @@ static Op *op_new(SandboxObject *s, int kind) {
   return op;
 }
 
+/* The end of a Sandbox method that started |op| (|rv| its start's
+   return): the op, held while it is open; or, when the start failed, the
+   op dropped and the exception raised: |st|'s when it says why (may be
+   NULL), else |rv|'s naming |what|. */
+static PyObject *op_started(Op *op, int rv, const char *what,
+                            const conch_status *st) {
+  if (rv != 0) {
+    op->closed = 1;
+    op->p = NULL;
+    Py_DECREF(op);
+    raise_exc(st != NULL && st->code != CONCH_CODE_OK
+                  ? error_from_status(st, NULL)
+                  : error_from_rv(rv, what));
+    return NULL;
+  }
+  op_hold(op);
+  return (PyObject *)op;
+}
+
 /* The options of a process, from Python values; the strings borrow from
    the Python objects (alive for the call). */
 typedef struct popts {
@@ -1191,15 +1218,7 @@ static PyObject *sb_process(SandboxObject *s, PyObject *args) {
     }
   });
   popts_clear(&po);
-  if (rv != 0) {
-    op->closed = 1;
-    op->p = NULL;
-    Py_DECREF(op);
-    raise_exc(error_from_rv(rv, kind));
-    return NULL;
-  }
-  op_hold(op);
-  return (PyObject *)op;
+  return op_started(op, rv, kind, NULL);
 }
 
 /* Sandbox.connect(pid, tag, detached) -> Op. */
@@ -1229,14 +1248,7 @@ static PyObject *sb_connect(SandboxObject *s, PyObject *args) {
   LOCKED(s, rv = conch_connect_async(s->sb, &sel,
                                      detached ? CONCH_CONNECT_DETACHED : 0,
                                      &handler, op, &op->p));
-  if (rv != 0) {
-    op->closed = 1;
-    Py_DECREF(op);
-    raise_exc(error_from_rv(rv, "connect"));
-    return NULL;
-  }
-  op_hold(op);
-  return (PyObject *)op;
+  return op_started(op, rv, "connect", NULL);
 }
 
 /* Unary calls: the op is held (for the callback) until the answer. */
@@ -1337,14 +1349,7 @@ static PyObject *sb_unary(SandboxObject *s, PyObject *args) {
     }
   });
   PyBuffer_Release(&data);
-  if (rv != 0) {
-    op->closed = 1;
-    Py_DECREF(op);
-    raise_exc(error_from_rv(rv, what));
-    return NULL;
-  }
-  op_hold(op);
-  return (PyObject *)op;
+  return op_started(op, rv, what, NULL);
 }
 
 /* Ordered stdin streams. */
@@ -1394,14 +1399,7 @@ static PyObject *sb_stdin_open(SandboxObject *s, PyObject *args) {
   }
   LOCKED(s, rv = conch_stdin_open_async(s->sb, &sel, pty, &stdin_handler, op,
                                         &op->in));
-  if (rv != 0) {
-    op->closed = 1;
-    Py_DECREF(op);
-    raise_exc(error_from_rv(rv, "stdin stream"));
-    return NULL;
-  }
-  op_hold(op);
-  return (PyObject *)op;
+  return op_started(op, rv, "stdin stream", NULL);
 }
 
 /* Sandbox.close_all() -> None: starts the close of every open handle (all
@@ -1492,37 +1490,6 @@ static PyObject *make_entries(const conch_entry_info *e, size_t n) {
   return l;
 }
 
-static char *dup0(const char *s) { return s != NULL ? strdup(s) : NULL; }
-
-/* A deep copy of |n| entries with malloc (freed by entries_free_raw). */
-static conch_entry_info *entries_copy(const conch_entry_info *src, size_t n) {
-  conch_entry_info *d = calloc(n != 0 ? n : 1, sizeof(*d));
-  size_t i, k;
-  if (d == NULL) {
-    return NULL;
-  }
-  for (i = 0; i < n; i++) {
-    d[i] = src[i];
-    d[i].name = dup0(src[i].name);
-    d[i].path = dup0(src[i].path);
-    d[i].permissions = dup0(src[i].permissions);
-    d[i].owner = dup0(src[i].owner);
-    d[i].group = dup0(src[i].group);
-    d[i].symlink_target = dup0(src[i].symlink_target);
-    d[i].metadata = NULL;
-    d[i].n_metadata = 0;
-    if (src[i].n_metadata > 0) {
-      d[i].metadata = calloc(src[i].n_metadata, sizeof(conch_file_meta));
-      for (k = 0; d[i].metadata != NULL && k < src[i].n_metadata; k++) {
-        d[i].metadata[k].key = dup0(src[i].metadata[k].key);
-        d[i].metadata[k].value = dup0(src[i].metadata[k].value);
-        d[i].n_metadata++;
-      }
-    }
-  }
-  return d;
-}
-
 static void entries_free_raw(conch_entry_info *e, size_t n) {
   size_t i, k;
   if (e == NULL) {
@@ -1544,25 +1511,42 @@ static void entries_free_raw(conch_entry_info *e, size_t n) {
   free(e);
 }
 
-/* Whether a copy failed on something that was there. */
-static int entries_whole(const conch_entry_info *d, const conch_entry_info *s,
-                         size_t n) {
+/* |*d| = a copy of |s| (NULL stays NULL).  0, or -1 out of memory. */
+static int dup0(char **d, const char *s) {
+  *d = s != NULL ? strdup(s) : NULL;
+  return s != NULL && *d == NULL ? -1 : 0;
+}
+
+/* A deep copy of |n| entries with malloc (freed by entries_free_raw), or
+   NULL when out of memory (nothing kept). */
+static conch_entry_info *entries_copy(const conch_entry_info *src, size_t n) {
+  conch_entry_info *d = calloc(n != 0 ? n : 1, sizeof(*d));
   size_t i, k;
-  for (i = 0; i < n; i++) {
-    if ((s[i].name && !d[i].name) || (s[i].path && !d[i].path) ||
-        (s[i].permissions && !d[i].permissions) ||
-        (s[i].owner && !d[i].owner) || (s[i].group && !d[i].group) ||
-        (s[i].symlink_target && !d[i].symlink_target) ||
-        d[i].n_metadata != s[i].n_metadata) {
-      return 0;
+  int bad = d == NULL;
+  for (i = 0; i < n && !bad; i++) {
+    const conch_entry_info *e = &src[i];
+    d[i] = *e;
+    d[i].metadata = NULL;
+    d[i].n_metadata = 0;
+    bad = dup0(&d[i].name, e->name) | dup0(&d[i].path, e->path) |
+          dup0(&d[i].permissions, e->permissions) |
+          dup0(&d[i].owner, e->owner) | dup0(&d[i].group, e->group) |
+          dup0(&d[i].symlink_target, e->symlink_target);
+    if (!bad && e->n_metadata > 0) {
+      d[i].metadata = calloc(e->n_metadata, sizeof(conch_file_meta));
+      bad = d[i].metadata == NULL;
     }
-    for (k = 0; k < d[i].n_metadata; k++) {
-      if (!d[i].metadata[k].key || !d[i].metadata[k].value) {
-        return 0;
-      }
+    for (k = 0; k < e->n_metadata && !bad; k++) {
+      bad = dup0(&d[i].metadata[k].key, e->metadata[k].key) |
+            dup0(&d[i].metadata[k].value, e->metadata[k].value);
+      d[i].n_metadata++;
     }
   }
-  return 1;
+  if (bad) {
+    entries_free_raw(d, d != NULL ? i : 0);
+    return NULL;
+  }
+  return d;
 }
 
 static void fs_keep(Op *op, const conch_entry_info *e, size_t n,
@@ -1570,9 +1554,7 @@ static void fs_keep(Op *op, const conch_entry_info *e, size_t n,
   conch_status_copy(&op->st, st, NULL);
   if (st->code == CONCH_CODE_OK && e != NULL && n > 0) {
     op->ents = entries_copy(e, n);
-    if (op->ents == NULL || !entries_whole(op->ents, e, n)) {
-      entries_free_raw(op->ents, op->ents != NULL ? n : 0);
-      op->ents = NULL;
+    if (op->ents == NULL) {
       conch_status_clear(&op->st);
       op->st.code = CONCH_CODE_RESOURCE_EXHAUSTED;
       op->st.origin = CONCH_ORIGIN_LOCAL;
@@ -1634,40 +1616,20 @@ static PyObject *sb_fs(SandboxObject *s, PyObject *args) {
       rv = CONCH_ERR_INVALID;
     }
   });
-  if (rv != 0) {
-    op->closed = 1;
-    Py_DECREF(op);
-    raise_exc(error_from_rv(rv, what));
-    return NULL;
-  }
-  op_hold(op);
-  return (PyObject *)op;
+  return op_started(op, rv, what, NULL);
 }
 
 /* Reads: each piece queued (bytes), the transfer paused past Q_HIGH;
    the op's close cancels it. */
 static int h_fs_sink(const uint8_t *d, size_t n, void *ud) {
   Op *op = ud;
-  chunk *c;
   if (op->closing) {
     return -1;
   }
-  c = PyMem_RawMalloc(sizeof(*c) + n);
-  if (c == NULL) {
+  if (q_push(op, 0, d, n) != 0) {
     op->nomem = 1;
     return -1;
   }
-  c->next = NULL;
-  c->stream = 0;
-  c->len = n;
-  memcpy(c->data, d, n);
-  if (op->qtail != NULL) {
-    op->qtail->next = c;
-  } else {
-    op->qhead = c;
-  }
-  op->qtail = c;
-  op->qbytes += n;
   if (!op->paused && op->qbytes >= Q_HIGH && op->fx != NULL &&
       conch_files_xfer_pause(op->fx) == 0) {
     op->paused = 1;
@@ -1745,14 +1707,7 @@ static PyObject *sb_fs_read(SandboxObject *s, PyObject *args) {
   }
   LOCKED(s, rv = conch_files_read_start(s->sb, path, h_fs_sink, op, &o,
                                         h_fs_done, op, &op->fx));
-  if (rv != 0) {
-    op->closed = 1;
-    Py_DECREF(op);
-    raise_exc(error_from_rv(rv, "read"));
-    return NULL;
-  }
-  op_hold(op);
-  return (PyObject *)op;
+  return op_started(op, rv, "read", NULL);
 }
 
 /* Sandbox.fs_write(path, user=None, metadata=None) -> Op: feed(bytes),
@@ -1763,6 +1718,7 @@ static PyObject *sb_fs_write(SandboxObject *s, PyObject *args) {
   conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
   conch_file_meta *pairs = NULL;
   conch_status st;
+  PyObject *res;
   Py_ssize_t n = 0, i;
   int rv;
   Op *op;
@@ -1818,19 +1774,18 @@ static PyObject *sb_fs_write(SandboxObject *s, PyObject *args) {
     }
   });
   PyMem_Free(pairs);
-  if (rv != 0) {
-    op->closed = 1;
-    Py_DECREF(op);
-    if (rv == CONCH_ERR_HEADER) {
-      raise_exc(error_from_status(&st, NULL));
-    } else {
-      raise_exc(error_from_rv(rv, "write"));
-    }
-    conch_status_clear(&st);
-    return NULL;
+  res = op_started(op, rv, "write", &st);
+  conch_status_clear(&st);
+  return res;
+}
+
+/* A write's state under the sandbox's lock: -1 ended, 0 the piece in
+   flight still going, 1 room for the next. */
+static int feed_room(Op *op) {
+  if (op->ended || op->fx == NULL) {
+    return -1;
   }
-  op_hold(op);
-  return (PyObject *)op;
+  return op->woff < op->wlen ? 0 : 1;
 }
 
 /* Op.feed(data) -> True (taken), False (the last piece is still going:
@@ -1839,7 +1794,6 @@ static PyObject *sb_fs_write(SandboxObject *s, PyObject *args) {
 static PyObject *op_feed(Op *op, PyObject *arg) {
   Py_buffer b;
   int r = 0;
-  uint8_t *copy;
   if (op->kind != OK_WRITE) {
     PyErr_SetString(PyExc_TypeError, "not a write");
     return NULL;
@@ -1847,30 +1801,40 @@ static PyObject *op_feed(Op *op, PyObject *arg) {
   if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) != 0) {
     return NULL;
   }
-  copy = PyMem_RawMalloc(b.len != 0 ? (size_t)b.len : 1);
-  if (copy == NULL) {
-    PyBuffer_Release(&b);
-    return PyErr_NoMemory();
-  }
-  memcpy(copy, b.buf, (size_t)b.len);
-  PyBuffer_Release(&b);
-  LOCKED(op->sbo, {
-    if (op->ended || op->fx == NULL) {
-      r = -1;
-    } else if (op->woff < op->wlen) {
-      r = 0;
-    } else {
-      PyMem_RawFree(op->wbuf);
-      op->wbuf = copy;
-      copy = NULL;
-      op->wlen = (size_t)b.len;
-      op->woff = 0;
-      op->stdin_ready = 0;
-      r = 1;
-      (void)conch_files_xfer_resume(op->fx);
+  /* Copied only once there is room (the source reads |wbuf| on the loop,
+     so the copy goes to |wnext|, swapped in); the two buffers are kept
+     for the next pieces. */
+  LOCKED(op->sbo, r = feed_room(op));
+  if (r == 1 && op->wnext_cap < (size_t)b.len) {
+    uint8_t *nb = PyMem_RawRealloc(op->wnext, (size_t)b.len);
+    if (nb == NULL) {
+      PyBuffer_Release(&b);
+      return PyErr_NoMemory();
     }
-  });
-  PyMem_RawFree(copy);
+    op->wnext = nb;
+    op->wnext_cap = (size_t)b.len;
+  }
+  if (r == 1 && b.len > 0) {
+    memcpy(op->wnext, b.buf, (size_t)b.len);
+  }
+  PyBuffer_Release(&b);
+  if (r == 1) {
+    LOCKED(op->sbo, {
+      r = feed_room(op);
+      if (r == 1) {
+        uint8_t *t = op->wbuf;
+        size_t tc = op->wcap;
+        op->wbuf = op->wnext;
+        op->wcap = op->wnext_cap;
+        op->wnext = t;
+        op->wnext_cap = tc;
+        op->wlen = (size_t)b.len;
+        op->woff = 0;
+        op->stdin_ready = 0;
+        (void)conch_files_xfer_resume(op->fx);
+      }
+    });
+  }
   if (r < 0) {
     Py_RETURN_NONE;
   }
@@ -2602,6 +2566,7 @@ static void op_dealloc(Op *op) {
   entries_free_raw(op->ents, op->ents != NULL ? op->nents : 0);
   conch_entries_free(op->ents_out, op->ents_out != NULL ? op->nents : 0);
   PyMem_RawFree(op->wbuf);
+  PyMem_RawFree(op->wnext);
   Py_CLEAR(op->f_start);
   Py_CLEAR(op->f_data);
   Py_CLEAR(op->f_end);

@@ -20,45 +20,11 @@ bytes=${BYTES:-1073741824}
 [ -d "$build/bindings/python/conch" ] || {
   echo "no Python package in $build/bindings/python" >&2; exit 1; }
 work=${DIR:-$(mktemp -d /tmp/conch-pyfiles-bench-XXXXXX)}
-cpid=""
-cleanup() {
-  [ -n "$cpid" ] && kill "$cpid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-now() { date +%s.%N; }
-mibs() { awk -v b="$bytes" -v s="$1" 'BEGIN {printf "%.0f", b / 1048576 / s}'; }
-
-runs=0
-start_server() {
-  local i=0 port="" listen
-  runs=$((runs + 1))
-  listen=$work/listen.$runs
-  "$conch" serve --listen 127.0.0.1:0 --no-token >"$listen" 2>"$work/err" &
-  cpid=$!
-  while [ -z "$port" ]; do
-    i=$((i + 1)); [ $i -lt 600 ] || { echo "no LISTENING" >&2; exit 1; }
-    sleep 0.1
-    port=$(sed -n 's/^LISTENING \([0-9][0-9]*\)$/\1/p' "$listen" 2>/dev/null)
-  done
-  url=http://127.0.0.1:$port
-}
-stop_server() {
-  hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$cpid/status")
-  kill "$cpid"; wait "$cpid" 2>/dev/null || true
-  cpid=""
-}
+. "$top/tools/bench/files_common.sh"
 
 head -c "$bytes" /dev/urandom >"$work/src"
 echo "bytes: $bytes"
-printf '| client | direction | MiB/s | server VmHWM (KiB) | client max RSS (KiB) |\n'
-printf '|---|---|---|---|---|\n'
-row() { # client direction seconds
-  printf '| %s | %s | %s | %s | %s |\n' "$1" "$2" "$(mibs "$3")" "$hwm" \
-    "$(cat "$work/rss")"
-}
-verify() { cmp -s "$work/src" "$1" || { echo "$1 differs from the source" >&2; exit 1; }; }
+table_head
 
 for client in "conch cp" "python sync" "python async"; do
   for dir in up down; do
@@ -90,6 +56,6 @@ for client in "conch cp" "python sync" "python async"; do
     t1=$(now)
     stop_server
     verify "$work/$dir"
-    row "$client" "$dir" "$(awk -v s="$t0" -v e="$t1" 'BEGIN {print e - s}')"
+    row "$client" "$dir" "$t0" "$t1"
   done
 done
