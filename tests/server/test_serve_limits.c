@@ -2,6 +2,7 @@
    bodies that never end, the connection limit, clients that half-close,
    and legitimate long streams that must not be cut.  Every attack is
    bounded in count and time and stays on loopback. */
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -1090,6 +1091,35 @@ static int free_fd(pid_t pid) {
   }
 }
 
+/* The pidfds |pid| holds: one per group it still follows, closed once
+   the group is gone (a moment after the process's end). */
+static int pidfds_of(pid_t pid) {
+  char dir[64], link[400], target[128];
+  struct dirent *e;
+  int n = 0;
+  DIR *d;
+
+  snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+  d = opendir(dir);
+  if (d == NULL) {
+    return -1;
+  }
+  while ((e = readdir(d)) != NULL) {
+    ssize_t k;
+
+    snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
+    k = readlink(link, target, sizeof(target) - 1);
+    if (k > 0) {
+      target[k] = '\0';
+      n += strstr(target, "pidfd") != NULL;
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+static int no_pidfds(void *arg) { return pidfds_of(*(pid_t *)arg) == 0; }
+
 static const char start_json[] =
     "{\"process\":{\"cmd\":\"/bin/echo\",\"args\":[\"fine\"]}}";
 
@@ -1134,6 +1164,9 @@ static void test_out_of_descriptors(void **state) {
   assert_int_equal(h2_open(&c, p.port), 0);
   start_on(c, code, sizeof(code));
   assert_string_equal(code, "");
+  /* Its group followed no more: no descriptor of the server closes after
+     the limit is set (one that did would let the new client in). */
+  assert_true(conch_wait_until(no_pidfds, &p.pid, CONCH_WAIT_MS));
 
   assert_int_equal(prlimit(p.pid, RLIMIT_NOFILE, NULL, &old), 0);
   low = old;
