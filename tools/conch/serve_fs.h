@@ -25,11 +25,15 @@ typedef struct srv_fs {
   size_t nwatchers;
   /* The inotify instance all watchers share (fd -1 while none is), its
      watch descriptors (wd -> fs_wdref), and the copy of one descriptor's
-     watchers an event goes to (serve_fs_watch.c). */
+     watchers an event goes to, and that event's directory and full path
+     (built once for all the watchers that watch it by the same name;
+     serve_fs_watch.c). */
   srv_watch in_w;
   srv_itab wdtab;
   fs_sub *snap;
   size_t capsnap;
+  char *evdir, *evfull;
+  size_t capevdir, capevfull;
   /* The names of the temporary files /files writes uploads into, whose
      events no watcher sees (srv_fs_hide()). */
   fs_hidden *hidden;

@@ -540,24 +540,57 @@ static int hidden(const srv_fs *fs, const struct inotify_event *ie) {
   return 0;
 }
 
-/* One event of a directory |w| watches as |dir|.  Returns 0, or -1 when
-   the watcher ended. */
-static int handle_event(fs_watcher *w, const char *dir,
-                        const struct inotify_event *ie) {
-  Filesystem__EventType ops[5];
-  char *full;
-  int nops, rv = 0;
+/* Grows |*buf| (|*cap|) to hold |n| bytes.  Returns 0 or -1. */
+static int grow(char **buf, size_t *cap, size_t n) {
+  char *nb;
 
-  full = ie->len > 0 && ie->name[0] != '\0' ? srv_path_join(dir, ie->name)
-                                            : strdup(dir);
-  if (full == NULL) {
-    watcher_end(w, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  if (n <= *cap) {
+    return 0;
+  }
+  nb = realloc(*buf, n);
+  if (nb == NULL) {
     return -1;
   }
+  *buf = nb;
+  *cap = n;
+  return 0;
+}
+
+/* The full path of |ie| in the directory named |dir|, built in |fs|'s
+   buffers unless the last one built was for the same name (every watcher
+   of one directory usually names it alike).  NULL when out of memory. */
+static const char *event_path(srv_fs *fs, const char *dir,
+                              const struct inotify_event *ie, int again) {
+  size_t nd = strlen(dir);
+  size_t nn = ie->len > 0 ? strlen(ie->name) : 0;
+
+  if (again && strcmp(fs->evdir, dir) == 0) {
+    return fs->evfull;
+  }
+  if (grow(&fs->evdir, &fs->capevdir, nd + 1) != 0 ||
+      grow(&fs->evfull, &fs->capevfull, nd + nn + 2) != 0) {
+    return NULL;
+  }
+  memcpy(fs->evdir, dir, nd + 1);
+  memcpy(fs->evfull, dir, nd + 1);
+  if (nn > 0) {
+    fs->evfull[nd] = '/';
+    memcpy(fs->evfull + nd + 1, ie->name, nn + 1);
+    srv_path_clean(fs->evfull); /* as srv_path_join() */
+  }
+  return fs->evfull;
+}
+
+/* One event, at |full|, of a directory |w| watches.  Returns 0, or -1
+   when the watcher ended. */
+static int handle_event(fs_watcher *w, const char *full,
+                        const struct inotify_event *ie) {
+  Filesystem__EventType ops[5];
+  int nops, rv = 0;
+
   /* A watched subdirectory's own end is told by its parent's watch. */
   if ((ie->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) &&
       strcmp(full, w->root) != 0) {
-    free(full);
     return 0;
   }
   /* Recursive: a new directory is watched too. */
@@ -569,9 +602,7 @@ static int handle_event(fs_watcher *w, const char *dir,
       srv_fs_as_server(w->fs->srv, &w->user);
       if (e == ENOSPC || e == ENOMEM) {
         watcher_end(w, CONCH_CODE_RESOURCE_EXHAUSTED,
-                    "watcher error: cannot watch %s: %s", full,
-                    strerror(e));
-        free(full);
+                    "watcher error: cannot watch %s: %s", full, strerror(e));
         return -1;
       }
     }
@@ -601,7 +632,6 @@ static int handle_event(fs_watcher *w, const char *dir,
       srv_fs_entry_clear(&x);
     }
   }
-  free(full);
   return rv;
 }
 
@@ -689,8 +719,15 @@ static void dispatch(srv_fs *fs, const struct inotify_event *ie) {
   }
   for (size_t i = 0; i < n; i++) {
     /* Only |fs->snap[i].w| itself can end while its event is handled; the
-       others (and their paths) are still there. */
-    (void)handle_event(fs->snap[i].w, fs->snap[i].path, ie);
+       others (and their paths) are still there.  The path is built once
+       for the watchers that name the directory alike. */
+    const char *full = event_path(fs, fs->snap[i].path, ie, i > 0);
+    if (full == NULL) {
+      watcher_end(fs->snap[i].w, CONCH_CODE_RESOURCE_EXHAUSTED,
+                  "out of memory");
+      continue;
+    }
+    (void)handle_event(fs->snap[i].w, full, ie);
   }
 }
 
@@ -1048,5 +1085,9 @@ void srv_fs_watchers_free(srv_fs *fs) {
   free(fs->snap);
   fs->snap = NULL;
   fs->capsnap = 0;
+  free(fs->evdir);
+  free(fs->evfull);
+  fs->evdir = fs->evfull = NULL;
+  fs->capevdir = fs->capevfull = 0;
   hidden_sweep(fs, 1);
 }
