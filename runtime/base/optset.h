@@ -32,25 +32,26 @@
 #define CONCH__SEND_BUFFER_MIN ((size_t)1)
 
 /* Header lists (set_max_header_list, both roles; SETTINGS_MAX_HEADER_LIST_
-   SIZE): at least 1 KiB, in both roles.  The defaults differ: the client
-   takes 256 KiB of response headers and trailers from the server it chose,
-   the server 64 KiB of request headers from whoever connects, a smaller
-   bound on what a stranger makes it hold. */
+   SIZE): at least 1 KiB, in both roles.  The defaults differ, as each
+   header documents: the client takes 256 KiB of response headers and
+   trailers, the server 64 KiB of request headers (it reads them from
+   whoever connects). */
 #define CONCH__HEADER_LIST_MIN 1024u
 #define CONCH__CLIENT_HEADER_LIST_DEFAULT (256u << 10)
 #define CONCH__SERVER_HEADER_LIST_DEFAULT (64u << 10)
 
-/* HTTP/2 flow-control windows (the client's set_windows; the server keeps
-   nghttp2's): at most 2^31-1 (RFC 9113 6.9.1), at least the 64 KiB - 1 of
-   the protocol's default, below which the peer would stall on a single
-   frame.  The server's stream count (set_max_streams) is at least 1. */
+/* HTTP/2 flow-control windows (the client's set_windows; the server has no
+   setter, its stream window is a fixed 1 MiB in server_h2.c): at most
+   2^31-1 (RFC 9113 6.9.1), at least the 64 KiB - 1 of the protocol's
+   default, below which the peer would stall on a single frame.  The
+   server's stream count (set_max_streams) is at least 1. */
 #define CONCH__WINDOW_MIN 65535u
 #define CONCH__WINDOW_MAX 0x7fffffffu
 #define CONCH__MAX_STREAMS_MIN 1u
 
 /* Timeouts in ms.  The server's (idle, drain, header, body) take 0 for
    none and refuse only negative values; the client's connect timeout has
-   no "none" (a connect would wait forever), so it refuses 0 too. */
+   no "none" and refuses 0 too (client.h: |ms| <= 0). */
 #define CONCH__SERVER_TIMEOUT_MIN 0L
 #define CONCH__CLIENT_CONNECT_TIMEOUT_MIN 1L
 
