@@ -6,6 +6,7 @@
 #include "compress.h"
 #include "mem_int.h"
 #include "opts_int.h"
+#include "optset.h"
 
 void conch__opts_defaults(conch_client_opts *o) {
   memset(o, 0, sizeof(*o));
@@ -14,11 +15,11 @@ void conch__opts_defaults(conch_client_opts *o) {
   o->codec = CONCH_CODEC_PROTO;
   conch__comp_opts_defaults(&o->comp);
   o->compress_min_bytes = 0;
-  o->recv_limit = 4u << 20;
+  o->recv_limit = CONCH__RECV_LIMIT_DEFAULT;
   o->send_limit = 0;
   o->stream_window = 4u << 20;
   o->conn_window = 16u << 20;
-  o->max_header_list = 256u << 10;
+  o->max_header_list = CONCH__CLIENT_HEADER_LIST_DEFAULT;
   o->connect_timeout_ms = 30000;
   o->max_conns = 1;
   o->tls_verify = 1;
@@ -93,17 +94,9 @@ void conch_client_opts_free(conch_client_opts *opts) {
 }
 
 int conch_client_opts_set_mem(conch_client_opts *opts, const conch_mem *mem) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  if (mem != NULL && (mem->malloc == NULL || mem->free == NULL ||
-                      mem->calloc == NULL || mem->realloc == NULL)) {
-    return CONCH_ERR_INVALID;
-  }
   /* Strings already set were made with the previous allocator; the options
      object itself always uses libc, so |mem| only applies to clients. */
-  opts->mem = mem != NULL ? *mem : *conch_mem_default();
-  return 0;
+  return conch__optset_mem(CONCH__OPT(opts, mem), mem);
 }
 
 int conch_client_opts_set_protocol(conch_client_opts *opts,
@@ -132,12 +125,9 @@ int conch_client_opts_set_codec(conch_client_opts *opts, conch_codec codec) {
 int conch_client_opts_set_json_resolver(conch_client_opts *opts,
                                         conch_json_resolver fn,
                                         void *user_data) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->json_resolve = fn;
-  opts->json_resolve_ud = fn != NULL ? user_data : NULL;
-  return 0;
+  return conch__optset_resolver(CONCH__OPT(opts, json_resolve),
+                                CONCH__OPT(opts, json_resolve_ud), fn,
+                                user_data);
 }
 
 int conch_client_opts_set_send_compression(conch_client_opts *opts,
@@ -175,6 +165,8 @@ int conch_client_opts_set_accept_compression(conch_client_opts *opts,
   if (opts == NULL) {
     return CONCH_ERR_INVALID;
   }
+  /* Not strict, unlike the server's list: an empty name ("gzip,,br",
+     ",gzip") is skipped.  A trailing comma ends the list in both. */
   return conch__comp_set_accept(&opts->comp, names, 0);
 }
 
@@ -239,24 +231,18 @@ int conch_client_opts_add_compression(conch_client_opts *opts,
   if (opts == NULL) {
     return CONCH_ERR_INVALID;
   }
+  /* Registered only: the client advertises it when its accepted list
+     names it (the server's also adds it to the list it takes). */
   return conch__comp_add_custom(&opts->comp, comp, id);
 }
 
 int conch_client_opts_set_compress_min_bytes(conch_client_opts *opts,
                                              size_t bytes) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->compress_min_bytes = bytes;
-  return 0;
+  return conch__optset_size(CONCH__OPT(opts, compress_min_bytes), bytes, 0);
 }
 
 int conch_client_opts_set_get_max_url(conch_client_opts *opts, size_t bytes) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->get_max_url = bytes;
-  return 0;
+  return conch__optset_size(CONCH__OPT(opts, get_max_url), bytes, 0);
 }
 
 int conch_client_opts_set_gzip_level(conch_client_opts *opts, int level) {
@@ -268,42 +254,34 @@ int conch_client_opts_set_gzip_level(conch_client_opts *opts, int level) {
 }
 
 int conch_client_opts_set_recv_limit(conch_client_opts *opts, size_t bytes) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->recv_limit = bytes;
-  return 0;
+  return conch__optset_size(CONCH__OPT(opts, recv_limit), bytes, 0);
 }
 
 int conch_client_opts_set_send_limit(conch_client_opts *opts, size_t bytes) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->send_limit = bytes;
-  return 0;
+  return conch__optset_size(CONCH__OPT(opts, send_limit), bytes, 0);
 }
 
 int conch_client_opts_set_windows(conch_client_opts *opts,
                                   uint32_t stream_window,
                                   uint32_t conn_window) {
-  /* RFC 9113 6.9.1: windows are at most 2^31-1; below the 64 KiB default
-     the peer would stall on a single frame. */
-  if (opts == NULL || stream_window < 65535 || conn_window < 65535 ||
-      stream_window > 0x7fffffffu || conn_window > 0x7fffffffu) {
+  uint32_t s = 0, c = 0; /* both are checked before either is set */
+
+  if (opts == NULL ||
+      conch__optset_u32(&s, stream_window, CONCH__WINDOW_MIN,
+                        CONCH__WINDOW_MAX) != 0 ||
+      conch__optset_u32(&c, conn_window, CONCH__WINDOW_MIN,
+                        CONCH__WINDOW_MAX) != 0) {
     return CONCH_ERR_INVALID;
   }
-  opts->stream_window = stream_window;
-  opts->conn_window = conn_window;
+  opts->stream_window = s;
+  opts->conn_window = c;
   return 0;
 }
 
 int conch_client_opts_set_max_header_list(conch_client_opts *opts,
                                           uint32_t bytes) {
-  if (opts == NULL || bytes < 1024) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->max_header_list = bytes;
-  return 0;
+  return conch__optset_u32(CONCH__OPT(opts, max_header_list), bytes,
+                           CONCH__HEADER_LIST_MIN, UINT32_MAX);
 }
 
 int conch_client_opts_set_keepalive(conch_client_opts *opts, long interval_ms,
@@ -319,12 +297,12 @@ int conch_client_opts_set_keepalive(conch_client_opts *opts, long interval_ms,
 }
 
 int conch_client_opts_set_max_connections(conch_client_opts *opts, int n) {
-  if (opts == NULL || n < 1 || n > 1024) {
-    return CONCH_ERR_INVALID;
+  int rv = conch__optset_int(CONCH__OPT(opts, max_conns), n,
+                             CONCH__CLIENT_CONNS_MIN, CONCH__CLIENT_CONNS_MAX);
+  if (rv == 0) {
+    opts->max_conns_set = 1;
   }
-  opts->max_conns = n;
-  opts->max_conns_set = 1;
-  return 0;
+  return rv;
 }
 
 int conch_client_opts_set_http_version(conch_client_opts *opts,
@@ -338,11 +316,8 @@ int conch_client_opts_set_http_version(conch_client_opts *opts,
 }
 
 int conch_client_opts_set_connect_timeout(conch_client_opts *opts, long ms) {
-  if (opts == NULL || ms <= 0) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->connect_timeout_ms = ms;
-  return 0;
+  return conch__optset_ms(CONCH__OPT(opts, connect_timeout_ms), ms,
+                          CONCH__CLIENT_CONNECT_TIMEOUT_MIN);
 }
 
 static int set_string(conch_client_opts *opts, char **field, const char *s,
@@ -428,12 +403,8 @@ int conch_client_opts_set_client_cert_pem(conch_client_opts *opts,
 int conch_client_opts_set_clock(conch_client_opts *opts,
                                 int64_t (*now_ms)(void *user_data),
                                 void *user_data) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->clock = now_ms;
-  opts->clock_ud = now_ms != NULL ? user_data : NULL;
-  return 0;
+  return conch__optset_clock(CONCH__OPT(opts, clock),
+                             CONCH__OPT(opts, clock_ud), now_ms, user_data);
 }
 
 int conch_client_opts_set_transport(conch_client_opts *opts,

@@ -5,10 +5,9 @@
 #include <string.h>
 
 #include "mem_int.h"
+#include "optset.h"
 #include "server_int.h"
 
-/* Default receive limit, as the client's. */
-#define SRV_RECV_LIMIT (4u * 1024 * 1024)
 /* The bounds every server has unless its caller loosens them (server.h,
    "Limits"): a connection must say what it wants within the header
    timeout, a request body arrive within the body timeout, an idle
@@ -24,10 +23,6 @@
 
 /* ---- Options ------------------------------------------------------------ */
 
-static int set_compression(struct conch_server_opts *o, const char *names) {
-  return conch__comp_set_accept(&o->comp, names, 1);
-}
-
 int conch_server_opts_new(conch_server_opts **out) {
   const conch_mem *mem = conch_mem_default();
   conch_server_opts *o;
@@ -40,9 +35,9 @@ int conch_server_opts_new(conch_server_opts **out) {
     return CONCH_ERR_NOMEM;
   }
   o->mem = *mem;
-  o->recv_limit = SRV_RECV_LIMIT;
+  o->recv_limit = CONCH__RECV_LIMIT_DEFAULT; /* as the client's */
   o->send_buffer = 256 * 1024;
-  o->max_header_list = 64 * 1024;
+  o->max_header_list = CONCH__SERVER_HEADER_LIST_DEFAULT; /* optset.h */
   o->max_streams = 100;
   o->header_ms = SRV_HEADER_MS;
   o->body_ms = SRV_BODY_MS;
@@ -77,79 +72,44 @@ void conch_server_opts_free(conch_server_opts *opts) {
 }
 
 int conch_server_opts_set_mem(conch_server_opts *opts, const conch_mem *mem) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  if (mem == NULL) {
-    opts->mem = *conch_mem_default();
-    return 0;
-  }
-  if (mem->malloc == NULL || mem->free == NULL || mem->calloc == NULL ||
-      mem->realloc == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->mem = *mem;
-  return 0;
+  return conch__optset_mem(CONCH__OPT(opts, mem), mem);
 }
 
 int conch_server_opts_set_recv_limit(conch_server_opts *opts, size_t bytes) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->recv_limit = bytes;
-  return 0;
+  return conch__optset_size(CONCH__OPT(opts, recv_limit), bytes, 0);
 }
 
 int conch_server_opts_set_send_buffer(conch_server_opts *opts, size_t bytes) {
-  if (opts == NULL || bytes == 0) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->send_buffer = bytes;
-  return 0;
+  return conch__optset_size(CONCH__OPT(opts, send_buffer), bytes,
+                            CONCH__SEND_BUFFER_MIN);
 }
 
 int conch_server_opts_set_idle_timeout(conch_server_opts *opts, long ms) {
-  if (opts == NULL || ms < 0) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->idle_ms = ms;
-  return 0;
+  return conch__optset_ms(CONCH__OPT(opts, idle_ms), ms,
+                          CONCH__SERVER_TIMEOUT_MIN);
 }
 
 int conch_server_opts_set_clock(conch_server_opts *opts,
                                 int64_t (*now_ms)(void *user_data),
                                 void *user_data) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->clock = now_ms;
-  opts->clock_ud = now_ms != NULL ? user_data : NULL;
-  return 0;
+  return conch__optset_clock(CONCH__OPT(opts, clock),
+                             CONCH__OPT(opts, clock_ud), now_ms, user_data);
 }
 
 int conch_server_opts_set_drain_timeout(conch_server_opts *opts, long ms) {
-  if (opts == NULL || ms < 0) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->drain_ms = ms;
-  return 0;
+  return conch__optset_ms(CONCH__OPT(opts, drain_ms), ms,
+                          CONCH__SERVER_TIMEOUT_MIN);
 }
 
 int conch_server_opts_set_max_header_list(conch_server_opts *opts,
                                           uint32_t bytes) {
-  if (opts == NULL || bytes < 1024) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->max_header_list = bytes;
-  return 0;
+  return conch__optset_u32(CONCH__OPT(opts, max_header_list), bytes,
+                           CONCH__HEADER_LIST_MIN, UINT32_MAX);
 }
 
 int conch_server_opts_set_max_streams(conch_server_opts *opts, uint32_t n) {
-  if (opts == NULL || n == 0) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->max_streams = n;
-  return 0;
+  return conch__optset_u32(CONCH__OPT(opts, max_streams), n,
+                           CONCH__MAX_STREAMS_MIN, UINT32_MAX);
 }
 
 int conch_server_opts_set_compression(conch_server_opts *opts,
@@ -157,16 +117,15 @@ int conch_server_opts_set_compression(conch_server_opts *opts,
   if (opts == NULL) {
     return CONCH_ERR_INVALID;
   }
-  return set_compression(opts, names);
+  /* Strict, unlike the client's list: an empty name ("gzip,,br",
+     ",gzip") is a malformed one.  A trailing comma ends the list in
+     both. */
+  return conch__comp_set_accept(&opts->comp, names, 1);
 }
 
 int conch_server_opts_set_compress_min_bytes(conch_server_opts *opts,
                                              size_t bytes) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->compress_min = bytes;
-  return 0;
+  return conch__optset_size(CONCH__OPT(opts, compress_min), bytes, 0);
 }
 
 /* ---- TLS ---------------------------------------------------------------- */
@@ -320,27 +279,18 @@ int conch_server_opts_set_accept_filter(conch_server_opts *opts,
 }
 
 int conch_server_opts_set_max_conns(conch_server_opts *opts, size_t n) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->max_conns = n;
-  return 0;
+  /* Any bound, 0 none; not the client's pool size (optset.h). */
+  return conch__optset_size(CONCH__OPT(opts, max_conns), n, 0);
 }
 
 int conch_server_opts_set_header_timeout(conch_server_opts *opts, long ms) {
-  if (opts == NULL || ms < 0) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->header_ms = ms;
-  return 0;
+  return conch__optset_ms(CONCH__OPT(opts, header_ms), ms,
+                          CONCH__SERVER_TIMEOUT_MIN);
 }
 
 int conch_server_opts_set_body_timeout(conch_server_opts *opts, long ms) {
-  if (opts == NULL || ms < 0) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->body_ms = ms;
-  return 0;
+  return conch__optset_ms(CONCH__OPT(opts, body_ms), ms,
+                          CONCH__SERVER_TIMEOUT_MIN);
 }
 
 int conch_server_opts_set_buffer_limits(conch_server_opts *opts,
@@ -348,7 +298,7 @@ int conch_server_opts_set_buffer_limits(conch_server_opts *opts,
   if (opts == NULL) {
     return CONCH_ERR_INVALID;
   }
-  opts->conn_buffered = per_conn;
+  opts->conn_buffered = per_conn; /* any sizes, 0 none */
   opts->max_buffered = total;
   return 0;
 }
@@ -375,10 +325,7 @@ int conch_server_opts_add_compression(conch_server_opts *opts,
 int conch_server_opts_set_json_resolver(conch_server_opts *opts,
                                         conch_json_resolver fn,
                                         void *user_data) {
-  if (opts == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  opts->json_resolve = fn;
-  opts->json_resolve_ud = fn != NULL ? user_data : NULL;
-  return 0;
+  return conch__optset_resolver(CONCH__OPT(opts, json_resolve),
+                                CONCH__OPT(opts, json_resolve_ud), fn,
+                                user_data);
 }
