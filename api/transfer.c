@@ -722,20 +722,37 @@ static void on_close(conch_call *call, const conch_status *cs,
 
 /* ---- Starting ----------------------------------------------------------- */
 
-/* A new transfer (a write when |write|) with |opts| (checked: a write's
-   metadata refused says why in |st|, which may be NULL). */
+/* A refusal before anything is sent: CONCH_ERR_INVALID, with |st| (may
+   be NULL) invalid_argument saying why. */
+static int refuse(conch_status *st, const char *why) {
+  conch__sb_fail(st, CONCH_CODE_INVALID_ARGUMENT, CONCH_ERR_INVALID, why);
+  return CONCH_ERR_INVALID;
+}
+
+static int nomem(conch_status *st) {
+  conch__sb_fail(st, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
+                 "out of memory starting the transfer");
+  return CONCH_ERR_NOMEM;
+}
+
+/* A new transfer (a write when |write|) with |opts| (checked: what is
+   refused says why in |st|, which may be NULL). */
 static int xfer_new(conch_sandbox *sb, const conch_files_io_opts *opts,
                     int write, conch_status *st, xfer **out) {
   conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
   xfer *x;
   if (opts != NULL) {
     size_t n = opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o);
-    if (n < sizeof(size_t) || opts->timeout_ms < 0) {
-      return CONCH_ERR_INVALID;
+    if (n < sizeof(size_t)) {
+      return refuse(st, "opts.struct_size is too small (use "
+                        "CONCH_FILES_IO_OPTS_INIT)");
     }
     memcpy(&o, opts, n);
+    if (o.timeout_ms < 0) {
+      return refuse(st, "opts.timeout_ms is negative");
+    }
     if (o.idle_timeout_ms < -1) {
-      return CONCH_ERR_INVALID;
+      return refuse(st, "opts.idle_timeout_ms is below -1");
     }
   }
   if (write) {
@@ -744,12 +761,13 @@ static int xfer_new(conch_sandbox *sb, const conch_files_io_opts *opts,
       return rv;
     }
     if ((o.written == NULL) != (o.n_written == NULL)) {
-      return CONCH_ERR_INVALID;
+      return refuse(st, "opts.written and opts.n_written go together (both "
+                        "set or both NULL)");
     }
   }
   x = api_calloc(sb->mem, 1, sizeof(*x));
   if (x == NULL) {
-    return CONCH_ERR_NOMEM;
+    return nomem(st);
   }
   x->sb = sb;
   x->write = write;
@@ -775,9 +793,11 @@ static int xfer_new(conch_sandbox *sb, const conch_files_io_opts *opts,
 }
 
 /* Starts the exchange of |x| (sink or source set).  Returns 0 or an
-   error, with |x| still the caller's either way. */
+   error (|st|, may be NULL, says why), with |x| still the caller's either
+   way. */
 static int xfer_start(xfer *x, const char *path,
-                      const conch_files_io_opts *opts, int auto_free) {
+                      const conch_files_io_opts *opts, int auto_free,
+                      conch_status *st) {
   conch_sandbox *sb = x->sb;
   const char *user = opts != NULL ? opts->user : NULL;
   conch_call_handler h = {0};
@@ -805,7 +825,7 @@ static int xfer_start(xfer *x, const char *path,
   if (target == NULL || md == NULL || (x->write && x->piece == NULL)) {
     api_free(sb->mem, target);
     conch_metadata_free(md);
-    return CONCH_ERR_NOMEM;
+    return nomem(st);
   }
   co.headers = md;
   if (x->write) {
@@ -828,7 +848,17 @@ static int xfer_start(xfer *x, const char *path,
                          x->write ? ctype : NULL, &co, &h, x, &x->call);
   api_free(sb->mem, target);
   conch_metadata_free(md);
+  if (rv == CONCH_ERR_NOMEM) {
+    return nomem(st);
+  }
   if (rv != 0) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "the transfer of %.64s could not start: %s",
+             path, conch_strerror(rv));
+    conch__sb_fail(st,
+                   rv == CONCH_ERR_INVALID ? CONCH_CODE_INVALID_ARGUMENT
+                                           : CONCH_CODE_UNAVAILABLE,
+                   rv, msg);
     return rv;
   }
   touch(x);
@@ -844,7 +874,7 @@ static int xfer_start(xfer *x, const char *path,
 /* Runs |x| to its end and returns its result (|x| freed). */
 static int xfer_run(xfer *x, const char *path, const conch_files_io_opts *opts,
                     conch_status *st) {
-  int rv = xfer_start(x, path, opts, 0);
+  int rv = xfer_start(x, path, opts, 0, st);
   if (rv == 0) {
     rv = conch__sb_drive(x->sb, &x->done);
     if (rv == 0) {
@@ -857,17 +887,19 @@ static int xfer_run(xfer *x, const char *path, const conch_files_io_opts *opts,
   return rv;
 }
 
-static int check(conch_sandbox *sb, const char *path) {
-  return sb == NULL || path == NULL ? CONCH_ERR_INVALID : 0;
+static int check(conch_sandbox *sb, const char *path, conch_status *st) {
+  return sb == NULL     ? refuse(st, "no sandbox (NULL)")
+         : path == NULL ? refuse(st, "no path (NULL)")
+                        : 0;
 }
 
 int conch_files_read_cb(conch_sandbox *sb, const char *path,
                         conch_files_sink sink, void *sink_ud,
                         const conch_files_io_opts *opts, conch_status *st) {
   xfer *x;
-  int rv = check(sb, path);
+  int rv = check(sb, path, st);
   if (rv == 0 && sink == NULL) {
-    rv = CONCH_ERR_INVALID;
+    rv = refuse(st, "no sink (NULL)");
   }
   if (rv == 0) {
     rv = xfer_new(sb, opts, 0, st, &x);
@@ -884,9 +916,9 @@ int conch_files_write_cb(conch_sandbox *sb, const char *path,
                          conch_files_source source, void *source_ud,
                          const conch_files_io_opts *opts, conch_status *st) {
   xfer *x;
-  int rv = check(sb, path);
+  int rv = check(sb, path, st);
   if (rv == 0 && source == NULL) {
-    rv = CONCH_ERR_INVALID;
+    rv = refuse(st, "no source (NULL)");
   }
   if (rv == 0) {
     rv = xfer_new(sb, opts, 1, st, &x);
@@ -929,7 +961,7 @@ int conch_files_read(conch_sandbox *sb, const char *path,
   membuf b;
   int rv;
   if (data == NULL || len == NULL) {
-    return CONCH_ERR_INVALID;
+    return refuse(st, "no place for the contents (data or len NULL)");
   }
   memset(&b, 0, sizeof(b));
   b.m = conch_mem_default();
@@ -1001,7 +1033,7 @@ int conch_files_read_fd(conch_sandbox *sb, const char *path, int fd,
                         const conch_files_io_opts *opts, conch_status *st) {
   membuf b;
   if (fd < 0) {
-    return CONCH_ERR_INVALID;
+    return refuse(st, "a negative file descriptor");
   }
   memset(&b, 0, sizeof(b));
   b.fd = fd;
@@ -1027,7 +1059,7 @@ static int write_sized(conch_sandbox *sb, const char *path,
                        conch_files_source src, membuf *b, int64_t total,
                        const conch_files_io_opts *opts, conch_status *st) {
   xfer *x;
-  int rv = check(sb, path);
+  int rv = check(sb, path, st);
   if (rv == 0) {
     rv = xfer_new(sb, opts, 1, st, &x);
   }
@@ -1045,7 +1077,7 @@ int conch_files_write(conch_sandbox *sb, const char *path, const void *data,
                       conch_status *st) {
   membuf b;
   if (data == NULL && len > 0) {
-    return CONCH_ERR_INVALID;
+    return refuse(st, "no data (NULL) for a length above 0");
   }
   memset(&b, 0, sizeof(b));
   b.src = data;
@@ -1059,7 +1091,7 @@ int conch_files_write_fd(conch_sandbox *sb, const char *path, int fd,
   int64_t total = -1;
   membuf b;
   if (fd < 0) {
-    return CONCH_ERR_INVALID;
+    return refuse(st, "a negative file descriptor");
   }
   if (fstat(fd, &sbuf) == 0 && S_ISREG(sbuf.st_mode)) {
     off_t at = lseek(fd, 0, SEEK_CUR);
@@ -1078,40 +1110,60 @@ int conch_files_read_async(conch_sandbox *sb, const char *path,
                            conch_files_io_done done, void *user_data) {
   conch_files_xfer *x;
   return conch_files_read_start(sb, path, sink, sink_ud, opts, done, user_data,
-                                &x);
+                                &x, NULL);
 }
 
-int conch_files_read_start(conch_sandbox *sb, const char *path,
-                           conch_files_sink sink, void *sink_ud,
-                           const conch_files_io_opts *opts,
-                           conch_files_io_done done, void *user_data,
-                           conch_files_xfer **out) {
+/* The start of an asynchronous transfer: a read into |sink|, or a write
+   (|write|) from |source|. */
+static int xfer_begin(conch_sandbox *sb, const char *path, int write,
+                      conch_files_sink sink, conch_files_source source,
+                      void *cb_ud, const conch_files_io_opts *opts,
+                      conch_files_io_done done, void *user_data,
+                      conch_files_xfer **out, conch_status *st) {
   xfer *x;
-  int rv = check(sb, path);
+  int rv;
   if (out == NULL) {
-    return CONCH_ERR_INVALID;
+    return refuse(st, "no place for the transfer's handle (out NULL)");
   }
   *out = NULL;
-  if (rv == 0 && (sink == NULL || done == NULL)) {
-    rv = CONCH_ERR_INVALID;
+  rv = check(sb, path, st);
+  if (rv == 0 && (write ? source == NULL : sink == NULL)) {
+    rv = refuse(st, write ? "no source (NULL)" : "no sink (NULL)");
+  }
+  if (rv == 0 && done == NULL) {
+    rv = refuse(st, "no done callback (NULL)");
   }
   if (rv == 0) {
-    rv = xfer_new(sb, opts, 0, NULL, &x);
+    rv = xfer_new(sb, opts, write, st, &x);
   }
   if (rv != 0) {
     return rv;
   }
-  x->sink = sink;
-  x->sink_ud = sink_ud;
+  if (write) {
+    x->source = source;
+    x->source_ud = cb_ud;
+  } else {
+    x->sink = sink;
+    x->sink_ud = cb_ud;
+  }
   x->on_done = done;
   x->done_ud = user_data;
-  rv = xfer_start(x, path, opts, 1);
+  rv = xfer_start(x, path, opts, 1, st);
   if (rv != 0) {
     xfer_free(x);
   } else {
     *out = x;
   }
   return rv;
+}
+
+int conch_files_read_start(conch_sandbox *sb, const char *path,
+                           conch_files_sink sink, void *sink_ud,
+                           const conch_files_io_opts *opts,
+                           conch_files_io_done done, void *user_data,
+                           conch_files_xfer **out, conch_status *st) {
+  return xfer_begin(sb, path, 0, sink, NULL, sink_ud, opts, done, user_data,
+                    out, st);
 }
 
 int conch_files_write_async(conch_sandbox *sb, const char *path,
@@ -1120,40 +1172,16 @@ int conch_files_write_async(conch_sandbox *sb, const char *path,
                             conch_files_io_done done, void *user_data) {
   conch_files_xfer *x;
   return conch_files_write_start(sb, path, source, source_ud, opts, done,
-                                 user_data, &x);
+                                 user_data, &x, NULL);
 }
 
 int conch_files_write_start(conch_sandbox *sb, const char *path,
                             conch_files_source source, void *source_ud,
                             const conch_files_io_opts *opts,
                             conch_files_io_done done, void *user_data,
-                            conch_files_xfer **out) {
-  xfer *x;
-  int rv = check(sb, path);
-  if (out == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  *out = NULL;
-  if (rv == 0 && (source == NULL || done == NULL)) {
-    rv = CONCH_ERR_INVALID;
-  }
-  if (rv == 0) {
-    rv = xfer_new(sb, opts, 1, NULL, &x);
-  }
-  if (rv != 0) {
-    return rv;
-  }
-  x->source = source;
-  x->source_ud = source_ud;
-  x->on_done = done;
-  x->done_ud = user_data;
-  rv = xfer_start(x, path, opts, 1);
-  if (rv != 0) {
-    xfer_free(x);
-  } else {
-    *out = x;
-  }
-  return rv;
+                            conch_files_xfer **out, conch_status *st) {
+  return xfer_begin(sb, path, 1, NULL, source, source_ud, opts, done, user_data,
+                    out, st);
 }
 
 int conch_files_xfer_pause(conch_files_xfer *x) {

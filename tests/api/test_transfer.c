@@ -1286,8 +1286,9 @@ static void test_xfer_handle(void **state) {
   h.data = data;
   h.n = n;
   h.later_left = 1;
-  assert_int_equal(
-      conch_files_write_start(sb, p, h_source, &h, NULL, on_done, &a, &h.x), 0);
+  assert_int_equal(conch_files_write_start(sb, p, h_source, &h, NULL, on_done,
+                                           &a, &h.x, NULL),
+                   0);
   assert_non_null(h.x);
   for (turns = 0; !a.done; turns++) {
     assert_int_equal(conch_client_run(c, 100), 0);
@@ -1309,7 +1310,8 @@ static void test_xfer_handle(void **state) {
   h.back = malloc(n);
   h.pause_once = 1;
   assert_int_equal(
-      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, &h.x), 0);
+      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, &h.x, NULL),
+      0);
   while (h.at_pause == 0 && !a.done) {
     assert_int_equal(conch_client_run(c, 1000), 0);
   }
@@ -1329,16 +1331,137 @@ static void test_xfer_handle(void **state) {
   h.got = 0;
   h.pause_once = 0;
   assert_int_equal(
-      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, &h.x), 0);
+      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, &h.x, NULL),
+      0);
   conch_files_xfer_cancel(h.x);
   assert_false(a.done);
   run_until(sb, &a.done);
   assert_int_equal(a.rv, CONCH_ERR_CANCELED);
   assert_int_equal(
-      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, NULL),
+      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, NULL, NULL),
       CONCH_ERR_INVALID);
   free(h.back);
   free(data);
+  conch_sandbox_free(sb);
+}
+
+/* A refusal at the start of an asynchronous transfer says why in the
+   status passed in, as the blocking forms do; |done| never runs and
+   nothing is written.  NULL is accepted for the status. */
+static int never_sink(const uint8_t *d, size_t n, void *ud) {
+  (void)d;
+  (void)n;
+  (void)ud;
+  fail_msg("a refused read's sink ran");
+  return -1;
+}
+
+static void expect_refused(conch_status *st, int rv, int want, conch_code code,
+                           const char *says) {
+  assert_int_equal(rv, want);
+  assert_int_equal(st->code, code);
+  assert_int_equal(st->local_err, want);
+  assert_int_equal(st->origin, CONCH_ORIGIN_LOCAL);
+  assert_non_null(st->message);
+  if (strstr(st->message, says) == NULL) {
+    fail_msg("status message '%s' does not say '%s'", st->message, says);
+  }
+  conch_status_clear(st);
+}
+
+static void test_start_refusals(void **state) {
+  conch_sandbox *sb = sandbox();
+  conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
+  conch_files_io_opts small = CONCH_FILES_IO_OPTS_INIT;
+  conch_file_meta m[1] = {{"sp ace", "v"}};
+  conch_files_xfer *x = (conch_files_xfer *)&o; /* set to NULL on failure */
+  conch_entry_info *w = NULL;
+  adone a = {0, 0, 0, 0};
+  conch_status st;
+  char p[300];
+  struct stat sbuf;
+  int rv, i;
+  (void)state;
+  conch_status_init(&st);
+  at(p, sizeof(p), "refused/never.txt");
+
+  /* Metadata refused: the pair named, as conch_files_write() names it. */
+  o.metadata = m;
+  o.n_metadata = 1;
+  rv = conch_files_write_start(sb, p, source, NULL, &o, on_done, &a, &x, &st);
+  expect_refused(&st, rv, CONCH_ERR_HEADER, CONCH_CODE_INVALID_ARGUMENT,
+                 "invalid metadata #0 ('sp ace')");
+  assert_null(x);
+  assert_int_equal(
+      conch_files_write_start(sb, p, source, NULL, &o, on_done, &a, &x, NULL),
+      CONCH_ERR_HEADER);
+
+  /* Bad options, for both directions. */
+  o.n_metadata = 0;
+  o.written = &w; /* without n_written */
+  rv = conch_files_write_start(sb, p, source, NULL, &o, on_done, &a, &x, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "n_written");
+  o.written = NULL;
+  o.timeout_ms = -1;
+  for (i = 0; i < 2; i++) {
+    rv = i == 0 ? conch_files_read_start(sb, p, never_sink, NULL, &o, on_done,
+                                         &a, &x, &st)
+                : conch_files_write_start(sb, p, source, NULL, &o, on_done, &a,
+                                          &x, &st);
+    expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                   "timeout_ms");
+  }
+  o.timeout_ms = 0;
+  o.idle_timeout_ms = -2;
+  rv =
+      conch_files_read_start(sb, p, never_sink, NULL, &o, on_done, &a, &x, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "idle_timeout_ms");
+  small.struct_size = 1;
+  rv = conch_files_read_start(sb, p, never_sink, NULL, &small, on_done, &a, &x,
+                              &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "struct_size");
+
+  /* NULL arguments, each named. */
+  rv = conch_files_read_start(NULL, p, never_sink, NULL, NULL, on_done, &a, &x,
+                              &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "sandbox");
+  rv = conch_files_read_start(sb, NULL, never_sink, NULL, NULL, on_done, &a, &x,
+                              &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "path");
+  rv = conch_files_read_start(sb, p, NULL, NULL, NULL, on_done, &a, &x, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "sink");
+  rv = conch_files_write_start(sb, p, NULL, NULL, NULL, on_done, &a, &x, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "source");
+  rv = conch_files_write_start(sb, p, source, NULL, NULL, NULL, &a, &x, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "done");
+  rv = conch_files_read_start(sb, p, never_sink, NULL, NULL, on_done, &a, NULL,
+                              &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "handle");
+
+  /* The blocking forms say why too. */
+  small.struct_size = 1;
+  rv = conch_files_write(sb, p, "abc", 3, &small, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "struct_size");
+  rv = conch_files_write(sb, p, NULL, 3, NULL, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "no data");
+
+  /* None of them ran or wrote anything. */
+  for (i = 0; i < 20; i++) {
+    assert_int_equal(conch_client_run(conch_sandbox_native(sb), 0), 0);
+  }
+  assert_false(a.done);
+  assert_int_not_equal(stat(p, &sbuf), 0);
   conch_sandbox_free(sb);
 }
 
@@ -1356,6 +1479,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_metadata_hostile),
       cmocka_unit_test(test_written_answer),
       cmocka_unit_test(test_xfer_handle),
+      cmocka_unit_test(test_start_refusals),
   };
   int rv;
   const char *which = argc > 1 ? argv[1] : "conch";

@@ -1695,6 +1695,8 @@ static void h_fs_done(int rv, const conch_status *st, uint64_t bytes,
 static PyObject *sb_fs_read(SandboxObject *s, PyObject *args) {
   const char *path, *user = NULL;
   conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
+  conch_status st;
+  PyObject *res;
   int rv;
   Op *op;
   if (!PyArg_ParseTuple(args, "s|z", &path, &user) || sb_check(s) != 0) {
@@ -1705,9 +1707,12 @@ static PyObject *sb_fs_read(SandboxObject *s, PyObject *args) {
   if (op == NULL) {
     return NULL;
   }
+  conch_status_init(&st);
   LOCKED(s, rv = conch_files_read_start(s->sb, path, h_fs_sink, op, &o,
-                                        h_fs_done, op, &op->fx));
-  return op_started(op, rv, "read", NULL);
+                                        h_fs_done, op, &op->fx, &st));
+  res = op_started(op, rv, "read", &st);
+  conch_status_clear(&st);
+  return res;
 }
 
 /* Sandbox.fs_write(path, user=None, metadata=None) -> Op: feed(bytes),
@@ -1765,14 +1770,8 @@ static PyObject *sb_fs_write(SandboxObject *s, PyObject *args) {
   o.written = &op->ents_out;
   o.n_written = &op->nents;
   conch_status_init(&st);
-  LOCKED(s, {
-    rv = conch_files_write_start(s->sb, path, h_fs_source, op, &o, h_fs_done,
-                                 op, &op->fx);
-    if (rv == CONCH_ERR_HEADER) {
-      /* The same check, blocking, for its message (nothing is sent). */
-      (void)conch_files_write(s->sb, path, "", 0, &o, &st);
-    }
-  });
+  LOCKED(s, rv = conch_files_write_start(s->sb, path, h_fs_source, op, &o,
+                                         h_fs_done, op, &op->fx, &st));
   PyMem_Free(pairs);
   res = op_started(op, rv, "write", &st);
   conch_status_clear(&st);

@@ -145,6 +145,22 @@ def test_hostile_metadata(serve, root, meta):
             sb.files.write(f"{root}/never", b"abc", metadata={"k": 1})
 
 
+async def test_start_refusal_async(serve, root):
+    """A write refused at its start (libconch's conch_files_write_start()
+    says why in its status): the pair named, nothing sent, the sandbox
+    usable after; the same for a key given twice in two cases."""
+    async with conch.AsyncSandbox(serve.url) as sb:
+        for meta, says in (({"sp ace": "1"}, "invalid metadata #0 ('sp ace')"),
+                           ({"K": "1", "k": "2"}, "given twice")):
+            with pytest.raises(conch.InvalidArgument) as ei:
+                await sb.files.write(f"{root}/never", b"abc", metadata=meta)
+            assert says in str(ei.value)
+            assert not os.path.exists(f"{root}/never")
+        w = await sb.files.write(f"{root}/after", b"abc", metadata={"k": "v"})
+        assert w.name == "after"
+        assert await sb.files.read(f"{root}/after", "bytes") == b"abc"
+
+
 def test_source_error_cancels(serve, root):
     with conch.Sandbox(serve.url) as sb:
         sb.files.write(f"{root}/keep", b"old")
