@@ -401,50 +401,87 @@ static int answer_parse(const char *body, size_t len, conch_entry_info **out,
 
 /* ---- Ending ------------------------------------------------------------- */
 
-/* envd's {"code":N,"message":"..."}: the message, unescaped (\uXXXX kept
-   as '?' beyond ASCII), into |out|; 0 when there is one. */
-static int json_message(const char *body, size_t len, char *out, size_t cap) {
-  const char *key = "\"message\"";
-  const char *p = NULL, *end = body + len;
-  size_t i, n = 0;
-  for (i = 0; i + 9 <= len; i++) {
-    if (memcmp(body + i, key, 9) == 0) {
-      p = body + i + 9;
-      break;
+/* The first bytes of a body that is not JSON, as a status message may
+   show them: valid UTF-8 kept, control characters and invalid bytes as
+   '?', at most about |max| bytes ("..." after when cut). */
+static void body_shown(const char *body, size_t len, size_t max, char *out,
+                       size_t cap) {
+  const unsigned char *b = (const unsigned char *)body;
+  size_t i = 0, n = 0;
+  while (i < len && i < max && n + 5 < cap) {
+    size_t k = b[i] < 0x80 ? 1 : conch__utf8_seq(b + i, len - i);
+    if (k <= 1) {
+      out[n++] = b[i] < 0x20 || b[i] >= 0x7f ? '?' : (char)b[i];
+      i++;
+    } else {
+      memcpy(out + n, b + i, k);
+      n += k;
+      i += k;
     }
   }
-  if (p == NULL) {
-    return -1;
-  }
-  while (p < end && (*p == ' ' || *p == ':' || *p == '\t')) {
-    p++;
-  }
-  if (p >= end || *p != '"') {
-    return -1;
-  }
-  for (p++; p < end && *p != '"' && n + 1 < cap; p++) {
-    char ch = *p;
-    if (ch == '\\' && p + 1 < end) {
-      p++;
-      switch (*p) {
-      case 'n':
-        ch = '\n';
-        break;
-      case 't':
-        ch = '\t';
-        break;
-      case 'u':
-        ch = '?';
-        p += (end - p > 4) ? 4 : end - p - 1;
-        break;
-      default:
-        ch = *p;
-      }
-    }
-    out[n++] = ch;
+  if (i < len) {
+    memcpy(out + n, "...", 3);
+    n += 3;
   }
   out[n] = '\0';
-  return 0;
+}
+
+/* The message of an error answer into |out|: envd's
+   {"code":N,"message":"..."} (read with json.h, the whole body checked:
+   its top-level "message", the last when repeated, cut to |cap| at a
+   character's end); for a body that is JSON without a message, or none,
+   the HTTP status; for one that is not JSON, the status and the body's
+   first bytes. */
+static void error_message(int http, const char *body, size_t len, char *out,
+                          size_t cap) {
+  const uint8_t *p = (const uint8_t *)body;
+  size_t root, it, key, value, msg = 0;
+  int found = 0;
+  if (body == NULL || len == 0) {
+    snprintf(out, cap, "HTTP %d from /files", http);
+    return;
+  }
+  if (conch__json_check(p, len, &root) != 0) {
+    char shown[128];
+    body_shown(body, len, 64, shown, sizeof(shown));
+    snprintf(out, cap, "HTTP %d from /files, with a body that is not JSON: %s",
+             http, shown);
+    return;
+  }
+  it = root;
+  if (conch__json_kind(p, root) == CONCH_JSON_OBJECT) {
+    while (conch__json_member(p, len, &it, &key, &value)) {
+      if (conch__json_string_is(p, key, "message") &&
+          conch__json_kind(p, value) == CONCH_JSON_STRING &&
+          conch__json_strlen(p, value) > 0) {
+        msg = value;
+        found = 1;
+      }
+    }
+  }
+  if (!found) {
+    snprintf(out, cap, "HTTP %d from /files", http);
+    return;
+  }
+  {
+    size_t n = conch__json_strlen(p, msg);
+    char *full = api_malloc(conch_mem_default(), n + 1);
+    if (full == NULL) {
+      snprintf(out, cap, "HTTP %d from /files", http);
+      return;
+    }
+    conch__json_string(p, msg, full);
+    if (n >= cap) {
+      /* Cut at a character's end: back over continuation bytes. */
+      n = cap - 1;
+      while (n > 0 && ((unsigned char)full[n] & 0xc0) == 0x80) {
+        n--;
+      }
+    }
+    memcpy(out, full, n);
+    out[n] = '\0';
+    api_free(conch_mem_default(), full);
+  }
 }
 
 static conch_code code_of(int http, const char *msg) {
@@ -511,10 +548,7 @@ static void settle(xfer *x, const conch_status *cs) {
   } else if (x->http < 200 || x->http > 299) {
     char msg[512];
     const char *m = msg;
-    if (x->errbody == NULL ||
-        json_message(x->errbody, x->errlen, msg, sizeof(msg)) != 0) {
-      snprintf(msg, sizeof(msg), "HTTP %d from /files", x->http);
-    }
+    error_message(x->http, x->errbody, x->errlen, msg, sizeof(msg));
     x->rv = CONCH_ERR_RPC;
     conch_status_setf(&x->st, conch_mem_default(), code_of(x->http, m), "%s",
                       m);

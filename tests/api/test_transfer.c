@@ -710,6 +710,108 @@ static void test_rejecting_server(void **state) {
   conch_status_clear(&st);
 }
 
+/* An HTTP answer with |status| and |body| (Content-Length set). */
+static const char *answer_of(char *buf, size_t cap, const char *status,
+                             const char *body) {
+  snprintf(buf, cap,
+           "HTTP/1.1 %s\r\nContent-Type: application/json\r\n"
+           "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
+           status, strlen(body), body);
+  return buf;
+}
+
+/* Whether |s| is valid UTF-8 (a status message must be). */
+static int is_utf8(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p != 0) {
+    int k = *p < 0x80                 ? 0
+            : *p >= 0xc2 && *p < 0xe0 ? 1
+            : *p >= 0xe0 && *p < 0xf0 ? 2
+            : *p >= 0xf0 && *p < 0xf5 ? 3
+                                      : -1;
+    if (k < 0) {
+      return 0;
+    }
+    for (p++; k > 0; k--, p++) {
+      if ((*p & 0xc0) != 0x80) {
+        return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+/* Error bodies that are not envd's JSON, or are with more in them: the
+   message read with the runtime's JSON reader (json.h), the whole body
+   checked; one that is not JSON (HTML, invalid UTF-8) gives the HTTP
+   status and its first bytes, shown safely, the code still the status's. */
+static void test_error_bodies(void **state) {
+  static const struct {
+    const char *status, *body, *msg;
+    conch_code code;
+    int http;
+  } cases[] = {
+      /* Escapes decoded (é, not '?'); only the top level's "message". */
+      {"404 Not Found",
+       "{\"code\":404,\"message\":\"no file caf\\u00e9\\n\\\"x\\\" here\","
+       "\"detail\":{\"message\":\"inner\"}}",
+       "no file caf\xc3\xa9\n\"x\" here", CONCH_CODE_NOT_FOUND, 404},
+      /* JSON without a message: the status. */
+      {"409 Conflict", "{\"code\":409}", "HTTP 409 from /files",
+       CONCH_CODE_ALREADY_EXISTS, 409},
+      {"400 Bad Request", "[\"message\", \"not this\"]", "HTTP 400 from /files",
+       CONCH_CODE_INVALID_ARGUMENT, 400},
+      /* Not JSON: the body's first bytes, control characters as '?'. */
+      {"502 Bad Gateway", "<html>\r\n<b>bad\x01gateway</b></html>",
+       "HTTP 502 from /files, with a body that is not JSON: "
+       "<html>?"
+       "?<b>bad?gateway</b></html>",
+       CONCH_CODE_UNAVAILABLE, 502},
+      /* Invalid UTF-8 in what would be the message: not JSON (RFC 8259),
+         the byte shown as '?', never passed on into the status. */
+      {"400 Bad Request", "{\"code\":400,\"message\":\"bad \xff\xfe path\"}",
+       "HTTP 400 from /files, with a body that is not JSON: "
+       "{\"code\":400,\"message\":\"bad ?? path\"}",
+       CONCH_CODE_INVALID_ARGUMENT, 400},
+      /* Truncated JSON; a long body cut after its first 64 bytes. */
+      {"500 Internal Server Error", "{\"code\":500,\"message\":\"cut",
+       "HTTP 500 from /files, with a body that is not JSON: "
+       "{\"code\":500,\"message\":\"cut",
+       CONCH_CODE_INTERNAL, 500},
+      {"503 Service Unavailable",
+       "Service Unavailable: the upstream did not answer in time, try again "
+       "later please",
+       "HTTP 503 from /files, with a body that is not JSON: Service "
+       "Unavailable: the upstream did not answer in time, try ag...",
+       CONCH_CODE_UNAVAILABLE, 503},
+  };
+  char ans[512], u[64];
+  conch_status st;
+  uint8_t *data;
+  size_t len, i;
+  fake f;
+  conch_sandbox *sb;
+  (void)state;
+  conch_status_init(&st);
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    fake_start(&f, answer_of(ans, sizeof(ans), cases[i].status, cases[i].body));
+    snprintf(u, sizeof(u), "http://127.0.0.1:%d", f.port);
+    sb = sandbox_at(u);
+    assert_int_equal(conch_files_read(sb, "/x", NULL, &data, &len, &st),
+                     CONCH_ERR_RPC);
+    assert_non_null(st.message);
+    if (strcmp(st.message, cases[i].msg) != 0) {
+      fail_msg("case %zu: message '%s', expected '%s'", i, st.message,
+               cases[i].msg);
+    }
+    assert_true(is_utf8(st.message));
+    expect_code(&st, cases[i].code, cases[i].http);
+    conch_sandbox_free(sb);
+    fake_stop(&f);
+  }
+  conch_status_clear(&st);
+}
+
 /* A full disk: a 1 MiB tmpfs mounted in the scratch directory (root only:
    skipped, saying so, otherwise), a 4 MiB write into it ends with
    resource_exhausted and envd's 507, in every form, the file that was
@@ -1473,6 +1575,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_async),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_rejecting_server),
+      cmocka_unit_test(test_error_bodies),
       cmocka_unit_test(test_stalled_server),
       cmocka_unit_test(test_full_disk),
       cmocka_unit_test(test_metadata),
