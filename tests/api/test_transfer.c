@@ -710,6 +710,48 @@ static void test_rejecting_server(void **state) {
   conch_status_clear(&st);
 }
 
+/* A file whose name is not UTF-8 (as the OS allows): written and read
+   back byte-exact by its path; conch serve's JSON answer names it as
+   envd's does, each byte that is not UTF-8 as U+FFFD (JSON holds no
+   other), so the answer is read, not refused as not JSON. */
+static void test_non_utf8_name(void **state) {
+  conch_sandbox *sb;
+  conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
+  conch_entry_info *w = NULL;
+  size_t nw = 0, len = 0;
+  conch_status st;
+  uint8_t *data = NULL, *disk;
+  char p[300];
+  (void)state;
+  if (use_node) {
+    skip(); /* the node peer's names are JavaScript strings */
+  }
+  sb = sandbox();
+  conch_status_init(&st);
+  at(p, sizeof(p), "caf\xe9-\xff.txt");
+  o.written = &w;
+  o.n_written = &nw;
+  assert_int_equal(conch_files_write(sb, p, "latin", 5, &o, &st), 0);
+  assert_int_equal(nw, 1);
+  assert_string_equal(w[0].name, "caf\xef\xbf\xbd-\xef\xbf\xbd.txt");
+  conch_entries_free(w, nw);
+  disk = slurp(p, &len);
+  assert_int_equal(len, 5);
+  assert_memory_equal(disk, "latin", 5);
+  free(disk);
+  assert_int_equal(conch_files_read(sb, p, NULL, &data, &len, &st), 0);
+  assert_int_equal(len, 5);
+  assert_memory_equal(data, "latin", 5);
+  conch_files_data_free(data);
+  /* Not there: envd's 404, its message valid JSON, U+FFFD in it. */
+  at(p, sizeof(p), "caf\xe9-missing");
+  assert_int_equal(conch_files_read(sb, p, NULL, &data, &len, &st),
+                   CONCH_ERR_RPC);
+  assert_non_null(strstr(st.message, "caf\xef\xbf\xbd-missing"));
+  expect_code(&st, CONCH_CODE_NOT_FOUND, 404);
+  conch_sandbox_free(sb);
+}
+
 /* An HTTP answer with |status| and |body| (Content-Length set). */
 static const char *answer_of(char *buf, size_t cap, const char *status,
                              const char *body) {
@@ -1576,6 +1618,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_rejecting_server),
       cmocka_unit_test(test_error_bodies),
+      cmocka_unit_test(test_non_utf8_name),
       cmocka_unit_test(test_stalled_server),
       cmocka_unit_test(test_full_disk),
       cmocka_unit_test(test_metadata),
