@@ -1449,6 +1449,18 @@ static PyObject *sb_get_closed(SandboxObject *s, void *c) {
 /* An entry as the tuple conch/_files.py makes an EntryInfo of: (name,
    type, path, size, mode, permissions, owner, group, mtime_sec,
    mtime_nsec, symlink_target, metadata dict). */
+/* A name from the server (a file's, a user's) as os.fsdecode() makes one
+   of the bytes the OS gives: what is not UTF-8 as lone surrogates
+   ('surrogateescape'), so that fsencode() (PyUnicode_FSConverter, the
+   paths these functions take) gives the same bytes back.  NULL stays
+   None. */
+static PyObject *fs_name(const char *s) {
+  if (s == NULL) {
+    Py_RETURN_NONE;
+  }
+  return PyUnicode_DecodeFSDefaultAndSize(s, (Py_ssize_t)strlen(s));
+}
+
 static PyObject *make_entry(const conch_entry_info *e) {
   PyObject *meta = PyDict_New(), *t;
   size_t i;
@@ -1456,20 +1468,24 @@ static PyObject *make_entry(const conch_entry_info *e) {
     return NULL;
   }
   for (i = 0; i < e->n_metadata; i++) {
+    PyObject *k = fs_name(e->metadata[i].key);
     PyObject *v = PyUnicode_DecodeUTF8(e->metadata[i].value,
                                        (Py_ssize_t)strlen(e->metadata[i].value),
                                        "replace");
-    if (v == NULL || PyDict_SetItemString(meta, e->metadata[i].key, v) != 0) {
+    if (k == NULL || v == NULL || PyDict_SetItem(meta, k, v) != 0) {
+      Py_XDECREF(k);
       Py_XDECREF(v);
       Py_DECREF(meta);
       return NULL;
     }
+    Py_DECREF(k);
     Py_DECREF(v);
   }
-  t = Py_BuildValue("(sssLkssslisN)", e->name, conch_file_type_name(e->type),
-                    e->path, (long long)e->size, (unsigned long)e->mode,
-                    e->permissions, e->owner, e->group, (long)e->mtime_sec,
-                    (int)e->mtime_nsec, e->symlink_target, meta);
+  t = Py_BuildValue("(NsNLksNNliNN)", fs_name(e->name),
+                    conch_file_type_name(e->type), fs_name(e->path),
+                    (long long)e->size, (unsigned long)e->mode, e->permissions,
+                    fs_name(e->owner), fs_name(e->group), (long)e->mtime_sec,
+                    (int)e->mtime_nsec, fs_name(e->symlink_target), meta);
   return t;
 }
 
@@ -1583,22 +1599,38 @@ static void h_fs_status(const conch_status *st, void *ud) {
   fs_keep(ud, NULL, 0, st);
 }
 
+/* A path argument as os.fsencode() makes bytes of it (str, bytes or
+   os.PathLike; a str's lone surrogates back to the bytes fs_name() made
+   them of): an O& converter into a bytes object, NULL for None. */
+static int fs_path_opt(PyObject *o, void *out) {
+  if (o == Py_None) {
+    *(PyObject **)out = NULL;
+    return 1;
+  }
+  return PyUnicode_FSConverter(o, out);
+}
+
 /* Sandbox.fs(what, path, user=None, dst=None, depth=0) -> Op: stat, list,
    mkdir, move, remove.  Its end: a list of entry tuples (empty for
    remove). */
 static PyObject *sb_fs(SandboxObject *s, PyObject *args) {
   const char *what, *path, *user = NULL, *dst = NULL;
+  PyObject *pb = NULL, *db = NULL, *res;
   unsigned int depth = 0;
   int rv;
   Op *op;
-  if (!PyArg_ParseTuple(args, "ss|zzI", &what, &path, &user, &dst, &depth) ||
-      sb_check(s) != 0) {
+  if (!PyArg_ParseTuple(args, "sO&|zO&I", &what, PyUnicode_FSConverter, &pb,
+                        &user, fs_path_opt, &db, &depth)) {
     return NULL;
   }
-  op = op_new(s, OK_FILES);
+  op = sb_check(s) == 0 ? op_new(s, OK_FILES) : NULL;
   if (op == NULL) {
+    Py_DECREF(pb);
+    Py_XDECREF(db);
     return NULL;
   }
+  path = PyBytes_AS_STRING(pb);
+  dst = db != NULL ? PyBytes_AS_STRING(db) : NULL;
   LOCKED(s, {
     if (strcmp(what, "stat") == 0) {
       rv = conch_files_stat_async(s->sb, path, user, h_fs_entry, op);
@@ -1616,7 +1648,10 @@ static PyObject *sb_fs(SandboxObject *s, PyObject *args) {
       rv = CONCH_ERR_INVALID;
     }
   });
-  return op_started(op, rv, what, NULL);
+  res = op_started(op, rv, what, NULL);
+  Py_DECREF(pb);
+  Py_XDECREF(db);
+  return res;
 }
 
 /* Reads: each piece queued (bytes), the transfer paused past Q_HIGH;
@@ -1693,33 +1728,34 @@ static void h_fs_done(int rv, const conch_status *st, uint64_t bytes,
 /* Sandbox.fs_read(path, user=None) -> Op: pop() gives bytes, END at the
    end. */
 static PyObject *sb_fs_read(SandboxObject *s, PyObject *args) {
-  const char *path, *user = NULL;
+  const char *user = NULL;
   conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
   conch_status st;
-  PyObject *res;
+  PyObject *pb = NULL, *res;
   int rv;
   Op *op;
-  if (!PyArg_ParseTuple(args, "s|z", &path, &user) || sb_check(s) != 0) {
+  if (!PyArg_ParseTuple(args, "O&|z", PyUnicode_FSConverter, &pb, &user)) {
     return NULL;
   }
   o.user = user;
-  op = op_new(s, OK_READ);
+  op = sb_check(s) == 0 ? op_new(s, OK_READ) : NULL;
   if (op == NULL) {
+    Py_DECREF(pb);
     return NULL;
   }
   conch_status_init(&st);
-  LOCKED(s, rv = conch_files_read_start(s->sb, path, h_fs_sink, op, &o,
-                                        h_fs_done, op, &op->fx, &st));
+  LOCKED(s, rv = conch_files_read_start(s->sb, PyBytes_AS_STRING(pb), h_fs_sink,
+                                        op, &o, h_fs_done, op, &op->fx, &st));
   res = op_started(op, rv, "read", &st);
   conch_status_clear(&st);
+  Py_DECREF(pb);
   return res;
 }
 
 /* Sandbox.fs_write(path, user=None, metadata=None) -> Op: feed(bytes),
    feed_end(); its end: the written entries. */
-static PyObject *sb_fs_write(SandboxObject *s, PyObject *args) {
-  const char *path, *user = NULL;
-  PyObject *meta = Py_None;
+static PyObject *fs_write_at(SandboxObject *s, const char *path,
+                             const char *user, PyObject *meta) {
   conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
   conch_file_meta *pairs = NULL;
   conch_status st;
@@ -1727,10 +1763,6 @@ static PyObject *sb_fs_write(SandboxObject *s, PyObject *args) {
   Py_ssize_t n = 0, i;
   int rv;
   Op *op;
-  if (!PyArg_ParseTuple(args, "s|zO", &path, &user, &meta) ||
-      sb_check(s) != 0) {
-    return NULL;
-  }
   if (meta != Py_None) {
     n = PySequence_Size(meta);
     if (n < 0) {
@@ -1775,6 +1807,20 @@ static PyObject *sb_fs_write(SandboxObject *s, PyObject *args) {
   PyMem_Free(pairs);
   res = op_started(op, rv, "write", &st);
   conch_status_clear(&st);
+  return res;
+}
+
+static PyObject *sb_fs_write(SandboxObject *s, PyObject *args) {
+  const char *user = NULL;
+  PyObject *pb = NULL, *meta = Py_None, *res = NULL;
+  if (!PyArg_ParseTuple(args, "O&|zO", PyUnicode_FSConverter, &pb, &user,
+                        &meta)) {
+    return NULL;
+  }
+  if (sb_check(s) == 0) {
+    res = fs_write_at(s, PyBytes_AS_STRING(pb), user, meta);
+  }
+  Py_DECREF(pb);
   return res;
 }
 
@@ -1863,25 +1909,32 @@ typedef struct WatchObject {
 static PyTypeObject WatchType;
 
 static PyObject *sb_fs_watch(SandboxObject *s, PyObject *args) {
-  const char *path, *user = NULL;
+  const char *user = NULL;
+  PyObject *pb = NULL;
   int recursive = 0, rv;
   conch_status st;
   conch_watch *w = NULL;
   WatchObject *wo;
-  if (!PyArg_ParseTuple(args, "s|zp", &path, &user, &recursive) ||
-      sb_check(s) != 0) {
+  if (!PyArg_ParseTuple(args, "O&|zp", PyUnicode_FSConverter, &pb, &user,
+                        &recursive)) {
+    return NULL;
+  }
+  if (sb_check(s) != 0) {
+    Py_DECREF(pb);
     return NULL;
   }
   if (s->async) {
+    Py_DECREF(pb);
     PyErr_SetString(PyExc_RuntimeError,
                     "a watch needs a blocking sandbox (libconch's is)");
     return NULL;
   }
   conch_status_init(&st);
-  LOCKED(s, rv = conch_files_watch(s->sb, path,
+  LOCKED(s, rv = conch_files_watch(s->sb, PyBytes_AS_STRING(pb),
                                    CONCH_WATCH_ENTRY |
                                        (recursive ? CONCH_WATCH_RECURSIVE : 0),
                                    user, &w, &st));
+  Py_DECREF(pb);
   if (rv != 0) {
     raise_exc(rv == CONCH_ERR_RPC ? error_from_status(&st, NULL)
                                   : error_from_rv(rv, "watch"));
@@ -1967,8 +2020,8 @@ static PyObject *watch_next(WatchObject *wo, PyObject *args) {
     Py_INCREF(Py_None);
     ent = Py_None;
   }
-  return Py_BuildValue("(ssN)", conch_fs_event_name(ev.type),
-                       ev.name != NULL ? ev.name : "", ent);
+  return Py_BuildValue("(sNN)", conch_fs_event_name(ev.type),
+                       fs_name(ev.name != NULL ? ev.name : ""), ent);
 }
 
 /* Watch.close(): ends the watch on the server.  Idempotent. */

@@ -161,6 +161,45 @@ async def test_start_refusal_async(serve, root):
         assert await sb.files.read(f"{root}/after", "bytes") == b"abc"
 
 
+def test_non_utf8_names(serve, root):
+    """A file name that is not UTF-8 (a Latin-1 one, as the OS allows):
+    list() gives it as os.fsdecode() does (lone surrogates, no
+    UnicodeDecodeError), and the name goes back byte-exact: os.fsencode()
+    of it is the name on disk, reading it gives the file, writing next to
+    it makes the bytes asked for (conch serve's JSON answer shows it as
+    envd's does, U+FFFD for what is not UTF-8); a call the server refuses
+    for it (its RPCs take UTF-8 only) fails cleanly."""
+    raw = b"caf\xe9-\xff.txt"
+    d = os.path.join(os.fsencode(root), b"nu")
+    os.mkdir(d)
+    with open(os.path.join(d, raw), "wb") as fh:
+        fh.write(b"latin-1 named")
+    with conch.Sandbox(serve.url) as sb:
+        f = sb.files
+        [e] = f.list(f"{root}/nu")
+        assert e.name == os.fsdecode(raw) == "caf\udce9-\udcff.txt"
+        assert os.fsencode(e.name) == raw
+        assert os.fsencode(e.path) == os.path.join(d, raw)
+        assert f.read(e.path, "bytes") == b"latin-1 named"
+        with f.read(e.path, format="stream") as st:
+            assert b"".join(st) == b"latin-1 named"
+        assert f.read(os.path.join(d, raw), "bytes") == b"latin-1 named"
+        # The answer names it as envd's JSON does: U+FFFD for each byte
+        # that is not UTF-8 (JSON holds no other); the file is the bytes.
+        w = f.write(e.path + ".copy", b"copied")
+        assert w.name == "caf\ufffd-\ufffd.txt.copy"
+        assert sorted(os.listdir(d)) == [raw, raw + b".copy"]
+        with open(os.path.join(d, raw + b".copy"), "rb") as fh:
+            assert fh.read() == b"copied"
+        with pytest.raises(conch.InvalidArgument):
+            f.get_info(e.path)  # protobuf strings are UTF-8: refused
+        with pytest.raises(conch.NotFound) as ei:
+            f.read(e.path + ".missing")
+        assert "caf\ufffd-\ufffd.txt.missing" in str(ei.value)
+        with pytest.raises(ValueError):
+            f.read(f"{root}/nul\0byte")
+
+
 def test_source_error_cancels(serve, root):
     with conch.Sandbox(serve.url) as sb:
         sb.files.write(f"{root}/keep", b"old")
