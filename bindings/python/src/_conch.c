@@ -247,6 +247,10 @@ struct Op {
   conch_status st;
   chunk *qhead, *qtail;
   size_t qbytes;
+  /* OK_READ: the pieces as bytes objects, made once from libconch's
+     piece (the only copy), a ring of |rq_n| from |rq_head|. */
+  PyObject **rq;
+  size_t rq_cap, rq_head, rq_n;
   /* A unary call's answer: a list for List. */
   conch_process_info *list;
   size_t nlist;
@@ -356,7 +360,7 @@ static void dispatch_op(Op *op) {
     }
   }
   if (op->f_data != NULL &&
-      (op->qhead != NULL || op->ended || op->stdin_ready)) {
+      (op->qhead != NULL || op->rq_n > 0 || op->ended || op->stdin_ready)) {
     Py_INCREF(Py_None);
     resolve(&op->f_data, Py_None, NULL);
   }
@@ -1654,14 +1658,89 @@ static PyObject *sb_fs(SandboxObject *s, PyObject *args) {
   return res;
 }
 
-/* Reads: each piece queued (bytes), the transfer paused past Q_HIGH;
-   the op's close cancels it. */
+/* A read's ring of bytes objects: |b| (its reference) at the end.  With
+   the GIL.  0, or -1 out of memory. */
+static int rq_push(Op *op, PyObject *b) {
+  if (op->rq_n == op->rq_cap) {
+    size_t cap = op->rq_cap != 0 ? 2 * op->rq_cap : 16, i;
+    PyObject **nq = PyMem_RawMalloc(cap * sizeof(*nq));
+    if (nq == NULL) {
+      return -1;
+    }
+    for (i = 0; i < op->rq_n; i++) {
+      nq[i] = op->rq[(op->rq_head + i) % op->rq_cap];
+    }
+    PyMem_RawFree(op->rq);
+    op->rq = nq;
+    op->rq_cap = cap;
+    op->rq_head = 0;
+  }
+  op->rq[(op->rq_head + op->rq_n) % op->rq_cap] = b;
+  op->rq_n++;
+  op->qbytes += (size_t)PyBytes_GET_SIZE(b);
+  return 0;
+}
+
+/* The first of the ring (its reference), NULL when empty.  Under the
+   sandbox's lock (blocking) or on the loop. */
+static PyObject *rq_pop(Op *op) {
+  PyObject *b;
+  if (op->rq_n == 0) {
+    return NULL;
+  }
+  b = op->rq[op->rq_head];
+  op->rq_head = (op->rq_head + 1) % op->rq_cap;
+  op->rq_n--;
+  op->qbytes -= (size_t)PyBytes_GET_SIZE(b);
+  return b;
+}
+
+/* Takes the ring out of |op| (what it held: |*q|, |*cap|, |*head|, |*n|),
+   for rq_release() with the GIL.  Under the lock or on the loop. */
+static void rq_take(Op *op, PyObject ***q, size_t *cap, size_t *head,
+                    size_t *n) {
+  *q = op->rq;
+  *cap = op->rq_cap;
+  *head = op->rq_head;
+  *n = op->rq_n;
+  op->rq = NULL;
+  op->rq_cap = op->rq_head = op->rq_n = 0;
+  if (op->kind == OK_READ) {
+    op->qbytes = 0;
+  }
+}
+
+static void rq_release(PyObject **q, size_t cap, size_t head, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    Py_DECREF(q[(head + i) % cap]);
+  }
+  PyMem_RawFree(q);
+}
+
+/* Reads: each piece made a bytes object at once (the one copy: pop()
+   hands that object on), the transfer paused past Q_HIGH; the op's close
+   cancels it.  libconch calls it with the sandbox's lock held and, in
+   blocking mode, without the GIL: it takes the GIL for the object (the
+   order the driver takes them in too: lock, then GIL; nothing waits for
+   the lock holding the GIL). */
 static int h_fs_sink(const uint8_t *d, size_t n, void *ud) {
   Op *op = ud;
+  PyGILState_STATE g;
+  PyObject *b;
+  int bad = 0;
   if (op->closing) {
     return -1;
   }
-  if (q_push(op, 0, d, n) != 0) {
+  g = PyGILState_Ensure();
+  b = PyBytes_FromStringAndSize((const char *)d, (Py_ssize_t)n);
+  if (b == NULL || rq_push(op, b) != 0) {
+    Py_XDECREF(b);
+    PyErr_Clear();
+    bad = 1;
+  }
+  PyGILState_Release(g);
+  if (bad) {
     op->nomem = 1;
     return -1;
   }
@@ -2300,7 +2379,7 @@ FUTURE_METHOD(op_close_future_raw, f_close)
 
 static int c_started(Op *op) { return op->started || op->ended; }
 static int c_data(Op *op) {
-  return op->qhead != NULL || op->ended || op->stdin_ready;
+  return op->qhead != NULL || op->rq_n > 0 || op->ended || op->stdin_ready;
 }
 static int c_end(Op *op) {
   return ONE_SHOT(op->kind) ? op->unary_done
@@ -2330,12 +2409,20 @@ static PyObject *op_wait_data(Op *op, PyObject *noargs) {
 }
 
 static void drop_queue(Op *op) {
+  PyObject **q;
+  size_t cap, head, n;
   if (!op->sbo->async) {
-    LOCKED(op->sbo, { chunks_free(op); q_relieve(op); });
+    LOCKED(op->sbo, {
+      chunks_free(op);
+      rq_take(op, &q, &cap, &head, &n);
+      q_relieve(op);
+    });
   } else {
     chunks_free(op);
+    rq_take(op, &q, &cap, &head, &n);
     q_relieve(op);
   }
+  rq_release(q, cap, head, n); /* with the GIL */
 }
 
 /* The end: drops unread output, for wait(). */
@@ -2504,6 +2591,34 @@ static PyObject *op_pop(Op *op, PyObject *noargs) {
   PyObject *data, *r;
   int async = op->sbo->async;
   (void)noargs;
+  if (op->kind == OK_READ) {
+    /* The bytes object the sink made, handed on as it is. */
+    int ended = 0;
+    data = NULL;
+    if (!async) {
+      LOCKED(op->sbo, {
+        data = rq_pop(op);
+        ended = op->ended; /* with the pop: nothing queued after it */
+        q_relieve(op);
+      });
+    } else {
+      data = rq_pop(op);
+      ended = op->ended;
+      q_relieve(op);
+    }
+    if (data != NULL) {
+      return data;
+    }
+    if (!ended) {
+      Py_RETURN_NONE;
+    }
+    if (op->st.code == CONCH_CODE_OK) {
+      Py_INCREF(END);
+      return END;
+    }
+    raise_exc(error_from_status(&op->st, NULL));
+    return NULL;
+  }
   if (!async) {
     LOCKED(op->sbo, {
       c = op->qhead;
@@ -2526,22 +2641,6 @@ static PyObject *op_pop(Op *op, PyObject *noargs) {
       op->qbytes -= c->len;
       q_relieve(op);
     }
-  }
-  if (op->kind == OK_READ) {
-    if (c == NULL) {
-      if (!op->ended) {
-        Py_RETURN_NONE;
-      }
-      if (op->st.code == CONCH_CODE_OK) {
-        Py_INCREF(END);
-        return END;
-      }
-      raise_exc(error_from_status(&op->st, NULL));
-      return NULL;
-    }
-    data = PyBytes_FromStringAndSize((const char *)c->data, (Py_ssize_t)c->len);
-    PyMem_RawFree(c);
-    return data;
   }
   if (c == NULL) {
     if (!op->ended) {
@@ -2612,6 +2711,7 @@ static void op_dealloc(Op *op) {
   PyObject_GC_UnTrack(op);
   /* Held while the handle is open, so |p| is released here. */
   chunks_free(op);
+  rq_release(op->rq, op->rq_cap, op->rq_head, op->rq_n);
   conch_exec_result_clear(&op->res);
   conch_status_clear(&op->st);
   list_free(op->list, op->nlist);

@@ -11,12 +11,15 @@ import gc
 import hashlib
 import io
 import os
+import shutil
+import subprocess
+import sys
 import tracemalloc
 
 import pytest
 
 import conch
-from conftest import WAIT
+from conftest import SOURCE_DIR, WAIT
 
 MiB = 1 << 20
 
@@ -198,6 +201,37 @@ def test_non_utf8_names(serve, root):
         assert "caf\ufffd-\ufffd.txt.missing" in str(ei.value)
         with pytest.raises(ValueError):
             f.read(f"{root}/nul\0byte")
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_read_copies_once(serve, root, mode):
+    """A streamed read copies each piece once, into the bytes object it
+    hands on (before: into a queued chunk, then again into bytes): counted
+    by tools/bench/python/count_copies.c (LD_PRELOAD), memcpy/memmove of
+    4 KiB or more during a 16 MiB read, in a child interpreter."""
+    bench = os.path.join(SOURCE_DIR, "tools", "bench", "python")
+    so = os.path.join(root, "count.so")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so,
+                    os.path.join(bench, "count_copies.c"), "-ldl"],
+                   check=True, timeout=120)
+    n = 16 * MiB
+    with open(f"{root}/big", "wb") as fh:
+        fh.write(os.urandom(n))
+    with open(f"{root}/big.warm", "wb") as fh:
+        fh.write(b"warm")
+    env = dict(os.environ, LD_PRELOAD=so,
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run([sys.executable, os.path.join(bench, "read_copies.py"),
+                          mode, serve.url, f"{root}/big"], env=env,
+                         check=True, capture_output=True, text=True,
+                         timeout=120).stdout.split()
+    pieces, total, allocs, _, copies, copied = map(int, out)
+    assert total == n
+    # Once: n, give or take the pieces under 4 KiB and the small copies
+    # of the rest of the process; twice would be 2 n.
+    assert 0.9 * n <= copied <= 1.2 * n, out
+    assert allocs <= pieces + 64, out
 
 
 def test_source_error_cancels(serve, root):
