@@ -401,50 +401,87 @@ static int answer_parse(const char *body, size_t len, conch_entry_info **out,
 
 /* ---- Ending ------------------------------------------------------------- */
 
-/* envd's {"code":N,"message":"..."}: the message, unescaped (\uXXXX kept
-   as '?' beyond ASCII), into |out|; 0 when there is one. */
-static int json_message(const char *body, size_t len, char *out, size_t cap) {
-  const char *key = "\"message\"";
-  const char *p = NULL, *end = body + len;
-  size_t i, n = 0;
-  for (i = 0; i + 9 <= len; i++) {
-    if (memcmp(body + i, key, 9) == 0) {
-      p = body + i + 9;
-      break;
+/* The first bytes of a body that is not JSON, as a status message may
+   show them: valid UTF-8 kept, control characters and invalid bytes as
+   '?', at most about |max| bytes ("..." after when cut). */
+static void body_shown(const char *body, size_t len, size_t max, char *out,
+                       size_t cap) {
+  const unsigned char *b = (const unsigned char *)body;
+  size_t i = 0, n = 0;
+  while (i < len && i < max && n + 5 < cap) {
+    size_t k = b[i] < 0x80 ? 1 : conch__utf8_seq(b + i, len - i);
+    if (k <= 1) {
+      out[n++] = b[i] < 0x20 || b[i] >= 0x7f ? '?' : (char)b[i];
+      i++;
+    } else {
+      memcpy(out + n, b + i, k);
+      n += k;
+      i += k;
     }
   }
-  if (p == NULL) {
-    return -1;
-  }
-  while (p < end && (*p == ' ' || *p == ':' || *p == '\t')) {
-    p++;
-  }
-  if (p >= end || *p != '"') {
-    return -1;
-  }
-  for (p++; p < end && *p != '"' && n + 1 < cap; p++) {
-    char ch = *p;
-    if (ch == '\\' && p + 1 < end) {
-      p++;
-      switch (*p) {
-      case 'n':
-        ch = '\n';
-        break;
-      case 't':
-        ch = '\t';
-        break;
-      case 'u':
-        ch = '?';
-        p += (end - p > 4) ? 4 : end - p - 1;
-        break;
-      default:
-        ch = *p;
-      }
-    }
-    out[n++] = ch;
+  if (i < len) {
+    memcpy(out + n, "...", 3);
+    n += 3;
   }
   out[n] = '\0';
-  return 0;
+}
+
+/* The message of an error answer into |out|: envd's
+   {"code":N,"message":"..."} (read with json.h, the whole body checked:
+   its top-level "message", the last when repeated, cut to |cap| at a
+   character's end); for a body that is JSON without a message, or none,
+   the HTTP status; for one that is not JSON, the status and the body's
+   first bytes. */
+static void error_message(int http, const char *body, size_t len, char *out,
+                          size_t cap) {
+  const uint8_t *p = (const uint8_t *)body;
+  size_t root, it, key, value, msg = 0;
+  int found = 0;
+  if (body == NULL || len == 0) {
+    snprintf(out, cap, "HTTP %d from /files", http);
+    return;
+  }
+  if (conch__json_check(p, len, &root) != 0) {
+    char shown[128];
+    body_shown(body, len, 64, shown, sizeof(shown));
+    snprintf(out, cap, "HTTP %d from /files, with a body that is not JSON: %s",
+             http, shown);
+    return;
+  }
+  it = root;
+  if (conch__json_kind(p, root) == CONCH_JSON_OBJECT) {
+    while (conch__json_member(p, len, &it, &key, &value)) {
+      if (conch__json_string_is(p, key, "message") &&
+          conch__json_kind(p, value) == CONCH_JSON_STRING &&
+          conch__json_strlen(p, value) > 0) {
+        msg = value;
+        found = 1;
+      }
+    }
+  }
+  if (!found) {
+    snprintf(out, cap, "HTTP %d from /files", http);
+    return;
+  }
+  {
+    size_t n = conch__json_strlen(p, msg);
+    char *full = api_malloc(conch_mem_default(), n + 1);
+    if (full == NULL) {
+      snprintf(out, cap, "HTTP %d from /files", http);
+      return;
+    }
+    conch__json_string(p, msg, full);
+    if (n >= cap) {
+      /* Cut at a character's end: back over continuation bytes. */
+      n = cap - 1;
+      while (n > 0 && ((unsigned char)full[n] & 0xc0) == 0x80) {
+        n--;
+      }
+    }
+    memcpy(out, full, n);
+    out[n] = '\0';
+    api_free(conch_mem_default(), full);
+  }
 }
 
 static conch_code code_of(int http, const char *msg) {
@@ -511,10 +548,7 @@ static void settle(xfer *x, const conch_status *cs) {
   } else if (x->http < 200 || x->http > 299) {
     char msg[512];
     const char *m = msg;
-    if (x->errbody == NULL ||
-        json_message(x->errbody, x->errlen, msg, sizeof(msg)) != 0) {
-      snprintf(msg, sizeof(msg), "HTTP %d from /files", x->http);
-    }
+    error_message(x->http, x->errbody, x->errlen, msg, sizeof(msg));
     x->rv = CONCH_ERR_RPC;
     conch_status_setf(&x->st, conch_mem_default(), code_of(x->http, m), "%s",
                       m);
@@ -722,20 +756,37 @@ static void on_close(conch_call *call, const conch_status *cs,
 
 /* ---- Starting ----------------------------------------------------------- */
 
-/* A new transfer (a write when |write|) with |opts| (checked: a write's
-   metadata refused says why in |st|, which may be NULL). */
+/* A refusal before anything is sent: CONCH_ERR_INVALID, with |st| (may
+   be NULL) invalid_argument saying why. */
+static int refuse(conch_status *st, const char *why) {
+  conch__sb_fail(st, CONCH_CODE_INVALID_ARGUMENT, CONCH_ERR_INVALID, why);
+  return CONCH_ERR_INVALID;
+}
+
+static int nomem(conch_status *st) {
+  conch__sb_fail(st, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
+                 "out of memory starting the transfer");
+  return CONCH_ERR_NOMEM;
+}
+
+/* A new transfer (a write when |write|) with |opts| (checked: what is
+   refused says why in |st|, which may be NULL). */
 static int xfer_new(conch_sandbox *sb, const conch_files_io_opts *opts,
                     int write, conch_status *st, xfer **out) {
   conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
   xfer *x;
   if (opts != NULL) {
     size_t n = opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o);
-    if (n < sizeof(size_t) || opts->timeout_ms < 0) {
-      return CONCH_ERR_INVALID;
+    if (n < sizeof(size_t)) {
+      return refuse(st, "opts.struct_size is too small (use "
+                        "CONCH_FILES_IO_OPTS_INIT)");
     }
     memcpy(&o, opts, n);
+    if (o.timeout_ms < 0) {
+      return refuse(st, "opts.timeout_ms is negative");
+    }
     if (o.idle_timeout_ms < -1) {
-      return CONCH_ERR_INVALID;
+      return refuse(st, "opts.idle_timeout_ms is below -1");
     }
   }
   if (write) {
@@ -744,12 +795,13 @@ static int xfer_new(conch_sandbox *sb, const conch_files_io_opts *opts,
       return rv;
     }
     if ((o.written == NULL) != (o.n_written == NULL)) {
-      return CONCH_ERR_INVALID;
+      return refuse(st, "opts.written and opts.n_written go together (both "
+                        "set or both NULL)");
     }
   }
   x = api_calloc(sb->mem, 1, sizeof(*x));
   if (x == NULL) {
-    return CONCH_ERR_NOMEM;
+    return nomem(st);
   }
   x->sb = sb;
   x->write = write;
@@ -775,9 +827,11 @@ static int xfer_new(conch_sandbox *sb, const conch_files_io_opts *opts,
 }
 
 /* Starts the exchange of |x| (sink or source set).  Returns 0 or an
-   error, with |x| still the caller's either way. */
+   error (|st|, may be NULL, says why), with |x| still the caller's either
+   way. */
 static int xfer_start(xfer *x, const char *path,
-                      const conch_files_io_opts *opts, int auto_free) {
+                      const conch_files_io_opts *opts, int auto_free,
+                      conch_status *st) {
   conch_sandbox *sb = x->sb;
   const char *user = opts != NULL ? opts->user : NULL;
   conch_call_handler h = {0};
@@ -805,7 +859,7 @@ static int xfer_start(xfer *x, const char *path,
   if (target == NULL || md == NULL || (x->write && x->piece == NULL)) {
     api_free(sb->mem, target);
     conch_metadata_free(md);
-    return CONCH_ERR_NOMEM;
+    return nomem(st);
   }
   co.headers = md;
   if (x->write) {
@@ -828,7 +882,17 @@ static int xfer_start(xfer *x, const char *path,
                          x->write ? ctype : NULL, &co, &h, x, &x->call);
   api_free(sb->mem, target);
   conch_metadata_free(md);
+  if (rv == CONCH_ERR_NOMEM) {
+    return nomem(st);
+  }
   if (rv != 0) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "the transfer of %.64s could not start: %s",
+             path, conch_strerror(rv));
+    conch__sb_fail(st,
+                   rv == CONCH_ERR_INVALID ? CONCH_CODE_INVALID_ARGUMENT
+                                           : CONCH_CODE_UNAVAILABLE,
+                   rv, msg);
     return rv;
   }
   touch(x);
@@ -844,7 +908,7 @@ static int xfer_start(xfer *x, const char *path,
 /* Runs |x| to its end and returns its result (|x| freed). */
 static int xfer_run(xfer *x, const char *path, const conch_files_io_opts *opts,
                     conch_status *st) {
-  int rv = xfer_start(x, path, opts, 0);
+  int rv = xfer_start(x, path, opts, 0, st);
   if (rv == 0) {
     rv = conch__sb_drive(x->sb, &x->done);
     if (rv == 0) {
@@ -857,17 +921,19 @@ static int xfer_run(xfer *x, const char *path, const conch_files_io_opts *opts,
   return rv;
 }
 
-static int check(conch_sandbox *sb, const char *path) {
-  return sb == NULL || path == NULL ? CONCH_ERR_INVALID : 0;
+static int check(conch_sandbox *sb, const char *path, conch_status *st) {
+  return sb == NULL     ? refuse(st, "no sandbox (NULL)")
+         : path == NULL ? refuse(st, "no path (NULL)")
+                        : 0;
 }
 
 int conch_files_read_cb(conch_sandbox *sb, const char *path,
                         conch_files_sink sink, void *sink_ud,
                         const conch_files_io_opts *opts, conch_status *st) {
   xfer *x;
-  int rv = check(sb, path);
+  int rv = check(sb, path, st);
   if (rv == 0 && sink == NULL) {
-    rv = CONCH_ERR_INVALID;
+    rv = refuse(st, "no sink (NULL)");
   }
   if (rv == 0) {
     rv = xfer_new(sb, opts, 0, st, &x);
@@ -884,9 +950,9 @@ int conch_files_write_cb(conch_sandbox *sb, const char *path,
                          conch_files_source source, void *source_ud,
                          const conch_files_io_opts *opts, conch_status *st) {
   xfer *x;
-  int rv = check(sb, path);
+  int rv = check(sb, path, st);
   if (rv == 0 && source == NULL) {
-    rv = CONCH_ERR_INVALID;
+    rv = refuse(st, "no source (NULL)");
   }
   if (rv == 0) {
     rv = xfer_new(sb, opts, 1, st, &x);
@@ -929,7 +995,7 @@ int conch_files_read(conch_sandbox *sb, const char *path,
   membuf b;
   int rv;
   if (data == NULL || len == NULL) {
-    return CONCH_ERR_INVALID;
+    return refuse(st, "no place for the contents (data or len NULL)");
   }
   memset(&b, 0, sizeof(b));
   b.m = conch_mem_default();
@@ -1001,7 +1067,7 @@ int conch_files_read_fd(conch_sandbox *sb, const char *path, int fd,
                         const conch_files_io_opts *opts, conch_status *st) {
   membuf b;
   if (fd < 0) {
-    return CONCH_ERR_INVALID;
+    return refuse(st, "a negative file descriptor");
   }
   memset(&b, 0, sizeof(b));
   b.fd = fd;
@@ -1027,7 +1093,7 @@ static int write_sized(conch_sandbox *sb, const char *path,
                        conch_files_source src, membuf *b, int64_t total,
                        const conch_files_io_opts *opts, conch_status *st) {
   xfer *x;
-  int rv = check(sb, path);
+  int rv = check(sb, path, st);
   if (rv == 0) {
     rv = xfer_new(sb, opts, 1, st, &x);
   }
@@ -1045,7 +1111,7 @@ int conch_files_write(conch_sandbox *sb, const char *path, const void *data,
                       conch_status *st) {
   membuf b;
   if (data == NULL && len > 0) {
-    return CONCH_ERR_INVALID;
+    return refuse(st, "no data (NULL) for a length above 0");
   }
   memset(&b, 0, sizeof(b));
   b.src = data;
@@ -1059,7 +1125,7 @@ int conch_files_write_fd(conch_sandbox *sb, const char *path, int fd,
   int64_t total = -1;
   membuf b;
   if (fd < 0) {
-    return CONCH_ERR_INVALID;
+    return refuse(st, "a negative file descriptor");
   }
   if (fstat(fd, &sbuf) == 0 && S_ISREG(sbuf.st_mode)) {
     off_t at = lseek(fd, 0, SEEK_CUR);
@@ -1078,40 +1144,60 @@ int conch_files_read_async(conch_sandbox *sb, const char *path,
                            conch_files_io_done done, void *user_data) {
   conch_files_xfer *x;
   return conch_files_read_start(sb, path, sink, sink_ud, opts, done, user_data,
-                                &x);
+                                &x, NULL);
 }
 
-int conch_files_read_start(conch_sandbox *sb, const char *path,
-                           conch_files_sink sink, void *sink_ud,
-                           const conch_files_io_opts *opts,
-                           conch_files_io_done done, void *user_data,
-                           conch_files_xfer **out) {
+/* The start of an asynchronous transfer: a read into |sink|, or a write
+   (|write|) from |source|. */
+static int xfer_begin(conch_sandbox *sb, const char *path, int write,
+                      conch_files_sink sink, conch_files_source source,
+                      void *cb_ud, const conch_files_io_opts *opts,
+                      conch_files_io_done done, void *user_data,
+                      conch_files_xfer **out, conch_status *st) {
   xfer *x;
-  int rv = check(sb, path);
+  int rv;
   if (out == NULL) {
-    return CONCH_ERR_INVALID;
+    return refuse(st, "no place for the transfer's handle (out NULL)");
   }
   *out = NULL;
-  if (rv == 0 && (sink == NULL || done == NULL)) {
-    rv = CONCH_ERR_INVALID;
+  rv = check(sb, path, st);
+  if (rv == 0 && (write ? source == NULL : sink == NULL)) {
+    rv = refuse(st, write ? "no source (NULL)" : "no sink (NULL)");
+  }
+  if (rv == 0 && done == NULL) {
+    rv = refuse(st, "no done callback (NULL)");
   }
   if (rv == 0) {
-    rv = xfer_new(sb, opts, 0, NULL, &x);
+    rv = xfer_new(sb, opts, write, st, &x);
   }
   if (rv != 0) {
     return rv;
   }
-  x->sink = sink;
-  x->sink_ud = sink_ud;
+  if (write) {
+    x->source = source;
+    x->source_ud = cb_ud;
+  } else {
+    x->sink = sink;
+    x->sink_ud = cb_ud;
+  }
   x->on_done = done;
   x->done_ud = user_data;
-  rv = xfer_start(x, path, opts, 1);
+  rv = xfer_start(x, path, opts, 1, st);
   if (rv != 0) {
     xfer_free(x);
   } else {
     *out = x;
   }
   return rv;
+}
+
+int conch_files_read_start(conch_sandbox *sb, const char *path,
+                           conch_files_sink sink, void *sink_ud,
+                           const conch_files_io_opts *opts,
+                           conch_files_io_done done, void *user_data,
+                           conch_files_xfer **out, conch_status *st) {
+  return xfer_begin(sb, path, 0, sink, NULL, sink_ud, opts, done, user_data,
+                    out, st);
 }
 
 int conch_files_write_async(conch_sandbox *sb, const char *path,
@@ -1120,40 +1206,16 @@ int conch_files_write_async(conch_sandbox *sb, const char *path,
                             conch_files_io_done done, void *user_data) {
   conch_files_xfer *x;
   return conch_files_write_start(sb, path, source, source_ud, opts, done,
-                                 user_data, &x);
+                                 user_data, &x, NULL);
 }
 
 int conch_files_write_start(conch_sandbox *sb, const char *path,
                             conch_files_source source, void *source_ud,
                             const conch_files_io_opts *opts,
                             conch_files_io_done done, void *user_data,
-                            conch_files_xfer **out) {
-  xfer *x;
-  int rv = check(sb, path);
-  if (out == NULL) {
-    return CONCH_ERR_INVALID;
-  }
-  *out = NULL;
-  if (rv == 0 && (source == NULL || done == NULL)) {
-    rv = CONCH_ERR_INVALID;
-  }
-  if (rv == 0) {
-    rv = xfer_new(sb, opts, 1, NULL, &x);
-  }
-  if (rv != 0) {
-    return rv;
-  }
-  x->source = source;
-  x->source_ud = source_ud;
-  x->on_done = done;
-  x->done_ud = user_data;
-  rv = xfer_start(x, path, opts, 1);
-  if (rv != 0) {
-    xfer_free(x);
-  } else {
-    *out = x;
-  }
-  return rv;
+                            conch_files_xfer **out, conch_status *st) {
+  return xfer_begin(sb, path, 1, NULL, source, source_ud, opts, done, user_data,
+                    out, st);
 }
 
 int conch_files_xfer_pause(conch_files_xfer *x) {

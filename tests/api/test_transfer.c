@@ -710,6 +710,150 @@ static void test_rejecting_server(void **state) {
   conch_status_clear(&st);
 }
 
+/* A file whose name is not UTF-8 (as the OS allows): written and read
+   back byte-exact by its path; conch serve's JSON answer names it as
+   envd's does, each byte that is not UTF-8 as U+FFFD (JSON holds no
+   other), so the answer is read, not refused as not JSON. */
+static void test_non_utf8_name(void **state) {
+  conch_sandbox *sb;
+  conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
+  conch_entry_info *w = NULL;
+  size_t nw = 0, len = 0;
+  conch_status st;
+  uint8_t *data = NULL, *disk;
+  char p[300];
+  (void)state;
+  if (use_node) {
+    skip(); /* the node peer's names are JavaScript strings */
+  }
+  sb = sandbox();
+  conch_status_init(&st);
+  at(p, sizeof(p), "caf\xe9-\xff.txt");
+  o.written = &w;
+  o.n_written = &nw;
+  assert_int_equal(conch_files_write(sb, p, "latin", 5, &o, &st), 0);
+  assert_int_equal(nw, 1);
+  assert_string_equal(w[0].name, "caf\xef\xbf\xbd-\xef\xbf\xbd.txt");
+  conch_entries_free(w, nw);
+  disk = slurp(p, &len);
+  assert_int_equal(len, 5);
+  assert_memory_equal(disk, "latin", 5);
+  free(disk);
+  assert_int_equal(conch_files_read(sb, p, NULL, &data, &len, &st), 0);
+  assert_int_equal(len, 5);
+  assert_memory_equal(data, "latin", 5);
+  conch_files_data_free(data);
+  /* Not there: envd's 404, its message valid JSON, U+FFFD in it. */
+  at(p, sizeof(p), "caf\xe9-missing");
+  assert_int_equal(conch_files_read(sb, p, NULL, &data, &len, &st),
+                   CONCH_ERR_RPC);
+  assert_non_null(strstr(st.message, "caf\xef\xbf\xbd-missing"));
+  expect_code(&st, CONCH_CODE_NOT_FOUND, 404);
+  conch_sandbox_free(sb);
+}
+
+/* An HTTP answer with |status| and |body| (Content-Length set). */
+static const char *answer_of(char *buf, size_t cap, const char *status,
+                             const char *body) {
+  snprintf(buf, cap,
+           "HTTP/1.1 %s\r\nContent-Type: application/json\r\n"
+           "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
+           status, strlen(body), body);
+  return buf;
+}
+
+/* Whether |s| is valid UTF-8 (a status message must be). */
+static int is_utf8(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p != 0) {
+    int k = *p < 0x80                 ? 0
+            : *p >= 0xc2 && *p < 0xe0 ? 1
+            : *p >= 0xe0 && *p < 0xf0 ? 2
+            : *p >= 0xf0 && *p < 0xf5 ? 3
+                                      : -1;
+    if (k < 0) {
+      return 0;
+    }
+    for (p++; k > 0; k--, p++) {
+      if ((*p & 0xc0) != 0x80) {
+        return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+/* Error bodies that are not envd's JSON, or are with more in them: the
+   message read with the runtime's JSON reader (json.h), the whole body
+   checked; one that is not JSON (HTML, invalid UTF-8) gives the HTTP
+   status and its first bytes, shown safely, the code still the status's. */
+static void test_error_bodies(void **state) {
+  static const struct {
+    const char *status, *body, *msg;
+    conch_code code;
+    int http;
+  } cases[] = {
+      /* Escapes decoded (é, not '?'); only the top level's "message". */
+      {"404 Not Found",
+       "{\"code\":404,\"message\":\"no file caf\\u00e9\\n\\\"x\\\" here\","
+       "\"detail\":{\"message\":\"inner\"}}",
+       "no file caf\xc3\xa9\n\"x\" here", CONCH_CODE_NOT_FOUND, 404},
+      /* JSON without a message: the status. */
+      {"409 Conflict", "{\"code\":409}", "HTTP 409 from /files",
+       CONCH_CODE_ALREADY_EXISTS, 409},
+      {"400 Bad Request", "[\"message\", \"not this\"]", "HTTP 400 from /files",
+       CONCH_CODE_INVALID_ARGUMENT, 400},
+      /* Not JSON: the body's first bytes, control characters as '?'. */
+      {"502 Bad Gateway", "<html>\r\n<b>bad\x01gateway</b></html>",
+       "HTTP 502 from /files, with a body that is not JSON: "
+       "<html>?"
+       "?<b>bad?gateway</b></html>",
+       CONCH_CODE_UNAVAILABLE, 502},
+      /* Invalid UTF-8 in what would be the message: not JSON (RFC 8259),
+         the byte shown as '?', never passed on into the status. */
+      {"400 Bad Request", "{\"code\":400,\"message\":\"bad \xff\xfe path\"}",
+       "HTTP 400 from /files, with a body that is not JSON: "
+       "{\"code\":400,\"message\":\"bad ?? path\"}",
+       CONCH_CODE_INVALID_ARGUMENT, 400},
+      /* Truncated JSON; a long body cut after its first 64 bytes. */
+      {"500 Internal Server Error", "{\"code\":500,\"message\":\"cut",
+       "HTTP 500 from /files, with a body that is not JSON: "
+       "{\"code\":500,\"message\":\"cut",
+       CONCH_CODE_INTERNAL, 500},
+      {"503 Service Unavailable",
+       "Service Unavailable: the upstream did not answer in time, try again "
+       "later please",
+       "HTTP 503 from /files, with a body that is not JSON: Service "
+       "Unavailable: the upstream did not answer in time, try ag...",
+       CONCH_CODE_UNAVAILABLE, 503},
+  };
+  char ans[512], u[64];
+  conch_status st;
+  uint8_t *data;
+  size_t len, i;
+  fake f;
+  conch_sandbox *sb;
+  (void)state;
+  conch_status_init(&st);
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    fake_start(&f, answer_of(ans, sizeof(ans), cases[i].status, cases[i].body));
+    snprintf(u, sizeof(u), "http://127.0.0.1:%d", f.port);
+    sb = sandbox_at(u);
+    assert_int_equal(conch_files_read(sb, "/x", NULL, &data, &len, &st),
+                     CONCH_ERR_RPC);
+    assert_non_null(st.message);
+    if (strcmp(st.message, cases[i].msg) != 0) {
+      fail_msg("case %zu: message '%s', expected '%s'", i, st.message,
+               cases[i].msg);
+    }
+    assert_true(is_utf8(st.message));
+    expect_code(&st, cases[i].code, cases[i].http);
+    conch_sandbox_free(sb);
+    fake_stop(&f);
+  }
+  conch_status_clear(&st);
+}
+
 /* A full disk: a 1 MiB tmpfs mounted in the scratch directory (root only:
    skipped, saying so, otherwise), a 4 MiB write into it ends with
    resource_exhausted and envd's 507, in every form, the file that was
@@ -1286,8 +1430,9 @@ static void test_xfer_handle(void **state) {
   h.data = data;
   h.n = n;
   h.later_left = 1;
-  assert_int_equal(
-      conch_files_write_start(sb, p, h_source, &h, NULL, on_done, &a, &h.x), 0);
+  assert_int_equal(conch_files_write_start(sb, p, h_source, &h, NULL, on_done,
+                                           &a, &h.x, NULL),
+                   0);
   assert_non_null(h.x);
   for (turns = 0; !a.done; turns++) {
     assert_int_equal(conch_client_run(c, 100), 0);
@@ -1309,7 +1454,8 @@ static void test_xfer_handle(void **state) {
   h.back = malloc(n);
   h.pause_once = 1;
   assert_int_equal(
-      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, &h.x), 0);
+      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, &h.x, NULL),
+      0);
   while (h.at_pause == 0 && !a.done) {
     assert_int_equal(conch_client_run(c, 1000), 0);
   }
@@ -1329,16 +1475,137 @@ static void test_xfer_handle(void **state) {
   h.got = 0;
   h.pause_once = 0;
   assert_int_equal(
-      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, &h.x), 0);
+      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, &h.x, NULL),
+      0);
   conch_files_xfer_cancel(h.x);
   assert_false(a.done);
   run_until(sb, &a.done);
   assert_int_equal(a.rv, CONCH_ERR_CANCELED);
   assert_int_equal(
-      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, NULL),
+      conch_files_read_start(sb, p, h_sink, &h, NULL, on_done, &a, NULL, NULL),
       CONCH_ERR_INVALID);
   free(h.back);
   free(data);
+  conch_sandbox_free(sb);
+}
+
+/* A refusal at the start of an asynchronous transfer says why in the
+   status passed in, as the blocking forms do; |done| never runs and
+   nothing is written.  NULL is accepted for the status. */
+static int never_sink(const uint8_t *d, size_t n, void *ud) {
+  (void)d;
+  (void)n;
+  (void)ud;
+  fail_msg("a refused read's sink ran");
+  return -1;
+}
+
+static void expect_refused(conch_status *st, int rv, int want, conch_code code,
+                           const char *says) {
+  assert_int_equal(rv, want);
+  assert_int_equal(st->code, code);
+  assert_int_equal(st->local_err, want);
+  assert_int_equal(st->origin, CONCH_ORIGIN_LOCAL);
+  assert_non_null(st->message);
+  if (strstr(st->message, says) == NULL) {
+    fail_msg("status message '%s' does not say '%s'", st->message, says);
+  }
+  conch_status_clear(st);
+}
+
+static void test_start_refusals(void **state) {
+  conch_sandbox *sb = sandbox();
+  conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
+  conch_files_io_opts small = CONCH_FILES_IO_OPTS_INIT;
+  conch_file_meta m[1] = {{"sp ace", "v"}};
+  conch_files_xfer *x = (conch_files_xfer *)&o; /* set to NULL on failure */
+  conch_entry_info *w = NULL;
+  adone a = {0, 0, 0, 0};
+  conch_status st;
+  char p[300];
+  struct stat sbuf;
+  int rv, i;
+  (void)state;
+  conch_status_init(&st);
+  at(p, sizeof(p), "refused/never.txt");
+
+  /* Metadata refused: the pair named, as conch_files_write() names it. */
+  o.metadata = m;
+  o.n_metadata = 1;
+  rv = conch_files_write_start(sb, p, source, NULL, &o, on_done, &a, &x, &st);
+  expect_refused(&st, rv, CONCH_ERR_HEADER, CONCH_CODE_INVALID_ARGUMENT,
+                 "invalid metadata #0 ('sp ace')");
+  assert_null(x);
+  assert_int_equal(
+      conch_files_write_start(sb, p, source, NULL, &o, on_done, &a, &x, NULL),
+      CONCH_ERR_HEADER);
+
+  /* Bad options, for both directions. */
+  o.n_metadata = 0;
+  o.written = &w; /* without n_written */
+  rv = conch_files_write_start(sb, p, source, NULL, &o, on_done, &a, &x, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "n_written");
+  o.written = NULL;
+  o.timeout_ms = -1;
+  for (i = 0; i < 2; i++) {
+    rv = i == 0 ? conch_files_read_start(sb, p, never_sink, NULL, &o, on_done,
+                                         &a, &x, &st)
+                : conch_files_write_start(sb, p, source, NULL, &o, on_done, &a,
+                                          &x, &st);
+    expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                   "timeout_ms");
+  }
+  o.timeout_ms = 0;
+  o.idle_timeout_ms = -2;
+  rv =
+      conch_files_read_start(sb, p, never_sink, NULL, &o, on_done, &a, &x, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "idle_timeout_ms");
+  small.struct_size = 1;
+  rv = conch_files_read_start(sb, p, never_sink, NULL, &small, on_done, &a, &x,
+                              &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "struct_size");
+
+  /* NULL arguments, each named. */
+  rv = conch_files_read_start(NULL, p, never_sink, NULL, NULL, on_done, &a, &x,
+                              &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "sandbox");
+  rv = conch_files_read_start(sb, NULL, never_sink, NULL, NULL, on_done, &a, &x,
+                              &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "path");
+  rv = conch_files_read_start(sb, p, NULL, NULL, NULL, on_done, &a, &x, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "sink");
+  rv = conch_files_write_start(sb, p, NULL, NULL, NULL, on_done, &a, &x, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "source");
+  rv = conch_files_write_start(sb, p, source, NULL, NULL, NULL, &a, &x, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "done");
+  rv = conch_files_read_start(sb, p, never_sink, NULL, NULL, on_done, &a, NULL,
+                              &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "handle");
+
+  /* The blocking forms say why too. */
+  small.struct_size = 1;
+  rv = conch_files_write(sb, p, "abc", 3, &small, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "struct_size");
+  rv = conch_files_write(sb, p, NULL, 3, NULL, &st);
+  expect_refused(&st, rv, CONCH_ERR_INVALID, CONCH_CODE_INVALID_ARGUMENT,
+                 "no data");
+
+  /* None of them ran or wrote anything. */
+  for (i = 0; i < 20; i++) {
+    assert_int_equal(conch_client_run(conch_sandbox_native(sb), 0), 0);
+  }
+  assert_false(a.done);
+  assert_int_not_equal(stat(p, &sbuf), 0);
   conch_sandbox_free(sb);
 }
 
@@ -1350,12 +1617,15 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_async),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_rejecting_server),
+      cmocka_unit_test(test_error_bodies),
+      cmocka_unit_test(test_non_utf8_name),
       cmocka_unit_test(test_stalled_server),
       cmocka_unit_test(test_full_disk),
       cmocka_unit_test(test_metadata),
       cmocka_unit_test(test_metadata_hostile),
       cmocka_unit_test(test_written_answer),
       cmocka_unit_test(test_xfer_handle),
+      cmocka_unit_test(test_start_refusals),
   };
   int rv;
   const char *which = argc > 1 ? argv[1] : "conch";

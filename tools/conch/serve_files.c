@@ -105,13 +105,50 @@ typedef struct files_x {
 
 /* ---- Answers --------------------------------------------------------------- */
 
+/* Length of the valid UTF-8 sequence at |s| (NUL-terminated), 0 when
+   there is none (overlong forms, surrogates, past U+10FFFF). */
+static size_t utf8_len(const unsigned char *s) {
+  size_t n, i;
+  unsigned min, cp;
+  if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+    n = 2, min = 0x80, cp = s[0] & 0x1fu;
+  } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+    n = 3, min = 0x800, cp = s[0] & 0x0fu;
+  } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+    n = 4, min = 0x10000, cp = s[0] & 0x07u;
+  } else {
+    return 0;
+  }
+  for (i = 1; i < n; i++) {
+    if ((s[i] & 0xc0) != 0x80) {
+      return 0; /* also the NUL at the end */
+    }
+    cp = (cp << 6) | (s[i] & 0x3fu);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+    return 0;
+  }
+  return n;
+}
+
+/* |s| as a JSON string; a byte that is not UTF-8 (a file name the OS
+   allows) as U+FFFD, as envd's encoding/json writes it: the answer stays
+   JSON (RFC 8259), which clients check. */
 static void json_str(srv_buf *b, const conch_mem *mem, const char *s) {
   static const char hex[] = "0123456789abcdef";
   (void)srv_buf_append(b, mem, "\"", 1);
   for (; *s != '\0'; s++) {
     unsigned char c = (unsigned char)*s;
     char e[6];
-    if (c == '"' || c == '\\') {
+    if (c >= 0x80) {
+      size_t k = utf8_len((const unsigned char *)s);
+      if (k == 0) {
+        (void)srv_buf_append(b, mem, "\\ufffd", 6);
+      } else {
+        (void)srv_buf_append(b, mem, s, k);
+        s += k - 1;
+      }
+    } else if (c == '"' || c == '\\') {
       e[0] = '\\';
       e[1] = (char)c;
       (void)srv_buf_append(b, mem, e, 2);

@@ -248,7 +248,9 @@ CONCH_EXTERN int conch_files_remove_async(conch_sandbox *sb, const char *path,
  * token) unauthenticated, 403 permission_denied, 404 (no such file)
  * not_found, 507 (a full disk) resource_exhausted, others as Connect maps
  * HTTP statuses; the function then returns CONCH_ERR_RPC and the status's
- * http_status is envd's.
+ * http_status is envd's.  What is refused before anything is sent
+ * (CONCH_ERR_INVALID, CONCH_ERR_HEADER: invalid_argument; CONCH_ERR_NOMEM:
+ * resource_exhausted) also says why in the status, local_err the code.
  */
 
 /** Progress of a transfer: |done| bytes of the file's contents moved so
@@ -439,15 +441,21 @@ typedef struct conch_files_xfer conch_files_xfer;
  * conch_files_xfer_pause() when it holds enough and
  * conch_files_xfer_resume() once it took it: while paused no credit goes
  * back to the server (conch_call_pause()), what it holds is at most a
- * stream window more, and the silence bound does not run.  Returns as
- * conch_files_read_async(); on failure |*out| is NULL.
+ * stream window more, and the silence bound does not run.
+ *
+ * Returns 0 (|done| will run; |st| untouched) or, nothing sent and |done|
+ * never running, |*out| NULL (when |out| is not NULL) and the conch_status
+ * |st| (initialised by the caller, may be NULL) saying why:
+ * CONCH_ERR_INVALID (invalid_argument: a NULL |sb|, |path|, |sink|, |done|
+ * or |out|, bad |opts|), CONCH_ERR_NOMEM (resource_exhausted), another
+ * error of the client's (unavailable: the request could not be started).
  */
 CONCH_EXTERN int conch_files_read_start(conch_sandbox *sb, const char *path,
                                         conch_files_sink sink, void *sink_ud,
                                         const conch_files_io_opts *opts,
                                         conch_files_io_done done,
-                                        void *user_data,
-                                        conch_files_xfer **out);
+                                        void *user_data, conch_files_xfer **out,
+                                        conch_status *st);
 
 /** What a source of conch_files_write_start() returns when it has nothing
     yet (the contents go on): the write waits, the silence bound not
@@ -458,13 +466,14 @@ CONCH_EXTERN int conch_files_read_start(conch_sandbox *sb, const char *path,
  * conch_files_write_async() that also gives the transfer's handle: its
  * |source| may answer CONCH_FILES_SOURCE_LATER (a source fed by another
  * party, e.g. an asynchronous iterator), after which the write waits for
- * conch_files_xfer_resume().  Returns as conch_files_write_async(); on
- * failure |*out| is NULL.
+ * conch_files_xfer_resume().  Returns as conch_files_read_start(), and
+ * also CONCH_ERR_HEADER (invalid_argument naming the pair) for metadata
+ * refused (conch_files_io_opts.metadata).
  */
 CONCH_EXTERN int conch_files_write_start(
     conch_sandbox *sb, const char *path, conch_files_source source,
     void *source_ud, const conch_files_io_opts *opts, conch_files_io_done done,
-    void *user_data, conch_files_xfer **out);
+    void *user_data, conch_files_xfer **out, conch_status *st);
 
 /** Holds a read's credit back (see conch_files_read_start()).  Idempotent.
     Returns 0 or CONCH_ERR_INVALID (NULL, or a write). */

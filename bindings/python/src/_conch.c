@@ -247,6 +247,10 @@ struct Op {
   conch_status st;
   chunk *qhead, *qtail;
   size_t qbytes;
+  /* OK_READ: the pieces as bytes objects, made once from libconch's
+     piece (the only copy), a ring of |rq_n| from |rq_head|. */
+  PyObject **rq;
+  size_t rq_cap, rq_head, rq_n;
   /* A unary call's answer: a list for List. */
   conch_process_info *list;
   size_t nlist;
@@ -356,7 +360,7 @@ static void dispatch_op(Op *op) {
     }
   }
   if (op->f_data != NULL &&
-      (op->qhead != NULL || op->ended || op->stdin_ready)) {
+      (op->qhead != NULL || op->rq_n > 0 || op->ended || op->stdin_ready)) {
     Py_INCREF(Py_None);
     resolve(&op->f_data, Py_None, NULL);
   }
@@ -1449,6 +1453,18 @@ static PyObject *sb_get_closed(SandboxObject *s, void *c) {
 /* An entry as the tuple conch/_files.py makes an EntryInfo of: (name,
    type, path, size, mode, permissions, owner, group, mtime_sec,
    mtime_nsec, symlink_target, metadata dict). */
+/* A name from the server (a file's, a user's) as os.fsdecode() makes one
+   of the bytes the OS gives: what is not UTF-8 as lone surrogates
+   ('surrogateescape'), so that fsencode() (PyUnicode_FSConverter, the
+   paths these functions take) gives the same bytes back.  NULL stays
+   None. */
+static PyObject *fs_name(const char *s) {
+  if (s == NULL) {
+    Py_RETURN_NONE;
+  }
+  return PyUnicode_DecodeFSDefaultAndSize(s, (Py_ssize_t)strlen(s));
+}
+
 static PyObject *make_entry(const conch_entry_info *e) {
   PyObject *meta = PyDict_New(), *t;
   size_t i;
@@ -1456,20 +1472,24 @@ static PyObject *make_entry(const conch_entry_info *e) {
     return NULL;
   }
   for (i = 0; i < e->n_metadata; i++) {
+    PyObject *k = fs_name(e->metadata[i].key);
     PyObject *v = PyUnicode_DecodeUTF8(e->metadata[i].value,
                                        (Py_ssize_t)strlen(e->metadata[i].value),
                                        "replace");
-    if (v == NULL || PyDict_SetItemString(meta, e->metadata[i].key, v) != 0) {
+    if (k == NULL || v == NULL || PyDict_SetItem(meta, k, v) != 0) {
+      Py_XDECREF(k);
       Py_XDECREF(v);
       Py_DECREF(meta);
       return NULL;
     }
+    Py_DECREF(k);
     Py_DECREF(v);
   }
-  t = Py_BuildValue("(sssLkssslisN)", e->name, conch_file_type_name(e->type),
-                    e->path, (long long)e->size, (unsigned long)e->mode,
-                    e->permissions, e->owner, e->group, (long)e->mtime_sec,
-                    (int)e->mtime_nsec, e->symlink_target, meta);
+  t = Py_BuildValue("(NsNLksNNliNN)", fs_name(e->name),
+                    conch_file_type_name(e->type), fs_name(e->path),
+                    (long long)e->size, (unsigned long)e->mode, e->permissions,
+                    fs_name(e->owner), fs_name(e->group), (long)e->mtime_sec,
+                    (int)e->mtime_nsec, fs_name(e->symlink_target), meta);
   return t;
 }
 
@@ -1583,22 +1603,38 @@ static void h_fs_status(const conch_status *st, void *ud) {
   fs_keep(ud, NULL, 0, st);
 }
 
+/* A path argument as os.fsencode() makes bytes of it (str, bytes or
+   os.PathLike; a str's lone surrogates back to the bytes fs_name() made
+   them of): an O& converter into a bytes object, NULL for None. */
+static int fs_path_opt(PyObject *o, void *out) {
+  if (o == Py_None) {
+    *(PyObject **)out = NULL;
+    return 1;
+  }
+  return PyUnicode_FSConverter(o, out);
+}
+
 /* Sandbox.fs(what, path, user=None, dst=None, depth=0) -> Op: stat, list,
    mkdir, move, remove.  Its end: a list of entry tuples (empty for
    remove). */
 static PyObject *sb_fs(SandboxObject *s, PyObject *args) {
   const char *what, *path, *user = NULL, *dst = NULL;
+  PyObject *pb = NULL, *db = NULL, *res;
   unsigned int depth = 0;
   int rv;
   Op *op;
-  if (!PyArg_ParseTuple(args, "ss|zzI", &what, &path, &user, &dst, &depth) ||
-      sb_check(s) != 0) {
+  if (!PyArg_ParseTuple(args, "sO&|zO&I", &what, PyUnicode_FSConverter, &pb,
+                        &user, fs_path_opt, &db, &depth)) {
     return NULL;
   }
-  op = op_new(s, OK_FILES);
+  op = sb_check(s) == 0 ? op_new(s, OK_FILES) : NULL;
   if (op == NULL) {
+    Py_DECREF(pb);
+    Py_XDECREF(db);
     return NULL;
   }
+  path = PyBytes_AS_STRING(pb);
+  dst = db != NULL ? PyBytes_AS_STRING(db) : NULL;
   LOCKED(s, {
     if (strcmp(what, "stat") == 0) {
       rv = conch_files_stat_async(s->sb, path, user, h_fs_entry, op);
@@ -1616,17 +1652,95 @@ static PyObject *sb_fs(SandboxObject *s, PyObject *args) {
       rv = CONCH_ERR_INVALID;
     }
   });
-  return op_started(op, rv, what, NULL);
+  res = op_started(op, rv, what, NULL);
+  Py_DECREF(pb);
+  Py_XDECREF(db);
+  return res;
 }
 
-/* Reads: each piece queued (bytes), the transfer paused past Q_HIGH;
-   the op's close cancels it. */
+/* A read's ring of bytes objects: |b| (its reference) at the end.  With
+   the GIL.  0, or -1 out of memory. */
+static int rq_push(Op *op, PyObject *b) {
+  if (op->rq_n == op->rq_cap) {
+    size_t cap = op->rq_cap != 0 ? 2 * op->rq_cap : 16, i;
+    PyObject **nq = PyMem_RawMalloc(cap * sizeof(*nq));
+    if (nq == NULL) {
+      return -1;
+    }
+    for (i = 0; i < op->rq_n; i++) {
+      nq[i] = op->rq[(op->rq_head + i) % op->rq_cap];
+    }
+    PyMem_RawFree(op->rq);
+    op->rq = nq;
+    op->rq_cap = cap;
+    op->rq_head = 0;
+  }
+  op->rq[(op->rq_head + op->rq_n) % op->rq_cap] = b;
+  op->rq_n++;
+  op->qbytes += (size_t)PyBytes_GET_SIZE(b);
+  return 0;
+}
+
+/* The first of the ring (its reference), NULL when empty.  Under the
+   sandbox's lock (blocking) or on the loop. */
+static PyObject *rq_pop(Op *op) {
+  PyObject *b;
+  if (op->rq_n == 0) {
+    return NULL;
+  }
+  b = op->rq[op->rq_head];
+  op->rq_head = (op->rq_head + 1) % op->rq_cap;
+  op->rq_n--;
+  op->qbytes -= (size_t)PyBytes_GET_SIZE(b);
+  return b;
+}
+
+/* Takes the ring out of |op| (what it held: |*q|, |*cap|, |*head|, |*n|),
+   for rq_release() with the GIL.  Under the lock or on the loop. */
+static void rq_take(Op *op, PyObject ***q, size_t *cap, size_t *head,
+                    size_t *n) {
+  *q = op->rq;
+  *cap = op->rq_cap;
+  *head = op->rq_head;
+  *n = op->rq_n;
+  op->rq = NULL;
+  op->rq_cap = op->rq_head = op->rq_n = 0;
+  if (op->kind == OK_READ) {
+    op->qbytes = 0;
+  }
+}
+
+static void rq_release(PyObject **q, size_t cap, size_t head, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    Py_DECREF(q[(head + i) % cap]);
+  }
+  PyMem_RawFree(q);
+}
+
+/* Reads: each piece made a bytes object at once (the one copy: pop()
+   hands that object on), the transfer paused past Q_HIGH; the op's close
+   cancels it.  libconch calls it with the sandbox's lock held and, in
+   blocking mode, without the GIL: it takes the GIL for the object (the
+   order the driver takes them in too: lock, then GIL; nothing waits for
+   the lock holding the GIL). */
 static int h_fs_sink(const uint8_t *d, size_t n, void *ud) {
   Op *op = ud;
+  PyGILState_STATE g;
+  PyObject *b;
+  int bad = 0;
   if (op->closing) {
     return -1;
   }
-  if (q_push(op, 0, d, n) != 0) {
+  g = PyGILState_Ensure();
+  b = PyBytes_FromStringAndSize((const char *)d, (Py_ssize_t)n);
+  if (b == NULL || rq_push(op, b) != 0) {
+    Py_XDECREF(b);
+    PyErr_Clear();
+    bad = 1;
+  }
+  PyGILState_Release(g);
+  if (bad) {
     op->nomem = 1;
     return -1;
   }
@@ -1693,28 +1807,34 @@ static void h_fs_done(int rv, const conch_status *st, uint64_t bytes,
 /* Sandbox.fs_read(path, user=None) -> Op: pop() gives bytes, END at the
    end. */
 static PyObject *sb_fs_read(SandboxObject *s, PyObject *args) {
-  const char *path, *user = NULL;
+  const char *user = NULL;
   conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
+  conch_status st;
+  PyObject *pb = NULL, *res;
   int rv;
   Op *op;
-  if (!PyArg_ParseTuple(args, "s|z", &path, &user) || sb_check(s) != 0) {
+  if (!PyArg_ParseTuple(args, "O&|z", PyUnicode_FSConverter, &pb, &user)) {
     return NULL;
   }
   o.user = user;
-  op = op_new(s, OK_READ);
+  op = sb_check(s) == 0 ? op_new(s, OK_READ) : NULL;
   if (op == NULL) {
+    Py_DECREF(pb);
     return NULL;
   }
-  LOCKED(s, rv = conch_files_read_start(s->sb, path, h_fs_sink, op, &o,
-                                        h_fs_done, op, &op->fx));
-  return op_started(op, rv, "read", NULL);
+  conch_status_init(&st);
+  LOCKED(s, rv = conch_files_read_start(s->sb, PyBytes_AS_STRING(pb), h_fs_sink,
+                                        op, &o, h_fs_done, op, &op->fx, &st));
+  res = op_started(op, rv, "read", &st);
+  conch_status_clear(&st);
+  Py_DECREF(pb);
+  return res;
 }
 
 /* Sandbox.fs_write(path, user=None, metadata=None) -> Op: feed(bytes),
    feed_end(); its end: the written entries. */
-static PyObject *sb_fs_write(SandboxObject *s, PyObject *args) {
-  const char *path, *user = NULL;
-  PyObject *meta = Py_None;
+static PyObject *fs_write_at(SandboxObject *s, const char *path,
+                             const char *user, PyObject *meta) {
   conch_files_io_opts o = CONCH_FILES_IO_OPTS_INIT;
   conch_file_meta *pairs = NULL;
   conch_status st;
@@ -1722,10 +1842,6 @@ static PyObject *sb_fs_write(SandboxObject *s, PyObject *args) {
   Py_ssize_t n = 0, i;
   int rv;
   Op *op;
-  if (!PyArg_ParseTuple(args, "s|zO", &path, &user, &meta) ||
-      sb_check(s) != 0) {
-    return NULL;
-  }
   if (meta != Py_None) {
     n = PySequence_Size(meta);
     if (n < 0) {
@@ -1765,17 +1881,25 @@ static PyObject *sb_fs_write(SandboxObject *s, PyObject *args) {
   o.written = &op->ents_out;
   o.n_written = &op->nents;
   conch_status_init(&st);
-  LOCKED(s, {
-    rv = conch_files_write_start(s->sb, path, h_fs_source, op, &o, h_fs_done,
-                                 op, &op->fx);
-    if (rv == CONCH_ERR_HEADER) {
-      /* The same check, blocking, for its message (nothing is sent). */
-      (void)conch_files_write(s->sb, path, "", 0, &o, &st);
-    }
-  });
+  LOCKED(s, rv = conch_files_write_start(s->sb, path, h_fs_source, op, &o,
+                                         h_fs_done, op, &op->fx, &st));
   PyMem_Free(pairs);
   res = op_started(op, rv, "write", &st);
   conch_status_clear(&st);
+  return res;
+}
+
+static PyObject *sb_fs_write(SandboxObject *s, PyObject *args) {
+  const char *user = NULL;
+  PyObject *pb = NULL, *meta = Py_None, *res = NULL;
+  if (!PyArg_ParseTuple(args, "O&|zO", PyUnicode_FSConverter, &pb, &user,
+                        &meta)) {
+    return NULL;
+  }
+  if (sb_check(s) == 0) {
+    res = fs_write_at(s, PyBytes_AS_STRING(pb), user, meta);
+  }
+  Py_DECREF(pb);
   return res;
 }
 
@@ -1864,25 +1988,32 @@ typedef struct WatchObject {
 static PyTypeObject WatchType;
 
 static PyObject *sb_fs_watch(SandboxObject *s, PyObject *args) {
-  const char *path, *user = NULL;
+  const char *user = NULL;
+  PyObject *pb = NULL;
   int recursive = 0, rv;
   conch_status st;
   conch_watch *w = NULL;
   WatchObject *wo;
-  if (!PyArg_ParseTuple(args, "s|zp", &path, &user, &recursive) ||
-      sb_check(s) != 0) {
+  if (!PyArg_ParseTuple(args, "O&|zp", PyUnicode_FSConverter, &pb, &user,
+                        &recursive)) {
+    return NULL;
+  }
+  if (sb_check(s) != 0) {
+    Py_DECREF(pb);
     return NULL;
   }
   if (s->async) {
+    Py_DECREF(pb);
     PyErr_SetString(PyExc_RuntimeError,
                     "a watch needs a blocking sandbox (libconch's is)");
     return NULL;
   }
   conch_status_init(&st);
-  LOCKED(s, rv = conch_files_watch(s->sb, path,
+  LOCKED(s, rv = conch_files_watch(s->sb, PyBytes_AS_STRING(pb),
                                    CONCH_WATCH_ENTRY |
                                        (recursive ? CONCH_WATCH_RECURSIVE : 0),
                                    user, &w, &st));
+  Py_DECREF(pb);
   if (rv != 0) {
     raise_exc(rv == CONCH_ERR_RPC ? error_from_status(&st, NULL)
                                   : error_from_rv(rv, "watch"));
@@ -1968,8 +2099,8 @@ static PyObject *watch_next(WatchObject *wo, PyObject *args) {
     Py_INCREF(Py_None);
     ent = Py_None;
   }
-  return Py_BuildValue("(ssN)", conch_fs_event_name(ev.type),
-                       ev.name != NULL ? ev.name : "", ent);
+  return Py_BuildValue("(sNN)", conch_fs_event_name(ev.type),
+                       fs_name(ev.name != NULL ? ev.name : ""), ent);
 }
 
 /* Watch.close(): ends the watch on the server.  Idempotent. */
@@ -2248,7 +2379,7 @@ FUTURE_METHOD(op_close_future_raw, f_close)
 
 static int c_started(Op *op) { return op->started || op->ended; }
 static int c_data(Op *op) {
-  return op->qhead != NULL || op->ended || op->stdin_ready;
+  return op->qhead != NULL || op->rq_n > 0 || op->ended || op->stdin_ready;
 }
 static int c_end(Op *op) {
   return ONE_SHOT(op->kind) ? op->unary_done
@@ -2278,12 +2409,20 @@ static PyObject *op_wait_data(Op *op, PyObject *noargs) {
 }
 
 static void drop_queue(Op *op) {
+  PyObject **q;
+  size_t cap, head, n;
   if (!op->sbo->async) {
-    LOCKED(op->sbo, { chunks_free(op); q_relieve(op); });
+    LOCKED(op->sbo, {
+      chunks_free(op);
+      rq_take(op, &q, &cap, &head, &n);
+      q_relieve(op);
+    });
   } else {
     chunks_free(op);
+    rq_take(op, &q, &cap, &head, &n);
     q_relieve(op);
   }
+  rq_release(q, cap, head, n); /* with the GIL */
 }
 
 /* The end: drops unread output, for wait(). */
@@ -2452,6 +2591,34 @@ static PyObject *op_pop(Op *op, PyObject *noargs) {
   PyObject *data, *r;
   int async = op->sbo->async;
   (void)noargs;
+  if (op->kind == OK_READ) {
+    /* The bytes object the sink made, handed on as it is. */
+    int ended = 0;
+    data = NULL;
+    if (!async) {
+      LOCKED(op->sbo, {
+        data = rq_pop(op);
+        ended = op->ended; /* with the pop: nothing queued after it */
+        q_relieve(op);
+      });
+    } else {
+      data = rq_pop(op);
+      ended = op->ended;
+      q_relieve(op);
+    }
+    if (data != NULL) {
+      return data;
+    }
+    if (!ended) {
+      Py_RETURN_NONE;
+    }
+    if (op->st.code == CONCH_CODE_OK) {
+      Py_INCREF(END);
+      return END;
+    }
+    raise_exc(error_from_status(&op->st, NULL));
+    return NULL;
+  }
   if (!async) {
     LOCKED(op->sbo, {
       c = op->qhead;
@@ -2474,22 +2641,6 @@ static PyObject *op_pop(Op *op, PyObject *noargs) {
       op->qbytes -= c->len;
       q_relieve(op);
     }
-  }
-  if (op->kind == OK_READ) {
-    if (c == NULL) {
-      if (!op->ended) {
-        Py_RETURN_NONE;
-      }
-      if (op->st.code == CONCH_CODE_OK) {
-        Py_INCREF(END);
-        return END;
-      }
-      raise_exc(error_from_status(&op->st, NULL));
-      return NULL;
-    }
-    data = PyBytes_FromStringAndSize((const char *)c->data, (Py_ssize_t)c->len);
-    PyMem_RawFree(c);
-    return data;
   }
   if (c == NULL) {
     if (!op->ended) {
@@ -2560,6 +2711,7 @@ static void op_dealloc(Op *op) {
   PyObject_GC_UnTrack(op);
   /* Held while the handle is open, so |p| is released here. */
   chunks_free(op);
+  rq_release(op->rq, op->rq_cap, op->rq_head, op->rq_n);
   conch_exec_result_clear(&op->res);
   conch_status_clear(&op->st);
   list_free(op->list, op->nlist);

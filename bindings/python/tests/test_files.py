@@ -11,12 +11,15 @@ import gc
 import hashlib
 import io
 import os
+import shutil
+import subprocess
+import sys
 import tracemalloc
 
 import pytest
 
 import conch
-from conftest import WAIT
+from conftest import SOURCE_DIR, WAIT
 
 MiB = 1 << 20
 
@@ -143,6 +146,92 @@ def test_hostile_metadata(serve, root, meta):
         assert not os.path.exists(f"{root}/never")
         with pytest.raises(TypeError):
             sb.files.write(f"{root}/never", b"abc", metadata={"k": 1})
+
+
+async def test_start_refusal_async(serve, root):
+    """A write refused at its start (libconch's conch_files_write_start()
+    says why in its status): the pair named, nothing sent, the sandbox
+    usable after; the same for a key given twice in two cases."""
+    async with conch.AsyncSandbox(serve.url) as sb:
+        for meta, says in (({"sp ace": "1"}, "invalid metadata #0 ('sp ace')"),
+                           ({"K": "1", "k": "2"}, "given twice")):
+            with pytest.raises(conch.InvalidArgument) as ei:
+                await sb.files.write(f"{root}/never", b"abc", metadata=meta)
+            assert says in str(ei.value)
+            assert not os.path.exists(f"{root}/never")
+        w = await sb.files.write(f"{root}/after", b"abc", metadata={"k": "v"})
+        assert w.name == "after"
+        assert await sb.files.read(f"{root}/after", "bytes") == b"abc"
+
+
+def test_non_utf8_names(serve, root):
+    """A file name that is not UTF-8 (a Latin-1 one, as the OS allows):
+    list() gives it as os.fsdecode() does (lone surrogates, no
+    UnicodeDecodeError), and the name goes back byte-exact: os.fsencode()
+    of it is the name on disk, reading it gives the file, writing next to
+    it makes the bytes asked for (conch serve's JSON answer shows it as
+    envd's does, U+FFFD for what is not UTF-8); a call the server refuses
+    for it (its RPCs take UTF-8 only) fails cleanly."""
+    raw = b"caf\xe9-\xff.txt"
+    d = os.path.join(os.fsencode(root), b"nu")
+    os.mkdir(d)
+    with open(os.path.join(d, raw), "wb") as fh:
+        fh.write(b"latin-1 named")
+    with conch.Sandbox(serve.url) as sb:
+        f = sb.files
+        [e] = f.list(f"{root}/nu")
+        assert e.name == os.fsdecode(raw) == "caf\udce9-\udcff.txt"
+        assert os.fsencode(e.name) == raw
+        assert os.fsencode(e.path) == os.path.join(d, raw)
+        assert f.read(e.path, "bytes") == b"latin-1 named"
+        with f.read(e.path, format="stream") as st:
+            assert b"".join(st) == b"latin-1 named"
+        assert f.read(os.path.join(d, raw), "bytes") == b"latin-1 named"
+        # The answer names it as envd's JSON does: U+FFFD for each byte
+        # that is not UTF-8 (JSON holds no other); the file is the bytes.
+        w = f.write(e.path + ".copy", b"copied")
+        assert w.name == "caf\ufffd-\ufffd.txt.copy"
+        assert sorted(os.listdir(d)) == [raw, raw + b".copy"]
+        with open(os.path.join(d, raw + b".copy"), "rb") as fh:
+            assert fh.read() == b"copied"
+        with pytest.raises(conch.InvalidArgument):
+            f.get_info(e.path)  # protobuf strings are UTF-8: refused
+        with pytest.raises(conch.NotFound) as ei:
+            f.read(e.path + ".missing")
+        assert "caf\ufffd-\ufffd.txt.missing" in str(ei.value)
+        with pytest.raises(ValueError):
+            f.read(f"{root}/nul\0byte")
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_read_copies_once(serve, root, mode):
+    """A streamed read copies each piece once, into the bytes object it
+    hands on (before: into a queued chunk, then again into bytes): counted
+    by tools/bench/python/count_copies.c (LD_PRELOAD), memcpy/memmove of
+    4 KiB or more during a 16 MiB read, in a child interpreter."""
+    bench = os.path.join(SOURCE_DIR, "tools", "bench", "python")
+    so = os.path.join(root, "count.so")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so,
+                    os.path.join(bench, "count_copies.c"), "-ldl"],
+                   check=True, timeout=120)
+    n = 16 * MiB
+    with open(f"{root}/big", "wb") as fh:
+        fh.write(os.urandom(n))
+    with open(f"{root}/big.warm", "wb") as fh:
+        fh.write(b"warm")
+    env = dict(os.environ, LD_PRELOAD=so,
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run([sys.executable, os.path.join(bench, "read_copies.py"),
+                          mode, serve.url, f"{root}/big"], env=env,
+                         check=True, capture_output=True, text=True,
+                         timeout=120).stdout.split()
+    pieces, total, allocs, _, copies, copied = map(int, out)
+    assert total == n
+    # Once: n, give or take the pieces under 4 KiB and the small copies
+    # of the rest of the process; twice would be 2 n.
+    assert 0.9 * n <= copied <= 1.2 * n, out
+    assert allocs <= pieces + 64, out
 
 
 def test_source_error_cancels(serve, root):
