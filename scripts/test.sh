@@ -77,23 +77,43 @@ if [ "$fuzz_seconds" -gt 0 ] && command -v clang >/dev/null 2>&1; then
   for t in $targets; do
     cmake --build build-fuzz -j "$jobs" --target "$t" >/dev/null
   done
-  for f in build-fuzz/tests/fuzz/fuzz_*; do
-    [ -x "$f" ] || continue
-    name=$(basename "$f")
+  # One fuzzer per core: each runs on one thread, so |jobs| of them at a
+  # time take the stage from 22 x 20 s to half of that on two cores.
+  fuzz_one() { # $1: the target's binary; says how it went, non-zero on a find
+    name=$(basename "$1")
     corpus=tests/fuzz/corpus/${name#fuzz_}
     work=$(mktemp -d)
     # New inputs go to a scratch folder; the committed corpus is read only.
     # (fuzz_files, in a mount namespace of its own, keeps these two folders
     # writable there: see tests/fuzz/fuzz_files.c.)
-    "$f" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
-      -artifact_prefix="$work/" "$work" "$corpus" >"$work/log" 2>&1 || {
-      tail -40 "$work/log"
-      echo "fuzz: $name found a problem; inputs in $work" >&2
-      exit 1
-    }
-    echo "fuzz: $name $(grep -o 'Done [0-9]* runs' "$work/log" | tail -1)"
-    rm -rf "$work"
+    if "$1" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
+      -artifact_prefix="$work/" "$work" "$corpus" >"$work/log" 2>&1; then
+      echo "fuzz: $name $(grep -o 'Done [0-9]* runs' "$work/log" | tail -1)"
+      rm -rf "$work"
+      return 0
+    fi
+    tail -40 "$work/log"
+    echo "fuzz: $name found a problem; inputs in $work" >&2
+    return 1
+  }
+  failed=0
+  set -- build-fuzz/tests/fuzz/fuzz_*
+  while [ $# -gt 0 ]; do
+    pids=
+    i=0
+    while [ $# -gt 0 ] && [ "$i" -lt "$jobs" ]; do
+      if [ -x "$1" ]; then
+        fuzz_one "$1" &
+        pids="$pids $!"
+        i=$((i + 1))
+      fi
+      shift
+    done
+    for p in $pids; do
+      wait "$p" || failed=1
+    done
   done
+  [ "$failed" -eq 0 ] || exit 1
 fi
 
 step "all tests passed"
