@@ -53,10 +53,23 @@ static int name_lower(uint8_t *p, size_t n) {
   return 1;
 }
 
-/* Visible characters, obs-text and inner blanks (RFC 9110 5.5). */
+/* Visible characters, obs-text and inner blanks (RFC 9110 5.5).  Eight
+   bytes at a time while none is below 0x20 or 0x7f (the bytes of a word
+   with one are looked at one by one: HTAB is allowed). */
 static int value_ok(const uint8_t *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) {
+  const uint64_t ones = 0x0101010101010101u;
+  const uint64_t highs = 0x8080808080808080u;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    uint64_t d;
+    memcpy(&w, p + i, 8);
+    d = w ^ (ones * 0x7f);
+    if ((((w - ones * 0x20) & ~w) | ((d - ones) & ~d)) & highs) {
+      break;
+    }
+  }
+  for (; i < n; i++) {
     if ((p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7f) {
       return 0;
     }
@@ -68,6 +81,11 @@ static int hb_append(conch_h1p *p, const char *at, size_t len) {
   if (conch__buf_size(&p->hb) + conch__buf_size(&p->url) + len > p->max_head) {
     p->over = 1;
     return -1;
+  }
+  if (p->hb.cap - p->hb.len >= len && len > 0) { /* the common case */
+    memcpy(p->hb.data + p->hb.len, at, len);
+    p->hb.len += len;
+    return 0;
   }
   if (conch__buf_append(&p->hb, p->mem, at, len) != 0) {
     p->nomem = 1;

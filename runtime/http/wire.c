@@ -627,22 +627,26 @@ int conch__http_from_code(conch_code code) {
 
 int conch__h1_hop_by_hop(const uint8_t *name, size_t len) {
   const char *n = (const char *)name;
+  int c0 = len > 0 ? name[0] | 0x20 : 0; /* lowercased if a letter */
 
-  /* By length first: most names are none of these and cost one switch
-     (every field of every HTTP/1.1 message passes here). */
+  /* By length and first letter: most names are none of these and cost a
+     switch and a comparison (every field of every HTTP/1.1 message
+     passes here). */
   switch (len) {
   case 2:
-    return ieq(n, len, "te");
+    return c0 == 't' && ieq(n, len, "te");
   case 7:
-    return ieq(n, len, "upgrade") || ieq(n, len, "trailer");
+    return (c0 == 'u' && ieq(n, len, "upgrade")) ||
+           (c0 == 't' && ieq(n, len, "trailer"));
   case 10:
-    return ieq(n, len, "connection") || ieq(n, len, "keep-alive");
+    return (c0 == 'c' && ieq(n, len, "connection")) ||
+           (c0 == 'k' && ieq(n, len, "keep-alive"));
   case 14:
-    return ieq(n, len, "http2-settings");
+    return c0 == 'h' && ieq(n, len, "http2-settings");
   case 16:
-    return ieq(n, len, "proxy-connection");
+    return c0 == 'p' && ieq(n, len, "proxy-connection");
   case 17:
-    return ieq(n, len, "transfer-encoding");
+    return c0 == 't' && ieq(n, len, "transfer-encoding");
   default:
     return 0;
   }
