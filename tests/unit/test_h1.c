@@ -517,8 +517,7 @@ static void seen_add(const conch_h1_field *f, size_t n) {
   for (i = 0; i < n; i++) {
     size_t at = strlen(seen);
     snprintf(seen + at, sizeof(seen) - at, "%.*s=%.*s;", (int)f[i].nlen,
-             (const char *)f[i].name, (int)f[i].vlen,
-             (const char *)f[i].value);
+             (const char *)f[i].name, (int)f[i].vlen, (const char *)f[i].value);
   }
 }
 
@@ -577,8 +576,7 @@ static void test_parser_connection_options(void **state) {
   assert_int_equal(
       conch__h1p_feed(&p, (const uint8_t *)resp, sizeof(resp) - 1, &used),
       CONCH_H1P_DONE);
-  assert_string_equal(seen,
-                      "content-type=a/b;x-private-not=z;|grpc-status=0;");
+  assert_string_equal(seen, "content-type=a/b;x-private-not=z;|grpc-status=0;");
   conch__h1p_free(&p);
 }
 
