@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <string.h>
+#include <strings.h>
 
 #include "wire.h"
 
@@ -13,36 +14,62 @@ struct conch_h1p_off {
   size_t noff, nlen, voff, vlen; /* in |hb| */
 };
 
+/* RFC 9110 5.6.2 token characters, lowercased; 0 for any other byte. */
+#define TOK_ROW(c)                                                             \
+  [c] = c, [c + 1] = c + 1, [c + 2] = c + 2, [c + 3] = c + 3, [c + 4] = c + 4, \
+  [c + 5] = c + 5, [c + 6] = c + 6, [c + 7] = c + 7, [c + 8] = c + 8,          \
+  [c + 9] = c + 9
+static const uint8_t tok[256] = {
+    TOK_ROW('0'),  TOK_ROW('a'), TOK_ROW('k'), ['u'] = 'u', ['v'] = 'v',
+    ['w'] = 'w',   ['x'] = 'x',  ['y'] = 'y',  ['z'] = 'z', ['A'] = 'a',
+    ['B'] = 'b',   ['C'] = 'c',  ['D'] = 'd',  ['E'] = 'e', ['F'] = 'f',
+    ['G'] = 'g',   ['H'] = 'h',  ['I'] = 'i',  ['J'] = 'j', ['K'] = 'k',
+    ['L'] = 'l',   ['M'] = 'm',  ['N'] = 'n',  ['O'] = 'o', ['P'] = 'p',
+    ['Q'] = 'q',   ['R'] = 'r',  ['S'] = 's',  ['T'] = 't', ['U'] = 'u',
+    ['V'] = 'v',   ['W'] = 'w',  ['X'] = 'x',  ['Y'] = 'y', ['Z'] = 'z',
+    ['!'] = '!',   ['#'] = '#',  ['$'] = '$',  ['%'] = '%', ['&'] = '&',
+    ['\''] = '\'', ['*'] = '*',  ['+'] = '+',  ['-'] = '-', ['.'] = '.',
+    ['^'] = '^',   ['_'] = '_',  ['`'] = '`',  ['|'] = '|', ['~'] = '~'};
+#undef TOK_ROW
+
 #define H1P_MAX_FIELDS 1000
 
 static conch_h1p *of(http_parser *hp) { return hp->data; }
 
-/* RFC 9110 5.6.2 token characters, lowercase letters only (names are
-   lowercased first). */
-static int name_ok(const uint8_t *p, size_t n) {
+/* Lowercases the name |p| in place; whether it is a token (RFC 9110
+   5.6.2). */
+static int name_lower(uint8_t *p, size_t n) {
   size_t i;
   if (n == 0) {
     return 0;
   }
   for (i = 0; i < n; i++) {
-    uint8_t c = p[i];
-    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
-      continue;
+    uint8_t c = tok[p[i]];
+    if (c == 0) {
+      return 0;
     }
-    if (c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' ||
-        c == '*' || c == '+' || c == '-' || c == '.' || c == '^' || c == '_' ||
-        c == '`' || c == '|' || c == '~') {
-      continue;
-    }
-    return 0;
+    p[i] = c;
   }
   return 1;
 }
 
-/* Visible characters, obs-text and inner blanks (RFC 9110 5.5). */
+/* Visible characters, obs-text and inner blanks (RFC 9110 5.5).  Eight
+   bytes at a time while none is below 0x20 or 0x7f (the bytes of a word
+   with one are looked at one by one: HTAB is allowed). */
 static int value_ok(const uint8_t *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) {
+  const uint64_t ones = 0x0101010101010101u;
+  const uint64_t highs = 0x8080808080808080u;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    uint64_t d;
+    memcpy(&w, p + i, 8);
+    d = w ^ (ones * 0x7f);
+    if ((((w - ones * 0x20) & ~w) | ((d - ones) & ~d)) & highs) {
+      break;
+    }
+  }
+  for (; i < n; i++) {
     if ((p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7f) {
       return 0;
     }
@@ -54,6 +81,11 @@ static int hb_append(conch_h1p *p, const char *at, size_t len) {
   if (conch__buf_size(&p->hb) + conch__buf_size(&p->url) + len > p->max_head) {
     p->over = 1;
     return -1;
+  }
+  if (p->hb.cap - p->hb.len >= len && len > 0) { /* the common case */
+    memcpy(p->hb.data + p->hb.len, at, len);
+    p->hb.len += len;
+    return 0;
   }
   if (conch__buf_append(&p->hb, p->mem, at, len) != 0) {
     p->nomem = 1;
@@ -68,12 +100,66 @@ static void block_reset(conch_h1p *p) {
   p->in_value = 0;
 }
 
+static void trim(const uint8_t **v, size_t *n) {
+  while (*n > 0 && ((*v)[0] == ' ' || (*v)[0] == '\t')) {
+    (*v)++;
+    (*n)--;
+  }
+  while (*n > 0 && ((*v)[*n - 1] == ' ' || (*v)[*n - 1] == '\t')) {
+    (*n)--;
+  }
+}
+
+static int name_is(const uint8_t *name, size_t n, const char *lower) {
+  return strlen(lower) == n && memcmp(name, lower, n) == 0;
+}
+
+/* RFC 9110 7.6.1: the fields a Connection field names are the
+   connection's, not the message's: out of the |*n| built.  The names in
+   |hb| are lowercased; the options are matched without case. */
+static void drop_named(conch_h1p *p, const uint8_t *base, size_t *n) {
+  size_t i, j, k;
+
+  for (i = 0; i < p->noffs; i++) {
+    const struct conch_h1p_off *f = &p->offs[i];
+    const uint8_t *v = base + f->voff;
+    size_t vlen = f->vlen;
+    size_t at = 0;
+
+    if (!name_is(base + f->noff, f->nlen, "connection") || !value_ok(v, vlen)) {
+      continue;
+    }
+    while (at < vlen) { /* #connection-option, blanks around commas */
+      const uint8_t *o = v + at;
+      size_t olen = 0;
+      while (at + olen < vlen && o[olen] != ',') {
+        olen++;
+      }
+      at += olen + 1;
+      trim(&o, &olen);
+      if (olen == 0) {
+        continue;
+      }
+      for (j = 0, k = 0; j < *n; j++) {
+        const conch_h1_field *fl = &p->fields[j];
+        if (fl->nlen == olen &&
+            strncasecmp((const char *)fl->name, (const char *)o, olen) == 0) {
+          continue;
+        }
+        p->fields[k++] = *fl;
+      }
+      *n = k;
+    }
+  }
+}
+
 /* The fields of the block read so far, as HTTP/2 sees them (h1parse.h);
-   sets |*n|.  NULL when out of memory. */
+   sets |*n|.  Names are lowercased in place. */
 static const conch_h1_field *build_fields(conch_h1p *p, size_t *n) {
   uint8_t *base = conch__buf_head(&p->hb);
-  size_t i, j, k = 0;
+  size_t i, k = 0;
   int chunked = (p->p.flags & F_CHUNKED) != 0;
+  int named = 0; /* a Connection field was seen */
 
   *n = 0;
   p->ninvalid = 0;
@@ -85,24 +171,16 @@ static const conch_h1_field *build_fields(conch_h1p *p, size_t *n) {
     uint8_t *name = base + f->noff;
     const uint8_t *v = base + f->voff;
     size_t vlen = f->vlen;
-    for (j = 0; j < f->nlen; j++) {
-      if (name[j] >= 'A' && name[j] <= 'Z') {
-        name[j] = (uint8_t)(name[j] - 'A' + 'a');
-      }
-    }
-    while (vlen > 0 && (v[0] == ' ' || v[0] == '\t')) {
-      v++;
-      vlen--;
-    }
-    while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t')) {
-      vlen--;
-    }
-    if (!name_ok(name, f->nlen) || !value_ok(v, vlen)) {
+    trim(&v, &vlen);
+    if (!name_lower(name, f->nlen) || !value_ok(v, vlen)) {
       p->ninvalid++;
       continue;
     }
-    if (conch__h1_hop_by_hop(name, f->nlen) ||
-        (chunked && f->nlen == 14 && memcmp(name, "content-length", 14) == 0)) {
+    if (conch__h1_hop_by_hop(name, f->nlen)) {
+      named |= f->nlen == 10 && memcmp(name, "connection", 10) == 0;
+      continue;
+    }
+    if (chunked && f->nlen == 14 && memcmp(name, "content-length", 14) == 0) {
       continue;
     }
     p->fields[k].name = name;
@@ -110,6 +188,9 @@ static const conch_h1_field *build_fields(conch_h1p *p, size_t *n) {
     p->fields[k].value = vlen > 0 ? v : (const uint8_t *)"";
     p->fields[k].vlen = vlen;
     k++;
+  }
+  if (named && k > 0) {
+    drop_named(p, base, &k);
   }
   *n = k;
   return p->fields;

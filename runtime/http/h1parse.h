@@ -11,7 +11,8 @@
 
    The fields it hands over are HTTP/2's view of them: names lowercased,
    values trimmed of blanks, connection-specific fields (Connection,
-   Transfer-Encoding & co., conch__h1_hop_by_hop()), fields with invalid
+   Transfer-Encoding & co., conch__h1_hop_by_hop(), and the fields a
+   Connection field names, RFC 9110 7.6.1), fields with invalid
    names or values and a Content-Length beside chunked framing dropped.
    The head and the trailers together may hold |max_head| bytes of names
    and values.  Private to the runtime. */

@@ -626,17 +626,30 @@ int conch__http_from_code(conch_code code) {
 }
 
 int conch__h1_hop_by_hop(const uint8_t *name, size_t len) {
-  static const char *const names[] = {
-      "connection", "keep-alive", "proxy-connection", "transfer-encoding",
-      "upgrade",    "te",         "trailer",          "http2-settings"};
-  size_t i;
+  const char *n = (const char *)name;
+  int c0 = len > 0 ? name[0] | 0x20 : 0; /* lowercased if a letter */
 
-  for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-    if (ieq((const char *)name, len, names[i])) {
-      return 1;
-    }
+  /* By length and first letter: most names are none of these and cost a
+     switch and a comparison (every field of every HTTP/1.1 message
+     passes here). */
+  switch (len) {
+  case 2:
+    return c0 == 't' && ieq(n, len, "te");
+  case 7:
+    return (c0 == 'u' && ieq(n, len, "upgrade")) ||
+           (c0 == 't' && ieq(n, len, "trailer"));
+  case 10:
+    return (c0 == 'c' && ieq(n, len, "connection")) ||
+           (c0 == 'k' && ieq(n, len, "keep-alive"));
+  case 14:
+    return c0 == 'h' && ieq(n, len, "http2-settings");
+  case 16:
+    return c0 == 'p' && ieq(n, len, "proxy-connection");
+  case 17:
+    return c0 == 't' && ieq(n, len, "transfer-encoding");
+  default:
+    return 0;
   }
-  return 0;
 }
 
 size_t conch__h1_chunk_head(size_t n, char out[CONCH_CHUNK_HEAD]) {

@@ -153,23 +153,54 @@ static int has_ctl(const uint8_t *p, size_t n) {
   return 0;
 }
 
-/* Go-style "Content-Type" for an HTTP/2 "content-type". */
-static void put_canonical(conch_buf *b, const conch_mem *mem, const uint8_t *p,
-                          size_t n, int *fatal) {
+/* Whether the name |p| (|n| bytes, lowercase: h1parse.c's) is |lit|. */
+#define NAME_IS(p, n, lit)                                                     \
+  ((n) == sizeof(lit) - 1 && memcmp((p), (lit), sizeof(lit) - 1) == 0)
+
+/* "Name: value\r\n" at the end of |b|, with a Go-style "Content-Type"
+   for an HTTP/2 "content-type".  Returns 0 or CONCH_ERR_NOMEM. */
+static int put_field(conch_buf *b, const conch_mem *mem, const uint8_t *p,
+                     size_t n, const uint8_t *v, size_t vlen) {
+  uint8_t *o;
   size_t i;
 
-  if (conch__buf_reserve(b, mem, n) != 0) {
-    *fatal = 1;
-    return;
+  if (conch__buf_reserve(b, mem, n + vlen + 4) != 0) {
+    return CONCH_ERR_NOMEM;
   }
+  o = b->data + b->len;
   for (i = 0; i < n; i++) {
     uint8_t ch = p[i];
 
     if ((i == 0 || p[i - 1] == '-') && ch >= 'a' && ch <= 'z') {
       ch = (uint8_t)(ch - 'a' + 'A');
     }
-    b->data[b->len++] = ch;
+    o[i] = ch;
   }
+  o[n] = ':';
+  o[n + 1] = ' ';
+  if (vlen > 0) {
+    memcpy(o + n + 2, v, vlen);
+  }
+  o[n + 2 + vlen] = '\r';
+  o[n + 3 + vlen] = '\n';
+  b->len += n + vlen + 4;
+  return 0;
+}
+
+/* |v| in decimal at |out| (20 bytes at most); returns its length. */
+static size_t put_dec(char *out, unsigned long long v) {
+  char tmp[24];
+  size_t k = 0;
+  size_t n = 0;
+
+  do {
+    tmp[k++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v > 0);
+  while (k > 0) {
+    out[n++] = tmp[--k];
+  }
+  return n;
 }
 
 /* ---- The exchange -------------------------------------------------------- */
@@ -269,16 +300,20 @@ static int cb_fail(srv_h1 *h, int status) {
 
 /* The origin-form path, or the path of an absolute-form target
    "http://authority/path" (whose authority wins over Host, RFC 9112
-   3.2.2), into |path|.  Returns 0, -1 (not a target we serve) or
+   3.2.2), as |*pp|, |*plen|: in the target, or in |path| when a "/" had
+   to be put before it.  Returns 0, -1 (not a target we serve) or
    CONCH_ERR_NOMEM. */
 static int split_target(srv_h1 *h, const uint8_t *u, size_t n, conch_buf *path,
-                        const uint8_t **auth, size_t *authlen) {
+                        const uint8_t **pp, size_t *plen, const uint8_t **auth,
+                        size_t *authlen) {
   const uint8_t *sep;
   size_t a;
   size_t e;
 
   if (n > 0 && u[0] == '/') {
-    return conch__buf_append(path, mem_of(h), u, n) != 0 ? CONCH_ERR_NOMEM : 0;
+    *pp = u;
+    *plen = n;
+    return 0;
   }
   sep = NULL;
   for (a = 0; n >= 3 && a <= n - 3; a++) {
@@ -297,10 +332,16 @@ static int split_target(srv_h1 *h, const uint8_t *u, size_t n, conch_buf *path,
   if (e == a) {
     return -1;
   }
-  if (conch__buf_append(path, mem_of(h), "/", e < n && u[e] == '/' ? 0 : 1) !=
-          0 ||
-      conch__buf_append(path, mem_of(h), u + e, n - e) != 0) {
-    return CONCH_ERR_NOMEM;
+  if (e < n && u[e] == '/') {
+    *pp = u + e;
+    *plen = n - e;
+  } else {
+    if (conch__buf_append(path, mem_of(h), "/", 1) != 0 ||
+        conch__buf_append(path, mem_of(h), u + e, n - e) != 0) {
+      return CONCH_ERR_NOMEM;
+    }
+    *pp = conch__buf_head(path);
+    *plen = conch__buf_size(path);
   }
   *auth = u + a;
   *authlen = e - a;
@@ -318,14 +359,13 @@ static int scan_fields(srv_h1 *h, const conch_h1_head *hd,
   for (i = 0; i < hd->nfields; i++) {
     const conch_h1_field *f = &hd->fields[i];
 
-    if (has_ctl(f->value, f->vlen)) {
-      return 400;
-    }
-    if (name_eq(f->name, f->nlen, "host")) {
+    /* No CR, LF or NUL in a value: the front end counted a field with a
+       control byte (but HTAB) as invalid, and on_head answered 400. */
+    if (NAME_IS(f->name, f->nlen, "host")) {
       nhost++;
       *host = f->value;
       *hostlen = f->vlen;
-    } else if (name_eq(f->name, f->nlen, "expect") && !h->http10) {
+    } else if (NAME_IS(f->name, f->nlen, "expect") && !h->http10) {
       if (!name_eq(f->value, f->vlen, "100-continue")) {
         return 417;
       }
@@ -347,6 +387,8 @@ static int on_head(void *ud, const conch_h1_head *hd) {
   const uint8_t *auth = NULL;
   size_t authlen = 0;
   conch_buf path = CONCH_BUF_INIT;
+  const uint8_t *pp = NULL;
+  size_t plen = 0;
   conch_rpc *rpc;
   int rv;
   size_t i;
@@ -377,7 +419,8 @@ static int on_head(void *ud, const conch_h1_head *hd) {
   if (rv != 0) {
     return cb_fail(h, rv);
   }
-  rv = split_target(h, hd->url, hd->url_len, &path, &auth, &authlen);
+  rv =
+      split_target(h, hd->url, hd->url_len, &path, &pp, &plen, &auth, &authlen);
   if (rv != 0) {
     conch__buf_free(&path, mem_of(h));
     if (rv == CONCH_ERR_NOMEM) {
@@ -400,8 +443,7 @@ static int on_head(void *ud, const conch_h1_head *hd) {
   rv = conch__srv_rpc_header(rpc, (const uint8_t *)":method", 7,
                              (const uint8_t *)hd->method, strlen(hd->method));
   if (rv == 0) {
-    rv = conch__srv_rpc_header(rpc, (const uint8_t *)":path", 5,
-                               conch__buf_head(&path), conch__buf_size(&path));
+    rv = conch__srv_rpc_header(rpc, (const uint8_t *)":path", 5, pp, plen);
   }
   if (rv == 0) {
     rv = conch__srv_rpc_header(rpc, (const uint8_t *)":authority", 10, auth,
@@ -411,9 +453,9 @@ static int on_head(void *ud, const conch_h1_head *hd) {
   for (i = 0; rv == 0 && i < hd->nfields; i++) {
     const conch_h1_field *f = &hd->fields[i];
 
-    if (name_eq(f->name, f->nlen, "host") ||
-        name_eq(f->name, f->nlen, "expect") ||
-        name_eq(f->name, f->nlen, "content-length")) {
+    if (NAME_IS(f->name, f->nlen, "host") ||
+        NAME_IS(f->name, f->nlen, "expect") ||
+        NAME_IS(f->name, f->nlen, "content-length")) {
       continue;
     }
     rv = conch__srv_rpc_header(rpc, f->name, f->nlen, f->value, f->vlen);
@@ -596,10 +638,7 @@ static int h1_head(conch_rpc *rpc, srv_hb *hb, int with_data) {
         has_ctl(name, nlen) || has_ctl(value, vlen)) {
       continue;
     }
-    put_canonical(&h->rhead, mem_of(h), name, nlen, &h->fatal);
-    if (conch__buf_append(&h->rhead, mem_of(h), ": ", 2) != 0 ||
-        conch__buf_append(&h->rhead, mem_of(h), value, vlen) != 0 ||
-        conch__buf_append(&h->rhead, mem_of(h), "\r\n", 2) != 0) {
+    if (put_field(&h->rhead, mem_of(h), name, nlen, value, vlen) != 0) {
       h->fatal = 1;
     }
   }
@@ -642,6 +681,18 @@ static void h1_overflow(conch_rpc *rpc) {
 static const srv_sink h1_sink = {h1_head, h1_more, h1_reset, h1_consumed,
                                  h1_overflow};
 
+/* "Content-Length: |v|\r\n" */
+static void put_length(srv_h1 *h, unsigned long long v) {
+  char line[48];
+  size_t n = 16;
+
+  memcpy(line, "Content-Length: ", 16);
+  n += put_dec(line + n, v);
+  line[n++] = '\r';
+  line[n++] = '\n';
+  put(h, line, n);
+}
+
 static int no_body(const srv_h1 *h) {
   return h->head_req || h->status < 200 || h->status == 204 ||
          h->status == 304;
@@ -652,7 +703,9 @@ static int no_body(const srv_h1 *h) {
 static void commit(srv_h1 *h, int ended, size_t len) {
   char line[128];
   int nobody = no_body(h);
-  int n;
+  const char *reason = reason_of(h->status);
+  size_t rlen = strlen(reason);
+  size_t n;
 
   /* An answer before the request body ended: the rest of the body is
      read and dropped if it is short, else the connection closes. */
@@ -664,9 +717,18 @@ static void commit(srv_h1 *h, int ended, size_t len) {
   if (h->stopping || (!nobody && !ended && h->http10)) {
     h->keep = 0; /* HTTP/1.0: the body ends with the connection */
   }
-  n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", h->status,
-               reason_of(h->status));
-  put(h, line, (size_t)n);
+  /* "HTTP/1.1 %d %s\r\n" (status 200..999, from h1_head) */
+  memcpy(line, "HTTP/1.1 ", 9);
+  n = 9 + put_dec(line + 9, (unsigned long long)h->status);
+  line[n++] = ' ';
+  if (rlen > sizeof(line) - n - 2) {
+    rlen = sizeof(line) - n - 2;
+  }
+  memcpy(line + n, reason, rlen);
+  n += rlen;
+  line[n++] = '\r';
+  line[n++] = '\n';
+  put(h, line, n);
   {
     size_t dl;
     const char *d = date_field(h, &dl);
@@ -676,19 +738,15 @@ static void commit(srv_h1 *h, int ended, size_t len) {
   if (h->head_req && h->resp_len >= 0 && h->status >= 200 &&
       h->status != 204 && h->status != 304) {
     /* HEAD: the length a GET would have (RFC 9110 8.6). */
-    n = snprintf(line, sizeof(line), "Content-Length: %lld\r\n", h->resp_len);
-    put(h, line, (size_t)n);
+    put_length(h, (unsigned long long)h->resp_len);
   }
   if (!nobody) {
     if (ended) {
-      n = snprintf(line, sizeof(line), "Content-Length: %zu\r\n", len);
-      put(h, line, (size_t)n);
+      put_length(h, len);
     } else if (h->resp_len >= 0) {
       /* The handler's promise (a plain HTTP handler holds it to it: a
          shorter body resets the call, and the connection closes). */
-      n = snprintf(line, sizeof(line), "Content-Length: %lld\r\n",
-                   h->resp_len);
-      put(h, line, (size_t)n);
+      put_length(h, (unsigned long long)h->resp_len);
     } else if (!h->http10) {
       puts_out(h, "Transfer-Encoding: chunked\r\n");
       h->chunked = 1;
@@ -716,10 +774,8 @@ static void put_last_chunk(srv_h1 *h, const conch_rpc *rpc) {
     if (has_ctl(nv->name, nv->namelen) || has_ctl(nv->value, nv->valuelen)) {
       continue;
     }
-    put_canonical(&line, mem_of(h), nv->name, nv->namelen, &h->fatal);
-    if (conch__buf_append(&line, mem_of(h), ": ", 2) != 0 ||
-        conch__buf_append(&line, mem_of(h), nv->value, nv->valuelen) != 0 ||
-        conch__buf_append(&line, mem_of(h), "\r\n", 2) != 0) {
+    if (put_field(&line, mem_of(h), nv->name, nv->namelen, nv->value,
+                  nv->valuelen) != 0) {
       h->fatal = 1;
     }
     put(h, conch__buf_head(&line), conch__buf_size(&line));
