@@ -19,8 +19,11 @@
 #include "server_int.h"
 #include "sock.h"
 
-#define SRV_READ_CHUNK 16384
 #define SRV_CLOSE_MS 1000 /* after an idle GOAWAY, before the close */
+
+/* The sniffer's and HTTP/1.1's session tables (below). */
+static const conch_session_ops srv_sniff_ops;
+static const conch_session_ops srv_h1_ops;
 
 /* ---- The endpoint its connections see (conn_int.h) ---------------------- */
 
@@ -398,16 +401,7 @@ static void conn_goaway(srv_conn *conn) {
   /* The client is told first (no request of its is lost), and cut off
      if it does not go. */
   conn->goaway = 1;
-  if (conn->proto == SRV_PROTO_H1) {
-    conch__srv_h1_goaway(conn);
-  } else if (conn->h2 == NULL) {
-    conn->dead = 1; /* nothing asked yet (sniffing), or no session made */
-  } else if (nghttp2_submit_goaway(
-                 conn->h2, NGHTTP2_FLAG_NONE,
-                 nghttp2_session_get_last_proc_stream_id(conn->h2),
-                 NGHTTP2_NO_ERROR, NULL, 0) != 0) {
-    conn->dead = 1;
-  }
+  conn->base.ops->goaway(&conn->base);
 }
 
 static void conn_idle_expired(srv_conn *conn) {
@@ -432,13 +426,12 @@ static void conn_idle_expired(srv_conn *conn) {
 static void conn_free(srv_conn *conn) {
   conch_server *s = conn->s;
 
-  s->ep.ops->watch(&s->ep, conn->fd, &conn->watched, 0);
-  conn->t.close(conn->t.user_data, conn->fd);
+  s->ep.ops->watch(&s->ep, conn->base.fd, &conn->base.watched, 0);
+  conn->t.close(conn->t.user_data, conn->base.fd);
   conch__srv_timer_disarm(s, &conn->idle);
   conch__srv_timer_disarm(s, &conn->linger);
-  conch__srv_h1_free(conn);
-  nghttp2_session_del(conn->h2);
-  conch__filter_clear(&conn->filter);
+  conn->base.ops->free(&conn->base);
+  conch__filter_clear(&conn->base.filter);
   conch__list_remove(&conn->link);
   s->nconns--;
   conch__free(s->mem, conn);
@@ -452,8 +445,15 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
     return CONCH_ERR_NOMEM;
   }
   conn->s = s;
-  conn->fd = fd;
-  conn->filter.mem = s->mem;
+  conn->base.ep = &s->ep;
+  conn->base.fd = fd;
+  conn->base.filter.mem = s->mem;
+  /* No session yet: the first bytes (or ALPN) say which one. */
+  conn->base.ops = &srv_sniff_ops;
+  conn->base.state =
+      s->ep.tls_ctx != NULL ? CONCH_CONN_HANDSHAKE : CONCH_CONN_READY;
+  conn->base.connect_timer.idx = SIZE_MAX;
+  conn->base.keepalive_timer.idx = SIZE_MAX;
   if (t != NULL) {
     conn->has_t = 1;
     conn->t = *t;
@@ -469,11 +469,10 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   conn->idle.kind = SRV_TIMER_IDLE;
   conn->linger.idx = SIZE_MAX;
   conn->linger.kind = SRV_TIMER_LINGER;
-  /* No session yet: the first bytes (or ALPN) say which one. */
   rv = 0;
   if (s->ep.tls_ctx != NULL) {
-    rv = conch__tls_accept_new(&conn->filter.tls, s->ep.tls_ctx);
-    conn->tls = conn->filter.tls;
+    rv = conch__tls_accept_new(&conn->base.filter.tls, s->ep.tls_ctx);
+    conn->tls = conn->base.filter.tls;
   }
   if (rv != 0) {
     conch__free(s->mem, conn);
@@ -670,18 +669,18 @@ static void accept_all(conch_server *s, int lfd, int is_unix) {
 /* Through the connection's transport: sock.c's for a socket of ours
    (EINTR retried there), the caller's for an adopted handle. */
 static long conn_read(srv_conn *conn, void *buf, size_t len) {
-  return conn->t.read(conn->t.user_data, conn->fd, buf, len);
+  return conn->t.read(conn->t.user_data, conn->base.fd, buf, len);
 }
 
 /* ---- Bytes for the transport: through TLS or not ---- */
 
 int conch__srv_conn_out(srv_conn *conn, const uint8_t *p, size_t n) {
-  return conch__filter_queue(&conn->filter, p, n);
+  return conch__filter_queue(&conn->base.filter, p, n);
 }
 
 size_t conch__srv_conn_out_size(srv_conn *conn) {
   const uint8_t *p;
-  return conch__filter_pending(&conn->filter, &p);
+  return conch__filter_pending(&conn->base.filter, &p);
 }
 
 size_t conch__srv_date(char *out, size_t cap) {
@@ -697,7 +696,214 @@ size_t conch__srv_date(char *out, size_t cap) {
   return strftime(out, cap, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
 }
 
-/* ---- Reading -------------------------------------------------------------- */
+/* ---- The sessions (session.h): the sniffer, HTTP/1.1, HTTP/2 ------------ */
+
+/* The entries of the table a server's session does not use (a server
+   starts no stream, credits no window of its own, pings no one and
+   forgets nothing): trivial, so that a connection's code calls them
+   whatever its role. */
+void conch__srv_sess_submit(conch_conn *c, int64_t now) {
+  (void)c;
+  (void)now;
+}
+void conch__srv_sess_call(conch_conn *c, conch_call *call) {
+  (void)c;
+  (void)call;
+}
+void conch__srv_sess_consume(conch_conn *c, conch_call *call, size_t n) {
+  (void)c;
+  (void)call;
+  (void)n;
+}
+void conch__srv_sess_reset(conch_conn *c, conch_call *call, uint32_t err) {
+  (void)c;
+  (void)call;
+  (void)err;
+}
+conch_keepalive conch__srv_sess_keepalive(const conch_conn *c, int64_t now,
+                                          int64_t *next) {
+  (void)c;
+  (void)now;
+  (void)next;
+  return CONCH_KA_OFF;
+}
+int conch__srv_sess_ping(conch_conn *c) {
+  (void)c;
+  return 0;
+}
+long conch__srv_sess_capacity(const conch_conn *c) {
+  return (long)conch__srv_conn_of(c)->s->o.max_streams;
+}
+int conch__srv_sess_sent_all(const conch_conn *c, const conch_call *call) {
+  (void)c;
+  (void)call;
+  return 1;
+}
+int conch__srv_sess_want_read(const conch_conn *c) {
+  return c->ops->room(c) > 0;
+}
+
+/* Puts session |ops| in the sniffer's place and starts it. */
+static void conn_start(srv_conn *conn, const conch_session_ops *ops) {
+  conn->base.ops = ops;
+  if (ops->start(&conn->base) != 0) {
+    /* Nothing to free (a start that fails leaves none); the sniffer's
+       entries are safe on a connection with no session. */
+    conn->base.ops = &srv_sniff_ops;
+    conn->dead = 1;
+  }
+}
+
+/* The sniffer: until the first bytes (or ALPN) say what the client
+   speaks.  Anything but the HTTP/2 preface is HTTP/1.x (curl without
+   --http2-prior-knowledge, browsers, undici). */
+static int sniff_feed(conch_conn *c, const uint8_t *p, size_t n) {
+  static const uint8_t magic[4] = {'P', 'R', 'I', ' '};
+  srv_conn *conn = conch__srv_conn_of(c);
+  size_t k = n < 4 - conn->nsniff ? n : 4 - conn->nsniff;
+  int h2;
+
+  memcpy(conn->sniff + conn->nsniff, p, k);
+  conn->nsniff += k;
+  p += k;
+  n -= k;
+  h2 = memcmp(conn->sniff, magic, conn->nsniff) == 0;
+  if (h2 && conn->nsniff < 4) {
+    return 0; /* "PR": either still */
+  }
+  conn_start(conn, h2 ? &conch__srv_h2_ops : &srv_h1_ops);
+  if (conn->dead) {
+    return -1;
+  }
+  (void)c->ops->feed(c, conn->sniff, conn->nsniff);
+  if (n == 0 || conn->dead) {
+    return conn->dead ? -1 : 0;
+  }
+  return c->ops->feed(c, p, n);
+}
+
+static int sniff_start(conch_conn *c) {
+  (void)c;
+  return 0;
+}
+static void sniff_free(conch_conn *c) { (void)c; }
+static size_t sniff_room(const conch_conn *c) {
+  (void)c;
+  return SRV_READ_CHUNK;
+}
+/* EOF, or a failure, before a word: nothing to answer. */
+static void sniff_on_close(conch_conn *c, int err, int writing) {
+  (void)err;
+  (void)writing;
+  conch__srv_conn_of(c)->dead = 1;
+}
+static int sniff_send(conch_conn *c) {
+  (void)c;
+  return 0;
+}
+static int sniff_idle(const conch_conn *c) {
+  (void)c;
+  return 0;
+}
+/* Nothing asked yet: the connection closes. */
+static void sniff_goaway(conch_conn *c) { conch__srv_conn_of(c)->dead = 1; }
+
+static const conch_session_ops srv_sniff_ops = {
+    .name = "sniffing",
+    .start = sniff_start,
+    .free = sniff_free,
+    .submit = conch__srv_sess_submit,
+    .resume = conch__srv_sess_call,
+    .consume = conch__srv_sess_consume,
+    .reset = conch__srv_sess_reset,
+    .feed = sniff_feed,
+    .want_read = conch__srv_sess_want_read,
+    .on_close = sniff_on_close,
+    .send = sniff_send,
+    .want_write = sniff_idle,
+    .over = sniff_idle,
+    .keepalive = conch__srv_sess_keepalive,
+    .ping = conch__srv_sess_ping,
+    .capacity = conch__srv_sess_capacity,
+    .sent_all = conch__srv_sess_sent_all,
+    .forget = conch__srv_sess_call,
+    .room = sniff_room,
+    .goaway = sniff_goaway,
+};
+
+/* HTTP/1.1: server_h1.c's session behind the table. */
+static int h1_start(conch_conn *c) {
+  return conch__srv_h1_start(conch__srv_conn_of(c));
+}
+static void h1_free(conch_conn *c) {
+  conch__srv_h1_free(conch__srv_conn_of(c));
+}
+static int h1_feed(conch_conn *c, const uint8_t *p, size_t n) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  if (conch__srv_h1_feed(conn, p, n) != 0) {
+    conn->dead = 1;
+    return -1;
+  }
+  return 0;
+}
+static size_t h1_room(const conch_conn *c) {
+  return conch__srv_h1_room(conch__srv_conn_of(c));
+}
+/* EOF: what was asked is answered; once lingering, EOF is what was
+   waited for. */
+static void h1_on_close(conch_conn *c, int err, int writing) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  (void)writing;
+  if (err == 0 && !conn->lingering) {
+    conch__srv_h1_eof(conn);
+  } else {
+    conn->dead = 1;
+  }
+}
+/* Parses what was read ahead and writes the responses into the filter
+   (not from a kick: that could start calls outside a turn). */
+static int h1_send(conch_conn *c) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  if (conn->kicking) {
+    return 0;
+  }
+  return conch__srv_h1_produce(conn) < 0 ? -1 : 0;
+}
+static int h1_want_write(const conch_conn *c) {
+  (void)c;
+  return 0;
+}
+static int h1_over(const conch_conn *c) {
+  return conch__srv_h1_done(conch__srv_conn_of(c)) ? CONCH_SESSION_LINGER : 0;
+}
+static void h1_goaway(conch_conn *c) {
+  conch__srv_h1_goaway(conch__srv_conn_of(c));
+}
+
+static const conch_session_ops srv_h1_ops = {
+    .name = "HTTP/1.1",
+    .start = h1_start,
+    .free = h1_free,
+    .submit = conch__srv_sess_submit,
+    .resume = conch__srv_sess_call,
+    .consume = conch__srv_sess_consume,
+    .reset = conch__srv_sess_reset,
+    .feed = h1_feed,
+    .want_read = conch__srv_sess_want_read,
+    .on_close = h1_on_close,
+    .send = h1_send,
+    .want_write = h1_want_write,
+    .over = h1_over,
+    .keepalive = conch__srv_sess_keepalive,
+    .ping = conch__srv_sess_ping,
+    .capacity = conch__srv_sess_capacity,
+    .sent_all = conch__srv_sess_sent_all,
+    .forget = conch__srv_sess_call,
+    .room = h1_room,
+    .goaway = h1_goaway,
+};
+
+/* ---- Reading ------------------------------------------------------------ */
 
 /* Ciphertext held before OpenSSL: no more is read from the transport. */
 #define SRV_TLS_IN_MAX (64 * 1024)
@@ -705,66 +911,9 @@ size_t conch__srv_date(char *out, size_t cap) {
    theirs). */
 #define SRV_READ_BUDGET (1024 * 1024)
 
-static void conn_start_h1(srv_conn *conn) {
-  conn->proto = SRV_PROTO_H1;
-  if (conch__srv_h1_start(conn) != 0) {
-    conn->dead = 1;
-  }
-}
-
-/* The connection speaks HTTP/2: nghttp2's session, made now that it is
-   known (our SETTINGS go out on the next flush). */
-static void conn_start_h2(srv_conn *conn) {
-  conn->proto = SRV_PROTO_H2;
-  if (conch__srv_session_new(conn) != 0) {
-    conn->dead = 1;
-    return;
-  }
-  conn->s->pending = 1;
-}
-
 /* Plaintext from the client. */
 static void conn_input(srv_conn *conn, const uint8_t *p, size_t n) {
-  static const uint8_t magic[4] = {'P', 'R', 'I', ' '};
-
-  if (conn->proto == SRV_PROTO_SNIFF) {
-    size_t k = n < 4 - conn->nsniff ? n : 4 - conn->nsniff;
-    int h2;
-
-    memcpy(conn->sniff + conn->nsniff, p, k);
-    conn->nsniff += k;
-    p += k;
-    n -= k;
-    h2 = memcmp(conn->sniff, magic, conn->nsniff) == 0;
-    if (h2 && conn->nsniff < 4) {
-      return; /* "PR": either still */
-    }
-    /* Anything but the HTTP/2 preface is HTTP/1.x (curl without
-       --http2-prior-knowledge, browsers, undici). */
-    if (h2) {
-      conn_start_h2(conn);
-    } else {
-      conn_start_h1(conn);
-    }
-    if (conn->dead) {
-      return;
-    }
-    conn_input(conn, conn->sniff, conn->nsniff);
-  }
-  if (n == 0 || conn->dead) {
-    return;
-  }
-  if (conn->proto == SRV_PROTO_H1) {
-    if (conch__srv_h1_feed(conn, p, n) != 0) {
-      conn->dead = 1;
-    }
-    return;
-  }
-  if (nghttp2_session_mem_recv(conn->h2, p, n) < 0) {
-    /* Garbage or a broken session: nghttp2 queued a GOAWAY when it
-       could; send it, then close. */
-    conn->fin = 1;
-  }
+  (void)conn->base.ops->feed(&conn->base, p, n);
 }
 
 /* How many plaintext bytes the connection takes now. */
@@ -772,38 +921,13 @@ static size_t conn_room(const srv_conn *conn) {
   if (conn->fin) {
     return 0;
   }
-  if (conn->proto == SRV_PROTO_H1) {
-    return conch__srv_h1_room(conn);
-  }
-  return SRV_READ_CHUNK;
+  return conn->base.ops->room(&conn->base);
 }
 
-/* The client shut its write side (SHUT_WR): what it asked is
-   still answered, as HTTP/2 allows; a request still being received can
-   never end and is reset.  The connection closes once all is answered
-   (or when a write fails: it is not watched for reading any more). */
-static void conn_half_close(srv_conn *conn) {
-  conn->rd_eof = 1;
-  for (conch_link *l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
-    conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
-    if (!rpc->half_closed) {
-      (void)nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
-                                      NGHTTP2_CANCEL);
-    }
-  }
-}
-
-/* The client shut its write side (or sent close_notify). */
+/* The client shut its write side (or sent close_notify): the session
+   settles (answers what was asked, or closes). */
 static void conn_eof(srv_conn *conn) {
-  if (conn->proto == SRV_PROTO_H1 && !conn->lingering) {
-    conch__srv_h1_eof(conn);
-    return;
-  }
-  if (conn->h2 != NULL && !conn->rd_eof && !conn->has_t) {
-    conn_half_close(conn);
-    return;
-  }
-  conn->dead = 1;
+  conn->base.ops->on_close(&conn->base, 0, 0);
 }
 
 /* The filter's pump (filter.c) into the connection. */
@@ -820,11 +944,11 @@ static void conn_tls_pull(srv_conn *conn) {
   uint8_t buf[SRV_READ_CHUNK];
   int rv;
 
-  if (conn->filter.tls == NULL || conn->dead) {
+  if (conn->base.filter.tls == NULL || conn->dead) {
     return;
   }
-  if (conn->proto == SRV_PROTO_SNIFF && conn->nsniff == 0) {
-    rv = conch__tls_handshake(conn->filter.tls);
+  if (conn->base.state == CONCH_CONN_HANDSHAKE) {
+    rv = conch__tls_handshake(conn->base.filter.tls);
     if (rv == CONCH_ERR_AGAIN) {
       return;
     }
@@ -832,13 +956,14 @@ static void conn_tls_pull(srv_conn *conn) {
       conn->fin = 1; /* the alert goes out, if there is one */
       return;
     }
+    conn->base.state = CONCH_CONN_READY;
     /* ALPN decides; without ALPN the first bytes do, as in cleartext. */
-    switch (conch__tls_alpn(conn->filter.tls)) {
+    switch (conch__tls_alpn(conn->base.filter.tls)) {
     case CONCH_TLS_PROTO_H2:
-      conn_start_h2(conn);
+      conn_start(conn, &conch__srv_h2_ops);
       break;
     case CONCH_TLS_PROTO_H1:
-      conn_start_h1(conn);
+      conn_start(conn, &srv_h1_ops);
       break;
     default:
       break;
@@ -850,7 +975,7 @@ static void conn_tls_pull(srv_conn *conn) {
   }
   /* What TLS holds when there is no room waits for it (conn_settle()
      asks for a turn). */
-  rv = conch__filter_pump(&conn->filter, buf, sizeof(buf), pump_room,
+  rv = conch__filter_pump(&conn->base.filter, buf, sizeof(buf), pump_room,
                           pump_feed, conn);
   conn->tls_held = rv == CONCH_FILTER_HELD;
   if (rv == CONCH_ERR_EOF) {
@@ -865,8 +990,8 @@ static int conn_wants_read(const srv_conn *conn) {
   if (conn->fin || conn->rd_eof) {
     return 0;
   }
-  if (conn->filter.tls != NULL) {
-    return conch__tls_buffered(conn->filter.tls) < SRV_TLS_IN_MAX;
+  if (conn->base.filter.tls != NULL) {
+    return conch__tls_buffered(conn->base.filter.tls) < SRV_TLS_IN_MAX;
   }
   return conn_room(conn) > 0;
 }
@@ -878,7 +1003,7 @@ static void conn_on_read(srv_conn *conn) {
   while (!conn->dead && conn_wants_read(conn)) {
     size_t want = sizeof(buf);
     long n;
-    if (conn->filter.tls == NULL) {
+    if (conn->base.filter.tls == NULL) {
       size_t room = conn_room(conn);
       want = room < want ? room : want;
     }
@@ -894,8 +1019,8 @@ static void conn_on_read(srv_conn *conn) {
       conn->dead = 1;
       return;
     }
-    if (conn->filter.tls != NULL) {
-      if (conch__tls_feed(conn->filter.tls, buf, (size_t)n) != 0) {
+    if (conn->base.filter.tls != NULL) {
+      if (conch__tls_feed(conn->base.filter.tls, buf, (size_t)n) != 0) {
         conn->dead = 1;
         return;
       }
@@ -917,13 +1042,12 @@ static void conn_on_read(srv_conn *conn) {
    Returns 0, or -1 when the connection failed. */
 static int conn_flush(srv_conn *conn) {
   for (;;) {
-    const uint8_t *p;
     long w;
     /* Written until the transport says it is full (a short write is
        tried again: an adopted transport may take little at a time). */
     do {
-      w = conch__filter_send(&conn->filter, conn->t.write,
-                             conn->t.user_data, conn->fd);
+      w = conch__filter_send(&conn->base.filter, conn->t.write,
+                             conn->t.user_data, conn->base.fd);
     } while (w == CONCH_FILTER_SHORT);
     if (w == CONCH_FILTER_BLOCKED || w == -EINTR) {
       return 0;
@@ -934,36 +1058,11 @@ static int conn_flush(srv_conn *conn) {
     if (conn->fin || conn->lingering) {
       return 0;
     }
-    if (conn->proto == SRV_PROTO_H1) {
-      int rv = conch__srv_h1_produce(conn);
-      if (rv < 0) {
-        return -1;
-      }
-      if (conch__srv_conn_out_size(conn) == 0) {
-        return 0;
-      }
-      continue;
+    if (conn->base.ops->send(&conn->base) != 0) {
+      return -1;
     }
-    if (conn->h2 == NULL) {
-      return 0; /* not known yet, or no session to be had */
-    }
-    for (;;) {
-      ssize_t n = nghttp2_session_mem_send(conn->h2, &p);
-      if (n < 0) {
-        return -1;
-      }
-      if (n == 0) {
-        if (conch__srv_conn_out_size(conn) == 0) {
-          return 0;
-        }
-        break;
-      }
-      if (conch__srv_conn_out(conn, p, (size_t)n) != 0) {
-        return -1;
-      }
-      if (conch__srv_conn_out_size(conn) >= 64 * 1024) {
-        break; /* write some before taking more */
-      }
+    if (conch__srv_conn_out_size(conn) == 0) {
+      return 0;
     }
   }
 }
@@ -992,8 +1091,8 @@ static void conn_linger(srv_conn *conn) {
     return;
   }
   conn->lingering = 1;
-  if (conn->filter.tls != NULL) {
-    (void)conch__tls_shutdown(conn->filter.tls);
+  if (conn->base.filter.tls != NULL) {
+    (void)conch__tls_shutdown(conn->base.filter.tls);
   }
   if (conch__srv_timer_arm(s, &conn->linger,
                            conch__srv_now(s) + SRV_LINGER_MS) != 0) {
@@ -1004,7 +1103,8 @@ static void conn_linger(srv_conn *conn) {
 /* Tells the hooks what |conn| waits for (nothing: it is not watched). */
 static void conn_watch(srv_conn *conn) {
   conch_server *s = conn->s;
-  s->ep.ops->watch(&s->ep, conn->fd, &conn->watched, conn_events(conn));
+  s->ep.ops->watch(&s->ep, conn->base.fd, &conn->base.watched,
+                   conn_events(conn));
 }
 
 /* Closes |conn| when it is dead or done, else tells the hooks what it
@@ -1023,8 +1123,8 @@ static void conn_settle(srv_conn *conn) {
       conn->dead = 1;
       break;
     }
-    if (conn->proto == SRV_PROTO_H1 && !conn->lingering &&
-        conch__srv_h1_done(conn)) {
+    if (!conn->lingering &&
+        conn->base.ops->over(&conn->base) == CONCH_SESSION_LINGER) {
       conn_linger(conn);
       continue;
     }
@@ -1039,14 +1139,12 @@ static void conn_settle(srv_conn *conn) {
   if (!conn->dead && conch__srv_conn_out_size(conn) == 0) {
     if (conn->fin) {
       conn->dead = 1;
-    } else if (conn->h2 != NULL && !nghttp2_session_want_write(conn->h2) &&
-               (!nghttp2_session_want_read(conn->h2) ||
-                (conn->rd_eof && conch__list_empty(&conn->rpcs)))) {
-      conn->dead = 1; /* after GOAWAY, or half-closed, and drained */
+    } else if (!conn->lingering && conn->base.ops->over(&conn->base) == 1) {
+      conn->dead = 1; /* HTTP/2: after GOAWAY, or half-closed, and drained */
     } else if (conn->lingering && !conn->shut_wr) {
       conn->shut_wr = 1;
       if (!conn->has_t) {
-        conch__sock_shutdown_write(conn->fd);
+        conch__sock_shutdown_write(conn->base.fd);
       }
     }
   }
@@ -1073,10 +1171,13 @@ void conch__srv_conn_kick(srv_conn *conn) {
   }
   s->in_cb = 1; /* nghttp2's callbacks may run: no driving from them */
   /* HTTP/1.1 moves requests into the session as it flushes, which could
-     start calls: that waits for the turn. */
-  if (conn->proto != SRV_PROTO_H1 && conn_flush(conn) != 0) {
+     start calls: that waits for the turn (its send does nothing while
+     |kicking|). */
+  conn->kicking = 1;
+  if (conn_flush(conn) != 0) {
     conn->dead = 1;
   }
+  conn->kicking = 0;
   s->in_cb = 0;
   /* What follows (closing, handlers) belongs to a turn. */
   s->ep.ops->kick(&s->ep);
@@ -1234,7 +1335,7 @@ static void handle_fd(conch_server *s, int fd, unsigned events) {
   }
   for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
-    if (conn->fd == fd) {
+    if (conn->base.fd == fd) {
       if (events & CONCH_IO_READ) {
         conn_on_read(conn);
       }
@@ -1257,10 +1358,10 @@ int conch_server_set_io_hooks(conch_server *s, const conch_io_hooks *hooks) {
     }
     for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
       srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
-      if (conn->watched != 0) {
-        s->hooks.watch(conn->fd, CONCH_IO_REMOVE, s->hooks.user_data);
+      if (conn->base.watched != 0) {
+        s->hooks.watch(conn->base.fd, CONCH_IO_REMOVE, s->hooks.user_data);
       }
-      conn->watched = 0;
+      conn->base.watched = 0;
     }
   }
   s->has_hooks = hooks != NULL;
@@ -1322,7 +1423,7 @@ size_t conch_server_pollfds(conch_server *s, struct pollfd *fds, size_t nfds) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
     if (n < nfds) {
       unsigned ev = conn_events(conn);
-      fds[n].fd = conn->fd;
+      fds[n].fd = conn->base.fd;
       fds[n].events = (short)(((ev & CONCH_IO_READ) ? POLLIN : 0) |
                               ((ev & CONCH_IO_WRITE) ? POLLOUT : 0));
       fds[n].revents = 0;
@@ -1335,7 +1436,7 @@ size_t conch_server_pollfds(conch_server *s, struct pollfd *fds, size_t nfds) {
 static void conn_hangup(conch_server *s, int fd) {
   for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
-    if (conn->fd == fd && conn->rd_eof) {
+    if (conn->base.fd == fd && conn->rd_eof) {
       conn->dead = 1;
     }
   }
