@@ -20,6 +20,11 @@
 #include "sock.h"
 
 #define SRV_CLOSE_MS 1000 /* after an idle GOAWAY, before the close */
+/* Ciphertext held before OpenSSL: no more is read from the transport. */
+#define SRV_TLS_IN_MAX (64 * 1024)
+/* Bytes read from one connection in one turn (the rest waits: others get
+   theirs). */
+#define SRV_READ_BUDGET (1024 * 1024)
 
 /* The sniffer's and HTTP/1.1's session tables (below). */
 static const conch_session_ops srv_sniff_ops;
@@ -77,8 +82,12 @@ static void ep_timer_disarm(conch_endpoint *ep, conch_timer *t) {
   conch__heap_remove(&ep_server(ep)->heap, t);
 }
 
-static const conch_endpoint_ops server_ep_ops = {ep_now, ep_kick, ep_watch,
-                                                 ep_timer_arm, ep_timer_disarm};
+static int ep_secure(conch_conn *c);
+static void ep_tls_fail(conch_conn *c);
+
+static const conch_endpoint_ops server_ep_ops = {
+    ep_now,          ep_kick,   ep_watch,   ep_timer_arm,
+    ep_timer_disarm, ep_secure, ep_tls_fail};
 
 /* ---- Server ------------------------------------------------------------- */
 
@@ -111,6 +120,8 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   s->ep.mem = s->mem;
   s->ep.transport = &conch__sock_transport; /* adopted handles: their own */
   s->ep.target = "the server";
+  s->ep.read_budget = SRV_READ_BUDGET;
+  s->ep.drain_reads = 1;
   conch__list_init(&s->ep.dirty);
   if (!opts->tls &&
       (opts->tls_mat.ca_file != NULL || opts->tls_mat.ca_pem != NULL)) {
@@ -426,8 +437,7 @@ static void conn_idle_expired(srv_conn *conn) {
 static void conn_free(srv_conn *conn) {
   conch_server *s = conn->s;
 
-  s->ep.ops->watch(&s->ep, conn->base.fd, &conn->base.watched, 0);
-  conn->t.close(conn->t.user_data, conn->base.fd);
+  conch__conn_close_fd(&conn->base);
   conch__srv_timer_disarm(s, &conn->idle);
   conch__srv_timer_disarm(s, &conn->linger);
   conn->base.ops->free(&conn->base);
@@ -455,15 +465,23 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   conn->base.connect_timer.idx = SIZE_MAX;
   conn->base.keepalive_timer.idx = SIZE_MAX;
   if (t != NULL) {
+    /* The caller's: as a client transport that opens nothing. */
     conn->has_t = 1;
-    conn->t = *t;
+    conn->tr.read = t->read;
+    conn->tr.write = t->write;
+    conn->tr.close = t->close;
+    conn->tr.user_data = t->user_data;
+    conn->base.transport = &conn->tr;
   } else {
     /* A socket of ours: sock.c's reads and writes, the client's. */
-    conn->t.read = conch__sock_transport.read;
-    conn->t.write = conch__sock_transport.write;
-    conn->t.close = conch__sock_transport.close;
-    conn->t.user_data = NULL;
+    conn->base.transport = &conch__sock_transport;
   }
+  /* Reads go through the server's buffers (no connection keeps bytes in
+     them past its feed). */
+  conn->base.rbuf = s->rbuf;
+  conn->base.rcap = sizeof(s->rbuf);
+  conn->base.pbuf = s->pbuf;
+  conn->base.pcap = sizeof(s->pbuf);
   conch__list_init(&conn->rpcs);
   conn->idle.idx = SIZE_MAX;
   conn->idle.kind = SRV_TIMER_IDLE;
@@ -666,12 +684,6 @@ static void accept_all(conch_server *s, int lfd, int is_unix) {
   }
 }
 
-/* Through the connection's transport: sock.c's for a socket of ours
-   (EINTR retried there), the caller's for an adopted handle. */
-static long conn_read(srv_conn *conn, void *buf, size_t len) {
-  return conn->t.read(conn->t.user_data, conn->base.fd, buf, len);
-}
-
 /* ---- Bytes for the transport: through TLS or not ---- */
 
 int conch__srv_conn_out(srv_conn *conn, const uint8_t *p, size_t n) {
@@ -739,9 +751,6 @@ int conch__srv_sess_sent_all(const conch_conn *c, const conch_call *call) {
   (void)call;
   return 1;
 }
-int conch__srv_sess_want_read(const conch_conn *c) {
-  return c->ops->room(c) > 0;
-}
 
 /* Puts session |ops| in the sniffer's place and starts it. */
 static void conn_start(srv_conn *conn, const conch_session_ops *ops) {
@@ -788,8 +797,7 @@ static int sniff_start(conch_conn *c) {
 }
 static void sniff_free(conch_conn *c) { (void)c; }
 static size_t sniff_room(const conch_conn *c) {
-  (void)c;
-  return SRV_READ_CHUNK;
+  return conch__srv_conn_of(c)->fin ? 0 : SRV_READ_CHUNK;
 }
 /* EOF, or a failure, before a word: nothing to answer. */
 static void sniff_on_close(conch_conn *c, int err, int writing) {
@@ -847,7 +855,8 @@ static int h1_feed(conch_conn *c, const uint8_t *p, size_t n) {
   return 0;
 }
 static size_t h1_room(const conch_conn *c) {
-  return conch__srv_h1_room(conch__srv_conn_of(c));
+  const srv_conn *conn = conch__srv_conn_of(c);
+  return conn->fin ? 0 : conch__srv_h1_room(conn);
 }
 /* EOF: what was asked is answered; once lingering, EOF is what was
    waited for. */
@@ -905,134 +914,47 @@ static const conch_session_ops srv_h1_ops = {
 
 /* ---- Reading ------------------------------------------------------------ */
 
-/* Ciphertext held before OpenSSL: no more is read from the transport. */
-#define SRV_TLS_IN_MAX (64 * 1024)
-/* Bytes read from one connection in one turn (the rest waits: others get
-   theirs). */
-#define SRV_READ_BUDGET (1024 * 1024)
-
-/* Plaintext from the client. */
-static void conn_input(srv_conn *conn, const uint8_t *p, size_t n) {
-  (void)conn->base.ops->feed(&conn->base, p, n);
-}
-
-/* How many plaintext bytes the connection takes now. */
-static size_t conn_room(const srv_conn *conn) {
-  if (conn->fin) {
+/* Whether to read from the transport now (the sessions' want_read): not
+   once closing or half-closed; under TLS while it holds less than
+   SRV_TLS_IN_MAX of ciphertext; in cleartext while the session has
+   room. */
+int conch__srv_sess_want_read(const conch_conn *c) {
+  const srv_conn *conn = conch__srv_conn_of(c);
+  if (conn->dead || conn->fin || conn->rd_eof) {
     return 0;
   }
-  return conn->base.ops->room(&conn->base);
+  if (c->filter.tls != NULL) {
+    return conch__tls_buffered(c->filter.tls) < SRV_TLS_IN_MAX;
+  }
+  return c->ops->room(c) > 0;
 }
 
-/* The client shut its write side (or sent close_notify): the session
-   settles (answers what was asked, or closes). */
-static void conn_eof(srv_conn *conn) {
-  conn->base.ops->on_close(&conn->base, 0, 0);
-}
-
-/* The filter's pump (filter.c) into the connection. */
-static size_t pump_room(void *ud) { return conn_room(ud); }
-
-static int pump_feed(void *ud, const uint8_t *p, size_t n) {
-  srv_conn *conn = ud;
-  conn_input(conn, p, n);
+/* The endpoint's |secure| (conn.c): TLS's handshake is done.  ALPN
+   decides; without ALPN the first bytes do, as in cleartext. */
+static int ep_secure(conch_conn *c) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  c->state = CONCH_CONN_READY;
+  switch (conch__tls_alpn(c->filter.tls)) {
+  case CONCH_TLS_PROTO_H2:
+    conn_start(conn, &conch__srv_h2_ops);
+    break;
+  case CONCH_TLS_PROTO_H1:
+    conn_start(conn, &srv_h1_ops);
+    break;
+  default:
+    break;
+  }
   return conn->dead ? -1 : 0;
 }
 
-/* Takes what TLS decrypted, as far as the connection has room. */
-static void conn_tls_pull(srv_conn *conn) {
-  uint8_t buf[SRV_READ_CHUNK];
-  int rv;
-
-  if (conn->base.filter.tls == NULL || conn->dead) {
-    return;
-  }
-  if (conn->base.state == CONCH_CONN_HANDSHAKE) {
-    rv = conch__tls_handshake(conn->base.filter.tls);
-    if (rv == CONCH_ERR_AGAIN) {
-      return;
-    }
-    if (rv != 0) {
-      conn->fin = 1; /* the alert goes out, if there is one */
-      return;
-    }
-    conn->base.state = CONCH_CONN_READY;
-    /* ALPN decides; without ALPN the first bytes do, as in cleartext. */
-    switch (conch__tls_alpn(conn->base.filter.tls)) {
-    case CONCH_TLS_PROTO_H2:
-      conn_start(conn, &conch__srv_h2_ops);
-      break;
-    case CONCH_TLS_PROTO_H1:
-      conn_start(conn, &srv_h1_ops);
-      break;
-    default:
-      break;
-    }
-  }
-  conn->tls_held = 0;
-  if (conn->dead) {
-    return;
-  }
-  /* What TLS holds when there is no room waits for it (conn_settle()
-     asks for a turn). */
-  rv = conch__filter_pump(&conn->base.filter, buf, sizeof(buf), pump_room,
-                          pump_feed, conn);
-  conn->tls_held = rv == CONCH_FILTER_HELD;
-  if (rv == CONCH_ERR_EOF) {
-    conn_eof(conn);
-  } else if (rv < 0 && !conn->dead) {
-    conn->dead = 1; /* TLS failed */
-  }
-}
-
-/* Whether to read from the transport now. */
-static int conn_wants_read(const srv_conn *conn) {
-  if (conn->fin || conn->rd_eof) {
-    return 0;
-  }
-  if (conn->base.filter.tls != NULL) {
-    return conch__tls_buffered(conn->base.filter.tls) < SRV_TLS_IN_MAX;
-  }
-  return conn_room(conn) > 0;
-}
-
-static void conn_on_read(srv_conn *conn) {
-  uint8_t buf[SRV_READ_CHUNK];
-  size_t total = 0;
-
-  while (!conn->dead && conn_wants_read(conn)) {
-    size_t want = sizeof(buf);
-    long n;
-    if (conn->base.filter.tls == NULL) {
-      size_t room = conn_room(conn);
-      want = room < want ? room : want;
-    }
-    n = conn_read(conn, buf, want);
-    if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) {
-      return;
-    }
-    if (n == 0) {
-      conn_eof(conn);
-      return;
-    }
-    if (n < 0) {
-      conn->dead = 1;
-      return;
-    }
-    if (conn->base.filter.tls != NULL) {
-      if (conch__tls_feed(conn->base.filter.tls, buf, (size_t)n) != 0) {
-        conn->dead = 1;
-        return;
-      }
-      conn_tls_pull(conn);
-    } else {
-      conn_input(conn, buf, (size_t)n);
-    }
-    total += (size_t)n;
-    if (total >= SRV_READ_BUDGET) {
-      conn->s->pending = 1; /* the rest on the next turn */
-      return;
-    }
+/* The endpoint's |tls_fail|: in the handshake the alert goes out (if
+   there is one) before the close; later the connection just closes. */
+static void ep_tls_fail(conch_conn *c) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  if (c->state == CONCH_CONN_HANDSHAKE) {
+    conn->fin = 1;
+  } else {
+    conn->dead = 1;
   }
 }
 
@@ -1046,8 +968,8 @@ static int conn_flush(srv_conn *conn) {
     /* Written until the transport says it is full (a short write is
        tried again: an adopted transport may take little at a time). */
     do {
-      w = conch__filter_send(&conn->base.filter, conn->t.write,
-                             conn->t.user_data, conn->base.fd);
+      w = conch__filter_send(&conn->base.filter, conn->base.transport->write,
+                             conn->base.transport->user_data, conn->base.fd);
     } while (w == CONCH_FILTER_SHORT);
     if (w == CONCH_FILTER_BLOCKED || w == -EINTR) {
       return 0;
@@ -1065,17 +987,6 @@ static int conn_flush(srv_conn *conn) {
       return 0;
     }
   }
-}
-
-static unsigned conn_events(const srv_conn *conn) {
-  unsigned ev = 0;
-  if (conn->lingering || conn_wants_read(conn)) {
-    ev |= CONCH_IO_READ;
-  }
-  if (conch__srv_conn_out_size((srv_conn *)conn) > 0) {
-    ev |= CONCH_IO_WRITE;
-  }
-  return ev;
 }
 
 /* HTTP/1.1 is done: the write side closes (close_notify, then the
@@ -1103,8 +1014,8 @@ static void conn_linger(srv_conn *conn) {
 /* Tells the hooks what |conn| waits for (nothing: it is not watched). */
 static void conn_watch(srv_conn *conn) {
   conch_server *s = conn->s;
-  s->ep.ops->watch(&s->ep, conn->base.fd, &conn->base.watched,
-                   conn_events(conn));
+  (void)s;
+  conch__conn_update_watch(&conn->base);
 }
 
 /* Closes |conn| when it is dead or done, else tells the hooks what it
@@ -1114,7 +1025,7 @@ static void conn_settle(srv_conn *conn) {
 
   if (!conn->dead) {
     conch__srv_conn_resume(conn);
-    conn_tls_pull(conn); /* room may have opened */
+    conch__conn_pull(&conn->base); /* room may have opened */
   }
   /* Handlers told of room send more: flush again, a few rounds at most
      (the rest waits for the next turn). */
@@ -1155,7 +1066,7 @@ static void conn_settle(srv_conn *conn) {
   }
   /* TLS holds bytes the connection has room for now: no descriptor will
      say so, so the next turn comes at once. */
-  if (conn->tls_held && conn_room(conn) > 0) {
+  if (conn->base.tls_held && conn->base.ops->room(&conn->base) > 0) {
     s->pending = 1;
   }
   if (s->has_hooks) {
@@ -1337,7 +1248,7 @@ static void handle_fd(conch_server *s, int fd, unsigned events) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
     if (conn->base.fd == fd) {
       if (events & CONCH_IO_READ) {
-        conn_on_read(conn);
+        conch__conn_on_readable(&conn->base);
       }
       return;
     }
@@ -1422,7 +1333,7 @@ size_t conch_server_pollfds(conch_server *s, struct pollfd *fds, size_t nfds) {
   for (conch_link *l = s->conns.next; l != &s->conns; l = l->next, n++) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
     if (n < nfds) {
-      unsigned ev = conn_events(conn);
+      unsigned ev = conch__conn_events(&conn->base);
       fds[n].fd = conn->base.fd;
       fds[n].events = (short)(((ev & CONCH_IO_READ) ? POLLIN : 0) |
                               ((ev & CONCH_IO_WRITE) ? POLLOUT : 0));

@@ -274,9 +274,9 @@ static int h2_feed(conch_conn *c, const uint8_t *p, size_t n) {
   return conn->dead ? -1 : 0;
 }
 
+/* Nothing once the session failed (|fin|: nghttp2 takes no more). */
 static size_t h2_room(const conch_conn *c) {
-  (void)c;
-  return SRV_READ_CHUNK;
+  return conch__srv_conn_of(c)->fin ? 0 : SRV_READ_CHUNK;
 }
 
 /* The client shut its write side (SHUT_WR): what it asked is still

@@ -25,6 +25,9 @@
 #include "tls.h"
 
 #define SRV_MAX_LISTENERS 8
+/* The bytes one read takes, and the plaintext a connection takes at once
+   (HTTP/2, sniffing). */
+#define SRV_READ_CHUNK 16384
 
 struct conch_server_opts {
   conch_mem mem;
@@ -96,8 +99,8 @@ typedef struct srv_conn {
   conch_conn base;
   conch_link link; /* in conch_server.conns */
   conch_server *s;
-  int has_t;
-  conch_server_transport t;
+  int has_t;          /* adopted with a transport of the caller's: |tr| */
+  conch_transport tr; /* base.transport then */
   conch_tls *tls;   /* base.filter.tls, read by server_call.c (peer certs) */
   uint8_t sniff[4]; /* first bytes of a cleartext connection */
   size_t nsniff;
@@ -107,7 +110,6 @@ typedef struct srv_conn {
   int fin;          /* close once the bytes for the transport are out */
   int lingering;    /* HTTP/1.1: write side done, reading until EOF */
   int shut_wr;      /* the socket's write side was shut */
-  int tls_held;     /* TLS holds input the connection had no room for */
   int kicking;      /* inside conch__srv_conn_kick (HTTP/1.1 waits) */
   conch_link rpcs;
   conch_timer idle; /* kind SRV_TIMER_IDLE: armed while there is no call */
@@ -250,6 +252,11 @@ struct conch_server {
      the clock, the hooks, the timers on |heap| and the TLS context. */
   conch_endpoint ep;
   const conch_mem *mem;
+  /* Every connection's reads and TLS plaintext (conn.c's read loop): one
+     connection at a time is read, and none keeps bytes here past its
+     session's feed. */
+  uint8_t rbuf[SRV_READ_CHUNK];
+  uint8_t pbuf[SRV_READ_CHUNK];
   struct conch_server_opts o;
   conch_comps comps;
   char accept[CONCH__COMP_ACCEPT_MAX]; /* the compressions, as advertised */
@@ -338,8 +345,6 @@ int conch__srv_session_new(srv_conn *conn);
    output is out) or CONCH_SESSION_LINGER (the lingering close, server.c);
    |goaway| asks the client to go. */
 
-/* The plaintext a connection takes at once (HTTP/2, sniffing). */
-#define SRV_READ_CHUNK 16384
 extern const conch_session_ops conch__srv_h2_ops;
 /* The client-only entries, trivial (server.c). */
 void conch__srv_sess_submit(conch_conn *c, int64_t now);
