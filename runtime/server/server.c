@@ -75,7 +75,7 @@ static void ep_watch(conch_endpoint *ep, int fd, unsigned *watched,
 
 static int ep_timer_arm(conch_endpoint *ep, conch_timer *t, int64_t when) {
   conch_server *s = ep_server(ep);
-  return conch__heap_insert(&s->heap, s->mem, t, when);
+  return conch__heap_insert(&s->heap, s->ep.mem, t, when);
 }
 
 static void ep_timer_disarm(conch_endpoint *ep, conch_timer *t) {
@@ -115,9 +115,8 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
     return CONCH_ERR_NOMEM;
   }
   s->o = *opts;
-  s->mem = &s->o.mem;
+  s->ep.mem = &s->o.mem;
   s->ep.ops = &server_ep_ops;
-  s->ep.mem = s->mem;
   s->ep.transport = &conch__sock_transport; /* adopted handles: their own */
   s->ep.target = "the server";
   s->ep.read_budget = SRV_READ_BUDGET;
@@ -134,8 +133,8 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   if (opts->tls) {
     conch_tls_config cfg;
     conch__srv_tls_config(opts, &cfg);
-    rv = conch__tls_server_ctx_new(&s->ep.tls_ctx, s->mem, &cfg, s->o.tls_err,
-                                   sizeof(s->o.tls_err));
+    rv = conch__tls_server_ctx_new(&s->ep.tls_ctx, s->ep.mem, &cfg,
+                                   s->o.tls_err, sizeof(s->o.tls_err));
     if (rv != 0) {
       conch__free(&opts->mem, s);
       conch_server_opts_free(defaults);
@@ -145,13 +144,13 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   /* The strings stay the options'. */
   memset(&s->o.tls_mat, 0, sizeof(s->o.tls_mat));
   conch_server_opts_free(defaults);
-  conch__comps_init(&s->comps, s->mem);
+  conch__comps_init(&s->comps, s->ep.mem);
   s->accept_len = conch__comp_accept_value(&s->o.comp,
                                            CONCH_COMPRESSION_IDENTITY,
                                            s->accept);
   s->pb_alloc.alloc = pb_alloc;
   s->pb_alloc.free = pb_free;
-  s->pb_alloc.allocator_data = (void *)s->mem;
+  s->pb_alloc.allocator_data = (void *)s->ep.mem;
   conch__list_init(&s->conns);
   s->hook_timer = -2;
   s->drain.idx = SIZE_MAX;
@@ -192,25 +191,25 @@ void conch_server_free(conch_server *s) {
     s->hooks.timer(-1, s->hooks.user_data);
   }
   for (size_t i = 0; i < s->nmethods; i++) {
-    conch__free(s->mem, s->methods[i].path);
+    conch__free(s->ep.mem, s->methods[i].path);
   }
-  conch__free(s->mem, s->methods);
+  conch__free(s->ep.mem, s->methods);
   for (size_t i = 0; i < s->nroutes; i++) {
-    conch__free(s->mem, s->routes[i].path);
+    conch__free(s->ep.mem, s->routes[i].path);
   }
-  conch__free(s->mem, s->routes);
+  conch__free(s->ep.mem, s->routes);
   for (size_t i = 0; i < s->nhttps; i++) {
-    conch__free(s->mem, s->https[i].path);
+    conch__free(s->ep.mem, s->https[i].path);
   }
-  conch__free(s->mem, s->https);
+  conch__free(s->ep.mem, s->https);
   if (s->spare_fd >= 0) {
     close(s->spare_fd);
   }
-  conch__free(s->mem, s->slots);
-  conch__heap_free(&s->heap, s->mem);
+  conch__free(s->ep.mem, s->slots);
+  conch__heap_free(&s->heap, s->ep.mem);
   conch__comps_clear(&s->comps);
   conch__tls_ctx_free(s->ep.tls_ctx);
-  conch__free(s->mem, s);
+  conch__free(s->ep.mem, s);
 }
 
 /* ---- Listeners ---------------------------------------------------------- */
@@ -444,11 +443,11 @@ static void conn_free(srv_conn *conn) {
   conch__filter_clear(&conn->base.filter);
   conch__list_remove(&conn->link);
   s->nconns--;
-  conch__free(s->mem, conn);
+  conch__free(s->ep.mem, conn);
 }
 
 static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
-  srv_conn *conn = conch__calloc(s->mem, 1, sizeof(*conn));
+  srv_conn *conn = conch__calloc(s->ep.mem, 1, sizeof(*conn));
   int rv;
 
   if (conn == NULL) {
@@ -457,7 +456,7 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   conn->s = s;
   conn->base.ep = &s->ep;
   conn->base.fd = fd;
-  conn->base.filter.mem = s->mem;
+  conn->base.filter.mem = s->ep.mem;
   /* No session yet: the first bytes (or ALPN) say which one. */
   conn->base.ops = &srv_sniff_ops;
   conn->base.state =
@@ -493,7 +492,7 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
     conn->tls = conn->base.filter.tls;
   }
   if (rv != 0) {
-    conch__free(s->mem, conn);
+    conch__free(s->ep.mem, conn);
     return rv;
   }
   conn->peer_uid = -1;
@@ -1397,7 +1396,7 @@ int conch_server_run(conch_server *s, long timeout_ms) {
   }
   n = conch_server_pollfds(s, stack, 64);
   if (n > 64) {
-    fds = conch__malloc(s->mem, n * sizeof(*fds));
+    fds = conch__malloc(s->ep.mem, n * sizeof(*fds));
     if (fds == NULL) {
       return CONCH_ERR_NOMEM;
     }
@@ -1414,7 +1413,7 @@ int conch_server_run(conch_server *s, long timeout_ms) {
     rv = conch_server_process(s, fds, rv > 0 ? n : 0);
   }
   if (fds != stack) {
-    conch__free(s->mem, fds);
+    conch__free(s->ep.mem, fds);
   }
   return rv;
 }

@@ -234,7 +234,7 @@ int conch__srv_session_new(srv_conn *conn) {
 
   memset(&h, 0, sizeof(h));
   h.server = 1;
-  h.mem = s->mem;
+  h.mem = s->ep.mem;
   h.begin_headers = on_begin_headers;
   h.header = on_header;
   h.frame_recv = on_frame_recv;

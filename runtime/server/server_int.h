@@ -248,10 +248,10 @@ struct conch_rpc {
 };
 
 struct conch_server {
-  /* What its connections see of it (conn_int.h): the allocator (|mem|),
-     the clock, the hooks, the timers on |heap| and the TLS context. */
+  /* What its connections see of it (conn_int.h): the allocator (ep.mem,
+     &o.mem: the server's only pointer to it), the clock, the hooks, the
+     timers on |heap| and the TLS context. */
   conch_endpoint ep;
-  const conch_mem *mem;
   /* Every connection's reads and TLS plaintext (conn.c's read loop): one
      connection at a time is read, and none keeps bytes here past its
      session's feed. */
@@ -386,7 +386,7 @@ void conch__srv_conn_kick(srv_conn *conn);
    server_call.c) ---------------------------------------------------------- */
 
 static inline const conch_mem *conch__srv_rpc_mem(const conch_rpc *rpc) {
-  return rpc->conn->s->mem;
+  return rpc->conn->s->ep.mem;
 }
 /* More of the response of |rpc| is in rpc->out (or its end is). */
 static inline void conch__srv_rpc_resume(conch_rpc *rpc) {
