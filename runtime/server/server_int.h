@@ -101,7 +101,7 @@ typedef struct srv_conn {
   conch_server *s;
   int has_t;          /* adopted with a transport of the caller's: |tr| */
   conch_transport tr; /* base.transport then */
-  conch_tls *tls;   /* base.filter.tls, read by server_call.c (peer certs) */
+  conch_tls *tls;     /* base.filter.tls, read by server_call.c (peer certs) */
   uint8_t sniff[4]; /* first bytes of a cleartext connection */
   size_t nsniff;
   srv_h1 *h1;       /* HTTP/1.1's session */
