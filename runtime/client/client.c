@@ -241,8 +241,13 @@ static void ep_timer_disarm(conch_endpoint *ep, conch_timer *t) {
   conch__timer_disarm(CONCH_CONTAINER(ep, conch_client, ep), t);
 }
 
-static const conch_endpoint_ops client_ep_ops = {
-    ep_now, ep_kick, ep_watch, ep_timer_arm, ep_timer_disarm};
+static const conch_endpoint_ops client_ep_ops = {ep_now,
+                                                 ep_kick,
+                                                 ep_watch,
+                                                 ep_timer_arm,
+                                                 ep_timer_disarm,
+                                                 conch__conn_start_session,
+                                                 conch__filter_tls_fail};
 
 int conch_client_new(conch_client **out, const char *url,
                      const conch_client_opts *opts) {
@@ -310,6 +315,9 @@ int conch_client_new(conch_client **out, const char *url,
   c->ep.tls_ctx = c->tls_ctx;
   c->ep.tls_name = c->host;
   c->ep.target = c->target;
+  /* 16 full reads a turn. */
+  c->ep.read_budget = 16 * (size_t)CONCH_CONN_READ_BUF;
+  c->ep.stamp_reads = 1;
   c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (c->wake_fd < 0) {
     rv = errno == ENOMEM ? CONCH_ERR_NOMEM : CONCH_ERR_IO;

@@ -1,9 +1,12 @@
 /* The session of a connection: what speaks HTTP on the plaintext byte
-   stream.  One table of operations, two implementations: HTTP/2
-   (session.c, nghttp2) and HTTP/1.1 (h1.c).  conn.c calls through the
-   table only.  A session has no descriptors and reads no clock: bytes come
-   in through |feed|, go out through the filter (filter.h), and the time is
-   passed in.  Private to the runtime. */
+   stream.  One table of operations for both roles.  The client's two
+   implementations: HTTP/2 (session.c, nghttp2) and HTTP/1.1 (h1.c),
+   which conn.c calls through the table only.  The server's three
+   (server.c): the sniffer, which picks HTTP/1.1 or HTTP/2 from ALPN or
+   the first bytes and puts that table in its place, HTTP/1.1 (server_h1.c)
+   and HTTP/2 (nghttp2's server session, server_h2.c).  A session has no
+   descriptors and reads no clock: bytes come in through |feed|, go out through
+   the filter (filter.h), and the time is passed in.  Private to the runtime. */
 #ifndef CONCH_SESSION_H
 #define CONCH_SESSION_H
 
@@ -22,6 +25,13 @@ typedef enum conch_keepalive {
   CONCH_KA_DEAD     /* the PING went unanswered: the connection is dead */
 } conch_keepalive;
 
+/* One table, not a role-neutral one plus a client part: conn.c runs the
+   client-only entries (submit, keepalive) on every ready connection, so a
+   split table would put a role test or one more indirection on the
+   client's path for each of them.  The server's sessions give those
+   entries trivial implementations (server.c: a server starts no stream,
+   pings no one, forgets nothing); the entries only the server uses
+   (|room|, |goaway|) are NULL in the client's. */
 typedef struct conch_session_ops {
   const char *name; /* "HTTP/2", "HTTP/1.1" */
   /* Creates the session of a connected (and handshaken) connection and
@@ -70,7 +80,19 @@ typedef struct conch_session_ops {
   /* Forgets the call's stream without calling the call back again (the
      client is being freed). */
   void (*forget)(struct conch_conn *conn, conch_call *call);
+  /* (Server) How many plaintext bytes the session takes now; 0: do not
+     read.  NULL: no bound but |want_read| (the client's). */
+  size_t (*room)(const struct conch_conn *conn);
+  /* (Server) No new stream or request: GOAWAY, or "Connection: close"
+     after the exchange in progress; NULL in the client's. */
+  void (*goaway)(struct conch_conn *conn);
 } conch_session_ops;
+
+/* What |over| answers besides 0 and 1 (over: close once the output is
+   out): the session is over and the connection closes the lingering
+   way (the server's HTTP/1.1: the write side shut, what still comes read
+   and dropped for a while). */
+#define CONCH_SESSION_LINGER 2
 
 /* HTTP/2 (session.c). */
 extern const conch_session_ops conch__h2_ops;

@@ -24,8 +24,6 @@
 #include "timer.h"
 #include "unix_int.h"
 
-#define READ_BUF (256u << 10)
-
 /* ---- Transport --------------------------------------------------------- */
 
 const conch_transport *conch__transport(const conch_client *c) {
@@ -39,7 +37,7 @@ int conch__transport_is_own(const conch_client *c) {
 /* ---- Failure ----------------------------------------------------------- */
 
 static void close_fd(conch_conn *conn) {
-  const conch_transport *t = conn->ep->transport;
+  const conch_transport *t = conn->transport;
   if (conn->fd < 0) {
     return;
   }
@@ -131,19 +129,24 @@ void conch__conn_mark_dirty(conch_conn *conn) {
 
 /* ---- Watching ---------------------------------------------------------- */
 
-void conch__conn_update_watch(conch_conn *conn) {
+unsigned conch__conn_events(const conch_conn *conn) {
   unsigned want = 0;
   if (conn->fd >= 0 && conn->state != CONCH_CONN_DEAD) {
     want = conn->ops->want_read(conn) ? CONCH_IO_READ : 0;
     if (conn->state == CONCH_CONN_CONNECTING ||
-        conch__filter_out_size(conn) > 0) {
+        conch__filter_out_size((conch_conn *)conn) > 0) {
       want |= CONCH_IO_WRITE;
     }
     if (conn->state == CONCH_CONN_CONNECTING) {
       want = CONCH_IO_WRITE;
     }
   }
-  conn->ep->ops->watch(conn->ep, conn->fd, &conn->watched, want);
+  return want;
+}
+
+void conch__conn_update_watch(conch_conn *conn) {
+  conn->ep->ops->watch(conn->ep, conn->fd, &conn->watched,
+                       conch__conn_events(conn));
 }
 
 /* ---- Stream operations (call.c), through the session ------------------ */
@@ -180,7 +183,7 @@ void conch__conn_stream_closed(conch_conn *conn, conch_call *call,
 /* Writes what is pending.  Returns 0 (written or would block) or fails the
    connection and returns CONCH_ERR_CONNECT. */
 static int write_out(conch_conn *conn) {
-  const conch_transport *t = conn->ep->transport;
+  const conch_transport *t = conn->transport;
   long w;
   if (conn->fd < 0) {
     return 0;
@@ -287,7 +290,7 @@ static const conch_session_ops *pick_session(const conch_conn *conn) {
 
 /* Starts the session once the filter is secure; the connection is then
    ready.  Returns 0 or fails the connection. */
-static int start_session(conch_conn *conn) {
+int conch__conn_start_session(conch_conn *conn) {
   conch_endpoint *ep = conn->ep;
   int rv;
 
@@ -311,7 +314,7 @@ static int start_session(conch_conn *conn) {
 /* Starts connecting to |conn->addrs[next_addr]| or the next address that
    works.  Returns 0 (in progress or connected) or fails the connection. */
 static int try_connect(conch_conn *conn, int last_errno) {
-  const conch_transport *t = conn->ep->transport;
+  const conch_transport *t = conn->transport;
   for (; conn->next_addr < conn->naddrs; conn->next_addr++) {
     const conch_addr *a = &conn->addrs[conn->next_addr];
     int fd = t->open(t->user_data, (const struct sockaddr *)&a->sa, a->len);
@@ -336,7 +339,7 @@ void conch__conn_connect(conch_conn *conn) {
 
 static void on_connected(conch_conn *conn) {
   if (conch__filter_open(conn) == CONCH_FILTER_SECURE) {
-    start_session(conn);
+    conch__conn_start_session(conn);
   }
   if (conn->state != CONCH_CONN_DEAD && write_out(conn) == 0) {
     conch__conn_update_watch(conn);
@@ -345,7 +348,7 @@ static void on_connected(conch_conn *conn) {
 
 static void check_connect(conch_conn *conn) {
   const conch_client *c = conch__conn_client(conn);
-  const conch_transport *t = conn->ep->transport;
+  const conch_transport *t = conn->transport;
   int err = t->connect_result(t->user_data, conn->fd);
   if (err == EINPROGRESS || err == EALREADY) {
     return;
@@ -379,6 +382,7 @@ conch_conn *conch__conn_new(conch_client *c, conch_status *st) {
     return NULL;
   }
   conn->ep = &c->ep;
+  conn->transport = c->ep.transport;
   conn->filter.mem = c->mem;
   conn->ops = &conch__h2_ops; /* until the session starts (pick_session) */
   conn->fd = -1;
@@ -388,7 +392,7 @@ conch_conn *conch__conn_new(conch_client *c, conch_status *st) {
   conn->keepalive_timer.kind = CONCH_TIMER_CONN_KEEPALIVE;
   conch__list_init(&conn->calls);
   conch__list_init(&conn->queue);
-  conn->rcap = READ_BUF;
+  conn->rcap = CONCH_CONN_READ_BUF;
   conn->rbuf = conch__malloc(c->mem, conn->rcap);
   if (conn->rbuf == NULL) {
     conch__free(c->mem, conn);
@@ -397,7 +401,7 @@ conch_conn *conch__conn_new(conch_client *c, conch_status *st) {
     return NULL;
   }
   if (c->ep.tls_ctx != NULL) {
-    conn->pcap = READ_BUF;
+    conn->pcap = CONCH_CONN_READ_BUF;
     conn->pbuf = conch__malloc(c->mem, conn->pcap);
     if (conn->pbuf == NULL) {
       conch__free(c->mem, conn->rbuf);
@@ -464,21 +468,31 @@ void conch__conn_on_timeout(conch_conn *conn) {
 
 /* ---- Reading ----------------------------------------------------------- */
 
-static void on_readable(conch_conn *conn) {
-  const conch_transport *t = conn->ep->transport;
-  int i;
+void conch__conn_on_readable(conch_conn *conn) {
+  conch_endpoint *ep = conn->ep;
+  const conch_transport *t = conn->transport;
+  size_t total = 0;
   /* Any byte read shows the peer alive; the keepalive timer reads this
      lazily instead of being re-armed per read. */
-  conn->last_read = conn->ep->ops->now(conn->ep);
+  if (ep->stamp_reads) {
+    conn->last_read = ep->ops->now(ep);
+  }
   /* Bounded so one busy connection cannot starve the rest of the loop. */
-  for (i = 0; i < 16 && conn->state != CONCH_CONN_DEAD && conn->fd >= 0 &&
-              conn->ops->want_read(conn);
-       i++) {
-    long n = t->read(t->user_data, conn->fd, conn->rbuf, conn->rcap);
+  while (conn->state != CONCH_CONN_DEAD && conn->fd >= 0 &&
+         conn->ops->want_read(conn)) {
+    size_t want = conn->rcap;
+    long n;
     int rv;
+    if (conn->ops->room != NULL && conn->filter.tls == NULL) {
+      /* Cleartext is read as far as the session takes it (under TLS,
+         its want_read bounds what TLS holds). */
+      size_t room = conn->ops->room(conn);
+      want = room < want ? room : want;
+    }
+    n = t->read(t->user_data, conn->fd, conn->rbuf, want);
     if (n < 0) {
-      if (n == -EAGAIN) {
-        return;
+      if (n == -EAGAIN || n == -EINTR) {
+        return; /* poll says when there is more */
       }
       conn->ops->on_close(conn, (int)-n, 0);
       return;
@@ -491,7 +505,7 @@ static void on_readable(conch_conn *conn) {
     if (rv == CONCH_FILTER_SECURE) {
       /* The handshake is done: the session starts, then takes the
          plaintext that came with its last flight. */
-      if (start_session(conn) != 0) {
+      if (ep->ops->secure(conn) != 0) {
         return;
       }
       rv = conch__filter_recv(conn, NULL, 0);
@@ -499,11 +513,26 @@ static void on_readable(conch_conn *conn) {
     if (rv != 0) {
       return;
     }
-    if ((size_t)n < conn->rcap) {
+    if ((size_t)n < want && !ep->drain_reads) {
+      return; /* the transport had no more */
+    }
+    total += (size_t)n;
+    if (total >= ep->read_budget) {
+      ep->ops->kick(ep); /* the rest on the next turn */
       return;
     }
   }
-  /* More may be waiting; poll will say so again. */
+}
+
+void conch__conn_pull(conch_conn *conn) {
+  int rv;
+  if (conn->filter.tls == NULL || conn->state == CONCH_CONN_DEAD) {
+    return;
+  }
+  rv = conch__filter_recv(conn, NULL, 0);
+  if (rv == CONCH_FILTER_SECURE && conn->ep->ops->secure(conn) == 0) {
+    (void)conch__filter_recv(conn, NULL, 0);
+  }
 }
 
 void conch__conn_on_io(conch_conn *conn, unsigned events) {
@@ -515,7 +544,7 @@ void conch__conn_on_io(conch_conn *conn, unsigned events) {
     return;
   }
   if (events & CONCH_IO_READ) {
-    on_readable(conn);
+    conch__conn_on_readable(conn);
   }
   if (conn->state != CONCH_CONN_DEAD) {
     /* Reading may have produced frames (SETTINGS ACK, WINDOW_UPDATE) and

@@ -48,6 +48,15 @@ typedef struct conch_endpoint_ops {
      reserves room, the server decides what an unarmed timer means). */
   int (*timer_arm)(conch_endpoint *ep, conch_timer *t, int64_t when);
   void (*timer_disarm)(conch_endpoint *ep, conch_timer *t);
+  /* The filter of |conn| is secure (TLS's handshake done): its session
+     starts (the client's picks HTTP/1.1 or HTTP/2, the server's by ALPN or
+     leaves it to the sniffer) and the connection is READY.  0, or
+     non-zero when the connection failed. */
+  int (*secure)(struct conch_conn *conn);
+  /* TLS failed on |conn| (conch__tls_error says why): the client fails
+     the connection, the server closes it (after the alert, in the
+     handshake). */
+  void (*tls_fail)(struct conch_conn *conn);
 } conch_endpoint_ops;
 
 struct conch_endpoint {
@@ -58,7 +67,15 @@ struct conch_endpoint {
   const char *tls_name; /* the name TLS sends and checks; NULL: none */
   const char *target;   /* the peer or the endpoint, for messages */
   conch_link dirty;     /* connections with output to flush this turn */
+  size_t read_budget;   /* bytes one connection reads in one turn */
+  int stamp_reads;      /* keep conch_conn.last_read (the client's keepalive) */
+  int drain_reads;      /* read until -EAGAIN, not only until a short read (the
+                           server's: a caller's transport may hand out little
+                           at a time) */
 };
+
+/* A client connection's read buffer (and TLS plaintext buffer). */
+#define CONCH_CONN_READ_BUF (256u << 10)
 
 /* An address to connect to. */
 typedef struct conch_addr {
@@ -80,6 +97,7 @@ typedef struct conch_conn {
   conch_link link;    /* in client->conns */
   conch_conn_state state;
   int fd;
+  const conch_transport *transport; /* the endpoint's, or the handle's own */
   unsigned watched;  /* CONCH_IO_* last reported to the hooks */
   conch_addr *addrs; /* where the host is, in the order to try */
   size_t naddrs;
@@ -96,6 +114,7 @@ typedef struct conch_conn {
   size_t rcap;
   uint8_t *pbuf; /* TLS plaintext */
   size_t pcap;
+  int tls_held; /* TLS holds plaintext the session had no room for */
   conch_timer connect_timer;
   conch_timer keepalive_timer;
   int64_t last_read;    /* when bytes last arrived (ms) */
@@ -134,6 +153,20 @@ void conch__conn_mark_dirty(conch_conn *conn);
 void conch__conn_flush(conch_conn *conn);
 /* Handles readiness of the connection's fd. */
 void conch__conn_on_io(conch_conn *conn, unsigned events);
+/* Reads what the transport has into the session, through the filter:
+   while the session wants it, at most |rcap| bytes a read (in cleartext
+   at most the session's |room|, when it has one), until a read comes
+   short (unless the endpoint drains), the transport has nothing now (-EAGAIN,
+   -EINTR), the transport ends (ops->on_close) or the endpoint's read budget is
+   spent (then a turn is asked for, for the rest).  Both roles' read loop. */
+void conch__conn_on_readable(conch_conn *conn);
+/* (TLS) Hands the session what TLS holds (its room may have opened), the
+   handshake first if it is still under way. */
+void conch__conn_pull(conch_conn *conn);
+/* What the loop should watch for |conn| (CONCH_IO_*). */
+unsigned conch__conn_events(const conch_conn *conn);
+/* The client's endpoint's |secure|: starts the session picked. */
+int conch__conn_start_session(conch_conn *conn);
 /* The connect timer fired. */
 void conch__conn_on_timeout(conch_conn *conn);
 /* The keepalive timer fired. */

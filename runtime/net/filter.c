@@ -102,11 +102,14 @@ void conch__filter_clear(conch_filter *f) {
 
 /* ---- A client connection's ---------------------------------------------- */
 
-static void tls_fail(conch_conn *conn) {
+void conch__filter_tls_fail(conch_conn *conn) {
   conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TLS,
                    "TLS with %s: %s", conn->ep->target,
                    conch__tls_error(conn->filter.tls));
 }
+
+/* The endpoint's reading of a TLS failure. */
+static void tls_fail(conch_conn *conn) { conn->ep->ops->tls_fail(conn); }
 
 /* Drives the TLS handshake after new input. */
 static int handshake(conch_conn *conn) {
@@ -151,6 +154,11 @@ static int session_feed(void *ud, const uint8_t *p, size_t n) {
   return fc->rv;
 }
 
+static size_t session_room(void *ud) {
+  const feed_ctx *fc = ud;
+  return fc->conn->ops->room(fc->conn);
+}
+
 int conch__filter_recv(conch_conn *conn, const uint8_t *p, size_t n) {
   feed_ctx fc;
   int rv;
@@ -169,10 +177,14 @@ int conch__filter_recv(conch_conn *conn, const uint8_t *p, size_t n) {
   }
   fc.conn = conn;
   fc.rv = 0;
-  rv = conch__filter_pump(&conn->filter, conn->pbuf, conn->pcap, NULL,
+  rv = conch__filter_pump(&conn->filter, conn->pbuf, conn->pcap,
+                          conn->ops->room != NULL ? session_room : NULL,
                           session_feed, &fc);
-  if (rv == 0 || fc.rv != 0) {
-    return rv; /* TLS wants more, or the session said stop */
+  conn->tls_held = rv == CONCH_FILTER_HELD && fc.rv == 0;
+  if (rv == 0 || fc.rv != 0 || conn->tls_held) {
+    /* TLS wants more, the session said stop, or it has no room for what
+       TLS holds (the owner feeds it later: conch__conn_pull) */
+    return fc.rv != 0 ? rv : 0;
   }
   if (rv == CONCH_ERR_EOF) {
     conn->ops->on_close(conn, 0, 0);

@@ -84,6 +84,8 @@ int conch__filter_open(struct conch_conn *conn);
    that followed), or non-zero when the connection failed or its session
    settled on the transport's end. */
 int conch__filter_recv(struct conch_conn *conn, const uint8_t *p, size_t n);
+/* The client's reading of a TLS failure: the connection fails. */
+void conch__filter_tls_fail(struct conch_conn *conn);
 /* 1 when TLS negotiated "h2" by ALPN, 0 when it did not, -1 without TLS. */
 int conch__filter_alpn_h2(const struct conch_conn *conn);
 /* Queues |n| plaintext bytes of the session for the transport.  Returns 0

@@ -19,8 +19,16 @@
 #include "server_int.h"
 #include "sock.h"
 
-#define SRV_READ_CHUNK 16384
 #define SRV_CLOSE_MS 1000 /* after an idle GOAWAY, before the close */
+/* Ciphertext held before OpenSSL: no more is read from the transport. */
+#define SRV_TLS_IN_MAX (64 * 1024)
+/* Bytes read from one connection in one turn (the rest waits: others get
+   theirs). */
+#define SRV_READ_BUDGET (1024 * 1024)
+
+/* The sniffer's and HTTP/1.1's session tables (below). */
+static const conch_session_ops srv_sniff_ops;
+static const conch_session_ops srv_h1_ops;
 
 /* ---- The endpoint its connections see (conn_int.h) ---------------------- */
 
@@ -67,15 +75,19 @@ static void ep_watch(conch_endpoint *ep, int fd, unsigned *watched,
 
 static int ep_timer_arm(conch_endpoint *ep, conch_timer *t, int64_t when) {
   conch_server *s = ep_server(ep);
-  return conch__heap_insert(&s->heap, s->mem, t, when);
+  return conch__heap_insert(&s->heap, s->ep.mem, t, when);
 }
 
 static void ep_timer_disarm(conch_endpoint *ep, conch_timer *t) {
   conch__heap_remove(&ep_server(ep)->heap, t);
 }
 
-static const conch_endpoint_ops server_ep_ops = {ep_now, ep_kick, ep_watch,
-                                                 ep_timer_arm, ep_timer_disarm};
+static int ep_secure(conch_conn *c);
+static void ep_tls_fail(conch_conn *c);
+
+static const conch_endpoint_ops server_ep_ops = {
+    ep_now,          ep_kick,   ep_watch,   ep_timer_arm,
+    ep_timer_disarm, ep_secure, ep_tls_fail};
 
 /* ---- Server ------------------------------------------------------------- */
 
@@ -103,11 +115,12 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
     return CONCH_ERR_NOMEM;
   }
   s->o = *opts;
-  s->mem = &s->o.mem;
+  s->ep.mem = &s->o.mem;
   s->ep.ops = &server_ep_ops;
-  s->ep.mem = s->mem;
   s->ep.transport = &conch__sock_transport; /* adopted handles: their own */
   s->ep.target = "the server";
+  s->ep.read_budget = SRV_READ_BUDGET;
+  s->ep.drain_reads = 1;
   conch__list_init(&s->ep.dirty);
   if (!opts->tls &&
       (opts->tls_mat.ca_file != NULL || opts->tls_mat.ca_pem != NULL)) {
@@ -120,8 +133,8 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   if (opts->tls) {
     conch_tls_config cfg;
     conch__srv_tls_config(opts, &cfg);
-    rv = conch__tls_server_ctx_new(&s->ep.tls_ctx, s->mem, &cfg, s->o.tls_err,
-                                   sizeof(s->o.tls_err));
+    rv = conch__tls_server_ctx_new(&s->ep.tls_ctx, s->ep.mem, &cfg,
+                                   s->o.tls_err, sizeof(s->o.tls_err));
     if (rv != 0) {
       conch__free(&opts->mem, s);
       conch_server_opts_free(defaults);
@@ -131,13 +144,13 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   /* The strings stay the options'. */
   memset(&s->o.tls_mat, 0, sizeof(s->o.tls_mat));
   conch_server_opts_free(defaults);
-  conch__comps_init(&s->comps, s->mem);
+  conch__comps_init(&s->comps, s->ep.mem);
   s->accept_len = conch__comp_accept_value(&s->o.comp,
                                            CONCH_COMPRESSION_IDENTITY,
                                            s->accept);
   s->pb_alloc.alloc = pb_alloc;
   s->pb_alloc.free = pb_free;
-  s->pb_alloc.allocator_data = (void *)s->mem;
+  s->pb_alloc.allocator_data = (void *)s->ep.mem;
   conch__list_init(&s->conns);
   s->hook_timer = -2;
   s->drain.idx = SIZE_MAX;
@@ -178,25 +191,25 @@ void conch_server_free(conch_server *s) {
     s->hooks.timer(-1, s->hooks.user_data);
   }
   for (size_t i = 0; i < s->nmethods; i++) {
-    conch__free(s->mem, s->methods[i].path);
+    conch__free(s->ep.mem, s->methods[i].path);
   }
-  conch__free(s->mem, s->methods);
+  conch__free(s->ep.mem, s->methods);
   for (size_t i = 0; i < s->nroutes; i++) {
-    conch__free(s->mem, s->routes[i].path);
+    conch__free(s->ep.mem, s->routes[i].path);
   }
-  conch__free(s->mem, s->routes);
+  conch__free(s->ep.mem, s->routes);
   for (size_t i = 0; i < s->nhttps; i++) {
-    conch__free(s->mem, s->https[i].path);
+    conch__free(s->ep.mem, s->https[i].path);
   }
-  conch__free(s->mem, s->https);
+  conch__free(s->ep.mem, s->https);
   if (s->spare_fd >= 0) {
     close(s->spare_fd);
   }
-  conch__free(s->mem, s->slots);
-  conch__heap_free(&s->heap, s->mem);
+  conch__free(s->ep.mem, s->slots);
+  conch__heap_free(&s->heap, s->ep.mem);
   conch__comps_clear(&s->comps);
   conch__tls_ctx_free(s->ep.tls_ctx);
-  conch__free(s->mem, s);
+  conch__free(s->ep.mem, s);
 }
 
 /* ---- Listeners ---------------------------------------------------------- */
@@ -398,16 +411,7 @@ static void conn_goaway(srv_conn *conn) {
   /* The client is told first (no request of its is lost), and cut off
      if it does not go. */
   conn->goaway = 1;
-  if (conn->proto == SRV_PROTO_H1) {
-    conch__srv_h1_goaway(conn);
-  } else if (conn->h2 == NULL) {
-    conn->dead = 1; /* nothing asked yet (sniffing), or no session made */
-  } else if (nghttp2_submit_goaway(
-                 conn->h2, NGHTTP2_FLAG_NONE,
-                 nghttp2_session_get_last_proc_stream_id(conn->h2),
-                 NGHTTP2_NO_ERROR, NULL, 0) != 0) {
-    conn->dead = 1;
-  }
+  conn->base.ops->goaway(&conn->base);
 }
 
 static void conn_idle_expired(srv_conn *conn) {
@@ -432,51 +436,63 @@ static void conn_idle_expired(srv_conn *conn) {
 static void conn_free(srv_conn *conn) {
   conch_server *s = conn->s;
 
-  s->ep.ops->watch(&s->ep, conn->fd, &conn->watched, 0);
-  conn->t.close(conn->t.user_data, conn->fd);
+  conch__conn_close_fd(&conn->base);
   conch__srv_timer_disarm(s, &conn->idle);
   conch__srv_timer_disarm(s, &conn->linger);
-  conch__srv_h1_free(conn);
-  nghttp2_session_del(conn->h2);
-  conch__filter_clear(&conn->filter);
+  conn->base.ops->free(&conn->base);
+  conch__filter_clear(&conn->base.filter);
   conch__list_remove(&conn->link);
   s->nconns--;
-  conch__free(s->mem, conn);
+  conch__free(s->ep.mem, conn);
 }
 
 static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
-  srv_conn *conn = conch__calloc(s->mem, 1, sizeof(*conn));
+  srv_conn *conn = conch__calloc(s->ep.mem, 1, sizeof(*conn));
   int rv;
 
   if (conn == NULL) {
     return CONCH_ERR_NOMEM;
   }
   conn->s = s;
-  conn->fd = fd;
-  conn->filter.mem = s->mem;
+  conn->base.ep = &s->ep;
+  conn->base.fd = fd;
+  conn->base.filter.mem = s->ep.mem;
+  /* No session yet: the first bytes (or ALPN) say which one. */
+  conn->base.ops = &srv_sniff_ops;
+  conn->base.state =
+      s->ep.tls_ctx != NULL ? CONCH_CONN_HANDSHAKE : CONCH_CONN_READY;
+  conn->base.connect_timer.idx = SIZE_MAX;
+  conn->base.keepalive_timer.idx = SIZE_MAX;
   if (t != NULL) {
+    /* The caller's: as a client transport that opens nothing. */
     conn->has_t = 1;
-    conn->t = *t;
+    conn->tr.read = t->read;
+    conn->tr.write = t->write;
+    conn->tr.close = t->close;
+    conn->tr.user_data = t->user_data;
+    conn->base.transport = &conn->tr;
   } else {
     /* A socket of ours: sock.c's reads and writes, the client's. */
-    conn->t.read = conch__sock_transport.read;
-    conn->t.write = conch__sock_transport.write;
-    conn->t.close = conch__sock_transport.close;
-    conn->t.user_data = NULL;
+    conn->base.transport = &conch__sock_transport;
   }
+  /* Reads go through the server's buffers (no connection keeps bytes in
+     them past its feed). */
+  conn->base.rbuf = s->rbuf;
+  conn->base.rcap = sizeof(s->rbuf);
+  conn->base.pbuf = s->pbuf;
+  conn->base.pcap = sizeof(s->pbuf);
   conch__list_init(&conn->rpcs);
   conn->idle.idx = SIZE_MAX;
   conn->idle.kind = SRV_TIMER_IDLE;
   conn->linger.idx = SIZE_MAX;
   conn->linger.kind = SRV_TIMER_LINGER;
-  /* No session yet: the first bytes (or ALPN) say which one. */
   rv = 0;
   if (s->ep.tls_ctx != NULL) {
-    rv = conch__tls_accept_new(&conn->filter.tls, s->ep.tls_ctx);
-    conn->tls = conn->filter.tls;
+    rv = conch__tls_accept_new(&conn->base.filter.tls, s->ep.tls_ctx);
+    conn->tls = conn->base.filter.tls;
   }
   if (rv != 0) {
-    conch__free(s->mem, conn);
+    conch__free(s->ep.mem, conn);
     return rv;
   }
   conn->peer_uid = -1;
@@ -667,21 +683,15 @@ static void accept_all(conch_server *s, int lfd, int is_unix) {
   }
 }
 
-/* Through the connection's transport: sock.c's for a socket of ours
-   (EINTR retried there), the caller's for an adopted handle. */
-static long conn_read(srv_conn *conn, void *buf, size_t len) {
-  return conn->t.read(conn->t.user_data, conn->fd, buf, len);
-}
-
 /* ---- Bytes for the transport: through TLS or not ---- */
 
 int conch__srv_conn_out(srv_conn *conn, const uint8_t *p, size_t n) {
-  return conch__filter_queue(&conn->filter, p, n);
+  return conch__filter_queue(&conn->base.filter, p, n);
 }
 
 size_t conch__srv_conn_out_size(srv_conn *conn) {
   const uint8_t *p;
-  return conch__filter_pending(&conn->filter, &p);
+  return conch__filter_pending(&conn->base.filter, &p);
 }
 
 size_t conch__srv_date(char *out, size_t cap) {
@@ -697,217 +707,253 @@ size_t conch__srv_date(char *out, size_t cap) {
   return strftime(out, cap, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
 }
 
-/* ---- Reading -------------------------------------------------------------- */
+/* ---- The sessions (session.h): the sniffer, HTTP/1.1, HTTP/2 ------------ */
 
-/* Ciphertext held before OpenSSL: no more is read from the transport. */
-#define SRV_TLS_IN_MAX (64 * 1024)
-/* Bytes read from one connection in one turn (the rest waits: others get
-   theirs). */
-#define SRV_READ_BUDGET (1024 * 1024)
+/* The entries of the table a server's session does not use (a server
+   starts no stream, credits no window of its own, pings no one and
+   forgets nothing): trivial, so that a connection's code calls them
+   whatever its role. */
+void conch__srv_sess_submit(conch_conn *c, int64_t now) {
+  (void)c;
+  (void)now;
+}
+void conch__srv_sess_call(conch_conn *c, conch_call *call) {
+  (void)c;
+  (void)call;
+}
+void conch__srv_sess_consume(conch_conn *c, conch_call *call, size_t n) {
+  (void)c;
+  (void)call;
+  (void)n;
+}
+void conch__srv_sess_reset(conch_conn *c, conch_call *call, uint32_t err) {
+  (void)c;
+  (void)call;
+  (void)err;
+}
+conch_keepalive conch__srv_sess_keepalive(const conch_conn *c, int64_t now,
+                                          int64_t *next) {
+  (void)c;
+  (void)now;
+  (void)next;
+  return CONCH_KA_OFF;
+}
+int conch__srv_sess_ping(conch_conn *c) {
+  (void)c;
+  return 0;
+}
+long conch__srv_sess_capacity(const conch_conn *c) {
+  return (long)conch__srv_conn_of(c)->s->o.max_streams;
+}
+int conch__srv_sess_sent_all(const conch_conn *c, const conch_call *call) {
+  (void)c;
+  (void)call;
+  return 1;
+}
 
-static void conn_start_h1(srv_conn *conn) {
-  conn->proto = SRV_PROTO_H1;
-  if (conch__srv_h1_start(conn) != 0) {
+/* Puts session |ops| in the sniffer's place and starts it. */
+static void conn_start(srv_conn *conn, const conch_session_ops *ops) {
+  conn->base.ops = ops;
+  if (ops->start(&conn->base) != 0) {
+    /* Nothing to free (a start that fails leaves none); the sniffer's
+       entries are safe on a connection with no session. */
+    conn->base.ops = &srv_sniff_ops;
     conn->dead = 1;
   }
 }
 
-/* The connection speaks HTTP/2: nghttp2's session, made now that it is
-   known (our SETTINGS go out on the next flush). */
-static void conn_start_h2(srv_conn *conn) {
-  conn->proto = SRV_PROTO_H2;
-  if (conch__srv_session_new(conn) != 0) {
-    conn->dead = 1;
-    return;
-  }
-  conn->s->pending = 1;
-}
-
-/* Plaintext from the client. */
-static void conn_input(srv_conn *conn, const uint8_t *p, size_t n) {
+/* The sniffer: until the first bytes (or ALPN) say what the client
+   speaks.  Anything but the HTTP/2 preface is HTTP/1.x (curl without
+   --http2-prior-knowledge, browsers, undici). */
+static int sniff_feed(conch_conn *c, const uint8_t *p, size_t n) {
   static const uint8_t magic[4] = {'P', 'R', 'I', ' '};
+  srv_conn *conn = conch__srv_conn_of(c);
+  size_t k = n < 4 - conn->nsniff ? n : 4 - conn->nsniff;
+  int h2;
 
-  if (conn->proto == SRV_PROTO_SNIFF) {
-    size_t k = n < 4 - conn->nsniff ? n : 4 - conn->nsniff;
-    int h2;
-
-    memcpy(conn->sniff + conn->nsniff, p, k);
-    conn->nsniff += k;
-    p += k;
-    n -= k;
-    h2 = memcmp(conn->sniff, magic, conn->nsniff) == 0;
-    if (h2 && conn->nsniff < 4) {
-      return; /* "PR": either still */
-    }
-    /* Anything but the HTTP/2 preface is HTTP/1.x (curl without
-       --http2-prior-knowledge, browsers, undici). */
-    if (h2) {
-      conn_start_h2(conn);
-    } else {
-      conn_start_h1(conn);
-    }
-    if (conn->dead) {
-      return;
-    }
-    conn_input(conn, conn->sniff, conn->nsniff);
+  memcpy(conn->sniff + conn->nsniff, p, k);
+  conn->nsniff += k;
+  p += k;
+  n -= k;
+  h2 = memcmp(conn->sniff, magic, conn->nsniff) == 0;
+  if (h2 && conn->nsniff < 4) {
+    return 0; /* "PR": either still */
   }
+  conn_start(conn, h2 ? &conch__srv_h2_ops : &srv_h1_ops);
+  if (conn->dead) {
+    return -1;
+  }
+  (void)c->ops->feed(c, conn->sniff, conn->nsniff);
   if (n == 0 || conn->dead) {
-    return;
+    return conn->dead ? -1 : 0;
   }
-  if (conn->proto == SRV_PROTO_H1) {
-    if (conch__srv_h1_feed(conn, p, n) != 0) {
-      conn->dead = 1;
-    }
-    return;
-  }
-  if (nghttp2_session_mem_recv(conn->h2, p, n) < 0) {
-    /* Garbage or a broken session: nghttp2 queued a GOAWAY when it
-       could; send it, then close. */
-    conn->fin = 1;
-  }
+  return c->ops->feed(c, p, n);
 }
 
-/* How many plaintext bytes the connection takes now. */
-static size_t conn_room(const srv_conn *conn) {
-  if (conn->fin) {
+static int sniff_start(conch_conn *c) {
+  (void)c;
+  return 0;
+}
+static void sniff_free(conch_conn *c) { (void)c; }
+static size_t sniff_room(const conch_conn *c) {
+  return conch__srv_conn_of(c)->fin ? 0 : SRV_READ_CHUNK;
+}
+/* EOF, or a failure, before a word: nothing to answer. */
+static void sniff_on_close(conch_conn *c, int err, int writing) {
+  (void)err;
+  (void)writing;
+  conch__srv_conn_of(c)->dead = 1;
+}
+static int sniff_send(conch_conn *c) {
+  (void)c;
+  return 0;
+}
+static int sniff_idle(const conch_conn *c) {
+  (void)c;
+  return 0;
+}
+/* Nothing asked yet: the connection closes. */
+static void sniff_goaway(conch_conn *c) { conch__srv_conn_of(c)->dead = 1; }
+
+static const conch_session_ops srv_sniff_ops = {
+    .name = "sniffing",
+    .start = sniff_start,
+    .free = sniff_free,
+    .submit = conch__srv_sess_submit,
+    .resume = conch__srv_sess_call,
+    .consume = conch__srv_sess_consume,
+    .reset = conch__srv_sess_reset,
+    .feed = sniff_feed,
+    .want_read = conch__srv_sess_want_read,
+    .on_close = sniff_on_close,
+    .send = sniff_send,
+    .want_write = sniff_idle,
+    .over = sniff_idle,
+    .keepalive = conch__srv_sess_keepalive,
+    .ping = conch__srv_sess_ping,
+    .capacity = conch__srv_sess_capacity,
+    .sent_all = conch__srv_sess_sent_all,
+    .forget = conch__srv_sess_call,
+    .room = sniff_room,
+    .goaway = sniff_goaway,
+};
+
+/* HTTP/1.1: server_h1.c's session behind the table. */
+static int h1_start(conch_conn *c) {
+  return conch__srv_h1_start(conch__srv_conn_of(c));
+}
+static void h1_free(conch_conn *c) {
+  conch__srv_h1_free(conch__srv_conn_of(c));
+}
+static int h1_feed(conch_conn *c, const uint8_t *p, size_t n) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  if (conch__srv_h1_feed(conn, p, n) != 0) {
+    conn->dead = 1;
+    return -1;
+  }
+  return 0;
+}
+static size_t h1_room(const conch_conn *c) {
+  const srv_conn *conn = conch__srv_conn_of(c);
+  return conn->fin ? 0 : conch__srv_h1_room(conn);
+}
+/* EOF: what was asked is answered; once lingering, EOF is what was
+   waited for. */
+static void h1_on_close(conch_conn *c, int err, int writing) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  (void)writing;
+  if (err == 0 && !conn->lingering) {
+    conch__srv_h1_eof(conn);
+  } else {
+    conn->dead = 1;
+  }
+}
+/* Parses what was read ahead and writes the responses into the filter
+   (not from a kick: that could start calls outside a turn). */
+static int h1_send(conch_conn *c) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  if (conn->kicking) {
     return 0;
   }
-  if (conn->proto == SRV_PROTO_H1) {
-    return conch__srv_h1_room(conn);
-  }
-  return SRV_READ_CHUNK;
+  return conch__srv_h1_produce(conn) < 0 ? -1 : 0;
+}
+static int h1_want_write(const conch_conn *c) {
+  (void)c;
+  return 0;
+}
+static int h1_over(const conch_conn *c) {
+  return conch__srv_h1_done(conch__srv_conn_of(c)) ? CONCH_SESSION_LINGER : 0;
+}
+static void h1_goaway(conch_conn *c) {
+  conch__srv_h1_goaway(conch__srv_conn_of(c));
 }
 
-/* The client shut its write side (SHUT_WR): what it asked is
-   still answered, as HTTP/2 allows; a request still being received can
-   never end and is reset.  The connection closes once all is answered
-   (or when a write fails: it is not watched for reading any more). */
-static void conn_half_close(srv_conn *conn) {
-  conn->rd_eof = 1;
-  for (conch_link *l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
-    conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
-    if (!rpc->half_closed) {
-      (void)nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
-                                      NGHTTP2_CANCEL);
-    }
+static const conch_session_ops srv_h1_ops = {
+    .name = "HTTP/1.1",
+    .start = h1_start,
+    .free = h1_free,
+    .submit = conch__srv_sess_submit,
+    .resume = conch__srv_sess_call,
+    .consume = conch__srv_sess_consume,
+    .reset = conch__srv_sess_reset,
+    .feed = h1_feed,
+    .want_read = conch__srv_sess_want_read,
+    .on_close = h1_on_close,
+    .send = h1_send,
+    .want_write = h1_want_write,
+    .over = h1_over,
+    .keepalive = conch__srv_sess_keepalive,
+    .ping = conch__srv_sess_ping,
+    .capacity = conch__srv_sess_capacity,
+    .sent_all = conch__srv_sess_sent_all,
+    .forget = conch__srv_sess_call,
+    .room = h1_room,
+    .goaway = h1_goaway,
+};
+
+/* ---- Reading ------------------------------------------------------------ */
+
+/* Whether to read from the transport now (the sessions' want_read): not
+   once closing or half-closed; under TLS while it holds less than
+   SRV_TLS_IN_MAX of ciphertext; in cleartext while the session has
+   room. */
+int conch__srv_sess_want_read(const conch_conn *c) {
+  const srv_conn *conn = conch__srv_conn_of(c);
+  if (conn->dead || conn->fin || conn->rd_eof) {
+    return 0;
   }
+  if (c->filter.tls != NULL) {
+    return conch__tls_buffered(c->filter.tls) < SRV_TLS_IN_MAX;
+  }
+  return c->ops->room(c) > 0;
 }
 
-/* The client shut its write side (or sent close_notify). */
-static void conn_eof(srv_conn *conn) {
-  if (conn->proto == SRV_PROTO_H1 && !conn->lingering) {
-    conch__srv_h1_eof(conn);
-    return;
+/* The endpoint's |secure| (conn.c): TLS's handshake is done.  ALPN
+   decides; without ALPN the first bytes do, as in cleartext. */
+static int ep_secure(conch_conn *c) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  c->state = CONCH_CONN_READY;
+  switch (conch__tls_alpn(c->filter.tls)) {
+  case CONCH_TLS_PROTO_H2:
+    conn_start(conn, &conch__srv_h2_ops);
+    break;
+  case CONCH_TLS_PROTO_H1:
+    conn_start(conn, &srv_h1_ops);
+    break;
+  default:
+    break;
   }
-  if (conn->h2 != NULL && !conn->rd_eof && !conn->has_t) {
-    conn_half_close(conn);
-    return;
-  }
-  conn->dead = 1;
-}
-
-/* The filter's pump (filter.c) into the connection. */
-static size_t pump_room(void *ud) { return conn_room(ud); }
-
-static int pump_feed(void *ud, const uint8_t *p, size_t n) {
-  srv_conn *conn = ud;
-  conn_input(conn, p, n);
   return conn->dead ? -1 : 0;
 }
 
-/* Takes what TLS decrypted, as far as the connection has room. */
-static void conn_tls_pull(srv_conn *conn) {
-  uint8_t buf[SRV_READ_CHUNK];
-  int rv;
-
-  if (conn->filter.tls == NULL || conn->dead) {
-    return;
-  }
-  if (conn->proto == SRV_PROTO_SNIFF && conn->nsniff == 0) {
-    rv = conch__tls_handshake(conn->filter.tls);
-    if (rv == CONCH_ERR_AGAIN) {
-      return;
-    }
-    if (rv != 0) {
-      conn->fin = 1; /* the alert goes out, if there is one */
-      return;
-    }
-    /* ALPN decides; without ALPN the first bytes do, as in cleartext. */
-    switch (conch__tls_alpn(conn->filter.tls)) {
-    case CONCH_TLS_PROTO_H2:
-      conn_start_h2(conn);
-      break;
-    case CONCH_TLS_PROTO_H1:
-      conn_start_h1(conn);
-      break;
-    default:
-      break;
-    }
-  }
-  conn->tls_held = 0;
-  if (conn->dead) {
-    return;
-  }
-  /* What TLS holds when there is no room waits for it (conn_settle()
-     asks for a turn). */
-  rv = conch__filter_pump(&conn->filter, buf, sizeof(buf), pump_room,
-                          pump_feed, conn);
-  conn->tls_held = rv == CONCH_FILTER_HELD;
-  if (rv == CONCH_ERR_EOF) {
-    conn_eof(conn);
-  } else if (rv < 0 && !conn->dead) {
-    conn->dead = 1; /* TLS failed */
-  }
-}
-
-/* Whether to read from the transport now. */
-static int conn_wants_read(const srv_conn *conn) {
-  if (conn->fin || conn->rd_eof) {
-    return 0;
-  }
-  if (conn->filter.tls != NULL) {
-    return conch__tls_buffered(conn->filter.tls) < SRV_TLS_IN_MAX;
-  }
-  return conn_room(conn) > 0;
-}
-
-static void conn_on_read(srv_conn *conn) {
-  uint8_t buf[SRV_READ_CHUNK];
-  size_t total = 0;
-
-  while (!conn->dead && conn_wants_read(conn)) {
-    size_t want = sizeof(buf);
-    long n;
-    if (conn->filter.tls == NULL) {
-      size_t room = conn_room(conn);
-      want = room < want ? room : want;
-    }
-    n = conn_read(conn, buf, want);
-    if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) {
-      return;
-    }
-    if (n == 0) {
-      conn_eof(conn);
-      return;
-    }
-    if (n < 0) {
-      conn->dead = 1;
-      return;
-    }
-    if (conn->filter.tls != NULL) {
-      if (conch__tls_feed(conn->filter.tls, buf, (size_t)n) != 0) {
-        conn->dead = 1;
-        return;
-      }
-      conn_tls_pull(conn);
-    } else {
-      conn_input(conn, buf, (size_t)n);
-    }
-    total += (size_t)n;
-    if (total >= SRV_READ_BUDGET) {
-      conn->s->pending = 1; /* the rest on the next turn */
-      return;
-    }
+/* The endpoint's |tls_fail|: in the handshake the alert goes out (if
+   there is one) before the close; later the connection just closes. */
+static void ep_tls_fail(conch_conn *c) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  if (c->state == CONCH_CONN_HANDSHAKE) {
+    conn->fin = 1;
+  } else {
+    conn->dead = 1;
   }
 }
 
@@ -917,13 +963,12 @@ static void conn_on_read(srv_conn *conn) {
    Returns 0, or -1 when the connection failed. */
 static int conn_flush(srv_conn *conn) {
   for (;;) {
-    const uint8_t *p;
     long w;
     /* Written until the transport says it is full (a short write is
        tried again: an adopted transport may take little at a time). */
     do {
-      w = conch__filter_send(&conn->filter, conn->t.write,
-                             conn->t.user_data, conn->fd);
+      w = conch__filter_send(&conn->base.filter, conn->base.transport->write,
+                             conn->base.transport->user_data, conn->base.fd);
     } while (w == CONCH_FILTER_SHORT);
     if (w == CONCH_FILTER_BLOCKED || w == -EINTR) {
       return 0;
@@ -934,49 +979,13 @@ static int conn_flush(srv_conn *conn) {
     if (conn->fin || conn->lingering) {
       return 0;
     }
-    if (conn->proto == SRV_PROTO_H1) {
-      int rv = conch__srv_h1_produce(conn);
-      if (rv < 0) {
-        return -1;
-      }
-      if (conch__srv_conn_out_size(conn) == 0) {
-        return 0;
-      }
-      continue;
+    if (conn->base.ops->send(&conn->base) != 0) {
+      return -1;
     }
-    if (conn->h2 == NULL) {
-      return 0; /* not known yet, or no session to be had */
-    }
-    for (;;) {
-      ssize_t n = nghttp2_session_mem_send(conn->h2, &p);
-      if (n < 0) {
-        return -1;
-      }
-      if (n == 0) {
-        if (conch__srv_conn_out_size(conn) == 0) {
-          return 0;
-        }
-        break;
-      }
-      if (conch__srv_conn_out(conn, p, (size_t)n) != 0) {
-        return -1;
-      }
-      if (conch__srv_conn_out_size(conn) >= 64 * 1024) {
-        break; /* write some before taking more */
-      }
+    if (conch__srv_conn_out_size(conn) == 0) {
+      return 0;
     }
   }
-}
-
-static unsigned conn_events(const srv_conn *conn) {
-  unsigned ev = 0;
-  if (conn->lingering || conn_wants_read(conn)) {
-    ev |= CONCH_IO_READ;
-  }
-  if (conch__srv_conn_out_size((srv_conn *)conn) > 0) {
-    ev |= CONCH_IO_WRITE;
-  }
-  return ev;
 }
 
 /* HTTP/1.1 is done: the write side closes (close_notify, then the
@@ -992,8 +1001,8 @@ static void conn_linger(srv_conn *conn) {
     return;
   }
   conn->lingering = 1;
-  if (conn->filter.tls != NULL) {
-    (void)conch__tls_shutdown(conn->filter.tls);
+  if (conn->base.filter.tls != NULL) {
+    (void)conch__tls_shutdown(conn->base.filter.tls);
   }
   if (conch__srv_timer_arm(s, &conn->linger,
                            conch__srv_now(s) + SRV_LINGER_MS) != 0) {
@@ -1004,7 +1013,8 @@ static void conn_linger(srv_conn *conn) {
 /* Tells the hooks what |conn| waits for (nothing: it is not watched). */
 static void conn_watch(srv_conn *conn) {
   conch_server *s = conn->s;
-  s->ep.ops->watch(&s->ep, conn->fd, &conn->watched, conn_events(conn));
+  (void)s;
+  conch__conn_update_watch(&conn->base);
 }
 
 /* Closes |conn| when it is dead or done, else tells the hooks what it
@@ -1014,7 +1024,7 @@ static void conn_settle(srv_conn *conn) {
 
   if (!conn->dead) {
     conch__srv_conn_resume(conn);
-    conn_tls_pull(conn); /* room may have opened */
+    conch__conn_pull(&conn->base); /* room may have opened */
   }
   /* Handlers told of room send more: flush again, a few rounds at most
      (the rest waits for the next turn). */
@@ -1023,8 +1033,8 @@ static void conn_settle(srv_conn *conn) {
       conn->dead = 1;
       break;
     }
-    if (conn->proto == SRV_PROTO_H1 && !conn->lingering &&
-        conch__srv_h1_done(conn)) {
+    if (!conn->lingering &&
+        conn->base.ops->over(&conn->base) == CONCH_SESSION_LINGER) {
       conn_linger(conn);
       continue;
     }
@@ -1039,14 +1049,12 @@ static void conn_settle(srv_conn *conn) {
   if (!conn->dead && conch__srv_conn_out_size(conn) == 0) {
     if (conn->fin) {
       conn->dead = 1;
-    } else if (conn->h2 != NULL && !nghttp2_session_want_write(conn->h2) &&
-               (!nghttp2_session_want_read(conn->h2) ||
-                (conn->rd_eof && conch__list_empty(&conn->rpcs)))) {
-      conn->dead = 1; /* after GOAWAY, or half-closed, and drained */
+    } else if (!conn->lingering && conn->base.ops->over(&conn->base) == 1) {
+      conn->dead = 1; /* HTTP/2: after GOAWAY, or half-closed, and drained */
     } else if (conn->lingering && !conn->shut_wr) {
       conn->shut_wr = 1;
       if (!conn->has_t) {
-        conch__sock_shutdown_write(conn->fd);
+        conch__sock_shutdown_write(conn->base.fd);
       }
     }
   }
@@ -1057,7 +1065,7 @@ static void conn_settle(srv_conn *conn) {
   }
   /* TLS holds bytes the connection has room for now: no descriptor will
      say so, so the next turn comes at once. */
-  if (conn->tls_held && conn_room(conn) > 0) {
+  if (conn->base.tls_held && conn->base.ops->room(&conn->base) > 0) {
     s->pending = 1;
   }
   if (s->has_hooks) {
@@ -1073,10 +1081,13 @@ void conch__srv_conn_kick(srv_conn *conn) {
   }
   s->in_cb = 1; /* nghttp2's callbacks may run: no driving from them */
   /* HTTP/1.1 moves requests into the session as it flushes, which could
-     start calls: that waits for the turn. */
-  if (conn->proto != SRV_PROTO_H1 && conn_flush(conn) != 0) {
+     start calls: that waits for the turn (its send does nothing while
+     |kicking|). */
+  conn->kicking = 1;
+  if (conn_flush(conn) != 0) {
     conn->dead = 1;
   }
+  conn->kicking = 0;
   s->in_cb = 0;
   /* What follows (closing, handlers) belongs to a turn. */
   s->ep.ops->kick(&s->ep);
@@ -1234,9 +1245,9 @@ static void handle_fd(conch_server *s, int fd, unsigned events) {
   }
   for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
-    if (conn->fd == fd) {
+    if (conn->base.fd == fd) {
       if (events & CONCH_IO_READ) {
-        conn_on_read(conn);
+        conch__conn_on_readable(&conn->base);
       }
       return;
     }
@@ -1257,10 +1268,10 @@ int conch_server_set_io_hooks(conch_server *s, const conch_io_hooks *hooks) {
     }
     for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
       srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
-      if (conn->watched != 0) {
-        s->hooks.watch(conn->fd, CONCH_IO_REMOVE, s->hooks.user_data);
+      if (conn->base.watched != 0) {
+        s->hooks.watch(conn->base.fd, CONCH_IO_REMOVE, s->hooks.user_data);
       }
-      conn->watched = 0;
+      conn->base.watched = 0;
     }
   }
   s->has_hooks = hooks != NULL;
@@ -1321,8 +1332,8 @@ size_t conch_server_pollfds(conch_server *s, struct pollfd *fds, size_t nfds) {
   for (conch_link *l = s->conns.next; l != &s->conns; l = l->next, n++) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
     if (n < nfds) {
-      unsigned ev = conn_events(conn);
-      fds[n].fd = conn->fd;
+      unsigned ev = conch__conn_events(&conn->base);
+      fds[n].fd = conn->base.fd;
       fds[n].events = (short)(((ev & CONCH_IO_READ) ? POLLIN : 0) |
                               ((ev & CONCH_IO_WRITE) ? POLLOUT : 0));
       fds[n].revents = 0;
@@ -1335,7 +1346,7 @@ size_t conch_server_pollfds(conch_server *s, struct pollfd *fds, size_t nfds) {
 static void conn_hangup(conch_server *s, int fd) {
   for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
-    if (conn->fd == fd && conn->rd_eof) {
+    if (conn->base.fd == fd && conn->rd_eof) {
       conn->dead = 1;
     }
   }
@@ -1385,7 +1396,7 @@ int conch_server_run(conch_server *s, long timeout_ms) {
   }
   n = conch_server_pollfds(s, stack, 64);
   if (n > 64) {
-    fds = conch__malloc(s->mem, n * sizeof(*fds));
+    fds = conch__malloc(s->ep.mem, n * sizeof(*fds));
     if (fds == NULL) {
       return CONCH_ERR_NOMEM;
     }
@@ -1402,7 +1413,7 @@ int conch_server_run(conch_server *s, long timeout_ms) {
     rv = conch_server_process(s, fds, rv > 0 ? n : 0);
   }
   if (fds != stack) {
-    conch__free(s->mem, fds);
+    conch__free(s->ep.mem, fds);
   }
   return rv;
 }

@@ -245,7 +245,7 @@ const uint8_t *conch_rpc_peer_cert_der(const conch_rpc *rpc, size_t *len) {
 /* Queues one serialized message |p| (|n| bytes). */
 static int send_bytes(conch_rpc *rpc, const uint8_t *p, size_t n) {
   conch_server *s = rpc->conn->s;
-  const conch_mem *mem = s->mem;
+  const conch_mem *mem = s->ep.mem;
   conch_buf z = CONCH_BUF_INIT;
   int compressed = 0;
   int rv;

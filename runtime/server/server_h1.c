@@ -119,7 +119,7 @@ static const char *reason_of(int status) {
 
 /* ---- Small helpers ------------------------------------------------------- */
 
-static const conch_mem *mem_of(const srv_h1 *h) { return h->c->s->mem; }
+static const conch_mem *mem_of(const srv_h1 *h) { return h->c->s->ep.mem; }
 
 /* To the connection (the one copy, or TLS's encryption). */
 static void put(srv_h1 *h, const void *p, size_t n) {
@@ -868,7 +868,7 @@ static int resp_pump(srv_h1 *h, int settle) {
 /* ---- Lifecycle ----------------------------------------------------------- */
 
 int conch__srv_h1_start(srv_conn *c) {
-  srv_h1 *h = conch__calloc(c->s->mem, 1, sizeof(*h));
+  srv_h1 *h = conch__calloc(c->s->ep.mem, 1, sizeof(*h));
 
   if (h == NULL) {
     return CONCH_ERR_NOMEM;
@@ -877,14 +877,14 @@ int conch__srv_h1_start(srv_conn *c) {
   h->resp_len = -1;
   h->req_len = UINT64_MAX;
   c->h1 = h;
-  conch__h1p_init(&h->p, 1, c->s->mem, H1_HEAD_MAX, &h1_cbs, h);
+  conch__h1p_init(&h->p, 1, c->s->ep.mem, H1_HEAD_MAX, &h1_cbs, h);
   return 0;
 }
 
 /* The calls are gone by now (conch__srv_conn_drop_rpcs()). */
 void conch__srv_h1_free(srv_conn *c) {
   srv_h1 *h = c->h1;
-  const conch_mem *mem = c->s->mem;
+  const conch_mem *mem = c->s->ep.mem;
 
   if (h == NULL) {
     return;
@@ -965,7 +965,7 @@ int conch__srv_h1_feed(srv_conn *c, const uint8_t *p, size_t n) {
     p += taken;
     n -= taken;
   }
-  if (n > 0 && conch__buf_append(&h->in, c->s->mem, p, n) != 0) {
+  if (n > 0 && conch__buf_append(&h->in, c->s->ep.mem, p, n) != 0) {
     return CONCH_ERR_NOMEM;
   }
   return 0;

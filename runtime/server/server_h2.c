@@ -53,7 +53,7 @@ static int h2_head(conch_rpc *rpc, srv_hb *h, int with_data) {
 
   prd.source.ptr = rpc;
   prd.read_callback = rpc_read;
-  return nghttp2_submit_response(rpc->conn->h2, rpc->id, h->nv, h->n,
+  return nghttp2_submit_response(rpc->conn->base.h2, rpc->id, h->nv, h->n,
                                  with_data ? &prd : NULL) != 0
              ? CONCH_ERR_NOMEM
              : 0;
@@ -62,21 +62,21 @@ static int h2_head(conch_rpc *rpc, srv_hb *h, int with_data) {
 static void h2_more(conch_rpc *rpc) {
   if (rpc->deferred) {
     rpc->deferred = 0;
-    (void)nghttp2_session_resume_data(rpc->conn->h2, rpc->id);
+    (void)nghttp2_session_resume_data(rpc->conn->base.h2, rpc->id);
   }
 }
 
 static void h2_reset(conch_rpc *rpc, uint32_t code) {
-  (void)nghttp2_submit_rst_stream(rpc->conn->h2, NGHTTP2_FLAG_NONE, rpc->id,
-                                  code);
+  (void)nghttp2_submit_rst_stream(rpc->conn->base.h2, NGHTTP2_FLAG_NONE,
+                                  rpc->id, code);
 }
 
 static void h2_consumed(conch_rpc *rpc, size_t n) {
-  (void)nghttp2_session_consume_stream(rpc->conn->h2, rpc->id, n);
+  (void)nghttp2_session_consume_stream(rpc->conn->base.h2, rpc->id, n);
 }
 
 static void h2_overflow(conch_rpc *rpc) {
-  (void)nghttp2_session_terminate_session(rpc->conn->h2,
+  (void)nghttp2_session_terminate_session(rpc->conn->base.h2,
                                           NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
@@ -234,7 +234,7 @@ int conch__srv_session_new(srv_conn *conn) {
 
   memset(&h, 0, sizeof(h));
   h.server = 1;
-  h.mem = s->mem;
+  h.mem = s->ep.mem;
   h.begin_headers = on_begin_headers;
   h.header = on_header;
   h.frame_recv = on_frame_recv;
@@ -245,5 +245,124 @@ int conch__srv_session_new(srv_conn *conn) {
   h.max_header_list = s->o.max_header_list;
   h.stream_window = 1024 * 1024;
   h.manual_window = 1;
-  return conch__h2_session_new(&conn->h2, &h, conn);
+  return conch__h2_session_new(&conn->base.h2, &h, conn);
 }
+
+/* ---- The session (session.h's table) ------------------------------------- */
+
+static int h2_start(conch_conn *c) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  int rv = conch__srv_session_new(conn);
+  if (rv == 0) {
+    conn->s->pending = 1; /* our SETTINGS go out on the next flush */
+  }
+  return rv;
+}
+
+static void h2_free(conch_conn *c) {
+  nghttp2_session_del(c->h2);
+  c->h2 = NULL;
+}
+
+static int h2_feed(conch_conn *c, const uint8_t *p, size_t n) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  if (nghttp2_session_mem_recv(c->h2, p, n) < 0) {
+    /* Garbage or a broken session: nghttp2 queued a GOAWAY when it
+       could; send it, then close. */
+    conn->fin = 1;
+  }
+  return conn->dead ? -1 : 0;
+}
+
+/* Nothing once the session failed (|fin|: nghttp2 takes no more). */
+static size_t h2_room(const conch_conn *c) {
+  return conch__srv_conn_of(c)->fin ? 0 : SRV_READ_CHUNK;
+}
+
+/* The client shut its write side (SHUT_WR): what it asked is still
+   answered, as HTTP/2 allows; a request still being received can never
+   end and is reset.  The connection closes once all is answered (or when
+   a write fails: it is not watched for reading any more).  An adopted
+   transport's EOF, a second one or a failure close it. */
+static void h2_on_close(conch_conn *c, int err, int writing) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  (void)writing;
+  if (err != 0 || conn->rd_eof || conn->has_t) {
+    conn->dead = 1;
+    return;
+  }
+  conn->rd_eof = 1;
+  for (conch_link *l = conn->rpcs.next; l != &conn->rpcs; l = l->next) {
+    conch_rpc *rpc = CONCH_CONTAINER(l, conch_rpc, link);
+    if (!rpc->half_closed) {
+      (void)nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, rpc->id,
+                                      NGHTTP2_CANCEL);
+    }
+  }
+}
+
+/* Frames into the filter until nghttp2 has none or 64 KiB wait (written
+   before more are taken). */
+static int h2_send(conch_conn *c) {
+  srv_conn *conn = conch__srv_conn_of(c);
+  for (;;) {
+    const uint8_t *p;
+    ssize_t n = nghttp2_session_mem_send(c->h2, &p);
+    if (n < 0) {
+      return -1;
+    }
+    if (n == 0) {
+      return 0;
+    }
+    if (conch__srv_conn_out(conn, p, (size_t)n) != 0) {
+      return -1;
+    }
+    if (conch__srv_conn_out_size(conn) >= 64 * 1024) {
+      return 0;
+    }
+  }
+}
+
+static int h2_want_write(const conch_conn *c) {
+  return nghttp2_session_want_write(c->h2);
+}
+
+/* Over once nothing is to be sent and nothing more is read: after
+   GOAWAY, or half-closed with every call answered. */
+static int h2_over(const conch_conn *c) {
+  const srv_conn *conn = conch__srv_conn_of(c);
+  return !nghttp2_session_want_write(c->h2) &&
+         (!nghttp2_session_want_read(c->h2) ||
+          (conn->rd_eof && conch__list_empty(&conn->rpcs)));
+}
+
+static void h2_goaway(conch_conn *c) {
+  if (nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE,
+                            nghttp2_session_get_last_proc_stream_id(c->h2),
+                            NGHTTP2_NO_ERROR, NULL, 0) != 0) {
+    conch__srv_conn_of(c)->dead = 1;
+  }
+}
+
+const conch_session_ops conch__srv_h2_ops = {
+    .name = "HTTP/2",
+    .start = h2_start,
+    .free = h2_free,
+    .submit = conch__srv_sess_submit,
+    .resume = conch__srv_sess_call,
+    .consume = conch__srv_sess_consume,
+    .reset = conch__srv_sess_reset,
+    .feed = h2_feed,
+    .want_read = conch__srv_sess_want_read,
+    .on_close = h2_on_close,
+    .send = h2_send,
+    .want_write = h2_want_write,
+    .over = h2_over,
+    .keepalive = conch__srv_sess_keepalive,
+    .ping = conch__srv_sess_ping,
+    .capacity = conch__srv_sess_capacity,
+    .sent_all = conch__srv_sess_sent_all,
+    .forget = conch__srv_sess_call,
+    .room = h2_room,
+    .goaway = h2_goaway,
+};

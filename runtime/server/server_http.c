@@ -22,7 +22,7 @@
 #define SRV_HTTP_OUT_MAX (256 * 1024)
 
 static const conch_mem *http_mem(const conch_rpc *rpc) {
-  return rpc->conn->s->mem;
+  return rpc->conn->s->ep.mem;
 }
 
 static size_t http_room(const conch_rpc *rpc) {

@@ -20,10 +20,14 @@
 #include "filter.h"
 #include "list.h"
 #include "metadata_int.h"
+#include "session.h"
 #include "timer.h"
 #include "tls.h"
 
 #define SRV_MAX_LISTENERS 8
+/* The bytes one read takes, and the plaintext a connection takes at once
+   (HTTP/2, sniffing). */
+#define SRV_READ_CHUNK 16384
 
 struct conch_server_opts {
   conch_mem mem;
@@ -80,36 +84,33 @@ typedef struct srv_method {
   void *user_data;
 } srv_method;
 
-/* What a connection speaks. */
-enum {
-  SRV_PROTO_SNIFF = 0, /* not known yet: TLS handshake, first bytes */
-  SRV_PROTO_H2,        /* HTTP/2: bytes go to |h2| */
-  SRV_PROTO_H1         /* HTTP/1.x: server_h1.c (|h2| unused) */
-};
-
 typedef struct srv_h1 srv_h1; /* server_h1.c */
 
+/* A connection of the server.  |base| is a connection as the client's
+   (conn_int.h): its descriptor, its filter, what the hooks were told and
+   its session, called through the table of session.h (|base.ops|: the
+   sniffer's until the first bytes or ALPN say which, then HTTP/1.1's or
+   HTTP/2's; |base.h2| is nghttp2's server session).  Embedded rather than
+   conch_conn made role-neutral: the client's fields (addresses, calls,
+   keepalive) cost a server connection some bytes and nothing else, and
+   the client's code keeps reading them where they are.  The rest is the
+   server's: its calls, timers, budgets and the ways it closes. */
 typedef struct srv_conn {
+  conch_conn base;
   conch_link link; /* in conch_server.conns */
   conch_server *s;
-  int fd;
-  int has_t;
-  conch_server_transport t;
-  nghttp2_session *h2;
-  conch_filter filter; /* TLS over memory or cleartext, and the bytes for
-                          the transport it did not take (filter.c) */
-  conch_tls *tls;   /* filter.tls, read by server_call.c (peer certs) */
-  int proto;        /* SRV_PROTO_* */
+  int has_t;          /* adopted with a transport of the caller's: |tr| */
+  conch_transport tr; /* base.transport then */
+  conch_tls *tls;     /* base.filter.tls, read by server_call.c (peer certs) */
   uint8_t sniff[4]; /* first bytes of a cleartext connection */
   size_t nsniff;
-  srv_h1 *h1;       /* SRV_PROTO_H1 */
-  unsigned watched; /* what the hooks were told */
+  srv_h1 *h1;       /* HTTP/1.1's session */
   int dead;         /* to be closed at the end of the turn */
   int goaway;       /* GOAWAY submitted (HTTP/1.1: no new request) */
   int fin;          /* close once the bytes for the transport are out */
   int lingering;    /* HTTP/1.1: write side done, reading until EOF */
   int shut_wr;      /* the socket's write side was shut */
-  int tls_held;     /* TLS holds input the connection had no room for */
+  int kicking;      /* inside conch__srv_conn_kick (HTTP/1.1 waits) */
   conch_link rpcs;
   conch_timer idle; /* kind SRV_TIMER_IDLE: armed while there is no call */
   conch_timer linger; /* kind SRV_TIMER_LINGER */
@@ -118,6 +119,12 @@ typedef struct srv_conn {
   int rd_eof;       /* the client shut its write side */
   size_t buffered;  /* request bytes its calls hold */
 } srv_conn;
+
+/* The connection of |c|, a server's (its sessions' tables take the
+   conch_conn). */
+static inline srv_conn *conch__srv_conn_of(const conch_conn *c) {
+  return CONCH_CONTAINER(c, srv_conn, base);
+}
 
 /* A header block being built: nghttp2_nv whose strings live in |store|
    (offsets until done, server_rpc.c). */
@@ -241,10 +248,15 @@ struct conch_rpc {
 };
 
 struct conch_server {
-  /* What its connections see of it (conn_int.h): the allocator (|mem|),
-     the clock, the hooks, the timers on |heap| and the TLS context. */
+  /* What its connections see of it (conn_int.h): the allocator (ep.mem,
+     &o.mem: the server's only pointer to it), the clock, the hooks, the
+     timers on |heap| and the TLS context. */
   conch_endpoint ep;
-  const conch_mem *mem;
+  /* Every connection's reads and TLS plaintext (conn.c's read loop): one
+     connection at a time is read, and none keeps bytes here past its
+     session's feed. */
+  uint8_t rbuf[SRV_READ_CHUNK];
+  uint8_t pbuf[SRV_READ_CHUNK];
   struct conch_server_opts o;
   conch_comps comps;
   char accept[CONCH__COMP_ACCEPT_MAX]; /* the compressions, as advertised */
@@ -322,6 +334,30 @@ void conch__srv_tls_config(const conch_server_opts *o, conch_tls_config *cfg);
 /* Makes the nghttp2 server session of |conn| (server_h2.c).  Returns 0,
    CONCH_ERR_NOMEM or CONCH_ERR_SESSION. */
 int conch__srv_session_new(srv_conn *conn);
+
+/* ---- The server's sessions (session.h's table) ----------------------------
+
+   server.c has the sniffer's and HTTP/1.1's (wrapping server_h1.c),
+   server_h2.c HTTP/2's.  Their |feed| returns non-zero when the
+   connection is dead; |on_close| (the client's EOF, |err| 0, or a failed
+   transport) settles or kills it; |send| moves output into the filter
+   (0, or -1: the connection failed); |over| answers 1 (close once the
+   output is out) or CONCH_SESSION_LINGER (the lingering close, server.c);
+   |goaway| asks the client to go. */
+
+extern const conch_session_ops conch__srv_h2_ops;
+/* The client-only entries, trivial (server.c). */
+void conch__srv_sess_submit(conch_conn *c, int64_t now);
+void conch__srv_sess_call(conch_conn *c, conch_call *call);
+void conch__srv_sess_consume(conch_conn *c, conch_call *call, size_t n);
+void conch__srv_sess_reset(conch_conn *c, conch_call *call, uint32_t err);
+conch_keepalive conch__srv_sess_keepalive(const conch_conn *c, int64_t now,
+                                          int64_t *next);
+int conch__srv_sess_ping(conch_conn *c);
+long conch__srv_sess_capacity(const conch_conn *c);
+int conch__srv_sess_sent_all(const conch_conn *c, const conch_call *call);
+/* room() > 0. */
+int conch__srv_sess_want_read(const conch_conn *c);
 /* Ends every call of |conn| (handlers get on_cancel) and frees them. */
 void conch__srv_conn_drop_rpcs(srv_conn *conn);
 /* A call's deadline passed. */
@@ -350,7 +386,7 @@ void conch__srv_conn_kick(srv_conn *conn);
    server_call.c) ---------------------------------------------------------- */
 
 static inline const conch_mem *conch__srv_rpc_mem(const conch_rpc *rpc) {
-  return rpc->conn->s->mem;
+  return rpc->conn->s->ep.mem;
 }
 /* More of the response of |rpc| is in rpc->out (or its end is). */
 static inline void conch__srv_rpc_resume(conch_rpc *rpc) {

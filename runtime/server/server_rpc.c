@@ -184,7 +184,7 @@ static void rpc_free(conch_rpc *rpc);
 conch_rpc *conch__srv_rpc_open(srv_conn *conn, int32_t id,
                                const srv_sink *sink) {
   conch_server *s = conn->s;
-  conch_rpc *rpc = conch__calloc(s->mem, 1, sizeof(*rpc));
+  conch_rpc *rpc = conch__calloc(s->ep.mem, 1, sizeof(*rpc));
 
   if (rpc == NULL) {
     return NULL;
@@ -197,14 +197,13 @@ conch_rpc *conch__srv_rpc_open(srv_conn *conn, int32_t id,
   rpc->recv.idx = SIZE_MAX;
   rpc->recv.kind = SRV_TIMER_RECV;
   rpc->req_enc = rpc->resp_enc = CONCH_COMPRESSION_IDENTITY;
-  conch__metadata_init(&rpc->req_md, s->mem);
-  conch__metadata_init(&rpc->proto_md, s->mem);
-  conch__metadata_init(&rpc->resp_md, s->mem);
-  conch__metadata_init(&rpc->trl_md, s->mem);
-  conch__env_reader_init(&rpc->env, s->mem, CONCH_ENV_COMPRESSED,
-                         s->o.recv_limit > UINT32_MAX
-                             ? 0
-                             : (uint32_t)s->o.recv_limit);
+  conch__metadata_init(&rpc->req_md, s->ep.mem);
+  conch__metadata_init(&rpc->proto_md, s->ep.mem);
+  conch__metadata_init(&rpc->resp_md, s->ep.mem);
+  conch__metadata_init(&rpc->trl_md, s->ep.mem);
+  conch__env_reader_init(
+      &rpc->env, s->ep.mem, CONCH_ENV_COMPRESSED,
+      s->o.recv_limit > UINT32_MAX ? 0 : (uint32_t)s->o.recv_limit);
   conch__list_push(&conn->rpcs, &rpc->link);
   s->ncalls++;
   conch__srv_conn_idle(conn);
@@ -227,29 +226,29 @@ static void rpc_free(conch_rpc *rpc) {
   rpc->conn->buffered -= rpc->counted;
   conch__list_remove(&rpc->link);
   conch__srv_conn_idle(rpc->conn);
-  conch__free(s->mem, rpc->path);
-  conch__free(s->mem, rpc->authority);
+  conch__free(s->ep.mem, rpc->path);
+  conch__free(s->ep.mem, rpc->authority);
   if (rpc->first != NULL) {
     protobuf_c_message_free_unpacked(rpc->first, &s->pb_alloc);
   }
-  conch__buf_free(&rpc->first_raw, s->mem);
-  conch__free(s->mem, rpc->query);
+  conch__buf_free(&rpc->first_raw, s->ep.mem);
+  conch__free(s->ep.mem, rpc->query);
   conch__metadata_clear(&rpc->req_md);
   conch__metadata_clear(&rpc->proto_md);
   conch__metadata_clear(&rpc->resp_md);
   conch__metadata_clear(&rpc->trl_md);
   conch__env_reader_clear(&rpc->env);
-  conch__buf_free(&rpc->body, s->mem);
-  conch__buf_free(&rpc->held, s->mem);
-  conch__buf_free(&rpc->pq, s->mem);
-  conch__buf_free(&rpc->pmsg, s->mem);
-  conch__buf_free(&rpc->out, s->mem);
-  conch__free(s->mem, rpc->src);
-  conch__free(s->mem, rpc->trl.nv);
-  conch__buf_free(&rpc->trl.store, s->mem);
+  conch__buf_free(&rpc->body, s->ep.mem);
+  conch__buf_free(&rpc->held, s->ep.mem);
+  conch__buf_free(&rpc->pq, s->ep.mem);
+  conch__buf_free(&rpc->pmsg, s->ep.mem);
+  conch__buf_free(&rpc->out, s->ep.mem);
+  conch__free(s->ep.mem, rpc->src);
+  conch__free(s->ep.mem, rpc->trl.nv);
+  conch__buf_free(&rpc->trl.store, s->ep.mem);
   conch__srv_http_free(rpc);
   s->ncalls--;
-  conch__free(s->mem, rpc);
+  conch__free(s->ep.mem, rpc);
 }
 
 /* The handler gives the call up: it hears of it once, through on_cancel. */
@@ -356,7 +355,7 @@ static void rpc_415(conch_rpc *rpc, const srv_method *m) {
 static void hb_accept(conch_rpc *rpc, hb *h, const char *name) {
   const conch_server *s = rpc->conn->s;
   if (s->accept_len > 0) {
-    hb_add(h, s->mem, "", name, (const uint8_t *)s->accept, s->accept_len);
+    hb_add(h, s->ep.mem, "", name, (const uint8_t *)s->accept, s->accept_len);
   }
 }
 
@@ -659,7 +658,7 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
                             m->m.kind == CONCH_STREAM_SERVER);
   if (m->m.input == NULL) {
     if (hold) {
-      if (conch__buf_append(&rpc->first_raw, s->mem, p, n) != 0) {
+      if (conch__buf_append(&rpc->first_raw, s->ep.mem, p, n) != 0) {
         conch__srv_rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
                             "out of memory");
         return -1;
@@ -716,7 +715,7 @@ static int deliver(conch_rpc *rpc, int compressed, const uint8_t *p,
   if (compressed && n > 0) {
     rv = conch__srv_inflate_msg(rpc, p, n, &plain);
     if (rv != 0) {
-      conch__buf_free(&plain, s->mem);
+      conch__buf_free(&plain, s->ep.mem);
       if (rv == CONCH_ERR_LIMIT) {
         conch__srv_rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED,
                             "message is larger than the limit of %zu bytes",
@@ -732,7 +731,7 @@ static int deliver(conch_rpc *rpc, int compressed, const uint8_t *p,
     n = conch__buf_size(&plain);
   }
   rv = decode_and_deliver(rpc, p != NULL ? p : (const uint8_t *)"", n);
-  conch__buf_free(&plain, s->mem);
+  conch__buf_free(&plain, s->ep.mem);
   if (rv == 0 && rpc->pull) {
     rv = conch__srv_pull_queue(rpc, compressed && wlen > 0,
                                wire != NULL ? wire : (const uint8_t *)"", wlen);
@@ -831,7 +830,7 @@ static void rpc_data(conch_rpc *rpc, const uint8_t *p, size_t n) {
                           s->o.recv_limit);
       return;
     }
-    if (conch__buf_append(&rpc->body, s->mem, p, n) != 0) {
+    if (conch__buf_append(&rpc->body, s->ep.mem, p, n) != 0) {
       conch__srv_rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     }
     return;
@@ -991,7 +990,7 @@ static int get_request(conch_rpc *rpc) {
     msg = "";
     mlen = 0;
   }
-  raw = conch__malloc(s->mem, mlen + 1);
+  raw = conch__malloc(s->ep.mem, mlen + 1);
   if (raw == NULL) {
     conch__srv_rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return -1;
@@ -999,7 +998,8 @@ static int get_request(conch_rpc *rpc) {
   n = query_unescape(msg, mlen, raw);
   if (n >= 0 && query_is(q, "base64", "1")) {
     size_t out = 0;
-    uint8_t *dec = conch__malloc(s->mem, conch__b64_decoded_max((size_t)n) + 1);
+    uint8_t *dec =
+        conch__malloc(s->ep.mem, conch__b64_decoded_max((size_t)n) + 1);
     if (dec == NULL ||
         conch__b64_decode((const char *)raw, (size_t)n, CONCH_B64_URL, dec,
                           &out) != 0) {
@@ -1008,20 +1008,20 @@ static int get_request(conch_rpc *rpc) {
       memcpy(raw, dec, out);
       n = (long)out;
     }
-    conch__free(s->mem, dec);
+    conch__free(s->ep.mem, dec);
   }
   if (n < 0) {
-    conch__free(s->mem, raw);
+    conch__free(s->ep.mem, raw);
     conch__srv_rpc_fail(rpc, CONCH_CODE_INVALID_ARGUMENT,
                         "the message in the query does not decode");
     return -1;
   }
-  if (conch__buf_append(&rpc->body, s->mem, raw, (size_t)n) != 0) {
-    conch__free(s->mem, raw);
+  if (conch__buf_append(&rpc->body, s->ep.mem, raw, (size_t)n) != 0) {
+    conch__free(s->ep.mem, raw);
     conch__srv_rpc_fail(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "out of memory");
     return -1;
   }
-  conch__free(s->mem, raw);
+  conch__free(s->ep.mem, raw);
   comp = query_get(q, "compression", &clen);
   rpc->req_enc = accepted_comp(s, comp, comp != NULL ? clen : 0);
   if (rpc->req_enc < 0) {
@@ -1186,7 +1186,7 @@ negotiate:
 int conch__srv_rpc_header(conch_rpc *rpc, const uint8_t *name, size_t namelen,
                           const uint8_t *value, size_t valuelen) {
   srv_conn *conn = rpc->conn;
-  const conch_mem *mem = conn->s->mem;
+  const conch_mem *mem = conn->s->ep.mem;
   int rv = 0;
 
   rpc->hdr_bytes += namelen + valuelen + 32;

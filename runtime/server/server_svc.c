@@ -33,7 +33,7 @@ static void finish(conch_rpc *rpc, conch_code code, const char *fmt, ...) {
   conch_status_init(&st);
   if (code != CONCH_CODE_OK) {
     va_start(ap, fmt);
-    if (conch_status_vsetf(&st, s->mem, code, fmt, ap) != 0) {
+    if (conch_status_vsetf(&st, s->ep.mem, code, fmt, ap) != 0) {
       st.code = code; /* without its message */
     }
     va_end(ap);
@@ -49,7 +49,7 @@ int conch_server_add_file(conch_server *s, const conch_file_descriptor *fd) {
     return CONCH_ERR_INVALID;
   }
   if (s->files == NULL) {
-    int rv = conch_descpool_new(&s->files, s->mem);
+    int rv = conch_descpool_new(&s->files, s->ep.mem);
     if (rv != 0) {
       return rv;
     }
@@ -92,9 +92,9 @@ static void refl_call_free(conch_server *s, refl_call *c) {
   while (!conch__list_empty(&c->out)) {
     conch_link *l = c->out.next;
     conch__list_remove(l);
-    conch__free(s->mem, CONCH_CONTAINER(l, refl_out, link));
+    conch__free(s->ep.mem, CONCH_CONTAINER(l, refl_out, link));
   }
-  conch__free(s->mem, c);
+  conch__free(s->ep.mem, c);
 }
 
 /* Ends the call with |code| after a failure of ours. */
@@ -122,7 +122,7 @@ static int refl_flush(conch_rpc *rpc, refl_call *c) {
       return -1;
     }
     conch__list_remove(&o->link);
-    conch__free(conch_rpc_server(rpc)->mem, o);
+    conch__free(conch_rpc_server(rpc)->ep.mem, o);
   }
   if (c->paused && conch_rpc_resume(rpc) == 0) {
     c->paused = 0;
@@ -172,13 +172,13 @@ static long service_names(conch_server *s, Grpc__Reflection__V1__ServiceResponse
   for (i = 0; i < s->nmethods; i++) {
     total += strlen(s->methods[i].path) + 1;
   }
-  names = conch__malloc(s->mem, total + 1);
-  v = conch__calloc(s->mem, s->nmethods + 1, sizeof(*v));
-  p = conch__calloc(s->mem, s->nmethods + 1, sizeof(*p));
+  names = conch__malloc(s->ep.mem, total + 1);
+  v = conch__calloc(s->ep.mem, s->nmethods + 1, sizeof(*v));
+  p = conch__calloc(s->ep.mem, s->nmethods + 1, sizeof(*p));
   if (names == NULL || v == NULL || p == NULL) {
-    conch__free(s->mem, names);
-    conch__free(s->mem, v);
-    conch__free(s->mem, p);
+    conch__free(s->ep.mem, names);
+    conch__free(s->ep.mem, v);
+    conch__free(s->ep.mem, p);
     return -1;
   }
   at = names;
@@ -276,7 +276,7 @@ static int refl_answer(conch_rpc *rpc, refl_call *c, const refl_req *req) {
       break;
     }
     len = conch_descpool_extension_numbers(s->files, t, NULL, 0);
-    numbers = conch__calloc(s->mem, len + 1, sizeof(*numbers));
+    numbers = conch__calloc(s->ep.mem, len + 1, sizeof(*numbers));
     if (numbers == NULL) {
       goto out;
     }
@@ -311,8 +311,8 @@ static int refl_answer(conch_rpc *rpc, refl_call *c, const refl_req *req) {
   }
   if (fd != NULL) {
     nfiles = conch_descpool_n_files(s->files);
-    files = conch__calloc(s->mem, nfiles + 1, sizeof(*files));
-    blobs = conch__calloc(s->mem, nfiles + 1, sizeof(*blobs));
+    files = conch__calloc(s->ep.mem, nfiles + 1, sizeof(*files));
+    blobs = conch__calloc(s->ep.mem, nfiles + 1, sizeof(*blobs));
     if (files == NULL || blobs == NULL) {
       goto out;
     }
@@ -334,7 +334,7 @@ static int refl_answer(conch_rpc *rpc, refl_call *c, const refl_req *req) {
     resp.error_response = &err;
   }
   len = protobuf_c_message_get_packed_size(&resp.base);
-  o = conch__malloc(s->mem, sizeof(*o) + len);
+  o = conch__malloc(s->ep.mem, sizeof(*o) + len);
   if (o == NULL) {
     goto out;
   }
@@ -342,18 +342,18 @@ static int refl_answer(conch_rpc *rpc, refl_call *c, const refl_req *req) {
   conch__list_push(&c->out, &o->link);
   rv = 0;
 out:
-  conch__free(s->mem, files);
-  conch__free(s->mem, blobs);
-  conch__free(s->mem, svc);
-  conch__free(s->mem, svcp);
-  conch__free(s->mem, names);
-  conch__free(s->mem, numbers);
+  conch__free(s->ep.mem, files);
+  conch__free(s->ep.mem, blobs);
+  conch__free(s->ep.mem, svc);
+  conch__free(s->ep.mem, svcp);
+  conch__free(s->ep.mem, names);
+  conch__free(s->ep.mem, numbers);
   return rv;
 }
 
 static void refl_on_call(conch_rpc *rpc, void *user_data) {
   conch_server *s = conch_rpc_server(rpc);
-  refl_call *c = conch__calloc(s->mem, 1, sizeof(*c));
+  refl_call *c = conch__calloc(s->ep.mem, 1, sizeof(*c));
   (void)user_data;
 
   if (c == NULL) {
@@ -514,8 +514,8 @@ static conch_health_status health_of(conch_server *s, const char *name) {
 
 static void watch_free(conch_server *s, health_watch *w) {
   conch__list_remove(&w->link);
-  conch__free(s->mem, w->service);
-  conch__free(s->mem, w);
+  conch__free(s->ep.mem, w->service);
+  conch__free(s->ep.mem, w);
 }
 
 /* Sends the watched status when it changed.  Returns 0, or -1 when the
@@ -603,13 +603,13 @@ static void list_on_message(conch_rpc *rpc, const ProtobufCMessage *msg,
            HEALTH_LIST_MAX);
     return;
   }
-  ents = conch__calloc(s->mem, h->n + 1, sizeof(*ents));
-  entp = conch__calloc(s->mem, h->n + 1, sizeof(*entp));
-  vals = conch__calloc(s->mem, h->n + 1, sizeof(*vals));
+  ents = conch__calloc(s->ep.mem, h->n + 1, sizeof(*ents));
+  entp = conch__calloc(s->ep.mem, h->n + 1, sizeof(*entp));
+  vals = conch__calloc(s->ep.mem, h->n + 1, sizeof(*vals));
   if (ents == NULL || entp == NULL || vals == NULL) {
-    conch__free(s->mem, ents);
-    conch__free(s->mem, entp);
-    conch__free(s->mem, vals);
+    conch__free(s->ep.mem, ents);
+    conch__free(s->ep.mem, entp);
+    conch__free(s->ep.mem, vals);
     finish(rpc, CONCH_CODE_RESOURCE_EXHAUSTED, "health: out of memory");
     return;
   }
@@ -625,9 +625,9 @@ static void list_on_message(conch_rpc *rpc, const ProtobufCMessage *msg,
   resp.n_statuses = h->n;
   resp.statuses = entp;
   rv = conch_rpc_send(rpc, &resp.base);
-  conch__free(s->mem, ents);
-  conch__free(s->mem, entp);
-  conch__free(s->mem, vals);
+  conch__free(s->ep.mem, ents);
+  conch__free(s->ep.mem, entp);
+  conch__free(s->ep.mem, vals);
   if (rv != 0) {
     finish(rpc, CONCH_CODE_INTERNAL, "health: cannot send the list");
     return;
@@ -637,7 +637,7 @@ static void list_on_message(conch_rpc *rpc, const ProtobufCMessage *msg,
 
 static void watch_on_call(conch_rpc *rpc, void *user_data) {
   conch_server *s = conch_rpc_server(rpc);
-  health_watch *w = conch__calloc(s->mem, 1, sizeof(*w));
+  health_watch *w = conch__calloc(s->ep.mem, 1, sizeof(*w));
   (void)user_data;
 
   if (w == NULL) {
@@ -660,7 +660,7 @@ static void watch_on_message(conch_rpc *rpc, const ProtobufCMessage *msg,
   if (w == NULL) {
     return;
   }
-  w->service = conch__strdup(s->mem, req->service);
+  w->service = conch__strdup(s->ep.mem, req->service);
   if (w->service == NULL) {
     watch_free(s, w);
     conch_rpc_set_data(rpc, NULL);
@@ -713,7 +713,7 @@ static const conch_server_handler watch_handler = {
 
 static int health_state(conch_server *s) {
   if (s->health == NULL) {
-    s->health = conch__calloc(s->mem, 1, sizeof(*s->health));
+    s->health = conch__calloc(s->ep.mem, 1, sizeof(*s->health));
     if (s->health == NULL) {
       return CONCH_ERR_NOMEM;
     }
@@ -731,14 +731,14 @@ static int health_put(conch_server *s, const char *service,
     char *name;
     if (h->n == h->cap) {
       size_t cap = h->cap > 0 ? 2 * h->cap : 8;
-      health_entry *v = conch__realloc(s->mem, h->v, cap * sizeof(*v));
+      health_entry *v = conch__realloc(s->ep.mem, h->v, cap * sizeof(*v));
       if (v == NULL) {
         return CONCH_ERR_NOMEM;
       }
       h->v = v;
       h->cap = cap;
     }
-    name = conch__strdup(s->mem, service);
+    name = conch__strdup(s->ep.mem, service);
     if (name == NULL) {
       return CONCH_ERR_NOMEM;
     }
@@ -842,10 +842,10 @@ void conch__srv_svc_free(conch_server *s) {
                                     link));
     }
     for (i = 0; i < s->health->n; i++) {
-      conch__free(s->mem, s->health->v[i].name);
+      conch__free(s->ep.mem, s->health->v[i].name);
     }
-    conch__free(s->mem, s->health->v);
-    conch__free(s->mem, s->health);
+    conch__free(s->ep.mem, s->health->v);
+    conch__free(s->ep.mem, s->health);
     s->health = NULL;
   }
 }

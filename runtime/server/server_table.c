@@ -67,7 +67,7 @@ static int rehash(conch_server *s, size_t n) {
   if (cap == s->cap_slots) {
     return 0;
   }
-  t = conch__calloc(s->mem, cap, sizeof(*t));
+  t = conch__calloc(s->ep.mem, cap, sizeof(*t));
   if (t == NULL) {
     return CONCH_ERR_NOMEM;
   }
@@ -78,7 +78,7 @@ static int rehash(conch_server *s, size_t n) {
     }
     t[i] = (uint32_t)(k + 1);
   }
-  conch__free(s->mem, s->slots);
+  conch__free(s->ep.mem, s->slots);
   s->slots = t;
   s->cap_slots = cap;
   return 0;
@@ -123,14 +123,14 @@ int conch_server_add_http(conch_server *s, const char *path,
       handler->on_request == NULL || path[0] != '/' || path_taken(s, path)) {
     return CONCH_ERR_INVALID;
   }
-  copy = conch__strdup(s->mem, path);
+  copy = conch__strdup(s->ep.mem, path);
   if (copy == NULL) {
     return CONCH_ERR_NOMEM;
   }
   /* Exchanges copy their handler: the table may move at any time. */
-  t = conch__realloc(s->mem, s->https, (s->nhttps + 1) * sizeof(*t));
+  t = conch__realloc(s->ep.mem, s->https, (s->nhttps + 1) * sizeof(*t));
   if (t == NULL) {
-    conch__free(s->mem, copy);
+    conch__free(s->ep.mem, copy);
     return CONCH_ERR_NOMEM;
   }
   s->https = t;
@@ -150,14 +150,14 @@ int conch_server_add_route(conch_server *s, const char *path,
       path_taken(s, path)) {
     return CONCH_ERR_INVALID;
   }
-  copy = conch__strdup(s->mem, path);
+  copy = conch__strdup(s->ep.mem, path);
   if (copy == NULL) {
     return CONCH_ERR_NOMEM;
   }
   /* Calls never point into this table: it may move at any time. */
-  t = conch__realloc(s->mem, s->routes, (s->nroutes + 1) * sizeof(*t));
+  t = conch__realloc(s->ep.mem, s->routes, (s->nroutes + 1) * sizeof(*t));
   if (t == NULL) {
-    conch__free(s->mem, copy);
+    conch__free(s->ep.mem, copy);
     return CONCH_ERR_NOMEM;
   }
   s->routes = t;
@@ -188,7 +188,7 @@ int conch_server_add_method(conch_server *s, const conch_method *method,
     if (s->ncalls > 0) {
       return CONCH_ERR_STATE;
     }
-    t = conch__realloc(s->mem, s->methods, cap * sizeof(*t));
+    t = conch__realloc(s->ep.mem, s->methods, cap * sizeof(*t));
     if (t == NULL) {
       return CONCH_ERR_NOMEM;
     }
@@ -203,7 +203,7 @@ int conch_server_add_method(conch_server *s, const conch_method *method,
   }
   m = &s->methods[s->nmethods];
   memset(m, 0, sizeof(*m));
-  m->path = conch__strdup(s->mem, method->path);
+  m->path = conch__strdup(s->ep.mem, method->path);
   if (m->path == NULL) {
     return CONCH_ERR_NOMEM;
   }
