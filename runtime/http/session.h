@@ -58,10 +58,14 @@ typedef struct conch_session_ops {
   /* The transport reached EOF (|err| 0) or failed with errno |err|,
      |writing| or reading.  Settles or fails the connection. */
   void (*on_close)(struct conch_conn *conn, int err, int writing);
-  /* Moves pending output into the filter, up to CONCH_OUT_HIGH_WATER.
-     Returns 0, or non-zero when the connection failed. */
+  /* Moves pending output into the filter, up to the role's bound
+     (CONCH_OUT_HIGH_WATER the client's sessions, 64 KiB the server's);
+     conn.c's write-out (conch__conn_write) calls it again once that went
+     out, while |want_write|.  Returns 0, or non-zero when the connection
+     failed. */
   int (*send)(struct conch_conn *conn);
-  /* Whether output is still waiting in the session. */
+  /* Whether output is still waiting in the session (the server's: and
+     may be produced now). */
   int (*want_write)(const struct conch_conn *conn);
   /* Whether the session is over (neither side wants anything more). */
   int (*over)(const struct conch_conn *conn);

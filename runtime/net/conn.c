@@ -180,20 +180,48 @@ void conch__conn_stream_closed(conch_conn *conn, conch_call *call,
 
 /* ---- Writing ----------------------------------------------------------- */
 
-/* Writes what is pending.  Returns 0 (written or would block) or fails the
-   connection and returns CONCH_ERR_CONNECT. */
-static int write_out(conch_conn *conn) {
+long conch__conn_write(conch_conn *conn, int refill) {
   const conch_transport *t = conn->transport;
-  long w;
+  const int retry = conn->ep->retry_short;
   if (conn->fd < 0) {
     return 0;
   }
-  w = conch__filter_send(&conn->filter, t->write, t->user_data, conn->fd);
-  if (w >= 0) {
-    return 0; /* written, or the transport is full: wait for POLLOUT */
+  for (;;) {
+    const uint8_t *p;
+    long w;
+    do {
+      w = conch__filter_send(&conn->filter, t->write, t->user_data, conn->fd);
+    } while (w == CONCH_FILTER_SHORT && retry);
+    if (w != 0) {
+      if (w == CONCH_FILTER_SHORT || w == CONCH_FILTER_BLOCKED || w == -EINTR) {
+        return 0; /* the transport is full: wait for POLLOUT */
+      }
+      return w; /* CONCH_WRITE_ZERO, or the write failed */
+    }
+    if (!refill || !conn->ops->want_write(conn)) {
+      return 0;
+    }
+    if (conn->ops->send(conn) != 0) {
+      return CONCH_WRITE_SESSION;
+    }
+    if (conch__filter_pending(&conn->filter, &p) == 0) {
+      return 0;
+    }
   }
-  /* Often the server closing an idle connection: HTTP/1.1 knows whether
-     the request may go again. */
+}
+
+/* The client's reading of the write-out: a write that took nothing waits
+   for POLLOUT; a failed one goes to the session (often the server closing
+   an idle connection: HTTP/1.1 knows whether the request may go again).
+   Returns 0, or CONCH_ERR_CONNECT with the connection failed. */
+static int write_out(conch_conn *conn, int refill) {
+  long w = conch__conn_write(conn, refill);
+  if (w == 0 || w == CONCH_WRITE_ZERO) {
+    return 0;
+  }
+  if (w == CONCH_WRITE_SESSION) {
+    return CONCH_ERR_CONNECT; /* the session failed the connection */
+  }
   conn->ops->on_close(conn, (int)-w, 1);
   return conn->state == CONCH_CONN_DEAD ? CONCH_ERR_CONNECT : 0;
 }
@@ -221,7 +249,9 @@ void conch__conn_flush(conch_conn *conn) {
       return;
     }
   }
-  if (write_out(conn) != 0) {
+  /* What the session has more after everything went out is produced and
+     written at once (the write-out's refill). */
+  if (write_out(conn, conn->state == CONCH_CONN_READY) != 0) {
     release_dead(conn);
     return;
   }
@@ -235,15 +265,6 @@ void conch__conn_flush(conch_conn *conn) {
                      conn->errmsg[0] ? conn->errmsg : "connection closed");
     release_dead(conn);
     return;
-  }
-  if (conn->state == CONCH_CONN_READY &&
-      conch__filter_out_size(conn) < CONCH_OUT_HIGH_WATER &&
-      conn->ops->want_write(conn)) {
-    /* More frames are waiting: come back this turn, after the socket took
-       what it could. */
-    if (conch__filter_out_size(conn) == 0) {
-      conch__conn_mark_dirty(conn);
-    }
   }
   conch__conn_update_watch(conn);
 }
@@ -341,7 +362,7 @@ static void on_connected(conch_conn *conn) {
   if (conch__filter_open(conn) == CONCH_FILTER_SECURE) {
     conch__conn_start_session(conn);
   }
-  if (conn->state != CONCH_CONN_DEAD && write_out(conn) == 0) {
+  if (conn->state != CONCH_CONN_DEAD && write_out(conn, 0) == 0) {
     conch__conn_update_watch(conn);
   }
 }

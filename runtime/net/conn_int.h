@@ -72,6 +72,9 @@ struct conch_endpoint {
   int drain_reads;      /* read until -EAGAIN, not only until a short read (the
                            server's: a caller's transport may hand out little
                            at a time) */
+  int retry_short;      /* a short write is tried again at once, not left for
+                           POLLOUT (the server's: an adopted transport may
+                           take little at a time) */
 };
 
 /* A client connection's read buffer (and TLS plaintext buffer). */
@@ -151,6 +154,23 @@ void conch__conn_connect(conch_conn *conn);
 void conch__conn_mark_dirty(conch_conn *conn);
 /* Flushes pending output; may fail the connection. */
 void conch__conn_flush(conch_conn *conn);
+/* conch__conn_write's answers besides 0 and the negative errno of a failed
+   write. */
+/* The transport took nothing and said no error. */
+#define CONCH_WRITE_ZERO CONCH_FILTER_ZERO
+/* The session's |send| failed. */
+#define CONCH_WRITE_SESSION 4
+/* Both roles' write-out: writes what the filter holds through the
+   connection's transport until all of it went out, a write came short
+   (tried again at once when the endpoint retries short writes) or the
+   transport has no room now (-EAGAIN, -EINTR: POLLOUT says when); then,
+   when all of it went out, |refill| is set and the session wants to write,
+   has the session produce more (|send|, each role's sessions to their own
+   bound: CONCH_OUT_HIGH_WATER the client's, 64 KiB the server's) and writes
+   again.  Returns 0 (all of it out, or waiting for the transport),
+   CONCH_WRITE_ZERO, CONCH_WRITE_SESSION or the negative errno of a failed
+   write; each role decides what those mean for the connection. */
+long conch__conn_write(conch_conn *conn, int refill);
 /* Handles readiness of the connection's fd. */
 void conch__conn_on_io(conch_conn *conn, unsigned events);
 /* Reads what the transport has into the session, through the filter:

@@ -40,8 +40,8 @@ void conch__filter_taken(conch_filter *f, size_t n);
    takes less than it was offered.  Returns 0 (all of it went),
    CONCH_FILTER_SHORT (the last write took a part), CONCH_FILTER_BLOCKED
    (-EAGAIN), CONCH_FILTER_ZERO (it took nothing and said no error), or
-   the negative errno of a failed write (-EINTR among them: each role
-   keeps its own reading of those). */
+   the negative errno of a failed write (-EINTR among them: conn.c's
+   write-out, conch__conn_write, reads those for both roles). */
 #define CONCH_FILTER_SHORT 1
 #define CONCH_FILTER_BLOCKED 2
 #define CONCH_FILTER_ZERO 3

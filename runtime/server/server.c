@@ -121,6 +121,7 @@ int conch_server_new(conch_server **out, const conch_server_opts *opts) {
   s->ep.target = "the server";
   s->ep.read_budget = SRV_READ_BUDGET;
   s->ep.drain_reads = 1;
+  s->ep.retry_short = 1;
   conch__list_init(&s->ep.dirty);
   if (!opts->tls &&
       (opts->tls_mat.ca_file != NULL || opts->tls_mat.ca_pem != NULL)) {
@@ -877,9 +878,10 @@ static int h1_send(conch_conn *c) {
   }
   return conch__srv_h1_produce(conn) < 0 ? -1 : 0;
 }
+/* Responses may be produced until closing or lingering (not from a kick). */
 static int h1_want_write(const conch_conn *c) {
-  (void)c;
-  return 0;
+  const srv_conn *conn = conch__srv_conn_of(c);
+  return !conn->fin && !conn->lingering && !conn->kicking;
 }
 static int h1_over(const conch_conn *c) {
   return conch__srv_h1_done(conch__srv_conn_of(c)) ? CONCH_SESSION_LINGER : 0;
@@ -959,33 +961,13 @@ static void ep_tls_fail(conch_conn *c) {
 
 /* ---- Writing -------------------------------------------------------------- */
 
-/* Writes what waits for the transport and what the protocol has.
-   Returns 0, or -1 when the connection failed. */
+/* Writes what waits for the transport and what the protocol has (conn.c's
+   write-out, the endpoint retrying short writes; the sessions stop
+   producing once closing or lingering, their |want_write|).  Returns 0, or
+   -1 when the connection failed: a failed write, one that took nothing, or
+   the session's. */
 static int conn_flush(srv_conn *conn) {
-  for (;;) {
-    long w;
-    /* Written until the transport says it is full (a short write is
-       tried again: an adopted transport may take little at a time). */
-    do {
-      w = conch__filter_send(&conn->base.filter, conn->base.transport->write,
-                             conn->base.transport->user_data, conn->base.fd);
-    } while (w == CONCH_FILTER_SHORT);
-    if (w == CONCH_FILTER_BLOCKED || w == -EINTR) {
-      return 0;
-    }
-    if (w != 0) {
-      return -1; /* an error, or a write that took nothing */
-    }
-    if (conn->fin || conn->lingering) {
-      return 0;
-    }
-    if (conn->base.ops->send(&conn->base) != 0) {
-      return -1;
-    }
-    if (conch__srv_conn_out_size(conn) == 0) {
-      return 0;
-    }
-  }
+  return conch__conn_write(&conn->base, 1) == 0 ? 0 : -1;
 }
 
 /* HTTP/1.1 is done: the write side closes (close_notify, then the

@@ -323,8 +323,11 @@ static int h2_send(conch_conn *c) {
   }
 }
 
+/* Frames wait, and the connection is not closing (conn.c's write-out asks
+   before producing). */
 static int h2_want_write(const conch_conn *c) {
-  return nghttp2_session_want_write(c->h2);
+  const srv_conn *conn = conch__srv_conn_of(c);
+  return !conn->fin && !conn->lingering && nghttp2_session_want_write(c->h2);
 }
 
 /* Over once nothing is to be sent and nothing more is read: after
