@@ -38,19 +38,25 @@ int conch__connect_timeout_parse(const char *v, size_t len, int64_t *ms) {
   return 0;
 }
 
-/* Writes |n| >= 0 in decimal, then |unit| if not NUL, then a NUL. */
-static int put_num(int64_t n, char unit, char out[CONCH_TIMEOUT_BUF]) {
-  char tmp[20];
-  int k = 0;
-  int len = 0;
+size_t conch__put_dec(char *out, unsigned long long v) {
+  char tmp[20]; /* 2^64 - 1 has 20 digits */
+  size_t k = 0;
+  size_t n = 0;
 
   do {
-    tmp[k++] = (char)('0' + n % 10);
-    n /= 10;
-  } while (n > 0);
+    tmp[k++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v > 0);
   while (k > 0) {
-    out[len++] = tmp[--k];
+    out[n++] = tmp[--k];
   }
+  return n;
+}
+
+/* Writes |n| >= 0 in decimal, then |unit| if not NUL, then a NUL. */
+static int put_num(int64_t n, char unit, char out[CONCH_TIMEOUT_BUF]) {
+  int len = (int)conch__put_dec(out, (unsigned long long)n);
+
   if (unit != '\0') {
     out[len++] = unit;
   }

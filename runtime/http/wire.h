@@ -22,6 +22,10 @@
 
 /* Room for a formatted timeout and its NUL (10 digits, or 8 and a unit). */
 enum { CONCH_TIMEOUT_BUF = 12 };
+
+/* Writes |v| in decimal at |out| (20 bytes at most, no NUL); returns its
+   length. */
+size_t conch__put_dec(char *out, unsigned long long v);
 /* Connect-Timeout-Ms holds at most 10 digits. */
 #define CONCH_CONNECT_TIMEOUT_MAX 9999999999LL
 

@@ -187,22 +187,6 @@ static int put_field(conch_buf *b, const conch_mem *mem, const uint8_t *p,
   return 0;
 }
 
-/* |v| in decimal at |out| (20 bytes at most); returns its length. */
-static size_t put_dec(char *out, unsigned long long v) {
-  char tmp[24];
-  size_t k = 0;
-  size_t n = 0;
-
-  do {
-    tmp[k++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v > 0);
-  while (k > 0) {
-    out[n++] = tmp[--k];
-  }
-  return n;
-}
-
 /* ---- The exchange -------------------------------------------------------- */
 
 static void ex_reset(srv_h1 *h) {
@@ -687,7 +671,7 @@ static void put_length(srv_h1 *h, unsigned long long v) {
   size_t n = 16;
 
   memcpy(line, "Content-Length: ", 16);
-  n += put_dec(line + n, v);
+  n += conch__put_dec(line + n, v);
   line[n++] = '\r';
   line[n++] = '\n';
   put(h, line, n);
@@ -719,7 +703,7 @@ static void commit(srv_h1 *h, int ended, size_t len) {
   }
   /* "HTTP/1.1 %d %s\r\n" (status 200..999, from h1_head) */
   memcpy(line, "HTTP/1.1 ", 9);
-  n = 9 + put_dec(line + 9, (unsigned long long)h->status);
+  n = 9 + conch__put_dec(line + 9, (unsigned long long)h->status);
   line[n++] = ' ';
   if (rlen > sizeof(line) - n - 2) {
     rlen = sizeof(line) - n - 2;
