@@ -219,6 +219,31 @@ static long long proc_field(pid_t pid, const char *file, const char *key) {
   return v;
 }
 
+int proc_fds_of(pid_t pid, const char *kind) {
+  char dir[64], link[400], target[300];
+  struct dirent *de;
+  int n = 0;
+  DIR *d;
+
+  snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+  d = opendir(dir);
+  if (d == NULL) {
+    return -1;
+  }
+  while ((de = readdir(d)) != NULL) {
+    ssize_t k;
+
+    snprintf(link, sizeof(link), "%s/%s", dir, de->d_name);
+    k = readlink(link, target, sizeof(target) - 1);
+    if (k > 0) {
+      target[k] = '\0';
+      n += strstr(target, kind) != NULL;
+    }
+  }
+  closedir(d);
+  return n;
+}
+
 long proc_rss_kb(pid_t pid) {
   return (long)proc_field(pid, "status", "VmRSS:");
 }

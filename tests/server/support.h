@@ -44,6 +44,9 @@ int proc_count_cmdline(const char *cmdline);
    took, or -1 after |limit_ms| (with the count left in |*left|, which may
    be NULL). */
 long proc_wait_count(const char *cmdline, int want, long limit_ms, int *left);
+/* The descriptors of |pid| whose /proc link target holds |kind| ("pidfd",
+   "inotify"), or -1 when its fd folder cannot be read. */
+int proc_fds_of(pid_t pid, const char *kind);
 /* VmRSS of |pid| in KiB, or -1. */
 long proc_rss_kb(pid_t pid);
 /* wchar of /proc/pid/io, or -1. */

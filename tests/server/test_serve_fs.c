@@ -922,30 +922,7 @@ static void test_watch_slow_reader(void **state) {
 }
 
 /* The server's open inotify descriptors. */
-static int server_inotify_fds(void) {
-  char dir[64], link[400], target[300];
-  struct dirent *de;
-  int n = 0;
-  DIR *d;
-
-  snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)srv.pid);
-  d = opendir(dir);
-  if (d == NULL) {
-    return -1;
-  }
-  while ((de = readdir(d)) != NULL) {
-    ssize_t k;
-
-    snprintf(link, sizeof(link), "%s/%s", dir, de->d_name);
-    k = readlink(link, target, sizeof(target) - 1);
-    if (k > 0) {
-      target[k] = '\0';
-      n += strstr(target, "inotify") != NULL;
-    }
-  }
-  closedir(d);
-  return n;
-}
+static int server_inotify_fds(void) { return proc_fds_of(srv.pid, "inotify"); }
 
 /* Polls the watchers |ids| until each has had a create event of |name|
    (the events before it taken too). */

@@ -1093,30 +1093,7 @@ static int free_fd(pid_t pid) {
 
 /* The pidfds |pid| holds: one per group it still follows, closed once
    the group is gone (a moment after the process's end). */
-static int pidfds_of(pid_t pid) {
-  char dir[64], link[400], target[128];
-  struct dirent *e;
-  int n = 0;
-  DIR *d;
-
-  snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
-  d = opendir(dir);
-  if (d == NULL) {
-    return -1;
-  }
-  while ((e = readdir(d)) != NULL) {
-    ssize_t k;
-
-    snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
-    k = readlink(link, target, sizeof(target) - 1);
-    if (k > 0) {
-      target[k] = '\0';
-      n += strstr(target, "pidfd") != NULL;
-    }
-  }
-  closedir(d);
-  return n;
-}
+static int pidfds_of(pid_t pid) { return proc_fds_of(pid, "pidfd"); }
 
 static int no_pidfds(void *arg) { return pidfds_of(*(pid_t *)arg) == 0; }
 
