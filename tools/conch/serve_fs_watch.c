@@ -557,8 +557,9 @@ static int grow(char **buf, size_t *cap, size_t n) {
 }
 
 /* The full path of |ie| in the directory named |dir|, built in |fs|'s
-   buffers unless the last one built was for the same name (every watcher
-   of one directory usually names it alike).  NULL when out of memory. */
+   buffers unless |again| (they hold |ie|'s path already) and that was for
+   the same name (every watcher of one directory usually names it alike).
+   NULL when out of memory. */
 static const char *event_path(srv_fs *fs, const char *dir,
                               const struct inotify_event *ie, int again) {
   size_t nd = strlen(dir);
@@ -717,11 +718,13 @@ static void dispatch(srv_fs *fs, const struct inotify_event *ie) {
     on_no_memory(fs, ie->wd);
     return;
   }
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0, built = 0; i < n; i++) {
     /* Only |fs->snap[i].w| itself can end while its event is handled; the
        others (and their paths) are still there.  The path is built once
-       for the watchers that name the directory alike. */
-    const char *full = event_path(fs, fs->snap[i].path, ie, i > 0);
+       for the watchers that name the directory alike (|built|: the
+       buffers hold this event's, not an earlier one's). */
+    const char *full = event_path(fs, fs->snap[i].path, ie, built);
+    built = full != NULL;
     if (full == NULL) {
       watcher_end(fs->snap[i].w, CONCH_CODE_RESOURCE_EXHAUSTED,
                   "out of memory");
