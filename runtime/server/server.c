@@ -413,6 +413,7 @@ static void conn_goaway(srv_conn *conn) {
      if it does not go. */
   conn->goaway = 1;
   conn->base.ops->goaway(&conn->base);
+  conch__srv_conn_dirty(conn);
 }
 
 static void conn_idle_expired(srv_conn *conn) {
@@ -423,14 +424,14 @@ static void conn_idle_expired(srv_conn *conn) {
   }
   if (conn->goaway) {
     /* Told (GOAWAY) a while ago and still there: cut it off. */
-    conn->dead = 1;
+    conch__srv_conn_close(conn);
     return;
   }
   conn_goaway(conn);
-  if (!conn->dead &&
+  if (!conch__srv_conn_dead(conn) &&
       conch__srv_timer_arm(s, &conn->idle, conch__srv_now(s) + SRV_CLOSE_MS) !=
           0) {
-    conn->dead = 1;
+    conch__srv_conn_close(conn);
   }
 }
 
@@ -443,8 +444,18 @@ static void conn_free(srv_conn *conn) {
   conn->base.ops->free(&conn->base);
   conch__filter_clear(&conn->base.filter);
   conch__list_remove(&conn->link);
+  conch__list_remove(&conn->base.dirty);
   s->nconns--;
+  s->ndead -= conch__srv_conn_dead(conn);
   conch__free(s->ep.mem, conn);
+}
+
+void conch__srv_conn_close(srv_conn *conn) {
+  if (!conch__srv_conn_dead(conn)) {
+    conn->base.state = CONCH_CONN_DEAD;
+    conn->s->ndead++;
+  }
+  conch__srv_conn_dirty(conn);
 }
 
 static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
@@ -508,9 +519,9 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   conch__srv_conn_idle(conn);
   /* Nothing is sent before the client's first bytes (the TLS hello, the
      HTTP/2 preface or an HTTP/1.x request), but the hooks learn of the
-     connection on the next turn: one is asked for when this is not
-     one (conch_server_adopt() from the caller's loop). */
-  s->ep.ops->kick(&s->ep);
+     connection when it is settled: on this turn, or on one asked for
+     when this is not one (conch_server_adopt() from the caller's loop). */
+  conch__srv_conn_dirty(conn);
   return 0;
 }
 
@@ -576,7 +587,7 @@ static srv_conn *victim(conch_server *s) {
 
   for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
-    if (conn->dead || conn_busy(conn)) {
+    if (conch__srv_conn_dead(conn) || conn_busy(conn)) {
       continue;
     }
     if (!conn->passed) {
@@ -598,7 +609,7 @@ static int free_descriptor(conch_server *s) {
   for (conch_link *l = s->conns.next; l != &s->conns && v == NULL;
        l = l->next) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
-    if (conn->dead) {
+    if (conch__srv_conn_dead(conn)) {
       v = conn;
     }
   }
@@ -615,13 +626,7 @@ static int free_descriptor(conch_server *s) {
   return 0;
 }
 
-static size_t live_conns(const conch_server *s) {
-  size_t n = 0;
-  for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
-    n += !CONCH_CONTAINER(l, srv_conn, link)->dead;
-  }
-  return n;
-}
+static size_t live_conns(const conch_server *s) { return s->nconns - s->ndead; }
 
 static int peer_ok(conch_server *s, int fd, int is_unix) {
   conch_server_peer p;
@@ -675,7 +680,7 @@ static void accept_all(conch_server *s, int lfd, int is_unix) {
         close(fd);
         continue;
       }
-      v->dead = 1; /* closed at the end of this turn */
+      conch__srv_conn_close(v); /* closed at the end of this turn */
       s->shed_conns++;
     }
     if (conn_add(s, fd, NULL) != 0) {
@@ -759,7 +764,7 @@ static void conn_start(srv_conn *conn, const conch_session_ops *ops) {
     /* Nothing to free (a start that fails leaves none); the sniffer's
        entries are safe on a connection with no session. */
     conn->base.ops = &srv_sniff_ops;
-    conn->dead = 1;
+    conch__srv_conn_close(conn);
   }
 }
 
@@ -781,12 +786,12 @@ static int sniff_feed(conch_conn *c, const uint8_t *p, size_t n) {
     return 0; /* "PR": either still */
   }
   conn_start(conn, h2 ? &conch__srv_h2_ops : &srv_h1_ops);
-  if (conn->dead) {
+  if (conch__srv_conn_dead(conn)) {
     return -1;
   }
   (void)c->ops->feed(c, conn->sniff, conn->nsniff);
-  if (n == 0 || conn->dead) {
-    return conn->dead ? -1 : 0;
+  if (n == 0 || conch__srv_conn_dead(conn)) {
+    return conch__srv_conn_dead(conn) ? -1 : 0;
   }
   return c->ops->feed(c, p, n);
 }
@@ -797,13 +802,13 @@ static int sniff_start(conch_conn *c) {
 }
 static void sniff_free(conch_conn *c) { (void)c; }
 static size_t sniff_room(const conch_conn *c) {
-  return conch__srv_conn_of(c)->fin ? 0 : SRV_READ_CHUNK;
+  return conch__srv_conn_of(c)->base.closing ? 0 : SRV_READ_CHUNK;
 }
 /* EOF, or a failure, before a word: nothing to answer. */
 static void sniff_on_close(conch_conn *c, int err, int writing) {
   (void)err;
   (void)writing;
-  conch__srv_conn_of(c)->dead = 1;
+  conch__srv_conn_close(conch__srv_conn_of(c));
 }
 static int sniff_send(conch_conn *c) {
   (void)c;
@@ -814,7 +819,9 @@ static int sniff_idle(const conch_conn *c) {
   return 0;
 }
 /* Nothing asked yet: the connection closes. */
-static void sniff_goaway(conch_conn *c) { conch__srv_conn_of(c)->dead = 1; }
+static void sniff_goaway(conch_conn *c) {
+  conch__srv_conn_close(conch__srv_conn_of(c));
+}
 
 static const conch_session_ops srv_sniff_ops = {
     .name = "sniffing",
@@ -849,14 +856,14 @@ static void h1_free(conch_conn *c) {
 static int h1_feed(conch_conn *c, const uint8_t *p, size_t n) {
   srv_conn *conn = conch__srv_conn_of(c);
   if (conch__srv_h1_feed(conn, p, n) != 0) {
-    conn->dead = 1;
+    conch__srv_conn_close(conn);
     return -1;
   }
   return 0;
 }
 static size_t h1_room(const conch_conn *c) {
   const srv_conn *conn = conch__srv_conn_of(c);
-  return conn->fin ? 0 : conch__srv_h1_room(conn);
+  return conn->base.closing ? 0 : conch__srv_h1_room(conn);
 }
 /* EOF: what was asked is answered; once lingering, EOF is what was
    waited for. */
@@ -866,22 +873,19 @@ static void h1_on_close(conch_conn *c, int err, int writing) {
   if (err == 0 && !conn->lingering) {
     conch__srv_h1_eof(conn);
   } else {
-    conn->dead = 1;
+    conch__srv_conn_close(conn);
   }
 }
 /* Parses what was read ahead and writes the responses into the filter
-   (not from a kick: that could start calls outside a turn). */
+   (not from a kick, which could start calls outside a turn: the write-out
+   calls it only when h1_want_write() says so). */
 static int h1_send(conch_conn *c) {
-  srv_conn *conn = conch__srv_conn_of(c);
-  if (conn->kicking) {
-    return 0;
-  }
-  return conch__srv_h1_produce(conn) < 0 ? -1 : 0;
+  return conch__srv_h1_produce(conch__srv_conn_of(c)) < 0 ? -1 : 0;
 }
 /* Responses may be produced until closing or lingering (not from a kick). */
 static int h1_want_write(const conch_conn *c) {
   const srv_conn *conn = conch__srv_conn_of(c);
-  return !conn->fin && !conn->lingering && !conn->kicking;
+  return !conn->base.closing && !conn->lingering && !conn->kicking;
 }
 static int h1_over(const conch_conn *c) {
   return conch__srv_h1_done(conch__srv_conn_of(c)) ? CONCH_SESSION_LINGER : 0;
@@ -921,7 +925,7 @@ static const conch_session_ops srv_h1_ops = {
    room. */
 int conch__srv_sess_want_read(const conch_conn *c) {
   const srv_conn *conn = conch__srv_conn_of(c);
-  if (conn->dead || conn->fin || conn->rd_eof) {
+  if (conch__srv_conn_dead(conn) || conn->base.closing || conn->rd_eof) {
     return 0;
   }
   if (c->filter.tls != NULL) {
@@ -945,7 +949,7 @@ static int ep_secure(conch_conn *c) {
   default:
     break;
   }
-  return conn->dead ? -1 : 0;
+  return conch__srv_conn_dead(conn) ? -1 : 0;
 }
 
 /* The endpoint's |tls_fail|: in the handshake the alert goes out (if
@@ -953,9 +957,9 @@ static int ep_secure(conch_conn *c) {
 static void ep_tls_fail(conch_conn *c) {
   srv_conn *conn = conch__srv_conn_of(c);
   if (c->state == CONCH_CONN_HANDSHAKE) {
-    conn->fin = 1;
+    conch__srv_conn_finish(conn);
   } else {
-    conn->dead = 1;
+    conch__srv_conn_close(conn);
   }
 }
 
@@ -988,7 +992,7 @@ static void conn_linger(srv_conn *conn) {
   }
   if (conch__srv_timer_arm(s, &conn->linger,
                            conch__srv_now(s) + SRV_LINGER_MS) != 0) {
-    conn->fin = 1;
+    conch__srv_conn_finish(conn);
   }
 }
 
@@ -1000,19 +1004,20 @@ static void conn_watch(srv_conn *conn) {
 }
 
 /* Closes |conn| when it is dead or done, else tells the hooks what it
-   waits for. */
+   waits for.  It is off the dirty list: what gives it work while it is
+   settled puts it back, for the next turn. */
 static void conn_settle(srv_conn *conn) {
   conch_server *s = conn->s;
 
-  if (!conn->dead) {
+  if (!conch__srv_conn_dead(conn)) {
     conch__srv_conn_resume(conn);
     conch__conn_pull(&conn->base); /* room may have opened */
   }
   /* Handlers told of room send more: flush again, a few rounds at most
      (the rest waits for the next turn). */
-  for (int round = 0; !conn->dead; round++) {
+  for (int round = 0; !conch__srv_conn_dead(conn); round++) {
     if (conn_flush(conn) != 0) {
-      conn->dead = 1;
+      conch__srv_conn_close(conn);
       break;
     }
     if (!conn->lingering &&
@@ -1021,18 +1026,19 @@ static void conn_settle(srv_conn *conn) {
       continue;
     }
     if (round == 4) {
-      s->pending = 1; /* more may be owed: the next turn comes at once */
+      conch__srv_conn_dirty(conn); /* more may be owed: on the next turn */
       break;
     }
     if (conch__srv_conn_ready(conn) == 0) {
       break;
     }
   }
-  if (!conn->dead && conch__srv_conn_out_size(conn) == 0) {
-    if (conn->fin) {
-      conn->dead = 1;
+  if (!conch__srv_conn_dead(conn) && conch__srv_conn_out_size(conn) == 0) {
+    if (conn->base.closing) {
+      conch__srv_conn_close(conn);
     } else if (!conn->lingering && conn->base.ops->over(&conn->base) == 1) {
-      conn->dead = 1; /* HTTP/2: after GOAWAY, or half-closed, and drained */
+      /* HTTP/2: after GOAWAY, or half-closed, and drained */
+      conch__srv_conn_close(conn);
     } else if (conn->lingering && !conn->shut_wr) {
       conn->shut_wr = 1;
       if (!conn->has_t) {
@@ -1040,15 +1046,16 @@ static void conn_settle(srv_conn *conn) {
       }
     }
   }
-  if (conn->dead) {
+  if (conch__srv_conn_dead(conn)) {
     conch__srv_conn_drop_rpcs(conn);
     conn_free(conn);
     return;
   }
   /* TLS holds bytes the connection has room for now: no descriptor will
-     say so, so the next turn comes at once. */
+     say so, so it is settled again on the next turn, which comes at
+     once. */
   if (conn->base.tls_held && conn->base.ops->room(&conn->base) > 0) {
-    s->pending = 1;
+    conch__srv_conn_dirty(conn);
   }
   if (s->has_hooks) {
     conn_watch(conn);
@@ -1058,8 +1065,9 @@ static void conn_settle(srv_conn *conn) {
 void conch__srv_conn_kick(srv_conn *conn) {
   conch_server *s = conn->s;
 
+  conch__srv_conn_dirty(conn); /* settled at the end of this turn or the next */
   if (s->in_cb) {
-    return; /* the turn settles every connection at its end */
+    return;
   }
   s->in_cb = 1; /* nghttp2's callbacks may run: no driving from them */
   /* HTTP/1.1 moves requests into the session as it flushes, which could
@@ -1067,13 +1075,12 @@ void conch__srv_conn_kick(srv_conn *conn) {
      |kicking|). */
   conn->kicking = 1;
   if (conn_flush(conn) != 0) {
-    conn->dead = 1;
+    conch__srv_conn_close(conn);
   }
   conn->kicking = 0;
   s->in_cb = 0;
-  /* What follows (closing, handlers) belongs to a turn. */
-  s->ep.ops->kick(&s->ep);
-  if (s->has_hooks && !conn->dead) {
+  /* What follows (closing, handlers) belongs to the turn it asked for. */
+  if (s->has_hooks && !conch__srv_conn_dead(conn)) {
     conn_watch(conn);
   }
 }
@@ -1081,6 +1088,13 @@ void conch__srv_conn_kick(srv_conn *conn) {
 static void goaway_all(conch_server *s) {
   for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
     conn_goaway(CONCH_CONTAINER(l, srv_conn, link));
+  }
+}
+
+/* Every connection is settled on this turn (or the next one). */
+static void dirty_all(conch_server *s) {
+  for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
+    conch__srv_conn_dirty(CONCH_CONTAINER(l, srv_conn, link));
   }
 }
 
@@ -1139,12 +1153,13 @@ int conch_server_stats_get(const conch_server *s, conch_server_stats *out,
    timeout later) the connections still open close. */
 static void drain_expired(conch_server *s, int64_t now) {
   s->drain_stage++;
+  dirty_all(s);
   for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
     if (s->drain_stage == 1) {
       conch__srv_conn_fail_held(conn);
     } else {
-      conn->dead = 1;
+      conch__srv_conn_close(conn);
     }
   }
   if (s->drain_stage == 1) {
@@ -1164,13 +1179,19 @@ static void run_timers(conch_server *s) {
       s->resting = 0;
       watch_listeners(s, 1);
     } else if (t->kind == SRV_TIMER_RECV) {
-      conch__srv_rpc_recv_expired(CONCH_CONTAINER(t, conch_rpc, recv));
+      conch_rpc *rpc = CONCH_CONTAINER(t, conch_rpc, recv);
+      conch__srv_conn_dirty(rpc->conn);
+      conch__srv_rpc_recv_expired(rpc);
     } else if (t->kind == SRV_TIMER_IDLE) {
-      conn_idle_expired(CONCH_CONTAINER(t, srv_conn, idle));
+      srv_conn *conn = CONCH_CONTAINER(t, srv_conn, idle);
+      conch__srv_conn_dirty(conn);
+      conn_idle_expired(conn);
     } else if (t->kind == SRV_TIMER_LINGER) {
-      CONCH_CONTAINER(t, srv_conn, linger)->dead = 1;
+      conch__srv_conn_close(CONCH_CONTAINER(t, srv_conn, linger));
     } else {
-      conch__srv_rpc_deadline(CONCH_CONTAINER(t, conch_rpc, timer));
+      conch_rpc *rpc = CONCH_CONTAINER(t, conch_rpc, timer);
+      conch__srv_conn_dirty(rpc->conn);
+      conch__srv_rpc_deadline(rpc);
     }
   }
 }
@@ -1182,7 +1203,7 @@ long conch_server_timeout_ms(conch_server *s) {
   if (s == NULL) {
     return -1;
   }
-  if (s->pending) {
+  if (s->pending || !conch__list_empty(&s->ep.dirty)) {
     return 0;
   }
   t = conch__heap_top(&s->heap);
@@ -1193,17 +1214,28 @@ long conch_server_timeout_ms(conch_server *s) {
   return d <= 0 ? 0 : (d > 0x7fffffff ? 0x7fffffff : (long)d);
 }
 
-/* The end of every turn: settle every connection, then the timer. */
+/* The end of every turn: settle the connections that were given work
+   (the dirty list; those given more while they are settled wait for the
+   next turn, which comes at once), then the timer. */
 static void turn_end(conch_server *s) {
-  conch_link *l = s->conns.next;
+  conch_link todo;
 
   s->pending = 0;
   if (s->shutting) {
     goaway_all(s);
   }
-  while (l != &s->conns) {
-    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
-    l = l->next;
+  conch__list_init(&todo);
+  if (!conch__list_empty(&s->ep.dirty)) {
+    todo.next = s->ep.dirty.next;
+    todo.prev = s->ep.dirty.prev;
+    todo.next->prev = &todo;
+    todo.prev->next = &todo;
+    conch__list_init(&s->ep.dirty);
+  }
+  while (!conch__list_empty(&todo)) {
+    srv_conn *conn = CONCH_CONTAINER(todo.next, srv_conn, base.dirty);
+    conch__list_remove(&conn->base.dirty);
+    conn->base.flush_pending = 0;
     conn_settle(conn);
   }
   s->in_cb = 0;
@@ -1228,7 +1260,9 @@ static void handle_fd(conch_server *s, int fd, unsigned events) {
   for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
     if (conn->base.fd == fd) {
-      if (events & CONCH_IO_READ) {
+      /* Read, or writable (the rest of its output goes), or hung up. */
+      conch__srv_conn_dirty(conn);
+      if ((events & CONCH_IO_READ) && !conch__srv_conn_dead(conn)) {
         conch__conn_on_readable(&conn->base);
       }
       return;
@@ -1266,6 +1300,7 @@ int conch_server_set_io_hooks(conch_server *s, const conch_io_hooks *hooks) {
     watch_listeners(s, 1);
   }
   s->in_cb = 1;
+  dirty_all(s); /* each is watched anew */
   turn_end(s);
   return 0;
 }
@@ -1329,7 +1364,7 @@ static void conn_hangup(conch_server *s, int fd) {
   for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
     srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
     if (conn->base.fd == fd && conn->rd_eof) {
-      conn->dead = 1;
+      conch__srv_conn_close(conn);
     }
   }
 }

@@ -201,7 +201,7 @@ void conch__srv_rpc_recv_expired(conch_rpc *rpc) {
   if (!rpc->headers_in) {
     /* A header block that never ends blocks the whole connection
        (nothing but CONTINUATION may follow it). */
-    conn->dead = 1;
+    conch__srv_conn_close(conn);
     return;
   }
   if (rpc->state != SRV_RPC_USER) {
@@ -325,7 +325,7 @@ void conch__srv_rpc_count(conch_rpc *rpc) {
     s->buffered_peak = s->buffered;
   }
   if (s->o.conn_buffered > 0 && conn->buffered > s->o.conn_buffered &&
-      !conn->dead) {
+      !conch__srv_conn_dead(conn)) {
     rpc->sink->overflow(rpc);
   }
 }

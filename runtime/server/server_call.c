@@ -568,7 +568,6 @@ static void pull_drop(conch_rpc *rpc, size_t entry) {
     if (rpc->paused) {
       rpc->paused = 0;
       rpc->resumed = 1;
-      rpc->conn->s->pending = 1;
       conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
     }
   }
@@ -648,7 +647,6 @@ int conch_rpc_notify_drained(conch_rpc *rpc, size_t low) {
   }
   rpc->want_low = 1;
   rpc->low = low;
-  rpc->conn->s->pending = 1;
   conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
   return 0;
 }
@@ -675,7 +673,6 @@ int conch_rpc_resume(conch_rpc *rpc) {
   if (rpc->paused) {
     rpc->paused = 0;
     rpc->resumed = 1;
-    rpc->conn->s->pending = 1;
     conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
   }
   return 0;
@@ -703,7 +700,6 @@ int conch_rpc_send_from(conch_rpc *rpc, const conch_rpc_source *src) {
   rpc->src_wait = 0;
   rpc->want_ready = 0; /* the source takes the room from now on */
   rpc->refused = 0;    /* and sends what was refused, if it still counts */
-  rpc->conn->s->pending = 1;
   conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
   return 0;
 }
@@ -717,7 +713,6 @@ int conch_rpc_wake(conch_rpc *rpc) {
   }
   if (rpc->src_wait) {
     rpc->src_wait = 0;
-    rpc->conn->s->pending = 1;
     conch__srv_conn_kick(rpc->conn);
   }
   return 0;

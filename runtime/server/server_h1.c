@@ -635,11 +635,11 @@ static int h1_head(conch_rpc *rpc, srv_hb *hb, int with_data) {
   h->has_head = 1;
   h->head_only = !with_data;
   h->want_continue = 0;
-  h->c->s->pending = 1;
+  conch__srv_conn_dirty(h->c);
   return 0;
 }
 
-static void h1_more(conch_rpc *rpc) { rpc->conn->s->pending = 1; }
+static void h1_more(conch_rpc *rpc) { conch__srv_conn_dirty(rpc->conn); }
 
 static void h1_reset(conch_rpc *rpc, uint32_t code) {
   srv_h1 *h = h1_of(rpc);
@@ -647,7 +647,7 @@ static void h1_reset(conch_rpc *rpc, uint32_t code) {
   if (h != NULL && !h->reset) {
     h->reset = 1;
     h->reset_code = code;
-    rpc->conn->s->pending = 1;
+    conch__srv_conn_dirty(rpc->conn);
   }
 }
 
@@ -882,12 +882,12 @@ void conch__srv_h1_free(srv_conn *c) {
 
 void conch__srv_h1_goaway(srv_conn *c) {
   c->h1->stopping = 1;
-  c->s->pending = 1;
+  conch__srv_conn_dirty(c);
 }
 
 void conch__srv_h1_eof(srv_conn *c) {
   c->h1->eof = 1;
-  c->s->pending = 1;
+  conch__srv_conn_dirty(c);
 }
 
 /* The client sends no more: once what it sent is parsed, an unfinished
@@ -935,7 +935,7 @@ int conch__srv_h1_feed(srv_conn *c, const uint8_t *p, size_t n) {
   if (h->closing || c->lingering) {
     return 0;
   }
-  c->s->pending = 1;
+  conch__srv_conn_dirty(c);
   if (conch__buf_size(&h->in) == 0) {
     /* Parsed where it lies; only the rest is kept. */
     size_t taken = h1_parse(h, p, n);
@@ -989,7 +989,7 @@ int conch__srv_h1_produce(srv_conn *c) {
     }
   }
   if (i == H1_PUMP_MAX) {
-    c->s->pending = 1; /* let the other connections have their turn */
+    conch__srv_conn_dirty(c); /* let the other connections have their turn */
   }
   h1_check_eof(h);
   return any;

@@ -254,7 +254,7 @@ static int h2_start(conch_conn *c) {
   srv_conn *conn = conch__srv_conn_of(c);
   int rv = conch__srv_session_new(conn);
   if (rv == 0) {
-    conn->s->pending = 1; /* our SETTINGS go out on the next flush */
+    conch__srv_conn_dirty(conn); /* our SETTINGS go out on the next flush */
   }
   return rv;
 }
@@ -269,14 +269,14 @@ static int h2_feed(conch_conn *c, const uint8_t *p, size_t n) {
   if (nghttp2_session_mem_recv(c->h2, p, n) < 0) {
     /* Garbage or a broken session: nghttp2 queued a GOAWAY when it
        could; send it, then close. */
-    conn->fin = 1;
+    conch__srv_conn_finish(conn);
   }
-  return conn->dead ? -1 : 0;
+  return conch__srv_conn_dead(conn) ? -1 : 0;
 }
 
 /* Nothing once the session failed (|fin|: nghttp2 takes no more). */
 static size_t h2_room(const conch_conn *c) {
-  return conch__srv_conn_of(c)->fin ? 0 : SRV_READ_CHUNK;
+  return conch__srv_conn_of(c)->base.closing ? 0 : SRV_READ_CHUNK;
 }
 
 /* The client shut its write side (SHUT_WR): what it asked is still
@@ -288,7 +288,7 @@ static void h2_on_close(conch_conn *c, int err, int writing) {
   srv_conn *conn = conch__srv_conn_of(c);
   (void)writing;
   if (err != 0 || conn->rd_eof || conn->has_t) {
-    conn->dead = 1;
+    conch__srv_conn_close(conn);
     return;
   }
   conn->rd_eof = 1;
@@ -327,7 +327,8 @@ static int h2_send(conch_conn *c) {
    before producing). */
 static int h2_want_write(const conch_conn *c) {
   const srv_conn *conn = conch__srv_conn_of(c);
-  return !conn->fin && !conn->lingering && nghttp2_session_want_write(c->h2);
+  return !conn->base.closing && !conn->lingering &&
+         nghttp2_session_want_write(c->h2);
 }
 
 /* Over once nothing is to be sent and nothing more is read: after
@@ -343,7 +344,7 @@ static void h2_goaway(conch_conn *c) {
   if (nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE,
                             nghttp2_session_get_last_proc_stream_id(c->h2),
                             NGHTTP2_NO_ERROR, NULL, 0) != 0) {
-    conch__srv_conn_of(c)->dead = 1;
+    conch__srv_conn_close(conch__srv_conn_of(c));
   }
 }
 

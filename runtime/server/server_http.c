@@ -251,7 +251,6 @@ int conch_http_resume(conch_http *h) {
   if (rpc->paused) {
     rpc->paused = 0;
     rpc->resumed = 1;
-    rpc->conn->s->pending = 1;
     conch__srv_conn_kick(rpc->conn); /* outside a turn: asks for one */
   }
   return 0;

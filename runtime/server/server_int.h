@@ -105,9 +105,10 @@ typedef struct srv_conn {
   uint8_t sniff[4]; /* first bytes of a cleartext connection */
   size_t nsniff;
   srv_h1 *h1;       /* HTTP/1.1's session */
-  int dead;         /* to be closed at the end of the turn */
+  /* base.state CONCH_CONN_DEAD: to be closed when it is settled (at the
+     end of the turn: conch__srv_conn_close); base.closing: close once the
+     bytes for the transport are out (conch__srv_conn_finish). */
   int goaway;       /* GOAWAY submitted (HTTP/1.1: no new request) */
-  int fin;          /* close once the bytes for the transport are out */
   int lingering;    /* HTTP/1.1: write side done, reading until EOF */
   int shut_wr;      /* the socket's write side was shut */
   int kicking;      /* inside conch__srv_conn_kick (HTTP/1.1 waits) */
@@ -124,6 +125,25 @@ typedef struct srv_conn {
    conch_conn). */
 static inline srv_conn *conch__srv_conn_of(const conch_conn *c) {
   return CONCH_CONTAINER(c, srv_conn, base);
+}
+
+/* The turn settles only the connections on the endpoint's dirty list
+   (conch__conn_mark_dirty): whatever gives one work (a read, a timer, a
+   handler's send, room, a close) puts it there. */
+static inline void conch__srv_conn_dirty(srv_conn *conn) {
+  conch__conn_mark_dirty(&conn->base);
+}
+/* 1 when |conn| is closed (and freed when it is next settled). */
+static inline int conch__srv_conn_dead(const srv_conn *conn) {
+  return conn->base.state == CONCH_CONN_DEAD;
+}
+/* Closes |conn| when it is next settled (this turn's end, or the next
+   turn when it is being settled now). */
+void conch__srv_conn_close(srv_conn *conn);
+/* Closes |conn| once the bytes for the transport are out. */
+static inline void conch__srv_conn_finish(srv_conn *conn) {
+  conn->base.closing = 1;
+  conch__srv_conn_dirty(conn);
 }
 
 /* A header block being built: nghttp2_nv whose strings live in |store|
@@ -276,6 +296,7 @@ struct conch_server {
   int port;
   conch_link conns;
   size_t nconns;
+  size_t ndead; /* of |nconns|, closed and not yet freed */
   size_t ncalls;
   conch_heap heap;
   int has_hooks;
