@@ -423,6 +423,8 @@ static int call_create(conch_client *c, const conch_method *method,
   max_len = c->o.recv_limit > 0xffffffffu ? 0 : (uint32_t)c->o.recv_limit;
   conch__env_reader_init(&call->reader, c->mem, allowed_flags(c->o.protocol),
                          max_len);
+  /* A message split over reads is copied once, into its whole size. */
+  conch__env_reader_reserve_declared(&call->reader);
   if (o.headers != NULL) {
     rv = conch_metadata_append(&call->req_headers, o.headers);
     if (rv != 0) {

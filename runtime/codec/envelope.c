@@ -6,11 +6,13 @@
 
 #include <conch/status.h>
 
-/* First reservation for a payload that spans chunks.  The declared length
-   is only a claim by the peer: past this, memory grows (by doubling) as
-   bytes actually arrive, so a bare 4 GiB prefix costs 64 KiB, not 4 GiB.
-   Kept small because every stream can be made to pay it; the doubling
-   costs a big message only a few reallocs. */
+/* First reservation for a payload that spans chunks, unless the reader
+   was told to reserve the declared length (conch__env_reader_reserve_
+   declared()).  The declared length is only a claim by the peer: past
+   this, memory grows (by doubling) as bytes actually arrive, so a bare
+   4 GiB prefix costs 64 KiB, not 4 GiB.  Kept small because every stream
+   can be made to pay it; the doubling costs a big message a few reallocs
+   (copies, with an allocator that cannot move pages). */
 #define ENV_FIRST_RESERVE ((size_t)64 << 10)
 
 /* A reassembly buffer bigger than this is freed once its envelope has been
@@ -25,7 +27,14 @@ void conch__env_reader_init(conch_env_reader *r, const conch_mem *mem,
   r->mem = mem;
   r->allowed_flags = allowed_flags;
   r->max_len = max_len;
+  r->reserve = (uint32_t)ENV_FIRST_RESERVE;
   r->body = (conch_buf)CONCH_BUF_INIT;
+}
+
+void conch__env_reader_reserve_declared(conch_env_reader *r) {
+  if (r->max_len > r->reserve) {
+    r->reserve = r->max_len;
+  }
 }
 
 void conch__env_reader_clear(conch_env_reader *r) {
@@ -101,7 +110,7 @@ static int buffer_payload(conch_env_reader *r, const uint8_t *in, size_t n) {
   int rv;
 
   if (conch__buf_size(&r->body) == 0) {
-    first = r->len < ENV_FIRST_RESERVE ? r->len : ENV_FIRST_RESERVE;
+    first = r->len < r->reserve ? r->len : r->reserve;
     if (first < n) {
       first = n;
     }

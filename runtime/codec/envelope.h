@@ -40,6 +40,7 @@ typedef struct conch_env_reader {
   uint8_t prefix_len; /* bytes of |prefix| held */
   uint8_t flags;      /* of the envelope being read */
   uint32_t len;       /* its payload length */
+  uint32_t reserve;   /* reserved at once for a payload that spans chunks */
   conch_buf body;     /* partial payload, when spanning chunks */
   int failed;         /* a previous feed failed: the reader is dead */
 } conch_env_reader;
@@ -47,6 +48,14 @@ typedef struct conch_env_reader {
 void conch__env_reader_init(conch_env_reader *r, const conch_mem *mem,
                             uint8_t allowed_flags, uint32_t max_len);
 void conch__env_reader_clear(conch_env_reader *r);
+
+/* A payload that spans chunks then reserves its whole declared length (at
+   most |max_len|, which must be set) before its first bytes are copied, so
+   it is copied once and never grown.  Without this, the first reservation
+   is 64 KiB and the buffer grows as bytes arrive: a bare prefix that claims
+   a large payload costs little, which is what a server facing untrusted
+   clients wants.  A client, which chose its server, calls this. */
+void conch__env_reader_reserve_declared(conch_env_reader *r);
 
 /* Feeds |n| bytes.  Calls |cb| for each envelope completed.  Returns 0, the
    callback's non-zero value, or:

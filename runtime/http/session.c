@@ -339,6 +339,17 @@ static void h2_spare_drain(conch_conn *conn) {
 
 /* ---- Setup ------------------------------------------------------------- */
 
+/* The largest DATA frame we let a server send (SETTINGS_MAX_FRAME_SIZE;
+   the default is 16 KiB).  A message inside one frame reaches the envelope
+   reader in one piece when one read holds the frame (conn.c), and is then
+   decoded where it lies; one split over frames of 16 KiB is always copied
+   to be put together.  Servers that size frames by this setting (Go's
+   net/http2, which envd and connect-go use; nghttp2 with a read-length
+   callback) send a 64 KiB message as one frame; the others keep sending
+   16 KiB.  Larger frames cost us nothing (nghttp2 does not buffer DATA);
+   flow control still bounds what a stream holds. */
+#define H2_MAX_FRAME ((uint32_t)1 << 20)
+
 /* Through wire.c's one session setup (conch__h2_session_new()). */
 static int h2_start(conch_conn *conn) {
   conch_client *c = conch__conn_client(conn);
@@ -367,6 +378,7 @@ static int h2_start(conch_conn *conn) {
   /* ENABLE_PUSH 0, then these (the options hold them >= 65535, > 0). */
   h.stream_window = c->o.stream_window;
   h.max_header_list = c->o.max_header_list;
+  h.max_frame = H2_MAX_FRAME;
   h.conn_window = c->o.conn_window;
   return conch__h2_session_new(&conn->h2, &h, conn);
 }

@@ -756,7 +756,7 @@ static void set_options(nghttp2_option *opt, const conch_h2_setup *s) {
 
 /* Our SETTINGS and connection window. */
 static int send_settings(nghttp2_session *h2, const conch_h2_setup *s) {
-  nghttp2_settings_entry iv[4];
+  nghttp2_settings_entry iv[5];
   size_t n = 0;
   int rv;
 
@@ -775,6 +775,10 @@ static int send_settings(nghttp2_session *h2, const conch_h2_setup *s) {
   if (s->max_header_list != 0) {
     iv[n].settings_id = NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE;
     iv[n++].value = s->max_header_list;
+  }
+  if (s->max_frame != 0) {
+    iv[n].settings_id = NGHTTP2_SETTINGS_MAX_FRAME_SIZE;
+    iv[n++].value = s->max_frame;
   }
   rv = nghttp2_submit_settings(h2, NGHTTP2_FLAG_NONE, iv, n);
   if (rv == 0 && s->conn_window != 0) {

@@ -162,6 +162,7 @@ typedef struct conch_h2_setup {
   uint32_t max_streams;          /* MAX_CONCURRENT_STREAMS */
   uint32_t stream_window;        /* INITIAL_WINDOW_SIZE */
   uint32_t max_header_list;      /* MAX_HEADER_LIST_SIZE */
+  uint32_t max_frame;            /* MAX_FRAME_SIZE (0: the default 16384) */
   uint32_t conn_window;          /* our connection window */
 } conch_h2_setup;
 

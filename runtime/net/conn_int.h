@@ -77,8 +77,12 @@ struct conch_endpoint {
                            take little at a time) */
 };
 
-/* A client connection's read buffer (and TLS plaintext buffer). */
-#define CONCH_CONN_READ_BUF (256u << 10)
+/* A client connection's read buffer (and TLS plaintext buffer).  One read
+   that holds a whole DATA frame hands its messages on without a copy
+   (session.c advertises frames of up to 1 MiB); a message cut by the end of
+   a read is copied once, so a bigger buffer means fewer copies.  Pages are
+   only touched as reads fill them. */
+#define CONCH_CONN_READ_BUF (1024u << 10)
 
 /* An address to connect to. */
 typedef struct conch_addr {

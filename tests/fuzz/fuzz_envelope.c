@@ -3,7 +3,8 @@
 
    Input layout:
      [0]    bits 0-1: flag mask (Connect, gRPC, gRPC-Web, anything);
-            bit 2: use the max_len below (else unlimited)
+            bit 2: use the max_len below (else unlimited);
+            bit 3: reserve a spanning payload's declared length at once
      [1]    bit 7: make the callback stop at envelope [1] & 0x7f
      [2..3] max_len, big-endian
      [4..5] seed of the chunk sizes
@@ -141,6 +142,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   c.ref = ref;
 
   conch__env_reader_init(&r, conch_mem_default(), c.mask, c.max_len);
+  if ((data[0] & 8) != 0) {
+    conch__env_reader_reserve_declared(&r);
+  }
   CHECK(conch__env_reader_at_boundary(&r));
   while (pos < c.n) {
     size_t k = next_chunk(&seed, maxchunk, c.n - pos);

@@ -101,6 +101,20 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id,
   return 0;
 }
 
+static ssize_t frame_len(nghttp2_session *s, uint8_t type, int32_t id,
+                         int32_t stream_window, int32_t conn_window,
+                         uint32_t max_frame, void *ud) {
+  h2peer *h = ud;
+  uint32_t n = h->max_frame != 0 ? h->max_frame : 16384;
+  (void)s;
+  (void)type;
+  (void)id;
+  (void)stream_window;
+  (void)conn_window;
+  /* nghttp2 keeps the result within the windows. */
+  return (ssize_t)(n < max_frame ? n : max_frame);
+}
+
 void h2peer_new2(h2peer *h, memx_conn *mc, const nghttp2_settings_entry *iv,
                  size_t niv, int flags) {
   nghttp2_session_callbacks *cb;
@@ -115,6 +129,8 @@ void h2peer_new2(h2peer *h, memx_conn *mc, const nghttp2_settings_entry *iv,
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
   nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+  nghttp2_session_callbacks_set_data_source_read_length_callback(cb,
+                                                                 frame_len);
   nghttp2_option_set_no_auto_ping_ack(opt, (flags & H2PEER_NO_PING_ACK) != 0);
   nghttp2_option_set_no_auto_window_update(
       opt, (flags & H2PEER_NO_WINDOW_UPDATE) != 0);

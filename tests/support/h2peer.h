@@ -49,6 +49,9 @@ typedef struct h2peer {
   h2peer_stream streams[H2PEER_MAX_STREAMS]; /* in the order they came */
   int nstreams;
   int lenient; /* a client in trouble may send nonsense: stop reading */
+  /* Largest DATA payload sent, within the client's SETTINGS_MAX_FRAME_SIZE
+     (as Go's server sizes frames); 0: 16 KiB, nghttp2's own choice. */
+  uint32_t max_frame;
   int dead;
 } h2peer;
 

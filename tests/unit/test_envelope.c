@@ -1,6 +1,8 @@
 /* Envelope reader: reassembly at every split point, zero-copy vs copied
    delivery, flag masks, limits checked on the bare prefix, huge declared
-   lengths, empty payloads, callback abort and allocation failures. */
+   lengths, empty payloads, callback abort and allocation failures; many
+   large messages to a feed, the declared length reserved once (and the
+   limit still held), input that ends inside an envelope. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -626,6 +628,177 @@ static void test_clear_mid_envelope_and_reuse(void **state) {
   stream_free(&s);
 }
 
+/* Large messages, many to a feed: each one whole in the feed is handed on
+   where it lies, and nothing is allocated. */
+static void test_many_large_in_one_feed(void **state) {
+  conch_env_reader r;
+  stream s;
+  sink k;
+  (void)state;
+
+  memset(&s, 0, sizeof(s));
+  for (int i = 0; i < 16; i++) {
+    stream_add(&s, i % 3 == 0 ? 0x01 : 0x00, 65536 + (size_t)i, (uint8_t)i);
+  }
+  stream_add(&s, 0x02, 2, 99);
+  failmem_fail_at((size_t)-1);
+  conch__env_reader_init(&r, failmem_hooks(), CONCH_ENV_FLAGS_CONNECT,
+                         1u << 20);
+  conch__env_reader_reserve_declared(&r);
+  sink_init(&k, &s, &r);
+  assert_int_equal(feed(&r, &k, 0, s.len), 0);
+  assert_int_equal(k.got, s.nenv);
+  assert_int_equal(k.zero_copied, s.nenv);
+  assert_int_equal(k.copied, 0);
+  assert_int_equal(failmem_count(), 0);
+  /* Cut anywhere: only the envelope that holds the cut is copied. */
+  for (size_t cut = 1; cut < s.len; cut += 16411) {
+    sink_init(&k, &s, &r);
+    assert_int_equal(feed(&r, &k, 0, cut), 0);
+    assert_int_equal(feed(&r, &k, cut, s.len), 0);
+    assert_int_equal(k.got, s.nenv);
+    assert_true(k.copied <= 1);
+    assert_true(conch__env_reader_at_boundary(&r));
+  }
+  conch__env_reader_clear(&r);
+  assert_int_equal(failmem_live_blocks(), 0);
+  stream_free(&s);
+}
+
+/* A payload that spans feeds, with its declared length reserved: one
+   allocation of its whole size, whatever the feeds, at every split point
+   of the prefix and of the payload; without, the buffer grows as bytes
+   come (more than one allocation for a payload past 64 KiB). */
+static void test_reserve_declared(void **state) {
+  static const size_t sizes[] = {1000, 65536, 300000};
+  conch_env_reader r;
+  stream s;
+  sink k;
+  (void)state;
+
+  for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+    size_t len = sizes[z];
+    size_t step = len / 97 + 1;
+    memset(&s, 0, sizeof(s));
+    stream_add(&s, 0x01, len, (uint8_t)z);
+    for (size_t cut = 1; cut < s.len; cut = cut < 8 ? cut + 1 : cut + step) {
+      failmem_fail_at((size_t)-1);
+      conch__env_reader_init(&r, failmem_hooks(), CONCH_ENV_FLAGS_GRPC,
+                             (uint32_t)len);
+      conch__env_reader_reserve_declared(&r);
+      sink_init(&k, &s, &r);
+      /* In 4 KiB feeds after the cut, as reads of a socket would. */
+      assert_int_equal(feed(&r, &k, 0, cut), 0);
+      for (size_t pos = cut; pos < s.len;) {
+        size_t end = s.len - pos < 4096 ? s.len : pos + 4096;
+        assert_int_equal(feed(&r, &k, pos, end), 0);
+        pos = end;
+      }
+      assert_int_equal(k.got, 1);
+      if (cut <= CONCH_ENV_PREFIX && len <= 4096) {
+        /* Only the prefix was cut: the payload is whole in a feed. */
+        assert_int_equal(k.zero_copied, 1);
+        assert_int_equal(failmem_count(), 0);
+      } else {
+        assert_int_equal(k.copied, 1);
+        assert_int_equal(failmem_count(), 1);
+      }
+      conch__env_reader_clear(&r);
+      assert_int_equal(failmem_live_blocks(), 0);
+    }
+    /* The growing reader, for contrast. */
+    failmem_fail_at((size_t)-1);
+    conch__env_reader_init(&r, failmem_hooks(), CONCH_ENV_FLAGS_GRPC, 0);
+    sink_init(&k, &s, &r);
+    for (size_t pos = 0; pos < s.len;) {
+      size_t end = s.len - pos < 4096 ? s.len : pos + 4096;
+      assert_int_equal(feed(&r, &k, pos, end), 0);
+      pos = end;
+    }
+    assert_int_equal(k.got, 1);
+    if (len > 65536) {
+      assert_true(failmem_count() > 1);
+    }
+    conch__env_reader_clear(&r);
+    stream_free(&s);
+  }
+}
+
+/* The limit still holds with the declared length reserved: one byte over
+   is refused on the prefix, before anything is allocated; exactly the
+   limit is taken.  Without a limit, nothing is reserved up front. */
+static void test_reserve_declared_limit(void **state) {
+  conch_env_reader r;
+  uint8_t in[CONCH_ENV_PREFIX + 100];
+  size_t count = 0;
+  (void)state;
+
+  memset(in, 'q', sizeof(in));
+  conch__env_write_prefix(in, 0, 100001);
+  failmem_fail_at((size_t)-1);
+  conch__env_reader_init(&r, failmem_hooks(), CONCH_ENV_FLAGS_GRPC, 100000);
+  conch__env_reader_reserve_declared(&r);
+  assert_int_equal(conch__env_reader_feed(&r, in, sizeof(in), on_env_never,
+                                          NULL),
+                   CONCH_ERR_LIMIT);
+  assert_int_equal(failmem_count(), 0);
+  conch__env_reader_clear(&r);
+
+  conch__env_write_prefix(in, 0, 100000);
+  conch__env_reader_init(&r, failmem_hooks(), CONCH_ENV_FLAGS_GRPC, 100000);
+  conch__env_reader_reserve_declared(&r);
+  assert_int_equal(
+      conch__env_reader_feed(&r, in, sizeof(in), on_env_count, &count), 0);
+  assert_true(r.body.cap >= 100000);
+  assert_int_equal(failmem_live_blocks(), 1);
+  conch__env_reader_clear(&r);
+  assert_int_equal(failmem_live_blocks(), 0);
+
+  conch__env_write_prefix(in, 0, 0xffffffffu);
+  conch__env_reader_init(&r, failmem_hooks(), CONCH_ENV_FLAGS_GRPC, 0);
+  conch__env_reader_reserve_declared(&r); /* no limit: no effect */
+  assert_int_equal(
+      conch__env_reader_feed(&r, in, sizeof(in), on_env_never, NULL), 0);
+  assert_true(r.body.cap <= (size_t)64 << 10);
+  conch__env_reader_clear(&r);
+  assert_int_equal(count, 0);
+  assert_int_equal(failmem_live_blocks(), 0);
+}
+
+/* The input ends inside an envelope (end of stream mid-message): the
+   reader says it is not at a boundary, whether the cut falls in a prefix
+   or in a payload, and clearing it frees what it held. */
+static void test_end_mid_message(void **state) {
+  conch_env_reader r;
+  stream s;
+  sink k;
+  (void)state;
+
+  stream_mixed(&s);
+  stream_add(&s, 0x01, 70000, 10);
+  for (size_t cut = 0; cut <= s.len; cut = cut < 400 ? cut + 1 : cut + 997) {
+    int inside = 1;
+    if (cut == 0) {
+      inside = 0;
+    }
+    for (size_t e = 0; e < s.nenv; e++) {
+      if (s.env[e].off + s.env[e].len == cut) {
+        inside = 0;
+      }
+    }
+    failmem_fail_at((size_t)-1);
+    conch__env_reader_init(&r, failmem_hooks(), CONCH_ENV_FLAGS_CONNECT,
+                           1u << 20);
+    conch__env_reader_reserve_declared(&r);
+    sink_init(&k, &s, &r);
+    assert_int_equal(feed(&r, &k, 0, cut), 0);
+    assert_int_equal(conch__env_reader_at_boundary(&r), !inside);
+    conch__env_reader_clear(&r);
+    assert_int_equal(failmem_live_blocks(), 0);
+  }
+  stream_free(&s);
+}
+
 static void test_default_allocator(void **state) {
   conch_env_reader r;
   stream s;
@@ -661,6 +834,10 @@ int main(void) {
       cmocka_unit_test(test_buffer_kept_or_released),
       cmocka_unit_test(test_out_of_memory),
       cmocka_unit_test(test_clear_mid_envelope_and_reuse),
+      cmocka_unit_test(test_many_large_in_one_feed),
+      cmocka_unit_test(test_reserve_declared),
+      cmocka_unit_test(test_reserve_declared_limit),
+      cmocka_unit_test(test_end_mid_message),
       cmocka_unit_test(test_default_allocator),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

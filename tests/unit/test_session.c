@@ -6,7 +6,8 @@
    ones it obeys (no request before the server's, its stream limit, a
    later raise), flow control both ways (the stream window follows the
    application, the connection window is returned at once, a message
-   larger than the window), RST_STREAM from the server (each code's
+   larger than the window, messages in large DATA frames handed on from the
+   read buffer), RST_STREAM from the server (each code's
    status) and from the client (cancel), refused streams sent again once,
    GOAWAY draining (streams above its last id go elsewhere, the ones below
    finish, the connection closes after them), PING keepalive with an
@@ -179,6 +180,10 @@ static void test_settings(void **state) {
   assert_int_equal(nghttp2_session_get_remote_settings(
                        h.s, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE),
                    c->o.max_header_list);
+  /* Large DATA frames welcome: a message in one frame is not copied. */
+  assert_int_equal(nghttp2_session_get_remote_settings(
+                       h.s, NGHTTP2_SETTINGS_MAX_FRAME_SIZE),
+                   1u << 20);
   /* The connection window, raised by WINDOW_UPDATE at once. */
   assert_int_equal(h.conn_credit, (8u << 20) - 65535);
   assert_int_equal(nghttp2_session_get_remote_window_size(h.s), 8u << 20);
@@ -354,6 +359,81 @@ static void test_message_over_window(void **state) {
   h2peer_free(&h);
   memx_clear(&m);
   free(body);
+}
+
+/* Where a push-mode handler found its messages. */
+typedef struct where {
+  const conch_conn *conn;
+  int in_place; /* in the connection's read buffer: not copied */
+  int copied;
+  size_t bytes;
+} where;
+
+static void on_raw_where(conch_call *call, const uint8_t *p, size_t n,
+                         void *ud) {
+  where *w = ud;
+  (void)call;
+  if (p >= w->conn->rbuf && p + n <= w->conn->rbuf + w->conn->rcap) {
+    w->in_place++;
+  } else {
+    w->copied++;
+  }
+  w->bytes += n;
+}
+
+static const conch_call_handler where_handler = {NULL, NULL, on_raw_where,
+                                                 NULL, NULL};
+
+/* Messages that arrive whole in one read reach the handler where they lie
+   in the read buffer: the server sends DATA frames as large as the
+   client's SETTINGS_MAX_FRAME_SIZE allows (as Go's does).  Split over
+   16 KiB frames, each is put together once. */
+static void test_large_frames_in_place(void **state) {
+  uint32_t frames[2] = {1u << 20, 0};
+  (void)state;
+
+  for (int k = 0; k < 2; k++) {
+    memx m;
+    h2peer h;
+    conch_client *c = client(&m);
+    conch_call_opts o = CONCH_CALL_OPTS_INIT;
+    conch_call *call;
+    size_t len;
+    uint8_t *body = stream_body(3, 65536, &len);
+    where w;
+    int i;
+
+    memset(&w, 0, sizeof(w));
+    assert_int_equal(
+        conch_call_start(c, &sstream, &o, &where_handler, &w, &call), 0);
+    assert_int_equal(conch_call_send_raw(call, "hi", 2), 0);
+    memx_pump(&m, 16);
+    w.conn = conn_of(c, 0);
+    h2peer_new(&h, memx_last(&m), 100, 0);
+    h.max_frame = frames[k];
+    h2peer_exchange(&m, &h);
+    assert_int_equal(nghttp2_session_get_remote_settings(
+                         h.s, NGHTTP2_SETTINGS_MAX_FRAME_SIZE),
+                     1u << 20);
+    h2peer_reply(&h, h.streams[0].id, STREAM, body, len, NULL);
+    for (i = 0; i < 100 && !conch_call_done(call); i++) {
+      h2peer_exchange(&m, &h);
+    }
+    assert_true(conch_call_done(call));
+    assert_int_equal(w.bytes, 3 * 65536);
+    if (frames[k] != 0) {
+      assert_int_equal(w.in_place, 3);
+      assert_int_equal(w.copied, 0);
+    } else {
+      assert_int_equal(w.in_place, 0);
+      assert_int_equal(w.copied, 3);
+    }
+    conch_call_free(call);
+    conch_client_free(c);
+    h2peer_free(&h);
+    memx_clear(&m);
+    free(body);
+  }
 }
 
 /* Sending: the client keeps to the server's stream window (16 KiB) and
@@ -838,6 +918,7 @@ int main(void) {
       cmocka_unit_test(test_receive_window),
       cmocka_unit_test(test_push_paused),
       cmocka_unit_test(test_message_over_window),
+      cmocka_unit_test(test_large_frames_in_place),
       cmocka_unit_test(test_send_window),
       cmocka_unit_test(test_resets),
       cmocka_unit_test(test_refused_retried_once),

@@ -562,6 +562,23 @@ static void conn_free(bconn *c) {
 
 static int h1_mode;
 
+/* DATA frames as large as the client allows (its SETTINGS_MAX_FRAME_SIZE)
+   and the windows have room for, as Go's net/http2 server sends them;
+   nghttp2 alone stops at 16 KiB whatever the client says. */
+static ssize_t frame_len(nghttp2_session *h2, uint8_t type, int32_t id,
+                         int32_t stream_window, int32_t conn_window,
+                         uint32_t max_frame, void *ud) {
+  int32_t n = stream_window < conn_window ? stream_window : conn_window;
+  (void)h2;
+  (void)type;
+  (void)id;
+  (void)ud;
+  if (n < 1) {
+    n = 1;
+  }
+  return (uint32_t)n < max_frame ? n : (ssize_t)max_frame;
+}
+
 static bconn *conn_new(int fd) {
   nghttp2_session_callbacks *cbs;
   nghttp2_settings_entry iv[2] = {
@@ -584,6 +601,8 @@ static bconn *conn_new(int fd) {
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_close);
+  nghttp2_session_callbacks_set_data_source_read_length_callback(cbs,
+                                                                 frame_len);
   nghttp2_session_server_new(&c->h2, cbs, c);
   nghttp2_session_callbacks_del(cbs);
   nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, 2);
