@@ -51,6 +51,7 @@
 #include <sys/un.h>
 
 #include "balance.h"
+#include "grpc/health/v1/health.pb-c.h"
 #include "call_int.h"
 #include "client_int.h"
 #include "conn_int.h"
@@ -69,6 +70,9 @@ typedef struct conch_lb_addr {
   size_t nconns;                      /* connections tied to it */
   int removed; /* gone from the last lookup: freed with its last connection */
   int mark;    /* merging a lookup's answer */
+  /* The health check (conch_client_opts_set_health_check). */
+  int not_serving;    /* the last Watch answer was not SERVING */
+  conch_call *watch;  /* the Watch under way, on one of its connections */
 } conch_lb_addr;
 
 typedef struct conch_lb {
@@ -79,6 +83,7 @@ typedef struct conch_lb {
   conch_lb_addr *current;  /* pick_first: the address calls stick to */
   int dns;                 /* the host is a name, looked up (again) */
   conch_conn *resolver;    /* the connection holding the lookup under way */
+  conch_conn *pin;         /* while a Watch starts: the connection it takes */
   int64_t resolved_at;     /* when the last answer came */
   uint64_t rng;            /* the jitter's generator without one of the
                               caller's */
@@ -304,7 +309,8 @@ int conch__lb_init(conch_client *c) {
   size_t n = 0, i;
   int rv = 0;
 
-  if (c->o.lb_policy == CONCH_LB_NONE && c->o.ntargets == 0) {
+  if (c->o.lb_policy == CONCH_LB_NONE && c->o.ntargets == 0 &&
+      c->o.health_service == NULL) {
     return 0;
   }
   lb = conch__calloc(c->mem, 1, sizeof(*lb));
@@ -379,10 +385,99 @@ void conch__lb_attach(conch_conn *conn, conch_lb_addr *a) {
   a->attempt_at = conch__client_now(conch__conn_client(conn));
 }
 
+/* ---- Health ------------------------------------------------------------- */
+
+static const conch_method health_watch = {
+    "/grpc.health.v1.Health/Watch", CONCH_STREAM_SERVER,
+    &grpc__health__v1__health_check_request__descriptor,
+    &grpc__health__v1__health_check_response__descriptor,
+    CONCH_IDEMPOTENCY_UNKNOWN};
+
+/* The address whose Watch |call| is, or NULL (it was removed by a lookup,
+   or the call is over). */
+static conch_lb_addr *watched(conch_client *c, const conch_call *call) {
+  size_t i;
+  for (i = 0; c->lb != NULL && i < c->lb->naddrs; i++) {
+    if (c->lb->addrs[i]->watch == call) {
+      return c->lb->addrs[i];
+    }
+  }
+  return NULL;
+}
+
+static void on_health(conch_call *call, const ProtobufCMessage *msg,
+                      void *user_data) {
+  conch_lb_addr *a = watched(user_data, call);
+  if (a != NULL) {
+    a->not_serving =
+        ((const Grpc__Health__V1__HealthCheckResponse *)msg)->status !=
+        GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+  }
+}
+
+static void on_health_end(conch_call *call, const conch_status *st,
+                          const conch_metadata *trailers, void *user_data) {
+  conch_lb_addr *a = watched(user_data, call);
+  (void)trailers;
+  (void)st;
+  if (a != NULL) {
+    /* Unimplemented: the server has no health service, its addresses
+       serve (gRPC's rule).  Otherwise the connection went (or the server
+       is draining, its connection under GOAWAY): serving until the next
+       connection's Watch says, else an address not serving would never
+       get the connection that could tell it is back. */
+    a->watch = NULL;
+    a->not_serving = 0;
+  }
+}
+
+static const conch_call_handler health_handler = {NULL, on_health, NULL, NULL,
+                                                  on_health_end};
+
+/* Starts the Watch of |conn|'s address on |conn|.  Without memory the
+   address goes unwatched (serving) until its next connection. */
+static void watch_start(conch_conn *conn) {
+  conch_client *c = conch__conn_client(conn);
+  conch_lb_addr *a = conn->lba;
+  Grpc__Health__V1__HealthCheckRequest req =
+      GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+  conch_call_opts opts = CONCH_CALL_OPTS_INIT;
+  conch_call *call = NULL;
+  int rv;
+
+  if (a->watch != NULL || a->removed) {
+    return;
+  }
+  opts.auto_free = 1;
+  c->lb->pin = conn;
+  rv = conch_call_start(c, &health_watch, &opts, &health_handler, c, &call);
+  c->lb->pin = NULL;
+  if (rv != 0) {
+    return;
+  }
+  a->watch = call;
+  req.service = c->o.health_service;
+  rv = conch_call_send(call, &req.base);
+  if (rv == 0) {
+    rv = conch_call_close_send(call);
+    rv = rv == CONCH_ERR_STATE ? 0 : rv; /* one message half-closed it */
+  }
+  if (rv != 0) {
+    /* The call ends by itself (its on_close clears a->watch). */
+    if (a->watch == call) {
+      conch_call_cancel(call);
+    }
+  }
+}
+
 void conch__lb_conn_ready(conch_conn *conn) {
-  conch_lb *lb = conch__conn_client(conn)->lb;
+  conch_client *c = conch__conn_client(conn);
+  conch_lb *lb = c->lb;
   if (conn->lba != NULL && lb->policy == CONCH_LB_PICK_FIRST) {
     lb->current = conn->lba;
+  }
+  if (conn->lba != NULL && c->o.health_service != NULL) {
+    watch_start(conn);
   }
 }
 
@@ -405,11 +500,24 @@ void conch__lb_conn_gone(conch_conn *conn) {
 }
 
 /* Moves the calls waiting in |conn|'s queue (never sent) to what the pool
-   picks now. */
+   picks now; its address's Watch stays, to end with the connection. */
 static void move_queued(conch_conn *conn) {
+  conch_call *watch = conn->lba != NULL ? conn->lba->watch : NULL;
+  conch_link kept;
+  conch__list_init(&kept);
   while (!conch__list_empty(&conn->queue)) {
-    conch__pool_requeue(
-        CONCH_CONTAINER(conn->queue.next, conch_call, queue_link));
+    conch_call *q = CONCH_CONTAINER(conn->queue.next, conch_call, queue_link);
+    if (q == watch) {
+      conch__list_remove(&q->queue_link);
+      conch__list_push(&kept, &q->queue_link);
+      continue;
+    }
+    conch__pool_requeue(q);
+  }
+  while (!conch__list_empty(&kept)) {
+    conch_call *q = CONCH_CONTAINER(kept.next, conch_call, queue_link);
+    conch__list_remove(&q->queue_link);
+    conch__list_push(&conn->queue, &q->queue_link);
   }
 }
 
@@ -510,7 +618,7 @@ void conch__lb_resolved(conch_conn *conn, conch_addr *addrs, size_t n,
 static conch_conn *try_addr(conch_client *c, conch_lb_addr *a, int64_t now,
                             conch_status *st, int *nomem) {
   conch_conn *conn;
-  if (a->retry_at > now) {
+  if (a->retry_at > now || a->not_serving) {
     return NULL;
   }
   conn = conch__pool_find(c, a);
@@ -535,6 +643,9 @@ conch_conn *conch__lb_pick(conch_client *c, conch_status *st) {
   int nomem = 0;
   size_t i, n;
 
+  if (lb->pin != NULL) {
+    return lb->pin; /* a health Watch, on the connection it watches */
+  }
   if (lb->naddrs == 0) {
     /* The first lookup (or one after a failed one): calls wait for its
        answer. */
@@ -569,6 +680,25 @@ conch_conn *conch__lb_pick(conch_client *c, conch_status *st) {
   }
   /* Every address is failing: the name may point elsewhere now. */
   lookup_again(c, now, c->o.backoff_initial_ms);
+  for (i = 0; i < lb->naddrs; i++) {
+    if (lb->addrs[i]->not_serving) {
+      break;
+    }
+  }
+  if (i < lb->naddrs) {
+    size_t down = 0;
+    for (i = 0; i < lb->naddrs; i++) {
+      down += lb->addrs[i]->not_serving;
+    }
+    conch__status_set(st, c->mem, CONCH_CODE_UNAVAILABLE, CONCH_ORIGIN_LOCAL,
+                      CONCH_ERR_CONNECT,
+                      "no address of %s takes calls: %zu of %zu are not "
+                      "serving (health check of \"%s\"), the others are "
+                      "failing (last: %s)",
+                      c->target, down, lb->naddrs, c->o.health_service,
+                      lb->last_err[0] != '\0' ? lb->last_err : "none");
+    return NULL;
+  }
   conch__status_set(st, c->mem, CONCH_CODE_UNAVAILABLE, CONCH_ORIGIN_LOCAL,
                     CONCH_ERR_CONNECT,
                     "all %zu addresses of %s are failing (last: %s); the "

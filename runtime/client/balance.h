@@ -11,6 +11,8 @@
 #include "conn_int.h"
 
 #define CONCH__LB_MAX_TARGETS 1024
+/* The longest service name a health check watches. */
+#define CONCH__LB_MAX_SERVICE 1024
 /* A host name is looked up again at most this often while calls are made
    (and when every address is failing), as gRPC's DNS resolver. */
 #define CONCH__LB_RERESOLVE_MS 30000

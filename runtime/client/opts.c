@@ -72,6 +72,8 @@ void conch__opts_clear(conch_client_opts *o, const conch_mem *mem) {
   o->unix_path = NULL;
   o->user_agent = NULL;
   free_targets(mem, o->targets, o->ntargets);
+  conch__free(mem, o->health_service);
+  o->health_service = NULL;
   o->targets = NULL;
   o->ntargets = 0;
 }
@@ -95,6 +97,9 @@ int conch__opts_copy(conch_client_opts *dst, const conch_client_opts *src,
   dst->unix_path = NULL;
   dst->targets = NULL;
   dst->ntargets = 0;
+  dst->health_service = NULL;
+  rv |= dup_field(mem, &dst->health_service, src->health_service,
+                  src->health_service ? strlen(src->health_service) : 0);
   if (src->ntargets > 0) {
     dst->targets = copy_targets(mem, (const char *const *)src->targets,
                                 src->ntargets);
@@ -571,5 +576,23 @@ int conch_client_opts_set_backoff_random(conch_client_opts *opts,
   }
   opts->backoff_random = fn;
   opts->backoff_random_ud = fn != NULL ? user_data : NULL;
+  return 0;
+}
+
+int conch_client_opts_set_health_check(conch_client_opts *opts,
+                                       const char *service) {
+  char *copy = NULL;
+  if (opts == NULL ||
+      (service != NULL && strlen(service) > CONCH__LB_MAX_SERVICE)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (service != NULL) {
+    copy = conch__strdup(opts_mem(opts), service);
+    if (copy == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+  }
+  conch__free(opts_mem(opts), opts->health_service);
+  opts->health_service = copy;
   return 0;
 }

@@ -52,6 +52,7 @@ struct conch_client_opts {
   long backoff_max_ms;
   double (*backoff_random)(void *user_data); /* NULL: the client's own */
   void *backoff_random_ud;
+  char *health_service; /* grpc.health.v1 Watch of each address; or NULL */
 };
 
 /* Copies |src| into |dst|, duplicating strings with |mem|. */

@@ -545,6 +545,9 @@ static void test_targets_copied(void **state) {
 /* A round_robin client over three targets, one down (refused in
    connect_result, so queued calls move), makes a few calls; with each
    allocation failing in turn every call ends, nothing leaks. */
+static int health_run; /* the runs also watch health (the echo server
+                          answers a Watch with its own request) */
+
 static int rr_once(void) {
   Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
   conch_call_opts opts = CONCH_CALL_OPTS_INIT;
@@ -557,6 +560,9 @@ static int rr_once(void) {
   memset(s, 0, sizeof(s));
   o = with_targets(&r, CONCH_LB_ROUND_ROBIN, 3);
   assert_int_equal(conch_client_opts_set_mem(o, failmem_hooks()), 0);
+  if (health_run) {
+    assert_int_equal(conch_client_opts_set_health_check(o, "x"), 0);
+  }
   r.down[1] = ECONNREFUSED;
   r.async_down = 1;
   rv = rig_start(&r, o, "http://svc");
@@ -611,6 +617,7 @@ static void test_every_oom(void **state) {
   failmem_fail_at((size_t)-1);
   assert_int_equal(rr_once(), 0);
   assert_int_equal(failmem_live_blocks(), 0);
+  assert_int_equal(failmem_live_blocks(), 0);
   for (k = 0;; k++) {
     failmem_fail_at(k);
     (void)rr_once();
@@ -627,6 +634,12 @@ static void test_every_oom(void **state) {
   assert_true(k > 10);
 }
 
+static void test_every_oom_health(void **state) {
+  health_run = 1;
+  test_every_oom(state);
+  health_run = 0;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_robin_spreads),
@@ -639,6 +652,7 @@ int main(void) {
       cmocka_unit_test(test_bad_options),
       cmocka_unit_test(test_targets_copied),
       cmocka_unit_test(test_every_oom),
+      cmocka_unit_test(test_every_oom_health),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

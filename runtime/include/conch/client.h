@@ -715,6 +715,27 @@ CONCH_EXTERN int conch_client_opts_set_backoff_random(
     conch_client_opts *opts, double (*fn)(void *user_data), void *user_data);
 
 /**
+ * Health-aware picking: each address with a ready connection is watched
+ * with grpc.health.v1.Health/Watch for |service| ("" is the server as a
+ * whole; copied), a server-streaming call on that connection, in the
+ * client's protocol.  While the last status it reported is not SERVING
+ * (NOT_SERVING, SERVICE_UNKNOWN, UNKNOWN) the address takes no new calls;
+ * calls already on it go on; when it reports SERVING again it takes calls
+ * again.  Before its first answer an address counts as serving (no call
+ * waits for the watch), and so does one whose server does not serve health
+ * (the Watch ends with unimplemented), as in gRPC.  When the Watch ends
+ * otherwise, the next ready connection of the address starts a new one.
+ * When no address is serving, calls fail at once with unavailable, saying
+ * so.  Without a policy set this means CONCH_LB_PICK_FIRST.  NULL (the
+ * default) turns it off.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |opts|, |service| over 1024 bytes) or
+ * CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_client_opts_set_health_check(conch_client_opts *opts,
+                                                    const char *service);
+
+/**
  * Creates a client for |url|: "http://host[:port][/prefix]" (h2c with prior
  * knowledge) or "https://host[:port][/prefix]" (TLS, ALPN h2 or http/1.1;
  * see conch_client_opts_set_http_version()).  Hosts may be
