@@ -202,6 +202,35 @@ static int addr_same(const conch_addr *a, const conch_addr *b) {
          memcmp(&a->sa, &b->sa, a->len) == 0;
 }
 
+/* Closes |conn| when its address left the list and it carries no call. */
+static void close_if_retired(conch_conn *conn) {
+  if (conn->lba->removed && conn->ncalls == 0 &&
+      conn->state != CONCH_CONN_DEAD) {
+    conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
+                     "%s is no longer an address of the target",
+                     conn->lba->name);
+  }
+}
+
+/* |a| left the address list: its Watch ends, its idle connections close
+   now and the others once their last call ended (conch__lb_conn_idle). */
+static void retire(conch_client *c, conch_lb_addr *a) {
+  conch_link *l;
+  if (a->watch != NULL) {
+    conch_call *w = a->watch;
+    a->watch = NULL;
+    conch_call_cancel(w);
+  }
+  for (l = c->conns.next; l != &c->conns; l = l->next) {
+    conch_conn *conn = CONCH_CONTAINER(l, conch_conn, link);
+    if (conn->lba == a) {
+      close_if_retired(conn);
+    }
+  }
+}
+
+void conch__lb_conn_idle(conch_conn *conn) { close_if_retired(conn); }
+
 /* Replaces the address list with |n| addresses: those already known stay
    (their backoff and connections), the others are added, and the ones
    gone are freed (or once their last connection goes).  0, or
@@ -250,6 +279,7 @@ static int set_addrs(conch_client *c, const conch_addr *addrs, size_t n) {
         conch__free(c->mem, old);
       } else {
         old->removed = 1;
+        retire(c, old);
       }
     }
   }
@@ -618,12 +648,16 @@ void conch__lb_resolved(conch_conn *conn, conch_addr *addrs, size_t n,
 static conch_conn *try_addr(conch_client *c, conch_lb_addr *a, int64_t now,
                             conch_status *st, int *nomem) {
   conch_conn *conn;
-  if (a->retry_at > now || a->not_serving) {
+  if (a->not_serving) {
     return NULL;
   }
   conn = conch__pool_find(c, a);
   if (conn != NULL) {
-    return conn;
+    return conn; /* a live connection takes calls even while another
+                    attempt of its address backs off */
+  }
+  if (a->retry_at > now) {
+    return NULL;
   }
   conn = conch__conn_new_at(c, a, &a->addr, st);
   if (conn == NULL) {

@@ -37,6 +37,8 @@ void conch__lb_conn_ready(conch_conn *conn);
    address backs off when it never heard from the server, and its calls
    not sent yet move to another address. */
 void conch__lb_conn_failed(conch_conn *conn);
+/* The connection's last call let go of it. */
+void conch__lb_conn_idle(conch_conn *conn);
 /* The connection is being freed. */
 void conch__lb_conn_gone(conch_conn *conn);
 /* The lookup held by |conn| (conn->lb_resolver) answered |n| addresses

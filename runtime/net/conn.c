@@ -183,6 +183,9 @@ void conch__conn_stream_closed(conch_conn *conn, conch_call *call,
   if (!conch__list_empty(&conn->queue)) {
     conch__conn_mark_dirty(conn);
   }
+  if (conn->lba != NULL && conn->ncalls == 0) {
+    conch__lb_conn_idle(conn); /* closes it when its address left */
+  }
 }
 
 /* ---- Writing ----------------------------------------------------------- */
@@ -540,7 +543,8 @@ void conch__conn_on_timeout(conch_conn *conn) {
       conn->state == CONCH_CONN_HANDSHAKE) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TIMEOUT,
                      "connecting to %s timed out after %ld ms",
-                     conn->ep->target,
+                     conn->peer_name != NULL ? conn->peer_name
+                                             : conn->ep->target,
                      conch__conn_client(conn)->o.connect_timeout_ms);
   }
 }

@@ -439,6 +439,15 @@ static void test_every_resolved_address(void **state) {
   assert_int_equal(requests_to(&r, 1), 4); /* gone from the answer */
   assert_true(requests_to(&r, 2) >= 4);
   assert_int_equal(r.opens_to[0], 1);
+  /* ...and its connection, idle, was closed. */
+  for (int k = 0; k < r.m.nconns; k++) {
+    if (slot(port_of((const struct sockaddr *)&r.m.conns[k]->addr)) == 1) {
+      assert_int_equal(r.m.conns[k]->open, 0);
+    } else if (slot(port_of((const struct sockaddr *)&r.m.conns[k]->addr)) ==
+               0) {
+      assert_int_equal(r.m.conns[k]->open, 1);
+    }
+  }
   /* A failed lookup with no address known fails the calls with its
      reason. */
   rig_close(&r);
@@ -452,6 +461,39 @@ static void test_every_resolved_address(void **state) {
   assert_int_equal(calls(&r, 2, &last), 0);
   assert_int_equal(last.code, CONCH_CODE_UNAVAILABLE);
   assert_non_null(strstr(last.msg, "no such host"));
+  rig_close(&r);
+}
+
+/* Every address failing: the name is looked up again (at most every
+   initial backoff), and the next calls go where it points now. */
+static void test_lookup_again_when_all_fail(void **state) {
+  rig r;
+  fake_dns d = {{"127.0.0.1:1000", NULL, NULL, NULL}, 0};
+  conch_resolver res = {dns_start, NULL, &d};
+  outcome last;
+  int i;
+  (void)state;
+  conch_client_opts *o = rig_opts(&r);
+  assert_int_equal(conch_client_opts_set_resolver(o, &res), 0);
+  assert_int_equal(conch_client_opts_set_lb_policy(o, CONCH_LB_PICK_FIRST),
+                   0);
+  r.down[0] = ECONNREFUSED;
+  assert_int_equal(rig_start(&r, o, "http://svc.test:1000"), 0);
+  assert_int_equal(calls(&r, 1, &last), 0);
+  assert_int_equal(last.code, CONCH_CODE_UNAVAILABLE);
+  assert_int_equal(d.starts, 1);
+  /* Within the initial backoff: no new lookup. */
+  r.m.now += 500;
+  assert_int_equal(calls(&r, 1, NULL), 0);
+  assert_int_equal(d.starts, 1);
+  d.answer[0] = "127.0.0.2:1001";
+  r.m.now += 500;
+  for (i = 0; i < 3 && d.starts == 1; i++) {
+    (void)calls(&r, 1, NULL);
+  }
+  assert_int_equal(d.starts, 2);
+  assert_int_equal(calls(&r, 2, NULL), 2);
+  assert_int_equal(requests_to(&r, 1), 2);
   rig_close(&r);
 }
 
@@ -648,6 +690,7 @@ int main(void) {
       cmocka_unit_test(test_backoff_times),
       cmocka_unit_test(test_backoff_max_and_jitter),
       cmocka_unit_test(test_every_resolved_address),
+      cmocka_unit_test(test_lookup_again_when_all_fail),
       cmocka_unit_test(test_default_unchanged),
       cmocka_unit_test(test_bad_options),
       cmocka_unit_test(test_targets_copied),

@@ -452,7 +452,10 @@ CONCH_EXTERN int conch_client_opts_set_http_version(conch_client_opts *opts,
  * needed, at the end of a turn of the client, never inside one of its
  * callbacks into nghttp2; the connect timeout counts from its start, and
  * a call's deadline covers it as it covers connecting.  Each new
- * connection looks the name up again (no cache).
+ * connection looks the name up again (no cache); with a load-balancing
+ * policy (conch_client_opts_set_lb_policy()) the client looks it up once
+ * and keeps every address it answered, looking it up again as that
+ * function says.
  *
  * |start| begins looking up |host| (without brackets) and |port| (a
  * number, as text) for |req| and returns 0, or non-zero when it cannot
