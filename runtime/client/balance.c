@@ -643,8 +643,9 @@ void conch__lb_resolved(conch_conn *conn, conch_addr *addrs, size_t n,
 /* ---- Picking ------------------------------------------------------------ */
 
 /* A connection to |a| for a new call, opening one when needed; NULL with
-   |*st| set when out of memory, or NULL with |*failed| when the address
-   cannot take it now (backing off, or failed at once). */
+   |*st| and |*nomem| set when out of memory, or NULL alone when the
+   address cannot take it now (not serving, backing off, or failed at
+   once). */
 static conch_conn *try_addr(conch_client *c, conch_lb_addr *a, int64_t now,
                             conch_status *st, int *nomem) {
   conch_conn *conn;
