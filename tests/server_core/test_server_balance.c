@@ -28,6 +28,8 @@ static void target_of(const fixture *fx, char *out, size_t cap) {
   }
 }
 
+static int http1; /* the next client speaks HTTP/1.1 */
+
 static conch_client *client_for(fixture *fx, int n, conch_lb_policy p,
                                 const char *health) {
   char t[4][160];
@@ -47,6 +49,10 @@ static conch_client *client_for(fixture *fx, int n, conch_lb_policy p,
   }
   /* Quick reconnects: a stopped server is tried again soon. */
   assert_int_equal(conch_client_opts_set_backoff(o, 20, 1.6, 0.2, 200), 0);
+  if (http1) {
+    assert_int_equal(conch_client_opts_set_http_version(o, CONCH_HTTP_1_1),
+                     0);
+  }
   assert_int_equal(conch_client_new(&c, "http://balanced.test", o), 0);
   conch_client_opts_free(o);
   return c;
@@ -197,6 +203,55 @@ static void test_not_serving_takes_no_calls(void **state) {
   fx_stop(&fx[1]);
 }
 
+/* Over HTTP/1.1 (a connection per call at a time, several per address). */
+static void test_round_robin_http1(void **state) {
+  fixture fx[2];
+  conch_client *c;
+  int i;
+  (void)state;
+  fx_start(&fx[0], NULL, 0);
+  fx_start(&fx[1], NULL, 0);
+  http1 = 1;
+  c = client_for(fx, 2, CONCH_LB_ROUND_ROBIN, NULL);
+  http1 = 0;
+  for (i = 0; i < 20; i++) {
+    must_call(c);
+  }
+  assert_int_equal(served(&fx[0]), 10);
+  assert_int_equal(served(&fx[1]), 10);
+  conch_client_free(c);
+  fx_stop(&fx[0]);
+  fx_stop(&fx[1]);
+}
+
+/* pick_first leaves a server that stops serving for the next one. */
+static void test_pick_first_health(void **state) {
+  fixture fx[2];
+  conch_client *c;
+  int i, s1;
+  (void)state;
+  fx_start_health(&fx[0], NULL, 0);
+  fx_start_health(&fx[1], NULL, 0);
+  c = client_for(fx, 2, CONCH_LB_PICK_FIRST, "");
+  for (i = 0; i < 4; i++) {
+    must_call(c);
+  }
+  assert_int_equal(served(&fx[0]), 4);
+  set_health(&fx[0], CONCH_HEALTH_NOT_SERVING);
+  for (i = 0; i < LIMIT && served(&fx[1]) == 0; i++) {
+    must_call(c);
+  }
+  assert_true(served(&fx[1]) > 0);
+  s1 = served(&fx[1]);
+  for (i = 0; i < 5; i++) {
+    must_call(c);
+  }
+  assert_int_equal(served(&fx[1]), s1 + 5);
+  conch_client_free(c);
+  fx_stop(&fx[0]);
+  fx_stop(&fx[1]);
+}
+
 /* A server without the health service: its addresses count as serving. */
 static void test_health_unimplemented_serves(void **state) {
   fixture fx;
@@ -218,6 +273,8 @@ int main(void) {
       cmocka_unit_test(test_pick_first_fails_over),
       cmocka_unit_test(test_not_serving_takes_no_calls),
       cmocka_unit_test(test_health_unimplemented_serves),
+      cmocka_unit_test(test_round_robin_http1),
+      cmocka_unit_test(test_pick_first_health),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
