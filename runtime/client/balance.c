@@ -71,23 +71,23 @@ typedef struct conch_lb_addr {
   int removed; /* gone from the last lookup: freed with its last connection */
   int mark;    /* merging a lookup's answer */
   /* The health check (conch_client_opts_set_health_check). */
-  int not_serving;    /* the last Watch answer was not SERVING */
-  conch_call *watch;  /* the Watch under way, on one of its connections */
+  int not_serving;   /* the last Watch answer was not SERVING */
+  conch_call *watch; /* the Watch under way, on one of its connections */
 } conch_lb_addr;
 
 typedef struct conch_lb {
   conch_lb_policy policy;
   conch_lb_addr **addrs;
   size_t naddrs;
-  size_t rr_next;          /* round_robin: where the next pick starts */
-  conch_lb_addr *current;  /* pick_first: the address calls stick to */
-  int dns;                 /* the host is a name, looked up (again) */
-  conch_conn *resolver;    /* the connection holding the lookup under way */
-  conch_conn *pin;         /* while a Watch starts: the connection it takes */
-  int64_t resolved_at;     /* when the last answer came */
-  uint64_t rng;            /* the jitter's generator without one of the
-                              caller's */
-  char last_err[256];      /* the last connection failure, for messages */
+  size_t rr_next;         /* round_robin: where the next pick starts */
+  conch_lb_addr *current; /* pick_first: the address calls stick to */
+  int dns;                /* the host is a name, looked up (again) */
+  conch_conn *resolver;   /* the connection holding the lookup under way */
+  conch_conn *pin;        /* while a Watch starts: the connection it takes */
+  int64_t resolved_at;    /* when the last answer came */
+  uint64_t rng;           /* the jitter's generator without one of the
+                             caller's */
+  char last_err[256];     /* the last connection failure, for messages */
 } conch_lb;
 
 /* ---- Targets ------------------------------------------------------------ */
@@ -321,8 +321,8 @@ static void backoff_step(conch_client *c, conch_lb_addr *a) {
     if (a->backoff_ms > (double)o->backoff_max_ms) {
       a->backoff_ms = (double)o->backoff_max_ms;
     }
-    wait = a->backoff_ms *
-           (1.0 + o->backoff_jitter * (2.0 * random01(c) - 1.0));
+    wait =
+        a->backoff_ms * (1.0 + o->backoff_jitter * (2.0 * random01(c) - 1.0));
   }
   if (wait < 0) {
     wait = 0;
@@ -348,8 +348,8 @@ int conch__lb_init(conch_client *c) {
     return CONCH_ERR_NOMEM;
   }
   c->lb = lb;
-  lb->policy = c->o.lb_policy != CONCH_LB_NONE ? c->o.lb_policy
-                                               : CONCH_LB_PICK_FIRST;
+  lb->policy =
+      c->o.lb_policy != CONCH_LB_NONE ? c->o.lb_policy : CONCH_LB_PICK_FIRST;
   lb->rng = (uint64_t)conch__now_ms() * 0x9e3779b97f4a7c15ull ^
             (uint64_t)(uintptr_t)c;
   if (lb->rng == 0) {
@@ -734,12 +734,11 @@ conch_conn *conch__lb_pick(conch_client *c, conch_status *st) {
                       lb->last_err[0] != '\0' ? lb->last_err : "none");
     return NULL;
   }
-  conch__status_set(st, c->mem, CONCH_CODE_UNAVAILABLE, CONCH_ORIGIN_LOCAL,
-                    CONCH_ERR_CONNECT,
-                    "all %zu addresses of %s are failing (last: %s); the "
-                    "next attempt in %lld ms",
-                    lb->naddrs, c->target,
-                    lb->last_err[0] != '\0' ? lb->last_err : "none",
-                    (long long)(next > now ? next - now : 0));
+  conch__status_set(
+      st, c->mem, CONCH_CODE_UNAVAILABLE, CONCH_ORIGIN_LOCAL, CONCH_ERR_CONNECT,
+      "all %zu addresses of %s are failing (last: %s); the "
+      "next attempt in %lld ms",
+      lb->naddrs, c->target, lb->last_err[0] != '\0' ? lb->last_err : "none",
+      (long long)(next > now ? next - now : 0));
   return NULL;
 }

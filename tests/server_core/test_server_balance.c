@@ -17,7 +17,8 @@
 
 #include "svc.h"
 
-#define LIMIT 400 /* calls (or loop turns) before a condition counts as never */
+#define LIMIT 400 /* calls (or loop turns) before a condition counts as never  \
+                   */
 
 static void target_of(const fixture *fx, char *out, size_t cap) {
   if (fx->sock[0] != '\0') {
@@ -50,8 +51,7 @@ static conch_client *client_for(fixture *fx, int n, conch_lb_policy p,
   /* Quick reconnects: a stopped server is tried again soon. */
   assert_int_equal(conch_client_opts_set_backoff(o, 20, 1.6, 0.2, 200), 0);
   if (http1) {
-    assert_int_equal(conch_client_opts_set_http_version(o, CONCH_HTTP_1_1),
-                     0);
+    assert_int_equal(conch_client_opts_set_http_version(o, CONCH_HTTP_1_1), 0);
   }
   assert_int_equal(conch_client_new(&c, "http://balanced.test", o), 0);
   conch_client_opts_free(o);

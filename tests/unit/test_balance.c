@@ -37,10 +37,10 @@ typedef struct rig {
   memx m;
   memsrv *srv[MEMX_MAX_CONNS];
   conch_client *c;
-  int down[MAXPORT];  /* port 1000+i refuses connections (an errno) */
-  int async_down;     /* ...and says so in connect_result, not open */
+  int down[MAXPORT]; /* port 1000+i refuses connections (an errno) */
+  int async_down;    /* ...and says so in connect_result, not open */
   int opens_to[MAXPORT];
-  double rnd;         /* the backoff's random number */
+  double rnd; /* the backoff's random number */
   int rnd_calls;
 } rig;
 
@@ -249,8 +249,7 @@ static void test_pick_first_sticks_and_fails_over(void **state) {
   outcome last;
   (void)state;
   assert_int_equal(
-      rig_start(&r, with_targets(&r, CONCH_LB_PICK_FIRST, 3), "http://svc"),
-      0);
+      rig_start(&r, with_targets(&r, CONCH_LB_PICK_FIRST, 3), "http://svc"), 0);
   assert_int_equal(calls(&r, 5, NULL), 5);
   assert_int_equal(calls(&r, 1, NULL), 1);
   assert_int_equal(requests_to(&r, 0), 6);
@@ -295,7 +294,8 @@ static void test_unsent_calls_move(void **state) {
   rig_close(&r);
 }
 
-/* ---- Backoff --------------------------------------------------------------- */
+/* ---- Backoff ---------------------------------------------------------------
+ */
 
 static void test_backoff_times(void **state) {
   rig r;
@@ -375,7 +375,8 @@ static void test_backoff_max_and_jitter(void **state) {
   rig_close(&r);
 }
 
-/* ---- Lookups ---------------------------------------------------------------- */
+/* ---- Lookups ----------------------------------------------------------------
+ */
 
 /* A resolver answering at once with the addresses in |answer|. */
 typedef struct fake_dns {
@@ -383,8 +384,8 @@ typedef struct fake_dns {
   int starts;
 } fake_dns;
 
-static int dns_start(conch_resolve_req *req, const char *host,
-                     const char *port, void *ud) {
+static int dns_start(conch_resolve_req *req, const char *host, const char *port,
+                     void *ud) {
   fake_dns *d = ud;
   struct addrinfo *head = NULL, **tail = &head, hints;
   int i;
@@ -422,8 +423,7 @@ static void test_every_resolved_address(void **state) {
   (void)state;
   conch_client_opts *o = rig_opts(&r);
   assert_int_equal(conch_client_opts_set_resolver(o, &res), 0);
-  assert_int_equal(conch_client_opts_set_lb_policy(o, CONCH_LB_ROUND_ROBIN),
-                   0);
+  assert_int_equal(conch_client_opts_set_lb_policy(o, CONCH_LB_ROUND_ROBIN), 0);
   assert_int_equal(rig_start(&r, o, "http://svc.test:1000"), 0);
   assert_int_equal(calls(&r, 8, NULL), 8);
   assert_int_equal(requests_to(&r, 0), 4);
@@ -455,8 +455,7 @@ static void test_every_resolved_address(void **state) {
   d.starts = 0;
   o = rig_opts(&r);
   assert_int_equal(conch_client_opts_set_resolver(o, &res), 0);
-  assert_int_equal(conch_client_opts_set_lb_policy(o, CONCH_LB_PICK_FIRST),
-                   0);
+  assert_int_equal(conch_client_opts_set_lb_policy(o, CONCH_LB_PICK_FIRST), 0);
   assert_int_equal(rig_start(&r, o, "http://svc.test:1000"), 0);
   assert_int_equal(calls(&r, 2, &last), 0);
   assert_int_equal(last.code, CONCH_CODE_UNAVAILABLE);
@@ -475,8 +474,7 @@ static void test_lookup_again_when_all_fail(void **state) {
   (void)state;
   conch_client_opts *o = rig_opts(&r);
   assert_int_equal(conch_client_opts_set_resolver(o, &res), 0);
-  assert_int_equal(conch_client_opts_set_lb_policy(o, CONCH_LB_PICK_FIRST),
-                   0);
+  assert_int_equal(conch_client_opts_set_lb_policy(o, CONCH_LB_PICK_FIRST), 0);
   r.down[0] = ECONNREFUSED;
   assert_int_equal(rig_start(&r, o, "http://svc.test:1000"), 0);
   assert_int_equal(calls(&r, 1, &last), 0);
@@ -512,14 +510,15 @@ static void test_default_unchanged(void **state) {
   rig_close(&r);
 }
 
-/* ---- Options ---------------------------------------------------------------- */
+/* ---- Options ----------------------------------------------------------------
+ */
 
 static void test_bad_options(void **state) {
   conch_client_opts *o;
   static const char *const bad[] = {
-      "example.com:80", "127.0.0.1",      "127.0.0.1:0",    "127.0.0.1:65536",
-      "127.0.0.1:8x",   "[::1]80",        "[::1]:",         "::1:80",
-      "unix:",          "[nothost]:80",   "127.0.0.1:-1",   ""};
+      "example.com:80", "127.0.0.1",    "127.0.0.1:0",  "127.0.0.1:65536",
+      "127.0.0.1:8x",   "[::1]80",      "[::1]:",       "::1:80",
+      "unix:",          "[nothost]:80", "127.0.0.1:-1", ""};
   static const char *const good[] = {"127.0.0.1:1", "[::1]:65535",
                                      "unix:/tmp/x.sock"};
   char longpath[200];
@@ -582,7 +581,8 @@ static void test_targets_copied(void **state) {
   rig_close(&r);
 }
 
-/* ---- The failing allocator ------------------------------------------------------ */
+/* ---- The failing allocator
+ * ------------------------------------------------------ */
 
 /* A round_robin client over three targets, one down (refused in
    connect_result, so queued calls move), makes a few calls; with each

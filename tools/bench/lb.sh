@@ -40,7 +40,7 @@ ir_total() {
 run() { # build lb protocol count -> total Ir
   CONCH_BENCH_LB=$2 valgrind --tool=callgrind --callgrind-out-file="$out/cg.%p" \
     "$1/tools/bench/conch-bench" --protocol "$3" list "$url" 64 "$4" >/dev/null 2>&1
-  f=$(ls "$out"/cg.* | head -1)
+  f=$(find "$out" -name "cg.*" | head -1)
   ir_total "$f"
   rm -f "$out"/cg.*
 }
