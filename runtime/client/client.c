@@ -12,6 +12,7 @@
 
 #include <conch/conch.h>
 
+#include "balance.h"
 #include "buf.h"
 #include "call_int.h"
 #include "client_int.h"
@@ -170,6 +171,7 @@ static void client_release(conch_client *c) {
   conch__free(mem, c->arena);
   conch__free(mem, c->arena_extra);
   conch__heap_free(&c->timers, mem);
+  conch__lb_free(c);
   conch__free(mem, c->host);
   conch__free(mem, c->port);
   conch__free(mem, c->authority);
@@ -291,6 +293,9 @@ int conch_client_new(conch_client **out, const char *url,
   c->arena_alloc.free = arena_free;
   c->arena_alloc.allocator_data = c;
   rv = parse_url(c, url);
+  if (rv == 0) {
+    rv = conch__lb_init(c);
+  }
   if (rv != 0) {
     goto fail;
   }

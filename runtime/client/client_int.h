@@ -23,6 +23,7 @@
 
 struct conch_tls_ctx; /* tls.h */
 struct resolver_pool; /* resolve.c */
+struct conch_lb;      /* balance.c */
 
 struct conch_client {
   conch_endpoint ep;              /* what its connections see of it */
@@ -82,6 +83,7 @@ struct conch_client {
   void *wake_ud;
   unsigned depth;                      /* > 0 while the client is dispatching */
   struct resolver_pool *resolver_pool; /* the default resolver's threads */
+  struct conch_lb *lb; /* per-address state with a policy (balance.c) */
 };
 
 struct conch_alarm {

@@ -2,6 +2,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "balance.h"
 #include "client_int.h"
 #include "compress.h"
 #include "mem_int.h"
@@ -23,6 +24,10 @@ void conch__opts_defaults(conch_client_opts *o) {
   o->connect_timeout_ms = 30000;
   o->max_conns = 1;
   o->tls_verify = 1;
+  o->backoff_initial_ms = 1000;
+  o->backoff_multiplier = 1.6;
+  o->backoff_jitter = 0.2;
+  o->backoff_max_ms = 120000;
 }
 
 /* Options own their strings: allocated with libc while the options object
@@ -34,12 +39,43 @@ static const conch_mem *opts_mem(const conch_client_opts *o) {
   return conch_mem_default();
 }
 
+static void free_targets(const conch_mem *mem, char **t, size_t n) {
+  size_t i;
+  for (i = 0; t != NULL && i < n; i++) {
+    conch__free(mem, t[i]);
+  }
+  conch__free(mem, t);
+}
+
+/* A copy of |n| strings with |mem|, or NULL (out of memory). */
+static char **copy_targets(const conch_mem *mem, const char *const *src,
+                           size_t n) {
+  char **t = conch__calloc(mem, n, sizeof(*t));
+  size_t i;
+  if (t == NULL) {
+    return NULL;
+  }
+  for (i = 0; i < n; i++) {
+    t[i] = conch__strdup(mem, src[i]);
+    if (t[i] == NULL) {
+      free_targets(mem, t, n);
+      return NULL;
+    }
+  }
+  return t;
+}
+
 void conch__opts_clear(conch_client_opts *o, const conch_mem *mem) {
   conch__free(mem, o->user_agent);
   conch__tls_material_clear(&o->tls_mat, mem);
   conch__free(mem, o->unix_path);
   o->unix_path = NULL;
   o->user_agent = NULL;
+  free_targets(mem, o->targets, o->ntargets);
+  conch__free(mem, o->health_service);
+  o->health_service = NULL;
+  o->targets = NULL;
+  o->ntargets = 0;
 }
 
 static int dup_field(const conch_mem *mem, char **dst, const char *src,
@@ -59,6 +95,20 @@ int conch__opts_copy(conch_client_opts *dst, const conch_client_opts *src,
   *dst = *src;
   dst->user_agent = NULL;
   dst->unix_path = NULL;
+  dst->targets = NULL;
+  dst->ntargets = 0;
+  dst->health_service = NULL;
+  rv |= dup_field(mem, &dst->health_service, src->health_service,
+                  src->health_service ? strlen(src->health_service) : 0);
+  if (src->ntargets > 0) {
+    dst->targets = copy_targets(mem, (const char *const *)src->targets,
+                                src->ntargets);
+    if (dst->targets == NULL) {
+      rv = CONCH_ERR_NOMEM;
+    } else {
+      dst->ntargets = src->ntargets;
+    }
+  }
   rv |= dup_field(mem, &dst->unix_path, src->unix_path,
                   src->unix_path ? strlen(src->unix_path) : 0);
   rv |= dup_field(mem, &dst->user_agent, src->user_agent,
@@ -461,5 +511,88 @@ int conch_client_opts_set_unix_peer_any(conch_client_opts *opts, int on) {
     return CONCH_ERR_INVALID;
   }
   opts->unix_peer_any = on != 0;
+  return 0;
+}
+
+/* ---- Load balancing (balance.c) ----------------------------------------- */
+
+int conch_client_opts_set_lb_policy(conch_client_opts *opts,
+                                    conch_lb_policy policy) {
+  if (opts == NULL || (policy != CONCH_LB_NONE &&
+                       policy != CONCH_LB_PICK_FIRST &&
+                       policy != CONCH_LB_ROUND_ROBIN)) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->lb_policy = policy;
+  return 0;
+}
+
+int conch_client_opts_set_targets(conch_client_opts *opts,
+                                  const char *const *targets, size_t n) {
+  char **t = NULL;
+  size_t i;
+  if (opts == NULL || (targets == NULL && n > 0) || n > CONCH__LB_MAX_TARGETS) {
+    return CONCH_ERR_INVALID;
+  }
+  for (i = 0; i < n; i++) {
+    conch_addr a;
+    if (targets[i] == NULL || conch__lb_parse_target(targets[i], &a) != 0) {
+      return CONCH_ERR_INVALID;
+    }
+  }
+  if (n > 0) {
+    t = copy_targets(opts_mem(opts), targets, n);
+    if (t == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+  }
+  free_targets(opts_mem(opts), opts->targets, opts->ntargets);
+  opts->targets = t;
+  opts->ntargets = n;
+  return 0;
+}
+
+int conch_client_opts_set_backoff(conch_client_opts *opts, long initial_ms,
+                                  double multiplier, double jitter,
+                                  long max_ms) {
+  /* Written so that NaN fails every test. */
+  if (opts == NULL || initial_ms < 1 || !(multiplier >= 1.0) ||
+      !(multiplier <= 1e6) || !(jitter >= 0.0) || !(jitter <= 1.0) ||
+      max_ms < initial_ms) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->backoff_initial_ms = initial_ms;
+  opts->backoff_multiplier = multiplier;
+  opts->backoff_jitter = jitter;
+  opts->backoff_max_ms = max_ms;
+  return 0;
+}
+
+int conch_client_opts_set_backoff_random(conch_client_opts *opts,
+                                         double (*fn)(void *user_data),
+                                         void *user_data) {
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  opts->backoff_random = fn;
+  opts->backoff_random_ud = fn != NULL ? user_data : NULL;
+  return 0;
+}
+
+int conch_client_opts_set_health_check(conch_client_opts *opts,
+                                       const char *service) {
+  char *copy = NULL;
+  if (opts == NULL ||
+      (service != NULL && strlen(service) > CONCH__LB_MAX_SERVICE)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (service != NULL) {
+    copy = conch__strdup(opts_mem(opts), service);
+    if (copy == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+  }
+  conch__free(opts_mem(opts), opts->health_service);
+  opts->health_service = copy;
   return 0;
 }

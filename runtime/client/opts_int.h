@@ -42,6 +42,17 @@ struct conch_client_opts {
   char *unix_path;   /* connect to this Unix socket instead of host:port */
   int unix_peer_any; /* 0: the socket's server must be our euid or root */
   conch_transport transport; /* open NULL: the client's own (sock.c) */
+  /* Load balancing (balance.c). */
+  conch_lb_policy lb_policy; /* CONCH_LB_NONE: one pool, no per-address state */
+  char **targets;            /* static addresses, as given; or NULL */
+  size_t ntargets;
+  long backoff_initial_ms;
+  double backoff_multiplier;
+  double backoff_jitter;
+  long backoff_max_ms;
+  double (*backoff_random)(void *user_data); /* NULL: the client's own */
+  void *backoff_random_ud;
+  char *health_service; /* grpc.health.v1 Watch of each address; or NULL */
 };
 
 /* Copies |src| into |dst|, duplicating strings with |mem|. */

@@ -1,7 +1,10 @@
 /* The pool: which connection a call goes to (conch__conn_get), how many
    calls a connection takes, and moving waiting calls between connections
    (GOAWAY, refused streams, the HTTP/1.1 fallback).  Opening a connection
-   is conn.c's (conch__conn_new). */
+   is conn.c's (conch__conn_new).  With a load-balancing policy the choice
+   of address is balance.c's (see there), and the choice of a connection
+   to that address is conch__pool_find's, by the same rules. */
+#include "balance.h"
 #include "call_int.h"
 #include "client_int.h"
 #include "conn_int.h"
@@ -64,6 +67,9 @@ conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
                       "(use Connect or gRPC-Web over HTTP/1.1)");
     return NULL;
   }
+  if (c->lb != NULL) {
+    return conch__lb_pick(c, st);
+  }
   for (l = c->conns.next; l != &c->conns; l = l->next) {
     conn = CONCH_CONTAINER(l, conch_conn, link);
     if (conn->state == CONCH_CONN_DEAD || conn->goaway || conn->closing) {
@@ -81,6 +87,28 @@ conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
     return least; /* the pool is full: wait for a slot there */
   }
   return conch__conn_new(c, st);
+}
+
+conch_conn *conch__pool_find(conch_client *c, const struct conch_lb_addr *a) {
+  conch_link *l;
+  conch_conn *conn, *least = NULL;
+  int usable = 0;
+
+  for (l = c->conns.next; l != &c->conns; l = l->next) {
+    conn = CONCH_CONTAINER(l, conch_conn, link);
+    if (conn->lba != a || conn->state == CONCH_CONN_DEAD || conn->goaway ||
+        conn->closing) {
+      continue;
+    }
+    if (conn->ncalls < capacity(conn) || pool_limit(c) <= 1) {
+      return conn;
+    }
+    usable++;
+    if (least == NULL || conn->ncalls < least->ncalls) {
+      least = conn;
+    }
+  }
+  return least != NULL && usable >= pool_limit(c) ? least : NULL;
 }
 
 /* Moves a call waiting in a connection's queue to the connection the pool

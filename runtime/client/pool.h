@@ -7,7 +7,8 @@
 #include <conch/client.h>
 #include <conch/status.h>
 
-struct conch_conn; /* conn_int.h */
+struct conch_conn;    /* conn_int.h */
+struct conch_lb_addr; /* balance.c */
 
 /* Binds |call| to |conn| (conn->calls) and unbinds it, keeping the count
    the pool balances on. */
@@ -17,6 +18,11 @@ void conch__conn_unbind(conch_call *call);
    room, else a new one while the pool may grow, else the least loaded.
    Returns NULL and sets |st| when none can be made. */
 struct conch_conn *conch__conn_get(conch_client *c, conch_status *st);
+/* With a load-balancing policy: the connection to |a| a new call takes
+   (one with room, else the least loaded once the address has its share of
+   connections), or NULL when one should be opened. */
+struct conch_conn *conch__pool_find(conch_client *c,
+                                    const struct conch_lb_addr *a);
 /* Moves |call|, waiting in a connection's queue, to the connection the
    pool picks now (failing it when none can be made). */
 void conch__pool_requeue(conch_call *call);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "balance.h"
 #include "call_int.h"
 #include "client_int.h"
 #include "conn_int.h"
@@ -87,6 +88,9 @@ void conch__conn_fail(conch_conn *conn, conch_code code, int err,
   conn->ep->ops->timer_disarm(conn->ep, &conn->connect_timer);
   conn->ep->ops->timer_disarm(conn->ep, &conn->keepalive_timer);
   close_fd(conn);
+  if (conn->lba != NULL || conn->lb_resolver) {
+    conch__lb_conn_failed(conn); /* moves the calls never sent */
+  }
   detach_calls(conn, code, err, conn->errmsg);
   /* The session may be inside a callback now; it is deleted when the dead
      connection is flushed at the end of the turn. */
@@ -106,6 +110,9 @@ void conch__conn_free(conch_conn *conn) {
   } else {
     detach_calls(conn, CONCH_CODE_CANCELED, CONCH_ERR_CANCELED,
                  "connection closed");
+  }
+  if (conn->lba != NULL || conn->lb_resolver) {
+    conch__lb_conn_gone(conn);
   }
   conch__list_remove(&conn->link);
   conch__list_remove(&conn->dirty);
@@ -175,6 +182,9 @@ void conch__conn_stream_closed(conch_conn *conn, conch_call *call,
   /* A slot is free: queued calls may go. */
   if (!conch__list_empty(&conn->queue)) {
     conch__conn_mark_dirty(conn);
+  }
+  if (conn->lba != NULL && conn->ncalls == 0) {
+    conch__lb_conn_idle(conn); /* closes it when its address left */
   }
 }
 
@@ -323,6 +333,9 @@ int conch__conn_start_session(conch_conn *conn) {
     return rv;
   }
   conn->state = CONCH_CONN_READY;
+  if (conn->lba != NULL) {
+    conch__lb_conn_ready(conn);
+  }
   ep->ops->timer_disarm(ep, &conn->connect_timer);
   conn->last_read = ep->ops->now(ep);
   keepalive_step(conn, conn->last_read);
@@ -348,7 +361,8 @@ static int try_connect(conch_conn *conn, int last_errno) {
     last_errno = -fd;
   }
   conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
-                   "cannot connect to %s: %s", conn->ep->target,
+                   "cannot connect to %s: %s",
+                   conn->peer_name != NULL ? conn->peer_name : conn->ep->target,
                    strerror(last_errno ? last_errno : ECONNREFUSED));
   return CONCH_ERR_CONNECT;
 }
@@ -367,6 +381,12 @@ static void on_connected(conch_conn *conn) {
   }
 }
 
+/* A Unix socket: the client's (no addresses), or a balancer's target. */
+static int conn_is_unix(const conch_conn *conn) {
+  return conn->naddrs > 0 ? conn->addrs[0].family == AF_UNIX
+                          : conch__conn_client(conn)->unix_path != NULL;
+}
+
 static void check_connect(conch_conn *conn) {
   const conch_client *c = conch__conn_client(conn);
   const conch_transport *t = conn->transport;
@@ -376,7 +396,7 @@ static void check_connect(conch_conn *conn) {
   }
   if (err != 0) {
     close_fd(conn);
-    if (c->unix_path != NULL) { /* one address only */
+    if (c->unix_path != NULL && conn->lba == NULL) { /* one address only */
       conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                        "cannot connect to %s: %s", c->unix_path,
                        strerror(err));
@@ -386,15 +406,16 @@ static void check_connect(conch_conn *conn) {
     try_connect(conn, err);
     return;
   }
-  if (c->unix_path != NULL && conch__unix_peer_check(conn) != 0) {
+  if (conn_is_unix(conn) && conch__unix_peer_check(conn) != 0) {
     return;
   }
   on_connected(conn);
 }
 
-conch_conn *conch__conn_new(conch_client *c, conch_status *st) {
+/* A connection of |c| not connecting yet, in no list; NULL and |st| when
+   out of memory. */
+static conch_conn *conn_alloc(conch_client *c, conch_status *st) {
   conch_conn *conn;
-  int rv;
 
   conn = conch__calloc(c->mem, 1, sizeof(*conn));
   if (conn == NULL) {
@@ -432,6 +453,48 @@ conch_conn *conch__conn_new(conch_client *c, conch_status *st) {
       return NULL;
     }
   }
+  return conn;
+}
+
+static void conn_unalloc(conch_client *c, conch_conn *conn) {
+  conch__free(c->mem, conn->addrs);
+  conch__free(c->mem, conn->pbuf);
+  conch__free(c->mem, conn->rbuf);
+  conch__free(c->mem, conn);
+}
+
+conch_conn *conch__conn_new_at(conch_client *c, struct conch_lb_addr *a,
+                               const conch_addr *addr, conch_status *st) {
+  conch_conn *conn = conn_alloc(c, st);
+
+  if (conn == NULL) {
+    return NULL;
+  }
+  conn->addrs = conch__malloc(c->mem, sizeof(*conn->addrs));
+  if (conn->addrs == NULL) {
+    conn_unalloc(c, conn);
+    conch__status_set(st, c->mem, CONCH_CODE_RESOURCE_EXHAUSTED,
+                      CONCH_ORIGIN_LOCAL, CONCH_ERR_NOMEM, "out of memory");
+    return NULL;
+  }
+  conn->addrs[0] = *addr;
+  conn->naddrs = 1;
+  conch__lb_attach(conn, a);
+  conch__list_push(&c->conns, &conn->link);
+  conch__timer_arm(c, &conn->connect_timer,
+                   conch__client_now(c) + c->o.connect_timeout_ms);
+  conch__conn_connect(conn);
+  return conn;
+}
+
+conch_conn *conch__conn_new(conch_client *c, conch_status *st) {
+  conch_conn *conn;
+  int rv;
+
+  conn = conn_alloc(c, st);
+  if (conn == NULL) {
+    return NULL;
+  }
   if (c->unix_path != NULL) {
     conch__list_push(&c->conns, &conn->link);
     conch__timer_arm(c, &conn->connect_timer,
@@ -441,9 +504,7 @@ conch_conn *conch__conn_new(conch_client *c, conch_status *st) {
   }
   rv = conch__resolve_numeric(conn, st);
   if (rv < 0) {
-    conch__free(c->mem, conn->pbuf);
-    conch__free(c->mem, conn->rbuf);
-    conch__free(c->mem, conn);
+    conn_unalloc(c, conn);
     return NULL;
   }
   conch__list_push(&c->conns, &conn->link);
@@ -482,7 +543,8 @@ void conch__conn_on_timeout(conch_conn *conn) {
       conn->state == CONCH_CONN_HANDSHAKE) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_TIMEOUT,
                      "connecting to %s timed out after %ld ms",
-                     conn->ep->target,
+                     conn->peer_name != NULL ? conn->peer_name
+                                             : conn->ep->target,
                      conch__conn_client(conn)->o.connect_timeout_ms);
   }
 }

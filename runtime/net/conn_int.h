@@ -139,6 +139,10 @@ typedef struct conch_conn {
   char errmsg[256];     /* why the connection failed */
   int errcode;          /* CONCH_ERR_* for errmsg */
   conch_code fail_code; /* code for calls failed by this connection */
+  /* Load balancing (balance.c); NULL and 0 without a policy. */
+  struct conch_lb_addr *lba; /* the address it is tied to */
+  const char *peer_name;     /* that address, for messages (else ep->target) */
+  int lb_resolver;           /* it only holds the balancer's lookup */
 } conch_conn;
 
 /* Transports: sock.c (sock.h) is the one file that calls socket
@@ -151,6 +155,11 @@ int conch__transport_is_own(const conch_client *c);
 /* A new connection of |c|, connecting or looking its host up; NULL and
    |st| when it cannot be made. */
 conch_conn *conch__conn_new(conch_client *c, conch_status *st);
+/* A new connection of |c| to |addr| alone, tied to the balancer's address
+   |a| (balance.c); connecting, or DEAD when that failed at once; NULL and
+   |st| when out of memory. */
+conch_conn *conch__conn_new_at(conch_client *c, struct conch_lb_addr *a,
+                               const conch_addr *addr, conch_status *st);
 /* Starts connecting to the first of |conn->addrs| (after a lookup). */
 void conch__conn_connect(conch_conn *conn);
 /* Marks |conn| as having output to flush at the end of this turn (or soon,

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "balance.h"
 #include "client_int.h"
 #include "conn_int.h"
 #include "mem_int.h"
@@ -95,17 +96,18 @@ static void lookup_hints(struct addrinfo *h, int numeric) {
   h->ai_flags = numeric ? AI_NUMERICHOST | AI_NUMERICSERV : AI_ADDRCONFIG;
 }
 
-int conch__resolve_numeric(conch_conn *conn, conch_status *st) {
-  conch_client *c = conch__conn_client(conn);
+long conch__resolve_numeric_addrs(conch_client *c, conch_addr **out,
+                                  conch_status *st) {
   struct addrinfo hints;
   struct addrinfo *res = NULL;
   long n;
   int rv;
 
+  *out = NULL;
   lookup_hints(&hints, 1);
   rv = getaddrinfo(c->host, c->port, &hints, &res);
   if (rv == EAI_NONAME) {
-    return 1; /* a name: look it up */
+    return 0; /* a name: look it up */
   }
   if (rv != 0) {
     conch__status_set(st, c->mem, CONCH_CODE_UNAVAILABLE, CONCH_ORIGIN_LOCAL,
@@ -113,7 +115,7 @@ int conch__resolve_numeric(conch_conn *conn, conch_status *st) {
                       gai_strerror(rv));
     return -1;
   }
-  n = copy_addrs(c, res, &conn->addrs);
+  n = copy_addrs(c, res, out);
   freeaddrinfo(res);
   if (n <= 0) {
     conch__status_set(
@@ -122,6 +124,15 @@ int conch__resolve_numeric(conch_conn *conn, conch_status *st) {
         CONCH_ORIGIN_LOCAL, n < 0 ? CONCH_ERR_NOMEM : CONCH_ERR_RESOLVE,
         n < 0 ? "out of memory" : "cannot resolve %s", c->host);
     return -1;
+  }
+  return n;
+}
+
+int conch__resolve_numeric(conch_conn *conn, conch_status *st) {
+  long n = conch__resolve_numeric_addrs(conch__conn_client(conn), &conn->addrs,
+                                        st);
+  if (n <= 0) {
+    return n < 0 ? -1 : 1;
   }
   conn->naddrs = (size_t)n;
   return 0;
@@ -308,6 +319,14 @@ void conch__resolve_apply(conch_conn *conn) {
     return;
   }
   conn->resolving = NULL;
+  if (conn->lb_resolver) {
+    /* The balancer's lookup: the addresses are its (balance.c). */
+    conch_addr *addrs = req->addrs;
+    req->addrs = NULL;
+    conch__lb_resolved(conn, addrs, req->naddrs, req->error);
+    req_release(req);
+    return;
+  }
   conn->addrs = req->addrs;
   conn->naddrs = req->naddrs;
   req->addrs = NULL;

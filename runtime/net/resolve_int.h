@@ -6,6 +6,13 @@
 #include <conch/status.h>
 
 struct conch_conn; /* conn_int.h */
+struct conch_addr; /* conn_int.h */
+
+/* The addresses of the client's host when it is an IP address: how many
+   (|*out| allocated with the client's allocator), 0 when it is a name to
+   look up, -1 with |st| set on an error. */
+long conch__resolve_numeric_addrs(conch_client *c, struct conch_addr **out,
+                                  conch_status *st);
 
 /* Fills |conn->addrs| when the host is an address: 0; 1 when it is a name
    to look up; -1 with |st| set on an error. */

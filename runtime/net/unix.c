@@ -42,6 +42,7 @@ void conch__unix_connect(conch_conn *conn) {
 
 int conch__unix_peer_check(conch_conn *conn) {
   conch_client *c = conch__conn_client(conn);
+  const char *path = conn->peer_name != NULL ? conn->peer_name : c->unix_path;
   long uid = 0;
   int err;
 
@@ -51,14 +52,14 @@ int conch__unix_peer_check(conch_conn *conn) {
   err = conch__sock_peer_uid(conn->fd, &uid);
   if (err != 0) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
-                     "%s: cannot read the server's credentials: %s",
-                     c->unix_path, strerror(err));
+                     "%s: cannot read the server's credentials: %s", path,
+                     strerror(err));
     return -1;
   }
   if (uid != (long)geteuid() && uid != 0) {
     conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_CONNECT,
                      "%s: the server's uid %ld is neither ours nor root",
-                     c->unix_path, uid);
+                     path, uid);
     return -1;
   }
   return 0;

@@ -109,7 +109,8 @@ static void unhold(conch_rpc *rpc) {
 
 static void on_call(conch_rpc *rpc, void *ud) {
   call_state *cs = calloc(1, sizeof(*cs));
-  (void)ud;
+  fixture *fx = ud;
+  atomic_fetch_add(&fx->ncalls, 1);
   SVC_OK(cs);
   conch_rpc_set_data(rpc, cs);
 }
@@ -390,7 +391,8 @@ static void *server_thread(void *arg) {
 }
 
 /* Returns 0, or what failed (the fixture is then cleaned up). */
-int fx_try_start(fixture *fx, conch_server_opts *opts, int use_unix) {
+static int try_start(fixture *fx, conch_server_opts *opts, int use_unix,
+                     int health) {
   const conch_server_handler once = {on_call, on_message_once, NULL, NULL,
                                      on_cancel, on_send_ready};
   const conch_server_handler cstream = {on_call, on_cstream_message, NULL,
@@ -398,14 +400,19 @@ int fx_try_start(fixture *fx, conch_server_opts *opts, int use_unix) {
   const conch_server_handler bidi = {on_call, on_bidi_message, NULL,
                                      on_bidi_half_close, on_cancel};
   int tolerant = fx->tolerant;
+  static atomic_int nsock;
   char addr[128];
   int rv;
 
   memset(fx, 0, sizeof(*fx));
   fx->tolerant = tolerant;
+  fx->health = health;
   rv = conch_server_new(&fx->s, opts);
   if (rv != 0) {
     return rv;
+  }
+  if (health) {
+    SVC_EQ(conch_server_add_health(fx->s), 0);
   }
   const conch_server_handler raw = {on_call, NULL, on_raw, on_bidi_half_close,
                                     on_cancel, NULL};
@@ -426,8 +433,14 @@ int fx_try_start(fixture *fx, conch_server_opts *opts, int use_unix) {
     SVC_EQ(conch_server_add_method(fx->s, &m_bidi, &bidi, fx),
            CONCH_ERR_INVALID);
     if (use_unix) {
-      snprintf(fx->sock, sizeof(fx->sock), "/tmp/conch-srvcore-%d.sock",
-               (int)getpid());
+      int k = atomic_fetch_add(&nsock, 1);
+      if (k == 0) {
+        snprintf(fx->sock, sizeof(fx->sock), "/tmp/conch-srvcore-%d.sock",
+                 (int)getpid());
+      } else {
+        snprintf(fx->sock, sizeof(fx->sock), "/tmp/conch-srvcore-%d-%d.sock",
+                 (int)getpid(), k);
+      }
       snprintf(fx->url, sizeof(fx->url), "unix:%s", fx->sock);
       snprintf(addr, sizeof(addr), "unix:%s", fx->sock);
       rv = conch_server_listen(fx->s, addr);
@@ -446,9 +459,18 @@ int fx_try_start(fixture *fx, conch_server_opts *opts, int use_unix) {
   return 0;
 }
 
+int fx_try_start(fixture *fx, conch_server_opts *opts, int use_unix) {
+  return try_start(fx, opts, use_unix, 0);
+}
+
 void fx_start(fixture *fx, conch_server_opts *opts, int use_unix) {
   fx->tolerant = 0;
-  SVC_EQ(fx_try_start(fx, opts, use_unix), 0);
+  SVC_EQ(try_start(fx, opts, use_unix, 0), 0);
+}
+
+void fx_start_health(fixture *fx, conch_server_opts *opts, int use_unix) {
+  fx->tolerant = 0;
+  SVC_EQ(try_start(fx, opts, use_unix, 1), 0);
 }
 
 void fx_pause(fixture *fx) {

@@ -50,6 +50,8 @@ typedef struct fixture {
   atomic_int calls_live; /* conch_server_calls() as last seen */
   conch_rpc *held_rpc[MAX_HELD];
   int tolerant; /* sends may fail (a failing allocator) */
+  int health;   /* serves grpc.health.v1 (fx_start_health) */
+  atomic_int ncalls; /* calls the service began */
   char url[128];
   char sock[108];
 } fixture;
@@ -60,6 +62,8 @@ void fx_start(fixture *fx, conch_server_opts *opts, int use_unix);
 /* The same, returning what failed (0: started) instead of aborting;
    fx->tolerant is kept (set it before). */
 int fx_try_start(fixture *fx, conch_server_opts *opts, int use_unix);
+/* fx_start, serving grpc.health.v1 too (conch_server_add_health). */
+void fx_start_health(fixture *fx, conch_server_opts *opts, int use_unix);
 /* Stops the server thread (the server stays, for the caller to use on
    this thread), and starts it again. */
 void fx_pause(fixture *fx);

@@ -17,11 +17,16 @@ static memx_conn *by_handle(memx *m, int h) {
 static int x_open(void *ud, const struct sockaddr *addr, socklen_t len) {
   memx *m = ud;
   memx_conn *mc;
-  (void)addr;
-  (void)len;
+  int connect_err = 0;
   m->opens++;
   if (m->refuse != 0) {
     return -m->refuse;
+  }
+  if (m->on_open != NULL) {
+    int err = m->on_open(m, addr, len, &connect_err);
+    if (err != 0) {
+      return -err;
+    }
   }
   if (m->nconns == MEMX_MAX_CONNS) {
     return -EMFILE;
@@ -32,6 +37,11 @@ static int x_open(void *ud, const struct sockaddr *addr, socklen_t len) {
   }
   mc->handle = MEMX_HANDLE0 + m->nconns;
   mc->open = 1;
+  mc->connect_err = connect_err;
+  if (len <= sizeof(mc->addr)) {
+    memcpy(&mc->addr, addr, len);
+    mc->addrlen = len;
+  }
   m->conns[m->nconns++] = mc;
   return mc->handle;
 }

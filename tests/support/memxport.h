@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <conch/conch.h>
 
@@ -33,6 +34,8 @@ typedef struct memx_conn {
   int write_block;          /* writes take nothing (EAGAIN): a peer that
                                does not read */
   int connect_err;          /* connect_result's answer (0: connected) */
+  struct sockaddr_storage addr; /* what the client connected to */
+  socklen_t addrlen;
 } memx_conn;
 
 typedef struct memx {
@@ -41,6 +44,12 @@ typedef struct memx {
   int nconns;
   int refuse; /* errno every open fails with, or 0 */
   int opens;  /* open() calls, failed ones included */
+  /* Called on each open() (may be NULL): returns an errno the open fails
+     with at once, or 0 and may set |*connect_err| (connect_result's later
+     answer). */
+  int (*on_open)(struct memx *m, const struct sockaddr *sa, socklen_t len,
+                 int *connect_err);
+  void *on_open_ud;
   int64_t now;          /* the client's clock, in ms */
   int64_t timer_due;    /* when the client wants on_timer, or -1 */
 } memx;

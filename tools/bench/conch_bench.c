@@ -341,6 +341,25 @@ static int counting(void) {
   return e != NULL && strcmp(e, "1") == 0;
 }
 
+/* CONCH_BENCH_LB=pick_first|round_robin: the URL's host:port (an IPv4
+   address) as the one static target of that policy (tools/bench/lb.sh). */
+static void lb_setup(conch_client_opts *o, const char *url) {
+  const char *e = getenv("CONCH_BENCH_LB");
+  const char *t[1];
+  conch_lb_policy p;
+  if (e == NULL || e[0] == '\0') {
+    return;
+  }
+  p = strcmp(e, "round_robin") == 0 ? CONCH_LB_ROUND_ROBIN
+                                    : CONCH_LB_PICK_FIRST;
+  t[0] = strncmp(url, "http://", 7) == 0 ? url + 7 : url;
+  if (conch_client_opts_set_lb_policy(o, p) != 0 ||
+      conch_client_opts_set_targets(o, t, 1) != 0) {
+    fprintf(stderr, "conch-bench: CONCH_BENCH_LB: bad target %s\n", t[0]);
+    exit(1);
+  }
+}
+
 static conch_client *pc_client(const char *url, size_t recv_limit) {
   conch_client *c;
   conch_client_opts *o;
@@ -356,6 +375,7 @@ static conch_client *pc_client(const char *url, size_t recv_limit) {
     dl_iterate_phdr(find_h2, (void *)(uintptr_t)&nghttp2_version);
     conch_client_opts_set_mem(o, &counting_mem);
   }
+  lb_setup(o, url);
   if (conch_client_new(&c, url, o) != 0) {
     fprintf(stderr, "cannot make a client of %s\n", url);
     exit(1);

@@ -452,7 +452,10 @@ CONCH_EXTERN int conch_client_opts_set_http_version(conch_client_opts *opts,
  * needed, at the end of a turn of the client, never inside one of its
  * callbacks into nghttp2; the connect timeout counts from its start, and
  * a call's deadline covers it as it covers connecting.  Each new
- * connection looks the name up again (no cache).
+ * connection looks the name up again (no cache); with a load-balancing
+ * policy (conch_client_opts_set_lb_policy()) the client looks it up once
+ * and keeps every address it answered, looking it up again as that
+ * function says.
  *
  * |start| begins looking up |host| (without brackets) and |port| (a
  * number, as text) for |req| and returns 0, or non-zero when it cannot
@@ -624,6 +627,116 @@ CONCH_EXTERN int conch_client_opts_set_unix_socket(conch_client_opts *opts,
  */
 CONCH_EXTERN int conch_client_opts_set_unix_peer_any(conch_client_opts *opts,
                                                      int on);
+
+/* ---- Load balancing ----------------------------------------------------- */
+
+/** How a client spreads calls over the addresses of its target
+ * (conch_client_opts_set_lb_policy). */
+typedef enum conch_lb_policy {
+  /** Today's behaviour, and the default: one pool of connections, each new
+   * connection looks the host up again and tries its addresses in order;
+   * no per-address state, no backoff. */
+  CONCH_LB_NONE = 0,
+  /** gRPC's pick_first: the addresses of the target (every one the name
+   * resolves to, or the static targets), in order; calls go to the first
+   * one that connects and stay there while its connection lives; when it
+   * fails, calls not sent yet move to the next address that is not
+   * backing off. */
+  CONCH_LB_PICK_FIRST = 1,
+  /** gRPC's round_robin: each call goes to the next address in turn among
+   * those not backing off (and, with a health check, serving), over
+   * connections of its own per address. */
+  CONCH_LB_ROUND_ROBIN = 2
+} conch_lb_policy;
+
+/**
+ * The load-balancing policy.  With CONCH_LB_PICK_FIRST or
+ * CONCH_LB_ROUND_ROBIN the client keeps per-address state: a host name is
+ * looked up once (then again when every address is failing, and at most
+ * every 30 s while calls are made), each address has connections of its
+ * own (up to conch_client_opts_set_max_connections() per address) and its
+ * own reconnect backoff (conch_client_opts_set_backoff()): after a failed
+ * connection attempt the address takes no new connection until its backoff
+ * has passed.  While every address is backing off, new calls fail at once
+ * with unavailable ("all N addresses of TARGET are failing ..."), as
+ * gRPC's calls that do not wait for ready.  Calls waiting on a connection
+ * that fails before sending them move to another address; calls already
+ * sent end with the connection's error (refused streams are sent again, as
+ * always).  Setting static targets (conch_client_opts_set_targets()) or a
+ * health check without a policy means CONCH_LB_PICK_FIRST.
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, an unknown policy).
+ */
+CONCH_EXTERN int conch_client_opts_set_lb_policy(conch_client_opts *opts,
+                                                 conch_lb_policy policy);
+
+/**
+ * A static list of |n| addresses for the client's target instead of
+ * looking the URL's host up: each "IPv4:port", "[IPv6]:port" or
+ * "unix:PATH" (a Unix domain socket, with the peer check of
+ * conch_client_opts_set_unix_socket()).  The URL still gives the scheme,
+ * the :authority / Host (and the TLS name) and the path prefix.  Copied;
+ * |n| 0 (|targets| may then be NULL) removes the list.  Without a policy
+ * set, the client uses CONCH_LB_PICK_FIRST over the list.  1..1024
+ * addresses.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |opts|, NULL |targets| with |n| > 0,
+ * more than 1024, or an entry that is not one of the forms above: a host
+ * name, a missing or bad port (1..65535), an empty or too long socket
+ * path; nothing changed) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_client_opts_set_targets(conch_client_opts *opts,
+                                               const char *const *targets,
+                                               size_t n);
+
+/**
+ * The reconnect backoff of each address, as gRPC's connection backoff:
+ * after the first failed attempt an address waits |initial_ms|, and each
+ * further failure multiplies the wait by |multiplier|, up to |max_ms|;
+ * each wait is spread by +/- |jitter| of itself at random.  The wait counts
+ * from the start of the failed attempt; an address whose connection became
+ * ready starts again from |initial_ms|.  Defaults 1000 ms, 1.6, 0.2 and
+ * 120000 ms.  Only with a policy (conch_client_opts_set_lb_policy()).
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, |initial_ms| < 1,
+ * |multiplier| < 1, |jitter| outside 0..1, |max_ms| < |initial_ms|).
+ */
+CONCH_EXTERN int conch_client_opts_set_backoff(conch_client_opts *opts,
+                                               long initial_ms,
+                                               double multiplier,
+                                               double jitter, long max_ms);
+
+/**
+ * The random numbers of the backoff's jitter: |fn| returns a number in
+ * [0, 1) each time it is called with |user_data|, on the driving thread.
+ * NULL (the default) is a generator of the client's own.  For tests that
+ * need exact reconnect times (with conch_client_opts_set_clock()).
+ *
+ * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
+ */
+CONCH_EXTERN int conch_client_opts_set_backoff_random(
+    conch_client_opts *opts, double (*fn)(void *user_data), void *user_data);
+
+/**
+ * Health-aware picking: each address with a ready connection is watched
+ * with grpc.health.v1.Health/Watch for |service| ("" is the server as a
+ * whole; copied), a server-streaming call on that connection, in the
+ * client's protocol.  While the last status it reported is not SERVING
+ * (NOT_SERVING, SERVICE_UNKNOWN, UNKNOWN) the address takes no new calls;
+ * calls already on it go on; when it reports SERVING again it takes calls
+ * again.  Before its first answer an address counts as serving (no call
+ * waits for the watch), and so does one whose server does not serve health
+ * (the Watch ends with unimplemented), as in gRPC.  When the Watch ends
+ * otherwise, the next ready connection of the address starts a new one.
+ * When no address is serving, calls fail at once with unavailable, saying
+ * so.  Without a policy set this means CONCH_LB_PICK_FIRST.  NULL (the
+ * default) turns it off.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL |opts|, |service| over 1024 bytes) or
+ * CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_client_opts_set_health_check(conch_client_opts *opts,
+                                                    const char *service);
 
 /**
  * Creates a client for |url|: "http://host[:port][/prefix]" (h2c with prior
