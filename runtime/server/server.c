@@ -207,6 +207,7 @@ void conch_server_free(conch_server *s) {
     close(s->spare_fd);
   }
   conch__free(s->ep.mem, s->slots);
+  conch__free(s->ep.mem, s->byfd);
   conch__heap_free(&s->heap, s->ep.mem);
   conch__comps_clear(&s->comps);
   conch__tls_ctx_free(s->ep.tls_ctx);
@@ -435,9 +436,86 @@ static void conn_idle_expired(srv_conn *conn) {
   }
 }
 
+/* ---- Connections by descriptor ------------------------------------------ */
+
+/* An event names a descriptor: its connection is found in a table of
+   open addressing (linear probing), not by walking them all. */
+static size_t fd_home(int fd, size_t cap) {
+  return ((uint32_t)fd * 2654435761u) & (cap - 1);
+}
+
+static void byfd_put(srv_conn **t, size_t cap, srv_conn *conn) {
+  size_t i = fd_home(conn->base.fd, cap);
+  while (t[i] != NULL) {
+    i = (i + 1) & (cap - 1);
+  }
+  t[i] = conn;
+}
+
+static int byfd_add(conch_server *s, srv_conn *conn) {
+  if ((s->nconns + 1) * 2 > s->byfd_cap) {
+    size_t cap = s->byfd_cap != 0 ? s->byfd_cap * 2 : 64;
+    srv_conn **t = conch__calloc(s->ep.mem, cap, sizeof(*t));
+    if (t == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < s->byfd_cap; i++) {
+      if (s->byfd[i] != NULL) {
+        byfd_put(t, cap, s->byfd[i]);
+      }
+    }
+    conch__free(s->ep.mem, s->byfd);
+    s->byfd = t;
+    s->byfd_cap = cap;
+  }
+  byfd_put(s->byfd, s->byfd_cap, conn);
+  return 0;
+}
+
+static srv_conn *byfd_find(const conch_server *s, int fd) {
+  if (s->byfd_cap == 0) {
+    return NULL;
+  }
+  for (size_t i = fd_home(fd, s->byfd_cap); s->byfd[i] != NULL;
+       i = (i + 1) & (s->byfd_cap - 1)) {
+    if (s->byfd[i]->base.fd == fd) {
+      return s->byfd[i];
+    }
+  }
+  return NULL;
+}
+
+/* Takes |conn| out; the entries after it move up to where a probe from
+   their home finds them. */
+static void byfd_remove(conch_server *s, const srv_conn *conn) {
+  size_t mask = s->byfd_cap - 1, i, j;
+
+  if (s->byfd_cap == 0) {
+    return;
+  }
+  for (i = fd_home(conn->base.fd, s->byfd_cap); s->byfd[i] != conn;
+       i = (i + 1) & mask) {
+    if (s->byfd[i] == NULL) {
+      return; /* not in (a connection refused in conn_add) */
+    }
+  }
+  s->byfd[i] = NULL;
+  for (j = (i + 1) & mask; s->byfd[j] != NULL; j = (j + 1) & mask) {
+    size_t k = fd_home(s->byfd[j]->base.fd, s->byfd_cap);
+    /* |j|'s entry may fill the hole at |i| unless its home lies
+       cyclically in (i, j]. */
+    if (((j - k) & mask) >= ((j - i) & mask)) {
+      s->byfd[i] = s->byfd[j];
+      s->byfd[j] = NULL;
+      i = j;
+    }
+  }
+}
+
 static void conn_free(srv_conn *conn) {
   conch_server *s = conn->s;
 
+  byfd_remove(s, conn);
   conch__conn_close_fd(&conn->base);
   conch__srv_timer_disarm(s, &conn->idle);
   conch__srv_timer_disarm(s, &conn->linger);
@@ -506,6 +584,11 @@ static int conn_add(conch_server *s, int fd, const conch_server_transport *t) {
   if (rv != 0) {
     conch__free(s->ep.mem, conn);
     return rv;
+  }
+  if (byfd_add(s, conn) != 0) {
+    conch__filter_clear(&conn->base.filter);
+    conch__free(s->ep.mem, conn);
+    return CONCH_ERR_NOMEM;
   }
   conn->peer_uid = -1;
   if (t == NULL && conch__sock_family(fd) == AF_UNIX) {
@@ -1249,6 +1332,8 @@ static void turn_end(conch_server *s) {
 }
 
 static void handle_fd(conch_server *s, int fd, unsigned events) {
+  srv_conn *conn;
+
   for (size_t i = 0; i < s->nlisten; i++) {
     if (s->lfd[i] == fd) {
       if (events & CONCH_IO_READ) {
@@ -1257,15 +1342,12 @@ static void handle_fd(conch_server *s, int fd, unsigned events) {
       return;
     }
   }
-  for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
-    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
-    if (conn->base.fd == fd) {
-      /* Read, or writable (the rest of its output goes), or hung up. */
-      conch__srv_conn_dirty(conn);
-      if ((events & CONCH_IO_READ) && !conch__srv_conn_dead(conn)) {
-        conch__conn_on_readable(&conn->base);
-      }
-      return;
+  conn = byfd_find(s, fd);
+  if (conn != NULL) {
+    /* Read, or writable (the rest of its output goes), or hung up. */
+    conch__srv_conn_dirty(conn);
+    if ((events & CONCH_IO_READ) && !conch__srv_conn_dead(conn)) {
+      conch__conn_on_readable(&conn->base);
     }
   }
 }
@@ -1361,11 +1443,9 @@ size_t conch_server_pollfds(conch_server *s, struct pollfd *fds, size_t nfds) {
 
 /* Pull mode: a half-closed connection (not polled for reading) hung up. */
 static void conn_hangup(conch_server *s, int fd) {
-  for (conch_link *l = s->conns.next; l != &s->conns; l = l->next) {
-    srv_conn *conn = CONCH_CONTAINER(l, srv_conn, link);
-    if (conn->base.fd == fd && conn->rd_eof) {
-      conch__srv_conn_close(conn);
-    }
+  srv_conn *conn = byfd_find(s, fd);
+  if (conn != NULL && conn->rd_eof) {
+    conch__srv_conn_close(conn);
   }
 }
 

@@ -297,6 +297,8 @@ struct conch_server {
   conch_link conns;
   size_t nconns;
   size_t ndead; /* of |nconns|, closed and not yet freed */
+  struct srv_conn **byfd; /* |conns| by descriptor: open addressing */
+  size_t byfd_cap;        /* a power of two above twice |nconns|; or 0 */
   size_t ncalls;
   conch_heap heap;
   int has_hooks;

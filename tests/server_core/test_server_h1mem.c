@@ -494,6 +494,68 @@ static void test_session_on_demand(void **state) {
   free(t2.out);
 }
 
+/* Many connections, their handles chosen to share slots in the server's
+   table of connections by descriptor (multiples of 64, and neighbours),
+   closed in an order that moves entries about: each event still reaches
+   its own connection, and a closed one is gone. */
+#define MANY 300
+static void test_many_handles(void **state) {
+  static mt ts[MANY];
+  static conch_server_transport trs[MANY];
+  int h[MANY];
+  (void)state;
+
+  memset(&fx, 0, sizeof(fx));
+  memset(&t, 0, sizeof(t));
+  fx_start(&fx, NULL, 0);
+  fx_pause(&fx);
+  for (int i = 0; i < MANY; i++) {
+    memset(&ts[i], 0, sizeof(ts[i]));
+    ts[i].open = 1;
+    trs[i] = (conch_server_transport){mt_read, mt_write, mt_close, &ts[i]};
+    h[i] = i % 3 == 0 ? (i + 1) * 64 : 100000 + i * 7;
+    assert_int_equal(conch_server_adopt(fx.s, h[i], &trs[i]), 0);
+  }
+  /* Every other connection of the first half, then every fifth of the
+     rest, hangs up. */
+  for (int i = 0; i < MANY; i++) {
+    if ((i < MANY / 2 && i % 2 == 0) || (i >= MANY / 2 && i % 5 == 0)) {
+      ts[i].open = 0;
+      for (int k = 0; k < 5 && !ts[i].closed; k++) {
+        assert_int_equal(conch_server_on_io(fx.s, h[i], CONCH_IO_READ), 0);
+      }
+      assert_true(ts[i].closed);
+    }
+  }
+  /* The rest ask, last first, and each is answered on its own. */
+  for (int i = MANY - 1; i >= 0; i--) {
+    if (ts[i].closed) {
+      continue;
+    }
+    mt_sends(&ts[i], GET_OK);
+    for (int k = 0; k < 10 && ts[i].out == NULL; k++) {
+      assert_int_equal(
+          conch_server_on_io(fx.s, h[i], CONCH_IO_READ | CONCH_IO_WRITE), 0);
+    }
+    assert_non_null(ts[i].out);
+    assert_non_null(strstr(ts[i].out, "HTTP/1.1 200 OK\r\n"));
+  }
+  /* Nobody answered twice or out of turn. */
+  for (int i = 0; i < MANY; i++) {
+    if (ts[i].out != NULL) {
+      const char *first = strstr(ts[i].out, "HTTP/1.1 200");
+      assert_null(strstr(first + 1, "HTTP/1.1 200"));
+    }
+  }
+  conch_server_free(fx.s);
+  fx.s = NULL;
+  for (int i = 0; i < MANY; i++) {
+    assert_true(ts[i].closed);
+    free(ts[i].in);
+    free(ts[i].out);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_pipelining, setup, teardown),
@@ -505,6 +567,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_expect_continue, setup, teardown),
       cmocka_unit_test_teardown(test_session_on_demand, teardown),
+      cmocka_unit_test_teardown(test_many_handles, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
