@@ -11,6 +11,8 @@
 #   conch-bench list, whose client offers gzip as every conch client does;
 #   and calls per server CPU-second under the same load (no valgrind,
 #   /proc/PID/stat, N3 calls after 2,000 to warm up, median of ROUNDS);
+#   the after build also with --compress-min 0 (every response compressed,
+#   the before build's default);
 # - per message: instructions to compress one message of each of SIZES
 #   bytes with each built-in compression the builds have (comp-bench, a run
 #   of C2 minus one of C1 messages through one context, as the server
@@ -54,23 +56,23 @@ stop() {
   spid=
 }
 
-ir_run() { # build calls -> total Ir
+ir_run() { # build calls [server flags] -> total Ir
   start valgrind --tool=callgrind --callgrind-out-file="$out/cg" \
-    "$1/tools/bench/conch-bench-server"
+    "$1/tools/bench/conch-bench-server" ${3:-}
   "$1/tools/bench/conch-bench" list "http://127.0.0.1:$port" 16 "$2" \
     >/dev/null
   stop
   sed -n 's/^summary: *//p' "$out/cg"
 }
-ir_per_call() { # build
-  a=$(ir_run "$1" "$n1")
-  b=$(ir_run "$1" "$n2")
+ir_per_call() { # build [server flags]
+  a=$(ir_run "$1" "$n1" "${2:-}")
+  b=$(ir_run "$1" "$n2" "${2:-}")
   awk -v a="$a" -v b="$b" -v n1="$n1" -v n2="$n2" \
     'BEGIN{printf "%.0f", (b - a) / (n2 - n1)}'
 }
-calls_per_cpu_s() { # build
+calls_per_cpu_s() { # build [server flags]
   for r in $(seq "$rounds"); do
-    start "$1/tools/bench/conch-bench-server"
+    start "$1/tools/bench/conch-bench-server" ${2:-}
     "$1/tools/bench/conch-bench" list "http://127.0.0.1:$port" 16 2000 \
       >/dev/null
     c0=$(cpu "$spid")
@@ -104,6 +106,8 @@ for b in before after; do
   eval dir=\$$b
   echo "| $b | $(ir_per_call "$dir") | $(calls_per_cpu_s "$dir") |"
 done
+f="--compress-min 0"
+echo "| after, $f | $(ir_per_call "$after" "$f") | $(calls_per_cpu_s "$after" "$f") |"
 echo
 echo "## One message compressed (comp-bench): instructions per message, compressed bytes"
 echo
