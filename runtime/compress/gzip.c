@@ -53,13 +53,17 @@ void conch__gzip_init_zlib(conch_gzip *gz, const conch_mem *mem) {
 }
 
 void conch__gzip_clear(conch_gzip *gz) {
+  int c;
+
   if (gz->inf_ready) {
     inflateEnd(&gz->inf);
     gz->inf_ready = 0;
   }
-  if (gz->def_ready) {
-    deflateEnd(&gz->def);
-    gz->def_ready = 0;
+  for (c = 0; c < CONCH__GZ_CLASSES; c++) {
+    if (gz->def_ready[c]) {
+      deflateEnd(&gz->def[c]);
+      gz->def_ready[c] = 0;
+    }
   }
 }
 
@@ -82,27 +86,48 @@ static void refill(z_stream *zs, size_t *left) {
   *left -= chunk;
 }
 
-static int deflate_prepare(conch_gzip *gz, int level) {
+/* The size class of an |n|-byte message: the smallest window from
+   2^CONCH__GZ_WBITS_MIN bytes that holds it, else the largest. */
+static int deflate_class(size_t n) {
+  int c = 0;
+
+  while (c < CONCH__GZ_CLASSES - 1 &&
+         ((size_t)1 << (CONCH__GZ_WBITS_MIN + c)) < n) {
+    c++;
+  }
+  return c;
+}
+
+/* The stream of class |c|, reset, or made on first use.  Its hash table
+   has as many heads as its window has bytes, and its symbol buffer half
+   as many entries (memLevel = window bits - 7), the proportions of zlib's
+   default (memLevel 8 for a 32 KiB window). */
+static int deflate_prepare(conch_gzip *gz, int c, int level) {
+  z_stream *zs = &gz->def[c];
+  int wbits = CONCH__GZ_WBITS_MIN + c;
+  int mem_level = wbits - 7;
   int zr;
 
-  if (gz->def_ready && gz->def_level != level) {
+  if (gz->def_ready[c] && gz->def_level[c] != level) {
     /* deflateParams() would emit a block into a stream that is not
        started; a fresh state is simpler and level changes are rare. */
-    deflateEnd(&gz->def);
-    gz->def_ready = 0;
+    deflateEnd(zs);
+    gz->def_ready[c] = 0;
   }
-  if (gz->def_ready) {
-    zr = deflateReset(&gz->def);
+  if (gz->def_ready[c]) {
+    zr = deflateReset(zs);
     return zr == Z_OK ? 0 : CONCH_ERR_GZIP;
   }
-  stream_setup(gz, &gz->def);
-  zr = deflateInit2(&gz->def, level, Z_DEFLATED, gz->wbits, 8,
+  stream_setup(gz, zs);
+  /* gz->wbits says the format: 16 more for the gzip wrapper. */
+  zr = deflateInit2(zs, level, Z_DEFLATED,
+                    wbits + (gz->wbits - ZLIB_WINDOW_BITS), mem_level,
                     Z_DEFAULT_STRATEGY);
   if (zr != Z_OK) {
     return zerr(zr);
   }
-  gz->def_ready = 1;
-  gz->def_level = level;
+  gz->def_ready[c] = 1;
+  gz->def_level[c] = level;
   return 0;
 }
 
@@ -152,16 +177,17 @@ static int deflate_run(z_stream *zs, const uint8_t *in, size_t n,
 int conch__gzip_deflate(conch_gzip *gz, int level, const uint8_t *in, size_t n,
                         conch_buf *out) {
   size_t keep = conch__buf_size(out);
-  int rv;
+  int c, rv;
 
   if (level < Z_DEFAULT_COMPRESSION || level > Z_BEST_COMPRESSION) {
     return CONCH_ERR_INVALID;
   }
-  rv = deflate_prepare(gz, level);
+  c = deflate_class(n);
+  rv = deflate_prepare(gz, c, level);
   if (rv != 0) {
     return rv;
   }
-  rv = deflate_run(&gz->def, in, n, out, gz->mem);
+  rv = deflate_run(&gz->def[c], in, n, out, gz->mem);
   if (rv != 0) {
     /* conch__buf_reserve() may have compacted |out|, so restore the size
        relative to |off|, not the old |len|. */

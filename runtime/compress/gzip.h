@@ -1,6 +1,14 @@
-/* gzip (RFC 1952) with zlib.  One context per client; streams are reset,
-   not re-created, between messages, so steady state allocates nothing but
-   output growth. */
+/* gzip (RFC 1952) with zlib.  One context per client (and one per
+   server); streams are reset, not re-created, between messages, so steady
+   state allocates nothing but output growth.
+
+   Compression keeps one deflate stream per size class: a message of n
+   bytes goes through the stream whose window is the smallest power of two
+   from 512 B to 32 KiB that holds it, and whose hash table is sized to
+   that window.  A window as long as the message loses nothing (no match
+   reaches further back than the message's start), and resetting the
+   stream clears only its own hash table: 1 KiB for a message up to 512 B,
+   where zlib's defaults would clear 64 KiB for every message. */
 #ifndef CONCH_GZIP_H
 #define CONCH_GZIP_H
 
@@ -13,14 +21,19 @@
 
 #include "buf.h"
 
+/* Deflate windows of 2^9 (zlib's smallest) to 2^15 bytes. */
+#define CONCH__GZ_WBITS_MIN 9
+#define CONCH__GZ_WBITS_MAX 15
+#define CONCH__GZ_CLASSES (CONCH__GZ_WBITS_MAX - CONCH__GZ_WBITS_MIN + 1)
+
 typedef struct conch_gzip {
   const conch_mem *mem;
   z_stream inf;
-  z_stream def;
-  int inf_ready; /* inflateInit2 done */
-  int def_ready; /* deflateInit2 done */
-  int def_level; /* level |def| was set up with */
-  int wbits;     /* 31: gzip; 15: zlib format */
+  z_stream def[CONCH__GZ_CLASSES]; /* by window, 2^9 first */
+  int inf_ready;                   /* inflateInit2 done */
+  unsigned char def_ready[CONCH__GZ_CLASSES]; /* deflateInit2 done */
+  int def_level[CONCH__GZ_CLASSES]; /* the level each was set up with */
+  int wbits;                        /* 31: gzip; 15: zlib format */
 } conch_gzip;
 
 void conch__gzip_init(conch_gzip *gz, const conch_mem *mem);

@@ -27,12 +27,16 @@
 static const uint8_t stream_id[10] = {0xff, 0x06, 0x00, 0x00, 's',
                                       'N',  'a',  'P',  'p',  'Y'};
 
-/* The CRC table lives in the per-client context: no global state. */
+/* The CRC tables live in the per-client context: no global state.
+   crc_table[0] is the byte-at-a-time table; crc_table[k] advances a byte
+   that is k more bytes from the end, so that eight bytes go in one step
+   (slicing by 8): about a quarter of the work per byte of the plain loop,
+   which was most of the cost of a small snappy message. */
 struct conch_snappy {
-  uint32_t crc_table[256];
+  uint32_t crc_table[8][256];
 };
 
-static void crc_table_init(uint32_t *t) {
+static void crc_table_init(uint32_t (*t)[256]) {
   uint32_t i, c;
   int k;
 
@@ -41,17 +45,34 @@ static void crc_table_init(uint32_t *t) {
     for (k = 0; k < 8; k++) {
       c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1; /* Castagnoli */
     }
-    t[i] = c;
+    t[0][i] = c;
   }
+  for (i = 0; i < 256; i++) {
+    for (k = 1; k < 8; k++) {
+      t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
+    }
+  }
+}
+
+static uint32_t load_le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
 }
 
 uint32_t conch__snappy_masked_crc(const struct conch_snappy *sn,
                                   const uint8_t *p, size_t n) {
-  uint32_t c = 0xffffffffu;
-  size_t i;
+  const uint32_t (*t)[256] = sn->crc_table;
+  uint32_t c = 0xffffffffu, hi;
 
-  for (i = 0; i < n; i++) {
-    c = sn->crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
+  for (; n >= 8; p += 8, n -= 8) {
+    c ^= load_le32(p);
+    hi = load_le32(p + 4);
+    c = t[7][c & 0xff] ^ t[6][(c >> 8) & 0xff] ^ t[5][(c >> 16) & 0xff] ^
+        t[4][c >> 24] ^ t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^
+        t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+  }
+  for (; n > 0; p++, n--) {
+    c = t[0][(c ^ *p) & 0xff] ^ (c >> 8);
   }
   c ^= 0xffffffffu;
   return ((c >> 15) | (c << 17)) + 0xa282ead8u;
@@ -81,11 +102,6 @@ static void put_le24(uint8_t *p, size_t v) {
 static void put_le32(uint8_t *p, uint32_t v) {
   put_le24(p, v);
   p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-         (uint32_t)p[3] << 24;
 }
 
 /* One chunk for |n| (<= SN_BLOCK) bytes: compressed, or stored when
@@ -150,7 +166,7 @@ static int take_data(const struct conch_snappy *sn, int type, const uint8_t *p,
   if (len < 4) {
     return CONCH_ERR_COMPRESSION;
   }
-  crc = get_le32(p);
+  crc = load_le32(p);
   p += 4;
   len -= 4;
   if (type == SN_CHUNK_STORED) {

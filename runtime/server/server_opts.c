@@ -20,6 +20,11 @@
 #define SRV_MAX_CONNS 1024
 #define SRV_CONN_BUFFERED (32u * 1024 * 1024)
 #define SRV_MAX_BUFFERED (64u * 1024 * 1024)
+/* Response messages under this go out uncompressed (server.h,
+   conch_server_opts_set_compress_min_bytes): connect-es's default.
+   Compressing a message of a few hundred bytes costs more than the 485-byte
+   unary call it is part of, and saves a few hundred bytes. */
+#define SRV_COMPRESS_MIN 1024
 
 /* ---- Options ------------------------------------------------------------ */
 
@@ -45,6 +50,7 @@ int conch_server_opts_new(conch_server_opts **out) {
   o->max_conns = SRV_MAX_CONNS;
   o->conn_buffered = SRV_CONN_BUFFERED;
   o->max_buffered = SRV_MAX_BUFFERED;
+  o->compress_min = SRV_COMPRESS_MIN;
   conch__comp_opts_defaults(&o->comp);
   conch__comp_accept_builtins(&o->comp); /* those this build has */
   *out = o;

@@ -451,6 +451,9 @@ static void test_custom_compression(void **state) {
   assert_int_equal(conch_server_opts_add_compression(so, &xr, NULL),
                    CONCH_ERR_INVALID); /* the name is taken */
   assert_int_equal(conch_server_opts_set_compression(so, "x-rev, gzip"), 0);
+  /* Every response compressed, however small (the default leaves those
+     under 1 KiB plain). */
+  assert_int_equal(conch_server_opts_set_compress_min_bytes(so, 0), 0);
   fx_start(&fx, so, 0);
   conch_server_opts_free(so);
 

@@ -480,6 +480,36 @@ static void test_snappy_framing(void **state) {
         conch__snappy_masked_crc(e.cs.sn, (const uint8_t *)"123456789", 9),
         (uint32_t)(((c >> 15) | (c << 17)) + 0xa282ead8u));
   }
+  /* RFC 3720 B.4's 32-byte vectors (eight bytes at a time, then none
+     left over), and every length of "123456789" repeated against the
+     plain bitwise CRC, so that each leftover count is checked. */
+  {
+    static const uint32_t want[3] = {0x8a9136aau, 0x62a8ab43u, 0x46dd794eu};
+    uint8_t v[64];
+    for (int k = 0; k < 3; k++) {
+      for (int i = 0; i < 32; i++) {
+        v[i] = k == 0 ? 0 : k == 1 ? 0xff : (uint8_t)i;
+      }
+      uint32_t c = want[k];
+      assert_int_equal(conch__snappy_masked_crc(e.cs.sn, v, 32),
+                       (uint32_t)(((c >> 15) | (c << 17)) + 0xa282ead8u));
+    }
+    for (int i = 0; i < 64; i++) {
+      v[i] = (uint8_t)("123456789"[i % 9] + i / 9);
+    }
+    for (size_t n = 0; n <= sizeof(v); n++) {
+      uint32_t c = 0xffffffffu;
+      for (size_t i = 0; i < n; i++) {
+        c ^= v[i];
+        for (int b = 0; b < 8; b++) {
+          c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+        }
+      }
+      c ^= 0xffffffffu;
+      assert_int_equal(conch__snappy_masked_crc(e.cs.sn, v, n),
+                       (uint32_t)(((c >> 15) | (c << 17)) + 0xa282ead8u));
+    }
+  }
   /* Stored chunks, padding, a skippable chunk, a second stream. */
   put_chunk(s, &at, 0xff, "sNaPpY", 6);
   put_stored(&e, s, &at, "Hello, ");

@@ -284,7 +284,7 @@ static void test_roundtrip_small_all_levels(void **state) {
     /* XFL reflects the level: proof the context was set up again. */
     assert_int_equal(conch__gzip_deflate(&gz, level, text, 10, &z), 0);
     assert_int_equal(z.data[8], xfl);
-    assert_int_equal(gz.def_level, level);
+    assert_int_equal(gz.def_level[0], level); /* 10 bytes: the smallest class */
     conch__buf_free(&z, gz.mem);
   }
   /* Back and forth between two levels. */
@@ -754,6 +754,151 @@ static void test_steady_state_allocates_nothing(void **state) {
   assert_int_equal(failmem_live_blocks(), 0);
 }
 
+/* Sizes on both sides of every size class's edge (512 B to 32 KiB
+   windows), and past the largest. */
+static const size_t mixed_sizes[] = {0,    1,    100,   511,   512,   513,
+                                     1024, 1025, 4096,  4097,  16384, 20000,
+                                     32768, 32769, 70000, 300,  5,     2048};
+#define NMIXED (sizeof(mixed_sizes) / sizeof(mixed_sizes[0]))
+
+/* Messages of mixed sizes, text and random, through one context in both
+   formats, each round trip checked (also by zlib itself, with its default
+   window, as any peer's inflate would); a second pass through the same
+   context allocates nothing but output, its streams all made. */
+static void test_mixed_sizes_one_context(void **state) {
+  static uint8_t text[70000], rnd[70000];
+  const conch_mem *mem = failmem_hooks();
+  (void)state;
+
+  fill_text(text, sizeof(text), 21);
+  fill_random(rnd, sizeof(rnd), 22);
+  for (int zlib_fmt = 0; zlib_fmt < 2; zlib_fmt++) {
+    conch_gzip gz;
+    if (zlib_fmt) {
+      conch__gzip_init_zlib(&gz, mem);
+    } else {
+      conch__gzip_init(&gz, mem);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+      conch_buf z = CONCH_BUF_INIT, out = CONCH_BUF_INIT;
+      assert_int_equal(conch__buf_reserve(&z, mem, 80000), 0);
+      assert_int_equal(conch__buf_reserve(&out, mem, 80000), 0);
+      failmem_fail_at((size_t)-1);
+      for (size_t i = 0; i < 2 * NMIXED; i++) {
+        size_t n = mixed_sizes[i % NMIXED];
+        const uint8_t *in = i < NMIXED ? text : rnd;
+        uint8_t plain[70000 + 16];
+        uLongf plen = sizeof(plain);
+        conch__buf_reset(&z);
+        conch__buf_reset(&out);
+        assert_int_equal(conch__gzip_deflate(&gz, -1, in, n, &z), 0);
+        if (!zlib_fmt) {
+          check_member(z.data, z.len, in, n);
+        } else {
+          /* uncompress(): zlib's inflate with its 32 KiB window. */
+          assert_int_equal(uncompress(plain, &plen, z.data, (uLong)z.len),
+                           Z_OK);
+          assert_int_equal(plen, n);
+          assert_true(n == 0 || memcmp(plain, in, n) == 0);
+        }
+        assert_int_equal(conch__gzip_inflate(&gz, z.data, z.len, 0, &out), 0);
+        assert_int_equal(conch__buf_size(&out), n);
+        assert_true(n == 0 || memcmp(out.data, in, n) == 0);
+        if (i < NMIXED && n > 2000) {
+          assert_true(z.len < n / 2); /* compressed, not just wrapped */
+        }
+      }
+      if (pass == 1) {
+        assert_int_equal(failmem_count(), 0);
+      }
+      conch__buf_free(&z, mem);
+      conch__buf_free(&out, mem);
+    }
+    conch__gzip_clear(&gz);
+  }
+  assert_int_equal(failmem_live_blocks(), 0);
+}
+
+/* A small message sets up only a small stream: its deflate state is a few
+   KiB, not zlib's 256 KiB for the default window and memLevel, and the
+   stream of the largest class is made only for a large message. */
+static void test_small_message_small_state(void **state) {
+  meter m;
+  conch_mem mem = meter_mem(&m);
+  conch_gzip gz;
+  conch_buf z = CONCH_BUF_INIT;
+  uint8_t text[40000];
+  size_t small;
+  (void)state;
+
+  fill_text(text, sizeof(text), 23);
+  conch__gzip_init(&gz, &mem);
+  assert_int_equal(conch__buf_reserve(&z, conch_mem_default(), 50000), 0);
+  assert_int_equal(conch__gzip_deflate(&gz, -1, text, 485, &z), 0);
+  assert_true(gz.def_ready[0]);
+  small = m.live;
+  if (small > 16384) {
+    fail_msg("485 bytes set up %zu bytes of deflate state", small);
+  }
+  conch__buf_reset(&z);
+  assert_int_equal(conch__gzip_deflate(&gz, -1, text, sizeof(text), &z), 0);
+  assert_true(gz.def_ready[CONCH__GZ_CLASSES - 1]);
+  assert_true(m.live - small > 200000); /* the full-size stream */
+  conch__gzip_clear(&gz);
+  assert_int_equal(m.live, 0);
+  conch__buf_free(&z, conch_mem_default());
+}
+
+/* A message whose compression fails (each allocation in turn: a class's
+   stream set-up, the output) leaves |out| as it was, and the next message
+   of every class, through the same context, comes out whole. */
+static void test_message_after_failed_one(void **state) {
+  static const size_t sizes[] = {100, 3000, 50000};
+  uint8_t text[50000];
+  long live0 = failmem_live_blocks();
+  (void)state;
+
+  fill_text(text, sizeof(text), 24);
+  for (size_t k = 0; k < 3; k++) {
+    for (size_t n = 0;; n++) {
+      conch_gzip gz;
+      conch_buf z = CONCH_BUF_INIT;
+      int rv;
+
+      failmem_fail_at((size_t)-1);
+      conch__gzip_init(&gz, failmem_hooks());
+      if (n % 2 == 1) {
+        /* The stream made already: the failure lands in the output. */
+        assert_int_equal(conch__gzip_deflate(&gz, -1, text, sizes[k], &z), 0);
+        conch__buf_free(&z, gz.mem);
+      }
+      assert_int_equal(conch__buf_append(&z, gz.mem, "keep", 4), 0);
+      failmem_fail_at(n / 2);
+      rv = conch__gzip_deflate(&gz, -1, text, sizes[k], &z);
+      if (!failmem_fired()) {
+        assert_int_equal(rv, 0);
+        conch__buf_free(&z, gz.mem);
+        conch__gzip_clear(&gz);
+        if (n % 2 == 1) {
+          break;
+        }
+        continue;
+      }
+      assert_int_equal(rv, CONCH_ERR_NOMEM);
+      assert_int_equal(conch__buf_size(&z), 4);
+      assert_memory_equal(conch__buf_head(&z), "keep", 4);
+      conch__buf_free(&z, gz.mem);
+      failmem_fail_at((size_t)-1);
+      for (size_t j = 0; j < 3; j++) {
+        conch__buf_free(&z, gz.mem);
+        roundtrip(&gz, -1, text, sizes[(k + j) % 3]);
+      }
+      conch__gzip_clear(&gz);
+      assert_int_equal(failmem_live_blocks(), live0);
+    }
+  }
+}
+
 static void test_inflate_every_allocation_failure(void **state) {
   conch_gzip gz;
   conch_buf z = CONCH_BUF_INIT;
@@ -870,6 +1015,9 @@ int main(void) {
       cmocka_unit_test(test_isize_not_trusted),
       cmocka_unit_test(test_output_buffer_kept),
       cmocka_unit_test(test_steady_state_allocates_nothing),
+      cmocka_unit_test(test_mixed_sizes_one_context),
+      cmocka_unit_test(test_small_message_small_state),
+      cmocka_unit_test(test_message_after_failed_one),
       cmocka_unit_test(test_inflate_every_allocation_failure),
       cmocka_unit_test(test_deflate_every_allocation_failure),
   };

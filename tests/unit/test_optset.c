@@ -79,8 +79,10 @@ static void test_defaults(void **state) {
   /* Header lists: the roles differ (client 256 KiB, server 64 KiB). */
   assert_int_equal(r->c->max_header_list, 256u << 10);
   assert_int_equal(r->s->max_header_list, 64u << 10);
+  /* Compression threshold: the client compresses every message it was
+     told to (0), the server responses of 1 KiB and more. */
   assert_int_equal(r->c->compress_min_bytes, 0);
-  assert_int_equal(r->s->compress_min, 0);
+  assert_int_equal(r->s->compress_min, 1024);
   assert_null(r->c->clock);
   assert_null(r->s->clock);
   assert_null(r->c->json_resolve);

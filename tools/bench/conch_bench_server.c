@@ -1,7 +1,8 @@
 /* conch-bench-server: the server core (conch/server.h) under
    tools/bench/compare_server.sh.  A benchmark peer, not a test.
 
-     conch-bench-server [--extra-methods N] [--write-list FILE]
+     conch-bench-server [--extra-methods N | --compress-min N]
+                        [--write-list FILE]
 
    Serves process.Process on 127.0.0.1 (h2c; a free port, printed as
    "LISTENING <port>") through the generated stubs (process.conch.h):
@@ -13,7 +14,9 @@
    Exits on SIGTERM or SIGINT.  --write-list FILE writes the canned
    response's bytes to FILE and exits (the other servers read them).
    --extra-methods N registers N more methods (raw, never called) before
-   process.Process's nine: the cost of finding a method among many. */
+   process.Process's nine: the cost of finding a method among many.
+   --compress-min N sets conch_server_opts_set_compress_min_bytes() (0:
+   compress every response the client accepts compressed). */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -114,7 +117,8 @@ int main(int argc, char **argv) {
       .start = {.on_request = on_start},
   };
   conch_server *s;
-  long extra = 0;
+  conch_server_opts *o = NULL;
+  long extra = 0, cmin = -1;
   char *end;
   int rv;
 
@@ -127,11 +131,18 @@ int main(int argc, char **argv) {
     if (*end != '\0' || extra < 0 || extra > 100000) {
       argc = 0;
     }
+  } else if (argc == 3 && strcmp(argv[1], "--compress-min") == 0) {
+    cmin = strtol(argv[2], &end, 10);
+    if (*end != '\0' || cmin < 0) {
+      argc = 0;
+    }
   } else if (argc != 1) {
     argc = 0;
   }
   if (argc == 0) {
-    fprintf(stderr, "usage: %s [--extra-methods N] [--write-list FILE]\n",
+    fprintf(stderr,
+            "usage: %s [--extra-methods N | --compress-min N] "
+            "[--write-list FILE]\n",
             argv[0]);
     return 2;
   }
@@ -139,7 +150,15 @@ int main(int argc, char **argv) {
   if (list_resp == NULL) {
     return 1;
   }
-  if (conch_server_new(&s, NULL) != 0) {
+  if (cmin >= 0 &&
+      (conch_server_opts_new(&o) != 0 ||
+       conch_server_opts_set_compress_min_bytes(o, (size_t)cmin) != 0)) {
+    conch_server_opts_free(o);
+    return 1;
+  }
+  rv = conch_server_new(&s, o);
+  conch_server_opts_free(o);
+  if (rv != 0) {
     return 1;
   }
   rv = add_extra(s, extra);

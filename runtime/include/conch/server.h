@@ -158,8 +158,10 @@ typedef struct conch_rpc conch_rpc;
  * receive limit 4 MiB per message (after decompression), header list
  * limit 64 KiB, 100 concurrent streams per connection, gzip, br, zstd,
  * deflate and snappy accepted (those of them the build has; identity
- * always), responses compressed in the request's compression when the
- * client accepts it; and the limits at the top of this file: header
+ * always), response messages of 1 KiB and more compressed in the request's
+ * compression when the client accepts it (smaller ones go out plain:
+ * conch_server_opts_set_compress_min_bytes()); and the limits at the top
+ * of this file: header
  * timeout 10 s, body timeout 60 s, idle timeout 60 s, at most 1024
  * connections, 32 MiB of buffered request bytes per connection and 64 MiB
  * in all.
@@ -356,8 +358,10 @@ CONCH_EXTERN const char *conch_server_opts_tls_error(
 /**
  * Response messages under |bytes| go out uncompressed even when a
  * compression was negotiated (a Connect unary response then has no
- * Content-Encoding); compressing a few bytes costs more than it saves.
- * Default 0: every message is compressed.
+ * Content-Encoding; a stream message is sent with its envelope's
+ * compressed flag clear); compressing a few bytes costs more than it
+ * saves.  Default 1024, as connect-es's servers; 0: every message is
+ * compressed (connect-go's default).
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|).
  */

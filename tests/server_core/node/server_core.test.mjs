@@ -254,7 +254,7 @@ test("raw: Connect GET, JSON, percent-encoded", async () => {
 });
 
 test("raw: Connect GET, proto, base64 and gzip", async () => {
-  const { gzipSync, gunzipSync } = await import("node:zlib");
+  const { gzipSync } = await import("node:zlib");
   // conchtest.v1.Request{payload: "hi!"}: field 1, length 3.
   const pb = gzipSync(Buffer.from([0x0a, 3, 0x68, 0x69, 0x21]));
   const b64 = pb.toString("base64url");
@@ -264,10 +264,12 @@ test("raw: Connect GET, proto, base64 and gzip", async () => {
   });
   assert.equal(r.head[":status"], 200);
   assert.equal(r.head["content-type"], "application/proto");
-  // Answered in the request's compression.
-  assert.equal(r.head["content-encoding"], "gzip");
-  const body = gunzipSync(r.body);
-  assert.deepEqual([...body.subarray(0, 5)], [0x0a, 3, 0x68, 0x69, 0x21]);
+  // The gzipped request was read; the 5-byte answer is under the server's
+  // default compress-min (1 KiB), so it goes out plain, with no
+  // Content-Encoding (test_server_policy's compress_min has the large
+  // case).
+  assert.equal(r.head["content-encoding"], undefined);
+  assert.deepEqual([...r.body.subarray(0, 5)], [0x0a, 3, 0x68, 0x69, 0x21]);
 });
 
 test("raw: Connect GET of a method with side effects is 405", async () => {
