@@ -11,6 +11,7 @@
 #include "compress.h"
 #include "conn_int.h"
 #include "envelope.h"
+#include "intercept.h"
 #include "list.h"
 #include "pbborrow.h"
 #include "pbdec.h"
@@ -47,6 +48,9 @@ static int leave(conch_call *call) {
 }
 
 void conch__call_emit_headers(conch_call *call) {
+  if (call->ir != NULL && !call->finished) {
+    conch__icept_headers(call);
+  }
   if (call->h.on_headers == NULL || call->finished) {
     return;
   }
@@ -162,6 +166,9 @@ void conch__call_destroy(conch_call *call) {
   conch_status_clear(&call->status);
   conch__free(c->mem, call->http); /* one block with its strings */
   call->http = NULL;
+  if (call->ir != NULL) {
+    conch__icept_free(call);
+  }
   if (c->nspare < CALL_SPARE_MAX) {
     /* Kept for the next call, with its small buffers. */
     md_keep(&call->req_headers);
@@ -263,6 +270,9 @@ static void call_end(conch_call *call) {
     return;
   }
   call->finished = 1;
+  if (call->ir != NULL) {
+    conch__icept_close(call); /* the status is final: theirs to change */
+  }
   conch__timer_disarm(c, &call->deadline);
   conch__list_remove(&call->queue_link);
   conch__list_remove(&call->ready_link);
@@ -324,7 +334,7 @@ void conch__call_on_deadline(conch_call *call) {
 
 /* Request metadata is checked up front; a bad entry ends the call with
    internal before anything is sent. */
-static int check_request_headers(conch_call *call) {
+int conch__call_check_headers(conch_call *call) {
   const conch_metadata *md = &call->req_headers;
   size_t i;
   for (i = 0; i < md->n; i++) {
@@ -438,13 +448,10 @@ static int call_create(conch_client *c, const conch_method *method,
     conch__timer_arm(c, &call->deadline,
                      call->deadline_at + o.deadline_grace_ms);
   }
-  check_request_headers(call); /* may end it with internal */
   return 0;
 }
 
-/* Queues a call just made on a connection (or ends it when there is
-   none). */
-static void call_queue(conch_call *call) {
+void conch__call_queue(conch_call *call) {
   conch_conn *conn;
   if (call->finished) {
     return; /* on_close follows */
@@ -464,10 +471,20 @@ int conch_call_start(conch_client *c, const conch_method *method,
                      const conch_call_handler *handler, void *user_data,
                      conch_call **out) {
   int rv = call_create(c, method, opts, handler, user_data, out);
-  if (rv == 0) {
-    call_queue(*out);
+  if (rv != 0) {
+    return rv;
   }
-  return rv;
+  if (c->o.nicept != 0) { /* interceptors: the chain queues it */
+    rv = conch__icept_start(*out);
+    if (rv != 0) {
+      conch__call_destroy(*out);
+      *out = NULL;
+    }
+    return rv;
+  }
+  conch__call_check_headers(*out); /* may end it with internal */
+  conch__call_queue(*out);
+  return 0;
 }
 
 int conch__http_start(conch_client *c, const char *verb, const char *target,
@@ -505,7 +522,8 @@ int conch__http_start(conch_client *c, const char *verb, const char *target,
     (*out)->get = 1; /* no body: HEADERS end the request */
     (*out)->send_closed = 1;
   }
-  call_queue(*out);
+  conch__call_check_headers(*out);
+  conch__call_queue(*out);
   return 0;
 }
 
@@ -517,6 +535,7 @@ int conch__call_new_detached(conch_client *c, const conch_method *method,
                              conch_call **out) {
   int rv = call_create(c, method, opts, handler, user_data, out);
   if (rv == 0) {
+    conch__call_check_headers(*out);
     (*out)->submitted = 1;
     (*out)->submitted_at = conch__now_ms();
   }
@@ -568,7 +587,19 @@ static void after_queue(conch_call *call) {
 }
 
 static int send_bytes(conch_call *call, const uint8_t *p, size_t n) {
-  int rv = conch__proto_frame_message(call, p, n);
+  int rv;
+  if (call->ir != NULL &&
+      (rv = conch__icept_send(call, &p, &n, SEND_HIGH_WATER)) != 0) {
+    if (rv > 0) { /* held until the interceptors let the call go */
+      after_queue(call);
+      return 0;
+    }
+    if (rv != CONCH_ERR_NOMEM || !one_message_kind(call)) {
+      return rv;
+    }
+  } else {
+    rv = conch__proto_frame_message(call, p, n);
+  }
   if (rv != 0) {
     if (rv == CONCH_ERR_NOMEM && one_message_kind(call)) {
       /* The call waits for this one message: without it, it is over. */
@@ -1011,6 +1042,17 @@ int conch__call_deliver(conch_call *call, const uint8_t *wire, size_t wlen,
     }
     p = c->inflbuf.data != NULL ? c->inflbuf.data : (const uint8_t *)"";
     len = conch__buf_size(&c->inflbuf);
+  }
+  if (call->ir != NULL) {
+    const uint8_t *was = p;
+    if (conch__icept_recv(call, &p, &len) != 0) {
+      return 1;
+    }
+    if (p != was) { /* other bytes: delivered as they are */
+      wire = p;
+      wlen = len;
+      compressed = 0;
+    }
   }
   if (call->pull) {
     rv = deliver_pull(call, wire, wlen, p, len, compressed);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include <conch/client.h>
+#include <conch/interceptor.h>
 #include <conch/mem.h>
 #include <conch/transport.h>
 
@@ -42,6 +43,9 @@ struct conch_client_opts {
   char *unix_path;   /* connect to this Unix socket instead of host:port */
   int unix_peer_any; /* 0: the socket's server must be our euid or root */
   conch_transport transport; /* open NULL: the client's own (sock.c) */
+  /* Interceptors of every call (intercept.c), the first outermost. */
+  conch_call_interceptor icept[CONCH_INTERCEPTORS_MAX];
+  unsigned nicept;
 };
 
 /* Copies |src| into |dst|, duplicating strings with |mem|. */
