@@ -103,6 +103,7 @@
 #include <conch/client.h>
 #include <conch/export.h>
 #include <conch/metadata.h>
+#include <conch/server.h>
 #include <conch/status.h>
 
 #ifdef __cplusplus
@@ -214,6 +215,93 @@ CONCH_EXTERN long conch_call_timeout_left(const conch_call *call);
  */
 CONCH_EXTERN int conch_call_shorten_deadline(conch_call *call,
                                              long timeout_ms);
+
+/* ---- Server ------------------------------------------------------------- */
+
+/** The longest service name conch_server_add_service_interceptor() takes. */
+#define CONCH_INTERCEPTOR_SERVICE_MAX 127
+
+/**
+ * One interceptor of a server's calls.  Every hook may be NULL.  Hooks run
+ * on the thread that drives the server, in its turn (or inside
+ * conch_rpc_icept_resume()).  The handler is the innermost: on_call runs
+ * once the chain passed; requests reach the handler after every on_recv,
+ * responses go out after every on_send.
+ */
+typedef struct conch_rpc_interceptor {
+  size_t struct_size;
+  /** A call arrived, before the handler's on_call: |headers| is the
+      request metadata (conch_rpc_request_headers(), here writable), the
+      method conch_rpc_method(), the deadline conch_rpc_timeout_ms() and
+      conch_rpc_shorten_deadline().  Returns CONCH_ICEPT_NEXT or
+      CONCH_ICEPT_DEFER (requests wait meanwhile); a short-circuit ends
+      the call with conch_rpc_finish() (the handler never hears of it). */
+  int (*on_call)(conch_rpc *rpc, conch_metadata *headers, void **state,
+                 void *user_data);
+  /** A request message, serialized (decompressed), outermost first; as
+      the client's on_send: other bytes, or non-zero after
+      conch_rpc_finish() (else the call ends with internal). */
+  int (*on_recv)(conch_rpc *rpc, const uint8_t **data, size_t *len,
+                 void **state, void *user_data);
+  /** A response message, serialized (before compression), innermost
+      first; as on_recv.  (Not for the responses of conch_rpc_send_from()
+      sources.)  With such a hook installed, responses are serialized into
+      a buffer of their own (not straight into the call's output). */
+  int (*on_send)(conch_rpc *rpc, const uint8_t **data, size_t *len,
+                 void **state, void *user_data);
+  /** The call ends (innermost first), exactly once: |status| is what the
+      client will be told (may be changed, conch_status_setf() with
+      status->mem), |trailers| the response trailers (may be changed).  A
+      call that ends without an answer (the client canceled it, its
+      connection went, the server was freed) gets canceled, and nothing
+      more is sent.  Must not finish, send or free; free the state here. */
+  void (*on_close)(conch_rpc *rpc, conch_status *status,
+                   conch_metadata *trailers, void **state, void *user_data);
+  void *user_data;
+} conch_rpc_interceptor;
+
+#define CONCH_RPC_INTERCEPTOR_INIT                                             \
+  { sizeof(conch_rpc_interceptor), NULL, NULL, NULL, NULL, NULL }
+
+/**
+ * Appends |ic| (copied) to the chain of every call of |s|: the first added
+ * (of both kinds) is the outermost.  Add before serving.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL argument, |struct_size| too small),
+ * CONCH_ERR_LIMIT (CONCH_INTERCEPTORS_MAX already) or
+ * CONCH_ERR_UNSUPPORTED (a build without the server).
+ */
+CONCH_EXTERN int conch_server_add_interceptor(conch_server *s,
+                                              const conch_rpc_interceptor *ic);
+
+/**
+ * conch_server_add_interceptor() for the calls of one service only:
+ * |service| is its full name ("pkg.Service"; copied).  Returns as it,
+ * CONCH_ERR_INVALID also for an empty |service| or one longer than
+ * CONCH_INTERCEPTOR_SERVICE_MAX.
+ */
+CONCH_EXTERN int
+conch_server_add_service_interceptor(conch_server *s, const char *service,
+                                     const conch_rpc_interceptor *ic);
+
+/**
+ * Goes on with a call whose on_call hook returned CONCH_ICEPT_DEFER (the
+ * next interceptor, then the handler's on_call, inside this function).
+ * Once per deferral; a call that ended meanwhile (its on_close told the
+ * interceptor) must not be resumed.
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL) or CONCH_ERR_STATE (not deferred).
+ */
+CONCH_EXTERN int conch_rpc_icept_resume(conch_rpc *rpc);
+
+/**
+ * Moves |rpc|'s deadline to |timeout_ms| from now when that is sooner
+ * than the one it has (or it has none).
+ *
+ * Returns 0, CONCH_ERR_INVALID (NULL, |timeout_ms| <= 0), CONCH_ERR_STATE
+ * (the call ended) or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_rpc_shorten_deadline(conch_rpc *rpc, long timeout_ms);
 
 #ifdef __cplusplus
 }
