@@ -20,6 +20,7 @@
 #include <conch/conch.h>
 #include <conch/interceptor.h>
 
+#include "failmem.h"
 #include "svc.h"
 
 /* ---- Server interceptors ------------------------------------------------ */
@@ -418,11 +419,64 @@ static void test_defer_deadline_remap(void **state) {
   assert_int_equal(rec.last_code, CONCH_CODE_DEADLINE_EXCEEDED);
 }
 
+/* Every allocation of the server failing in turn, with the chain
+   installed (auth, logging, metrics) and two calls, one refused, one
+   through: whatever fails, nothing leaks, every call that reached the
+   logging interceptor's on_call got its close once, and the last run
+   (nothing failing) gives the right codes. */
+static void test_every_oom(void **state) {
+  conch_server_opts *o;
+  size_t n;
+  (void)state;
+  assert_int_equal(conch_server_opts_new(&o), 0);
+  assert_int_equal(conch_server_opts_set_mem(o, failmem_hooks()), 0);
+  for (n = 0;; n++) {
+    fixture fx;
+    conch_client *c;
+    conch_code refused = CONCH_CODE_OK, ok = CONCH_CODE_UNKNOWN;
+    int rv;
+    rec_reset();
+    fx.tolerant = 1;
+    failmem_fail_at(n);
+    rv = fx_try_start(&fx, o, 0);
+    if (rv == 0) {
+      add_all(&fx, NULL);
+      c = client(&fx, NULL);
+      refused = unary(c, "no", 0, NULL, 0);
+      conch_client_free(c);
+      c = client(&fx, "Bearer good");
+      ok = unary(c, "yes", 0, NULL, 0);
+      conch_client_free(c);
+      fx_stop(&fx);
+      assert_int_equal(rec.closes, rec.calls);
+      assert_true(refused != CONCH_CODE_OK);
+    } else {
+      assert_int_equal(rv, CONCH_ERR_NOMEM);
+    }
+    if (failmem_live_blocks() != 0) {
+      fail_msg("allocation %zu failed: %ld blocks left", n,
+               failmem_live_blocks());
+    }
+    if (!failmem_fired()) {
+      assert_int_equal(rv, 0);
+      assert_int_equal(refused, CONCH_CODE_UNAUTHENTICATED);
+      assert_int_equal(ok, CONCH_CODE_OK);
+      assert_int_equal(rec.calls, 1);
+      assert_int_equal(rec.by_code[CONCH_CODE_OK], 1);
+      break;
+    }
+  }
+  failmem_fail_at((size_t)-1);
+  printf("# %zu allocations swept\n", n);
+  conch_server_opts_free(o);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_auth_log_metrics),
       cmocka_unit_test(test_per_service),
       cmocka_unit_test(test_defer_deadline_remap),
+      cmocka_unit_test(test_every_oom),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
