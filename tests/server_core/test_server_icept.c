@@ -135,10 +135,15 @@ static int c_auth_start(conch_call *call, conch_metadata *h, void **state,
                 CONCH_ICEPT_NEXT);
 }
 
+static int use_h1; /* clients speak HTTP/1.1 */
+
 static conch_client *client(const fixture *fx, const char *token) {
   conch_client_opts *o;
   conch_client *c;
   assert_int_equal(conch_client_opts_new(&o), 0);
+  if (use_h1) {
+    assert_int_equal(conch_client_opts_set_http_version(o, CONCH_HTTP_1_1), 0);
+  }
   if (token != NULL) {
     conch_call_interceptor ic = CONCH_CALL_INTERCEPTOR_INIT;
     ic.on_start = c_auth_start;
@@ -237,16 +242,26 @@ static void test_auth_log_metrics(void **state) {
   assert_string_equal(echo, "hello");
   assert_int_equal(unary(c, "again", 0, echo, sizeof(echo)), CONCH_CODE_OK);
   conch_client_free(c);
+  /* The same over HTTP/1.1 (the server's own session). */
+  use_h1 = 1;
+  c = client(&fx, NULL);
+  assert_int_equal(unary(c, "h1", 0, NULL, 0), CONCH_CODE_UNAUTHENTICATED);
+  conch_client_free(c);
+  c = client(&fx, "Bearer good");
+  assert_int_equal(unary(c, "h1", 0, echo, sizeof(echo)), CONCH_CODE_OK);
+  assert_string_equal(echo, "h1");
+  conch_client_free(c);
+  use_h1 = 0;
   fx_stop(&fx);
-  assert_int_equal(rec.refused, 2);
-  assert_int_equal(rec.calls, 2);
-  assert_int_equal(rec.closes, 2);
-  assert_int_equal(rec.recvd, 2);
-  assert_int_equal(rec.sent, 2);
+  assert_int_equal(rec.refused, 3);
+  assert_int_equal(rec.calls, 3);
+  assert_int_equal(rec.closes, 3);
+  assert_int_equal(rec.recvd, 3);
+  assert_int_equal(rec.sent, 3);
   assert_int_equal(rec.last_code, CONCH_CODE_OK);
   assert_true(rec.took_us >= 0);
-  assert_int_equal(rec.by_code[CONCH_CODE_OK], 2);
-  assert_int_equal(rec.by_code[CONCH_CODE_UNAUTHENTICATED], 2);
+  assert_int_equal(rec.by_code[CONCH_CODE_OK], 3);
+  assert_int_equal(rec.by_code[CONCH_CODE_UNAUTHENTICATED], 3);
 }
 
 /* Per service: auth registered for another service leaves TestService

@@ -60,7 +60,11 @@
  * high-water mark) and later, on the loop's thread, calls
  * conch_call_icept_resume() (conch_rpc_icept_resume()) exactly once: the
  * chain goes on with the next interceptor.  That is how a token is
- * fetched asynchronously.  The deadline runs while a call waits.
+ * fetched asynchronously.  The deadline runs while a call waits.  Under
+ * the blocking layer the only loop is the client's own, so a deferring
+ * interceptor must be resumed from something that loop runs: the
+ * handler of another call of the same client (the token fetched with an
+ * RPC: its on_close resumes the held call) or the deadline.
  *
  * Short-circuit.  Any hook but close may end the call with a status of
  * its choosing: conch_call_abort() on the client, conch_rpc_finish() on
@@ -92,6 +96,20 @@
  *
  * The blocking layer (conch_unary_sync() & co) and the generated stubs
  * sit on the same calls, so interceptors see their calls unchanged.
+ *
+ * Where each half differs.  Client: on_start runs inside
+ * conch_call_start() (never a handler there: on_close still comes on a
+ * later turn); response headers are read only (the runtime has already
+ * read what it needs from them); plain HTTP exchanges (envd's /files) are
+ * not RPCs and pass no interceptor.  Server: registration is on the
+ * server (every method, or one service's), a call's chain is fixed when
+ * its headers end; the handler's on_call is the chain's innermost step,
+ * so a short-circuit (conch_rpc_finish() in on_call) means the handler
+ * never hears of the call, not even on_cancel; a deferred push-mode call
+ * has its requests paused (conch_rpc_pause()) until the chain passes; a
+ * pull-mode handler takes each request from the bytes as received (the
+ * hooks see them, but changed bytes reach only push-mode handlers);
+ * responses of a conch_rpc_send_from() source pass no on_send.
  */
 #ifndef CONCH_INTERCEPTOR_H
 #define CONCH_INTERCEPTOR_H
