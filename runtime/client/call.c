@@ -145,6 +145,7 @@ static void call_free_memory(conch_call *call) {
   conch__buf_free(&call->sendbuf, mem);
   conch__buf_free(&call->body, mem);
   conch__free(mem, call->q);
+  conch__free(mem, call->ir);
   conch__free(mem, call);
 }
 
@@ -167,7 +168,7 @@ void conch__call_destroy(conch_call *call) {
   conch__free(c->mem, call->http); /* one block with its strings */
   call->http = NULL;
   if (call->ir != NULL) {
-    conch__icept_free(call);
+    conch__icept_done(call); /* its block stays with a spare call */
   }
   if (c->nspare < CALL_SPARE_MAX) {
     /* Kept for the next call, with its small buffers. */
@@ -208,6 +209,7 @@ static conch_call *call_take(conch_client *c) {
     conch_buf sendbuf = call->sendbuf, body = call->body;
     conch_qmsg *q = call->q;
     size_t qcap = call->qcap;
+    struct conch_icept_run *ir = call->ir; /* the same client's: its size */
     conch_metadata md[5];
     md[0] = call->req_headers;
     md[1] = call->headers;
@@ -221,6 +223,7 @@ static conch_call *call_take(conch_client *c) {
     call->body = body;
     call->q = q; /* empty */
     call->qcap = qcap;
+    call->ir = ir; /* reused by conch__icept_start(), else freed with it */
     call->req_headers = md[0];
     call->headers = md[1];
     call->trailers = md[2];
@@ -518,6 +521,7 @@ int conch__http_start(conch_client *c, const char *verb, const char *target,
     return rv;
   }
   (*out)->http = x;
+  conch__icept_drop(*out); /* no interceptors for plain exchanges */
   if (strcmp(verb, "GET") == 0 || strcmp(verb, "HEAD") == 0) {
     (*out)->get = 1; /* no body: HEADERS end the request */
     (*out)->send_closed = 1;
@@ -535,6 +539,7 @@ int conch__call_new_detached(conch_client *c, const conch_method *method,
                              conch_call **out) {
   int rv = call_create(c, method, opts, handler, user_data, out);
   if (rv == 0) {
+    conch__icept_drop(*out);
     conch__call_check_headers(*out);
     (*out)->submitted = 1;
     (*out)->submitted_at = conch__now_ms();

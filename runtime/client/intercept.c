@@ -150,11 +150,15 @@ static void chain_run(conch_call *call) {
 int conch__icept_start(conch_call *call) {
   conch_client *c = call->client;
   unsigned n = c->o.nicept;
-  conch_icept_run *ir;
-  ir = conch__calloc(c->mem, 1,
-                     sizeof(*ir) + (n > 1 ? n - 1 : 0) * sizeof(void *));
-  if (ir == NULL) {
-    return CONCH_ERR_NOMEM;
+  size_t size = sizeof(conch_icept_run) + (n > 1 ? n - 1 : 0) * sizeof(void *);
+  conch_icept_run *ir = call->ir; /* a spare call's, of this client */
+  if (ir != NULL) {
+    memset(ir, 0, size);
+  } else {
+    ir = conch__calloc(c->mem, 1, size);
+    if (ir == NULL) {
+      return CONCH_ERR_NOMEM;
+    }
   }
   ir->n = n;
   call->ir = ir;
@@ -271,14 +275,20 @@ void conch__icept_close(conch_call *call) {
   }
 }
 
-void conch__icept_free(conch_call *call) {
+void conch__icept_done(conch_call *call) {
   conch_icept_run *ir = call->ir;
   if (!ir->closed && ir->entered > 0) {
     conch__icept_close(call); /* cannot happen: every call ends first */
   }
+  ir->closed = 1;
   conch__buf_free(&ir->held, call->client->mem);
-  conch__free(call->client->mem, ir);
-  call->ir = NULL;
+}
+
+void conch__icept_drop(conch_call *call) {
+  if (call->ir != NULL) {
+    conch__free(call->client->mem, call->ir);
+    call->ir = NULL;
+  }
 }
 
 /* ---- For interceptors (and anyone) -------------------------------------- */

@@ -42,7 +42,12 @@ int conch__icept_recv(struct conch_call *call, const uint8_t **p, size_t *n);
 void conch__icept_headers(struct conch_call *call);
 /* The status just became final (call_end): the close hooks, once. */
 void conch__icept_close(struct conch_call *call);
-/* Frees the run of a call being released. */
-void conch__icept_free(struct conch_call *call);
+/* A call is being released: the close hooks if they never ran, the held
+   messages freed.  The block stays with the call (call->ir, freed with
+   its memory): a spare call reuses it. */
+void conch__icept_done(struct conch_call *call);
+/* Frees the block a spare call brought along, for a call that passes no
+   interceptor (plain HTTP exchanges, detached calls). */
+void conch__icept_drop(struct conch_call *call);
 
 #endif

@@ -136,6 +136,7 @@ static int c_auth_start(conch_call *call, conch_metadata *h, void **state,
 }
 
 static int use_h1; /* clients speak HTTP/1.1 */
+static conch_protocol use_proto = CONCH_PROTOCOL_CONNECT;
 
 static conch_client *client(const fixture *fx, const char *token) {
   conch_client_opts *o;
@@ -144,6 +145,7 @@ static conch_client *client(const fixture *fx, const char *token) {
   if (use_h1) {
     assert_int_equal(conch_client_opts_set_http_version(o, CONCH_HTTP_1_1), 0);
   }
+  assert_int_equal(conch_client_opts_set_protocol(o, use_proto), 0);
   if (token != NULL) {
     conch_call_interceptor ic = CONCH_CALL_INTERCEPTOR_INIT;
     ic.on_start = c_auth_start;
@@ -167,6 +169,9 @@ static conch_code unary(conch_client *c, const char *payload, uint32_t delay,
   conch_status_init(&st);
   (void)conch_unary_sync(c, &m_unary, NULL, &req.base, &out, &st, NULL, NULL);
   code = st.code;
+  if (getenv("ICEPT_DEBUG") != NULL) {
+    fprintf(stderr, "unary: %s\n", conch_status_message(&st));
+  }
   if (out != NULL && echo != NULL) {
     const Conchtest__V1__Response *r = (const Conchtest__V1__Response *)out;
     snprintf(echo, cap, "%.*s", (int)r->payload.len,
@@ -216,11 +221,10 @@ static void add_all(fixture *fx, const char *auth_service) {
 /* The auth pair: without the client's interceptor the server refuses
    (the handler and the interceptors inside auth never see the call);
    with it the call goes through, logged and counted. */
-static void test_auth_log_metrics(void **state) {
+static void auth_round(void) {
   fixture fx;
   conch_client *c;
   char echo[32] = "";
-  (void)state;
   rec_reset();
   fx_start(&fx, NULL, 0);
   add_all(&fx, NULL);
@@ -242,8 +246,9 @@ static void test_auth_log_metrics(void **state) {
   assert_string_equal(echo, "hello");
   assert_int_equal(unary(c, "again", 0, echo, sizeof(echo)), CONCH_CODE_OK);
   conch_client_free(c);
-  /* The same over HTTP/1.1 (the server's own session). */
-  use_h1 = 1;
+  /* The same over HTTP/1.1 (the server's own session; gRPC needs
+     HTTP/2: again over it). */
+  use_h1 = use_proto != CONCH_PROTOCOL_GRPC;
   c = client(&fx, NULL);
   assert_int_equal(unary(c, "h1", 0, NULL, 0), CONCH_CODE_UNAUTHENTICATED);
   conch_client_free(c);
@@ -262,6 +267,18 @@ static void test_auth_log_metrics(void **state) {
   assert_true(rec.took_us >= 0);
   assert_int_equal(rec.by_code[CONCH_CODE_OK], 3);
   assert_int_equal(rec.by_code[CONCH_CODE_UNAUTHENTICATED], 3);
+}
+
+static void test_auth_log_metrics(void **state) {
+  static const conch_protocol protos[] = {
+      CONCH_PROTOCOL_CONNECT, CONCH_PROTOCOL_GRPC, CONCH_PROTOCOL_GRPC_WEB};
+  size_t i;
+  (void)state;
+  for (i = 0; i < sizeof(protos) / sizeof(protos[0]); i++) {
+    use_proto = protos[i];
+    auth_round();
+  }
+  use_proto = CONCH_PROTOCOL_CONNECT;
 }
 
 /* Per service: auth registered for another service leaves TestService
