@@ -451,6 +451,43 @@ static void test_defer_deadline_remap(void **state) {
   assert_int_equal(rec.last_code, CONCH_CODE_DEADLINE_EXCEEDED);
 }
 
+/* A bidi stream through the chain: each request and each response seen
+   once, in both directions, and one close. */
+static void test_bidi(void **state) {
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  ProtobufCMessage *out;
+  conch_call *call;
+  conch_client *c;
+  fixture fx;
+  int i;
+  (void)state;
+  rec_reset();
+  fx_start(&fx, NULL, 0);
+  add_all(&fx, NULL);
+  c = client(&fx, "Bearer good");
+  req.payload.data = (uint8_t *)"bi";
+  req.payload.len = 2;
+  assert_int_equal(conch_call_start(c, &m_bidi, NULL, NULL, NULL, &call), 0);
+  for (i = 0; i < 3; i++) {
+    assert_int_equal(conch_call_send_sync(call, &req.base), 0);
+    assert_int_equal(conch_call_recv_sync(call, &out), 0);
+    assert_int_equal(((Conchtest__V1__Response *)out)->payload.len, 2);
+    conch_message_free(c, out);
+  }
+  assert_int_equal(conch_call_close_send(call), 0);
+  assert_int_equal(conch_call_recv_sync(call, &out), CONCH_ERR_EOF);
+  assert_int_equal(conch_call_wait_sync(call), 0);
+  conch_call_free(call);
+  conch_client_free(c);
+  fx_stop(&fx);
+  assert_int_equal(rec.calls, 1);
+  assert_int_equal(rec.recvd, 3);
+  assert_int_equal(rec.sent, 3);
+  assert_int_equal(rec.closes, 1);
+  assert_int_equal(rec.last_code, CONCH_CODE_OK);
+  assert_int_equal(rec.by_code[CONCH_CODE_OK], 1);
+}
+
 /* Every allocation of the server failing in turn, with the chain
    installed (auth, logging, metrics) and two calls, one refused, one
    through: whatever fails, nothing leaks, every call that reached the
@@ -508,6 +545,7 @@ int main(void) {
       cmocka_unit_test(test_auth_log_metrics),
       cmocka_unit_test(test_per_service),
       cmocka_unit_test(test_defer_deadline_remap),
+      cmocka_unit_test(test_bidi),
       cmocka_unit_test(test_every_oom),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
