@@ -11,6 +11,7 @@
 #include "compress.h"
 #include "conn_int.h"
 #include "envelope.h"
+#include "intercept.h"
 #include "list.h"
 #include "pbborrow.h"
 #include "pbdec.h"
@@ -47,6 +48,9 @@ static int leave(conch_call *call) {
 }
 
 void conch__call_emit_headers(conch_call *call) {
+  if (call->ir != NULL && !call->finished) {
+    conch__icept_headers(call);
+  }
   if (call->h.on_headers == NULL || call->finished) {
     return;
   }
@@ -141,6 +145,7 @@ static void call_free_memory(conch_call *call) {
   conch__buf_free(&call->sendbuf, mem);
   conch__buf_free(&call->body, mem);
   conch__free(mem, call->q);
+  conch__free(mem, call->ir);
   conch__free(mem, call);
 }
 
@@ -162,6 +167,9 @@ void conch__call_destroy(conch_call *call) {
   conch_status_clear(&call->status);
   conch__free(c->mem, call->http); /* one block with its strings */
   call->http = NULL;
+  if (call->ir != NULL) {
+    conch__icept_done(call); /* its block stays with a spare call */
+  }
   if (c->nspare < CALL_SPARE_MAX) {
     /* Kept for the next call, with its small buffers. */
     md_keep(&call->req_headers);
@@ -201,6 +209,7 @@ static conch_call *call_take(conch_client *c) {
     conch_buf sendbuf = call->sendbuf, body = call->body;
     conch_qmsg *q = call->q;
     size_t qcap = call->qcap;
+    struct conch_icept_run *ir = call->ir; /* the same client's: its size */
     conch_metadata md[5];
     md[0] = call->req_headers;
     md[1] = call->headers;
@@ -214,6 +223,7 @@ static conch_call *call_take(conch_client *c) {
     call->body = body;
     call->q = q; /* empty */
     call->qcap = qcap;
+    call->ir = ir; /* reused by conch__icept_start(), else freed with it */
     call->req_headers = md[0];
     call->headers = md[1];
     call->trailers = md[2];
@@ -263,6 +273,9 @@ static void call_end(conch_call *call) {
     return;
   }
   call->finished = 1;
+  if (call->ir != NULL) {
+    conch__icept_close(call); /* the status is final: theirs to change */
+  }
   conch__timer_disarm(c, &call->deadline);
   conch__list_remove(&call->queue_link);
   conch__list_remove(&call->ready_link);
@@ -324,7 +337,7 @@ void conch__call_on_deadline(conch_call *call) {
 
 /* Request metadata is checked up front; a bad entry ends the call with
    internal before anything is sent. */
-static int check_request_headers(conch_call *call) {
+int conch__call_check_headers(conch_call *call) {
   const conch_metadata *md = &call->req_headers;
   size_t i;
   for (i = 0; i < md->n; i++) {
@@ -440,13 +453,10 @@ static int call_create(conch_client *c, const conch_method *method,
     conch__timer_arm(c, &call->deadline,
                      call->deadline_at + o.deadline_grace_ms);
   }
-  check_request_headers(call); /* may end it with internal */
   return 0;
 }
 
-/* Queues a call just made on a connection (or ends it when there is
-   none). */
-static void call_queue(conch_call *call) {
+void conch__call_queue(conch_call *call) {
   conch_conn *conn;
   if (call->finished) {
     return; /* on_close follows */
@@ -466,10 +476,20 @@ int conch_call_start(conch_client *c, const conch_method *method,
                      const conch_call_handler *handler, void *user_data,
                      conch_call **out) {
   int rv = call_create(c, method, opts, handler, user_data, out);
-  if (rv == 0) {
-    call_queue(*out);
+  if (rv != 0) {
+    return rv;
   }
-  return rv;
+  if (c->o.nicept != 0) { /* interceptors: the chain queues it */
+    rv = conch__icept_start(*out);
+    if (rv != 0) {
+      conch__call_destroy(*out);
+      *out = NULL;
+    }
+    return rv;
+  }
+  conch__call_check_headers(*out); /* may end it with internal */
+  conch__call_queue(*out);
+  return 0;
 }
 
 int conch__http_start(conch_client *c, const char *verb, const char *target,
@@ -503,11 +523,13 @@ int conch__http_start(conch_client *c, const char *verb, const char *target,
     return rv;
   }
   (*out)->http = x;
+  conch__icept_drop(*out); /* no interceptors for plain exchanges */
   if (strcmp(verb, "GET") == 0 || strcmp(verb, "HEAD") == 0) {
     (*out)->get = 1; /* no body: HEADERS end the request */
     (*out)->send_closed = 1;
   }
-  call_queue(*out);
+  conch__call_check_headers(*out);
+  conch__call_queue(*out);
   return 0;
 }
 
@@ -519,6 +541,8 @@ int conch__call_new_detached(conch_client *c, const conch_method *method,
                              conch_call **out) {
   int rv = call_create(c, method, opts, handler, user_data, out);
   if (rv == 0) {
+    conch__icept_drop(*out);
+    conch__call_check_headers(*out);
     (*out)->submitted = 1;
     (*out)->submitted_at = conch__now_ms();
   }
@@ -570,7 +594,19 @@ static void after_queue(conch_call *call) {
 }
 
 static int send_bytes(conch_call *call, const uint8_t *p, size_t n) {
-  int rv = conch__proto_frame_message(call, p, n);
+  int rv;
+  if (call->ir != NULL &&
+      (rv = conch__icept_send(call, &p, &n, SEND_HIGH_WATER)) != 0) {
+    if (rv > 0) { /* held until the interceptors let the call go */
+      after_queue(call);
+      return 0;
+    }
+    if (rv != CONCH_ERR_NOMEM || !one_message_kind(call)) {
+      return rv;
+    }
+  } else {
+    rv = conch__proto_frame_message(call, p, n);
+  }
   if (rv != 0) {
     if (rv == CONCH_ERR_NOMEM && one_message_kind(call)) {
       /* The call waits for this one message: without it, it is over. */
@@ -1013,6 +1049,17 @@ int conch__call_deliver(conch_call *call, const uint8_t *wire, size_t wlen,
     }
     p = c->inflbuf.data != NULL ? c->inflbuf.data : (const uint8_t *)"";
     len = conch__buf_size(&c->inflbuf);
+  }
+  if (call->ir != NULL) {
+    const uint8_t *was = p;
+    if (conch__icept_recv(call, &p, &len) != 0) {
+      return 1;
+    }
+    if (p != was) { /* other bytes: delivered as they are */
+      wire = p;
+      wlen = len;
+      compressed = 0;
+    }
   }
   if (call->pull) {
     rv = deliver_pull(call, wire, wlen, p, len, compressed);

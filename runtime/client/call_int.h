@@ -136,6 +136,8 @@ struct conch_call {
   conch_stub_fn stub_msg_fn;        /* each message, */
   conch_stub_stream_done stub_sdone; /* the end (with stub_fn) */
   struct conch_http_x *http; /* a plain HTTP exchange, NULL for an RPC */
+  struct conch_icept_run *ir; /* the interceptors' run (intercept.h), NULL
+                                 when the client has none */
 };
 
 /* ---- Plain HTTP exchanges ---------------------------------------------
@@ -174,6 +176,12 @@ int conch__call_new_detached(conch_client *c, const conch_method *method,
                              const conch_call_opts *opts,
                              const conch_call_handler *handler, void *user_data,
                              conch_call **out);
+/* Checks the request metadata: a bad entry ends the call with internal
+   (non-zero returned). */
+int conch__call_check_headers(conch_call *call);
+/* Queues a call just made on a connection (or ends it when there is
+   none). */
+void conch__call_queue(conch_call *call);
 /* Ends |call| with |code| unless it already ended (first error wins). */
 void conch__call_fail(conch_call *call, conch_code code, int local_err,
                       const char *fmt, ...) CONCH_PRINTF(4, 5);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include <conch/client.h>
+#include <conch/interceptor.h>
 #include <conch/mem.h>
 #include <conch/transport.h>
 
@@ -53,6 +54,9 @@ struct conch_client_opts {
   double (*backoff_random)(void *user_data); /* NULL: the client's own */
   void *backoff_random_ud;
   char *health_service; /* grpc.health.v1 Watch of each address; or NULL */
+  /* Interceptors of every call (intercept.c), the first outermost. */
+  conch_call_interceptor icept[CONCH_INTERCEPTORS_MAX];
+  unsigned nicept;
 };
 
 /* Copies |src| into |dst|, duplicating strings with |mem|. */

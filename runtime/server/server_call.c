@@ -250,6 +250,9 @@ static int send_bytes(conch_rpc *rpc, const uint8_t *p, size_t n) {
   int compressed = 0;
   int rv;
 
+  if (rpc->ir != NULL && (rv = conch__srv_icept_send(rpc, &p, &n)) != 0) {
+    return rv;
+  }
   if (rpc->resp_enc != CONCH_COMPRESSION_IDENTITY && n < s->o.compress_min &&
       rpc->wire == SRV_CONNECT_UNARY) {
     rpc->resp_enc = CONCH_COMPRESSION_IDENTITY; /* no Content-Encoding */
@@ -447,7 +450,8 @@ static int send_msg(conch_rpc *rpc, const ProtobufCMessage *msg) {
     size_t n = protobuf_c_message_get_packed_size(msg);
     if (n <= UINT32_MAX &&
         (rpc->resp_enc == CONCH_COMPRESSION_IDENTITY ||
-         n < rpc->conn->s->o.compress_min)) {
+         n < rpc->conn->s->o.compress_min) &&
+        !(rpc->ir != NULL && conch__srv_icept_sends(rpc))) {
       return send_packed(rpc, msg, n);
     }
     /* To be compressed: packed into a buffer of its own (the size is

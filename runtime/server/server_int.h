@@ -11,6 +11,7 @@
 #include <nghttp2/nghttp2.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include <conch/interceptor.h>
 #include <conch/server.h>
 
 #include "buf.h"
@@ -260,6 +261,9 @@ struct conch_rpc {
   size_t counted;   /* request bytes held, as counted in conn and server */
   /* A plain HTTP exchange (conch_server_add_http()), or NULL: an RPC. */
   struct conch_http *http;
+  /* Its run through the interceptors (server_intercept.c), NULL when
+     none applies. */
+  struct srv_icept_run *ir;
   /* Unary and server-streaming calls: the request message, decoded (or
      raw), held until the request ends, as connect-go reads it. */
   ProtobufCMessage *first;
@@ -321,7 +325,36 @@ struct conch_server {
   struct srv_health *health; /* NULL until health is asked for */
   int reflection;          /* reflection's methods are registered */
   int health_served;       /* health's methods are registered */
+  /* server_intercept.c: the interceptors, the first outermost, each for
+     every call or ("pkg.Service") for one service's. */
+  conch_rpc_interceptor icept[CONCH_INTERCEPTORS_MAX];
+  char icept_svc[CONCH_INTERCEPTORS_MAX][CONCH_INTERCEPTOR_SERVICE_MAX + 1];
+  unsigned nicept;
 };
+
+/* ---- Interceptors (server_intercept.c) ---------------------------------- */
+
+/* The request headers ended and the call is the handler's (state USER):
+   runs the chain's on_call hooks, then the handler's on_call. */
+void conch__srv_icept_call(conch_rpc *rpc);
+/* Whether the handler has had on_call (no interceptor holds the call). */
+int conch__srv_icept_passed(const conch_rpc *rpc);
+/* A request message before the handler: may point |*p|, |*n| elsewhere.
+   Returns 0, or non-zero when the call ended. */
+int conch__srv_icept_recv(conch_rpc *rpc, const uint8_t **p, size_t *n);
+/* A response message before framing: as conch__srv_icept_recv(), but
+   returns an error (CONCH_ERR_STATE) when the call ended. */
+int conch__srv_icept_send(conch_rpc *rpc, const uint8_t **p, size_t *n);
+/* Whether a hook wants each response's bytes (no packing in place). */
+int conch__srv_icept_sends(const conch_rpc *rpc);
+/* The end: the close hooks on |st|.  Returns |st|, or |mine| (set, to be
+   cleared by the caller) when a hook may have changed it. */
+const conch_status *conch__srv_icept_end(conch_rpc *rpc,
+                                         const conch_status *st,
+                                         conch_status *mine);
+/* The call goes away (rpc_free): close hooks not run yet run with
+   canceled; the run is freed. */
+void conch__srv_icept_free(conch_rpc *rpc);
 
 /* server_svc.c: health tells every watcher NOT_SERVING and ends their
    streams (conch_server_shutdown()). */

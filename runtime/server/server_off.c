@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <conch/interceptor.h>
 #include <conch/server.h>
 
 int conch_server_opts_new(conch_server_opts **out) {
@@ -596,5 +597,31 @@ int conch_server_health_set(conch_server *s, const char *service,
   (void)s;
   (void)service;
   (void)status;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
+int conch_server_add_interceptor(conch_server *s,
+                                 const conch_rpc_interceptor *ic) {
+  (void)s;
+  (void)ic;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
+int conch_server_add_service_interceptor(conch_server *s, const char *service,
+                                         const conch_rpc_interceptor *ic) {
+  (void)s;
+  (void)service;
+  (void)ic;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
+int conch_rpc_icept_resume(conch_rpc *rpc) {
+  (void)rpc;
+  return CONCH_ERR_UNSUPPORTED;
+}
+
+int conch_rpc_shorten_deadline(conch_rpc *rpc, long timeout_ms) {
+  (void)rpc;
+  (void)timeout_ms;
   return CONCH_ERR_UNSUPPORTED;
 }

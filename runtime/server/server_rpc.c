@@ -220,6 +220,10 @@ conch_rpc *conch__srv_rpc_open(srv_conn *conn, int32_t id,
 static void rpc_free(conch_rpc *rpc) {
   conch_server *s = rpc->conn->s;
 
+  if (rpc->ir != NULL) {
+    conch__srv_icept_free(rpc); /* the close hooks, if not yet */
+  }
+
   conch__srv_timer_disarm(s, &rpc->timer);
   conch__srv_timer_disarm(s, &rpc->recv);
   s->buffered -= rpc->counted;
@@ -261,6 +265,9 @@ static void rpc_cancel_user(conch_rpc *rpc, const conch_status *st) {
     return;
   }
   rpc->state = SRV_RPC_DONE;
+  if (rpc->ir != NULL && !conch__srv_icept_passed(rpc)) {
+    return; /* held by an interceptor: the handler never had it */
+  }
   if (rpc->method->h.on_cancel != NULL) {
     rpc->method->h.on_cancel(rpc, st, rpc->method->user_data);
   }
@@ -561,9 +568,13 @@ static int end_in_body(conch_rpc *rpc, const conch_status *st) {
 
 /* The server's side of the end: the response for |st| goes out. */
 void conch__srv_rpc_end(conch_rpc *rpc, const conch_status *st) {
+  conch_status mine; /* the interceptors' copy of |st| */
   int rv;
 
   rpc->state = SRV_RPC_DONE;
+  if (rpc->ir != NULL) {
+    st = conch__srv_icept_end(rpc, st, &mine);
+  }
   conch__srv_timer_disarm(rpc->conn->s, &rpc->timer);
   conch__srv_timer_disarm(rpc->conn->s, &rpc->recv);
   conch__srv_conn_idle(rpc->conn);
@@ -580,6 +591,9 @@ void conch__srv_rpc_end(conch_rpc *rpc, const conch_status *st) {
   }
   if (rv != 0) {
     rpc->sink->reset(rpc, NGHTTP2_INTERNAL_ERROR);
+  }
+  if (st == &mine) {
+    conch_status_clear(&mine);
   }
   conch__srv_conn_kick(rpc->conn);
 }
@@ -644,6 +658,9 @@ static int decode_and_deliver(conch_rpc *rpc, const uint8_t *p, size_t n) {
   char err[256];
   int rv;
 
+  if (rpc->ir != NULL && conch__srv_icept_recv(rpc, &p, &n) != 0) {
+    return -1; /* an interceptor ended the call */
+  }
   rpc->nrecv++;
   if ((m->m.kind == CONCH_STREAM_UNARY || m->m.kind == CONCH_STREAM_SERVER) &&
       rpc->nrecv > 1) {
@@ -1240,6 +1257,10 @@ void conch__srv_rpc_headers_end(conch_rpc *rpc) {
   rpc->pull = rpc->method->h.on_recv_ready != NULL;
   conch__srv_conn_idle(rpc->conn);
   conch__srv_rpc_recv_update(rpc);
+  if (rpc->conn->s->nicept != 0) {
+    conch__srv_icept_call(rpc); /* the chain, then on_call */
+    return;
+  }
   rpc->method->h.on_call(rpc, rpc->method->user_data);
 }
 

@@ -31,6 +31,7 @@ struct memsrv {
   int dead;
   size_t fed; /* bytes ever queued for the client */
   char last_enc[32]; /* the encoding of the last request that had one */
+  char last_auth[64]; /* the authorization of the last request with one */
 };
 
 static void *xmalloc(size_t n) {
@@ -192,6 +193,9 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f,
              (nlen == 24 && memcmp(name, "connect-content-encoding", 24) == 0)) {
     copy_value(st->enc, sizeof(st->enc), value, vlen);
     memcpy(((memsrv *)ud)->last_enc, st->enc, sizeof(st->enc));
+  } else if (nlen == 13 && memcmp(name, "authorization", 13) == 0) {
+    copy_value(((memsrv *)ud)->last_auth, sizeof(((memsrv *)ud)->last_auth),
+               value, vlen);
   }
   return 0;
 }
@@ -321,6 +325,10 @@ int memsrv_io(memsrv *m) {
 int memsrv_requests(const memsrv *m) { return m->requests; }
 
 const char *memsrv_last_encoding(const memsrv *m) { return m->last_enc; }
+
+const char *memsrv_last_authorization(const memsrv *m) {
+  return m->last_auth;
+}
 
 void memsrv_exchange(memsrv *m, memx *x, int rounds) {
   int i;

@@ -33,6 +33,8 @@ int memsrv_io(memsrv *s);
 int memsrv_requests(const memsrv *s);
 /* The (Connect-)Content-Encoding of the last request that sent one, or "". */
 const char *memsrv_last_encoding(const memsrv *s);
+/* The authorization header of the last request that sent one, or "". */
+const char *memsrv_last_authorization(const memsrv *s);
 
 /* Runs server and client by turns until neither has anything to do (at
    most |rounds| turns each). */

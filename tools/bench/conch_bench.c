@@ -360,6 +360,36 @@ static void lb_setup(conch_client_opts *o, const char *url) {
   }
 }
 
+/* CONCH_BENCH_ICEPT=1: every call passes one interceptor, a metrics one
+   (calls counted by final code: a start and a close hook), to measure
+   what a chain costs (tools/bench/icept.sh). */
+static long icept_codes[17];
+
+static int icept_start(conch_call *call, conch_metadata *h, void **state,
+                       void *ud) {
+  (void)call;
+  (void)h;
+  (void)state;
+  (void)ud;
+  return CONCH_ICEPT_NEXT;
+}
+
+static void icept_close(conch_call *call, conch_status *st, conch_metadata *t,
+                        void **state, void *ud) {
+  (void)call;
+  (void)t;
+  (void)state;
+  (void)ud;
+  if ((unsigned)st->code < 17) {
+    icept_codes[st->code]++;
+  }
+}
+
+static int intercepting(void) {
+  const char *e = getenv("CONCH_BENCH_ICEPT");
+  return e != NULL && strcmp(e, "1") == 0;
+}
+
 static conch_client *pc_client(const char *url, size_t recv_limit) {
   conch_client *c;
   conch_client_opts *o;
@@ -370,6 +400,15 @@ static conch_client *pc_client(const char *url, size_t recv_limit) {
        conch_client_opts_set_recv_limit(o, recv_limit) != 0)) {
     fprintf(stderr, "cannot make client options\n");
     exit(1);
+  }
+  if (intercepting()) {
+    conch_call_interceptor ic = CONCH_CALL_INTERCEPTOR_INIT;
+    ic.on_start = icept_start;
+    ic.on_close = icept_close;
+    if (conch_client_opts_add_interceptor(o, &ic) != 0) {
+      fprintf(stderr, "cannot add the interceptor\n");
+      exit(1);
+    }
   }
   if (counting()) {
     dl_iterate_phdr(find_h2, (void *)(uintptr_t)&nghttp2_version);

@@ -111,6 +111,32 @@ static int write_list(const char *path) {
   return !ok;
 }
 
+/* CONCH_BENCH_ICEPT=1: every call passes one interceptor, a metrics one
+   (calls counted by final code: a close hook), to measure what a chain
+   costs (tools/bench/icept.sh). */
+static long icept_codes[17];
+
+static void icept_close(conch_rpc *rpc, conch_status *st, conch_metadata *t,
+                        void **state, void *ud) {
+  (void)rpc;
+  (void)t;
+  (void)state;
+  (void)ud;
+  if ((unsigned)st->code < 17) {
+    icept_codes[st->code]++;
+  }
+}
+
+static int add_icept(conch_server *s) {
+  const char *e = getenv("CONCH_BENCH_ICEPT");
+  conch_rpc_interceptor ic = CONCH_RPC_INTERCEPTOR_INIT;
+  if (e == NULL || strcmp(e, "1") != 0) {
+    return 0;
+  }
+  ic.on_close = icept_close;
+  return conch_server_add_interceptor(s, &ic);
+}
+
 int main(int argc, char **argv) {
   static const Process__Process_Handlers h = {
       .list = {.on_request = on_list},
@@ -162,6 +188,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   rv = add_extra(s, extra);
+  if (rv == 0) {
+    rv = add_icept(s);
+  }
   if (rv == 0) {
     rv = process__process__register(s, &h);
   }

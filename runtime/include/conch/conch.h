@@ -25,6 +25,7 @@
 #include <conch/transport.h>
 #include <conch/io.h>
 #include <conch/call.h>
+#include <conch/interceptor.h>
 
 #ifdef __cplusplus
 extern "C" {
