@@ -55,9 +55,7 @@ static int pool_limit(const conch_client *c) {
 }
 
 conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
-  conch_link *l;
-  conch_conn *conn, *least = NULL;
-  int usable = 0;
+  conch_conn *conn;
 
   if (c->o.protocol == CONCH_PROTOCOL_GRPC &&
       c->o.http_version == CONCH_HTTP_1_1) {
@@ -70,23 +68,9 @@ conch_conn *conch__conn_get(conch_client *c, conch_status *st) {
   if (c->lb != NULL) {
     return conch__lb_pick(c, st);
   }
-  for (l = c->conns.next; l != &c->conns; l = l->next) {
-    conn = CONCH_CONTAINER(l, conch_conn, link);
-    if (conn->state == CONCH_CONN_DEAD || conn->goaway || conn->closing) {
-      continue;
-    }
-    if (conn->ncalls < capacity(conn) || pool_limit(c) <= 1) {
-      return conn;
-    }
-    usable++;
-    if (least == NULL || conn->ncalls < least->ncalls) {
-      least = conn;
-    }
-  }
-  if (least != NULL && usable >= pool_limit(c)) {
-    return least; /* the pool is full: wait for a slot there */
-  }
-  return conch__conn_new(c, st);
+  /* Without a balancer no connection has an address record. */
+  conn = conch__pool_find(c, NULL);
+  return conn != NULL ? conn : conch__conn_new(c, st);
 }
 
 conch_conn *conch__pool_find(conch_client *c, const struct conch_lb_addr *a) {
@@ -108,6 +92,7 @@ conch_conn *conch__pool_find(conch_client *c, const struct conch_lb_addr *a) {
       least = conn;
     }
   }
+  /* The pool is full: wait for a slot on the least loaded one. */
   return least != NULL && usable >= pool_limit(c) ? least : NULL;
 }
 

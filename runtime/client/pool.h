@@ -18,9 +18,10 @@ void conch__conn_unbind(conch_call *call);
    room, else a new one while the pool may grow, else the least loaded.
    Returns NULL and sets |st| when none can be made. */
 struct conch_conn *conch__conn_get(conch_client *c, conch_status *st);
-/* With a load-balancing policy: the connection to |a| a new call takes
-   (one with room, else the least loaded once the address has its share of
-   connections), or NULL when one should be opened. */
+/* The connection to |a| a new call takes (one with room, else the least
+   loaded once the address has its share of connections), or NULL when one
+   should be opened.  |a| is NULL without a load-balancing policy: every
+   connection then has none. */
 struct conch_conn *conch__pool_find(conch_client *c,
                                     const struct conch_lb_addr *a);
 /* Moves |call|, waiting in a connection's queue, to the connection the

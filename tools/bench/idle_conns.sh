@@ -12,15 +12,15 @@
 #
 #   tools/bench/idle_conns.sh BUILD_DIR [BASE_BUILD_DIR] > results/NNN-x.md
 #
-# Environment: ROUNDS (3), N (100000), IDLE ("0 1000 4000"; at most the
-# open-files limit less a few).
+# Environment: ROUNDS (3), N (100000), IDLE ("0 250 1000"; under the
+# server's connection limit, 1024 by default, and the open-files limit).
 # Needs h2load (nghttp2-client), valgrind and node with tests/node_modules.
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 builds="$1${2:+ $2}"
 rounds=${ROUNDS:-3}
 n=${N:-100000}
-idles=${IDLE:-0 1000 4000}
+idles=${IDLE:-0 250 1000}
 for t in h2load valgrind node; do
   command -v $t >/dev/null || {
     echo "idle_conns.sh: needs h2load, valgrind and node" \
