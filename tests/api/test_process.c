@@ -474,16 +474,29 @@ static void test_stream_sigterm_ignored(void **state) {
   conch_chunk c;
   conch_status st;
   uint32_t pid;
-  int64_t t0;
+  int64_t t0, elapsed;
+  int alive;
   (void)state;
 
   conch_status_init(&st);
   assert_int_equal(conch_stream(sb, &o, &p, &st), 0);
   pid = conch_process_pid(p);
   assert_int_equal(conch_process_next(p, &c), 0);
+  assert_int_equal(c.len, 6); /* the trap is set */
+  assert_memory_equal(c.data, "ready\n", 6);
   t0 = conch_now_ms();
+  alive = conch_proc_alive((pid_t)pid);
   assert_int_equal(conch_process_close(p), 0);
-  assert_true(conch_now_ms() - t0 >= 400); /* waited the 500 ms grace */
+  elapsed = conch_now_ms() - t0;
+  if (elapsed < 400) {
+    /* What a failure needs to be understood: was it ever running, and is
+       it gone now (something else ended it) or not (the close lied)? */
+    print_message("close returned after %lld ms; pid %u was %s before, is "
+                  "%s now\n",
+                  (long long)elapsed, pid, alive ? "alive" : "gone",
+                  conch_proc_alive((pid_t)pid) ? "alive" : "gone");
+  }
+  assert_true(elapsed >= 400); /* waited the 500 ms grace */
   assert_true(conch_proc_gone_within(pid, 3000));
   conch_sandbox_free(sb);
 }
