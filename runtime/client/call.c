@@ -20,6 +20,7 @@
 #include "pbjson.h"
 #include "pool.h"
 #include "protocol.h"
+#include "retry.h"
 #include "session.h"
 #include "status_int.h"
 #include "timer.h"
@@ -47,7 +48,28 @@ static int leave(conch_call *call) {
   return 0;
 }
 
+/* A Connect stream's headers come before its end-stream message says
+   whether it failed, and so do gRPC-Web's over HTTP/1.1 (no trailers-only
+   form there): under a retry policy they wait for the first message or
+   the end (conch/retry.h). */
+static int hold_headers(const conch_call *call) {
+  conch_protocol p = call->client->o.protocol;
+  if (call->http != NULL) {
+    return 0;
+  }
+  return p == CONCH_PROTOCOL_GRPC_WEB ||
+         (p == CONCH_PROTOCOL_CONNECT &&
+          call->method->kind != CONCH_STREAM_UNARY);
+}
+
 void conch__call_emit_headers(conch_call *call) {
+  if (call->rp != NULL && !call->committed) {
+    if (hold_headers(call) && !call->ending) {
+      call->hdrs_held = 1;
+      return;
+    }
+    call->committed = 1;
+  }
   if (call->ir != NULL && !call->finished) {
     conch__icept_headers(call);
   }
@@ -162,6 +184,7 @@ void conch__call_destroy(conch_call *call) {
   conch__list_remove(&call->done_link);
   conch__list_remove(&call->ready_link);
   conch__timer_disarm(c, &call->deadline);
+  conch__timer_disarm(c, &call->retry_timer);
   conch__env_reader_clear(&call->reader);
   pull_clear(call);
   conch_status_clear(&call->status);
@@ -269,8 +292,29 @@ static void credit(conch_call *call) {
    queued.  Idempotent. */
 static void call_end(conch_call *call) {
   conch_client *c = call->client;
-  if (call->finished) {
+  if (call->finished || call->ending) {
     return;
+  }
+  if (call->rp != NULL) {
+    if (!call->committed && conch__retry_next(call)) {
+      return; /* another attempt follows */
+    }
+    conch__timer_disarm(c, &call->retry_timer);
+    call->retry_wait = 0;
+    if (call->hdrs_held) {
+      /* This attempt's end is the call's: its headers come first, unless
+         the application ended it. */
+      call->hdrs_held = 0;
+      call->committed = 1;
+      if (call->status.origin != CONCH_ORIGIN_LOCAL) {
+        call->ending = 1;
+        conch__call_emit_headers(call);
+        call->ending = 0;
+      }
+    }
+    if (call->status.code == CONCH_CODE_OK) {
+      conch__retry_success(c);
+    }
   }
   call->finished = 1;
   if (call->ir != NULL) {
@@ -301,7 +345,7 @@ static void call_end(conch_call *call) {
 void conch__call_fail(conch_call *call, conch_code code, int local_err,
                       const char *fmt, ...) {
   va_list ap;
-  if (call->finished) {
+  if (call->finished || call->ending) {
     return;
   }
   va_start(ap, fmt);
@@ -314,7 +358,7 @@ void conch__call_fail(conch_call *call, conch_code code, int local_err,
 void conch__call_finish(conch_call *call) { call_end(call); }
 
 void conch__call_end_with(conch_call *call, conch_status *st) {
-  if (call->finished) {
+  if (call->finished || call->ending) {
     conch_status_clear(st);
     return;
   }
@@ -385,6 +429,7 @@ static int call_create(conch_client *c, const conch_method *method,
                        const conch_call_handler *handler, void *user_data,
                        conch_call **out) {
   conch_call_opts o = CONCH_CALL_OPTS_INIT;
+  const conch_retry_policy *rp;
   conch_call *call;
   uint32_t max_len;
   int rv;
@@ -407,7 +452,10 @@ static int call_create(conch_client *c, const conch_method *method,
        !conch__comp_valid(&c->o.comp, o.send_compression))) {
     return CONCH_ERR_INVALID;
   }
-  rv = conch__timer_reserve(c, 1);
+  /* A call under a retry policy may have its backoff armed with its
+     deadline. */
+  rp = method->path[0] == '/' ? conch__retry_lookup(c, method) : NULL;
+  rv = conch__timer_reserve(c, rp != NULL ? 2 : 1);
   if (rv != 0) {
     return rv;
   }
@@ -424,6 +472,10 @@ static int call_create(conch_client *c, const conch_method *method,
   call->pull = call->h.on_message == NULL && call->h.on_raw_message == NULL;
   call->deadline.idx = SIZE_MAX;
   call->deadline.kind = CONCH_TIMER_CALL_DEADLINE;
+  call->retry_timer.idx = SIZE_MAX;
+  call->retry_timer.kind = CONCH_TIMER_CALL_RETRY;
+  call->attempts = 1;
+  call->rp = rp;
   call->send_comp = o.send_compression == CONCH_COMPRESSION_DEFAULT
                         ? c->o.comp.send
                         : o.send_compression;
@@ -746,8 +798,26 @@ const uint8_t *conch__call_send_head(const conch_call *call) {
   return conch__buf_head(&call->sendbuf) + call->sent;
 }
 
+/* Whether the request bytes given to the session stay in |sendbuf|: for
+   another attempt under a retry policy, within its buffer (past it the
+   call commits), else for a transparent retry. */
+static int keep_sent(conch_call *call, size_t n) {
+  if (call->rp != NULL && !call->committed) {
+    /* Below the send high water mark, so that a sender waiting for
+       on_send_ready is never held up by what is kept. */
+    size_t cap = call->rp->buffer_bytes < SEND_HIGH_WATER / 2
+                     ? call->rp->buffer_bytes
+                     : SEND_HIGH_WATER / 2;
+    if (call->sent + n <= cap) {
+      return 1;
+    }
+    call->committed = 1; /* outgrew the buffer: no further attempt */
+  }
+  return one_message_kind(call) && !call->retried && !call->headers_done;
+}
+
 void conch__call_sent(conch_call *call, size_t n) {
-  if (one_message_kind(call) && !call->retried && !call->headers_done) {
+  if (keep_sent(call, n)) {
     call->sent += n; /* kept: see conch__call_on_stream_close() */
     return;
   }
@@ -1032,6 +1102,16 @@ int conch__call_deliver(conch_call *call, const uint8_t *wire, size_t wlen,
   if (call->finished) {
     return 1;
   }
+  if (call->rp != NULL && !call->committed) {
+    call->committed = 1; /* a message reaches the application */
+    if (call->hdrs_held) {
+      call->hdrs_held = 0;
+      conch__call_emit_headers(call);
+      if (call->finished) {
+        return 1;
+      }
+    }
+  }
   compressed = compressed && wlen > 0; /* empty content is never inflated */
   if (wire == NULL) {
     wire = p = (const uint8_t *)""; /* handlers always get a valid pointer */
@@ -1135,7 +1215,7 @@ int conch__call_on_header(conch_call *call, const uint8_t *name, size_t nlen,
     call->blk_bytes = 0;
     return 0;
   }
-  if (call->finished) {
+  if (call->finished || call->retry_wait) {
     return 0;
   }
   call->blk_bytes += nlen + vlen + 32;
@@ -1196,6 +1276,9 @@ int conch__call_on_header(conch_call *call, const uint8_t *name, size_t nlen,
 }
 
 void conch__call_on_headers_done(conch_call *call, int end_stream) {
+  if (call->retry_wait) {
+    return; /* the last attempt's stream, on its way out */
+  }
   if (call->blk == BLK_INFO) {
     if (end_stream) {
       conch__call_fail(call, CONCH_CODE_INTERNAL, CONCH_ERR_PROTO,
@@ -1205,7 +1288,7 @@ void conch__call_on_headers_done(conch_call *call, int end_stream) {
   }
   if (call->blk == BLK_RESPONSE) {
     call->headers_done = 1;
-    if (call->sent > 0) {
+    if (call->sent > 0 && (call->rp == NULL || call->committed)) {
       /* The server answered: the request cannot be refused any more. */
       conch__buf_consume(&call->sendbuf, call->sent);
       call->sent = 0;
@@ -1224,7 +1307,7 @@ void conch__call_on_headers_done(conch_call *call, int end_stream) {
 
 void conch__call_on_data(conch_call *call, const uint8_t *data, size_t len) {
   call->unconsumed += len;
-  if (!call->finished) {
+  if (!call->finished && !call->retry_wait) {
     conch__proto_on_data(call, data, len);
   }
   credit(call);
@@ -1232,7 +1315,7 @@ void conch__call_on_data(conch_call *call, const uint8_t *data, size_t len) {
 
 void conch__call_on_remote_end(conch_call *call) {
   call->remote_ended = 1;
-  if (!call->finished) {
+  if (!call->finished && !call->retry_wait) {
     conch__proto_on_end(call);
   }
 }
@@ -1273,11 +1356,89 @@ static int retry(conch_call *call) {
   return 0;
 }
 
+/* ---- Retries (retry.c decides) ------------------------------------------ */
+
+void conch__call_park(conch_call *call) {
+  conch__list_remove(&call->queue_link);
+  conch__list_remove(&call->ready_link);
+  if (call->conn != NULL && call->submitted && call->stream_live) {
+    if (!(call->remote_ended && call->conn->ops->sent_all(call->conn, call))) {
+      conch__conn_reset(call->conn, call, NGHTTP2_CANCEL);
+    }
+  } else {
+    conch__conn_unbind(call);
+  }
+  /* Nothing of the attempt was queued for the reader (it would have
+     committed): its window goes back. */
+  call->held = 0;
+  credit(call);
+}
+
+void conch__call_resend(conch_call *call) {
+  conch_client *c = call->client;
+  uint32_t max_len;
+  conch_conn *conn;
+  conch_status st;
+
+  call->retry_wait = 0;
+  call->retry_fired = 0;
+  call->attempts++;
+  /* A fresh response side: nothing of the last one reached anyone. */
+  conch_status_clear(&call->status);
+  call->status.mem = c->mem;
+  conch_metadata_reset(&call->headers);
+  conch_metadata_reset(&call->trailers);
+  conch_metadata_reset(&call->gfields[0]);
+  conch_metadata_reset(&call->gfields[1]);
+  memset(call->hpos, 0, sizeof(call->hpos));
+  call->http_status = 0;
+  call->blk = 0;
+  call->blk_bytes = 0;
+  call->headers_done = 0;
+  call->remote_ended = 0;
+  call->got_end = 0;
+  call->got_trailers_only = 0;
+  call->got_http_trailers = 0;
+  call->body_over = 0;
+  call->moved_headers = 0;
+  call->body_bytes = 0;
+  call->resp_enc = CONCH_ENC_IDENTITY;
+  call->unconsumed = 0;
+  call->held = 0;
+  call->nrecv = 0;
+  conch__buf_reset(&call->body);
+  conch__env_reader_clear(&call->reader);
+  max_len = c->o.recv_limit > 0xffffffffu ? 0 : (uint32_t)c->o.recv_limit;
+  conch__env_reader_init(&call->reader, c->mem, allowed_flags(c->o.protocol),
+                         max_len);
+  conch__env_reader_reserve_declared(&call->reader);
+  /* The kept request, from its first byte, on a new stream. */
+  call->sent = 0;
+  call->stream_id = 0;
+  call->submitted = 0;
+  call->submitted_at = 0;
+  call->deferred = 0;
+  call->stream_live = 0;
+  conch_status_init(&st);
+  conn = conch__conn_get(c, &st);
+  if (conn == NULL) {
+    conch__call_end_with(call, &st); /* an attempt too: it may retry */
+    return;
+  }
+  conch__conn_bind(conn, call);
+  conch__list_push(&conn->queue, &call->queue_link);
+  conch__conn_mark_dirty(conn);
+}
+
 void conch__call_on_stream_close(conch_call *call, uint32_t h2err) {
   int deadline_passed;
   conch_code code;
 
   if (call->finished) {
+    return;
+  }
+  if (call->retry_wait) {
+    conch__retry_stream_gone(call);
     return;
   }
   if (h2err == NGHTTP2_NO_ERROR) {
@@ -1492,4 +1653,8 @@ conch_client *conch_call_client(const conch_call *call) {
 
 size_t conch_call_message_size(const conch_call *call) {
   return call != NULL ? call->msg_size : 0;
+}
+
+unsigned conch_call_attempts(const conch_call *call) {
+  return call != NULL ? call->attempts : 0;
 }

@@ -138,6 +138,17 @@ struct conch_call {
   struct conch_http_x *http; /* a plain HTTP exchange, NULL for an RPC */
   struct conch_icept_run *ir; /* the interceptors' run (intercept.h), NULL
                                  when the client has none */
+
+  /* Retries by policy (retry.c). */
+  const struct conch_retry_policy *rp; /* NULL: none */
+  conch_timer retry_timer;             /* the backoff */
+  double backoff_bound;                /* ms; 0 before the first */
+  unsigned attempts;                   /* 1 + retries so far */
+  unsigned committed : 1;   /* this attempt's end is the call's */
+  unsigned hdrs_held : 1;   /* Connect stream headers not yet emitted */
+  unsigned retry_wait : 1;  /* between attempts */
+  unsigned retry_fired : 1; /* ... and the backoff is over */
+  unsigned ending : 1;      /* call_end is emitting held headers */
 };
 
 /* ---- Plain HTTP exchanges ---------------------------------------------
@@ -248,5 +259,11 @@ void conch__client_shrink_inflbuf(conch_client *c);
 const char *conch__call_header(const conch_call *call, int which);
 /* Runs on_headers with the client's recursion guard. */
 void conch__call_emit_headers(conch_call *call);
+
+/* Retries (retry.c): the attempt is over and another follows; the call
+   lets go of its stream (it waits for the close when it is still open). */
+void conch__call_park(conch_call *call);
+/* Sends the call again: a fresh response side, the kept request. */
+void conch__call_resend(conch_call *call);
 
 #endif

@@ -23,6 +23,7 @@
 #include "opts_int.h"
 #include "protocol.h"
 #include "resolve_int.h"
+#include "retry.h"
 #include "sock.h"
 #include "timer.h"
 #include "tls.h"
@@ -292,6 +293,7 @@ int conch_client_new(conch_client **out, const char *url,
   c->arena_alloc.alloc = arena_alloc;
   c->arena_alloc.free = arena_free;
   c->arena_alloc.allocator_data = c;
+  conch__retry_client_init(c);
   rv = parse_url(c, url);
   if (rv == 0) {
     rv = conch__lb_init(c);
@@ -430,6 +432,9 @@ static void run_timers(conch_client *c, int64_t now) {
     switch (t->kind) {
     case CONCH_TIMER_CALL_DEADLINE:
       conch__call_on_deadline(CONCH_CONTAINER(t, conch_call, deadline));
+      break;
+    case CONCH_TIMER_CALL_RETRY:
+      conch__retry_on_timer(CONCH_CONTAINER(t, conch_call, retry_timer));
       break;
     case CONCH_TIMER_CONN_CONNECT:
       conch__conn_on_timeout(CONCH_CONTAINER(t, conch_conn, connect_timer));

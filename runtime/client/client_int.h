@@ -84,6 +84,8 @@ struct conch_client {
   unsigned depth;                      /* > 0 while the client is dispatching */
   struct resolver_pool *resolver_pool; /* the default resolver's threads */
   struct conch_lb *lb; /* per-address state with a policy (balance.c) */
+  int retry_tokens;    /* the retry throttle, in thousandths (retry.c) */
+  uint64_t retry_rng;  /* the retry backoff's jitter */
 };
 
 struct conch_alarm {

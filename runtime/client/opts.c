@@ -8,6 +8,7 @@
 #include "mem_int.h"
 #include "opts_int.h"
 #include "optset.h"
+#include "retry.h"
 
 void conch__opts_defaults(conch_client_opts *o) {
   memset(o, 0, sizeof(*o));
@@ -74,6 +75,7 @@ void conch__opts_clear(conch_client_opts *o, const conch_mem *mem) {
   free_targets(mem, o->targets, o->ntargets);
   conch__free(mem, o->health_service);
   o->health_service = NULL;
+  conch__retry_table_clear(o, mem);
   o->targets = NULL;
   o->ntargets = 0;
 }
@@ -114,6 +116,7 @@ int conch__opts_copy(conch_client_opts *dst, const conch_client_opts *src,
   rv |= dup_field(mem, &dst->user_agent, src->user_agent,
                   src->user_agent ? strlen(src->user_agent) : 0);
   rv |= conch__tls_material_copy(&dst->tls_mat, &src->tls_mat, mem);
+  rv |= conch__retry_table_copy(dst, src, mem);
   if (rv != 0) {
     conch__opts_clear(dst, mem);
     return CONCH_ERR_NOMEM;

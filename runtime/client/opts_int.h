@@ -57,6 +57,11 @@ struct conch_client_opts {
   /* Interceptors of every call (intercept.c), the first outermost. */
   conch_call_interceptor icept[CONCH_INTERCEPTORS_MAX];
   unsigned nicept;
+  /* Retries (retry.c). */
+  struct conch_retry_entry *retry; /* policies by name */
+  size_t nretry;
+  int retry_max_tokens;  /* the throttle; 0: off */
+  int retry_token_ratio; /* thousandths */
 };
 
 /* Copies |src| into |dst|, duplicating strings with |mem|. */

@@ -622,6 +622,10 @@ static long request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
       hdr_adds(&h, "grpc-timeout", num);
     }
   }
+  if (call->attempts > 1) {
+    snprintf(num, sizeof(num), "%u", call->attempts - 1);
+    hdr_adds(&h, "grpc-previous-rpc-attempts", num);
+  }
   if (connect_unary(call) && call->unary_compressed && !call->get) {
     hdr_adds(&h, "content-encoding", send_comp_name(call));
   }

@@ -202,6 +202,23 @@ long conch_rpc_timeout_ms(const conch_rpc *rpc) {
   return left <= 0 ? 0 : (left > 0x7fffffff ? 0x7fffffff : (long)left);
 }
 
+unsigned conch_rpc_previous_attempts(const conch_rpc *rpc) {
+  size_t len = 0, i;
+  const char *v;
+  unsigned n = 0;
+  if (rpc == NULL) {
+    return 0;
+  }
+  v = conch_metadata_get(&rpc->proto_md, "grpc-previous-rpc-attempts", &len);
+  for (i = 0; v != NULL && i < len && i < 9; i++) {
+    if (v[i] < '0' || v[i] > '9') {
+      return 0;
+    }
+    n = n * 10 + (unsigned)(v[i] - '0');
+  }
+  return v != NULL && len <= 9 ? n : 0;
+}
+
 conch_metadata *conch_rpc_response_headers(conch_rpc *rpc) {
   return &rpc->resp_md;
 }

@@ -340,6 +340,11 @@ long conch_rpc_timeout_ms(const conch_rpc *rpc) {
   return -1;
 }
 
+unsigned conch_rpc_previous_attempts(const conch_rpc *rpc) {
+  (void)rpc;
+  return 0;
+}
+
 conch_metadata *conch_rpc_response_headers(conch_rpc *rpc) {
   (void)rpc;
   return NULL;

@@ -26,6 +26,7 @@
 #include <conch/io.h>
 #include <conch/call.h>
 #include <conch/interceptor.h>
+#include <conch/retry.h>
 
 #ifdef __cplusplus
 extern "C" {

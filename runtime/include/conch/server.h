@@ -1055,6 +1055,10 @@ CONCH_EXTERN const conch_metadata *conch_rpc_request_headers(
 /** Milliseconds left until the call's deadline (0 when it has passed), or
     -1 when the client set none. */
 CONCH_EXTERN long conch_rpc_timeout_ms(const conch_rpc *rpc);
+/** How many attempts of this call came before it, as its client says
+    (grpc-previous-rpc-attempts, conch/retry.h): 0 for a first attempt or
+    a client that does not say. */
+CONCH_EXTERN unsigned conch_rpc_previous_attempts(const conch_rpc *rpc);
 /** Response headers to send: add to them before the first message or the
     finish.  Borrowed; never NULL. */
 CONCH_EXTERN conch_metadata *conch_rpc_response_headers(conch_rpc *rpc);
