@@ -106,6 +106,17 @@ has "--json-errors: exit_code and origin" '"exit_code":252,"origin":"server"' \
 check "--max-time: deadline_exceeded exits 124" 124 \
   "$(rc "$CONCH" $U call --max-time 0.5 process.Process/Start \
     -d '{"process":{"cmd":"sleep","args":["30"]}}')"
+# --service-config: a gRPC service config; what is wrong is said, exit 2.
+cfg='{"methodConfig":[{"name":[{"service":"process.Process"}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s","maxBackoff":"0.1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}],"retryThrottling":{"maxTokens":10,"tokenRatio":0.1}}'
+check "--service-config: a call under a retry policy" 0 \
+  "$(rc "$CONCH" $U call --service-config "$cfg" process.Process/List)"
+printf '%s' "$cfg" >"$tmp/sc.json"
+check "--service-config @FILE" 0 \
+  "$(rc "$CONCH" $U call --service-config "@$tmp/sc.json" process.Process/List)"
+err=$("$CONCH" $U call --service-config '{"methodConfig":[{"name":[{"service":"s"}],"retryPolicy":{"maxAttempts":1}}]}' process.Process/List 2>&1 >/dev/null)
+check "--service-config: a bad policy exits 2" 2 \
+  "$(rc "$CONCH" $U call --service-config '{"methodConfig":[{"name":[{"service":"s"}],"retryPolicy":{"maxAttempts":1}}]}' process.Process/List)"
+has "--service-config: what is wrong" "maxAttempts must be an integer" "$err"
 check "an unknown method exits 252" 252 \
   "$(rc "$CONCH" $U call process.Process/Nope)"
 check "an unknown service exits 252" 252 \

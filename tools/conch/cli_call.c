@@ -28,7 +28,7 @@
 #define MAX_PATHS 16
 
 /* In the order of main.c's cli_call_opts. */
-enum { O_DATA, O_HEADER, O_SCHEMA, O_PROTO_PATH, O_MAX_TIME };
+enum { O_DATA, O_HEADER, O_SCHEMA, O_PROTO_PATH, O_MAX_TIME, O_SVC_CONFIG };
 
 typedef struct opts {
   const char *data; /* -d */
@@ -39,6 +39,7 @@ typedef struct opts {
   const char *paths[MAX_PATHS];
   size_t npaths;
   long max_ms; /* 0: none */
+  const char *svc_config; /* --service-config, as given */
   char *ops[3]; /* the operands, among the options anywhere */
   int nops;
 } opts;
@@ -220,6 +221,9 @@ static int parse_opts(cli_globals *g, int argc, char **argv, int *i,
       if (parse_seconds(v, &o->max_ms) != 0) {
         return CLI_EXIT_USAGE;
       }
+      break;
+    case O_SVC_CONFIG:
+      o->svc_config = v;
       break;
     default:
       return CLI_EXIT_USAGE;
@@ -1214,6 +1218,27 @@ static int do_call(ctx *x, const char *name) {
 
 /* ---- The command --------------------------------------------------------- */
 
+
+/* --service-config: the JSON itself, or @FILE. */
+static int service_config(conch_client_opts *co, const char *v) {
+  char err[256], *text = NULL;
+  size_t len = 0;
+  int rv;
+  if (v[0] == '@') {
+    rv = slurp(v + 1, -1, &text, &len, 1u << 20);
+    if (rv != 0) {
+      return rv;
+    }
+  }
+  rv = conch_client_opts_set_service_config(co, text != NULL ? text : v, err,
+                                            sizeof(err));
+  free(text);
+  if (rv == CONCH_ERR_INVALID) {
+    return cli_usage_fail(CMD, "--service-config: %s", err);
+  }
+  return rv != 0 ? fail_lib("--service-config", rv) : 0;
+}
+
 static int open_client(ctx *x) {
   conch_client_opts *co = NULL;
   int rv;
@@ -1245,6 +1270,10 @@ static int open_client(ctx *x) {
     conch_client_opts_free(co);
     return cli_fail_local(CLI_EXIT_RPC, CONCH_CODE_INTERNAL, NULL, NULL, 0,
                           "cannot set the client's options");
+  }
+  if (x->o.svc_config != NULL && (rv = service_config(co, x->o.svc_config))) {
+    conch_client_opts_free(co);
+    return rv;
   }
   x->json_codec = g->codec == CONCH_CODEC_JSON;
   rv = conch_client_new(&x->c, g->url, co);

@@ -405,6 +405,9 @@ const cli_opt cli_call_opts[] = {
      "default: the file's folder)"},
     {"--max-time", "SEC", NULL,
      "the deadline of each RPC, reflection's included (default: none)"},
+    {"--service-config", "JSON|@FILE", NULL,
+     "a gRPC service config: the retryPolicy of its methodConfig entries "
+     "and its retryThrottling apply to the call (with --url)"},
     {NULL, NULL, NULL, NULL}};
 
 static const cli_opt serve_opts_doc[] = {{NULL, NULL, NULL, NULL}};
