@@ -16,7 +16,8 @@
 //  - v1alpha-oneshot: the same, but each v1alpha stream ends after its
 //    first answer (the client must open another for the next request).
 //
-// The service: Unary echoes the payload; ServerStream sends
+// The service: Unary echoes the payload (or fails on purpose, below);
+// ServerStream sends
 // response_count responses (index 0, 1, ...); ClientStream counts messages
 // and payload bytes; Bidi echoes each message as it comes.  A request with
 // `error` ends the call with its code and message, and its details as
@@ -105,10 +106,33 @@ const hasError = (req) => req.error && req.error.code !== 0;
 
 // ---- The service ------------------------------------------------------------
 
+// Failing on purpose, for retries (tests/server_core/test_retry_grpcjs.c):
+// a Unary whose payload is "retry:KEY:N[:PUSHBACK]" fails its first N calls
+// for KEY with unavailable (and a grpc-retry-pushback-ms trailer of
+// PUSHBACK when given), then answers with the number of calls seen for
+// KEY as its index and, as its payload, the grpc-previous-rpc-attempts
+// header of the answered call ("" when none).
+const retryCalls = new Map();
+
+function retryUnary(call, cb, spec) {
+  const [key, n, pushback] = spec.split(":");
+  const seen = (retryCalls.get(key) ?? 0) + 1;
+  retryCalls.set(key, seen);
+  if (seen <= Number(n)) {
+    const md = new grpc.Metadata();
+    if (pushback !== undefined) md.set("grpc-retry-pushback-ms", pushback);
+    return cb({ code: grpc.status.UNAVAILABLE, details: `failing ${seen} of ${n}`, metadata: md });
+  }
+  const prev = call.metadata.get("grpc-previous-rpc-attempts");
+  cb(null, { payload: Buffer.from(prev.length > 0 ? String(prev[0]) : ""), index: seen });
+}
+
 const impl = {
   Unary(call, cb) {
     const req = call.request;
     if (hasError(req)) return cb(failure(req.error));
+    const text = Buffer.from(req.payload).toString();
+    if (text.startsWith("retry:")) return retryUnary(call, cb, text.slice(6));
     cb(null, { payload: req.payload, index: v1Streams });
   },
   ServerStream(call) {
