@@ -117,6 +117,21 @@ err=$("$CONCH" $U call --service-config '{"methodConfig":[{"name":[{"service":"s
 check "--service-config: a bad policy exits 2" 2 \
   "$(rc "$CONCH" $U call --service-config '{"methodConfig":[{"name":[{"service":"s"}],"retryPolicy":{"maxAttempts":1}}]}' process.Process/List)"
 has "--service-config: what is wrong" "maxAttempts must be an integer" "$err"
+# --target: a static address; --url still names the authority and scheme.
+check "--target: the call goes to the static address" 0 \
+  "$(rc "$CONCH" --url http://127.0.0.1:1 call --target "127.0.0.1:$peer_port" \
+    process.Process/List)"
+check "--lb round_robin --target" 0 \
+  "$(rc "$CONCH" --url http://127.0.0.1:1 call --lb round_robin \
+    --target "127.0.0.1:$peer_port" process.Process/List)"
+check "--lb pick_first over the URL's host" 0 \
+  "$(rc "$CONCH" $U call --lb pick_first process.Process/List)"
+check "--lb: an unknown policy exits 2" 2 \
+  "$(rc "$CONCH" $U call --lb random process.Process/List)"
+check "--target: a host name exits 2" 2 \
+  "$(rc "$CONCH" $U call --target "localhost:$peer_port" process.Process/List)"
+check "--lb without --url exits 2" 2 \
+  "$(rc env XDG_RUNTIME_DIR="$tmp" "$CONCH" call --lb pick_first process.Process/List)"
 check "an unknown method exits 252" 252 \
   "$(rc "$CONCH" $U call process.Process/Nope)"
 check "an unknown service exits 252" 252 \

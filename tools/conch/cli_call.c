@@ -28,7 +28,16 @@
 #define MAX_PATHS 16
 
 /* In the order of main.c's cli_call_opts. */
-enum { O_DATA, O_HEADER, O_SCHEMA, O_PROTO_PATH, O_MAX_TIME, O_SVC_CONFIG };
+enum {
+  O_DATA,
+  O_HEADER,
+  O_SCHEMA,
+  O_PROTO_PATH,
+  O_MAX_TIME,
+  O_SVC_CONFIG,
+  O_LB,
+  O_TARGET
+};
 
 typedef struct opts {
   const char *data; /* -d */
@@ -40,6 +49,9 @@ typedef struct opts {
   size_t npaths;
   long max_ms; /* 0: none */
   const char *svc_config; /* --service-config, as given */
+  int lb;                 /* --lb: a conch_lb_policy */
+  const char *targets[64]; /* --target */
+  size_t ntargets;
   char *ops[3]; /* the operands, among the options anywhere */
   int nops;
 } opts;
@@ -224,6 +236,22 @@ static int parse_opts(cli_globals *g, int argc, char **argv, int *i,
       break;
     case O_SVC_CONFIG:
       o->svc_config = v;
+      break;
+    case O_LB:
+      if (strcmp(v, "pick_first") == 0) {
+        o->lb = CONCH_LB_PICK_FIRST;
+      } else if (strcmp(v, "round_robin") == 0) {
+        o->lb = CONCH_LB_ROUND_ROBIN;
+      } else {
+        return cli_usage_fail(CMD, "--lb wants pick_first or round_robin, "
+                                   "got '%s'", v);
+      }
+      break;
+    case O_TARGET:
+      if (o->ntargets == sizeof(o->targets) / sizeof(o->targets[0])) {
+        return cli_usage_fail(CMD, "too many --target");
+      }
+      o->targets[o->ntargets++] = v;
       break;
     default:
       return CLI_EXIT_USAGE;
@@ -1245,6 +1273,10 @@ static int open_client(ctx *x) {
   cli_globals *g = x->g;
 
   if (g->url == NULL) {
+    if (x->o.svc_config != NULL || x->o.lb != 0 || x->o.ntargets > 0) {
+      return cli_usage_fail(CMD, "--service-config, --lb and --target need "
+                                 "--url (the local server is one address)");
+    }
     /* The local server, started when none answers, as every command. */
     rv = cli_open_sandbox(g, &x->sb);
     if (rv != 0) {
@@ -1274,6 +1306,14 @@ static int open_client(ctx *x) {
   if (x->o.svc_config != NULL && (rv = service_config(co, x->o.svc_config))) {
     conch_client_opts_free(co);
     return rv;
+  }
+  if ((x->o.lb != 0 &&
+       conch_client_opts_set_lb_policy(co, (conch_lb_policy)x->o.lb) != 0) ||
+      (x->o.ntargets > 0 &&
+       conch_client_opts_set_targets(co, x->o.targets, x->o.ntargets) != 0)) {
+    conch_client_opts_free(co);
+    return cli_usage_fail(CMD, "--target: each one IP:PORT, [IPv6]:PORT or "
+                               "unix:PATH (no host names)");
   }
   x->json_codec = g->codec == CONCH_CODEC_JSON;
   rv = conch_client_new(&x->c, g->url, co);

@@ -408,6 +408,13 @@ const cli_opt cli_call_opts[] = {
     {"--service-config", "JSON|@FILE", NULL,
      "a gRPC service config: the retryPolicy of its methodConfig entries "
      "and its retryThrottling apply to the call (with --url)"},
+    {"--lb", "pick_first|round_robin", NULL,
+     "spread the calls over every address --url's host resolves to (or the "
+     "--target list), with a backoff per address (with --url)"},
+    {"--target", "IP:PORT|[IPv6]:PORT|unix:PATH", NULL,
+     "a static address instead of looking --url's host up (repeatable; "
+     "pick_first unless --lb says otherwise); --url still gives the scheme, "
+     "the authority and the path prefix"},
     {NULL, NULL, NULL, NULL}};
 
 static const cli_opt serve_opts_doc[] = {{NULL, NULL, NULL, NULL}};

@@ -57,7 +57,8 @@ _conch() {
     --token-file) COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
     --url | --token | --timeout | --env | --tag | --listen | --access-token | \
       --allow-uid | --allow-user | --max-output | --depth | -d | -H | \
-      --max-time | --service-config) return 0 ;;
+      --max-time | --service-config | --target) return 0 ;;
+    --lb) COMPREPLY=($(compgen -W "pick_first round_robin" -- "$cur")); return 0 ;;
   esac
   # A process for kill and attach: PID or @TAG.  "@" breaks words in
   # bash (COMP_WORDBREAKS), so "@we" may come as "@" then "we".
@@ -84,7 +85,7 @@ _conch() {
     mkdir) opts="-p --help $global" ;;
     cp) opts="-r --help $global" ;;
     watch) opts="-r --json --help $global" ;;
-    call) opts="-d -H --schema --proto-path --max-time --service-config list describe --help
+    call) opts="-d -H --schema --proto-path --max-time --service-config --lb --target list describe --help
       $global" ;;
     serve) opts="--listen --access-token-file --access-token --no-token
       --tls-cert --tls-key --allow-uid --allow-user --user --workdir --stop
