@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal as _signal
 import warnings
-from typing import List, Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence, Union
 
 from . import _conch
 from ._common import (END, PROBE, BASH, SH, Command, Selector, TreeMode,
@@ -448,7 +448,10 @@ class AsyncSandbox:
     0 or False: off).  ``tree`` (None: ``$CONCH_TREE``, else "auto"; True,
     False, "auto") is libconch's process-tree leader: with it, ending a
     process ends its descendants on a server that signals the pid only
-    (envd); a command's own ``tree`` overrides it.
+    (envd); a command's own ``tree`` overrides it.  ``service_config``, a
+    gRPC service config (a dict or its JSON), gives the sandbox's calls
+    retry policies (libconch's conch/retry.h); a bad one raises
+    ``ValueError`` when the sandbox opens.
 
     An async context manager; leaving it (or ``await close()``) ends every
     process it still holds.
@@ -466,11 +469,13 @@ class AsyncSandbox:
                  codec: str = "proto", cacert: Optional[str] = None,
                  auto_start: bool = True, serve_exe: Optional[str] = None,
                  shell: Optional[Sequence[str]] = None,
-                 tree: TreeMode = None):
+                 tree: TreeMode = None,
+                 service_config: Union[str, Mapping, None] = None):
         self._args = native_args(url, access_token, user, headers, timeout,
                                  request_timeout, kill_grace, keepalive,
                                  capabilities, protocol, http_version, codec,
-                                 cacert, auto_start, serve_exe, tree)
+                                 cacert, auto_start, serve_exe, tree,
+                                 service_config)
         self.url = url
         self._caps = Capability(capabilities)
         self._native_sb = None

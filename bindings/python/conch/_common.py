@@ -3,6 +3,7 @@ forms, selectors."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal as _signal
@@ -81,7 +82,8 @@ def tree_mode(tree) -> int:
 
 def native_args(url, access_token, user, headers, timeout, request_timeout,
                 kill_grace, keepalive, capabilities, protocol, http_version,
-                codec, cacert, auto_start, serve_exe, tree=None) -> dict:
+                codec, cacert, auto_start, serve_exe, tree=None,
+                service_config=None) -> dict:
     if url is not None and not isinstance(url, str):
         raise TypeError("url: a str (http://, https://, unix:PATH) or None")
     if protocol not in _PROTOCOLS:
@@ -97,6 +99,11 @@ def native_args(url, access_token, user, headers, timeout, request_timeout,
         keepalive = 0
     if kill_grace is not None and kill_grace <= 0:
         raise ValueError("kill_grace: a positive number of seconds")
+    if isinstance(service_config, Mapping):
+        service_config = json.dumps(service_config)
+    elif service_config is not None and not isinstance(service_config, str):
+        raise TypeError("service_config: a gRPC service config, as a dict "
+                        "or its JSON text")
     return dict(
         url=url, access_token=access_token, user=user, headers=headers,
         timeout_ms=ms(timeout, none_is=0),
@@ -109,7 +116,7 @@ def native_args(url, access_token, user, headers, timeout, request_timeout,
         cacert=os.fspath(cacert) if cacert is not None else None,
         autostart=bool(auto_start) and url is None,
         serve_exe=serve_exe_default(serve_exe) if url is None else None,
-        tree=tree_mode(tree))
+        tree=tree_mode(tree), service_config=service_config)
 
 
 def needs_shell(command: Command, args) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal as _signal
 import threading
 import warnings
-from typing import List, Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence, Union
 
 from . import _conch
 from ._common import (END, PROBE, BASH, SH, Command, Selector, TreeMode,
@@ -358,11 +358,12 @@ class Sandbox:
                  codec: str = "proto", cacert: Optional[str] = None,
                  auto_start: bool = True, serve_exe: Optional[str] = None,
                  shell: Optional[Sequence[str]] = None,
-                 tree: TreeMode = None):
+                 tree: TreeMode = None,
+                 service_config: Union[str, Mapping, None] = None):
         args = native_args(url, access_token, user, headers, timeout,
                            request_timeout, kill_grace, keepalive,
                            capabilities, protocol, http_version, codec, cacert,
-                           auto_start, serve_exe, tree)
+                           auto_start, serve_exe, tree, service_config)
         self.url = url
         self._caps = Capability(capabilities)
         self._native = _conch.Sandbox(**args)

@@ -823,9 +823,10 @@ static int sb_init(SandboxObject *s, PyObject *args, PyObject *kw) {
       "kill_grace_ms", "keepalive_ms", "capabilities",
       "protocol",      "http_version", "codec",
       "cacert",        "autostart",    "serve_exe",
-      "loop",          "tree",         NULL};
+      "loop",          "tree",         "service_config",
+      NULL};
   const char *url = NULL, *token = NULL, *user = NULL, *cacert = NULL,
-             *serve_exe = NULL;
+             *serve_exe = NULL, *service_config = NULL;
   PyObject *headers = NULL, *loop = Py_None;
   long timeout_ms = 0, request_timeout_ms = 0, kill_grace_ms = 0,
        keepalive_ms = 0;
@@ -841,10 +842,10 @@ static int sb_init(SandboxObject *s, PyObject *args, PyObject *kw) {
     return -1;
   }
   if (!PyArg_ParseTupleAndKeywords(
-          args, kw, "|zzzOllllIiiizpzOi", kwlist, &url, &token, &user, &headers,
-          &timeout_ms, &request_timeout_ms, &kill_grace_ms, &keepalive_ms,
-          &caps, &protocol, &http_version, &codec, &cacert, &autostart,
-          &serve_exe, &loop, &tree)) {
+          args, kw, "|zzzOllllIiiizpzOiz", kwlist, &url, &token, &user,
+          &headers, &timeout_ms, &request_timeout_ms, &kill_grace_ms,
+          &keepalive_ms, &caps, &protocol, &http_version, &codec, &cacert,
+          &autostart, &serve_exe, &loop, &tree, &service_config)) {
     return -1;
   }
   if (tree < CONCH_TREE_DEFAULT || tree > CONCH_TREE_ON) {
@@ -866,6 +867,21 @@ static int sb_init(SandboxObject *s, PyObject *args, PyObject *kw) {
                     "bad client options (protocol, http_version, codec or "
                     "cacert)");
     return -1;
+  }
+  if (service_config != NULL) {
+    char err[256];
+    rv = conch_client_opts_set_service_config(co, service_config, err,
+                                              sizeof(err));
+    if (rv != 0) {
+      conch_client_opts_free(co);
+      conch_metadata_free(md);
+      if (rv == CONCH_ERR_NOMEM) {
+        PyErr_NoMemory();
+      } else {
+        PyErr_Format(PyExc_ValueError, "service_config: %s", err);
+      }
+      return -1;
+    }
   }
   so.url = url;
   so.access_token = token;

@@ -5,6 +5,7 @@ Process lifetimes are checked in the OS process table."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -395,3 +396,28 @@ async def test_shell_probe(serve, monkeypatch):
         assert r.stdout == "/bin/sh\n"
     async with sb_for(serve, shell=["/bin/sh", "-c"]) as sb:
         assert (await sb.commands.run("echo $0")).stdout == "/bin/sh\n"
+
+
+async def test_service_config(server):
+    """A gRPC service config's retry policies (conch/retry.h) ride on the
+    sandbox's client: as a dict or its JSON; what is wrong is said."""
+    cfg = {"methodConfig": [{
+        "name": [{"service": "process.Process"}],
+        "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.01s",
+                        "maxBackoff": "0.1s", "backoffMultiplier": 2,
+                        "retryableStatusCodes": ["UNAVAILABLE"]}}],
+        "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}}
+    async with sb_for(server, service_config=cfg) as sb:
+        r = await sb.commands.run(["/bin/echo", "policy"])
+        assert r.stdout == "policy\n"
+        assert isinstance(await sb.commands.list(), list)
+    # The blocking Sandbox opens its client at once: errors come there.
+    with pytest.raises(ValueError, match="maxAttempts"):
+        conch.Sandbox(server.url, service_config='{"methodConfig": [{"name": '
+                      '[{"service": "s"}], "retryPolicy": {"maxAttempts": 1}}]}')
+    with pytest.raises(ValueError, match="not valid JSON"):
+        conch.Sandbox(server.url, service_config="{")
+    with pytest.raises(TypeError):
+        conch.Sandbox(server.url, service_config=3)
+    with conch.Sandbox(server.url, service_config=json.dumps(cfg)) as sb:
+        assert sb.commands.run(["/bin/echo", "sync"]).stdout == "sync\n"
