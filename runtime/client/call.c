@@ -316,6 +316,12 @@ static void call_end(conch_call *call) {
       conch__retry_success(c);
     }
   }
+  if (call->hp != NULL) {
+    conch__hedge_end(call); /* its kids go */
+    if (call->status.code == CONCH_CODE_OK) {
+      conch__retry_success(c);
+    }
+  }
   call->finished = 1;
   if (call->ir != NULL) {
     conch__icept_close(call); /* the status is final: theirs to change */
@@ -430,6 +436,7 @@ static int call_create(conch_client *c, const conch_method *method,
                        conch_call **out) {
   conch_call_opts o = CONCH_CALL_OPTS_INIT;
   const conch_retry_policy *rp;
+  const conch_hedge_policy *hp;
   conch_call *call;
   uint32_t max_len;
   int rv;
@@ -454,7 +461,14 @@ static int call_create(conch_client *c, const conch_method *method,
   }
   /* A call under a retry policy may have its backoff armed with its
      deadline. */
-  rp = method->path[0] == '/' ? conch__retry_lookup(c, method) : NULL;
+  {
+    const conch_retry_entry *e =
+        c->o.nretry != 0 ? conch__retry_lookup(c, method) : NULL;
+    rp = e != NULL && !e->hedge ? &e->p : NULL;
+    hp = e != NULL && e->hedge && conch__hedge_applies(&e->h, method)
+             ? &e->h
+             : NULL;
+  }
   rv = conch__timer_reserve(c, rp != NULL ? 2 : 1);
   if (rv != 0) {
     return rv;
@@ -476,6 +490,10 @@ static int call_create(conch_client *c, const conch_method *method,
   call->retry_timer.kind = CONCH_TIMER_CALL_RETRY;
   call->attempts = 1;
   call->rp = rp;
+  call->hp = hp;
+  if (hp != NULL) {
+    call->attempts = 0; /* its kids are the attempts */
+  }
   call->send_comp = o.send_compression == CONCH_COMPRESSION_DEFAULT
                         ? c->o.comp.send
                         : o.send_compression;
@@ -512,6 +530,11 @@ void conch__call_queue(conch_call *call) {
   conch_conn *conn;
   if (call->finished) {
     return; /* on_close follows */
+  }
+  if (call->hp != NULL) {
+    call->hedge_queued = 1; /* no stream of its own: its kids' */
+    conch__hedge_kick(call);
+    return;
   }
   conn = conch__conn_get(call->client, &call->status);
   if (conn == NULL) {
@@ -642,6 +665,9 @@ static void after_queue(conch_call *call) {
   }
   if (call->conn != NULL) {
     conch__conn_resume(call->conn, call);
+  }
+  if (call->hp != NULL) {
+    conch__hedge_kick(call);
   }
 }
 
@@ -846,6 +872,9 @@ int conch_call_pause(conch_call *call) {
     return CONCH_ERR_INVALID;
   }
   call->paused = 1;
+  if (call->hp != NULL && call->winner != NULL) {
+    conch_call_pause(call->winner); /* the stream is the winner's */
+  }
   return 0;
 }
 
@@ -858,6 +887,9 @@ int conch_call_resume(conch_call *call) {
     if (!call->finished) {
       credit(call);
       conch__client_kick(call->client);
+      if (call->hp != NULL) {
+        conch__hedge_resume(call);
+      }
     }
   }
   return 0;
@@ -1129,6 +1161,13 @@ int conch__call_deliver(conch_call *call, const uint8_t *wire, size_t wlen,
     }
     p = c->inflbuf.data != NULL ? c->inflbuf.data : (const uint8_t *)"";
     len = conch__buf_size(&c->inflbuf);
+  }
+  if (call->hedge_kid) {
+    rv = conch__hedge_msg(call, p, len); /* the parent decodes it */
+    if (compressed) {
+      conch__client_shrink_inflbuf(c);
+    }
+    return rv;
   }
   if (call->ir != NULL) {
     const uint8_t *was = p;
@@ -1430,6 +1469,48 @@ void conch__call_resend(conch_call *call) {
   conch__conn_mark_dirty(conn);
 }
 
+int conch__call_kid(conch_call *parent, unsigned attempt,
+                    const conch_call_handler *h, conch_call **out) {
+  conch_client *c = parent->client;
+  conch_call_opts o = CONCH_CALL_OPTS_INIT;
+  conch_call *kid;
+  int rv;
+
+  if (parent->deadline_at != 0) {
+    int64_t left = parent->deadline_at - conch__client_now(c);
+    if (left <= 0) {
+      return CONCH_ERR_TIMEOUT;
+    }
+    o.timeout_ms = (long)left;
+  }
+  o.headers = &parent->req_headers;
+  o.send_compression = parent->send_comp;
+  rv = call_create(c, parent->method, &o, h, parent, &kid);
+  if (rv != 0) {
+    return rv;
+  }
+  conch__icept_drop(kid); /* the parent's chain runs, once */
+  kid->rp = NULL;
+  kid->hp = NULL;
+  kid->hedge_kid = 1;
+  kid->attempts = attempt;
+  kid->pull = 0;
+  kid->get = parent->get;
+  kid->unary_compressed = parent->unary_compressed;
+  if (conch__buf_size(&parent->sendbuf) > 0 &&
+      conch__buf_append(&kid->sendbuf, c->mem,
+                        conch__buf_head(&parent->sendbuf),
+                        conch__buf_size(&parent->sendbuf)) != 0) {
+    conch__call_destroy(kid);
+    return CONCH_ERR_NOMEM;
+  }
+  kid->nsent = 1;
+  kid->send_closed = 1;
+  *out = kid;
+  conch__call_queue(kid);
+  return 0;
+}
+
 void conch__call_on_stream_close(conch_call *call, uint32_t h2err) {
   int deadline_passed;
   conch_code code;
@@ -1479,6 +1560,9 @@ static void give_back(conch_call *call, size_t hold) {
   if (!call->finished) {
     credit(call);
     conch__client_kick(call->client);
+    if (call->hp != NULL) {
+      conch__hedge_resume(call);
+    }
   }
 }
 

@@ -149,6 +149,14 @@ struct conch_call {
   unsigned retry_wait : 1;  /* between attempts */
   unsigned retry_fired : 1; /* ... and the backoff is over */
   unsigned ending : 1;      /* call_end is emitting held headers */
+
+  /* Hedging (hedge.c): a parent's attempts are kids of their own. */
+  const struct conch_hedge_policy *hp; /* the parent's policy, or NULL */
+  struct conch_call *kids[5];          /* live kids (NULL: gone) */
+  struct conch_call *winner;           /* the kid whose response it takes */
+  unsigned hedge_queued : 1;           /* the parent passed its start */
+  unsigned hedge_stop : 1;             /* no further attempt may start */
+  unsigned hedge_kid : 1;              /* this is a kid (user_data: parent) */
 };
 
 /* ---- Plain HTTP exchanges ---------------------------------------------
@@ -265,5 +273,12 @@ void conch__call_emit_headers(conch_call *call);
 void conch__call_park(conch_call *call);
 /* Sends the call again: a fresh response side, the kept request. */
 void conch__call_resend(conch_call *call);
+/* A kid of hedging |parent|: its request a copy of the parent's, its
+   deadline what is left of the parent's, |attempt| (1-based) its place;
+   queued on a connection.  Returns 0 with |*out| set (it may already have
+   ended, e.g. without a connection: its on_close follows), or
+   CONCH_ERR_NOMEM / CONCH_ERR_TIMEOUT (no time left). */
+int conch__call_kid(conch_call *parent, unsigned attempt,
+                    const conch_call_handler *h, conch_call **out);
 
 #endif

@@ -45,7 +45,7 @@ int conch__retry_table_copy(conch_client_opts *dst,
     return CONCH_ERR_NOMEM;
   }
   for (i = 0; i < src->nretry; i++) {
-    dst->retry[i].p = src->retry[i].p;
+    dst->retry[i] = src->retry[i];
     dst->retry[i].name = conch__strdup(mem, src->retry[i].name);
     dst->nretry = i + 1;
     if (dst->retry[i].name == NULL) {
@@ -69,14 +69,16 @@ static int name_ok(const char *name) {
   return name[0] != '/' && (slash == NULL || strchr(slash + 1, '/') == NULL);
 }
 
-/* Sets or removes (|p| NULL) the entry of |name| in |o|. */
+/* Sets (a retry policy |p| or a hedging policy |h|) or removes (both
+   NULL) the entry of |name| in |o|. */
 static int table_set(conch_client_opts *o, const char *name,
-                     const conch_retry_policy *p) {
+                     const conch_retry_policy *p,
+                     const conch_hedge_policy *h) {
   const conch_mem *mem = table_mem();
   size_t i;
   for (i = 0; i < o->nretry && strcmp(o->retry[i].name, name) != 0; i++) {
   }
-  if (p == NULL) {
+  if (p == NULL && h == NULL) {
     if (i < o->nretry) {
       conch__free(mem, o->retry[i].name);
       o->retry[i] = o->retry[o->nretry - 1];
@@ -103,7 +105,14 @@ static int table_set(conch_client_opts *o, const char *name,
     t[i].name = copy;
     o->nretry++;
   }
-  o->retry[i].p = *p;
+  memset(&o->retry[i].p, 0, sizeof(o->retry[i].p));
+  memset(&o->retry[i].h, 0, sizeof(o->retry[i].h));
+  o->retry[i].hedge = h != NULL;
+  if (h != NULL) {
+    o->retry[i].h = *h;
+  } else {
+    o->retry[i].p = *p;
+  }
   return 0;
 }
 
@@ -137,7 +146,40 @@ int conch_client_opts_set_retry(conch_client_opts *opts, const char *name,
       p.buffer_bytes = CONCH__RETRY_BUFFER_DEFAULT;
     }
   }
-  return table_set(opts, name, policy != NULL ? &p : NULL);
+  return table_set(opts, name, policy != NULL ? &p : NULL, NULL);
+}
+
+int conch_client_opts_set_hedge(conch_client_opts *opts, const char *name,
+                                const conch_hedge_policy *policy) {
+  conch_hedge_policy h = CONCH_HEDGE_POLICY_INIT;
+  if (opts == NULL) {
+    return CONCH_ERR_INVALID;
+  }
+  if (name == NULL) {
+    name = "";
+  }
+  if (!name_ok(name)) {
+    return CONCH_ERR_INVALID;
+  }
+  if (policy != NULL) {
+    size_t n = policy->struct_size < sizeof(h) ? policy->struct_size
+                                               : sizeof(h);
+    if (n < sizeof(size_t)) {
+      return CONCH_ERR_INVALID;
+    }
+    memcpy(&h, policy, n);
+    h.struct_size = sizeof(h);
+    if (h.max_attempts < 2 || h.hedging_delay_ms < 0 ||
+        (h.non_fatal_codes & CONCH_RETRY_CODE(CONCH_CODE_OK)) != 0 ||
+        (h.non_fatal_codes >> 17) != 0) {
+      return CONCH_ERR_INVALID;
+    }
+    if (h.max_attempts > 5) {
+      h.max_attempts = 5;
+    }
+    return table_set(opts, name, NULL, &h);
+  }
+  return table_set(opts, name, NULL, NULL);
 }
 
 int conch_client_opts_set_retry_throttle(conch_client_opts *opts,
@@ -307,8 +349,9 @@ static int sc_policy(sc_parse *s, size_t at, conch_retry_policy *p) {
   return 0;
 }
 
-/* The names of a methodConfig entry, each set to |p|. */
-static int sc_names(sc_parse *s, size_t at, const conch_retry_policy *p) {
+/* The names of a methodConfig entry, each set to |p| or |h|. */
+static int sc_names(sc_parse *s, size_t at, const conch_retry_policy *p,
+                    const conch_hedge_policy *h) {
   size_t e = at, v;
   if (conch__json_kind(s->p, at) != CONCH_JSON_ARRAY) {
     return sc_fail(s, "methodConfig.name is not an array");
@@ -339,13 +382,58 @@ static int sc_names(sc_parse *s, size_t at, const conch_retry_policy *p) {
     }
     snprintf(name, sizeof(name), "%s%s%s", service, method[0] ? "/" : "",
              method);
-    rv = table_set(&s->staged, name, p);
+    rv = table_set(&s->staged, name, p, h);
     if (rv == CONCH_ERR_INVALID) {
       return sc_fail(s, "more than 64 names with a retry policy");
     }
     if (rv != 0) {
       return rv;
     }
+  }
+  return 0;
+}
+
+static int sc_hedge(sc_parse *s, size_t at, conch_hedge_policy *h) {
+  size_t it = at, key, val;
+  int have_max = 0;
+  if (conch__json_kind(s->p, at) != CONCH_JSON_OBJECT) {
+    return sc_fail(s, "hedgingPolicy is not an object");
+  }
+  while (conch__json_member(s->p, s->n, &it, &key, &val)) {
+    int kind = conch__json_kind(s->p, val);
+    if (conch__json_string_is(s->p, key, "maxAttempts")) {
+      double v = kind == CONCH_JSON_NUMBER ? sc_number(s, val) : -1;
+      if (!(v >= 2) || !whole(v)) {
+        return sc_fail(s, "hedgingPolicy.maxAttempts must be an integer of "
+                          "2 or more");
+      }
+      h->max_attempts = v > 5 ? 5 : (int)v;
+      have_max = 1;
+    } else if (conch__json_string_is(s->p, key, "hedgingDelay")) {
+      h->hedging_delay_ms = sc_duration(s, val);
+      if (h->hedging_delay_ms < 0) {
+        return sc_fail(s, "hedgingPolicy.hedgingDelay must be a duration "
+                          "(\"0.1s\")");
+      }
+    } else if (conch__json_string_is(s->p, key, "nonFatalStatusCodes")) {
+      size_t e = val, v;
+      if (kind != CONCH_JSON_ARRAY) {
+        return sc_fail(s, "hedgingPolicy.nonFatalStatusCodes is not an "
+                          "array");
+      }
+      while (conch__json_element(s->p, s->n, &e, &v)) {
+        if (sc_code(s, v, &h->non_fatal_codes) != 0) {
+          return sc_fail(s, "hedgingPolicy.nonFatalStatusCodes: unknown "
+                            "status code");
+        }
+      }
+    }
+  }
+  if (!have_max) {
+    return sc_fail(s, "hedgingPolicy needs maxAttempts");
+  }
+  if (h->non_fatal_codes & CONCH_RETRY_CODE(CONCH_CODE_OK)) {
+    return sc_fail(s, "hedgingPolicy.nonFatalStatusCodes cannot hold OK");
   }
   return 0;
 }
@@ -357,8 +445,9 @@ static int sc_method_configs(sc_parse *s, size_t at) {
   }
   while (conch__json_element(s->p, s->n, &e, &v)) {
     conch_retry_policy p = CONCH_RETRY_POLICY_INIT;
+    conch_hedge_policy h = CONCH_HEDGE_POLICY_INIT;
     size_t it = v, key, val, names = 0;
-    int have = 0, rv;
+    int have = 0, hedge = 0, rv;
     if (conch__json_kind(s->p, v) != CONCH_JSON_OBJECT) {
       return sc_fail(s, "methodConfig holds something not an object");
     }
@@ -369,18 +458,28 @@ static int sc_method_configs(sc_parse *s, size_t at) {
           return rv;
         }
         have = 1;
+      } else if (conch__json_string_is(s->p, key, "hedgingPolicy")) {
+        rv = sc_hedge(s, val, &h);
+        if (rv != 0) {
+          return rv;
+        }
+        hedge = 1;
       } else if (conch__json_string_is(s->p, key, "name")) {
         names = val;
       }
     }
-    if (!have) {
+    if (have && hedge) {
+      return sc_fail(s, "a methodConfig has both a retryPolicy and a "
+                        "hedgingPolicy");
+    }
+    if (!have && !hedge) {
       continue;
     }
     p.buffer_bytes = CONCH__RETRY_BUFFER_DEFAULT;
     if (names == 0) {
-      return sc_fail(s, "a methodConfig with a retryPolicy has no name");
+      return sc_fail(s, "a methodConfig with a policy has no name");
     }
-    rv = sc_names(s, names, &p);
+    rv = sc_names(s, names, have ? &p : NULL, hedge ? &h : NULL);
     if (rv != 0) {
       return rv;
     }
@@ -448,7 +547,9 @@ int conch_client_opts_set_service_config(conch_client_opts *opts,
   if (rv == 0) {
     /* Everything read: the options take it, on top of what they had. */
     for (i = 0; i < s.staged.nretry && rv == 0; i++) {
-      rv = table_set(opts, s.staged.retry[i].name, &s.staged.retry[i].p);
+      const conch_retry_entry *e = &s.staged.retry[i];
+      rv = table_set(opts, e->name, e->hedge ? NULL : &e->p,
+                     e->hedge ? &e->h : NULL);
     }
     if (rv == CONCH_ERR_INVALID) {
       rv = sc_fail(&s, "more than 64 names with a retry policy");
@@ -464,10 +565,15 @@ int conch_client_opts_set_service_config(conch_client_opts *opts,
 
 /* ---- Choosing ----------------------------------------------------------- */
 
-const conch_retry_policy *conch__retry_lookup(const conch_client *c,
-                                              const conch_method *m) {
+int conch__hedge_applies(const conch_hedge_policy *hp, const conch_method *m) {
+  return (m->kind == CONCH_STREAM_UNARY || m->kind == CONCH_STREAM_SERVER) &&
+         (m->idempotency != CONCH_IDEMPOTENCY_UNKNOWN || hp->non_idempotent);
+}
+
+const conch_retry_entry *conch__retry_lookup(const conch_client *c,
+                                             const conch_method *m) {
   const conch_client_opts *o = &c->o;
-  const conch_retry_policy *best = NULL;
+  const conch_retry_entry *best = NULL;
   const char *path, *slash;
   size_t slen, i;
   int rank = 0;
@@ -490,7 +596,7 @@ const conch_retry_policy *conch__retry_lookup(const conch_client *c,
     }
     if (r > rank) {
       rank = r;
-      best = &o->retry[i].p;
+      best = &o->retry[i];
     }
   }
   return best;
@@ -515,8 +621,7 @@ void conch__retry_success(conch_client *c) {
   }
 }
 
-/* A failed attempt costs a token; returns whether retries may go on. */
-static int throttle_fail(conch_client *c) {
+int conch__retry_throttle_fail(conch_client *c) {
   int max = c->o.retry_max_tokens * 1000;
   if (max == 0) {
     return 1;
@@ -562,12 +667,12 @@ static int local_final(const conch_status *st) {
   }
 }
 
-/* The server's grpc-retry-pushback-ms: 1 with |*ms| set, 0 when absent,
-   -1 when it says not to retry (negative or not a number). */
-static int pushback(const conch_call *call, long *ms) {
+/* The server's grpc-retry-pushback-ms (negative or not a number: do not
+   try again). */
+int conch__retry_pushback(const conch_metadata *trailers, long *ms) {
   size_t len = 0, i;
   const char *v =
-      conch_metadata_get(&call->trailers, "grpc-retry-pushback-ms", &len);
+      conch_metadata_get(trailers, "grpc-retry-pushback-ms", &len);
   long n = 0;
   if (v == NULL) {
     return 0;
@@ -601,14 +706,14 @@ int conch__retry_next(conch_call *call) {
       local_final(st)) {
     return 0;
   }
-  if (!throttle_fail(c) || call->attempts >= (unsigned)rp->max_attempts) {
+  if (!conch__retry_throttle_fail(c) || call->attempts >= (unsigned)rp->max_attempts) {
     return 0;
   }
   if (call->method->idempotency == CONCH_IDEMPOTENCY_UNKNOWN &&
       !rp->non_idempotent && call->submitted) {
     return 0; /* the server may have acted on it */
   }
-  pb = pushback(call, &delay);
+  pb = conch__retry_pushback(&call->trailers, &delay);
   if (pb < 0) {
     return 0;
   }
@@ -642,6 +747,10 @@ static void maybe_resend(conch_call *call) {
 }
 
 void conch__retry_on_timer(conch_call *call) {
+  if (call->hp != NULL) {
+    conch__hedge_on_timer(call);
+    return;
+  }
   call->retry_fired = 1;
   maybe_resend(call);
 }

@@ -3,7 +3,8 @@
    client retries unavailable until the answer, the server sees
    grpc-previous-rpc-attempts on the attempt it answers, the pushback
    trailer of grpc-js delays the next attempt, max_attempts bounds them, and
-   a method not marked idempotent is not retried once sent.  Exits 77
+   a method not marked idempotent is not retried once sent; hedging's
+   next attempt starts at once after a non-fatal failure.  Exits 77
    (skipped) when tests/node_modules has not the peers. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -121,9 +122,43 @@ static void test_retried_by_grpcjs(void **state) {
   conch_client_free(c);
 }
 
+/* Hedging against grpc-js: an attempt that fails with a non-fatal code
+   starts the next at once (well before the 10 s hedging delay), which
+   carries grpc-previous-rpc-attempts 1. */
+static void test_hedged_by_grpcjs(void **state) {
+  conch_hedge_policy h = CONCH_HEDGE_POLICY_INIT;
+  conch_client_opts *o;
+  conch_client *c;
+  char url[64];
+  long long t0;
+  answer a;
+  (void)state;
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d", peer.port);
+  h.max_attempts = 3;
+  h.hedging_delay_ms = 10000;
+  h.non_fatal_codes = CONCH_RETRY_CODE(CONCH_CODE_UNAVAILABLE);
+  assert_int_equal(conch_client_opts_new(&o), 0);
+  assert_int_equal(conch_client_opts_set_protocol(o, CONCH_PROTOCOL_GRPC), 0);
+  assert_int_equal(conch_client_opts_set_hedge(o, NULL, &h), 0);
+  assert_int_equal(conch_client_new(&c, url, o), 0);
+  conch_client_opts_free(o);
+  t0 = conch_now_ms();
+  a = unary(c, &m_unary, "retry:h:1");
+  assert_int_equal(a.code, CONCH_CODE_OK);
+  assert_int_equal(a.attempts, 2);
+  assert_int_equal(a.index, 2);
+  assert_string_equal(a.prev, "1");
+  assert_true(conch_now_ms() - t0 < 5000);
+  a = unary(c, &m_unary, "retry:i:9");
+  assert_int_equal(a.code, CONCH_CODE_UNAVAILABLE);
+  assert_int_equal(a.attempts, 3);
+  conch_client_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_retried_by_grpcjs),
+      cmocka_unit_test(test_hedged_by_grpcjs),
   };
   static const char *const need[] = {"@grpc/grpc-js", "@grpc/proto-loader",
                                      "@grpc/reflection"};

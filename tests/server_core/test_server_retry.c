@@ -44,6 +44,8 @@ static struct {
   atomic_int fail_code;
   atomic_int pushback;   /* -2: none; else the trailer's value */
   atomic_int calls;      /* calls the interceptor saw */
+  atomic_int hold_first; /* 1: the first call is held, never answered */
+  atomic_int canceled;   /* calls that closed canceled */
   atomic_int seen[MAX_SEEN]; /* conch_rpc_previous_attempts() */
 } srv;
 
@@ -53,6 +55,8 @@ static void srv_reset(int fail, conch_code code) {
   srv.fail_code = code;
   srv.pushback = -2;
   srv.calls = 0;
+  srv.hold_first = 0;
+  srv.canceled = 0;
   for (i = 0; i < MAX_SEEN; i++) {
     srv.seen[i] = -9;
   }
@@ -66,6 +70,9 @@ static int s_fail_call(conch_rpc *rpc, conch_metadata *h, void **state,
   (void)ud;
   if (n < MAX_SEEN) {
     srv.seen[n] = (int)conch_rpc_previous_attempts(rpc);
+  }
+  if (n == 0 && srv.hold_first) {
+    return CONCH_ICEPT_DEFER; /* a slow server: it never answers */
   }
   if (srv.fail_left > 0) {
     conch_status st;
@@ -86,6 +93,9 @@ static void s_pushback_close(conch_rpc *rpc, conch_status *st,
   (void)rpc;
   (void)state;
   (void)ud;
+  if (st->code == CONCH_CODE_CANCELED) {
+    srv.canceled++;
+  }
   if (st->code != CONCH_CODE_OK && srv.pushback != -2) {
     snprintf(num, sizeof(num), "%d", (int)srv.pushback);
     (void)conch_metadata_add_str(t, "grpc-retry-pushback-ms", num);
@@ -560,6 +570,171 @@ static void test_cancel_in_backoff(void **state) {
   fx_stop(&fx);
 }
 
+/* ---- Hedging ------------------------------------------------------------ */
+
+static conch_hedge_policy hedge_policy(int attempts, long delay_ms) {
+  conch_hedge_policy h = CONCH_HEDGE_POLICY_INIT;
+  h.max_attempts = attempts;
+  h.hedging_delay_ms = delay_ms;
+  h.non_fatal_codes = CONCH_RETRY_CODE(CONCH_CODE_UNAVAILABLE);
+  return h;
+}
+
+static conch_client *hedge_client(const fixture *fx,
+                                  const conch_hedge_policy *h) {
+  conch_client_opts *o = base_opts();
+  assert_int_equal(conch_client_opts_set_hedge(o, "conchtest.v1.TestService",
+                                               h),
+                   0);
+  return client_with(fx->url, o);
+}
+
+/* A first attempt the server sits on: the second, a hedging delay later,
+   answers; the first is canceled (the server sees it close canceled). */
+static void hedged(void) {
+  static const conch_method m_sstream_safe = {
+      SVC "ServerStream", CONCH_STREAM_SERVER,
+      &conchtest__v1__request__descriptor,
+      &conchtest__v1__response__descriptor, CONCH_IDEMPOTENCY_IDEMPOTENT};
+  conch_hedge_policy h = hedge_policy(3, 100);
+  fixture fx;
+  conch_client *c;
+  long long t0;
+  result r;
+  int i;
+  start(&fx);
+  c = hedge_client(&fx, &h);
+  srv_reset(0, CONCH_CODE_UNAVAILABLE);
+  srv.hold_first = 1;
+  t0 = conch_now_ms();
+  r = unary(c, &m_unary, "hedged");
+  assert_int_equal(r.code, CONCH_CODE_OK);
+  assert_string_equal(r.echo, "hedged");
+  assert_int_equal(r.attempts, 2);
+  assert_int_equal(r.headers, 1);
+  assert_true(conch_now_ms() - t0 >= 100);
+  assert_int_equal(srv.calls, 2);
+  assert_int_equal(srv.seen[1], 1);
+  for (i = 0; i < 2000 && srv.canceled == 0; i++) {
+    assert_int_equal(conch_client_run(c, 10), 0);
+  }
+  assert_int_equal(srv.canceled, 1);
+  /* A server stream: the messages of the winner only. */
+  srv_reset(0, CONCH_CODE_UNAVAILABLE);
+  srv.hold_first = 1;
+  r = call_one(c, &m_sstream_safe, "s", 3, CONCH_CODE_OK, 20000);
+  assert_int_equal(r.code, CONCH_CODE_OK);
+  assert_int_equal(r.messages, 3);
+  assert_int_equal(r.headers, 1);
+  assert_int_equal(r.attempts, 2);
+  conch_client_free(c);
+  fx_stop(&fx);
+}
+
+static void test_hedge(void **state) {
+  (void)state;
+  each_protocol(hedged);
+}
+
+/* Non-fatal failures start the next attempt at once; a fatal one ends the
+   call; all failing ends with the last; a method not marked idempotent,
+   and a blocking unary (pull mode) call. */
+static void test_hedge_codes(void **state) {
+  conch_hedge_policy h = hedge_policy(3, 10000);
+  fixture fx;
+  conch_client *c;
+  long long t0;
+  result r;
+  (void)state;
+  start(&fx);
+  c = hedge_client(&fx, &h);
+  srv_reset(1, CONCH_CODE_UNAVAILABLE);
+  t0 = conch_now_ms();
+  r = unary(c, &m_unary, "second");
+  assert_int_equal(r.code, CONCH_CODE_OK);
+  assert_int_equal(r.attempts, 2);
+  assert_true(conch_now_ms() - t0 < 5000); /* not the 10 s delay */
+  srv_reset(1, CONCH_CODE_INTERNAL);
+  r = unary(c, &m_unary, "fatal");
+  assert_int_equal(r.code, CONCH_CODE_INTERNAL);
+  assert_int_equal(r.attempts, 1);
+  assert_int_equal(srv.calls, 1);
+  srv_reset(100, CONCH_CODE_UNAVAILABLE);
+  r = unary(c, &m_unary, "all");
+  assert_int_equal(r.code, CONCH_CODE_UNAVAILABLE);
+  assert_int_equal(r.attempts, 3);
+  assert_int_equal(srv.calls, 3);
+  srv_reset(1, CONCH_CODE_UNAVAILABLE);
+  r = unary(c, &m_unary_unknown, "once");
+  assert_int_equal(r.code, CONCH_CODE_UNAVAILABLE);
+  assert_int_equal(r.attempts, 1);
+  {
+    Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+    ProtobufCMessage *out = NULL;
+    conch_status st;
+    conch_status_init(&st);
+    req.payload.data = (uint8_t *)"sync";
+    req.payload.len = 4;
+    srv_reset(1, CONCH_CODE_UNAVAILABLE);
+    assert_int_equal(conch_unary_sync(c, &m_unary, NULL, &req.base, &out, &st,
+                                      NULL, NULL),
+                     0);
+    assert_int_equal(((Conchtest__V1__Response *)out)->payload.len, 4);
+    conch_message_free(c, out);
+    conch_status_clear(&st);
+    assert_int_equal(srv.calls, 2);
+  }
+  conch_client_free(c);
+  fx_stop(&fx);
+}
+
+/* A cancel and a free while the first attempt is held and the next waits
+   for the delay: on_close once, canceled; the held attempt is canceled at
+   the server. */
+static void test_hedge_cancel(void **state) {
+  static const conch_call_handler hc = {NULL, NULL, NULL, NULL, count_close};
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_hedge_policy h = hedge_policy(3, 60000);
+  fixture fx;
+  conch_client *c;
+  conch_call *call;
+  counted k;
+  int pass, i;
+  (void)state;
+  start(&fx);
+  c = hedge_client(&fx, &h);
+  for (pass = 0; pass < 2; pass++) {
+    memset(&k, 0, sizeof(k));
+    srv_reset(0, CONCH_CODE_UNAVAILABLE);
+    srv.hold_first = 1;
+    assert_int_equal(conch_call_start(c, &m_unary, NULL, &hc, &k, &call), 0);
+    assert_int_equal(conch_call_send(call, &req.base), 0);
+    while (srv.calls < 1) {
+      assert_int_equal(conch_client_run(c, 10), 0);
+    }
+    assert_int_equal(conch_call_attempts(call), 1);
+    if (pass == 0) {
+      assert_int_equal(conch_call_cancel(call), 0);
+      while (k.closes == 0) {
+        assert_int_equal(conch_client_run(c, 10), 0);
+      }
+      conch_call_free(call);
+    } else {
+      conch_call_free(call);
+    }
+    if (k.closes != 1 || k.code != CONCH_CODE_CANCELED) {
+      fail_msg("pass %d: %d closes, code %d", pass, k.closes, (int)k.code);
+    }
+    for (i = 0; i < 2000 && srv.canceled == 0; i++) {
+      assert_int_equal(conch_client_run(c, 10), 0);
+    }
+    assert_int_equal(srv.canceled, 1);
+    assert_int_equal(srv.calls, 1);
+  }
+  conch_client_free(c);
+  fx_stop(&fx);
+}
+
 /* The service config: names, durations, codes by name and number, the
    throttle; errors say what is wrong and set nothing. */
 static void test_service_config(void **state) {
@@ -592,6 +767,12 @@ static void test_service_config(void **state) {
       "\"1s\", \"backoffMultiplier\": 2, \"retryableStatusCodes\": [14]}}]}",
       "{\"retryThrottling\": {\"maxTokens\": 0, \"tokenRatio\": 1}}",
       "{\"methodConfig\": [",
+      "{\"methodConfig\": [{\"name\": [{\"service\": \"s\"}], \"hedgingPolicy\":"
+      " {\"hedgingDelay\": \"1s\"}}]}",
+      "{\"methodConfig\": [{\"name\": [{\"service\": \"s\"}], \"hedgingPolicy\":"
+      " {\"maxAttempts\": 2}, \"retryPolicy\": {\"maxAttempts\": 2, "
+      "\"initialBackoff\": \"1s\", \"maxBackoff\": \"1s\", \"backoffMultiplier\":"
+      " 2, \"retryableStatusCodes\": [14]}}]}",
   };
   conch_client_opts *o;
   fixture fx;
@@ -625,6 +806,23 @@ static void test_service_config(void **state) {
   assert_int_equal(r.code, CONCH_CODE_UNAVAILABLE);
   assert_int_equal(r.attempts, 1);
   conch_client_free(c);
+  /* A hedgingPolicy. */
+  o = base_opts();
+  assert_int_equal(
+      conch_client_opts_set_service_config(
+          o,
+          "{\"methodConfig\": [{\"name\": [{\"service\": "
+          "\"conchtest.v1.TestService\"}], \"hedgingPolicy\": "
+          "{\"maxAttempts\": 2, \"hedgingDelay\": \"5s\", "
+          "\"nonFatalStatusCodes\": [\"UNAVAILABLE\"]}}]}",
+          err, sizeof(err)),
+      0);
+  c = client_with(fx.url, o);
+  srv_reset(1, CONCH_CODE_UNAVAILABLE);
+  r = unary(c, &m_unary, "hedge");
+  assert_int_equal(r.code, CONCH_CODE_OK);
+  assert_int_equal(r.attempts, 2);
+  conch_client_free(c);
   fx_stop(&fx);
   /* Setters refuse what is out of range. */
   {
@@ -651,11 +849,11 @@ static void test_service_config(void **state) {
 /* Every allocation of the client failing in turn through a retried call:
    nothing leaks, the call ends once, and the last run (nothing failing)
    retries to OK. */
-static void test_every_oom(void **state) {
+static void every_oom(int hedge) {
   conch_retry_policy p = policy(3, 1);
+  conch_hedge_policy h = hedge_policy(3, 10000);
   fixture fx;
   size_t n;
-  (void)state;
   start(&fx);
   for (n = 0;; n++) {
     conch_client_opts *o = base_opts();
@@ -664,7 +862,11 @@ static void test_every_oom(void **state) {
     unsigned attempts = 0;
     int rv;
     assert_int_equal(conch_client_opts_set_mem(o, failmem_hooks()), 0);
-    assert_int_equal(conch_client_opts_set_retry(o, NULL, &p), 0);
+    if (hedge) {
+      assert_int_equal(conch_client_opts_set_hedge(o, NULL, &h), 0);
+    } else {
+      assert_int_equal(conch_client_opts_set_retry(o, NULL, &p), 0);
+    }
     srv_reset(1, CONCH_CODE_UNAVAILABLE);
     failmem_fail_at(n);
     rv = conch_client_new(&c, fx.url, o);
@@ -697,8 +899,14 @@ static void test_every_oom(void **state) {
     }
   }
   failmem_fail_at((size_t)-1);
-  printf("# %zu allocations swept\n", n);
+  printf("# %s: %zu allocations swept\n", hedge ? "hedging" : "retries", n);
   fx_stop(&fx);
+}
+
+static void test_every_oom(void **state) {
+  (void)state;
+  every_oom(0);
+  every_oom(1);
 }
 
 int main(int argc, char **argv) {
@@ -710,6 +918,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_streams),
       cmocka_unit_test(test_deadline),
       cmocka_unit_test(test_cancel_in_backoff),
+      cmocka_unit_test(test_hedge),
+      cmocka_unit_test(test_hedge_codes),
+      cmocka_unit_test(test_hedge_cancel),
       cmocka_unit_test(test_service_config),
       cmocka_unit_test(test_every_oom),
   };

@@ -39,6 +39,7 @@
 #include <time.h>
 
 #include <conch/conch.h>
+#include <conch/retry.h>
 
 #include <nghttp2/nghttp2.h>
 
@@ -390,6 +391,13 @@ static int intercepting(void) {
   return e != NULL && strcmp(e, "1") == 0;
 }
 
+/* CONCH_BENCH_RETRY=1: a retry policy (conch/retry.h) for every method,
+   to measure what one costs when nothing fails (tools/bench/retry.sh). */
+static int retrying(void) {
+  const char *e = getenv("CONCH_BENCH_RETRY");
+  return e != NULL && strcmp(e, "1") == 0;
+}
+
 static conch_client *pc_client(const char *url, size_t recv_limit) {
   conch_client *c;
   conch_client_opts *o;
@@ -407,6 +415,20 @@ static conch_client *pc_client(const char *url, size_t recv_limit) {
     ic.on_close = icept_close;
     if (conch_client_opts_add_interceptor(o, &ic) != 0) {
       fprintf(stderr, "cannot add the interceptor\n");
+      exit(1);
+    }
+  }
+  if (retrying()) {
+    /* A policy for every method; nothing fails, so it costs what keeping
+       the request until the answer and the checks at the end cost. */
+    conch_retry_policy rp = CONCH_RETRY_POLICY_INIT;
+    rp.max_attempts = 3;
+    rp.initial_backoff_ms = 10;
+    rp.max_backoff_ms = 100;
+    rp.backoff_multiplier = 2;
+    rp.retryable_codes = CONCH_RETRY_CODE(CONCH_CODE_UNAVAILABLE);
+    if (conch_client_opts_set_retry(o, NULL, &rp) != 0) {
+      fprintf(stderr, "cannot set the retry policy\n");
       exit(1);
     }
   }

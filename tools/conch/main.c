@@ -406,8 +406,9 @@ const cli_opt cli_call_opts[] = {
     {"--max-time", "SEC", NULL,
      "the deadline of each RPC, reflection's included (default: none)"},
     {"--service-config", "JSON|@FILE", NULL,
-     "a gRPC service config: the retryPolicy of its methodConfig entries "
-     "and its retryThrottling apply to the call (with --url)"},
+     "a gRPC service config: the retryPolicy or hedgingPolicy of its "
+     "methodConfig entries and its retryThrottling apply to the call (with "
+     "--url)"},
     {"--lb", "pick_first|round_robin", NULL,
      "spread the calls over every address --url's host resolves to (or the "
      "--target list), with a backoff per address (with --url)"},

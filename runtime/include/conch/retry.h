@@ -32,7 +32,21 @@
  * made.  Interceptors (conch/interceptor.h) see the call once, around all
  * of its attempts.  Streams the server refused unprocessed are retried
  * once more without a policy (gRPC's transparent retry); that retry is
- * not counted as an attempt.  Hedging is not implemented.
+ * not counted as an attempt.
+ *
+ * Hedging (conch_client_opts_set_hedge(), gRPC's hedgingPolicy) sends the
+ * request again, without waiting for the failure of the attempts before:
+ * the first attempt at once, another each |hedging_delay_ms| while none
+ * has committed, up to |max_attempts| in all; an attempt that fails with
+ * one of |non_fatal_codes| makes the next start at once, any other failure
+ * ends the call with it; the first attempt whose response headers (or
+ * first message, or OK end) arrive wins and the others are canceled.  For
+ * unary and server-streaming methods marked IDEMPOTENT or NO_SIDE_EFFECTS
+ * (or any with |non_idempotent|); other calls make one attempt.  The
+ * throttle counts a failed hedge as a failed attempt, and stops new
+ * hedges; a pushback trailer delays the next hedge (negative: none more).
+ * A name has a retry policy or a hedging policy, not both: setting one
+ * replaces the other.
  */
 #ifndef CONCH_RETRY_H
 #define CONCH_RETRY_H
@@ -94,6 +108,35 @@ CONCH_EXTERN int conch_client_opts_set_retry(conch_client_opts *opts,
                                              const char *name,
                                              const conch_retry_policy *policy);
 
+/** A hedging policy (gRPC's hedgingPolicy).  Initialise with
+    CONCH_HEDGE_POLICY_INIT. */
+typedef struct conch_hedge_policy {
+  size_t struct_size;
+  /** Attempts in all: 2 or more; more than 5 is taken as 5. */
+  int max_attempts;
+  /** Between the starts of two attempts while none has failed; 0: all at
+      once. */
+  long hedging_delay_ms;
+  /** Codes after which the next attempt starts at once
+      (CONCH_RETRY_CODE(c) bits; may be empty; not OK). */
+  uint32_t non_fatal_codes;
+  /** 1: methods not marked idempotent are hedged too. */
+  int non_idempotent;
+} conch_hedge_policy;
+
+#define CONCH_HEDGE_POLICY_INIT { sizeof(conch_hedge_policy), 0, 0, 0, 0 }
+
+/**
+ * Sets the hedging policy of the calls to |name| (as
+ * conch_client_opts_set_retry(), whose policy for |name| it replaces);
+ * NULL removes it.
+ *
+ * Returns 0, CONCH_ERR_INVALID or CONCH_ERR_NOMEM.
+ */
+CONCH_EXTERN int conch_client_opts_set_hedge(conch_client_opts *opts,
+                                             const char *name,
+                                             const conch_hedge_policy *policy);
+
 /**
  * The retry throttle (gRPC's retryThrottling): a client starts with
  * |max_tokens| tokens (1..1000); an attempt that fails with a retryable
@@ -108,13 +151,14 @@ CONCH_EXTERN int conch_client_opts_set_retry_throttle(conch_client_opts *opts,
                                                       double token_ratio);
 
 /**
- * Reads a gRPC service config (JSON): the retryPolicy of each
- * methodConfig entry (its names: {"service": S, "method": M}, M or both
+ * Reads a gRPC service config (JSON): the retryPolicy or hedgingPolicy of
+ * each methodConfig entry (its names: {"service": S, "method": M}, M or both
  * may be missing or empty) and retryThrottling, as
  * conch_client_opts_set_retry() and conch_client_opts_set_retry_throttle()
- * would set them.  Durations are strings such as "0.5s"; codes are names
- * ("UNAVAILABLE") or numbers.  Other members (timeout, loadBalancingConfig,
- * hedgingPolicy, ...) are ignored.  On error nothing is set and |err|
+ * would set them, and hedgingPolicy as conch_client_opts_set_hedge().
+ * Durations are strings such as "0.5s"; codes are names ("UNAVAILABLE") or
+ * numbers.  Other members (timeout, loadBalancingConfig, ...) are
+ * ignored.  On error nothing is set and |err|
  * (|errlen| bytes, may be NULL) says what is wrong.
  *
  * Returns 0, CONCH_ERR_INVALID or CONCH_ERR_NOMEM.
@@ -125,7 +169,8 @@ CONCH_EXTERN int conch_client_opts_set_service_config(conch_client_opts *opts,
                                                       size_t errlen);
 
 /** The attempts |call| made so far: 1 for a call that was never retried
-    (transparent retries of refused streams do not count), 0 for NULL. */
+    or hedged (transparent retries of refused streams do not count), 0 for
+    NULL (and for a hedged call before its request was sent). */
 CONCH_EXTERN unsigned conch_call_attempts(const struct conch_call *call);
 
 #ifdef __cplusplus
