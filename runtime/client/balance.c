@@ -85,8 +85,6 @@ typedef struct conch_lb {
   conch_conn *resolver;   /* the connection holding the lookup under way */
   conch_conn *pin;        /* while a Watch starts: the connection it takes */
   int64_t resolved_at;    /* when the last answer came */
-  uint64_t rng;           /* the jitter's generator without one of the
-                             caller's */
   char last_err[256];     /* the last connection failure, for messages */
 } conch_lb;
 
@@ -292,21 +290,6 @@ static int set_addrs(conch_client *c, const conch_addr *addrs, size_t n) {
 
 /* ---- Backoff ------------------------------------------------------------ */
 
-/* A number in [0, 1): the caller's, or xorshift64*. */
-static double random01(conch_client *c) {
-  conch_lb *lb = c->lb;
-  double r;
-  if (c->o.backoff_random != NULL) {
-    r = c->o.backoff_random(c->o.backoff_random_ud);
-    return r >= 0.0 && r < 1.0 ? r : 0.5;
-  }
-  lb->rng ^= lb->rng >> 12;
-  lb->rng ^= lb->rng << 25;
-  lb->rng ^= lb->rng >> 27;
-  return (double)((lb->rng * 2685821657736338717ull) >> 11) /
-         9007199254740992.0; /* 2^53 */
-}
-
 /* An attempt on |a| failed: the next may start one backoff after this one
    started.  The first wait is the initial backoff itself, later ones are
    multiplied and spread by the jitter (gRPC's connection backoff). */
@@ -322,7 +305,7 @@ static void backoff_step(conch_client *c, conch_lb_addr *a) {
       a->backoff_ms = (double)o->backoff_max_ms;
     }
     wait =
-        a->backoff_ms * (1.0 + o->backoff_jitter * (2.0 * random01(c) - 1.0));
+        a->backoff_ms * (1.0 + o->backoff_jitter * (2.0 * conch__client_random01(c) - 1.0));
   }
   if (wait < 0) {
     wait = 0;
@@ -350,11 +333,6 @@ int conch__lb_init(conch_client *c) {
   c->lb = lb;
   lb->policy =
       c->o.lb_policy != CONCH_LB_NONE ? c->o.lb_policy : CONCH_LB_PICK_FIRST;
-  lb->rng = (uint64_t)conch__now_ms() * 0x9e3779b97f4a7c15ull ^
-            (uint64_t)(uintptr_t)c;
-  if (lb->rng == 0) {
-    lb->rng = 1;
-  }
   if (c->o.ntargets > 0) {
     n = c->o.ntargets;
     addrs = conch__calloc(c->mem, n, sizeof(*addrs));

@@ -312,15 +312,13 @@ static void call_end(conch_call *call) {
         call->ending = 0;
       }
     }
-    if (call->status.code == CONCH_CODE_OK) {
-      conch__retry_success(c);
-    }
   }
   if (call->hp != NULL) {
     conch__hedge_end(call); /* its kids go */
-    if (call->status.code == CONCH_CODE_OK) {
-      conch__retry_success(c);
-    }
+  }
+  if ((call->rp != NULL || call->hp != NULL) &&
+      call->status.code == CONCH_CODE_OK) {
+    conch__retry_success(c); /* the throttle gains */
   }
   call->finished = 1;
   if (call->ir != NULL) {
@@ -427,6 +425,18 @@ static uint8_t allowed_flags(conch_protocol p) {
   }
 }
 
+/* The envelope reader of a call's response, for the client's protocol and
+   receive limit (a new call, or a new attempt). */
+static void reader_init(conch_call *call) {
+  const conch_client *c = call->client;
+  uint32_t max_len =
+      c->o.recv_limit > 0xffffffffu ? 0 : (uint32_t)c->o.recv_limit;
+  conch__env_reader_init(&call->reader, c->mem, allowed_flags(c->o.protocol),
+                         max_len);
+  /* A message split over reads is copied once, into its whole size. */
+  conch__env_reader_reserve_declared(&call->reader);
+}
+
 /* Makes a started call, not yet bound to a connection.  Returns 0 with
    |*out| set (the call may already have ended, e.g. on bad metadata), or an
    error with nothing allocated. */
@@ -438,7 +448,6 @@ static int call_create(conch_client *c, const conch_method *method,
   const conch_retry_policy *rp;
   const conch_hedge_policy *hp;
   conch_call *call;
-  uint32_t max_len;
   int rv;
 
   if (c == NULL || method == NULL || method->path == NULL || out == NULL ||
@@ -459,8 +468,8 @@ static int call_create(conch_client *c, const conch_method *method,
        !conch__comp_valid(&c->o.comp, o.send_compression))) {
     return CONCH_ERR_INVALID;
   }
-  /* A call under a retry policy may have its backoff armed with its
-     deadline. */
+  /* A call under a retry or hedging policy may have its backoff (or its
+     next hedge) armed with its deadline. */
   {
     const conch_retry_entry *e =
         c->o.nretry != 0 ? conch__retry_lookup(c, method) : NULL;
@@ -469,7 +478,7 @@ static int call_create(conch_client *c, const conch_method *method,
              ? &e->h
              : NULL;
   }
-  rv = conch__timer_reserve(c, rp != NULL ? 2 : 1);
+  rv = conch__timer_reserve(c, rp != NULL || hp != NULL ? 2 : 1);
   if (rv != 0) {
     return rv;
   }
@@ -503,11 +512,7 @@ static int call_create(conch_client *c, const conch_method *method,
               method->idempotency == CONCH_IDEMPOTENCY_NO_SIDE_EFFECTS;
   conch_status_init(&call->status);
   call->status.mem = c->mem;
-  max_len = c->o.recv_limit > 0xffffffffu ? 0 : (uint32_t)c->o.recv_limit;
-  conch__env_reader_init(&call->reader, c->mem, allowed_flags(c->o.protocol),
-                         max_len);
-  /* A message split over reads is copied once, into its whole size. */
-  conch__env_reader_reserve_declared(&call->reader);
+  reader_init(call);
   if (o.headers != NULL) {
     rv = conch_metadata_append(&call->req_headers, o.headers);
     if (rv != 0) {
@@ -1415,12 +1420,10 @@ void conch__call_park(conch_call *call) {
 
 void conch__call_resend(conch_call *call) {
   conch_client *c = call->client;
-  uint32_t max_len;
   conch_conn *conn;
   conch_status st;
 
   call->retry_wait = 0;
-  call->retry_fired = 0;
   call->attempts++;
   /* A fresh response side: nothing of the last one reached anyone. */
   conch_status_clear(&call->status);
@@ -1447,10 +1450,7 @@ void conch__call_resend(conch_call *call) {
   call->nrecv = 0;
   conch__buf_reset(&call->body);
   conch__env_reader_clear(&call->reader);
-  max_len = c->o.recv_limit > 0xffffffffu ? 0 : (uint32_t)c->o.recv_limit;
-  conch__env_reader_init(&call->reader, c->mem, allowed_flags(c->o.protocol),
-                         max_len);
-  conch__env_reader_reserve_declared(&call->reader);
+  reader_init(call);
   /* The kept request, from its first byte, on a new stream. */
   call->sent = 0;
   call->stream_id = 0;

@@ -21,6 +21,9 @@
 
 struct conch_conn; /* conn_int.h */
 
+/* Attempts of one call at most, retried or hedged (gRPC's cap). */
+#define CONCH__ATTEMPTS_MAX 5
+
 /* A response's compression: a compression id (conch_comp_opts), or: */
 #define CONCH_ENC_IDENTITY CONCH_COMPRESSION_IDENTITY
 #define CONCH_ENC_UNSUPPORTED (-1)
@@ -145,14 +148,14 @@ struct conch_call {
   double backoff_bound;                /* ms; 0 before the first */
   unsigned attempts;                   /* 1 + retries so far */
   unsigned committed : 1;   /* this attempt's end is the call's */
-  unsigned hdrs_held : 1;   /* Connect stream headers not yet emitted */
-  unsigned retry_wait : 1;  /* between attempts */
-  unsigned retry_fired : 1; /* ... and the backoff is over */
+  unsigned hdrs_held : 1;   /* headers held back (hold_headers in call.c) */
+  unsigned retry_wait : 1;  /* between attempts (the backoff is over once
+                               |retry_timer| is no longer armed) */
   unsigned ending : 1;      /* call_end is emitting held headers */
 
   /* Hedging (hedge.c): a parent's attempts are kids of their own. */
   const struct conch_hedge_policy *hp; /* the parent's policy, or NULL */
-  struct conch_call *kids[5];          /* live kids (NULL: gone) */
+  struct conch_call *kids[CONCH__ATTEMPTS_MAX]; /* live kids (NULL: gone) */
   struct conch_call *winner;           /* the kid whose response it takes */
   unsigned hedge_queued : 1;           /* the parent passed its start */
   unsigned hedge_stop : 1;             /* no further attempt may start */

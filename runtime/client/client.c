@@ -39,6 +39,18 @@ int64_t conch__client_now(const conch_client *c) {
   return c->o.clock != NULL ? c->o.clock(c->o.clock_ud) : conch__now_ms();
 }
 
+double conch__client_random01(conch_client *c) {
+  if (c->o.backoff_random != NULL) {
+    double r = c->o.backoff_random(c->o.backoff_random_ud);
+    return r >= 0.0 && r < 1.0 ? r : 0.5;
+  }
+  c->rng ^= c->rng >> 12;
+  c->rng ^= c->rng << 25;
+  c->rng ^= c->rng >> 27;
+  return (double)((c->rng * 2685821657736338717ull) >> 11) /
+         9007199254740992.0; /* 2^53 */
+}
+
 /* ---- Version ------------------------------------------------------------ */
 
 static const conch_version_info version_info = {
@@ -293,6 +305,11 @@ int conch_client_new(conch_client **out, const char *url,
   c->arena_alloc.alloc = arena_alloc;
   c->arena_alloc.free = arena_free;
   c->arena_alloc.allocator_data = c;
+  c->rng = (uint64_t)conch__now_ms() * 0x9e3779b97f4a7c15ull ^
+           (uint64_t)(uintptr_t)c;
+  if (c->rng == 0) {
+    c->rng = 1;
+  }
   conch__retry_client_init(c);
   rv = parse_url(c, url);
   if (rv == 0) {

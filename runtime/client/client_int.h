@@ -85,7 +85,7 @@ struct conch_client {
   struct resolver_pool *resolver_pool; /* the default resolver's threads */
   struct conch_lb *lb; /* per-address state with a policy (balance.c) */
   int retry_tokens;    /* the retry throttle, in thousandths (retry.c) */
-  uint64_t retry_rng;  /* the retry backoff's jitter */
+  uint64_t rng;        /* the backoffs' jitter without the caller's */
 };
 
 struct conch_alarm {
@@ -106,6 +106,10 @@ static inline conch_client *conch__conn_client(const conch_conn *conn) {
 int64_t conch__now_ms(void);
 /* The client's clock (conch_client_opts_set_clock), in ms. */
 int64_t conch__client_now(const conch_client *c);
+/* A number in [0, 1) for the backoffs' jitter (reconnects, retries): the
+   caller's generator (conch_client_opts_set_backoff_random), else the
+   client's own xorshift64*. */
+double conch__client_random01(conch_client *c);
 
 /* Timers. */
 void conch__timer_arm(conch_client *c, conch_timer *t, int64_t when);

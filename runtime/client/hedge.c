@@ -16,7 +16,7 @@
 #include "retry.h"
 #include "timer.h"
 
-#define KIDS_MAX 5
+#define KIDS_MAX CONCH__ATTEMPTS_MAX
 
 static conch_call *parent_of(const conch_call *kid) {
   return kid->user_data; /* NULL once its parent let it go */
@@ -49,11 +49,13 @@ static void kid_close(conch_call *kid, const conch_status *st,
 static const conch_call_handler kid_handler = {kid_headers, NULL, NULL, NULL,
                                                kid_close};
 
-/* Ends the parent with |st| (copied). */
-static void parent_end(conch_call *parent, const conch_status *st) {
+/* Ends the parent with a kid's end: its trailers and |st| (copied). */
+static void parent_end(conch_call *parent, const conch_status *st,
+                       const conch_metadata *trailers) {
   conch_status copy;
   conch_status_init(&copy);
-  if (conch_status_copy(&copy, st, parent->client->mem) != 0) {
+  if (conch_metadata_append(&parent->trailers, trailers) != 0 ||
+      conch_status_copy(&copy, st, parent->client->mem) != 0) {
     conch__call_fail(parent, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
                      "out of memory ending a hedged call");
     return;
@@ -203,12 +205,7 @@ static void kid_close(conch_call *kid, const conch_status *st,
     }
   }
   if (parent->winner == kid) {
-    if (conch_metadata_append(&parent->trailers, trailers) != 0) {
-      conch__call_fail(parent, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
-                       "out of memory storing trailers");
-    } else {
-      parent_end(parent, st);
-    }
+    parent_end(parent, st, trailers);
     drop_kid(parent, kid);
     return;
   }
@@ -216,13 +213,7 @@ static void kid_close(conch_call *kid, const conch_status *st,
   drop_kid(parent, kid);
   if ((hp->non_fatal_codes & CONCH_RETRY_CODE(st->code)) == 0 ||
       st->code == CONCH_CODE_CANCELED) {
-    /* Fatal: the call ends with it (the others go in call_end). */
-    if (conch_metadata_append(&parent->trailers, trailers) == 0) {
-      parent_end(parent, st);
-    } else {
-      conch__call_fail(parent, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
-                       "out of memory storing trailers");
-    }
+    parent_end(parent, st, trailers); /* fatal (the others go in call_end) */
     return;
   }
   if (!conch__retry_throttle_fail(c)) {
@@ -244,12 +235,7 @@ static void kid_close(conch_call *kid, const conch_status *st,
       (parent->hedge_stop ||
        parent->attempts >= (unsigned)hp->max_attempts)) {
     /* Nothing left to wait for: the last failure is the call's. */
-    if (conch_metadata_append(&parent->trailers, trailers) == 0) {
-      parent_end(parent, st);
-    } else {
-      conch__call_fail(parent, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
-                       "out of memory storing trailers");
-    }
+    parent_end(parent, st, trailers);
   }
 }
 

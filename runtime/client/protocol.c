@@ -623,8 +623,8 @@ static long request_headers(conch_call *call, nghttp2_nv *nva, size_t cap,
     }
   }
   if (call->attempts > 1) {
-    snprintf(num, sizeof(num), "%u", call->attempts - 1);
-    hdr_adds(&h, "grpc-previous-rpc-attempts", num);
+    hdr_add(&h, "grpc-previous-rpc-attempts", 26, num,
+            conch__put_dec(num, call->attempts - 1));
   }
   if (connect_unary(call) && call->unary_compressed && !call->get) {
     hdr_adds(&h, "content-encoding", send_comp_name(call));

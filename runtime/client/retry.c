@@ -15,6 +15,7 @@
 #include "opts_int.h"
 #include "retry.h"
 #include "timer.h"
+#include "wire.h"
 
 /* ---- The table ---------------------------------------------------------- */
 
@@ -116,70 +117,77 @@ static int table_set(conch_client_opts *o, const char *name,
   return 0;
 }
 
-int conch_client_opts_set_retry(conch_client_opts *opts, const char *name,
-                                const conch_retry_policy *policy) {
-  conch_retry_policy p = CONCH_RETRY_POLICY_INIT;
+/* What both setters do first: |opts| and |*name| checked (NULL is ""),
+   and |policy| (NULL, or a versioned struct whose struct_size comes
+   first) copied into |dst|, |size| bytes in this build.  Returns 0 or
+   CONCH_ERR_INVALID. */
+static int setter_begin(const conch_client_opts *opts, const char **name,
+                        const void *policy, void *dst, size_t size) {
   if (opts == NULL) {
     return CONCH_ERR_INVALID;
   }
-  if (name == NULL) {
-    name = "";
+  if (*name == NULL) {
+    *name = "";
   }
-  if (!name_ok(name)) {
+  if (!name_ok(*name)) {
     return CONCH_ERR_INVALID;
   }
   if (policy != NULL) {
-    size_t n = policy->struct_size < sizeof(p) ? policy->struct_size
-                                               : sizeof(p);
+    size_t given, n;
+    memcpy(&given, policy, sizeof(given));
+    n = given < size ? given : size;
     if (n < sizeof(size_t)) {
       return CONCH_ERR_INVALID;
     }
-    memcpy(&p, policy, n);
-    p.struct_size = sizeof(p);
-    if (!policy_ok(&p)) {
-      return CONCH_ERR_INVALID;
-    }
-    if (p.max_attempts > 5) {
-      p.max_attempts = 5;
-    }
-    if (p.buffer_bytes == 0) {
-      p.buffer_bytes = CONCH__RETRY_BUFFER_DEFAULT;
-    }
+    memcpy(dst, policy, n);
+    memcpy(dst, &size, sizeof(size));
   }
-  return table_set(opts, name, policy != NULL ? &p : NULL, NULL);
+  return 0;
+}
+
+static int cap_attempts(int n) {
+  return n > CONCH__ATTEMPTS_MAX ? CONCH__ATTEMPTS_MAX : n;
+}
+
+static int hedge_ok(const conch_hedge_policy *h) {
+  return h->max_attempts >= 2 && h->hedging_delay_ms >= 0 &&
+         (h->non_fatal_codes & CONCH_RETRY_CODE(CONCH_CODE_OK)) == 0 &&
+         (h->non_fatal_codes >> 17) == 0;
+}
+
+int conch_client_opts_set_retry(conch_client_opts *opts, const char *name,
+                                const conch_retry_policy *policy) {
+  conch_retry_policy p = CONCH_RETRY_POLICY_INIT;
+  if (setter_begin(opts, &name, policy, &p, sizeof(p)) != 0) {
+    return CONCH_ERR_INVALID;
+  }
+  if (policy == NULL) {
+    return table_set(opts, name, NULL, NULL);
+  }
+  if (!policy_ok(&p)) {
+    return CONCH_ERR_INVALID;
+  }
+  p.max_attempts = cap_attempts(p.max_attempts);
+  if (p.buffer_bytes == 0) {
+    p.buffer_bytes = CONCH__RETRY_BUFFER_DEFAULT;
+  }
+  return table_set(opts, name, &p, NULL);
 }
 
 int conch_client_opts_set_hedge(conch_client_opts *opts, const char *name,
                                 const conch_hedge_policy *policy) {
   conch_hedge_policy h = CONCH_HEDGE_POLICY_INIT;
-  if (opts == NULL) {
+  if (setter_begin(opts, &name, policy, &h, sizeof(h)) != 0) {
     return CONCH_ERR_INVALID;
   }
-  if (name == NULL) {
-    name = "";
+  if (policy == NULL) {
+    return table_set(opts, name, NULL, NULL);
   }
-  if (!name_ok(name)) {
+  if (!hedge_ok(&h)) {
     return CONCH_ERR_INVALID;
   }
-  if (policy != NULL) {
-    size_t n = policy->struct_size < sizeof(h) ? policy->struct_size
-                                               : sizeof(h);
-    if (n < sizeof(size_t)) {
-      return CONCH_ERR_INVALID;
-    }
-    memcpy(&h, policy, n);
-    h.struct_size = sizeof(h);
-    if (h.max_attempts < 2 || h.hedging_delay_ms < 0 ||
-        (h.non_fatal_codes & CONCH_RETRY_CODE(CONCH_CODE_OK)) != 0 ||
-        (h.non_fatal_codes >> 17) != 0) {
-      return CONCH_ERR_INVALID;
-    }
-    if (h.max_attempts > 5) {
-      h.max_attempts = 5;
-    }
-    return table_set(opts, name, NULL, &h);
-  }
-  return table_set(opts, name, NULL, NULL);
+  h.max_attempts = cap_attempts(h.max_attempts);
+  return table_set(opts, name, NULL, &h);
 }
 
 int conch_client_opts_set_retry_throttle(conch_client_opts *opts,
@@ -290,6 +298,44 @@ static int sc_code(const sc_parse *s, size_t at, uint32_t *bits) {
   return 0;
 }
 
+/* |what|.maxAttempts: an integer of 2 or more, capped as the setters do. */
+static int sc_attempts(sc_parse *s, size_t at, const char *what, int *out) {
+  double v = conch__json_kind(s->p, at) == CONCH_JSON_NUMBER
+                 ? sc_number(s, at)
+                 : -1;
+  char msg[96];
+  if (!(v >= 2) || !whole(v)) {
+    snprintf(msg, sizeof(msg), "%s.maxAttempts must be an integer of 2 or "
+             "more", what);
+    return sc_fail(s, msg);
+  }
+  *out = v > CONCH__ATTEMPTS_MAX ? CONCH__ATTEMPTS_MAX : (int)v;
+  return 0;
+}
+
+/* |what|.|member|: an array of codes (names or numbers), or'ed into
+   |*bits|; OK is refused. */
+static int sc_codes(sc_parse *s, size_t at, const char *what,
+                    const char *member, uint32_t *bits) {
+  size_t e = at, v;
+  char msg[128];
+  if (conch__json_kind(s->p, at) != CONCH_JSON_ARRAY) {
+    snprintf(msg, sizeof(msg), "%s.%s is not an array", what, member);
+    return sc_fail(s, msg);
+  }
+  while (conch__json_element(s->p, s->n, &e, &v)) {
+    if (sc_code(s, v, bits) != 0) {
+      snprintf(msg, sizeof(msg), "%s.%s: unknown status code", what, member);
+      return sc_fail(s, msg);
+    }
+  }
+  if (*bits & CONCH_RETRY_CODE(CONCH_CODE_OK)) {
+    snprintf(msg, sizeof(msg), "%s.%s cannot hold OK", what, member);
+    return sc_fail(s, msg);
+  }
+  return 0;
+}
+
 static int sc_policy(sc_parse *s, size_t at, conch_retry_policy *p) {
   size_t it = at, key, val;
   if (conch__json_kind(s->p, at) != CONCH_JSON_OBJECT) {
@@ -297,13 +343,9 @@ static int sc_policy(sc_parse *s, size_t at, conch_retry_policy *p) {
   }
   while (conch__json_member(s->p, s->n, &it, &key, &val)) {
     int kind = conch__json_kind(s->p, val);
+    int rv = 0;
     if (conch__json_string_is(s->p, key, "maxAttempts")) {
-      double v = kind == CONCH_JSON_NUMBER ? sc_number(s, val) : -1;
-      if (!(v >= 2) || !whole(v)) {
-        return sc_fail(s, "retryPolicy.maxAttempts must be an integer of 2 "
-                          "or more");
-      }
-      p->max_attempts = v > 5 ? 5 : (int)v;
+      rv = sc_attempts(s, val, "retryPolicy", &p->max_attempts);
     } else if (conch__json_string_is(s->p, key, "initialBackoff")) {
       p->initial_backoff_ms = sc_duration(s, val);
       if (p->initial_backoff_ms <= 0) {
@@ -324,16 +366,11 @@ static int sc_policy(sc_parse *s, size_t at, conch_retry_policy *p) {
       }
       p->backoff_multiplier = v;
     } else if (conch__json_string_is(s->p, key, "retryableStatusCodes")) {
-      size_t e = val, v;
-      if (kind != CONCH_JSON_ARRAY) {
-        return sc_fail(s, "retryPolicy.retryableStatusCodes is not an array");
-      }
-      while (conch__json_element(s->p, s->n, &e, &v)) {
-        if (sc_code(s, v, &p->retryable_codes) != 0) {
-          return sc_fail(s, "retryPolicy.retryableStatusCodes: unknown "
-                            "status code");
-        }
-      }
+      rv = sc_codes(s, val, "retryPolicy", "retryableStatusCodes",
+                    &p->retryable_codes);
+    }
+    if (rv != 0) {
+      return rv;
     }
   }
   if (p->max_attempts == 0 || p->initial_backoff_ms == 0 ||
@@ -342,9 +379,6 @@ static int sc_policy(sc_parse *s, size_t at, conch_retry_policy *p) {
     return sc_fail(s, "retryPolicy needs maxAttempts, initialBackoff, "
                       "maxBackoff, backoffMultiplier and a non-empty "
                       "retryableStatusCodes");
-  }
-  if (p->retryable_codes & CONCH_RETRY_CODE(CONCH_CODE_OK)) {
-    return sc_fail(s, "retryPolicy.retryableStatusCodes cannot hold OK");
   }
   return 0;
 }
@@ -400,14 +434,9 @@ static int sc_hedge(sc_parse *s, size_t at, conch_hedge_policy *h) {
     return sc_fail(s, "hedgingPolicy is not an object");
   }
   while (conch__json_member(s->p, s->n, &it, &key, &val)) {
-    int kind = conch__json_kind(s->p, val);
+    int rv = 0;
     if (conch__json_string_is(s->p, key, "maxAttempts")) {
-      double v = kind == CONCH_JSON_NUMBER ? sc_number(s, val) : -1;
-      if (!(v >= 2) || !whole(v)) {
-        return sc_fail(s, "hedgingPolicy.maxAttempts must be an integer of "
-                          "2 or more");
-      }
-      h->max_attempts = v > 5 ? 5 : (int)v;
+      rv = sc_attempts(s, val, "hedgingPolicy", &h->max_attempts);
       have_max = 1;
     } else if (conch__json_string_is(s->p, key, "hedgingDelay")) {
       h->hedging_delay_ms = sc_duration(s, val);
@@ -416,24 +445,15 @@ static int sc_hedge(sc_parse *s, size_t at, conch_hedge_policy *h) {
                           "(\"0.1s\")");
       }
     } else if (conch__json_string_is(s->p, key, "nonFatalStatusCodes")) {
-      size_t e = val, v;
-      if (kind != CONCH_JSON_ARRAY) {
-        return sc_fail(s, "hedgingPolicy.nonFatalStatusCodes is not an "
-                          "array");
-      }
-      while (conch__json_element(s->p, s->n, &e, &v)) {
-        if (sc_code(s, v, &h->non_fatal_codes) != 0) {
-          return sc_fail(s, "hedgingPolicy.nonFatalStatusCodes: unknown "
-                            "status code");
-        }
-      }
+      rv = sc_codes(s, val, "hedgingPolicy", "nonFatalStatusCodes",
+                    &h->non_fatal_codes);
+    }
+    if (rv != 0) {
+      return rv;
     }
   }
   if (!have_max) {
     return sc_fail(s, "hedgingPolicy needs maxAttempts");
-  }
-  if (h->non_fatal_codes & CONCH_RETRY_CODE(CONCH_CODE_OK)) {
-    return sc_fail(s, "hedgingPolicy.nonFatalStatusCodes cannot hold OK");
   }
   return 0;
 }
@@ -604,11 +624,6 @@ const conch_retry_entry *conch__retry_lookup(const conch_client *c,
 
 void conch__retry_client_init(conch_client *c) {
   c->retry_tokens = c->o.retry_max_tokens * 1000;
-  c->retry_rng = (uint64_t)conch__now_ms() * 0x9e3779b97f4a7c15ull ^
-                 (uint64_t)(uintptr_t)c;
-  if (c->retry_rng == 0) {
-    c->retry_rng = 1;
-  }
 }
 
 void conch__retry_success(conch_client *c) {
@@ -631,20 +646,6 @@ int conch__retry_throttle_fail(conch_client *c) {
     c->retry_tokens = 0;
   }
   return c->retry_tokens > max / 2;
-}
-
-/* A number in [0, 1): the backoff's jitter (the options' generator when
-   set, as for reconnects; else xorshift64*). */
-static double random01(conch_client *c) {
-  if (c->o.backoff_random != NULL) {
-    double r = c->o.backoff_random(c->o.backoff_random_ud);
-    return r >= 0.0 && r < 1.0 ? r : 0.5;
-  }
-  c->retry_rng ^= c->retry_rng >> 12;
-  c->retry_rng ^= c->retry_rng << 25;
-  c->retry_rng ^= c->retry_rng >> 27;
-  return (double)((c->retry_rng * 2685821657736338717ull) >> 11) /
-         9007199254740992.0;
 }
 
 /* Local ends that another attempt cannot mend: the application's doing
@@ -670,23 +671,18 @@ static int local_final(const conch_status *st) {
 /* The server's grpc-retry-pushback-ms (negative or not a number: do not
    try again). */
 int conch__retry_pushback(const conch_metadata *trailers, long *ms) {
-  size_t len = 0, i;
+  size_t len = 0;
   const char *v =
       conch_metadata_get(trailers, "grpc-retry-pushback-ms", &len);
-  long n = 0;
+  int64_t n;
   if (v == NULL) {
     return 0;
   }
-  if (len == 0 || len > 9) {
+  /* Digits only, as Connect-Timeout-Ms (wire.c reads both). */
+  if (len > 9 || conch__connect_timeout_parse(v, len, &n) != 0) {
     return -1;
   }
-  for (i = 0; i < len; i++) {
-    if (v[i] < '0' || v[i] > '9') {
-      return -1;
-    }
-    n = n * 10 + (v[i] - '0');
-  }
-  *ms = n;
+  *ms = (long)n;
   return 1;
 }
 
@@ -720,7 +716,7 @@ int conch__retry_next(conch_call *call) {
   if (pb == 0) {
     double bound = call->backoff_bound > 0 ? call->backoff_bound
                                            : (double)rp->initial_backoff_ms;
-    delay = (long)(random01(c) * bound);
+    delay = (long)(conch__client_random01(c) * bound);
     bound *= rp->backoff_multiplier;
     call->backoff_bound = bound < (double)rp->max_backoff_ms
                               ? bound
@@ -731,17 +727,21 @@ int conch__retry_next(conch_call *call) {
     return 0; /* the next attempt could not start in time */
   }
   call->retry_wait = 1;
-  call->retry_fired = 0;
   /* What ends the call while it waits (a cancel, the deadline) says so. */
   conch_status_clear(&call->status);
   call->status.mem = c->mem;
-  conch__call_park(call);
+  /* Armed first: a stream that closes inside the park (HTTP/1.1) waits
+     for it (maybe_resend). */
   conch__timer_arm(c, &call->retry_timer, now + delay);
+  conch__call_park(call);
   return 1;
 }
 
+/* Once the backoff is over (the timer is disarmed before it fires) and the
+   last attempt's stream is gone. */
 static void maybe_resend(conch_call *call) {
-  if (call->retry_wait && call->retry_fired && !call->stream_live) {
+  if (call->retry_wait && call->retry_timer.idx == SIZE_MAX &&
+      !call->stream_live) {
     conch__call_resend(call);
   }
 }
@@ -751,7 +751,6 @@ void conch__retry_on_timer(conch_call *call) {
     conch__hedge_on_timer(call);
     return;
   }
-  call->retry_fired = 1;
   maybe_resend(call);
 }
 

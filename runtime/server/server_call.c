@@ -203,20 +203,18 @@ long conch_rpc_timeout_ms(const conch_rpc *rpc) {
 }
 
 unsigned conch_rpc_previous_attempts(const conch_rpc *rpc) {
-  size_t len = 0, i;
+  size_t len = 0;
   const char *v;
-  unsigned n = 0;
+  int64_t n;
   if (rpc == NULL) {
     return 0;
   }
   v = conch_metadata_get(&rpc->proto_md, "grpc-previous-rpc-attempts", &len);
-  for (i = 0; v != NULL && i < len && i < 9; i++) {
-    if (v[i] < '0' || v[i] > '9') {
-      return 0;
-    }
-    n = n * 10 + (unsigned)(v[i] - '0');
+  /* Digits only, read as Connect-Timeout-Ms is (wire.c). */
+  if (v == NULL || len > 9 || conch__connect_timeout_parse(v, len, &n) != 0) {
+    return 0;
   }
-  return v != NULL && len <= 9 ? n : 0;
+  return (unsigned)n;
 }
 
 conch_metadata *conch_rpc_response_headers(conch_rpc *rpc) {

@@ -1246,7 +1246,6 @@ static int do_call(ctx *x, const char *name) {
 
 /* ---- The command --------------------------------------------------------- */
 
-
 /* --service-config: the JSON itself, or @FILE. */
 static int service_config(conch_client_opts *co, const char *v) {
   char err[256], *text = NULL;
