@@ -122,17 +122,49 @@ static void maybe_done(conch_process *p) {
 
 static void kill_after_grace(conch_process *p);
 
+/* The watch ended on the client's clock, the grace and the silence bound
+   past its deadline: a server that answered nothing of the close in that
+   time (neither the SIGTERM nor the watch) is frozen or gone, and a SIGKILL
+   would only wait out the same bound again (a handle's close, and
+   conch_sandbox_free, stay within one bound).  A server that answered but
+   let the deadline pass gets the SIGKILL. */
+static void watch_timed_out(conch_process *p) {
+  if (p->heard) {
+    kill_after_grace(p);
+  } else {
+    p->close_rv = CONCH_ERR_RPC;
+  }
+}
+
 static void sig_done(const conch_status *st, const ProtobufCMessage *resp,
                      void *ud) {
   conch_process *p = ud;
   (void)resp;
   p->pending--;
+  if (st->origin != CONCH_ORIGIN_LOCAL) {
+    p->heard = 1;
+  }
   /* not_found: already gone (and past retention). */
   if (st->code != CONCH_CODE_OK && st->code != CONCH_CODE_NOT_FOUND &&
       !p->ended) {
     p->close_rv = CONCH_ERR_RPC;
   }
+  if (p->term_pending) {
+    p->term_pending = 0;
+    if (p->await_term) {
+      p->await_term = 0;
+      watch_timed_out(p);
+    }
+  }
   maybe_done(p);
+}
+
+static void watch_headers(conch_call *call, const conch_metadata *headers,
+                          void *ud) {
+  conch_process *p = ud;
+  (void)call;
+  (void)headers;
+  p->heard = 1;
 }
 
 static void watch_msg(conch_call *call, const ProtobufCMessage *msg, void *ud) {
@@ -140,6 +172,7 @@ static void watch_msg(conch_call *call, const ProtobufCMessage *msg, void *ud) {
   const Process__ProcessEvent *ev =
       ((const Process__ConnectResponse *)msg)->event;
   (void)call;
+  p->heard = 1;
   if (ev != NULL && ev->event_case == PROCESS__PROCESS_EVENT__EVENT_END &&
       ev->end != NULL) {
     conch__proc_record_end(p, ev->end);
@@ -152,11 +185,21 @@ static void watch_close(conch_call *call, const conch_status *st,
   (void)trailers;
   conch_call_free(call);
   p->pending--;
+  if (st->origin != CONCH_ORIGIN_LOCAL) {
+    p->heard = 1;
+  }
   if (p->ended || st->code == CONCH_CODE_NOT_FOUND) {
     p->ended = 1;
   } else if (st->code == CONCH_CODE_DEADLINE_EXCEEDED && !p->escalated) {
-    /* The grace period passed without a reported end: kill outright. */
-    kill_after_grace(p);
+    /* The grace period passed without a reported end: kill outright, if
+       the server is there to take it (watch_timed_out). */
+    if (st->origin != CONCH_ORIGIN_LOCAL) {
+      kill_after_grace(p);
+    } else if (p->term_pending) {
+      p->await_term = 1; /* the SIGTERM's answer decides (sig_done) */
+    } else {
+      watch_timed_out(p);
+    }
   } else {
     p->close_rv = CONCH_ERR_RPC;
   }
@@ -187,6 +230,7 @@ static int send_signal_async(conch_process *p, int sig) {
                                 &req.base, close_bound(p->sb, 0), sig_done, p);
   if (rv == 0) {
     p->pending++;
+    p->term_pending = sig == 15;
   } else {
     p->close_rv = CONCH_ERR_RPC;
   }
@@ -198,7 +242,7 @@ static int send_signal_async(conch_process *p, int sig) {
    |grace_ms| past it for the server's report.  Returns 0 (watch_close
    follows) or -1. */
 static int start_watch(conch_process *p, long timeout_ms, long grace_ms) {
-  static const conch_call_handler wh = {NULL, watch_msg, NULL, NULL,
+  static const conch_call_handler wh = {watch_headers, watch_msg, NULL, NULL,
                                         watch_close};
   conch_sandbox *sb = p->sb;
   Process__ConnectRequest req = PROCESS__CONNECT_REQUEST__INIT;

@@ -28,6 +28,13 @@ struct conch_process {
   unsigned detaching : 1; /* our own handlers ignore the call now */
   unsigned release_pending : 1;
   unsigned escalated : 1;
+  /* Closing: the server answered something of the close (the SIGTERM, or
+     the watch's headers, messages or end); the SIGTERM is under way; the
+     watch timed out on the client's clock and waits for the SIGTERM's
+     answer to say whether the server is there to take a SIGKILL. */
+  unsigned heard : 1;
+  unsigned term_pending : 1;
+  unsigned await_term : 1;
   unsigned tree : 1; /* started under the tree leader (tree.c) */
   /* The runtime may still call our handlers for |call| (async handles, until
      its on_close ran): the memory of |p| waits for that. */
