@@ -296,7 +296,7 @@ static void call_end(conch_call *call) {
     return;
   }
   if (call->rp != NULL) {
-    if (!call->committed && conch__retry_next(call)) {
+    if (conch__retry_next(call)) {
       return; /* another attempt follows */
     }
     conch__timer_disarm(c, &call->retry_timer);

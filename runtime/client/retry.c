@@ -702,7 +702,11 @@ int conch__retry_next(conch_call *call) {
       local_final(st)) {
     return 0;
   }
-  if (!conch__retry_throttle_fail(c) || call->attempts >= (unsigned)rp->max_attempts) {
+  /* A retryable failure costs a token even when no attempt can follow (it
+     committed, or it was the last): the throttle counts the server's
+     failures, not the client's retries (gRPC's order). */
+  if (!conch__retry_throttle_fail(c) || call->committed ||
+      call->attempts >= (unsigned)rp->max_attempts) {
     return 0;
   }
   if (call->method->idempotency == CONCH_IDEMPOTENCY_UNKNOWN &&

@@ -42,7 +42,7 @@ int conch__hedge_applies(const conch_hedge_policy *hp, const conch_method *m);
 /* Sets up the client's throttle from its options. */
 void conch__retry_client_init(struct conch_client *c);
 
-/* The attempt of |call| (which has a policy and is not committed) ended
+/* The attempt of |call| (which has a policy) ended
    with the status it holds: returns 1 when another attempt follows (the
    call is then waiting for its backoff, and for its old stream to close),
    0 when this end is the call's. */

@@ -385,6 +385,11 @@ static void test_pushback(void **state) {
   fx_stop(&fx);
 }
 
+static const conch_method m_sstream_safe = {
+    SVC "ServerStream", CONCH_STREAM_SERVER,
+    &conchtest__v1__request__descriptor, &conchtest__v1__response__descriptor,
+    CONCH_IDEMPOTENCY_IDEMPOTENT};
+
 /* Four tokens, one per failed attempt, one back per success; no retry at
    or below two. */
 static void test_throttle(void **state) {
@@ -416,6 +421,22 @@ static void test_throttle(void **state) {
   r = unary(c, &m_unary, "e"); /* 3 -> 2: stop */
   assert_int_equal(r.attempts, 1);
   conch_client_free(c);
+  /* A retryable failure that cannot be retried (the stream committed:
+     its messages reached the application) costs a token all the same. */
+  o = base_opts();
+  assert_int_equal(conch_client_opts_set_retry(o, "", &p), 0);
+  assert_int_equal(conch_client_opts_set_retry_throttle(o, 4, 1.0), 0);
+  c = client_with(fx.url, o);
+  srv_reset(0, CONCH_CODE_UNAVAILABLE);
+  r = call_one(c, &m_sstream_safe, "s", 2, CONCH_CODE_UNAVAILABLE, 20000);
+  assert_int_equal(r.attempts, 1); /* 4 -> 3 */
+  assert_int_equal(r.messages, 2);
+  r = call_one(c, &m_sstream_safe, "s", 2, CONCH_CODE_UNAVAILABLE, 20000);
+  assert_int_equal(r.attempts, 1); /* 3 -> 2 */
+  srv_reset(100, CONCH_CODE_UNAVAILABLE);
+  r = unary(c, &m_unary, "f"); /* 2 -> 1: no retry */
+  assert_int_equal(r.attempts, 1);
+  conch_client_free(c);
   fx_stop(&fx);
 }
 
@@ -423,10 +444,6 @@ static void test_throttle(void **state) {
    headers for it: on_headers once, for the attempt that answers); after
    messages reached the application the call has committed. */
 static void streams(void) {
-  static const conch_method m_sstream_safe = {
-      SVC "ServerStream", CONCH_STREAM_SERVER,
-      &conchtest__v1__request__descriptor,
-      &conchtest__v1__response__descriptor, CONCH_IDEMPOTENCY_IDEMPOTENT};
   static const conch_method m_cstream_safe = {
       SVC "ClientStream", CONCH_STREAM_CLIENT,
       &conchtest__v1__request__descriptor,
@@ -592,10 +609,6 @@ static conch_client *hedge_client(const fixture *fx,
 /* A first attempt the server sits on: the second, a hedging delay later,
    answers; the first is canceled (the server sees it close canceled). */
 static void hedged(void) {
-  static const conch_method m_sstream_safe = {
-      SVC "ServerStream", CONCH_STREAM_SERVER,
-      &conchtest__v1__request__descriptor,
-      &conchtest__v1__response__descriptor, CONCH_IDEMPOTENCY_IDEMPOTENT};
   conch_hedge_policy h = hedge_policy(3, 100);
   fixture fx;
   conch_client *c;
