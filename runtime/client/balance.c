@@ -19,7 +19,12 @@
 
    A call picks (conch__lb_pick): pick_first tries the address calls stick
    to (the one whose connection last became ready), then the others in
-   order; round_robin starts after the address the last call took.  An
+   order; round_robin keeps a connection to every address (rr_warm: all of
+   them at the first call, and each again once its backoff allows, at the
+   next call), takes the next address in turn whose connection is up and
+   has room, and only when none is up starts after the address the last
+   call took, as below (an address that does not answer its connect takes
+   no calls while another is up).  An
    address backing off is passed over; the first one left gives a
    connection with room (conch__pool_find, the same rules as the pool
    without balancing, per address) or opens a new one, on which the call
@@ -31,7 +36,9 @@
    before its server said anything puts its address in backoff; one that
    heard from the server resets it.  The calls waiting in its queue were
    never sent: they move to what the pool picks now (another address, or
-   fail with the message above).  Calls already sent end with the
+   fail with the message above); so do those waiting on the connections
+   of an address whose health Watch says NOT_SERVING.  Calls already sent
+   end with the
    connection's error; refused streams are sent again as before (call.c).
 
    A host name is looked up by a placeholder connection (lb->resolver, in
@@ -73,6 +80,7 @@ typedef struct conch_lb_addr {
   /* The health check (conch_client_opts_set_health_check). */
   int not_serving;   /* the last Watch answer was not SERVING */
   conch_call *watch; /* the Watch under way, on one of its connections */
+  int has_conn;      /* rr_warm's scratch: a connection that takes calls */
 } conch_lb_addr;
 
 typedef struct conch_lb {
@@ -81,6 +89,10 @@ typedef struct conch_lb {
   size_t naddrs;
   size_t rr_next;         /* round_robin: where the next pick starts */
   conch_lb_addr *current; /* pick_first: the address calls stick to */
+  /* round_robin: an address may lack a connection (rr_warm), to be seen
+     to at the first pick from |warm_at| on (0: the next). */
+  int warm;
+  int64_t warm_at;
   int dns;                /* the host is a name, looked up (again) */
   conch_conn *resolver;   /* the connection holding the lookup under way */
   conch_conn *pin;        /* while a Watch starts: the connection it takes */
@@ -285,6 +297,8 @@ static int set_addrs(conch_client *c, const conch_addr *addrs, size_t n) {
   lb->addrs = list;
   lb->naddrs = n;
   lb->rr_next = 0;
+  lb->warm = 1;
+  lb->warm_at = 0;
   return 0;
 }
 
@@ -395,6 +409,30 @@ void conch__lb_attach(conch_conn *conn, conch_lb_addr *a) {
 
 /* ---- Health ------------------------------------------------------------- */
 
+/* Moves the calls waiting in |conn|'s queue (never sent) to what the pool
+   picks now; its address's Watch stays, to end with the connection.  The
+   queue is taken whole first: a call may be picked for |conn| again (it
+   still takes calls), and then waits there as before. */
+static void move_queued(conch_conn *conn) {
+  conch_call *watch = conn->lba != NULL ? conn->lba->watch : NULL;
+  conch_link moving;
+  conch__list_init(&moving);
+  while (!conch__list_empty(&conn->queue)) {
+    conch_call *q = CONCH_CONTAINER(conn->queue.next, conch_call, queue_link);
+    conch__list_remove(&q->queue_link);
+    conch__list_push(&moving, &q->queue_link);
+  }
+  if (watch != NULL && conch__linked(&watch->queue_link) &&
+      watch->conn == conn) {
+    conch__list_remove(&watch->queue_link);
+    conch__list_push(&conn->queue, &watch->queue_link);
+  }
+  while (!conch__list_empty(&moving)) {
+    conch__pool_requeue(CONCH_CONTAINER(moving.next, conch_call, queue_link));
+  }
+}
+
+
 static const conch_method health_watch = {
     "/grpc.health.v1.Health/Watch", CONCH_STREAM_SERVER,
     &grpc__health__v1__health_check_request__descriptor,
@@ -415,11 +453,26 @@ static conch_lb_addr *watched(conch_client *c, const conch_call *call) {
 
 static void on_health(conch_call *call, const ProtobufCMessage *msg,
                       void *user_data) {
-  conch_lb_addr *a = watched(user_data, call);
+  conch_client *c = user_data;
+  conch_lb_addr *a = watched(c, call);
+  int was;
   if (a != NULL) {
+    was = a->not_serving;
     a->not_serving =
         ((const Grpc__Health__V1__HealthCheckResponse *)msg)->status !=
         GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+    if (a->not_serving && !was) {
+      /* The calls still waiting on its connections (never sent: no room
+         yet, or not connected) go where the pool picks now. */
+      conch_link *l, *next;
+      for (l = c->conns.next; l != &c->conns; l = next) {
+        conch_conn *conn = CONCH_CONTAINER(l, conch_conn, link);
+        next = l->next;
+        if (conn->lba == a) {
+          move_queued(conn);
+        }
+      }
+    }
   }
 }
 
@@ -502,30 +555,10 @@ void conch__lb_conn_gone(conch_conn *conn) {
   conn->lba = NULL;
   conn->peer_name = NULL;
   a->nconns--;
+  c->lb->warm = 1; /* round_robin: it may need another (rr_warm) */
+  c->lb->warm_at = 0;
   if (a->removed && a->nconns == 0) {
     conch__free(c->mem, a);
-  }
-}
-
-/* Moves the calls waiting in |conn|'s queue (never sent) to what the pool
-   picks now; its address's Watch stays, to end with the connection. */
-static void move_queued(conch_conn *conn) {
-  conch_call *watch = conn->lba != NULL ? conn->lba->watch : NULL;
-  conch_link kept;
-  conch__list_init(&kept);
-  while (!conch__list_empty(&conn->queue)) {
-    conch_call *q = CONCH_CONTAINER(conn->queue.next, conch_call, queue_link);
-    if (q == watch) {
-      conch__list_remove(&q->queue_link);
-      conch__list_push(&kept, &q->queue_link);
-      continue;
-    }
-    conch__pool_requeue(q);
-  }
-  while (!conch__list_empty(&kept)) {
-    conch_call *q = CONCH_CONTAINER(kept.next, conch_call, queue_link);
-    conch__list_remove(&q->queue_link);
-    conch__list_push(&conn->queue, &q->queue_link);
   }
 }
 
@@ -552,11 +585,15 @@ void conch__lb_conn_failed(conch_conn *conn) {
   if (lb->current == a) {
     lb->current = NULL;
   }
+  lb->warm = 1;
+  lb->warm_at = 0;
   snprintf(lb->last_err, sizeof(lb->last_err), "%s", conn->errmsg);
   move_queued(conn);
 }
 
 /* ---- Lookups ------------------------------------------------------------ */
+
+static void rr_warm(conch_client *c, int64_t now);
 
 /* Starts looking the host up again, on a placeholder connection that
    waiting calls may queue on.  Returns it, or NULL with |st| set. */
@@ -612,6 +649,9 @@ void conch__lb_resolved(conch_conn *conn, conch_addr *addrs, size_t n,
     return;
   }
   lb->resolved_at = conch__client_now(c);
+  if (lb->policy == CONCH_LB_ROUND_ROBIN) {
+    rr_warm(c, lb->resolved_at); /* new addresses connect now */
+  }
   move_queued(conn);
   /* Without calls: freed at the end of the turn. */
   conch__conn_fail(conn, CONCH_CODE_UNAVAILABLE, CONCH_ERR_RESOLVE,
@@ -649,6 +689,71 @@ static conch_conn *try_addr(conch_client *c, conch_lb_addr *a, int64_t now,
   return conn;
 }
 
+/* round_robin keeps a connection to every address it may use (gRPC's
+   round_robin connects to all of them): each address without one, not
+   backing off and not known not serving gets one now; those backing off
+   at the first pick after their backoff (lb->warm_at).  Without memory
+   the next pick tries again. */
+static void rr_warm(conch_client *c, int64_t now) {
+  conch_lb *lb = c->lb;
+  conch_link *l;
+  int64_t next = INT64_MAX;
+  size_t i, n = lb->naddrs;
+  conch_status ignored;
+
+  lb->warm = 0;
+  for (i = 0; i < n; i++) {
+    lb->addrs[i]->has_conn = 0;
+  }
+  for (l = c->conns.next; l != &c->conns; l = l->next) {
+    conch_conn *conn = CONCH_CONTAINER(l, conch_conn, link);
+    if (conn->lba != NULL && conn->state != CONCH_CONN_DEAD &&
+        !conn->goaway && !conn->closing) {
+      conn->lba->has_conn = 1;
+    }
+  }
+  for (i = 0; i < n && lb->naddrs == n; i++) {
+    conch_lb_addr *a = lb->addrs[i];
+    if (a->has_conn || a->not_serving) {
+      continue;
+    }
+    if (a->retry_at > now) {
+      lb->warm = 1;
+      next = a->retry_at < next ? a->retry_at : next;
+      continue;
+    }
+    conch_status_init(&ignored);
+    if (conch__conn_new_at(c, a, &a->addr, &ignored) == NULL) {
+      lb->warm = 1;
+      next = now;
+    }
+    conch_status_clear(&ignored);
+  }
+  /* A connection that failed at once set |warm| again: its backoff counts
+     at the next pick. */
+  lb->warm_at = next == INT64_MAX ? 0 : next;
+}
+
+/* round_robin's first choice: the next address in turn whose connection is
+   up and has room. */
+static conch_conn *rr_ready(conch_client *c) {
+  conch_lb *lb = c->lb;
+  size_t i, n = lb->naddrs;
+  for (i = 0; i < n; i++) {
+    size_t k = (lb->rr_next + i) % n;
+    conch_conn *conn;
+    if (lb->addrs[k]->not_serving) {
+      continue;
+    }
+    conn = conch__pool_find_ready(c, lb->addrs[k]);
+    if (conn != NULL) {
+      lb->rr_next = (k + 1) % n;
+      return conn;
+    }
+  }
+  return NULL;
+}
+
 conch_conn *conch__lb_pick(conch_client *c, conch_status *st) {
   conch_lb *lb = c->lb;
   int64_t now = conch__client_now(c), next = INT64_MAX;
@@ -665,6 +770,17 @@ conch_conn *conch__lb_pick(conch_client *c, conch_status *st) {
     return lb->resolver != NULL ? lb->resolver : start_lookup(c, st);
   }
   lookup_again(c, now, CONCH__LB_RERESOLVE_MS);
+  if (lb->policy == CONCH_LB_ROUND_ROBIN) {
+    if (lb->warm && now >= lb->warm_at) {
+      rr_warm(c, now);
+    }
+    conn = lb->naddrs > 0 ? rr_ready(c) : NULL;
+    if (conn != NULL) {
+      return conn;
+    }
+    /* None is up: wait on one connecting, in turn (a burst at start-up
+       is spread as the connections will be), or open one. */
+  }
   n = lb->naddrs;
   if (lb->policy == CONCH_LB_PICK_FIRST && lb->current != NULL) {
     conn = try_addr(c, lb->current, now, st, &nomem);

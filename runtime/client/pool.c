@@ -96,6 +96,19 @@ conch_conn *conch__pool_find(conch_client *c, const struct conch_lb_addr *a) {
   return least != NULL && usable >= pool_limit(c) ? least : NULL;
 }
 
+conch_conn *conch__pool_find_ready(conch_client *c,
+                                   const struct conch_lb_addr *a) {
+  conch_link *l;
+  for (l = c->conns.next; l != &c->conns; l = l->next) {
+    conch_conn *conn = CONCH_CONTAINER(l, conch_conn, link);
+    if (conn->lba == a && conn->state == CONCH_CONN_READY && !conn->goaway &&
+        !conn->closing && conn->ncalls < capacity(conn)) {
+      return conn;
+    }
+  }
+  return NULL;
+}
+
 /* Moves a call waiting in a connection's queue to the connection the pool
    picks now. */
 void conch__pool_requeue(conch_call *q) {

@@ -24,6 +24,10 @@ struct conch_conn *conch__conn_get(conch_client *c, conch_status *st);
    connection then has none. */
 struct conch_conn *conch__pool_find(conch_client *c,
                                     const struct conch_lb_addr *a);
+/* A connection to |a| that is up (READY, not going away) and has room for
+   another call, or NULL (round_robin's first choice). */
+struct conch_conn *conch__pool_find_ready(conch_client *c,
+                                          const struct conch_lb_addr *a);
 /* Moves |call|, waiting in a connection's queue, to the connection the
    pool picks now (failing it when none can be made). */
 void conch__pool_requeue(conch_call *call);

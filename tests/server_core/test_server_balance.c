@@ -252,6 +252,85 @@ static void test_pick_first_health(void **state) {
   fx_stop(&fx[1]);
 }
 
+typedef struct ended {
+  int closed;
+  conch_code code;
+} ended;
+
+static void on_ended(conch_call *call, const conch_status *st,
+                     const conch_metadata *trailers, void *ud) {
+  ended *e = ud;
+  (void)call;
+  (void)trailers;
+  e->closed = 1;
+  e->code = st->code;
+}
+
+static const conch_call_handler ended_handler = {NULL, NULL, NULL, NULL,
+                                                 on_ended};
+
+/* A call waiting on a connection (never sent: the server's stream limit
+   is taken by the Watch and a held call) moves to another address when
+   the one it waits for says NOT_SERVING, rather than waiting behind the
+   held call. */
+static void test_not_serving_moves_waiting_calls(void **state) {
+  Conchtest__V1__Request held_req = CONCHTEST__V1__REQUEST__INIT;
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  conch_call_opts co = CONCH_CALL_OPTS_INIT;
+  conch_server_opts *so;
+  fixture fx[2];
+  conch_client *c;
+  conch_call *a, *b;
+  ended ea = {0, CONCH_CODE_OK}, eb = {0, CONCH_CODE_OK};
+  int i;
+  (void)state;
+  assert_int_equal(conch_server_opts_new(&so), 0);
+  assert_int_equal(conch_server_opts_set_max_streams(so, 2), 0);
+  fx_start_health(&fx[0], so, 0);
+  conch_server_opts_free(so);
+  fx_start_health(&fx[1], NULL, 0);
+  c = client_for(fx, 2, CONCH_LB_PICK_FIRST, "");
+  must_call(c); /* connected, its Watch under way; SETTINGS known */
+  assert_int_equal(served(&fx[0]), 1);
+  co.timeout_ms = 20000;
+  held_req.delay_ms = 1; /* held until released */
+  assert_int_equal(
+      conch_call_start(c, &m_unary, &co, &ended_handler, &ea, &a), 0);
+  assert_int_equal(conch_call_send(a, &held_req.base), 0);
+  for (i = 0; i < LIMIT && atomic_load(&fx[0].held) == 0; i++) {
+    assert_int_equal(conch_client_run(c, 50), 0);
+  }
+  assert_int_equal(atomic_load(&fx[0].held), 1);
+  /* The Watch and the held call fill the server's two streams. */
+  req.payload.data = (uint8_t *)"b";
+  req.payload.len = 1;
+  assert_int_equal(
+      conch_call_start(c, &m_unary, &co, &ended_handler, &eb, &b), 0);
+  assert_int_equal(conch_call_send(b, &req.base), 0);
+  for (i = 0; i < 10; i++) {
+    assert_int_equal(conch_client_run(c, 10), 0);
+  }
+  assert_false(eb.closed); /* waiting for a stream of the first server */
+  set_health(&fx[0], CONCH_HEALTH_NOT_SERVING);
+  for (i = 0; i < LIMIT && !eb.closed; i++) {
+    assert_int_equal(conch_client_run(c, 50), 0);
+  }
+  assert_true(eb.closed);
+  assert_int_equal(eb.code, CONCH_CODE_OK);
+  assert_int_equal(served(&fx[1]), 1);
+  assert_false(ea.closed); /* still held */
+  conch_call_free(b);
+  atomic_store(&fx[0].release, 1);
+  for (i = 0; i < LIMIT && !ea.closed; i++) {
+    assert_int_equal(conch_client_run(c, 50), 0);
+  }
+  assert_true(ea.closed);
+  conch_call_free(a);
+  conch_client_free(c);
+  fx_stop(&fx[0]);
+  fx_stop(&fx[1]);
+}
+
 /* A server without the health service: its addresses count as serving. */
 static void test_health_unimplemented_serves(void **state) {
   fixture fx;
@@ -275,6 +354,7 @@ int main(void) {
       cmocka_unit_test(test_health_unimplemented_serves),
       cmocka_unit_test(test_round_robin_http1),
       cmocka_unit_test(test_pick_first_health),
+      cmocka_unit_test(test_not_serving_moves_waiting_calls),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -244,6 +244,32 @@ static void test_round_robin_spreads(void **state) {
   rig_close(&r);
 }
 
+/* round_robin connects to every address at once and sends calls to those
+   whose connection is up: an address whose connect hangs (no answer, as
+   from a host that drops SYNs) takes none of them, rather than every
+   third call waiting out the connect timeout. */
+static void test_round_robin_passes_connecting(void **state) {
+  rig r;
+  conch_client_opts *o;
+  int i;
+  (void)state;
+  o = with_targets(&r, CONCH_LB_ROUND_ROBIN, 3);
+  r.down[1] = EINPROGRESS; /* connect_result: still connecting, forever */
+  r.async_down = 1;
+  assert_int_equal(rig_start(&r, o, "http://svc"), 0);
+  for (i = 0; i < 12; i++) {
+    assert_int_equal(calls(&r, 1, NULL), 1);
+  }
+  assert_int_equal(requests_to(&r, 1), 0);
+  assert_int_equal(requests_to(&r, 0), 6);
+  assert_int_equal(requests_to(&r, 2), 6);
+  /* All three were opened by the first call, each once. */
+  assert_int_equal(r.opens_to[0], 1);
+  assert_int_equal(r.opens_to[1], 1);
+  assert_int_equal(r.opens_to[2], 1);
+  rig_close(&r);
+}
+
 static void test_pick_first_sticks_and_fails_over(void **state) {
   rig r;
   outcome last;
@@ -435,9 +461,14 @@ static void test_every_resolved_address(void **state) {
   r.m.now += 30000;
   assert_int_equal(calls(&r, 1, NULL), 1);
   assert_int_equal(d.starts, 2);
+  /* The new address is connected to at once; until its connection is up
+     the calls go to the one that is. */
+  assert_int_equal(r.opens_to[2], 1);
   assert_int_equal(calls(&r, 8, NULL), 8);
   assert_int_equal(requests_to(&r, 1), 4); /* gone from the answer */
+  assert_int_equal(calls(&r, 8, NULL), 8);
   assert_true(requests_to(&r, 2) >= 4);
+  assert_int_equal(r.opens_to[2], 1);
   assert_int_equal(r.opens_to[0], 1);
   /* ...and its connection, idle, was closed. */
   for (int k = 0; k < r.m.nconns; k++) {
@@ -685,6 +716,7 @@ static void test_every_oom_health(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_robin_spreads),
+      cmocka_unit_test(test_round_robin_passes_connecting),
       cmocka_unit_test(test_pick_first_sticks_and_fails_over),
       cmocka_unit_test(test_unsent_calls_move),
       cmocka_unit_test(test_backoff_times),
