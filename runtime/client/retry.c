@@ -304,7 +304,9 @@ static int sc_attempts(sc_parse *s, size_t at, const char *what, int *out) {
                  ? sc_number(s, at)
                  : -1;
   char msg[96];
-  if (!(v >= 2) || !whole(v)) {
+  /* Past 2^53 every double is whole (and capped below): only a fraction
+     below it is refused. */
+  if (!(v >= 2) || (v <= 9007199254740992.0 && !whole(v))) {
     snprintf(msg, sizeof(msg), "%s.maxAttempts must be an integer of 2 or "
              "more", what);
     return sc_fail(s, msg);

@@ -778,6 +778,9 @@ static void test_service_config(void **state) {
       "{\"methodConfig\": [{\"name\": [{\"method\": \"m\"}], \"retryPolicy\":"
       " {\"maxAttempts\": 2, \"initialBackoff\": \"1s\", \"maxBackoff\": "
       "\"1s\", \"backoffMultiplier\": 2, \"retryableStatusCodes\": [14]}}]}",
+      "{\"methodConfig\": [{\"name\": [{\"service\": \"s\"}], \"retryPolicy\":"
+      " {\"maxAttempts\": 2.5, \"initialBackoff\": \"1s\", \"maxBackoff\": "
+      "\"1s\", \"backoffMultiplier\": 2, \"retryableStatusCodes\": [14]}}]}",
       "{\"retryThrottling\": {\"maxTokens\": 0, \"tokenRatio\": 1}}",
       "{\"methodConfig\": [",
       "{\"methodConfig\": [{\"name\": [{\"service\": \"s\"}], \"hedgingPolicy\":"
@@ -802,6 +805,18 @@ static void test_service_config(void **state) {
     assert_true(strlen(err) > 0);
     conch_client_opts_free(o);
   }
+  /* A maxAttempts past any int is capped, as gRPC caps it (at 5). */
+  o = base_opts();
+  assert_int_equal(
+      conch_client_opts_set_service_config(
+          o,
+          "{\"methodConfig\": [{\"name\": [{\"service\": \"s\"}], "
+          "\"retryPolicy\": {\"maxAttempts\": 1e20, \"initialBackoff\": "
+          "\"1s\", \"maxBackoff\": \"1s\", \"backoffMultiplier\": 2, "
+          "\"retryableStatusCodes\": [14]}}]}",
+          err, sizeof(err)),
+      0);
+  conch_client_opts_free(o);
   start(&fx);
   o = base_opts();
   err[0] = 'x';
