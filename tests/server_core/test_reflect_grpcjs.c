@@ -226,15 +226,9 @@ int main(void) {
       cmocka_unit_test(test_both),
   };
   static const char *const need[] = {"@grpc/grpc-js", "@grpc/proto-loader",
-                                     "@grpc/reflection"};
-  size_t i;
-  for (i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
-    char dir[1024];
-    snprintf(dir, sizeof(dir), "%s/%s", NODE_MODULES, need[i]);
-    if (access(dir, F_OK) != 0) {
-      printf("SKIP: %s is not installed (npm ci in tests/)\n", need[i]);
-      return 77;
-    }
+                                     "@grpc/reflection", NULL};
+  if (!conch_peer_have_modules(NODE_MODULES, need)) {
+    return 77;
   }
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -161,17 +161,11 @@ int main(void) {
       cmocka_unit_test(test_hedged_by_grpcjs),
   };
   static const char *const need[] = {"@grpc/grpc-js", "@grpc/proto-loader",
-                                     "@grpc/reflection"};
+                                     "@grpc/reflection", NULL};
   const char *const args[] = {PROTO_DIR, "--reflection", "none", NULL};
-  size_t i;
   int rv;
-  for (i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
-    char dir[1024];
-    snprintf(dir, sizeof(dir), "%s/%s", NODE_MODULES, need[i]);
-    if (access(dir, F_OK) != 0) {
-      printf("SKIP: %s is not installed (npm ci in tests/)\n", need[i]);
-      return 77;
-    }
+  if (!conch_peer_have_modules(NODE_MODULES, need)) {
+    return 77;
   }
   if (conch_peer_start(&peer, GRPCJS_SERVER, args) != 0) {
     return 1;

@@ -329,3 +329,16 @@ void conch_peer_stop(conch_peer *p) {
   p->pid = -1;
   p->port = 0;
 }
+
+int conch_peer_have_modules(const char *dir, const char *const *names) {
+  for (; *names != NULL; names++) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s", dir, *names);
+    if (access(path, F_OK) != 0) {
+      printf("SKIP: %s is not installed in %s (npm ci in tests/)\n", *names,
+             dir);
+      return 0;
+    }
+  }
+  return 1;
+}

@@ -44,4 +44,9 @@ void conch_peer_stop(conch_peer *p);
    be SIGKILLed or there was no peer. */
 int conch_peer_stop_status(conch_peer *p, long wait_ms);
 
+/* Whether every package of |names| (NULL-terminated) is installed in the
+   node_modules folder |dir|; prints which one is not ("SKIP: ...", for a
+   test that then exits 77) and returns 0 when one is missing. */
+int conch_peer_have_modules(const char *dir, const char *const *names);
+
 #endif
