@@ -1,8 +1,8 @@
 /* conch-bench-server: the server core (conch/server.h) under
    tools/bench/compare_server.sh.  A benchmark peer, not a test.
 
-     conch-bench-server [--extra-methods N | --compress-min N]
-                        [--write-list FILE]
+     conch-bench-server [--extra-methods N] [--compress-min N]
+                        [--list-pad N] | --write-list FILE
 
    Serves process.Process on 127.0.0.1 (h2c; a free port, printed as
    "LISTENING <port>") through the generated stubs (process.conch.h):
@@ -16,7 +16,10 @@
    --extra-methods N registers N more methods (raw, never called) before
    process.Process's nine: the cost of finding a method among many.
    --compress-min N sets conch_server_opts_set_compress_min_bytes() (0:
-   compress every response the client accepts compressed). */
+   compress every response the client accepts compressed).  --list-pad N
+   makes List's response N bytes longer (the last process's tag; a large
+   unary response). */
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -144,7 +147,7 @@ int main(int argc, char **argv) {
   };
   conch_server *s;
   conch_server_opts *o = NULL;
-  long extra = 0, cmin = -1;
+  long extra = 0, cmin = -1, pad = 0;
   char *end;
   int rv;
 
@@ -152,29 +155,46 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--write-list") == 0) {
     return write_list(argv[2]);
   }
-  if (argc == 3 && strcmp(argv[1], "--extra-methods") == 0) {
-    extra = strtol(argv[2], &end, 10);
-    if (*end != '\0' || extra < 0 || extra > 100000) {
-      argc = 0;
+  for (int i = 1; i < argc; i += 2) {
+    long *v = NULL, max = LONG_MAX;
+    if (i + 1 < argc && strcmp(argv[i], "--extra-methods") == 0) {
+      v = &extra;
+      max = 100000;
+    } else if (i + 1 < argc && strcmp(argv[i], "--compress-min") == 0) {
+      v = &cmin;
+    } else if (i + 1 < argc && strcmp(argv[i], "--list-pad") == 0) {
+      v = &pad;
+      max = 16 * 1024 * 1024;
     }
-  } else if (argc == 3 && strcmp(argv[1], "--compress-min") == 0) {
-    cmin = strtol(argv[2], &end, 10);
-    if (*end != '\0' || cmin < 0) {
-      argc = 0;
+    if (v == NULL || (*v = strtol(argv[i + 1], &end, 10), *end != '\0') ||
+        *v < 0 || *v > max) {
+      fprintf(stderr,
+              "usage: %s [--extra-methods N] [--compress-min N] "
+              "[--list-pad N] | --write-list FILE\n",
+              argv[0]);
+      return 2;
     }
-  } else if (argc != 1) {
-    argc = 0;
-  }
-  if (argc == 0) {
-    fprintf(stderr,
-            "usage: %s [--extra-methods N | --compress-min N] "
-            "[--write-list FILE]\n",
-            argv[0]);
-    return 2;
   }
   list_resp = process__list_response__unpack(NULL, LIST_BYTES, list_bytes);
   if (list_resp == NULL) {
     return 1;
+  }
+  if (pad > 0) {
+    /* A large response: the last process's tag grows by |pad| bytes of
+       a pattern that gzip cannot shrink much (xorshift, printable). */
+    char *tag = malloc((size_t)pad + 1);
+    uint32_t x = 2463534242u;
+    if (tag == NULL) {
+      return 1;
+    }
+    for (long i = 0; i < pad; i++) {
+      x ^= x << 13;
+      x ^= x >> 17;
+      x ^= x << 5;
+      tag[i] = (char)('!' + x % 94);
+    }
+    tag[pad] = '\0';
+    list_resp->processes[2]->tag = tag; /* kept until exit */
   }
   if (cmin >= 0 &&
       (conch_server_opts_new(&o) != 0 ||
