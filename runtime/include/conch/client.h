@@ -643,9 +643,13 @@ typedef enum conch_lb_policy {
    * fails, calls not sent yet move to the next address that is not
    * backing off. */
   CONCH_LB_PICK_FIRST = 1,
-  /** gRPC's round_robin: each call goes to the next address in turn among
-   * those not backing off (and, with a health check, serving), over
-   * connections of its own per address. */
+  /** gRPC's round_robin: the client connects to every address (at the
+   * first call, when a lookup adds one, and again at the first call after
+   * an address's backoff once its connection went), and each call goes to
+   * the next address in turn whose connection is up and has room (and,
+   * with a health check, that is serving); only while none is up does a
+   * call wait on one still connecting.  An address that does not answer
+   * its connect takes no calls while another is up. */
   CONCH_LB_ROUND_ROBIN = 2
 } conch_lb_policy;
 
@@ -662,7 +666,8 @@ typedef enum conch_lb_policy {
  * gRPC's calls that do not wait for ready.  Calls waiting on a connection
  * that fails before sending them move to another address; calls already
  * sent end with the connection's error (refused streams are sent again, as
- * always).  Setting static targets (conch_client_opts_set_targets()) or a
+ * always); so do calls waiting on the connections of an address whose
+ * health check turns NOT_SERVING.  Setting static targets (conch_client_opts_set_targets()) or a
  * health check without a policy means CONCH_LB_PICK_FIRST.
  *
  * Returns 0 or CONCH_ERR_INVALID (NULL |opts|, an unknown policy).
