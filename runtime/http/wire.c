@@ -707,8 +707,31 @@ void conch__h2_mem(nghttp2_mem *out, const conch_mem *mem) {
   out->realloc = mem->realloc;
 }
 
+/* A DATA frame as large as the windows, the peer's SETTINGS_MAX_FRAME_SIZE
+   and CONCH__H2_SEND_FRAME_MAX allow (big_frames). */
+static ssize_t frame_len(nghttp2_session *h2, uint8_t type, int32_t id,
+                         int32_t conn_window, int32_t stream_window,
+                         uint32_t peer_max, void *ud) {
+  int32_t n = conn_window < stream_window ? conn_window : stream_window;
+  (void)h2;
+  (void)type;
+  (void)id;
+  (void)ud;
+  if (peer_max > CONCH__H2_SEND_FRAME_MAX) {
+    peer_max = CONCH__H2_SEND_FRAME_MAX;
+  }
+  if (n <= 0) {
+    return 1; /* nghttp2 defers the stream itself; never 0 */
+  }
+  return (uint32_t)n < peer_max ? (ssize_t)n : (ssize_t)peer_max;
+}
+
 static void set_callbacks(nghttp2_session_callbacks *cbs,
                           const conch_h2_setup *s) {
+  if (s->big_frames) {
+    nghttp2_session_callbacks_set_data_source_read_length_callback(cbs,
+                                                                   frame_len);
+  }
   if (s->begin_headers != NULL) {
     nghttp2_session_callbacks_set_on_begin_headers_callback(cbs,
                                                             s->begin_headers);

@@ -130,6 +130,13 @@ size_t conch__h1_chunk_head(size_t n, char out[CONCH_CHUNK_HEAD]);
 int conch__h1_chunk_append(conch_buf *out, const conch_mem *mem,
                            const uint8_t *p, size_t n);
 /* The last chunk and the end of an empty trailer section. */
+/* The largest DATA frame a session with big_frames sends: a 64 KiB message
+   and its envelope in one frame, which the peer can then decode where it
+   lies.  nghttp2 grows the session's frame buffer to the largest frame it
+   sent (copied DATA), so this is also what a connection that sent large
+   messages keeps. */
+#define CONCH__H2_SEND_FRAME_MAX (64u * 1024 + 1024)
+
 #define CONCH_CHUNK_LAST "0\r\n\r\n"
 
 /* ---- nghttp2 sessions ------------------------------------------------------ */
@@ -154,6 +161,9 @@ typedef struct conch_h2_setup {
   nghttp2_on_stream_close_callback stream_close;
   nghttp2_error_callback2 error;
   nghttp2_send_data_callback send_data;
+  /* DATA frames as large as the peer's SETTINGS_MAX_FRAME_SIZE and the
+     windows allow, up to CONCH__H2_SEND_FRAME_MAX (0: nghttp2's 16384). */
+  int big_frames;
   int manual_window;     /* no automatic WINDOW_UPDATE */
   int no_http_messaging; /* the peer is our own bridge */
   uint32_t peer_max_streams;     /* assumed until the peer's SETTINGS */

@@ -245,6 +245,7 @@ int conch__srv_session_new(srv_conn *conn) {
   h.max_header_list = s->o.max_header_list;
   h.stream_window = 1024 * 1024;
   h.manual_window = 1;
+  h.big_frames = 1; /* a large message in one frame, as Go's net/http2 */
   return conch__h2_session_new(&conn->base.h2, &h, conn);
 }
 

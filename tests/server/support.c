@@ -302,7 +302,26 @@ struct h2_conn {
   int wr_shut;     /* h2_shutdown_write(): sends are dropped */
   h2_body *bodies; /* freed with the connection: a reset stream never
                       reads its body to the end */
+  int ndata;       /* DATA frames with a payload received */
+  size_t max_data; /* the largest one's payload */
 };
+
+static int h2_on_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
+  h2_conn *c = ud;
+  (void)s;
+  if (f->hd.type == NGHTTP2_DATA && f->hd.length > 0) {
+    c->ndata++;
+    if (f->hd.length > c->max_data) {
+      c->max_data = f->hd.length;
+    }
+  }
+  return 0;
+}
+
+void h2_data_frames(const h2_conn *c, int *n, size_t *largest) {
+  *n = c->ndata;
+  *largest = c->max_data;
+}
 
 static ssize_t h2_send_cb(nghttp2_session *s, const uint8_t *data, size_t len,
                           int flags, void *ud) {
@@ -383,7 +402,22 @@ static int h2_on_close(nghttp2_session *s, int32_t id, uint32_t code,
   return 0;
 }
 
+static int open_with(h2_conn **out, int port, const nghttp2_settings_entry *iv,
+                     size_t niv, int32_t conn_window);
+
 int h2_open(h2_conn **out, int port) {
+  return open_with(out, port, NULL, 0, 0);
+}
+
+int h2_open_big(h2_conn **out, int port, uint32_t max_frame) {
+  const nghttp2_settings_entry iv[] = {
+      {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, max_frame},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20}};
+  return open_with(out, port, iv, 2, 1 << 20);
+}
+
+static int open_with(h2_conn **out, int port, const nghttp2_settings_entry *iv,
+                     size_t niv, int32_t conn_window) {
   struct sockaddr_in sa;
   nghttp2_session_callbacks *cbs;
   h2_conn *c = calloc(1, sizeof(*c));
@@ -410,9 +444,14 @@ int h2_open(h2_conn **out, int port) {
   nghttp2_session_callbacks_set_on_header_callback(cbs, h2_on_header);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, h2_on_data);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, h2_on_close);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, h2_on_frame);
   nghttp2_session_client_new(&c->s, cbs, c);
   nghttp2_session_callbacks_del(cbs);
-  nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, NULL, 0);
+  nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, iv, niv);
+  if (conn_window > 0) {
+    nghttp2_session_set_local_window_size(c->s, NGHTTP2_FLAG_NONE, 0,
+                                          conn_window);
+  }
   *out = c;
   return 0;
 }

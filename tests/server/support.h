@@ -76,6 +76,12 @@ typedef struct h2_resp {
 typedef struct h2_conn h2_conn;
 
 int h2_open(h2_conn **out, int port);
+/* h2_open, advertising SETTINGS_MAX_FRAME_SIZE |max_frame| and 1 MiB
+   windows (stream and connection): the server may then send large DATA
+   frames. */
+int h2_open_big(h2_conn **out, int port, uint32_t max_frame);
+/* The DATA frames received so far: how many had a payload, the largest. */
+void h2_data_frames(const h2_conn *c, int *n, size_t *largest);
 /* Submits a request; |hdrs| is NULL or name, value, ..., NULL. */
 int h2_submit(h2_conn *c, const char *method, const char *path,
               const char *const *hdrs, const uint8_t *body, size_t len,

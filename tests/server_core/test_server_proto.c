@@ -244,6 +244,49 @@ static void test_grpc_raw(void **state) {
   free(env);
 }
 
+/* A 64 KiB response message goes out in one DATA frame to a client that
+   allows large frames (and has the window), so that it can decode the
+   message where it lies; without the setting, frames stay within the
+   default 16 KiB. */
+static void test_large_frames(void **state) {
+  static const char *const grpc[] = {"content-type", "application/grpc", "te",
+                                     "trailers", NULL};
+  Conchtest__V1__Request req = CONCHTEST__V1__REQUEST__INIT;
+  uint8_t *env;
+  size_t len, largest;
+  h2_resp r;
+  h2_conn *c;
+  int n, big;
+
+  (void)state;
+  req.response_size = 65536;
+  env = request(&req, 1, &len);
+  for (big = 1; big >= 0; big--) {
+    if (big) {
+      assert_int_equal(h2_open_big(&c, port, 1 << 20), 0);
+    } else {
+      assert_int_equal(h2_open(&c, port), 0);
+    }
+    memset(&r, 0, sizeof(r));
+    assert_true(h2_submit(c, "POST", SVC "Unary", grpc, env, len, &r) > 0);
+    assert_int_equal(h2_run(c, 20000), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.extra, "grpc-status: 0\n"));
+    assert_true(r.len > 65536);
+    h2_data_frames(c, &n, &largest);
+    if (big) {
+      assert_int_equal(n, 1);
+      assert_int_equal(largest, r.len);
+    } else {
+      assert_true(n >= 5);
+      assert_true(largest <= 16384);
+    }
+    h2_resp_free(&r);
+    h2_close(c);
+  }
+  free(env);
+}
+
 /* ---- Connect headers --------------------------------------------------------
  */
 
@@ -562,6 +605,7 @@ int main(void) {
       cmocka_unit_test(test_routing),
       cmocka_unit_test(test_content_types),
       cmocka_unit_test(test_grpc_raw),
+      cmocka_unit_test(test_large_frames),
       cmocka_unit_test(test_connect_headers),
       cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_declared_over_limit),
