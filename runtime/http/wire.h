@@ -130,16 +130,16 @@ size_t conch__h1_chunk_head(size_t n, char out[CONCH_CHUNK_HEAD]);
 int conch__h1_chunk_append(conch_buf *out, const conch_mem *mem,
                            const uint8_t *p, size_t n);
 /* The last chunk and the end of an empty trailer section. */
+#define CONCH_CHUNK_LAST "0\r\n\r\n"
+
+/* ---- nghttp2 sessions ------------------------------------------------------ */
+
 /* The largest DATA frame a session with big_frames sends: a 64 KiB message
    and its envelope in one frame, which the peer can then decode where it
    lies.  nghttp2 grows the session's frame buffer to the largest frame it
    sent (copied DATA), so this is also what a connection that sent large
    messages keeps. */
 #define CONCH__H2_SEND_FRAME_MAX (64u * 1024 + 1024)
-
-#define CONCH_CHUNK_LAST "0\r\n\r\n"
-
-/* ---- nghttp2 sessions ------------------------------------------------------ */
 
 /* nghttp2's allocator hooks from |mem| (the same five functions). */
 void conch__h2_mem(nghttp2_mem *out, const conch_mem *mem);
