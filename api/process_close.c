@@ -136,27 +136,44 @@ static void watch_timed_out(conch_process *p) {
   }
 }
 
-static void sig_done(const conch_status *st, const ProtobufCMessage *resp,
-                     void *ud) {
-  conch_process *p = ud;
-  (void)resp;
-  p->pending--;
+/* An end of a call of the close: one the server gave counts as heard. */
+static void heard_from(conch_process *p, const conch_status *st) {
   if (st->origin != CONCH_ORIGIN_LOCAL) {
     p->heard = 1;
   }
+}
+
+/* A signal's call ended. */
+static void sig_end(conch_process *p, const conch_status *st) {
+  p->pending--;
   /* not_found: already gone (and past retention). */
   if (st->code != CONCH_CODE_OK && st->code != CONCH_CODE_NOT_FOUND &&
       !p->ended) {
     p->close_rv = CONCH_ERR_RPC;
   }
-  if (p->term_pending) {
-    p->term_pending = 0;
-    if (p->await_term) {
-      p->await_term = 0;
-      watch_timed_out(p);
-    }
-  }
   maybe_done(p);
+}
+
+static void sig_done(const conch_status *st, const ProtobufCMessage *resp,
+                     void *ud) {
+  conch_process *p = ud;
+  (void)resp;
+  heard_from(p, st);
+  sig_end(p, st);
+}
+
+/* The SIGTERM's end: it may decide a watch that timed out meanwhile. */
+static void term_done(const conch_status *st, const ProtobufCMessage *resp,
+                      void *ud) {
+  conch_process *p = ud;
+  (void)resp;
+  p->term_pending = 0;
+  heard_from(p, st);
+  if (p->await_term) {
+    p->await_term = 0;
+    watch_timed_out(p); /* first: its SIGKILL keeps |p| pending */
+  }
+  sig_end(p, st);
 }
 
 static void watch_headers(conch_call *call, const conch_metadata *headers,
@@ -185,18 +202,14 @@ static void watch_close(conch_call *call, const conch_status *st,
   (void)trailers;
   conch_call_free(call);
   p->pending--;
-  if (st->origin != CONCH_ORIGIN_LOCAL) {
-    p->heard = 1;
-  }
+  heard_from(p, st);
   if (p->ended || st->code == CONCH_CODE_NOT_FOUND) {
     p->ended = 1;
   } else if (st->code == CONCH_CODE_DEADLINE_EXCEEDED && !p->escalated) {
     /* The grace period passed without a reported end: kill outright, if
        the server is there to take it (watch_timed_out). */
-    if (st->origin != CONCH_ORIGIN_LOCAL) {
-      kill_after_grace(p);
-    } else if (p->term_pending) {
-      p->await_term = 1; /* the SIGTERM's answer decides (sig_done) */
+    if (!p->heard && p->term_pending) {
+      p->await_term = 1; /* the SIGTERM's answer decides (term_done) */
     } else {
       watch_timed_out(p);
     }
@@ -227,10 +240,11 @@ static int send_signal_async(conch_process *p, int sig) {
   /* A server that does not answer a signal within the silence bound is
      not going to: closing stays bounded when it froze or went away. */
   rv = conch__sb_unary_async_to(p->sb, &process__process__send_signal__method,
-                                &req.base, close_bound(p->sb, 0), sig_done, p);
+                                &req.base, close_bound(p->sb, 0),
+                                sig == 15 ? term_done : sig_done, p);
   if (rv == 0) {
     p->pending++;
-    p->term_pending = sig == 15;
+    p->term_pending |= sig == 15;
   } else {
     p->close_rv = CONCH_ERR_RPC;
   }
