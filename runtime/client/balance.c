@@ -724,13 +724,14 @@ static void rr_warm(conch_client *c, int64_t now) {
     }
     conch_status_init(&ignored);
     if (conch__conn_new_at(c, a, &a->addr, &ignored) == NULL) {
-      lb->warm = 1;
+      lb->warm = 1; /* out of memory: at the next pick */
       next = now;
+    } else if (a->retry_at > now) { /* failed at once: backing off now */
+      lb->warm = 1;
+      next = a->retry_at < next ? a->retry_at : next;
     }
     conch_status_clear(&ignored);
   }
-  /* A connection that failed at once set |warm| again: its backoff counts
-     at the next pick. */
   lb->warm_at = next == INT64_MAX ? 0 : next;
 }
 
