@@ -25,28 +25,10 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 n1=${N1:-200}
 n2=${N2:-1200}
 pad=${PAD:-60000}
-out=$(mktemp -d)
-spid=
-cleanup() {
-  [ -n "$spid" ] && kill "$spid" 2>/dev/null
-  rm -rf "$out"
-}
-trap cleanup EXIT INT TERM
+. "$(dirname "$0")/peer.sh"
 cc -O2 -shared -fPIC -I"$top/tools/bench" -o "$out/count.so" \
   "$top/tools/bench/count_copies_exit.c" -ldl
 
-start() { # command... ; sets spid and port
-  mkfifo "$out/fifo"
-  "$@" >"$out/fifo" 2>/dev/null </dev/null &
-  spid=$!
-  read -r _ port <"$out/fifo"
-  rm -f "$out/fifo"
-}
-stop() {
-  kill "$spid" 2>/dev/null || true
-  wait "$spid" 2>/dev/null || true
-  spid=
-}
 srv() { # build
   echo "$1/tools/bench/conch-bench-server --list-pad $pad --compress-min 100000000"
 }

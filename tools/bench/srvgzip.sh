@@ -32,29 +32,10 @@ c1=${C1:-50}
 c2=${C2:-250}
 sizes=${SIZES:-64 485 1024 4096 16384 65536}
 codecs=${CODECS:-gzip deflate zstd br snappy}
-out=$(mktemp -d)
-spid=
-cleanup() {
-  [ -n "$spid" ] && kill "$spid" 2>/dev/null
-  rm -rf "$out"
-}
-trap cleanup EXIT INT TERM
+. "$(dirname "$0")/peer.sh"
 tck=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-
-start() { # command... ; sets spid and port
-  mkfifo "$out/fifo"
-  "$@" >"$out/fifo" 2>/dev/null </dev/null &
-  spid=$!
-  read -r _ port <"$out/fifo"
-  rm -f "$out/fifo"
-}
-stop() {
-  kill "$spid" 2>/dev/null || true
-  wait "$spid" 2>/dev/null || true
-  spid=
-}
 
 ir_run() { # build calls [server flags] -> total Ir
   start valgrind --tool=callgrind --callgrind-out-file="$out/cg" \

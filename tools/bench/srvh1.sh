@@ -24,13 +24,7 @@ rounds=${ROUNDS:-3}
 n1=${N1:-1000}
 n2=${N2:-6000}
 n3=${N3:-100000}
-out=$(mktemp -d)
-spid=
-cleanup() {
-  [ -n "$spid" ] && kill "$spid" 2>/dev/null
-  rm -rf "$out"
-}
-trap cleanup EXIT INT TERM
+. "$(dirname "$0")/peer.sh"
 tck=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -39,19 +33,6 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # "/dev/zero"]}} in a Connect envelope.
 printf '\000\000\000\000\043\012\041\012\004head\022\002-c\022\0121073741824\022\011/dev/zero' \
   >"$out/start.bin"
-
-start() { # command... ; sets spid and port
-  mkfifo "$out/fifo"
-  "$@" >"$out/fifo" 2>/dev/null </dev/null &
-  spid=$!
-  read -r _ port <"$out/fifo"
-  rm -f "$out/fifo"
-}
-stop() {
-  kill "$spid" 2>/dev/null || true
-  wait "$spid" 2>/dev/null || true
-  spid=
-}
 
 ir_run() { # build flag calls -> total Ir
   start valgrind --tool=callgrind --callgrind-out-file="$out/cg" \

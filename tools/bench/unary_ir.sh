@@ -17,26 +17,7 @@
 set -eu
 n1=${N1:-1000}
 n2=${N2:-6000}
-out=$(mktemp -d)
-spid=
-cleanup() {
-  [ -n "$spid" ] && kill "$spid" 2>/dev/null
-  rm -rf "$out"
-}
-trap cleanup EXIT INT TERM
-
-start() { # command... ; sets spid and port
-  mkfifo "$out/fifo"
-  "$@" >"$out/fifo" 2>/dev/null </dev/null &
-  spid=$!
-  read -r _ port <"$out/fifo"
-  rm -f "$out/fifo"
-}
-stop() {
-  kill "$spid" 2>/dev/null || true
-  wait "$spid" 2>/dev/null || true
-  spid=
-}
+. "$(dirname "$0")/peer.sh" # $0: the script that sourced this one
 
 server_ir() { # build calls env -> total Ir of the server
   start env $3 valgrind --tool=callgrind --callgrind-out-file="$out/cg" \
