@@ -178,6 +178,7 @@ static void client_release(conch_client *c) {
   conch__comps_clear(&c->comps);
   conch__proto_client_free(c);
   conch__call_spares_free(c);
+  conch__pbdec_cache_clear(&c->pbdec);
   conch__buf_free(&c->scratch, mem);
   conch__buf_free(&c->inflbuf, mem);
   conch__arena_reset(c);
@@ -302,6 +303,7 @@ int conch_client_new(conch_client **out, const char *url,
   c->pb_alloc.alloc = pb_alloc;
   c->pb_alloc.free = pb_free;
   c->pb_alloc.allocator_data = (void *)c->mem;
+  c->pbdec.mem = c->mem;
   c->arena_alloc.alloc = arena_alloc;
   c->arena_alloc.free = arena_free;
   c->arena_alloc.allocator_data = c;

@@ -5,11 +5,17 @@
    Here a message is read once (arrays of repeated fields start at 4
    elements and double, the old ones left in the arena), memory comes from
    blocks sized from the input, and `bytes` fields are not copied at all.
+   Each message type gets a plan at its first use (plan_build()): a table
+   from a one-byte tag (fields 1 to 15 with the wire type their type
+   expects) to a slot saying where the value goes and how, so that the
+   common fields take one lookup and one switch (store_planned()); the
+   rest, and any tag that is not in the table, take the general path.
    What this file does not handle it leaves to protobuf-c, which then
    decides, so the two never disagree about an input:
    tests/unit/test_pbdec.c checks that they give the same messages. */
 #include <string.h>
 
+#include "mem_int.h"
 #include "pbdec.h"
 
 #define DEPTH_MAX 32  /* nesting followed; deeper goes to protobuf-c */
@@ -60,12 +66,44 @@ static ProtobufCWireType wire_of(ProtobufCType t) {
 
 static size_t elt_size(ProtobufCType t) { return size_tab[t]; }
 
+/* How a field with a one-byte tag (numbers 1 to 15) is stored when it
+   needs none of the general path's checks. */
+enum {
+  K_GENERAL = 0, /* not planned: the general path */
+  K_V32,         /* int32, uint32, enum: a varint's low 32 bits */
+  K_V64,         /* int64, uint64 */
+  K_BOOL,
+  K_STR,
+  K_BYTES,
+  K_MSG,
+  K_STR_REP, /* repeated string */
+  K_MSG_REP, /* repeated message */
+};
+
+typedef struct slot {
+  const ProtobufCFieldDescriptor *fd;
+  struct conch_pbdec_plan *sub; /* K_MSG*: its type's plan, once looked up */
+  uint32_t off;                 /* fd->offset */
+  uint32_t qoff;                /* K_*_REP, oneof: fd->quantifier_offset */
+  unsigned char kind;
+  unsigned char oneof;          /* a member of a oneof (qoff: its case) */
+} slot;
+
+/* A message type's plan: built once, kept until the cache is cleared (so
+   slots may point at other plans). */
+typedef struct conch_pbdec_plan {
+  const ProtobufCMessageDescriptor *desc;
+  unsigned char unsupported; /* beyond this decoder: protobuf-c's */
+  uint8_t by_tag[128];       /* a tag byte's slot + 1; 0: the general path */
+  slot slots[];
+} plan;
+
 typedef struct dec {
   ProtobufCAllocator *alloc;
   uint8_t *cur, *end;   /* the block memory is taken from */
   const uint8_t *in_end; /* of the whole input */
   size_t next;        /* size of the next block */
-  conch_pbdec_cache *cache; /* descriptors checked before */
+  conch_pbdec_cache *cache; /* plans built before */
 } dec;
 
 COLD void *take_block(dec *d, size_t n) {
@@ -93,32 +131,122 @@ HOT void *take(dec *d, size_t n) {
   return p;
 }
 
-/* What decoding |desc| needs: whether it has repeated fields, and whether
-   it is beyond this decoder (proto2 required fields, fields not ordered by
-   number, no generated init). */
-static unsigned desc_flags(dec *d, const ProtobufCMessageDescriptor *desc) {
-  /* Direct-mapped by address: descriptors are static and few. */
-  unsigned h = (unsigned)(((uint32_t)((uintptr_t)desc >> 3) * 2654435761u) >>
-                          28) %
-               CONCH_PBDEC_CACHE;
-  unsigned i, f = 0;
-  if (d->cache->desc[h] == desc) {
-    return d->cache->flags[h];
-  }
+/* Whether |desc| is beyond this decoder: proto2 required fields, fields
+   not ordered by number, no generated init. */
+static int unsupported(const ProtobufCMessageDescriptor *desc) {
+  unsigned i;
   if (desc->magic != PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC ||
       desc->message_init == NULL) {
-    f = D_UNSUPPORTED;
+    return 1;
   }
-  for (i = 0; i < desc->n_fields && f != D_UNSUPPORTED; i++) {
+  for (i = 0; i < desc->n_fields; i++) {
     const ProtobufCFieldDescriptor *fd = &desc->fields[i];
     if (fd->label == PROTOBUF_C_LABEL_REQUIRED || (unsigned)fd->type >= NTYPES ||
         (i > 0 && desc->fields[i - 1].id >= fd->id)) {
-      f = D_UNSUPPORTED;
+      return 1;
     }
   }
-  d->cache->desc[h] = desc;
-  d->cache->flags[h] = (unsigned char)f;
-  return f;
+  return 0;
+}
+
+/* The kind of |fd| when its values need nothing but a store (no presence
+   flag; a oneof's case is set by store_planned()), else K_GENERAL. */
+static unsigned char kind_of(const ProtobufCFieldDescriptor *fd) {
+  int rep = fd->label == PROTOBUF_C_LABEL_REPEATED;
+  if (!(fd->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+      fd->label == PROTOBUF_C_LABEL_OPTIONAL && fd->quantifier_offset != 0 &&
+      !rep) {
+    return K_GENERAL;
+  }
+  switch (fd->type) {
+  case PROTOBUF_C_TYPE_INT32:
+  case PROTOBUF_C_TYPE_UINT32:
+  case PROTOBUF_C_TYPE_ENUM:
+    return rep ? K_GENERAL : K_V32;
+  case PROTOBUF_C_TYPE_INT64:
+  case PROTOBUF_C_TYPE_UINT64:
+    return rep ? K_GENERAL : K_V64;
+  case PROTOBUF_C_TYPE_BOOL:
+    return rep ? K_GENERAL : K_BOOL;
+  case PROTOBUF_C_TYPE_STRING:
+    return rep ? K_STR_REP : K_STR;
+  case PROTOBUF_C_TYPE_BYTES:
+    return rep ? K_GENERAL : K_BYTES;
+  case PROTOBUF_C_TYPE_MESSAGE:
+    return rep ? K_MSG_REP : K_MSG;
+  default:
+    return K_GENERAL;
+  }
+}
+
+static const conch_mem *plan_mem(const conch_pbdec_cache *c) {
+  return c->mem != NULL ? c->mem : conch_mem_default();
+}
+
+COLD plan *plan_build(conch_pbdec_cache *c,
+                      const ProtobufCMessageDescriptor *desc) {
+  unsigned i, n = 0;
+  int bad = unsupported(desc);
+  plan *pl;
+  for (i = 0; !bad && i < desc->n_fields; i++) {
+    n += desc->fields[i].id <= 15 && kind_of(&desc->fields[i]) != K_GENERAL;
+  }
+  pl = conch__malloc(plan_mem(c), sizeof(plan) + n * sizeof(slot));
+  if (pl == NULL) {
+    return NULL;
+  }
+  pl->desc = desc;
+  pl->unsupported = (unsigned char)bad;
+  memset(pl->by_tag, 0, sizeof(pl->by_tag));
+  for (i = 0, n = 0; !bad && i < desc->n_fields; i++) {
+    const ProtobufCFieldDescriptor *fd = &desc->fields[i];
+    unsigned char k = kind_of(fd);
+    slot *s;
+    if (fd->id > 15 || k == K_GENERAL) {
+      continue;
+    }
+    s = &pl->slots[n++];
+    s->fd = fd;
+    s->sub = NULL;
+    s->off = fd->offset;
+    s->qoff = fd->quantifier_offset;
+    s->kind = k;
+    s->oneof = (fd->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0;
+    pl->by_tag[fd->id << 3 | wire_of(fd->type)] = (uint8_t)n;
+  }
+  return pl;
+}
+
+/* |desc|'s plan, built now when it has none; NULL when the cache is full
+   or memory ran out (the message is then decoded without one). */
+static plan *plan_of(dec *d, const ProtobufCMessageDescriptor *desc) {
+  conch_pbdec_cache *c = d->cache;
+  unsigned h = (unsigned)(((uint32_t)((uintptr_t)desc >> 3) * 2654435761u) >>
+                          27) %
+               CONCH_PBDEC_CACHE;
+  unsigned i;
+  for (i = 0; i < CONCH_PBDEC_CACHE; i++) {
+    plan **e = &c->plans[(h + i) % CONCH_PBDEC_CACHE];
+    if (*e == NULL) {
+      *e = plan_build(c, desc);
+      return *e;
+    }
+    if ((*e)->desc == desc) {
+      return *e;
+    }
+  }
+  return NULL;
+}
+
+void conch__pbdec_cache_clear(conch_pbdec_cache *c) {
+  unsigned i;
+  for (i = 0; i < CONCH_PBDEC_CACHE; i++) {
+    if (c->plans[i] != NULL) {
+      conch__free(plan_mem(c), c->plans[i]);
+      c->plans[i] = NULL;
+    }
+  }
+  c->last = NULL;
 }
 
 HOT const ProtobufCFieldDescriptor *
@@ -262,15 +390,45 @@ HOT uint32_t next_field(const uint8_t **pp, const uint8_t *end, val *x) {
 }
 
 static ProtobufCMessage *message(dec *d, const ProtobufCMessageDescriptor *desc,
-                                 const uint8_t *p, const uint8_t *end,
-                                 unsigned depth);
+                                 plan *pl, const uint8_t *p,
+                                 const uint8_t *end, unsigned depth);
+
+/* Stores a copy of the |n| bytes at |q|, NUL-terminated, as a string at
+   |m|.  Returns 0 or -1. */
+HOT int store_str(dec *d, void *m, const uint8_t *q, size_t n) {
+  char *s;
+  if (n < 16 && d->in_end - q >= 16) {
+    /* Short, with input to spare: one fixed-size copy, no call. */
+    s = take(d, 16);
+    if (s == NULL) {
+      return -1;
+    }
+    memcpy(s, q, 16);
+  } else if (n < 32 && d->in_end - q >= 32) {
+    s = take(d, 32);
+    if (s == NULL) {
+      return -1;
+    }
+    memcpy(s, q, 32);
+  } else {
+    s = take(d, n + 1);
+    if (s == NULL) {
+      return -1;
+    }
+    if (n > 0) {
+      memcpy(s, q, n);
+    }
+  }
+  s[n] = '\0';
+  memcpy(m, &s, sizeof(s));
+  return 0;
+}
 
 /* Stores one value of |fd|'s type at |m|.  |x| matches the type's wire
    type (packed elements come as VARINT/32BIT/64BIT values).  Returns 0 or
    -1. */
 HOT int store(dec *d, const ProtobufCFieldDescriptor *fd, void *m,
                  const val *x, unsigned depth) {
-  size_t n;
   switch (fd->type) {
   case PROTOBUF_C_TYPE_INT32:
   case PROTOBUF_C_TYPE_UINT32:
@@ -313,29 +471,8 @@ HOT int store(dec *d, const ProtobufCFieldDescriptor *fd, void *m,
     memcpy(m, &u, 8);
     return 0;
   }
-  case PROTOBUF_C_TYPE_STRING: {
-    char *s;
-    n = (size_t)(x->end - x->p);
-    if (n < 16 && d->in_end - x->p >= 16) {
-      /* Short, with input to spare: one fixed-size copy, no call. */
-      s = take(d, 16);
-      if (s == NULL) {
-        return -1;
-      }
-      memcpy(s, x->p, 16);
-    } else {
-      s = take(d, n + 1);
-      if (s == NULL) {
-        return -1;
-      }
-      if (n > 0) {
-        memcpy(s, x->p, n);
-      }
-    }
-    s[n] = '\0';
-    memcpy(m, &s, sizeof(s));
-    return 0;
-  }
+  case PROTOBUF_C_TYPE_STRING:
+    return store_str(d, m, x->p, (size_t)(x->end - x->p));
   case PROTOBUF_C_TYPE_BYTES: {
     ProtobufCBinaryData b;
     b.len = (size_t)(x->end - x->p);
@@ -344,7 +481,8 @@ HOT int store(dec *d, const ProtobufCFieldDescriptor *fd, void *m,
     return 0;
   }
   case PROTOBUF_C_TYPE_MESSAGE: {
-    ProtobufCMessage *sub = message(d, fd->descriptor, x->p, x->end, depth + 1);
+    ProtobufCMessage *sub =
+        message(d, fd->descriptor, NULL, x->p, x->end, depth + 1);
     if (sub == NULL) {
       return -1;
     }
@@ -450,17 +588,161 @@ COLD int store_packed(dec *d, const ProtobufCFieldDescriptor *fd,
   return 0;
 }
 
-static ProtobufCMessage *message(dec *d, const ProtobufCMessageDescriptor *desc,
-                                 const uint8_t *p, const uint8_t *end,
+/* Reads the length of a LEN value at *pp (after its tag), checks that the
+   value fits before |end| and leaves *pp at the value.  Returns the length,
+   or -1. */
+HOT long len_of(const uint8_t **pp, const uint8_t *end) {
+  const uint8_t *q = *pp, *start = q;
+  uint64_t n;
+  if (q < end && *q < 0x80) {
+    n = *q++;
+  } else if (end - q >= 2 && q[1] < 0x80) {
+    n = (uint64_t)(q[0] & 0x7f) | (uint64_t)q[1] << 7;
+    q += 2;
+  } else if (varint_slow(&q, end, &n) != 0 || q - start > 5) {
+    return -1;
+  }
+  if (n > (uint64_t)(end - q)) {
+    return -1;
+  }
+  *pp = q;
+  return (long)n;
+}
+
+/* Makes room for one more element of the repeated pointer field |s| at
+   |msg|; returns where it goes, or NULL. */
+HOT uint8_t *push_one(dec *d, const slot *s, ProtobufCMessage *msg) {
+  size_t *count = (size_t *)(void *)((uint8_t *)msg + s->qoff);
+  uint8_t *arr = room(d, s->fd, msg, 1);
+  if (arr == NULL) {
+    return NULL;
+  }
+  return arr + (*count)++ * sizeof(void *);
+}
+
+/* Decodes the sub-message of slot |s| in [q, q + n) into |m|.  Returns
+   0 or -1. */
+HOT int store_sub(dec *d, slot *s, uint8_t *m, const uint8_t *q, long n,
+                  unsigned depth) {
+  ProtobufCMessage *sub;
+  if (s->sub == NULL) {
+    s->sub = plan_of(d, s->fd->descriptor);
+  }
+  sub = message(d, s->fd->descriptor, s->sub, q, q + n, depth + 1);
+  if (sub == NULL) {
+    return -1;
+  }
+  memcpy(m, &sub, sizeof(sub));
+  return 0;
+}
+
+/* Stores the value of a planned field (|s|) that starts at |q|, after its
+   one-byte tag, at |msg|.  Returns where the next field starts, or NULL. */
+HOT const uint8_t *store_planned(dec *d, slot *s, ProtobufCMessage *msg,
+                                 const uint8_t *q, const uint8_t *end,
                                  unsigned depth) {
+  uint8_t *m = (uint8_t *)msg + s->off;
+  const uint8_t *v0 = q;
+  uint64_t v;
+  long n;
+  if (s->oneof) {
+    uint32_t *which = (uint32_t *)(void *)((uint8_t *)msg + s->qoff);
+    if (*which != 0 && (*which != s->fd->id || s->kind == K_MSG)) {
+      return NULL; /* another member given, or a message to merge */
+    }
+    *which = s->fd->id;
+    if (s->kind == K_MSG) {
+      /* The member's pointer shares the union: nothing to merge with. */
+      if ((n = len_of(&q, end)) < 0 || store_sub(d, s, m, q, n, depth) != 0) {
+        return NULL;
+      }
+      return q + n;
+    }
+  }
+  switch (s->kind) {
+  case K_V32: {
+    uint32_t u;
+    if (varint(&q, end, &v) != 0) {
+      return NULL;
+    }
+    u = (uint32_t)v;
+    memcpy(m, &u, 4);
+    return q;
+  }
+  case K_V64:
+    if (varint(&q, end, &v) != 0) {
+      return NULL;
+    }
+    memcpy(m, &v, 8);
+    return q;
+  case K_BOOL: {
+    protobuf_c_boolean b;
+    if (varint(&q, end, &v) != 0) {
+      return NULL;
+    }
+    b = varint_bool(v0, q);
+    memcpy(m, &b, sizeof(b));
+    return q;
+  }
+  case K_STR:
+    if ((n = len_of(&q, end)) < 0 || store_str(d, m, q, (size_t)n) != 0) {
+      return NULL;
+    }
+    return q + n;
+  case K_STR_REP:
+    if ((n = len_of(&q, end)) < 0 || (m = push_one(d, s, msg)) == NULL ||
+        store_str(d, m, q, (size_t)n) != 0) {
+      return NULL;
+    }
+    return q + n;
+  case K_BYTES: {
+    ProtobufCBinaryData b;
+    if ((n = len_of(&q, end)) < 0) {
+      return NULL;
+    }
+    b.len = (size_t)n;
+    b.data = n > 0 ? (uint8_t *)(uintptr_t)q : NULL;
+    memcpy(m, &b, sizeof(b));
+    return q + n;
+  }
+  case K_MSG: {
+    void *prev;
+    memcpy(&prev, m, sizeof(prev));
+    if (prev != NULL && prev != s->fd->default_value) {
+      return NULL; /* given twice: protobuf-c merges them */
+    }
+    if ((n = len_of(&q, end)) < 0 || store_sub(d, s, m, q, n, depth) != 0) {
+      return NULL;
+    }
+    return q + n;
+  }
+  default: /* K_MSG_REP */
+    if ((n = len_of(&q, end)) < 0 || (m = push_one(d, s, msg)) == NULL ||
+        store_sub(d, s, m, q, n, depth) != 0) {
+      return NULL;
+    }
+    return q + n;
+  }
+}
+
+/* Decodes the message of type |desc| (|pl| its plan, or NULL: looked up)
+   in [p, end). */
+static ProtobufCMessage *message(dec *d, const ProtobufCMessageDescriptor *desc,
+                                 plan *pl, const uint8_t *p,
+                                 const uint8_t *end, unsigned depth) {
   ProtobufCMessage *msg;
-  unsigned flags;
   val x;
   if (depth > DEPTH_MAX) {
     return NULL;
   }
-  flags = desc_flags(d, desc);
-  if (flags & D_UNSUPPORTED) {
+  if (pl == NULL && (pl = plan_of(d, desc)) == NULL) {
+    /* No plan to be had: every field takes the general path. */
+    static plan none;
+    if (unsupported(desc)) {
+      return NULL;
+    }
+    pl = &none;
+  } else if (pl->unsupported) {
     return NULL;
   }
   msg = take(d, desc->sizeof_message);
@@ -469,9 +751,19 @@ static ProtobufCMessage *message(dec *d, const ProtobufCMessageDescriptor *desc,
   }
   desc->message_init(msg);
   while (p < end) {
-    uint32_t id = next_field(&p, end, &x);
-    const ProtobufCFieldDescriptor *fd = id ? field_of(desc, id) : NULL;
+    const ProtobufCFieldDescriptor *fd;
     uint8_t *m;
+    uint32_t id;
+    unsigned si;
+    if (*p < 128 && (si = pl->by_tag[*p]) != 0) {
+      p = store_planned(d, &pl->slots[si - 1], msg, p + 1, end, depth);
+      if (p == NULL) {
+        return NULL;
+      }
+      continue;
+    }
+    id = next_field(&p, end, &x);
+    fd = id ? field_of(desc, id) : NULL;
     if (fd == NULL) {
       return NULL; /* unknown fields are protobuf-c's to keep */
     }
@@ -523,6 +815,7 @@ ProtobufCMessage *conch__pb_decode(const ProtobufCMessageDescriptor *desc,
                                    const uint8_t *p, size_t len,
                                    conch_pbdec_cache *cache) {
   conch_pbdec_cache local;
+  ProtobufCMessage *msg;
   dec d;
   d.alloc = alloc;
   d.cur = d.end = NULL;
@@ -539,5 +832,12 @@ ProtobufCMessage *conch__pb_decode(const ProtobufCMessageDescriptor *desc,
     return NULL;
   }
   d.in_end = p + len;
-  return message(&d, desc, p, p + len, 0);
+  if (cache->last == NULL || cache->last->desc != desc) {
+    cache->last = plan_of(&d, desc);
+  }
+  msg = message(&d, desc, cache->last, p, p + len, 0);
+  if (cache == &local) {
+    conch__pbdec_cache_clear(&local);
+  }
+  return msg;
 }

@@ -372,5 +372,7 @@ int main(void) {
       cmocka_unit_test(test_left_alone),
       cmocka_unit_test(test_random_agree),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  int rv = cmocka_run_group_tests(tests, NULL, NULL);
+  conch__pbdec_cache_clear(&pcache);
+  return rv;
 }
