@@ -24,8 +24,24 @@
 
 /* ---- nghttp2 callbacks ------------------------------------------------- */
 
+/* The call of stream |id|.  A frame's callbacks (begin, each header, the
+   end; each DATA chunk) ask for the same stream in a row: the last answer
+   is kept, as stream ids are never reused in a session, until the stream
+   is forgotten (forget_stream()). */
 static conch_call *stream_call(conch_conn *conn, int32_t id) {
-  return nghttp2_session_get_stream_user_data(conn->h2, id);
+  if (id != conn->h2_last_id || id == 0) {
+    conn->h2_last_call = nghttp2_session_get_stream_user_data(conn->h2, id);
+    conn->h2_last_id = id;
+  }
+  return conn->h2_last_call;
+}
+
+static void forget_stream(conch_conn *conn, int32_t id) {
+  nghttp2_session_set_stream_user_data(conn->h2, id, NULL);
+  if (conn->h2_last_id == id) {
+    conn->h2_last_id = 0;
+    conn->h2_last_call = NULL;
+  }
 }
 
 static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame,
@@ -162,7 +178,7 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t err,
   if (call == NULL) {
     return 0;
   }
-  nghttp2_session_set_stream_user_data(conn->h2, id, NULL);
+  forget_stream(conn, id);
   conch__conn_stream_closed(conn, call, err);
   return 0;
 }
@@ -380,6 +396,8 @@ static int h2_start(conch_conn *conn) {
   h.max_header_list = c->o.max_header_list;
   h.max_frame = H2_MAX_FRAME;
   h.conn_window = c->o.conn_window;
+  conn->h2_last_id = 0;
+  conn->h2_last_call = NULL;
   return conch__h2_session_new(&conn->h2, &h, conn);
 }
 
@@ -418,6 +436,9 @@ static int submit_call(conch_conn *conn, conch_call *call, int64_t now) {
     return CONCH_ERR_SESSION;
   }
   call->stream_id = id;
+  if (conn->h2_last_id == id) {
+    conn->h2_last_id = 0; /* asked about before it was ours */
+  }
   call->submitted = 1;
   call->submitted_at = now;
   call->stream_live = 1;
@@ -623,7 +644,7 @@ static int h2_sent_all(const conch_conn *conn, const conch_call *call) {
 
 static void h2_forget(conch_conn *conn, conch_call *call) {
   if (conn->h2 != NULL) {
-    nghttp2_session_set_stream_user_data(conn->h2, call->stream_id, NULL);
+    forget_stream(conn, call->stream_id);
   }
 }
 

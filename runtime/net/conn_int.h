@@ -114,6 +114,8 @@ typedef struct conch_conn {
   const struct conch_session_ops *ops; /* HTTP/2's until the session starts */
   conch_filter filter;                 /* TLS or nothing; the output */
   struct nghttp2_session *h2;          /* the client session (session.c) */
+  int32_t h2_last_id;                  /* the stream last looked up (0: none) */
+  struct conch_call *h2_last_call;     /* and its call */
   void *h2_spare[4];       /* its freed small blocks, by size (session.c) */
   unsigned h2_nspare[4];
   struct conch_h1 *h1; /* the HTTP/1.1 session (h1.c); NULL for HTTP/2 */
