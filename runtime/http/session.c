@@ -410,6 +410,7 @@ static int submit_call(conch_conn *conn, conch_call *call, int64_t now) {
   conch_buf store = CONCH_BUF_INIT;
   long n;
   int32_t id;
+  int empty;
 
   n = conch__proto_request_headers(call, nva, 64, &store);
   if (n < 0) {
@@ -419,9 +420,14 @@ static int submit_call(conch_conn *conn, conch_call *call, int64_t now) {
   prd.source.ptr = call;
   prd.read_callback = data_read;
   /* A GET has its request in the URL: HEADERS with END_STREAM.  Its
-     sendbuf stays, so that a transparent retry builds the same URL. */
+     sendbuf stays, so that a transparent retry builds the same URL.  A
+     request that is whole and empty (a Connect unary call of an empty
+     message) ends with its HEADERS too, as a body-less POST: no DATA
+     frame to schedule and send. */
+  empty = call->get ||
+          (call->send_closed && conch__call_send_pending(call) == 0);
   id = nghttp2_submit_request(conn->h2, NULL, nva, (size_t)n,
-                              call->get ? NULL : &prd, call);
+                              empty ? NULL : &prd, call);
   conch__buf_free(&store, c->mem);
   if (id < 0) {
     if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {

@@ -66,6 +66,10 @@ static int on_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
   default:
     break;
   }
+  if (f->hd.type == NGHTTP2_DATA &&
+      (st = h2peer_find(h, f->hd.stream_id)) != NULL) {
+    st->data_frames++;
+  }
   if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
       (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0 &&
       (st = h2peer_find(h, f->hd.stream_id)) != NULL) {

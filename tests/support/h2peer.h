@@ -29,6 +29,7 @@ typedef struct h2peer_stream {
   int32_t id;
   int ended;      /* the request's END_STREAM arrived */
   size_t data_in; /* request DATA bytes received */
+  int data_frames; /* request DATA frames received, empty ones too */
   uint32_t rst;   /* RST_STREAM code from the client, if |reset| */
   int reset;
   uint64_t credit; /* WINDOW_UPDATE increments from the client */

@@ -227,6 +227,50 @@ static void test_settings(void **state) {
   memx_clear(&m);
 }
 
+/* A Connect unary request of an empty message is a body-less POST: its
+   HEADERS end the stream and no DATA frame follows (nothing to schedule);
+   one with a body still sends it. */
+static void test_empty_request_no_data(void **state) {
+  memx m;
+  h2peer h;
+  result r[2];
+  conch_call *calls[2];
+  conch_call_opts o = CONCH_CALL_OPTS_INIT;
+  conch_client *c = client(&m);
+  h2peer_stream *st;
+  (void)state;
+
+  memset(r, 0, sizeof(r));
+  assert_int_equal(conch_call_start(c, &unary, &o, &handler, &r[0], &calls[0]),
+                   0);
+  assert_int_equal(conch_call_send_raw(calls[0], "", 0), 0);
+  calls[1] = start(c, &unary, &r[1]);
+  memx_pump(&m, 16);
+  h2peer_new(&h, memx_last(&m), 10, 0);
+  h2peer_exchange(&m, &h);
+  assert_int_equal(h.nstreams, 2);
+  st = &h.streams[0];
+  assert_true(st->ended);
+  assert_int_equal(st->data_frames, 0);
+  assert_int_equal(st->data_in, 0);
+  st = &h.streams[1];
+  assert_true(st->ended);
+  assert_int_equal(st->data_frames, 1);
+  assert_int_equal(st->data_in, 2);
+  h2peer_reply(&h, h.streams[0].id, PROTO, "a", 1, NULL);
+  h2peer_reply(&h, h.streams[1].id, PROTO, "b", 1, NULL);
+  h2peer_exchange(&m, &h);
+  assert_int_equal(r[0].closes, 1);
+  assert_int_equal(r[0].code, CONCH_CODE_OK);
+  assert_int_equal(r[0].msgs, 1);
+  assert_int_equal(r[1].code, CONCH_CODE_OK);
+  conch_call_free(calls[0]);
+  conch_call_free(calls[1]);
+  conch_client_free(c);
+  h2peer_free(&h);
+  memx_clear(&m);
+}
+
 /* ---- Flow control ---------------------------------------------------- */
 
 /* Receiving: a pull-mode call that takes nothing gets a stream window's
@@ -915,6 +959,7 @@ static void test_every_allocation_failing(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_settings),
+      cmocka_unit_test(test_empty_request_no_data),
       cmocka_unit_test(test_receive_window),
       cmocka_unit_test(test_push_paused),
       cmocka_unit_test(test_message_over_window),
