@@ -15,6 +15,26 @@
 
 static int to_lower(int c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c; }
 
+/* Zero when none of the |n| bytes at |p| is in 'A'..'Z', eight at a time:
+   received names are lowercase already (HTTP/2 demands it, the HTTP/1.1
+   parser lowercases them).  Non-zero for some bytes of 0x80 and up too,
+   which the caller then looks at one by one. */
+static int maybe_upper(const uint8_t *p, size_t n) {
+  const uint64_t hi = 0x8080808080808080ull;
+  uint64_t w, acc = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    memcpy(&w, p + i, 8);
+    /* Bit 7 of a byte x < 0x80: x + 0x3f sets it from 'A', x + 0x25 from
+       '[' on, neither carrying out of the byte; x >= 0x80 sets it. */
+    acc |= ((w + 0x3f3f3f3f3f3f3f3full) & ~(w + 0x2525252525252525ull)) | w;
+  }
+  for (; i < n; i++) {
+    acc |= (unsigned)(p[i] - 'A') < 26u ? 0x80u : 0u;
+  }
+  return (acc & hi) != 0;
+}
+
 static int name_eq(const char *a, size_t a_len, const char *b, size_t b_len) {
   size_t i;
 
@@ -148,8 +168,13 @@ static int md_push(conch_metadata *md, const char *name, size_t name_len,
   }
   off = md->strings.len;
   p = md->strings.data + off;
-  for (i = 0; i < name_len; ++i) {
-    p[i] = (uint8_t)to_lower((unsigned char)name[i]);
+  if (name_len > 0) {
+    memcpy(p, name, name_len);
+  }
+  if (maybe_upper(p, name_len)) {
+    for (i = 0; i < name_len; ++i) {
+      p[i] = (uint8_t)to_lower(p[i]);
+    }
   }
   p[name_len] = '\0';
   if (value_len > 0) {

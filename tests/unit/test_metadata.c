@@ -329,6 +329,30 @@ static void test_add_wire(void **state) {
   conch__metadata_clear(NULL);
 }
 
+/* Received names are lowercased whatever their length and wherever the
+   capitals sit (the check goes eight bytes at a time), and bytes past
+   ASCII are kept as they are. */
+static void test_wire_lowercase(void **state) {
+  static const char *const in[] = {
+      "x-lowercase-already-long", "X", "abcdefgH", "abcdefghI",
+      "abcdefghijklmnoZ", "@[`{", "a\x80" "B\xff" "z-name-long", "ZZZZZZZZZZZZZZZZ",
+  };
+  static const char *const out[] = {
+      "x-lowercase-already-long", "x", "abcdefgh", "abcdefghi",
+      "abcdefghijklmnoz", "@[`{", "a\x80" "b\xff" "z-name-long", "zzzzzzzzzzzzzzzz",
+  };
+  conch_metadata md;
+  size_t i;
+  (void)state;
+  conch__metadata_init(&md, NULL);
+  for (i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+    assert_int_equal(
+        conch__metadata_add_wire(&md, in[i], strlen(in[i]), "v", 1), 0);
+    assert_pair(&md, i, out[i], "v", 1);
+  }
+  conch__metadata_clear(&md);
+}
+
 static void test_name_value_ok(void **state) {
   char name[257];
 
@@ -507,6 +531,7 @@ int main(void) {
       cmocka_unit_test(test_remove_reset),
       cmocka_unit_test(test_append),
       cmocka_unit_test(test_add_wire),
+      cmocka_unit_test(test_wire_lowercase),
       cmocka_unit_test(test_name_value_ok),
       cmocka_unit_test(test_reserved),
       cmocka_unit_test(test_oom),
