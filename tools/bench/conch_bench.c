@@ -640,6 +640,41 @@ static int pc_run(const char *mode, const char *url, long a, long b) {
   return s.errors > 0;
 }
 
+/* Per-target cost: |n| clients of |url| (each its own target: options,
+   connection, session, templates, plans), each making one List call to
+   the end, all kept open.  Prints the RSS they added per target. */
+static int targets_run(const char *url, long n) {
+  Process__ListRequest lreq = PROCESS__LIST_REQUEST__INIT;
+  pc_state *s = calloc((size_t)n, sizeof(pc_state));
+  long i, errors = 0, r0;
+  double c0, c1;
+  if (s == NULL) {
+    return 1;
+  }
+  r0 = rss_kib();
+  c0 = cpu_s();
+  for (i = 0; i < n; i++) {
+    s[i].c = pc_client(url, 0);
+    s[i].m = &process__process__list__method;
+    s[i].req = &lreq.base;
+    s[i].total = 1;
+    pc_start(&s[i]);
+    while (s[i].done + s[i].errors < 1) {
+      conch_client_run(s[i].c, -1);
+    }
+    errors += s[i].errors;
+  }
+  c1 = cpu_s();
+  printf("{\"mode\":\"targets\",\"targets\":%ld,\"errors\":%ld,"
+         "\"rss_kib_per_target\":%.1f,\"cpu_seconds\":%.3f}\n",
+         n, errors, (double)(rss_kib() - r0) / (double)n, c1 - c0);
+  for (i = 0; i < n; i++) {
+    conch_client_free(s[i].c);
+  }
+  free(s);
+  return errors > 0;
+}
+
 int main(int argc, char **argv) {
   if (argc > 2 && strcmp(argv[1], "--protocol") == 0) {
     if (strcmp(argv[2], "grpc") == 0) {
@@ -670,12 +705,16 @@ int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "stream") == 0) {
     return bench_stream(argv[2], atof(argv[3]), (size_t)atol(argv[4]));
   }
+  if (argc == 4 && strcmp(argv[1], "targets") == 0) {
+    return targets_run(argv[2], atol(argv[3]));
+  }
   if (argc == 4 && strcmp(argv[1], "idle") == 0) {
     return bench_idle(argv[2], atoi(argv[3]));
   }
   fprintf(stderr, "usage: conch-bench [--protocol connect|grpc] "
                   "unary URL CONC SECS BYTES | stream URL SECS BYTES | "
                   "idle URL STREAMS | list URL CONC CALLS | "
-                  "setup URL CONC STREAMS | bulk URL MESSAGES BYTES\n");
+                  "setup URL CONC STREAMS | bulk URL MESSAGES BYTES | "
+                  "targets URL N\n");
   return 2;
 }
