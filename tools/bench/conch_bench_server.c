@@ -9,8 +9,11 @@
    - List (unary): always the same ListResponse of 485 bytes, the one
      bench-server sends (built the same way), decoded once at start and
      serialized for every call, as a real handler would;
-   - Start (server stream): one StartEvent, then the stream stays open and
-     idle until the client cancels it (memory per idle stream).
+   - Start (server stream): for a process "bench" with args COUNT BYTES
+     (conch-bench's bulk and setup), COUNT DataEvents of BYTES stdout bytes,
+     then OK, as bench-server; for any other, one StartEvent, then the
+     stream stays open and idle until the client cancels it (memory per
+     idle stream).
    Exits on SIGTERM or SIGINT.  --write-list FILE writes the canned
    response's bytes to FILE and exits (the other servers read them).
    --extra-methods N registers N more methods (raw, never called) before
@@ -58,8 +61,98 @@ static void on_list(Process__Process__List_Rpc rpc,
   process__process__list_rpc_finish(rpc, NULL);
 }
 
-/* One StartEvent, then nothing until the client cancels: the call stays
-   the server's (on_cancel frees nothing, the server owns the rpc). */
+/* A stream of |left| DataEvents of the same stdout bytes (a Start of
+   "bench" with args COUNT BYTES, as bench-server's), then OK. */
+typedef struct feed {
+  struct feed *next; /* the feeds under way, for on_cancel */
+  conch_rpc *rpc;
+  long left;
+  Process__StartResponse resp;
+  Process__ProcessEvent ev;
+  Process__ProcessEvent__DataEvent data;
+  uint8_t *bytes;
+} feed;
+
+static feed *feeds;
+
+static void feed_free(feed *f) {
+  feed **pp = &feeds;
+  while (*pp != f) {
+    pp = &(*pp)->next;
+  }
+  *pp = f->next;
+  free(f->bytes);
+  free(f);
+}
+
+static const Process__StartResponse *feed_next(Process__Process__Start_Rpc rpc,
+                                               void *ud) {
+  feed *f = ud;
+  if (f->left == 0) {
+    feed_free(f);
+    process__process__start_rpc_finish(rpc, NULL);
+    return NULL;
+  }
+  f->left--;
+  return &f->resp;
+}
+
+static void on_start_cancel(Process__Process__Start_Rpc rpc,
+                            const conch_status *st, void *user_data) {
+  feed *f;
+  (void)st;
+  (void)user_data;
+  for (f = feeds; f != NULL && f->rpc != rpc.base; f = f->next) {
+  }
+  if (f != NULL) {
+    feed_free(f);
+  }
+}
+
+/* Starts |rpc|'s feed when |req| asks for one; 0 when it does not. */
+static int start_feed(Process__Process__Start_Rpc rpc,
+                      const Process__StartRequest *req) {
+  const Process__ProcessConfig *cfg = req->process;
+  long count, bytes;
+  feed *f;
+  if (cfg == NULL || cfg->cmd == NULL || strcmp(cfg->cmd, "bench") != 0 ||
+      cfg->n_args != 2 || (count = atol(cfg->args[0])) < 0 ||
+      (bytes = atol(cfg->args[1])) < 0 || bytes > (16l << 20) ||
+      (f = calloc(1, sizeof(*f))) == NULL) {
+    return 0;
+  }
+  f->bytes = malloc((size_t)bytes + 1);
+  if (f->bytes == NULL) {
+    free(f);
+    return 0;
+  }
+  memset(f->bytes, 'x', (size_t)bytes);
+  f->rpc = rpc.base;
+  f->left = count;
+  process__start_response__init(&f->resp);
+  process__process_event__init(&f->ev);
+  process__process_event__data_event__init(&f->data);
+  f->data.output_case = PROCESS__PROCESS_EVENT__DATA_EVENT__OUTPUT_STDOUT;
+  f->data.stdout.data = f->bytes;
+  f->data.stdout.len = (size_t)bytes;
+  f->ev.event_case = PROCESS__PROCESS_EVENT__EVENT_DATA;
+  f->ev.data = &f->data;
+  f->resp.event = &f->ev;
+  f->next = feeds;
+  feeds = f;
+  if (process__process__start_rpc_stream(rpc, feed_next, f) != 0) {
+    conch_status st;
+    feed_free(f);
+    conch_status_init(&st);
+    st.code = CONCH_CODE_INTERNAL;
+    process__process__start_rpc_finish(rpc, &st);
+  }
+  return 1;
+}
+
+/* A Start of "bench" COUNT BYTES: that many DataEvents (start_feed()).
+   Any other: one StartEvent, then nothing until the client cancels: the
+   call stays the server's (the server owns the rpc). */
 static void on_start(Process__Process__Start_Rpc rpc,
                      const Process__StartRequest *req, void *user_data) {
   Process__StartResponse resp = PROCESS__START_RESPONSE__INIT;
@@ -67,8 +160,11 @@ static void on_start(Process__Process__Start_Rpc rpc,
   Process__ProcessEvent__StartEvent start =
       PROCESS__PROCESS_EVENT__START_EVENT__INIT;
   conch_status st;
-  (void)req;
   (void)user_data;
+
+  if (start_feed(rpc, req)) {
+    return;
+  }
 
   start.pid = 4242;
   ev.event_case = PROCESS__PROCESS_EVENT__EVENT_START;
@@ -143,7 +239,7 @@ static int add_icept(conch_server *s) {
 int main(int argc, char **argv) {
   static const Process__Process_Handlers h = {
       .list = {.on_request = on_list},
-      .start = {.on_request = on_start},
+      .start = {.on_request = on_start, .on_cancel = on_start_cancel},
   };
   conch_server *s;
   conch_server_opts *o = NULL;
