@@ -179,6 +179,7 @@ void conch__call_destroy(conch_call *call) {
     call->conn->ops->forget(call->conn, call);
   }
   conch__list_remove(&call->client_link);
+  conch__proto_unlend(call);
   conch__conn_unbind(call);
   conch__list_remove(&call->queue_link);
   conch__list_remove(&call->done_link);
@@ -1448,6 +1449,7 @@ void conch__call_resend(conch_call *call) {
   call->unconsumed = 0;
   call->held = 0;
   call->nrecv = 0;
+  conch__proto_unlend(call);
   conch__buf_reset(&call->body);
   conch__env_reader_clear(&call->reader);
   reader_init(call);

@@ -108,6 +108,12 @@ struct conch_call {
   conch_metadata gfields[2]; /* gRPC status fields: [0] headers, [1] trailers */
   conch_env_reader reader;
   conch_buf body;    /* Connect unary body, error bodies */
+  /* A Connect unary body that lies whole in the bytes being fed, not copied
+     (yet): the input is the connection's until the feed returns, when
+     conch__proto_settle() copies what is still lent into |body|. */
+  const uint8_t *body_lent;
+  size_t body_lent_len;
+  conch_link lent_link; /* in the client's |lent| while |body_lent| is set */
   unsigned nrecv;    /* messages received */
   size_t unconsumed; /* stream-window bytes not yet credited back */
   unsigned paused : 1; /* conch_call_pause(): no credit goes back */

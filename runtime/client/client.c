@@ -257,13 +257,18 @@ static void ep_timer_disarm(conch_endpoint *ep, conch_timer *t) {
   conch__timer_disarm(CONCH_CONTAINER(ep, conch_client, ep), t);
 }
 
+static void ep_fed(conch_endpoint *ep) {
+  conch__proto_settle(CONCH_CONTAINER(ep, conch_client, ep));
+}
+
 static const conch_endpoint_ops client_ep_ops = {ep_now,
                                                  ep_kick,
                                                  ep_watch,
                                                  ep_timer_arm,
                                                  ep_timer_disarm,
                                                  conch__conn_start_session,
-                                                 conch__filter_tls_fail};
+                                                 conch__filter_tls_fail,
+                                                 ep_fed};
 
 int conch_client_new(conch_client **out, const char *url,
                      const conch_client_opts *opts) {
@@ -289,6 +294,7 @@ int conch_client_new(conch_client **out, const char *url,
   c->hook_timer = -2;
   conch__list_init(&c->conns);
   conch__list_init(&c->calls);
+  conch__list_init(&c->lent);
   conch__list_init(&c->done);
   conch__list_init(&c->ep.dirty);
   conch__list_init(&c->ready);

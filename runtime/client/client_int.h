@@ -49,6 +49,7 @@ struct conch_client {
 
   conch_link conns;
   conch_link calls;
+  conch_link lent; /* calls with a body lent by the input being fed */
   conch_link done;  /* finished calls whose on_close is pending */
   conch_link ready; /* calls whose on_send_ready is due */
   conch_link alarms;

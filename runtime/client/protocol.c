@@ -815,14 +815,48 @@ static void feed_envelopes(conch_call *call, const uint8_t *data, size_t len,
   }
 }
 
+void conch__proto_unlend(conch_call *call) {
+  if (call->body_lent != NULL) {
+    call->body_lent = NULL;
+    call->body_lent_len = 0;
+    conch__list_remove(&call->lent_link);
+  }
+}
+
+/* Copies |call|'s lent body into its own.  Returns 0, or -1 when memory
+   ran out (the call failed). */
+static int settle_one(conch_call *call) {
+  const uint8_t *p = call->body_lent;
+  size_t n = call->body_lent_len;
+  conch__proto_unlend(call);
+  if (conch__buf_append(&call->body, call->client->mem, p, n) != 0) {
+    conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_NOMEM,
+                     "out of memory receiving the response");
+    return -1;
+  }
+  return 0;
+}
+
+void conch__proto_settle(conch_client *c) {
+  while (!conch__list_empty(&c->lent)) {
+    (void)settle_one(CONCH_CONTAINER(c->lent.next, conch_call, lent_link));
+  }
+}
+
+/* A Connect unary body (or a stream's error body): the first piece is
+   lent, not copied, so that a body that arrives whole in one piece (one
+   DATA frame in one read) reaches the decoder where it lies; a second
+   piece, or the end of the feed, has it copied. */
 static void unary_body(conch_call *call, const uint8_t *data, size_t len) {
   conch_client *c = call->client;
   size_t limit = c->o.recv_limit;
 
-  if (call->body_over) {
+  if (call->body_over || len == 0) {
     return;
   }
-  if (limit > 0 && conch__buf_size(&call->body) + len > limit) {
+  if (limit > 0 &&
+      conch__buf_size(&call->body) + call->body_lent_len + len > limit) {
+    conch__proto_unlend(call);
     if (call->http_status == 200) {
       conch__call_fail(call, CONCH_CODE_RESOURCE_EXHAUSTED, CONCH_ERR_LIMIT,
                        "response message exceeds the receive limit of %zu "
@@ -830,6 +864,15 @@ static void unary_body(conch_call *call, const uint8_t *data, size_t len) {
                        limit);
     }
     call->body_over = 1; /* an error body that big is not worth reading */
+    return;
+  }
+  if (call->body_lent == NULL && conch__buf_size(&call->body) == 0) {
+    call->body_lent = data;
+    call->body_lent_len = len;
+    conch__list_push(&c->lent, &call->lent_link);
+    return;
+  }
+  if (call->body_lent != NULL && settle_one(call) != 0) {
     return;
   }
   if (conch__buf_append(&call->body, c->mem, data, len) != 0) {
@@ -866,6 +909,14 @@ static void connect_unary_end(conch_call *call) {
   int enc = parse_encoding(call, encv);
   const uint8_t *p = conch__buf_head(&call->body);
   size_t n = conch__buf_size(&call->body);
+
+  if (call->body_lent != NULL) {
+    /* The whole body, where it arrived: still valid, as this runs from
+       the feed that brought it. */
+    p = call->body_lent;
+    n = call->body_lent_len;
+    conch__proto_unlend(call);
+  }
 
   if (call->http_status != 200) {
     conch_status st;

@@ -16,6 +16,12 @@
 void conch__proto_on_headers(conch_call *call);
 /* Response body bytes. */
 void conch__proto_on_data(conch_call *call, const uint8_t *data, size_t len);
+/* The input being fed is about to go: a Connect unary body still lent by
+   it (conch_call.body_lent) is copied into the call's body, for every
+   call of |c| that has one. */
+void conch__proto_settle(struct conch_client *c);
+/* |call| gives back a lent body without copying it (the body is dropped). */
+void conch__proto_unlend(conch_call *call);
 /* END_STREAM from the server: settles the status. */
 void conch__proto_on_end(conch_call *call);
 /* Serializes |msg| bytes (|n|) for the wire into |call->sendbuf|.

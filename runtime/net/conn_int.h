@@ -57,6 +57,10 @@ typedef struct conch_endpoint_ops {
      the connection, the server closes it (after the alert, in the
      handshake). */
   void (*tls_fail)(struct conch_conn *conn);
+  /* The bytes just fed to a session are about to go (the read buffer is
+     reused): what the owner borrowed from them it copies now (the client's
+     lent bodies, conch__proto_settle()).  NULL: nothing is borrowed. */
+  void (*fed)(conch_endpoint *ep);
 } conch_endpoint_ops;
 
 struct conch_endpoint {

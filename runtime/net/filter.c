@@ -148,9 +148,19 @@ typedef struct feed_ctx {
   int rv;
 } feed_ctx;
 
+/* Feeds |p| to the session; what its owner borrowed from |p| is copied
+   before |p| goes (the endpoint's fed). */
+static int feed(conch_conn *conn, const uint8_t *p, size_t n) {
+  int rv = conn->ops->feed(conn, p, n);
+  if (conn->ep->ops->fed != NULL) {
+    conn->ep->ops->fed(conn->ep);
+  }
+  return rv;
+}
+
 static int session_feed(void *ud, const uint8_t *p, size_t n) {
   feed_ctx *fc = ud;
-  fc->rv = fc->conn->ops->feed(fc->conn, p, n);
+  fc->rv = feed(fc->conn, p, n);
   return fc->rv;
 }
 
@@ -163,7 +173,7 @@ int conch__filter_recv(conch_conn *conn, const uint8_t *p, size_t n) {
   feed_ctx fc;
   int rv;
   if (conn->filter.tls == NULL) {
-    return conn->ops->feed(conn, p, n);
+    return feed(conn, p, n);
   }
   if (n > 0) {
     rv = conch__tls_feed(conn->filter.tls, p, n);

@@ -87,7 +87,7 @@ static void ep_tls_fail(conch_conn *c);
 
 static const conch_endpoint_ops server_ep_ops = {
     ep_now,          ep_kick,   ep_watch,   ep_timer_arm,
-    ep_timer_disarm, ep_secure, ep_tls_fail};
+    ep_timer_disarm, ep_secure, ep_tls_fail, NULL};
 
 /* ---- Server ------------------------------------------------------------- */
 

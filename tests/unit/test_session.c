@@ -480,6 +480,53 @@ static void test_large_frames_in_place(void **state) {
   }
 }
 
+/* The same for a Connect unary response (no envelope: the body is the
+   message): a body that arrives whole in one DATA frame is decoded where
+   it lies; over 16 KiB frames it is put together once. */
+static void test_unary_body_in_place(void **state) {
+  uint32_t frames[2] = {1u << 20, 0};
+  (void)state;
+
+  for (int k = 0; k < 2; k++) {
+    memx m;
+    h2peer h;
+    conch_client *c = client(&m);
+    conch_call_opts o = CONCH_CALL_OPTS_INIT;
+    conch_call *call;
+    uint8_t *body = malloc(65536);
+    where w;
+    int i;
+
+    assert_non_null(body);
+    for (i = 0; i < 65536; i++) {
+      body[i] = (uint8_t)(i * 7);
+    }
+    memset(&w, 0, sizeof(w));
+    assert_int_equal(conch_call_start(c, &unary, &o, &where_handler, &w, &call),
+                     0);
+    assert_int_equal(conch_call_send_raw(call, "hi", 2), 0);
+    memx_pump(&m, 16);
+    w.conn = conn_of(c, 0);
+    h2peer_new(&h, memx_last(&m), 100, 0);
+    h.max_frame = frames[k];
+    h2peer_exchange(&m, &h);
+    h2peer_reply(&h, h.streams[0].id, PROTO, body, 65536, NULL);
+    for (i = 0; i < 100 && !conch_call_done(call); i++) {
+      h2peer_exchange(&m, &h);
+    }
+    assert_true(conch_call_done(call));
+    assert_int_equal(conch_call_status(call)->code, CONCH_CODE_OK);
+    assert_int_equal(w.bytes, 65536);
+    assert_int_equal(w.in_place + w.copied, 1);
+    assert_int_equal(w.in_place, frames[k] != 0 ? 1 : 0);
+    conch_call_free(call);
+    conch_client_free(c);
+    h2peer_free(&h);
+    memx_clear(&m);
+    free(body);
+  }
+}
+
 /* Sending: the client keeps to the server's stream window (16 KiB) and
    goes on as the server credits what it read. */
 static void test_send_window(void **state) {
@@ -964,6 +1011,7 @@ int main(void) {
       cmocka_unit_test(test_push_paused),
       cmocka_unit_test(test_message_over_window),
       cmocka_unit_test(test_large_frames_in_place),
+      cmocka_unit_test(test_unary_body_in_place),
       cmocka_unit_test(test_send_window),
       cmocka_unit_test(test_resets),
       cmocka_unit_test(test_refused_retried_once),
