@@ -326,6 +326,21 @@ static const char *short_of(const char *full) {
   return dot != NULL ? dot + 1 : full;
 }
 
+/* Whether the |n| bytes at |s| are a protobuf identifier, as protoc
+   checks symbol names: letters, digits and '_', not starting with a
+   digit. */
+static int symbol_ok(const uint8_t *s, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    uint8_t c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+          (i > 0 && c >= '0' && c <= '9'))) {
+      return 0;
+    }
+  }
+  return n > 0;
+}
+
 static int build_enum(conch_dynamic *d, const char *name,
                       const ProtobufCEnumDescriptor **out) {
   entry *e = find(d, name, ENT_ENUM);
@@ -377,6 +392,12 @@ static int build_enum(conch_dynamic *d, const char *name,
         sl > MAX_NAME || get_varint(f.data, f.len, 2, &num) < 0) {
       return conch__dyn_fail(d, CONCH_ERR_INVALID,
                              "%.300s: a value without a name", name);
+    }
+    if (!symbol_ok(s, sl)) {
+      /* JSON writes the name as it is: it must be one protoc accepts. */
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s: a value name that is not an identifier",
+                             name);
     }
     vals[i].name = conch__dyn_strndup(d, (const char *)s, sl);
     if (vals[i].name == NULL) {
@@ -765,6 +786,12 @@ static int build_fields(conch_dynamic *d, dmsg *dm, const decl *dc) {
         pf.nl > MAX_NAME || memchr(pf.name, '\0', pf.nl) != NULL) {
       return conch__dyn_fail(d, CONCH_ERR_INVALID,
                              "%.300s: a field without a name", name);
+    }
+    if (!symbol_ok(pf.name, pf.nl)) {
+      /* Its JSON name comes from it, written as it is. */
+      return conch__dyn_fail(d, CONCH_ERR_INVALID,
+                             "%.300s: a field name that is not an identifier",
+                             name);
     }
     fd->name = conch__dyn_strndup(d, (const char *)pf.name, pf.nl);
     if (fd->name == NULL) {
