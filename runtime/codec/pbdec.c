@@ -330,11 +330,32 @@ typedef struct val {
   uint64_t v;             /* varint value */
 } val;
 
+/* Reads the length of a LEN value at *pp (after its tag), checks that the
+   value fits before |end| and leaves *pp at the value.  Returns the length,
+   or -1. */
+HOT long len_of(const uint8_t **pp, const uint8_t *end) {
+  const uint8_t *q = *pp, *start = q;
+  uint64_t n;
+  if (q < end && *q < 0x80) {
+    n = *q++;
+  } else if (end - q >= 2 && q[1] < 0x80) {
+    n = (uint64_t)(q[0] & 0x7f) | (uint64_t)q[1] << 7;
+    q += 2;
+  } else if (varint_slow(&q, end, &n) != 0 || q - start > 5) {
+    return -1;
+  }
+  if (n > (uint64_t)(end - q)) {
+    return -1;
+  }
+  *pp = q;
+  return (long)n;
+}
+
 /* Reads the tag at *pp and the value after it.  Returns the field number,
    or 0 when the bytes are not a field this decoder takes. */
 HOT uint32_t next_field(const uint8_t **pp, const uint8_t *end, val *x) {
-  const uint8_t *p = *pp, *start; /* p < end */
-  uint64_t tag, n;
+  const uint8_t *p = *pp; /* p < end */
+  uint64_t tag;
   if (*p < 0x80) {
     tag = *p++;
   } else if (varint_slow(&p, end, &tag) != 0 || p - *pp > 5 ||
@@ -366,21 +387,15 @@ HOT uint32_t next_field(const uint8_t **pp, const uint8_t *end, val *x) {
     x->p = p;
     p += 4;
     break;
-  case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED:
-    if (p < end && *p < 0x80) {
-      n = *p++;
-    } else {
-      start = p;
-      if (varint_slow(&p, end, &n) != 0 || p - start > 5) {
-        return 0;
-      }
-    }
-    if (n > (uint64_t)(end - p)) {
+  case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED: {
+    long n = len_of(&p, end);
+    if (n < 0) {
       return 0;
     }
     x->p = p;
     p += n;
     break;
+  }
   default:
     return 0; /* groups */
   }
@@ -586,27 +601,6 @@ COLD int store_packed(dec *d, const ProtobufCFieldDescriptor *fd,
     (*n)++;
   }
   return 0;
-}
-
-/* Reads the length of a LEN value at *pp (after its tag), checks that the
-   value fits before |end| and leaves *pp at the value.  Returns the length,
-   or -1. */
-HOT long len_of(const uint8_t **pp, const uint8_t *end) {
-  const uint8_t *q = *pp, *start = q;
-  uint64_t n;
-  if (q < end && *q < 0x80) {
-    n = *q++;
-  } else if (end - q >= 2 && q[1] < 0x80) {
-    n = (uint64_t)(q[0] & 0x7f) | (uint64_t)q[1] << 7;
-    q += 2;
-  } else if (varint_slow(&q, end, &n) != 0 || q - start > 5) {
-    return -1;
-  }
-  if (n > (uint64_t)(end - q)) {
-    return -1;
-  }
-  *pp = q;
-  return (long)n;
 }
 
 /* Makes room for one more element of the repeated pointer field |s| at
