@@ -839,7 +839,12 @@ static int settle_one(conch_call *call) {
 
 void conch__proto_settle(conch_client *c) {
   while (!conch__list_empty(&c->lent)) {
-    (void)settle_one(CONCH_CONTAINER(c->lent.next, conch_call, lent_link));
+    conch_call *call = CONCH_CONTAINER(c->lent.next, conch_call, lent_link);
+    if (call->finished) {
+      conch__proto_unlend(call); /* ended meanwhile: nothing reads it */
+    } else {
+      (void)settle_one(call);
+    }
   }
 }
 
