@@ -428,42 +428,58 @@ static void on_raw_where(conch_call *call, const uint8_t *p, size_t n,
 static const conch_call_handler where_handler = {NULL, NULL, on_raw_where,
                                                  NULL, NULL};
 
+/* One call of |me| (request "hi") answered with |body| (|len| bytes of
+   |ctype|) by a server whose DATA frames are at most |max_frame| (0: 16
+   KiB); |w| says where the handler found the bytes.  Returns the call's
+   code. */
+static conch_code serve_where(const conch_method *me, const char *ctype,
+                              const uint8_t *body, size_t len,
+                              uint32_t max_frame, where *w) {
+  memx m;
+  h2peer h;
+  conch_client *c = client(&m);
+  conch_call_opts o = CONCH_CALL_OPTS_INIT;
+  conch_call *call;
+  conch_code code;
+  int i;
+
+  memset(w, 0, sizeof(*w));
+  assert_int_equal(conch_call_start(c, me, &o, &where_handler, w, &call), 0);
+  assert_int_equal(conch_call_send_raw(call, "hi", 2), 0);
+  memx_pump(&m, 16);
+  w->conn = conn_of(c, 0);
+  h2peer_new(&h, memx_last(&m), 100, 0);
+  h.max_frame = max_frame;
+  h2peer_exchange(&m, &h);
+  assert_int_equal(
+      nghttp2_session_get_remote_settings(h.s, NGHTTP2_SETTINGS_MAX_FRAME_SIZE),
+      1u << 20);
+  h2peer_reply(&h, h.streams[0].id, ctype, body, len, NULL);
+  for (i = 0; i < 100 && !conch_call_done(call); i++) {
+    h2peer_exchange(&m, &h);
+  }
+  assert_true(conch_call_done(call));
+  code = conch_call_status(call)->code;
+  conch_call_free(call);
+  conch_client_free(c);
+  h2peer_free(&h);
+  memx_clear(&m);
+  return code;
+}
+
 /* Messages that arrive whole in one read reach the handler where they lie
    in the read buffer: the server sends DATA frames as large as the
    client's SETTINGS_MAX_FRAME_SIZE allows (as Go's does).  Split over
    16 KiB frames, each is put together once. */
 static void test_large_frames_in_place(void **state) {
   uint32_t frames[2] = {1u << 20, 0};
+  size_t len;
+  uint8_t *body = stream_body(3, 65536, &len);
   (void)state;
 
   for (int k = 0; k < 2; k++) {
-    memx m;
-    h2peer h;
-    conch_client *c = client(&m);
-    conch_call_opts o = CONCH_CALL_OPTS_INIT;
-    conch_call *call;
-    size_t len;
-    uint8_t *body = stream_body(3, 65536, &len);
     where w;
-    int i;
-
-    memset(&w, 0, sizeof(w));
-    assert_int_equal(
-        conch_call_start(c, &sstream, &o, &where_handler, &w, &call), 0);
-    assert_int_equal(conch_call_send_raw(call, "hi", 2), 0);
-    memx_pump(&m, 16);
-    w.conn = conn_of(c, 0);
-    h2peer_new(&h, memx_last(&m), 100, 0);
-    h.max_frame = frames[k];
-    h2peer_exchange(&m, &h);
-    assert_int_equal(nghttp2_session_get_remote_settings(
-                         h.s, NGHTTP2_SETTINGS_MAX_FRAME_SIZE),
-                     1u << 20);
-    h2peer_reply(&h, h.streams[0].id, STREAM, body, len, NULL);
-    for (i = 0; i < 100 && !conch_call_done(call); i++) {
-      h2peer_exchange(&m, &h);
-    }
-    assert_true(conch_call_done(call));
+    (void)serve_where(&sstream, STREAM, body, len, frames[k], &w);
     assert_int_equal(w.bytes, 3 * 65536);
     if (frames[k] != 0) {
       assert_int_equal(w.in_place, 3);
@@ -472,12 +488,8 @@ static void test_large_frames_in_place(void **state) {
       assert_int_equal(w.in_place, 0);
       assert_int_equal(w.copied, 3);
     }
-    conch_call_free(call);
-    conch_client_free(c);
-    h2peer_free(&h);
-    memx_clear(&m);
-    free(body);
   }
+  free(body);
 }
 
 /* The same for a Connect unary response (no envelope: the body is the
@@ -485,46 +497,22 @@ static void test_large_frames_in_place(void **state) {
    it lies; over 16 KiB frames it is put together once. */
 static void test_unary_body_in_place(void **state) {
   uint32_t frames[2] = {1u << 20, 0};
+  uint8_t *body = malloc(65536);
   (void)state;
 
+  assert_non_null(body);
+  for (int i = 0; i < 65536; i++) {
+    body[i] = (uint8_t)(i * 7);
+  }
   for (int k = 0; k < 2; k++) {
-    memx m;
-    h2peer h;
-    conch_client *c = client(&m);
-    conch_call_opts o = CONCH_CALL_OPTS_INIT;
-    conch_call *call;
-    uint8_t *body = malloc(65536);
     where w;
-    int i;
-
-    assert_non_null(body);
-    for (i = 0; i < 65536; i++) {
-      body[i] = (uint8_t)(i * 7);
-    }
-    memset(&w, 0, sizeof(w));
-    assert_int_equal(conch_call_start(c, &unary, &o, &where_handler, &w, &call),
-                     0);
-    assert_int_equal(conch_call_send_raw(call, "hi", 2), 0);
-    memx_pump(&m, 16);
-    w.conn = conn_of(c, 0);
-    h2peer_new(&h, memx_last(&m), 100, 0);
-    h.max_frame = frames[k];
-    h2peer_exchange(&m, &h);
-    h2peer_reply(&h, h.streams[0].id, PROTO, body, 65536, NULL);
-    for (i = 0; i < 100 && !conch_call_done(call); i++) {
-      h2peer_exchange(&m, &h);
-    }
-    assert_true(conch_call_done(call));
-    assert_int_equal(conch_call_status(call)->code, CONCH_CODE_OK);
+    assert_int_equal(serve_where(&unary, PROTO, body, 65536, frames[k], &w),
+                     CONCH_CODE_OK);
     assert_int_equal(w.bytes, 65536);
     assert_int_equal(w.in_place + w.copied, 1);
     assert_int_equal(w.in_place, frames[k] != 0 ? 1 : 0);
-    conch_call_free(call);
-    conch_client_free(c);
-    h2peer_free(&h);
-    memx_clear(&m);
-    free(body);
   }
+  free(body);
 }
 
 /* Sending: the client keeps to the server's stream window (16 KiB) and
