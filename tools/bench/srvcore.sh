@@ -36,9 +36,6 @@ for t in valgrind h2load; do
   }
 done
 . "$(dirname "$0")/peer.sh"
-tck=$(getconf CLK_TCK)
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 load() { # client calls -> runs it against $port
   case $1 in
@@ -58,12 +55,6 @@ ir_run() { # client calls -> the server's total Ir
   load "$1" "$2"
   stop
   sed -n 's/^summary: *//p' "$out/cg"
-}
-ir_per() { # fn arg n1 n2
-  a=$($1 "$2" "$3")
-  b=$($1 "$2" "$4")
-  awk -v a="$a" -v b="$b" -v n1="$3" -v n2="$4" \
-    'BEGIN{printf "%.0f", (b - a) / (n2 - n1)}'
 }
 calls_per_cpu_s() { # client
   for r in $(seq "$rounds"); do
@@ -98,11 +89,11 @@ echo
 echo "| load | server Ir per List call | server List calls per CPU-s |"
 echo "|---|---:|---:|"
 for c in conch h2load; do
-  echo "| $c | $(ir_per ir_run "$c" "$n1" "$n2") | $(calls_per_cpu_s "$c") |"
+  echo "| $c | $(per_unit "$n1" "$n2" ir_run "$c") | $(calls_per_cpu_s "$c") |"
 done
 echo
 echo "| protocol | server Ir per 64-byte stream event |"
 echo "|---|---:|"
 for p in connect grpc; do
-  echo "| $p | $(ir_per events_run "$p" "$e1" "$e2") |"
+  echo "| $p | $(per_unit "$e1" "$e2" events_run "$p") |"
 done

@@ -33,23 +33,17 @@ c2=${C2:-250}
 sizes=${SIZES:-64 485 1024 4096 16384 65536}
 codecs=${CODECS:-gzip deflate zstd br snappy}
 . "$(dirname "$0")/peer.sh"
-tck=$(getconf CLK_TCK)
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-ir_run() { # build calls [server flags] -> total Ir
+ir_run() { # build "server flags" calls -> total Ir
   start valgrind --tool=callgrind --callgrind-out-file="$out/cg" \
-    "$1/tools/bench/conch-bench-server" ${3:-}
-  "$1/tools/bench/conch-bench" list "http://127.0.0.1:$port" 16 "$2" \
+    "$1/tools/bench/conch-bench-server" $2
+  "$1/tools/bench/conch-bench" list "http://127.0.0.1:$port" 16 "$3" \
     >/dev/null
   stop
   sed -n 's/^summary: *//p' "$out/cg"
 }
 ir_per_call() { # build [server flags]
-  a=$(ir_run "$1" "$n1" "${2:-}")
-  b=$(ir_run "$1" "$n2" "${2:-}")
-  awk -v a="$a" -v b="$b" -v n1="$n1" -v n2="$n2" \
-    'BEGIN{printf "%.0f", (b - a) / (n2 - n1)}'
+  per_unit "$n1" "$n2" ir_run "$1" "${2:-}"
 }
 calls_per_cpu_s() { # build [server flags]
   for r in $(seq "$rounds"); do

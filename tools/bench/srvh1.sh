@@ -25,9 +25,6 @@ n1=${N1:-1000}
 n2=${N2:-6000}
 n3=${N3:-100000}
 . "$(dirname "$0")/peer.sh"
-tck=$(getconf CLK_TCK)
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 # StartRequest{process: {cmd: "head", args: ["-c", "1073741824",
 # "/dev/zero"]}} in a Connect envelope.
@@ -43,10 +40,7 @@ ir_run() { # build flag calls -> total Ir
   sed -n 's/^summary: *//p' "$out/cg"
 }
 ir_per_call() { # build flag
-  a=$(ir_run "$1" "$2" "$n1")
-  b=$(ir_run "$1" "$2" "$n2")
-  awk -v a="$a" -v b="$b" -v n1="$n1" -v n2="$n2" \
-    'BEGIN{printf "%.0f", (b - a) / (n2 - n1)}'
+  per_unit "$n1" "$n2" ir_run "$1" "$2"
 }
 cpu_per_call() { # build flag -> us
   for r in $(seq "$rounds"); do

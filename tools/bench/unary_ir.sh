@@ -19,27 +19,24 @@ n1=${N1:-1000}
 n2=${N2:-6000}
 . "$(dirname "$0")/peer.sh" # $0: the script that sourced this one
 
-server_ir() { # build calls env -> total Ir of the server
-  start env $3 valgrind --tool=callgrind --callgrind-out-file="$out/cg" \
+server_ir() { # build env calls -> total Ir of the server
+  start env $2 valgrind --tool=callgrind --callgrind-out-file="$out/cg" \
     "$1/tools/bench/conch-bench-server"
-  env $3 "$1/tools/bench/conch-bench" list "http://127.0.0.1:$port" 16 "$2" \
+  env $2 "$1/tools/bench/conch-bench" list "http://127.0.0.1:$port" 16 "$3" \
     >/dev/null
   stop
   sed -n 's/^summary: *//p' "$out/cg"
 }
-client_ir() { # build calls env -> total Ir of the client
-  start env $3 "$1/tools/bench/conch-bench-server"
-  env $3 valgrind --tool=callgrind --callgrind-out-file="$out/cg" \
-    "$1/tools/bench/conch-bench" list "http://127.0.0.1:$port" 16 "$2" \
+client_ir() { # build env calls -> total Ir of the client
+  start env $2 "$1/tools/bench/conch-bench-server"
+  env $2 valgrind --tool=callgrind --callgrind-out-file="$out/cg" \
+    "$1/tools/bench/conch-bench" list "http://127.0.0.1:$port" 16 "$3" \
     >/dev/null 2>&1
   stop
   sed -n 's/^summary: *//p' "$out/cg"
 }
 per_call() { # fn build env
-  a=$($1 "$2" "$n1" "$3")
-  b=$($1 "$2" "$n2" "$3")
-  awk -v a="$a" -v b="$b" -v n1="$n1" -v n2="$n2" \
-    'BEGIN{printf "%.0f", (b - a) / (n2 - n1)}'
+  per_unit "$n1" "$n2" "$@"
 }
 
 unary_ir_table() { # before after
