@@ -22,7 +22,10 @@
        signal (timeout raises it on itself);
    and <inner> (CMD's own pid until it execs CMD, so timeout's status is
    CMD's) first starts a watcher (`/bin/sh -c <watch> conch-tree-watch
-   PID ...`: CMD's arguments are not on its command line) in the group,
+   PID ...`: CMD's arguments are not on its command line) in the group
+   and waits until it has set its trap (the watcher then lets go of the
+   command substitution's pipe), so that no signal can reach CMD's group
+   before the watcher catches it (one that came first used to kill it),
    given timeout's pid (the outer shell's $$, which exec kept) rather than
    its own $PPID: a timeout KILLed before <inner> began leaves <inner> the
    child of the server or a subreaper, and a watcher of that process
@@ -32,10 +35,14 @@
      - at EOF timeout has ended; if CMD still lives, timeout was killed
        (SIGKILL: SendSignal KILL, the server's deadline): the group is
        KILLed at once;
-     - a TERM/INT/HUP/QUIT that reached the group starts a timer (a
-       subshell of the watcher) that KILLs what is left of the group
-       GRACE_S later, even after CMD and timeout ended (members that trap
-       TERM);
+     - a TERM or HUP that reached the group starts a timer (a subshell
+       of the watcher that ignores both, so that a second TERM, from a
+       second SendSignal or a member's TERM to its group that timeout
+       forwards again, does not end it) that KILLs
+       what is left of the group GRACE_S later, even after CMD and
+       timeout ended (members that trap TERM).  INT and QUIT, which
+       SendSignal cannot send, are not caught: a shell's background
+       jobs, the watcher among them, ignore them from the start;
      - otherwise (a normal end) background members are left alone, as the
        server would leave them.
    A read of the FIFO that a trapped signal interrupts is repeated while
@@ -69,10 +76,10 @@ static const char script[] =
     "exec 6<>\"$f\" 4>\"$f\" 5<\"$f\" 6<&-\n"
     "rm -f \"$f\"\n"
     "exec timeout -k \"$g\" 0 /bin/sh -c 'exec 4>&-; g=$1 P=$2 w=$3; shift 3;"
-    " (/bin/sh -c \"$w\" conch-tree-watch $P $$ \"$g\" </dev/null"
-    " >/dev/null 2>&1 &); exec 5<&-; exec \"$@\"' -- \"$g\" $$"
+    " r=$(/bin/sh -c \"$w\" conch-tree-watch $P $$ \"$g\" </dev/null"
+    " 2>/dev/null &); exec 5<&-; exec \"$@\"' -- \"$g\" $$"
     " 'P=$1 C=$2 g=$3 t=0; on() { [ $t = 1 ] && return; t=1;"
-    " (sleep $g; kill -s KILL -- -$P) & }; trap on TERM INT HUP QUIT;"
+    " (trap \"\" TERM HUP; sleep $g; kill -s KILL -- -$P) & }; trap on TERM HUP; exec >/dev/null;"
     " while read -r _ _ s _ </proc/$P/stat && [ \"$s\" != Z ]; do"
     " read -r _ <&5; done;"
     " kill -0 $C && kill -s KILL -- -$P' \"$@\"\n";

@@ -651,6 +651,37 @@ static void test_trapping_grandchild(void **state) {
   conch_sandbox_free(sb);
 }
 
+/* A TERM to the group at the very start of CMD (CMD sends it itself,
+   after leaving a TERM-ignoring member behind): the watcher must already
+   catch TERM then.  It did not: it was started beside CMD, so a TERM that
+   came before its trap killed it, and the member outlived the grace for
+   good (under load, test_trapping_grandchild's TERM did that). */
+static void test_term_at_start(void **state) {
+  const char *m = run_mark("7792205");
+  conch_sandbox *sb = sandbox_at(pid_only_url, CONCH_TREE_AUTO);
+  conch_exec_result r;
+  shell s;
+  int64_t t;
+  long ms;
+  int i;
+  (void)state;
+  for (i = 0; i < 5; i++) {
+    t = conch_now_ms();
+    run_ok(sb,
+           sh(&s,
+              "trap '' TERM; (sleep 600 %s; : %s) >/dev/null 2>&1 & "
+              "trap - TERM; kill -s TERM 0; sleep 600 %s",
+              m, m, m),
+           &r);
+    assert_false(r.exited);
+    assert_string_equal(r.status, "signal: terminated");
+    conch_exec_result_clear(&r);
+    ms = gone_after("TERM to the group as CMD starts (grace 1500 ms)", m, t);
+    assert_true(ms >= GRACE_MS - 100);
+  }
+  conch_sandbox_free(sb);
+}
+
 typedef struct many {
   int started, failed, killed;
 } many;
@@ -743,6 +774,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_leader_killed_at_once),
       cmocka_unit_test(test_deadline),
       cmocka_unit_test(test_trapping_grandchild),
+      cmocka_unit_test(test_term_at_start),
       cmocka_unit_test(test_hundred_trees),
   };
   if (argc > 1) {

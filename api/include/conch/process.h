@@ -93,9 +93,12 @@ enum {
  * foreground group) starts under a small leader: `/bin/sh -c <script> --
  * GRACE MODE CMD ARGS...`, which runs CMD under GNU timeout in a process
  * group of its own with a watcher beside it (api/tree.c says how).  Then:
- *  - SIGTERM (or INT, HUP, QUIT) reaches the whole group; what is left of
- *    it is SIGKILLed after the sandbox's kill_grace_ms (members that trap
- *    TERM, even once CMD ended) by the leader itself; a close sends its own
+ *  - SIGTERM (or HUP) reaches the whole group; what is left of it is
+ *    SIGKILLed after the sandbox's kill_grace_ms (members that trap TERM,
+ *    even once CMD ended) by the leader itself.  INT and QUIT (which only
+ *    a process in the sandbox can send: SendSignal has TERM and KILL)
+ *    reach the group too, but what is left once CMD has ended (a shell's
+ *    background jobs ignore both) stays; a close sends its own
  *    SIGKILL of the pid 500 ms after that, so that it never ends the
  *    leader before the leader's KILL of the group;
  *  - SIGKILL of the pid (conch_kill, the server's deadline) SIGKILLs the
